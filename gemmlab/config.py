@@ -1,0 +1,190 @@
+"""Validate a composed config (Hydra ``DictConfig`` or a plain dict) into a :class:`RunConfig`.
+
+Every rule raises :class:`~gemmlab.errors.ConfigError` with the field's dotted name and what is
+allowed, so the CLI can print one line. Kernel-specific rules live in each plugin's
+``KernelSpec.check``; this module only checks what every experiment shares.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gemmlab.errors import ConfigError
+from gemmlab.hookspecs import Shape
+
+MODES = ("run", "compile")
+DISTRIBUTIONS = ("normal",)
+MAX_ELEMENTS = 2**31 - 1  # per matrix: 32-bit element offsets stay valid in every kernel
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """The event-timing protocol (seed 000): ``warmup`` launches, then ``repeat`` samples of
+    ``batch`` back-to-back launches each, timed with CUDA events and divided by ``batch``."""
+
+    warmup: int = 5
+    repeat: int = 10
+    batch: int = 20
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """Element-wise acceptance ``|C - ref| <= atol + rtol*|ref|`` against the float64 product
+    (seed 000: ``numpy.testing.assert_allclose(atol=3e-4, rtol=3e-4)``)."""
+
+    atol: float = 3e-4
+    rtol: float = 3e-4
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """Inputs A, B drawn as float32 from ``distribution`` with a numpy ``default_rng(seed)``."""
+
+    seed: int = 0
+    distribution: str = "normal"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One experiment point, validated. ``params`` holds the kernel's tile parameters (ints)."""
+
+    kernel: str
+    params: dict[str, int]
+    shape: Shape
+    mode: str = "run"
+    arch: str | None = None
+    device: int = 0
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
+    inputs: InputOptions = field(default_factory=InputOptions)
+    plugin_dirs: tuple[str, ...] = ()
+
+    def label(self) -> str:
+        """Short human label: ``tiled 63x65x33 BM=64 ...``."""
+        params = " ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.kernel} {self.shape.M}x{self.shape.N}x{self.shape.K} {params}".rstrip()
+
+
+def _plain(value: Any) -> Any:
+    try:
+        from omegaconf import OmegaConf
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    return value
+
+
+def _int(value: Any, field_name: str, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(field_name, f"must be an integer >= {minimum}, got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and <= {maximum}" if maximum is not None else ""
+        raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {value}")
+    return value
+
+
+def _tolerance(value: Any, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= 1:
+        raise ConfigError(field_name, f"must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def parse_shape(value: Any) -> Shape:
+    """Validate ``shape`` = ``[M, N, K]``: three integers, each >= 1, each matrix < 2**31 elements.
+
+    Raises:
+        ConfigError: field ``shape``.
+    """
+    value = _plain(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 3:
+        raise ConfigError("shape", f"must be a list [M, N, K] of three positive integers, got {value!r}")
+    for name, dim in zip("MNK", value):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ConfigError("shape", f"{name} must be a positive integer, got {dim!r} "
+                              "(shape is [M, N, K] of three positive integers)")
+    m, n, k = value
+    for name, count in (("A = M*K", m * k), ("B = K*N", k * n), ("C = M*N", m * n)):
+        if count > MAX_ELEMENTS:
+            raise ConfigError("shape", f"{name} has {count} elements; at most {MAX_ELEMENTS} are allowed")
+    return Shape(m, n, k)
+
+
+def parse_arch(value: Any) -> str | None:
+    """Normalize ``arch``: ``None`` (the device's own), ``"sm_90"``, ``"90"`` or ``90`` -> ``"90"``.
+
+    Raises:
+        ConfigError: field ``arch``.
+    """
+    if value is None:
+        return None
+    match = re.fullmatch(r"(?:sm_)?(\d{2,3}[af]?)", str(value))
+    if isinstance(value, bool) or not match:
+        raise ConfigError("arch", f"must be a CUDA SM target like sm_90 (or null for the device's own), got {value!r}")
+    return match.group(1)
+
+
+def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str) -> dict[str, int]:
+    """Merge ``given`` tile parameters over the kernel's defaults; every value a positive int.
+
+    Raises:
+        ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-positive/non-int value.
+    """
+    params = dict(spec_defaults)
+    for key, value in given.items():
+        if key not in spec_defaults:
+            allowed = ", ".join(spec_defaults) or "none"
+            raise ConfigError(f"kernel.{key}", f"kernel '{kernel}' has no parameter {key}; its parameters: {allowed}")
+        params[key] = _int(value, f"kernel.{key}", 1, 4096)
+    return params
+
+
+def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
+    """Validate the composed config ``cfg`` (keys as in ``conf/config.yaml``).
+
+    ``defaults_of(kernel_name)`` returns that kernel's default parameters (the registry's
+    ``get(name).defaults``); it raises ConfigError for an unknown kernel.
+
+    Raises:
+        ConfigError: naming the first invalid field.
+    """
+    cfg = _plain(cfg)
+    if not isinstance(cfg, Mapping):
+        raise ConfigError("config", "must be a mapping")
+    kernel_cfg = cfg.get("kernel")
+    if not isinstance(kernel_cfg, Mapping) or not isinstance(kernel_cfg.get("name"), str):
+        raise ConfigError("kernel", "must select a kernel config (kernel=<name>)")
+    name = kernel_cfg["name"]
+    given = {k: v for k, v in kernel_cfg.items() if k != "name"}
+    defaults = defaults_of(name) if defaults_of else {k: v for k, v in given.items()}
+    params = parse_params(defaults, given, name)
+
+    mode = cfg.get("mode", "run")
+    if mode not in MODES:
+        raise ConfigError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+
+    timing_cfg = cfg.get("timing") or {}
+    timing = TimingOptions(
+        warmup=_int(timing_cfg.get("warmup", 5), "timing.warmup", 0, 100_000),
+        repeat=_int(timing_cfg.get("repeat", 10), "timing.repeat", 1, 100_000),
+        batch=_int(timing_cfg.get("batch", 20), "timing.batch", 1, 100_000),
+    )
+    verify_cfg = cfg.get("verify") or {}
+    verify = VerifyOptions(atol=_tolerance(verify_cfg.get("atol", 3e-4), "verify.atol"),
+                           rtol=_tolerance(verify_cfg.get("rtol", 3e-4), "verify.rtol"))
+    inputs_cfg = cfg.get("inputs") or {}
+    distribution = inputs_cfg.get("distribution", "normal")
+    if distribution not in DISTRIBUTIONS:
+        raise ConfigError("inputs.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+    inputs = InputOptions(seed=_int(inputs_cfg.get("seed", 0), "inputs.seed", 0, 2**63 - 1),
+                          distribution=distribution)
+    plugin_dirs = cfg.get("plugin_dirs") or []
+    if isinstance(plugin_dirs, str) or not all(isinstance(p, str) for p in plugin_dirs):
+        raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {plugin_dirs!r}")
+    return RunConfig(kernel=name, params=params, shape=parse_shape(cfg.get("shape")), mode=mode,
+                     arch=parse_arch(cfg.get("arch")), device=_int(cfg.get("device", 0), "device", 0),
+                     timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs))

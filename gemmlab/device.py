@@ -1,0 +1,183 @@
+"""The GPU a run uses: open it once per process (cuda.core), describe it as plain data,
+move arrays, load cubins and launch. The only module besides ``timing`` that touches CUDA.
+
+Sources: cuda.core 1.x API (``Device``, ``Stream``, ``Buffer``, ``launch``, ``LaunchConfig``);
+facts checked on the H200 in shared/notes/cuda-core.md (numpy scalar arguments, shared-memory
+opt-in through ``cuda.bindings.driver``, ``Buffer.fill(0xFF)`` writes float32 NaN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gemmlab.errors import CudaError, NoGPUError
+from gemmlab.hookspecs import DeviceFacts, Launch
+
+NAN_BYTE = 0xFF  # all-ones bytes are a float32 NaN
+
+#: DeviceFacts for ``mode=compile`` without a GPU: the limits of an sm_90 part (H200 SXM).
+def offline_facts(arch: str) -> DeviceFacts:
+    """DeviceFacts for compiling for ``sm_<arch>`` with no GPU present (sm_90 limits, 132 SMs)."""
+    return DeviceFacts(name=f"no GPU (compile-only target sm_{arch})", arch=arch, sm_count=132,
+                       l2_bytes=50 * 1024 * 1024)
+
+
+def _driver_call(result):
+    """Check a ``cuda.bindings.driver`` call's status; return its value(s)."""
+    from cuda.bindings import driver
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        raise CudaError(f"CUDA driver call failed: {name.decode() if isinstance(name, bytes) else name}")
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+@dataclass
+class LoadedKernel:
+    """A cubin loaded on the GPU: the cuda.core ``Kernel`` and its driver-reported attributes."""
+
+    kernel: object
+    registers: int
+    local_bytes: int
+    static_shared_bytes: int
+
+
+class Gpu:
+    """One CUDA device with a non-blocking stream, kept for the whole process (sweeps reuse it).
+
+    Use :func:`open_gpu`; never construct directly.
+    """
+
+    def __init__(self, index: int):
+        from cuda.core import Device
+        try:
+            count = len(Device.get_all_devices())
+        except Exception as exc:  # cuda.pathfinder's DynamicLibNotFoundError, CUDAError, ...
+            raise NoGPUError(f"no CUDA driver or GPU available ({type(exc).__name__}); "
+                             "use mode=compile to compile and get the resource report without a GPU") from None
+        if count == 0:
+            raise NoGPUError("no CUDA GPU visible; use mode=compile to compile without a GPU")
+        if index >= count:
+            raise NoGPUError(f"device: index {index} does not exist; {count} GPU(s) visible (0..{count - 1})")
+        self.device = Device(index)
+        self.device.set_current()
+        self.stream = self.device.create_stream()
+        props = self.device.properties
+        from cuda.bindings import driver
+        self.driver_version = int(_driver_call(driver.cuDriverGetVersion()))
+        self.facts = DeviceFacts(
+            name=self.device.name, arch=self.device.arch, sm_count=props.multiprocessor_count,
+            max_threads_per_block=props.max_threads_per_block,
+            max_shared_per_block=props.max_shared_memory_per_block,
+            max_shared_per_block_optin=props.max_shared_memory_per_block_optin,
+            l2_bytes=props.l2_cache_size)
+        self.index = index
+        self.max_threads_per_sm = props.max_threads_per_multiprocessor
+
+    def record(self) -> dict:
+        """Device fields for ``result.json``."""
+        import cuda.core
+        d = self.driver_version
+        return {"index": self.index, "name": self.facts.name, "arch": f"sm_{self.facts.arch}",
+                "sm_count": self.facts.sm_count, "l2_bytes": self.facts.l2_bytes,
+                "uuid": str(getattr(self.device, "uuid", "")),
+                "driver_version": f"{d // 1000}.{(d % 1000) // 10}", "cuda_core_version": cuda.core.__version__}
+
+    # --- memory -------------------------------------------------------------------------------
+    def to_device(self, array: np.ndarray):
+        """Copy a C-contiguous host array to a new device ``Buffer`` (synchronous)."""
+        from cuda.core import LegacyPinnedMemoryResource
+        array = np.ascontiguousarray(array)
+        staging = LegacyPinnedMemoryResource().allocate(array.nbytes, stream=self.stream)
+        np.from_dlpack(staging).view(np.uint8)[:] = array.view(np.uint8).ravel()
+        buffer = self.device.allocate(array.nbytes, stream=self.stream)
+        buffer.copy_from(staging, stream=self.stream)
+        self.stream.sync()
+        staging.close()
+        return buffer
+
+    def to_host(self, buffer, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+        """Copy a device ``Buffer`` back into a new host array of ``shape`` (synchronous)."""
+        from cuda.core import LegacyPinnedMemoryResource
+        staging = LegacyPinnedMemoryResource().allocate(buffer.size, stream=self.stream)
+        staging.copy_from(buffer, stream=self.stream)
+        self.stream.sync()
+        out = np.from_dlpack(staging).view(np.uint8).copy().view(dtype).reshape(shape)
+        staging.close()
+        return out
+
+    def allocate(self, nbytes: int):
+        """A device ``Buffer`` of ``nbytes`` (contents undefined)."""
+        return self.device.allocate(nbytes, stream=self.stream)
+
+    def fill_nan(self, buffer) -> None:
+        """Overwrite ``buffer`` with float32 NaN (all-ones bytes), ordered on the run's stream."""
+        buffer.fill(NAN_BYTE, stream=self.stream)
+
+    # --- kernels ------------------------------------------------------------------------------
+    def load(self, object_code, name_expression: str, dynamic_shared_bytes: int) -> LoadedKernel:
+        """Load ``name_expression`` from a compiled ``ObjectCode``; opt in to more than 48 KiB of
+        dynamic shared memory when the launch needs it.
+
+        Raises:
+            CudaError: the driver refused the module or the attribute.
+        """
+        try:
+            kernel = object_code.get_kernel(name_expression)
+        except Exception as exc:
+            raise CudaError(f"could not load {name_expression}: {exc}") from None
+        if dynamic_shared_bytes > 48 * 1024:
+            from cuda.bindings import driver
+            _driver_call(driver.cuFuncSetAttribute(
+                kernel.handle, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                dynamic_shared_bytes))
+        a = kernel.attributes
+        return LoadedKernel(kernel=kernel, registers=a.num_regs, local_bytes=a.local_size_bytes,
+                            static_shared_bytes=a.shared_size_bytes)
+
+    def occupancy(self, loaded: LoadedKernel, launch: Launch) -> dict:
+        """Max active blocks per SM (occupancy API), theoretical occupancy and waves."""
+        blocks_per_sm = loaded.kernel.occupancy.max_active_blocks_per_multiprocessor(
+            launch.threads_per_block, launch.shared_bytes)
+        occupancy = blocks_per_sm * launch.threads_per_block / self.max_threads_per_sm
+        waves = launch.blocks / (self.facts.sm_count * blocks_per_sm) if blocks_per_sm else float("inf")
+        return {"max_active_blocks_per_sm": blocks_per_sm, "theoretical_occupancy": round(occupancy, 4),
+                "blocks": launch.blocks, "waves": round(waves, 3)}
+
+    def launcher(self, loaded: LoadedKernel, launch: Launch, args: tuple):
+        """Return a zero-argument function that enqueues one launch on the run's stream.
+
+        ``args`` must already hold device buffers and numpy scalars of the C types
+        (``np.int32``): a Python int is passed as 64 bits and misplaces later parameters.
+        """
+        from cuda.core import LaunchConfig, launch as cu_launch
+        config = LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
+        stream, kernel = self.stream, loaded.kernel
+
+        def enqueue():
+            cu_launch(stream, config, kernel, *args)
+
+        return enqueue
+
+    def sync(self) -> None:
+        """Wait for the stream; turn an asynchronous kernel fault into :class:`CudaError`."""
+        try:
+            self.stream.sync()
+        except Exception as exc:
+            raise CudaError(f"kernel failed: {exc}") from None
+
+
+_OPEN: dict[int, Gpu] = {}
+
+
+def open_gpu(index: int = 0) -> Gpu:
+    """Open (once per process) and return GPU ``index``.
+
+    Raises:
+        NoGPUError: no driver, no device, or ``index`` out of range (message says how many exist).
+    """
+    if index not in _OPEN:
+        _OPEN[index] = Gpu(index)
+    return _OPEN[index]

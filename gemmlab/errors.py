@@ -1,0 +1,45 @@
+"""Errors gemmlab reports as one line (field, what is allowed) with a non-zero exit status."""
+
+
+class GemmlabError(Exception):
+    """Base class: an error whose message is a complete one-line explanation for the user."""
+
+    status = "error"
+
+
+class ConfigError(GemmlabError):
+    """Invalid configuration: ``field`` names the config field, the message says what is allowed."""
+
+    status = "invalid"
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NoGPUError(GemmlabError):
+    """No CUDA driver or device: the run cannot proceed (``mode=compile`` still works)."""
+
+    status = "no_gpu"
+
+
+class CompileError(GemmlabError):
+    """NVRTC rejected the kernel source; ``log`` holds the full NVRTC log with line numbers."""
+
+    status = "compile_error"
+
+    def __init__(self, message: str, log: str):
+        super().__init__(message)
+        self.log = log
+
+
+class CudaError(GemmlabError):
+    """A CUDA driver call failed while running a kernel (launch failure, illegal address ...)."""
+
+    status = "cuda_error"
+
+
+class VerificationError(GemmlabError):
+    """The kernel's output does not match the float64 reference."""
+
+    status = "wrong_result"

@@ -1,0 +1,13 @@
+// gemmlab built-in kernel "naive" (seed 000, labs/kernels/gemm.cuh: gemm_naive).
+// One output per thread, BX x BY thread block (seed: 16 x 16), every thread masked.
+// Row-major float32: A is M x K, B is K x N, C is M x N. No tensor cores.
+template <int BX, int BY>
+__global__ void gemm_naive(const float *a, const float *b, float *c, int m, int n, int k) {
+  const int row = blockIdx.y * BY + threadIdx.y;
+  const int col = blockIdx.x * BX + threadIdx.x;
+  if (row >= m || col >= n) return;
+  float accumulator = 0.0f;
+  for (int inner = 0; inner < k; inner++)
+    accumulator += a[(long long)row * k + inner] * b[(long long)inner * n + col];
+  c[(long long)row * n + col] = accumulator;
+}

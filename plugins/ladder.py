@@ -1,0 +1,99 @@
+"""Built-in kernels ``ladder_starter`` and ``ladder_strip``: seed 002's register-blocking harness.
+
+Harness contract: a 1-D grid of (N/64)^2 blocks, each recovering its 64x64 tile of C from
+blockIdx.x; square problems (M = N = K) with N a multiple of 64, so there are no partial tiles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.plugin_utils import count_hits, require
+
+TILE = 64
+
+
+def _check_square(shape: Shape) -> None:
+    require(shape.M == shape.N == shape.K and shape.N % TILE == 0, "shape",
+            f"the ladder harness needs a square problem M = N = K with N a multiple of {TILE}, "
+            f"got [{shape.M}, {shape.N}, {shape.K}]")
+
+
+def _check_bk(params, threads: int) -> None:
+    bk = params["BK"]
+    require(bk >= 1 and TILE % bk == 0, "kernel.BK", f"BK={bk} must divide {TILE} (no k masking)")
+    require((TILE * bk) % threads == 0, "kernel.BK",
+            f"load coverage: each tile has 64*BK={TILE * bk} elements, not a multiple of the "
+            f"{threads} threads that stage it")
+
+
+def _tile_origin(shape: Shape):
+    blocks = np.arange((shape.N // TILE) ** 2)
+    return (blocks // (shape.N // TILE)) * TILE, (blocks % (shape.N // TILE)) * TILE
+
+
+def _staging(params, threads: int):
+    bk = params["BK"]
+    i = np.arange(threads)[:, None] + np.arange(TILE * bk // threads)[None, :] * threads
+    return {"A": count_hits((TILE, bk), i // bk, i % bk), "B": count_hits((bk, TILE), i // TILE, i % TILE)}
+
+
+class LadderStarter(KernelSpec):
+    """One output per thread: 256 threads sweep the 64x64 tile in 16 sub-passes (seed 002)."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        _check_square(shape)
+        _check_bk(params, 256)
+
+    def entry(self, params) -> str:
+        return f"gemm_ladder_starter<{params['BK']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return Launch(grid=((shape.N // TILE) ** 2, 1, 1), block=(256, 1, 1))
+
+    def ownership(self, shape: Shape, params):
+        base_row, base_col = _tile_origin(shape)
+        idx = np.arange(16)[:, None] * 256 + np.arange(256)[None, :]
+        row = base_row[:, None, None] + (idx // TILE)[None]
+        col = base_col[:, None, None] + (idx % TILE)[None]
+        return count_hits((shape.M, shape.N), row, col), _staging(params, 256)
+
+
+class LadderStrip(KernelSpec):
+    """TM outputs per thread in a column strip held in registers (seed 002; TM=16: 256 threads)."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        _check_square(shape)
+        tm = params["TM"]
+        require(tm >= 1 and TILE % tm == 0, "kernel.TM",
+                f"ownership: TM={tm} must divide {TILE} so the strips tile each column exactly once")
+        threads = TILE * TILE // tm
+        require(threads <= device.max_threads_per_block, "kernel.TM",
+                f"64*64/TM={threads} threads exceeds the device limit {device.max_threads_per_block}; use TM >= 4")
+        _check_bk(params, threads)
+
+    def entry(self, params) -> str:
+        return f"gemm_ladder_strip<{params['TM']}, {params['BK']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return Launch(grid=((shape.N // TILE) ** 2, 1, 1), block=(TILE * TILE // params["TM"], 1, 1))
+
+    def ownership(self, shape: Shape, params):
+        tm = params["TM"]
+        threads = TILE * TILE // tm
+        base_row, base_col = _tile_origin(shape)
+        tid, i = np.ix_(range(threads), range(tm))
+        row = base_row[:, None, None] + ((tid // TILE) * tm + i)[None]
+        col = base_col[:, None, None] + (tid % TILE + 0 * i)[None]
+        return count_hits((shape.M, shape.N), row, col), _staging(params, threads)
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [
+        LadderStarter(name="ladder_starter", source="ladder_starter.cu", defaults={"BK": 8},
+                      description="seed 002: 1-D grid of 64x64 tiles, one output per thread, 16 sub-passes"),
+        LadderStrip(name="ladder_strip", source="ladder_strip.cu", defaults={"TM": 16, "BK": 8},
+                    description="seed 002: 1-D grid of 64x64 tiles, TM=16 column strip per thread"),
+    ]

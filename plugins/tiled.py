@@ -1,0 +1,65 @@
+"""Built-in kernel ``tiled``: seed 000's shared- and register-tiled GEMM (kernels/tiled.cu).
+
+Parameters (seed values): BM=64, BN=64 output block; BK=16 reduction chunk; TM=8, TN=2 thread
+tile. The thread block is (BN/TN, BM/TM) = (32, 8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+
+
+class TiledKernel(KernelSpec):
+    """64x64 block tile, (32,8) threads, 8x2 accumulators per thread, BK=16 (seed 000)."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
+        require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
+        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+        require(threads <= device.max_threads_per_block, "kernel.TM",
+                f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds the device limit "
+                f"{device.max_threads_per_block}; raise TM or TN")
+        for tile, size in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
+            require(size % threads == 0, "kernel.BK",
+                    f"load coverage: the {tile} tile has {size} elements, not a multiple of the "
+                    f"{threads} threads that stage it")
+        smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
+        require(smem <= device.max_shared_per_block, "kernel.BK",
+                f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
+
+    def entry(self, params) -> str:
+        p = params
+        return f"gemm_tiled<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        return Launch(grid=(cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]), 1),
+                      block=(p["BN"] // p["TN"], p["BM"] // p["TM"], 1))
+
+    def ownership(self, shape: Shape, params):
+        p = params
+        tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
+        threads = tx_n * ty_n
+        gx, gy = cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"])
+        by, bx, ty, tx, i, j = np.ix_(range(gy), range(gx), range(ty_n), range(tx_n),
+                                      range(p["TM"]), range(p["TN"]))
+        row = by * p["BM"] + ty + i * ty_n
+        col = bx * p["BN"] + tx + j * tx_n
+        stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+        lane = np.arange(threads)[:, None]
+        a_linear = lane + np.arange(p["BM"] * p["BK"] // threads)[None, :] * threads
+        b_linear = lane + np.arange(p["BK"] * p["BN"] // threads)[None, :] * threads
+        loads = {"A": count_hits((p["BM"], p["BK"]), a_linear // p["BK"], a_linear % p["BK"]),
+                 "B": count_hits((p["BK"], p["BN"]), b_linear // p["BN"], b_linear % p["BN"])}
+        return stores, loads
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [TiledKernel(name="tiled", source="tiled.cu",
+                        defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2},
+                        description="seed 000: 64x64 block tile, (32,8) threads, 8x2 per thread, BK=16")]
