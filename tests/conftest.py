@@ -1,0 +1,48 @@
+"""Shared test setup: the ``gpu`` marker skips (with the reason) where no CUDA GPU is usable."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_unavailable_reason() -> str | None:
+    """None when a CUDA driver and at least one GPU are usable, else why not."""
+    try:
+        from cuda.core import Device
+        if not Device.get_all_devices():
+            return "no CUDA GPU visible"
+    except Exception as exc:  # no driver library, driver too old, ...
+        return f"no CUDA driver/GPU ({type(exc).__name__}: {str(exc)[:80]})"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = None
+    for item in items:
+        if "gpu" in item.keywords:
+            reason = reason or gpu_unavailable_reason()
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=f"gpu test skipped: {reason}"))
+
+
+@pytest.fixture
+def cli_env():
+    """Environment for running ``python -m gemmlab`` from any directory against this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+@pytest.fixture
+def gemmlab_cmd():
+    """argv prefix of the gemmlab command for subprocess tests."""
+    return [sys.executable, "-m", "gemmlab"]
