@@ -67,7 +67,7 @@ class CompiledKernel:
     options: CompileOptions
     nvrtc_version: str
     compile_ms: float
-    resources: Resources
+    resources: Resources | None  # None: NVRTC returned no ptxas report (see ``log``)
     log: str
     object_code: object = field(repr=False, default=None)
     cache_hit: bool = False
@@ -78,7 +78,7 @@ class CompiledKernel:
                 "name_expression": self.name_expression, "lowered_name": self.lowered_name,
                 "nvrtc_version": self.nvrtc_version, "options": self.options.flags(),
                 "compile_ms": round(self.compile_ms, 3), "cache_hit_in_process": self.cache_hit,
-                "resources": asdict(self.resources)}
+                "resources": asdict(self.resources) if self.resources else None}
 
 
 def nvrtc_version() -> str:
@@ -138,25 +138,33 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         cached = _CACHE[key]
         return CompiledKernel(**{**cached.__dict__, "cache_hit": True})
 
-    log = io.StringIO()
-    started = time.perf_counter()
-    try:
-        program = Program(source, "c++", ProgramOptions(
-            name=Path(source_path).name, arch=f"sm_{options.arch}", std=options.std, fma=options.fma,
-            use_fast_math=options.use_fast_math, ptxas_options=["-v"]))
-        code = program.compile("cubin", name_expressions=(name_expression,), logs=log)
-    except Exception as exc:  # cuda.core raises NVRTCError (a RuntimeError) with the log inside
-        text = str(exc)
-        first = next((ln.strip() for ln in text.splitlines() if "error" in ln and "(" in ln), text.splitlines()[0])
-        raise CompileError(f"NVRTC failed on {Path(source_path).name} for {name_expression} "
-                           f"(options: {' '.join(options.flags())}): {first}", text) from None
-    compile_ms = (time.perf_counter() - started) * 1e3
-    lowered = code.symbol_mapping.get(name_expression, name_expression)
-    lowered = lowered.decode() if isinstance(lowered, bytes) else lowered
-    text = log.getvalue().replace("\x00", "")
+    program_options = ProgramOptions(name=Path(source_path).name, arch=f"sm_{options.arch}", std=options.std,
+                                     fma=options.fma, use_fast_math=options.use_fast_math, ptxas_options=["-v"])
+    resources = None
+    for _attempt in range(3):  # NVRTC 13.0 on the H200 sometimes returns an empty program log
+        log = io.StringIO()
+        started = time.perf_counter()
+        try:
+            code = Program(source, "c++", program_options).compile(
+                "cubin", name_expressions=(name_expression,), logs=log)
+        except Exception as exc:  # cuda.core raises NVRTCError (a RuntimeError) with the log inside
+            text = str(exc)
+            first = next((ln.strip() for ln in text.splitlines() if "error" in ln and "(" in ln),
+                         text.splitlines()[0] if text else type(exc).__name__)
+            raise CompileError(f"NVRTC failed on {Path(source_path).name} for {name_expression} "
+                               f"(options: {' '.join(options.flags())}): {first}", text) from None
+        compile_ms = (time.perf_counter() - started) * 1e3
+        lowered = code.symbol_mapping.get(name_expression, name_expression)
+        lowered = lowered.decode() if isinstance(lowered, bytes) else lowered
+        text = log.getvalue().replace("\x00", "")
+        try:
+            resources = parse_ptxas(text, lowered)
+            break
+        except CompileError:
+            continue
     compiled = CompiledKernel(name_expression=name_expression, lowered_name=lowered,
                               source_file=str(source_path), source_sha256=sha, options=options,
                               nvrtc_version=nvrtc_version(), compile_ms=compile_ms,
-                              resources=parse_ptxas(text, lowered), log=text, object_code=code)
+                              resources=resources, log=text, object_code=code)
     _CACHE[key] = compiled
     return compiled

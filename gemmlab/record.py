@@ -76,9 +76,12 @@ def summary(record: dict) -> str:
     comp = record.get("compile")
     if comp:
         r = comp["resources"]
-        lines.append(f"  compile {comp['compile_ms']:.1f} ms NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: "
-                     f"{r['registers']} regs, spills {r['spill_store_bytes']}/{r['spill_load_bytes']} B, "
-                     f"static smem {r['static_shared_bytes']} B")
+        res = (f"{r['registers']} regs, spills {r['spill_store_bytes']}/{r['spill_load_bytes']} B, "
+               f"static smem {r['static_shared_bytes']} B") if r else "no ptxas report"
+        drv = comp.get("driver_attributes")
+        if drv:
+            res += f" (driver: {drv['registers']} regs, local {drv['local_bytes']} B, smem {drv['static_shared_bytes']} B)"
+        lines.append(f"  compile {comp['compile_ms']:.1f} ms NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
     launch = record.get("launch")
     if launch:
         occ = record.get("occupancy") or {}
