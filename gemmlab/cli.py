@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from gemmlab import record as record_stage
 from gemmlab import sweep
-from gemmlab.errors import ConfigError
+from gemmlab.errors import ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.pipeline import exit_status, registry_for, run_point
 
@@ -117,7 +117,7 @@ def _task(cfg) -> None:
     record = run_point(cfg, out_dir)
     status = exit_status(record)
     _STATUSES.append(status)
-    if record["status"] != ConfigError.status:
+    if record["status"] not in (ConfigError.status, NoGPUError.status):  # those get their one line only
         print(record_stage.summary(record))
         print(f"  result  {out_dir / 'result.json'}", flush=True)
     if status:
