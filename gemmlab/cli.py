@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from gemmlab import record as record_stage
 from gemmlab import sweep
-from gemmlab.errors import ConfigError, NoGPUError
+from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.pipeline import exit_status, registry_for, run_point
 
@@ -120,6 +120,8 @@ def _task(cfg) -> None:
     if record["status"] not in (ConfigError.status, NoGPUError.status):  # those get their one line only
         print(record_stage.summary(record))
         print(f"  result  {out_dir / 'result.json'}", flush=True)
+    if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
+        print((out_dir / "compile.log").read_text().rstrip(), file=sys.stderr)  # NVRTC log, line numbers
     if status:
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
 

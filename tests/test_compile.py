@@ -1,0 +1,84 @@
+"""Compile stage (NVRTC through cuda.core, no GPU needed) and config/plugin consistency."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from gemmlab.compile import CompileOptions, compile_kernel, parse_ptxas
+from gemmlab.errors import CompileError
+from gemmlab.paths import CONF_DIR
+from gemmlab.registry import load_registry
+
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z3fooi' for 'sm_90'
+ptxas info    : Function properties for _Z3fooi
+ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 8192 bytes smem
+ptxas info    : Compiling entry function '_Z3bari' for 'sm_90'
+ptxas info    : Function properties for _Z3bari
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers
+"""
+
+
+def test_parse_ptxas_picks_the_right_function():
+    foo = parse_ptxas(PTXAS_LOG, "_Z3fooi")
+    assert (foo.registers, foo.spill_store_bytes, foo.spill_load_bytes, foo.stack_frame_bytes,
+            foo.static_shared_bytes) == (255, 8, 12, 24, 8192)
+    bar = parse_ptxas(PTXAS_LOG, "_Z3bari")
+    assert (bar.registers, bar.spill_store_bytes, bar.static_shared_bytes) == (10, 0, 0)
+    with pytest.raises(CompileError):
+        parse_ptxas(PTXAS_LOG, "_Z3bazi")
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_registry()
+
+
+@pytest.mark.parametrize("arch", ["90", "80"])
+@pytest.mark.parametrize("kernel", ["naive", "tiled", "ladder_starter", "ladder_strip"])
+def test_builtin_kernels_compile_to_cubin(registry, kernel, arch):
+    spec = registry.get(kernel)
+    compiled = compile_kernel(registry.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch=arch))
+    assert compiled.object_code.code[:4] == b"\x7fELF"  # a cubin, not PTX
+    assert f"-arch=sm_{arch}" in compiled.options.flags()
+    assert len(compiled.source_sha256) == 64
+    assert compiled.resources is not None and compiled.resources.registers > 0
+    assert compiled.resources.spill_store_bytes == 0  # the seed kernels do not spill
+    if kernel == "tiled":
+        assert compiled.resources.static_shared_bytes == 4 * (64 * 16 + 16 * 64)
+
+
+def test_in_process_cache_hits_only_for_identical_inputs(registry, tmp_path):
+    spec = registry.get("tiled")
+    src = registry.source_path(spec)
+    first = compile_kernel(src, "gemm_tiled<64, 64, 8, 8, 2>", CompileOptions(arch="90"))
+    again = compile_kernel(src, "gemm_tiled<64, 64, 8, 8, 2>", CompileOptions(arch="90"))
+    assert again.cache_hit and again.object_code is first.object_code
+    other = compile_kernel(src, "gemm_tiled<64, 64, 8, 4, 2>", CompileOptions(arch="90"))
+    assert not other.cache_hit
+    edited = tmp_path / "tiled.cu"
+    edited.write_text(src.read_text() + "\n// edited\n")
+    assert not compile_kernel(edited, "gemm_tiled<64, 64, 8, 8, 2>", CompileOptions(arch="90")).cache_hit
+
+
+def test_compile_error_carries_log_with_line_numbers(tmp_path):
+    bad = tmp_path / "broken.cu"
+    bad.write_text("template <int X>\n__global__ void g(float *c) {\n  c[0] = nope;\n}\n")
+    with pytest.raises(CompileError) as info:
+        compile_kernel(bad, "g<1>", CompileOptions(arch="90"))
+    assert "broken.cu(3)" in str(info.value) and "-arch=sm_90" in str(info.value)
+    assert "broken.cu(3): error" in info.value.log
+
+
+@pytest.mark.parametrize("kernel", ["naive", "tiled", "ladder_starter", "ladder_strip"])
+def test_kernel_yaml_matches_plugin_defaults(registry, kernel):
+    node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "kernel" / f"{kernel}.yaml"))
+    spec = registry.get(kernel)
+    assert node.pop("name") == kernel
+    assert node == dict(spec.defaults)
+    assert spec.description
