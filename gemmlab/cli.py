@@ -30,6 +30,7 @@ _STATUSES: list[int] = []
 _FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cn", "--config-name", "-cp", "--config-path",
                      "-cd", "--config-dir", "--info", "--experimental-rerun"}
 _PLUGIN_DIRS: list[str] = []
+_FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
 
 
 def _kernels_help() -> str:
@@ -56,32 +57,62 @@ def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
     """Return (plugin_dirs, kernel names, kernel parameter names) named by command-line
     overrides, using Hydra's parser.
 
-    Unparseable overrides are left to Hydra, which reports them itself.
+    Raises:
+        ConfigError: an override that Hydra's grammar rejects, or a sweep without ``-m``.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    overrides, skip = [], False
+    overrides, skip, multirun = [], False, False
     for arg in args:
         if skip:
             skip = False
             continue
         if arg.startswith("-"):
             skip = arg in _FLAGS_WITH_VALUE
+            multirun = multirun or arg in ("-m", "--multirun")
             continue
         overrides.append(arg)
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:
-        return [], [], []
+    parser = OverridesParser.create()
+    parsed = []
+    for text in overrides:
+        try:
+            parsed.extend(parser.parse_overrides([text]))
+        except Exception as exc:  # Hydra's OverrideParseException: keep its first line only
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(text.split("=", 1)[0].lstrip("+~"), f"cannot parse override {text!r}: {first} "
+                              "(lists are written [a,b,c]; quote them in the shell)") from None
+    for o in parsed:
+        if o.key_or_group in _FILE_GROUPS and o.package is None and not o.is_delete():
+            available = sorted(p.stem for p in (CONF_DIR / o.key_or_group).glob("*.yaml"))
+            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+            for value in values:
+                if value not in available and value != "null":
+                    raise ConfigError(o.key_or_group, f"unknown {o.key_or_group} '{value}'; available: "
+                                      f"{', '.join(available)}")
+    experiment = any(o.key_or_group == "experiment" for o in parsed)
     dirs, kernels, params = [], [], []
     for o in parsed:
+        if o.is_sweep_override() and not multirun and not experiment:
+            raise ConfigError(o.key_or_group, f"{o.input_line!r} is a sweep (several values); "
+                              "run it with -m (gemmlab -m ...)")
         if o.key_or_group == "plugin_dirs" and isinstance(o.value(), list):
             dirs = [str(d) for d in o.value()]
         elif o.key_or_group == "kernel" and o.package is None and not o.is_delete():
             kernels = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
         elif o.key_or_group.startswith("kernel.") and not o.is_add() and o.key_or_group.count(".") == 1:
             params.append(o.key_or_group.split(".", 1)[1])
+    if experiment and not kernels:
+        kernels = _experiment_kernels(next(o for o in parsed if o.key_or_group == "experiment"))
     return dirs, kernels, params
+
+
+def _experiment_kernels(override) -> list[str]:
+    """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``), if it names any."""
+    path = CONF_DIR / "experiment" / f"{override.get_value_element_as_str()}.yaml"
+    if not path.is_file():
+        return []  # Hydra reports the missing option itself
+    swept = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params.kernel")
+    return [k.strip() for k in str(swept).split(",")] if swept else []
 
 
 def _default_kernel() -> str:

@@ -79,11 +79,10 @@ def _plain(value: Any) -> Any:
 
 
 def _int(value: Any, field_name: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(field_name, f"must be an integer >= {minimum}, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = f" and <= {maximum}" if maximum is not None else ""
-        raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {value}")
+    upper = f" and <= {maximum}" if maximum is not None else ""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
+            or (maximum is not None and value > maximum):
+        raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {value!r}")
     return value
 
 

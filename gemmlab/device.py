@@ -157,7 +157,10 @@ class Gpu:
         stream, kernel = self.stream, loaded.kernel
 
         def enqueue():
-            cu_launch(stream, config, kernel, *args)
+            try:
+                cu_launch(stream, config, kernel, *args)
+            except Exception as exc:  # cuda.core's CUDAError: invalid configuration, ...
+                raise CudaError(f"launch of grid {launch.grid} block {launch.block} failed: {exc}") from None
 
         return enqueue
 

@@ -22,6 +22,8 @@ from gemmlab.hookspecs import ParamError
 from gemmlab.registry import Registry, load_registry
 
 EXIT_INVALID = 2
+GRID_LIMITS = (2**31 - 1, 65535, 65535)  # CUDA: max grid dimensions (x, y, z)
+BLOCK_LIMITS = (1024, 1024, 64)  # CUDA: max block dimensions (x, y, z)
 EXIT_FAILED = 1
 
 
@@ -109,6 +111,13 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict) -> None:
     launch = spec.launch(rc.shape, rc.params, facts)
     record["launch"] = {"grid": list(launch.grid), "block": list(launch.block), "shared_bytes": launch.shared_bytes,
                         "threads_per_block": launch.threads_per_block, "blocks": launch.blocks}
+    for axis, (count, limit) in enumerate(zip(launch.grid, GRID_LIMITS)):
+        if not 1 <= count <= limit:
+            raise ConfigError("shape", f"needs grid {tuple(launch.grid)}: grid dimension {'xyz'[axis]} must be "
+                              f"1..{limit} (CUDA limit); use a smaller shape or a kernel with larger tiles")
+    for axis, (count, limit) in enumerate(zip(launch.block, BLOCK_LIMITS)):
+        if not 1 <= count <= limit:
+            raise ConfigError("kernel", f"block {tuple(launch.block)}: dimension {'xyz'[axis]} must be 1..{limit}")
     if launch.threads_per_block > facts.max_threads_per_block or launch.shared_bytes > facts.max_shared_per_block_optin:
         raise ConfigError("kernel", f"launch needs {launch.threads_per_block} threads and {launch.shared_bytes} B "
                           f"dynamic shared memory per block; the device allows {facts.max_threads_per_block} "

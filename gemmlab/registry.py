@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -22,6 +23,7 @@ from gemmlab.paths import KERNELS_DIR, PLUGINS_DIR
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
 BUILTIN_PACKAGE = "gemmlab_plugins"
+NAME_RULE = re.compile(r"[a-z][a-z0-9_]*")
 
 
 class Registry:
@@ -38,10 +40,18 @@ class Registry:
         self.kernels: dict[str, KernelSpec] = {}
         self.origins: dict[str, str] = {}
         for impl in pm.hook.gemmlab_kernels.get_hookimpls():
-            for spec in impl.function() or []:
+            try:
+                specs = list(impl.function() or [])
+            except Exception as exc:
+                raise ConfigError("plugin", f"{impl.plugin_name}: gemmlab_kernels failed: "
+                                  f"{type(exc).__name__}: {exc}") from None
+            for spec in specs:
                 if not isinstance(spec, KernelSpec):
                     raise ConfigError("plugin", f"{impl.plugin_name} returned {type(spec).__name__}, "
                                       "expected gemmlab.KernelSpec")
+                if not isinstance(spec.name, str) or not NAME_RULE.fullmatch(spec.name):
+                    raise ConfigError("plugin", f"{impl.plugin_name}: kernel name {spec.name!r} is not "
+                                      "allowed; use lowercase letters, digits and '_' (starting with a letter)")
                 if spec.name in self.kernels:
                     raise ConfigError("plugin", f"kernel '{spec.name}' is provided twice: by "
                                       f"{self.origins[spec.name]} and by {impl.plugin_name}")
@@ -81,7 +91,9 @@ def _import_builtin_package():
 
 
 def _load_file(path: Path):
-    name = "gemmlab_dropin_" + hashlib.sha1(str(path).encode()).hexdigest()[:10] + "_" + path.stem
+    # keyed by path and content: an edited file is imported afresh, an unchanged one only once
+    digest = hashlib.sha1(str(path).encode() + b"\0" + path.read_bytes()).hexdigest()[:12]
+    name = f"gemmlab_dropin_{digest}_{path.stem}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -101,7 +113,8 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
 
     Raises:
         ConfigError: a plugin folder is missing or a plugin file fails to import
-            (field ``plugin_dirs``), or two plugins provide the same kernel name (``plugin``).
+            (field ``plugin_dirs``); an entry point fails to load, a hook raises, a kernel name
+            breaks the rule ``[a-z][a-z0-9_]*`` or is provided twice (field ``plugin``).
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs.KernelHooks)
@@ -110,7 +123,11 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
         module = importlib.import_module(f"{BUILTIN_PACKAGE}.{name}")
         pm.register(module, name=f"{BUILTIN_PACKAGE}.{name}")
     if entry_points:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        except Exception as exc:  # an installed package's plugin that fails to import
+            raise ConfigError("plugin", f"an entry point in group '{ENTRY_POINT_GROUP}' failed to load: "
+                              f"{type(exc).__name__}: {exc}") from None
     for folder in plugin_dirs:
         folder = Path(folder).expanduser().resolve()
         if not folder.is_dir():

@@ -1,0 +1,408 @@
+"""The ``gemmlab`` command, run as a subprocess (``python -m gemmlab``) in a temporary directory.
+
+No GPU is needed: everything runs in ``mode=compile`` (NVRTC only) or is rejected before a GPU is
+opened (one in-process test drives ``run_point`` in ``mode=run`` against a fake GPU to check the
+status a failed launch gets). The contract under test (gemmlab/cli.py): exit 0 when every point is valid, 2 for invalid
+input with exactly one stderr line ``gemmlab: error: <field>: ...`` and no traceback, 1 for any
+other failure; every result.json written for a bad input has ``"valid": false``.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gemmlab
+from gemmlab.paths import KERNELS_DIR
+
+REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
+BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip")
+
+
+def subprocess_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+def cli_cmd(args) -> list[str]:
+    return [sys.executable, "-m", "gemmlab", *args]
+
+
+def run_cli(args, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_cmd(args), cwd=cwd, env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def results(root: Path) -> list[Path]:
+    return sorted((root / "outputs").rglob("result.json")) if (root / "outputs").exists() else []
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def stderr_lines(proc) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.strip()]
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_present() -> bool:
+    try:
+        from cuda.core import Device
+        return len(Device.get_all_devices()) > 0
+    except Exception:
+        return False
+
+
+def assert_invalid(proc, field: str, cwd: Path) -> None:
+    """Exit 2, one stderr line naming ``field``, no traceback, any record written is invalid."""
+    text = proc.stdout + proc.stderr
+    assert "Traceback" not in text, text
+    assert proc.returncode == 2, text
+    lines = stderr_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gemmlab: error: "), lines[0]
+    assert lines[0].startswith(f"gemmlab: error: {field}: "), lines[0]
+    assert len(lines[0]) > len(f"gemmlab: error: {field}: ") + 5  # says what is allowed
+    assert "no CUDA" not in text  # rejected before any GPU is looked for
+    written = results(cwd)
+    assert len(written) <= 1
+    for path in written:
+        record = load(path)
+        assert record["valid"] is False
+        assert record["status"] == "invalid"
+        assert record["error"].startswith(f"{field}: ")
+
+
+# --- invalid input --------------------------------------------------------------------------------
+
+BAD_INPUTS = [
+    (["shape=[1,2]"], "shape"),
+    (["shape=[1,2,3,4]"], "shape"),
+    (["shape=[0,1,1]"], "shape"),
+    (["shape=[-1,2,3]"], "shape"),
+    (["shape=[1.5,2,3]"], "shape"),
+    (["shape=abc"], "shape"),
+    (["shape=[a,b,c]"], "shape"),
+    (["shape=null"], "shape"),
+    (["shape=[true,2,3]"], "shape"),
+    (["shape=[100000,100000,1]"], "shape"),  # C has 1e10 elements (> 2**31 - 1)
+    (["kernel=foo"], "kernel"),
+    (["kernel.XX=3"], "kernel.XX"),
+    (["+kernel.XX=3"], "kernel.XX"),
+    (["kernel=naive", "kernel.BK=8"], "kernel.BK"),
+    (["kernel.BK=7"], "kernel.BK"),
+    (["kernel.BK=0"], "kernel.BK"),
+    (["kernel.BK=5000"], "kernel.BK"),
+    (["kernel.BK=x"], "kernel.BK"),
+    (["kernel.TM=3"], "kernel.TM"),
+    (["kernel.TM=1", "kernel.TN=1"], "kernel.TM"),
+    (["kernel=naive", "kernel.BX=64", "kernel.BY=64"], "kernel.BX"),
+    (["kernel=ladder_strip", "kernel.TM=3", "shape=[128,128,128]"], "kernel.TM"),
+    (["kernel=ladder_strip", "shape=[63,65,33]"], "shape"),
+    (["kernel=ladder_starter", "shape=[96,96,96]"], "shape"),
+    (["timing.repeat=0"], "timing.repeat"),
+    (["timing.batch=-1"], "timing.batch"),
+    (["timing.warmup=x"], "timing.warmup"),
+    (["verify.atol=-1"], "verify.atol"),
+    (["verify.rtol=nan"], "verify.rtol"),
+    (["verify.rtol=2"], "verify.rtol"),
+    (["arch=sm_xx"], "arch"),
+    (["device=-1"], "device"),
+    (["inputs.seed=-1"], "inputs.seed"),
+    (["inputs.distribution=uniform"], "inputs.distribution"),
+    (["plugin_dirs=[/nonexistent/gemmlab/plugins]"], "plugin_dirs"),
+    (["plugin_dirs=/tmp"], "plugin_dirs"),
+]
+
+
+@pytest.mark.parametrize("args, field", BAD_INPUTS, ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_bad_input_compile_mode(tmp_path, args, field):
+    assert_invalid(run_cli([*args, "mode=compile"], tmp_path), field, tmp_path)
+
+
+def test_bad_mode(tmp_path):
+    proc = run_cli(["mode=fast"], tmp_path)
+    assert_invalid(proc, "mode", tmp_path)
+    assert "run, compile" in proc.stderr
+
+
+@pytest.mark.parametrize("args, field", [
+    (["shape=[1,2]"], "shape"),
+    (["kernel=foo"], "kernel"),
+    (["kernel.XX=3"], "kernel.XX"),
+    (["kernel.BK=7"], "kernel.BK"),
+    (["timing.repeat=0"], "timing.repeat"),
+    (["verify.rtol=nan"], "verify.rtol"),
+    (["arch=sm_xx"], "arch"),
+    (["kernel=ladder_strip", "shape=[63,65,33]"], "shape"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_bad_input_run_mode_without_gpu_is_still_invalid(tmp_path, args, field):
+    # default mode=run: invalid input must be reported as such (exit 2), not as "no GPU" (exit 1)
+    assert_invalid(run_cli(args, tmp_path), field, tmp_path)
+
+
+def test_invalid_record_contents(tmp_path):
+    proc = run_cli(["kernel.BK=7", "mode=compile", "shape=[63,65,33]"], tmp_path)
+    assert_invalid(proc, "kernel.BK", tmp_path)
+    (path,) = results(tmp_path)
+    record = load(path)
+    assert record["schema"] == "gemmlab.result/1"
+    assert record["kernel"]["params"] == {"BM": 64, "BN": 64, "BK": 7, "TM": 8, "TN": 2}
+    assert record["shape"] == {"M": 63, "N": 65, "K": 33}
+    assert "compile" not in record  # nothing was compiled
+    assert record["config"]["kernel"]["BK"] == 7
+    assert not (path.parent / "compile.log").exists()
+
+
+@pytest.mark.parametrize("args", [["shape=[1,2"], ["kernel=naive,tiled"]], ids=" ".join)
+def test_unparseable_override_is_invalid_input(tmp_path, args):
+    proc = run_cli([*args, "mode=compile"], tmp_path)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.returncode == 2
+    lines = stderr_lines(proc)
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: ")
+
+
+@pytest.mark.parametrize("args", [["kernel=naive", "shape=[2000000,1,1]"], ["kernel=tiled", "shape=[5000000,1,1]"]],
+                         ids=" ".join)
+def test_grid_beyond_cuda_limit_is_invalid(tmp_path, args):
+    proc = run_cli([*args, "mode=compile"], tmp_path)
+    assert proc.returncode == 2
+    assert stderr_lines(proc)[0].startswith("gemmlab: error: ")
+
+
+# --- mode=compile succeeds ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel, shape, grid, block, entry", [
+    ("naive", "[63,65,33]", [5, 4, 1], [16, 16, 1], "gemm_naive<16, 16>"),
+    ("tiled", "[63,65,33]", [2, 1, 1], [32, 8, 1], "gemm_tiled<64, 64, 16, 8, 2>"),
+    ("ladder_starter", "[128,128,128]", [4, 1, 1], [256, 1, 1], "gemm_ladder_starter<8>"),
+    ("ladder_strip", "[128,128,128]", [4, 1, 1], [256, 1, 1], "gemm_ladder_strip<16, 8>"),
+])
+def test_compile_mode_succeeds(tmp_path, kernel, shape, grid, block, entry):
+    proc = run_cli([f"kernel={kernel}", f"shape={shape}", "mode=compile"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "gemmlab: error" not in proc.stderr
+    (path,) = results(tmp_path)
+    record = load(path)
+    assert record["status"] == "compiled"
+    assert record["valid"] is True
+    assert record["error"] is None
+    assert record["mode"] == "compile"
+    assert record["kernel"]["name"] == kernel
+    assert record["kernel"]["plugin"].startswith("gemmlab_plugins.")
+    m, n, k = json.loads(shape)
+    assert record["shape"] == {"M": m, "N": n, "K": k}
+    assert record["flops"] == 2 * m * n * k
+    comp = record["compile"]
+    assert comp["resources"]["registers"] > 0
+    assert re.fullmatch(r"[0-9a-f]{64}", comp["source_sha256"])
+    assert comp["source_sha256"] == hashlib.sha256((KERNELS_DIR / f"{kernel}.cu").read_bytes()).hexdigest()
+    assert comp["name_expression"] == entry
+    assert "-arch=sm_90" in comp["options"]
+    assert record["device"]["arch"] == "sm_90"
+    assert record["launch"]["grid"] == grid and record["launch"]["block"] == block
+    assert (path.parent / "compile.log").is_file()
+    assert f"result  {path}" in proc.stdout or str(path.resolve()) in proc.stdout
+    assert "[compiled]" in proc.stdout
+
+
+def test_compile_mode_other_arch(tmp_path):
+    proc = run_cli(["kernel=naive", "arch=sm_80", "mode=compile"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    record = load(results(tmp_path)[0])
+    assert record["status"] == "compiled"
+    assert "-arch=sm_80" in record["compile"]["options"]
+    assert record["device"]["arch"] == "sm_80"
+
+
+def test_compile_mode_kernel_parameter_override(tmp_path):
+    proc = run_cli(["kernel.BM=128", "kernel.BN=128", "kernel.BK=8", "kernel.TM=8", "kernel.TN=8", "mode=compile"],
+                   tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    record = load(results(tmp_path)[0])
+    assert record["compile"]["name_expression"] == "gemm_tiled<128, 128, 8, 8, 8>"
+    assert record["launch"]["block"] == [16, 16, 1]
+    assert record["compile"]["resources"]["static_shared_bytes"] == 4 * (128 * 8 + 8 * 128)
+
+
+# --- help -----------------------------------------------------------------------------------------
+
+def test_help_lists_kernels_and_groups(tmp_path):
+    proc = run_cli(["--help"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for name in BUILTIN_KERNELS:
+        assert re.search(rf"^{name}\s", out, re.M), name
+    assert "experiment: ladder, seed_lab" in out
+    assert "kernel: ladder_starter, ladder_strip, naive, tiled" in out
+    assert "defaults: BM=64 BN=64 BK=16 TM=8 TN=2" in out
+    assert "plugins failed to load" not in out
+    assert not (tmp_path / "outputs").exists()  # --help runs nothing
+
+
+# --- sweeps ---------------------------------------------------------------------------------------
+
+def sweep_dirs(root: Path) -> list[Path]:
+    base = root / "outputs" / "multirun"
+    return sorted(p for p in base.glob("*/*") if p.is_dir()) if base.exists() else []
+
+
+def test_sweep_continues_past_invalid_point(tmp_path):
+    proc = run_cli(["-m", "kernel=tiled", "kernel.BK=16,7", "mode=compile"], tmp_path)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [line for line in stderr_lines(proc) if line.startswith("gemmlab: error: ")]
+    assert len(errors) == 1 and errors[0].startswith("gemmlab: error: kernel.BK: "), proc.stderr
+    (sweep,) = sweep_dirs(tmp_path)
+    assert (sweep / "summary.csv").is_file() and (sweep / "summary.md").is_file()
+    with open(sweep / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["point"], r["kernel"], r["status"]) for r in rows] == [("0", "tiled", "compiled"), ("1", "tiled", "invalid")]
+    assert "BK=16" in rows[0]["params"] and "BK=7" in rows[1]["params"]
+    assert rows[1]["error"].startswith("kernel.BK: ")
+    md = (sweep / "summary.md").read_text()
+    assert md.count("\n") == 4  # header, rule, two points
+    assert "| 0 | tiled |" in md and "| compiled |" in md and "| invalid |" in md
+    first, second = load(sweep / "0" / "result.json"), load(sweep / "1" / "result.json")
+    assert (first["status"], first["valid"]) == ("compiled", True)
+    assert (second["status"], second["valid"]) == ("invalid", False)
+    assert "2 points, 1 passed, 1 failed" in proc.stdout
+
+
+def test_seed_lab_experiment_compiles_six_points(tmp_path):
+    proc = run_cli(["experiment=seed_lab", "mode=compile"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    (sweep,) = sweep_dirs(tmp_path)
+    points = sorted(p.parent.name for p in sweep.glob("*/result.json"))
+    assert points == ["0", "1", "2", "3", "4", "5"]
+    seen = set()
+    for p in points:
+        record = load(sweep / p / "result.json")
+        assert record["status"] == "compiled" and record["valid"] is True
+        seen.add((record["kernel"]["name"], tuple(record["shape"].values())))
+    assert seen == {(k, s) for k in ("naive", "tiled") for s in ((256, 256, 256), (31, 33, 17), (63, 65, 33))}
+    with open(sweep / "summary.csv", newline="") as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["compiled"] * 6
+    assert "6 points, 6 passed, 0 failed" in proc.stdout
+
+
+# --- concurrency ----------------------------------------------------------------------------------
+
+def test_simultaneous_runs_get_separate_directories(tmp_path):
+    procs = [subprocess.Popen(cli_cmd(["kernel=naive", "mode=compile"]), cwd=tmp_path, env=subprocess_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    written = results(tmp_path)
+    assert len(written) == 2
+    assert written[0].parent != written[1].parent
+    for path in written:
+        assert load(path)["status"] == "compiled"
+
+
+def test_simultaneous_sweeps_get_separate_directories(tmp_path):
+    procs = [subprocess.Popen(cli_cmd(["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile"]), cwd=tmp_path,
+                              env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    sweeps = sweep_dirs(tmp_path)
+    assert len(sweeps) == 2
+    for sweep in sweeps:
+        assert sorted(p.parent.name for p in sweep.glob("*/result.json")) == ["0", "1"]
+        assert (sweep / "summary.csv").is_file()
+
+
+# --- failure status of a kernel launch (in process, fake GPU) ---------------------------------------
+
+class _FakeBuffer:
+    def close(self):
+        pass
+
+
+def _fake_gpu_class():
+    from gemmlab.device import Gpu, LoadedKernel, offline_facts
+
+    class FakeGpu(Gpu):
+        """Everything but ``launcher`` (the real one) replaced: no CUDA driver needed."""
+
+        def __init__(self):
+            self.facts = offline_facts("90")
+            self.stream = object()
+            self.index = 0
+
+        def record(self):
+            return {"index": 0, "name": "fake", "arch": "sm_90"}
+
+        def load(self, object_code, name_expression, dynamic_shared_bytes):
+            return LoadedKernel(kernel=object(), registers=32, local_bytes=0, static_shared_bytes=0)
+
+        def occupancy(self, loaded, launch):
+            return {"max_active_blocks_per_sm": 1, "theoretical_occupancy": 0.1, "blocks": launch.blocks, "waves": 1.0}
+
+        def to_device(self, array):
+            return _FakeBuffer()
+
+        def allocate(self, nbytes):
+            return _FakeBuffer()
+
+        def fill_nan(self, buffer):
+            pass
+
+        def sync(self):
+            pass
+
+    return FakeGpu
+
+
+def test_launch_failure_is_recorded_as_cuda_error(tmp_path, monkeypatch):
+    import cuda.core
+    from cuda.core._utils.cuda_utils import CUDAError
+
+    import gemmlab.device
+    from gemmlab.pipeline import exit_status, run_point
+
+    def failing_launch(*args, **kwargs):
+        raise CUDAError("CUDA_ERROR_INVALID_VALUE: parameters not within an acceptable range")
+
+    monkeypatch.setattr(cuda.core, "launch", failing_launch)
+    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: _fake_gpu_class()())
+    cfg = {"kernel": {"name": "naive", "BX": 16, "BY": 16}, "shape": [31, 33, 17], "mode": "run"}
+    record = run_point(cfg, tmp_path / "point")
+    assert record["valid"] is False
+    assert "CUDA_ERROR_INVALID_VALUE" in record["error"]  # the failure itself is reported ...
+    assert exit_status(record) == 1
+    assert record["status"] == "cuda_error"  # ... but as a CUDA error, not an unexpected one
+    assert not (tmp_path / "point" / "traceback.txt").exists()
+
+
+# --- no GPU ---------------------------------------------------------------------------------------
+
+def test_run_mode_without_gpu_says_use_compile(tmp_path):
+    if gpu_present():
+        pytest.skip("a CUDA GPU is present: this test covers the no-GPU message")
+    proc = run_cli(["kernel=tiled", "shape=[63,65,33]"], tmp_path)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    lines = stderr_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gemmlab: error: ")
+    assert "mode=compile" in lines[0]
+    (path,) = results(tmp_path)
+    record = load(path)
+    assert record["status"] == "no_gpu" and record["valid"] is False
+    assert "mode=compile" in record["error"]

@@ -1,0 +1,229 @@
+"""Config composition through Hydra's compose API (no subprocess, no GPU).
+
+Checks that conf/ composes into the documented defaults, that group and field overrides land
+where the pipeline reads them, that the shipped experiments are multiruns over the expected
+lists, and that gemmlab.config.parse_config turns composed configs into RunConfig values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import hydra
+import pytest
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+import gemmlab.cli
+import gemmlab.paths
+from gemmlab.config import InputOptions, RunConfig, TimingOptions, VerifyOptions, parse_config
+from gemmlab.device import offline_facts
+from gemmlab.errors import ConfigError
+from gemmlab.hookspecs import Shape
+from gemmlab.registry import load_registry
+
+
+def compose(*overrides: str, return_hydra_config: bool = False):
+    gemmlab.cli.register_resolvers()
+    with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
+        return hydra.compose("config", overrides=list(overrides), return_hydra_config=return_hydra_config)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_registry(entry_points=False)
+
+
+def defaults_of(registry):
+    return lambda name: registry.get(name).defaults
+
+
+# --- defaults -------------------------------------------------------------------------------------
+
+def test_default_kernel_is_seed_tiled():
+    cfg = compose()
+    assert OmegaConf.to_container(cfg.kernel) == {"name": "tiled", "BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}
+
+
+def test_default_shape_mode_arch_device():
+    cfg = compose()
+    assert list(cfg.shape) == [256, 256, 256]
+    assert cfg.mode == "run"
+    assert cfg.arch is None
+    assert cfg.device == 0
+    assert list(cfg.plugin_dirs) == []
+
+
+def test_default_timing_is_seed_protocol():
+    cfg = compose()
+    assert OmegaConf.to_container(cfg.timing) == {"warmup": 5, "repeat": 10, "batch": 20}
+
+
+def test_default_verify_tolerances():
+    cfg = compose()
+    assert cfg.verify.atol == pytest.approx(3e-4, rel=0, abs=1e-15)
+    assert cfg.verify.rtol == pytest.approx(3e-4, rel=0, abs=1e-15)
+
+
+def test_default_inputs():
+    cfg = compose()
+    assert OmegaConf.to_container(cfg.inputs) == {"seed": 0, "distribution": "normal"}
+
+
+def test_composed_task_config_has_no_hydra_node():
+    # what the CLI task receives (and what run_point records) carries only gemmlab's keys
+    cfg = compose()
+    assert set(cfg.keys()) == {"kernel", "timing", "shape", "mode", "arch", "device", "inputs", "verify",
+                               "plugin_dirs"}
+
+
+# --- overrides ------------------------------------------------------------------------------------
+
+def test_kernel_naive_group():
+    cfg = compose("kernel=naive")
+    assert OmegaConf.to_container(cfg.kernel) == {"name": "naive", "BX": 16, "BY": 16}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("ladder_starter", {"name": "ladder_starter", "BK": 8}),
+    ("ladder_strip", {"name": "ladder_strip", "TM": 16, "BK": 8}),
+])
+def test_kernel_ladder_groups(name, expected):
+    assert OmegaConf.to_container(compose(f"kernel={name}").kernel) == expected
+
+
+def test_kernel_field_override_keeps_other_defaults():
+    cfg = compose("kernel.BK=8")
+    assert OmegaConf.to_container(cfg.kernel) == {"name": "tiled", "BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 2}
+
+
+def test_group_and_field_override_together():
+    cfg = compose("kernel=naive", "kernel.BX=32", "shape=[31,33,17]", "mode=compile")
+    assert OmegaConf.to_container(cfg.kernel) == {"name": "naive", "BX": 32, "BY": 16}
+    assert list(cfg.shape) == [31, 33, 17]
+    assert cfg.mode == "compile"
+
+
+def test_timing_and_verify_overrides():
+    cfg = compose("timing.repeat=3", "verify.atol=1e-3")
+    assert OmegaConf.to_container(cfg.timing) == {"warmup": 5, "repeat": 3, "batch": 20}
+    assert cfg.verify.atol == pytest.approx(1e-3)
+    assert cfg.verify.rtol == pytest.approx(3e-4)
+
+
+def test_unknown_kernel_group_does_not_compose():
+    with pytest.raises(Exception, match="foo"):
+        compose("kernel=foo")
+
+
+# --- experiments ----------------------------------------------------------------------------------
+
+def test_experiment_seed_lab_is_multirun_over_kernels_and_shapes():
+    cfg = compose("experiment=seed_lab", return_hydra_config=True)
+    assert cfg.hydra.mode == RunMode.MULTIRUN
+    params = cfg.hydra.sweeper.params
+    assert params.kernel.split(",") == ["naive", "tiled"]
+    assert params.shape == "[256,256,256],[31,33,17],[63,65,33]"
+    # the experiment does not change the single-run defaults
+    assert cfg.kernel.name == "tiled"
+    assert list(cfg.shape) == [256, 256, 256]
+
+
+def test_experiment_ladder_is_multirun_over_ladder_kernels():
+    cfg = compose("experiment=ladder", return_hydra_config=True)
+    assert cfg.hydra.mode == RunMode.MULTIRUN
+    params = cfg.hydra.sweeper.params
+    assert params.kernel.split(",") == ["ladder_starter", "ladder_strip"]
+    assert params.shape == "[1024,1024,1024],[2048,2048,2048],[4096,4096,4096]"
+
+
+def test_plain_run_is_not_multirun():
+    cfg = compose(return_hydra_config=True)
+    assert cfg.hydra.mode in (None, RunMode.RUN)
+    assert cfg.hydra.sweeper.params in (None, {})
+
+
+def test_sweep_summary_callback_is_configured():
+    cfg = compose(return_hydra_config=True)
+    assert cfg.hydra.callbacks.gemmlab_summary._target_ == "gemmlab.sweep.SweepSummary"
+    assert cfg.hydra.job.chdir is False
+
+
+def test_experiment_sweep_shapes_parse(registry):
+    # every shape an experiment sweeps must be valid for every kernel it sweeps
+    for experiment in ("seed_lab", "ladder"):
+        hcfg = compose(f"experiment={experiment}", return_hydra_config=True)
+        kernels = hcfg.hydra.sweeper.params.kernel.split(",")
+        shapes = [s.strip("[]") for s in hcfg.hydra.sweeper.params.shape.split("],[")]
+        for kernel in kernels:
+            for s in shapes:
+                cfg = compose(f"kernel={kernel}", f"shape=[{s}]")
+                rc = parse_config(cfg, defaults_of=defaults_of(registry))
+                registry.get(kernel).check(rc.shape, rc.params, offline_facts("90"))
+
+
+# --- parse_config on composed configs -------------------------------------------------------------
+
+def test_parse_default_config(registry):
+    rc = parse_config(compose(), defaults_of=defaults_of(registry))
+    assert isinstance(rc, RunConfig)
+    assert rc.kernel == "tiled"
+    assert rc.params == {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}
+    assert rc.shape == Shape(256, 256, 256)
+    assert isinstance(rc.shape, Shape)
+    assert rc.mode == "run"
+    assert rc.arch is None
+    assert rc.device == 0
+    assert rc.timing == TimingOptions(5, 10, 20)
+    assert rc.verify == VerifyOptions(3e-4, 3e-4)
+    assert rc.inputs == InputOptions(0, "normal")
+    assert rc.plugin_dirs == ()
+    assert rc.label() == "tiled 256x256x256 BM=64 BN=64 BK=16 TM=8 TN=2"
+
+
+def test_parse_overridden_config(registry):
+    cfg = compose("kernel=naive", "shape=[31,33,17]", "mode=compile", "arch=sm_90", "timing.batch=7")
+    rc = parse_config(cfg, defaults_of=defaults_of(registry))
+    assert rc.kernel == "naive"
+    assert rc.params == {"BX": 16, "BY": 16}
+    assert rc.shape == Shape(M=31, N=33, K=17)
+    assert (rc.shape.M, rc.shape.N, rc.shape.K) == (31, 33, 17)
+    assert rc.mode == "compile"
+    assert rc.arch == "90"
+    assert rc.timing.batch == 7
+
+
+def test_parse_field_override(registry):
+    rc = parse_config(compose("kernel=ladder_strip", "kernel.TM=8", "shape=[128,128,128]"),
+                      defaults_of=defaults_of(registry))
+    assert rc.params == {"TM": 8, "BK": 8}
+    assert rc.shape == Shape(128, 128, 128)
+
+
+@pytest.mark.parametrize("override, field", [
+    ("shape=[1,2]", "shape"),
+    ("shape=[0,1,1]", "shape"),
+    ("kernel.BK=0", "kernel.BK"),
+    ("+kernel.XX=3", "kernel.XX"),
+    ("timing.repeat=0", "timing.repeat"),
+    ("verify.rtol=nan", "verify.rtol"),
+    ("mode=fast", "mode"),
+    ("arch=sm_xx", "arch"),
+    ("inputs.distribution=uniform", "inputs.distribution"),
+])
+def test_parse_rejects_composed_bad_values(registry, override, field):
+    with pytest.raises(ConfigError) as info:
+        parse_config(compose(override), defaults_of=defaults_of(registry))
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: ")
+
+
+def test_parse_arch_forms(registry):
+    for given in ("sm_90", "90", "sm_90a"):
+        rc = parse_config(compose(f"arch={given}"), defaults_of=defaults_of(registry))
+        assert rc.arch == given.removeprefix("sm_")
+
+
+def test_verify_atol_is_finite_float(registry):
+    rc = parse_config(compose("verify.atol=0"), defaults_of=defaults_of(registry))
+    assert rc.verify.atol == 0.0 and math.isfinite(rc.verify.rtol)

@@ -1,0 +1,408 @@
+"""Plugin discovery (gemmlab.registry.load_registry): built-ins, drop-in folders, entry points.
+
+Also checks, through a subprocess, that the ``gemmlab`` CLI sees a drop-in kernel: it composes a
+config for a kernel that has no conf/kernel/<name>.yaml and compiles it (mode=compile, no GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import gemmlab
+from gemmlab.errors import ConfigError
+from gemmlab.hookspecs import KernelSpec, Shape
+from gemmlab.paths import KERNELS_DIR
+from gemmlab.registry import load_registry
+
+REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
+
+BUILTINS = {
+    "naive": "gemmlab_plugins.naive",
+    "tiled": "gemmlab_plugins.tiled",
+    "ladder_starter": "gemmlab_plugins.ladder",
+    "ladder_strip": "gemmlab_plugins.ladder",
+}
+
+# A one-row-per-block-row GEMM: block (BX, 1), grid (ceil(N/BX), M). Same ABI as the built-ins.
+DROPIN_CU = """\
+template <int BX>
+__global__ void gemm_rowwise(const float *a, const float *b, float *c, int m, int n, int k) {
+  const int row = blockIdx.y;
+  const int col = blockIdx.x * BX + threadIdx.x;
+  if (row >= m || col >= n) return;
+  float acc = 0.0f;
+  for (int i = 0; i < k; ++i) acc += a[(long long)row * k + i] * b[(long long)i * n + col];
+  c[(long long)row * n + col] = acc;
+}
+"""
+
+DROPIN_PY = """\
+from gemmlab.hookspecs import KernelSpec, Launch, hookimpl
+
+
+class RowWise(KernelSpec):
+    def check(self, shape, params, device):
+        pass
+
+    def entry(self, params):
+        return f"gemm_rowwise<{{params['BX']}}>"
+
+    def launch(self, shape, params, device):
+        bx = params["BX"]
+        return Launch(grid=(-(-shape.N // bx), shape.M, 1), block=(bx, 1, 1))
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [RowWise(name={name!r}, source={source!r}, defaults={{"BX": 32}},
+                    description="test drop-in: one block per output row")]
+"""
+
+
+def write_dropin(folder: Path, name: str = "rowwise_test", filename: str | None = None) -> Path:
+    """Write a drop-in plugin ``<filename>.py`` and its ``.cu`` (absolute source path) into folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cu = folder / f"{name}.cu"
+    cu.write_text(DROPIN_CU)
+    py = folder / f"{filename or name}.py"
+    py.write_text(DROPIN_PY.format(name=name, source=str(cu.resolve())))
+    return py
+
+
+def subprocess_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# --- built-ins ------------------------------------------------------------------------------------
+
+def test_builtin_kernels_and_origins():
+    registry = load_registry(entry_points=False)
+    assert registry.kernels.keys() >= BUILTINS.keys()
+    assert list(registry.kernels) == sorted(registry.kernels)  # sorted by name
+    for name, origin in BUILTINS.items():
+        assert registry.origins[name] == origin
+        spec = registry.kernels[name]
+        assert isinstance(spec, KernelSpec)
+        assert spec.name == name
+        assert spec.description
+        assert registry.source_path(spec) == KERNELS_DIR / f"{name}.cu"
+        assert registry.source_path(spec).is_file()
+
+
+def test_builtin_only_without_entry_points_or_dirs():
+    registry = load_registry(entry_points=False)
+    assert set(registry.kernels) == set(BUILTINS)
+
+
+def test_builtin_defaults():
+    registry = load_registry(entry_points=False)
+    assert dict(registry.get("naive").defaults) == {"BX": 16, "BY": 16}
+    assert dict(registry.get("tiled").defaults) == {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}
+    assert dict(registry.get("ladder_starter").defaults) == {"BK": 8}
+    assert dict(registry.get("ladder_strip").defaults) == {"TM": 16, "BK": 8}
+
+
+def test_builtin_entries():
+    registry = load_registry(entry_points=False)
+    get = registry.get
+    assert get("naive").entry({"BX": 16, "BY": 16}) == "gemm_naive<16, 16>"
+    assert get("tiled").entry(dict(get("tiled").defaults)) == "gemm_tiled<64, 64, 16, 8, 2>"
+    assert get("ladder_starter").entry({"BK": 8}) == "gemm_ladder_starter<8>"
+    assert get("ladder_strip").entry({"TM": 16, "BK": 8}) == "gemm_ladder_strip<16, 8>"
+
+
+def test_unknown_kernel_lists_registered():
+    registry = load_registry(entry_points=False)
+    with pytest.raises(ConfigError) as info:
+        registry.get("foo")
+    assert info.value.field == "kernel"
+    assert "'foo'" in str(info.value)
+    for name in BUILTINS:
+        assert name in str(info.value)
+
+
+# --- drop-in folders ------------------------------------------------------------------------------
+
+def test_dropin_plugin_found(tmp_path):
+    folder = tmp_path / "plugins"
+    py = write_dropin(folder)
+    registry = load_registry([folder], entry_points=False)
+    assert set(registry.kernels) == set(BUILTINS) | {"rowwise_test"}
+    assert registry.origins["rowwise_test"] == str(py.resolve())
+    spec = registry.get("rowwise_test")
+    assert dict(spec.defaults) == {"BX": 32}
+    assert spec.entry({"BX": 32}) == "gemm_rowwise<32>"
+    assert registry.source_path(spec) == (folder / "rowwise_test.cu").resolve()
+    launch = spec.launch(Shape(5, 70, 3), {"BX": 32}, None)
+    assert launch.grid == (3, 5, 1) and launch.block == (32, 1, 1)
+    # built-ins are still there with their own origins
+    assert registry.origins["tiled"] == "gemmlab_plugins.tiled"
+
+
+def test_dropin_dir_given_as_str_and_relative(tmp_path, monkeypatch):
+    write_dropin(tmp_path / "rel")
+    monkeypatch.chdir(tmp_path)
+    registry = load_registry(["rel"], entry_points=False)
+    assert "rowwise_test" in registry.kernels
+
+
+def test_dropin_same_dir_twice_is_not_a_duplicate(tmp_path):
+    folder = tmp_path / "plugins"
+    write_dropin(folder)
+    registry = load_registry([folder, str(folder)], entry_points=False)
+    assert "rowwise_test" in registry.kernels
+
+
+def test_dropin_underscore_files_are_skipped(tmp_path):
+    folder = tmp_path / "plugins"
+    write_dropin(folder)
+    (folder / "_private.py").write_text("raise RuntimeError('must not be imported')\n")
+    registry = load_registry([folder], entry_points=False)
+    assert "rowwise_test" in registry.kernels
+
+
+def test_dropin_folder_without_plugins_adds_nothing(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a plugin")
+    registry = load_registry([folder], entry_points=False)
+    assert set(registry.kernels) == set(BUILTINS)
+
+
+def test_broken_dropin_is_config_error(tmp_path):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    broken = folder / "broken.py"
+    broken.write_text("import gemmlab\nraise RuntimeError('plugin exploded')\n")
+    with pytest.raises(ConfigError) as info:
+        load_registry([folder], entry_points=False)
+    assert info.value.field == "plugin_dirs"
+    assert str(broken) in str(info.value)
+    assert "RuntimeError: plugin exploded" in str(info.value)
+    # a failed import leaves nothing half-initialised behind
+    assert not [m for m in sys.modules if m.startswith("gemmlab_dropin_") and m.endswith("_broken")]
+
+
+def test_dropin_syntax_error_is_config_error(tmp_path):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "typo.py").write_text("def gemmlab_kernels(:\n")
+    with pytest.raises(ConfigError) as info:
+        load_registry([folder], entry_points=False)
+    assert info.value.field == "plugin_dirs"
+    assert "SyntaxError" in str(info.value)
+
+
+def test_missing_plugin_dir_is_config_error(tmp_path):
+    missing = tmp_path / "does-not-exist"
+    with pytest.raises(ConfigError) as info:
+        load_registry([missing], entry_points=False)
+    assert info.value.field == "plugin_dirs"
+    assert str(missing) in str(info.value)
+    assert "not a directory" in str(info.value)
+
+
+def test_plugin_dir_that_is_a_file_is_config_error(tmp_path):
+    f = tmp_path / "file.py"
+    f.write_text("")
+    with pytest.raises(ConfigError) as info:
+        load_registry([f], entry_points=False)
+    assert info.value.field == "plugin_dirs"
+
+
+def test_duplicate_of_builtin_is_config_error(tmp_path):
+    folder = tmp_path / "plugins"
+    py = write_dropin(folder, name="tiled", filename="shadow")
+    with pytest.raises(ConfigError) as info:
+        load_registry([folder], entry_points=False)
+    assert info.value.field == "plugin"
+    message = str(info.value)
+    assert "'tiled'" in message
+    assert "gemmlab_plugins.tiled" in message  # names both providers
+    assert str(py.resolve()) in message
+
+
+def test_duplicate_between_two_dropins_is_config_error(tmp_path):
+    write_dropin(tmp_path / "one", name="twin_kernel", filename="first")
+    write_dropin(tmp_path / "two", name="twin_kernel", filename="second")
+    with pytest.raises(ConfigError) as info:
+        load_registry([tmp_path / "one", tmp_path / "two"], entry_points=False)
+    assert info.value.field == "plugin"
+    assert "'twin_kernel'" in str(info.value)
+    assert "first.py" in str(info.value) and "second.py" in str(info.value)
+
+
+def test_plugin_returning_non_spec_is_config_error(tmp_path):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "wrong.py").write_text(textwrap.dedent("""\
+        from gemmlab.hookspecs import hookimpl
+
+        @hookimpl
+        def gemmlab_kernels():
+            return ["not a spec"]
+        """))
+    with pytest.raises(ConfigError) as info:
+        load_registry([folder], entry_points=False)
+    assert info.value.field == "plugin"
+    assert "str" in str(info.value) and "KernelSpec" in str(info.value)
+
+
+def test_plugin_hook_raising_is_config_error(tmp_path):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "raiser.py").write_text(textwrap.dedent("""\
+        from gemmlab.hookspecs import hookimpl
+
+        @hookimpl
+        def gemmlab_kernels():
+            raise RuntimeError("hook exploded")
+        """))
+    with pytest.raises(ConfigError) as info:
+        load_registry([folder], entry_points=False)
+    assert "hook exploded" in str(info.value)
+
+
+@pytest.mark.parametrize("bad_name", ["Bad Name", "UPPER", "with-dash", ""])
+def test_kernel_name_rule_enforced(tmp_path, bad_name):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "oddname.py").write_text(textwrap.dedent(f"""\
+        from gemmlab.hookspecs import KernelSpec, hookimpl
+
+        @hookimpl
+        def gemmlab_kernels():
+            return [KernelSpec(name={bad_name!r}, source="naive.cu")]
+        """))
+    with pytest.raises(ConfigError) as info:
+        load_registry([folder], entry_points=False)
+    assert info.value.field == "plugin"
+
+
+# --- entry points ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_distribution(tmp_path, monkeypatch, request):
+    """An installed-looking distribution ``fakegemm`` exposing ``fake = fake_gemm_plugin``."""
+    site = tmp_path / "site"
+    dist = site / "fakegemm-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakegemm\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[gemmlab]\nfake = fake_gemm_plugin\n")
+    cu = site / "fake_gemm.cu"
+    cu.write_text(DROPIN_CU)
+    (site / "fake_gemm_plugin.py").write_text(DROPIN_PY.format(name="fake_ep_kernel", source=str(cu)))
+    sys.modules.pop("fake_gemm_plugin", None)
+    request.addfinalizer(lambda: sys.modules.pop("fake_gemm_plugin", None))
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
+def test_entry_point_plugin_found(fake_distribution):
+    registry = load_registry()
+    assert "fake_ep_kernel" in registry.kernels
+    assert registry.origins["fake_ep_kernel"] == "fake"  # the entry point's name
+    spec = registry.get("fake_ep_kernel")
+    assert spec.entry({"BX": 8}) == "gemm_rowwise<8>"
+    assert registry.source_path(spec) == fake_distribution / "fake_gemm.cu"
+    for name, origin in BUILTINS.items():
+        assert registry.origins[name] == origin
+
+
+def test_entry_points_can_be_turned_off(fake_distribution):
+    registry = load_registry(entry_points=False)
+    assert "fake_ep_kernel" not in registry.kernels
+
+
+def test_entry_point_and_dropin_together(fake_distribution, tmp_path):
+    write_dropin(tmp_path / "plugins")
+    registry = load_registry([tmp_path / "plugins"])
+    assert {"fake_ep_kernel", "rowwise_test"} <= set(registry.kernels)
+    assert registry.origins["fake_ep_kernel"] == "fake"
+
+
+@pytest.fixture
+def broken_distribution(tmp_path, monkeypatch):
+    """An installed distribution whose gemmlab entry point names a module that does not exist."""
+    site = tmp_path / "brokensite"
+    dist = site / "brokenep-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenep\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[gemmlab]\nbroken = no_such_module_for_gemmlab_tests\n")
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
+def test_broken_entry_point_is_config_error(broken_distribution):
+    with pytest.raises(ConfigError) as info:
+        load_registry()
+    assert "no_such_module_for_gemmlab_tests" in str(info.value)
+
+
+def test_broken_entry_point_ignored_when_entry_points_off(broken_distribution):
+    assert set(load_registry(entry_points=False).kernels) == set(BUILTINS)
+
+
+# --- the CLI sees drop-ins ------------------------------------------------------------------------
+
+def test_cli_compiles_dropin_kernel(tmp_path):
+    folder = tmp_path / "myplugins"
+    write_dropin(folder, name="cli_dropin")
+    proc = run_cli(["kernel=cli_dropin", f"plugin_dirs=['{folder}']", "kernel.BX=64", "shape=[31,33,17]",
+                    "mode=compile"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    results = list((tmp_path / "outputs").rglob("result.json"))
+    assert len(results) == 1
+    record = json.loads(results[0].read_text())
+    assert record["status"] == "compiled"
+    assert record["valid"] is True
+    assert record["kernel"] == {"name": "cli_dropin", "params": {"BX": 64},
+                                "plugin": str((folder / "cli_dropin.py").resolve())}
+    assert record["compile"]["name_expression"] == "gemm_rowwise<64>"
+    assert record["compile"]["source_file"] == str((folder / "cli_dropin.cu").resolve())
+    assert record["compile"]["resources"]["registers"] > 0
+    assert record["launch"]["grid"] == [1, 31, 1] and record["launch"]["block"] == [64, 1, 1]
+
+
+def test_cli_help_lists_dropin_kernel(tmp_path):
+    folder = tmp_path / "myplugins"
+    write_dropin(folder, name="help_dropin")
+    proc = run_cli(["--help", f"plugin_dirs=['{folder}']"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "help_dropin" in proc.stdout
+    assert "test drop-in: one block per output row" in proc.stdout
+
+
+def test_cli_unknown_dropin_dir_is_invalid(tmp_path):
+    proc = run_cli(["kernel=cli_dropin", f"plugin_dirs=['{tmp_path / 'nope'}']", "mode=compile"], cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: plugin_dirs: ")
+
+
+def test_cli_plugin_hook_raising_is_one_line_error(tmp_path):
+    folder = tmp_path / "myplugins"
+    folder.mkdir()
+    (folder / "raiser.py").write_text("from gemmlab.hookspecs import hookimpl\n\n\n@hookimpl\n"
+                                      "def gemmlab_kernels():\n    raise RuntimeError('hook exploded')\n")
+    proc = run_cli([f"plugin_dirs=['{folder}']", "mode=compile"], cwd=tmp_path)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: ")
