@@ -14,37 +14,19 @@ from typing import Any, Mapping
 
 from gemmlab.errors import ConfigError
 from gemmlab.hookspecs import Shape
+from gemmlab.inputs import MAX_EXACT_K, InputOptions
+from gemmlab.timing import TimingOptions
+from gemmlab.verify import VerifyOptions
 
 MODES = ("run", "compile")
-DISTRIBUTIONS = ("normal",)
+DISTRIBUTIONS = ("normal", "uniform", "integers")
+PRECISIONS = ("fp32", "tf32")
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+TIMING_MODES = ("events", "graph", "both")
+L2_MODES = ("warm", "cold")
+TOLERANCE_RULES = ("auto", "bound", "fixed", "exact")
+VERIFY_METHODS = ("auto", "full", "sampled")
 MAX_ELEMENTS = 2**31 - 1  # per matrix: 32-bit element offsets stay valid in every kernel
-
-
-@dataclass(frozen=True)
-class TimingOptions:
-    """The event-timing protocol (seed 000): ``warmup`` launches, then ``repeat`` samples of
-    ``batch`` back-to-back launches each, timed with CUDA events and divided by ``batch``."""
-
-    warmup: int = 5
-    repeat: int = 10
-    batch: int = 20
-
-
-@dataclass(frozen=True)
-class VerifyOptions:
-    """Element-wise acceptance ``|C - ref| <= atol + rtol*|ref|`` against the float64 product
-    (seed 000: ``numpy.testing.assert_allclose(atol=3e-4, rtol=3e-4)``)."""
-
-    atol: float = 3e-4
-    rtol: float = 3e-4
-
-
-@dataclass(frozen=True)
-class InputOptions:
-    """Inputs A, B drawn as float32 from ``distribution`` with a numpy ``default_rng(seed)``."""
-
-    seed: int = 0
-    distribution: str = "normal"
 
 
 @dataclass(frozen=True)
@@ -61,6 +43,9 @@ class RunConfig:
     verify: VerifyOptions = field(default_factory=VerifyOptions)
     inputs: InputOptions = field(default_factory=InputOptions)
     plugin_dirs: tuple[str, ...] = ()
+    baseline: str | None = None
+    precision: str = "fp32"
+    sanitizer: str | None = None
 
     def label(self) -> str:
         """Short human label: ``tiled 63x65x33 BM=64 ...``."""
@@ -84,6 +69,29 @@ def _int(value: Any, field_name: str, minimum: int, maximum: int | None = None) 
             or (maximum is not None and value > maximum):
         raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {value!r}")
     return value
+
+
+def _choice(value: Any, field_name: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(field_name, f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _number(value: Any, field_name: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise ConfigError(field_name, f"must be a number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+def _bool(value: Any, field_name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(field_name, f"must be true or false, got {value!r}")
+    return value
+
+
+def _optional(value: Any, parse):
+    return None if value is None else parse(value)
 
 
 def _tolerance(value: Any, field_name: str) -> float:
@@ -162,28 +170,57 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     defaults = defaults_of(name) if defaults_of else {k: v for k, v in given.items()}
     params = parse_params(defaults, given, name)
 
-    mode = cfg.get("mode", "run")
-    if mode not in MODES:
-        raise ConfigError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+    mode = _choice(cfg.get("mode", "run"), "mode", MODES)
 
     timing_cfg = cfg.get("timing") or {}
     timing = TimingOptions(
+        mode=_choice(timing_cfg.get("mode", "events"), "timing.mode", TIMING_MODES),
+        l2=_choice(timing_cfg.get("l2", "warm"), "timing.l2", L2_MODES),
         warmup=_int(timing_cfg.get("warmup", 5), "timing.warmup", 0, 100_000),
         repeat=_int(timing_cfg.get("repeat", 10), "timing.repeat", 1, 100_000),
+        max_repeat=_optional(timing_cfg.get("max_repeat"), lambda v: _int(v, "timing.max_repeat", 1, 1_000_000)),
+        target_rel_spread=_optional(timing_cfg.get("target_rel_spread"),
+                                    lambda v: _number(v, "timing.target_rel_spread", 0.0, 1.0)),
+        budget_s=_optional(timing_cfg.get("budget_s"), lambda v: _number(v, "timing.budget_s", 0.0, 86_400.0)),
         batch=_int(timing_cfg.get("batch", 20), "timing.batch", 1, 100_000),
+        floor=_bool(timing_cfg.get("floor", True), "timing.floor"),
     )
+    if timing.max_repeat is not None and timing.max_repeat < timing.repeat:
+        raise ConfigError("timing.max_repeat", f"must be >= timing.repeat ({timing.repeat}), got {timing.max_repeat}")
     verify_cfg = cfg.get("verify") or {}
-    verify = VerifyOptions(atol=_tolerance(verify_cfg.get("atol", 3e-4), "verify.atol"),
-                           rtol=_tolerance(verify_cfg.get("rtol", 3e-4), "verify.rtol"))
+    verify = VerifyOptions(
+        tolerance=_choice(verify_cfg.get("tolerance", "auto"), "verify.tolerance", TOLERANCE_RULES),
+        atol=_tolerance(verify_cfg.get("atol", 3e-4), "verify.atol"),
+        rtol=_tolerance(verify_cfg.get("rtol", 3e-4), "verify.rtol"),
+        safety=_number(verify_cfg.get("safety", 8.0), "verify.safety", 1.0, 1000.0),
+        method=_choice(verify_cfg.get("method", "auto"), "verify.method", VERIFY_METHODS),
+        max_full=_int(verify_cfg.get("max_full", 2**37), "verify.max_full", 1),
+        sample=_int(verify_cfg.get("sample", 256), "verify.sample", 1, 1_000_000),
+        trials=_int(verify_cfg.get("trials", 2), "verify.trials", 1, 100),
+    )
     inputs_cfg = cfg.get("inputs") or {}
-    distribution = inputs_cfg.get("distribution", "normal")
-    if distribution not in DISTRIBUTIONS:
-        raise ConfigError("inputs.distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+    distribution = _choice(inputs_cfg.get("distribution", "normal"), "inputs.distribution", DISTRIBUTIONS)
     inputs = InputOptions(seed=_int(inputs_cfg.get("seed", 0), "inputs.seed", 0, 2**63 - 1),
                           distribution=distribution)
+    precision = _choice(cfg.get("precision", "fp32"), "precision", PRECISIONS)
+    baseline = cfg.get("baseline")
+    if baseline is not None and not isinstance(baseline, str):
+        raise ConfigError("baseline", f"must be a kernel name or null, got {baseline!r}")
+    if baseline is not None and defaults_of is not None:
+        defaults_of(baseline)  # raises for an unknown kernel
+    sanitizer = cfg.get("sanitizer")
+    if sanitizer is not None:
+        sanitizer = _choice(sanitizer, "sanitizer", SANITIZER_TOOLS)
     plugin_dirs = cfg.get("plugin_dirs") or []
     if isinstance(plugin_dirs, str) or not all(isinstance(p, str) for p in plugin_dirs):
         raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {plugin_dirs!r}")
-    return RunConfig(kernel=name, params=params, shape=parse_shape(cfg.get("shape")), mode=mode,
+    shape = parse_shape(cfg.get("shape"))
+    if distribution == "integers" and shape.K > MAX_EXACT_K:
+        raise ConfigError("inputs.distribution", f"integers are exact in float32 only for K <= {MAX_EXACT_K}; "
+                          f"got K = {shape.K} (use normal or uniform)")
+    if verify.tolerance == "exact" and distribution != "integers":
+        raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
+    return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
                      arch=parse_arch(cfg.get("arch")), device=_int(cfg.get("device", 0), "device", 0),
-                     timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs))
+                     timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
+                     baseline=baseline, precision=precision, sanitizer=sanitizer)

@@ -75,6 +75,13 @@ class Gpu:
             l2_bytes=props.l2_cache_size)
         self.index = index
         self.max_threads_per_sm = props.max_threads_per_multiprocessor
+        self._graphs: list = []
+        try:
+            self.pci_bus_id = str(self.device.pci_bus_id)
+        except Exception:
+            self.pci_bus_id = None
+        from gemmlab.monitor import Monitor
+        self.monitor = Monitor(self.pci_bus_id)
 
     def record(self) -> dict:
         """Device fields for ``result.json``."""
@@ -82,8 +89,78 @@ class Gpu:
         d = self.driver_version
         return {"index": self.index, "name": self.facts.name, "arch": f"sm_{self.facts.arch}",
                 "sm_count": self.facts.sm_count, "l2_bytes": self.facts.l2_bytes,
-                "uuid": str(getattr(self.device, "uuid", "")),
+                "uuid": str(getattr(self.device, "uuid", "")), "pci_bus_id": self.pci_bus_id,
+                "dram_peak_bytes_per_s": self.dram_bytes_per_s(), "max_sm_mhz": self.monitor.max_sm_mhz(),
                 "driver_version": f"{d // 1000}.{(d % 1000) // 10}", "cuda_core_version": cuda.core.__version__}
+
+    # --- raw device addresses (guard-banded buffers, see gemmlab.guards) -------------------------
+    def upload(self, address: int, array: np.ndarray) -> None:
+        """Copy a host array to device ``address`` (synchronous; pinned staging)."""
+        from cuda.bindings import driver
+        from cuda.core import LegacyPinnedMemoryResource
+        array = np.ascontiguousarray(array)
+        staging = LegacyPinnedMemoryResource().allocate(array.nbytes, stream=self.stream)
+        np.from_dlpack(staging).view(np.uint8)[:] = array.view(np.uint8).ravel()
+        _driver_call(driver.cuMemcpyHtoDAsync(address, int(staging.handle), array.nbytes, self.stream.handle))
+        self.sync()
+        staging.close()
+
+    def download(self, address: int, nbytes: int) -> np.ndarray:
+        """Copy ``nbytes`` from device ``address`` into a new host uint8 array (synchronous)."""
+        from cuda.bindings import driver
+        from cuda.core import LegacyPinnedMemoryResource
+        staging = LegacyPinnedMemoryResource().allocate(max(nbytes, 1), stream=self.stream)
+        _driver_call(driver.cuMemcpyDtoHAsync(int(staging.handle), address, nbytes, self.stream.handle))
+        self.sync()
+        out = np.from_dlpack(staging).view(np.uint8)[:nbytes].copy()
+        staging.close()
+        return out
+
+    def fill32(self, address: int, pattern: int, count: int) -> None:
+        """Write ``count`` 32-bit words of ``pattern`` at ``address``, ordered on the run's stream."""
+        from cuda.bindings import driver
+        _driver_call(driver.cuMemsetD32Async(address, pattern, count, self.stream.handle))
+
+    def dram_bytes_per_s(self) -> float | None:
+        """Peak DRAM bandwidth from the device attributes: 2 x memory clock x bus width / 8."""
+        props = self.device.properties
+        try:
+            return 2.0 * props.memory_clock_rate * 1e3 * props.global_memory_bus_width / 8
+        except Exception:
+            return None
+
+    # --- CUDA graphs (driver API through cuda.bindings) ---------------------------------------
+    def capture(self, enqueue, count: int):
+        """Capture ``count`` calls of ``enqueue`` on the run's stream into an instantiated CUDA
+        graph; return a zero-argument function that launches the graph on the stream.
+
+        Raises:
+            CudaError: capture or instantiation failed (e.g. the enqueue synchronised).
+        """
+        from cuda.bindings import driver
+        handle = self.stream.handle
+        _driver_call(driver.cuStreamBeginCapture(
+            handle, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+        try:
+            for _ in range(count):
+                enqueue()
+        finally:
+            graph = _driver_call(driver.cuStreamEndCapture(handle))
+        exec_graph = _driver_call(driver.cuGraphInstantiate(graph, 0))
+        self._graphs.append((graph, exec_graph))
+
+        def launch_graph():
+            _driver_call(driver.cuGraphLaunch(exec_graph, handle))
+
+        return launch_graph
+
+    def release_graphs(self) -> None:
+        """Destroy the graphs captured so far."""
+        from cuda.bindings import driver
+        for graph, exec_graph in self._graphs:
+            driver.cuGraphExecDestroy(exec_graph)
+            driver.cuGraphDestroy(graph)
+        self._graphs.clear()
 
     # --- memory -------------------------------------------------------------------------------
     def to_device(self, array: np.ndarray):

@@ -43,3 +43,18 @@ class VerificationError(GemmlabError):
     """The kernel's output does not match the float64 reference."""
 
     status = "wrong_result"
+
+
+class SafetyNetError(GemmlabError):
+    """A safety net fired: ``status`` is ``out_of_bounds`` (guard bands), ``inputs_modified``,
+    ``unstable`` (repeat launches differ bitwise) or ``sanitizer_errors``."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class UnavailableError(GemmlabError):
+    """An optional component (e.g. nvmath-python for the cublas kernel) is not installed."""
+
+    status = "unavailable"

@@ -103,8 +103,11 @@ class KernelSpec:
     :meth:`ownership` (recommended: it lets the CPU tests prove that every output has exactly
     one owner and every staged tile element is loaded exactly once).
 
+    NVRTC-compiled kernels accept ``precision=fp32`` only; library kernels subclass
+    :class:`LibraryKernelSpec`.
+
     Attributes:
-        name: the kernel's config name (``kernel=<name>``); lowercase, ``[a-z0-9_]``.
+        name: the kernel's config name (``kernel=<name>``); lowercase, ``[a-z][a-z0-9_]*``.
         source: the ``.cu`` file. A bare file name is looked up in gemmlab's ``kernels/``
             folder; a plugin shipping its own source gives an absolute path.
         defaults: tile parameters and their default values (ints), e.g. ``{"BM": 64, ...}``.
@@ -143,6 +146,52 @@ class KernelSpec:
             Return ``None`` when the kernel has no model.
         """
         return None
+
+
+@dataclass(frozen=True)
+class DevicePointers:
+    """Device addresses (plain ints) of the row-major float32 matrices of one launch, and the
+    CUDA stream handle (an int) to enqueue on. Given to library-backed kernels only."""
+
+    a: int
+    b: int
+    c: int
+    stream: int
+
+
+@dataclass
+class LibraryKernelSpec(KernelSpec):
+    """A kernel provided by a vendor library (e.g. cuBLAS) instead of an NVRTC-compiled source.
+
+    The core still owns the buffers, NaN fill, verification, timing and records; the plugin only
+    turns plain data (shape, params, :class:`DevicePointers`, precision) into a zero-argument
+    enqueue function through a maintained binding. ``source`` is unused (leave it empty);
+    :meth:`entry` and :meth:`launch` are not called.
+
+    Attributes:
+        precisions: the ``precision`` values this kernel accepts (``"fp32"``, ``"tf32"``).
+    """
+
+    precisions: tuple[str, ...] = ("fp32",)
+
+    def available(self) -> str | None:
+        """``None`` when the library can be used here, else a one-line reason with the install hint."""
+        return None
+
+    def library_version(self) -> str:
+        """The library's version string for the record."""
+        return "unknown"
+
+    def enqueue_function(self, shape: Shape, params: Mapping[str, int], pointers: DevicePointers,
+                         precision: str):
+        """Return ``(enqueue, close)``: ``enqueue()`` issues one C = A @ B on ``pointers.stream``
+        without synchronising (it must be capturable in a CUDA graph); ``close()`` frees the
+        library's resources.
+
+        Raises:
+            ParamError: the precision or parameters are not supported.
+        """
+        raise NotImplementedError
 
 
 class KernelHooks:

@@ -18,10 +18,19 @@ from gemmlab import __version__
 from gemmlab.paths import SOURCE_ROOT
 
 SCHEMA = "gemmlab.result/1"
-VALID_STATUSES = ("ok", "compiled")
-PRECISION = ("float32 inputs, float32 accumulation on CUDA cores (no tensor cores, no TF32); "
-             "NVRTC default IEEE float32 (fma contraction on, no fast-math); reference: float64 "
-             "product of the same float32 inputs on the CPU")
+VALID_STATUSES = ("ok", "compiled", "checked")
+PRECISIONS = {
+    "fp32": ("float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: "
+             "IEEE float32, fma contraction on, no fast-math)"),
+    "tf32": ("float32 inputs and outputs, inputs rounded to TF32 (10-bit mantissa) on tensor cores, "
+             "float32 accumulation"),
+}
+REFERENCE = "reference: float64 product of the same float32 inputs on the CPU"
+
+
+def precision_text(precision: str) -> str:
+    """The record's one-line precision policy for ``precision`` (fp32 | tf32)."""
+    return f"{precision}: {PRECISIONS[precision]}; {REFERENCE}"
 
 
 def git_commit() -> dict:
@@ -90,12 +99,52 @@ def summary(record: dict) -> str:
             text += (f"; {occ['max_active_blocks_per_sm']} blocks/SM, occupancy {occ['theoretical_occupancy']:.2f}, "
                      f"{occ['waves']:.2f} waves")
         lines.append(text)
-    ver = record.get("verification")
-    if ver:
-        lines.append(f"  verify  {'PASS' if ver['passed'] else 'FAIL'} max abs err {ver['max_abs_error']}, "
-                     f"max rel err {ver['max_rel_error']}, {ver['mismatches']} mismatches, {ver['nan_outputs']} NaN")
-    t = record.get("timing")
-    if t:
-        lines.append(f"  time    median {t['median_ms']:.5f} ms (min {t['min_ms']:.5f}, max {t['max_ms']:.5f}) "
-                     f"over {t['repeat']}x{t['batch']} launches -> {t['gflops']:.1f} GFLOP/s")
+    lines += _measure_lines(record, "")
+    base = record.get("baseline")
+    if base:
+        lines.append(f"  baseline {base['name']}" + (f" ({base['library']})" if base.get("library") else ""))
+        lines += _measure_lines(base, "  ")
+    ratio = record.get("ratio_to_baseline")
+    if ratio:
+        lines.append(f"  ratio   {ratio['median_time']:.3f}x the baseline's median time, "
+                     f"{ratio['gflops']:.3f}x its GFLOP/s ({ratio['protocol']})")
+    for key in ("guard_bands", "inputs_unchanged"):
+        if key in record:
+            lines.append(f"  nets    guard bands {record.get('guard_bands')}, inputs unchanged "
+                         f"{record.get('inputs_unchanged')}, repeat stable {record.get('repeat_stable')}")
+            break
+    san = record.get("sanitizer")
+    if san:
+        lines.append(f"  sanitizer {san['tool']}: {san['verdict']} ({san.get('errors')} errors) {san.get('report') or ''}")
     return "\n".join(lines)
+
+
+def _measure_lines(rec: dict, indent: str) -> list[str]:
+    lines = []
+    ver = rec.get("verification")
+    if ver:
+        lines.append(f"{indent}  verify  {'PASS' if ver['passed'] else 'FAIL'} ({ver.get('rule')}) max abs err "
+                     f"{_g(ver['max_abs_error'])}, max rel err {_g(ver['max_rel_error'])}, max err/tol "
+                     f"{_g(ver.get('max_error_over_tolerance'))}, {ver['mismatches']} mismatches, {ver['nan_outputs']} NaN")
+    t = rec.get("timing")
+    if t:
+        floor = (t.get("launch_floor_ms") or {}).get(t["protocol"])
+        lines.append(f"{indent}  time    median {t['median_ms']:.5f} ms (min {t['min_ms']:.5f}, max {t['max_ms']:.5f}, "
+                     f"{t['repeat']} samples x {t['batch']} launches, {t['protocol']}, L2 {t['l2']}) -> "
+                     f"{t['gflops']:.1f} GFLOP/s" + (f"; floor {floor:.5f} ms" if floor else "")
+                     + (" LAUNCH-BOUND" if t.get("launch_bound") else ""))
+        if "host_overhead_per_launch_ms" in t:
+            ev = t["protocols"]["events"]["median_ms"]
+            lines.append(f"{indent}          events {ev:.5f} ms, graph {t['protocols']['graph']['median_ms']:.5f} ms: "
+                         f"host/launch overhead {t['host_overhead_per_launch_ms'] * 1e3:.2f} us per launch")
+        lines.append(f"{indent}          {t['throttled_samples']} throttled samples, median SM clock "
+                     f"{t.get('median_sm_mhz')} MHz")
+    roof = rec.get("roofline")
+    if roof and roof.get("pct_fp32_peak") is not None:
+        lines.append(f"{indent}  roof    {roof['arithmetic_intensity']:.1f} FLOP/B, {roof['pct_fp32_peak']:.1f}% of FP32 peak "
+                     f"({roof['fp32_peak_gflops']:.0f} GFLOP/s), {roof['pct_dram_bandwidth']}% of DRAM bandwidth")
+    return lines
+
+
+def _g(value) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else str(value)

@@ -1,20 +1,63 @@
-"""Stage 4: verify a kernel's output against a float64 product of the same float32 inputs.
+"""Stage 4: verify a kernel's output against float64 products of the same float32 inputs.
 
-Method (seed 000): the reference multiplies the already-rounded float32 inputs in float64 on the
-CPU, separating input rounding from device accumulation error; every element must satisfy
-``|C - ref| <= atol + rtol * |ref|`` (the rule of ``numpy.testing.assert_allclose``). NaN never
-passes, so an output the kernel never wrote (NaN-filled beforehand) is caught and counted.
+The reference multiplies the already-rounded inputs in float64 on the CPU (seed 000), separating
+input rounding from device accumulation error. NaN and inf never pass, so an output the kernel
+never wrote (NaN-filled beforehand) is caught and counted. Tolerance rules
+(``verify.tolerance``):
+
+- ``fixed``: ``|C - ref| <= atol + rtol*|ref|`` (seed 000: ``assert_allclose`` with 3e-4 each).
+- ``bound`` (default for float inputs): ``|C - ref| <= lam*sqrt(K)*(u + 2*u_in)*(|A||B|)_ij +
+  u*|ref_ij| + tiny``, with u = 2^-24 (float32 accumulation), u_in the rounding of the inputs
+  to the compute precision (0 for fp32, 2^-11 for TF32), lam = ``verify.safety`` (8). This is the
+  probabilistic rounding-error bound of Higham & Mary, "A New Approach to Probabilistic Rounding
+  Error Analysis", SIAM J. Sci. Comput. 41(5), 2019 (deterministic form: gamma_K |A||B|,
+  Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., §3.5). It grows with K and
+  with each element's |A||B|, so large K raises no false failure, while a dropped k term (of size
+  |a_ik b_kj|, about 0.6 on average for N(0,1) inputs) exceeds it.
+- ``exact``: ``C == ref`` (small-integer inputs: every product and partial sum is an integer
+  below 2^24, so float32 arithmetic is exact and any difference is a bug).
+
+Method (``verify.method``): ``full`` compares every element; ``sampled`` (chosen by ``auto`` when
+M*N*K exceeds ``verify.max_full``) compares ``verify.sample`` random whole rows and whole
+columns against float64 and runs Freivalds' check on the whole product (C·x vs A·(B·x) for random
+±1 vectors x, R. Freivalds, "Probabilistic machines can use less running time", IFIP 1977), with
+the bound summed along each row as tolerance.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gemmlab.config import VerifyOptions
-
 FIRST_MISMATCHES = 8
+U_FP32 = 2.0**-24
+U_INPUT = {"fp32": 0.0, "tf32": 2.0**-11}
+TINY = 1e-30
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """Acceptance rule and method (see the module docstring).
+
+    Attributes:
+        tolerance: ``auto`` (``exact`` for integer inputs, else ``bound``) | ``bound`` | ``fixed`` | ``exact``.
+        atol, rtol: the ``fixed`` rule's constants (seed: 3e-4 each).
+        safety: lam of the ``bound`` rule.
+        method: ``auto`` | ``full`` | ``sampled``.
+        max_full: ``auto`` uses ``full`` while M*N*K <= this.
+        sample: rows and columns compared in ``sampled`` mode; trials: Freivalds vectors.
+    """
+
+    tolerance: str = "auto"
+    atol: float = 3e-4
+    rtol: float = 3e-4
+    safety: float = 8.0
+    method: str = "auto"
+    max_full: int = 2**37
+    sample: int = 256
+    trials: int = 2
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -22,18 +65,37 @@ def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a.astype(np.float64) @ b.astype(np.float64)
 
 
+def resolve_rule(options: VerifyOptions, distribution: str) -> str:
+    """The tolerance rule actually applied."""
+    if options.tolerance != "auto":
+        return options.tolerance
+    return "exact" if distribution == "integers" else "bound"
+
+
+def tolerance(rule: str, options: VerifyOptions, ref: np.ndarray, abs_ab: np.ndarray | None, K: int,
+              precision: str = "fp32") -> np.ndarray | float:
+    """Per-element allowed |C - ref| for ``rule`` (ref and abs_ab float64, same shape)."""
+    if rule == "exact":
+        return 0.0
+    if rule == "fixed":
+        return options.atol + options.rtol * np.abs(ref)
+    scale = options.safety * math.sqrt(K) * (U_FP32 + 2 * U_INPUT[precision])
+    return scale * abs_ab + U_FP32 * np.abs(ref) + TINY
+
+
 @dataclass
 class Verdict:
     """Outcome of :func:`check`.
 
     Attributes:
-        passed: every element within tolerance (and none NaN/inf).
-        max_abs_error: max |C - ref| over finite outputs (inf if none is finite).
-        max_rel_error: max |C - ref| / |ref| over finite elements with ref != 0.
-        mismatches: number of elements failing the tolerance (NaN and inf included).
-        nan_outputs: number of NaN outputs (most likely never written by the kernel).
-        first_mismatches: up to 8 ``[row, col, got, expected]`` in row-major order.
-        atol, rtol, method: the rule applied.
+        passed: every compared element within tolerance, none NaN/inf (and Freivalds passed).
+        max_abs_error: max |C - ref| over finite compared outputs.
+        max_rel_error: max |C - ref| / |ref| over finite compared outputs with ref != 0.
+        max_error_over_tolerance: max |C - ref| / tolerance (> 1 fails; inf for exact mismatches).
+        mismatches: compared elements failing the rule (NaN and inf included).
+        nan_outputs: NaN outputs in the whole C (most likely never written by the kernel).
+        first_mismatches: up to 8 ``[row, col, got, expected]``.
+        rule, method: what was applied; atol/rtol/safety: its constants.
     """
 
     passed: bool
@@ -44,12 +106,16 @@ class Verdict:
     atol: float
     rtol: float
     first_mismatches: list = field(default_factory=list)
+    rule: str = "fixed"
     method: str = "full float64 reference, every element"
+    max_error_over_tolerance: float = 0.0
+    safety: float | None = None
+    freivalds: dict | None = None
 
     def record(self) -> dict:
         """JSON-ready fields for ``result.json`` (non-finite floats as strings)."""
         out = asdict(self)
-        for key in ("max_abs_error", "max_rel_error"):
+        for key in ("max_abs_error", "max_rel_error", "max_error_over_tolerance"):
             if not np.isfinite(out[key]):
                 out[key] = str(out[key])
         return out
@@ -57,32 +123,101 @@ class Verdict:
     def summary(self) -> str:
         """One line: pass/fail, max errors, mismatches and NaN count."""
         word = "PASS" if self.passed else "FAIL"
-        text = (f"{word}: max abs err {self.max_abs_error:.3g}, max rel err {self.max_rel_error:.3g}, "
-                f"{self.mismatches} mismatches, {self.nan_outputs} NaN outputs (atol={self.atol:g}, rtol={self.rtol:g})")
+        text = (f"{word} ({self.rule}): max abs err {self.max_abs_error:.3g}, max rel err {self.max_rel_error:.3g}, "
+                f"max err/tol {self.max_error_over_tolerance:.3g}, {self.mismatches} mismatches, "
+                f"{self.nan_outputs} NaN outputs")
         if self.first_mismatches:
             r, c, got, exp = self.first_mismatches[0]
             text += f"; first at (row {r}, col {c}): got {got}, expected {exp}"
+        if self.freivalds and not self.freivalds["passed"]:
+            text += "; Freivalds check failed"
         return text
 
 
-def check(c: np.ndarray, ref: np.ndarray, options: VerifyOptions) -> Verdict:
-    """Compare the kernel output ``c`` (M, N) float32 with ``ref`` (M, N) float64.
-
-    Raises:
-        ValueError: the shapes differ.
-    """
-    if c.shape != ref.shape:
-        raise ValueError(f"output shape {c.shape} != reference shape {ref.shape}")
+def _compare(c: np.ndarray, ref: np.ndarray, tol, rows=None, cols=None):
     c64 = c.astype(np.float64)
     finite = np.isfinite(c64)
     err = np.abs(c64 - ref)
-    bad = ~finite | (err > options.atol + options.rtol * np.abs(ref))
-    nonzero = finite & (ref != 0)
-    max_abs = float(err[finite].max()) if finite.any() else float("inf")
-    max_rel = float((err[nonzero] / np.abs(ref[nonzero])).max()) if nonzero.any() else 0.0
-    rows, cols = np.nonzero(bad)
-    first = [[int(r), int(k), float(c[r, k]) if np.isfinite(c[r, k]) else str(c[r, k]), float(ref[r, k])]
-             for r, k in zip(rows[:FIRST_MISMATCHES], cols[:FIRST_MISMATCHES])]
-    return Verdict(passed=not bad.any(), max_abs_error=max_abs, max_rel_error=max_rel,
-                   mismatches=int(bad.sum()), nan_outputs=int(np.isnan(c).sum()),
-                   atol=options.atol, rtol=options.rtol, first_mismatches=first)
+    bad = ~finite | (err > tol)
+    tol_arr = np.broadcast_to(np.asarray(tol, dtype=np.float64), err.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(err == 0, 0.0, err / tol_arr)
+    ratio = np.where(finite, ratio, np.inf)
+    nz = finite & (ref != 0)
+    r_idx, c_idx = np.nonzero(bad)
+    rr = rows[r_idx] if rows is not None else r_idx
+    cc = cols[c_idx] if cols is not None else c_idx
+    first = [[int(r), int(k), float(c[i, j]) if np.isfinite(c[i, j]) else str(c[i, j]), float(ref[i, j])]
+             for r, k, i, j in zip(rr[:FIRST_MISMATCHES], cc[:FIRST_MISMATCHES],
+                                   r_idx[:FIRST_MISMATCHES], c_idx[:FIRST_MISMATCHES])]
+    return {"mismatches": int(bad.sum()),
+            "max_abs": float(err[finite].max()) if finite.any() else float("inf"),
+            "max_rel": float((err[nz] / np.abs(ref[nz])).max()) if nz.any() else 0.0,
+            "max_ratio": float(ratio.max()) if ratio.size else 0.0, "first": first}
+
+
+def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, distribution: str = "normal",
+          precision: str = "fp32", seed: int = 0) -> Verdict:
+    """Verify ``c`` (M, N) float32 against the float64 product of ``a`` (M, K) and ``b`` (K, N).
+
+    Raises:
+        ValueError: inconsistent shapes.
+    """
+    (M, K), (K2, N) = a.shape, b.shape
+    if K != K2 or c.shape != (M, N):
+        raise ValueError(f"shapes do not match: A {a.shape}, B {b.shape}, C {c.shape}")
+    rule = resolve_rule(options, distribution)
+    method = options.method
+    if method == "auto":
+        method = "full" if M * N * K <= options.max_full else "sampled"
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    need_abs = rule == "bound"
+    nan_outputs = int(np.isnan(c).sum())
+    if method == "full":
+        ref = a64 @ b64
+        tol = tolerance(rule, options, ref, np.abs(a64) @ np.abs(b64) if need_abs else None, K, precision)
+        parts = [_compare(c, ref, tol)]
+        described = "full float64 reference, every element"
+        freivalds = None
+    else:
+        rng = np.random.default_rng(seed + 1)
+        rows = np.sort(rng.choice(M, size=min(M, options.sample), replace=False))
+        cols = np.sort(rng.choice(N, size=min(N, options.sample), replace=False))
+        ref_r = a64[rows] @ b64
+        ref_c = a64 @ b64[:, cols]
+        tol_r = tolerance(rule, options, ref_r, np.abs(a64[rows]) @ np.abs(b64) if need_abs else None, K, precision)
+        tol_c = tolerance(rule, options, ref_c, np.abs(a64) @ np.abs(b64[:, cols]) if need_abs else None, K, precision)
+        parts = [_compare(c[rows], ref_r, tol_r, rows=rows), _compare(c[:, cols], ref_c, tol_c, cols=cols)]
+        freivalds = _freivalds(c, a64, b64, rule, options, K, precision, rng)
+        described = (f"sampled: {len(rows)} whole rows and {len(cols)} whole columns vs float64, plus "
+                     f"Freivalds' check of the whole product with {options.trials} random ±1 vectors")
+    mismatches = sum(p["mismatches"] for p in parts)
+    passed = mismatches == 0 and nan_outputs == 0 and (freivalds is None or freivalds["passed"])
+    return Verdict(passed=passed, max_abs_error=max(p["max_abs"] for p in parts),
+                   max_rel_error=max(p["max_rel"] for p in parts), mismatches=mismatches, nan_outputs=nan_outputs,
+                   atol=options.atol, rtol=options.rtol, first_mismatches=[f for p in parts for f in p["first"]][:8],
+                   rule=rule, method=described, max_error_over_tolerance=max(p["max_ratio"] for p in parts),
+                   safety=options.safety if rule == "bound" else None, freivalds=freivalds)
+
+
+def _freivalds(c, a64, b64, rule, options, K, precision, rng) -> dict:
+    c64 = c.astype(np.float64)
+    worst = 0.0
+    passed = bool(np.isfinite(c64).all())
+    for _ in range(options.trials):
+        x = rng.choice([-1.0, 1.0], size=c.shape[1])
+        lhs = c64 @ x
+        rhs = a64 @ (b64 @ x)
+        if rule == "exact":
+            tol = np.zeros_like(lhs)
+        elif rule == "fixed":
+            tol = options.atol * c.shape[1] + options.rtol * (np.abs(c64) @ np.ones(c.shape[1]))
+        else:
+            scale = options.safety * math.sqrt(K) * (U_FP32 + 2 * U_INPUT[precision])
+            tol = scale * (np.abs(a64) @ (np.abs(b64) @ np.ones(c.shape[1]))) + U_FP32 * (np.abs(c64) @ np.ones(c.shape[1]))
+        err = np.abs(lhs - rhs)
+        if not np.isfinite(err).all() or (err > tol + TINY).any():
+            passed = False
+        with np.errstate(divide="ignore", invalid="ignore"):
+            worst = max(worst, float(np.nanmax(np.where(tol > 0, err / tol, np.where(err > 0, np.inf, 0.0)))))
+    return {"passed": passed, "trials": options.trials, "max_error_over_tolerance": worst}

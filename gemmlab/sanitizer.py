@@ -1,0 +1,84 @@
+"""Optional stage: re-run the correctness launch under NVIDIA compute-sanitizer.
+
+``sanitizer=memcheck|racecheck|synccheck|initcheck`` starts a child process
+``compute-sanitizer --tool <tool> --log-file <run>/sanitizer-<tool>.log python -m gemmlab.sanitizer
+<config.json> <dir>``; the child runs the pipeline with timing off (compile, NaN fill, one launch,
+verification). The verdict comes from the tool's summary line ("ERROR SUMMARY: N errors" or
+"RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)") and its exit status
+(compute-sanitizer docs: ``--error-exitcode``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ERROR_EXIT = 86
+CANDIDATES = ("/usr/local/cuda/bin/compute-sanitizer", "/opt/nvidia/compute-sanitizer/compute-sanitizer")
+
+
+def find_tool() -> str | None:
+    """Path of compute-sanitizer (PATH first, then the usual CUDA locations), or None."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    return next((c for c in CANDIDATES if os.access(c, os.X_OK)), None)
+
+
+def parse_summary(text: str) -> int | None:
+    """Number of errors the tool reported, or None if it printed no summary."""
+    m = re.search(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?", text)
+    if m:
+        return int(m.group(1))
+    m = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
+    return int(m.group(1)) if m else None
+
+
+def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600) -> dict:
+    """Run ``tool`` over the correctness launch of ``cfg``; return the record's ``sanitizer`` field:
+    ``{"tool", "verdict": clean|errors|unavailable|failed, "errors", "report", "exit_status"}``."""
+    exe = find_tool()
+    if exe is None:
+        return {"tool": tool, "verdict": "unavailable", "errors": None, "report": None,
+                "message": "compute-sanitizer not found on PATH or in /usr/local/cuda/bin"}
+    work = out_dir / f"sanitizer-{tool}"
+    work.mkdir(parents=True, exist_ok=True)
+    child_cfg = dict(cfg, sanitizer=None, baseline=None, mode="run")
+    (work / "config.json").write_text(json.dumps(child_cfg, default=str))
+    log = out_dir / f"sanitizer-{tool}.log"
+    cmd = [exe, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--log-file", str(log),
+           sys.executable, "-m", "gemmlab.sanitizer", str(work / "config.json"), str(work / "run")]
+    if tool == "racecheck":
+        cmd[3:3] = ["--racecheck-report", "all"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"tool": tool, "verdict": "failed", "errors": None, "report": str(log),
+                "message": f"compute-sanitizer did not finish within {timeout_s} s"}
+    text = log.read_text(errors="replace") if log.exists() else proc.stdout + proc.stderr
+    errors = parse_summary(text)
+    if errors is None:
+        verdict = "failed"
+    else:
+        verdict = "clean" if errors == 0 and proc.returncode != ERROR_EXIT else "errors"
+    child = work / "run" / "result.json"
+    child_status = json.loads(child.read_text())["status"] if child.exists() else None
+    return {"tool": tool, "verdict": verdict, "errors": errors, "report": str(log), "exit_status": proc.returncode,
+            "child_status": child_status, "command": " ".join(cmd[:6]) + " ..."}
+
+
+def main() -> None:
+    """Child entry: ``python -m gemmlab.sanitizer CONFIG.json OUT_DIR`` (timing off)."""
+    from gemmlab.pipeline import run_point
+    cfg = json.loads(Path(sys.argv[1]).read_text())
+    record = run_point(cfg, Path(sys.argv[2]), check_only=True)
+    sys.exit(0 if record["status"] in ("ok", "checked") else 1)
+
+
+if __name__ == "__main__":
+    main()

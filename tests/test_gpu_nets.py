@@ -1,0 +1,138 @@
+"""GPU tests for the measurement protocol and safety nets (marker ``gpu``; run on the H200).
+
+cuBLAS baseline (needs the optional nvmath-python), graph/cold/adaptive timing, launch floor,
+telemetry, roofline, guard bands, input immutability, repeat stability, sanitizer, integer
+inputs with exact comparison, sampled verification.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gemmlab.pipeline import run_point
+
+pytestmark = pytest.mark.gpu
+
+
+def _cfg(kernel="tiled", shape=(63, 65, 33), **over):
+    cfg = {"kernel": {"name": kernel}, "shape": list(shape), "mode": "run",
+           "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}}
+    for key, value in over.items():
+        if isinstance(value, dict):
+            cfg.setdefault(key, {}).update(value)
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def _ok(rec):
+    assert rec["status"] == "ok", rec.get("error")
+    return rec
+
+
+@pytest.fixture(scope="module")
+def cublas_available():
+    from gemmlab.registry import load_registry
+    reason = load_registry().get("cublas").available()
+    if reason:
+        pytest.skip(reason)
+
+
+def test_cublas_fp32_is_exact_on_1024_5(cublas_available):
+    """1x1x1, A=[[1024.5]], B=[[1.0]]: float32 SGEMM must give exactly 1024.5 (TF32 would round it)."""
+    from gemmlab import guards
+    from gemmlab.device import open_gpu
+    from gemmlab.hookspecs import DevicePointers, Shape
+    from gemmlab.registry import load_registry
+    gpu = open_gpu(0)
+    spec = load_registry().get("cublas")
+    a = guards.allocate(gpu, "A", (1, 1), np.array([[1024.5]], np.float32))
+    b = guards.allocate(gpu, "B", (1, 1), np.array([[1.0]], np.float32))
+    c = guards.allocate(gpu, "C", (1, 1))
+    enqueue, close = spec.enqueue_function(Shape(1, 1, 1), {}, DevicePointers(a.address, b.address, c.address,
+                                                                                int(gpu.stream.handle)), "fp32")
+    try:
+        enqueue()
+        gpu.sync()
+        assert guards.read(gpu, c)[0, 0] == np.float32(1024.5)
+    finally:
+        close()
+        guards.release(a, b, c)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (63, 65, 33), (256, 256, 256)])
+def test_cublas_verifies_like_any_kernel(cublas_available, shape, tmp_path):
+    rec = _ok(run_point(_cfg("cublas", shape), tmp_path))
+    assert rec["verification"]["passed"] and rec["library"].startswith("cuBLAS")
+
+
+def test_baseline_ratio_is_recorded(cublas_available, tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (256, 256, 256), baseline="cublas"), tmp_path))
+    r = rec["ratio_to_baseline"]
+    assert r["baseline"] == "cublas"
+    assert r["median_time"] == pytest.approx(rec["timing"]["median_ms"] / rec["baseline"]["timing"]["median_ms"])
+    assert rec["baseline"]["verification"]["passed"]
+    assert len(rec["baseline"]["timing"]["samples_ms"]) == len(rec["timing"]["samples_ms"]) == 3
+
+
+def test_tf32_is_labelled_and_verified_with_its_tolerance(cublas_available, tmp_path):
+    rec = _ok(run_point(_cfg("cublas", (256, 256, 1024), precision="tf32"), tmp_path))
+    assert rec["precision"].startswith("tf32")
+
+
+def test_graph_and_both_modes_record_overhead_and_floor(tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (256, 256, 256), timing={"mode": "both"}), tmp_path))
+    t = rec["timing"]
+    assert t["protocol"] == "graph" and set(t["protocols"]) == {"events", "graph"}
+    assert "host_overhead_per_launch_ms" in t
+    assert set(t["launch_floor_ms"]) == {"events", "graph"} and all(v > 0 for v in t["launch_floor_ms"].values())
+    assert t["median_over_floor"] > 0
+
+
+def test_cold_l2_uses_one_launch_per_sample(tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (512, 512, 512), timing={"mode": "graph", "l2": "cold", "repeat": 4}), tmp_path))
+    assert rec["timing"]["batch"] == 1 and rec["timing"]["l2"] == "cold"
+    assert "L2 cold" in rec["timing"]["description"]
+
+
+def test_adaptive_stopping_keeps_raw_samples(tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (256, 256, 256), timing={"mode": "graph", "repeat": 5, "max_repeat": 40,
+                                                                "target_rel_spread": 1e-9, "budget_s": 0.2}), tmp_path))
+    t = rec["timing"]
+    assert t["stopped_by"]["graph"] in ("budget", "max_repeat") and 5 <= len(t["samples_ms"]) <= 40
+
+
+def test_telemetry_roofline_and_resources(tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (1024, 1024, 1024)), tmp_path))
+    t = rec["timing"]
+    assert isinstance(t["throttled_samples"], int) and t["median_sm_mhz"] > 0
+    assert all(s is not None and s["sm_mhz"] > 0 for s in t["telemetry"])
+    roof = rec["roofline"]
+    assert roof["arithmetic_intensity"] == pytest.approx(2 * 1024**3 / (4 * 3 * 1024**2), rel=1e-3)
+    assert 0 < roof["pct_fp32_peak"] < 100 and 0 < roof["pct_dram_bandwidth"] < 100
+    occ = rec["occupancy"]
+    assert occ["max_active_blocks_per_sm"] >= 1 and occ["blocks"] == 256
+    assert rec["compile"]["driver_attributes"]["registers"] > 0
+
+
+def test_nets_report_clean_run(tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (63, 65, 33)), tmp_path))
+    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"] is True and rec["repeat_stable"] is True
+
+
+def test_integer_inputs_compare_exactly(tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (129, 255, 1000), inputs={"distribution": "integers"}), tmp_path))
+    assert rec["verification"]["rule"] == "exact" and rec["verification"]["max_abs_error"] == 0.0
+
+
+def test_sampled_verification_with_freivalds(tmp_path):
+    rec = _ok(run_point(_cfg("tiled", (1024, 1024, 1024), verify={"method": "sampled", "sample": 64}), tmp_path))
+    v = rec["verification"]
+    assert v["method"].startswith("sampled") and v["freivalds"]["passed"]
+
+
+def test_memcheck_clean_on_tiled(tmp_path):
+    rec = run_point(_cfg("tiled", (31, 33, 17), sanitizer="memcheck"), tmp_path)
+    assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
+    assert rec["status"] == "ok"
