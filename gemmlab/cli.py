@@ -53,16 +53,35 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("gemmlab_kernels", _kernels_help, replace=True)
 
 
+def _values(o) -> list[str]:
+    """The string value(s) of a group override (a sweep gives several)."""
+    if o.is_sweep_override():
+        return [str(v) for v in o.sweep_string_iterator()]
+    return [o.get_value_element_as_str()]
+
+
+def _known_keys() -> dict[str, set[str] | None]:
+    """Top-level config keys and, for mapping sections, their keys (None: free-form)."""
+    primary = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"))
+    known: dict[str, set[str] | None] = {k: (set(v) if isinstance(v, dict) else None)
+                                         for k, v in primary.items() if k not in ("defaults", "hydra")}
+    known["timing"] = set(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "timing" / "seed.yaml")))
+    known["kernel"] = None  # checked against the selected kernels' parameters
+    known["experiment"] = None
+    return known
+
+
 def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
     """Return (plugin_dirs, kernel names, kernel parameter names) named by command-line
-    overrides, using Hydra's parser.
+    overrides, using Hydra's override parser, and reject what Hydra would only reject with a
+    multi-line message (unknown keys, unknown group options, sweeps without -m).
 
     Raises:
-        ConfigError: an override that Hydra's grammar rejects, or a sweep without ``-m``.
+        ConfigError: naming the field.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    overrides, skip, multirun = [], False, False
+    overrides, skip, multirun, custom_conf = [], False, False, False
     for arg in args:
         if skip:
             skip = False
@@ -70,6 +89,7 @@ def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
         if arg.startswith("-"):
             skip = arg in _FLAGS_WITH_VALUE
             multirun = multirun or arg in ("-m", "--multirun")
+            custom_conf = custom_conf or arg in ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
             continue
         overrides.append(arg)
     parser = OverridesParser.create()
@@ -79,39 +99,59 @@ def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
             parsed.extend(parser.parse_overrides([text]))
         except Exception as exc:  # Hydra's OverrideParseException: keep its first line only
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(text.split("=", 1)[0].lstrip("+~"), f"cannot parse override {text!r}: {first} "
-                              "(lists are written [a,b,c]; quote them in the shell)") from None
-    for o in parsed:
-        if o.key_or_group in _FILE_GROUPS and o.package is None and not o.is_delete():
-            available = sorted(p.stem for p in (CONF_DIR / o.key_or_group).glob("*.yaml"))
-            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
-            for value in values:
-                if value not in available and value != "null":
-                    raise ConfigError(o.key_or_group, f"unknown {o.key_or_group} '{value}'; available: "
-                                      f"{', '.join(available)}")
-    experiment = any(o.key_or_group == "experiment" for o in parsed)
+            raise ConfigError(text.split("=", 1)[0].lstrip("+~") or "override", f"cannot parse override {text!r}: "
+                              f"{first} (lists are written [a,b,c]; quote them in the shell)") from None
+    known = _known_keys()
+    experiment = [o for o in parsed if o.key_or_group == "experiment" and not o.is_delete()]
     dirs, kernels, params = [], [], []
     for o in parsed:
+        key = o.key_or_group
+        top, _, sub = key.partition(".")
+        if top == "hydra" or o.package is not None:
+            continue
+        if not custom_conf:
+            if top not in known:
+                raise ConfigError(key, f"unknown config key; known: {', '.join(sorted(known))}")
+            if sub and known[top] is not None and sub.split(".")[0] not in known[top]:
+                raise ConfigError(key, f"unknown key in {top}; known: {', '.join(sorted(known[top]))}")
+            if top in _FILE_GROUPS and not sub and not o.is_delete():
+                available = sorted(p.stem for p in (CONF_DIR / top).glob("*.yaml"))
+                for value in _values(o):
+                    if value == "null" and top == "experiment":
+                        raise ConfigError("experiment", "null is the default; leave experiment out")
+                    if value not in available:
+                        raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
         if o.is_sweep_override() and not multirun and not experiment:
-            raise ConfigError(o.key_or_group, f"{o.input_line!r} is a sweep (several values); "
-                              "run it with -m (gemmlab -m ...)")
-        if o.key_or_group == "plugin_dirs" and isinstance(o.value(), list):
+            raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
+        if key == "plugin_dirs":
+            if not isinstance(o.value(), list):
+                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {o.value()!r}")
             dirs = [str(d) for d in o.value()]
-        elif o.key_or_group == "kernel" and o.package is None and not o.is_delete():
-            kernels = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
-        elif o.key_or_group.startswith("kernel.") and not o.is_add() and o.key_or_group.count(".") == 1:
-            params.append(o.key_or_group.split(".", 1)[1])
-    if experiment and not kernels:
-        kernels = _experiment_kernels(next(o for o in parsed if o.key_or_group == "experiment"))
+        elif key == "kernel" and not o.is_delete():
+            kernels = _values(o)
+        elif top == "kernel" and sub and not o.is_add():
+            if sub == "name":
+                raise ConfigError("kernel.name", "select the kernel with kernel=<name>, not kernel.name")
+            params.append(sub)
+    if experiment and not kernels and not custom_conf:
+        for value in _values(experiment[0]):
+            kernels += [k for k in _experiment_kernels(value) if k not in kernels]
     return dirs, kernels, params
 
 
-def _experiment_kernels(override) -> list[str]:
-    """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``), if it names any."""
-    path = CONF_DIR / "experiment" / f"{override.get_value_element_as_str()}.yaml"
+def _experiment_kernels(name: str) -> list[str]:
+    """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``), if it names any.
+
+    Raises:
+        ConfigError: the experiment file is not valid YAML.
+    """
+    path = CONF_DIR / "experiment" / f"{name}.yaml"
     if not path.is_file():
-        return []  # Hydra reports the missing option itself
-    swept = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params.kernel")
+        return []
+    try:
+        swept = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params.kernel")
+    except Exception as exc:
+        raise ConfigError("experiment", f"{path} is not a valid config: {str(exc).splitlines()[0]}") from None
     return [k.strip() for k in str(swept).split(",")] if swept else []
 
 
@@ -151,6 +191,9 @@ def _task(cfg) -> None:
     if record["status"] not in (ConfigError.status, NoGPUError.status):  # those get their one line only
         print(record_stage.summary(record))
         print(f"  result  {out_dir / 'result.json'}", flush=True)
+    if record["status"] == NoGPUError.status:  # every further point would say the same: stop here
+        print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
+        sys.exit(1)
     if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
         print((out_dir / "compile.log").read_text().rstrip(), file=sys.stderr)  # NVRTC log, line numbers
     if status:
@@ -159,12 +202,19 @@ def _task(cfg) -> None:
 
 def main() -> None:
     """Console entry point (``gemmlab``)."""
+    if "--version" in sys.argv[1:]:
+        from gemmlab import __version__
+        print(f"gemmlab {__version__} (Hydra {hydra.__version__})")
+        sys.exit(0)
     register_resolvers()
     try:
         _prepare(sys.argv[1:])
     except ConfigError as exc:
         print(f"gemmlab: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
+        print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
+              file=sys.stderr)
     _task()
     if sweep.FAILED_POINTS:
         sys.exit(1)

@@ -18,6 +18,12 @@ from gemmlab.inputs import MAX_EXACT_K, InputOptions
 from gemmlab.timing import TimingOptions
 from gemmlab.verify import VerifyOptions
 
+TOP_LEVEL = ("kernel", "timing", "shape", "mode", "arch", "device", "baseline", "precision", "sanitizer",
+             "inputs", "verify", "plugin_dirs")
+SECTIONS = {"timing": ("mode", "l2", "warmup", "repeat", "max_repeat", "target_rel_spread", "budget_s", "batch",
+                       "floor"),
+            "verify": ("tolerance", "atol", "rtol", "safety", "method", "max_full", "sample", "trials"),
+            "inputs": ("seed", "distribution")}
 MODES = ("run", "compile")
 DISTRIBUTIONS = ("normal", "uniform", "integers")
 PRECISIONS = ("fp32", "tf32")
@@ -129,10 +135,24 @@ def parse_arch(value: Any) -> str | None:
     """
     if value is None:
         return None
-    match = re.fullmatch(r"(?:sm_)?(\d{2,3}[af]?)", str(value))
+    match = re.fullmatch(r"(?:sm_)?(\d{2,3})([af]?)", str(value))
     if isinstance(value, bool) or not match:
         raise ConfigError("arch", f"must be a CUDA SM target like sm_90 (or null for the device's own), got {value!r}")
-    return match.group(1)
+    supported = _nvrtc_archs()
+    if supported and int(match.group(1)) not in supported:
+        raise ConfigError("arch", f"sm_{match.group(1)} is not supported by this NVRTC; supported: "
+                          f"{', '.join(f'sm_{a}' for a in supported)}")
+    return match.group(1) + match.group(2)
+
+
+def _nvrtc_archs() -> list[int]:
+    """The SM targets this NVRTC can compile for (``nvrtcGetSupportedArchs``); [] if unknown."""
+    try:
+        from cuda.bindings import nvrtc
+        _, archs = nvrtc.nvrtcGetSupportedArchs()
+        return [int(a) for a in archs]
+    except Exception:
+        return []
 
 
 def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str) -> dict[str, int]:
@@ -162,6 +182,16 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     cfg = _plain(cfg)
     if not isinstance(cfg, Mapping):
         raise ConfigError("config", "must be a mapping")
+    unknown = sorted(set(cfg) - set(TOP_LEVEL))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown config key; known: {', '.join(TOP_LEVEL)}")
+    for section, keys in SECTIONS.items():
+        value = cfg.get(section, {})
+        if value is None or not isinstance(value, Mapping):
+            raise ConfigError(section, f"must be a mapping with keys {', '.join(keys)}, got {value!r}")
+        extra = sorted(set(value) - set(keys))
+        if extra:
+            raise ConfigError(f"{section}.{extra[0]}", f"unknown key; known: {', '.join(keys)}")
     kernel_cfg = cfg.get("kernel")
     if not isinstance(kernel_cfg, Mapping) or not isinstance(kernel_cfg.get("name"), str):
         raise ConfigError("kernel", "must select a kernel config (kernel=<name>)")

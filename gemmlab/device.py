@@ -20,7 +20,7 @@ NAN_BYTE = 0xFF  # all-ones bytes are a float32 NaN
 #: DeviceFacts for ``mode=compile`` without a GPU: the limits of an sm_90 part (H200 SXM).
 def offline_facts(arch: str) -> DeviceFacts:
     """DeviceFacts for compiling for ``sm_<arch>`` with no GPU present (sm_90 limits, 132 SMs)."""
-    return DeviceFacts(name=f"no GPU (compile-only target sm_{arch})", arch=arch, sm_count=132,
+    return DeviceFacts(name="no GPU (compile only)", arch=arch, sm_count=132,
                        l2_bytes=50 * 1024 * 1024)
 
 

@@ -77,7 +77,18 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         ``record["error"]`` holds the one-line reason. Failures never raise: a sweep goes on.
     """
     out_dir = Path(out_dir)
-    record = record_stage.new_record(_plain(cfg))
+    try:
+        record = record_stage.new_record(_plain(cfg))
+    except Exception as exc:  # e.g. an interpolation that does not resolve
+        record = record_stage.new_record(None)
+        record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
+    if (out_dir / "result.json").exists():  # never touch an earlier measurement
+        record.update(status=ConfigError.status, valid=False,
+                      error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a result")
+        return record
+    if record["status"] != "running":
+        record_stage.write_record(record, out_dir)
+        return record
     try:
         _run(cfg, out_dir, record, check_only)
     except ParamError as exc:

@@ -14,7 +14,8 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "max_abs_error", "error")
+COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "vs_baseline", "max_abs_error",
+           "error")
 FAILED_POINTS: list[str] = []  # set by the callback; the CLI turns it into the exit status
 
 
@@ -33,6 +34,8 @@ def _row(path: Path, root: Path) -> dict[str, Any]:
             "status": rec.get("status"),
             "median_ms": f"{timing['median_ms']:.5f}" if "median_ms" in timing else "",
             "gflops": f"{timing['gflops']:.1f}" if "gflops" in timing else "",
+            "vs_baseline": (f"{rec['ratio_to_baseline']['median_time']:.3f}x {rec['ratio_to_baseline']['baseline']}"
+                            if rec.get("ratio_to_baseline") else ""),
             "max_abs_error": f"{ver['max_abs_error']:.3g}" if isinstance(ver.get("max_abs_error"), float) else str(ver.get("max_abs_error", "")),
             "error": rec.get("error") or ""}
 
@@ -81,6 +84,7 @@ class SweepSummary(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         rows = write_summary(sweep_dir)
         failed = [r["point"] for r in rows if r.get("status") not in ("ok", "compiled")]
+        timed = sum(r.get("status") == "ok" for r in rows)
         FAILED_POINTS.extend(failed)
-        print(f"{len(rows)} points, {len(rows) - len(failed)} passed, {len(failed)} failed; "
-              f"summary: {sweep_dir / 'summary.md'}")
+        print(f"{len(rows)} points: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
+              f"{len(failed)} failed; summary: {sweep_dir / 'summary.md'}")
