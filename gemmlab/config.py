@@ -237,7 +237,10 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     if baseline is not None and not isinstance(baseline, str):
         raise ConfigError("baseline", f"must be a kernel name or null, got {baseline!r}")
     if baseline is not None and defaults_of is not None:
-        defaults_of(baseline)  # raises for an unknown kernel
+        try:
+            defaults_of(baseline)
+        except ConfigError as exc:
+            raise ConfigError("baseline", str(exc).split(": ", 1)[-1]) from None
     sanitizer = cfg.get("sanitizer")
     if sanitizer is not None:
         sanitizer = _choice(sanitizer, "sanitizer", SANITIZER_TOOLS)

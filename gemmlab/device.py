@@ -24,6 +24,33 @@ def offline_facts(arch: str) -> DeviceFacts:
                        l2_bytes=50 * 1024 * 1024)
 
 
+# Per-SM limits of compute capability 9.0 (CUDA C Programming Guide, "Compute Capabilities",
+# Table 23 / the occupancy calculator): used to estimate occupancy in mode=compile (no driver).
+SM90_LIMITS = {"threads": 2048, "blocks": 32, "registers": 65536, "reg_unit": 256, "shared": 233472,
+               "shared_reserved_per_block": 1024, "shared_unit": 128, "warp": 32}
+
+
+def estimate_occupancy(registers: int, static_shared: int, launch: Launch, sm_count: int) -> dict:
+    """Theoretical occupancy without a GPU, by the occupancy calculator's rules for sm_90:
+    blocks per SM = min(thread, block, register and shared-memory limits). Registers are
+    allocated per warp in units of 256; shared memory per block in units of 128 bytes plus 1 KiB
+    reserved by the system."""
+    L = SM90_LIMITS
+    threads = launch.threads_per_block
+    warps = -(-threads // L["warp"])
+    regs_per_warp = -(-registers * L["warp"] // L["reg_unit"]) * L["reg_unit"]
+    by_regs = L["registers"] // (regs_per_warp * warps) if registers else L["blocks"]
+    smem = static_shared + launch.shared_bytes
+    smem_block = -(-smem // L["shared_unit"]) * L["shared_unit"] + L["shared_reserved_per_block"]
+    by_smem = L["shared"] // smem_block
+    blocks_per_sm = max(0, min(L["threads"] // threads, L["blocks"], by_regs, by_smem))
+    waves = launch.blocks / (sm_count * blocks_per_sm) if blocks_per_sm else float("inf")
+    return {"max_active_blocks_per_sm": blocks_per_sm,
+            "theoretical_occupancy": round(blocks_per_sm * threads / L["threads"], 4),
+            "blocks": launch.blocks, "waves": round(waves, 3),
+            "source": "estimate: occupancy-calculator rules for sm_90 (mode=compile, no driver)"}
+
+
 def _driver_call(result):
     """Check a ``cuda.bindings.driver`` call's status; return its value(s)."""
     from cuda.bindings import driver
@@ -221,7 +248,8 @@ class Gpu:
         occupancy = blocks_per_sm * launch.threads_per_block / self.max_threads_per_sm
         waves = launch.blocks / (self.facts.sm_count * blocks_per_sm) if blocks_per_sm else float("inf")
         return {"max_active_blocks_per_sm": blocks_per_sm, "theoretical_occupancy": round(occupancy, 4),
-                "blocks": launch.blocks, "waves": round(waves, 3)}
+                "blocks": launch.blocks, "waves": round(waves, 3),
+                "source": "driver occupancy API (cuOccupancyMaxActiveBlocksPerMultiprocessor)"}
 
     def launcher(self, loaded: LoadedKernel, launch: Launch, args: tuple):
         """Return a zero-argument function that enqueues one launch on the run's stream.

@@ -29,7 +29,7 @@ def make_inputs(shape: Shape, options: InputOptions) -> tuple[np.ndarray, np.nda
     """Return ``(A, B)``: float32 arrays of shapes (M, K) and (K, N), C-contiguous.
 
     ``normal``: N(0, 1) samples drawn in float64 and rounded to float32 (seed 000's recipe).
-    ``uniform``: U[-1, 1). ``integers``: uniform integers in [-4, 4]; with K <= 2^19 every product
+    ``uniform``: U[-1, 1). ``integers``: uniform integers in [-4, -1] ∪ [1, 4] (never zero); with K <= 2^19 every product
     and partial sum is an integer below 2^24, so float32 GEMM is exact and verification can
     demand equality.
 
@@ -43,7 +43,8 @@ def make_inputs(shape: Shape, options: InputOptions) -> tuple[np.ndarray, np.nda
     elif options.distribution == "uniform":
         a, b = (rng.uniform(-1.0, 1.0, s).astype(np.float32) for s in sizes)
     elif options.distribution == "integers":
-        a, b = (rng.integers(-INT_RANGE, INT_RANGE + 1, s).astype(np.float32) for s in sizes)
+        # nonzero magnitudes 1..4 with random signs: never an all-zero matrix, even at 1x1x1
+        a, b = ((rng.integers(1, INT_RANGE + 1, s) * rng.choice([-1, 1], s)).astype(np.float32) for s in sizes)
     else:
         raise ValueError(f"inputs.distribution: unknown {options.distribution!r}")
     return a, b

@@ -191,8 +191,13 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
     if rc.mode == "compile":
         facts = offline_facts(rc.arch or "90")
         record["device"] = {"name": facts.name, "arch": f"sm_{facts.arch}"}
+        from gemmlab.device import estimate_occupancy
         for cand in cands:
             _compile(cand, registry, facts.arch, out_dir)
+            res = cand.compiled.resources if cand.compiled else None
+            if res is not None and facts.arch == "90":
+                cand.record["occupancy"] = estimate_occupancy(res.registers, res.static_shared_bytes, cand.launch,
+                                                              facts.sm_count)
         _merge(record, cands)
         record["status"] = "compiled"
         return
@@ -269,6 +274,8 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
             from gemmlab import sanitizer
             result = sanitizer.run(rc.sanitizer, _plain(cfg), out_dir)
             record["sanitizer"] = result
+            if result["verdict"] == "unavailable":
+                raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
             if result["verdict"] != "clean":
                 raise SafetyNetError("sanitizer_errors", f"compute-sanitizer {rc.sanitizer}: {result['verdict']}"
                                      f" ({result.get('errors')} errors; report {result.get('report')})")

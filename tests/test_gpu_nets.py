@@ -136,3 +136,46 @@ def test_memcheck_clean_on_tiled(tmp_path):
     rec = run_point(_cfg("tiled", (31, 33, 17), sanitizer="memcheck"), tmp_path)
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok"
+
+
+BIG_SMEM_PLUGIN = '''
+from pathlib import Path
+from gemmlab.hookspecs import KernelSpec, Launch, hookimpl
+from gemmlab.plugin_utils import cdiv
+
+class BigSmem(KernelSpec):
+    def entry(self, params):
+        return f"gemm_bigsmem<{params['KB'] * 256}>"
+    def launch(self, shape, params, device):
+        return Launch(grid=(cdiv(shape.N, 16), cdiv(shape.M, 16), 1), block=(16, 16, 1),
+                      shared_bytes=params["KB"] * 1024)
+
+@hookimpl
+def gemmlab_kernels():
+    return [BigSmem(name="bigsmem", source=str(Path(__file__).with_name("bigsmem.cu")), defaults={"KB": 96})]
+'''
+
+BIG_SMEM_SOURCE = '''
+// Naive GEMM whose accumulators live at the top of a dynamic shared buffer larger than 48 KiB.
+template <int FLOATS>
+__global__ void gemm_bigsmem(const float *a, const float *b, float *c, int m, int n, int k) {
+  extern __shared__ float scratch[];
+  const int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
+  const int slot = FLOATS - 256 + threadIdx.y * 16 + threadIdx.x;
+  scratch[slot] = 0.0f;
+  if (row < m && col < n) {
+    for (int i = 0; i < k; i++) scratch[slot] += a[(long long)row * k + i] * b[(long long)i * n + col];
+    c[(long long)row * n + col] = scratch[slot];
+  }
+}
+'''
+
+
+def test_dynamic_shared_memory_above_48k_opt_in(tmp_path):
+    d = tmp_path / "plug"
+    d.mkdir()
+    (d / "bigsmem.py").write_text(BIG_SMEM_PLUGIN)
+    (d / "bigsmem.cu").write_text(BIG_SMEM_SOURCE)
+    rec = _ok(run_point(_cfg("bigsmem", (63, 65, 33), plugin_dirs=[str(d)]), tmp_path / "run"))
+    assert rec["launch"]["shared_bytes"] == 96 * 1024
+    assert rec["occupancy"]["max_active_blocks_per_sm"] >= 1
