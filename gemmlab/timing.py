@@ -43,6 +43,7 @@ DESCRIPTIONS = {
 COMMON = "compilation, transfers and verification are excluded"
 FLOOR_SOURCE = KERNELS_DIR / "launch_floor.cu"
 FLOOR_ENTRY = "gemmlab_empty<0>"
+ADAPTIVE_MAX = 1000  # max samples when target_rel_spread is set and max_repeat is null
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class TimingOptions:
         mode: ``events`` | ``graph`` | ``both``.
         l2: ``warm`` (same inputs every launch) | ``cold`` (flush before every sample).
         warmup: launches before sampling. repeat: minimum samples. max_repeat: maximum samples
-        (None: = repeat). target_rel_spread: stop when stdev/mean <= this (None: off).
+        (None: = repeat, or 1000 when target_rel_spread is set). target_rel_spread: stop when stdev/mean <= this (None: off).
         budget_s: stop sampling after this many seconds (None: no limit). batch: launches per
         sample. floor: also time an empty kernel.
     """
@@ -155,7 +156,7 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
     launches = options.launches_per_sample
     flush = flush if options.l2 == "cold" else None
     out = {"protocols": {}, "floor": {}, "stopped_by": {}}
-    max_repeat = options.max_repeat or options.repeat
+    max_repeat = options.max_repeat or (ADAPTIVE_MAX if options.target_rel_spread is not None else options.repeat)
     for protocol in options.protocols:
         for enqueue in candidates.values():
             for _ in range(options.warmup):
@@ -170,19 +171,22 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
                 reading = gpu.monitor.read()
                 series[name].telemetry.append(reading.record() if reading else None)
             n = len(next(iter(series.values())).samples_ms)
-            if n >= max_repeat:
-                reason = "repeat" if options.target_rel_spread is None else "max_repeat"
-                break
-            if n >= options.repeat:
-                if options.target_rel_spread is None:
+            if n < options.repeat:
+                continue
+            if options.target_rel_spread is None:
+                if n >= max_repeat:
                     reason = "repeat"
                     break
-                if all(rel_spread(s.samples_ms) <= options.target_rel_spread for s in series.values()):
-                    reason = "converged"
-                    break
-                if options.budget_s is not None and time.perf_counter() - started >= options.budget_s:
-                    reason = "budget"
-                    break
+                continue
+            if all(rel_spread(s.samples_ms) <= options.target_rel_spread for s in series.values()):
+                reason = "converged"
+                break
+            if n >= max_repeat:
+                reason = "max_repeat"
+                break
+            if options.budget_s is not None and time.perf_counter() - started >= options.budget_s:
+                reason = "budget"
+                break
         out["protocols"][protocol] = series
         out["stopped_by"][protocol] = reason
         if options.floor and floor_enqueue is not None:

@@ -25,7 +25,7 @@ import gemmlab
 from gemmlab.paths import KERNELS_DIR
 
 REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
-BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip")
+BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "cublas")
 
 
 def subprocess_env() -> dict:
@@ -120,9 +120,22 @@ BAD_INPUTS = [
     (["arch=sm_xx"], "arch"),
     (["device=-1"], "device"),
     (["inputs.seed=-1"], "inputs.seed"),
-    (["inputs.distribution=uniform"], "inputs.distribution"),
+    (["inputs.distribution=zeros"], "inputs.distribution"),
     (["plugin_dirs=[/nonexistent/gemmlab/plugins]"], "plugin_dirs"),
     (["plugin_dirs=/tmp"], "plugin_dirs"),
+    # measurement-protocol fields
+    (["timing.mode=foo"], "timing.mode"),
+    (["timing.l2=hot"], "timing.l2"),
+    (["timing.max_repeat=3"], "timing.max_repeat"),
+    (["timing.budget_s=x"], "timing.budget_s"),
+    (["verify.tolerance=loose"], "verify.tolerance"),
+    (["verify.tolerance=exact"], "verify.tolerance"),
+    (["inputs.distribution=integers", f"shape=[4,4,{2**19 + 1}]"], "inputs.distribution"),
+    (["precision=fp16"], "precision"),
+    (["precision=tf32"], "precision"),  # the default kernel (tiled) is an NVRTC float32 kernel
+    (["kernel=naive", "precision=tf32"], "precision"),
+    (["sanitizer=foo"], "sanitizer"),
+    (["baseline=3"], "baseline"),
 ]
 
 
@@ -247,8 +260,10 @@ def test_help_lists_kernels_and_groups(tmp_path):
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
     assert "experiment: ladder, seed_lab" in out
-    assert "kernel: ladder_starter, ladder_strip, naive, tiled" in out
+    assert "kernel: cublas, ladder_starter, ladder_strip, naive, tiled" in out
+    assert "timing: adaptive, cold, graph, seed" in out
     assert "defaults: BM=64 BN=64 BK=16 TM=8 TN=2" in out
+    assert re.search(r"^cublas\s+cuBLAS SGEMM", out, re.M)
     assert "plugins failed to load" not in out
     assert not (tmp_path / "outputs").exists()  # --help runs nothing
 
@@ -279,7 +294,8 @@ def test_sweep_continues_past_invalid_point(tmp_path):
     first, second = load(sweep / "0" / "result.json"), load(sweep / "1" / "result.json")
     assert (first["status"], first["valid"]) == ("compiled", True)
     assert (second["status"], second["valid"]) == ("invalid", False)
-    assert "2 points, 1 passed, 1 failed" in proc.stdout
+    assert "2 points: 0 verified and timed, 1 compiled only, 1 failed" in proc.stdout
+    assert rows[0]["vs_baseline"] == "" and "vs_baseline" in md
 
 
 def test_seed_lab_experiment_compiles_six_points(tmp_path):
@@ -297,7 +313,7 @@ def test_seed_lab_experiment_compiles_six_points(tmp_path):
     assert seen == {(k, s) for k in ("naive", "tiled") for s in ((256, 256, 256), (31, 33, 17), (63, 65, 33))}
     with open(sweep / "summary.csv", newline="") as f:
         assert [r["status"] for r in csv.DictReader(f)] == ["compiled"] * 6
-    assert "6 points, 6 passed, 0 failed" in proc.stdout
+    assert "6 points: 0 verified and timed, 6 compiled only, 0 failed" in proc.stdout
 
 
 # --- concurrency ----------------------------------------------------------------------------------
@@ -329,65 +345,106 @@ def test_simultaneous_sweeps_get_separate_directories(tmp_path):
 
 # --- failure status of a kernel launch (in process, fake GPU) ---------------------------------------
 
-class _FakeBuffer:
-    def close(self):
-        pass
-
-
-def _fake_gpu_class():
-    from gemmlab.device import Gpu, LoadedKernel, offline_facts
-
-    class FakeGpu(Gpu):
-        """Everything but ``launcher`` (the real one) replaced: no CUDA driver needed."""
-
-        def __init__(self):
-            self.facts = offline_facts("90")
-            self.stream = object()
-            self.index = 0
-
-        def record(self):
-            return {"index": 0, "name": "fake", "arch": "sm_90"}
-
-        def load(self, object_code, name_expression, dynamic_shared_bytes):
-            return LoadedKernel(kernel=object(), registers=32, local_bytes=0, static_shared_bytes=0)
-
-        def occupancy(self, loaded, launch):
-            return {"max_active_blocks_per_sm": 1, "theoretical_occupancy": 0.1, "blocks": launch.blocks, "waves": 1.0}
-
-        def to_device(self, array):
-            return _FakeBuffer()
-
-        def allocate(self, nbytes):
-            return _FakeBuffer()
-
-        def fill_nan(self, buffer):
-            pass
-
-        def sync(self):
-            pass
-
-    return FakeGpu
-
-
 def test_launch_failure_is_recorded_as_cuda_error(tmp_path, monkeypatch):
+    # The fake GPU keeps device memory on the host (guard-banded buffers at raw addresses, as
+    # gemmlab.guards allocates them) but launches through the real Gpu.launcher, whose cuda.core
+    # launch is made to fail.
     import cuda.core
     from cuda.core._utils.cuda_utils import CUDAError
 
     import gemmlab.device
+    from fakegpu import HostGpu
+    from gemmlab.device import Gpu
     from gemmlab.pipeline import exit_status, run_point
 
+    class FailingLaunchGpu(HostGpu):
+        launcher = Gpu.launcher  # the real one: cuda.core.launch inside, CUDAError -> CudaError
+
+    calls = []
+
     def failing_launch(*args, **kwargs):
+        calls.append(args)
         raise CUDAError("CUDA_ERROR_INVALID_VALUE: parameters not within an acceptable range")
 
+    gpu = FailingLaunchGpu()
     monkeypatch.setattr(cuda.core, "launch", failing_launch)
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: _fake_gpu_class()())
+    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
     cfg = {"kernel": {"name": "naive", "BX": 16, "BY": 16}, "shape": [31, 33, 17], "mode": "run"}
     record = run_point(cfg, tmp_path / "point")
+    assert len(calls) == 1  # the correctness launch was attempted ...
+    stream, config, kernel, *args = calls[0]
+    assert len(args) == 6 and int(args[3]) == 31 and int(args[4]) == 33 and int(args[5]) == 17
+    assert all(int(a) in range(min(gpu.memory), gpu.next_address) for a in args[:3])  # raw device addresses
     assert record["valid"] is False
     assert "CUDA_ERROR_INVALID_VALUE" in record["error"]  # the failure itself is reported ...
     assert exit_status(record) == 1
     assert record["status"] == "cuda_error"  # ... but as a CUDA error, not an unexpected one
     assert not (tmp_path / "point" / "traceback.txt").exists()
+    assert json.loads((tmp_path / "point" / "result.json").read_text())["status"] == "cuda_error"
+    assert sorted(gpu.freed) == sorted(gpu.memory)  # every buffer released on the failure path
+
+
+# --- optional components (cublas needs nvmath-python, absent here) ---------------------------------
+
+def nvmath_installed() -> bool:
+    try:
+        import nvmath.bindings.cublas  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.parametrize("args", [["kernel=cublas"], ["kernel=tiled", "baseline=cublas"],
+                                  ["kernel=cublas", "precision=tf32"], ["kernel=naive", "baseline=cublas",
+                                                                        "shape=[31,33,17]"]], ids=" ".join)
+def test_cublas_without_nvmath_is_unavailable(tmp_path, args):
+    if nvmath_installed():
+        pytest.skip("nvmath-python is installed: this test covers its absence")
+    proc = run_cli([*args, "mode=compile"], tmp_path)
+    text = proc.stdout + proc.stderr
+    assert "Traceback" not in text
+    assert proc.returncode == 1, text
+    lines = stderr_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gemmlab: error: ")
+    assert "gemmlab[cublas]" in lines[0]
+    (path,) = results(tmp_path)
+    record = load(path)
+    assert record["status"] == "unavailable" and record["valid"] is False
+    assert "gemmlab[cublas]" in record["error"]
+    assert not (path.parent / "compile.log").exists()  # nothing compiled: refused before
+
+
+def test_cublas_bad_parameter_is_invalid_before_availability(tmp_path):
+    proc = run_cli(["kernel=cublas", "kernel.BM=64", "mode=compile"], tmp_path)
+    assert_invalid(proc, "kernel.BM", tmp_path)
+
+
+def test_unknown_baseline_is_invalid(tmp_path):
+    proc = run_cli(["baseline=nope", "mode=compile"], tmp_path)
+    assert_invalid(proc, "baseline", tmp_path)
+    assert "'nope'" in proc.stderr
+
+
+@pytest.mark.parametrize("timing", ["graph", "adaptive", "cold"])
+def test_timing_configs_in_compile_mode(tmp_path, timing):
+    proc = run_cli([f"timing={timing}", "kernel=naive", "shape=[31,33,17]", "mode=compile"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    record = load(results(tmp_path)[0])
+    assert record["status"] == "compiled"
+    assert record["config"]["timing"] == load_yaml_timing(timing)
+
+
+def load_yaml_timing(name: str) -> dict:
+    from omegaconf import OmegaConf
+    from gemmlab.paths import CONF_DIR
+    return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "timing" / f"{name}.yaml"))
+
+
+def test_unknown_timing_config_is_invalid(tmp_path):
+    proc = run_cli(["timing=turbo", "mode=compile"], tmp_path)
+    assert_invalid(proc, "timing", tmp_path)
+    assert "adaptive" in proc.stderr and "cold" in proc.stderr
 
 
 # --- no GPU ---------------------------------------------------------------------------------------

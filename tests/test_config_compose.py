@@ -16,7 +16,9 @@ from omegaconf import OmegaConf
 
 import gemmlab.cli
 import gemmlab.paths
-from gemmlab.config import InputOptions, RunConfig, TimingOptions, VerifyOptions, parse_config
+from gemmlab.config import InputOptions, RunConfig, parse_config
+from gemmlab.timing import TimingOptions
+from gemmlab.verify import VerifyOptions
 from gemmlab.device import offline_facts
 from gemmlab.errors import ConfigError
 from gemmlab.hookspecs import Shape
@@ -54,15 +56,28 @@ def test_default_shape_mode_arch_device():
     assert list(cfg.plugin_dirs) == []
 
 
+SEED_TIMING = {"mode": "events", "l2": "warm", "warmup": 5, "repeat": 10, "max_repeat": None,
+               "target_rel_spread": None, "budget_s": None, "batch": 20, "floor": True}
+
+
 def test_default_timing_is_seed_protocol():
     cfg = compose()
-    assert OmegaConf.to_container(cfg.timing) == {"warmup": 5, "repeat": 10, "batch": 20}
+    assert OmegaConf.to_container(cfg.timing) == SEED_TIMING
 
 
 def test_default_verify_tolerances():
     cfg = compose()
     assert cfg.verify.atol == pytest.approx(3e-4, rel=0, abs=1e-15)
     assert cfg.verify.rtol == pytest.approx(3e-4, rel=0, abs=1e-15)
+    assert {k: cfg.verify[k] for k in ("tolerance", "safety", "method", "max_full", "sample", "trials")} == \
+        {"tolerance": "auto", "safety": 8.0, "method": "auto", "max_full": 2**37, "sample": 256, "trials": 2}
+
+
+def test_default_baseline_precision_sanitizer():
+    cfg = compose()
+    assert cfg.baseline is None
+    assert cfg.precision == "fp32"
+    assert cfg.sanitizer is None
 
 
 def test_default_inputs():
@@ -74,7 +89,7 @@ def test_composed_task_config_has_no_hydra_node():
     # what the CLI task receives (and what run_point records) carries only gemmlab's keys
     cfg = compose()
     assert set(cfg.keys()) == {"kernel", "timing", "shape", "mode", "arch", "device", "inputs", "verify",
-                               "plugin_dirs"}
+                               "plugin_dirs", "baseline", "precision", "sanitizer"}
 
 
 # --- overrides ------------------------------------------------------------------------------------
@@ -106,7 +121,7 @@ def test_group_and_field_override_together():
 
 def test_timing_and_verify_overrides():
     cfg = compose("timing.repeat=3", "verify.atol=1e-3")
-    assert OmegaConf.to_container(cfg.timing) == {"warmup": 5, "repeat": 3, "batch": 20}
+    assert OmegaConf.to_container(cfg.timing) == dict(SEED_TIMING, repeat=3)
     assert cfg.verify.atol == pytest.approx(1e-3)
     assert cfg.verify.rtol == pytest.approx(3e-4)
 
@@ -174,10 +189,15 @@ def test_parse_default_config(registry):
     assert rc.mode == "run"
     assert rc.arch is None
     assert rc.device == 0
-    assert rc.timing == TimingOptions(5, 10, 20)
-    assert rc.verify == VerifyOptions(3e-4, 3e-4)
+    assert rc.timing == TimingOptions(mode="events", l2="warm", warmup=5, repeat=10, max_repeat=None,
+                                      target_rel_spread=None, budget_s=None, batch=20, floor=True)
+    assert rc.timing == TimingOptions()  # the dataclass defaults are the seed protocol too
+    assert rc.verify == VerifyOptions(tolerance="auto", atol=3e-4, rtol=3e-4, safety=8.0, method="auto",
+                                      max_full=2**37, sample=256, trials=2)
+    assert rc.verify == VerifyOptions()
     assert rc.inputs == InputOptions(0, "normal")
     assert rc.plugin_dirs == ()
+    assert (rc.baseline, rc.precision, rc.sanitizer) == (None, "fp32", None)
     assert rc.label() == "tiled 256x256x256 BM=64 BN=64 BK=16 TM=8 TN=2"
 
 
@@ -209,7 +229,29 @@ def test_parse_field_override(registry):
     ("verify.rtol=nan", "verify.rtol"),
     ("mode=fast", "mode"),
     ("arch=sm_xx", "arch"),
-    ("inputs.distribution=uniform", "inputs.distribution"),
+    ("inputs.distribution=zeros", "inputs.distribution"),
+    # the measurement-protocol fields
+    ("timing.mode=foo", "timing.mode"),
+    ("timing.l2=hot", "timing.l2"),
+    ("timing.max_repeat=5", "timing.max_repeat"),  # < timing.repeat (10)
+    ("timing.max_repeat=0", "timing.max_repeat"),
+    ("timing.target_rel_spread=-1", "timing.target_rel_spread"),
+    ("timing.target_rel_spread=2", "timing.target_rel_spread"),
+    ("timing.budget_s=x", "timing.budget_s"),
+    ("timing.budget_s=-1", "timing.budget_s"),
+    ("timing.floor=maybe", "timing.floor"),
+    ("timing.floor=1", "timing.floor"),
+    ("verify.tolerance=loose", "verify.tolerance"),
+    ("verify.method=x", "verify.method"),
+    ("verify.safety=0", "verify.safety"),
+    ("verify.safety=nan", "verify.safety"),
+    ("verify.max_full=0", "verify.max_full"),
+    ("verify.sample=0", "verify.sample"),
+    ("verify.trials=0", "verify.trials"),
+    ("verify.tolerance=exact", "verify.tolerance"),  # normal inputs round: exact is refused
+    ("precision=fp16", "precision"),
+    ("sanitizer=foo", "sanitizer"),
+    ("baseline=3", "baseline"),
 ])
 def test_parse_rejects_composed_bad_values(registry, override, field):
     with pytest.raises(ConfigError) as info:
@@ -227,3 +269,75 @@ def test_parse_arch_forms(registry):
 def test_verify_atol_is_finite_float(registry):
     rc = parse_config(compose("verify.atol=0"), defaults_of=defaults_of(registry))
     assert rc.verify.atol == 0.0 and math.isfinite(rc.verify.rtol)
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (("inputs.distribution=integers", f"shape=[4,4,{2**19 + 1}]"), "inputs.distribution"),
+    (("inputs.distribution=uniform", "verify.tolerance=exact"), "verify.tolerance"),
+    (("timing=adaptive", "timing.max_repeat=5"), "timing.max_repeat"),
+])
+def test_parse_rejects_composed_combinations(registry, overrides, field):
+    with pytest.raises(ConfigError) as info:
+        parse_config(compose(*overrides), defaults_of=defaults_of(registry))
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: ")
+
+
+def test_integers_at_the_exact_k_limit_and_exact_rule_parse(registry):
+    rc = parse_config(compose("inputs.distribution=integers", f"shape=[4,4,{2**19}]", "verify.tolerance=exact"),
+                      defaults_of=defaults_of(registry))
+    assert rc.inputs == InputOptions(0, "integers")
+    assert rc.verify.tolerance == "exact" and rc.shape.K == 2**19
+
+
+@pytest.mark.parametrize("distribution", ["normal", "uniform", "integers"])
+def test_distributions_parse(registry, distribution):
+    rc = parse_config(compose(f"inputs.distribution={distribution}"), defaults_of=defaults_of(registry))
+    assert rc.inputs.distribution == distribution
+
+
+def test_new_fields_parse(registry):
+    rc = parse_config(compose("baseline=cublas", "precision=tf32", "sanitizer=racecheck", "verify.tolerance=fixed",
+                              "verify.method=sampled", "verify.sample=8", "verify.trials=3", "verify.safety=16",
+                              "timing.max_repeat=10", "timing.budget_s=0.5", "timing.floor=false"),
+                      defaults_of=defaults_of(registry))
+    assert rc.baseline == "cublas" and rc.precision == "tf32" and rc.sanitizer == "racecheck"
+    assert rc.verify == VerifyOptions(tolerance="fixed", method="sampled", sample=8, trials=3, safety=16.0)
+    assert rc.timing.max_repeat == 10  # = repeat: allowed
+    assert rc.timing.budget_s == 0.5 and rc.timing.floor is False
+
+
+def test_unknown_baseline_names_the_baseline_field(registry):
+    # regression: it used to be reported against field 'kernel' (the registry's own error)
+    with pytest.raises(ConfigError) as info:
+        parse_config(compose("baseline=nope"), defaults_of=defaults_of(registry))
+    assert info.value.field == "baseline"
+    assert str(info.value).startswith("baseline: ")
+    assert "'nope'" in str(info.value) and "cublas" in str(info.value)  # lists the registered kernels
+
+
+# --- the timing configs (conf/timing/*.yaml) ------------------------------------------------------
+
+@pytest.mark.parametrize("name, expected", [
+    ("seed", TimingOptions()),
+    ("graph", TimingOptions(mode="both", l2="warm", warmup=5, repeat=10, batch=20, floor=True)),
+    ("adaptive", TimingOptions(mode="graph", l2="warm", warmup=5, repeat=10, max_repeat=1000,
+                               target_rel_spread=0.005, budget_s=10.0, batch=20, floor=True)),
+    ("cold", TimingOptions(mode="graph", l2="cold", warmup=5, repeat=30, batch=1, floor=True)),
+])
+def test_timing_configs_compose_and_parse(registry, name, expected):
+    cfg = compose(f"timing={name}")
+    assert set(cfg.timing.keys()) == set(SEED_TIMING)  # every option file sets every field
+    rc = parse_config(cfg, defaults_of=defaults_of(registry))
+    assert rc.timing == expected
+
+
+def test_timing_config_and_field_override_together(registry):
+    rc = parse_config(compose("timing=cold", "timing.repeat=3"), defaults_of=defaults_of(registry))
+    assert rc.timing.l2 == "cold" and rc.timing.repeat == 3 and rc.timing.launches_per_sample == 1
+
+
+def test_parse_plain_dict_uses_defaults_for_missing_sections(registry):
+    rc = parse_config({"kernel": {"name": "naive"}, "shape": [2, 3, 4]}, defaults_of=defaults_of(registry))
+    assert rc.timing == TimingOptions() and rc.verify == VerifyOptions() and rc.inputs == InputOptions()
+    assert (rc.baseline, rc.precision, rc.sanitizer, rc.mode) == (None, "fp32", None, "run")

@@ -29,6 +29,9 @@ BUILTINS = {
     "ladder_starter": "gemmlab_plugins.ladder",
     "ladder_strip": "gemmlab_plugins.ladder",
 }
+# built-in kernels backed by a vendor library (no .cu source)
+LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
+ALL_BUILTINS = {**BUILTINS, **LIBRARY_BUILTINS}
 
 # A one-row-per-block-row GEMM: block (BX, 1), grid (ceil(N/BX), M). Same ABI as the built-ins.
 DROPIN_CU = """\
@@ -106,7 +109,20 @@ def test_builtin_kernels_and_origins():
 
 def test_builtin_only_without_entry_points_or_dirs():
     registry = load_registry(entry_points=False)
-    assert set(registry.kernels) == set(BUILTINS)
+    assert set(registry.kernels) == set(ALL_BUILTINS)
+
+
+def test_library_builtins():
+    from gemmlab.hookspecs import LibraryKernelSpec
+    registry = load_registry(entry_points=False)
+    for name, origin in LIBRARY_BUILTINS.items():
+        spec = registry.kernels[name]
+        assert isinstance(spec, LibraryKernelSpec)
+        assert registry.origins[name] == origin
+        assert spec.description
+        assert dict(spec.defaults) == {}
+    assert registry.get("cublas").precisions == ("fp32", "tf32")
+    assert not isinstance(registry.get("tiled"), LibraryKernelSpec)
 
 
 def test_builtin_defaults():
@@ -132,7 +148,7 @@ def test_unknown_kernel_lists_registered():
         registry.get("foo")
     assert info.value.field == "kernel"
     assert "'foo'" in str(info.value)
-    for name in BUILTINS:
+    for name in ALL_BUILTINS:
         assert name in str(info.value)
 
 
@@ -142,7 +158,7 @@ def test_dropin_plugin_found(tmp_path):
     folder = tmp_path / "plugins"
     py = write_dropin(folder)
     registry = load_registry([folder], entry_points=False)
-    assert set(registry.kernels) == set(BUILTINS) | {"rowwise_test"}
+    assert set(registry.kernels) == set(ALL_BUILTINS) | {"rowwise_test"}
     assert registry.origins["rowwise_test"] == str(py.resolve())
     spec = registry.get("rowwise_test")
     assert dict(spec.defaults) == {"BX": 32}
@@ -181,7 +197,7 @@ def test_dropin_folder_without_plugins_adds_nothing(tmp_path):
     folder.mkdir()
     (folder / "notes.txt").write_text("not a plugin")
     registry = load_registry([folder], entry_points=False)
-    assert set(registry.kernels) == set(BUILTINS)
+    assert set(registry.kernels) == set(ALL_BUILTINS)
 
 
 def test_broken_dropin_is_config_error(tmp_path):
@@ -355,7 +371,7 @@ def test_broken_entry_point_is_config_error(broken_distribution):
 
 
 def test_broken_entry_point_ignored_when_entry_points_off(broken_distribution):
-    assert set(load_registry(entry_points=False).kernels) == set(BUILTINS)
+    assert set(load_registry(entry_points=False).kernels) == set(ALL_BUILTINS)
 
 
 # --- the CLI sees drop-ins ------------------------------------------------------------------------
@@ -373,7 +389,7 @@ def test_cli_compiles_dropin_kernel(tmp_path):
     assert record["status"] == "compiled"
     assert record["valid"] is True
     assert record["kernel"] == {"name": "cli_dropin", "params": {"BX": 64},
-                                "plugin": str((folder / "cli_dropin.py").resolve())}
+                                "plugin": str((folder / "cli_dropin.py").resolve()), "backend": "nvrtc"}
     assert record["compile"]["name_expression"] == "gemm_rowwise<64>"
     assert record["compile"]["source_file"] == str((folder / "cli_dropin.cu").resolve())
     assert record["compile"]["resources"]["registers"] > 0

@@ -1,0 +1,185 @@
+"""A host-memory stand-in for :class:`gemmlab.device.Gpu`, for CPU tests of the pipeline, the
+guard bands and the timing loop. Not a test module (pytest collects ``test_*.py`` only).
+
+Device memory is a set of numpy byte arrays at fake addresses; ``allocate``/``fill32``/
+``upload``/``download`` work on raw addresses as the real ones do (``gemmlab.guards`` passes
+``int(buffer.handle)`` plus offsets). A "kernel launch" runs a host function on that memory: by
+default a float32 GEMM C = A @ B for the GEMM ABI ``(A, B, C, M, N, K)``, and nothing for the
+launch-floor kernel. Time is a fake clock: every launch advances it by the kernel's duration, and
+``stream.record()`` returns events whose difference is the elapsed fake time in ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import DeviceFacts
+
+BASE_ADDRESS = 0x7F0000000000
+ALIGN = 256
+
+
+class FakeBuffer:
+    def __init__(self, gpu, address: int, nbytes: int):
+        self.gpu, self.handle, self.size, self.closed = gpu, address, nbytes, False
+
+    def close(self):
+        self.closed = True
+        self.gpu.freed.append(self.handle)
+
+
+class FakeEvent:
+    def __init__(self, t_ms: float):
+        self.t_ms = t_ms
+
+    def sync(self):
+        pass
+
+    def __sub__(self, other: "FakeEvent") -> float:
+        return self.t_ms - other.t_ms
+
+
+class FakeStream:
+    handle = 12345
+
+    def __init__(self, gpu):
+        self.gpu = gpu
+
+    def record(self, options=None):
+        self.gpu.log.append("event")
+        return FakeEvent(self.gpu.clock_ms)
+
+    def sync(self):
+        pass
+
+
+class NoMonitor:
+    error = "NVML unavailable: fake"
+
+    def read(self):
+        return None
+
+    def max_sm_mhz(self):
+        return None
+
+
+class FakeLoaded:
+    def __init__(self, name_expression: str):
+        self.kernel = name_expression
+        self.registers, self.local_bytes, self.static_shared_bytes = 32, 0, 0
+
+
+class HostGpu:
+    """Host-memory fake GPU. ``durations`` maps a kernel name expression prefix (e.g.
+    ``"gemm_tiled"``) to its fake duration per launch in ms; ``behaviour`` maps a prefix to a
+    function ``(gpu, args) -> None`` that replaces the default host GEMM."""
+
+    def __init__(self, durations: dict | None = None, behaviour: dict | None = None, l2_bytes: int = 1 << 16):
+        self.facts = DeviceFacts(name="fake H200", arch="90", sm_count=132, l2_bytes=l2_bytes)
+        self.index = 0
+        self.stream = FakeStream(self)
+        self.monitor = NoMonitor()
+        self.memory: dict[int, np.ndarray] = {}
+        self.next_address = BASE_ADDRESS
+        self.freed: list[int] = []
+        self.clock_ms = 0.0
+        self.durations = {"gemmlab_empty": 0.001, **(durations or {})}
+        self.behaviour = behaviour or {}
+        self.launches: list[str] = []
+        self.log: list[str] = []
+        self.captures = 0
+        self.fills: list[tuple[int, int, int]] = []
+
+    # --- description ---------------------------------------------------------------------------
+    def record(self) -> dict:
+        return {"index": 0, "name": self.facts.name, "arch": "sm_90", "sm_count": self.facts.sm_count}
+
+    def dram_bytes_per_s(self) -> float:
+        return 4.8e12
+
+    # --- memory at raw addresses ---------------------------------------------------------------
+    def allocate(self, nbytes: int) -> FakeBuffer:
+        address = self.next_address
+        self.memory[address] = np.full(nbytes, 0xAB, dtype=np.uint8)  # contents undefined
+        self.next_address += -(-nbytes // ALIGN) * ALIGN + ALIGN
+        return FakeBuffer(self, address, nbytes)
+
+    def view(self, address: int, nbytes: int) -> np.ndarray:
+        """The live bytes [address, address + nbytes) (must lie inside one allocation)."""
+        for base, mem in self.memory.items():
+            if base <= address and address + nbytes <= base + mem.size:
+                return mem[address - base:address - base + nbytes]
+        raise AssertionError(f"fake GPU: access of {nbytes} B at {address:#x} outside every allocation")
+
+    def fill32(self, address: int, pattern: int, count: int) -> None:
+        self.fills.append((address, pattern, count))
+        self.log.append("fill")
+        self.view(address, 4 * count).view(np.uint32)[:] = np.uint32(pattern)
+
+    def upload(self, address: int, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array).view(np.uint8).ravel()
+        self.view(address, data.size)[:] = data
+
+    def download(self, address: int, nbytes: int) -> np.ndarray:
+        return self.view(address, nbytes).copy()
+
+    def words(self, address: int, count: int) -> np.ndarray:
+        return self.view(address, 4 * count).view(np.uint32)
+
+    def floats(self, address: int, count: int) -> np.ndarray:
+        return self.view(address, 4 * count).view(np.float32)
+
+    # --- kernels -------------------------------------------------------------------------------
+    def load(self, object_code, name_expression: str, dynamic_shared_bytes: int) -> FakeLoaded:
+        return FakeLoaded(name_expression)
+
+    def occupancy(self, loaded, launch) -> dict:
+        return {"max_active_blocks_per_sm": 1, "theoretical_occupancy": 0.25, "blocks": launch.blocks, "waves": 1.0}
+
+    def _lookup(self, table: dict, name: str, default):
+        for prefix, value in table.items():
+            if name.startswith(prefix):
+                return value
+        return default
+
+    def launcher(self, loaded: FakeLoaded, launch, args: tuple):
+        name = loaded.kernel
+        duration = self._lookup(self.durations, name, 1.0)
+        action = self._lookup(self.behaviour, name, host_gemm if args else None)
+
+        def enqueue():
+            self.launches.append(name)
+            self.log.append(name)
+            if action is not None:
+                action(self, args)
+            self.clock_ms += duration
+
+        return enqueue
+
+    def capture(self, enqueue, count: int):
+        self.captures += 1
+
+        def replay():
+            for _ in range(count):
+                enqueue()
+
+        return replay
+
+    def release_graphs(self) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+
+def unpack(args: tuple) -> tuple[int, int, int, int, int, int]:
+    a, b, c, m, n, k = args
+    return int(a), int(b), int(c), int(m), int(n), int(k)
+
+
+def host_gemm(gpu: HostGpu, args: tuple) -> None:
+    """C = A @ B in float32 on the fake device memory (the GEMM ABI)."""
+    a, b, c, m, n, k = unpack(args)
+    A = gpu.floats(a, m * k).reshape(m, k)
+    B = gpu.floats(b, k * n).reshape(k, n)
+    gpu.floats(c, m * n).reshape(m, n)[:] = A @ B

@@ -1,0 +1,94 @@
+"""gemmlab.inputs.make_inputs: the three distributions, their ranges, dtype/layout, seeding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gemmlab.hookspecs import Shape
+from gemmlab.inputs import INT_RANGE, MAX_EXACT_K, InputOptions, make_inputs
+
+DISTRIBUTIONS = ("normal", "uniform", "integers")
+SHAPE = Shape(M=37, N=29, K=53)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_shapes_dtype_layout(distribution):
+    a, b = make_inputs(SHAPE, InputOptions(seed=1, distribution=distribution))
+    assert a.shape == (SHAPE.M, SHAPE.K) and b.shape == (SHAPE.K, SHAPE.N)
+    for x in (a, b):
+        assert x.dtype == np.float32
+        assert x.flags.c_contiguous
+        assert np.isfinite(x).all()
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_same_seed_same_arrays(distribution):
+    a1, b1 = make_inputs(SHAPE, InputOptions(seed=42, distribution=distribution))
+    a2, b2 = make_inputs(SHAPE, InputOptions(seed=42, distribution=distribution))
+    assert np.array_equal(a1.view(np.uint32), a2.view(np.uint32))
+    assert np.array_equal(b1.view(np.uint32), b2.view(np.uint32))
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_other_seed_other_arrays(distribution):
+    a1, b1 = make_inputs(SHAPE, InputOptions(seed=1, distribution=distribution))
+    a2, b2 = make_inputs(SHAPE, InputOptions(seed=2, distribution=distribution))
+    assert not np.array_equal(a1, a2) and not np.array_equal(b1, b2)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("shape", [Shape(1, 1, 1), Shape(1, 2, 1), SHAPE], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 16])
+def test_never_all_zeros(distribution, shape, seed):
+    a, b = make_inputs(shape, InputOptions(seed=seed, distribution=distribution))
+    assert np.any(a != 0) and np.any(b != 0)  # would hide a kernel that writes nothing useful
+
+
+@pytest.mark.parametrize("seed", range(64))
+def test_integers_never_all_zeros_on_tiny_shapes(seed):
+    # regression: integers in [-4, 4] drew A = B = [[0]] for shape [1,1,1] with seed 1 (and A = [[0]] with
+    # seed 16), so C was all zeros and a kernel writing zeros passed the exact comparison
+    a, b = make_inputs(Shape(1, 1, 1), InputOptions(seed=seed, distribution="integers"))
+    assert np.any(a != 0) and np.any(b != 0)
+
+
+def test_normal_is_seed_000_recipe():
+    # N(0, 1) drawn in float64 from default_rng(seed), rounded to float32: A first, then B
+    rng = np.random.default_rng(5)
+    expected_a = rng.standard_normal((SHAPE.M, SHAPE.K)).astype(np.float32)
+    expected_b = rng.standard_normal((SHAPE.K, SHAPE.N)).astype(np.float32)
+    a, b = make_inputs(SHAPE, InputOptions(seed=5))
+    np.testing.assert_array_equal(a, expected_a)
+    np.testing.assert_array_equal(b, expected_b)
+    assert InputOptions().distribution == "normal" and InputOptions().seed == 0
+
+
+def test_uniform_within_minus_one_one():
+    a, b = make_inputs(Shape(64, 64, 64), InputOptions(seed=3, distribution="uniform"))
+    for x in (a, b):
+        assert x.min() >= -1.0 and x.max() < 1.0
+        assert x.min() < -0.9 and x.max() > 0.9  # spread over the range, not a constant
+        assert abs(float(x.mean())) < 0.05
+        assert np.any(x != np.round(x))  # not integers
+
+
+def test_integers_within_range_and_exact():
+    a, b = make_inputs(Shape(64, 64, 64), InputOptions(seed=3, distribution="integers"))
+    assert INT_RANGE == 4
+    for x in (a, b):
+        assert x.min() >= -4 and x.max() <= 4
+        assert np.array_equal(x, np.round(x))
+        assert not np.any(x == 0)  # never zero: magnitudes 1..4 with random signs
+        assert set(np.unique(x).astype(int)) == {-4, -3, -2, -1, 1, 2, 3, 4}  # the whole range shows up
+    # float32 GEMM of these is exact: every partial sum is an integer below 2^24
+    assert np.array_equal((a @ b).astype(np.float64), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_max_exact_k_keeps_partial_sums_exact():
+    assert MAX_EXACT_K * INT_RANGE * INT_RANGE <= 2**24  # |sum| <= K * 16 must stay exact in float32
+
+
+def test_unknown_distribution_raises():
+    with pytest.raises(ValueError, match="distribution"):
+        make_inputs(SHAPE, InputOptions(distribution="zeros"))

@@ -1,0 +1,238 @@
+"""The whole ``run_point`` pipeline in ``mode=run`` on a host-memory fake GPU (tests/fakegpu.py):
+real NVRTC compilation, inputs, guard-banded buffers, NaN fill, verification, the timing loop on a
+fake clock, the safety nets (guard bands, input immutability, repeat stability) and the record.
+A "launch" runs a host function on the fake device memory; broken kernels are host functions too.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import gemmlab.device
+from fakegpu import HostGpu, host_gemm, unpack
+from gemmlab import record as record_stage
+from gemmlab.guards import GUARD_BYTES
+from gemmlab.pipeline import exit_status, run_point
+
+SHAPE = [63, 65, 33]
+FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}
+
+
+def strict_json(path):
+    def no_constant(name):
+        raise ValueError(f"non-standard JSON constant {name} in {path}")
+    return json.loads(path.read_text(), parse_constant=no_constant)
+
+
+def run(tmp_path, monkeypatch, gpu=None, **cfg):
+    gpu = gpu or HostGpu()
+    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    full = {"kernel": {"name": "tiled"}, "shape": SHAPE, "mode": "run", "timing": dict(FAST)}
+    for key, value in cfg.items():
+        if isinstance(value, dict) and isinstance(full.get(key), dict):
+            full[key] = {**full[key], **value}
+        else:
+            full[key] = value
+    out = tmp_path / "point"
+    rec = run_point(full, out)
+    assert strict_json(out / "result.json")["status"] == rec["status"]
+    assert not (out / "traceback.txt").exists(), (out / "traceback.txt").read_text()
+    return rec, gpu
+
+
+# --- a correct kernel ------------------------------------------------------------------------------
+
+def test_ok_run_with_baseline_both_protocols(tmp_path, monkeypatch):
+    gpu = HostGpu(durations={"gemm_tiled": 1.0, "gemm_naive": 2.0, "gemmlab_empty": 2.0**-10})
+    rec, gpu = run(tmp_path, monkeypatch, gpu, baseline="naive", timing={"mode": "both"})
+    assert rec["status"] == "ok" and rec["valid"] is True and exit_status(rec) == 0
+    assert rec["kernel"]["backend"] == "nvrtc"
+    v = rec["verification"]
+    assert v["passed"] and v["rule"] == "bound" and v["nan_outputs"] == 0
+    t = rec["timing"]
+    assert t["protocol"] == "graph" and set(t["protocols"]) == {"events", "graph"}
+    assert t["samples_ms"] == [1.0] * 3 and t["repeat"] == 3 and t["min_repeat"] == 3 and t["batch"] == 2
+    assert t["host_overhead_per_launch_ms"] == 0.0
+    assert t["launch_floor_ms"] == {"events": 2.0**-10, "graph": 2.0**-10}
+    assert t["median_over_floor"] == 1024.0 and t["launch_bound"] is False
+    assert t["stopped_by"] == {"events": "repeat", "graph": "repeat"}
+    assert "host submission gaps are excluded" in t["description"]
+    assert rec["baseline"]["name"] == "naive" and rec["baseline"]["timing"]["median_ms"] == 2.0
+    assert rec["ratio_to_baseline"] == {"baseline": "naive", "protocol": "graph", "median_time": 0.5, "gflops": 2.0}
+    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"] is True and rec["repeat_stable"] is True
+    assert rec["roofline"]["flops"] == 2 * 63 * 65 * 33 and rec["roofline"]["pct_fp32_peak"] is None  # no NVML clock
+    assert rec["telemetry_error"].startswith("NVML unavailable")
+    assert gpu.captures == 3  # one graph per candidate and one for the floor
+    assert sorted(gpu.freed) == sorted(a for a in gpu.memory if a != gpu._flush_buffer.handle)
+    text = record_stage.summary(rec)
+    assert "ratio   0.500x the baseline's median time, 2.000x its GFLOP/s (graph)" in text
+    assert "baseline naive" in text
+
+
+def test_correctness_launch_sees_nan_filled_output(tmp_path, monkeypatch):
+    seen = []
+
+    def spy(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        seen.append(gpu.words(c, m * n).copy())
+        host_gemm(gpu, args)
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": spy}))
+    assert rec["status"] == "ok"
+    # the first launch wrote into the NaN fill (all-ones words), so an unwritten output cannot pass
+    assert (seen[0] == 0xFFFFFFFF).all()
+
+
+def test_cold_l2_flushes_a_scratch_buffer(tmp_path, monkeypatch):
+    gpu = HostGpu(l2_bytes=1 << 20)
+    rec, gpu = run(tmp_path, monkeypatch, gpu, timing={"l2": "cold", "batch": 20, "floor": False})
+    assert rec["status"] == "ok"
+    scratch = gpu._flush_buffer.handle
+    assert gpu.memory[scratch].size == 2 << 20  # 2x the L2 size
+    flushes = [f for f in gpu.fills if f[0] == scratch]
+    assert len(flushes) == 3 and [f[2] for f in flushes] == [(2 << 20) // 4] * 3  # before every sample
+    assert len({f[1] for f in flushes}) == 3  # a new pattern each time
+    assert rec["timing"]["batch"] == 1 and rec["timing"]["l2"] == "cold"
+
+
+def test_integer_inputs_exact_rule_and_sampled_method(tmp_path, monkeypatch):
+    rec, _ = run(tmp_path, monkeypatch, inputs={"distribution": "integers", "seed": 5},
+                 verify={"method": "sampled", "sample": 8})
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["inputs"]["distribution"] == "integers"
+    assert rec["verification"]["rule"] == "exact"
+    assert rec["verification"]["method"].startswith("sampled: 8 whole rows and 8 whole columns")
+    assert rec["verification"]["freivalds"]["passed"] is True
+
+
+def test_adaptive_timing_record(tmp_path, monkeypatch):
+    rec, _ = run(tmp_path, monkeypatch, timing={"repeat": 4, "max_repeat": 40, "target_rel_spread": 0.01})
+    assert rec["status"] == "ok"
+    assert rec["timing"]["stopped_by"] == {"events": "converged"} and rec["timing"]["repeat"] == 4
+
+
+# --- broken kernels: every safety net ---------------------------------------------------------------
+
+def writes_one_past_the_end(gpu, args):
+    host_gemm(gpu, args)
+    a, b, c, m, n, k = unpack(args)
+    gpu.floats(c + 4 * m * n, 1)[0] = 0.0
+
+
+def writes_before_the_start(gpu, args):
+    host_gemm(gpu, args)
+    a, b, c, m, n, k = unpack(args)
+    gpu.floats(c - 8, 1)[0] = 0.0
+
+
+def test_out_of_bounds_write_after_c(tmp_path, monkeypatch):
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": writes_one_past_the_end}))
+    assert rec["status"] == "out_of_bounds" and exit_status(rec) == 1
+    assert rec["verification"]["passed"] is True  # the result itself is right ...
+    (hit,) = rec["guard_bands"]
+    assert hit["matrix"] == "C (tiled)" and hit["first_offsets"] == [63 * 65]  # ... one element past the end
+    assert hit["after"] == "the correctness launch"
+    assert "out-of-bounds" in rec["error"] and "after the correctness launch" in rec["error"]
+
+
+def test_out_of_bounds_write_before_c(tmp_path, monkeypatch):
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": writes_before_the_start}))
+    assert rec["status"] == "out_of_bounds"
+    assert rec["guard_bands"][0]["first_offsets"] == [-2]
+
+
+def test_kernel_writing_its_input(tmp_path, monkeypatch):
+    def clobber_b(gpu, args):
+        host_gemm(gpu, args)
+        a, b, c, m, n, k = unpack(args)
+        gpu.floats(b, 1)[0] += 1.0
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": clobber_b}))
+    assert rec["status"] == "inputs_modified"
+    assert rec["inputs_unchanged"] is False
+    assert "B" in rec["error"] and "1 element(s)" in rec["error"]
+
+
+def test_unstable_kernel(tmp_path, monkeypatch):
+    calls = [0]
+
+    def drifting(gpu, args):
+        host_gemm(gpu, args)
+        calls[0] += 1
+        if calls[0] > 1:  # every launch after the correctness launch: one ulp off in one element
+            a, b, c, m, n, k = unpack(args)
+            x = gpu.floats(c, 1)
+            x[0] = np.nextafter(x[0], np.float32(np.inf))
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": drifting}))
+    assert rec["status"] == "unstable"
+    assert rec["repeat_stable"] is False
+    assert "1 element(s)" in rec["error"] and "race" in rec["error"]
+
+
+def test_unwritten_output_is_wrong_result(tmp_path, monkeypatch):
+    def skips_last(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        before = gpu.floats(c + 4 * (m * n - 1), 1).copy()
+        host_gemm(gpu, args)
+        gpu.floats(c + 4 * (m * n - 1), 1)[:] = before
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": skips_last}))
+    assert rec["status"] == "wrong_result" and exit_status(rec) == 1
+    v = rec["verification"]
+    assert v["nan_outputs"] == 1 and v["mismatches"] == 1
+    assert v["first_mismatches"][0][:3] == [62, 64, "nan"]
+    assert "timing" not in rec  # a wrong kernel is never timed
+
+
+def test_wrong_baseline_fails_the_point(tmp_path, monkeypatch):
+    def off_by_one(gpu, args):
+        host_gemm(gpu, args)
+        a, b, c, m, n, k = unpack(args)
+        gpu.floats(c + 4 * 5, 1)[0] += 1.0
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_naive": off_by_one}), baseline="naive")
+    assert rec["status"] == "wrong_result"
+    assert rec["verification"]["passed"] is True
+    assert rec["baseline"]["verification"]["passed"] is False
+    assert rec["error"].startswith("wrong result from naive")
+
+
+def test_sanitizer_without_tool_is_unavailable(tmp_path, monkeypatch):
+    # regression: a missing compute-sanitizer used to end as 'sanitizer_errors', as if it had found errors
+    from gemmlab import sanitizer
+    monkeypatch.setattr(sanitizer, "find_tool", lambda: None)
+    rec, _ = run(tmp_path, monkeypatch, sanitizer="memcheck")
+    assert rec["status"] == "unavailable"
+    assert rec["valid"] is False and exit_status(rec) == 1
+    assert rec["sanitizer"]["verdict"] == "unavailable"
+    assert "compute-sanitizer" in rec["error"] and "memcheck" in rec["error"]
+    assert rec["verification"]["passed"] is True and "timing" in rec  # everything else ran
+
+
+def test_sanitizer_errors_fail_the_point(tmp_path, monkeypatch):
+    from gemmlab import sanitizer
+    monkeypatch.setattr(sanitizer, "run", lambda tool, cfg, out_dir: {
+        "tool": tool, "verdict": "errors", "errors": 2, "report": str(out_dir / "sanitizer-racecheck.log")})
+    rec, _ = run(tmp_path, monkeypatch, sanitizer="racecheck")
+    assert rec["status"] == "sanitizer_errors" and exit_status(rec) == 1
+    assert "racecheck" in rec["error"] and "2 errors" in rec["error"]
+
+
+def test_sanitizer_clean_keeps_the_point_ok(tmp_path, monkeypatch):
+    from gemmlab import sanitizer
+    calls = []
+    monkeypatch.setattr(sanitizer, "run", lambda tool, cfg, out_dir: calls.append((tool, cfg)) or {
+        "tool": tool, "verdict": "clean", "errors": 0, "report": "x"})
+    rec, _ = run(tmp_path, monkeypatch, sanitizer="memcheck")
+    assert rec["status"] == "ok" and rec["sanitizer"]["verdict"] == "clean"
+    (tool, cfg), = calls
+    assert tool == "memcheck" and cfg["kernel"]["name"] == "tiled" and cfg["shape"] == SHAPE
+
+
+def test_arch_other_than_device_is_invalid_in_run_mode(tmp_path, monkeypatch):
+    rec, _ = run(tmp_path, monkeypatch, arch="sm_80")
+    assert rec["status"] == "invalid" and rec["error"].startswith("arch: ")

@@ -1,0 +1,121 @@
+"""gemmlab.record: precision text, and the human summary of a synthetic full record (baseline,
+ratio, both timing protocols, launch floor, roofline, safety nets, sanitizer)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from gemmlab import record as record_stage
+from gemmlab.roofline import roofline
+
+
+def series(median, n=10):
+    return {"samples_ms": [median] * n, "median_ms": median, "min_ms": median, "max_ms": median, "rel_spread": 0.0,
+            "gflops": 2 * 4096**3 / (median * 1e-3) / 1e9, "throttled_samples": 1, "median_unthrottled_ms": median,
+            "median_sm_mhz": 1980, "telemetry": [None] * n}
+
+
+def timing(graph_ms, events_ms, floor_ms=0.005, launch_bound=False):
+    t = dict(series(graph_ms))
+    t.update(protocol="graph", protocols={"events": series(events_ms), "graph": series(graph_ms)},
+             description="...", warmup=5, repeat=10, min_repeat=10, batch=20, l2="warm",
+             stopped_by={"events": "repeat", "graph": "repeat"}, launch_floor_ms={"events": 0.006, "graph": floor_ms},
+             host_overhead_per_launch_ms=events_ms - graph_ms, median_over_floor=graph_ms / floor_ms,
+             launch_bound=launch_bound)
+    return t
+
+
+def verification(rule="bound"):
+    return {"passed": True, "max_abs_error": 1.5e-5, "max_rel_error": 2e-6, "mismatches": 0, "nan_outputs": 0,
+            "atol": 3e-4, "rtol": 3e-4, "first_mismatches": [], "rule": rule,
+            "method": "full float64 reference, every element", "max_error_over_tolerance": 0.012, "safety": 8.0,
+            "freivalds": None}
+
+
+@pytest.fixture
+def full_record():
+    rec = record_stage.new_record({"kernel": {"name": "tiled"}, "shape": [4096, 4096, 4096], "baseline": "cublas"})
+    roof = roofline(4096, 4096, 4096, 5.0, 132, "90", 1980, 4.8e12)
+    rec.update(
+        status="ok", valid=True,
+        kernel={"name": "tiled", "params": {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2},
+                "plugin": "gemmlab_plugins.tiled", "backend": "nvrtc"},
+        shape={"M": 4096, "N": 4096, "K": 4096}, flops=2 * 4096**3, mode="run",
+        precision=record_stage.precision_text("fp32"),
+        device={"index": 0, "name": "NVIDIA H200", "arch": "sm_90"},
+        compile={"compile_ms": 120.0, "nvrtc_version": "13.0", "options": ["-arch=sm_90"],
+                 "resources": {"registers": 80, "spill_store_bytes": 0, "spill_load_bytes": 0,
+                               "static_shared_bytes": 8192},
+                 "driver_attributes": {"registers": 80, "local_bytes": 0, "static_shared_bytes": 8192}},
+        launch={"grid": [64, 64, 1], "block": [32, 8, 1], "shared_bytes": 0, "threads_per_block": 256, "blocks": 4096},
+        occupancy={"max_active_blocks_per_sm": 3, "theoretical_occupancy": 0.375, "blocks": 4096, "waves": 10.34},
+        verification=verification(), timing=timing(5.0, 5.002), roofline=roof,
+        baseline={"name": "cublas", "params": {}, "library": "cuBLAS 13.0.2 via nvmath-python", "compile": None,
+                  "verification": verification(), "timing": timing(4.0, 4.001),
+                  "roofline": roofline(4096, 4096, 4096, 4.0, 132, "90", 1980, 4.8e12), "repeat_stable": True},
+        ratio_to_baseline={"baseline": "cublas", "protocol": "graph", "median_time": 1.25, "gflops": 0.8},
+        guard_bands="intact", inputs_unchanged=True, repeat_stable=True,
+        launch_floor={"events": series(0.006), "graph": series(0.005)},
+        sanitizer={"tool": "memcheck", "verdict": "clean", "errors": 0, "report": "/x/sanitizer-memcheck.log"},
+    )
+    return rec
+
+
+def test_summary_full_record(full_record):
+    text = record_stage.summary(full_record)
+    lines = text.splitlines()
+    assert lines[0].startswith("tiled 4096x4096x4096 BM=64 BN=64 BK=16 TM=8 TN=2 [ok] on NVIDIA H200 (sm_90)")
+    assert "  ratio   1.250x the baseline's median time, 0.800x its GFLOP/s (graph)" in lines
+    assert "  baseline cublas (cuBLAS 13.0.2 via nvmath-python)" in lines
+    assert "host/launch overhead 2.00 us per launch" in text  # the kernel's events - graph
+    assert "host/launch overhead 1.00 us per launch" in text  # the baseline's
+    assert "682.7 FLOP/B" in text and "41.1% of FP32 peak (66908 GFLOP/s)" in text
+    assert "floor 0.00500 ms" in text and "LAUNCH-BOUND" not in text
+    assert "verify  PASS (bound)" in text
+    assert "guard bands intact, inputs unchanged True, repeat stable True" in text
+    assert "sanitizer memcheck: clean (0 errors)" in text
+    assert sum("verify  PASS" in line for line in lines) == 2  # kernel and baseline
+    assert sum("time    median" in line for line in lines) == 2
+    json.loads(json.dumps(full_record, allow_nan=False))
+
+
+def test_summary_launch_bound_and_failure(full_record):
+    rec = copy.deepcopy(full_record)
+    rec["timing"]["launch_bound"] = True
+    rec.update(status="wrong_result", valid=False, error="wrong result from tiled: FAIL ...")
+    rec["verification"].update(passed=False, mismatches=3, max_error_over_tolerance="inf")
+    text = record_stage.summary(rec)
+    assert "[wrong_result]" in text and "  error   wrong result from tiled" in text
+    assert "LAUNCH-BOUND" in text
+    assert "verify  FAIL (bound)" in text and "max err/tol inf" in text
+
+
+def test_summary_minimal_records():
+    # an invalid point knows only its config; a compiled one has no timing, verification or baseline
+    bare = record_stage.new_record({"kernel": {"name": "tiled"}, "shape": [1, 2]})
+    bare.update(status="invalid", error="shape: must be a list [M, N, K]")
+    text = record_stage.summary(bare)
+    assert "tiled" in text and "[invalid]" in text and "ratio" not in text
+    assert record_stage.summary({"status": "error", "config": {}}).startswith("?")
+
+
+def test_precision_text():
+    assert record_stage.precision_text("fp32").startswith("fp32: ")
+    assert "no TF32" in record_stage.precision_text("fp32")
+    assert "TF32" in record_stage.precision_text("tf32") and "tensor cores" in record_stage.precision_text("tf32")
+    for p in ("fp32", "tf32"):
+        assert "float64" in record_stage.precision_text(p)  # names the reference
+    with pytest.raises(KeyError):
+        record_stage.precision_text("fp16")
+
+
+def test_write_record_never_overwrites(tmp_path):
+    rec = record_stage.new_record({})
+    path = record_stage.write_record(rec, tmp_path)
+    assert json.loads(path.read_text())["schema"] == "gemmlab.result/1"
+    with pytest.raises(FileExistsError):
+        record_stage.write_record(rec, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary file left
