@@ -233,10 +233,11 @@ class Gpu:
         except Exception as exc:
             raise CudaError(f"could not load {name_expression}: {exc}") from None
         if dynamic_shared_bytes > 48 * 1024:
+            # cuda.core loads modules as libraries: the handle is a CUkernel, set per device
             from cuda.bindings import driver
-            _driver_call(driver.cuFuncSetAttribute(
-                kernel.handle, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dynamic_shared_bytes))
+            _driver_call(driver.cuKernelSetAttribute(
+                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                dynamic_shared_bytes, kernel.handle, driver.CUdevice(self.index)))
         a = kernel.attributes
         return LoadedKernel(kernel=kernel, registers=a.num_regs, local_bytes=a.local_size_bytes,
                             static_shared_bytes=a.shared_size_bytes)

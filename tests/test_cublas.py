@@ -32,7 +32,8 @@ def test_is_a_library_kernel(spec):
 
 
 def test_available_without_nvmath_names_the_extra(spec, monkeypatch):
-    monkeypatch.setitem(sys.modules, "nvmath", None)  # import nvmath -> ImportError, installed or not
+    for name in ("nvmath", "nvmath.bindings", "nvmath.bindings.cublas"):  # ImportError, installed or not
+        monkeypatch.setitem(sys.modules, name, None)
     reason = spec.available()
     assert reason is not None
     assert "gemmlab[cublas]" in reason
