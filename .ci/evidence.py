@@ -70,7 +70,8 @@ def tables(out: Path) -> None:
 def _ncu_median(kernel: str, n: int, work: Path) -> tuple[float, int, str]:
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     log = work / f"ncu-{kernel}-{n}.csv"
-    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--log-file", str(log),
+    cmd = [ncu, "--clock-control", "none", "--cache-control", "none", "--metrics", "gpu__time_duration.sum",
+           "--csv", "--log-file", str(log),
            sys.executable, "-m", "gemmlab", f"kernel={kernel}", f"shape=[{n},{n},{n}]", "timing.mode=graph",
            "timing.floor=false", "timing.warmup=2", "timing.repeat=3", "timing.batch=10",
            f"hydra.run.dir={work / f'ncu-run-{kernel}-{n}'}"]
@@ -92,10 +93,10 @@ def _ncu_median(kernel: str, n: int, work: Path) -> tuple[float, int, str]:
     return statistics.median(values), len(values), name[:60]
 
 
-def ncu(out: Path) -> None:
+def ncu(out: Path, points=(("tiled", 1024), ("tiled", 4096), ("cublas", 1024), ("cublas", 4096))) -> None:
     rows = []
-    for kernel in ("tiled", "cublas"):
-        for n in (1024, 4096):
+    for kernel, n in points:
+        if True:
             rec = run_point({"kernel": {"name": kernel}, "shape": [n, n, n], "mode": "run",
                              "timing": {"mode": "graph", "warmup": 5, "repeat": 10, "batch": 20, "floor": False}},
                             out / "runs" / f"ncu-ref-{kernel}-{n}")
@@ -109,7 +110,8 @@ def ncu(out: Path) -> None:
         "kernel", "shape", "gemmlab graph median ms/launch", "ncu gpu__time_duration median ms", "ncu launches",
         "difference", "within 2%", "profiled kernel"], rows,
         "gemmlab: graph protocol, 10 samples x 20 launches, L2 warm, in a plain process. ncu: "
-        "`ncu --clock-control none --metrics gpu__time_duration.sum` over a separate gemmlab run "
+        "`ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum` (no cache flush "
+        "between launches, matching gemmlab's warm L2) over a separate gemmlab run "
         "(graph protocol, 2 warm-up, 3 samples x 10 launches; every launch profiled), median over "
         "the launches of the most frequent kernel. ncu serialises and replays each launch.")
 
@@ -149,6 +151,9 @@ if __name__ == "__main__":
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     what = sys.argv[2] if len(sys.argv) > 2 else "all"
+    if what == "ncu-repeat":  # the same comparison again, to see its run-to-run spread
+        ncu(out, points=(("cublas", 1024), ("tiled", 1024), ("cublas", 1024)))
+        sys.exit(0)
     for step in (("tables", tables), ("broken", broken), ("ncu", ncu)):
         if what in (step[0], "all"):
             step[1](out)

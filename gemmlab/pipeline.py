@@ -240,7 +240,8 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
             # every net looks before any verdict is raised, so the record says all that fired
             hit = _bands(gpu, record, [cand.c, d_a, d_b], after="the correctness launch")
             record["nets_fired"] = (["guard bands"] if hit else []) + \
-                ([] if verdict.passed else ["NaN fill" if verdict.nan_outputs else "verification"])
+                ([] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
+                                            if verdict.nan_outputs else "verification"])
             if hit:
                 raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the correctness launch)"
                                      + ("" if verdict.passed else f"; also {verdict.summary()}"))
