@@ -33,6 +33,11 @@ _PLUGIN_DIRS: list[str] = []
 _FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
 
 
+def _gpu_count() -> int:
+    from gemmlab.device import gpu_count
+    return gpu_count()
+
+
 def _kernels_help() -> str:
     try:
         registry = registry_for({"plugin_dirs": _PLUGIN_DIRS})
@@ -51,6 +56,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
     OmegaConf.register_new_resolver("gemmlab_kernels", _kernels_help, replace=True)
+    OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
 
 
 def _values(o) -> list[str]:
@@ -107,7 +113,7 @@ def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
     for o in parsed:
         key = o.key_or_group
         top, _, sub = key.partition(".")
-        if top == "hydra" or o.package is not None:
+        if top.split("/")[0] == "hydra" or o.package is not None:
             continue
         if not custom_conf:
             if top not in known:
@@ -182,12 +188,25 @@ def _prepare(args: list[str]) -> None:
             store.store(group="kernel", name=name, node={"name": name, **dict(spec.defaults)})
 
 
+def objective(record: dict) -> float | None:
+    """The value a sweeper optimises: GFLOP/s of a verified, timed point; 0.0 for a valid
+    compile-only point (no speed known); None for a failed point, which Hydra's Optuna sweeper
+    records as a FAILED trial, so it can never be reported as best."""
+    if not record.get("valid"):
+        return None
+    timing = record.get("timing")
+    return float(timing["gflops"]) if timing else 0.0
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def _task(cfg) -> None:
+def _task(cfg) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     record = run_point(cfg, out_dir)
     status = exit_status(record)
     _STATUSES.append(status)
+    if record.get("resumed"):
+        print(f"{out_dir}: skipped, it already holds a valid result (resume=true)", flush=True)
+        return objective(record)
     if record["status"] not in (ConfigError.status, NoGPUError.status):  # those get their one line only
         print(record_stage.summary(record))
         print(f"  result  {out_dir / 'result.json'}", flush=True)
@@ -198,6 +217,7 @@ def _task(cfg) -> None:
         print((out_dir / "compile.log").read_text().rstrip(), file=sys.stderr)  # NVRTC log, line numbers
     if status:
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
+    return objective(record)
 
 
 def main() -> None:
@@ -218,6 +238,8 @@ def main() -> None:
     _task()
     if sweep.FAILED_POINTS:
         sys.exit(1)
+    if sweep.SEARCH:  # a search prunes failed trials; it failed only if no trial was valid
+        sys.exit(0)
     sys.exit(max(_STATUSES, default=0))
 
 

@@ -71,6 +71,8 @@ class CompiledKernel:
     log: str
     object_code: object = field(repr=False, default=None)
     cache_hit: bool = False
+    disk_cache: str = "off"
+    original_compile_ms: float | None = None
 
     def record(self) -> dict:
         """JSON-ready fields for ``result.json`` (no binary)."""
@@ -78,6 +80,7 @@ class CompiledKernel:
                 "name_expression": self.name_expression, "lowered_name": self.lowered_name,
                 "nvrtc_version": self.nvrtc_version, "options": self.options.flags(),
                 "compile_ms": round(self.compile_ms, 3), "cache_hit_in_process": self.cache_hit,
+                "disk_cache": self.disk_cache, "original_compile_ms": self.original_compile_ms,
                 "resources": asdict(self.resources) if self.resources else None}
 
 
@@ -113,7 +116,9 @@ def parse_ptxas(log: str, lowered_name: str) -> Resources:
                      static_shared_bytes=grab(r"(\d+) bytes smem"))
 
 
-def compile_kernel(source_path: Path, name_expression: str, options: CompileOptions) -> CompiledKernel:
+def compile_kernel(source_path: Path, name_expression: str, options: CompileOptions,
+                   persistent: bool = False, cache_folder: str | None = None,
+                   driver_version: str = "none") -> CompiledKernel:
     """Compile the template instance ``name_expression`` of ``source_path`` to a cubin.
 
     Args:
@@ -121,9 +126,14 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         name_expression: C++ instance to emit, e.g. ``"gemm_tiled<64, 64, 16, 8, 2>"``.
         options: target and flags.
 
+    Args (continued):
+        persistent: also use the on-disk cache (:mod:`gemmlab.cache`) in ``cache_folder``.
+        driver_version: part of the on-disk key ("none" without a driver).
+
     Returns:
         CompiledKernel; ``cache_hit`` is true when this process compiled the same source,
-        options and name expression before (then ``compile_ms`` is the original compile time).
+        options and name expression before (then ``compile_ms`` is the original compile time);
+        ``disk_cache`` is ``hit``, ``miss`` or ``off``.
 
     Raises:
         CompileError: NVRTC or ptxas failed; the message names the file and options, ``log``
@@ -137,6 +147,28 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     if key in _CACHE:
         cached = _CACHE[key]
         return CompiledKernel(**{**cached.__dict__, "cache_hit": True})
+    disk_key = folder = None
+    if persistent:
+        from gemmlab import cache
+        folder = cache.cache_dir(cache_folder)
+        disk_key = cache.make_key(sha, options.flags(), name_expression, options.arch, nvrtc_version(),
+                                  driver_version)
+        started = time.perf_counter()
+        entry = cache.load(folder, disk_key)
+        if entry is not None:
+            from cuda.core import ObjectCode
+            cubin, meta = entry
+            code = ObjectCode.from_cubin(cubin, name=Path(source_path).name,
+                                         symbol_mapping={name_expression: meta["lowered_name"]})
+            res = meta.get("resources")
+            compiled = CompiledKernel(
+                name_expression=name_expression, lowered_name=meta["lowered_name"], source_file=str(source_path),
+                source_sha256=sha, options=options, nvrtc_version=meta["nvrtc_version"],
+                compile_ms=(time.perf_counter() - started) * 1e3, resources=Resources(**res) if res else None,
+                log=meta.get("log", ""), object_code=code, disk_cache="hit",
+                original_compile_ms=meta.get("compile_ms"))
+            _CACHE[key] = compiled
+            return compiled
 
     program_options = ProgramOptions(name=Path(source_path).name, arch=f"sm_{options.arch}", std=options.std,
                                      fma=options.fma, use_fast_math=options.use_fast_math, ptxas_options=["-v"])
@@ -166,5 +198,12 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
                               source_file=str(source_path), source_sha256=sha, options=options,
                               nvrtc_version=nvrtc_version(), compile_ms=compile_ms,
                               resources=resources, log=text, object_code=code)
+    if persistent:
+        from gemmlab import cache
+        compiled.disk_cache = "miss"
+        cache.store(folder, disk_key, bytes(code.code), {
+            "lowered_name": lowered, "nvrtc_version": compiled.nvrtc_version, "compile_ms": compile_ms,
+            "resources": asdict(resources) if resources else None, "log": text, "name_expression": name_expression,
+            "source_file": str(source_path), "flags": options.flags()})
     _CACHE[key] = compiled
     return compiled

@@ -19,11 +19,12 @@ from gemmlab.timing import TimingOptions
 from gemmlab.verify import VerifyOptions
 
 TOP_LEVEL = ("kernel", "timing", "shape", "mode", "arch", "device", "baseline", "precision", "sanitizer",
-             "inputs", "verify", "plugin_dirs")
+             "inputs", "verify", "plugin_dirs", "cache", "resume")
 SECTIONS = {"timing": ("mode", "l2", "warmup", "repeat", "max_repeat", "target_rel_spread", "budget_s", "batch",
                        "floor"),
             "verify": ("tolerance", "atol", "rtol", "safety", "method", "max_full", "sample", "trials"),
-            "inputs": ("seed", "distribution")}
+            "inputs": ("seed", "distribution"),
+            "cache": ("enabled", "dir")}
 MODES = ("run", "compile")
 DISTRIBUTIONS = ("normal", "uniform", "integers")
 PRECISIONS = ("fp32", "tf32")
@@ -44,7 +45,7 @@ class RunConfig:
     shape: Shape
     mode: str = "run"
     arch: str | None = None
-    device: int = 0
+    device: int | str = 0
     timing: TimingOptions = field(default_factory=TimingOptions)
     verify: VerifyOptions = field(default_factory=VerifyOptions)
     inputs: InputOptions = field(default_factory=InputOptions)
@@ -52,6 +53,9 @@ class RunConfig:
     baseline: str | None = None
     precision: str = "fp32"
     sanitizer: str | None = None
+    cache_enabled: bool = True
+    cache_dir: str | None = None
+    resume: bool = False
 
     def label(self) -> str:
         """Short human label: ``tiled 63x65x33 BM=64 ...``."""
@@ -93,6 +97,14 @@ def _number(value: Any, field_name: str, low: float, high: float) -> float:
 def _bool(value: Any, field_name: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(field_name, f"must be true or false, got {value!r}")
+    return value
+
+
+def _device(value: Any) -> int | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError("device", f"must be a GPU index >= 0 or auto, got {value!r}")
     return value
 
 
@@ -247,6 +259,12 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     plugin_dirs = cfg.get("plugin_dirs") or []
     if isinstance(plugin_dirs, str) or not all(isinstance(p, str) for p in plugin_dirs):
         raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {plugin_dirs!r}")
+    cache_cfg = cfg.get("cache", {}) or {}
+    cache_enabled = _bool(cache_cfg.get("enabled", True), "cache.enabled")
+    cache_dir = cache_cfg.get("dir")
+    if cache_dir is not None and not isinstance(cache_dir, str):
+        raise ConfigError("cache.dir", f"must be a folder path or null, got {cache_dir!r}")
+    resume = _bool(cfg.get("resume", False), "resume")
     shape = parse_shape(cfg.get("shape"))
     if distribution == "integers" and shape.K > MAX_EXACT_K:
         raise ConfigError("inputs.distribution", f"integers are exact in float32 only for K <= {MAX_EXACT_K}; "
@@ -254,6 +272,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
-                     arch=parse_arch(cfg.get("arch")), device=_int(cfg.get("device", 0), "device", 0),
+                     arch=parse_arch(cfg.get("arch")), device=_device(cfg.get("device", 0)),
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
-                     baseline=baseline, precision=precision, sanitizer=sanitizer)
+                     baseline=baseline, precision=precision, sanitizer=sanitizer,
+                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume)

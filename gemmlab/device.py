@@ -279,6 +279,48 @@ class Gpu:
 
 
 _OPEN: dict[int, Gpu] = {}
+_HELD_LOCKS: dict[int, object] = {}
+
+
+def gpu_count() -> int:
+    """GPUs visible to NVML (no CUDA initialisation); 0 without NVML."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 0
+
+
+def pick_device(lock_dir: str | None = None) -> int:
+    """``device=auto``: take the first GPU whose lock file this process can lock (then keep it
+    for the process's life), so concurrent worker processes use distinct GPUs; chosen through
+    NVML and file locks, before CUDA initialises. With more workers than GPUs, wait for one.
+
+    Raises:
+        NoGPUError: NVML sees no GPU.
+    """
+    import fcntl
+    import os
+    import tempfile
+    if _HELD_LOCKS:
+        return next(iter(_HELD_LOCKS))
+    count = gpu_count()
+    if count == 0:
+        raise NoGPUError("device=auto: NVML sees no GPU; use mode=compile without a GPU")
+    folder = lock_dir or os.path.join(tempfile.gettempdir(), "gemmlab-gpu-locks")
+    os.makedirs(folder, exist_ok=True)
+    for blocking in (False, True):
+        for i in ([*range(count)] if not blocking else [os.getpid() % count]):
+            handle = open(os.path.join(folder, f"gpu{i}.lock"), "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except OSError:
+                handle.close()
+                continue
+            _HELD_LOCKS[i] = handle
+            return i
+    raise NoGPUError("device=auto: could not lock a GPU")
 
 
 def open_gpu(index: int = 0) -> Gpu:

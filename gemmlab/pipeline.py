@@ -9,6 +9,9 @@ the record gains ``ratio_to_baseline``.
 
 from __future__ import annotations
 
+import json
+import os
+import time
 import traceback
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -83,9 +86,14 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         record = record_stage.new_record(None)
         record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
     if (out_dir / "result.json").exists():  # never touch an earlier measurement
-        record.update(status=ConfigError.status, valid=False,
-                      error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a result")
-        return record
+        resumed = _resume(cfg, out_dir)
+        if resumed is not None:
+            return resumed
+        if (out_dir / "result.json").exists():
+            record.update(status=ConfigError.status, valid=False,
+                          error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
+                                "result (resume=true re-runs only failed points)")
+            return record
     if record["status"] != "running":
         record_stage.write_record(record, out_dir)
         return record
@@ -105,6 +113,28 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     record["valid"] = record["status"] in record_stage.VALID_STATUSES
     record_stage.write_record(record, out_dir)
     return record
+
+
+def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
+    """With ``resume=true``: return the existing valid record (marked ``resumed``), or move an
+    invalid one aside as ``result.previous-<time>.json`` and return None (the point re-runs)."""
+    try:
+        wanted = bool(_plain(cfg.get("resume", False)))
+    except Exception:
+        return None
+    if wanted is not True:
+        return None
+    path = out_dir / "result.json"
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = {}
+    if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES:
+        old["resumed"] = True
+        return old
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    os.replace(path, out_dir / f"result.previous-{stamp}-{os.getpid()}.json")
+    return None
 
 
 @dataclass
@@ -157,12 +187,14 @@ def _static_checks(cand: Candidate, rc: RunConfig, facts: DeviceFacts) -> None:
                              "blocks": launch.blocks}
 
 
-def _compile(cand: Candidate, registry: Registry, arch: str, out_dir: Path) -> None:
+def _compile(cand: Candidate, registry: Registry, arch: str, out_dir: Path, rc: RunConfig,
+             driver_version: str = "none") -> None:
     if cand.is_library:
         cand.record["compile"] = None
         return
     cand.compiled = compile_stage.compile_kernel(registry.source_path(cand.spec), cand.spec.entry(cand.params),
-                                                 compile_stage.CompileOptions(arch=arch))
+                                                 compile_stage.CompileOptions(arch=arch), persistent=rc.cache_enabled,
+                                                 cache_folder=rc.cache_dir, driver_version=driver_version)
     cand.record["compile"] = cand.compiled.record()
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = "" if cand.role == "kernel" else f"-{cand.role}"
@@ -193,7 +225,7 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
         record["device"] = {"name": facts.name, "arch": f"sm_{facts.arch}"}
         from gemmlab.device import estimate_occupancy
         for cand in cands:
-            _compile(cand, registry, facts.arch, out_dir)
+            _compile(cand, registry, facts.arch, out_dir, rc)
             res = cand.compiled.resources if cand.compiled else None
             if res is not None and facts.arch == "90":
                 cand.record["occupancy"] = estimate_occupancy(res.registers, res.static_shared_bytes, cand.launch,
@@ -202,8 +234,8 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
         record["status"] = "compiled"
         return
 
-    from gemmlab.device import open_gpu
-    gpu = open_gpu(rc.device)
+    from gemmlab.device import open_gpu, pick_device
+    gpu = open_gpu(pick_device() if rc.device == "auto" else rc.device)
     facts = gpu.facts
     record["device"] = gpu.record()
     if rc.arch is not None and rc.arch != facts.arch:
@@ -211,7 +243,7 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
                           f"got sm_{rc.arch} (use mode=compile to build for another target)")
     for cand in cands:
         _static_checks(cand, rc, facts)
-        _compile(cand, registry, facts.arch, out_dir)
+        _compile(cand, registry, facts.arch, out_dir, rc, driver_version=str(record["device"].get("driver_version", "none")))
 
     a, b = inputs_stage.make_inputs(rc.shape, rc.inputs)
     record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed, "dtype": "float32",

@@ -38,8 +38,9 @@ def git_commit() -> dict:
     if SOURCE_ROOT is None or not (SOURCE_ROOT / ".git").exists():
         return {"commit": None, "dirty": None}
     try:
-        sha = subprocess.run(["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5).stdout.strip() or None
+        proc = subprocess.run(["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5)
+        sha = proc.stdout.strip() if proc.returncode == 0 and len(proc.stdout.strip()) == 40 else None
         dirty = subprocess.run(["git", "-C", str(SOURCE_ROOT), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip() != ""
         return {"commit": sha, "dirty": dirty if sha else None}

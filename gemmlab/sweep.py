@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from omegaconf import OmegaConf
 
 COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "vs_baseline", "max_abs_error",
            "error")
@@ -77,6 +79,20 @@ def write_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+SEARCH: list[str] = []  # set when the sweeper is a search (Optuna): failed trials are expected
+
+
+def is_search(config) -> bool:
+    """True when the sweep is a search (Hydra's Optuna sweeper) rather than a grid."""
+    return "optuna" in str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).lower()
+
+
+def best_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The verified and timed row with the highest GFLOP/s (failed points never qualify)."""
+    timed = [r for r in rows if r.get("status") == "ok" and r.get("gflops")]
+    return max(timed, key=lambda r: float(r["gflops"])) if timed else None
+
+
 class SweepSummary(Callback):
     """Hydra callback: at the end of a multirun, summarise the sweep directory."""
 
@@ -85,6 +101,85 @@ class SweepSummary(Callback):
         rows = write_summary(sweep_dir)
         failed = [r["point"] for r in rows if r.get("status") not in ("ok", "compiled")]
         timed = sum(r.get("status") == "ok" for r in rows)
+        best = best_row(rows)
+        if best:
+            text = (f"best verified point: #{best['point']} {best['kernel']} {best['params']} {best['shape']}: "
+                    f"{best['gflops']} GFLOP/s ({best['median_ms']} ms)")
+            print(text)
+            (sweep_dir / "best.txt").write_text(text + "\n")
+        if is_search(config):
+            SEARCH.append(str(sweep_dir))
+            print(f"{len(rows)} trials: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
+                  f"{len(failed)} pruned as failed trials (invalid parameters or failed checks); "
+                  f"summary: {sweep_dir / 'summary.md'}, optimizer: {sweep_dir / 'optimization_results.yaml'}")
+            if len(failed) == len(rows):
+                FAILED_POINTS.extend(failed)
+            return
         FAILED_POINTS.extend(failed)
         print(f"{len(rows)} points: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
               f"{len(failed)} failed; summary: {sweep_dir / 'summary.md'}")
+
+
+def count_jobs(config) -> int | None:
+    """How many jobs this multirun will launch: the grid size for Hydra's basic sweeper, n_trials
+    for Optuna; None when unknown."""
+    if is_search(config):
+        return OmegaConf.select(config, "hydra.sweeper.n_trials", default=None)
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        params = OmegaConf.to_container(OmegaConf.select(config, "hydra.sweeper.params", default={}) or {})
+        task = {o.split("=", 1)[0]: o for o in OmegaConf.select(config, "hydra.overrides.task", default=[])}
+        strings = [task.pop(k, f"{k}={v}") for k, v in params.items()] + list(task.values())
+        parsed = OverridesParser.create().parse_overrides(strings)
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+    except Exception:
+        return None
+
+
+class SweepProgress(Callback):
+    """Hydra callback: sweep progress (points done / total, current point, ETA) with rich. A bar
+    on a terminal, one line per finished point otherwise. Jobs that a launcher runs in other
+    processes report nothing here (the summary still covers them)."""
+
+    def __getstate__(self):  # launchers that pickle the callbacks (submitit) get a fresh one
+        return {}
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        from rich.console import Console
+        self.console = Console(stderr=True)
+        self.total = count_jobs(config)
+        self.done = 0
+        self.started = time.perf_counter()
+        self.bar = None
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=self.console, transient=True)
+            self.task = self.bar.add_task("sweep", total=self.total)
+            self.bar.start()
+
+    def _label(self, config) -> str:
+        return " ".join(OmegaConf.select(config, "hydra.overrides.task", default=[]))
+
+    def on_job_start(self, config, **kwargs) -> None:
+        if getattr(self, "bar", None) is not None:
+            self.bar.update(self.task, description=f"point {self.done + 1}: {self._label(config)}")
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if not hasattr(self, "started"):
+            return
+        self.done += 1
+        if self.bar is not None:
+            self.bar.advance(self.task)
+            return
+        elapsed = time.perf_counter() - self.started
+        eta = ""
+        if self.total:
+            eta = f", ETA {elapsed / self.done * (self.total - self.done):.0f} s"
+        self.console.print(f"[{self.done}/{self.total or '?'}] done: {self._label(config)} "
+                           f"({elapsed:.0f} s elapsed{eta})", highlight=False)
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        if getattr(self, "bar", None) is not None:
+            self.bar.stop()

@@ -24,6 +24,12 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
+def pytest_configure(config):
+    """Keep the persistent compile cache of the test session out of the user's home."""
+    import tempfile
+    os.environ.setdefault("GEMMLAB_CACHE_DIR", tempfile.mkdtemp(prefix="gemmlab-test-cache-"))
+
+
 def pytest_collection_modifyitems(config, items):
     reason = None
     for item in items:

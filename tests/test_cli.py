@@ -259,7 +259,7 @@ def test_help_lists_kernels_and_groups(tmp_path):
     out = proc.stdout
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
-    assert "experiment: ladder, seed_lab" in out
+    assert "experiment: ladder, optuna_tiled, seed_lab" in out
     assert "kernel: cublas, ladder_starter, ladder_strip, naive, tiled" in out
     assert "timing: adaptive, cold, graph, seed" in out
     assert "defaults: BM=64 BN=64 BK=16 TM=8 TN=2" in out

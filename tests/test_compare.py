@@ -1,0 +1,320 @@
+"""gemmlab-compare: bootstrap ratio of medians, verdicts, matching, and the command (CPU only).
+
+The CLI tests run on copies of the real H200 records in tests/data/h200 (13 records: 12 timed
+points with 10 samples each, one wrong_result point)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gemmlab.compare import (FAILED, FAST, INVALID, ONLY_AFTER, ONLY_BEFORE, SAME, SLOW, UNSURE,
+                             UNTIMED, CompareError, beyond_threshold, bootstrap_ratio, compare,
+                             load_points, main, markdown, verdict)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+H200 = REPO_ROOT / "tests" / "data" / "h200"
+TIMED_POINTS = 12
+
+
+def noisy(n, scale=1.0, rel=0.01, seed=0):
+    """n positive samples around ``scale`` (multiplicative normal noise ``rel``)."""
+    rng = np.random.default_rng(seed)
+    return scale * (1.0 + rel * rng.standard_normal(n))
+
+
+def boot_verdict(before, after, threshold=0.05, seed=0):
+    _, low, high = bootstrap_ratio(before, after, 0.95, 2000, np.random.default_rng(seed))
+    return verdict(low, high, threshold), beyond_threshold(low, high, threshold)
+
+
+# --- statistics ----------------------------------------------------------------------------------
+
+def test_identical_distributions_same():
+    b = noisy(50, seed=1)
+    assert boot_verdict(b, b.copy()) == (SAME, False)
+    assert boot_verdict(b, noisy(50, seed=2)) == (SAME, False)  # two draws of one distribution
+
+
+def test_slower_by_20_percent_is_slow_beyond_threshold():
+    b = noisy(30, seed=1)
+    after = b * 1.2 * (1 + 0.005 * np.random.default_rng(3).standard_normal(30))
+    ratio, low, high = bootstrap_ratio(b, after, 0.95, 2000, np.random.default_rng(0))
+    assert 1.15 < low <= ratio <= high < 1.25
+    assert verdict(low, high, 0.05) == SLOW and beyond_threshold(low, high, 0.05)
+
+
+def test_faster_by_20_percent_is_fast():
+    b = noisy(30, seed=1)
+    assert boot_verdict(b, b * 0.8) == (FAST, True)
+
+
+def test_tiny_or_very_noisy_samples_unsure():
+    # huge noise: the interval straddles 1 and reaches far beyond the 5 % band
+    b, a = noisy(8, rel=0.5, seed=4), noisy(8, rel=0.5, seed=5)
+    b, a = np.abs(b) + 0.1, np.abs(a) + 0.1
+    ratio, low, high = bootstrap_ratio(b, a, 0.95, 2000, np.random.default_rng(0))
+    assert low < 1 < high and (low < 0.95 or high > 1.05)
+    assert verdict(low, high, 0.05) == UNSURE
+
+
+def test_verdict_rule_edges():
+    assert verdict(1.001, 1.02, 0.05) == SLOW and not beyond_threshold(1.001, 1.02, 0.05)
+    assert verdict(1.06, 1.2, 0.05) == SLOW and beyond_threshold(1.06, 1.2, 0.05)
+    assert verdict(0.9, 0.99, 0.05) == FAST and beyond_threshold(0.8, 0.94, 0.05)
+    assert verdict(0.96, 1.04, 0.05) == SAME
+    assert verdict(1.0, 1.0, 0.0) == SAME
+    assert verdict(0.97, 1.08, 0.05) == UNSURE
+    assert verdict(0.90, 1.01, 0.05) == UNSURE
+
+
+def test_interval_covers_true_ratio():
+    """Lognormal samples with a known ratio of population medians (exp(mu) each): the 95 %
+    interval covers it in most of 40 independent experiments, and covers it in a fixed one."""
+    true = 1.1
+    rng = np.random.default_rng(123)
+    covered = 0
+    for i in range(40):
+        b = rng.lognormal(0.0, 0.05, 40)
+        a = rng.lognormal(np.log(true), 0.05, 40)
+        _, low, high = bootstrap_ratio(b, a, 0.95, 1000, np.random.default_rng(i))
+        covered += low <= true <= high
+    assert covered >= 34, f"covered {covered}/40"
+    b = np.random.default_rng(7).lognormal(0.0, 0.05, 60)
+    a = np.random.default_rng(8).lognormal(np.log(true), 0.05, 60)
+    ratio, low, high = bootstrap_ratio(b, a, 0.95, 2000, np.random.default_rng(0))
+    assert low < true < high and low < ratio < high
+
+
+def test_seeded_determinism():
+    b, a = noisy(20, seed=1), noisy(20, scale=1.03, seed=2)
+    r1 = bootstrap_ratio(b, a, 0.95, 2000, np.random.default_rng(42))
+    r2 = bootstrap_ratio(b, a, 0.95, 2000, np.random.default_rng(42))
+    r3 = bootstrap_ratio(b, a, 0.95, 2000, 42)  # a seed works too
+    r4 = bootstrap_ratio(b, a, 0.95, 2000, np.random.default_rng(43))
+    assert r1 == r2 == r3
+    assert r1[0] == r4[0] and r1[1:] != r4[1:]
+
+
+def test_bootstrap_rejects_bad_input():
+    with pytest.raises(ValueError):
+        bootstrap_ratio([], [1.0], 0.95, 100, 0)
+    with pytest.raises(ValueError):
+        bootstrap_ratio([1.0, 2.0], [1.0, float("nan")], 0.95, 100, 0)
+    with pytest.raises(ValueError):
+        bootstrap_ratio([1.0], [1.0], 1.5, 100, 0)
+
+
+# --- records and matching ------------------------------------------------------------------------
+
+def record(kernel="tiled", params=None, shape=(256, 256, 256), samples=None, status="ok",
+           protocol="graph", device="NVIDIA H200", created="2026-01-01T00:00:00+00:00"):
+    """A minimal gemmlab.result/1 record."""
+    rec = {"schema": "gemmlab.result/1", "status": status, "valid": status == "ok",
+           "error": None if status == "ok" else f"{status}: something broke", "created_utc": created,
+           "config": {"kernel": {"name": kernel}, "shape": list(shape)},
+           "kernel": {"name": kernel, "params": dict(params or {"BM": 64}), "plugin": "x", "backend": "nvrtc"},
+           "shape": dict(zip("MNK", shape))}
+    if device:
+        rec["device"] = {"name": device, "arch": "sm_90", "uuid": "u"}
+    if status == "ok":
+        s = [float(v) for v in (samples if samples is not None else noisy(10, 0.1, seed=sum(shape)))]
+        rec["timing"] = {"protocol": protocol, "samples_ms": s, "median_ms": float(np.median(s)),
+                         "protocols": {protocol: {"samples_ms": s}}}
+    return rec
+
+
+def write(root: Path, name: str, rec: dict) -> Path:
+    d = root / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "result.json").write_text(json.dumps(rec))
+    return d / "result.json"
+
+
+def by_kernel(pairs):
+    return {(p.point.kernel, p.point.shape): p for p in pairs}
+
+
+def test_matching_by_kernel_params_shape_device(tmp_path):
+    b, a = tmp_path / "b", tmp_path / "a"
+    s = noisy(10, 0.1, seed=9)
+    write(b, "0", record("tiled", {"BM": 64}, samples=s))
+    write(a, "0", record("tiled", {"BM": 64}, samples=s))
+    write(b, "1", record("tiled", {"BM": 64}, shape=(512, 512, 512)))
+    write(a, "1", record("tiled", {"BM": 128}, shape=(512, 512, 512)))   # params change: no match
+    write(b, "2", record("naive", shape=(64, 64, 64)))
+    write(a, "2", record("naive", shape=(64, 64, 64), device="NVIDIA A100"))  # other device
+    write(b, "3", record("naive", shape=(32, 32, 32), protocol="graph"))
+    write(a, "3", record("naive", shape=(32, 32, 32), protocol="events"))     # other protocol
+    pairs = compare(b, a)
+    verdicts = sorted((p.point.kernel, p.point.shape, p.verdict, json.dumps(p.point.params)) for p in pairs)
+    assert [v for v in verdicts if v[2] == SAME] == [("tiled", (256, 256, 256), SAME, '{"BM": 64}')]
+    only = [(v[0], v[1], v[2]) for v in verdicts if v[2] in (ONLY_BEFORE, ONLY_AFTER)]
+    assert sorted(only) == sorted([
+        ("tiled", (512, 512, 512), ONLY_BEFORE), ("tiled", (512, 512, 512), ONLY_AFTER),
+        ("naive", (64, 64, 64), ONLY_BEFORE), ("naive", (64, 64, 64), ONLY_AFTER),
+        ("naive", (32, 32, 32), ONLY_BEFORE), ("naive", (32, 32, 32), ONLY_AFTER)])
+    moved = [p for p in pairs if p.point.kernel == "tiled" and p.point.shape == (512, 512, 512)]
+    assert {json.dumps(p.point.params) for p in moved} == {'{"BM": 64}', '{"BM": 128}'}
+
+
+def test_failed_in_after_is_failed_and_exit_1(tmp_path, capsys):
+    b, a = tmp_path / "b", tmp_path / "a"
+    write(b, "0", record("tiled"))
+    write(a, "0", record("tiled", status="wrong_result", device=None))  # failed, even before a GPU
+    write(b, "1", record("naive", status="compile_error"))
+    write(a, "1", record("naive"))                                       # fixed: listed, not a regression
+    pairs = by_kernel(compare(b, a))
+    failed, fixed = pairs[("tiled", (256, 256, 256))], pairs[("naive", (256, 256, 256))]
+    assert failed.verdict == FAILED and failed.regression and "wrong_result" in failed.note
+    assert fixed.verdict == INVALID and not fixed.regression and "compile_error" in fixed.note
+    assert main([str(b), str(a)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "regression gate: FAIL" in out
+
+
+def test_fewer_than_three_samples_unsure(tmp_path):
+    b, a = tmp_path / "b", tmp_path / "a"
+    write(b, "0", record(samples=[1.0, 1.01]))
+    write(a, "0", record(samples=[2.0, 2.0, 2.01, 2.02]))
+    (pair,) = compare(b, a)
+    assert pair.verdict == UNSURE and pair.low is None and pair.ratio == pytest.approx(2.005 / 1.005)
+    assert "BEFORE has 2 samples (< 3)" in pair.note and not pair.regression
+
+
+def test_untimed_and_duplicates(tmp_path):
+    b, a = tmp_path / "b", tmp_path / "a"
+    rec = record(status="ok")
+    del rec["timing"]
+    rec["status"] = "compiled"  # mode=compile: valid, never timed
+    write(b, "0", rec)
+    write(a, "0", rec)
+    (pair,) = compare(b, a)
+    assert pair.verdict == UNTIMED
+    # two records of one point in AFTER: the newest is used
+    s = noisy(10, 0.1, seed=5)
+    b2, a2 = tmp_path / "b2", tmp_path / "a2"
+    write(b2, "0", record(samples=s))
+    write(a2, "old", record(samples=s * 2, created="2026-01-01T00:00:00+00:00"))
+    write(a2, "new", record(samples=s, created="2026-01-02T00:00:00+00:00"))
+    (pair,) = compare(b2, a2)
+    assert pair.verdict == SAME and "2 records in AFTER, newest used" in pair.note
+
+
+def test_load_points_errors(tmp_path):
+    with pytest.raises(CompareError, match="no such file"):
+        load_points(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CompareError, match="no result.json"):
+        load_points(tmp_path / "empty")
+    bad = tmp_path / "bad" / "result.json"
+    bad.parent.mkdir()
+    bad.write_text("{not json")
+    with pytest.raises(CompareError, match="not a readable JSON"):
+        load_points(bad)
+    bad.write_text(json.dumps({"schema": "other/2"}))
+    with pytest.raises(CompareError, match="schema"):
+        load_points(bad)
+
+
+def test_real_records_load():
+    points = load_points(H200)
+    assert len(points) == 13
+    timed = [p for p in points if p.timed]
+    assert len(timed) == TIMED_POINTS and all(p.protocol == "graph" and p.samples.size == 10 for p in timed)
+    (broken,) = [p for p in points if not p.valid]
+    assert broken.status == "wrong_result" and broken.protocol is None
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def run_cli(*args, cwd=None):
+    env = {"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "gemmlab.compare", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def before_after(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    shutil.copytree(H200, before)
+    shutil.copytree(H200, after)
+    return before, after
+
+
+def test_cli_identical_all_same(before_after, tmp_path):
+    before, after = before_after
+    md = tmp_path / "report" / "cmp.md"
+    proc = run_cli(before, after, "--out", md, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{TIMED_POINTS} SAME" in proc.stdout and "regression gate: pass" in proc.stdout
+    assert "0 SLOW" in proc.stdout and "1 INVALID" in proc.stdout  # the broken point, failed on both sides
+    text = md.read_text()
+    assert text.count("| SAME |") == TIMED_POINTS
+    assert "| kernel | params | shape | device | protocol | before median ms | after median ms | ratio | " \
+           "CI low | CI high | verdict |" in text
+
+
+def test_cli_one_point_slower(before_after, tmp_path):
+    before, after = before_after
+    f = after / "tiled-1024" / "result.json"
+    rec = json.loads(f.read_text())
+    rec["timing"]["samples_ms"] = [v * 1.3 for v in rec["timing"]["samples_ms"]]
+    f.write_text(json.dumps(rec))
+    md = tmp_path / "cmp.md"
+    proc = run_cli(before, after, "--out", md, "--seed", "3", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 SLOW (1 beyond 5%)" in proc.stdout and f"{TIMED_POINTS - 1} SAME" in proc.stdout
+    (slow,) = [line for line in md.read_text().splitlines() if "SLOW >5%" in line]
+    cells = [c.strip() for c in slow.strip("|").split("|")]
+    assert cells[0] == "tiled" and cells[2] == "1024x1024x1024" and cells[4] == "graph"
+    assert float(cells[7]) == pytest.approx(1.3, abs=1e-3) and float(cells[8]) > 1.05
+    # a generous threshold: still significantly slower, but no longer a gate failure
+    proc = run_cli(before, after, "--threshold", "0.5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 SLOW (0 beyond 50%)" in proc.stdout
+
+
+def test_cli_single_files_and_module_main(before_after, capsys):
+    before, after = before_after
+    f = "naive-4096/result.json"
+    assert main([str(before / f), str(after / f)]) == 0
+    assert "1 SAME" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{tmp}/nope", "{after}"], "nope: no such file or directory"),
+    (["{before}", "{after}", "--threshold", "-0.1"], "--threshold"),
+    (["{before}", "{after}", "--confidence", "1.5"], "--confidence"),
+    (["{before}", "{after}", "--resamples", "5"], "--resamples"),
+    (["{before}"], "AFTER"),
+])
+def test_cli_bad_arguments_exit_2(before_after, tmp_path, args, message):
+    before, after = before_after
+    argv = [a.format(tmp=tmp_path, before=before, after=after) for a in args]
+    proc = run_cli(*argv, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gemmlab-compare: error: "), proc.stderr
+    assert message in lines[0] and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_markdown_marks_regressions(tmp_path):
+    b, a = tmp_path / "b", tmp_path / "a"
+    s = noisy(10, 0.1, seed=5)
+    write(b, "0", record(samples=s))
+    write(a, "0", record(samples=s * 1.5))
+    text = markdown(compare(b, a), "b", "a")
+    assert "**SLOW >5%**" in text and "regression gate: FAIL" in text
+
+
+def test_entry_point_declared():
+    text = (REPO_ROOT / "pyproject.toml").read_text()
+    assert 'gemmlab-compare = "gemmlab.compare:main"' in text

@@ -1,0 +1,247 @@
+"""``gemmlab-report`` on real H200 records copied into a mixed layout (CPU only, no GPU needed)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmlab import report
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "tests" / "data" / "h200"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FAILED = "broken-tiled_drop_last_chunk"
+
+
+def _layout(root: Path) -> tuple[Path, Path]:
+    """A sweep-like directory (``0/``, ``1/``, ... plus summary files, one job nested a level
+    deeper) holding 12 fixture records, and a single run directory holding the 13th."""
+    names = sorted(p.name for p in FIXTURES.iterdir() if (p / "result.json").is_file())
+    assert len(names) == 13 and FAILED in names
+    sweep = root / "multirun" / "2026-11-29" / "15-20-00"
+    single = root / "single" / "tiled-256"
+    jobs = [n for n in names if n != "tiled-256"]
+    for i, name in enumerate(jobs):
+        job = sweep / str(i) if i != 5 else sweep / "nested" / str(i)
+        job.mkdir(parents=True)
+        shutil.copy(FIXTURES / name / "result.json", job / "result.json")
+        (job / f"{name}.log").write_text("log\n")
+    (sweep / "summary.csv").write_text("point,kernel\n")
+    (sweep / "summary.md").write_text("| point |\n")
+    single.mkdir(parents=True)
+    shutil.copy(FIXTURES / "tiled-256" / "result.json", single / "result.json")
+    return sweep, single
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The fixture layout and one report written from it (shared: plotting takes ~1 s)."""
+    root = tmp_path_factory.mktemp("report")
+    sweep, single = _layout(root)
+    rows = report.collect([sweep, single])
+    written = report.write_report(rows, root / "out", sources=[str(sweep), str(single)])
+    return {"root": root, "sweep": sweep, "single": single, "rows": rows, "written": written}
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def _cli(args, cwd):
+    return subprocess.run([sys.executable, "-m", "gemmlab.report", *map(str, args)], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_collects_every_record_with_the_failed_point(built):
+    rows = built["rows"]
+    assert len(rows) == 13
+    assert [r.index for r in rows] == list(range(1, 14))
+    failed = [r for r in rows if r.kernel == "tiled_drop_last_chunk"]
+    assert len(failed) == 1
+    bad = failed[0]
+    assert bad.status == "wrong_result" and bad.category == "failed"
+    assert bad.error.startswith("wrong result from tiled_drop_last_chunk: FAIL (bound)")
+    assert bad.median_ms is None and bad.max_abs_error == pytest.approx(4.07205416897592)
+    assert report.counts(rows) == {"timed": 12, "compiled": 0, "failed": 1, "other": 0, "unreadable": 0}
+    assert not any(r.unread for r in rows), [r.unread_lines() for r in rows if r.unread]
+
+
+def test_fields_read_from_a_record(built):
+    rows = {(r.kernel, r.M): r for r in built["rows"]}
+    tiled = rows[("tiled", 1024)]
+    assert (tiled.M, tiled.N, tiled.K) == (1024, 1024, 1024)
+    assert tiled.params == {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}
+    assert tiled.median_ms == pytest.approx(0.09032720029354097)
+    assert tiled.gflops == pytest.approx(23774.495844233094)
+    assert tiled.protocol == "graph" and len(tiled.samples_ms) == 10 and tiled.throttled_samples == 0
+    assert tiled.baseline == "cublas" and tiled.ratio_to_baseline == pytest.approx(1.6242160269689674)
+    assert tiled.ratio_to_baseline_gflops == pytest.approx(0.6156816478816252)
+    assert tiled.arithmetic_intensity == pytest.approx(170.667)
+    assert tiled.device == "NVIDIA H200" and tiled.verification_rule == "bound"
+    assert rows[("cublas", 1024)].baseline is None and rows[("cublas", 1024)].ratio_to_baseline is None
+
+
+def test_csv_columns_and_rows(built):
+    with open(built["written"]["csv"], newline="") as f:
+        reader = csv.DictReader(f)
+        table = list(reader)
+    for col in ("path", "kernel", "params", "M", "N", "K", "device", "status", "median_ms", "gflops", "protocol",
+                "ratio_to_baseline", "baseline", "max_abs_error", "verification_rule", "throttled_samples", "error"):
+        assert col in reader.fieldnames, col
+    assert len(table) == 13
+    bad = [r for r in table if r["status"] == "wrong_result"]
+    assert len(bad) == 1 and bad[0]["error"].startswith("wrong result") and bad[0]["median_ms"] == ""
+    tiled = next(r for r in table if r["kernel"] == "tiled" and r["M"] == "4096")
+    assert float(tiled["gflops"]) == pytest.approx(25460.65827289421)
+    assert tiled["params"] == "BM=64 BN=64 BK=16 TM=8 TN=2" and tiled["baseline"] == "cublas"
+    assert any(r["path"].startswith(str(built["single"])) for r in table)
+
+
+def test_four_pngs(built):
+    written = built["written"]
+    for name in ("gflops_vs_size", "ratio_to_baseline", "roofline", "timing_distribution"):
+        path = written[name]
+        assert path.name == f"{name}.png" and path.parent == built["root"] / "out"
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC, name
+        assert len(data) > 10_000, (name, len(data))
+
+
+def test_markdown_counts_and_failed_point(built):
+    md = built["written"]["md"].read_text()
+    assert "12 valid timed, 0 compiled only, 1 failed" in md
+    assert "wrong_result: wrong result from tiled_drop_last_chunk" in md
+    assert "![roofline](roofline.png)" in md
+    assert md.count("\n| ") >= 13 + 2  # counts table row + 13 result rows
+    with pytest.raises(FileExistsError):  # never overwrites a report
+        report.write_report(built["rows"], built["root"] / "out")
+
+
+def _record(name: str) -> dict:
+    return json.loads((FIXTURES / name / "result.json").read_text())
+
+
+def test_old_schema_corrupt_and_compiled(tmp_path):
+    old = _record("tiled-1024")
+    old["schema"] = "gemmlab.result/0"
+    old["timings"] = old.pop("timing")  # the old name
+    del old["roofline"]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "result.json").write_text(json.dumps(old))
+    legacy = {"status": "ok", "config": {"kernel": {"name": "naive", "BX": 8}, "shape": [32, 32, 32]}}
+    (tmp_path / "legacy.json").write_text(json.dumps(legacy))  # no schema, a file given by name
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "result.json").write_text('{"schema": "gemmlab.result/1", "status": ')
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / "result.json").write_text("[1, 2]")
+    compiled = _record("tiled-256")
+    for key in ("timing", "roofline", "baseline", "ratio_to_baseline", "verification", "launch_floor",
+                "inputs", "guard_bands", "nets_fired", "inputs_unchanged", "repeat_stable", "occupancy"):
+        compiled.pop(key, None)
+    compiled.update(status="compiled", mode="compile", device={"name": "no GPU (compile only)", "arch": "sm_90"})
+    (tmp_path / "compile" / "0").mkdir(parents=True)
+    (tmp_path / "compile" / "0" / "result.json").write_text(json.dumps(compiled))
+
+    rows = report.collect([tmp_path / "old", tmp_path / "legacy.json", tmp_path / "corrupt", tmp_path / "list",
+                           tmp_path / "compile"])
+    assert len(rows) == 5
+    by = {Path(r.path).parent.name if r.path.endswith("result.json") else Path(r.path).name: r for r in rows}
+    o = by["old"]
+    assert o.status == "ok" and o.kernel == "tiled" and (o.M, o.N, o.K) == (1024, 1024, 1024)
+    assert o.median_ms is None and o.category == "other"
+    assert "timing.median_ms" in o.unread
+    assert f"{o.path}: schema gemmlab.result/0: cannot read timing.median_ms" in o.unread_lines()
+    lg = by["legacy.json"]
+    assert lg.kernel == "naive" and lg.params == {"BX": 8} and (lg.M, lg.N, lg.K) == (32, 32, 32)
+    assert any(line.endswith("schema missing: cannot read timing.median_ms") for line in lg.unread_lines())
+    assert by["corrupt"].status == "unreadable" and "not valid JSON" in by["corrupt"].error
+    assert by["list"].status == "unreadable" and "not a JSON object" in by["list"].error
+    c = by["0"]
+    assert c.status == "compiled" and c.category == "compiled" and not c.unread
+
+    written = report.write_report(rows, tmp_path / "out")
+    md = written["md"].read_text()
+    assert f"{o.path}: schema gemmlab.result/0: cannot read timing.median_ms" in md
+    assert "## Unreadable files" in md and f"`{by['corrupt'].path}`: not valid JSON" in md
+    assert "0 valid timed, 1 compiled only, 0 failed, 2 other valid, 2 unreadable" in md
+    # nothing timed: the plots are skipped and report.md says why
+    assert set(written) == {"csv", "md"}
+    assert "`ratio_to_baseline.png`: skipped: no point has a baseline" in md
+    assert "`gflops_vs_size.png`: skipped: no valid timed point" in md
+    with open(written["csv"], newline="") as f:
+        assert len(list(csv.DictReader(f))) == 5
+
+
+def test_odd_values_do_not_crash(tmp_path):
+    rec = _record("naive-256")
+    rec["timing"]["median_ms"] = "fast"
+    rec["timing"]["samples_ms"] = [0.01, None, 0.02]
+    rec["shape"] = {"M": 256, "N": "x", "K": 256}
+    rec["ratio_to_baseline"] = [1, 2]
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "result.json").write_text(json.dumps(rec))
+    (row,) = report.collect([tmp_path])
+    assert row.kernel == "naive" and row.median_ms is None and row.samples_ms == [0.01, 0.02]
+    text = " ".join(row.unread)
+    assert "timing.median_ms (not a finite number" in text and "ratio_to_baseline (not an object" in text
+    assert (row.M, row.N, row.K) == (256, 256, 256)  # from config.shape, and said so
+    assert "shape (taken from config.shape)" in row.unread
+
+
+def test_cli_exit_codes(tmp_path):
+    sweep, single = _layout(tmp_path / "data")
+    out = tmp_path / "rep"
+    proc = _cli([sweep, single, "--out", out], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gemmlab report: 13 records" in proc.stdout and str(out / "report.md") in proc.stdout
+    assert "wrong_result" in proc.stdout
+    for name in ("report.csv", "report.md", "gflops_vs_size.png", "ratio_to_baseline.png", "roofline.png",
+                 "timing_distribution.png"):
+        assert (out / name).is_file(), name
+
+    # refusing an existing --out directory: one line, exit 2, nothing touched
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    proc = _cli([sweep, "--out", out], tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"gemmlab-report: error: {out}: already exists")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+    # a path that does not exist: one line, no traceback, no report directory
+    missing = tmp_path / "nope"
+    proc = _cli([sweep, missing, "--out", tmp_path / "rep2"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == f"gemmlab-report: error: {missing}: no such file or directory\n"
+    assert not (tmp_path / "rep2").exists()
+
+    # no result.json anywhere: exit 1, no report directory
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    proc = _cli([tmp_path / "empty", "--out", tmp_path / "rep3"], tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("gemmlab-report: error: no result.json found") and "Traceback" not in proc.stderr
+    assert not (tmp_path / "rep3").exists()
+
+
+def test_cli_default_out_dir(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(FIXTURES / FAILED / "result.json", run / "result.json")
+    assert report.main([str(run / "result.json"), "--out", str(tmp_path / "a")]) == 0
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    first = _cli([run], cwd)
+    second = _cli([run], cwd)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    made = sorted(p.name for p in cwd.iterdir())
+    assert len(made) == 2 and all(m.startswith("gemmlab-report-") for m in made)  # never the same directory
+    md = (cwd / made[0] / "report.md").read_text()
+    assert "0 valid timed, 0 compiled only, 1 failed" in md
