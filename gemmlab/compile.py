@@ -158,8 +158,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         if entry is not None:
             from cuda.core import ObjectCode
             cubin, meta = entry
+            # the same symbol mapping Program.compile produces: name expression -> mangled name (bytes)
             code = ObjectCode.from_cubin(cubin, name=Path(source_path).name,
-                                         symbol_mapping={name_expression: meta["lowered_name"]})
+                                         symbol_mapping={name_expression: meta["lowered_name"].encode()})
             res = meta.get("resources")
             compiled = CompiledKernel(
                 name_expression=name_expression, lowered_name=meta["lowered_name"], source_file=str(source_path),

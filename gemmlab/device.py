@@ -69,6 +69,7 @@ class LoadedKernel:
     registers: int
     local_bytes: int
     static_shared_bytes: int
+    max_threads_per_block: int = 1024  # what fits with this kernel's registers and shared memory
 
 
 class Gpu:
@@ -240,7 +241,7 @@ class Gpu:
                 dynamic_shared_bytes, kernel.handle, driver.CUdevice(self.index)))
         a = kernel.attributes
         return LoadedKernel(kernel=kernel, registers=a.num_regs, local_bytes=a.local_size_bytes,
-                            static_shared_bytes=a.shared_size_bytes)
+                            static_shared_bytes=a.shared_size_bytes, max_threads_per_block=a.max_threads_per_block)
 
     def occupancy(self, loaded: LoadedKernel, launch: Launch) -> dict:
         """Max active blocks per SM (occupancy API), theoretical occupancy and waves."""

@@ -326,6 +326,10 @@ def _enqueue_for(gpu, cand: Candidate, rc: RunConfig, d_a, d_b):
         cand.record["library"] = cand.spec.library_version()
         return cand.spec.enqueue_function(rc.shape, cand.params, ptrs, rc.precision)
     loaded = gpu.load(cand.compiled.object_code, cand.compiled.name_expression, cand.launch.shared_bytes)
+    if cand.launch.threads_per_block > loaded.max_threads_per_block:
+        raise ConfigError("kernel", f"{cand.name} needs {cand.launch.threads_per_block} threads per block, but with "
+                          f"{loaded.registers} registers per thread at most {loaded.max_threads_per_block} fit "
+                          "(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES otherwise); use a larger thread tile")
     cand.record["compile"]["driver_attributes"] = {"registers": loaded.registers, "local_bytes": loaded.local_bytes,
                                                    "static_shared_bytes": loaded.static_shared_bytes}
     cand.record["occupancy"] = gpu.occupancy(loaded, cand.launch)

@@ -67,6 +67,7 @@ class FakeLoaded:
     def __init__(self, name_expression: str):
         self.kernel = name_expression
         self.registers, self.local_bytes, self.static_shared_bytes = 32, 0, 0
+        self.max_threads_per_block = 1024
 
 
 class HostGpu:

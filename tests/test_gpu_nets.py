@@ -179,3 +179,20 @@ def test_dynamic_shared_memory_above_48k_opt_in(tmp_path):
     rec = _ok(run_point(_cfg("bigsmem", (63, 65, 33), plugin_dirs=[str(d)]), tmp_path / "run"))
     assert rec["launch"]["shared_bytes"] == 96 * 1024
     assert rec["occupancy"]["max_active_blocks_per_sm"] >= 1
+
+
+def test_disk_cache_hit_loads_and_runs(tmp_path):
+    cache = {"enabled": True, "dir": str(tmp_path / "cache")}
+    first = _ok(run_point(_cfg("tiled", (63, 65, 33), cache=cache, kernel={"name": "tiled", "BK": 8}), tmp_path / "a"))
+    from gemmlab import compile as compile_stage
+    compile_stage._CACHE.clear()  # force the on-disk path, as a new process would
+    second = _ok(run_point(_cfg("tiled", (63, 65, 33), cache=cache, kernel={"name": "tiled", "BK": 8}), tmp_path / "b"))
+    assert first["compile"]["disk_cache"] == "miss" and second["compile"]["disk_cache"] == "hit"
+
+
+def test_too_many_threads_for_the_registers_is_invalid_not_a_crash(tmp_path):
+    rec = run_point(_cfg("tiled", (256, 256, 256), kernel={"name": "tiled", "BM": 128, "BN": 128, "BK": 8,
+                                                          "TM": 4, "TN": 4}), tmp_path)
+    assert rec["status"] in ("invalid", "ok")  # 1024 threads: fits only if registers allow
+    if rec["status"] == "invalid":
+        assert "registers per thread" in rec["error"]
