@@ -43,7 +43,8 @@ def load(folder: Path, key: str) -> tuple[bytes, dict] | None:
     except (OSError, ValueError):
         return None
     if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("key") != key \
-            or meta.get("cubin_sha256") != hashlib.sha256(cubin).hexdigest():
+            or meta.get("cubin_sha256") != hashlib.sha256(cubin).hexdigest() \
+            or not all(isinstance(meta.get(f), str) for f in ("lowered_name", "nvrtc_version")):
         return None
     return cubin, meta
 

@@ -143,7 +143,7 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
 
     source = Path(source_path).read_text(encoding="utf-8")
     sha = hashlib.sha256(source.encode()).hexdigest()
-    key = (sha, options, name_expression)
+    key = (sha, options, name_expression, persistent, cache_folder, driver_version)
     if key in _CACHE:
         cached = _CACHE[key]
         return CompiledKernel(**{**cached.__dict__, "cache_hit": True})

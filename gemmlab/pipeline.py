@@ -116,20 +116,26 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
 
 
 def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
-    """With ``resume=true``: return the existing valid record (marked ``resumed``), or move an
-    invalid one aside as ``result.previous-<time>.json`` and return None (the point re-runs)."""
+    """With ``resume=true``: return the existing record (marked ``resumed``) when it is valid and
+    was made with the same config; otherwise move it aside as ``result.previous-<time>.json``
+    and return None (the point re-runs)."""
     try:
-        wanted = bool(_plain(cfg.get("resume", False)))
+        wanted = _plain(cfg.get("resume", False)) is True
+        current = _plain(cfg)
     except Exception:
         return None
-    if wanted is not True:
+    if not wanted:
         return None
     path = out_dir / "result.json"
     try:
         old = json.loads(path.read_text())
     except (OSError, ValueError):
+        old = None
+    if not isinstance(old, dict):
         old = {}
-    if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES:
+    same_config = isinstance(old.get("config"), dict) and \
+        {k: v for k, v in old["config"].items() if k != "resume"} == {k: v for k, v in current.items() if k != "resume"}
+    if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
         return old
     stamp = time.strftime("%Y%m%dT%H%M%S")

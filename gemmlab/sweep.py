@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,8 @@ def count_jobs(config) -> int | None:
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
-        params = OmegaConf.to_container(OmegaConf.select(config, "hydra.sweeper.params", default={}) or {})
+        raw = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+        params = OmegaConf.to_container(raw) if raw is not None else {}
         task = {o.split("=", 1)[0]: o for o in OmegaConf.select(config, "hydra.overrides.task", default=[])}
         strings = [task.pop(k, f"{k}={v}") for k, v in params.items()] + list(task.values())
         parsed = OverridesParser.create().parse_overrides(strings)
@@ -177,8 +179,8 @@ class SweepProgress(Callback):
         eta = ""
         if self.total:
             eta = f", ETA {elapsed / self.done * (self.total - self.done):.0f} s"
-        self.console.print(f"[{self.done}/{self.total or '?'}] done: {self._label(config)} "
-                           f"({elapsed:.0f} s elapsed{eta})", highlight=False)
+        print(f"[{self.done}/{self.total or '?'}] done: {self._label(config)} ({elapsed:.0f} s elapsed{eta})",
+              file=sys.stderr, flush=True)  # one plain line per point in logs (no wrapping)
 
     def on_multirun_end(self, config, **kwargs) -> None:
         if getattr(self, "bar", None) is not None:

@@ -1,0 +1,435 @@
+"""Persistent on-disk compile cache (gemmlab/cache.py) and its use by ``compile_kernel`` and
+``run_point`` (mode=compile: NVRTC only, no GPU needed).
+
+Contract under test (gemmlab/cache.py docstring): the key covers every input that can change the
+cubin; an entry is ``<key>.cubin`` + ``<key>.json``; a missing, truncated or corrupt entry is a
+miss, never a crash; a failed store only costs the cache. ``compile_kernel(persistent=True)``
+records ``disk_cache`` as ``miss`` / ``hit`` (``off`` without the disk cache).
+
+``gemmlab.compile._CACHE`` is the in-process cache: every test here swaps in an empty one (and
+clears it between calls) to act like a fresh process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gemmlab import cache
+from gemmlab import compile as compile_mod
+from gemmlab.compile import CompileOptions, compile_kernel
+from gemmlab.paths import KERNELS_DIR
+from gemmlab.pipeline import run_point
+
+ELF = b"\x7fELF"
+NAIVE = "gemm_naive<16, 16>"
+
+KEY_ARGS = dict(source_sha256="a" * 64, flags=["-arch=sm_90", "-std=c++17", "-fmad=true", "-Xptxas=-v"],
+                name_expression=NAIVE, arch="90", nvrtc_version="13.5", driver_version="none")
+CHANGED = {"source_sha256": "b" * 64,
+           "flags": ["-arch=sm_90", "-std=c++17", "-fmad=false", "-Xptxas=-v"],
+           "name_expression": "gemm_naive<32, 8>",
+           "arch": "80",
+           "nvrtc_version": "13.0",
+           "driver_version": "13.0"}
+
+
+# --- make_key --------------------------------------------------------------------------------
+
+def test_make_key_is_stable_and_hex_sha256():
+    first = cache.make_key(**KEY_ARGS)
+    assert first == cache.make_key(**{k: (list(v) if isinstance(v, list) else v) for k, v in KEY_ARGS.items()})
+    assert len(first) == 64 and int(first, 16) >= 0
+
+
+@pytest.mark.parametrize("part", sorted(CHANGED))
+def test_make_key_changes_with_every_part(part):
+    base = cache.make_key(**KEY_ARGS)
+    changed = cache.make_key(**{**KEY_ARGS, part: CHANGED[part]})
+    assert changed != base, f"changing {part} must change the key"
+
+
+def test_make_key_extra_flag_changes_key():
+    assert cache.make_key(**{**KEY_ARGS, "flags": KEY_ARGS["flags"] + ["-use_fast_math"]}) != cache.make_key(**KEY_ARGS)
+
+
+def test_cache_dir_precedence(monkeypatch, tmp_path):
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "env"))
+    assert cache.cache_dir(str(tmp_path / "cfg")) == tmp_path / "cfg"
+    assert cache.cache_dir(None) == tmp_path / "env"
+    monkeypatch.delenv("GEMMLAB_CACHE_DIR")
+    assert cache.cache_dir(None) == Path.home() / ".cache" / "gemmlab" / "compile"
+
+
+# --- store / load ----------------------------------------------------------------------------
+
+CUBIN = ELF + bytes(range(256)) * 4
+META = {"lowered_name": "_Z10gemm_naiveILi16ELi16EEvPKfS1_Pfiii", "nvrtc_version": "13.5", "compile_ms": 12.5,
+        "resources": {"registers": 32, "spill_store_bytes": 0, "spill_load_bytes": 0, "stack_frame_bytes": 0,
+                      "static_shared_bytes": 0}, "log": "ptxas info", "name_expression": NAIVE}
+
+
+@pytest.fixture
+def entry(tmp_path):
+    """A stored entry: (folder, key)."""
+    folder = tmp_path / "cache"
+    key = cache.make_key(**KEY_ARGS)
+    cache.store(folder, key, CUBIN, META)
+    return folder, key
+
+
+def test_store_load_round_trip(entry):
+    folder, key = entry
+    assert (folder / f"{key}.cubin").read_bytes() == CUBIN
+    assert sorted(p.name for p in folder.iterdir()) == [f"{key}.cubin", f"{key}.json"]  # no temp files left
+    loaded = cache.load(folder, key)
+    assert loaded is not None
+    cubin, meta = loaded
+    assert cubin == CUBIN
+    for k, v in META.items():
+        assert meta[k] == v
+    assert meta["schema"] == cache.SCHEMA and meta["key"] == key
+    assert meta["cubin_sha256"] == hashlib.sha256(CUBIN).hexdigest()
+
+
+def test_load_of_absent_key_is_a_miss(entry, tmp_path):
+    folder, key = entry
+    assert cache.load(folder, "0" * 64) is None
+    assert cache.load(tmp_path / "does-not-exist", key) is None
+
+
+def _truncate_cubin(folder, key):
+    p = folder / f"{key}.cubin"
+    p.write_bytes(p.read_bytes()[: len(CUBIN) // 2])
+
+
+def _flip_cubin_byte(folder, key):
+    p = folder / f"{key}.cubin"
+    data = bytearray(p.read_bytes())
+    data[100] ^= 0xFF
+    p.write_bytes(bytes(data))
+
+
+def _empty_cubin(folder, key):
+    (folder / f"{key}.cubin").write_bytes(b"")
+
+
+def _json_garbage(folder, key):
+    (folder / f"{key}.json").write_text("{this is not json")
+
+
+def _json_binary_garbage(folder, key):
+    (folder / f"{key}.json").write_bytes(b"\xff\xfe\x00garbage\x80")
+
+
+def _json_empty(folder, key):
+    (folder / f"{key}.json").write_text("")
+
+
+def _json_truncated(folder, key):
+    p = folder / f"{key}.json"
+    p.write_text(p.read_text()[:20])
+
+
+def _json_not_a_mapping(folder, key):
+    (folder / f"{key}.json").write_text("[1, 2, 3]")
+
+
+def _json_wrong_schema(folder, key):
+    p = folder / f"{key}.json"
+    meta = json.loads(p.read_text())
+    meta["schema"] = "gemmlab.compile-cache/0"
+    p.write_text(json.dumps(meta))
+
+
+def _json_no_schema(folder, key):
+    p = folder / f"{key}.json"
+    meta = json.loads(p.read_text())
+    del meta["schema"]
+    p.write_text(json.dumps(meta))
+
+
+def _json_wrong_key(folder, key):
+    p = folder / f"{key}.json"
+    meta = json.loads(p.read_text())
+    meta["key"] = "f" * 64
+    p.write_text(json.dumps(meta))
+
+
+def _json_of_another_entry(folder, key):
+    other = cache.make_key(**{**KEY_ARGS, "arch": "80"})
+    cache.store(folder, other, CUBIN, META)
+    shutil.copy(folder / f"{other}.json", folder / f"{key}.json")
+
+
+def _json_wrong_digest(folder, key):
+    p = folder / f"{key}.json"
+    meta = json.loads(p.read_text())
+    meta["cubin_sha256"] = "0" * 64
+    p.write_text(json.dumps(meta))
+
+
+def _missing_cubin(folder, key):
+    (folder / f"{key}.cubin").unlink()
+
+
+def _missing_json(folder, key):
+    (folder / f"{key}.json").unlink()
+
+
+def _cubin_is_a_directory(folder, key):
+    (folder / f"{key}.cubin").unlink()
+    (folder / f"{key}.cubin").mkdir()
+
+
+CORRUPTIONS = [_truncate_cubin, _flip_cubin_byte, _empty_cubin, _json_garbage, _json_binary_garbage, _json_empty,
+               _json_truncated, _json_not_a_mapping, _json_wrong_schema, _json_no_schema, _json_wrong_key,
+               _json_of_another_entry, _json_wrong_digest, _missing_cubin, _missing_json, _cubin_is_a_directory]
+
+
+@pytest.mark.parametrize("corrupt", CORRUPTIONS, ids=lambda f: f.__name__.lstrip("_"))
+def test_corrupt_entry_is_a_miss_not_a_crash(entry, corrupt):
+    folder, key = entry
+    assert cache.load(folder, key) is not None
+    corrupt(folder, key)
+    assert cache.load(folder, key) is None
+
+
+def test_store_into_unwritable_place_does_not_raise(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    key = cache.make_key(**KEY_ARGS)
+    cache.store(blocker, key, CUBIN, META)  # the folder is a file
+    cache.store(blocker / "sub", key, CUBIN, META)  # the folder's parent is a file
+    assert blocker.read_text() == "not a folder"
+    assert cache.load(blocker, key) is None
+
+
+def test_store_where_entry_name_is_a_directory_does_not_raise(tmp_path):
+    folder = tmp_path / "cache"
+    key = cache.make_key(**KEY_ARGS)
+    (folder / f"{key}.cubin").mkdir(parents=True)  # os.replace onto a directory fails
+    cache.store(folder, key, CUBIN, META)
+    assert cache.load(folder, key) is None
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root ignores directory permissions")
+def test_store_into_read_only_dir_does_not_raise(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        key = cache.make_key(**KEY_ARGS)
+        cache.store(folder, key, CUBIN, META)
+        assert cache.load(folder, key) is None
+    finally:
+        folder.chmod(0o700)
+
+
+# --- compile_kernel(persistent=True) -----------------------------------------------------------
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """An empty in-process compile cache (restored after the test)."""
+    monkeypatch.setattr(compile_mod, "_CACHE", {})
+    return compile_mod._CACHE
+
+
+@pytest.fixture
+def source(tmp_path):
+    """A private copy of the naive kernel source (its own SHA-256 key space)."""
+    path = tmp_path / "naive.cu"
+    shutil.copy(KERNELS_DIR / "naive.cu", path)
+    return path
+
+
+def _persist(src, folder, name=NAIVE, arch="90"):
+    return compile_kernel(src, name, CompileOptions(arch=arch), persistent=True, cache_folder=str(folder))
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("*.cubin"))
+
+
+def test_compile_kernel_miss_then_hit(fresh, source, tmp_path):
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    assert first.disk_cache == "miss" and not first.cache_hit
+    assert first.original_compile_ms is None
+    assert first.resources is not None and first.resources.registers > 0
+    assert len(_entries(folder)) == 1
+    assert first.record()["disk_cache"] == "miss"
+
+    fresh.clear()  # a new process: only the disk knows the cubin
+    second = _persist(source, folder)
+    assert second.disk_cache == "hit"
+    assert not second.cache_hit
+    assert second.resources == first.resources
+    assert second.lowered_name == first.lowered_name
+    assert second.nvrtc_version == first.nvrtc_version
+    assert second.original_compile_ms == pytest.approx(first.compile_ms)
+    assert second.object_code is not first.object_code
+    code = bytes(second.object_code.code)
+    assert code[:4] == ELF
+    assert code == bytes(first.object_code.code)
+    rec = second.record()
+    assert rec["disk_cache"] == "hit" and rec["original_compile_ms"] == pytest.approx(first.compile_ms)
+    assert rec["resources"] == first.record()["resources"]
+    assert len(_entries(folder)) == 1  # a hit writes nothing new
+
+
+def test_compile_kernel_without_persistent_is_off(fresh, source, tmp_path):
+    compiled = compile_kernel(source, NAIVE, CompileOptions(arch="90"))
+    assert compiled.disk_cache == "off" and compiled.original_compile_ms is None
+
+
+@pytest.mark.parametrize("change", ["arch", "name", "source"])
+def test_compile_kernel_changed_input_misses(fresh, source, tmp_path, change):
+    folder = tmp_path / "cc"
+    assert _persist(source, folder).disk_cache == "miss"
+    fresh.clear()
+    assert _persist(source, folder).disk_cache == "hit"  # the unchanged call hits
+    fresh.clear()
+    if change == "arch":
+        again = _persist(source, folder, arch="80")
+        assert "-arch=sm_80" in again.options.flags()
+    elif change == "name":
+        again = _persist(source, folder, name="gemm_naive<32, 8>")
+    else:
+        source.write_text(source.read_text() + "\n// edited: the key must change\n")
+        again = _persist(source, folder)
+    assert again.disk_cache == "miss"
+    assert bytes(again.object_code.code)[:4] == ELF
+    assert len(_entries(folder)) == 2
+    fresh.clear()
+    if change == "arch":
+        assert _persist(source, folder, arch="80").disk_cache == "hit"
+        fresh.clear()
+        assert _persist(source, folder, arch="90").disk_cache == "hit"  # both targets kept
+
+
+@pytest.mark.parametrize("damage", ["garbage_cubin", "truncated_cubin", "garbage_json", "missing_json"])
+def test_compile_kernel_corrupt_entry_misses_and_is_rewritten(fresh, source, tmp_path, damage):
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    [name] = _entries(folder)
+    key = name[: -len(".cubin")]
+    cubin = folder / f"{key}.cubin"
+    if damage == "garbage_cubin":
+        cubin.write_bytes(b"this is not a cubin" * 10)
+    elif damage == "truncated_cubin":
+        cubin.write_bytes(cubin.read_bytes()[:64])
+    elif damage == "garbage_json":
+        (folder / f"{key}.json").write_text("{{{")
+    else:
+        (folder / f"{key}.json").unlink()
+    assert cache.load(folder, key) is None
+
+    fresh.clear()
+    again = _persist(source, folder)
+    assert again.disk_cache == "miss"
+    assert bytes(again.object_code.code)[:4] == ELF
+    loaded = cache.load(folder, key)  # rewritten, valid
+    assert loaded is not None
+    assert loaded[0][:4] == ELF and loaded[0] == bytes(first.object_code.code)
+    assert loaded[1]["lowered_name"] == first.lowered_name
+
+    fresh.clear()
+    assert _persist(source, folder).disk_cache == "hit"
+
+
+def test_compile_kernel_unwritable_cache_still_compiles(fresh, source, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    compiled = _persist(source, blocker)
+    assert bytes(compiled.object_code.code)[:4] == ELF
+    assert compiled.disk_cache == "miss"
+
+
+def test_compile_kernel_entry_with_incomplete_metadata_is_a_miss(fresh, source, tmp_path):
+    folder = tmp_path / "cc"
+    sha = hashlib.sha256(source.read_text(encoding="utf-8").encode()).hexdigest()
+    opts = CompileOptions(arch="90")
+    key = cache.make_key(sha, opts.flags(), NAIVE, "90", compile_mod.nvrtc_version(), "none")
+    cache.store(folder, key, ELF + b"stale", {})  # schema, key and digest are right; nothing else
+    compiled = _persist(source, folder)
+    assert compiled.disk_cache == "miss"
+    assert bytes(compiled.object_code.code)[:4] == ELF
+
+
+def test_persistent_compile_after_in_process_compile_writes_the_entry(fresh, source, tmp_path):
+    folder = tmp_path / "cc"
+    compile_kernel(source, NAIVE, CompileOptions(arch="90"))  # persistent=False
+    again = _persist(source, folder)
+    assert len(_entries(folder)) == 1
+    assert again.disk_cache in ("miss", "hit")
+
+
+# --- run_point in mode=compile -----------------------------------------------------------------
+
+def _cfg(cache_dir: Path | None, enabled: bool = True, kernel: str = "naive") -> dict:
+    return {"kernel": {"name": kernel}, "shape": [8, 8, 8], "mode": "compile",
+            "cache": {"enabled": enabled, "dir": str(cache_dir) if cache_dir else None}}
+
+
+def test_run_point_records_disk_cache_miss_hit_off(fresh, tmp_path):
+    folder = tmp_path / "cc"
+    first = run_point(_cfg(folder), tmp_path / "p0")
+    assert first["status"] == "compiled", first["error"]
+    assert first["compile"]["disk_cache"] == "miss"
+    assert first["compile"]["original_compile_ms"] is None
+    assert len(_entries(folder)) == 1
+    on_disk = json.loads((tmp_path / "p0" / "result.json").read_text())
+    assert on_disk["compile"]["disk_cache"] == "miss"
+
+    fresh.clear()
+    second = run_point(_cfg(folder), tmp_path / "p1")
+    assert second["status"] == "compiled", second["error"]
+    assert second["compile"]["disk_cache"] == "hit"
+    assert second["compile"]["cache_hit_in_process"] is False
+    assert second["compile"]["original_compile_ms"] == pytest.approx(first["compile"]["compile_ms"], abs=1e-3)
+    assert second["compile"]["resources"] == first["compile"]["resources"]
+    assert second["compile"]["lowered_name"] == first["compile"]["lowered_name"]
+
+    fresh.clear()
+    third = run_point(_cfg(folder, enabled=False), tmp_path / "p2")
+    assert third["status"] == "compiled", third["error"]
+    assert third["compile"]["disk_cache"] == "off"
+    assert len(_entries(folder)) == 1
+
+
+def test_run_point_cache_dir_defaults_to_env(fresh, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "from-env"))
+    rec = run_point(_cfg(None), tmp_path / "p0")
+    assert rec["status"] == "compiled", rec["error"]
+    assert rec["compile"]["disk_cache"] == "miss"
+    assert len(_entries(tmp_path / "from-env")) == 1
+    fresh.clear()
+    assert run_point(_cfg(None), tmp_path / "p1")["compile"]["disk_cache"] == "hit"
+
+
+def test_run_point_disabled_cache_writes_nothing(fresh, tmp_path):
+    folder = tmp_path / "cc"
+    rec = run_point(_cfg(folder, enabled=False), tmp_path / "p0")
+    assert rec["status"] == "compiled", rec["error"]
+    assert rec["compile"]["disk_cache"] == "off"
+    assert not folder.exists()
+
+
+def test_run_point_rejects_bad_cache_config(fresh, tmp_path):
+    rec = run_point({**_cfg(tmp_path / "cc"), "cache": {"enabled": "yes", "dir": None}}, tmp_path / "p0")
+    assert rec["status"] == "invalid" and rec["error"].startswith("cache.enabled:")
+    rec = run_point({**_cfg(tmp_path / "cc"), "cache": {"enabled": True, "dir": 5}}, tmp_path / "p1")
+    assert rec["status"] == "invalid" and rec["error"].startswith("cache.dir:")
+
+
+def test_run_point_disabled_cache_records_off_after_enabled_in_same_process(fresh, tmp_path):
+    folder = tmp_path / "cc"
+    assert run_point(_cfg(folder), tmp_path / "p0")["compile"]["disk_cache"] == "miss"
+    rec = run_point(_cfg(folder, enabled=False), tmp_path / "p1")  # same process: no clear
+    assert rec["compile"]["disk_cache"] == "off"

@@ -1,0 +1,212 @@
+"""resume=true (gemmlab/pipeline.py ``_resume``): a directory that already holds a result is never
+overwritten; with resume=true a valid result is returned as it is (``resumed``) and a failed one
+is moved aside as ``result.previous-<time>.json`` and the point re-runs. Everything in mode=compile
+(no GPU needed); the CLI part re-runs a sweep into its own directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gemmlab
+from gemmlab.pipeline import run_point
+
+REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
+BASE = {"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile"}
+FAILED = {"schema": "gemmlab.result/1", "status": "wrong_result", "valid": False,
+          "error": "wrong result from naive: 3 mismatches", "config": BASE}
+
+
+def _previous(folder: Path) -> list[Path]:
+    return sorted(folder.glob("result.previous-*.json"))
+
+
+@pytest.fixture
+def valid_point(tmp_path) -> Path:
+    """A directory holding a valid (compiled) result.json."""
+    out = tmp_path / "point"
+    rec = run_point(BASE, out)
+    assert rec["status"] == "compiled" and rec["valid"], rec["error"]
+    return out
+
+
+def test_existing_result_without_resume_is_refused_and_untouched(valid_point):
+    path = valid_point / "result.json"
+    before = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    rec = run_point(BASE, valid_point)
+    assert rec["status"] == "invalid" and rec["valid"] is False
+    assert "resume" in rec["error"] and "result.json" in rec["error"]
+    assert rec["error"].startswith("out_dir:")
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
+    assert not _previous(valid_point)
+    assert not rec.get("resumed")
+
+
+def test_existing_failed_result_without_resume_is_untouched(tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps(FAILED))
+    before = (out / "result.json").read_bytes()
+    rec = run_point({**BASE, "resume": False}, out)
+    assert rec["status"] == "invalid" and "resume" in rec["error"]
+    assert (out / "result.json").read_bytes() == before
+    assert not _previous(out)
+
+
+def test_resume_returns_valid_record_unchanged(valid_point):
+    path = valid_point / "result.json"
+    before = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    rec = run_point({**BASE, "resume": True}, valid_point)
+    assert rec["resumed"] is True
+    assert rec["status"] == "compiled" and rec["valid"] is True
+    old = json.loads(before)
+    assert {k: v for k, v in rec.items() if k != "resumed"} == old
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
+    assert not _previous(valid_point)
+    assert "resumed" not in json.loads(path.read_text())
+
+
+def test_resume_reruns_failed_record_and_keeps_it(tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps(FAILED))
+    before = (out / "result.json").read_bytes()
+    rec = run_point({**BASE, "resume": True}, out)
+    assert rec["status"] == "compiled" and rec["valid"] is True, rec["error"]
+    assert not rec.get("resumed")
+    prev = _previous(out)
+    assert len(prev) == 1
+    assert re.fullmatch(r"result\.previous-.+\.json", prev[0].name)
+    assert prev[0].read_bytes() == before
+    now = json.loads((out / "result.json").read_text())
+    assert now["status"] == "compiled" and now["valid"] is True and now["compile"]["name_expression"]
+
+
+@pytest.mark.parametrize("old", [
+    {"status": "compiled", "valid": False},  # inconsistent: not valid
+    {"status": "wrong_result", "valid": True},  # inconsistent: not a valid status
+    {"status": "invalid", "valid": False, "error": "kernel.BX: ..."},
+])
+def test_resume_reruns_records_that_are_not_valid(tmp_path, old):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps(old))
+    rec = run_point({**BASE, "resume": True}, out)
+    assert rec["status"] == "compiled" and not rec.get("resumed")
+    assert len(_previous(out)) == 1
+
+
+@pytest.mark.parametrize("text", ["{not json", "", "\x00\x01"])
+def test_resume_reruns_unreadable_record(tmp_path, text):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text(text)
+    rec = run_point({**BASE, "resume": True}, out)
+    assert rec["status"] == "compiled", rec["error"]
+    [prev] = _previous(out)
+    assert prev.read_text() == text
+
+
+def test_resume_twice_keeps_valid_result(tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps(FAILED))
+    first = run_point({**BASE, "resume": True}, out)
+    assert first["status"] == "compiled"
+    written = (out / "result.json").read_bytes()
+    second = run_point({**BASE, "resume": True}, out)
+    assert second["resumed"] is True
+    assert (out / "result.json").read_bytes() == written
+    assert len(_previous(out)) == 1
+
+
+def test_resume_with_non_object_json_does_not_raise(tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text("[]")
+    rec = run_point({**BASE, "resume": True}, out)
+    assert rec["status"] == "compiled"
+
+
+def test_invalid_resume_value_leaves_result_untouched(tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps(FAILED))
+    before = (out / "result.json").read_bytes()
+    rec = run_point({**BASE, "resume": "false"}, out)
+    assert rec["status"] == "invalid"
+    assert (out / "result.json").read_bytes() == before
+    assert not _previous(out)
+
+
+# --- CLI: re-run a sweep into its own directory ------------------------------------------------
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+def _cli(args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=_env(), capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_cli_resume_skips_valid_points_and_reruns_failed(tmp_path):
+    sweep = tmp_path / "sw"
+    args = ["-m", "kernel=naive,tiled", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"]
+    first = _cli(args, tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    p0, p1 = sweep / "0" / "result.json", sweep / "1" / "result.json"
+    assert json.loads(p0.read_text())["status"] == "compiled"
+    p0_before = p0.read_bytes()
+
+    failed = json.loads(p1.read_text())
+    failed.update(status="compile_error", valid=False, error="NVRTC failed (simulated)")
+    failed.pop("compile", None)
+    p1.unlink()
+    p1.write_text(json.dumps(failed))
+    failed_bytes = p1.read_bytes()
+
+    again = _cli(args + ["resume=true"], tmp_path)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "Traceback" not in out
+    # point 0 skipped, point 1 re-run
+    assert re.search(rf"{re.escape(str(sweep / '0'))}: skipped", again.stdout), again.stdout
+    assert "skipped" not in "".join(l for l in again.stdout.splitlines() if str(sweep / "1") in l)
+    assert p0.read_bytes() == p0_before
+    now = json.loads(p1.read_text())
+    assert now["status"] == "compiled" and now["valid"] is True
+    assert now["kernel"]["name"] == "tiled"
+    [prev] = sorted((sweep / "1").glob("result.previous-*.json"))
+    assert prev.read_bytes() == failed_bytes
+    assert not list((sweep / "0").glob("result.previous-*.json"))
+
+    with open(sweep / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["point"], r["kernel"], r["status"]) for r in rows] == [("0", "naive", "compiled"),
+                                                                       ("1", "tiled", "compiled")]
+    assert "2 compiled only, 0 failed" in again.stdout
+
+
+def test_cli_rerun_without_resume_refuses_and_keeps_results(tmp_path):
+    sweep = tmp_path / "sw"
+    args = ["-m", "kernel=naive", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"]
+    assert _cli(args, tmp_path).returncode == 0
+    before = (sweep / "0" / "result.json").read_bytes()
+    again = _cli(args, tmp_path)
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "resume" in again.stderr
+    assert (sweep / "0" / "result.json").read_bytes() == before
