@@ -270,8 +270,8 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
             gpu.fill32(cand.c.address, 0xFFFFFFFF, shape.M * shape.N)  # never reuse another output
             cand.enqueue()
             gpu.sync()
-            outputs[cand.name] = guards.read(gpu, cand.c)
-            verdict = verify_stage.check(outputs[cand.name], a, b, rc.verify, rc.inputs.distribution,
+            outputs[cand.role] = guards.read(gpu, cand.c)
+            verdict = verify_stage.check(outputs[cand.role], a, b, rc.verify, rc.inputs.distribution,
                                          rc.precision, rc.inputs.seed)
             cand.record["verification"] = verdict.record()
             _merge(record, cands)
@@ -292,7 +292,7 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
 
         floor = _floor_enqueue(gpu, out_dir) if rc.timing.floor else None
         flush = _flush_fn(gpu)
-        measured = timing_stage.measure(gpu, {c.name: c.enqueue for c in cands}, rc.timing,
+        measured = timing_stage.measure(gpu, {c.role: c.enqueue for c in cands}, rc.timing,
                                         flush=flush, floor_enqueue=floor)
         _record_timing(record, cands, measured, rc, flops, gpu)
 
@@ -301,10 +301,10 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
         _check_inputs(gpu, record, d_a, d_b, a, b)
         for cand in cands:
             last = guards.read(gpu, cand.c)
-            same = np.array_equal(last.view(np.uint32), outputs[cand.name].view(np.uint32))
+            same = np.array_equal(last.view(np.uint32), outputs[cand.role].view(np.uint32))
             cand.record["repeat_stable"] = bool(same)
             if not same:
-                diff = int((last.view(np.uint32) != outputs[cand.name].view(np.uint32)).sum())
+                diff = int((last.view(np.uint32) != outputs[cand.role].view(np.uint32)).sum())
                 _merge(record, cands)
                 raise SafetyNetError("unstable", f"{cand.name}: the last timed launch differs bitwise from the "
                                      f"correctness launch in {diff} element(s): likely a race")
@@ -399,7 +399,7 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
     primary = "graph" if rc.timing.mode == "both" else rc.timing.mode
     floor = {p: s.record(flops) for p, s in measured["floor"].items()}
     for cand in cands:
-        per = {p: measured["protocols"][p][cand.name].record(flops) for p in protocols}
+        per = {p: measured["protocols"][p][cand.role].record(flops) for p in protocols}
         t = dict(per[primary])
         t.update(protocol=primary, protocols=per, description=timing_stage.describe(rc.timing),
                  warmup=rc.timing.warmup, repeat=len(t["samples_ms"]), min_repeat=rc.timing.repeat,

@@ -196,3 +196,11 @@ def test_too_many_threads_for_the_registers_is_invalid_not_a_crash(tmp_path):
     assert rec["status"] in ("invalid", "ok")  # 1024 threads: fits only if registers allow
     if rec["status"] == "invalid":
         assert "registers per thread" in rec["error"]
+
+
+def test_same_kernel_other_tile_as_baseline_is_measured_separately(tmp_path):
+    """baseline=tiled (default tile) beside tiled with another tile: two candidates, two series."""
+    rec = _ok(run_point(_cfg("tiled", (1024, 1024, 1024), baseline="tiled",
+                             kernel={"name": "tiled", "BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4}), tmp_path))
+    assert rec["kernel"]["params"]["BM"] == 128 and rec["baseline"]["params"]["BM"] == 64
+    assert rec["timing"]["samples_ms"] != rec["baseline"]["timing"]["samples_ms"]
