@@ -15,8 +15,8 @@ from gemmlab.pipeline import run_point
 pytestmark = pytest.mark.gpu
 
 
-def _cfg(kernel="tiled", shape=(63, 65, 33), **over):
-    cfg = {"kernel": {"name": kernel}, "shape": list(shape), "mode": "run",
+def _cfg(kernel="tiled", shape=(63, 65, 33), params=None, **over):
+    cfg = {"kernel": {"name": kernel, **(params or {})}, "shape": list(shape), "mode": "run",
            "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}}
     for key, value in over.items():
         if isinstance(value, dict):
@@ -183,16 +183,16 @@ def test_dynamic_shared_memory_above_48k_opt_in(tmp_path):
 
 def test_disk_cache_hit_loads_and_runs(tmp_path):
     cache = {"enabled": True, "dir": str(tmp_path / "cache")}
-    first = _ok(run_point(_cfg("tiled", (63, 65, 33), cache=cache, kernel={"name": "tiled", "BK": 8}), tmp_path / "a"))
+    first = _ok(run_point(_cfg("tiled", (63, 65, 33), params={"BK": 8}, cache=cache), tmp_path / "a"))
     from gemmlab import compile as compile_stage
     compile_stage._CACHE.clear()  # force the on-disk path, as a new process would
-    second = _ok(run_point(_cfg("tiled", (63, 65, 33), cache=cache, kernel={"name": "tiled", "BK": 8}), tmp_path / "b"))
+    second = _ok(run_point(_cfg("tiled", (63, 65, 33), params={"BK": 8}, cache=cache), tmp_path / "b"))
     assert first["compile"]["disk_cache"] == "miss" and second["compile"]["disk_cache"] == "hit"
 
 
 def test_too_many_threads_for_the_registers_is_invalid_not_a_crash(tmp_path):
-    rec = run_point(_cfg("tiled", (256, 256, 256), kernel={"name": "tiled", "BM": 128, "BN": 128, "BK": 8,
-                                                          "TM": 4, "TN": 4}), tmp_path)
+    rec = run_point(_cfg("tiled", (256, 256, 256), params={"BM": 128, "BN": 128, "BK": 8, "TM": 4, "TN": 4}),
+                    tmp_path)
     assert rec["status"] in ("invalid", "ok")  # 1024 threads: fits only if registers allow
     if rec["status"] == "invalid":
         assert "registers per thread" in rec["error"]
@@ -200,7 +200,7 @@ def test_too_many_threads_for_the_registers_is_invalid_not_a_crash(tmp_path):
 
 def test_same_kernel_other_tile_as_baseline_is_measured_separately(tmp_path):
     """baseline=tiled (default tile) beside tiled with another tile: two candidates, two series."""
-    rec = _ok(run_point(_cfg("tiled", (1024, 1024, 1024), baseline="tiled",
-                             kernel={"name": "tiled", "BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4}), tmp_path))
+    rec = _ok(run_point(_cfg("tiled", (1024, 1024, 1024), params={"BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4},
+                             baseline="tiled"), tmp_path))
     assert rec["kernel"]["params"]["BM"] == 128 and rec["baseline"]["params"]["BM"] == 64
     assert rec["timing"]["samples_ms"] != rec["baseline"]["timing"]["samples_ms"]
