@@ -1,9 +1,11 @@
-"""The GPU a run uses: open it once per process (cuda.core), describe it as plain data,
-move arrays, load cubins and launch. The only module besides ``timing`` that touches CUDA.
+"""The GPU a run uses: open it once per process (cuda.core), describe it as plain data, move
+bytes to and from raw device addresses, fill memory, capture graphs, load cubins and launch.
+The one module that holds CUDA device objects (``timing`` only records events on its stream).
 
-Sources: cuda.core 1.x API (``Device``, ``Stream``, ``Buffer``, ``launch``, ``LaunchConfig``);
-facts checked on the H200 in shared/notes/cuda-core.md (numpy scalar arguments, shared-memory
-opt-in through ``cuda.bindings.driver``, ``Buffer.fill(0xFF)`` writes float32 NaN).
+Sources: cuda.core 1.x API (``Device``, ``Stream``, ``Buffer``, ``launch``, ``LaunchConfig``) and
+the driver API through ``cuda.bindings.driver`` (memcpy/memset on addresses, stream capture,
+``cuKernelSetAttribute``); facts checked on the H200 in shared/notes/cuda-core.md (numpy scalar
+arguments, the shared-memory opt-in). NaN fill: ``cuMemsetD32Async`` with 0xFFFFFFFF (a float32 NaN).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import numpy as np
 from gemmlab.errors import CudaError, NoGPUError
 from gemmlab.hookspecs import DeviceFacts, Launch
 
-NAN_BYTE = 0xFF  # all-ones bytes are a float32 NaN
 
 #: DeviceFacts for ``mode=compile`` without a GPU: the limits of an sm_90 part (H200 SXM).
 def offline_facts(arch: str) -> DeviceFacts:
@@ -191,35 +192,9 @@ class Gpu:
         self._graphs.clear()
 
     # --- memory -------------------------------------------------------------------------------
-    def to_device(self, array: np.ndarray):
-        """Copy a C-contiguous host array to a new device ``Buffer`` (synchronous)."""
-        from cuda.core import LegacyPinnedMemoryResource
-        array = np.ascontiguousarray(array)
-        staging = LegacyPinnedMemoryResource().allocate(array.nbytes, stream=self.stream)
-        np.from_dlpack(staging).view(np.uint8)[:] = array.view(np.uint8).ravel()
-        buffer = self.device.allocate(array.nbytes, stream=self.stream)
-        buffer.copy_from(staging, stream=self.stream)
-        self.stream.sync()
-        staging.close()
-        return buffer
-
-    def to_host(self, buffer, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
-        """Copy a device ``Buffer`` back into a new host array of ``shape`` (synchronous)."""
-        from cuda.core import LegacyPinnedMemoryResource
-        staging = LegacyPinnedMemoryResource().allocate(buffer.size, stream=self.stream)
-        staging.copy_from(buffer, stream=self.stream)
-        self.stream.sync()
-        out = np.from_dlpack(staging).view(np.uint8).copy().view(dtype).reshape(shape)
-        staging.close()
-        return out
-
     def allocate(self, nbytes: int):
         """A device ``Buffer`` of ``nbytes`` (contents undefined)."""
         return self.device.allocate(nbytes, stream=self.stream)
-
-    def fill_nan(self, buffer) -> None:
-        """Overwrite ``buffer`` with float32 NaN (all-ones bytes), ordered on the run's stream."""
-        buffer.fill(NAN_BYTE, stream=self.stream)
 
     # --- kernels ------------------------------------------------------------------------------
     def load(self, object_code, name_expression: str, dynamic_shared_bytes: int) -> LoadedKernel:
