@@ -235,7 +235,12 @@ def main() -> None:
     except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
         print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
               file=sys.stderr)
-    _task()
+    try:
+        _task()
+    except KeyboardInterrupt:
+        print("gemmlab: interrupted; finished points keep their result.json; to finish a sweep, re-run the "
+              "same command with hydra.sweep.dir=<its directory> resume=true", file=sys.stderr)
+        sys.exit(130)
     if sweep.FAILED_POINTS:
         sys.exit(1)
     if sweep.SEARCH:  # a search prunes failed trials; it failed only if no trial was valid

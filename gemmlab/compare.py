@@ -64,6 +64,7 @@ MIN_RESAMPLES = 100
 FAST, SAME, SLOW, UNSURE = "FAST", "SAME", "SLOW", "UNSURE"
 FAILED, INVALID, UNTIMED = "FAILED", "INVALID", "UNTIMED"
 ONLY_BEFORE, ONLY_AFTER = "only in BEFORE", "only in AFTER"
+ALLOW_MISSING = [False]  # set by --allow-missing
 VERDICTS = (SLOW, FAILED, FAST, SAME, UNSURE, INVALID, UNTIMED, ONLY_BEFORE, ONLY_AFTER)
 VALID_STATUSES = ("ok", "compiled", "checked")
 
@@ -311,8 +312,10 @@ class Pair:
 
     @property
     def regression(self) -> bool:
-        """Counts against the exit status: SLOW beyond the threshold, or FAILED."""
-        return self.verdict == FAILED or (self.verdict == SLOW and self.beyond_threshold)
+        """Counts against the exit status: SLOW beyond the threshold, FAILED, or a point that was
+        valid in BEFORE and is missing from AFTER (unless ``--allow-missing``)."""
+        return self.verdict == FAILED or (self.verdict == SLOW and self.beyond_threshold) or \
+            (self.verdict == ONLY_BEFORE and self.before is not None and self.before.valid and not ALLOW_MISSING[0])
 
     @property
     def note(self) -> str:
@@ -577,16 +580,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=2000,
                    help=f"bootstrap resamples, >= {MIN_RESAMPLES} (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="base seed of the bootstrap (default 0)")
-    p.add_argument("--out", metavar="FILE.md", help="also write the comparison as Markdown here")
+    p.add_argument("--out", metavar="FILE.md", help="also write the comparison as Markdown here (a new file)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="do not fail the gate for points valid in BEFORE and missing from AFTER")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gemmlab-compare``; returns (and, as a script, exits with) the status:
-    0, 1 (a point SLOW beyond the threshold, or FAILED), 2 (bad arguments)."""
+    0, 1 (a point SLOW beyond the threshold, FAILED, or valid before and missing after), 2 (bad
+    arguments)."""
     args = build_parser().parse_args(argv)
+    ALLOW_MISSING[0] = bool(args.allow_missing)
     try:
-        pairs = compare(args.before, args.after, args.threshold, args.confidence, args.resamples, args.seed)
+        if args.out and Path(args.out).exists():
+            raise CompareError(f"--out: {args.out} already exists; give a new file name")
+        try:
+            pairs = compare(args.before, args.after, args.threshold, args.confidence, args.resamples, args.seed)
+        except CompareError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a record of the right schema, wrong types
+            raise CompareError(f"a record has a field of an unexpected type ({type(exc).__name__}: {exc})") from None
         if args.out:
             out = Path(args.out)
             try:

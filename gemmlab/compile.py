@@ -155,17 +155,21 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
                                   driver_version)
         started = time.perf_counter()
         entry = cache.load(folder, disk_key)
+        try:
+            res_fields = entry[1].get("resources") if entry else None
+            cached_resources = Resources(**res_fields) if res_fields else None
+        except TypeError:  # fields that are not Resources' fields: a damaged entry, i.e. a miss
+            entry = None
         if entry is not None:
             from cuda.core import ObjectCode
             cubin, meta = entry
             # the same symbol mapping Program.compile produces: name expression -> mangled name (bytes)
             code = ObjectCode.from_cubin(cubin, name=Path(source_path).name,
                                          symbol_mapping={name_expression: meta["lowered_name"].encode()})
-            res = meta.get("resources")
             compiled = CompiledKernel(
                 name_expression=name_expression, lowered_name=meta["lowered_name"], source_file=str(source_path),
                 source_sha256=sha, options=options, nvrtc_version=meta["nvrtc_version"],
-                compile_ms=(time.perf_counter() - started) * 1e3, resources=Resources(**res) if res else None,
+                compile_ms=(time.perf_counter() - started) * 1e3, resources=cached_resources,
                 log=meta.get("log", ""), object_code=code, disk_cache="hit",
                 original_compile_ms=meta.get("compile_ms"))
             _CACHE[key] = compiled

@@ -133,8 +133,10 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
         old = None
     if not isinstance(old, dict):
         old = {}
+    ignored = ("resume", "cache")  # settings that cannot change a measurement
     same_config = isinstance(old.get("config"), dict) and \
-        {k: v for k, v in old["config"].items() if k != "resume"} == {k: v for k, v in current.items() if k != "resume"}
+        {k: v for k, v in old["config"].items() if k not in ignored} == \
+        {k: v for k, v in current.items() if k not in ignored}
     if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
         return old

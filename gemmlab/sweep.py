@@ -110,6 +110,9 @@ class SweepSummary(Callback):
             (sweep_dir / "best.txt").write_text(text + "\n")
         if is_search(config):
             SEARCH.append(str(sweep_dir))
+            if timed == 0 and len(failed) < len(rows):
+                print("compile-only search: no trial was timed, so every valid trial scores 0.0 and the "
+                      "optimizer's 'best' is only a valid tile set, not a fast one")
             print(f"{len(rows)} trials: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
                   f"{len(failed)} pruned as failed trials (invalid parameters or failed checks); "
                   f"summary: {sweep_dir / 'summary.md'}, optimizer: {sweep_dir / 'optimization_results.yaml'}")
