@@ -1,8 +1,8 @@
 """gemmlab: verified and timed GPU GEMM kernels, one experiment per Hydra config.
 
-Public API:
-    run_point(cfg, out_dir) -> dict      one experiment point (compile/verify/time/record)
-    load_registry(plugin_dirs) -> Registry
+Public API (import from the modules):
+    gemmlab.pipeline.run_point(cfg, out_dir) -> dict   one experiment point (compile/verify/time/record)
+    gemmlab.registry.load_registry(plugin_dirs) -> Registry
 """
 
 __version__ = "0.1.0"

@@ -2,8 +2,9 @@
 
 Always cubin for one concrete SM target (the device's own in ``mode=run``): PTX made by an
 NVRTC newer than the driver fails to load (shared/notes/cuda-core.md). Works without a GPU.
-Compiled objects are cached in-process by (source SHA-256, options, name expression), so a sweep
-compiles each distinct instance once.
+Compiled objects are cached in-process (key: source SHA-256, options, name expression and the
+disk-cache settings), so a sweep compiles each distinct instance once; with ``persistent=True``
+they also go to the on-disk cache of :mod:`gemmlab.cache` (across processes).
 """
 
 from __future__ import annotations
@@ -204,8 +205,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
                               nvrtc_version=nvrtc_version(), compile_ms=compile_ms,
                               resources=resources, log=text, object_code=code)
     if persistent:
-        from gemmlab import cache
         compiled.disk_cache = "miss"
+    if persistent and resources is not None:  # never make a missing ptxas report permanent
+        from gemmlab import cache
         cache.store(folder, disk_key, bytes(code.code), {
             "lowered_name": lowered, "nvrtc_version": compiled.nvrtc_version, "compile_ms": compile_ms,
             "resources": asdict(resources) if resources else None, "log": text, "name_expression": name_expression,

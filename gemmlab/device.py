@@ -307,4 +307,5 @@ def open_gpu(index: int = 0) -> Gpu:
     """
     if index not in _OPEN:
         _OPEN[index] = Gpu(index)
+    _OPEN[index].device.set_current()  # a sweep over device=0,1 switches contexts per point
     return _OPEN[index]

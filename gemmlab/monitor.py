@@ -46,8 +46,9 @@ class Monitor:
             import pynvml
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id) if pci_bus_id \
-                else pynvml.nvmlDeviceGetHandleByIndex(0)
+            if not pci_bus_id:  # never read another GPU's clocks by guessing an index
+                raise LookupError("the GPU's PCI bus id is unknown")
+            self._h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
             self._reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
                 pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         except Exception as exc:  # no nvidia-ml-py, no NVML library, unknown bus id

@@ -225,8 +225,9 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
     for cand in cands:  # bad input fails before the GPU opens
         _static_checks(cand, rc, offline_facts(rc.arch or "90"))
     for cand in cands:
-        if cand.is_library and cand.spec.available() is not None:
-            raise UnavailableError(cand.spec.available())
+        missing = cand.spec.available() if cand.is_library else None
+        if missing is not None:
+            raise UnavailableError(missing)
 
     if rc.mode == "compile":
         facts = offline_facts(rc.arch or "90")
@@ -292,8 +293,8 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
             record["status"] = "checked"
             return
 
-        floor = _floor_enqueue(gpu, out_dir) if rc.timing.floor else None
-        flush = _flush_fn(gpu)
+        floor = _floor_enqueue(gpu) if rc.timing.floor else None
+        flush = _flush_fn(gpu) if rc.timing.l2 == "cold" else None
         measured = timing_stage.measure(gpu, {c.role: c.enqueue for c in cands}, rc.timing,
                                         flush=flush, floor_enqueue=floor)
         _record_timing(record, cands, measured, rc, flops, gpu)
@@ -313,7 +314,7 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
         _merge(record, cands)
         if rc.sanitizer:
             from gemmlab import sanitizer
-            result = sanitizer.run(rc.sanitizer, _plain(cfg), out_dir)
+            result = sanitizer.run(rc.sanitizer, _plain(cfg), out_dir, device=gpu.index)
             record["sanitizer"] = result
             if result["verdict"] == "unavailable":
                 raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
@@ -346,7 +347,7 @@ def _enqueue_for(gpu, cand: Candidate, rc: RunConfig, d_a, d_b):
     return gpu.launcher(loaded, cand.launch, args), None
 
 
-def _floor_enqueue(gpu, out_dir: Path):
+def _floor_enqueue(gpu):
     compiled = compile_stage.compile_kernel(timing_stage.floor_source(), timing_stage.FLOOR_ENTRY,
                                             compile_stage.CompileOptions(arch=gpu.facts.arch))
     loaded = gpu.load(compiled.object_code, compiled.name_expression, 0)

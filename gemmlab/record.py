@@ -2,13 +2,14 @@
 
 ``result.json`` is written atomically (temporary file, then rename) into the run's own directory
 and never over an existing record: a second write to the same directory is an error, so nothing
-measured is lost. ``valid`` is true only for a verified and timed run (``status: ok``) or a
-successful ``mode=compile`` (``status: compiled``).
+measured is lost. ``valid`` is true only for a verified and timed run (``status: ok``), a
+successful ``mode=compile`` (``status: compiled``) or a sanitizer child's check (``checked``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import subprocess
@@ -33,6 +34,7 @@ def precision_text(precision: str) -> str:
     return f"{precision}: {PRECISIONS[precision]}; {REFERENCE}"
 
 
+@functools.lru_cache(maxsize=1)
 def git_commit() -> dict:
     """``{"commit": sha or None, "dirty": bool or None}`` of the gemmlab source checkout, if any."""
     if SOURCE_ROOT is None or not (SOURCE_ROOT / ".git").exists():

@@ -39,7 +39,7 @@ def parse_summary(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600) -> dict:
+def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600, device: int | None = None) -> dict:
     """Run ``tool`` over the correctness launch of ``cfg``; return the record's ``sanitizer`` field:
     ``{"tool", "verdict": clean|errors|unavailable|failed, "errors", "report", "exit_status"}``."""
     exe = find_tool()
@@ -48,7 +48,11 @@ def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600) -> dict:
                 "message": "compute-sanitizer not found on PATH or in /usr/local/cuda/bin"}
     work = out_dir / f"sanitizer-{tool}"
     work.mkdir(parents=True, exist_ok=True)
-    child_cfg = dict(cfg, sanitizer=None, baseline=None, mode="run")
+    import shutil as _shutil
+    _shutil.rmtree(work / "run", ignore_errors=True)  # never let the child "resume" an old check
+    child_cfg = dict(cfg, sanitizer=None, baseline=None, mode="run", resume=False)
+    if device is not None:
+        child_cfg["device"] = device  # the GPU the parent measured (device=auto resolved)
     (work / "config.json").write_text(json.dumps(child_cfg, default=str))
     log = out_dir / f"sanitizer-{tool}.log"
     cmd = [exe, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--log-file", str(log),
@@ -62,12 +66,17 @@ def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600) -> dict:
                 "message": f"compute-sanitizer did not finish within {timeout_s} s"}
     text = log.read_text(errors="replace") if log.exists() else proc.stdout + proc.stderr
     errors = parse_summary(text)
+    child = work / "run" / "result.json"
+    try:
+        child_status = json.loads(child.read_text())["status"] if child.exists() else None
+    except (OSError, ValueError, KeyError, TypeError):
+        child_status = None
     if errors is None:
         verdict = "failed"
-    else:
-        verdict = "clean" if errors == 0 and proc.returncode != ERROR_EXIT else "errors"
-    child = work / "run" / "result.json"
-    child_status = json.loads(child.read_text())["status"] if child.exists() else None
+    elif errors > 0 or proc.returncode == ERROR_EXIT:
+        verdict = "errors"
+    else:  # clean only if the child really ran and checked the kernel under the tool
+        verdict = "clean" if child_status == "checked" else "failed"
     return {"tool": tool, "verdict": verdict, "errors": errors, "report": str(log), "exit_status": proc.returncode,
             "child_status": child_status, "command": " ".join(cmd[:6]) + " ..."}
 

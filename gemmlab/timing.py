@@ -175,9 +175,10 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
             n = len(next(iter(series.values())).samples_ms)
             if n < options.repeat:
                 continue
+            over_budget = options.budget_s is not None and time.perf_counter() - started >= options.budget_s
             if options.target_rel_spread is None:
-                if n >= max_repeat:
-                    reason = "repeat"
+                if n >= max_repeat or over_budget:
+                    reason = "repeat" if n >= max_repeat else "budget"
                     break
                 continue
             if all(rel_spread(s.samples_ms) <= options.target_rel_spread for s in series.values()):
@@ -186,7 +187,7 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
             if n >= max_repeat:
                 reason = "max_repeat"
                 break
-            if options.budget_s is not None and time.perf_counter() - started >= options.budget_s:
+            if over_budget:
                 reason = "budget"
                 break
         out["protocols"][protocol] = series

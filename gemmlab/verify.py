@@ -156,7 +156,7 @@ def _compare(c: np.ndarray, ref: np.ndarray, tol, rows=None, cols=None):
              for r, k, i, j in zip(rr[:FIRST_MISMATCHES], cc[:FIRST_MISMATCHES],
                                    r_idx[:FIRST_MISMATCHES], c_idx[:FIRST_MISMATCHES])]
     return {"mismatches": int(bad.sum()),
-            "max_abs": float(err[finite].max()) if finite.any() else float("inf"),
+            "max_abs": float(err[finite].max()) if finite.any() else (float("inf") if err.size else 0.0),
             "max_rel": float((err[nz] / np.abs(ref[nz])).max()) if nz.any() else 0.0,
             "max_ratio": float(ratio.max()) if ratio.size else 0.0, "first": first}
 

@@ -8,6 +8,8 @@ asked (cuBLAS docs, cublasMath_t); ``precision=tf32`` sets CUBLAS_TF32_TENSOR_OP
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from gemmlab.hookspecs import DevicePointers, LibraryKernelSpec, ParamError, Shape, hookimpl
@@ -31,13 +33,7 @@ class CublasSgemm(LibraryKernelSpec):
         return None
 
     def library_version(self) -> str:
-        cublas = _cublas()
-        handle = cublas.create()
-        try:
-            v = cublas.get_version(handle)
-        finally:
-            cublas.destroy(handle)
-        return f"cuBLAS {v // 10000}.{(v // 100) % 100}.{v % 100} via nvmath-python"
+        return _version()
 
     def enqueue_function(self, shape: Shape, params, pointers: DevicePointers, precision: str):
         cublas = _cublas()
@@ -60,6 +56,18 @@ class CublasSgemm(LibraryKernelSpec):
             cublas.destroy(handle)
 
         return enqueue, close
+
+
+@functools.lru_cache(maxsize=1)
+def _version() -> str:
+    """cuBLAS's version (one handle per process, not one per point)."""
+    cublas = _cublas()
+    handle = cublas.create()
+    try:
+        v = cublas.get_version(handle)
+    finally:
+        cublas.destroy(handle)
+    return f"cuBLAS {v // 10000}.{(v // 100) % 100}.{v % 100} via nvmath-python"
 
 
 @hookimpl

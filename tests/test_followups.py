@@ -84,3 +84,70 @@ def test_resume_ignores_cache_settings(tmp_path):
     again = run_point(dict(cfg, resume=True, cache={"enabled": False, "dir": str(tmp_path / "c")}), tmp_path / "p")
     assert again.get("resumed") is True
     assert not list((tmp_path / "p").glob("result.previous-*"))
+
+
+def test_sampled_with_every_row_sampled_reports_finite_errors():
+    import numpy as np
+    from gemmlab.verify import VerifyOptions, check
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 50)).astype(np.float32)
+    c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    v = check(c, a, b, VerifyOptions(method="sampled", sample=256))
+    assert v.passed and np.isfinite(v.max_abs_error) and v.max_abs_error < 1e-4
+
+
+def test_budget_stops_a_fixed_count_protocol():
+    from gemmlab.timing import TimingOptions, measure
+    import time as _time
+
+    class Ev:
+        def __init__(self, t):
+            self.t = t
+
+        def sync(self):
+            pass
+
+        def __sub__(self, other):
+            return self.t - other.t
+
+    class Stream:
+        def record(self, options=None):
+            return Ev(_time.perf_counter() * 1e3)
+
+    class Gpu:
+        stream = Stream()
+
+        class monitor:
+            @staticmethod
+            def read():
+                return None
+
+        def sync(self):
+            pass
+
+        def release_graphs(self):
+            pass
+
+    def slow():
+        _time.sleep(0.01)
+
+    out = measure(Gpu(), {"k": slow}, TimingOptions(mode="events", warmup=0, repeat=3, max_repeat=1000,
+                                                      budget_s=0.1, batch=1, floor=False))
+    n = len(out["protocols"]["events"]["k"].samples_ms)
+    assert out["stopped_by"]["events"] == "budget" and 3 <= n < 50
+
+
+def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
+    from gemmlab import compile as compile_stage
+    from gemmlab.compile import CompileOptions, CompileError, compile_kernel
+    from gemmlab.paths import KERNELS_DIR
+
+    def no_report(text, lowered):
+        raise CompileError("no report", text)
+
+    monkeypatch.setattr(compile_stage, "parse_ptxas", no_report)
+    compile_stage._CACHE.clear()
+    c = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(tmp_path))
+    assert c.resources is None and c.disk_cache == "miss"
+    assert not list(tmp_path.glob("*.cubin"))  # a missing report is never made permanent

@@ -68,11 +68,12 @@ def test_reading_values_and_record(monkeypatch):
     assert mon.max_sm_mhz() == 1980
 
 
-def test_without_bus_id_uses_index_zero(monkeypatch):
+def test_without_bus_id_reads_no_other_gpu(monkeypatch):
     fake = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    Monitor(None)
-    assert ("index", 0) in fake.calls
+    m = Monitor(None)
+    assert ("index", 0) not in fake.calls
+    assert m.read() is None and "PCI bus id" in m.error
 
 
 def test_old_throttle_reasons_api(monkeypatch):

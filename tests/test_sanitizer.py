@@ -55,8 +55,9 @@ def test_find_tool_prefers_path(monkeypatch, tmp_path):
     assert sanitizer.find_tool() == str(exe)
 
 
-def fake_tool(tmp_path: Path, summary: str, exit_code: int) -> str:
-    """A stand-in for compute-sanitizer: records its argv, writes ``summary`` to --log-file."""
+def fake_tool(tmp_path: Path, summary: str, exit_code: int, child_status: str | None = "checked") -> str:
+    """A stand-in for compute-sanitizer: records its argv, writes ``summary`` to --log-file and,
+    like the real child, a result.json with ``child_status`` in the child's run folder."""
     script = tmp_path / "fake-compute-sanitizer"
     script.write_text(textwrap.dedent(f"""\
         #!{sys.executable}
@@ -65,6 +66,10 @@ def fake_tool(tmp_path: Path, summary: str, exit_code: int) -> str:
         log = argv[argv.index("--log-file") + 1]
         open(log, "w").write({summary!r})
         open({str(tmp_path / "argv.json")!r}, "w").write(json.dumps(argv))
+        import os
+        if {child_status!r} is not None:
+            os.makedirs(argv[-1], exist_ok=True)
+            open(os.path.join(argv[-1], "result.json"), "w").write(json.dumps({{"status": {child_status!r}}}))
         sys.exit({exit_code})
         """))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -106,3 +111,20 @@ def test_racecheck_reports_all_hazards(monkeypatch, tmp_path):
     assert result["verdict"] == "clean"
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[:4] == ["--tool", "racecheck", "--racecheck-report", "all"]
+
+
+def test_clean_summary_without_a_checked_child_is_failed(monkeypatch, tmp_path):
+    """A tool that prints "0 errors" but whose child never checked the kernel (no GPU, a stale
+    folder...) must not count as clean."""
+    for status in (None, "no_gpu"):
+        tool_dir = tmp_path / f"tool-{status}"
+        tool_dir.mkdir()
+        monkeypatch.setattr(sanitizer, "find_tool",
+                            lambda: fake_tool(tool_dir, "========= ERROR SUMMARY: 0 errors\n", 0, child_status=status))
+        out = tmp_path / f"run-{status}"
+        out.mkdir()
+        result = sanitizer.run("memcheck", {"kernel": {"name": "tiled"}, "shape": [8, 8, 8]}, out, device=3)
+        assert result["verdict"] == "failed" and result["child_status"] == status
+        argv = json.loads((tool_dir / "argv.json").read_text())
+        child_cfg = json.loads(Path(argv[-2]).read_text())
+        assert child_cfg["device"] == 3 and child_cfg["resume"] is False
