@@ -4,8 +4,10 @@
 ``gemmlab -m ...`` sweeps in one process (CUDA context and compiled modules reused) into
 ``outputs/multirun/<date>/<time>_<id>/<job>/`` and writes ``summary.{csv,md}`` there.
 
-Exit status: 0 all points valid; 2 invalid input (one line naming the field); 1 any other
-failure (wrong result, compile error, CUDA error, no GPU).
+Exit status: 0 all points valid; 2 invalid input in a single run, or a command line rejected
+before any point runs (one line naming the field); 1 any other failure, and any failed point of
+a sweep (wrong result, safety net, compile error, CUDA error, no GPU, an invalid point); 130 on
+Ctrl-C. A search (Optuna) exits 0 unless no trial was valid.
 """
 
 from __future__ import annotations

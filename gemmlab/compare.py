@@ -31,8 +31,8 @@ on both sides but without timing samples, e.g. ``mode=compile``), ``only in BEFO
 AFTER`` (no counterpart with the same key). When a side holds several records with one key (a
 rerun), the newest (``created_utc``) is used and the note says so.
 
-Exit status: 0; 1 when any point is SLOW beyond the threshold or FAILED (usable as a regression
-gate); 2 for bad arguments (a missing path, no ``result.json``, an unreadable record, threshold
+Exit status: 0; 1 when any point is SLOW beyond the threshold, FAILED, or valid in BEFORE and
+missing from AFTER (unless ``--allow-missing``) — usable as a regression gate; 2 for bad arguments (a missing path, no ``result.json``, an unreadable record, threshold
 outside [0, 1), confidence outside (0, 1), fewer than 100 resamples, a negative seed), as one
 line ``gemmlab-compare: error: ...`` on stderr.
 

@@ -132,9 +132,10 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         driver_version: part of the on-disk key ("none" without a driver).
 
     Returns:
-        CompiledKernel; ``cache_hit`` is true when this process compiled the same source,
-        options and name expression before (then ``compile_ms`` is the original compile time);
-        ``disk_cache`` is ``hit``, ``miss`` or ``off``.
+        CompiledKernel; ``cache_hit`` is true when this process compiled the same inputs before
+        (then ``compile_ms`` is that earlier call's time: the NVRTC time, or the load time of a
+        disk hit); ``disk_cache`` is ``hit``, ``miss`` or ``off``; ``original_compile_ms`` is
+        the NVRTC time recorded with a disk entry.
 
     Raises:
         CompileError: NVRTC or ptxas failed; the message names the file and options, ``log``
