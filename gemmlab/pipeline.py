@@ -268,14 +268,14 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
             cand.enqueue, cand.close = _enqueue_for(gpu, cand, rc, d_a, d_b)
 
         # correctness: NaN-fill this candidate's own C, one launch, verify, check the guard bands
-        outputs = {}
+        outputs, products = {}, {}  # products: the float64 references, computed once for all candidates
         for cand in cands:
             gpu.fill32(cand.c.address, 0xFFFFFFFF, shape.M * shape.N)  # never reuse another output
             cand.enqueue()
             gpu.sync()
             outputs[cand.role] = guards.read(gpu, cand.c)
             verdict = verify_stage.check(outputs[cand.role], a, b, rc.verify, rc.inputs.distribution,
-                                         rc.precision, rc.inputs.seed)
+                                         rc.precision, rc.inputs.seed, products=products)
             cand.record["verification"] = verdict.record()
             _merge(record, cands)
             # every net looks before any verdict is raised, so the record says all that fired

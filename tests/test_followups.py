@@ -151,3 +151,19 @@ def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
     c = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(tmp_path))
     assert c.resources is None and c.disk_cache == "miss"
     assert not list(tmp_path.glob("*.cubin"))  # a missing report is never made permanent
+
+
+def test_products_are_computed_once_for_kernel_and_baseline(monkeypatch):
+    import numpy as np
+    from gemmlab import verify
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 8)).astype(np.float32)
+    c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    products = {}
+    first = verify.check(c, a, b, verify.VerifyOptions(), products=products)
+    assert set(products) == {"ref", "abs_ab"}
+    ref_id = id(products["ref"])
+    second = verify.check(c, a, b, verify.VerifyOptions(), products=products)
+    assert id(products["ref"]) == ref_id and first.passed and second.passed
+    assert first.max_abs_error == second.max_abs_error
