@@ -55,6 +55,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from gemmlab.errors import GemmlabError
+from gemmlab.record import VALID_STATUSES
 
 SCHEMA = "gemmlab.result/1"
 PROG = "gemmlab-compare"
@@ -66,7 +67,6 @@ FAILED, INVALID, UNTIMED = "FAILED", "INVALID", "UNTIMED"
 ONLY_BEFORE, ONLY_AFTER = "only in BEFORE", "only in AFTER"
 ALLOW_MISSING = [False]  # set by --allow-missing
 VERDICTS = (SLOW, FAILED, FAST, SAME, UNSURE, INVALID, UNTIMED, ONLY_BEFORE, ONLY_AFTER)
-VALID_STATUSES = ("ok", "compiled", "checked")
 
 COLUMNS = ("kernel", "params", "shape", "device", "protocol", "before median ms", "after median ms",
            "ratio", "CI low", "CI high", "verdict", "note")

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from gemmlab.record import VALID_STATUSES
+
 SCHEMA = "gemmlab.result/1"  # the schema this module reads natively (gemmlab.record.SCHEMA)
-VALID_STATUSES = ("ok", "compiled", "checked")  # gemmlab.record.VALID_STATUSES
 RECORD_NAME = "result.json"
 PROG = "gemmlab-report"
 

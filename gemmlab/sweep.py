@@ -17,6 +17,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
+from gemmlab.record import VALID_STATUSES
+
 COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "vs_baseline", "max_abs_error",
            "error")
 FAILED_POINTS: list[str] = []  # set by the callback; the CLI turns it into the exit status
@@ -74,7 +76,7 @@ def write_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     for c in COLUMNS:
         table.add_column(c, overflow="fold", max_width=60 if c == "error" else None)
     for r in rows:
-        style = None if r.get("status") in ("ok", "compiled") else "red"
+        style = None if r.get("status") in VALID_STATUSES else "red"
         table.add_row(*(str(r.get(c, "")) for c in COLUMNS), style=style)
     Console(width=200).print(table)
     return rows
@@ -100,7 +102,7 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         rows = write_summary(sweep_dir)
-        failed = [r["point"] for r in rows if r.get("status") not in ("ok", "compiled")]
+        failed = [r["point"] for r in rows if r.get("status") not in VALID_STATUSES]
         timed = sum(r.get("status") == "ok" for r in rows)
         best = best_row(rows)
         if best:
