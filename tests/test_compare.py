@@ -318,3 +318,34 @@ def test_markdown_marks_regressions(tmp_path):
 def test_entry_point_declared():
     text = (REPO_ROOT / "pyproject.toml").read_text()
     assert 'gemmlab-compare = "gemmlab.compare:main"' in text
+
+
+# --- gate and output rules added after a fresh-user trial ----------------------------------------
+
+def test_point_missing_after_fails_the_gate(before_after, tmp_path):
+    a, b = before_after
+    shutil.rmtree(b / "tiled-1024")
+    proc = run_cli(a, b, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "only in BEFORE" in proc.stdout
+    assert run_cli(a, b, "--allow-missing", cwd=tmp_path).returncode == 0
+
+
+def test_compare_refuses_existing_out(before_after, tmp_path):
+    a, b = before_after
+    out = tmp_path / "cmp.md"
+    out.write_text("keep me")
+    proc = run_cli(a, b, "--out", out, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "already exists" in proc.stderr
+    assert out.read_text() == "keep me"
+
+
+def test_compare_malformed_record_is_one_line(before_after, tmp_path):
+    a, b = before_after
+    path = b / "tiled-1024" / "result.json"
+    rec = json.loads(path.read_text())
+    rec["timing"]["samples_ms"] = ["fast", "slow", "x"]
+    path.write_text(json.dumps(rec))
+    proc = run_cli(a, b, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.startswith("gemmlab-compare: error:")

@@ -344,3 +344,19 @@ def test_floor_source_exists():
     assert timing.floor_source().is_file()
     assert "gemmlab_empty" in timing.floor_source().read_text()
     assert timing.FLOOR_ENTRY.startswith("gemmlab_empty<")
+
+
+def test_budget_stops_a_fixed_count_protocol():
+    """budget_s also ends sampling when no target_rel_spread is set (wall-clock budget)."""
+    import time as _time
+    gpu = FakeGpu()
+    k = gpu.kernel("k", 1.0)
+
+    def slow():
+        _time.sleep(0.01)
+        k()
+
+    out = measure(gpu, {"k": slow}, TimingOptions(mode="events", warmup=0, repeat=3, max_repeat=1000,
+                                                  budget_s=0.1, batch=1, floor=False))
+    n = len(out["protocols"]["events"]["k"].samples_ms)
+    assert out["stopped_by"]["events"] == "budget" and 3 <= n < 50
