@@ -1,4 +1,8 @@
-"""Stage 6: the run record (``result.json``) and the human summary.
+"""Stage 6: writing the run record (``result.json``) and its human summary.
+
+This module owns the writer (:func:`new_record`, :func:`write_record`) and :func:`summary`. The
+schema name, the valid statuses and reading records back live in :mod:`gemmlab.results` (one
+record model for every reader); they are re-exported here for the writer's callers.
 
 ``result.json`` is written atomically (temporary file, then rename) into the run's own directory
 and never over an existing record: a second write to the same directory is an error, so nothing
@@ -17,9 +21,10 @@ from pathlib import Path
 
 from gemmlab import __version__
 from gemmlab.paths import SOURCE_ROOT
+from gemmlab.results import SCHEMA, VALID_STATUSES, view
 
-SCHEMA = "gemmlab.result/1"
-VALID_STATUSES = ("ok", "compiled", "checked")
+__all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "precision_text", "git_commit", "new_record",
+           "write_record", "summary"]
 PRECISIONS = {
     "fp32": ("float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: "
              "IEEE float32, fma contraction on, no fast-math)"),
@@ -75,12 +80,10 @@ def write_record(record: dict, out_dir: Path) -> Path:
 
 def summary(record: dict) -> str:
     """A few human lines describing ``record`` (what ran, verification, timing, resources)."""
-    cfg = record.get("config", {})
-    kernel = record.get("kernel", {})
-    shape = record.get("shape") or {}
-    label = f"{kernel.get('name', cfg.get('kernel', {}).get('name', '?'))} " + \
-        ("x".join(str(shape.get(d)) for d in "MNK") if shape else str(cfg.get("shape")))
-    params = " ".join(f"{k}={v}" for k, v in (kernel.get("params") or {}).items())
+    v = view(record)
+    cfg = record.get("config") if isinstance(record.get("config"), dict) else {}
+    label = f"{v.kernel or '?'} " + (v.shape_text if v.shape_from == "shape" else str(cfg.get("shape")))
+    params = v.params_text if isinstance(record.get("kernel"), dict) else ""
     dev = record.get("device", {})
     lines = [f"{label} {params} [{record['status']}]" + (f" on {dev.get('name')} ({dev.get('arch')})" if dev else "")]
     if record.get("error"):
