@@ -175,7 +175,7 @@ def test_old_schema_corrupt_and_compiled(tmp_path):
     assert "## Unreadable files" in md and f"`{by['corrupt'].path}`: not valid JSON" in md
     assert "0 valid timed, 1 compiled only, 0 failed, 2 other valid, 2 unreadable" in md
     # nothing timed: the plots are skipped and report.md says why
-    assert set(written) == {"csv", "md"}
+    assert set(written) == {"csv", "md", "html"}  # report.html is always written
     assert "`ratio_to_baseline.png`: skipped: no point has a baseline" in md
     assert "`gflops_vs_size.png`: skipped: no valid timed point" in md
     with open(written["csv"], newline="") as f:
