@@ -23,7 +23,6 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from gemmlab import record as record_stage
-from gemmlab import sweep
 from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.pipeline import exit_status, registry_for, run_point
@@ -243,10 +242,8 @@ def main() -> None:
         print("gemmlab: interrupted; finished points keep their result.json; to finish a sweep, re-run the "
               "same command with hydra.sweep.dir=<its directory> resume=true", file=sys.stderr)
         sys.exit(130)
-    if sweep.FAILED_POINTS:
-        sys.exit(1)
-    if sweep.SEARCH:  # a search prunes failed trials; it failed only if no trial was valid
-        sys.exit(0)
+    # a multirun does not return here: the sweep summary ends it with sweep.SweepFinished, whose exit
+    # status comes from the records on disk (any launcher; a search fails only if no trial was valid)
     sys.exit(max(_STATUSES, default=0))
 
 

@@ -1,56 +1,60 @@
-"""Sweep summary: collect every point's ``result.json`` under a sweep directory into one table,
-print it (rich) and save it as ``summary.csv`` and ``summary.md`` in the sweep directory.
+"""Sweep summary and progress: Hydra callbacks of a multirun.
 
-Hooked into Hydra as a callback (``hydra.callbacks.gemmlab_summary`` in conf/config.yaml), so
-it works with any launcher: it reads files, not in-process state.
+:class:`SweepSummary` collects every point's ``result.json`` under the sweep directory, in any
+``hydra.sweep.subdir`` layout (every depth; a sanitizer child's record inside a point is part of
+that point), into one table, prints it (rich) and saves it as ``summary.csv`` and ``summary.md``
+in the sweep directory. It reads files, not in-process state, so it works with any launcher, and
+it ends the multirun with the exit status derived from those records (:class:`SweepOutcome`):
+1 when a point failed (for a search: when no trial was valid), else 0. The records are read
+through :mod:`gemmlab.results`. :class:`SweepProgress` shows progress and ETA.
+
+Hooked into Hydra as callbacks (``hydra.callbacks`` in conf/config.yaml).
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
-from gemmlab.record import VALID_STATUSES
+from gemmlab.results import VALID_STATUSES, Record, find_records, read_record
 
 COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "vs_baseline", "max_abs_error",
            "error")
-FAILED_POINTS: list[str] = []  # set by the callback; the CLI turns it into the exit status
 
 
-def _row(path: Path, root: Path) -> dict[str, Any]:
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return {"point": str(path.parent.relative_to(root)), "status": "unreadable", "error": str(exc)}
-    kernel = rec.get("kernel") or {"name": (rec.get("config") or {}).get("kernel", {}).get("name", "?")}
-    shape = rec.get("shape")
-    timing = rec.get("timing") or {}
-    ver = rec.get("verification") or {}
-    return {"point": str(path.parent.relative_to(root)), "kernel": kernel.get("name"),
-            "shape": "x".join(str(shape[d]) for d in "MNK") if shape else str((rec.get("config") or {}).get("shape")),
-            "params": " ".join(f"{k}={v}" for k, v in (kernel.get("params") or {}).items()),
-            "status": rec.get("status"),
-            "median_ms": f"{timing['median_ms']:.5f}" if "median_ms" in timing else "",
-            "gflops": f"{timing['gflops']:.1f}" if "gflops" in timing else "",
-            "vs_baseline": (f"{rec['ratio_to_baseline']['median_time']:.3f}x {rec['ratio_to_baseline']['baseline']}"
-                            if rec.get("ratio_to_baseline") else ""),
-            "max_abs_error": f"{ver['max_abs_error']:.3g}" if isinstance(ver.get("max_abs_error"), float) else str(ver.get("max_abs_error", "")),
-            "error": rec.get("error") or ""}
+def _row(rec: Record, root: Path) -> dict[str, Any]:
+    """One summary row (strings) of the record view ``rec`` found under ``root``."""
+    point = Path(rec.path).parent.relative_to(root).as_posix()
+    if rec.category == "unreadable":
+        return {"point": point, "status": "unreadable", "error": rec.error}
+    raw = rec.raw
+    ratio = raw.get("ratio_to_baseline") if isinstance(raw.get("ratio_to_baseline"), dict) else None
+    config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    max_abs = (raw.get("verification") or {}).get("max_abs_error", "") if isinstance(raw.get("verification"), dict) \
+        else ""
+    return {"point": point, "kernel": rec.kernel or "?",
+            "shape": rec.shape_text if rec.shape_from == "shape" else str(config.get("shape")),
+            "params": rec.params_text, "status": raw.get("status"),
+            "median_ms": f"{rec.median_ms:.5f}" if rec.median_ms is not None else "",
+            "gflops": f"{rec.gflops:.1f}" if rec.gflops is not None else "",
+            "vs_baseline": (f"{ratio['median_time']:.3f}x {ratio['baseline']}" if ratio else ""),
+            "max_abs_error": f"{max_abs:.3g}" if isinstance(max_abs, float) else str(max_abs),
+            "error": raw.get("error") or ""}
 
 
 def collect(sweep_dir: Path) -> list[dict[str, Any]]:
-    """One row per ``result.json`` found directly below ``sweep_dir`` (sorted by job number)."""
+    """One row per point's ``result.json`` at any depth below ``sweep_dir`` (natural order: job
+    ``2`` before ``10``); a record inside another point's directory (a sanitizer child) is not a
+    point."""
     sweep_dir = Path(sweep_dir)
-    paths = sorted(sweep_dir.glob("*/result.json"),
-                   key=lambda p: (int(p.parent.name) if p.parent.name.isdigit() else 1 << 30, p.parent.name))
-    return [_row(p, sweep_dir) for p in paths]
+    return [_row(read_record(p), sweep_dir) for p in find_records([sweep_dir], children=False)]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -82,9 +86,6 @@ def write_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-SEARCH: list[str] = []  # set when the sweeper is a search (Optuna): failed trials are expected
-
-
 def is_search(config) -> bool:
     """True when the sweep is a search (Hydra's Optuna sweeper) rather than a grid."""
     return "optuna" in str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).lower()
@@ -96,34 +97,83 @@ def best_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(timed, key=lambda r: float(r["gflops"])) if timed else None
 
 
-class SweepSummary(Callback):
-    """Hydra callback: at the end of a multirun, summarise the sweep directory."""
+@dataclass
+class SweepOutcome:
+    """What a finished sweep amounts to, from its records on disk.
 
-    def on_multirun_end(self, config, **kwargs) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        rows = write_summary(sweep_dir)
-        failed = [r["point"] for r in rows if r.get("status") not in VALID_STATUSES]
-        timed = sum(r.get("status") == "ok" for r in rows)
-        best = best_row(rows)
-        if best:
-            text = (f"best verified point: #{best['point']} {best['kernel']} {best['params']} {best['shape']}: "
-                    f"{best['gflops']} GFLOP/s ({best['median_ms']} ms)")
-            print(text)
-            (sweep_dir / "best.txt").write_text(text + "\n")
-        if is_search(config):
-            SEARCH.append(str(sweep_dir))
-            if timed == 0 and len(failed) < len(rows):
-                print("compile-only search: no trial was timed, so every valid trial scores 0.0 and the "
-                      "optimizer's 'best' is only a valid tile set, not a fast one")
-            print(f"{len(rows)} trials: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
-                  f"{len(failed)} pruned as failed trials (invalid parameters or failed checks); "
-                  f"summary: {sweep_dir / 'summary.md'}, optimizer: {sweep_dir / 'optimization_results.yaml'}")
-            if len(failed) == len(rows):
-                FAILED_POINTS.extend(failed)
-            return
-        FAILED_POINTS.extend(failed)
+    ``failed``: the points whose status is not valid; ``search``: the sweeper is a search, where
+    failed trials are expected (pruned); ``exit_status``: 1 when a grid point failed, when every
+    trial of a search failed, or when no record was found; else 0.
+    """
+
+    sweep_dir: Path
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    search: bool = False
+
+    @property
+    def failed(self) -> list[str]:
+        """The points (relative directories) whose status is not valid."""
+        return [r["point"] for r in self.rows if r.get("status") not in VALID_STATUSES]
+
+    @property
+    def timed(self) -> int:
+        """How many points were verified and timed."""
+        return sum(r.get("status") == "ok" for r in self.rows)
+
+    @property
+    def exit_status(self) -> int:
+        """The multirun's exit status (see the class docstring)."""
+        if not self.rows:
+            return 1
+        if self.search:
+            return 1 if len(self.failed) == len(self.rows) else 0
+        return 1 if self.failed else 0
+
+
+class SweepFinished(SystemExit):
+    """Ends a multirun with the exit status of its :class:`SweepOutcome` (``outcome``): raised by
+    :class:`SweepSummary` after the summary, it passes Hydra (which catches ``Exception``, not
+    ``SystemExit``) to the caller of the Hydra app, whose process exits with ``code``."""
+
+    def __init__(self, outcome: SweepOutcome):
+        super().__init__(outcome.exit_status)
+        self.outcome = outcome
+
+
+def summarize(sweep_dir: Path, search: bool = False) -> SweepOutcome:
+    """Write and print the summary of ``sweep_dir`` (and ``best.txt`` when a point was timed),
+    print the counts line, and return the :class:`SweepOutcome`."""
+    sweep_dir = Path(sweep_dir)
+    outcome = SweepOutcome(sweep_dir, write_summary(sweep_dir), search)
+    rows, failed, timed = outcome.rows, outcome.failed, outcome.timed
+    best = best_row(rows)
+    if best:
+        text = (f"best verified point: #{best['point']} {best['kernel']} {best['params']} {best['shape']}: "
+                f"{best['gflops']} GFLOP/s ({best['median_ms']} ms)")
+        print(text)
+        (sweep_dir / "best.txt").write_text(text + "\n")
+    if not rows:
+        print(f"gemmlab: error: no result.json found under {sweep_dir}", file=sys.stderr)
+    elif search:
+        if timed == 0 and len(failed) < len(rows):
+            print("compile-only search: no trial was timed, so every valid trial scores 0.0 and the "
+                  "optimizer's 'best' is only a valid tile set, not a fast one")
+        print(f"{len(rows)} trials: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
+              f"{len(failed)} pruned as failed trials (invalid parameters or failed checks); "
+              f"summary: {sweep_dir / 'summary.md'}, optimizer: {sweep_dir / 'optimization_results.yaml'}")
+    else:
         print(f"{len(rows)} points: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
               f"{len(failed)} failed; summary: {sweep_dir / 'summary.md'}")
+    return outcome
+
+
+class SweepSummary(Callback):
+    """Hydra callback: at the end of a multirun, summarise the sweep directory and end the
+    process with the exit status of its records (:class:`SweepFinished`)."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sys.stdout.flush()
+        raise SweepFinished(summarize(Path(config.hydra.sweep.dir), is_search(config)))
 
 
 def count_jobs(config) -> int | None:

@@ -1,9 +1,11 @@
-"""Shared test setup: the ``gpu`` marker skips (with the reason) where no CUDA GPU is usable."""
+"""Shared test setup: the ``gpu`` marker skips (with the reason) where no CUDA GPU is usable; the
+fixtures that run gemmlab's command lines in a subprocess against this checkout."""
 
 from __future__ import annotations
 
 import functools
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,3 +54,17 @@ def cli_env():
 def gemmlab_cmd():
     """argv prefix of the gemmlab command for subprocess tests."""
     return [sys.executable, "-m", "gemmlab"]
+
+
+@pytest.fixture
+def run_module(cli_env):
+    """``run_module(module, *args, cwd=..., timeout=240)``: run ``python -m <module> ARGS`` (e.g.
+    ``gemmlab``, ``gemmlab.report``, ``gemmlab.compare``) in ``cwd`` against this checkout, with
+    matplotlib on Agg and rich at its default width; returns the ``CompletedProcess`` (text)."""
+    env = dict(cli_env, MPLBACKEND="Agg")
+    env.pop("COLUMNS", None)
+
+    def run(module: str, *args, cwd, timeout: float = 240) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    return run

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -234,10 +232,10 @@ def test_real_records_load():
 
 # --- the command ---------------------------------------------------------------------------------
 
-def run_cli(*args, cwd=None):
-    env = {"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "gemmlab.compare", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+@pytest.fixture
+def run_cli(run_module):
+    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.compare ARGS`` (conftest's run_module)."""
+    return lambda *args, cwd=None: run_module("gemmlab.compare", *args, cwd=cwd, timeout=60)
 
 
 @pytest.fixture
@@ -248,7 +246,7 @@ def before_after(tmp_path):
     return before, after
 
 
-def test_cli_identical_all_same(before_after, tmp_path):
+def test_cli_identical_all_same(before_after, tmp_path, run_cli):
     before, after = before_after
     md = tmp_path / "report" / "cmp.md"
     proc = run_cli(before, after, "--out", md, cwd=tmp_path)
@@ -261,7 +259,7 @@ def test_cli_identical_all_same(before_after, tmp_path):
            "CI low | CI high | verdict |" in text
 
 
-def test_cli_one_point_slower(before_after, tmp_path):
+def test_cli_one_point_slower(before_after, tmp_path, run_cli):
     before, after = before_after
     f = after / "tiled-1024" / "result.json"
     rec = json.loads(f.read_text())
@@ -295,7 +293,7 @@ def test_cli_single_files_and_module_main(before_after, capsys):
     (["{before}", "{after}", "--resamples", "5"], "--resamples"),
     (["{before}"], "AFTER"),
 ])
-def test_cli_bad_arguments_exit_2(before_after, tmp_path, args, message):
+def test_cli_bad_arguments_exit_2(before_after, tmp_path, args, message, run_cli):
     before, after = before_after
     argv = [a.format(tmp=tmp_path, before=before, after=after) for a in args]
     proc = run_cli(*argv, cwd=tmp_path)
@@ -322,7 +320,7 @@ def test_entry_point_declared():
 
 # --- gate and output rules added after a fresh-user trial ----------------------------------------
 
-def test_point_missing_after_fails_the_gate(before_after, tmp_path):
+def test_point_missing_after_fails_the_gate(before_after, tmp_path, run_cli):
     a, b = before_after
     shutil.rmtree(b / "tiled-1024")
     proc = run_cli(a, b, cwd=tmp_path)
@@ -331,7 +329,7 @@ def test_point_missing_after_fails_the_gate(before_after, tmp_path):
     assert run_cli(a, b, "--allow-missing", cwd=tmp_path).returncode == 0
 
 
-def test_compare_refuses_existing_out(before_after, tmp_path):
+def test_compare_refuses_existing_out(before_after, tmp_path, run_cli):
     a, b = before_after
     out = tmp_path / "cmp.md"
     out.write_text("keep me")
@@ -340,7 +338,7 @@ def test_compare_refuses_existing_out(before_after, tmp_path):
     assert out.read_text() == "keep me"
 
 
-def test_compare_malformed_record_is_one_line(before_after, tmp_path):
+def test_compare_malformed_record_is_one_line(before_after, tmp_path, run_cli):
     a, b = before_after
     path = b / "tiled-1024" / "result.json"
     rec = json.loads(path.read_text())
@@ -349,3 +347,99 @@ def test_compare_malformed_record_is_one_line(before_after, tmp_path):
     proc = run_cli(a, b, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("gemmlab-compare: error:")
+
+
+# --- the match key holds every field that changes a measurement (issue 11 item 5) ----------------
+
+def with_config(rec, **cfg):
+    """``rec`` with config fields set (``timing_l2`` -> ``config.timing.l2``, ``inputs`` ->
+    ``config.inputs.distribution``)."""
+    rec = json.loads(json.dumps(rec))
+    for key, value in cfg.items():
+        if key == "timing_l2":
+            rec["config"].setdefault("timing", {})["l2"] = value
+            rec["timing"]["l2"] = value
+        elif key == "inputs":
+            rec["config"]["inputs"] = {"distribution": value, "seed": 0}
+        else:
+            rec["config"][key] = value
+    return rec
+
+
+def test_cublas_fp32_and_tf32_are_two_points(tmp_path):
+    b, a = tmp_path / "b", tmp_path / "a"
+    fp32, tf32 = noisy(10, 0.1, seed=1), noisy(10, 0.03, seed=2)
+    for root in (b, a):
+        write(root, "fp32", with_config(record("cublas", {}, samples=fp32), precision="fp32"))
+        write(root, "tf32", with_config(record("cublas", {}, samples=tf32), precision="tf32"))
+    pairs = compare(b, a)
+    assert len(pairs) == 2 and {p.verdict for p in pairs} == {SAME}
+    assert not any("newest used" in p.note for p in pairs)
+    assert sorted(p.point.settings["precision"] for p in pairs) == ["fp32", "tf32"]
+    # the rows tell the two apart
+    text = markdown(pairs)
+    assert "| cublas | BM=64 precision=fp32 |" in text and "| cublas | BM=64 precision=tf32 |" in text
+    # a record older than the precision field is fp32 (its precision text, else the default)
+    old = record("cublas", {}, samples=fp32)
+    write(tmp_path / "old", "0", old)
+    (pair,) = [p for p in compare(tmp_path / "old", a) if p.before is not None]
+    assert pair.after.settings["precision"] == "fp32" and pair.verdict == SAME
+
+
+@pytest.mark.parametrize("change", [{"layout": {"a": "col", "b": "row"}}, {"timing_l2": "cold"},
+                                    {"inputs": "integers"}, {"arch": "sm_80"}])
+def test_other_measurement_settings_do_not_match(tmp_path, change):
+    b, a = tmp_path / "b", tmp_path / "a"
+    s = noisy(10, 0.1, seed=4)
+    write(b, "0", record(samples=s))
+    write(a, "0", with_config(record(samples=s), **change))
+    assert sorted(p.verdict for p in compare(b, a)) == sorted([ONLY_BEFORE, ONLY_AFTER])
+
+
+def test_absent_fields_stand_for_their_old_defaults(tmp_path):
+    b, a = tmp_path / "b", tmp_path / "a"
+    s = noisy(10, 0.1, seed=4)
+    write(b, "0", record(samples=s))  # no precision, layout, l2, inputs, arch
+    write(a, "0", with_config(record(samples=s), precision="fp32", layout={"a": "row", "b": "row"},
+                              timing_l2="warm", inputs="normal", arch="sm_90"))
+    (pair,) = compare(b, a)
+    assert pair.verdict == SAME
+
+
+def test_failed_point_matches_only_its_own_precision(tmp_path):
+    b, a = tmp_path / "b", tmp_path / "a"
+    write(b, "fp32", with_config(record("cublas", {}), precision="fp32"))
+    write(b, "tf32", with_config(record("cublas", {}), precision="tf32"))
+    write(a, "fp32", with_config(record("cublas", {}), precision="fp32"))
+    write(a, "tf32", with_config(record("cublas", {}, status="cuda_error", device=None), precision="tf32"))
+    pairs = {p.point.settings["precision"]: p for p in compare(b, a)}
+    assert pairs["tf32"].verdict == FAILED and pairs["fp32"].verdict == SAME
+
+
+def test_sanitizer_child_record_is_not_a_point(tmp_path):
+    """A racecheck run leaves the child's record inside the run directory: part of that run."""
+    b, a = tmp_path / "b", tmp_path / "a"
+    s = noisy(10, 0.1, seed=6)
+    run_b = write(b, "run", dict(record(samples=s), sanitizer={"tool": "racecheck", "verdict": "clean"})).parent
+    child = record(status="ok")
+    child.update(status="checked", valid=True)
+    del child["timing"]
+    write(run_b / "sanitizer-racecheck", "run", child)
+    write(a, "run", record(samples=s))
+    pairs = compare(b, a)
+    assert [p.verdict for p in pairs] == [SAME] and not any(p.regression for p in pairs)
+    assert main([str(b), str(a)]) == 0
+    # the child's record named directly is still read
+    assert len(load_points(run_b / "sanitizer-racecheck" / "run" / "result.json")) == 1
+
+
+def test_allow_missing_does_not_outlive_its_call(before_after, capsys):
+    """--allow-missing used to set a module global that changed every later comparison."""
+    a, b = before_after
+    shutil.rmtree(b / "tiled-1024")
+    assert main([str(a), str(b), "--allow-missing"]) == 0
+    assert main([str(a), str(b)]) == 1
+    import gemmlab.compare
+    assert not hasattr(gemmlab.compare, "ALLOW_MISSING")
+    pairs = compare(a, b, allow_missing=True)
+    assert not any(p.regression for p in pairs) and any(p.verdict == ONLY_BEFORE for p in pairs)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
-import os
+import re
 import shutil
 import subprocess
-import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -50,16 +51,10 @@ def built(tmp_path_factory):
     return {"root": root, "sweep": sweep, "single": single, "rows": rows, "written": written}
 
 
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["MPLBACKEND"] = "Agg"
-    return env
-
-
-def _cli(args, cwd):
-    return subprocess.run([sys.executable, "-m", "gemmlab.report", *map(str, args)], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=60)
+@pytest.fixture
+def report_cli(run_module):
+    """``report_cli(args, cwd)``: ``python -m gemmlab.report ARGS`` (conftest's run_module)."""
+    return lambda args, cwd: run_module("gemmlab.report", *args, cwd=cwd, timeout=60)
 
 
 def test_collects_every_record_with_the_failed_point(built):
@@ -198,10 +193,10 @@ def test_odd_values_do_not_crash(tmp_path):
     assert "shape (taken from config.shape)" in row.unread
 
 
-def test_cli_exit_codes(tmp_path):
+def test_cli_exit_codes(tmp_path, report_cli):
     sweep, single = _layout(tmp_path / "data")
     out = tmp_path / "rep"
-    proc = _cli([sweep, single, "--out", out], tmp_path)
+    proc = report_cli([sweep, single, "--out", out], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "gemmlab report: 13 records" in proc.stdout and str(out / "report.md") in proc.stdout
     assert "wrong_result" in proc.stdout
@@ -211,37 +206,135 @@ def test_cli_exit_codes(tmp_path):
 
     # refusing an existing --out directory: one line, exit 2, nothing touched
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
-    proc = _cli([sweep, "--out", out], tmp_path)
+    proc = report_cli([sweep, "--out", out], tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"gemmlab-report: error: {out}: already exists")
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
     # a path that does not exist: one line, no traceback, no report directory
     missing = tmp_path / "nope"
-    proc = _cli([sweep, missing, "--out", tmp_path / "rep2"], tmp_path)
+    proc = report_cli([sweep, missing, "--out", tmp_path / "rep2"], tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == f"gemmlab-report: error: {missing}: no such file or directory\n"
     assert not (tmp_path / "rep2").exists()
 
     # no result.json anywhere: exit 1, no report directory
     (tmp_path / "empty" / "sub").mkdir(parents=True)
-    proc = _cli([tmp_path / "empty", "--out", tmp_path / "rep3"], tmp_path)
+    proc = report_cli([tmp_path / "empty", "--out", tmp_path / "rep3"], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.startswith("gemmlab-report: error: no result.json found") and "Traceback" not in proc.stderr
     assert not (tmp_path / "rep3").exists()
 
 
-def test_cli_default_out_dir(tmp_path):
+def test_cli_default_out_dir(tmp_path, report_cli):
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(FIXTURES / FAILED / "result.json", run / "result.json")
     assert report.main([str(run / "result.json"), "--out", str(tmp_path / "a")]) == 0
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    first = _cli([run], cwd)
-    second = _cli([run], cwd)
+    first = report_cli([run], cwd)
+    second = report_cli([run], cwd)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     made = sorted(p.name for p in cwd.iterdir())
     assert len(made) == 2 and all(m.startswith("gemmlab-report-") for m in made)  # never the same directory
     md = (cwd / made[0] / "report.md").read_text()
     assert "0 valid timed, 0 compiled only, 1 failed" in md
+
+
+# --- report.html (issue 12 item 4) ---------------------------------------------------------------
+
+class _Table(HTMLParser):
+    """Rows of one ``<table id=...>`` (each cell as (text, data-sort)) and its header attributes."""
+
+    def __init__(self, table_id):
+        super().__init__()
+        self.id, self.depth, self.rows, self.heads, self.cell = table_id, 0, [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and (self.depth or attrs.get("id") == self.id):
+            self.depth += 1
+        elif self.depth and tag == "tr":
+            self.rows.append([])
+        elif self.depth and tag in ("td", "th"):
+            self.cell = ["", attrs.get("data-sort")]
+            if tag == "th":
+                self.heads.append(attrs)
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self.depth:
+            self.depth -= 1
+        elif self.depth and tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append((self.cell[0].strip(), self.cell[1]))
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell[0] += data
+
+
+def _table(text, table_id):
+    parser = _Table(table_id)
+    parser.feed(text)
+    head, *body = parser.rows
+    return [c for c, _ in head], body, parser.heads
+
+
+def test_html_is_self_contained_with_tables_plots_and_failed_points(built):
+    page = built["written"]["html"]
+    assert page.name == "report.html" and page.parent == built["root"] / "out"
+    text = page.read_text()
+    assert re.findall(r'(?:src|href)="(?!data:image/png;base64,)[^"]*"', text) == []  # nothing from elsewhere
+    assert "http://" not in text and "https://" not in text
+    for data in re.findall(r'src="data:image/png;base64,([^"]+)"', text):
+        assert base64.b64decode(data)[:8] == PNG_MAGIC
+    assert len(re.findall(r'<img alt=', text)) == 4
+    head, body, _ = _table(text, "results")
+    assert head[:3] == ["#", "path", "kernel"] and len(body) == 13
+    head, body, _ = _table(text, "failed")
+    (failed,) = body
+    cells = dict(zip(head, (c for c, _ in failed)))
+    assert cells["status"] == "wrong_result" and cells["kernel"] == "tiled_drop_last_chunk"
+    assert cells["error"].startswith("wrong result from tiled_drop_last_chunk: FAIL (bound)")
+
+
+def _chromium() -> str | None:
+    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),
+                None)
+
+
+CLICK = """<script>
+var th = Array.prototype.filter.call(document.querySelectorAll('#results th'),
+                                     function (h) { return h.textContent === '%s'; })[0];
+for (var i = 0; i < %d; i++) th.click();
+</script></body>"""
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no headless browser: install Debian's chromium package "
+                    "(apt-get install chromium) to check report.html in a real browser")
+@pytest.mark.parametrize("column, clicks", [("GFLOP/s", 2), ("kernel", 1)])
+def test_html_table_sorts_in_a_headless_browser(built, tmp_path, column, clicks):
+    """Chromium renders report.html, a script clicks a column header, the dumped DOM is sorted."""
+    page = built["written"]["html"].read_text()
+    assert page.count("</body>") == 1
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(page.replace("</body>", CLICK % (column, clicks)))
+    proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--no-first-run", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", clicked.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    head, body, heads = _table(proc.stdout, "results")
+    col = head.index(column)
+    assert heads[col].get("aria-sort") == ("ascending" if clicks == 1 else "descending")
+    assert len(body) == 13
+    if column == "GFLOP/s":
+        values = [float(r[col][1]) for r in body if r[col][1]]
+        assert len(values) == 12 and values == sorted(values, reverse=clicks == 2)
+        assert body[-1][col] == ("", "")  # the failed point has no GFLOP/s: last either way
+        original = _table(page, "results")[1]
+        assert [r[col][1] for r in original if r[col][1]] != [str(v) for v in sorted(values)]  # the click sorted
+    else:
+        names = [r[col][0] for r in body]
+        assert names == sorted(names)

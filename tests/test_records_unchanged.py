@@ -1,0 +1,74 @@
+"""The writer's output is unchanged: records written now on the fake GPU hold every field, with the
+same value, of the records the pipeline wrote before the record model was refactored
+(tests/data/records_before, written by commit 7de5bf4 with the same cases and normalization).
+
+Fields added later (new schema fields) are allowed; a field removed or changed fails. Volatile
+fields (creation time, git state, version, compile time, cache state) and paths are normalized.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gemmlab.device
+from fakegpu import HostGpu
+from gemmlab.pipeline import run_point
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BEFORE = REPO_ROOT / "tests" / "data" / "records_before"
+VOLATILE = {"created_utc", "git", "compile_ms", "gemmlab_version", "cache", "cache_hit_in_process", "disk_cache", "original_compile_ms"}
+CASES = {
+    "ok_baseline_both": ({"baseline": "naive", "timing": {"mode": "both"}},
+                         {"gemm_tiled": 1.0, "gemm_naive": 2.0, "gemmlab_empty": 2.0**-10}),
+    "ok_cold_integers": ({"timing": {"l2": "cold"}, "inputs": {"distribution": "integers"}},
+                         {"gemm_tiled": 1.0, "gemmlab_empty": 2.0**-10}),
+    "invalid_param": ({"kernel": {"name": "tiled", "TM": 3}}, None),
+    "compile_mode": ({"mode": "compile"}, None),
+}
+
+
+def _norm(x, tmp: str):
+    if isinstance(x, dict):
+        return {k: _norm(v, tmp) for k, v in x.items() if k not in VOLATILE}
+    if isinstance(x, list):
+        return [_norm(v, tmp) for v in x]
+    if isinstance(x, str):
+        return x.replace(tmp, "<tmp>").replace(str(REPO_ROOT), "<repo>")
+    return x
+
+
+def _missing_or_changed(before, now, where="") -> list[str]:
+    """Every path where ``now`` lacks or changes a value of ``before`` (new keys in dicts are fine)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        out = []
+        for k, v in before.items():
+            if k not in now:
+                out.append(f"{where}.{k}: missing")
+            else:
+                out += _missing_or_changed(v, now[k], f"{where}.{k}")
+        return out
+    return [] if before == now else [f"{where}: {before!r} -> {now!r}"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_record_matches_the_record_written_before(case, tmp_path, monkeypatch):
+    cfg, durations = CASES[case]
+    gpu = HostGpu(durations=durations) if durations else HostGpu()
+    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    full = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run",
+            "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}}
+    for k, v in cfg.items():
+        full[k] = {**full[k], **v} if isinstance(v, dict) and isinstance(full.get(k), dict) else v
+    run_point(full, tmp_path / "point")
+    now = _norm(json.loads((tmp_path / "point" / "result.json").read_text()), str(tmp_path))
+    before = json.loads((BEFORE / f"{case}.json").read_text())
+    assert before["status"] == now["status"]
+    assert _missing_or_changed(before, now) == []
+
+
+def test_comparison_catches_a_change():
+    assert _missing_or_changed({"a": {"b": 1}, "c": 2}, {"a": {"b": 1, "new": 0}, "c": 2}) == []
+    assert _missing_or_changed({"a": {"b": 1}, "c": 2}, {"a": {"b": 2}}) == [".a.b: 1 -> 2", ".c: missing"]
