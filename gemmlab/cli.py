@@ -23,6 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from gemmlab import record as record_stage
+from gemmlab import sweep
 from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.pipeline import exit_status, registry_for, run_point
@@ -238,12 +239,12 @@ def main() -> None:
               file=sys.stderr)
     try:
         _task()
+    except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
+        sys.exit(done.outcome.exit_status_with(_STATUSES))
     except KeyboardInterrupt:
         print("gemmlab: interrupted; finished points keep their result.json; to finish a sweep, re-run the "
               "same command with hydra.sweep.dir=<its directory> resume=true", file=sys.stderr)
         sys.exit(130)
-    # a multirun does not return here: the sweep summary ends it with sweep.SweepFinished, whose exit
-    # status comes from the records on disk (any launcher; a search fails only if no trial was valid)
     sys.exit(max(_STATUSES, default=0))
 
 

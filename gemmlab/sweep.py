@@ -103,7 +103,8 @@ class SweepOutcome:
 
     ``failed``: the points whose status is not valid; ``search``: the sweeper is a search, where
     failed trials are expected (pruned); ``exit_status``: 1 when a grid point failed, when every
-    trial of a search failed, or when no record was found; else 0.
+    trial of a search failed, or when no record was found; else 0 (:meth:`exit_status_with` adds
+    the statuses of points run in this process).
     """
 
     sweep_dir: Path
@@ -122,18 +123,27 @@ class SweepOutcome:
 
     @property
     def exit_status(self) -> int:
-        """The multirun's exit status (see the class docstring)."""
-        if not self.rows:
-            return 1
+        """The multirun's exit status from the records alone (see the class docstring)."""
+        return self.exit_status_with(())
+
+    def exit_status_with(self, statuses) -> int:
+        """The multirun's exit status, given the exit statuses of the points this process ran
+        itself (``statuses``: a point may fail without a record of its own, e.g. one that refused
+        to overwrite a result). A search ignores them: failed trials are pruned. A grid exits 1
+        when a record says a point failed, else with the highest of ``statuses`` (or 1 when no
+        record was found)."""
         if self.search:
-            return 1 if len(self.failed) == len(self.rows) else 0
-        return 1 if self.failed else 0
+            return 1 if not self.rows or len(self.failed) == len(self.rows) else 0
+        if not self.rows:
+            return max([1, *statuses])
+        return 1 if self.failed else max([0, *statuses])
 
 
 class SweepFinished(SystemExit):
-    """Ends a multirun with the exit status of its :class:`SweepOutcome` (``outcome``): raised by
+    """Ends a multirun with its :class:`SweepOutcome` (``outcome``): raised by
     :class:`SweepSummary` after the summary, it passes Hydra (which catches ``Exception``, not
-    ``SystemExit``) to the caller of the Hydra app, whose process exits with ``code``."""
+    ``SystemExit``) to the caller of the Hydra app (``gemmlab.cli.main`` combines it with the
+    statuses of in-process points); uncaught, the process exits with ``code``, the records' status."""
 
     def __init__(self, outcome: SweepOutcome):
         super().__init__(outcome.exit_status)

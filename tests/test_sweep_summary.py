@@ -46,6 +46,11 @@ def test_outcome_exit_status():
     assert SweepOutcome(Path("."), [bad], search=True).exit_status == 1      # no valid trial
     assert SweepOutcome(Path("."), []).exit_status == 1                     # no record at all
     assert SweepOutcome(Path("."), [ok, bad]).failed == ["1"]
+    # points run in this process may fail without a record (e.g. refusing to overwrite one)
+    assert SweepOutcome(Path("."), [ok]).exit_status_with([0, 2]) == 2
+    assert SweepOutcome(Path("."), [ok, bad]).exit_status_with([0, 2]) == 1
+    assert SweepOutcome(Path("."), [ok, bad], search=True).exit_status_with([2]) == 0
+    assert SweepOutcome(Path("."), []).exit_status_with([2]) == 2
 
 
 def test_summarize_returns_the_outcome_and_the_callback_exits_with_it(tmp_path, capsys):

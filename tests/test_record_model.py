@@ -1,0 +1,155 @@
+"""The one record model (gemmlab.results) and the structure issue 12 asks for: SCHEMA defined
+once, every reader on the model, no module-level mutable state in the record/report/compare/
+sweep modules, no import cycle among gemmlab's modules, report and compare modules under ~400
+lines, each module's docstring saying what it owns."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from gemmlab import record, results
+from gemmlab.results import find_records, measurement_settings, read_record, view
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PKG = REPO_ROOT / "gemmlab"
+MODEL_MODULES = ("results", "record", "report", "report_tables", "report_plots", "report_html", "compare",
+                 "compare_stats", "compare_match", "compare_render", "sweep")
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse((PKG / f"{name}.py").read_text())
+
+
+def test_schema_defined_once_and_shared():
+    owners = sorted(f"{p.stem}.{t.id}" for p in PKG.glob("*.py")
+                    for node in ast.parse(p.read_text()).body if isinstance(node, ast.Assign)
+                    for t in node.targets if isinstance(t, ast.Name)
+                    and (t.id == "VALID_STATUSES" or "gemmlab.result/" in ast.unparse(node.value)))
+    assert owners == ["results.SCHEMA", "results.VALID_STATUSES"]
+    assert record.SCHEMA is results.SCHEMA and record.VALID_STATUSES is results.VALID_STATUSES
+
+
+def test_readers_use_the_model():
+    for name in ("record", "report", "compare_match", "sweep"):
+        imports = {a.name for n in ast.walk(_tree(name)) if isinstance(n, ast.ImportFrom) and n.module == "gemmlab.results"
+                   for a in n.names}
+        imports |= {a.name for n in ast.walk(_tree(name)) if isinstance(n, ast.ImportFrom) and n.module == "gemmlab"
+                    for a in n.names if a.name == "results"}
+        assert imports, f"{name} does not read records through gemmlab.results"
+        assert "json.loads" not in (PKG / f"{name}.py").read_text(), f"{name} parses result.json itself"
+
+
+@pytest.mark.parametrize("name", MODEL_MODULES)
+def test_no_module_level_mutable_state(name):
+    bad = []
+    for node in _tree(name).body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) or (
+                isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in ("list", "dict", "set", "defaultdict", "Counter")):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bad += [ast.unparse(t) for t in targets]
+    # constant tables may stay (their values never change): name them here
+    assert [b for b in bad if b not in ("SORT_VALUES", "CATEGORY_TEXT", "TITLES", "_PLOTTERS", "_STYLES",
+                                        "PRECISIONS", "_CATEGORY_TEXT", "__all__")] == []
+
+
+def _imports(path: Path) -> set[str]:
+    """gemmlab modules imported at module level (not inside functions)."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gemmlab"):
+            if node.module == "gemmlab":
+                out |= {f"gemmlab.{a.name}" for a in node.names if (PKG / f"{a.name}.py").exists()}
+            else:
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("gemmlab.")}
+    return out
+
+
+def test_no_import_cycle():
+    graph = {f"gemmlab.{p.stem}": _imports(p) for p in PKG.glob("*.py")}
+    state: dict[str, int] = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack + [node, nxt]))
+            if nxt in graph and not state.get(nxt):
+                visit(nxt, stack + [node])
+        state[node] = 2
+
+    for node in graph:
+        if not state.get(node):
+            visit(node, [])
+
+
+@pytest.mark.parametrize("name", [n for n in MODEL_MODULES if n.startswith(("report", "compare"))])
+def test_report_and_compare_modules_are_small_and_say_what_they_own(name):
+    text = (PKG / f"{name}.py").read_text()
+    assert text.count("\n") < 400, f"{name}.py has {text.count(chr(10))} lines"
+    doc = ast.get_docstring(_tree(name))
+    assert doc and "owns" in doc, name
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+def _put(path: Path, rec) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "result.json").write_text(json.dumps(rec))
+    return path / "result.json"
+
+
+def test_find_records_children_and_natural_order(tmp_path):
+    _put(tmp_path / "10", {})
+    _put(tmp_path / "2", {})
+    child = _put(tmp_path / "2" / "sanitizer-memcheck" / "run", {})
+    nested = _put(tmp_path / "2" / "deeper", {})
+    assert find_records(tmp_path) == [nested, tmp_path / "2" / "result.json", child, tmp_path / "10" / "result.json"]
+    assert find_records(tmp_path, children=False) == [tmp_path / "2" / "result.json", tmp_path / "10" / "result.json"]
+    assert find_records([child], children=False) == [child]  # a file named directly is always read
+    assert nested not in find_records(tmp_path / "2", children=False)
+    with pytest.raises(FileNotFoundError):
+        find_records(tmp_path / "missing")
+
+
+def test_view_fallbacks_are_named():
+    rec = view({"schema": "gemmlab.result/1", "status": "invalid", "valid": False, "error": "kernel.TM: bad",
+                "config": {"kernel": {"name": "tiled", "TM": 3}, "shape": [8, 8, 8]}}, "x/result.json")
+    assert (rec.kernel, rec.params, rec.shape, rec.shape_from) == ("tiled", {"TM": 3}, (8, 8, 8), "config.shape")
+    assert rec.category == "failed" and not rec.is_valid and rec.unread == []  # a failure: nothing expected
+    ok = view({"status": "ok", "valid": True, "config": {"kernel": "naive", "shape": [4, 4, 4]}})
+    assert ok.kernel == "naive" and "kernel.name (taken from config.kernel)" in ok.unread
+    assert view([1]).category == "unreadable" and "not a JSON object" in view([1]).error
+
+
+def test_samples_policy(tmp_path):
+    base = {"schema": "gemmlab.result/1", "status": "ok", "valid": True,
+            "kernel": {"name": "k", "params": {}}, "shape": {"M": 2, "N": 2, "K": 2},
+            "timing": {"protocol": "graph", "median_ms": 1.0, "protocols": {"graph": {"samples_ms": [1.0, None]}}}}
+    rec = read_record(_put(tmp_path / "a", base))
+    assert rec.samples_ms == [1.0] and rec.nonfinite_samples == 1 and rec.samples_recorded == 2
+    assert any("timing.protocols.graph" in d for d in rec.derived)
+    base["timing"]["samples_ms"] = ["fast", 1.0]
+    rec = read_record(_put(tmp_path / "b", base))
+    assert rec.samples_not_numbers and "'fast'" in rec.samples_not_numbers
+
+
+def test_measurement_settings_defaults_and_values():
+    assert measurement_settings({}) == {"precision": "fp32", "layout": "row/row", "l2": "warm", "batch": None,
+                                        "inputs": "normal", "target": None}
+    rec = {"config": {"precision": "tf32", "layout": {"a": "col", "b": "row"}, "arch": "sm_80",
+                      "timing": {"l2": "cold", "batch": 1}, "inputs": {"distribution": "integers"}},
+           "device": {"arch": "sm_90"}}
+    assert measurement_settings(rec) == {"precision": "tf32", "layout": "col/row", "l2": "cold", "batch": 1,
+                                         "inputs": "integers", "target": "80"}
+    same_arch = {"config": {"arch": "90"}, "device": {"arch": "sm_90"}}
+    assert measurement_settings(same_arch)["target"] is None  # the device's own arch is the default
+    text = {"precision": "tf32: float32 inputs ..."}
+    assert measurement_settings(text)["precision"] == "tf32"
