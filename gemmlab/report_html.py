@@ -36,6 +36,8 @@ table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th[aria-sort="ascending"]::after { content: " \\25B2"; }
 table.sortable th[aria-sort="descending"]::after { content: " \\25BC"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#results td { white-space: nowrap; } #results td:last-child { white-space: normal; min-width: 30em; }
+div.scroll { overflow-x: auto; }
 tr.failed td, tr.unreadable td { background: #fde8e8; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 code { font-size: 0.95em; }
@@ -119,12 +121,12 @@ def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Pa
             "<p><code>time / baseline</code> = kernel median time / baseline median time (&gt; 1: slower than "
             "the baseline); GFLOP/s = 2&middot;M&middot;N&middot;K / median time; the timing is the record's "
             "primary protocol. Click a column header to sort.</p>",
-            '<table id="results" class="sortable"><thead><tr>'
+            '<div class="scroll"><table id="results" class="sortable"><thead><tr>'
             + "".join(f'<th scope="col">{_e(t)}</th>' for t, _ in MD_COLUMNS) + "</tr></thead><tbody>"]
     for r in rows:
         cls = f' class="{r.category}"' if r.category in ("failed", "unreadable") else ""
         out.append(f"<tr{cls}>" + "".join(_cell(r, t, get) for t, get in MD_COLUMNS) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
 
     out.append('<h2 id="plots">Plots</h2>')
     for p in PLOTS:

@@ -147,8 +147,11 @@ def is_child_record(path: Path, root: Path | None = None) -> bool:
     path = Path(path)
     if path.parent.name == "run" and path.parent.parent.name.startswith("sanitizer-"):
         return True
+    here = path.resolve().parent
     stop = Path(root).resolve() if root is not None else None
-    for parent in path.resolve().parents[1:]:
+    if here == stop:
+        return False
+    for parent in here.parents:
         if (parent / RECORD_NAME).is_file():
             return True
         if stop is None or parent == stop:

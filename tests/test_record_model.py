@@ -115,6 +115,7 @@ def test_find_records_children_and_natural_order(tmp_path):
     assert find_records(tmp_path, children=False) == [tmp_path / "2" / "result.json", tmp_path / "10" / "result.json"]
     assert find_records([child], children=False) == [child]  # a file named directly is always read
     assert nested not in find_records(tmp_path / "2", children=False)
+    assert find_records(tmp_path / "2" / "deeper", children=False) == [nested]  # the search starts there
     with pytest.raises(FileNotFoundError):
         find_records(tmp_path / "missing")
 
