@@ -16,8 +16,8 @@ Statistic. For a matched pair the point estimate is ``ratio = median(AFTER) / me
 (> 1: AFTER is slower). Its uncertainty is a nonparametric bootstrap percentile interval
 (Efron & Tibshirani, *An Introduction to the Bootstrap*, Chapman & Hall, 1993, ch. 13): each
 sample set is resampled with replacement to its own size, independently, ``--resamples`` times
-(numpy ``Generator``, seeded from ``--seed`` and the point's key, so a point's interval does not
-depend on which other points are compared); the interval is the ``(1 - c)/2`` and ``(1 + c)/2``
+(numpy ``Generator``, seeded from ``--seed`` and the point's kernel, params, shape, device and
+protocol, so a point's interval does not depend on which other points are compared); the interval is the ``(1 - c)/2`` and ``(1 + c)/2``
 quantiles of the resampled ratios of medians, ``c = --confidence``.
 
 Verdict rule, ``[low, high]`` the interval and ``t = --threshold``:

@@ -182,8 +182,15 @@ class SweepSummary(Callback):
     process with the exit status of its records (:class:`SweepFinished`)."""
 
     def on_multirun_end(self, config, **kwargs) -> None:
+        sweep_dir, search = Path(config.hydra.sweep.dir), is_search(config)
+        try:
+            outcome = summarize(sweep_dir, search)
+        except Exception as exc:  # Hydra would only warn: a sweep whose summary failed must not pass
+            print(f"gemmlab: error: the summary of {sweep_dir} failed ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
+            outcome = SweepOutcome(sweep_dir, [], search)
         sys.stdout.flush()
-        raise SweepFinished(summarize(Path(config.hydra.sweep.dir), is_search(config)))
+        raise SweepFinished(outcome)
 
 
 def count_jobs(config) -> int | None:

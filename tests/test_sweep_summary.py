@@ -67,6 +67,16 @@ def test_summarize_returns_the_outcome_and_the_callback_exits_with_it(tmp_path, 
     assert isinstance(info.value, SystemExit) and not isinstance(info.value, Exception)  # Hydra lets it pass
 
 
+def test_a_failing_summary_fails_the_sweep(tmp_path, monkeypatch, capsys):
+    from omegaconf import OmegaConf
+    _put(tmp_path / "0", _rec())
+    monkeypatch.setattr(sweep, "write_summary", lambda d: 1 / 0)
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {"_target_": "basic"}}})
+    with pytest.raises(SweepFinished) as info:
+        sweep.SweepSummary().on_multirun_end(cfg)
+    assert info.value.code == 1 and "summary of" in capsys.readouterr().err
+
+
 def test_no_module_level_outcome_channels():
     for name in ("FAILED_POINTS", "SEARCH"):
         assert not hasattr(sweep, name), name
