@@ -66,7 +66,7 @@ def test_cluster_launch(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("archa", [0, 1])
 def test_tensor_map_argument_passed_by_value(tmp_path, archa):
-    rec = _run(tmp_path, "p", kernel={"name": "v2_tma", "ARCHA": archa})
+    rec = _run(tmp_path, "p", kernel={"name": "v2_tma", **({"ARCHA": 1} if archa else {})})  # params are >= 1
     assert rec["tensor_maps"][0]["box"] == [16, 32]
     assert rec["compile"]["arch"] == ("sm_90a" if archa else "sm_90")
 
