@@ -18,7 +18,7 @@ import pluggy
 
 from gemmlab import hookspecs
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import KernelSpec
+from gemmlab.hookspecs import KernelBase, KernelSpec
 from gemmlab.paths import KERNELS_DIR, PLUGINS_DIR
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
@@ -46,9 +46,9 @@ class Registry:
                 raise ConfigError("plugin", f"{impl.plugin_name}: gemmlab_kernels failed: "
                                   f"{type(exc).__name__}: {exc}") from None
             for spec in specs:
-                if not isinstance(spec, KernelSpec):
+                if not isinstance(spec, KernelBase):
                     raise ConfigError("plugin", f"{impl.plugin_name} returned {type(spec).__name__}, "
-                                      "expected gemmlab.KernelSpec")
+                                      "expected gemmlab.KernelSpec or LibraryKernelSpec")
                 if not isinstance(spec.name, str) or not NAME_RULE.fullmatch(spec.name):
                     raise ConfigError("plugin", f"{impl.plugin_name}: kernel name {spec.name!r} is not "
                                       "allowed; use lowercase letters, digits and '_' (starting with a letter)")
@@ -73,8 +73,13 @@ class Registry:
 
     def source_path(self, spec: KernelSpec) -> Path:
         """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
-        p = Path(spec.source)
-        return p if p.is_absolute() else KERNELS_DIR / p
+        return source_path(spec)
+
+
+def source_path(spec: KernelSpec) -> Path:
+    """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
+    p = Path(spec.source)
+    return p if p.is_absolute() else KERNELS_DIR / p
 
 
 def _import_builtin_package():
