@@ -94,6 +94,15 @@ def sass(code) -> tuple[str, dict]:
 
 
 INSTANCES = [
+    ("tma_bf16.cu", "gemm_tma_wgmma<128, 4>", "90a"),
+    ("tma_bf16.cu", "gemm_tma_wgmma<64, 4>", "90a"),
+    ("splitk.cu", "gemm_splitk_partial<64, 64, 16, 8, 2>", "90"),
+    ("splitk.cu", "gemm_splitk_reduce", "90"),
+    ("cluster_tiled.cu", "gemm_cluster_tiled<64, 64, 16, 8, 2>", "90"),
+    ("mma_tf32.cu", "gemm_mma_tf32<128, 128, 32, 64, 32, 3, false, true>", "90"),
+    ("mma_tf32.cu", "gemm_mma_tf32<128, 128, 32, 64, 32, 3, true, true>", "90"),
+    ("mma_tf32.cu", "gemm_mma_tf32<128, 128, 16, 64, 32, 4, false, true>", "90"),
+    ("mma_tf32.cu", "gemm_mma_tf32<128, 128, 32, 64, 32, 3, false, false>", "90"),
     ("mma_bf16.cu", "gemm_mma16<__nv_bfloat16, 128, 128, 32, 64, 32, 4, false, true>", "90"),
     ("mma_bf16.cu", "gemm_mma16<__nv_bfloat16, 128, 128, 32, 64, 32, 4, true, true>", "90"),
     ("mma_bf16.cu", "gemm_mma16<__half, 128, 128, 32, 64, 32, 4, false, true>", "90"),
@@ -112,6 +121,6 @@ if __name__ == "__main__":
             print(f"FAIL {src} {name}: {str(exc)[:3000]}")
             continue
         text, hist = sass(code)
-        keys = {k: v for k, v in hist.items() if k in ("HMMA", "HGMMA", "LDSM", "LDGSTS", "UTMALDG", "LDL", "STL",
+        keys = {k: v for k, v in hist.items() if k in ("HMMA", "HGMMA", "LDSM", "LDGSTS", "UTMALDG", "LDL", "STL", "UBLKCP", "SYNCS",
                                                         "FFMA", "LDS", "STS", "LDG", "STG", "SYNCS", "BAR")}
         print(f"{name} [{arch}]: {res} {keys}")
