@@ -1,6 +1,6 @@
 """Persistent on-disk compile cache: cubins and their compile metadata, shared across processes.
 
-Key: SHA-256 of the exact source text's SHA-256, the NVRTC options, the name expression, the
+Key: SHA-256 of the exact source text's SHA-256, the SHA-256 of every included file, the NVRTC options, the name expression, the
 target arch, the NVRTC version and the CUDA driver version ("none" without a driver), so a change
 to any of them recompiles. An entry is two files, ``<key>.cubin`` and ``<key>.json``; the JSON
 holds the cubin's SHA-256, the symbol mapping, the ptxas resources and the original compile time.
@@ -28,10 +28,15 @@ def cache_dir(configured: str | None = None) -> Path:
 
 
 def make_key(source_sha256: str, flags: list[str], name_expression: str, arch: str, nvrtc_version: str,
-             driver_version: str) -> str:
-    """Hex SHA-256 over every input that can change the cubin."""
-    material = json.dumps({"source": source_sha256, "flags": list(flags), "name": name_expression, "arch": arch,
-                           "nvrtc": nvrtc_version, "driver": driver_version}, sort_keys=True)
+             driver_version: str, extra: dict | None = None) -> str:
+    """Hex SHA-256 over every input that can change the cubin. ``extra`` (JSON-ready) holds the
+    included files' digests, the CUDA header wheels' versions and the further instances of a
+    launch plan; None (no includes, one instance) keeps the keys of earlier entries valid."""
+    fields = {"source": source_sha256, "flags": list(flags), "name": name_expression, "arch": arch,
+              "nvrtc": nvrtc_version, "driver": driver_version}
+    if extra is not None:
+        fields["extra"] = extra
+    material = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
 

@@ -18,7 +18,7 @@ import pluggy
 
 from gemmlab import hookspecs
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import KernelSpec
+from gemmlab.hookspecs import KernelBase, KernelSpec
 from gemmlab.paths import KERNELS_DIR, PLUGINS_DIR
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
@@ -46,9 +46,9 @@ class Registry:
                 raise ConfigError("plugin", f"{impl.plugin_name}: gemmlab_kernels failed: "
                                   f"{type(exc).__name__}: {exc}") from None
             for spec in specs:
-                if not isinstance(spec, KernelSpec):
+                if not isinstance(spec, KernelBase):
                     raise ConfigError("plugin", f"{impl.plugin_name} returned {type(spec).__name__}, "
-                                      "expected gemmlab.KernelSpec")
+                                      "expected gemmlab.KernelSpec or LibraryKernelSpec")
                 if not isinstance(spec.name, str) or not NAME_RULE.fullmatch(spec.name):
                     raise ConfigError("plugin", f"{impl.plugin_name}: kernel name {spec.name!r} is not "
                                       "allowed; use lowercase letters, digits and '_' (starting with a letter)")

@@ -1,0 +1,90 @@
+"""SASS of every compiled cubin: disassemble it and count the instruction classes that tell at a
+glance whether a kernel uses the instructions it was meant to.
+
+Disassembler: ``nvdisasm`` (pip ``nvidia-cuda-nvdisasm``), else ``cuobjdump -sass`` (pip
+``nvidia-cuda-cuobjdump``), located with cuda.pathfinder (which also finds a CUDA Toolkit's
+``bin``), else ``/usr/local/cuda/bin``. Works without a GPU. When none is found, the summary's
+``error`` says why and the run goes on.
+
+Classes (opcode mnemonics, predicates stripped; a class counts every variant of its opcode unless
+it names a width): FFMA (float32 FMA), HMMA (warp-level tensor core mma.sync), HGMMA (Hopper
+warpgroup wgmma), LDS / LDS.128 (shared loads / 128-bit ones), LDG / LDG.128 (global loads),
+LDGSTS (cp.async), UTMALDG (TMA loads), BAR (barriers), LDL / STL (local memory: spills or
+stack arrays). ``total`` counts every instruction.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "UTMALDG", "BAR", "LDL", "STL")
+_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
+TIMEOUT_S = 120
+
+
+def histogram(sass: str) -> dict[str, int]:
+    """Instruction-class counts of a SASS listing (nvdisasm or cuobjdump format)."""
+    counts = dict.fromkeys(CLASSES, 0)
+    total = 0
+    for match in _INSTRUCTION.finditer(sass):
+        opcode = match.group(1)
+        parts = opcode.split(".")
+        base = parts[0]
+        total += 1
+        if base in counts:
+            counts[base] += 1
+        if base in ("LDS", "LDG") and "128" in parts[1:]:
+            counts[f"{base}.128"] += 1
+    counts["total"] = total
+    return counts
+
+
+def find_disassembler() -> tuple[list[str] | None, str]:
+    """``(argv prefix, description)`` of a disassembler, or ``(None, reason)``."""
+    tried = []
+    for tool, args in (("nvdisasm", ["-c"]), ("cuobjdump", ["-sass"])):
+        path = None
+        try:
+            from cuda import pathfinder
+            path = pathfinder.find_nvidia_binary_utility(tool)
+        except Exception:
+            path = None
+        path = path or shutil.which(tool)
+        if not path and os.path.isfile(f"/usr/local/cuda/bin/{tool}"):
+            path = f"/usr/local/cuda/bin/{tool}"
+        if path:
+            return [str(path), *args], f"{tool} ({path})"
+        tried.append(tool)
+    return None, ("no disassembler found (tried " + ", ".join(tried) +
+                  "); install it: pip install nvidia-cuda-nvdisasm")
+
+
+def disassemble(cubin: bytes) -> tuple[dict, str]:
+    """Disassemble ``cubin``; return ``(summary, sass_text)``.
+
+    ``summary`` = ``{"file": "kernel.sass", "histogram": {class: n, "total": n},
+    "disassembler": str, "error": None}``; on failure ``histogram`` is None, ``error`` the
+    one-line reason and ``sass_text`` empty. Never raises.
+    """
+    argv, described = find_disassembler()
+    if argv is None:
+        return {"file": None, "histogram": None, "disassembler": None, "error": described}, ""
+    with tempfile.TemporaryDirectory(prefix="gemmlab-sass-") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        try:
+            proc = subprocess.run([*argv, str(path)], capture_output=True, text=True, timeout=TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return {"file": None, "histogram": None, "disassembler": described,
+                    "error": f"{described} failed: {type(exc).__name__}: {exc}"}, ""
+    if proc.returncode != 0 or not proc.stdout.strip():
+        first = (proc.stderr.strip().splitlines() or ["no output"])[0]
+        return {"file": None, "histogram": None, "disassembler": described,
+                "error": f"{described} exited {proc.returncode}: {first}"}, ""
+    return {"file": "kernel.sass", "histogram": histogram(proc.stdout), "disassembler": described,
+            "error": None}, proc.stdout
