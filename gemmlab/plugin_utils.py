@@ -67,13 +67,14 @@ def chunk_loads(rows: int, cols: int, vector: int, threads: int) -> np.ndarray:
     """Hit counts (rows, cols) of one tile staged by ``threads`` threads in ``vector``-element
     chunks: chunk c = tid + l*threads covers row c // (cols/vector), columns
     (c % (cols/vector))*vector .. +vector-1 (the cp.async loaders of the tensor-core kernels;
-    ``vector`` = 1 is the element-wise path)."""
+    ``vector`` = 1 is the element-wise path). Like the kernels, each thread runs
+    chunks // threads iterations (the kernels static_assert divisibility; check_mma_tiles
+    enforces it), so a thread count that does not divide leaves chunks unloaded here."""
     per_row = cols // vector
     chunks = rows * per_row
-    tid, l, v = np.ix_(range(threads), range(cdiv(chunks, threads)), range(vector))
+    tid, l, v = np.ix_(range(threads), range(chunks // threads), range(vector))
     chunk = tid + l * threads
-    return count_hits((rows, cols), chunk // per_row, (chunk % per_row) * vector + v,
-                      np.broadcast_to(chunk < chunks, np.broadcast_shapes(chunk.shape, v.shape)))
+    return count_hits((rows, cols), chunk // per_row, (chunk % per_row) * vector + v)
 
 
 def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device, shared_bytes: int) -> int:
