@@ -13,21 +13,22 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import Shape
+from gemmlab.hookspecs import LAYOUTS, PRECISIONS as hookspec_precisions, Problem, Shape
 from gemmlab.inputs import MAX_EXACT_K, InputOptions
 from gemmlab.timing import TimingOptions
 from gemmlab.verify import VerifyOptions
 
-TOP_LEVEL = ("kernel", "timing", "shape", "mode", "arch", "device", "baseline", "precision", "sanitizer",
+TOP_LEVEL = ("kernel", "timing", "shape", "mode", "arch", "device", "baseline", "precision", "layout", "sanitizer",
              "inputs", "verify", "plugin_dirs", "cache", "resume")
 SECTIONS = {"timing": ("mode", "l2", "warmup", "repeat", "max_repeat", "target_rel_spread", "budget_s", "batch",
                        "floor"),
             "verify": ("tolerance", "atol", "rtol", "safety", "method", "max_full", "sample", "trials"),
             "inputs": ("seed", "distribution"),
-            "cache": ("enabled", "dir")}
+            "cache": ("enabled", "dir"),
+            "layout": ("a", "b")}
 MODES = ("run", "compile")
 DISTRIBUTIONS = ("normal", "uniform", "integers")
-PRECISIONS = ("fp32", "tf32")
+PRECISIONS = hookspec_precisions
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 TIMING_MODES = ("events", "graph", "both")
 L2_MODES = ("warm", "cold")
@@ -52,10 +53,17 @@ class RunConfig:
     plugin_dirs: tuple[str, ...] = ()
     baseline: str | None = None
     precision: str = "fp32"
+    layout_a: str = "row"
+    layout_b: str = "row"
     sanitizer: str | None = None
     cache_enabled: bool = True
     cache_dir: str | None = None
     resume: bool = False
+
+    @property
+    def problem(self) -> Problem:
+        """The GEMM problem: shape, precision and layouts."""
+        return Problem(self.shape, self.precision, self.layout_a, self.layout_b)
 
     def label(self) -> str:
         """Short human label: ``tiled 63x65x33 BM=64 ...``."""
@@ -245,6 +253,9 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     inputs = InputOptions(seed=_int(inputs_cfg.get("seed", 0), "inputs.seed", 0, 2**63 - 1),
                           distribution=distribution)
     precision = _choice(cfg.get("precision", "fp32"), "precision", PRECISIONS)
+    layout_cfg = cfg.get("layout") or {}
+    layout_a = _choice(layout_cfg.get("a", "row"), "layout.a", LAYOUTS)
+    layout_b = _choice(layout_cfg.get("b", "row"), "layout.b", LAYOUTS)
     baseline = cfg.get("baseline")
     if baseline is not None and not isinstance(baseline, str):
         raise ConfigError("baseline", f"must be a kernel name or null, got {baseline!r}")
@@ -274,5 +285,6 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
                      arch=parse_arch(cfg.get("arch")), device=_device(cfg.get("device", 0)),
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
-                     baseline=baseline, precision=precision, sanitizer=sanitizer,
+                     baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
+                     sanitizer=sanitizer,
                      cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume)

@@ -22,7 +22,13 @@ from gemmlab.hookspecs import DeviceFacts, Launch
 def offline_facts(arch: str) -> DeviceFacts:
     """DeviceFacts for compiling for ``sm_<arch>`` with no GPU present (sm_90 limits, 132 SMs)."""
     return DeviceFacts(name="no GPU (compile only)", arch=arch, sm_count=132,
-                       l2_bytes=50 * 1024 * 1024)
+                       l2_bytes=50 * 1024 * 1024, max_cluster_size=cluster_limit(arch))
+
+
+def cluster_limit(arch: str) -> int:
+    """Portable thread-block cluster size: 8 blocks from sm_90 on, 1 (no clusters) before."""
+    digits = "".join(ch for ch in str(arch) if ch.isdigit())
+    return 8 if digits and int(digits) >= 90 else 1
 
 
 # Per-SM limits of compute capability 9.0 (CUDA C Programming Guide, "Compute Capabilities",
@@ -101,7 +107,7 @@ class Gpu:
             max_threads_per_block=props.max_threads_per_block,
             max_shared_per_block=props.max_shared_memory_per_block,
             max_shared_per_block_optin=props.max_shared_memory_per_block_optin,
-            l2_bytes=props.l2_cache_size)
+            l2_bytes=props.l2_cache_size, max_cluster_size=cluster_limit(self.device.arch))
         self.index = index
         self.max_threads_per_sm = props.max_threads_per_multiprocessor
         self._graphs: list = []
@@ -228,14 +234,37 @@ class Gpu:
                 "blocks": launch.blocks, "waves": round(waves, 3),
                 "source": "driver occupancy API (cuOccupancyMaxActiveBlocksPerMultiprocessor)"}
 
+    def launch_config(self, launch: Launch):
+        """cuda.core ``LaunchConfig`` for ``launch``: with a cluster, cuda.core's grid counts
+        clusters, so the grid in blocks is divided by the cluster dims (validated as multiples)."""
+        from cuda.core import LaunchConfig
+        if launch.cluster is None:
+            return LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
+        grid = tuple(g // c for g, c in zip(launch.grid, launch.cluster))
+        return LaunchConfig(grid=grid, cluster=tuple(launch.cluster), block=launch.block,
+                            shmem_size=launch.shared_bytes)
+
+    def max_active_clusters(self, loaded: LoadedKernel, launch: Launch) -> int:
+        """``cuOccupancyMaxActiveClusters`` for ``launch`` (0: the device cannot run this cluster)."""
+        try:
+            return int(loaded.kernel.occupancy.max_active_clusters(self.launch_config(launch), stream=self.stream))
+        except Exception:  # the driver refuses the configuration outright
+            return 0
+
+    def tensor_map(self, tm, problem, address: int):
+        """A TMA tensor map over the matrix at ``address`` (:func:`gemmlab.tma.build`)."""
+        from gemmlab import tma
+        return tma.build(tm, problem, address)
+
     def launcher(self, loaded: LoadedKernel, launch: Launch, args: tuple):
         """Return a zero-argument function that enqueues one launch on the run's stream.
 
         ``args`` must already hold device buffers and numpy scalars of the C types
         (``np.int32``): a Python int is passed as 64 bits and misplaces later parameters.
+        Tensor maps (cuda.core ``TensorMapDescriptor``) are passed by value.
         """
-        from cuda.core import LaunchConfig, launch as cu_launch
-        config = LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
+        from cuda.core import launch as cu_launch
+        config = self.launch_config(launch)
         stream, kernel = self.stream, loaded.kernel
 
         def enqueue():

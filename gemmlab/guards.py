@@ -21,13 +21,15 @@ GUARD_BYTES = 1 << 20  # 1 MiB each side: covers a missing store mask on tiles u
 
 @dataclass
 class GuardedMatrix:
-    """A float32 matrix of ``shape`` on the device with canary bands; ``address`` is the first
-    element (pass it to kernels), ``base`` the allocation start."""
+    """A matrix of ``shape`` (as stored, row-major) and element type ``dtype`` (float32 unless
+    given: bf16/fp16 inputs are 2 bytes) on the device with canary bands; ``address`` is the
+    first element (pass it to kernels; 256-byte aligned), ``base`` the allocation start."""
 
     name: str
     shape: tuple[int, int]
     buffer: object
     base: int
+    dtype: np.dtype = np.dtype(np.float32)
 
     @property
     def address(self) -> int:
@@ -35,35 +37,40 @@ class GuardedMatrix:
 
     @property
     def nbytes(self) -> int:
-        return self.shape[0] * self.shape[1] * 4
+        return self.shape[0] * self.shape[1] * self.dtype.itemsize
 
 
-def allocate(gpu, name: str, shape: tuple[int, int], host: np.ndarray | None = None) -> GuardedMatrix:
-    """Allocate ``shape`` float32 elements plus both bands, write the canaries, and upload ``host``
-    (if given) into the middle."""
+def allocate(gpu, name: str, shape: tuple[int, int], host: np.ndarray | None = None,
+             dtype: np.dtype | None = None) -> GuardedMatrix:
+    """Allocate ``shape`` elements of ``dtype`` (default: ``host``'s dtype, else float32) plus
+    both bands, write the canaries, and upload ``host`` (if given) into the middle."""
+    dtype = np.dtype(dtype if dtype is not None else host.dtype if host is not None else np.float32)
     count = shape[0] * shape[1]
-    buffer = gpu.allocate(count * 4 + 2 * GUARD_BYTES)
-    g = GuardedMatrix(name=name, shape=shape, buffer=buffer, base=int(buffer.handle))
-    gpu.fill32(g.base, CANARY, (count * 4 + 2 * GUARD_BYTES) // 4)
+    data_bytes = -(-count * dtype.itemsize // 4) * 4  # whole words, so the canary fill covers every byte
+    buffer = gpu.allocate(data_bytes + 2 * GUARD_BYTES)
+    g = GuardedMatrix(name=name, shape=shape, buffer=buffer, base=int(buffer.handle), dtype=dtype)
+    gpu.fill32(g.base, CANARY, (data_bytes + 2 * GUARD_BYTES) // 4)
     if host is not None:
-        gpu.upload(g.address, np.ascontiguousarray(host, dtype=np.float32))
+        gpu.upload(g.address, np.ascontiguousarray(host, dtype=dtype))
     gpu.sync()
     return g
 
 
 def read(gpu, g: GuardedMatrix) -> np.ndarray:
-    """The matrix contents as a float32 array of ``g.shape``."""
-    return gpu.download(g.address, g.nbytes).view(np.float32).reshape(g.shape)
+    """The matrix contents as an array of ``g.dtype`` and ``g.shape``."""
+    return gpu.download(g.address, g.nbytes).view(g.dtype).reshape(g.shape)
 
 
 def check_bands(gpu, g: GuardedMatrix) -> dict | None:
     """None when both bands hold only canaries, else ``{"matrix", "writes", "first_offsets"}``
     with element offsets relative to the matrix start."""
     words = GUARD_BYTES // 4
+    item = g.dtype.itemsize
+    tail = -(-g.nbytes // 4) * 4  # the band starts after the last whole word of the matrix
     before = gpu.download(g.base, GUARD_BYTES).view(np.uint32)
-    after = gpu.download(g.address + g.nbytes, GUARD_BYTES).view(np.uint32)
-    offsets = [int(i) - words for i in np.nonzero(before != CANARY)[0]]
-    offsets += [int(i) + g.shape[0] * g.shape[1] for i in np.nonzero(after != CANARY)[0]]
+    after = gpu.download(g.address + tail, GUARD_BYTES).view(np.uint32)
+    offsets = [(int(i) - words) * 4 // item for i in np.nonzero(before != CANARY)[0]]
+    offsets += [(tail + 4 * int(i)) // item for i in np.nonzero(after != CANARY)[0]]
     if not offsets:
         return None
     return {"matrix": g.name, "writes": len(offsets), "first_offsets": offsets[:8],

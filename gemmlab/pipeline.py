@@ -29,14 +29,13 @@ from gemmlab import verify as verify_stage
 from gemmlab.config import RunConfig, _plain, parse_config
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, \
     VerificationError
-from gemmlab.hookspecs import DeviceFacts, DevicePointers, KernelSpec, Launch, LibraryKernelSpec, ParamError
+from gemmlab.backends import Buffers, backend_for
+from gemmlab.hookspecs import Launch, ParamError, Problem
 from gemmlab.roofline import roofline
 from gemmlab.registry import Registry, load_registry
 
 EXIT_INVALID = 2
 EXIT_FAILED = 1
-GRID_LIMITS = (2**31 - 1, 65535, 65535)  # CUDA: max grid dimensions (x, y, z)
-BLOCK_LIMITS = (1024, 1024, 64)  # CUDA: max block dimensions (x, y, z)
 
 
 @lru_cache(maxsize=8)
@@ -80,13 +79,15 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         ``record["error"]`` holds the one-line reason. Failures never raise: a sweep goes on.
     """
     out_dir = Path(out_dir)
+    plain = None
     try:
-        record = record_stage.new_record(_plain(cfg))
+        plain = _plain(cfg)  # the config is resolved once; every phase reads this plain mapping
+        record = record_stage.new_record(plain)
     except Exception as exc:  # e.g. an interpolation that does not resolve
         record = record_stage.new_record(None)
         record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
     if (out_dir / "result.json").exists():  # never touch an earlier measurement
-        resumed = _resume(cfg, out_dir)
+        resumed = _resume(plain, out_dir)
         if resumed is not None:
             return resumed
         if (out_dir / "result.json").exists():
@@ -98,7 +99,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         record_stage.write_record(record, out_dir)
         return record
     try:
-        _run(cfg, out_dir, record, check_only)
+        Run(plain, out_dir, record, check_only).execute()
     except ParamError as exc:
         record.update(status=ConfigError.status, error=str(exc))
     except GemmlabError as exc:
@@ -146,140 +147,147 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
 
 
 @dataclass
-class Candidate:
-    """A kernel under measurement (``role`` kernel or baseline) and what the stages learn of it."""
+class Run:
+    """One point in flight: the config parsed once, the kernel and baseline backends, and what
+    each phase hands the next. :meth:`execute` runs the phases in order:
 
-    role: str
-    name: str
-    spec: KernelSpec
-    params: dict
-    launch: Launch | None = None
-    compiled: compile_stage.CompiledKernel | None = None
-    record: dict = field(default_factory=dict)
-    enqueue: Callable[[], None] | None = None
-    close: Callable[[], None] | None = None
-    c: guards.GuardedMatrix | None = None
+    :meth:`validate` (bad input fails before anything compiles or the GPU opens) ->
+    :meth:`compile_only` (``mode=compile``) or :meth:`open_device` -> :meth:`compile` ->
+    :meth:`allocate` -> :meth:`correctness` -> :meth:`time` -> :meth:`safety_nets` ->
+    :meth:`sanitize`; :meth:`release` always runs last.
+    """
+
+    cfg: Any
+    out_dir: Path
+    record: dict
+    check_only: bool = False
+    rc: RunConfig | None = None
+    backends: list = field(default_factory=list)
+    gpu: Any = None
+    inputs: Any = None
+    d_a: Any = None
+    d_b: Any = None
+    owned: list = field(default_factory=list)
+    outputs: dict = field(default_factory=dict)
 
     @property
-    def is_library(self) -> bool:
-        return isinstance(self.spec, LibraryKernelSpec)
+    def problem(self) -> Problem:
+        return self.rc.problem
 
+    def execute(self) -> None:
+        self.validate()
+        if self.rc.mode == "compile":
+            self.compile_only()
+            return
+        try:
+            self.open_device()
+            self.compile()
+            self.allocate()
+            self.correctness()
+            if self.check_only:
+                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs)
+                self.record["status"] = "checked"
+                return
+            self.time()
+            self.safety_nets()
+            self.sanitize()
+            self.record["status"] = "ok"
+        finally:
+            self.release()
 
-def _static_checks(cand: Candidate, rc: RunConfig, facts: DeviceFacts) -> None:
-    """Everything decidable before compiling: parameters, shape, precision, launch limits."""
-    spec = cand.spec
-    if cand.is_library:
-        if rc.precision not in spec.precisions:
-            raise ConfigError("precision", f"kernel {cand.name} supports {', '.join(spec.precisions)}, got {rc.precision}")
-        spec.check(rc.shape, cand.params, facts)
-        return
-    if rc.precision != "fp32":
-        raise ConfigError("precision", f"kernel {cand.name} is an NVRTC float32 kernel and supports fp32 only, "
-                          f"got {rc.precision} (tf32 is for library kernels such as cublas)")
-    spec.check(rc.shape, cand.params, facts)
-    launch = spec.launch(rc.shape, cand.params, facts)
-    for axis, (count, limit) in enumerate(zip(launch.grid, GRID_LIMITS)):
-        if not 1 <= count <= limit:
-            raise ConfigError("shape", f"needs grid {tuple(launch.grid)}: grid dimension {'xyz'[axis]} must be "
-                              f"1..{limit} (CUDA limit); use a smaller shape or a kernel with larger tiles")
-    for axis, (count, limit) in enumerate(zip(launch.block, BLOCK_LIMITS)):
-        if not 1 <= count <= limit:
-            raise ConfigError("kernel", f"block {tuple(launch.block)}: dimension {'xyz'[axis]} must be 1..{limit}")
-    if launch.threads_per_block > facts.max_threads_per_block or launch.shared_bytes > facts.max_shared_per_block_optin:
-        raise ConfigError("kernel", f"launch needs {launch.threads_per_block} threads and {launch.shared_bytes} B "
-                          f"dynamic shared memory per block; the device allows {facts.max_threads_per_block} "
-                          f"and {facts.max_shared_per_block_optin} B")
-    cand.launch = launch
-    cand.record["launch"] = {"grid": list(launch.grid), "block": list(launch.block),
-                             "shared_bytes": launch.shared_bytes, "threads_per_block": launch.threads_per_block,
-                             "blocks": launch.blocks}
+    # --- phases ---------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Parse the config, build the backends, describe the point, run every static check."""
+        registry = registry_for(self.cfg)
+        rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults)
+        self.backends = [backend_for("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
+        if rc.baseline is not None:
+            base = registry.get(rc.baseline)
+            self.backends.append(backend_for("baseline", rc.baseline, base, dict(base.defaults)))
+        flops = 2 * rc.shape.M * rc.shape.N * rc.shape.K
+        self.record.update(kernel={"name": rc.kernel, "params": rc.params, "plugin": registry.origins[rc.kernel],
+                                   "backend": self.backends[0].kind},
+                           shape=rc.shape._asdict(), flops=flops, mode=rc.mode,
+                           precision=record_stage.precision_text(rc.precision),
+                           layout={"a": rc.layout_a, "b": rc.layout_b})
+        from gemmlab.device import offline_facts
+        for backend in self.backends:  # bad input fails before the GPU opens
+            backend.validate(self.problem, offline_facts(rc.arch or "90"))
+        for backend in self.backends:
+            missing = backend.unavailable()
+            if missing is not None:
+                raise UnavailableError(missing)
 
+    def compile_only(self) -> None:
+        """``mode=compile``: compile for ``arch`` (default sm_90) with offline device facts."""
+        from gemmlab.device import offline_facts
+        facts = offline_facts(self.rc.arch or "90")
+        self.record["device"] = {"name": facts.name, "arch": f"sm_{facts.arch}"}
+        for backend in self.backends:
+            backend.compile(self.problem, facts, facts.arch, self.out_dir, self.rc.cache_enabled, self.rc.cache_dir)
+            backend.estimate_occupancy(facts)
+        _merge(self.record, self.backends)
+        self.record["status"] = "compiled"
 
-def _compile(cand: Candidate, registry: Registry, arch: str, out_dir: Path, rc: RunConfig,
-             driver_version: str = "none") -> None:
-    if cand.is_library:
-        cand.record["compile"] = None
-        return
-    cand.compiled = compile_stage.compile_kernel(registry.source_path(cand.spec), cand.spec.entry(cand.params),
-                                                 compile_stage.CompileOptions(arch=arch), persistent=rc.cache_enabled,
-                                                 cache_folder=rc.cache_dir, driver_version=driver_version)
-    cand.record["compile"] = cand.compiled.record()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = "" if cand.role == "kernel" else f"-{cand.role}"
-    (out_dir / f"compile{suffix}.log").write_text(cand.compiled.log)
+    def open_device(self) -> None:
+        from gemmlab.device import open_gpu, pick_device
+        rc = self.rc
+        self.gpu = open_gpu(pick_device() if rc.device == "auto" else rc.device)
+        facts = self.gpu.facts
+        self.record["device"] = self.gpu.record()
+        if rc.arch is not None and rc.arch.rstrip("af") != facts.arch:
+            raise ConfigError("arch", f"mode=run builds for the device's own arch sm_{facts.arch}; "
+                              f"got sm_{rc.arch} (use mode=compile to build for another target)")
+        for backend in self.backends:
+            backend.validate(self.problem, facts)
 
+    def compile(self) -> None:
+        driver = str(self.record["device"].get("driver_version", "none"))
+        arch = self.rc.arch or self.gpu.facts.arch
+        for backend in self.backends:
+            backend.compile(self.problem, self.gpu.facts, arch, self.out_dir, self.rc.cache_enabled,
+                            self.rc.cache_dir, driver_version=driver)
 
-def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) -> None:
-    registry = registry_for(cfg)
-    rc = parse_config(cfg, defaults_of=lambda name: registry.get(name).defaults)
-    cands = [Candidate("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
-    if rc.baseline is not None:
-        base = registry.get(rc.baseline)
-        cands.append(Candidate("baseline", rc.baseline, base, dict(base.defaults)))
-    flops = 2 * rc.shape.M * rc.shape.N * rc.shape.K
-    record.update(kernel={"name": rc.kernel, "params": rc.params, "plugin": registry.origins[rc.kernel],
-                          "backend": "library" if cands[0].is_library else "nvrtc"},
-                  shape=rc.shape._asdict(), flops=flops, mode=rc.mode, precision=record_stage.precision_text(rc.precision))
+    def allocate(self) -> None:
+        """Inputs drawn, rounded to the storage type, laid out and uploaded; each backend's C
+        allocated and its launch prepared."""
+        rc, problem, gpu = self.rc, self.problem, self.gpu
+        self.inputs = inputs_stage.make_problem_inputs(problem, rc.inputs)
+        inp = self.inputs
+        self.record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed,
+                                 "dtype": problem.ab_dtype, "layout": _layout_text(problem),
+                                 "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N],
+                                 "stored": {"A": list(inp.a_stored.shape), "B": list(inp.b_stored.shape)}}
+        if problem.ab_dtype != "float32":
+            self.record["inputs"]["rounding"] = (f"drawn as float32, rounded once to {problem.ab_dtype} "
+                                                 "(round to nearest even); the reference multiplies the rounded values")
+        self.d_a = guards.allocate(gpu, "A", inp.a_stored.shape, inp.a_stored)
+        self.owned.append(self.d_a)
+        self.d_b = guards.allocate(gpu, "B", inp.b_stored.shape, inp.b_stored)
+        self.owned.append(self.d_b)
+        for backend in self.backends:
+            c = guards.allocate(gpu, f"C ({backend.name})", (rc.shape.M, rc.shape.N))
+            self.owned.append(c)
+            backend.buffers = Buffers(self.d_a, self.d_b, c)
+            backend.prepare(gpu, problem, backend.buffers)
 
-    from gemmlab.device import offline_facts
-    for cand in cands:  # bad input fails before the GPU opens
-        _static_checks(cand, rc, offline_facts(rc.arch or "90"))
-    for cand in cands:
-        missing = cand.spec.available() if cand.is_library else None
-        if missing is not None:
-            raise UnavailableError(missing)
-
-    if rc.mode == "compile":
-        facts = offline_facts(rc.arch or "90")
-        record["device"] = {"name": facts.name, "arch": f"sm_{facts.arch}"}
-        from gemmlab.device import estimate_occupancy
-        for cand in cands:
-            _compile(cand, registry, facts.arch, out_dir, rc)
-            res = cand.compiled.resources if cand.compiled else None
-            if res is not None and facts.arch == "90":
-                cand.record["occupancy"] = estimate_occupancy(res.registers, res.static_shared_bytes, cand.launch,
-                                                              facts.sm_count)
-        _merge(record, cands)
-        record["status"] = "compiled"
-        return
-
-    from gemmlab.device import open_gpu, pick_device
-    gpu = open_gpu(pick_device() if rc.device == "auto" else rc.device)
-    facts = gpu.facts
-    record["device"] = gpu.record()
-    if rc.arch is not None and rc.arch != facts.arch:
-        raise ConfigError("arch", f"mode=run builds for the device's own arch sm_{facts.arch}; "
-                          f"got sm_{rc.arch} (use mode=compile to build for another target)")
-    for cand in cands:
-        _static_checks(cand, rc, facts)
-        _compile(cand, registry, facts.arch, out_dir, rc, driver_version=str(record["device"].get("driver_version", "none")))
-
-    a, b = inputs_stage.make_inputs(rc.shape, rc.inputs)
-    record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed, "dtype": "float32",
-                        "layout": "row-major", "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N]}
-    shape = rc.shape
-    d_a = guards.allocate(gpu, "A", (shape.M, shape.K), a)
-    d_b = guards.allocate(gpu, "B", (shape.K, shape.N), b)
-    owned = [d_a, d_b]
-    try:
-        for cand in cands:
-            cand.c = guards.allocate(gpu, f"C ({cand.name})", (shape.M, shape.N))
-            owned.append(cand.c)
-            cand.enqueue, cand.close = _enqueue_for(gpu, cand, rc, d_a, d_b)
-
-        # correctness: NaN-fill this candidate's own C, one launch, verify, check the guard bands
-        outputs, products = {}, {}  # products: the float64 references, computed once for all candidates
-        for cand in cands:
-            gpu.fill32(cand.c.address, 0xFFFFFFFF, shape.M * shape.N)  # never reuse another output
-            cand.enqueue()
+    def correctness(self) -> None:
+        """NaN-fill each backend's own C, one launch (its whole plan), verify, check the bands."""
+        gpu, rc, record, inp = self.gpu, self.rc, self.record, self.inputs
+        products = {}  # the float64 references, computed once for all backends
+        shape = rc.shape
+        for backend in self.backends:
+            c = backend.buffers.c
+            gpu.fill32(c.address, 0xFFFFFFFF, shape.M * shape.N)  # never reuse another output
+            backend.enqueue()
             gpu.sync()
-            outputs[cand.role] = guards.read(gpu, cand.c)
-            verdict = verify_stage.check(outputs[cand.role], a, b, rc.verify, rc.inputs.distribution,
+            self.outputs[backend.role] = guards.read(gpu, c)
+            verdict = verify_stage.check(self.outputs[backend.role], inp.a, inp.b, rc.verify, rc.inputs.distribution,
                                          rc.precision, rc.inputs.seed, products=products)
-            cand.record["verification"] = verdict.record()
-            _merge(record, cands)
+            backend.record["verification"] = verdict.record()
+            _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
-            hit = _bands(gpu, record, [cand.c, d_a, d_b], after="the correctness launch")
+            hit = _bands(gpu, record, [c, self.d_a, self.d_b, *backend.guarded()], after="the correctness launch")
             record["nets_fired"] = (["guard bands"] if hit else []) + \
                 ([] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
                                             if verdict.nan_outputs else "verification"])
@@ -287,69 +295,64 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
                 raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the correctness launch)"
                                      + ("" if verdict.passed else f"; also {verdict.summary()}"))
             if not verdict.passed:
-                raise VerificationError(f"wrong result from {cand.name}: {verdict.summary()}")
-        if check_only:
-            _check_inputs(gpu, record, d_a, d_b, a, b)
-            record["status"] = "checked"
-            return
+                raise VerificationError(f"wrong result from {backend.name}: {verdict.summary()}")
 
+    def time(self) -> None:
+        gpu, rc = self.gpu, self.rc
         floor = _floor_enqueue(gpu) if rc.timing.floor else None
         flush = _flush_fn(gpu) if rc.timing.l2 == "cold" else None
-        measured = timing_stage.measure(gpu, {c.role: c.enqueue for c in cands}, rc.timing,
+        measured = timing_stage.measure(gpu, {b.role: b.enqueue for b in self.backends}, rc.timing,
                                         flush=flush, floor_enqueue=floor)
-        _record_timing(record, cands, measured, rc, flops, gpu)
+        _record_timing(self.record, self.backends, measured, rc, self.record["flops"], gpu)
 
-        # safety nets after timing: bands, inputs, repeat stability (bitwise)
-        _check_bands(gpu, record, [d_a, d_b] + [c.c for c in cands], after="timing")
-        _check_inputs(gpu, record, d_a, d_b, a, b)
-        for cand in cands:
-            last = guards.read(gpu, cand.c)
-            same = np.array_equal(last.view(np.uint32), outputs[cand.role].view(np.uint32))
-            cand.record["repeat_stable"] = bool(same)
+    def safety_nets(self) -> None:
+        """After timing: bands, inputs, repeat stability (bitwise)."""
+        gpu, record = self.gpu, self.record
+        extra = [g for b in self.backends for g in b.guarded()]
+        _check_bands(gpu, record, [self.d_a, self.d_b] + [b.buffers.c for b in self.backends] + extra, after="timing")
+        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs)
+        for backend in self.backends:
+            last = guards.read(gpu, backend.buffers.c)
+            first = self.outputs[backend.role]
+            same = np.array_equal(last.view(np.uint32), first.view(np.uint32))
+            backend.record["repeat_stable"] = bool(same)
             if not same:
-                diff = int((last.view(np.uint32) != outputs[cand.role].view(np.uint32)).sum())
-                _merge(record, cands)
-                raise SafetyNetError("unstable", f"{cand.name}: the last timed launch differs bitwise from the "
+                diff = int((last.view(np.uint32) != first.view(np.uint32)).sum())
+                _merge(record, self.backends)
+                raise SafetyNetError("unstable", f"{backend.name}: the last timed launch differs bitwise from the "
                                      f"correctness launch in {diff} element(s): likely a race")
-        _merge(record, cands)
-        if rc.sanitizer:
-            from gemmlab import sanitizer
-            result = sanitizer.run(rc.sanitizer, _plain(cfg), out_dir, device=gpu.index)
-            record["sanitizer"] = result
-            if result["verdict"] == "unavailable":
-                raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
-            if result["verdict"] != "clean":
-                raise SafetyNetError("sanitizer_errors", f"compute-sanitizer {rc.sanitizer}: {result['verdict']}"
-                                     f" ({result.get('errors')} errors; report {result.get('report')})")
-        record["status"] = "ok"
-    finally:
-        for cand in cands:
-            if cand.close:
-                cand.close()
-        guards.release(*owned)
+        _merge(record, self.backends)
+
+    def sanitize(self) -> None:
+        rc = self.rc
+        if not rc.sanitizer:
+            return
+        from gemmlab import sanitizer
+        result = sanitizer.run(rc.sanitizer, self.cfg, self.out_dir, device=self.gpu.index)
+        self.record["sanitizer"] = result
+        if result["verdict"] == "unavailable":
+            raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
+        if result["verdict"] != "clean":
+            raise SafetyNetError("sanitizer_errors", f"compute-sanitizer {rc.sanitizer}: {result['verdict']}"
+                                 f" ({result.get('errors')} errors; report {result.get('report')})")
+
+    def release(self) -> None:
+        for backend in self.backends:
+            backend.close()
+        guards.release(*self.owned)
+        self.owned = []
 
 
-def _enqueue_for(gpu, cand: Candidate, rc: RunConfig, d_a, d_b):
-    if cand.is_library:
-        ptrs = DevicePointers(a=d_a.address, b=d_b.address, c=cand.c.address, stream=int(gpu.stream.handle))
-        cand.record["library"] = cand.spec.library_version()
-        return cand.spec.enqueue_function(rc.shape, cand.params, ptrs, rc.precision)
-    loaded = gpu.load(cand.compiled.object_code, cand.compiled.name_expression, cand.launch.shared_bytes)
-    if cand.launch.threads_per_block > loaded.max_threads_per_block:
-        raise ConfigError("kernel", f"{cand.name} needs {cand.launch.threads_per_block} threads per block, but with "
-                          f"{loaded.registers} registers per thread at most {loaded.max_threads_per_block} fit "
-                          "(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES otherwise); use a larger thread tile")
-    cand.record["compile"]["driver_attributes"] = {"registers": loaded.registers, "local_bytes": loaded.local_bytes,
-                                                   "static_shared_bytes": loaded.static_shared_bytes}
-    cand.record["occupancy"] = gpu.occupancy(loaded, cand.launch)
-    args = (np.uint64(d_a.address), np.uint64(d_b.address), np.uint64(cand.c.address),
-            np.int32(rc.shape.M), np.int32(rc.shape.N), np.int32(rc.shape.K))
-    return gpu.launcher(loaded, cand.launch, args), None
+def _layout_text(problem: Problem) -> str:
+    """``row-major`` for row/row (the v1 text), else which operand is column-major."""
+    if (problem.layout_a, problem.layout_b) == ("row", "row"):
+        return "row-major"
+    return f"A {problem.layout_a}-major, B {problem.layout_b}-major, C row-major"
 
 
 def _floor_enqueue(gpu):
     compiled = compile_stage.compile_kernel(timing_stage.floor_source(), timing_stage.FLOOR_ENTRY,
-                                            compile_stage.CompileOptions(arch=gpu.facts.arch))
+                                            compile_stage.CompileOptions(arch=gpu.facts.arch), disassemble=False)
     loaded = gpu.load(compiled.object_code, compiled.name_expression, 0)
     return gpu.launcher(loaded, Launch(grid=(1, 1, 1), block=(32, 1, 1)), ())
 
@@ -387,11 +390,13 @@ def _check_bands(gpu, record, matrices, after: str) -> None:
         raise SafetyNetError("out_of_bounds", f"{hit['message']} (after {after})")
 
 
-def _check_inputs(gpu, record, d_a, d_b, a, b) -> None:
-    for g, host in ((d_a, a), (d_b, b)):
+def _check_inputs(gpu, record, d_a, d_b, inputs) -> None:
+    for g, host in ((d_a, inputs.a_stored), (d_b, inputs.b_stored)):
         now = guards.read(gpu, g)
-        if not np.array_equal(now.view(np.uint32), host.view(np.uint32)):
-            changed = int((now.view(np.uint32) != host.view(np.uint32)).sum())
+        if not np.array_equal(now.view(np.uint8), np.ascontiguousarray(host).view(np.uint8)):
+            item = host.dtype.itemsize
+            changed = int((now.view(np.uint8).reshape(-1, item) != host.view(np.uint8).reshape(-1, item))
+                          .any(axis=1).sum())
             record["inputs_unchanged"] = False
             raise SafetyNetError("inputs_modified", f"the kernel wrote its input {g.name}: {changed} element(s) changed")
     record["inputs_unchanged"] = True
@@ -429,7 +434,7 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
     _merge(record, cands)
 
 
-def _merge(record: dict, cands: list[Candidate]) -> None:
+def _merge(record: dict, cands: list) -> None:
     """The kernel's fields go to the top level; the baseline's under ``baseline``."""
     for cand in cands:
         if cand.role == "kernel":

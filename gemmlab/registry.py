@@ -73,8 +73,13 @@ class Registry:
 
     def source_path(self, spec: KernelSpec) -> Path:
         """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
-        p = Path(spec.source)
-        return p if p.is_absolute() else KERNELS_DIR / p
+        return source_path(spec)
+
+
+def source_path(spec: KernelSpec) -> Path:
+    """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
+    p = Path(spec.source)
+    return p if p.is_absolute() else KERNELS_DIR / p
 
 
 def _import_builtin_package():

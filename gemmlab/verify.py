@@ -1,4 +1,5 @@
-"""Stage 4: verify a kernel's output against float64 products of the same float32 inputs.
+"""Stage 4: verify a kernel's output against float64 products of the same inputs (as stored:
+rounded to bf16/fp16 when the precision says so, given here as float32 arrays of those values).
 
 The reference multiplies the already-rounded inputs in float64 on the CPU (seed 000), separating
 input rounding from device accumulation error. NaN and inf never pass, so an output the kernel
@@ -8,7 +9,9 @@ never wrote (NaN-filled beforehand) is caught and counted. Tolerance rules
 - ``fixed``: ``|C - ref| <= atol + rtol*|ref|`` (seed 000: ``assert_allclose`` with 3e-4 each).
 - ``bound`` (default for float inputs): ``|C - ref| <= lam*sqrt(K)*(u + 2*u_in)*(|A||B|)_ij +
   u*|ref_ij| + tiny``, with u = 2^-24 (float32 accumulation), u_in the rounding of the inputs
-  to the compute precision (0 for fp32, 2^-11 for TF32), lam = ``verify.safety`` (8). This is the
+  to the compute precision (0 for fp32, 2^-11 for TF32; 0 for bf16/fp16, whose inputs are
+  rounded to their storage type before the reference is formed and whose products are exact in
+  float32; their tensor-core accumulation uses 2u instead of u), lam = ``verify.safety`` (8). This is the
   probabilistic rounding-error bound of Higham & Mary, "A New Approach to Probabilistic Rounding
   Error Analysis", SIAM J. Sci. Comput. 41(5), 2019 (deterministic form: gamma_K |A||B|,
   Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., §3.5). It grows with K and
@@ -36,7 +39,11 @@ import numpy as np
 
 FIRST_MISMATCHES = 8
 U_FP32 = 2.0**-24
-U_INPUT = {"fp32": 0.0, "tf32": 2.0**-11}
+U_INPUT = {"fp32": 0.0, "tf32": 2.0**-11, "bf16": 0.0, "fp16": 0.0}
+# accumulation unit per precision: float32 (2^-24); bf16/fp16 tensor cores align and truncate
+# inside each MMA instead of rounding (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of
+# NVIDIA tensor cores", PeerJ CS 7:e330, 2021), so they get twice the unit
+U_ACC = {"fp32": U_FP32, "tf32": U_FP32, "bf16": 2 * U_FP32, "fp16": 2 * U_FP32}
 TINY = 1e-30
 
 
@@ -82,7 +89,7 @@ def tolerance(rule: str, options: VerifyOptions, ref: np.ndarray, abs_ab: np.nda
         return 0.0
     if rule == "fixed":
         return options.atol + options.rtol * np.abs(ref)
-    scale = options.safety * math.sqrt(K) * (U_FP32 + 2 * U_INPUT[precision])
+    scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
     return scale * abs_ab + U_FP32 * np.abs(ref) + TINY
 
 
@@ -229,7 +236,7 @@ def _freivalds(c, a64, b64, rule, options, K, precision, rng) -> dict:
         elif rule == "fixed":
             tol = options.atol * c.shape[1] + options.rtol * (np.abs(c64) @ np.ones(c.shape[1]))
         else:
-            scale = options.safety * math.sqrt(K) * (U_FP32 + 2 * U_INPUT[precision])
+            scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
             tol = scale * (np.abs(a64) @ (np.abs(b64) @ np.ones(c.shape[1]))) + U_FP32 * (np.abs(c64) @ np.ones(c.shape[1]))
         err = np.abs(lhs - rhs)
         if not np.isfinite(err).all() or (err > tol + TINY).any():

@@ -1,9 +1,18 @@
-"""Built-in kernel ``cublas``: cuBLAS SGEMM through nvmath-python's cuBLAS bindings.
+"""Built-in kernel ``cublas``: cuBLAS GEMM through nvmath-python's cuBLAS bindings, for every
+precision and layout gemmlab has, so ``baseline=cublas`` always compares like with like.
 
 Row-major C = A·B is computed as the column-major product Cᵀ = Bᵀ·Aᵀ: cuBLAS is called with
 the operands swapped and m, n exchanged (cuBLAS docs, cublas<t>gemm; the usual row-major
-trick). Math mode: ``precision=fp32`` sets CUBLAS_DEFAULT_MATH, which never uses TF32 unless
-asked (cuBLAS docs, cublasMath_t); ``precision=tf32`` sets CUBLAS_TF32_TENSOR_OP_MATH. Optional: ``pip install 'gemmlab[cublas]'`` brings nvmath-python.
+trick). A row-major operand seen column-major is already transposed (op N); a column-major one
+needs op T, with its own leading dimension (``Problem.lda``/``ldb``).
+
+- ``fp32``: ``cublasSgemm`` with CUBLAS_DEFAULT_MATH, which never uses TF32 unless asked
+  (cuBLAS docs, cublasMath_t).
+- ``tf32``: ``cublasSgemm`` with CUBLAS_TF32_TENSOR_OP_MATH.
+- ``bf16`` / ``fp16``: ``cublasGemmEx`` with CUDA_R_16BF / CUDA_R_16F inputs, CUDA_R_32F output
+  and CUBLAS_COMPUTE_32F (float32 accumulation), CUBLAS_GEMM_DEFAULT.
+
+Optional: ``pip install 'gemmlab[cublas]'`` brings nvmath-python.
 """
 
 from __future__ import annotations
@@ -12,7 +21,8 @@ import functools
 
 import numpy as np
 
-from gemmlab.hookspecs import DevicePointers, LibraryKernelSpec, ParamError, Shape, hookimpl
+from gemmlab.hookspecs import LAYOUTS, PRECISIONS, DevicePointers, LibraryKernelSpec, ParamError, Problem, Shape, \
+    hookimpl
 
 INSTALL_HINT = "install the optional extra: pip install 'gemmlab[cublas]' (nvmath-python, nvidia-cublas)"
 
@@ -23,7 +33,8 @@ def _cublas():
 
 
 class CublasSgemm(LibraryKernelSpec):
-    """cuBLAS SGEMM (float32 in/out; TF32 tensor cores only with precision=tf32)."""
+    """cuBLAS GEMM: SGEMM for fp32/tf32 (TF32 tensor cores only with precision=tf32), GemmEx for
+    bf16/fp16 inputs with float32 C and compute; any layout of A and B."""
 
     def available(self) -> str | None:
         try:
@@ -35,27 +46,56 @@ class CublasSgemm(LibraryKernelSpec):
     def library_version(self) -> str:
         return _version()
 
+    def types(self, problem: Problem) -> dict:
+        compute = {"fp32": "float32 (cublasSgemm, CUBLAS_DEFAULT_MATH: no TF32)",
+                   "tf32": "TF32 tensor cores, float32 accumulate (cublasSgemm, CUBLAS_TF32_TENSOR_OP_MATH)",
+                   "bf16": "float32 accumulate (cublasGemmEx, CUBLAS_COMPUTE_32F)",
+                   "fp16": "float32 accumulate (cublasGemmEx, CUBLAS_COMPUTE_32F)"}[problem.precision]
+        return {"a_dtype": problem.ab_dtype, "b_dtype": problem.ab_dtype, "c_dtype": "float32", "compute": compute}
+
     def enqueue_function(self, shape: Shape, params, pointers: DevicePointers, precision: str):
+        """v1 entry (row-major operands): see :meth:`enqueue_problem`."""
+        return self.enqueue_problem(Problem(shape, precision), params, pointers)
+
+    def enqueue_problem(self, problem: Problem, params, pointers: DevicePointers):
         cublas = _cublas()
+        precision = problem.precision
         if precision not in self.precisions:
             raise ParamError("precision", f"kernel cublas supports {', '.join(self.precisions)}, got {precision!r}")
         handle = cublas.create()
         cublas.set_stream(handle, pointers.stream)
         mode = cublas.Math.TF32_TENSOR_OP_MATH if precision == "tf32" else cublas.Math.DEFAULT_MATH
         cublas.set_math_mode(handle, int(mode))
-        scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta (host pointer mode)
+        scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta (host pointer mode, float32 compute)
         alpha, beta = scalars.ctypes.data, scalars.ctypes.data + 4
-        n_op = int(cublas.Operation.N)
-        m, n, k = shape.M, shape.N, shape.K
+        op = {"row": int(cublas.Operation.N), "col": int(cublas.Operation.T)}
+        op_b, op_a = op[problem.layout_b], op[problem.layout_a]
+        m, n, k = problem.M, problem.N, problem.K
+        lda, ldb, ldc = problem.lda, problem.ldb, problem.ldc
 
-        def enqueue(_keep_alive=scalars):  # alpha/beta are host pointers into ``scalars``
-            # column-major view: C^T (n x m, ld n) = B^T (n x k, ld n) @ A^T (k x m, ld k)
-            cublas.sgemm(handle, n_op, n_op, n, m, k, alpha, pointers.b, n, pointers.a, k, beta, pointers.c, n)
+        if precision in ("fp32", "tf32"):
+            def enqueue(_keep_alive=scalars):  # alpha/beta are host pointers into ``scalars``
+                # column-major view: C^T (n x m, ld n) = op(B^T) (n x k) @ op(A^T) (k x m)
+                cublas.sgemm(handle, op_b, op_a, n, m, k, alpha, pointers.b, ldb, pointers.a, lda, beta, pointers.c, ldc)
+        else:
+            in_type, out_type = _data_types(precision)
+            compute, algo = int(cublas.ComputeType.COMPUTE_32F), int(cublas.GemmAlgo.DEFAULT)
+
+            def enqueue(_keep_alive=scalars):
+                cublas.gemm_ex(handle, op_b, op_a, n, m, k, alpha, pointers.b, in_type, ldb, pointers.a, in_type, lda,
+                               beta, pointers.c, out_type, ldc, compute, algo)
 
         def close():
             cublas.destroy(handle)
 
         return enqueue, close
+
+
+def _data_types(precision: str) -> tuple[int, int]:
+    """cudaDataType values (library_types.h, through cuda.bindings) of the inputs and of C."""
+    from cuda.bindings.runtime import cudaDataType
+    inputs = cudaDataType.CUDA_R_16BF if precision == "bf16" else cudaDataType.CUDA_R_16F
+    return int(inputs), int(cudaDataType.CUDA_R_32F)
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,5 +112,7 @@ def _version() -> str:
 
 @hookimpl
 def gemmlab_kernels():
-    return [CublasSgemm(name="cublas", source="", defaults={}, precisions=("fp32", "tf32"),
-                        description="cuBLAS SGEMM via nvmath-python (baseline; precision=tf32 for TF32 tensor cores)")]
+    return [CublasSgemm(name="cublas", source="", defaults={}, precisions=PRECISIONS,
+                        layouts=tuple((a, b) for a in LAYOUTS for b in LAYOUTS),
+                        description="cuBLAS via nvmath-python (baseline; every precision fp32/tf32/bf16/fp16 and "
+                                    "layout, float32 C and accumulation)")]

@@ -70,6 +70,13 @@ class FakeLoaded:
         self.max_threads_per_block = 1024
 
 
+class FakeTensorMap:
+    """What the fake GPU passes for a TMA tensor-map argument."""
+
+    def __init__(self, tm, address: int):
+        self.tm, self.address = tm, address
+
+
 class HostGpu:
     """Host-memory fake GPU. ``durations`` maps a kernel name expression prefix (e.g.
     ``"gemm_tiled"``) to its fake duration per launch in ms; ``behaviour`` maps a prefix to a
@@ -77,6 +84,7 @@ class HostGpu:
 
     def __init__(self, durations: dict | None = None, behaviour: dict | None = None, l2_bytes: int = 1 << 16):
         self.facts = DeviceFacts(name="fake H200", arch="90", sm_count=132, l2_bytes=l2_bytes)
+        self.launch_configs: list = []
         self.index = 0
         self.stream = FakeStream(self)
         self.monitor = NoMonitor()
@@ -90,6 +98,7 @@ class HostGpu:
         self.log: list[str] = []
         self.captures = 0
         self.fills: list[tuple[int, int, int]] = []
+        self.active_clusters = 4  # what cuOccupancyMaxActiveClusters answers (0: cluster refused)
 
     # --- description ---------------------------------------------------------------------------
     def record(self) -> dict:
@@ -137,6 +146,15 @@ class HostGpu:
     def occupancy(self, loaded, launch) -> dict:
         return {"max_active_blocks_per_sm": 1, "theoretical_occupancy": 0.25, "blocks": launch.blocks, "waves": 1.0}
 
+    def max_active_clusters(self, loaded, launch) -> int:
+        return self.active_clusters
+
+    def tensor_map(self, tm, problem, address: int):
+        """A stand-in descriptor (the rules are checked like the real one's)."""
+        from gemmlab import tma
+        tma.check(tm, problem, address)
+        return FakeTensorMap(tm, address)
+
     def _lookup(self, table: dict, name: str, default):
         for prefix, value in table.items():
             if name.startswith(prefix):
@@ -145,6 +163,7 @@ class HostGpu:
 
     def launcher(self, loaded: FakeLoaded, launch, args: tuple):
         name = loaded.kernel
+        self.launch_configs.append((name, launch))
         duration = self._lookup(self.durations, name, 1.0)
         action = self._lookup(self.behaviour, name, host_gemm if args else None)
 

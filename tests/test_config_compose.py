@@ -89,7 +89,7 @@ def test_composed_task_config_has_no_hydra_node():
     # what the CLI task receives (and what run_point records) carries only gemmlab's keys
     cfg = compose()
     assert set(cfg.keys()) == {"kernel", "timing", "shape", "mode", "arch", "device", "inputs", "verify",
-                               "plugin_dirs", "baseline", "precision", "sanitizer", "cache", "resume"}
+                               "plugin_dirs", "baseline", "precision", "layout", "sanitizer", "cache", "resume"}
 
 
 # --- overrides ------------------------------------------------------------------------------------
@@ -249,7 +249,9 @@ def test_parse_field_override(registry):
     ("verify.sample=0", "verify.sample"),
     ("verify.trials=0", "verify.trials"),
     ("verify.tolerance=exact", "verify.tolerance"),  # normal inputs round: exact is refused
-    ("precision=fp16", "precision"),
+    ("precision=fp64", "precision"),
+    ("layout.a=diag", "layout.a"),
+    ("layout.b=T", "layout.b"),
     ("sanitizer=foo", "sanitizer"),
     ("baseline=3", "baseline"),
 ])

@@ -27,7 +27,8 @@ def spec():
 
 def test_is_a_library_kernel(spec):
     assert isinstance(spec, LibraryKernelSpec)
-    assert spec.precisions == ("fp32", "tf32")
+    assert spec.precisions == ("fp32", "tf32", "bf16", "fp16")
+    assert set(spec.layouts) == {("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")}
     assert dict(spec.defaults) == {}
 
 
@@ -151,7 +152,7 @@ def test_unsupported_precision(spec, fake_nvmath):
     gpu, _ = fake_nvmath
     _, _, ptrs = device_matrices(gpu, 2, 2, 2)
     with pytest.raises(ParamError) as info:
-        spec.enqueue_function(Shape(2, 2, 2), {}, ptrs, "fp16")
+        spec.enqueue_function(Shape(2, 2, 2), {}, ptrs, "fp64")
     assert info.value.field == "precision"
 
 
