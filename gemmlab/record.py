@@ -25,6 +25,10 @@ PRECISIONS = {
              "IEEE float32, fma contraction on, no fast-math)"),
     "tf32": ("float32 inputs and outputs, inputs rounded to TF32 (10-bit mantissa) on tensor cores, "
              "float32 accumulation"),
+    "bf16": ("bfloat16 inputs (float32 values rounded to bfloat16 once), float32 outputs, float32 "
+             "accumulation of exact bf16 products"),
+    "fp16": ("float16 inputs (float32 values rounded to float16 once), float32 outputs, float32 "
+             "accumulation of exact fp16 products"),
 }
 REFERENCE = "reference: float64 product of the same float32 inputs on the CPU"
 
