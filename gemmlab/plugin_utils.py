@@ -78,7 +78,7 @@ def chunk_loads(rows: int, cols: int, vector: int, threads: int) -> np.ndarray:
 
 
 def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device, shared_bytes: int) -> int:
-    """Parameter rules shared by the mma.sync kernels (BM, BN, BK, WM, WN, STAGES); returns the
+    """Parameter rules shared by the mma.sync kernels (BM, BN, BK, WM, WN, STAGES, MIN_BLOCKS); returns the
     thread count. ``k_step`` is the MMA's K (8 for TF32, 16 for BF16/FP16), ``vector`` the
     elements per 16-byte cp.async chunk (4 or 8), ``shared_bytes`` the dynamic shared memory.
 
@@ -93,6 +93,8 @@ def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device,
     require(p["BK"] % k_step == 0 and p["BK"] % vector == 0, "kernel.BK",
             f"BK={p['BK']} must be a multiple of {max(k_step, vector)} (MMA k-step and 16-byte chunks)")
     require(p["STAGES"] >= 2, "kernel.STAGES", f"STAGES={p['STAGES']} must be at least 2")
+    require(p.get("MIN_BLOCKS", 1) in (1, 2, 3, 4), "kernel.MIN_BLOCKS",
+            f"MIN_BLOCKS={p.get('MIN_BLOCKS')} must be 1..4 (resident blocks per SM for __launch_bounds__)")
     threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
     require(threads <= device.max_threads_per_block, "kernel.WM",
             f"(BM/WM)*(BN/WN)*32={threads} threads exceeds {device.max_threads_per_block}")

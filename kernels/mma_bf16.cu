@@ -64,8 +64,8 @@ __device__ __forceinline__ void load_tile(unsigned short *dst, const unsigned sh
 
 }  // namespace
 
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, bool B_COL, bool ALIGNED>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, bool B_COL, bool ALIGNED, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 gemm_mma16(const T *A, const T *B, float *C, int M, int N, int K) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32;
   constexpr int MI = WM / 16, NI = WN / 8;

@@ -54,8 +54,8 @@ __device__ __forceinline__ unsigned tf32(unsigned bits) { return gemmlab::cvt_rn
 
 }  // namespace
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool B_COL, bool ALIGNED>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool B_COL, bool ALIGNED, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 gemm_mma_tf32(const float *A, const float *B, float *C, int M, int N, int K) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32;
   constexpr int MI = WM / 16, NI = WN / 8;

@@ -2,7 +2,9 @@
 accumulate), ldmatrix fragment loads and a cp.async multistage pipeline (kernels/mma_bf16.cu).
 
 Parameters: BM x BN block tile, BK reduction chunk (multiple of 16), WM x WN warp tile
-((BM/WM)*(BN/WN) warps), STAGES shared-memory stages. Precisions ``bf16`` and ``fp16`` (the
+((BM/WM)*(BN/WN) warps), STAGES shared-memory stages, MIN_BLOCKS the resident blocks per SM
+asked of ptxas (``__launch_bounds__`` second argument: it caps registers at 64K/(threads*MIN_BLOCKS)).
+Precisions ``bf16`` and ``fp16`` (the
 instance picks ``__nv_bfloat16`` or ``__half``); layouts A row-major, B row- or column-major.
 Any M, N, K: when every row stride is a multiple of 8 elements (16 bytes) the tiles are staged by
 16-byte cp.async with zero-fill past the edges, otherwise by guarded element loads (slow path).
@@ -41,7 +43,7 @@ class MmaBf16Kernel(KernelSpec):
         p = params
         b_col = "true" if problem.layout_b == "col" else "false"
         return (f"gemm_mma16<{ELEMENT[problem.precision]}, {p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, "
-                f"{p['WN']}, {p['STAGES']}, {b_col}, {'true' if aligned(problem) else 'false'}>")
+                f"{p['WN']}, {p['STAGES']}, {b_col}, {'true' if aligned(problem) else 'false'}, {p['MIN_BLOCKS']}>")
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(8, 8, 8), "bf16"), params)
@@ -75,6 +77,7 @@ def model(shape: Shape, params, b_col: bool, vector: int):
 @hookimpl
 def gemmlab_kernels():
     return [MmaBf16Kernel(name="mma_bf16", source="mma_bf16.cu",
-                          defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "STAGES": 4},
+                          defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "STAGES": 4,
+                                    "MIN_BLOCKS": 1},
                           description="BF16/FP16 mma.sync m16n8k16 + ldmatrix, cp.async 4-stage, 128x128x32",
                           precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")))]

@@ -2,7 +2,9 @@
 operands rounded with cvt.rna.tf32.f32) and a cp.async multistage pipeline (kernels/mma_tf32.cu).
 
 Parameters: BM x BN block tile, BK reduction chunk (multiple of 8), WM x WN warp tile
-((BM/WM)*(BN/WN) warps), STAGES shared-memory stages. Precision ``tf32``; layouts A row-major,
+((BM/WM)*(BN/WN) warps), STAGES shared-memory stages, MIN_BLOCKS the resident blocks per SM
+asked of ptxas (``__launch_bounds__`` second argument: it caps registers at 64K/(threads*MIN_BLOCKS)).
+Precision ``tf32``; layouts A row-major,
 B row- or column-major. Any M, N, K: when every row stride is a multiple of 4 floats (16 bytes)
 tiles are staged by 16-byte cp.async with zero-fill past the edges, otherwise by 4-byte cp.async
 with src-size 4 or 0 (zero-fill).
@@ -38,7 +40,7 @@ class MmaTf32Kernel(KernelSpec):
         p = params
         b_col = "true" if problem.layout_b == "col" else "false"
         return (f"gemm_mma_tf32<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, {p['STAGES']}, "
-                f"{b_col}, {'true' if aligned(problem) else 'false'}>")
+                f"{b_col}, {'true' if aligned(problem) else 'false'}, {p['MIN_BLOCKS']}>")
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(8, 8, 8), "tf32"), params)
@@ -72,6 +74,7 @@ def model(shape: Shape, params, b_col: bool, vector: int):
 @hookimpl
 def gemmlab_kernels():
     return [MmaTf32Kernel(name="mma_tf32", source="mma_tf32.cu",
-                          defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "STAGES": 3},
+                          defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "STAGES": 3,
+                                    "MIN_BLOCKS": 1},
                           description="TF32 mma.sync m16n8k8, cp.async 3-stage, padded smem, 128x128x32",
                           precisions=("tf32",), layouts=(("row", "row"), ("row", "col")))]

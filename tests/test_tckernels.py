@@ -141,7 +141,7 @@ def test_cluster_geometry_even_grid():
 
 @pytest.mark.parametrize("name, bad, field", [
     ("mma_bf16", dict(BK=24), "kernel.BK"), ("mma_bf16", dict(WM=48), "kernel.WM"),
-    ("mma_bf16", dict(STAGES=1), "kernel.STAGES"), ("mma_bf16", dict(STAGES=16), "kernel.STAGES"),
+    ("mma_bf16", dict(STAGES=1), "kernel.STAGES"), ("mma_bf16", dict(MIN_BLOCKS=0), "kernel.MIN_BLOCKS"), ("mma_bf16", dict(STAGES=16), "kernel.STAGES"),
     ("mma_tf32", dict(BK=12), "kernel.BK"), ("mma_tf32", dict(WN=24), "kernel.WN"),
     ("splitk", dict(SPLITS=0), "kernel.SPLITS"), ("cluster_tiled", dict(BM=63, TM=7), "kernel.BM"),
 ])
@@ -155,14 +155,14 @@ def test_instances_pick_type_layout_and_path():
     bf = spec("mma_bf16")
     p = params("mma_bf16")
     assert bf.instance(Problem(Shape(64, 64, 64), "bf16"), p) == \
-        "gemm_mma16<__nv_bfloat16, 128, 128, 32, 64, 32, 4, false, true>"
+        "gemm_mma16<__nv_bfloat16, 128, 128, 32, 64, 32, 4, false, true, 1>"
     assert bf.instance(Problem(Shape(64, 64, 64), "fp16", "row", "col"), p) == \
-        "gemm_mma16<__half, 128, 128, 32, 64, 32, 4, true, true>"
-    assert bf.instance(Problem(Shape(64, 63, 64), "bf16"), p).endswith("false, false>")  # ldb = 63
-    assert bf.instance(Problem(Shape(64, 63, 64), "bf16", "row", "col"), p).endswith("true, true>")  # ldb = K
+        "gemm_mma16<__half, 128, 128, 32, 64, 32, 4, true, true, 1>"
+    assert bf.instance(Problem(Shape(64, 63, 64), "bf16"), p).endswith("false, false, 1>")  # ldb = 63
+    assert bf.instance(Problem(Shape(64, 63, 64), "bf16", "row", "col"), p).endswith("true, true, 1>")  # ldb = K
     tf = spec("mma_tf32")
-    assert tf.instance(Problem(Shape(31, 33, 17), "tf32"), params("mma_tf32")).endswith("false, false>")
-    assert tf.instance(Problem(Shape(32, 36, 64), "tf32"), params("mma_tf32")).endswith("false, true>")
+    assert tf.instance(Problem(Shape(31, 33, 17), "tf32"), params("mma_tf32")).endswith("false, false, 1>")
+    assert tf.instance(Problem(Shape(32, 36, 64), "tf32"), params("mma_tf32")).endswith("false, true, 1>")
 
 
 # --- mma.sync fragment addressing, simulated -----------------------------------------------------
