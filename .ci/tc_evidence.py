@@ -28,17 +28,23 @@ SMALL = [(31, 33, 17), (63, 65, 33), (100, 100, 100), (4097, 1, 3)]
 BIG = [(1024, 1024, 1024), (4096, 4096, 4096)]
 TMA_SMALL = [(31, 33, 24), (100, 100, 104), (65, 129, 200), (4097, 1, 8)]
 
+# tile/pipeline variants timed at 4096^3 (and verified at a partial-tile shape) to pick the defaults
+BF16_VARIANTS = [{"BN": 256, "WN": 64, "STAGES": 3}, {"STAGES": 8}, {"BN": 256, "WN": 64, "STAGES": 6},
+                 {"BN": 256, "WN": 64, "BK": 64, "STAGES": 4}, {"BK": 64, "STAGES": 4},
+                 {"BM": 256, "WN": 64, "STAGES": 6}, {"WN": 64, "MIN_BLOCKS": 2}]
+TF32_VARIANTS = [{"STAGES": 5}, {"BN": 256, "WN": 64, "STAGES": 4}, {"BK": 16, "STAGES": 8},
+                 {"BM": 256, "WN": 64, "STAGES": 4}]
 # group -> list of (kernel, precision, layout_b, shape, param overrides, with cuBLAS baseline)
 GROUPS = {
     "mma_bf16": [("mma_bf16", "bf16", "row", s, {}, False) for s in SMALL]
     + [("mma_bf16", "bf16", "row", s, {}, True) for s in BIG]
     + [("mma_bf16", "bf16", "col", s, {}, b) for s, b in ((SMALL[1], False), (SMALL[2], False), (BIG[1], True))]
     + [("mma_bf16", "fp16", "row", s, {}, b) for s, b in ((SMALL[0], False), (BIG[1], True))]
-    + [("mma_bf16", "bf16", "row", BIG[1], {"BN": 256, "WN": 64, "STAGES": 3}, True)],
+    + [("mma_bf16", "bf16", "row", shape, v, shape == BIG[1]) for v in BF16_VARIANTS for shape in ((63, 65, 33), BIG[1])],
     "mma_tf32": [("mma_tf32", "tf32", "row", s, {}, False) for s in SMALL]
     + [("mma_tf32", "tf32", "row", s, {}, True) for s in BIG]
     + [("mma_tf32", "tf32", "col", s, {}, b) for s, b in ((SMALL[0], False), (SMALL[2], False), (BIG[1], True))]
-    + [("mma_tf32", "tf32", "row", BIG[1], {"BK": 16, "STAGES": 4}, True)],
+    + [("mma_tf32", "tf32", "row", shape, v, shape == BIG[1]) for v in TF32_VARIANTS for shape in ((63, 65, 33), BIG[1])],
     "tma_bf16": [("tma_bf16", "bf16", "col", s, {}, False) for s in TMA_SMALL]
     + [("tma_bf16", "bf16", "col", s, {}, True) for s in BIG]
     + [("tma_bf16", "bf16", "col", BIG[1], {"BN": 64}, True)]
@@ -268,8 +274,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     groups = [g for g in GROUPS if "--only" not in args or g in args[args.index("--only") + 1].split(",")]
-    share = {"mma_bf16": 0.22, "mma_tf32": 0.2, "tma_bf16": 0.18, "splitk": 0.22, "cluster_tiled": 0.18}
-    measure_budget = budget * (0.8 if "--sanitizer" in args else 1.0)
+    share = {"mma_bf16": 0.3, "mma_tf32": 0.24, "tma_bf16": 0.14, "splitk": 0.18, "cluster_tiled": 0.14}
+    measure_budget = budget * (0.55 if "--sanitizer" in args else 1.0)
     total = sum(share[g] for g in groups)
     cumulative = 0.0
     for group in groups:  # cumulative deadlines: time one group leaves unused goes to the next
