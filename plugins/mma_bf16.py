@@ -31,7 +31,8 @@ def aligned(problem: Problem) -> bool:
 
 
 class MmaBf16Kernel(KernelSpec):
-    """128x128x32 block tile, 2x4 warps of 64x32, 4 stages (defaults); m16n8k16 BF16/FP16 MMA."""
+    """128x256x32 block tile, 2x4 warps of 64x64, 3 stages (defaults: the fastest tile measured at
+    4096^3 on the H200, docs/results/contract-h200.md); m16n8k16 BF16/FP16 MMA."""
 
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
         check_mma_tiles(params, 16, 8, device, shared_bytes(params, problem.layout_b == "col"))
@@ -77,7 +78,7 @@ def model(shape: Shape, params, b_col: bool, vector: int):
 @hookimpl
 def gemmlab_kernels():
     return [MmaBf16Kernel(name="mma_bf16", source="mma_bf16.cu",
-                          defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "STAGES": 4,
+                          defaults={"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3,
                                     "MIN_BLOCKS": 1},
-                          description="BF16/FP16 mma.sync m16n8k16 + ldmatrix, cp.async 4-stage, 128x128x32",
+                          description="BF16/FP16 mma.sync m16n8k16 + ldmatrix, cp.async 3-stage, 128x256x32, 64x64 warps",
                           precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")))]

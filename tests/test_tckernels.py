@@ -49,9 +49,9 @@ def check(stores_loads, shape, what):
 # --- ownership models ----------------------------------------------------------------------------
 
 MMA_VARIANTS = {
-    "mma_bf16": [{}, dict(BN=256, WN=64, STAGES=3), dict(BM=64, BN=64, WM=32, WN=32, BK=64),
+    "mma_bf16": [{}, dict(BN=128, WN=32, STAGES=4), dict(BM=64, BN=64, WM=32, WN=32, BK=64),
                  dict(BM=256, BN=128, WM=64, WN=64, STAGES=3)],
-    "mma_tf32": [{}, dict(BK=16, STAGES=4), dict(BM=64, BN=64, WM=32, WN=32), dict(BN=256, WN=64, STAGES=2)],
+    "mma_tf32": [{}, dict(BN=128, WN=32, STAGES=3), dict(BN=128, WN=32, BK=16, STAGES=4), dict(BM=64, BN=64, WM=32, WN=32)],
 }
 
 
@@ -155,9 +155,9 @@ def test_instances_pick_type_layout_and_path():
     bf = spec("mma_bf16")
     p = params("mma_bf16")
     assert bf.instance(Problem(Shape(64, 64, 64), "bf16"), p) == \
-        "gemm_mma16<__nv_bfloat16, 128, 128, 32, 64, 32, 4, false, true, 1>"
+        "gemm_mma16<__nv_bfloat16, 128, 256, 32, 64, 64, 3, false, true, 1>"
     assert bf.instance(Problem(Shape(64, 64, 64), "fp16", "row", "col"), p) == \
-        "gemm_mma16<__half, 128, 128, 32, 64, 32, 4, true, true, 1>"
+        "gemm_mma16<__half, 128, 256, 32, 64, 64, 3, true, true, 1>"
     assert bf.instance(Problem(Shape(64, 63, 64), "bf16"), p).endswith("false, false, 1>")  # ldb = 63
     assert bf.instance(Problem(Shape(64, 63, 64), "bf16", "row", "col"), p).endswith("true, true, 1>")  # ldb = K
     tf = spec("mma_tf32")
