@@ -312,6 +312,10 @@ class NvrtcBackend(Backend):
             elif not isinstance(step, Main):
                 raise ConfigError("kernel", f"{self.name}: plan step {step!r} is not Main(), Memset(...) or Extra(...)")
         compile_stage.CompileOptions.for_kernel(facts.arch, self.options)  # bad options fail here, before compiling
+        from gemmlab.registry import source_path
+        if not source_path(spec).is_file():
+            raise ConfigError("kernel", f"{self.name}: source {source_path(spec)} is not a file (KernelSpec.source: "
+                              "a file name in gemmlab's kernels/ folder or an absolute path)")
         self.launch = launch
         self.record["launch"] = launch_record(launch)
         self.record["arguments"] = [describe_argument(a) for a in self.arguments]

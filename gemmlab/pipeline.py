@@ -135,9 +135,13 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
     if not isinstance(old, dict):
         old = {}
     ignored = ("resume", "cache")  # settings that cannot change a measurement
-    same_config = isinstance(old.get("config"), dict) and \
-        {k: v for k, v in old["config"].items() if k not in ignored} == \
-        {k: v for k, v in current.items() if k not in ignored}
+    defaults = {"layout": {"a": "row", "b": "row"}}  # records from before layouts existed lack it
+
+    def comparable(config: dict) -> dict:
+        return {**defaults, **{k: v for k, v in config.items() if k not in ignored}}
+
+    same_config = isinstance(old.get("config"), dict) and isinstance(current, dict) and \
+        comparable(old["config"]) == comparable(current)
     if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
         return old

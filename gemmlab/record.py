@@ -25,16 +25,16 @@ PRECISIONS = {
              "IEEE float32, fma contraction on, no fast-math)"),
     "tf32": ("float32 inputs and outputs, inputs rounded to TF32 (10-bit mantissa) on tensor cores, "
              "float32 accumulation"),
-    "bf16": ("bfloat16 inputs (float32 values rounded to bfloat16 once), float32 outputs, float32 "
-             "accumulation of exact bf16 products"),
-    "fp16": ("float16 inputs (float32 values rounded to float16 once), float32 outputs, float32 "
-             "accumulation of exact fp16 products"),
+    "bf16": ("bfloat16 A and B (float32 inputs rounded once to bf16, round to nearest even), float32 "
+             "accumulation and C"),
+    "fp16": ("float16 A and B (float32 inputs rounded once to fp16, round to nearest even), float32 "
+             "accumulation and C"),
 }
-REFERENCE = "reference: float64 product of the same float32 inputs on the CPU"
+REFERENCE = "reference: float64 product of the same inputs (as stored) on the CPU"
 
 
 def precision_text(precision: str) -> str:
-    """The record's one-line precision policy for ``precision`` (fp32 | tf32)."""
+    """The record's one-line precision policy for ``precision`` (fp32 | tf32 | bf16 | fp16)."""
     return f"{precision}: {PRECISIONS[precision]}; {REFERENCE}"
 
 
@@ -98,6 +98,12 @@ def summary(record: dict) -> str:
         if drv:
             res += f" (driver: {drv['registers']} regs, local {drv['local_bytes']} B, smem {drv['static_shared_bytes']} B)"
         lines.append(f"  compile {comp['compile_ms']:.1f} ms NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
+        sass = comp.get("sass")
+        if sass:
+            hist = sass.get("histogram")
+            lines.append("  sass    " + (", ".join(f"{k} {v}" for k, v in hist.items() if v and k != "total")
+                                         + f" of {hist.get('total')} instructions ({sass.get('file')})"
+                                         if hist else f"not disassembled: {sass.get('error')}"))
     launch = record.get("launch")
     if launch:
         occ = record.get("occupancy") or {}
