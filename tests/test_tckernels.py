@@ -285,3 +285,36 @@ def test_compiles_with_expected_sass(name, problem, must):
     assert compiled.sass["histogram"]["LDL"] == 0 and compiled.sass["error"] is None
     if name == "tma_bf16":
         assert options.target == "sm_90a"
+
+
+RUN_POINT_COMPILES = [
+    ("mma_bf16", "bf16", "row", [100, 100, 100], {"HMMA"}),
+    ("mma_bf16", "fp16", "col", [256, 256, 256], {"HMMA", "LDGSTS"}),
+    ("mma_tf32", "tf32", "row", [31, 33, 17], {"HMMA", "LDGSTS"}),
+    ("splitk", "fp32", "row", [64, 64, 4096], {"FFMA"}),
+    ("tma_bf16", "bf16", "col", [256, 256, 256], {"HGMMA", "UTMALDG"}),
+    ("cluster_tiled", "fp32", "row", [63, 65, 33], {"FFMA"}),
+]
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape, classes", RUN_POINT_COMPILES,
+                         ids=lambda v: v if isinstance(v, str) else None)
+def test_mode_compile_records_sass_classes(tmp_path, kernel, precision, layout_b, shape, classes):
+    """gemmlab's own pipeline in mode=compile: the record's SASS histogram has the classes the
+    kernel is built on (and no local-memory traffic); tma_bf16 is built for sm_90a."""
+    from gemmlab.pipeline import run_point
+    rec = run_point({"kernel": {"name": kernel}, "shape": shape, "mode": "compile", "precision": precision,
+                     "layout": {"a": "row", "b": layout_b}, "cache": {"enabled": False, "dir": None}}, tmp_path / "run")
+    assert rec["status"] == "compiled", rec.get("error")
+    hist = rec["compile"]["sass"]["histogram"]
+    assert all(hist[c] > 0 for c in classes), hist
+    assert hist["LDL"] == 0 and hist["STL"] == 0
+    if kernel == "tma_bf16":
+        assert "-arch=sm_90a" in rec["compile"]["options"]
+
+
+def test_tma_bf16_refuses_untma_shape_in_pipeline(tmp_path):
+    from gemmlab.pipeline import run_point
+    rec = run_point({"kernel": {"name": "tma_bf16"}, "shape": [31, 33, 17], "mode": "compile", "precision": "bf16",
+                     "layout": {"a": "row", "b": "col"}}, tmp_path / "run")
+    assert rec["status"] == "invalid" and "multiple of 8" in rec["error"]
