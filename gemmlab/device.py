@@ -68,6 +68,16 @@ def _driver_call(result):
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
+def launch_config(launch: Launch):
+    """cuda.core ``LaunchConfig`` for ``launch``: with a cluster, cuda.core's grid counts
+    clusters, so the grid in blocks is divided by the cluster dims (validated as multiples)."""
+    from cuda.core import LaunchConfig
+    if launch.cluster is None:
+        return LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
+    grid = tuple(g // c for g, c in zip(launch.grid, launch.cluster))
+    return LaunchConfig(grid=grid, cluster=tuple(launch.cluster), block=launch.block, shmem_size=launch.shared_bytes)
+
+
 @dataclass
 class LoadedKernel:
     """A cubin loaded on the GPU: the cuda.core ``Kernel`` and its driver-reported attributes."""
@@ -234,20 +244,10 @@ class Gpu:
                 "blocks": launch.blocks, "waves": round(waves, 3),
                 "source": "driver occupancy API (cuOccupancyMaxActiveBlocksPerMultiprocessor)"}
 
-    def launch_config(self, launch: Launch):
-        """cuda.core ``LaunchConfig`` for ``launch``: with a cluster, cuda.core's grid counts
-        clusters, so the grid in blocks is divided by the cluster dims (validated as multiples)."""
-        from cuda.core import LaunchConfig
-        if launch.cluster is None:
-            return LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
-        grid = tuple(g // c for g, c in zip(launch.grid, launch.cluster))
-        return LaunchConfig(grid=grid, cluster=tuple(launch.cluster), block=launch.block,
-                            shmem_size=launch.shared_bytes)
-
     def max_active_clusters(self, loaded: LoadedKernel, launch: Launch) -> int:
         """``cuOccupancyMaxActiveClusters`` for ``launch`` (0: the device cannot run this cluster)."""
         try:
-            return int(loaded.kernel.occupancy.max_active_clusters(self.launch_config(launch), stream=self.stream))
+            return int(loaded.kernel.occupancy.max_active_clusters(launch_config(launch), stream=self.stream))
         except Exception:  # the driver refuses the configuration outright
             return 0
 
@@ -264,7 +264,7 @@ class Gpu:
         Tensor maps (cuda.core ``TensorMapDescriptor``) are passed by value.
         """
         from cuda.core import launch as cu_launch
-        config = self.launch_config(launch)
+        config = launch_config(launch)
         stream, kernel = self.stream, loaded.kernel
 
         def enqueue():

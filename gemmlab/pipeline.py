@@ -425,7 +425,8 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
         cand.record["timing"] = t
         sm_mhz = t.get("median_sm_mhz")
         cand.record["roofline"] = roofline(rc.shape.M, rc.shape.N, rc.shape.K, t["median_ms"], gpu.facts.sm_count,
-                                           gpu.facts.arch, sm_mhz, gpu.dram_bytes_per_s())
+                                           gpu.facts.arch, sm_mhz, gpu.dram_bytes_per_s(),
+                                           ab_bytes=rc.problem.ab_bytes, precision=rc.precision)
     if floor:
         record["launch_floor"] = floor
     if gpu.monitor.error:

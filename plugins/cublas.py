@@ -114,5 +114,5 @@ def _version() -> str:
 def gemmlab_kernels():
     return [CublasSgemm(name="cublas", source="", defaults={}, precisions=PRECISIONS,
                         layouts=tuple((a, b) for a in LAYOUTS for b in LAYOUTS),
-                        description="cuBLAS via nvmath-python (baseline; every precision fp32/tf32/bf16/fp16 and "
-                                    "layout, float32 C and accumulation)")]
+                        description="cuBLAS SGEMM/GemmEx via nvmath-python (baseline; every precision "
+                                    "fp32/tf32/bf16/fp16 and layout, float32 C and accumulation)")]

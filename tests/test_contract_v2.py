@@ -523,3 +523,11 @@ def test_cublas_every_precision_and_layout_on_fake_gpu(tmp_path, monkeypatch, pr
     assert fake.math == (3 if precision == "tf32" else 0)
     if precision in ("bf16", "fp16"):
         assert call[-3:] == ({"bf16": 14, "fp16": 2}[precision], 0, 68)  # 16-bit in, R_32F out, COMPUTE_32F
+
+
+def test_roofline_counts_two_byte_inputs_and_labels_tensor_core_precisions():
+    from gemmlab.roofline import roofline
+    fp32 = roofline(64, 64, 64, 1.0, 132, "90", 1980.0, 4.8e12)
+    bf16 = roofline(64, 64, 64, 1.0, 132, "90", 1980.0, 4.8e12, ab_bytes=2, precision="bf16")
+    assert fp32["min_bytes"] == 4 * 3 * 64 * 64 and "note" not in fp32
+    assert bf16["min_bytes"] == 2 * 2 * 64 * 64 + 4 * 64 * 64 and "not its ceiling" in bf16["note"]

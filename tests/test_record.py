@@ -108,8 +108,9 @@ def test_precision_text():
     assert "TF32" in record_stage.precision_text("tf32") and "tensor cores" in record_stage.precision_text("tf32")
     for p in ("fp32", "tf32"):
         assert "float64" in record_stage.precision_text(p)  # names the reference
+    assert "bfloat16" in record_stage.precision_text("bf16") and "float16" in record_stage.precision_text("fp16")
     with pytest.raises(KeyError):
-        record_stage.precision_text("fp16")
+        record_stage.precision_text("fp64")
 
 
 def test_write_record_never_overwrites(tmp_path):
