@@ -44,3 +44,65 @@ def require_divides(params: Mapping[str, int], small: str, large: str, rule: str
     """Require ``params[large] % params[small] == 0``, naming ``rule`` in the error."""
     require(params[large] % params[small] == 0, f"kernel.{small}",
             f"{rule}: {large}={params[large]} must be a multiple of {small}={params[small]}")
+
+
+def mma_block_stores(shape, BM: int, BN: int, WM: int, WN: int) -> np.ndarray:
+    """Store counts (M, N) of a grid of BM x BN blocks whose (BM/WM) x (BN/WN) warps each own a
+    WM x WN warp tile of m16n8 accumulator fragments (the mma.sync C layout: lane l = 4g + t
+    holds rows g and g+8, columns 2t and 2t+1 of each 16x8 fragment), stores masked to M x N.
+
+    Used by the ownership models of the mma.sync kernels (``mma_tf32``, ``mma_bf16``); source of
+    the fragment layout: PTX ISA, "Matrix Fragments for mma.m16n8k8 / m16n8k16" (C/D, f32).
+    """
+    M, N = shape[0], shape[1]
+    gy, gx = cdiv(M, BM), cdiv(N, BN)
+    by, bx, wm, wn, i, j, lane, half, v = np.ix_(range(gy), range(gx), range(BM // WM), range(BN // WN),
+                                                range(WM // 16), range(WN // 8), range(32), range(2), range(2))
+    row = by * BM + wm * WM + i * 16 + lane // 4 + half * 8
+    col = bx * BN + wn * WN + j * 8 + 2 * (lane % 4) + v
+    return count_hits((M, N), row, col, (row < M) & (col < N))
+
+
+def chunk_loads(rows: int, cols: int, vector: int, threads: int) -> np.ndarray:
+    """Hit counts (rows, cols) of one tile staged by ``threads`` threads in ``vector``-element
+    chunks: chunk c = tid + l*threads covers row c // (cols/vector), columns
+    (c % (cols/vector))*vector .. +vector-1 (the cp.async loaders of the tensor-core kernels;
+    ``vector`` = 1 is the element-wise path). Like the kernels, each thread runs
+    chunks // threads iterations (the kernels static_assert divisibility; check_mma_tiles
+    enforces it), so a thread count that does not divide leaves chunks unloaded here."""
+    per_row = cols // vector
+    chunks = rows * per_row
+    tid, l, v = np.ix_(range(threads), range(chunks // threads), range(vector))
+    chunk = tid + l * threads
+    return count_hits((rows, cols), chunk // per_row, (chunk % per_row) * vector + v)
+
+
+def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device, shared_bytes: int) -> int:
+    """Parameter rules shared by the mma.sync kernels (BM, BN, BK, WM, WN, STAGES, MIN_BLOCKS); returns the
+    thread count. ``k_step`` is the MMA's K (8 for TF32, 16 for BF16/FP16), ``vector`` the
+    elements per 16-byte cp.async chunk (4 or 8), ``shared_bytes`` the dynamic shared memory.
+
+    Raises:
+        ParamError: naming the parameter and the rule.
+    """
+    p = params
+    require_divides(p, "WM", "BM", "ownership (warp tiles cover the block tile)")
+    require_divides(p, "WN", "BN", "ownership (warp tiles cover the block tile)")
+    require(p["WM"] % 16 == 0, "kernel.WM", f"WM={p['WM']} must be a multiple of 16 (m16n8 fragments)")
+    require(p["WN"] % 16 == 0, "kernel.WN", f"WN={p['WN']} must be a multiple of 16 (ldmatrix.x4 B pairs)")
+    require(p["BK"] % k_step == 0 and p["BK"] % vector == 0, "kernel.BK",
+            f"BK={p['BK']} must be a multiple of {max(k_step, vector)} (MMA k-step and 16-byte chunks)")
+    require(p["STAGES"] >= 2, "kernel.STAGES", f"STAGES={p['STAGES']} must be at least 2")
+    require(p.get("MIN_BLOCKS", 1) in (1, 2, 3, 4), "kernel.MIN_BLOCKS",
+            f"MIN_BLOCKS={p.get('MIN_BLOCKS')} must be 1..4 (resident blocks per SM for __launch_bounds__)")
+    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    require(threads <= device.max_threads_per_block, "kernel.WM",
+            f"(BM/WM)*(BN/WN)*32={threads} threads exceeds {device.max_threads_per_block}")
+    for tile, size in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
+        require((size // vector) % threads == 0, "kernel.BK",
+                f"load coverage: the {tile} tile's {size // vector} 16-byte chunks are not a multiple of "
+                f"the {threads} threads that stage them")
+    require(shared_bytes <= device.max_shared_per_block_optin, "kernel.STAGES",
+            f"dynamic shared memory {shared_bytes} bytes exceeds {device.max_shared_per_block_optin}; "
+            "lower STAGES, BK or the block tile")
+    return threads

@@ -28,6 +28,11 @@ BUILTINS = {
     "tiled": "gemmlab_plugins.tiled",
     "ladder_starter": "gemmlab_plugins.ladder",
     "ladder_strip": "gemmlab_plugins.ladder",
+    "mma_tf32": "gemmlab_plugins.mma_tf32",
+    "mma_bf16": "gemmlab_plugins.mma_bf16",
+    "splitk": "gemmlab_plugins.splitk",
+    "tma_bf16": "gemmlab_plugins.tma_bf16",
+    "cluster_tiled": "gemmlab_plugins.cluster_tiled",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}

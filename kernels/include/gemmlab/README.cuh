@@ -8,8 +8,13 @@
 // is a one-line error (field "include", exit 2).
 //
 // Files (see each file's own comment header for its functions, their PTX and requirements):
-//   ptx.cuh  cp.async, ldmatrix, mma.sync (TF32/BF16/FP16), mbarrier, TMA loads, fences
-//   tma.cuh  the CUtensorMap type a `const __grid_constant__ CUtensorMap` parameter uses
+//   ptx.cuh  cp.async (16-byte, 4-byte zero-fill), commit/wait_group, ldmatrix x1/x2/x4 (+.trans),
+//            mma.sync m16n8k8 tf32 and m16n8k16 bf16/fp16, cvt.rna.tf32; includes tma.cuh
+//   tma.cuh  the CUtensorMap type a `const __grid_constant__ CUtensorMap` parameter uses, mbarrier
+//            init/arrive_expect_tx/try_wait_parity, fence.proxy.async, TMA 2-D loads (ptx.cuh includes it)
+//   wgmma.cuh  sm_90a wgmma (fence/commit/wait, m64n64k16/m64n128k16 bf16) and the 128B-swizzle
+//            K-major shared-memory matrix descriptor
+//   cluster.cuh  cluster rank, barrier.cluster, mapa + ld.shared::cluster (DSMEM)
 // Rules for new headers: document every function (operands, shapes, the PTX it emits, the arch
 // it needs: guard sm_90a-only code with __CUDA_ARCH_FEAT_SM90_ALL), keep them header-only and
 // free of host-side includes, and add a CPU test that a kernel including them compiles.

@@ -1,0 +1,93 @@
+// gemmlab/tma.cuh: Hopper (sm_90) TMA, mbarrier and async-proxy fence wrappers, and an opaque
+// CUtensorMap type for `const __grid_constant__ CUtensorMap` kernel parameters.
+//
+// Header-only, NVRTC-safe (no <cuda.h>: the tensor map is declared here with the driver's layout,
+// 128 bytes, 64-byte aligned; the host side builds it with cuTensorMapEncodeTiled /
+// cuda.core's StridedMemoryView.as_tensor_map and passes it by value).
+// Reference for every helper: PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution):
+//   mbarrier.init / mbarrier.arrive.expect_tx / mbarrier.try_wait.parity   9.7.13.15 (mbarrier)
+//   fence.proxy.async, fence.mbarrier_init                                9.7.13.4 (membar/fence)
+//   cp.async.bulk.tensor                                                  9.7.9.25.5 (bulk tensor copy)
+// CUDA driver API "Tensor Map Object Management" for the CUtensorMap layout (CU_TENSOR_MAP_NUM_QWORDS 16).
+#pragma once
+
+#if !defined(__cuda_cuda_h__)
+/// Opaque tensor-map object, layout-compatible with the driver's CUtensorMap (cuda.h): 128 bytes,
+/// 64-byte aligned. Declared only when <cuda.h> is not included.
+typedef struct alignas(64) CUtensorMap_st {
+  unsigned long long opaque[16];
+} CUtensorMap;
+#endif
+static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) == 64, "CUtensorMap is 128 bytes, 64-aligned");
+
+namespace gemmlab {
+
+/// 32-bit shared-state-space address of a generic pointer into shared memory (same as ptx.cuh).
+__device__ __forceinline__ unsigned smem_addr(const void *pointer) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
+}
+
+/// `mbarrier.init.shared::cta.b64 [bar], count;` initialise an mbarrier (8-byte aligned
+/// __shared__ unsigned long long) expecting `count` arrivals per phase. PTX ISA: mbarrier.init (sm_80+).
+__device__ __forceinline__ void mbarrier_init(unsigned long long *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+/// `fence.mbarrier_init.release.cluster;` make mbarrier.init visible to the async proxy and the
+/// cluster before first use by TMA. PTX ISA: fence (sm_90).
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/// `mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], tx_bytes;` arrive once and add
+/// `tx_bytes` to the transaction count the current phase waits for (the bytes the following
+/// TMA copies will complete). PTX ISA: mbarrier.arrive (.expect_tx, sm_90).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned long long *bar, unsigned tx_bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(tx_bytes)
+               : "memory");
+}
+
+/// `mbarrier.arrive.shared::cta.b64 _, [bar];` plain arrival. PTX ISA: mbarrier.arrive (sm_80+).
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/// Spin on `mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;` until the phase with
+/// parity `parity` (0 or 1) has completed (all arrivals and all expected transaction bytes).
+/// PTX ISA: mbarrier.test_wait/try_wait (.parity, sm_90).
+__device__ __forceinline__ void mbarrier_try_wait_parity(unsigned long long *bar, unsigned parity) {
+  unsigned ready = 0;
+  do {
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ready) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+  } while (!ready);
+}
+
+/// `fence.proxy.async.shared::cta;` order this thread's generic-proxy shared-memory accesses
+/// before later async-proxy ones (TMA, wgmma operands) and vice versa. PTX ISA: fence.proxy.async (sm_90).
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [tmap, {c0, c1}], [bar];`
+/// TMA: copy the 2-D box at element coordinates (c0 = inner/contiguous, c1 = outer) of the
+/// tensor map into shared memory `dst` (aligned as the swizzle requires: 128 bytes, 1024 for
+/// the 128-byte swizzle) and complete the box's byte count on `bar`. Out-of-bounds elements are
+/// zero-filled and still counted. Issue from one thread. PTX ISA: cp.async.bulk.tensor (sm_90).
+__device__ __forceinline__ void tma_load_2d(void *dst_smem, const CUtensorMap *tmap, int c0, int c1,
+                                            unsigned long long *bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(smem_addr(dst_smem)), "l"(reinterpret_cast<unsigned long long>(tmap)), "r"(c0), "r"(c1),
+               "r"(smem_addr(bar))
+               : "memory");
+}
+
+/// `prefetch.tensormap [tmap];` bring the tensor map (a __grid_constant__ parameter) into the
+/// cache ahead of first use. PTX ISA: prefetch.tensormap (sm_90).
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *tmap) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(tmap)) : "memory");
+}
+
+}  // namespace gemmlab

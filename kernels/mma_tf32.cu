@@ -1,0 +1,171 @@
+// gemmlab built-in kernel "mma_tf32": TF32 tensor-core GEMM with mma.sync.m16n8k8 (float32
+// accumulate) and a STAGES-deep cp.async shared-memory pipeline (Ampere-style multistage GEMM).
+//
+// C (M x N, row-major float32) = A (M x K, row-major float32) @ B (K x N; row-major when B_COL is
+// false, column-major / "K-major", B[k,n] at k + n*K, when B_COL is true). Each operand is rounded
+// to TF32 in registers with cvt.rna.tf32.f32 (round to nearest, ties away) before the MMA, so the
+// exact reference is the float64 product of the rna-rounded inputs.
+//
+// Block tile BM x BN, reduction chunk BK (multiple of 8); (BM/WM) x (BN/WN) warps, each owning a
+// WM x WN warp tile of (WM/16) x (WN/8) m16n8 fragments. Shared memory is padded to avoid bank
+// conflicts: [m][k] tiles (A, and B when B_COL) use a pitch of BK+4 floats (the 8 rows of every
+// ldmatrix phase start in 8 different 16-byte bank groups); the [k][n] tile of row-major B uses
+// BN+8 floats, so the scalar fragment reads (k = t, n = g) hit 32 distinct banks. A fragments
+// (and B_COL fragments) are read with ldmatrix.x4 (an 8x8 b16 matrix is 8 rows x 4 floats).
+//
+// Loads: ALIGNED (every row stride a multiple of 4 floats, base 16-byte aligned) uses 16-byte
+// cp.async with the src-size operand zero-filling what lies past K, M or N; otherwise every
+// element is copied with a 4-byte cp.async whose src-size is 4 (inside) or 0 (outside: zero).
+// Partial blocks never exit early; only the final stores are masked.
+#include "gemmlab/ptx.cuh"
+
+namespace {
+
+/// Stage a ROWS x COLS float tile (COLS contiguous, shared pitch PITCH) from a row-major source
+/// with `rows_valid` rows and `cols_valid` columns left from its origin; zero outside.
+template <int ROWS, int COLS, int PITCH, int THREADS, bool ALIGNED>
+__device__ __forceinline__ void load_tile_f32(float *dst, const float *src, long long ld, int rows_valid,
+                                              int cols_valid, int tid) {
+  if constexpr (ALIGNED) {
+    constexpr int CHUNKS_PER_ROW = COLS / 4, CHUNKS = ROWS * CHUNKS_PER_ROW;
+    static_assert(CHUNKS % THREADS == 0, "load coverage: 16-byte chunks must be a multiple of the threads");
+#pragma unroll
+    for (int l = 0; l < CHUNKS / THREADS; l++) {
+      const int chunk = tid + l * THREADS;
+      const int r = chunk / CHUNKS_PER_ROW, c = (chunk % CHUNKS_PER_ROW) * 4;
+      int valid = r < rows_valid ? cols_valid - c : 0;
+      valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
+      gemmlab::cp_async_16(dst + r * PITCH + c, valid > 0 ? src + r * ld + c : src, valid * 4);
+    }
+  } else {
+    constexpr int ELEMS = ROWS * COLS;
+    static_assert(ELEMS % THREADS == 0, "load coverage: tile elements must be a multiple of the threads");
+#pragma unroll 1
+    for (int l = 0; l < ELEMS / THREADS; l++) {
+      const int e = tid + l * THREADS;
+      const int r = e / COLS, c = e % COLS;
+      const bool inside = r < rows_valid && c < cols_valid;
+      gemmlab::cp_async_4_zfill(dst + r * PITCH + c, inside ? src + r * ld + c : src, inside ? 4 : 0);
+    }
+  }
+}
+
+__device__ __forceinline__ unsigned tf32(unsigned bits) { return gemmlab::cvt_rna_tf32(__uint_as_float(bits)); }
+
+}  // namespace
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool B_COL, bool ALIGNED, int MIN_BLOCKS = 1>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
+gemm_mma_tf32(const float *A, const float *B, float *C, int M, int N, int K) {
+  constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32;
+  constexpr int MI = WM / 16, NI = WN / 8;
+  constexpr int A_PITCH = BK + 4;
+  constexpr int B_ROWS = B_COL ? BN : BK, B_PITCH = B_COL ? BK + 4 : BN + 8;
+  constexpr int A_STAGE = BM * A_PITCH, B_STAGE = B_ROWS * B_PITCH;
+  static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0 && BK % 8 == 0,
+                "tiles: BM % WM, BN % WN, WM % 16, WN % 16, BK % 8 must be 0");
+  static_assert(STAGES >= 2, "at least two pipeline stages");
+
+  extern __shared__ float4 smem_f4[];
+  float *a_smem = reinterpret_cast<float *>(smem_f4);
+  float *b_smem = a_smem + STAGES * A_STAGE;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const int g = lane / 4, t = lane % 4;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int k_tiles = (K + BK - 1) / BK;
+
+  auto load_stage = [&](int slot, int k0) {
+    load_tile_f32<BM, BK, A_PITCH, THREADS, ALIGNED>(a_smem + slot * A_STAGE, A + (long long)m0 * K + k0, K,
+                                                     M - m0, K - k0, tid);
+    if constexpr (B_COL)
+      load_tile_f32<BN, BK, B_PITCH, THREADS, ALIGNED>(b_smem + slot * B_STAGE, B + (long long)n0 * K + k0, K,
+                                                       N - n0, K - k0, tid);
+    else
+      load_tile_f32<BK, BN, B_PITCH, THREADS, ALIGNED>(b_smem + slot * B_STAGE, B + (long long)k0 * N + n0, N,
+                                                       K - k0, N - n0, tid);
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; i++)
+#pragma unroll
+    for (int j = 0; j < NI; j++)
+#pragma unroll
+      for (int v = 0; v < 4; v++) acc[i][j][v] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < k_tiles) load_stage(s, s * BK);
+    gemmlab::cp_async_commit();
+  }
+
+  for (int kt = 0; kt < k_tiles; kt++) {
+    gemmlab::cp_async_wait<STAGES - 2>();  // stage kt has landed (this thread's copies)
+    __syncthreads();                       // ... everyone's; and slot (kt-1)%STAGES is free
+    const int next = kt + STAGES - 1;
+    if (next < k_tiles) load_stage(next % STAGES, next * BK);
+    gemmlab::cp_async_commit();
+
+    const float *as = a_smem + (kt % STAGES) * A_STAGE;
+    const float *bs = b_smem + (kt % STAGES) * B_STAGE;
+#pragma unroll
+    for (int ks = 0; ks < BK / 8; ks++) {
+      unsigned a_frag[MI][4], b_frag[NI][2];
+#pragma unroll
+      for (int i = 0; i < MI; i++) {  // matrices: rows 0-7/8-15 x k 0-3/4-7 -> a0 (g,t) a1 (g+8,t) a2 (g,t+4) a3
+        const int row = wm * WM + i * 16 + (lane % 16), col = ks * 8 + (lane / 16) * 4;
+        gemmlab::ldmatrix_x4(a_frag[i][0], a_frag[i][1], a_frag[i][2], a_frag[i][3], as + row * A_PITCH + col);
+#pragma unroll
+        for (int v = 0; v < 4; v++) a_frag[i][v] = tf32(a_frag[i][v]);
+      }
+      if constexpr (B_COL) {  // shared [n][k]: matrices n 0-7 x k 0-3 -> b0 (k t, n g), k 4-7 -> b1
+#pragma unroll
+        for (int j = 0; j < NI / 2; j++) {
+          const int n = wn * WN + j * 16 + (lane % 8) + (lane / 16) * 8, k = ks * 8 + ((lane / 8) % 2) * 4;
+          gemmlab::ldmatrix_x4(b_frag[2 * j][0], b_frag[2 * j][1], b_frag[2 * j + 1][0], b_frag[2 * j + 1][1],
+                               bs + n * B_PITCH + k);
+        }
+      } else {  // shared [k][n]: scalar reads b0 = (k t, n g), b1 = (k t+4, n g)
+#pragma unroll
+        for (int j = 0; j < NI; j++) {
+          const int n = wn * WN + j * 8 + g;
+          b_frag[j][0] = __float_as_uint(bs[(ks * 8 + t) * B_PITCH + n]);
+          b_frag[j][1] = __float_as_uint(bs[(ks * 8 + t + 4) * B_PITCH + n]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NI; j++) {
+        b_frag[j][0] = tf32(b_frag[j][0]);
+        b_frag[j][1] = tf32(b_frag[j][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < NI; j++) gemmlab::mma_m16n8k8_tf32(acc[i][j], a_frag[i], b_frag[j]);
+    }
+  }
+  gemmlab::cp_async_wait<0>();
+
+#pragma unroll
+  for (int i = 0; i < MI; i++) {
+#pragma unroll
+    for (int j = 0; j < NI; j++) {
+      const int col = n0 + wn * WN + j * 8 + 2 * t;
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const int row = m0 + wm * WM + i * 16 + g + half * 8;
+        if (row >= M) continue;
+        float *out = C + (long long)row * N + col;
+        const float v0 = acc[i][j][2 * half], v1 = acc[i][j][2 * half + 1];
+        if ((N % 2) == 0 && col + 1 < N) {
+          *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
+        } else {
+          if (col < N) out[0] = v0;
+          if (col + 1 < N) out[1] = v1;
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,101 @@
+"""Built-in kernel ``splitk``: split-K float32 GEMM on CUDA cores in two launches
+(kernels/splitk.cu), for few output tiles and long K (skinny / K-heavy shapes).
+
+Launch plan: ``Main`` = ``gemm_splitk_partial<BM, BN, BK, TM, TN>`` over a grid
+(ceil(N/BN), ceil(M/BM), SPLITS) writing SPLITS partial C blocks into the workspace
+(SPLITS*M*N float32, every element written once, so no Memset), then ``Extra`` =
+``gemm_splitk_reduce`` summing the partials in fixed split order into C (deterministic).
+Parameters: BM, BN, BK, TM, TN as in ``tiled``; SPLITS >= 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
+                               Workspace, hookimpl)
+from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+
+REDUCE_THREADS = 256
+
+
+def k_ranges(K: int, BK: int, splits: int) -> list[tuple[int, int]]:
+    """The [begin, end) K range of each split, as the kernel computes it."""
+    per = cdiv(cdiv(K, splits), BK) * BK
+    return [(min(K, z * per), min(K, (z + 1) * per)) for z in range(splits)]
+
+
+class SplitKKernel(KernelSpec):
+    """tiled-style 64x64 partial blocks (8x2 per thread, BK=16) over SPLITS K slices + a reduction."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
+        require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
+        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+        require(threads <= device.max_threads_per_block, "kernel.TM",
+                f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds {device.max_threads_per_block}")
+        for tile, size in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
+            require(size % threads == 0, "kernel.BK",
+                    f"load coverage: the {tile} tile has {size} elements, not a multiple of {threads} threads")
+        smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
+        require(smem <= device.max_shared_per_block, "kernel.BK",
+                f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
+        require(1 <= p["SPLITS"] <= 65535, "kernel.SPLITS", f"SPLITS={p['SPLITS']} must be 1..65535 (grid z)")
+
+    def entry(self, params) -> str:
+        p = params
+        return f"gemm_splitk_partial<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        return Launch(grid=(cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]), p["SPLITS"]),
+                      block=(p["BN"] // p["TN"], p["BM"] // p["TM"], 1))
+
+    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        return (Matrix("A"), Matrix("B"), Workspace(), Dim("M"), Dim("N"), Dim("K"))
+
+    def workspace_bytes(self, problem: Problem, params, device: DeviceFacts) -> int:
+        return 4 * params["SPLITS"] * problem.M * problem.N
+
+    def reduce_launch(self, problem: Problem, device: DeviceFacts) -> Launch:
+        """Grid-stride reduction: at most 8 blocks of 256 threads per SM."""
+        blocks = max(1, min(cdiv(problem.M * problem.N, REDUCE_THREADS), 8 * device.sm_count))
+        return Launch(grid=(blocks, 1, 1), block=(REDUCE_THREADS, 1, 1))
+
+    def plan(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        return (Main(), Extra("gemm_splitk_reduce", self.reduce_launch(problem, device),
+                              (Workspace(), Matrix("C"), Dim("M"), Dim("N"), Value(params["SPLITS"], "int32"))))
+
+    def ownership(self, shape: Shape, params):
+        """Stores: C elements written by the reduction's grid-stride loop (with the default
+        device's grid), after checking that every workspace element of every split is written
+        exactly once by the partial kernel; loads: the ``tiled`` cooperative staging."""
+        p = params
+        tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
+        threads = tx_n * ty_n
+        gx, gy = cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"])
+        by, bx, ty, tx, i, j = np.ix_(range(gy), range(gx), range(ty_n), range(tx_n), range(p["TM"]), range(p["TN"]))
+        row = by * p["BM"] + ty + i * ty_n
+        col = bx * p["BN"] + tx + j * tx_n
+        partial = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+        if not (partial == 1).all():  # each split's partial block: one writer per element
+            return partial, {}
+        total = shape.M * shape.N
+        blocks = max(1, min(cdiv(total, REDUCE_THREADS), 8 * 132))
+        stride = blocks * REDUCE_THREADS
+        index = np.arange(stride)[:, None] + stride * np.arange(cdiv(total, stride))[None, :]
+        stores = count_hits((shape.M, shape.N), index // shape.N, index % shape.N, index < total)
+        lane = np.arange(threads)[:, None]
+        a_linear = lane + np.arange(p["BM"] * p["BK"] // threads)[None, :] * threads
+        b_linear = lane + np.arange(p["BK"] * p["BN"] // threads)[None, :] * threads
+        loads = {"A": count_hits((p["BM"], p["BK"]), a_linear // p["BK"], a_linear % p["BK"]),
+                 "B": count_hits((p["BK"], p["BN"]), b_linear // p["BN"], b_linear % p["BN"])}
+        return stores, loads
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [SplitKKernel(name="splitk", source="splitk.cu",
+                         defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2, "SPLITS": 4},
+                         description="split-K fp32: SPLITS partial 64x64 GEMMs into a workspace + reduction launch")]
