@@ -6,9 +6,12 @@ PLAN is one of:
   grid    partial-tile verification of every rung (and of every grid point at two odd shapes),
           then a parameter grid of rungs 2-4 at 4096^3 and the best points at 8192^3
           (baseline=cublas, graph timing, sampled verification)
-  final   partial-tile verification, then the sgemm_ladder points (every rung plus naive, tiled
-          and the seed-002 kernels x the six ladder shapes, baseline=cublas, graph timing) and the
-          sanitizer checks (racecheck + memcheck at 63x65x33) of the four new rungs
+  final   (second call) all sgemm_pipelined instances compiled up front in threads; partial-tile
+          verification of every rung and of every grid point at two odd shapes; the grid of
+          ladder_tile2d and sgemm_pipelined at 4096^3, the best three pipelined at 8192^3; then the
+          sgemm_ladder points (every rung, tuned, plus naive, tiled and the seed-002 kernels x the
+          six ladder shapes, baseline=cublas, graph timing) and last the sanitizer checks
+          (racecheck + memcheck at a small shape) of the four new rungs, in parallel processes
 Each point writes its own OUT_DIR/<phase>/<name>/result.json (run_point); a point that fails
 records its failure and the run goes on. New points stop starting after --budget seconds (the
 table says what is missing). The last thing printed is a short table.
@@ -108,20 +111,96 @@ def grid(r: Runner) -> None:
             r.point("gridodd", kernel, shape, params, timing=TIMED, baseline="cublas")
 
 
-def final(r: Runner) -> None:
+FINAL_GRID = {
+    "ladder_tile2d": [P(), P(BK=16), P(BK=4)],
+    "sgemm_pipelined": [
+        P(), P(BK=16), P(STAGES=4), P(BK=16, STAGES=4), P(BK=16, GS=1), P(BK=16, GS=16),
+        P(BM=256, BN=128, BK=16), P(TM=8, TN=16, WM=32, WN=128, BK=16), P(BM=128, BN=128, WM=32, TM=8, BK=16),
+    ],
+}
+
+
+def precompile(driver_version: str) -> None:
+    """Compile every sgemm_pipelined instance of the grid in threads (NVRTC 13.0 returns no ptxas
+    report, so nothing goes to the disk cache; the in-process cache is keyed like the pipeline's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gemmlab.compile import CompileOptions, compile_kernel
+    from gemmlab.registry import load_registry
+    registry = load_registry(entry_points=False)
+    spec = registry.get("sgemm_pipelined")
+    jobs = [spec.entry({**spec.defaults, **p}) for p in FINAL_GRID["sgemm_pipelined"]]
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        list(pool.map(lambda e: compile_kernel(registry.source_path(spec), e, CompileOptions(arch="90"),
+                                               persistent=True, cache_folder=None,
+                                               driver_version=driver_version), jobs))
+    print(f"precompiled {len(jobs)} sgemm_pipelined instances in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def sanitize_all(out: Path) -> None:
+    """racecheck and memcheck of the four rungs (tuned defaults), as parallel child processes."""
+    import subprocess
+    procs = []
     for kernel in RUNGS:
+        shape = SQUARE[0] if kernel == "ladder_tile2d" else SANITIZE_SHAPE
         for tool in ("racecheck", "memcheck"):
-            r.point(f"sanitizer-{tool}", kernel, SQUARE[0] if kernel == "ladder_tile2d" else SANITIZE_SHAPE,
-                    sanitizer=tool)
-    order = [(1024,) * 3, (2048,) * 3, (4096,) * 3, (8192,) * 3, (4095, 4097, 1023), (1000, 3000, 777)]
+            code = (f"import json; from gemmlab.pipeline import run_point; "
+                    f"r = run_point({cfg(kernel, shape, sanitizer=tool)!r}, {str(out / 'sanitizer' / f'{kernel}-{tool}')!r}); "
+                    f"print(json.dumps([r['status'], (r.get('sanitizer') or {{}}).get('verdict'), "
+                    f"(r.get('sanitizer') or {{}}).get('errors'), r.get('error')]))")
+            procs.append((kernel, tool, subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                                         stderr=subprocess.STDOUT, text=True)))
+    for kernel, tool, proc in procs:
+        try:
+            text, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            text = "timeout"
+        print(f"sanitizer | {kernel} | {tool} | {text.strip().splitlines()[-1] if text.strip() else 'no output'}",
+              flush=True)
+
+
+def final(r: Runner) -> None:
+    first = r.point("verify", "sgemm_block2d", (1, 1, 1))
+    precompile(str(((first or {}).get("device") or {}).get("driver_version", "none")))
+    for kernel in RUNGS[1:]:
+        for shape in PARTIAL[1:] if kernel == "sgemm_block2d" else PARTIAL:
+            r.point("verify", kernel, shape)
+    for params in FINAL_GRID["sgemm_pipelined"][1:]:
+        for shape in ((63, 65, 33), (129, 260, 36)):
+            r.point("verify", "sgemm_pipelined", shape, params)
+    for n in (64, 512):
+        for params in FINAL_GRID["ladder_tile2d"]:
+            r.point("verify", "ladder_tile2d", (n, n, n), params)
+    best = {}
+    for kernel, sets in FINAL_GRID.items():
+        scored = []
+        for params in sets:
+            rec = r.point("grid4096", kernel, (4096,) * 3, params, timing=TIMED, baseline="cublas",
+                          verify={"method": "sampled"})
+            if rec and rec.get("status") == "ok":
+                scored.append((rec["ratio_to_baseline"]["gflops"], params))
+        scored.sort(key=lambda x: -x[0])
+        best[kernel] = scored[0][1] if scored else P()
+        if kernel == "sgemm_pipelined":
+            both = []
+            for ratio, params in scored[:3]:
+                rec = r.point("grid8192", kernel, (8192,) * 3, params, timing=TIMED, baseline="cublas")
+                if rec and rec.get("status") == "ok":
+                    both.append((min(ratio, rec["ratio_to_baseline"]["gflops"]), params))
+            if both:
+                best[kernel] = max(both, key=lambda x: x[0])[1]
+    print("BEST", json.dumps(best), flush=True)
+    (r.out / "best.json").write_text(json.dumps(best))
+    order = [(4096,) * 3, (8192,) * 3, (4095, 4097, 1023), (1000, 3000, 777), (2048,) * 3, (1024,) * 3]
     for shape in order:
         for kernel in reversed(LADDER_KERNELS):  # fastest rungs first: a budget cut loses the slow seeds
             if kernel.startswith("ladder_") and not (shape[0] == shape[1] == shape[2]):
-                continue  # the seed-002 harness takes square N % 64 == 0 only (recorded as invalid)
+                continue  # the seed-002 harness takes square N % 64 == 0 only (invalid by design)
             slow = kernel in ("naive", "ladder_starter") and shape[0] >= 4096
             timing = {**TIMED, "repeat": 3, "batch": 1, "warmup": 1} if slow else TIMED
-            r.point("sgemm_ladder", kernel, shape, timing=timing, baseline="cublas",
-                    verify={"method": "sampled"})
+            r.point("sgemm_ladder", kernel, shape, best.get(kernel), timing=timing, baseline="cublas")
 
 
 def main() -> None:
@@ -133,11 +212,12 @@ def main() -> None:
         verify_all(r)
         grid(r)
     elif plan == "final":
-        verify_all(r)
         final(r)
     else:
         raise SystemExit(f"unknown plan {plan}")
     (out / "table.json").write_text(json.dumps({"rows": r.rows, "missing": r.missing}, indent=1))
+    if plan == "final":
+        sanitize_all(out)
     bad = [row for row in r.rows if row[3] not in ("ok", "checked")]
     print(f"\n# {plan}: {len(r.rows)} points in {time.monotonic() - started:.0f} s, {len(bad)} not ok, "
           f"{len(r.missing)} not started (budget)")

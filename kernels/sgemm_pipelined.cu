@@ -26,12 +26,12 @@
 // shared memory: per pass it writes 4*LM full rows of its warp tile (pitch WN+4), then reads them
 // back row-contiguously and writes 16-byte vectors to C (vector only where N % 4 == 0, C aligned
 // and the four columns in range; else masked scalar stores).
-template <bool V> struct Bool { static constexpr bool value = V; };
-
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int GS, int MINB>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
-gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
-                     int M, int N, int K) {
+// The body, instantiated twice: VEC = 16-byte B copies (N % 4 == 0, B 16-byte aligned), else
+// 4-byte copies. (A template function, not a generic lambda: NVRTC 13.0 treats generic lambdas
+// as host functions.)
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int GS, bool VEC>
+__device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A, const float *__restrict__ B,
+                                                     float *__restrict__ C, int M, int N, int K) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
   constexpr int LM = WM / TM, LN = WN / TN, AP = BM + 4, BP = BN;
   constexpr int A_STAGE = BK * AP, B_STAGE = BK * BP, STAGE = A_STAGE + B_STAGE;
@@ -51,7 +51,6 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
   const int size = min(gm - first, GS);
   const int rowBase = (first + (pid % width) % size) * BM, colBase = ((pid % width) / size) * BN;
 
-  const bool vecB = (N % 4 == 0) && ((reinterpret_cast<unsigned long long>(B) & 15) == 0);
   const bool vecC = (N % 4 == 0) && ((reinterpret_cast<unsigned long long>(C) & 15) == 0);
   const int aRow0 = wy * WM + 4 * lm, bCol0 = wx * WN + 4 * ln;
   const unsigned smemBase = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -71,8 +70,7 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
   const unsigned aDst = smemBase + 4u * (unsigned)(aK * AP + aR);
   const unsigned bDst = smemBase + 4u * (unsigned)(A_STAGE + bK * BP + bC);
 
-  auto issue = [&](int chunk, auto vec) {
-    constexpr bool VEC = decltype(vec)::value;
+  auto issue = [&](int chunk) {
     const int k0 = chunk * BK;
     const unsigned stage = 4u * (unsigned)((chunk % STAGES) * STAGE);
     const bool aKOk = k0 + aK < K;
@@ -121,10 +119,9 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
 
   float acc[TM][TN] = {};
   const int chunks = (K + BK - 1) / BK;
-  auto mainloop = [&](auto vec) {
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < chunks) issue(s, vec);
+    if (s < chunks) issue(s);
     asm volatile("cp.async.commit_group;\n" ::);
   }
   asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
@@ -132,7 +129,7 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
   loadFragments(0, 0, 0);
 
   for (int kt = 0; kt < chunks; ++kt) {
-    if (kt + STAGES - 1 < chunks) issue(kt + STAGES - 1, vec);
+    if (kt + STAGES - 1 < chunks) issue(kt + STAGES - 1);
     asm volatile("cp.async.commit_group;\n" ::);
     const bool more = kt + 1 < chunks;  // uniform across the block
 #pragma unroll
@@ -150,10 +147,6 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
         for (int j = 0; j < TN; ++j) acc[i][j] += fa[k & 1][i] * fb[k & 1][j];
     }
   }
-  };
-  // Two copies of the main loop: 16-byte B copies, or 4-byte ones (N % 4 != 0 or unaligned B).
-  if (vecB) mainloop(Bool<true>{});
-  else mainloop(Bool<false>{});
   asm volatile("cp.async.wait_group 0;\n" ::);
   __syncthreads();  // shared memory is reused by the epilogue
 
@@ -184,4 +177,14 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
     }
     __syncwarp();  // the slice is read before the next pass overwrites it
   }
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int GS, int MINB>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
+gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
+                     int M, int N, int K) {
+  if ((N % 4 == 0) && ((reinterpret_cast<unsigned long long>(B) & 15) == 0))
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, GS, true>(A, B, C, M, N, K);
+  else
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, GS, false>(A, B, C, M, N, K);
 }

@@ -247,8 +247,8 @@ class PipelinedKernel(KernelSpec):
 def gemmlab_kernels():
     return [
         Block2dKernel(name="sgemm_block2d", source="sgemm_block2d.cu",
-                      defaults={"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
-                      description="ladder 2: 128x128x8 block tile, 8x8 per thread, A transposed, "
+                      defaults={"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4},
+                      description="ladder 2: 128x64x16 block tile, 8x4 per thread, A transposed, "
                                   "guarded float4 loads"),
         WarptileKernel(name="sgemm_warptile", source="sgemm_warptile.cu",
                        defaults={"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8},

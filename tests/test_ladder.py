@@ -63,7 +63,7 @@ def test_staging_shapes():
     _, loads = check_model("sgemm_pipelined", Shape(300, 300, 300), params("sgemm_pipelined"))
     assert loads["A"].shape == (128, 8) and loads["B"].shape == (8, 256) and loads["C"].shape == (16, 64)
     _, loads = check_model("sgemm_block2d", Shape(300, 300, 300), params("sgemm_block2d"))
-    assert loads["A"].shape == (128, 8) and loads["B"].shape == (8, 128)
+    assert loads["A"].shape == (128, 16) and loads["B"].shape == (16, 64)
 
 
 def test_model_has_teeth():
@@ -115,7 +115,7 @@ def test_launch_geometry(name, shape, grid, block, smem):
     ("sgemm_block2d", dict(TN=2), Shape(64, 64, 64), "kernel.TN", "multiple of 4"),
     ("sgemm_block2d", dict(BK=4), Shape(64, 64, 64), "kernel.BK", "load coverage"),
     ("sgemm_block2d", dict(BM=256, BN=256, TM=4, TN=4), Shape(64, 64, 64), "kernel.TM", "exceeds the device limit"),
-    ("sgemm_block2d", dict(BK=64), Shape(64, 64, 64), "kernel.BK", "shared memory"),
+    ("sgemm_block2d", dict(BK=128), Shape(64, 64, 64), "kernel.BK", "shared memory"),
     ("sgemm_warptile", dict(WM=64), Shape(64, 64, 64), "kernel.TM", "32 lanes"),
     ("sgemm_warptile", dict(WM=48), Shape(64, 64, 64), "kernel.WM", "ownership"),
     ("sgemm_warptile", dict(BK=4), Shape(64, 64, 64), "kernel.BK", "load coverage"),
