@@ -129,6 +129,6 @@ def gemmlab_kernels():
                       description="seed 002: 1-D grid of 64x64 tiles, one output per thread, 16 sub-passes"),
         LadderStrip(name="ladder_strip", source="ladder_strip.cu", defaults={"TM": 16, "BK": 8},
                     description="seed 002: 1-D grid of 64x64 tiles, TM=16 column strip per thread"),
-        LadderTile2d(name="ladder_tile2d", source="ladder_tile2d.cu", defaults={"BK": 8},
+        LadderTile2d(name="ladder_tile2d", source="ladder_tile2d.cu", defaults={"BK": 16},
                      description="seed 002's next rung: 4x4 micro-tile per thread, float4 loads"),
     ]

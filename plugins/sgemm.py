@@ -255,8 +255,8 @@ def gemmlab_kernels():
                        description="ladder 3: warp tiles, register double-buffered fragments, "
                                    "double-buffered smem"),
         PipelinedKernel(name="sgemm_pipelined", source="sgemm_pipelined.cu",
-                        defaults={"BM": 128, "BN": 256, "BK": 8, "WM": 64, "WN": 64, "TM": 16, "TN": 8,
-                                  "STAGES": 3, "GS": 8, "MINB": 1},
+                        defaults={"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "TM": 16, "TN": 8,
+                                  "STAGES": 4, "GS": 8, "MINB": 1},
                         description="ladder 4: cp.async STAGES-deep pipeline, smem epilogue, block "
                                     "swizzle, launch bounds"),
     ]

@@ -25,7 +25,8 @@ import gemmlab
 from gemmlab.paths import KERNELS_DIR
 
 REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
-BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "cublas")
+BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_tile2d", "sgemm_block2d",
+                   "sgemm_warptile", "sgemm_pipelined", "cublas")
 
 
 def subprocess_env() -> dict:
@@ -259,8 +260,9 @@ def test_help_lists_kernels_and_groups(tmp_path):
     out = proc.stdout
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
-    assert "experiment: ladder, optuna_tiled, seed_lab" in out
-    assert "kernel: cublas, ladder_starter, ladder_strip, naive, tiled" in out
+    assert "experiment: ladder, optuna_tiled, seed_lab, sgemm_ladder" in out
+    assert ("kernel: cublas, ladder_starter, ladder_strip, ladder_tile2d, naive, sgemm_block2d, "
+            "sgemm_pipelined, sgemm_warptile, tiled") in out
     assert "timing: adaptive, cold, graph, seed" in out
     assert "defaults: BM=64 BN=64 BK=16 TM=8 TN=2" in out
     assert re.search(r"^cublas\s+cuBLAS SGEMM", out, re.M)

@@ -61,7 +61,7 @@ def test_ladder_tile2d_one_owner_and_exact_loads(n, bk):
 
 def test_staging_shapes():
     _, loads = check_model("sgemm_pipelined", Shape(300, 300, 300), params("sgemm_pipelined"))
-    assert loads["A"].shape == (128, 8) and loads["B"].shape == (8, 256) and loads["C"].shape == (16, 64)
+    assert loads["A"].shape == (128, 16) and loads["B"].shape == (16, 256) and loads["C"].shape == (16, 64)
     _, loads = check_model("sgemm_block2d", Shape(300, 300, 300), params("sgemm_block2d"))
     assert loads["A"].shape == (128, 16) and loads["B"].shape == (16, 64)
 
@@ -99,8 +99,8 @@ def test_swizzle_groups_walk_columns():
     ("ladder_tile2d", Shape(512, 512, 512), (64, 1, 1), (256, 1, 1), 0),
     ("sgemm_block2d", Shape(4097, 1, 3), (1, 33, 1), (256, 1, 1), 0),
     ("sgemm_warptile", Shape(4096, 4096, 4096), (32, 32, 1), (256, 1, 1), 0),
-    ("sgemm_pipelined", Shape(4096, 4096, 4096), (512, 1, 1), (256, 1, 1), 37248),
-    ("sgemm_pipelined", Shape(4095, 4097, 1023), (32 * 17, 1, 1), (256, 1, 1), 37248),
+    ("sgemm_pipelined", Shape(4096, 4096, 4096), (512, 1, 1), (256, 1, 1), 99328),
+    ("sgemm_pipelined", Shape(4095, 4097, 1023), (32 * 17, 1, 1), (256, 1, 1), 99328),
 ])
 def test_launch_geometry(name, shape, grid, block, smem):
     launch = REGISTRY.get(name).launch(shape, params(name), FACTS)

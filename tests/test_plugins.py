@@ -28,6 +28,10 @@ BUILTINS = {
     "tiled": "gemmlab_plugins.tiled",
     "ladder_starter": "gemmlab_plugins.ladder",
     "ladder_strip": "gemmlab_plugins.ladder",
+    "ladder_tile2d": "gemmlab_plugins.ladder",
+    "sgemm_block2d": "gemmlab_plugins.sgemm",
+    "sgemm_warptile": "gemmlab_plugins.sgemm",
+    "sgemm_pipelined": "gemmlab_plugins.sgemm",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
