@@ -69,16 +69,19 @@ def mix(ops) -> dict:
     return dict(c)
 
 
-def analyse(text: str) -> tuple[dict, dict]:
+def analyse(text: str) -> tuple[dict, list[dict]]:
+    """(mix of the whole kernel, mixes of its hot loops: every backward-branch body holding the
+    largest FFMA count; kernels with two main-loop copies, e.g. sgemm_pipelined's 16-byte and
+    4-byte B paths, have two)."""
     rows = parse(text)
     labels = {lab: i for i, (lab, _, _) in enumerate(rows) if lab}
-    best = []
+    loops = []
     for i, (_, op, target) in enumerate(rows):
         if op.startswith("BRA") and target in labels and labels[target] <= i:
-            body = [o for _, o, _ in rows[labels[target]:i + 1]]
-            if sum(o.startswith("FFMA") for o in body) > sum(o.startswith("FFMA") for o in best):
-                best = body
-    return mix([op for _, op, _ in rows]), mix(best)
+            loops.append([o for _, o, _ in rows[labels[target]:i + 1]])
+    most = max((sum(o.startswith("FFMA") for o in body) for body in loops), default=0)
+    hot = [mix(body) for body in loops if most and sum(o.startswith("FFMA") for o in body) == most]
+    return mix([op for _, op, _ in rows]), hot
 
 
 def main(argv: list[str]) -> None:
@@ -103,11 +106,11 @@ def main(argv: list[str]) -> None:
         text = subprocess.run([nvdisasm(), "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
     if dump:
         Path(dump).write_text(text)
-    whole, loop = analyse(text)
-    print(spec.entry(params), compiled.resources)
-    for name, m in (("kernel", whole), ("hot loop", loop)):
+    whole, loops = analyse(text)
+    print(spec.entry(params), "NVRTC", compiled.nvrtc_version, compiled.resources)
+    for name, m in [("kernel", whole)] + [(f"hot loop {i + 1}", m) for i, m in enumerate(loops)]:
         share = m.get("FFMA", 0) / max(m.get("total", 1), 1)
-        print(f"  {name:8s} FFMA share {share:.3f} " + " ".join(f"{k}={v}" for k, v in sorted(m.items())))
+        print(f"  {name:10s} FFMA share {share:.3f} " + " ".join(f"{k}={v}" for k, v in sorted(m.items())))
 
 
 if __name__ == "__main__":
