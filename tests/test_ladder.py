@@ -194,3 +194,53 @@ def test_rungs_sanitizer_clean(kernel, shape, tool, tmp_path):
     rec = run_point(_cfg(kernel, shape, sanitizer=tool), tmp_path)
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok", rec.get("error")
+
+
+# --- compiled code (NVRTC, no GPU) ----------------------------------------------------------------
+
+def _nvdisasm():
+    import shutil
+    from pathlib import Path
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in nvidia.__path__:
+        for cand in Path(root).rglob("nvdisasm"):
+            return str(cand)
+    return None
+
+
+SASS_EXPECT = {  # instruction classes each rung's shipped instance must contain
+    "ladder_tile2d": ["LDG.E.128", "LDS.128", "STG.E.128"],
+    "sgemm_block2d": ["LDG.E.128", "LDS.128", "STG.E.128"],
+    "sgemm_warptile": ["LDG.E.128", "LDS.128", "STG.E.128"],
+    "sgemm_pipelined": ["LDGSTS.E.BYPASS.128", "LDGSTS.E ", "LDS.128", "STS.128", "STG.E.128"],
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(SASS_EXPECT))
+def test_rungs_compile_without_spills_and_use_wide_accesses(kernel, tmp_path):
+    """The shipped instance of each rung compiles for sm_90 with no local memory (ptxas: no spill,
+    no stack frame; SASS: no LDL/STL) and uses the wide loads/stores and cp.async it is built on."""
+    import re
+    import subprocess
+    from gemmlab.compile import CompileOptions, compile_kernel
+    spec = REGISTRY.get(kernel)
+    compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch="90"))
+    if compiled.resources is None:
+        pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
+    r = compiled.resources
+    assert (r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) == (0, 0, 0), r
+    tool = _nvdisasm()
+    if tool is None:
+        pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(bytes(compiled.object_code.code))
+    sass = subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+    assert not re.search(r"\b(LDL|STL)\b", sass), "local-memory access in SASS"
+    for op in SASS_EXPECT[kernel]:
+        assert op in sass, f"{kernel}: no {op.strip()} in SASS"
