@@ -3,10 +3,12 @@
     python3 .ci/ladder_gpu.py OUT_DIR PLAN [--budget SECONDS]
 
 PLAN is one of:
-  grid    partial-tile verification of every rung (and of every grid point at two odd shapes),
-          then a parameter grid of rungs 2-4 at 4096^3 and the best points at 8192^3
-          (baseline=cublas, graph timing, sampled verification)
-  final   (second call) all sgemm_pipelined instances compiled up front in threads; partial-tile
+  grid    (first call, run at commit 5cea1cf, when the defaults were sgemm_block2d 128x128x8 8x8,
+          ladder_tile2d BK 8, sgemm_pipelined 128x256x8 3 stages) partial-tile verification of
+          every rung (and of every grid point at two odd shapes), then a parameter grid of rungs
+          1-4 at 4096^3 and the best points at 8192^3 (baseline=cublas, graph timing, sampled
+          verification)
+  final   (second call, commit eadaa15) all sgemm_pipelined instances compiled up front in threads; partial-tile
           verification of every rung and of every grid point at two odd shapes; the grid of
           ladder_tile2d and sgemm_pipelined at 4096^3, the best three pipelined at 8192^3; then the
           sgemm_ladder points (every rung, tuned, plus naive, tiled and the seed-002 kernels x the
