@@ -260,7 +260,8 @@ def test_help_lists_kernels_and_groups(tmp_path):
     out = proc.stdout
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
-    assert "experiment: ladder, optuna_tiled, seed_lab, sgemm_ladder" in out
+    assert ("experiment: ladder, optuna_ladder_tile2d, optuna_sgemm_block2d, optuna_sgemm_pipelined, "
+            "optuna_sgemm_warptile, optuna_tiled, seed_lab, sgemm_ladder") in out
     assert ("kernel: cublas, ladder_starter, ladder_strip, ladder_tile2d, naive, sgemm_block2d, "
             "sgemm_pipelined, sgemm_warptile, tiled") in out
     assert "timing: adaptive, cold, graph, seed" in out

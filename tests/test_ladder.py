@@ -244,3 +244,23 @@ def test_rungs_compile_without_spills_and_use_wide_accesses(kernel, tmp_path):
     assert not re.search(r"\b(LDL|STL)\b", sass), "local-memory access in SASS"
     for op in SASS_EXPECT[kernel]:
         assert op in sass, f"{kernel}: no {op.strip()} in SASS"
+
+
+@pytest.mark.parametrize("kernel", ["ladder_tile2d", "sgemm_block2d", "sgemm_warptile", "sgemm_pipelined"])
+def test_optuna_experiment_per_rung_composes(kernel):
+    """experiment=optuna_<rung>: the Optuna sweeper over exactly the rung's parameters at 4096^3,
+    cuBLAS alongside, and the rung's shipped defaults are one of the searched points."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    import hydra
+    import gemmlab.cli
+    import gemmlab.paths
+    gemmlab.cli.register_resolvers()
+    with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
+        cfg = hydra.compose("config", overrides=[f"experiment=optuna_{kernel}"], return_hydra_config=True)
+    assert cfg.kernel.name == kernel and list(cfg.shape) == [4096, 4096, 4096] and cfg.baseline == "cublas"
+    assert cfg.hydra.sweeper.direction == "maximize"
+    params = cfg.hydra.sweeper.params
+    assert {k.split(".", 1)[1] for k in params} == set(REGISTRY.get(kernel).defaults)
+    for name, value in REGISTRY.get(kernel).defaults.items():
+        choices = params[f"kernel.{name}"].removeprefix("choice(").removesuffix(")").split(",")
+        assert value in [int(c) for c in choices], (name, value)
