@@ -5,5 +5,5 @@ Each module listed in ``BUILTIN_MODULES`` implements the ``gemmlab_kernels`` hoo
 one by name.
 """
 
-BUILTIN_MODULES = ("naive", "tiled", "ladder", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
-                   "cluster_tiled")
+BUILTIN_MODULES = ("naive", "tiled", "ladder", "sgemm", "cublas", "mma_tf32", "mma_bf16", "splitk",
+                   "tma_bf16", "cluster_tiled")

@@ -1,4 +1,6 @@
-"""Built-in kernels ``ladder_starter`` and ``ladder_strip``: seed 002's register-blocking harness.
+"""Built-in kernels ``ladder_starter``, ``ladder_strip`` and ``ladder_tile2d``: seed 002's
+register-blocking harness (``ladder_tile2d`` is the seed's "where to go next": a 4x4 micro-tile
+per thread with float4 loads).
 
 Harness contract: a 1-D grid of (N/64)^2 blocks, each recovering its 64x64 tile of C from
 blockIdx.x; square problems (M = N = K) with N a multiple of 64, so there are no partial tiles.
@@ -89,6 +91,37 @@ class LadderStrip(KernelSpec):
         return count_hits((shape.M, shape.N), row, col), _staging(params, threads)
 
 
+class LadderTile2d(KernelSpec):
+    """4x4 micro-tile per thread (256 threads), float4 global loads, A transposed in shared memory."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        _check_square(shape)
+        bk = params["BK"]
+        require(bk >= 4 and bk % 4 == 0 and TILE % bk == 0, "kernel.BK",
+                f"BK={bk} must be a multiple of 4 (float4 loads) dividing {TILE}")
+
+    def entry(self, params) -> str:
+        return f"gemm_ladder_tile2d<{params['BK']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return Launch(grid=((shape.N // TILE) ** 2, 1, 1), block=(256, 1, 1))
+
+    def ownership(self, shape: Shape, params):
+        bk = params["BK"]
+        base_row, base_col = _tile_origin(shape)
+        tid, i, j = np.ix_(range(256), range(4), range(4))
+        row = base_row[:, None, None, None] + ((tid // 16) * 4 + i + 0 * j)[None]
+        col = base_col[:, None, None, None] + ((tid % 16) * 4 + j + 0 * i)[None]
+        # float4 index v = tid + l*256 < 16*BK; A: row v / (BK/4), k 4*(v % (BK/4)) + q;
+        # B: k v / 16, column 4*(v % 16) + q
+        v = np.arange(256)[:, None] + np.arange(-(-16 * bk // 256))[None, :] * 256
+        v = v[v < 16 * bk][:, None]
+        q = np.arange(4)[None, :]
+        loads = {"A": count_hits((TILE, bk), v // (bk // 4) + 0 * q, 4 * (v % (bk // 4)) + q),
+                 "B": count_hits((bk, TILE), v // 16 + 0 * q, 4 * (v % 16) + q)}
+        return count_hits((shape.M, shape.N), row, col), loads
+
+
 @hookimpl
 def gemmlab_kernels():
     return [
@@ -96,4 +129,6 @@ def gemmlab_kernels():
                       description="seed 002: 1-D grid of 64x64 tiles, one output per thread, 16 sub-passes"),
         LadderStrip(name="ladder_strip", source="ladder_strip.cu", defaults={"TM": 16, "BK": 8},
                     description="seed 002: 1-D grid of 64x64 tiles, TM=16 column strip per thread"),
+        LadderTile2d(name="ladder_tile2d", source="ladder_tile2d.cu", defaults={"BK": 16},
+                     description="seed 002's next rung: 4x4 micro-tile per thread, float4 loads"),
     ]

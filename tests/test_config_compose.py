@@ -148,7 +148,7 @@ def test_experiment_ladder_is_multirun_over_ladder_kernels():
     cfg = compose("experiment=ladder", return_hydra_config=True)
     assert cfg.hydra.mode == RunMode.MULTIRUN
     params = cfg.hydra.sweeper.params
-    assert params.kernel.split(",") == ["ladder_starter", "ladder_strip"]
+    assert params.kernel.split(",") == ["ladder_starter", "ladder_strip", "ladder_tile2d"]
     assert params.shape == "[1024,1024,1024],[2048,2048,2048],[4096,4096,4096]"
 
 

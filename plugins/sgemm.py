@@ -1,0 +1,262 @@
+"""Built-in kernels ``sgemm_block2d``, ``sgemm_warptile`` and ``sgemm_pipelined``: the float32
+CUDA-core ladder of issue 8 (kernels/sgemm_*.cu), general in shape (any M, N, K >= 1).
+
+Rungs (each adds one idea to the one before):
+
+- ``sgemm_block2d``: 2-D block tile (BM x BN x BK), contiguous TM x TN thread tile, A transposed
+  in shared memory, float4 global loads behind an alignment guard with a scalar edge path.
+- ``sgemm_warptile``: warp tile WM x WN, each thread's TM x TN outputs in 4x4 pieces spread over
+  the warp tile (conflict-free LDS.128), register double-buffered fragments, double-buffered
+  shared memory fed through registers.
+- ``sgemm_pipelined``: the warp tile fed by a STAGES-deep cp.async pipeline (16-byte copies, 4-byte
+  zero-filling copies at edges and odd strides), epilogue through shared memory with 16-byte
+  stores, thread-block swizzle (GS block rows per group), ``__launch_bounds__(threads, MINB)``.
+
+Each spec's :meth:`ownership` replays the kernel's index arithmetic in numpy (one owner per
+output, every staged element written once per chunk); :meth:`check` enforces the same rules
+before compiling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+
+MAX_THREADS_PER_SM = 2048  # sm_80 .. sm_90
+
+
+def _positive(p, names) -> None:
+    for name in names:
+        require(p[name] >= 1, f"kernel.{name}", f"{name}={p[name]} must be a positive integer")
+
+
+def _vector_rules(p) -> None:
+    for name in ("TM", "TN", "BK"):
+        require(p[name] % 4 == 0, f"kernel.{name}",
+                f"{name}={p[name]} must be a multiple of 4 (float4 fragments and loads)")
+
+
+def _threads_rule(threads: int, device: DeviceFacts, field: str) -> None:
+    require(threads <= device.max_threads_per_block, field,
+            f"thread block of {threads} threads exceeds the device limit {device.max_threads_per_block}")
+
+
+def _coverage_rule(p, threads: int, a_unit: int) -> None:
+    """A is staged in units of ``a_unit`` elements (4: float4, 1: 4-byte copies); B in float4."""
+    a_units, b_units = p["BM"] * p["BK"] // a_unit, p["BK"] * p["BN"] // 4
+    require(a_units % threads == 0, "kernel.BK",
+            f"load coverage: the A tile has {a_units} copy units (BM*BK/{a_unit}), not a multiple of "
+            f"the {threads} threads that stage it")
+    require(b_units % threads == 0, "kernel.BK",
+            f"load coverage: the B tile has {b_units} float4 (BK*BN/4), not a multiple of the "
+            f"{threads} threads that stage it")
+
+
+def _staging_vec4(p, threads: int) -> dict:
+    """float4 staging of A (four consecutive k of one row) and B (four consecutive columns)."""
+    bm, bn, bk = p["BM"], p["BN"], p["BK"]
+    tid, q = np.arange(threads)[:, None, None], np.arange(4)[None, None, :]
+    a = tid + np.arange(bm * bk // 4 // threads)[None, :, None] * threads
+    b = tid + np.arange(bk * bn // 4 // threads)[None, :, None] * threads
+    return {"A": count_hits((bm, bk), a // (bk // 4) + 0 * q, 4 * (a % (bk // 4)) + q),
+            "B": count_hits((bk, bn), b // (bn // 4) + 0 * q, 4 * (b % (bn // 4)) + q)}
+
+
+def _warp_geometry(p):
+    """Per-thread output coordinates inside the block tile: arrays (threads, TM, TN) of rows/cols."""
+    wm, wn, tm, tn = p["WM"], p["WN"], p["TM"], p["TN"]
+    lm_n, ln_n, warps_n = wm // tm, wn // tn, p["BN"] // wn
+    threads = (p["BM"] // wm) * warps_n * 32
+    tid = np.arange(threads)[:, None, None]
+    warp, lane = tid // 32, tid % 32
+    wy, wx, lm, ln = warp // warps_n, warp % warps_n, lane // ln_n, lane % ln_n
+    i, j = np.arange(tm)[None, :, None], np.arange(tn)[None, None, :]
+    row = wy * wm + (i // 4) * (4 * lm_n) + 4 * lm + i % 4
+    col = wx * wn + (j // 4) * (4 * ln_n) + 4 * ln + j % 4
+    return row + 0 * col, col + 0 * row
+
+
+def _warp_rules(p, device: DeviceFacts) -> int:
+    """Ownership and thread rules shared by the warp-tiled rungs; returns the thread count."""
+    require_divides(p, "WM", "BM", "ownership (warp tiles cover the block tile)")
+    require_divides(p, "WN", "BN", "ownership (warp tiles cover the block tile)")
+    require_divides(p, "TM", "WM", "ownership (thread tiles cover the warp tile)")
+    require_divides(p, "TN", "WN", "ownership (thread tiles cover the warp tile)")
+    lanes = (p["WM"] // p["TM"]) * (p["WN"] // p["TN"])
+    require(lanes == 32, "kernel.TM",
+            f"ownership: a warp has 32 lanes but (WM/TM)*(WN/TN)={lanes}; choose WM*WN = 32*TM*TN")
+    _vector_rules(p)
+    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    _threads_rule(threads, device, "kernel.WM")
+    return threads
+
+
+class Block2dKernel(KernelSpec):
+    """Rung 2: BM x BN x BK block tile, (BN/TN)*(BM/TM) threads, contiguous TM x TN per thread."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        _positive(p, ("BM", "BN", "BK", "TM", "TN"))
+        require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
+        require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
+        _vector_rules(p)
+        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+        _threads_rule(threads, device, "kernel.TM")
+        _coverage_rule(p, threads, 4)
+        smem = 4 * p["BK"] * (p["BM"] + p["BN"])
+        require(smem <= device.max_shared_per_block, "kernel.BK",
+                f"static shared memory 4*BK*(BM+BN)={smem} bytes exceeds {device.max_shared_per_block}")
+
+    def entry(self, params) -> str:
+        p = params
+        return f"gemm_sgemm_block2d<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        return Launch(grid=(cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]), 1),
+                      block=((p["BM"] // p["TM"]) * (p["BN"] // p["TN"]), 1, 1))
+
+    def ownership(self, shape: Shape, params):
+        p = params
+        tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
+        threads = tx_n * ty_n
+        by, bx, t, i, j = np.ix_(range(cdiv(shape.M, p["BM"])), range(cdiv(shape.N, p["BN"])),
+                                 range(threads), range(p["TM"]), range(p["TN"]))
+        row = by * p["BM"] + (t // tx_n) * p["TM"] + i
+        col = bx * p["BN"] + (t % tx_n) * p["TN"] + j
+        stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+        return stores, _staging_vec4(p, threads)
+
+
+class WarptileKernel(KernelSpec):
+    """Rung 3: warp tiles of WM x WN, TM x TN per thread in 4x4 pieces, double buffers."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        _positive(p, ("BM", "BN", "BK", "WM", "WN", "TM", "TN"))
+        threads = _warp_rules(p, device)
+        _coverage_rule(p, threads, 4)
+        smem = 2 * 4 * p["BK"] * (p["BM"] + 4 + p["BN"])
+        require(smem <= device.max_shared_per_block, "kernel.BK",
+                f"static shared memory 2*4*BK*(BM+4+BN)={smem} bytes exceeds {device.max_shared_per_block}")
+
+    def entry(self, params) -> str:
+        p = params
+        return (f"gemm_sgemm_warptile<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, "
+                f"{p['TM']}, {p['TN']}>")
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+        return Launch(grid=(cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]), 1), block=(threads, 1, 1))
+
+    def ownership(self, shape: Shape, params):
+        p = params
+        r, c = _warp_geometry(p)
+        gy, gx = cdiv(shape.M, p["BM"]), cdiv(shape.N, p["BN"])
+        by = np.arange(gy)[:, None, None, None, None]
+        bx = np.arange(gx)[None, :, None, None, None]
+        row, col = by * p["BM"] + r[None, None], bx * p["BN"] + c[None, None]
+        stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+        return stores, _staging_vec4(p, r.shape[0])
+
+
+def swizzle(pid, gm: int, gn: int, gs: int):
+    """Block index -> (block row, block column) of sgemm_pipelined's grouped order (numpy or int)."""
+    width = gs * gn
+    group = pid // width
+    first = group * gs
+    size = np.minimum(gm - first, gs)
+    return first + (pid % width) % size, (pid % width) // size
+
+
+def pipelined_shared_bytes(p) -> tuple[int, int]:
+    """(pipeline bytes, epilogue bytes) of sgemm_pipelined's dynamic shared memory."""
+    pipe = 4 * p["STAGES"] * p["BK"] * (p["BM"] + 4 + p["BN"])
+    warps = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"])
+    epi = 4 * warps * 4 * (p["WM"] // p["TM"]) * (p["WN"] + 4)
+    return pipe, epi
+
+
+class PipelinedKernel(KernelSpec):
+    """Rung 4: warp tile + STAGES-deep cp.async pipeline, smem epilogue, swizzle, launch bounds."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        _positive(p, ("BM", "BN", "BK", "WM", "WN", "TM", "TN", "GS", "MINB"))
+        require(p["STAGES"] >= 2, "kernel.STAGES", f"STAGES={p['STAGES']}: the pipeline needs at least 2 stages")
+        threads = _warp_rules(p, device)
+        _coverage_rule(p, threads, 1)
+        require(p["MINB"] * threads <= MAX_THREADS_PER_SM, "kernel.MINB",
+                f"MINB={p['MINB']} blocks of {threads} threads exceed {MAX_THREADS_PER_SM} threads per SM")
+        smem = max(pipelined_shared_bytes(p))
+        require(smem <= device.max_shared_per_block_optin, "kernel.STAGES",
+                f"dynamic shared memory max(4*STAGES*BK*(BM+4+BN), epilogue)={smem} bytes exceeds "
+                f"{device.max_shared_per_block_optin}")
+        require(p["MINB"] * smem <= device.max_shared_per_block_optin, "kernel.MINB",
+                f"MINB={p['MINB']} blocks of {smem} bytes of shared memory do not fit one SM "
+                f"({device.max_shared_per_block_optin} bytes)")
+
+    def entry(self, params) -> str:
+        p = params
+        return (f"gemm_sgemm_pipelined<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, {p['TM']}, "
+                f"{p['TN']}, {p['STAGES']}, {p['GS']}, {p['MINB']}>")
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+        blocks = cdiv(shape.M, p["BM"]) * cdiv(shape.N, p["BN"])
+        return Launch(grid=(blocks, 1, 1), block=(threads, 1, 1), shared_bytes=max(pipelined_shared_bytes(p)))
+
+    def ownership(self, shape: Shape, params):
+        """Stores follow the epilogue (the thread that writes C is not the one that accumulated it):
+        pass p, vector q, lane -> row/column of the warp tile; ``loads`` also holds ``C``, the
+        epilogue's shared staging of one warp and pass (must be written exactly once)."""
+        p = params
+        wm, wn, tm, tn = p["WM"], p["WN"], p["TM"], p["TN"]
+        lm_n, ln_n, warps_n = wm // tm, wn // tn, p["BN"] // wn
+        threads = (p["BM"] // wm) * warps_n * 32
+        gm, gn = cdiv(shape.M, p["BM"]), cdiv(shape.N, p["BN"])
+        bm, bn = swizzle(np.arange(gm * gn), gm, gn, p["GS"])
+        tid = np.arange(threads)
+        warp, lane = tid // 32, tid % 32
+        wy, wx = warp // warps_n, warp % warps_n
+        pp, q, e = np.arange(tm // 4), np.arange(tn), np.arange(4)
+        idx = lane[:, None, None] + 32 * q[None, None, :] + 0 * pp[None, :, None]          # (t, pass, q)
+        r = wy[:, None, None] * wm + pp[None, :, None] * 4 * lm_n + idx // (wn // 4)
+        c = wx[:, None, None] * wn + 4 * (idx % (wn // 4))
+        row = bm[:, None, None, None, None] * p["BM"] + r[None, ..., None]
+        col = bn[:, None, None, None, None] * p["BN"] + c[None, ..., None] + e
+        stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+        # staging: A by 4-byte copies (e = tid + l*threads -> As[e % BK][e / BK]), B by float4
+        bmk, bk = p["BM"], p["BK"]
+        a = tid[:, None] + np.arange(bmk * bk // threads)[None, :] * threads
+        loads = {"A": count_hits((bmk, bk), a // bk, a % bk), "B": _staging_vec4(p, threads)["B"]}
+        # epilogue staging of one warp's pass: thread (lm, ln) writes rows 4*lm + r, columns j*4*LN + 4*ln + e
+        lm, ln = lane[:32] // ln_n, lane[:32] % ln_n
+        rr, jj = np.arange(4), np.arange(tn // 4)
+        crow = 4 * lm[:, None, None, None] + rr[None, :, None, None] + 0 * e
+        ccol = jj[None, None, :, None] * 4 * ln_n + 4 * ln[:, None, None, None] + e
+        loads["C"] = count_hits((4 * lm_n, wn), crow, ccol)
+        return stores, loads
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [
+        Block2dKernel(name="sgemm_block2d", source="sgemm_block2d.cu",
+                      defaults={"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4},
+                      description="ladder 2: 128x64x16 block tile, 8x4 per thread, A transposed, "
+                                  "guarded float4 loads"),
+        WarptileKernel(name="sgemm_warptile", source="sgemm_warptile.cu",
+                       defaults={"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8},
+                       description="ladder 3: warp tiles, register double-buffered fragments, "
+                                   "double-buffered smem"),
+        PipelinedKernel(name="sgemm_pipelined", source="sgemm_pipelined.cu",
+                        defaults={"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "TM": 16, "TN": 8,
+                                  "STAGES": 4, "GS": 8, "MINB": 1},
+                        description="ladder 4: cp.async STAGES-deep pipeline, smem epilogue, block "
+                                    "swizzle, launch bounds"),
+    ]

@@ -1,0 +1,266 @@
+"""The float32 CUDA-core ladder (issue 8): ladder_tile2d, sgemm_block2d, sgemm_warptile,
+sgemm_pipelined. CPU tests: ownership models (one owner per output, exact load coverage) over the
+partial-tile suite and parameter variants, parameter rules, launch geometry, the block swizzle
+being a bijection, and the ladder experiment's composition. GPU tests (marked ``gpu``): every rung
+verifies on the partial-tile suite and is clean under compute-sanitizer racecheck and memcheck.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gemmlab.device import offline_facts
+from gemmlab.hookspecs import ParamError, Shape
+from gemmlab.registry import load_registry
+
+FACTS = offline_facts("90")
+REGISTRY = load_registry(entry_points=False)
+PARTIAL = [Shape(1, 1, 1), Shape(31, 33, 17), Shape(63, 65, 33), Shape(4097, 1, 3), Shape(35, 79, 19),
+           Shape(100, 100, 100), Shape(129, 260, 36)]
+GENERAL = ["sgemm_block2d", "sgemm_warptile", "sgemm_pipelined"]
+
+
+def params(name, **over):
+    return {**REGISTRY.get(name).defaults, **over}
+
+
+def check_model(name, shape, p):
+    spec = REGISTRY.get(name)
+    spec.check(shape, p, FACTS)
+    stores, loads = spec.ownership(shape, p)
+    assert stores.shape == (shape.M, shape.N) and stores.dtype == np.int64
+    assert (stores == 1).all(), f"{name} {shape} {p}: {(stores == 0).sum()} unowned, {(stores > 1).sum()} owned twice"
+    assert set(loads) >= {"A", "B"}
+    for tile, hits in loads.items():
+        assert hits.size and (hits == 1).all(), f"{name} staging of {tile}: {np.argwhere(hits != 1)[:3].tolist()}"
+    return stores, loads
+
+
+VARIANTS = {
+    "sgemm_block2d": [{}, dict(BK=16), dict(BM=64, BN=64, BK=16, TM=4, TN=4), dict(BM=128, BN=64, BK=16, TM=8, TN=4)],
+    "sgemm_warptile": [{}, dict(BK=16), dict(WM=64, WN=32), dict(BM=64, BN=128, WM=32, WN=64)],
+    "sgemm_pipelined": [{}, dict(BK=16), dict(STAGES=4, GS=1), dict(BM=256, BN=128), dict(TM=8, TN=16, WM=32, WN=128),
+                        dict(BM=128, BN=128, WM=32, WN=64, TM=8, TN=8, GS=3), dict(BK=32, STAGES=2, GS=5)],
+}
+
+
+@pytest.mark.parametrize("shape", PARTIAL, ids=str)
+@pytest.mark.parametrize("name, over", [(n, v) for n, vs in VARIANTS.items() for v in vs],
+                         ids=lambda x: x if isinstance(x, str) else "-".join(f"{k}{v}" for k, v in x.items()) or "defaults")
+def test_general_rungs_one_owner_and_exact_loads(name, over, shape):
+    check_model(name, shape, params(name, **over))
+
+
+@pytest.mark.parametrize("n", [64, 128, 320])
+@pytest.mark.parametrize("bk", [4, 8, 16, 32, 64])
+def test_ladder_tile2d_one_owner_and_exact_loads(n, bk):
+    _, loads = check_model("ladder_tile2d", Shape(n, n, n), params("ladder_tile2d", BK=bk))
+    assert loads["A"].shape == (64, bk) and loads["B"].shape == (bk, 64)
+
+
+def test_staging_shapes():
+    _, loads = check_model("sgemm_pipelined", Shape(300, 300, 300), params("sgemm_pipelined"))
+    assert loads["A"].shape == (128, 16) and loads["B"].shape == (16, 256) and loads["C"].shape == (16, 64)
+    _, loads = check_model("sgemm_block2d", Shape(300, 300, 300), params("sgemm_block2d"))
+    assert loads["A"].shape == (128, 16) and loads["B"].shape == (16, 64)
+
+
+def test_model_has_teeth():
+    """A pipelined model with a wrong epilogue stride (or an unfinished swizzle) is caught."""
+    from gemmlab_plugins import sgemm
+    spec = REGISTRY.get("sgemm_pipelined")
+    good = spec.ownership(Shape(300, 520, 9), params("sgemm_pipelined"))[0]
+    assert (good == 1).all()
+    # a swizzle that maps every block of a group onto its first row: rows of blocks collide
+    bm, bn = sgemm.swizzle(np.arange(3 * 3), 3, 3, 3)
+    assert sorted(zip(bm.tolist(), bn.tolist())) == [(r, c) for r in range(3) for c in range(3)]
+    wrong = sorted(zip((bm * 0).tolist(), bn.tolist()))
+    assert len(set(wrong)) < 9
+
+
+@pytest.mark.parametrize("gm, gn, gs", [(1, 1, 1), (7, 3, 2), (4, 5, 8), (33, 17, 8), (32, 32, 16), (9, 1, 4)])
+def test_swizzle_is_a_bijection(gm, gn, gs):
+    from gemmlab_plugins.sgemm import swizzle
+    bm, bn = swizzle(np.arange(gm * gn), gm, gn, gs)
+    assert bm.min() >= 0 and bm.max() < gm and bn.min() >= 0 and bn.max() < gn
+    assert len(set(zip(bm.tolist(), bn.tolist()))) == gm * gn
+
+
+def test_swizzle_groups_walk_columns():
+    from gemmlab_plugins.sgemm import swizzle
+    bm, bn = swizzle(np.arange(8), 4, 4, 4)
+    assert bm.tolist() == [0, 1, 2, 3, 0, 1, 2, 3] and bn.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    bm, bn = swizzle(np.arange(4), 4, 4, 1)  # GS = 1: plain row-major block order
+    assert bm.tolist() == [0, 0, 0, 0] and bn.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("name, shape, grid, block, smem", [
+    ("ladder_tile2d", Shape(512, 512, 512), (64, 1, 1), (256, 1, 1), 0),
+    ("sgemm_block2d", Shape(4097, 1, 3), (1, 33, 1), (256, 1, 1), 0),
+    ("sgemm_warptile", Shape(4096, 4096, 4096), (32, 32, 1), (256, 1, 1), 0),
+    ("sgemm_pipelined", Shape(4096, 4096, 4096), (512, 1, 1), (256, 1, 1), 99328),
+    ("sgemm_pipelined", Shape(4095, 4097, 1023), (32 * 17, 1, 1), (256, 1, 1), 99328),
+])
+def test_launch_geometry(name, shape, grid, block, smem):
+    launch = REGISTRY.get(name).launch(shape, params(name), FACTS)
+    assert (launch.grid, launch.block, launch.shared_bytes) == (grid, block, smem)
+
+
+@pytest.mark.parametrize("name, over, shape, field, words", [
+    ("ladder_tile2d", dict(BK=6), Shape(128, 128, 128), "kernel.BK", "multiple of 4"),
+    ("ladder_tile2d", {}, Shape(100, 100, 100), "shape", "multiple of 64"),
+    ("ladder_tile2d", {}, Shape(128, 64, 128), "shape", "square"),
+    ("sgemm_block2d", dict(TM=6), Shape(64, 64, 64), "kernel.TM", "ownership"),
+    ("sgemm_block2d", dict(TN=2), Shape(64, 64, 64), "kernel.TN", "multiple of 4"),
+    ("sgemm_block2d", dict(BK=4), Shape(64, 64, 64), "kernel.BK", "load coverage"),
+    ("sgemm_block2d", dict(BM=256, BN=256, TM=4, TN=4), Shape(64, 64, 64), "kernel.TM", "exceeds the device limit"),
+    ("sgemm_block2d", dict(BK=128), Shape(64, 64, 64), "kernel.BK", "shared memory"),
+    ("sgemm_warptile", dict(WM=64), Shape(64, 64, 64), "kernel.TM", "32 lanes"),
+    ("sgemm_warptile", dict(WM=48), Shape(64, 64, 64), "kernel.WM", "ownership"),
+    ("sgemm_warptile", dict(BK=4), Shape(64, 64, 64), "kernel.BK", "load coverage"),
+    ("sgemm_pipelined", dict(STAGES=1), Shape(64, 64, 64), "kernel.STAGES", "at least 2"),
+    ("sgemm_pipelined", dict(BK=64, STAGES=8), Shape(64, 64, 64), "kernel.STAGES", "shared memory"),
+    ("sgemm_pipelined", dict(MINB=9), Shape(64, 64, 64), "kernel.MINB", "threads per SM"),
+    ("sgemm_pipelined", dict(BK=32, STAGES=4, MINB=2), Shape(64, 64, 64), "kernel.MINB", "do not fit"),
+    ("sgemm_pipelined", dict(GS=0), Shape(64, 64, 64), "kernel.GS", "positive"),
+    ("sgemm_pipelined", dict(TN=6, WN=48, BN=192), Shape(64, 64, 64), "kernel.TN", "multiple of 4"),
+])
+def test_check_rejects(name, over, shape, field, words):
+    with pytest.raises(ParamError) as info:
+        REGISTRY.get(name).check(shape, params(name, **over), FACTS)
+    assert info.value.field == field and words in info.value.message, str(info.value)
+
+
+@pytest.mark.parametrize("name", ["ladder_tile2d"] + GENERAL)
+def test_conf_defaults_match_plugin(name):
+    import yaml
+    from gemmlab.paths import CONF_DIR
+    conf = yaml.safe_load((CONF_DIR / "kernel" / f"{name}.yaml").read_text())
+    assert conf.pop("name") == name
+    assert conf == dict(REGISTRY.get(name).defaults)
+
+
+def test_sgemm_ladder_experiment_composes():
+    import hydra
+    import gemmlab.cli
+    import gemmlab.paths
+    gemmlab.cli.register_resolvers()
+    with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
+        cfg = hydra.compose("config", overrides=["experiment=sgemm_ladder"], return_hydra_config=True)
+    params_ = cfg.hydra.sweeper.params
+    kernels = params_.kernel.split(",")
+    assert kernels == ["naive", "tiled", "ladder_starter", "ladder_strip", "ladder_tile2d", "sgemm_block2d",
+                       "sgemm_warptile", "sgemm_pipelined"]
+    assert cfg.baseline == "cublas" and cfg.timing.mode in ("graph", "both")
+    assert params_.shape.count("[") == 6
+
+
+# --- GPU ------------------------------------------------------------------------------------------
+
+GPU_PARTIAL = [(1, 1, 1), (31, 33, 17), (63, 65, 33), (4097, 1, 3), (35, 79, 19), (100, 100, 100), (129, 260, 36)]
+FAST = {"mode": "graph", "warmup": 1, "repeat": 3, "batch": 2, "floor": False}
+
+
+def _cfg(kernel, shape, **over):
+    return {"kernel": {"name": kernel}, "shape": list(shape), "mode": "run", "timing": FAST, **over}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_PARTIAL, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel", GENERAL)
+def test_general_rungs_verify_partial_tiles(kernel, shape, tmp_path):
+    from gemmlab.pipeline import run_point
+    rec = run_point(_cfg(kernel, shape), tmp_path)
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
+    assert rec["guard_bands"] == "intact"
+    assert rec["compile"]["driver_attributes"]["local_bytes"] == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [64, 128, 512])
+def test_ladder_tile2d_verifies(n, tmp_path):
+    from gemmlab.pipeline import run_point
+    rec = run_point(_cfg("ladder_tile2d", (n, n, n)), tmp_path)
+    assert rec["status"] == "ok", rec.get("error")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["racecheck", "memcheck"])
+@pytest.mark.parametrize("kernel, shape", [("ladder_tile2d", (64, 64, 64))] + [(k, (63, 65, 33)) for k in GENERAL])
+def test_rungs_sanitizer_clean(kernel, shape, tool, tmp_path):
+    from gemmlab.pipeline import run_point
+    rec = run_point(_cfg(kernel, shape, sanitizer=tool), tmp_path)
+    assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
+    assert rec["status"] == "ok", rec.get("error")
+
+
+# --- compiled code (NVRTC, no GPU) ----------------------------------------------------------------
+
+def _nvdisasm():
+    import shutil
+    from pathlib import Path
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in nvidia.__path__:
+        for cand in Path(root).rglob("nvdisasm"):
+            return str(cand)
+    return None
+
+
+SASS_EXPECT = {  # instruction classes each rung's shipped instance must contain
+    "ladder_tile2d": ["LDG.E.128", "LDS.128", "STG.E.128"],
+    "sgemm_block2d": ["LDG.E.128", "LDS.128", "STG.E.128"],
+    "sgemm_warptile": ["LDG.E.128", "LDS.128", "STG.E.128"],
+    "sgemm_pipelined": ["LDGSTS.E.BYPASS.128", "LDGSTS.E ", "LDS.128", "STS.128", "STG.E.128"],
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(SASS_EXPECT))
+def test_rungs_compile_without_spills_and_use_wide_accesses(kernel, tmp_path):
+    """The shipped instance of each rung compiles for sm_90 with no local memory (ptxas: no spill,
+    no stack frame; SASS: no LDL/STL) and uses the wide loads/stores and cp.async it is built on."""
+    import re
+    import subprocess
+    from gemmlab.compile import CompileOptions, compile_kernel
+    spec = REGISTRY.get(kernel)
+    compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch="90"))
+    if compiled.resources is None:
+        pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
+    r = compiled.resources
+    assert (r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) == (0, 0, 0), r
+    tool = _nvdisasm()
+    if tool is None:
+        pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(bytes(compiled.object_code.code))
+    sass = subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+    assert not re.search(r"\b(LDL|STL)\b", sass), "local-memory access in SASS"
+    for op in SASS_EXPECT[kernel]:
+        assert op in sass, f"{kernel}: no {op.strip()} in SASS"
+
+
+@pytest.mark.parametrize("kernel", ["ladder_tile2d", "sgemm_block2d", "sgemm_warptile", "sgemm_pipelined"])
+def test_optuna_experiment_per_rung_composes(kernel):
+    """experiment=optuna_<rung>: the Optuna sweeper over exactly the rung's parameters at 4096^3,
+    cuBLAS alongside, and the rung's shipped defaults are one of the searched points."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    import hydra
+    import gemmlab.cli
+    import gemmlab.paths
+    gemmlab.cli.register_resolvers()
+    with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
+        cfg = hydra.compose("config", overrides=[f"experiment=optuna_{kernel}"], return_hydra_config=True)
+    assert cfg.kernel.name == kernel and list(cfg.shape) == [4096, 4096, 4096] and cfg.baseline == "cublas"
+    assert cfg.hydra.sweeper.direction == "maximize"
+    params = cfg.hydra.sweeper.params
+    assert {k.split(".", 1)[1] for k in params} == set(REGISTRY.get(kernel).defaults)
+    for name, value in REGISTRY.get(kernel).defaults.items():
+        choices = params[f"kernel.{name}"].removeprefix("choice(").removesuffix(")").split(",")
+        assert value in [int(c) for c in choices], (name, value)
