@@ -22,11 +22,12 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
+from gemmlab import isolation
 from gemmlab import record as record_stage
 from gemmlab import sweep
 from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
-from gemmlab.pipeline import exit_status, registry_for, run_point
+from gemmlab.pipeline import exit_status, registry_for
 
 _STATUSES: list[int] = []
 _FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cn", "--config-name", "-cp", "--config-path",
@@ -203,7 +204,7 @@ def objective(record: dict) -> float | None:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _task(cfg) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    record = run_point(cfg, out_dir)
+    record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
     status = exit_status(record)
     _STATUSES.append(status)
     if record.get("resumed"):

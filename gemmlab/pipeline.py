@@ -133,7 +133,7 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
         old = None
     if not isinstance(old, dict):
         old = {}
-    ignored = ("resume", "cache")  # settings that cannot change a measurement
+    ignored = ("resume", "cache", "isolation")  # settings that cannot change a measurement
     same_config = isinstance(old.get("config"), dict) and \
         {k: v for k, v in old["config"].items() if k not in ignored} == \
         {k: v for k, v in current.items() if k not in ignored}
