@@ -274,8 +274,48 @@ def _task(cfg) -> float | None:
     return objective(record)
 
 
+class PipeSafeStream:
+    """A text stream wrapper for stdout: once the reader has gone (``gemmlab ... | head -3``),
+    writes are dropped instead of raising ``BrokenPipeError``, so a sweep still runs to the end
+    and writes every record and its summary. The file descriptor is pointed at /dev/null so the
+    interpreter's final flush stays quiet too (Python docs, "Note on SIGPIPE")."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.broken = False
+
+    def _gone(self) -> None:
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Console entry point (``gemmlab``)."""
+    if not isinstance(sys.stdout, PipeSafeStream) and sys.stdout is not None:
+        sys.stdout = PipeSafeStream(sys.stdout)
     if "--version" in sys.argv[1:]:
         from gemmlab import __version__
         print(f"gemmlab {__version__} (Hydra {hydra.__version__})")
