@@ -255,7 +255,10 @@ def objective(record: dict) -> float | None:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _task(cfg) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
+    try:
+        record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
+    except KeyboardInterrupt:  # Hydra's job config is still set here: name the real folder
+        raise KeyboardInterrupt(_interrupted_advice()) from None
     status = exit_status(record)
     _STATUSES.append(status)
     if record.get("resumed"):
@@ -272,6 +275,29 @@ def _task(cfg) -> float | None:
     if status:
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
     return objective(record)
+
+
+def _interrupted_advice() -> str:
+    """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
+    interrupted point: its output folder minus ``hydra.sweep.subdir``)."""
+    try:
+        hc = HydraConfig.get()
+        out = hc.runtime.output_dir
+        multirun = str(hc.mode).upper().endswith("MULTIRUN")
+    except Exception:
+        out, multirun = None, True
+    if out and not multirun:
+        return f"the run's folder {out} holds no result for it"
+    if out:
+        try:
+            depth = len(Path(str(HydraConfig.get().sweep.subdir)).parts)
+            sweep_dir = Path(out).parents[depth - 1] if depth else Path(out)
+            return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+                    f"hydra.sweep.dir={sweep_dir} resume=true")
+        except Exception:
+            pass
+    return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
+            "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
 
 
 class PipeSafeStream:
@@ -331,9 +357,9 @@ def main() -> None:
               file=sys.stderr)
     try:
         _task()
-    except KeyboardInterrupt:
-        print("gemmlab: interrupted; finished points keep their result.json; to finish a sweep, re-run the "
-              "same command with hydra.sweep.dir=<its directory> resume=true", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        advice = str(exc.args[0]) if exc.args else _interrupted_advice()
+        print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
     if sweep.FAILED_POINTS:
         sys.exit(1)

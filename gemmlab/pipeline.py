@@ -320,7 +320,7 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
                 raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
             if result["verdict"] != "clean":
                 raise SafetyNetError("sanitizer_errors", f"compute-sanitizer {rc.sanitizer}: {result['verdict']}"
-                                     f" ({result.get('errors')} errors; report {result.get('report')})")
+                                     f" ({result.get('counts')}; report {result.get('report')})")
         record["status"] = "ok"
     finally:
         for cand in cands:
@@ -410,7 +410,7 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
                  launch_floor_ms={p: f["median_ms"] for p, f in floor.items()})
         if rc.timing.mode == "both":
             t["host_overhead_per_launch_ms"] = per["events"]["median_ms"] - per["graph"]["median_ms"]
-        if primary in floor:
+        if primary in floor and floor[primary]["median_ms"] > 0:  # a zero floor (clock resolution) gives no ratio
             t["median_over_floor"] = t["median_ms"] / floor[primary]["median_ms"]
             t["launch_bound"] = t["median_over_floor"] < 2.0
         cand.record["timing"] = t
