@@ -10,6 +10,7 @@ the record gains ``ratio_to_baseline``.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import time
 import traceback
@@ -107,9 +108,10 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "compile.log").write_text(exc.log)
     except Exception as exc:  # an unexpected failure still leaves a record behind
-        record.update(status="error", error=f"{type(exc).__name__}: {exc}")
+        from gemmlab.registry import describe_exception
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "traceback.txt").write_text(traceback.format_exc())
+        record.update(status="error", error=describe_exception(exc, out_dir / "traceback.txt"))
     record["valid"] = record["status"] in record_stage.VALID_STATUSES
     record_stage.write_record(record, out_dir)
     return record
@@ -178,6 +180,10 @@ def _static_checks(cand: Candidate, rc: RunConfig, facts: DeviceFacts) -> None:
                           f"got {rc.precision} (tf32 is for library kernels such as cublas)")
     spec.check(rc.shape, cand.params, facts)
     launch = spec.launch(rc.shape, cand.params, facts)
+    if not all(isinstance(n, numbers.Integral) and n >= 1 for n in (*launch.grid, *launch.block)):  # a plugin bug, not the shape
+        raise ConfigError("plugin", f"kernel {cand.name}: {type(spec).__name__}.launch() returned grid {tuple(launch.grid)} "
+                          f"block {tuple(launch.block)} for shape {tuple(rc.shape)}; every dimension must be an int >= 1 "
+                          "(a rounded-down division?)")
     for axis, (count, limit) in enumerate(zip(launch.grid, GRID_LIMITS)):
         if not 1 <= count <= limit:
             raise ConfigError("shape", f"needs grid {tuple(launch.grid)}: grid dimension {'xyz'[axis]} must be "
