@@ -98,6 +98,8 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     if record["status"] != "running":
         record_stage.write_record(record, out_dir)
         return record
+    from gemmlab import hostmem
+    reset = hostmem.reset_peak()
     try:
         _run(cfg, out_dir, record, check_only)
     except ParamError as exc:
@@ -113,6 +115,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         (out_dir / "traceback.txt").write_text(traceback.format_exc())
         record.update(status="error", error=describe_exception(exc, out_dir / "traceback.txt"))
     record["valid"] = record["status"] in record_stage.VALID_STATUSES
+    record["host_memory"] = hostmem.peak(reset)
     record_stage.write_record(record, out_dir)
     return record
 
