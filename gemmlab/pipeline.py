@@ -329,7 +329,8 @@ def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) 
                 raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
             if result["verdict"] != "clean":
                 raise SafetyNetError("sanitizer_errors", f"compute-sanitizer {rc.sanitizer}: {result['verdict']}"
-                                     f" ({result.get('counts')}; report {result.get('report')})")
+                                     f" ({result.get('counts') or str(result.get('errors')) + ' errors'}; "
+                                     f"report {result.get('report')})")
         record["status"] = "ok"
     finally:
         for cand in cands:
