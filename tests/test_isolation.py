@@ -181,11 +181,11 @@ def test_device_auto_lock_ends_with_the_point(one_gpu, monkeypatch, tmp_path, sh
 @pytest.mark.gpu
 def test_real_faults_cost_only_their_point(tmp_path):
     sweep = tmp_path / "sw"
-    proc = run_cli(["-m", "kernel=misaligned,illegal,hang,tiled,naive", "shape=[64,65,33]", "isolation.timeout_s=15",
+    proc = run_cli(["-m", "kernel=misaligned,illegal,trap,hang,tiled,naive", "shape=[64,65,33]", "isolation.timeout_s=15",
                     f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}", "timing.repeat=3", "timing.warmup=1"], tmp_path)
-    recs = [json.loads((sweep / str(i) / "result.json").read_text()) for i in range(5)]
+    recs = [json.loads((sweep / str(i) / "result.json").read_text()) for i in range(6)]
     out = proc.stdout + proc.stderr
-    assert [r["status"] for r in recs] == ["cuda_error", "cuda_error", "timeout", "ok", "ok"], out
+    assert [r["status"] for r in recs] == ["cuda_error", "cuda_error", "cuda_error", "timeout", "ok", "ok"], out
     assert "MISALIGNED_ADDRESS" in recs[0]["error"] and "ILLEGAL_ADDRESS" in recs[1]["error"]
 
 

@@ -25,6 +25,12 @@ __global__ void gemm_illegal(const float *a, const float *b, float *c, int m, in
   c[i + (1ll << 40)] = 1.0f;
 }
 
+// Every thread traps: CUDA_ERROR_LAUNCH_FAILED (sticky, like the address faults).
+template <int BX>
+__global__ void gemm_trap(const float *a, const float *b, float *c, int m, int n, int k) {
+  __trap();
+}
+
 // Spins until clock64() has advanced SPIN_GCYCLES * 2^30 cycles (about 0.5 s per unit at the
 // H200's 1.98 GHz), so a hung sweep ends even without a watchdog.
 template <int SPIN_GCYCLES>
