@@ -171,7 +171,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                         raise ConfigError("experiment", "null is the default; leave experiment out")
                     if value not in available:
                         raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
-        if o.is_sweep_override() and not multirun and not experiment:
+        if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
         if key == "kernel" and not o.is_delete():
             kernels = _values(o, kernel_options) or []
@@ -219,16 +219,23 @@ def _prepare(args: list[str]) -> None:
     ns = _hydra_args(args)
     if ns is None:
         return  # Hydra's parser refuses the command line: Hydra says why
-    parsed = _parse_overrides(ns.overrides or [])
-    dirs = _plugin_dirs(parsed)
-    _PLUGIN_DIRS[:] = dirs
-    registry = registry_for({"plugin_dirs": dirs})
+    passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help or ns.cfg
+                   or ns.experimental_rerun)  # Hydra's own commands: never refused by gemmlab
+    try:
+        parsed = _parse_overrides(ns.overrides or [])
+        dirs = _plugin_dirs(parsed)
+        _PLUGIN_DIRS[:] = dirs
+        registry = registry_for({"plugin_dirs": dirs})
+    except ConfigError:
+        if passive:
+            return  # --help lists the plugin failure itself; Hydra reports the rest
+        raise
     store = ConfigStore.instance()
     for name, spec in registry.kernels.items():
         if not (CONF_DIR / "kernel" / f"{name}.yaml").is_file():
             store.store(group="kernel", name=name, node={"name": name, **dict(spec.defaults)})
-    if ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help or ns.cfg or ns.experimental_rerun:
-        return  # Hydra's own commands: never refused by gemmlab
+    if passive:
+        return
     custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
     options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
     kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options)

@@ -87,3 +87,11 @@ def test_sweep_without_multirun_is_one_line(tmp_path):
     proc = run_cli(["kernel=naive,tiled", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "run it with -m" in proc.stderr
+
+
+def test_help_with_a_broken_plugin_folder_still_helps(tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "bad.py").write_text("raise ImportError('nope')\n")
+    proc = run_cli(["--help", f"plugin_dirs=[{tmp_path / 'p'}]"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "plugins failed to load" in proc.stdout and "bad.py" in proc.stdout
