@@ -139,14 +139,31 @@ def single_node_slurm(folder: Path, timeout_s: float = 60.0):
             raise SlurmUnavailable(f"the node did not become idle within {timeout_s:.0f} s (sinfo: {state!r}; "
                                    f"slurmd log: {' '.join(log.split())})")
         yield env
-    finally:
+    finally:  # stop the daemons we started, by the pids they wrote: all at once, then by force
+        running = []
         for pid_file in reversed(pids):
             try:
                 pid = int(pid_file.read_text().split()[0])
                 os.kill(pid, signal.SIGTERM)
-                for _ in range(50):
-                    os.kill(pid, 0)
-                    time.sleep(0.1)
-                os.kill(pid, signal.SIGKILL)
+                running.append(pid)
             except (OSError, ValueError, IndexError):
                 pass
+        deadline = time.monotonic() + 5
+        while running and time.monotonic() < deadline:
+            running = [pid for pid in running if _alive(pid)]
+            time.sleep(0.1)
+        for pid in running:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
