@@ -2,4 +2,5 @@
 
 from gemmlab.cli import main
 
-main()
+if __name__ == "__main__":  # a multiprocessing server importing this module must not run the CLI
+    main()

@@ -20,6 +20,8 @@ and for its baseline, with no branches on the kind of kernel:
 
 from __future__ import annotations
 
+import numbers
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -292,6 +294,11 @@ class NvrtcBackend(Backend):
             self.options = spec.options(problem, params, facts)
         except ParamError as exc:
             raise ConfigError(exc.field, exc.message) from None
+        if not all(isinstance(n, numbers.Integral) and n >= 1 for n in (*launch.grid, *launch.block)):
+            method = "geometry" if type(spec).geometry is not KernelSpec.geometry else "launch"
+            raise ConfigError("plugin", f"kernel {self.name}: {type(spec).__name__}.{method}() returned grid "
+                              f"{tuple(launch.grid)} block {tuple(launch.block)} for shape {tuple(problem.shape)}; every "
+                              "dimension must be an int >= 1 (a rounded-down division?)")  # a plugin bug, not the shape
         check_launch(launch, facts, self.name)
         if self.workspace_bytes < 0:
             raise ConfigError("kernel", f"{self.name}: workspace_bytes must be >= 0, got {self.workspace_bytes}")

@@ -22,15 +22,14 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
+from gemmlab import isolation
 from gemmlab import record as record_stage
 from gemmlab import sweep
 from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
-from gemmlab.pipeline import exit_status, registry_for, run_point
+from gemmlab.pipeline import exit_status, registry_for
 
 _STATUSES: list[int] = []
-_FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cn", "--config-name", "-cp", "--config-path",
-                     "-cd", "--config-dir", "--info", "--experimental-rerun"}
 _PLUGIN_DIRS: list[str] = []
 _FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
 
@@ -61,9 +60,16 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
 
 
-def _values(o) -> list[str]:
-    """The string value(s) of a group override (a sweep gives several)."""
+def _values(o, options: list[str] | None = None) -> list[str] | None:
+    """The string value(s) of a group override (a sweep gives several; a glob is matched against
+    ``options``); None when they cannot be enumerated here (an interval, a glob without options)."""
+    from hydra.core.override_parser.types import Glob
+    value = o.value()
+    if isinstance(value, Glob):
+        return value.filter(sorted(options)) if options is not None else None
     if o.is_sweep_override():
+        if not o.is_discrete_sweep():
+            return None
         return [str(v) for v in o.sweep_string_iterator()]
     return [o.get_value_element_as_str()]
 
@@ -79,27 +85,28 @@ def _known_keys() -> dict[str, set[str] | None]:
     return known
 
 
-def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """Return (plugin_dirs, kernel names, kernel parameter names) named by command-line
-    overrides, using Hydra's override parser, and reject what Hydra would only reject with a
-    multi-line message (unknown keys, unknown group options, sweeps without -m).
+def _hydra_args(args: list[str]):
+    """The command line as Hydra's own argument parser reads it (flags, ``--flag=value``,
+    ``-cd=DIR``, optional values such as ``-i defaults``), or None where Hydra would refuse it
+    (then Hydra reports it)."""
+    import contextlib
+    import io
+
+    from hydra._internal.utils import get_args_parser
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return get_args_parser().parse_args(args)
+    except SystemExit:
+        return None
+
+
+def _parse_overrides(overrides: list[str]) -> list:
+    """Hydra's override parser, one override at a time; a parse error is one line.
 
     Raises:
-        ConfigError: naming the field.
+        ConfigError: naming the key of the override that does not parse.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    overrides, skip, multirun, custom_conf = [], False, False, False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg.startswith("-"):
-            skip = arg in _FLAGS_WITH_VALUE
-            multirun = multirun or arg in ("-m", "--multirun")
-            custom_conf = custom_conf or arg in ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
-            continue
-        overrides.append(arg)
     parser = OverridesParser.create()
     parsed = []
     for text in overrides:
@@ -109,13 +116,48 @@ def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(text.split("=", 1)[0].lstrip("+~") or "override", f"cannot parse override {text!r}: "
                               f"{first} (lists are written [a,b,c]; quote them in the shell)") from None
+    return parsed
+
+
+def _plugin_dirs(parsed: list) -> list[str]:
+    """``plugin_dirs`` named on the command line (the last override wins).
+
+    Raises:
+        ConfigError: the value is not a list.
+    """
+    dirs: list[str] = []
+    for o in parsed:
+        if o.key_or_group == "plugin_dirs" and o.package is None and not o.is_delete():
+            if o.is_sweep_override() or not isinstance(o.value(), list):
+                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {o.input_line!r}")
+            dirs = [str(d) for d in o.value()]
+    return dirs
+
+
+def _is_multirun(ns, parsed: list) -> bool:
+    """-m/--multirun, or ``hydra.mode=MULTIRUN`` on the command line."""
+    if ns.multirun:
+        return True
+    return any(o.key_or_group == "hydra.mode" and not o.is_sweep_override()
+               and str(o.value()).upper().endswith("MULTIRUN") for o in parsed)
+
+
+def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: list[str]) -> tuple[list[str], list[str]]:
+    """Return (kernel names, kernel parameter names) named by the parsed command-line overrides
+    and reject, in one line, what Hydra would only reject with a multi-line message: unknown
+    gemmlab keys (also added with ``+``), unknown group options, sweeps without -m. ``hydra.*``
+    keys and overrides with a package are Hydra's and never checked.
+
+    Raises:
+        ConfigError: naming the field.
+    """
     known = _known_keys()
     experiment = [o for o in parsed if o.key_or_group == "experiment" and not o.is_delete()]
-    dirs, kernels, params = [], [], []
+    kernels, params = [], []
     for o in parsed:
         key = o.key_or_group
         top, _, sub = key.partition(".")
-        if top.split("/")[0] == "hydra" or o.package is not None:
+        if o.is_hydra_override() or top == "hydra" or o.package is not None:
             continue
         if not custom_conf:
             if top not in known:
@@ -124,27 +166,23 @@ def _prescan(args: list[str]) -> tuple[list[str], list[str], list[str]]:
                 raise ConfigError(key, f"unknown key in {top}; known: {', '.join(sorted(known[top]))}")
             if top in _FILE_GROUPS and not sub and not o.is_delete():
                 available = sorted(p.stem for p in (CONF_DIR / top).glob("*.yaml"))
-                for value in _values(o):
+                for value in _values(o, available) or []:
                     if value == "null" and top == "experiment":
                         raise ConfigError("experiment", "null is the default; leave experiment out")
                     if value not in available:
                         raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
-        if o.is_sweep_override() and not multirun and not experiment:
+        if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
-        if key == "plugin_dirs":
-            if not isinstance(o.value(), list):
-                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {o.value()!r}")
-            dirs = [str(d) for d in o.value()]
-        elif key == "kernel" and not o.is_delete():
-            kernels = _values(o)
-        elif top == "kernel" and sub and not o.is_add():
+        if key == "kernel" and not o.is_delete():
+            kernels = _values(o, kernel_options) or []
+        elif top == "kernel" and sub:
             if sub == "name":
                 raise ConfigError("kernel.name", "select the kernel with kernel=<name>, not kernel.name")
-            params.append(sub)
+            params.append(sub)  # also +kernel.P=... and ++kernel.P=...: only the kernel's own parameters exist
     if experiment and not kernels and not custom_conf:
-        for value in _values(experiment[0]):
+        for value in _values(experiment[0]) or []:
             kernels += [k for k in _experiment_kernels(value) if k not in kernels]
-    return dirs, kernels, params
+    return kernels, params
 
 
 def _experiment_kernels(name: str) -> list[str]:
@@ -169,25 +207,46 @@ def _default_kernel() -> str:
 
 
 def _prepare(args: list[str]) -> None:
-    """Load plugins named on the command line, reject unknown kernels early, and give every
-    kernel without a ``conf/kernel/<name>.yaml`` a config node built from its defaults.
+    """Load plugins named on the command line, give every kernel without a
+    ``conf/kernel/<name>.yaml`` a config node built from its defaults (so Hydra's own
+    completion, help, globs and sweeps see it), then reject bad gemmlab fields early in one line.
+    Anything Hydra itself accepts is left to Hydra: the command line is read by Hydra's argument
+    parser and override parser; shell completion, --info, --help and --cfg are not checked.
 
     Raises:
-        ConfigError: unknown kernel or broken plugin folder.
+        ConfigError: unknown kernel, kernel parameter or gemmlab key; broken plugin folder.
     """
-    dirs, kernels, params = _prescan(args)
-    _PLUGIN_DIRS[:] = dirs
-    registry = registry_for({"plugin_dirs": dirs})
+    ns = _hydra_args(args)
+    if ns is None:
+        return  # Hydra's parser refuses the command line: Hydra says why
+    passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help or ns.cfg
+                   or ns.experimental_rerun)  # Hydra's own commands: never refused by gemmlab
+    try:
+        parsed = _parse_overrides(ns.overrides or [])
+        dirs = _plugin_dirs(parsed)
+        _PLUGIN_DIRS[:] = dirs
+        registry = registry_for({"plugin_dirs": dirs})
+    except ConfigError:
+        if passive:
+            return  # --help lists the plugin failure itself; Hydra reports the rest
+        raise
+    store = ConfigStore.instance()
+    for name, spec in registry.kernels.items():
+        if not (CONF_DIR / "kernel" / f"{name}.yaml").is_file():
+            store.store(group="kernel", name=name, node={"name": name, **dict(spec.defaults)})
+    if passive:
+        return
+    custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
+    options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
+    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options)
+    if custom_conf and not kernels:
+        return  # another primary config may select another default kernel
     for name in kernels or [_default_kernel()]:
         spec = registry.get(name)
         for p in params:
             if p not in spec.defaults:
                 raise ConfigError(f"kernel.{p}", f"kernel '{name}' has no parameter {p}; its parameters: "
                                   f"{', '.join(spec.defaults) or 'none'}")
-    store = ConfigStore.instance()
-    for name, spec in registry.kernels.items():
-        if not (CONF_DIR / "kernel" / f"{name}.yaml").is_file():
-            store.store(group="kernel", name=name, node={"name": name, **dict(spec.defaults)})
 
 
 def objective(record: dict) -> float | None:
@@ -203,7 +262,10 @@ def objective(record: dict) -> float | None:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _task(cfg) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    record = run_point(cfg, out_dir)
+    try:
+        record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
+    except KeyboardInterrupt:  # Hydra's job config is still set here: name the real folder
+        raise KeyboardInterrupt(_interrupted_advice()) from None
     status = exit_status(record)
     _STATUSES.append(status)
     if record.get("resumed"):
@@ -222,8 +284,71 @@ def _task(cfg) -> float | None:
     return objective(record)
 
 
+def _interrupted_advice() -> str:
+    """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
+    interrupted point: its output folder minus ``hydra.sweep.subdir``)."""
+    try:
+        hc = HydraConfig.get()
+        out = hc.runtime.output_dir
+        multirun = str(hc.mode).upper().endswith("MULTIRUN")
+    except Exception:
+        out, multirun = None, True
+    if out and not multirun:
+        return f"the run's folder {out} holds no result for it"
+    if out:
+        try:
+            depth = len(Path(str(HydraConfig.get().sweep.subdir)).parts)
+            sweep_dir = Path(out).parents[depth - 1] if depth else Path(out)
+            return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+                    f"hydra.sweep.dir={sweep_dir} resume=true")
+        except Exception:
+            pass
+    return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
+            "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
+
+
+class PipeSafeStream:
+    """A text stream wrapper for stdout: once the reader has gone (``gemmlab ... | head -3``),
+    writes are dropped instead of raising ``BrokenPipeError``, so a sweep still runs to the end
+    and writes every record and its summary. The file descriptor is pointed at /dev/null so the
+    interpreter's final flush stays quiet too (Python docs, "Note on SIGPIPE")."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.broken = False
+
+    def _gone(self) -> None:
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Console entry point (``gemmlab``)."""
+    if not isinstance(sys.stdout, PipeSafeStream) and sys.stdout is not None:
+        sys.stdout = PipeSafeStream(sys.stdout)
     if "--version" in sys.argv[1:]:
         from gemmlab import __version__
         print(f"gemmlab {__version__} (Hydra {hydra.__version__})")
@@ -241,9 +366,9 @@ def main() -> None:
         _task()
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
         sys.exit(done.outcome.exit_status_with(_STATUSES))
-    except KeyboardInterrupt:
-        print("gemmlab: interrupted; finished points keep their result.json; to finish a sweep, re-run the "
-              "same command with hydra.sweep.dir=<its directory> resume=true", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        advice = str(exc.args[0]) if exc.args else _interrupted_advice()
+        print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
     sys.exit(max(_STATUSES, default=0))
 

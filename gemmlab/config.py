@@ -19,13 +19,14 @@ from gemmlab.timing import TimingOptions
 from gemmlab.verify import VerifyOptions
 
 TOP_LEVEL = ("kernel", "timing", "shape", "mode", "arch", "device", "baseline", "precision", "layout", "sanitizer",
-             "inputs", "verify", "plugin_dirs", "cache", "resume")
+             "inputs", "verify", "plugin_dirs", "cache", "resume", "isolation")
 SECTIONS = {"timing": ("mode", "l2", "warmup", "repeat", "max_repeat", "target_rel_spread", "budget_s", "batch",
                        "floor"),
             "verify": ("tolerance", "atol", "rtol", "safety", "method", "max_full", "sample", "trials"),
             "inputs": ("seed", "distribution"),
             "cache": ("enabled", "dir"),
-            "layout": ("a", "b")}
+            "layout": ("a", "b"),
+            "isolation": ("process", "timeout_s")}
 MODES = ("run", "compile")
 DISTRIBUTIONS = ("normal", "uniform", "integers")
 PRECISIONS = hookspec_precisions
@@ -125,6 +126,34 @@ def _tolerance(value: Any, field_name: str) -> float:
             or not 0 <= value <= 1:
         raise ConfigError(field_name, f"must be a number in [0, 1], got {value!r}")
     return float(value)
+
+
+@dataclass(frozen=True)
+class IsolationOptions:
+    """How a point is shielded from the others (``gemmlab.isolation``): ``process`` runs it in a
+    worker process that is replaced after a CUDA fault; ``timeout_s`` is the watchdog's limit
+    for one point (compile, verification, timing, sanitizer) in seconds."""
+
+    process: bool = True
+    timeout_s: float = 1800.0
+
+
+def parse_isolation(value: Any) -> IsolationOptions:
+    """Validate the ``isolation`` section (missing keys take the defaults).
+
+    Raises:
+        ConfigError: field ``isolation`` or ``isolation.<key>``.
+    """
+    value = _plain(value)
+    if value is None:
+        return IsolationOptions()
+    if not isinstance(value, Mapping):
+        raise ConfigError("isolation", f"must be a mapping with keys process, timeout_s, got {value!r}")
+    extra = sorted(set(value) - set(SECTIONS["isolation"]))
+    if extra:
+        raise ConfigError(f"isolation.{extra[0]}", "unknown key; known: process, timeout_s")
+    return IsolationOptions(process=_bool(value.get("process", True), "isolation.process"),
+                            timeout_s=_number(value.get("timeout_s", 1800.0), "isolation.timeout_s", 0.001, 7 * 86_400.0))
 
 
 def parse_shape(value: Any) -> Shape:
@@ -276,6 +305,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise ConfigError("cache.dir", f"must be a folder path or null, got {cache_dir!r}")
     resume = _bool(cfg.get("resume", False), "resume")
+    parse_isolation(cfg.get("isolation"))
     shape = parse_shape(cfg.get("shape"))
     if distribution == "integers" and shape.K > MAX_EXACT_K:
         raise ConfigError("inputs.distribution", f"integers are exact in float32 only for K <= {MAX_EXACT_K}; "

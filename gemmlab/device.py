@@ -10,6 +10,7 @@ arguments, the shared-memory opt-in). NaN fill: ``cuMemsetD32Async`` with 0xFFFF
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -284,7 +285,9 @@ class Gpu:
 
 
 _OPEN: dict[int, Gpu] = {}
-_HELD_LOCKS: dict[int, object] = {}
+_HELD_LOCKS: dict[int, object] = {}  # locks taken outside a lease scope: held for the process's life
+_SCOPES: list[list] = []  # open lease scopes of this process (innermost last), each [(index, handle)]
+LOCK_POLL_S = 0.05
 
 
 def gpu_count() -> int:
@@ -297,35 +300,77 @@ def gpu_count() -> int:
         return 0
 
 
-def pick_device(lock_dir: str | None = None) -> int:
-    """``device=auto``: take the first GPU whose lock file this process can lock (then keep it
-    for the process's life), so concurrent worker processes use distinct GPUs; chosen through
-    NVML and file locks, before CUDA initialises. With more workers than GPUs, wait for one.
-
-    Raises:
-        NoGPUError: NVML sees no GPU.
-    """
-    import fcntl
+def lock_folder(lock_dir: str | None = None) -> str:
+    """The folder of the per-GPU lock files: ``lock_dir``, else ``$GEMMLAB_LOCK_DIR``, else
+    ``$TMPDIR/gemmlab-gpu-locks`` (processes sharing GPUs must share the folder)."""
     import os
     import tempfile
-    if _HELD_LOCKS:
+    return lock_dir or os.environ.get("GEMMLAB_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "gemmlab-gpu-locks")
+
+
+@contextmanager
+def lease_scope():
+    """Scope of one point: a GPU that :func:`pick_device` locks inside it is unlocked when the
+    scope ends, on every exit path (return, exception; a killed process loses its ``flock``
+    locks to the kernel). Scopes nest; the innermost one owns the locks taken inside it."""
+    held: list = []
+    _SCOPES.append(held)
+    try:
+        yield held
+    finally:
+        _SCOPES.remove(held)
+        for _, handle in held:
+            handle.close()  # closing the file drops its flock lock
+
+
+def _try_lock(folder: str, index: int):
+    import fcntl
+    import os
+    handle = open(os.path.join(folder, f"gpu{index}.lock"), "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
+def pick_device(lock_dir: str | None = None, wait_s: float | None = None) -> int:
+    """``device=auto``: lock the first free GPU (one lock file per GPU, chosen through NVML before
+    CUDA initialises), so concurrent processes use distinct GPUs. Inside a :func:`lease_scope`
+    (every point the CLI runs) the lock lasts for that point only; outside one it lasts for the
+    process's life. With every GPU busy, poll all of them until one frees (``wait_s``: give up
+    after that many seconds; None waits for ever).
+
+    Raises:
+        NoGPUError: NVML sees no GPU, or none freed within ``wait_s``.
+    """
+    import os
+    import time
+    scope = _SCOPES[-1] if _SCOPES else None
+    if scope:
+        return scope[0][0]
+    if scope is None and _HELD_LOCKS:
         return next(iter(_HELD_LOCKS))
     count = gpu_count()
     if count == 0:
         raise NoGPUError("device=auto: NVML sees no GPU; use mode=compile without a GPU")
-    folder = lock_dir or os.path.join(tempfile.gettempdir(), "gemmlab-gpu-locks")
+    folder = lock_folder(lock_dir)
     os.makedirs(folder, exist_ok=True)
-    for blocking in (False, True):
-        for i in ([*range(count)] if not blocking else [os.getpid() % count]):
-            handle = open(os.path.join(folder, f"gpu{i}.lock"), "w")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except OSError:
-                handle.close()
-                continue
-            _HELD_LOCKS[i] = handle
-            return i
-    raise NoGPUError("device=auto: could not lock a GPU")
+    order = sorted(range(count), key=lambda i: i not in _OPEN)  # a GPU this process has opened first
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    while True:
+        for i in order:
+            handle = _try_lock(folder, i)
+            if handle is not None:
+                if scope is not None:
+                    scope.append((i, handle))
+                else:
+                    _HELD_LOCKS[i] = handle
+                return i
+        if deadline is not None and time.monotonic() > deadline:
+            raise NoGPUError(f"device=auto: no GPU became free within {wait_s:g} s")
+        time.sleep(LOCK_POLL_S)
 
 
 def open_gpu(index: int = 0) -> Gpu:

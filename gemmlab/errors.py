@@ -58,3 +58,17 @@ class UnavailableError(GemmlabError):
     """An optional component (e.g. nvmath-python for the cublas kernel) is not installed."""
 
     status = "unavailable"
+
+
+class WatchdogTimeout(GemmlabError):
+    """A point ran longer than ``isolation.timeout_s``: its worker process (and the hung kernel's
+    CUDA context with it) was killed by the watchdog."""
+
+    status = "timeout"
+
+
+class WorkerDied(GemmlabError):
+    """A point's worker process ended (signal, ``os._exit``, a crash in native code) before it
+    returned a record."""
+
+    status = "crashed"

@@ -98,6 +98,8 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     if record["status"] != "running":
         record_stage.write_record(record, out_dir)
         return record
+    from gemmlab import hostmem
+    reset = hostmem.reset_peak()
     try:
         Run(plain, out_dir, record, check_only).execute()
     except ParamError as exc:
@@ -108,10 +110,12 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "compile.log").write_text(exc.log)
     except Exception as exc:  # an unexpected failure still leaves a record behind
-        record.update(status="error", error=f"{type(exc).__name__}: {exc}")
+        from gemmlab.registry import describe_exception
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "traceback.txt").write_text(traceback.format_exc())
+        record.update(status="error", error=describe_exception(exc, out_dir / "traceback.txt"))
     record["valid"] = record["status"] in record_stage.VALID_STATUSES
+    record["host_memory"] = hostmem.peak(reset)
     record_stage.write_record(record, out_dir)
     return record
 
@@ -134,7 +138,7 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
         old = None
     if not isinstance(old, dict):
         old = {}
-    ignored = ("resume", "cache")  # settings that cannot change a measurement
+    ignored = ("resume", "cache", "isolation")  # settings that cannot change a measurement
     defaults = {"layout": {"a": "row", "b": "row"}}  # records from before layouts existed lack it
 
     def comparable(config: dict) -> dict:
@@ -338,7 +342,8 @@ class Run:
             raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
         if result["verdict"] != "clean":
             raise SafetyNetError("sanitizer_errors", f"compute-sanitizer {rc.sanitizer}: {result['verdict']}"
-                                 f" ({result.get('errors')} errors; report {result.get('report')})")
+                                 f" ({result.get('counts') or str(result.get('errors')) + ' errors'}; "
+                                 f"report {result.get('report')})")
 
     def release(self) -> None:
         for backend in self.backends:
@@ -419,7 +424,7 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
                  launch_floor_ms={p: f["median_ms"] for p, f in floor.items()})
         if rc.timing.mode == "both":
             t["host_overhead_per_launch_ms"] = per["events"]["median_ms"] - per["graph"]["median_ms"]
-        if primary in floor:
+        if primary in floor and floor[primary]["median_ms"] > 0:  # a zero floor (clock resolution) gives no ratio
             t["median_over_floor"] = t["median_ms"] / floor[primary]["median_ms"]
             t["launch_bound"] = t["median_over_floor"] < 2.0
         cand.record["timing"] = t

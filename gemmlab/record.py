@@ -131,7 +131,8 @@ def summary(record: dict) -> str:
             break
     san = record.get("sanitizer")
     if san:
-        lines.append(f"  sanitizer {san['tool']}: {san['verdict']} ({san.get('errors')} errors) {san.get('report') or ''}")
+        counts = san.get("counts") or f"{san.get('errors')} errors"
+        lines.append(f"  sanitizer {san['tool']}: {san['verdict']} ({counts}) {san.get('report') or ''}")
     return "\n".join(lines)
 
 

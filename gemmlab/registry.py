@@ -82,6 +82,26 @@ def source_path(spec: KernelSpec) -> Path:
     return p if p.is_absolute() else KERNELS_DIR / p
 
 
+#: the KernelSpec methods the core calls (a plugin's code runs inside them)
+PLUGIN_METHODS = ("check", "entry", "launch", "ownership", "available", "library_version", "enqueue_function")
+
+
+def describe_exception(exc: BaseException, traceback_path: Path) -> str:
+    """One line for an unexpected exception: when it came from a plugin's code, name the kernel,
+    the method the core called (``check``, ``launch``, ...), the plugin's file and line, and where
+    the full traceback was written.
+    """
+    import traceback as _tb
+    first = (str(exc).strip().splitlines() or [""])[0]
+    what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    for frame, lineno in _tb.walk_tb(exc.__traceback__):  # the outermost plugin frame: the call the core made
+        spec = frame.f_locals.get("self")
+        if frame.f_code.co_name in PLUGIN_METHODS and isinstance(spec, KernelSpec):
+            return (f"plugin error: kernel '{spec.name}' raised {what} in {type(spec).__name__}."
+                    f"{frame.f_code.co_name}() ({frame.f_code.co_filename}:{lineno}); traceback: {traceback_path}")
+    return f"{what} (traceback: {traceback_path})"
+
+
 def _import_builtin_package():
     try:
         return importlib.import_module(BUILTIN_PACKAGE)
@@ -110,6 +130,44 @@ def _load_file(path: Path):
         del sys.modules[name]
         raise ConfigError("plugin_dirs", f"could not import {path}: {type(exc).__name__}: {exc}") from None
     return module
+
+
+HOOK_NAMES = tuple(n for n in vars(hookspecs.KernelHooks) if n.startswith(f"{hookspecs.PROJECT}_"))
+
+
+def _form_error(where: str, message: str) -> ConfigError:
+    return ConfigError("plugin_dirs" if where.endswith(".py") else "plugin", f"{where}: {message}")
+
+
+def _validation_message(exc: Exception) -> str:
+    """pluggy's PluginValidationError as one line (what is wrong, not the internals)."""
+    text = " ".join(str(exc).split())
+    if "are declared in the hookimpl but can not be found in the hookspec" in text:
+        import re as _re
+        args = _re.search(r"Argument\(s\) (\{[^}]*\})", text)
+        return (f"hook gemmlab_kernels() takes no arguments, but the plugin's takes {args.group(1) if args else 'some'} "
+                "(a module-level hook has no self: write def gemmlab_kernels():)")
+    return text
+
+
+def _check_form(module, where: str) -> None:
+    """A drop-in module's hooks must be real ``@hookimpl`` functions named like a hookspec.
+
+    Raises:
+        ConfigError: naming the file and what is wrong.
+    """
+    import difflib
+    marker = f"{hookspecs.PROJECT}_impl"
+    for attr, value in vars(module).items():
+        if not callable(value) or isinstance(value, type):
+            continue
+        if attr in HOOK_NAMES and not hasattr(value, marker):
+            raise _form_error(where, f"{attr} is not marked @hookimpl (from gemmlab.hookspecs import hookimpl, then "
+                                     f"put @hookimpl on the line above def {attr})")
+        if hasattr(value, marker) and attr not in HOOK_NAMES:
+            close = difflib.get_close_matches(attr, HOOK_NAMES, n=1)
+            raise _form_error(where, f"@hookimpl {attr} is not a gemmlab hook"
+                                     + (f"; did you mean {close[0]}?" if close else f"; hooks: {', '.join(HOOK_NAMES)}"))
 
 
 def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = True) -> Registry:
@@ -143,5 +201,13 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
             module = _load_file(path)
             if pm.is_registered(module):
                 continue
-            pm.register(module, name=str(path))
+            _check_form(module, str(path))
+            try:
+                pm.register(module, name=str(path))
+            except pluggy.PluginValidationError as exc:
+                raise _form_error(str(path), _validation_message(exc)) from None
+    try:
+        pm.check_pending()  # hookimpls that match no hookspec (entry points, built-ins)
+    except pluggy.PluginValidationError as exc:
+        raise _form_error(str(getattr(exc, "plugin", "plugin")), _validation_message(exc)) from None
     return Registry(pm)

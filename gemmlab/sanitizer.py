@@ -39,6 +39,22 @@ def parse_summary(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def parse_counts(text: str) -> dict | None:
+    """Everything the tool's summary counts: ``errors``, and for racecheck also ``hazards`` and
+    ``warnings``; ``text`` is the one-line form for messages (``"3 hazards (0 errors, 3
+    warnings)"``, ``"2 errors"``). None if it printed no summary."""
+    m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)", text)
+    if m:
+        hazards, errors, warnings = (int(g) for g in m.groups())
+        return {"errors": errors, "hazards": hazards, "warnings": warnings,
+                "text": f"{hazards} hazard{'s' * (hazards != 1)} ({errors} error{'s' * (errors != 1)}, "
+                        f"{warnings} warning{'s' * (warnings != 1)})"}
+    errors = parse_summary(text)
+    if errors is None:
+        return None
+    return {"errors": errors, "text": f"{errors} error{'s' * (errors != 1)}"}
+
+
 def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600, device: int | None = None) -> dict:
     """Run ``tool`` over the correctness launch of ``cfg``; return the record's ``sanitizer`` field:
     ``{"tool", "verdict": clean|errors|unavailable|failed, "errors", "report", "exit_status"}``."""
@@ -65,7 +81,8 @@ def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600, device: int |
         return {"tool": tool, "verdict": "failed", "errors": None, "report": str(log),
                 "message": f"compute-sanitizer did not finish within {timeout_s} s"}
     text = log.read_text(errors="replace") if log.exists() else proc.stdout + proc.stderr
-    errors = parse_summary(text)
+    counts = parse_counts(text) or {}
+    errors = counts.get("errors")
     child = work / "run" / "result.json"
     try:
         child_status = json.loads(child.read_text())["status"] if child.exists() else None
@@ -73,11 +90,13 @@ def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600, device: int |
         child_status = None
     if errors is None:
         verdict = "failed"
-    elif errors > 0 or proc.returncode == ERROR_EXIT:
+    elif errors > 0 or counts.get("hazards", 0) > 0 or proc.returncode == ERROR_EXIT:
         verdict = "errors"
     else:  # clean only if the child really ran and checked the kernel under the tool
         verdict = "clean" if child_status == "checked" else "failed"
-    return {"tool": tool, "verdict": verdict, "errors": errors, "report": str(log), "exit_status": proc.returncode,
+    extra = {k: counts[k] for k in ("hazards", "warnings") if k in counts}
+    return {"tool": tool, "verdict": verdict, "errors": errors, **extra,
+            "counts": counts.get("text", "no summary printed"), "report": str(log), "exit_status": proc.returncode,
             "child_status": child_status, "command": " ".join(cmd[:6]) + " ..."}
 
 

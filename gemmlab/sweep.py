@@ -65,8 +65,36 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_summary(sweep_dir: Path) -> list[dict[str, Any]]:
-    """Collect, print and save the summary of ``sweep_dir``; return the rows."""
+#: columns shown on a terminal narrower than the full table, most important first
+NARROW_COLUMNS = ("point", "kernel", "shape", "status", "gflops", "error", "median_ms", "params", "vs_baseline")
+
+
+def _fit_columns(rows: list[dict[str, Any]], width: int) -> tuple[tuple[str, ...], int]:
+    """The columns that fit one line per point on a ``width``-character terminal (most important
+    first, in table order) and the width left for ``error`` (cut with an ellipsis)."""
+    def natural(c: str) -> int:
+        return max([len(c)] + [len(str(r.get(c, ""))) for r in rows])
+
+    chosen: list[str] = []
+    for c in NARROW_COLUMNS:
+        trial = chosen + [c]
+        used = sum(natural(x) for x in trial if x != "error") + 3 * len(trial) + 1
+        room = width - used
+        if c == "error" and room < 8 or c != "error" and room < (24 if "error" in trial else 0):
+            continue
+        chosen = trial
+    used = sum(natural(x) for x in chosen if x != "error") + 3 * len(chosen) + 1
+    return tuple(c for c in COLUMNS if c in chosen), max(width - used, 0)
+
+
+def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
+    """Collect, save (``summary.csv``, ``summary.md``: every column) and print the summary of
+    ``sweep_dir``; return the rows. On a terminal the table fits its width, one line per point
+    (fewer columns, long cells cut with an ellipsis); elsewhere (a log file) it is printed whole.
+
+    Args:
+        console: a ``rich.console.Console`` to print on (default: stdout).
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -76,13 +104,24 @@ def write_summary(sweep_dir: Path) -> list[dict[str, Any]]:
         writer.writeheader()
         writer.writerows(rows)
     (Path(sweep_dir) / "summary.md").write_text(markdown(rows))
+    console = console or Console()
+    if not console.is_terminal:
+        console = Console(file=console.file, width=200)
+    wide = console.width >= 200
+    columns, error_width = (COLUMNS, 60) if wide else _fit_columns(rows, console.width)
     table = Table(title=f"gemmlab sweep: {sweep_dir}", show_lines=False)
-    for c in COLUMNS:
-        table.add_column(c, overflow="fold", max_width=60 if c == "error" else None)
+    for c in columns:
+        if wide:
+            table.add_column(c, overflow="fold", max_width=60 if c == "error" else None)
+        else:
+            table.add_column(c, no_wrap=True, overflow="ellipsis",
+                             max_width=error_width if c == "error" else None)
     for r in rows:
         style = None if r.get("status") in VALID_STATUSES else "red"
-        table.add_row(*(str(r.get(c, "")) for c in COLUMNS), style=style)
-    Console(width=200).print(table)
+        table.add_row(*(str(r.get(c, "")) for c in columns), style=style)
+    console.print(table)
+    if not wide:
+        console.print(f"all columns: {Path(sweep_dir) / 'summary.md'}", overflow="ellipsis", no_wrap=True)
     return rows
 
 
@@ -237,8 +276,9 @@ class SweepProgress(Callback):
         return " ".join(OmegaConf.select(config, "hydra.overrides.task", default=[]))
 
     def on_job_start(self, config, **kwargs) -> None:
-        if getattr(self, "bar", None) is not None:
-            self.bar.update(self.task, description=f"point {self.done + 1}: {self._label(config)}")
+        if getattr(self, "bar", None) is not None:  # the job number: the point's folder and summary row
+            num = OmegaConf.select(config, "hydra.job.num", default=None)
+            self.bar.update(self.task, description=f"point #{num if num is not None else self.done}: {self._label(config)}")
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
         if not hasattr(self, "started"):

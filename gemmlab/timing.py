@@ -79,10 +79,11 @@ class TimingOptions:
 
 
 def rel_spread(samples: list[float]) -> float:
-    """Relative standard deviation (sample stdev / mean); 0 for fewer than two samples."""
+    """Relative standard deviation (sample stdev / mean); 0 for fewer than two samples or a zero mean."""
     if len(samples) < 2:
         return 0.0
-    return statistics.stdev(samples) / statistics.fmean(samples)
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / mean if mean > 0 else 0.0
 
 
 @dataclass
@@ -104,7 +105,7 @@ class Series:
         sm = [t["sm_mhz"] for t in self.telemetry if t]
         return {"samples_ms": self.samples_ms, "median_ms": med, "min_ms": min(self.samples_ms),
                 "max_ms": max(self.samples_ms), "rel_spread": rel_spread(self.samples_ms),
-                "gflops": flops / (med * 1e-3) / 1e9, "throttled_samples": sum(throttled),
+                "gflops": flops / (med * 1e-3) / 1e9 if med > 0 else None, "throttled_samples": sum(throttled),
                 "median_unthrottled_ms": statistics.median(clean) if clean else None,
                 "median_sm_mhz": statistics.median(sm) if sm else None, "telemetry": self.telemetry}
 

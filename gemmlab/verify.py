@@ -168,12 +168,36 @@ def _compare(c: np.ndarray, ref: np.ndarray, tol, rows=None, cols=None):
             "max_ratio": float(ratio.max()) if ratio.size else 0.0, "first": first}
 
 
+#: host memory one verification block may use (float64 reference, |A||B|, tolerance, errors ...)
+BLOCK_BYTES = 256 << 20
+#: bytes of host memory per output element of one block, counted from the temporaries of
+#: tolerance() and _compare() (measured with tracemalloc in tests/test_verify_memory.py)
+BYTES_PER_ELEMENT = 96
+
+
+def block_rows(M: int, N: int, block_bytes: int = BLOCK_BYTES) -> int:
+    """Rows per verification block so that one block uses at most ``block_bytes`` (at least 1 row)."""
+    return max(1, min(M, block_bytes // max(1, N * BYTES_PER_ELEMENT)))
+
+
+def _merge(parts: list[dict]) -> dict:
+    """Combine the _compare results of disjoint blocks (in row order)."""
+    return {"mismatches": sum(p["mismatches"] for p in parts), "max_abs": max(p["max_abs"] for p in parts),
+            "max_rel": max(p["max_rel"] for p in parts), "max_ratio": max(p["max_ratio"] for p in parts),
+            "first": [f for p in parts for f in p["first"]][:FIRST_MISMATCHES]}
+
+
 def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, distribution: str = "normal",
-          precision: str = "fp32", seed: int = 0, products: dict | None = None) -> Verdict:
+          precision: str = "fp32", seed: int = 0, products: dict | None = None,
+          block_bytes: int = BLOCK_BYTES) -> Verdict:
     """Verify ``c`` (M, N) float32 against the float64 product of ``a`` (M, K) and ``b`` (K, N).
 
+    The full method works in blocks of rows (:func:`block_rows`: at most ``block_bytes`` of
+    host memory for the float64 work arrays, about 96 bytes per element of a block), so its
+    memory is bounded whatever M*N is; the verdict is the same as for one block.
     ``products`` is a dict shared between calls on the same inputs (a kernel and its baseline):
-    the full-method float64 products ``A @ B`` and ``|A| @ |B|`` are computed once and kept there.
+    when the whole product fits in one block, the float64 products ``A @ B`` and ``|A| @ |B|``
+    are computed once and kept there (larger ones are recomputed per call, block by block).
 
     Raises:
         ValueError: inconsistent shapes.
@@ -187,17 +211,31 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, d
         method = "full" if M * N * K <= options.max_full else "sampled"
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     need_abs = rule == "bound"
-    nan_outputs = int(np.isnan(c).sum())
+    step = block_rows(M, N, block_bytes)
+    nan_outputs = sum(int(np.isnan(c[r:r + step]).sum()) for r in range(0, M, step))
     if method == "full":
-        cache = products if products is not None else {}
-        if "ref" not in cache:
-            cache["ref"] = a64 @ b64
-        if need_abs and "abs_ab" not in cache:
-            cache["abs_ab"] = np.abs(a64) @ np.abs(b64)
-        ref = cache["ref"]
-        tol = tolerance(rule, options, ref, cache["abs_ab"] if need_abs else None, K, precision)
-        parts = [_compare(c, ref, tol)]
+        if step >= M:
+            cache = products if products is not None else {}
+            if "ref" not in cache:
+                cache["ref"] = a64 @ b64
+            if need_abs and "abs_ab" not in cache:
+                cache["abs_ab"] = np.abs(a64) @ np.abs(b64)
+            ref = cache["ref"]
+            tol = tolerance(rule, options, ref, cache["abs_ab"] if need_abs else None, K, precision)
+            parts = [_compare(c, ref, tol)]
+        else:
+            abs_b = np.abs(b64) if need_abs else None
+            blocks = []
+            for r in range(0, M, step):
+                rows = np.arange(r, min(r + step, M))
+                ref = a64[r:r + step] @ b64
+                tol = tolerance(rule, options, ref, np.abs(a64[r:r + step]) @ abs_b if need_abs else None, K, precision)
+                blocks.append(_compare(c[r:r + step], ref, tol, rows=rows))
+                del ref, tol
+            parts = [_merge(blocks)]
         described = "full float64 reference, every element"
+        if step < M:
+            described += f" (in blocks of {step} rows)"
         freivalds = None
     else:
         rng = np.random.default_rng(seed + 1)
@@ -211,7 +249,7 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, d
                           K, precision)
         parts = [_compare(c[rows], ref_r, tol_r, rows=rows),
                  _compare(c[others][:, cols], ref_c, tol_c, rows=others, cols=cols)]
-        freivalds = _freivalds(c, a64, b64, rule, options, K, precision, rng)
+        freivalds = _freivalds(c, a64, b64, rule, options, K, precision, rng, step)
         described = (f"sampled: {len(rows)} whole rows and {len(cols)} whole columns vs float64, plus "
                      f"Freivalds' check of the whole product with {options.trials} random ±1 vectors")
     mismatches = sum(p["mismatches"] for p in parts)
@@ -223,22 +261,33 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, d
                    safety=options.safety if rule == "bound" else None, freivalds=freivalds)
 
 
-def _freivalds(c, a64, b64, rule, options, K, precision, rng) -> dict:
-    c64 = c.astype(np.float64)
+def _freivalds(c, a64, b64, rule, options, K, precision, rng, step: int | None = None) -> dict:
+    """Freivalds' check C·x vs A·(B·x) for ``options.trials`` random ±1 vectors; C is read in
+    blocks of ``step`` rows (never a whole float64 copy)."""
+    M, N = c.shape
+    step = step or M
+    xs = [rng.choice([-1.0, 1.0], size=N) for _ in range(options.trials)]
+    lhs = [np.empty(M) for _ in xs]
+    abs_c_rows = np.empty(M)
+    passed = True
+    for r in range(0, M, step):
+        c64 = c[r:r + step].astype(np.float64)
+        passed = passed and bool(np.isfinite(c64).all())
+        for out, x in zip(lhs, xs):
+            out[r:r + step] = c64 @ x
+        abs_c_rows[r:r + step] = np.abs(c64) @ np.ones(N)
+        del c64
     worst = 0.0
-    passed = bool(np.isfinite(c64).all())
-    for _ in range(options.trials):
-        x = rng.choice([-1.0, 1.0], size=c.shape[1])
-        lhs = c64 @ x
+    for x, lhs_x in zip(xs, lhs):
         rhs = a64 @ (b64 @ x)
         if rule == "exact":
-            tol = np.zeros_like(lhs)
+            tol = np.zeros_like(lhs_x)
         elif rule == "fixed":
-            tol = options.atol * c.shape[1] + options.rtol * (np.abs(c64) @ np.ones(c.shape[1]))
+            tol = options.atol * N + options.rtol * abs_c_rows
         else:
             scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
-            tol = scale * (np.abs(a64) @ (np.abs(b64) @ np.ones(c.shape[1]))) + U_FP32 * (np.abs(c64) @ np.ones(c.shape[1]))
-        err = np.abs(lhs - rhs)
+            tol = scale * (np.abs(a64) @ (np.abs(b64) @ np.ones(N))) + U_FP32 * abs_c_rows
+        err = np.abs(lhs_x - rhs)
         if not np.isfinite(err).all() or (err > tol + TINY).any():
             passed = False
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -128,3 +128,18 @@ def test_clean_summary_without_a_checked_child_is_failed(monkeypatch, tmp_path):
         argv = json.loads((tool_dir / "argv.json").read_text())
         child_cfg = json.loads(Path(argv[-2]).read_text())
         assert child_cfg["device"] == 3 and child_cfg["resume"] is False
+
+
+def test_racecheck_hazards_and_warnings_are_counted(monkeypatch, tmp_path):
+    """Issue 11.8: hazards that are warnings were reported as "errors (0 errors)"."""
+    from gemmlab import record as record_stage
+    from gemmlab.sanitizer import parse_counts
+    summary = "========= RACECHECK SUMMARY: 3 hazards displayed (0 errors, 3 warnings)\n"
+    assert parse_counts(summary) == {"errors": 0, "hazards": 3, "warnings": 3,
+                                     "text": "3 hazards (0 errors, 3 warnings)"}
+    assert parse_counts("========= ERROR SUMMARY: 1 error\n")["text"] == "1 error"
+    monkeypatch.setattr(sanitizer, "find_tool", lambda: fake_tool(tmp_path, summary, ERROR_EXIT))
+    result = sanitizer.run("racecheck", {"kernel": {"name": "tiled"}}, tmp_path)
+    assert result["verdict"] == "errors" and result["hazards"] == 3 and result["warnings"] == 3
+    text = record_stage.summary({"status": "sanitizer_errors", "sanitizer": result})
+    assert "racecheck: errors (3 hazards (0 errors, 3 warnings))" in text

@@ -1,0 +1,97 @@
+"""Issue 11.3 and 11.8: gemmlab's early command-line checks may add one-line errors for gemmlab's
+own fields but never refuse or alter what Hydra itself accepts (shell completion, every flag
+form, hydra.* keys, sweep syntax, globs over plugin kernels). Run in-process (tests/clirun.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clirun import run_cli
+
+FAULTY = str(Path(__file__).resolve().parent / "plugins_faulty")
+
+
+def records(root: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(root.rglob("result.json"))]
+
+
+def test_shell_completion_install(tmp_path):
+    proc = run_cli(["-sc", "install=bash"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "complete" in proc.stdout and "gemmlab: error" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["-i", "defaults", "kernel=naive"], ["--info", "defaults", "kernel=naive"],
+                                  ["kernel=naive", "--info"], ["--info=plugins"], ["--cfg", "job", "kernel=naive"],
+                                  ["-c=job", "kernel=naive"]])
+def test_hydra_info_and_cfg(tmp_path, args):
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "gemmlab: error" not in proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_hydra_mode_multirun_sweeps(tmp_path):
+    sweep = tmp_path / "sw"
+    proc = run_cli(["hydra.mode=MULTIRUN", "kernel=naive,tiled", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads((sweep / i / "result.json").read_text())["kernel"]["name"] for i in "01"] == ["naive", "tiled"]
+
+
+@pytest.mark.parametrize("form", ["--config-dir={d}", "-cd={d}", "--config-dir {d}", "-cd {d}"])
+def test_config_dir_forms(tmp_path, form):
+    extra = tmp_path / "extra"
+    (extra / "timing").mkdir(parents=True)
+    (extra / "timing" / "quick.yaml").write_text("mode: events\nwarmup: 1\nrepeat: 2\n")
+    proc = run_cli([*form.format(d=extra).split(), "timing=quick", "kernel=naive", "mode=compile",
+                    f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert rec["status"] == "compiled" and rec["config"]["timing"]["repeat"] == 2
+
+
+def test_glob_sweep_keeps_plugin_kernels(tmp_path):
+    sweep = tmp_path / "sw"
+    proc = run_cli(["-m", "kernel=glob(sim_*)", f"plugin_dirs=[{FAULTY}]", "mode=compile", "shape=[8,8,8]",
+                    f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r["kernel"]["name"] for r in records(sweep)] == ["sim_fault"]
+
+
+def test_glob_sweep_over_builtins(tmp_path):
+    sweep = tmp_path / "sw"
+    proc = run_cli(["-m", "kernel=glob([naive,tiled])", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(r["kernel"]["name"] for r in records(sweep)) == ["naive", "tiled"]
+
+
+@pytest.mark.parametrize("override", ["+kernel.FOO=1", "++kernel.FOO=1", "kernel.FOO=1"])
+def test_unknown_kernel_parameter_is_refused_before_any_directory(tmp_path, override):
+    proc = run_cli([override, "kernel=naive", "mode=compile"], tmp_path)
+    assert proc.returncode == 2
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert lines == ["gemmlab: error: kernel.FOO: kernel 'naive' has no parameter FOO; its parameters: BX, BY"]
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_added_unknown_top_level_key_is_refused(tmp_path):
+    proc = run_cli(["+foo=1", "mode=compile"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("gemmlab: error: foo: unknown config key")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_sweep_without_multirun_is_one_line(tmp_path):
+    proc = run_cli(["kernel=naive,tiled", "mode=compile"], tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "run it with -m" in proc.stderr
+
+
+def test_help_with_a_broken_plugin_folder_still_helps(tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "bad.py").write_text("raise ImportError('nope')\n")
+    proc = run_cli(["--help", f"plugin_dirs=[{tmp_path / 'p'}]"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "plugins failed to load" in proc.stdout and "bad.py" in proc.stdout

@@ -1,0 +1,209 @@
+"""Fault isolation (gemmlab.isolation) and per-point GPU locks (gemmlab.device.lease_scope).
+
+A CUDA fault is sticky for the process, a crash ends it, a hung kernel never returns: each must
+cost only its own point. Without a GPU these are simulated from a plugin's ``check()``
+(tests/plugins_faulty/faulty_sim.py): a sticky error that poisons every later point of the same
+process, ``os._exit``, SIGSEGV and a sleep. The real kernels (misaligned float4 loads at N = 65,
+an illegal address, a spinning kernel) run in the gpu-marked tests and in .ci/fault-evidence.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import gemmlab.device
+from clirun import run_cli
+from fakegpu import HostGpu
+from gemmlab import isolation
+from gemmlab.config import IsolationOptions
+from gemmlab.errors import ConfigError, NoGPUError
+
+FAULTY = str(Path(__file__).resolve().parent / "plugins_faulty")
+
+
+def sim(mode: int, **extra) -> dict:
+    return {"kernel": {"name": "sim_fault", "MODE": mode}, "shape": [8, 8, 8], "mode": "compile",
+            "plugin_dirs": [FAULTY], **extra}
+
+
+@pytest.fixture
+def runner():
+    r = isolation.PointRunner()
+    yield r
+    r.close()
+
+
+def statuses(sweep: Path) -> list[str]:
+    return [json.loads((sweep / str(i) / "result.json").read_text())["status"]
+            for i in range(len(list(sweep.glob("*/result.json"))))]
+
+
+# --- a sticky fault, a crash, a hang: only their own point ------------------------------------------
+
+def test_sticky_fault_costs_only_its_point_in_a_sweep(tmp_path):
+    """Issue 11.1: the point after a (simulated) misaligned-address fault must not inherit it."""
+    sweep = tmp_path / "sw"
+    proc = run_cli(["-m", "kernel=sim_fault", "kernel.MODE=2,1,1", "mode=compile", "shape=[8,8,8]",
+                    f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert statuses(sweep) == ["cuda_error", "compiled", "compiled"], proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    assert "3 points: 0 verified and timed, 2 compiled only, 1 failed" in proc.stdout
+    assert "CUDA_ERROR_MISALIGNED_ADDRESS" in (sweep / "summary.md").read_text()
+
+
+def test_without_isolation_the_fault_poisons_the_process(tmp_path):
+    """The simulation is faithful: in one process the second, correct point fails too."""
+    sweep = tmp_path / "sw"
+    run_cli(["-m", "kernel=sim_fault", "kernel.MODE=2,1", "mode=compile", "shape=[8,8,8]", "isolation.process=false",
+             f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert statuses(sweep) == ["cuda_error", "cuda_error"]
+
+
+@pytest.mark.parametrize("mode, how", [(3, {"exit_code": 3}), (4, {"signal": "SIGSEGV"})])
+def test_dead_worker_is_recorded_and_replaced(runner, tmp_path, mode, how):
+    rec = runner.run(sim(mode), tmp_path / "a", IsolationOptions())
+    assert rec["status"] == "crashed" and rec["valid"] is False
+    assert how.items() <= rec["isolation"].items()
+    assert "worker process" in rec["error"] and "\n" not in rec["error"]
+    assert json.loads((tmp_path / "a" / "result.json").read_text())["status"] == "crashed"
+    assert runner.run(sim(1), tmp_path / "b", IsolationOptions())["status"] == "compiled"
+    assert runner.started == 2
+
+
+def test_watchdog_kills_a_hung_point(runner, tmp_path):
+    started = time.monotonic()
+    rec = runner.run(sim(5), tmp_path / "a", IsolationOptions(timeout_s=1.0))
+    assert time.monotonic() - started < 30
+    assert rec["status"] == "timeout" and rec["valid"] is False
+    assert "isolation.timeout_s" in rec["error"] and rec["isolation"]["timeout_s"] == 1.0
+    assert rec["config"]["kernel"]["MODE"] == 5
+    assert runner.run(sim(1), tmp_path / "b", IsolationOptions(timeout_s=60))["status"] == "compiled"
+
+
+def test_hung_point_in_a_cli_sweep(tmp_path):
+    sweep = tmp_path / "sw"
+    proc = run_cli(["-m", "kernel=sim_fault", "kernel.MODE=5,1", "mode=compile", "shape=[8,8,8]",
+                    "isolation.timeout_s=5", f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert statuses(sweep) == ["timeout", "compiled"], proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_healthy_points_share_one_worker(runner, tmp_path):
+    pids = set()
+    for i in range(3):
+        assert runner.run(sim(1), tmp_path / str(i), IsolationOptions())["status"] == "compiled"
+        pids.add(runner.worker.pid)
+    assert runner.started == 1 and len(pids) == 1
+
+
+def test_invalid_point_does_not_replace_the_worker(runner, tmp_path):
+    rec = runner.run(sim(1, shape=[0, 8, 8]), tmp_path / "a", IsolationOptions())
+    assert rec["status"] == "invalid"
+    runner.run(sim(1), tmp_path / "b", IsolationOptions())
+    assert runner.started == 1
+
+
+def test_isolation_options_are_validated(tmp_path):
+    from gemmlab.config import parse_isolation
+    assert parse_isolation(None) == IsolationOptions()
+    for bad, field in (({"timeout_s": 0}, "isolation.timeout_s"), ({"process": "yes"}, "isolation.process"),
+                       ({"watchdog": 1}, "isolation.watchdog"), (3, "isolation")):
+        with pytest.raises(ConfigError) as info:
+            parse_isolation(bad)
+        assert info.value.field == field
+    rec = isolation.run_point(sim(1, isolation={"timeout_s": -1}), tmp_path / "p")
+    assert rec["status"] == "invalid" and rec["error"].startswith("isolation.timeout_s:")
+
+
+# --- GPU locks: held per point, released on every exit path -----------------------------------------
+
+def locked(folder: Path, index: int) -> bool:
+    with open(folder / f"gpu{index}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        return False
+
+
+@pytest.fixture
+def one_gpu(monkeypatch, tmp_path):
+    monkeypatch.setattr(gemmlab.device, "_HELD_LOCKS", {})
+    monkeypatch.setattr(gemmlab.device, "gpu_count", lambda: 1)
+    monkeypatch.setenv("GEMMLAB_LOCK_DIR", str(tmp_path / "locks"))
+    return tmp_path / "locks"
+
+
+def test_lease_scope_releases_on_return_and_on_error(one_gpu):
+    with gemmlab.device.lease_scope():
+        assert gemmlab.device.pick_device() == 0
+        assert gemmlab.device.pick_device() == 0  # same point: same GPU
+        assert locked(one_gpu, 0)
+    assert not locked(one_gpu, 0)
+    with pytest.raises(RuntimeError):
+        with gemmlab.device.lease_scope():
+            gemmlab.device.pick_device()
+            raise RuntimeError("point failed")
+    assert not locked(one_gpu, 0)
+
+
+def test_busy_gpu_is_waited_for_then_taken(one_gpu):
+    one_gpu.mkdir()
+    other = open(one_gpu / "gpu0.lock", "w")  # another process's point
+    fcntl.flock(other, fcntl.LOCK_EX)
+    with gemmlab.device.lease_scope(), pytest.raises(NoGPUError, match="no GPU became free"):
+        gemmlab.device.pick_device(wait_s=0.2)
+    other.close()
+    with gemmlab.device.lease_scope():
+        assert gemmlab.device.pick_device(wait_s=5) == 0
+
+
+@pytest.mark.parametrize("shape, status", [([16, 16, 16], "ok"), ([16, 16, 0], "invalid")])
+def test_device_auto_lock_ends_with_the_point(one_gpu, monkeypatch, tmp_path, shape, status):
+    """Issue 11.2: an idle worker process must not keep its GPU locked after its point."""
+    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: HostGpu())
+    cfg = {"kernel": {"name": "naive"}, "shape": shape, "device": "auto", "isolation": {"process": False},
+           "timing": {"warmup": 1, "repeat": 2, "batch": 1}}
+    rec = isolation.run_point(cfg, tmp_path / "p")
+    assert rec["status"] == status, rec["error"]
+    assert not locked(one_gpu, 0) if one_gpu.exists() else True
+    if status == "ok":
+        assert rec["device"]["index"] == 0
+
+
+# --- GPU: the real faulty kernels (the lead runs these on the H200) -------------------------------
+
+@pytest.mark.gpu
+def test_real_faults_cost_only_their_point(tmp_path):
+    sweep = tmp_path / "sw"
+    proc = run_cli(["-m", "kernel=misaligned,illegal,trap,hang,tiled,naive", "shape=[64,65,33]", "isolation.timeout_s=15",
+                    f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}", "timing.repeat=3", "timing.warmup=1"], tmp_path)
+    recs = [json.loads((sweep / str(i) / "result.json").read_text()) for i in range(6)]
+    out = proc.stdout + proc.stderr
+    assert [r["status"] for r in recs] == ["cuda_error", "cuda_error", "cuda_error", "timeout", "ok", "ok"], out
+    assert "MISALIGNED_ADDRESS" in recs[0]["error"] and "ILLEGAL_ADDRESS" in recs[1]["error"]
+
+
+@pytest.mark.gpu
+def test_idle_joblib_worker_does_not_keep_the_gpu(tmp_path):
+    """Issue 11.2 on a real GPU: one more worker than GPUs, 4 tiny points; before the fix the
+    second worker waited for the first's process to end (about 300 s)."""
+    import subprocess
+    import sys
+    n = gemmlab.device.gpu_count()
+    sweep = tmp_path / "sw"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "gemmlab", "-m", "hydra/launcher=gemmlab_gpus",
+                           f"hydra.launcher.n_jobs={n + 1}", "device=auto", "kernel=naive,tiled",
+                           "shape=[64,64,64],[96,96,96]", f"hydra.sweep.dir={sweep}", "timing.repeat=3"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "GEMMLAB_LOCK_DIR": str(tmp_path / "locks")})
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert statuses(sweep) == ["ok"] * 4
+    assert elapsed < 150, f"4 tiny points took {elapsed:.0f} s: a GPU lock outlived its point"

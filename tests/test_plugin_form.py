@@ -1,0 +1,110 @@
+"""Issue 11.6: plugins that are wrong in form give one line naming the plugin file and what is
+wrong (pluggy validates); an exception inside a plugin's check/launch names the kernel, the
+method and the file holding the traceback; a zero-sized grid blames the plugin, not the shape."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clirun import run_cli
+from gemmlab.errors import ConfigError
+from gemmlab.pipeline import run_point
+from gemmlab.registry import load_registry
+
+GOOD_SPEC = """\
+from gemmlab.hookspecs import hookimpl
+from gemmlab_plugins.naive import NaiveKernel
+"""
+
+FORMS = {
+    "misspelled_hook": ("@hookimpl\ndef gemmlab_kernel():\n    return [NaiveKernel(name='form_k', source='naive.cu', "
+                        "defaults={'BX': 16, 'BY': 16})]\n",
+                        "@hookimpl gemmlab_kernel is not a gemmlab hook; did you mean gemmlab_kernels?"),
+    "no_marker": ("def gemmlab_kernels():\n    return [NaiveKernel(name='form_k', source='naive.cu', "
+                  "defaults={'BX': 16, 'BY': 16})]\n",
+                  "gemmlab_kernels is not marked @hookimpl"),
+    "module_self": ("@hookimpl\ndef gemmlab_kernels(self):\n    return [NaiveKernel(name='form_k', source='naive.cu', "
+                    "defaults={'BX': 16, 'BY': 16})]\n",
+                    "hook gemmlab_kernels() takes no arguments, but the plugin's takes {'self'}"),
+}
+
+
+def write(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(GOOD_SPEC + "\n\n" + body)
+    return path
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_wrong_form_is_one_line_naming_the_file(tmp_path, form):
+    body, expected = FORMS[form]
+    path = write(tmp_path / "p", form, body)
+    with pytest.raises(ConfigError) as info:
+        load_registry([tmp_path / "p"], entry_points=False)
+    text = str(info.value)
+    assert str(path) in text and expected in text and "\n" not in text, text
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_wrong_form_on_the_command_line(tmp_path, form):
+    body, expected = FORMS[form]
+    path = write(tmp_path / "p", form, body)
+    proc = run_cli(["kernel=form_k", f"plugin_dirs=[{tmp_path / 'p'}]", "mode=compile"], tmp_path)
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gemmlab: error: plugin_dirs: ") and str(path) in lines[0] and expected in lines[0]
+
+
+RAISING = """\
+class Raising(NaiveKernel):
+    def {method}(self, *args):
+        raise KeyError("BQ")
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [Raising(name="raising", source="naive.cu", defaults={{"BX": 16, "BY": 16}})]
+"""
+
+
+@pytest.mark.parametrize("method", ["check", "launch", "entry"])
+def test_exception_in_plugin_method_names_plugin_method_and_traceback(tmp_path, method):
+    path = write(tmp_path / "p", f"raising_{method}", RAISING.format(method=method))
+    out = tmp_path / "run"
+    rec = run_point({"kernel": {"name": "raising"}, "shape": [8, 8, 8], "mode": "compile",
+                     "plugin_dirs": [str(tmp_path / "p")]}, out)
+    assert rec["status"] == "error"
+    err = rec["error"]
+    assert "\n" not in err
+    assert f"kernel 'raising' raised KeyError: 'BQ' in Raising.{method}() ({path}:" in err, err
+    assert f"traceback: {out / 'traceback.txt'}" in err
+    assert "KeyError" in (out / "traceback.txt").read_text()
+
+
+ZERO_GRID = """\
+from gemmlab.hookspecs import Launch
+
+
+class Floor(NaiveKernel):
+    def launch(self, shape, params, device):
+        return Launch(grid=(shape.N // params["BX"], shape.M // params["BY"], 1), block=(params["BX"], params["BY"], 1))
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [Floor(name="floor_div", source="naive.cu", defaults={"BX": 16, "BY": 16})]
+"""
+
+
+def test_zero_sized_grid_blames_the_plugin(tmp_path):
+    write(tmp_path / "p", "floor_div", ZERO_GRID)
+    rec = run_point({"kernel": {"name": "floor_div"}, "shape": [8, 8, 8], "mode": "compile",
+                     "plugin_dirs": [str(tmp_path / "p")]}, tmp_path / "run")
+    assert rec["status"] == "invalid"
+    assert rec["error"].startswith("plugin: kernel floor_div: Floor.launch() returned grid (0, 0, 1)"), rec["error"]
+    assert "shape:" not in rec["error"]
