@@ -27,6 +27,7 @@ from gemmlab import record as record_stage
 from gemmlab import timing as timing_stage
 from gemmlab import verify as verify_stage
 from gemmlab.config import RunConfig, _plain, parse_config
+from gemmlab.dispatch import resolve_config as resolve_auto
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, \
     VerificationError
 from gemmlab.hookspecs import DeviceFacts, DevicePointers, KernelSpec, Launch, LibraryKernelSpec, ParamError
@@ -211,6 +212,9 @@ def _compile(cand: Candidate, registry: Registry, arch: str, out_dir: Path, rc: 
 
 def _run(cfg: Mapping[str, Any], out_dir: Path, record: dict, check_only: bool) -> None:
     registry = registry_for(cfg)
+    cfg, dispatch = resolve_auto(cfg, registry)  # kernel=auto -> the chosen kernel (gemmlab.dispatch)
+    if dispatch is not None:
+        record["dispatch"] = dispatch
     rc = parse_config(cfg, defaults_of=lambda name: registry.get(name).defaults)
     cands = [Candidate("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
     if rc.baseline is not None:
