@@ -205,21 +205,27 @@ class Rule:
 _LARGE = (("sgemm_pipelined", {}), ("sgemm_warptile", {}), ("sgemm_block2d", {}),
           ("tiled", {"BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4}))
 _MEDIUM = (("sgemm_warptile", {}), ("sgemm_block2d", {}), ("tiled", {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}))
-_SMALL_TILE = (("small_tile", {}), ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1}))
+_TILED32 = ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})
+
+
+def _slices(k: int) -> int:
+    """small_tile's KS: K split in up to 4 slices of at least 32 (1 below K = 64)."""
+    return 1 if k < 64 else 2 if k < 128 else 4
 
 
 def _gemv_params(shape: Shape, sms: int) -> dict[str, int]:
     """gemv_rows parameters: MT rows per block (the next power of two >= min(M, 16)), NT columns
-    per block as wide as still gives at least 2 blocks per SM (128, 64 or 32), 8 warps over K."""
+    per block as wide as still gives at least 2 blocks per SM (128, 64, 32, else 16), 8 warps over K
+    (4 with NT = 128, so the cross-warp partials fit the 48 KiB of static shared memory)."""
     mt = 1
     while mt < min(shape.M, 16):
         mt *= 2
-    nt = 32
-    for cand in (128, 64):
+    nt = 16
+    for cand in (128, 64, 32):
         if _cdiv(shape.N, cand) * _cdiv(shape.M, mt) >= 2 * sms:
             nt = cand
             break
-    return {"MT": mt, "NT": nt, "KW": 8}
+    return {"MT": mt, "NT": nt, "KW": 4 if nt == 128 else 8}  # KW*MT*NT partials fit 48 KiB
 
 
 def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> list[Rule]:
@@ -232,12 +238,13 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
       matrix): gemv_rows, B streamed once with float4 loads, K split over 8 warps; then split-K.
     - ``tiny``: M*N*K <= 256^3. Launch-bound; fewest instructions per output win: the naive kernel
       (one output per thread) beat the 64x64 tiled one at 64^3..256^3 on the H200 (3.4 vs 5.4 us,
-      11.3 vs 17.5 us: docs/results/sweeps-h200.md), then small tiles.
+      11.3 vs 17.5 us: docs/results/sweeps-h200.md) but took 1.73x cuBLAS's time at 256^3
+      (tests/data/h200), so small_tile (the same mapping with K split in KS slices) first.
     - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): split-K, then
-      sliced-K small tiles.
-    - ``large``: at least one wave of 128x128 tiles: the large-tile kernels.
-    - ``medium``: at least one wave of 64x64 tiles: 64x64 kernels.
-    - ``small``: anything else: small tiles (32x32) so more SMs get work, then the seed tile.
+      sliced-K small tiles (small_tile KS=8).
+    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels.
+    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels.
+    - ``small``: anything else: small_tile, 32x32 tiled, the seed tile.
     - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
       the preferred kernels reject).
 
@@ -252,22 +259,25 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
                             "weight matrix: stream B once (gemv_rows), K split over warps",
                             (("gemv_rows", _gemv_params(shape, sms)), ("splitk", {}))))
         if m * n * k <= TINY:
-            out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound, one output per thread",
-                            (("naive", {"BX": 16, "BY": 16}),) + _SMALL_TILE))
+            out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound, one output per thread, "
+                            "K sliced to shorten each thread's serial chain",
+                            (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), ("naive", {"BX": 16, "BY": 16}))))
         tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
         if tiles64 < sms and k >= 16 * max(m, n):
             out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
-                            "split K across blocks", (("splitk", {}),) + _SMALL_TILE))
+                            "split K across blocks", (("splitk", {}), ("small_tile", {"BX": 16, "BY": 8, "KS": 8}),
+                                                       _TILED32)))
         tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
-        if tiles128 >= sms:
+        if tiles128 >= sms and min(m, n) >= 128:
             out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs (at least one full wave)",
                             _LARGE))
-        elif tiles64 >= sms:
-            out.append(Rule("medium", f"medium: {tiles64} 64x64 output tiles >= {sms} SMs > {tiles128} 128x128 tiles",
-                            _MEDIUM))
+        elif tiles64 >= sms and min(m, n) >= 64:
+            out.append(Rule("medium", f"medium: {tiles64} 64x64 output tiles >= {sms} SMs, no full wave of "
+                            "128x128 tiles or min(M, N) < 128", _MEDIUM))
         else:
-            out.append(Rule("small", f"small: {tiles64} 64x64 output tiles < {sms} SMs: smaller tiles fill more SMs",
-                            _SMALL_TILE + (("tiled", {}),)))
+            out.append(Rule("small", f"small: {tiles64} 64x64 output tiles < {sms} SMs or min(M, N) < 64: "
+                            "smaller tiles fill more SMs",
+                            (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), _TILED32, ("tiled", {}))))
     out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
     return out
 
