@@ -28,6 +28,8 @@ BUILTINS = {
     "tiled": "gemmlab_plugins.tiled",
     "ladder_starter": "gemmlab_plugins.ladder",
     "ladder_strip": "gemmlab_plugins.ladder",
+    "gemv_rows": "gemmlab_plugins.gemv_rows",
+    "small_tile": "gemmlab_plugins.small_tile",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
