@@ -208,6 +208,20 @@ _MEDIUM = (("sgemm_warptile", {}), ("sgemm_block2d", {}), ("tiled", {"BM": 64, "
 _TILED32 = ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})
 
 
+_SLICEDK_TILES = ((64, 64, 2), (32, 64, 4), (32, 32, 4), (16, 32, 8))  # (BM, BN, KS), largest first
+
+
+def _slicedk_params(shape: Shape, sms: int) -> dict[str, int]:
+    """slicedk parameters: the largest tile of (64x64, KS=2), (32x64, 4), (32x32, 4), (16x32, 8) that
+    still gives one block per SM (else the smallest); BK=16, 4x4 per thread."""
+    pick = _SLICEDK_TILES[-1]
+    for bm, bn, ks in _SLICEDK_TILES:
+        if _cdiv(shape.M, bm) * _cdiv(shape.N, bn) >= sms:
+            pick = (bm, bn, ks)
+            break
+    return {"BM": pick[0], "BN": pick[1], "BK": 16, "TM": 4, "TN": 4, "KS": pick[2]}
+
+
 def _slices(k: int) -> int:
     """small_tile's KS: K split in up to 4 slices of at least 32 (1 below K = 64)."""
     return 1 if k < 64 else 2 if k < 128 else 4
@@ -235,16 +249,18 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     the README, "How kernel=auto decides"):
 
     - ``decode``: M <= 16 with N*K >= 2^20, or M <= 64 with N*K >= 2^22 (rows times a weight
-      matrix): gemv_rows, B streamed once with float4 loads, K split over 8 warps; then split-K.
+      matrix): M <= 16: gemv_rows (B streamed once with float4 loads, K split over 8 warps), then
+      slicedk; 16 < M <= 64: slicedk first; then split-K.
     - ``tiny``: M*N*K <= 256^3. Launch-bound; fewest instructions per output win: the naive kernel
       (one output per thread) beat the 64x64 tiled one at 64^3..256^3 on the H200 (3.4 vs 5.4 us,
       11.3 vs 17.5 us: docs/results/sweeps-h200.md) but took 1.73x cuBLAS's time at 256^3
-      (tests/data/h200), so small_tile (the same mapping with K split in KS slices) first.
+      (tests/data/h200), so: slicedk (register tiles, K sliced in the block) when K >= 64 and
+      M*N*K >= 64^3, then small_tile (naive's mapping with K split in KS slices), then naive.
     - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): split-K, then
-      sliced-K small tiles (small_tile KS=8).
+      slicedk (K sliced inside the block, tile sized for one block per SM), then small_tile.
     - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels.
     - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels.
-    - ``small``: anything else: small_tile, 32x32 tiled, the seed tile.
+    - ``small``: anything else: slicedk, small_tile, 32x32 tiled, the seed tile.
     - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
       the preferred kernels reject).
 
@@ -255,18 +271,23 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     out: list[Rule] = []
     if precision == "fp32" and tuple(layout) == ("row", "row"):
         if (m <= 16 and n * k >= 2 ** 20) or (m <= 64 and n * k >= 2 ** 22):
+            gemv = ("gemv_rows", _gemv_params(shape, sms))
+            sliced = ("slicedk", _slicedk_params(shape, sms))
             out.append(Rule("decode", f"decode-like: M = {m} <= {16 if m <= 16 else 64} rows against a {k}x{n} "
-                            "weight matrix: stream B once (gemv_rows), K split over warps",
-                            (("gemv_rows", _gemv_params(shape, sms)), ("splitk", {}))))
+                            "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 16 else
+                                                 "register tiles with K sliced in the block (slicedk), then gemv_rows"),
+                            (gemv, sliced, ("splitk", {})) if m <= 16 else (sliced, gemv, ("splitk", {}))))
         if m * n * k <= TINY:
-            out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound, one output per thread, "
-                            "K sliced to shorten each thread's serial chain",
-                            (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), ("naive", {"BX": 16, "BY": 16}))))
+            out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound; K sliced inside the block to "
+                            "shorten each thread's serial chain",
+                            ((("slicedk", _slicedk_params(shape, sms)),) if k >= 64 and m * n * k >= 64 ** 3 else ())
+                            + (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), ("naive", {"BX": 16, "BY": 16}))))
         tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
         if tiles64 < sms and k >= 16 * max(m, n):
             out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
-                            "split K across blocks", (("splitk", {}), ("small_tile", {"BX": 16, "BY": 8, "KS": 8}),
-                                                       _TILED32)))
+                            "split K (across blocks, else inside the block)",
+                            (("splitk", {}), ("slicedk", _slicedk_params(shape, sms)),
+                             ("small_tile", {"BX": 16, "BY": 8, "KS": 8}), _TILED32)))
         tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
         if tiles128 >= sms and min(m, n) >= 128:
             out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs (at least one full wave)",
@@ -277,7 +298,8 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
         else:
             out.append(Rule("small", f"small: {tiles64} 64x64 output tiles < {sms} SMs or min(M, N) < 64: "
                             "smaller tiles fill more SMs",
-                            (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), _TILED32, ("tiled", {}))))
+                            (("slicedk", _slicedk_params(shape, sms)), ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}),
+                             _TILED32, ("tiled", {}))))
     out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
     return out
 

@@ -5,4 +5,4 @@ Each module listed in ``BUILTIN_MODULES`` implements the ``gemmlab_kernels`` hoo
 one by name.
 """
 
-BUILTIN_MODULES = ("naive", "tiled", "ladder", "cublas", "gemv_rows", "small_tile")
+BUILTIN_MODULES = ("naive", "tiled", "ladder", "cublas", "gemv_rows", "small_tile", "slicedk")

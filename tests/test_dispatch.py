@@ -147,12 +147,13 @@ def test_table_entry_the_kernel_rejects_falls_back(tmp_path):
     ((1, 4096, 4096), "gemv_rows", "decode-like"),
     ((16, 11008, 4096), "gemv_rows", "decode-like"),
     ((64, 4096, 14336), "gemv_rows", "decode-like"),
-    ((256, 256, 256), "small_tile", "tiny"),
+    ((256, 256, 256), "slicedk", "tiny"),
     ((1, 1, 1), "small_tile", "tiny"),
-    ((256, 256, 65536), "small_tile", "K-heavy"),  # split-K first when a splitk kernel is registered
+    ((35, 79, 19), "small_tile", "tiny"),
+    ((256, 256, 65536), "slicedk", "K-heavy"),  # split-K first when a splitk kernel is registered
     ((4096, 4096, 4096), "tiled", "large"),
     ((65536, 64, 64), "tiled", "medium"),
-    ((300, 300, 300), "small_tile", "small"),
+    ((300, 300, 300), "slicedk", "small"),
 ])
 def test_rules_pick_by_shape(shape, kernel, rule):
     choice = dispatch.choose(Shape(*shape), REGISTRY)
@@ -173,6 +174,9 @@ def test_rule_params_follow_the_shape():
     assert p16["NT"] == 32  # 344 blocks
     assert dispatch.choose(Shape(4096, 4096, 4096), REGISTRY).params["BM"] == 128
     assert dispatch.choose(Shape(32, 32, 16), REGISTRY).params["KS"] == 1
+    assert dispatch.choose(Shape(64, 4096, 14336), REGISTRY).kernel == "slicedk"  # M > 16: register tiles first
+    assert dispatch.choose(Shape(512, 512, 16384), REGISTRY).params == \
+        {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4}  # 256 blocks: one wave of 32x32 tiles
     # fewer SMs in the table's GPU: wider gemv blocks already give 2 blocks per SM
     few = table_with(device={"name": "small GPU", "sm_count": 16})
     assert dispatch.choose(Shape(1, 4096, 4096), REGISTRY, few).params["NT"] == 128
@@ -338,4 +342,4 @@ def test_cli_experiment_shapes_one_family_compile(tmp_path):
     for rec in recs:
         assert rec["status"] == "compiled" and rec["dispatch"]["source"] == "rule"
         assert rec["config"]["baseline"] == "cublas" and rec["config"]["timing"]["mode"] == "both"
-    assert {r["kernel"]["name"] for r in recs} == {"small_tile"}
+    assert {r["kernel"]["name"] for r in recs} == {"small_tile", "slicedk"}

@@ -92,3 +92,21 @@ def test_entries_and_launch():
     assert launch.grid == (4, 344, 1) and launch.block == (256, 1, 1)
     assert st.entry(dict(BX=16, BY=16, KS=4)) == "gemm_small_tile<16, 16, 4>"
     assert st.launch(Shape(35, 79, 19), dict(BX=16, BY=16, KS=4), FACTS).grid == (5, 3, 1)
+
+
+@pytest.mark.parametrize("shape", SHAPES + [Shape(256, 256, 4099)], ids=str)
+@pytest.mark.parametrize("p", [dict(BM=32, BN=32, BK=16, TM=4, TN=4, KS=4), dict(BM=16, BN=32, BK=16, TM=4, TN=4, KS=8),
+                               dict(BM=64, BN=64, BK=16, TM=4, TN=4, KS=2), dict(BM=32, BN=64, BK=8, TM=8, TN=8, KS=4),
+                               dict(BM=16, BN=16, BK=7, TM=4, TN=4, KS=3)], ids=str)
+def test_slicedk_one_owner_exact_coverage(shape, p):
+    loads = check("slicedk", shape, **p)
+    assert loads["K"].shape == (1, shape.K) and loads["partials"].shape == (p["KS"], p["BM"] * p["BN"])
+
+
+@pytest.mark.parametrize("p, field", [(dict(TM=2), "kernel.TM"), (dict(TN=6), "kernel.TN"), (dict(BM=34), "kernel.TM"),
+                                      (dict(KS=32), "kernel.KS"), (dict(BM=64, BN=64, KS=4, BK=32), "kernel.BK")])
+def test_slicedk_rules_reject(p, field):
+    spec = REGISTRY.get("slicedk")
+    with pytest.raises(ParamError) as exc:
+        spec.check(Shape(64, 64, 64), {**dict(spec.defaults), **p}, FACTS)
+    assert exc.value.field == field

@@ -30,6 +30,7 @@ BUILTINS = {
     "ladder_strip": "gemmlab_plugins.ladder",
     "gemv_rows": "gemmlab_plugins.gemv_rows",
     "small_tile": "gemmlab_plugins.small_tile",
+    "slicedk": "gemmlab_plugins.slicedk",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
