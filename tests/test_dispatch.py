@@ -146,7 +146,7 @@ def test_table_entry_the_kernel_rejects_falls_back(tmp_path):
 @pytest.mark.parametrize("shape, kernel, rule", [
     ((1, 4096, 4096), "gemv_rows", "decode-like"),
     ((16, 11008, 4096), "gemv_rows", "decode-like"),
-    ((64, 4096, 14336), "gemv_rows", "decode-like"),
+    ((64, 4096, 14336), "slicedk", "decode-like"),
     ((256, 256, 256), "slicedk", "tiny"),
     ((1, 1, 1), "small_tile", "tiny"),
     ((35, 79, 19), "small_tile", "tiny"),
