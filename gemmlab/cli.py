@@ -164,7 +164,7 @@ def _experiment_kernels(name: str) -> list[str]:
     try:
         conf = OmegaConf.load(path)
         swept = OmegaConf.select(conf, "hydra.sweeper.params.kernel")
-        chosen = [d["override /kernel"] for d in conf.get("defaults", []) or []
+        chosen = [d["override /kernel"] for d in OmegaConf.to_container(conf).get("defaults", []) or []
                   if isinstance(d, dict) and "override /kernel" in d]  # e.g. experiment=shapes: auto
     except Exception as exc:
         raise ConfigError("experiment", f"{path} is not a valid config: {str(exc).splitlines()[0]}") from None

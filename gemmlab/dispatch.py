@@ -578,7 +578,8 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
 # --- command line ---------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Build, show and query kernel=auto's tuning table.")
+    p = argparse.ArgumentParser(prog=PROG, description="Measure candidates (sweep), build, show and query "
+                                "kernel=auto's tuning table.")
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a table from sweep records (result.json under the paths)")
     b.add_argument("paths", nargs="+")
@@ -595,13 +596,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--precision", default="fp32", choices=PRECISION_NAMES)
     c.add_argument("--layout", default="row,row", help="a,b: each row or col")
     c.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")
+    from gemmlab import tune
+    tune.add_parser(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``gemmlab-tune build|show|choose``. Exit 0 on success, 2 with one line on bad input."""
+    """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 2 with one line on bad input."""
     args = _parser().parse_args(argv)
     try:
+        if args.cmd == "sweep":
+            from gemmlab import tune
+            return tune.sweep_main(args)
         if args.cmd == "build":
             out = Path(args.out)
             if out.exists() and not args.force:

@@ -205,7 +205,8 @@ def markdown(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -
            "|---|---:|---:|---:|---|---:|---|"]
     for r in rows:
         kernels = ", ".join(f"{k} x{n}" for k, n in sorted(r.kernels.items(), key=lambda kv: -kv[1]))
-        out.append(f"| {r.family} | {r.points} | {r.valid} | {_f(r.geomean_pct)} | {_f(r.min_pct)} ({r.min_shape}) | "
+        low = f"{_f(r.min_pct)} ({r.min_shape})" if r.min_pct is not None else "-"
+        out.append(f"| {r.family} | {r.points} | {r.valid} | {_f(r.geomean_pct)} | {low} | "
                    f"{_f(r.max_time_ratio, '.2f')} | {kernels} |")
     out.append(f"| **all** | {checks['points']} | {checks['valid']} | **{_f(checks['geomean_pct'])}** | "
                f"{_f(checks['min_pct'])} | | |")

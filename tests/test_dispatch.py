@@ -334,12 +334,18 @@ def test_cli_auto_bad_input_is_one_line(tmp_path):
 
 def test_cli_experiment_shapes_one_family_compile(tmp_path):
     """experiment=shapes sweeps the suite (here: the tiny family) with kernel=auto and records the choice."""
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps(table_with(entry((16, 16, 16), "naive", BX=8, BY=8)).as_json()))
     proc = run_gemmlab("experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:tiny}",
-                       "hydra.sweep.dir=sweep", cwd=tmp_path)
+                       "hydra.sweep.dir=sweep", f"kernel.table={table}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     recs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/result.json"))]
     assert len(recs) == len(load_suite().families["tiny"])
-    for rec in recs:
-        assert rec["status"] == "compiled" and rec["dispatch"]["source"] == "rule"
+    by_shape = {tuple(r["shape"].values()): r for r in recs}
+    assert by_shape[(16, 16, 16)]["dispatch"]["source"] == "table" and by_shape[(16, 16, 16)]["kernel"] == \
+        {"name": "naive", "params": {"BX": 8, "BY": 8}, "plugin": "gemmlab_plugins.naive", "backend": "nvrtc"}
+    for shape, rec in by_shape.items():
+        assert rec["status"] == "compiled" and rec["config"]["kernel"] == {"name": "auto", "table": str(table)}
         assert rec["config"]["baseline"] == "cublas" and rec["config"]["timing"]["mode"] == "both"
-    assert {r["kernel"]["name"] for r in recs} == {"small_tile", "slicedk"}
+        if shape != (16, 16, 16):
+            assert rec["dispatch"]["source"] == "rule" and rec["kernel"]["name"] in ("small_tile", "slicedk")
