@@ -259,8 +259,8 @@ def test_help_lists_kernels_and_groups(tmp_path):
     out = proc.stdout
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
-    assert "experiment: ladder, optuna_tiled, seed_lab" in out
-    assert "kernel: cublas, ladder_starter, ladder_strip, naive, tiled" in out
+    assert "experiment: ladder, optuna_tiled, seed_lab, shapes" in out
+    assert "kernel: auto, cublas, gemv_rows, ladder_starter, ladder_strip, naive, slicedk, small_tile, tiled" in out
     assert "timing: adaptive, cold, graph, seed" in out
     assert "defaults: BM=64 BN=64 BK=16 TM=8 TN=2" in out
     assert re.search(r"^cublas\s+cuBLAS SGEMM", out, re.M)
