@@ -8,7 +8,8 @@
 // KS slices read KS adjacent chunks, a contiguous KS*BK stretch of K). Each slice stages its chunk
 // in its own shared memory (A transposed, As[k][m] with a padded pitch, B as Bs[k][n]) and each
 // thread computes a TM x TN micro-tile (contiguous rows ty*TM.., columns tx*TN..) from float4
-// shared-memory reads. The next chunk is loaded into registers while the current one is computed.
+// shared-memory reads. The next chunk is loaded into registers while the current one is computed
+// (float4 global loads when K and N are multiples of 4, else element by element).
 // At the end the KS partial tiles meet in shared memory and are added in slice order (0, 1, ...)
 // by one thread per output, the only store. Rows, columns and k beyond M, N, K are zero-filled in
 // the stage and masked at the store.
@@ -23,8 +24,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN) * KS)
   constexpr int STAGE = KS * SLICE_FLOATS;
   constexpr int PARTIALS = KS * BM * BN;
   constexpr int SMEM = STAGE > PARTIALS ? STAGE : PARTIALS;
-  constexpr int A_LOADS = (BM * BK + TS - 1) / TS;
+  constexpr int A_LOADS = (BM * BK + TS - 1) / TS;     // scalar path: elements per thread
   constexpr int B_LOADS = (BK * BN + TS - 1) / TS;
+  constexpr int A_VECS = (BM * BK / 4 + TS - 1) / TS;  // float4 path: vectors per thread
+  constexpr int B_VECS = (BK * BN / 4 + TS - 1) / TS;
   static_assert(TM % 4 == 0 && TN % 4 == 0, "float4 micro-tile reads");
   __shared__ __align__(16) float smem[SMEM];
 
@@ -39,9 +42,35 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN) * KS)
   const int chunks = (k + BK - 1) / BK;
   const int steps = (chunks + KS - 1) / KS;
 
+  // Global -> registers -> shared. With K % 4 == 0 and N % 4 == 0 (and BK % 4 == 0) every float4
+  // of an A row (along k) or a B row (along n) is wholly inside or wholly outside the matrix, so
+  // the tile moves as float4 loads (zero outside); otherwise element by element.
+  const bool vec = (BK % 4 == 0) && ((k & 3) == 0) && ((n & 3) == 0);
+  float4 va[A_VECS > 0 ? A_VECS : 1], vb[B_VECS > 0 ? B_VECS : 1];
   float ra[A_LOADS], rb[B_LOADS];
   auto load = [&](int step) {
     const int k0 = (step * KS + s) * BK;
+    if (vec) {
+#pragma unroll
+      for (int j = 0; j < A_VECS; j++) {
+        const int e = u + j * TS;
+        const int mm = e / (BK / 4), kk = 4 * (e % (BK / 4));
+        const int gm = row0 + mm, gk = k0 + kk;
+        va[j] = (e < BM * BK / 4 && gm < m && gk < k)
+                    ? __ldg(reinterpret_cast<const float4 *>(a + (long long)gm * k + gk))
+                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int j = 0; j < B_VECS; j++) {
+        const int e = u + j * TS;
+        const int kk = e / (BN / 4), nn = 4 * (e % (BN / 4));
+        const int gk = k0 + kk, gn = col0 + nn;
+        vb[j] = (e < BK * BN / 4 && gk < k && gn < n)
+                    ? __ldg(reinterpret_cast<const float4 *>(b + (long long)gk * n + gn))
+                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < A_LOADS; j++) {
       const int e = u + j * TS;
@@ -58,6 +87,25 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN) * KS)
     }
   };
   auto store = [&]() {
+    if (vec) {
+#pragma unroll
+      for (int j = 0; j < A_VECS; j++) {
+        const int e = u + j * TS;
+        if (e < BM * BK / 4) {
+          const int mm = e / (BK / 4), kk = 4 * (e % (BK / 4));
+          as[kk * PITCH + mm] = va[j].x;
+          as[(kk + 1) * PITCH + mm] = va[j].y;
+          as[(kk + 2) * PITCH + mm] = va[j].z;
+          as[(kk + 3) * PITCH + mm] = va[j].w;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < B_VECS; j++) {
+        const int e = u + j * TS;
+        if (e < BK * BN / 4) *reinterpret_cast<float4 *>(bs + 4 * e) = vb[j];
+      }
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < A_LOADS; j++) {
       const int e = u + j * TS;

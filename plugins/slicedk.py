@@ -58,7 +58,8 @@ class SlicedKKernel(KernelSpec):
 
     def ownership(self, shape: Shape, params):
         """Stores (one thread per output over the grid); per slice and chunk the A stage (BK x BM,
-        transposed) and B stage (BK x BN), each element written once; every k of the reduction in
+        transposed) and B stage (BK x BN), each element written once, by the scalar path and (BK a
+        multiple of 4) by the float4 path; every k of the reduction in
         exactly one slice's chunk (1 x K); each partial-tile slot (KS x BM*BN) written once."""
         p = params
         bm, bn, bk, ks = p["BM"], p["BN"], p["BK"], p["KS"]
@@ -74,6 +75,11 @@ class SlicedKKernel(KernelSpec):
         u, j = np.ix_(range(ts), range(cdiv(bk * bn, ts)))
         e = u + j * ts
         b_hits = count_hits((bk, bn), e // bn, e % bn, e < bk * bn)
+        if bk % 4 == 0:  # the float4 path (K % 4 == 0 and N % 4 == 0): vectors e -> 4 elements each
+            u, j, q = np.ix_(range(ts), range(cdiv(bm * bk // 4, ts)), range(4))
+            e = u + j * ts
+            a4 = count_hits((bk, bm), 4 * (e % (bk // 4)) + q, e // (bk // 4), e < bm * bk // 4)
+            b4 = count_hits((bk, bn), e // (bn // 4), 4 * (e % (bn // 4)) + q, e < bk * bn // 4)
         steps = cdiv(cdiv(shape.K, bk), ks)
         step, s, kk = np.ix_(range(steps), range(ks), range(bk))
         kidx = (step * ks + s) * bk + kk
@@ -82,7 +88,10 @@ class SlicedKKernel(KernelSpec):
         s, uu, ii, jj = np.ix_(range(ks), range(ts), range(p["TM"]), range(p["TN"]))
         r, cc = (uu // tx_n) * p["TM"] + ii, (uu % tx_n) * p["TN"] + jj
         part = count_hits((ks, bm * bn), s + 0 * r, r * bn + cc)
-        return stores, {"A": a_hits, "B": b_hits, "K": k_hits, "partials": part}
+        loads = {"A": a_hits, "B": b_hits, "K": k_hits, "partials": part}
+        if bk % 4 == 0:
+            loads.update({"A (float4 path)": a4, "B (float4 path)": b4})
+        return stores, loads
 
 
 @hookimpl

@@ -11,7 +11,8 @@ from gemmlab.pipeline import run_point
 
 pytestmark = pytest.mark.gpu
 
-SHAPES = [(1, 1, 1), (5, 37, 33), (16, 4097, 1000), (64, 130, 4099), (35, 79, 19), (129, 255, 1000), (3, 4096, 515)]
+SHAPES = [(1, 1, 1), (5, 37, 33), (16, 4097, 1000), (64, 130, 4099), (35, 79, 19), (129, 255, 1000), (3, 4096, 515),
+          (68, 100, 1000), (20, 44, 84)]  # the last two: K and N multiples of 4 (float4 paths), not of the tiles
 KERNELS = [("gemv_rows", {"MT": 1, "NT": 16, "KW": 8, "U": 8}), ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 4}),
            ("gemv_rows", {"MT": 8, "NT": 128, "KW": 4, "U": 8}),
            ("small_tile", {"BX": 16, "BY": 16, "KS": 4}), ("small_tile", {"BX": 32, "BY": 8, "KS": 1}),
