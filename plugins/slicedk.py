@@ -79,6 +79,8 @@ class SlicedKKernel(KernelSpec):
             u, j, q = np.ix_(range(ts), range(cdiv(bm * bk // 4, ts)), range(4))
             e = u + j * ts
             a4 = count_hits((bk, bm), 4 * (e % (bk // 4)) + q, e // (bk // 4), e < bm * bk // 4)
+            u, j, q = np.ix_(range(ts), range(cdiv(bk * bn // 4, ts)), range(4))
+            e = u + j * ts
             b4 = count_hits((bk, bn), e // (bn // 4), 4 * (e % (bn // 4)) + q, e < bk * bn // 4)
         steps = cdiv(cdiv(shape.K, bk), ks)
         step, s, kk = np.ix_(range(steps), range(ks), range(bk))
