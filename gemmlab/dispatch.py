@@ -208,18 +208,20 @@ _MEDIUM = (("sgemm_warptile", {}), ("sgemm_block2d", {}), ("tiled", {"BM": 64, "
 _TILED32 = ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})
 
 
-_SLICEDK_TILES = ((64, 64, 2), (32, 64, 4), (32, 32, 4), (16, 32, 8))  # (BM, BN, KS), largest first
+# (BM, BN, KS, BK), largest tile first; BK = 8 for the many-slice tiles keeps them at <= 128
+# registers (2 blocks per SM; ptxas report, NVRTC 13.5)
+_SLICEDK_TILES = ((64, 64, 2, 16), (32, 64, 4, 16), (32, 32, 4, 16), (16, 32, 8, 8), (16, 16, 16, 8))
 
 
 def _slicedk_params(shape: Shape, sms: int) -> dict[str, int]:
-    """slicedk parameters: the largest tile of (64x64, KS=2), (32x64, 4), (32x32, 4), (16x32, 8) that
-    still gives one block per SM (else the smallest); BK=16, 4x4 per thread."""
+    """slicedk parameters: the largest tile of 64x64 (KS=2), 32x64 (4), 32x32 (4), 16x32 (8),
+    16x16 (16) that still gives at least one block per SM (else the smallest); 4x4 per thread."""
     pick = _SLICEDK_TILES[-1]
-    for bm, bn, ks in _SLICEDK_TILES:
-        if _cdiv(shape.M, bm) * _cdiv(shape.N, bn) >= sms:
-            pick = (bm, bn, ks)
+    for tile in _SLICEDK_TILES:
+        if _cdiv(shape.M, tile[0]) * _cdiv(shape.N, tile[1]) >= sms:
+            pick = tile
             break
-    return {"BM": pick[0], "BN": pick[1], "BK": 16, "TM": 4, "TN": 4, "KS": pick[2]}
+    return {"BM": pick[0], "BN": pick[1], "BK": pick[3], "TM": 4, "TN": 4, "KS": pick[2]}
 
 
 def _slices(k: int) -> int:
@@ -257,7 +259,8 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
       (tests/data/h200), so: slicedk (register tiles, K sliced in the block) when K >= 64 and
       M*N*K >= 64^3, then small_tile (naive's mapping with K split in KS slices), then naive.
     - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): split-K, then
-      slicedk (K sliced inside the block, tile sized for one block per SM), then small_tile.
+      slicedk (K sliced inside the block; the largest tile giving one block per SM, else 16x16
+      with 16 slices), then small_tile.
     - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels.
     - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels.
     - ``small``: anything else: slicedk, small_tile, 32x32 tiled, the seed tile.

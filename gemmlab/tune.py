@@ -46,18 +46,19 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
             for nt in (16, 32, 64):
                 for u in (4, 8):
                     out.append(("gemv_rows", {"MT": mt, "NT": nt, "KW": 8, "U": u}))
-            out += [_sk(16, 32, 8)]
+            out += [_sk(16, 32, 8, bk=8)]
         else:
-            out += [_sk(32, 32, 4), _sk(16, 32, 8), _sk(32, 64, 4), _sk(64, 64, 2),
+            out += [_sk(32, 32, 4), _sk(16, 32, 8, bk=8), _sk(32, 64, 4), _sk(64, 64, 2),
                     ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 8}), ("tiled", dict(SEED_TILE))]
         out += [(k, {}) for k in SPLIT_KERNELS]
     elif family == "tiny":
         out += [("small_tile", {"BX": 16, "BY": 16, "KS": 1}), ("small_tile", {"BX": 16, "BY": 16, "KS": 4}),
-                ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8), _sk(32, 32, 4),
+                ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8, bk=8), _sk(16, 16, 16, bk=8),
+                _sk(32, 32, 4),
                 ("naive", {"BX": 16, "BY": 16}), ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})]
     elif family == "k_heavy":
         out += [(k, {}) for k in SPLIT_KERNELS]
-        out += [_sk(16, 32, 8), _sk(32, 32, 4), _sk(16, 16, 16), _sk(32, 64, 4), _sk(16, 32, 8, bk=8)]
+        out += [_sk(16, 16, 16, bk=8), _sk(16, 32, 8, bk=8), _sk(16, 32, 8), _sk(32, 32, 4), _sk(32, 64, 4)]
     else:  # large, medium, odd, skinny: the big kernels, two tiled tiles, slicedk where tiles are few
         out += [(k, {}) for k in LARGE_KERNELS]
         out += [("tiled", dict(OPTUNA_TILE)), ("tiled", dict(SEED_TILE))]
