@@ -4,7 +4,9 @@ Two sources, in this order:
 
 1. **The tuning table** (``source: "table"``): a JSON file that ``gemmlab-tune build`` makes from
    sweep records. Each entry names, for one (precision, layout, M, N, K) on one GPU, the fastest
-   valid record's kernel and parameters. The H200's table ships as package data
+   valid record's kernel and parameters. An exact entry is used first (``match: "exact"``), else
+   the nearest entry whose M, N, K are each within 1.5x and that falls under the same rule
+   (``match: "nearest"``). The H200's table ships as package data
    (``gemmlab/data/tuning/h200.json``); ``kernel.table=<file>`` uses another.
 2. **The rules** (``source: "rule"``), for shapes the table has not seen: the ordered heuristic of
    :func:`rules`, based on how many output tiles a kernel would launch against the GPU's SM count
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -320,6 +323,7 @@ class Choice:
     entry: Mapping[str, Any] | None = None
     table: str | None = None
     skipped: tuple[str, ...] = ()
+    match: str | None = None  # table choices: "exact" or "nearest"
 
     def record(self) -> dict:
         """The record's ``dispatch`` field."""
@@ -327,6 +331,8 @@ class Choice:
                "table": self.table}
         if self.source == "table":
             out["entry"] = dict(self.entry or {})
+            out["match"] = self.match
+            out["reason"] = self.reason
         else:
             out["rule"] = self.reason
         out["skipped"] = list(self.skipped)
@@ -382,12 +388,41 @@ def _ptext(params: Mapping[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "(no parameters)"
 
 
+NEAREST_FACTOR = 1.5  # a table entry stands in for a shape whose M, N and K are each within this factor
+
+
+def _regime(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> str:
+    """The name of the first rule that applies to ``shape`` (decode, tiny, k_heavy, large, ...)."""
+    return rules(shape, precision, layout, sms)[0].name
+
+
+def nearest_entry(table: Table, shape: Shape, precision: str = "fp32",
+                  layout: tuple[str, str] = ("row", "row")) -> Entry | None:
+    """The table entry nearest to ``shape`` (smallest sum of |log2| ratios of M, N, K) among the
+    entries of the same precision and layout whose M, N and K are each within ``NEAREST_FACTOR``
+    of the shape's and that fall under the same first rule (so a decode shape never borrows a
+    prefill tile); None if there is none."""
+    limit = math.log2(NEAREST_FACTOR)
+    regime = _regime(shape, precision, layout, table.sm_count)
+    best, best_d = None, math.inf
+    for e in table.entries:
+        if e.precision != precision or e.layout != tuple(layout):
+            continue
+        logs = [abs(math.log2(a / b)) for a, b in zip(e.shape, shape)]
+        if max(logs) > limit or sum(logs) >= best_d:
+            continue
+        if _regime(e.shape, precision, layout, table.sm_count) != regime:
+            continue
+        best, best_d = e, sum(logs)
+    return best
+
+
 def choose(shape: Shape, registry, table: Table | None = None, precision: str = "fp32",
            layout: tuple[str, str] = ("row", "row"), facts: DeviceFacts | None = None) -> Choice:
     """Pick the kernel and parameters for one problem (pure: no GPU, no files).
 
-    Order: the table's exact entry (when its kernel is registered and accepts the problem), then
-    :func:`rules`. ``facts`` is what kernel ``check`` sees (default: the sm_90 class with the
+    Order: the table's exact entry (when its kernel is registered and accepts the problem), the
+    nearest entry (:func:`nearest_entry`), then :func:`rules`. ``facts`` is what kernel ``check`` sees (default: the sm_90 class with the
     table's SM count).
 
     Raises:
@@ -407,8 +442,17 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
         full, why = _try(registry, entry.kernel, entry.params, shape, precision, layout, facts)
         if full is not None:
             return Choice(entry.kernel, full, "table", f"table entry {list(shape)}", entry=entry.as_json(),
-                          table=table.path or None)
+                          table=table.path or None, match="exact")
         skipped.append(f"table entry: {why}")
+    near = nearest_entry(table, shape, precision, layout)
+    if near is not None:
+        full, why = _try(registry, near.kernel, near.params, shape, precision, layout, facts)
+        if full is not None:
+            return Choice(near.kernel, full, "table",
+                          f"nearest table entry {list(near.shape)}: each of M, N, K within {NEAREST_FACTOR:g}x, "
+                          f"same rule regime ({_regime(shape, precision, layout, sms)})", entry=near.as_json(),
+                          table=table.path or None, skipped=tuple(skipped), match="nearest")
+        skipped.append(f"nearest table entry {list(near.shape)}: {why}")
     tried: set[str] = set()
     for rule in rules(shape, precision, layout, sms):
         candidates = rule.candidates

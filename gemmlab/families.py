@@ -76,7 +76,7 @@ def _dispatch_text(rec: dict) -> str:
     if not isinstance(d, dict):
         return ""
     if d.get("source") == "table":
-        return "table"
+        return "table" if d.get("match", "exact") == "exact" else f"table ({d.get('match')})"
     rule = str(d.get("rule", ""))
     return "rule: " + rule.split(":", 1)[0] if rule else "rule"
 

@@ -126,7 +126,9 @@ def test_table_entry_wins_with_its_params():
 
 def test_table_is_exact_per_precision_layout_and_shape():
     table = table_with(entry((512, 512, 512), "naive", BX=8, BY=8))
-    assert dispatch.choose(Shape(512, 512, 511), REGISTRY, table).source == "rule"
+    assert dispatch.choose(Shape(512, 512, 512), REGISTRY, table).match == "exact"
+    assert dispatch.choose(Shape(512, 512, 511), REGISTRY, table).match == "nearest"
+    assert dispatch.choose(Shape(512, 512, 1024), REGISTRY, table).source == "rule"
     assert table.lookup(Shape(512, 512, 512), "tf32") is None
     assert table.lookup(Shape(512, 512, 512), "fp32", ("col", "row")) is None
 
@@ -349,3 +351,20 @@ def test_cli_experiment_shapes_one_family_compile(tmp_path):
         assert rec["config"]["baseline"] == "cublas" and rec["config"]["timing"]["mode"] == "both"
         if shape != (16, 16, 16):
             assert rec["dispatch"]["source"] == "rule" and rec["kernel"]["name"] in ("small_tile", "slicedk")
+
+
+def test_nearest_entry_within_factor_and_same_regime():
+    table = table_with(entry((1, 4096, 4096), "gemv_rows", MT=1, NT=64, KW=8, U=4),
+                       entry((4096, 4096, 4096), "tiled", BM=64, BN=64, BK=16, TM=8, TN=2))
+    near = dispatch.choose(Shape(1, 4096, 5120), REGISTRY, table)
+    assert near.source == "table" and near.match == "nearest" and near.params["NT"] == 64
+    assert near.record()["entry"]["shape"] == [1, 4096, 4096] and near.record()["match"] == "nearest"
+    assert dispatch.choose(Shape(3000, 3000, 3000), REGISTRY, table).params["BM"] == 64  # 4096^3's entry
+    assert dispatch.choose(Shape(2, 4096, 4096), REGISTRY, table).source == "rule"  # M 2x away: too far
+    assert dispatch.choose(Shape(1, 4096, 8192), REGISTRY, table).source == "rule"  # K 2x away
+    # a 4096x4096x2800 shape is within 1.5x of 4096^3 but both are "large": allowed; a decode shape
+    # never takes a large entry even when close in log space
+    assert dispatch.nearest_entry(table, Shape(1, 4096, 4096)).kernel == "gemv_rows"
+    small = table_with(entry((16, 64, 64), "naive", BX=8, BY=8))
+    assert dispatch.nearest_entry(small, Shape(12, 64, 64)) is not None
+    assert dispatch.nearest_entry(small, Shape(16, 64, 64), precision="tf32") is None
