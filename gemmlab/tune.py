@@ -71,8 +71,9 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
 def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DEFAULT_SM_COUNT,
                precision: str = "fp32") -> list[tuple[str, dict]]:
     """Candidate (kernel, full params) pairs for ``shape``: the rules' choice first, then the
-    family's :func:`variants`; only registered NVRTC kernels whose check accepts the shape, no
-    duplicates."""
+    family's :func:`variants` (fp32) or every registered kernel with its defaults (other
+    precisions, e.g. once tensor-core kernels declare ``precisions``); only registered NVRTC
+    kernels that support the precision and whose check accepts the shape, no duplicates."""
     from gemmlab.device import offline_facts
     facts = offline_facts("90")
     out: list[tuple[str, dict]] = []
@@ -81,7 +82,8 @@ def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DE
         out.append((first.kernel, dict(first.params)))
     except Exception:  # no kernel at all: the variants may still have one
         pass
-    for name, params in variants(shape, family):
+    extra = variants(shape, family) if precision == "fp32" else [(name, {}) for name in registry.kernels]
+    for name, params in extra:
         full, _ = dispatch._try(registry, name, params, shape, precision, ("row", "row"), facts)
         if full is not None and (name, full) not in out:
             out.append((name, full))
@@ -96,7 +98,7 @@ def point_dir(out: Path, family: str, shape: Shape, kernel: str, params: Mapping
 
 def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] = (), budget_s: float | None = None,
               base_config: Mapping[str, Any] | None = None, log: Callable[[str], None] = print,
-              run: Callable | None = None) -> dict:
+              run: Callable | None = None, precision: str = "fp32") -> dict:
     """Measure the candidates of every selected shape: the rules' choice of every shape first, then
     the variants, cheapest shapes first (so a budget cuts the expensive shapes' alternatives).
 
@@ -106,6 +108,7 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
         budget_s: stop starting new points after this many seconds (None: no limit).
         base_config: config fields for every point (baseline, timing, verify, mode, ...).
         run: ``run_point`` (injectable for tests).
+        precision: the ``precision`` of every point (the table is keyed by it).
 
     Returns:
         ``{"done": n, "skipped_existing": n, "cut": n, "failed": n, "seconds": s}``.
@@ -116,8 +119,8 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     base = dict(base_config or {})
     start = time.monotonic()
     plan: list[tuple[str, Shape, str, dict]] = []
-    per_shape = [(fam, s, candidates(s, fam, registry)) for fam in suite.families if not families or fam in families
-                 for s in suite.families[fam]]
+    per_shape = [(fam, s, candidates(s, fam, registry, precision=precision)) for fam in suite.families
+                 if not families or fam in families for s in suite.families[fam]]
     # the rules' choice of every shape first (suite order); then the variants, cheapest shapes first
     # (by the elements of A, B and C: input generation and transfers dominate a point's cost)
     plan += [(fam, s, *cands[0]) for fam, s, cands in per_shape if cands]
@@ -135,7 +138,7 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
         if (d / "result.json").exists():
             stats["skipped_existing"] += 1
             continue
-        cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K]}
+        cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K], "precision": precision}
         rec = run(cfg, d)
         stats["done"] += 1
         ratio = (rec.get("ratio_to_baseline") or {}).get("median_time")
@@ -169,7 +172,8 @@ def sweep_main(args) -> int:
                             "verify": {"max_full": args.max_full}, "plugin_dirs": list(args.plugin_dirs)}
     if args.baseline is None:
         base.pop("baseline")
-    stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base)
+    stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base,
+                      precision=args.precision)
     print(f"{args.out}: {stats}")
     return 0
 
@@ -187,4 +191,5 @@ def add_parser(sub) -> None:
     s.add_argument("--batch", type=int, default=10, help="launches per sample (default 10)")
     s.add_argument("--max-full", type=int, default=2 ** 32, dest="max_full",
                    help="full float64 check up to this M*N*K, sampled rows/columns + Freivalds above (default 2^32)")
+    s.add_argument("--precision", default="fp32", choices=dispatch.PRECISION_NAMES)
     s.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")

@@ -65,3 +65,7 @@ def test_point_dirs_are_distinct_and_readable(tmp_path):
 def test_unknown_family_is_config_error():
     with pytest.raises(ConfigError, match="unknown family 'nope'"):
         tune.parse_families("tiny,nope", load_suite())
+
+
+def test_other_precisions_have_no_candidates_until_a_kernel_declares_them():
+    assert tune.candidates(Shape(4096, 4096, 4096), "square", REGISTRY, precision="bf16") == []
