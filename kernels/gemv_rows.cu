@@ -13,6 +13,7 @@
 // shuffles (lanes c, c + L, ... share a column group) and across the KW warps through shared
 // memory; each output is stored by exactly one thread.
 //
+// The A stage moves float4s along k when K % 4 == 0 (element by element otherwise).
 // Edges: rows m0 + m >= M and k >= K are zero-filled in the A stage (and k >= K skips the B load);
 // columns >= N are masked; a row of B is read with float4 only when N % 4 == 0 and the whole
 // float4 is inside the row (else four guarded scalar loads).
@@ -65,10 +66,25 @@ __global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const 
     }
     // 2. stage A[m0 .. m0+MT) x [k0 .. k0+KC) k-major: As[kk * MT + mm], zero outside
     __syncthreads();  // every thread is done reading the previous chunk
-    for (int idx = t; idx < STAGE; idx += THREADS) {
-      const int mm = idx % MT, kk = idx / MT;
-      const int gm = m0 + mm, gk = k0 + kk;
-      smem[idx] = (gm < m && gk < k) ? __ldg(a + (long long)gm * k + gk) : 0.0f;
+    if (KC % 4 == 0 && (k & 3) == 0) {
+      // float4 along k (K % 4 == 0: a vector is wholly inside or outside a row); mm fastest, so a
+      // warp reads whole 32-byte sectors of MT rows and the 4 scalar stores hit consecutive banks
+      for (int e = t; e < STAGE / 4; e += THREADS) {
+        const int mm = e % MT, kq = 4 * (e / MT);
+        const int gm = m0 + mm, gk = k0 + kq;
+        const float4 v = (gm < m && gk < k) ? __ldg(reinterpret_cast<const float4 *>(a + (long long)gm * k + gk))
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        smem[kq * MT + mm] = v.x;
+        smem[(kq + 1) * MT + mm] = v.y;
+        smem[(kq + 2) * MT + mm] = v.z;
+        smem[(kq + 3) * MT + mm] = v.w;
+      }
+    } else {
+      for (int idx = t; idx < STAGE; idx += THREADS) {
+        const int mm = idx % MT, kk = idx / MT;
+        const int gm = m0 + mm, gk = k0 + kk;
+        smem[idx] = (gm < m && gk < k) ? __ldg(a + (long long)gm * k + gk) : 0.0f;
+      }
     }
     __syncthreads();
     // 3. MT x 4 outer product per k row

@@ -56,7 +56,8 @@ class GemvRowsKernel(KernelSpec):
         return Launch(grid=(cdiv(shape.M, p["MT"]), cdiv(shape.N, p["NT"]), 1), block=(32 * p["KW"], 1, 1))
 
     def ownership(self, shape: Shape, params):
-        """Stores of the whole grid; per block and chunk: the A stage (KC x MT, written once each),
+        """Stores of the whole grid; per block and chunk: the A stage (KC x MT, written once each, by
+        the element path and, when KC % 4 == 0, by the float4 path),
         the B rows read into registers (KC x NT, each once) and the cross-warp partials
         (KW x MT*NT, each written once)."""
         p = params
@@ -73,13 +74,19 @@ class GemvRowsKernel(KernelSpec):
         t2, j = np.ix_(range(threads), range(cdiv(mt * kc, threads)))
         idx = t2 + j * threads
         a_hits = count_hits((kc, mt), idx // mt, idx % mt, idx < mt * kc)
+        loads = {"A": a_hits}
+        if kc % 4 == 0:  # the float4 path (K % 4 == 0): e -> row e % MT, k rows 4*(e // MT) .. +3
+            t4, j4, q = np.ix_(range(threads), range(cdiv(mt * kc // 4, threads)), range(4))
+            e = t4 + j4 * threads
+            loads["A (float4 path)"] = count_hits((kc, mt), 4 * (e // mt) + q, e % mt + 0 * q, e < mt * kc // 4)
         # B: thread t reads row krow + u*KSTEP, columns 4*(t % L) .. +3
         t3, u, q = np.ix_(range(threads), range(p["U"]), range(4))
         b_hits = count_hits((kc, nt), t3 // lanes + u * kstep, 4 * (t3 % lanes) + q)
         # partials: lanes < L of each warp write row (warp*MT + i), columns 4*lane + q
         w, lane, i2, q2 = np.ix_(range(p["KW"]), range(lanes), range(mt), range(4))
         part = count_hits((p["KW"], mt * nt), w + 0 * lane, i2 * nt + 4 * lane + q2)
-        return stores, {"A": a_hits, "B": b_hits, "partials": part}
+        loads.update({"B": b_hits, "partials": part})
+        return stores, loads
 
 
 @hookimpl
