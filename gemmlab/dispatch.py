@@ -526,7 +526,8 @@ def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def find_records(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every ``result.json`` under the given files or folders, sorted.
+    """Every ``result.json`` under the given files or folders, sorted (a sanitizer child's record
+    inside a run's ``sanitizer-<tool>/`` folder is part of that run and left out).
 
     Raises:
         ConfigError: field ``paths``: a path that does not exist.
@@ -535,8 +536,9 @@ def find_records(paths: Iterable[str | os.PathLike]) -> list[Path]:
     for p in map(Path, paths):
         if p.is_file():
             found.append(p)
-        elif p.is_dir():
-            found.extend(sorted(p.rglob("result.json")))
+        elif p.is_dir():  # a sanitizer child's record (sanitizer-<tool>/...) belongs to its run
+            found.extend(f for f in sorted(p.rglob("result.json"))
+                         if not any(part.startswith("sanitizer-") for part in f.relative_to(p).parts[:-1]))
         else:
             raise ConfigError("paths", f"{p}: no such file or directory")
     return found

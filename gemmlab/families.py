@@ -114,14 +114,8 @@ def collect(paths: Iterable[str | os.PathLike], suite: Suite | None = None) -> l
         ConfigError: field ``paths``: a path that does not exist.
     """
     suite = suite or load_suite()
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_file():
-            files.append(p)
-        elif p.is_dir():
-            files.extend(sorted(p.rglob("result.json")))
-        else:
-            raise ConfigError("paths", f"{p}: no such file or directory")
+    from gemmlab.dispatch import find_records
+    files = find_records(paths)
     order = {s: i for i, s in enumerate(suite.shapes)}
     points = [read_point(f, suite) for f in files]
     return sorted(points, key=lambda pt: (order.get(pt.shape, len(order)), pt.shape or (), pt.path))

@@ -368,3 +368,9 @@ def test_nearest_entry_within_factor_and_same_regime():
     small = table_with(entry((16, 64, 64), "naive", BX=8, BY=8))
     assert dispatch.nearest_entry(small, Shape(12, 64, 64)) is not None
     assert dispatch.nearest_entry(small, Shape(16, 64, 64), precision="tf32") is None
+
+
+def test_sanitizer_child_records_are_not_points(tmp_path):
+    shutil.copytree(DATA / "naive-256", tmp_path / "run")
+    shutil.copytree(DATA / "tiled-256", tmp_path / "run" / "sanitizer-racecheck" / "run")
+    assert dispatch.find_records([tmp_path]) == [tmp_path / "run" / "result.json"]
