@@ -227,6 +227,14 @@ def _slicedk_params(shape: Shape, sms: int) -> dict[str, int]:
     return {"BM": pick[0], "BN": pick[1], "BK": pick[3], "TM": 4, "TN": 4, "KS": pick[2]}
 
 
+def _splitk_params(shape: Shape, sms: int) -> dict[str, int]:
+    """``splitk`` (the tensor-core branch's fp32 split-K: 64x64 partial tiles into a workspace plus
+    a reduction launch) with SPLITS = enough K slices for two blocks per SM, each slice >= 512 long;
+    its other parameters keep their defaults. An unknown parameter name makes auto skip it."""
+    tiles = _cdiv(shape.M, 64) * _cdiv(shape.N, 64)
+    return {"SPLITS": max(1, min(_cdiv(2 * sms, tiles), shape.K // 512))}
+
+
 def _slices(k: int) -> int:
     """small_tile's KS: K split in up to 4 slices of at least 32 (1 below K = 64)."""
     return 1 if k < 64 else 2 if k < 128 else 4
@@ -282,7 +290,7 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
             out.append(Rule("decode", f"decode-like: M = {m} <= {16 if m <= 16 else 64} rows against a {k}x{n} "
                             "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 16 else
                                                  "register tiles with K sliced in the block (slicedk), then gemv_rows"),
-                            (gemv, sliced, ("splitk", {})) if m <= 16 else (sliced, gemv, ("splitk", {}))))
+                            (gemv, sliced, ("splitk", _splitk_params(shape, sms))) if m <= 16 else (sliced, gemv, ("splitk", _splitk_params(shape, sms)))))
         if m * n * k <= TINY:
             out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound; K sliced inside the block to "
                             "shorten each thread's serial chain",
@@ -292,7 +300,7 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
         if tiles64 < sms and k >= 16 * max(m, n):
             out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
                             "split K (across blocks, else inside the block)",
-                            (("splitk", {}), ("slicedk", _slicedk_params(shape, sms)),
+                            (("splitk", _splitk_params(shape, sms)), ("slicedk", _slicedk_params(shape, sms)),
                              ("small_tile", {"BX": 16, "BY": 8, "KS": 8}), _TILED32)))
         tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
         if tiles128 >= sms and min(m, n) >= 128:

@@ -10,7 +10,8 @@ every shape and drops the alternatives of the most expensive ones. Then
 ``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape.
 
 Candidates only name kernels that are registered and accept the shape (their ``check``); kernels
-from other plugins are used with their defaults when registered (``sgemm_*``, ``splitk``).
+from other plugins are used when registered (``sgemm_*`` with their defaults, ``splitk`` with
+SPLITS sized by the SM count).
 """
 
 from __future__ import annotations
@@ -50,21 +51,23 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
         else:
             out += [_sk(32, 32, 4), _sk(16, 32, 8, bk=8), _sk(32, 64, 4), _sk(64, 64, 2),
                     ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 8}), ("tiled", dict(SEED_TILE))]
-        out += [(k, {}) for k in SPLIT_KERNELS]
+        out += [(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS]
     elif family == "tiny":
         out += [("small_tile", {"BX": 16, "BY": 16, "KS": 1}), ("small_tile", {"BX": 16, "BY": 16, "KS": 4}),
                 ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8, bk=8), _sk(16, 16, 16, bk=8),
                 _sk(32, 32, 4),
                 ("naive", {"BX": 16, "BY": 16}), ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})]
     elif family == "k_heavy":
-        out += [(k, {}) for k in SPLIT_KERNELS]
+        splits = dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)["SPLITS"]
+        out += [(k, {"SPLITS": s}) for k in SPLIT_KERNELS for s in sorted({max(1, splits // 2), splits, 2 * splits})]
         out += [_sk(16, 16, 16, bk=8), _sk(16, 32, 8, bk=8), _sk(16, 32, 8), _sk(32, 32, 4), _sk(32, 64, 4)]
     else:  # large, medium, odd, skinny: the big kernels, two tiled tiles, slicedk where tiles are few
         out += [(k, {}) for k in LARGE_KERNELS]
         out += [("tiled", dict(OPTUNA_TILE)), ("tiled", dict(SEED_TILE))]
         if family in ("tall_skinny", "short_wide", "odd"):
             out += [_sk(32, 32, 4), _sk(64, 64, 2)]
-        out += [(k, {}) for k in SPLIT_KERNELS] if family in ("tall_skinny", "short_wide") else []
+        out += [(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS] \
+            if family in ("tall_skinny", "short_wide") else []
     return out
 
 

@@ -196,7 +196,8 @@ def test_preferred_kernels_from_other_plugins_are_used_when_registered(tmp_path)
         "    return [S(name='splitk', source='x.cu', defaults={'SPLITS': 4})]\n")
     reg = load_registry([tmp_path], entry_points=False)
     choice = dispatch.choose(Shape(256, 256, 65536), reg)
-    assert choice.kernel == "splitk" and choice.params == {"SPLITS": 4}
+    assert choice.kernel == "splitk" and choice.params == {"SPLITS": 17}  # 16 tiles x 17 >= 2 x 132 SMs
+    assert dispatch.choose(Shape(512, 512, 16384), reg).params == {"SPLITS": 5}
 
 
 def test_unsupported_problem_is_a_clear_error():
