@@ -200,6 +200,7 @@ class Rule:
     name: str
     text: str
     candidates: tuple[tuple[str, Mapping[str, int]], ...]
+    min_blocks: int = 0  # a candidate whose launch has fewer blocks (a partial first wave) is skipped
 
 
 # Large-tile candidates, best first. The sgemm_* rungs are other branches' kernels, used with their
@@ -272,8 +273,9 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): split-K, then
       slicedk (K sliced inside the block; the largest tile giving one block per SM, else 16x16
       with 16 slices), then small_tile.
-    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels.
-    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels.
+    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels,
+      each only if its own launch has at least one block per SM (no partial first wave).
+    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels (same test).
     - ``small``: anything else: slicedk, small_tile, 32x32 tiled, the seed tile.
     - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
       the preferred kernels reject).
@@ -305,10 +307,10 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
         tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
         if tiles128 >= sms and min(m, n) >= 128:
             out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs (at least one full wave)",
-                            _LARGE))
+                            _LARGE, min_blocks=sms))
         elif tiles64 >= sms and min(m, n) >= 64:
             out.append(Rule("medium", f"medium: {tiles64} 64x64 output tiles >= {sms} SMs, no full wave of "
-                            "128x128 tiles or min(M, N) < 128", _MEDIUM))
+                            "128x128 tiles or min(M, N) < 128", _MEDIUM, min_blocks=sms))
         else:
             out.append(Rule("small", f"small: {tiles64} 64x64 output tiles < {sms} SMs or min(M, N) < 64: "
                             "smaller tiles fill more SMs",
@@ -384,6 +386,22 @@ def _try(registry, name: str, params: Mapping[str, int], shape: Shape, precision
     except ParamError as exc:
         return None, f"{name} {_ptext(full)}: {exc}"
     return full, None
+
+
+def _blocks(spec, shape: Shape, params: Mapping[str, int], precision: str, layout: tuple[str, str],
+            facts: DeviceFacts) -> int | None:
+    """Blocks in the kernel's launch for this problem (its ``geometry`` under contract v2, else
+    ``launch``), or None when it cannot say."""
+    try:
+        geometry, problem_cls = getattr(spec, "geometry", None), _problem_class()
+        if geometry is not None and problem_cls is not None:
+            launch = geometry(problem_cls(shape=shape, precision=precision, layout_a=layout[0], layout_b=layout[1]),
+                              params, facts)
+        else:
+            launch = spec.launch(shape, params, facts)
+        return int(launch.blocks)
+    except Exception:
+        return None
 
 
 def _problem_class():
@@ -468,6 +486,10 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
             candidates = tuple((name, {}) for name in registry.kernels)
         for name, params in candidates:
             full, why = _try(registry, name, params, shape, precision, layout, facts)
+            blocks = _blocks(registry.kernels[name], shape, full, precision, layout, facts) \
+                if full is not None and rule.min_blocks else None
+            if blocks is not None and blocks < rule.min_blocks:
+                full, why = None, f"{name} {_ptext(full)}: {blocks} blocks < {rule.min_blocks} SMs (a partial wave)"
             if full is not None:
                 return Choice(name, full, "rule", f"{rule.text} -> {name} {_ptext(full)}",
                               table=table.path or None, skipped=tuple(skipped))

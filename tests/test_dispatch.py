@@ -375,3 +375,21 @@ def test_sanitizer_child_records_are_not_points(tmp_path):
     shutil.copytree(DATA / "naive-256", tmp_path / "run")
     shutil.copytree(DATA / "tiled-256", tmp_path / "run" / "sanitizer-racecheck" / "run")
     assert dispatch.find_records([tmp_path]) == [tmp_path / "run" / "result.json"]
+
+
+def test_large_candidates_need_a_full_wave_of_their_own_blocks(tmp_path):
+    """A 128x256-tile kernel is preferred for large shapes, but skipped where its launch would have
+    fewer blocks than SMs (1000x3000: 8 x 12 = 96 < 132)."""
+    (tmp_path / "big.py").write_text(
+        "from gemmlab.hookspecs import KernelSpec, Launch, hookimpl\n"
+        "from gemmlab.plugin_utils import cdiv\n"
+        "class S(KernelSpec):\n"
+        "    def entry(self, p): return 'x'\n"
+        "    def launch(self, s, p, d): return Launch((cdiv(s.N, 256), cdiv(s.M, 128), 1), (256, 1, 1))\n"
+        "@hookimpl\n"
+        "def gemmlab_kernels():\n"
+        "    return [S(name='sgemm_pipelined', source='x.cu', defaults={'BM': 128})]\n")
+    reg = load_registry([tmp_path], entry_points=False)
+    assert dispatch.choose(Shape(4096, 4096, 4096), reg).kernel == "sgemm_pipelined"
+    odd = dispatch.choose(Shape(1000, 3000, 777), reg)
+    assert odd.kernel == "tiled" and any("96 blocks < 132 SMs" in s for s in odd.skipped)
