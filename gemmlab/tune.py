@@ -76,7 +76,8 @@ def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DE
     """Candidate (kernel, full params) pairs for ``shape``: the rules' choice first, then the
     family's :func:`variants` (fp32) or every registered kernel with its defaults (other
     precisions, e.g. once tensor-core kernels declare ``precisions``); only registered NVRTC
-    kernels that support the precision and whose check accepts the shape, no duplicates."""
+    kernels that support the precision and whose check accepts the shape, no duplicates. Where an
+    ``sgemm_*`` rung is registered, ``tiled`` is no variant for the large-shape families."""
     from gemmlab.device import offline_facts
     facts = offline_facts("90")
     out: list[tuple[str, dict]] = []
@@ -86,6 +87,8 @@ def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DE
     except Exception:  # no kernel at all: the variants may still have one
         pass
     extra = variants(shape, family) if precision == "fp32" else [(name, {}) for name in registry.kernels]
+    if any(k in registry.kernels for k in LARGE_KERNELS) and family not in ("tiny", "k_heavy", "decode"):
+        extra = [(k, p) for k, p in extra if k != "tiled"]  # the sgemm rungs beat it (docs/results/ladder-h200.md)
     for name, params in extra:
         full, _ = dispatch._try(registry, name, params, shape, precision, ("row", "row"), facts)
         if full is not None and (name, full) not in out:
