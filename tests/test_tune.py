@@ -67,5 +67,10 @@ def test_unknown_family_is_config_error():
         tune.parse_families("tiny,nope", load_suite())
 
 
-def test_other_precisions_have_no_candidates_until_a_kernel_declares_them():
-    assert tune.candidates(Shape(4096, 4096, 4096), "square", REGISTRY, precision="bf16") == []
+def test_other_precisions_measure_the_kernels_that_declare_them():
+    from test_dispatch import FakeSpec, SubsetRegistry
+    assert tune.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(), precision="bf16") == []
+    bf16 = FakeSpec(name="mma_fake", source="x.cu", defaults={"BM": 128})
+    bf16.precisions = ("bf16",)
+    cands = tune.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(extra=[bf16]), precision="bf16")
+    assert cands == [("mma_fake", {"BM": 128})]
