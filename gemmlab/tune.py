@@ -113,14 +113,19 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
         suite, families: the shapes (all families when empty).
         budget_s: stop starting new points after this many seconds (None: no limit).
         base_config: config fields for every point (baseline, timing, verify, mode, ...).
-        run: ``run_point`` (injectable for tests).
+        run: ``run_point`` (injectable for tests); default: ``gemmlab.isolation.run_point`` when it
+            exists (each point in a reused worker process, a faulty one costs only itself), else
+            ``gemmlab.pipeline.run_point``.
         precision: the ``precision`` of every point (the table is keyed by it).
 
     Returns:
         ``{"done": n, "skipped_existing": n, "cut": n, "failed": n, "seconds": s}``.
     """
     if run is None:
-        from gemmlab.pipeline import run_point as run
+        try:  # fault isolation (a worker process with a watchdog) where this gemmlab has it
+            from gemmlab.isolation import run_point as run
+        except ImportError:
+            from gemmlab.pipeline import run_point as run
     out = Path(out)
     base = dict(base_config or {})
     start = time.monotonic()
