@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from gemmlab import isolation
 from gemmlab import record as record_stage
 from gemmlab import sweep
+from gemmlab.dispatch import AUTO, AUTO_KEYS
 from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.pipeline import exit_status, registry_for
@@ -53,11 +54,14 @@ def _kernels_help() -> str:
 
 def register_resolvers() -> None:
     """Register gemmlab's OmegaConf resolvers (idempotent): ``gemmlab_unique`` (pid + random
-    suffix, cached per config so a sweep keeps one directory) and ``gemmlab_kernels`` (help)."""
+    suffix, cached per config so a sweep keeps one directory), ``gemmlab_kernels`` (help) and
+    ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.shapes`)."""
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
     OmegaConf.register_new_resolver("gemmlab_kernels", _kernels_help, replace=True)
     OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
+    from gemmlab.shapes import suite_resolver
+    OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
 
 
 def _values(o, options: list[str] | None = None) -> list[str] | None:
@@ -186,7 +190,8 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
 
 
 def _experiment_kernels(name: str) -> list[str]:
-    """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``), if it names any.
+    """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``) or selects
+    (``defaults: [override /kernel: X]``), if it names any.
 
     Raises:
         ConfigError: the experiment file is not valid YAML.
@@ -195,10 +200,13 @@ def _experiment_kernels(name: str) -> list[str]:
     if not path.is_file():
         return []
     try:
-        swept = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params.kernel")
+        conf = OmegaConf.load(path)
+        swept = OmegaConf.select(conf, "hydra.sweeper.params.kernel")
+        chosen = [d["override /kernel"] for d in OmegaConf.to_container(conf).get("defaults", []) or []
+                  if isinstance(d, dict) and "override /kernel" in d]  # e.g. experiment=shapes: auto
     except Exception as exc:
         raise ConfigError("experiment", f"{path} is not a valid config: {str(exc).splitlines()[0]}") from None
-    return [k.strip() for k in str(swept).split(",")] if swept else []
+    return [k.strip() for k in str(swept).split(",")] if swept else [str(k) for k in chosen]
 
 
 def _default_kernel() -> str:
@@ -242,6 +250,12 @@ def _prepare(args: list[str]) -> None:
     if custom_conf and not kernels:
         return  # another primary config may select another default kernel
     for name in kernels or [_default_kernel()]:
+        if name == AUTO:  # kernel=auto resolves per point (gemmlab.dispatch); only kernel.table is its own
+            for p in params:
+                if p not in AUTO_KEYS:
+                    raise ConfigError(f"kernel.{p}", "kernel=auto chooses the parameters itself; it accepts only "
+                                      "kernel.table=<tuning table file>")
+            continue
         spec = registry.get(name)
         for p in params:
             if p not in spec.defaults:

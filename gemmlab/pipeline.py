@@ -27,6 +27,7 @@ from gemmlab import record as record_stage
 from gemmlab import timing as timing_stage
 from gemmlab import verify as verify_stage
 from gemmlab.config import RunConfig, _plain, parse_config
+from gemmlab.dispatch import resolve_config as resolve_auto
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, \
     VerificationError
 from gemmlab.backends import Buffers, backend_for
@@ -207,6 +208,9 @@ class Run:
     def validate(self) -> None:
         """Parse the config, build the backends, describe the point, run every static check."""
         registry = registry_for(self.cfg)
+        self.cfg, dispatch = resolve_auto(self.cfg, registry)  # kernel=auto -> the chosen kernel (gemmlab.dispatch)
+        if dispatch is not None:
+            self.record["dispatch"] = dispatch
         rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults)
         self.backends = [backend_for("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
         if rc.baseline is not None:

@@ -27,7 +27,7 @@ from gemmlab.paths import KERNELS_DIR
 REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
 BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_tile2d", "sgemm_block2d",
                    "sgemm_warptile", "sgemm_pipelined", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
-                   "cluster_tiled")
+                   "cluster_tiled", "gemv_rows", "small_tile", "slicedk")
 
 
 def subprocess_env() -> dict:
@@ -262,8 +262,8 @@ def test_help_lists_kernels_and_groups(tmp_path):
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
     assert ("experiment: ladder, optuna_ladder_tile2d, optuna_sgemm_block2d, optuna_sgemm_pipelined, "
-            "optuna_sgemm_warptile, optuna_tiled, seed_lab, sgemm_ladder") in out
-    assert ("kernel: " + ", ".join(sorted(BUILTIN_KERNELS))) in out
+            "optuna_sgemm_warptile, optuna_tiled, seed_lab, sgemm_ladder, shapes") in out
+    assert ("kernel: " + ", ".join(sorted(BUILTIN_KERNELS + ("auto",)))) in out
     assert "timing: adaptive, cold, graph, seed" in out
     assert "defaults: BM=64 BN=64 BK=16 TM=8 TN=2" in out
     assert re.search(r"^cublas\s+cuBLAS SGEMM", out, re.M)

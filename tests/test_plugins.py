@@ -37,6 +37,9 @@ BUILTINS = {
     "splitk": "gemmlab_plugins.splitk",
     "tma_bf16": "gemmlab_plugins.tma_bf16",
     "cluster_tiled": "gemmlab_plugins.cluster_tiled",
+    "gemv_rows": "gemmlab_plugins.gemv_rows",
+    "small_tile": "gemmlab_plugins.small_tile",
+    "slicedk": "gemmlab_plugins.slicedk",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}

@@ -1,0 +1,291 @@
+"""Per-family view of shape-suite results: a kernel (usually ``kernel=auto``) against its baseline
+(cuBLAS) grouped by the suite's families (:mod:`gemmlab.shapes`), with issue 10's targets.
+
+``python -m gemmlab.families PATH... [--out DIR] [--suite FILE]`` reads every ``result.json`` under
+the paths (run or sweep folders, copied from anywhere; no GPU needed), prints the per-family table
+and the target checks, and with ``--out`` writes ``families.md``, ``families.csv`` and
+``families.png`` (% of the baseline's speed per shape, coloured by family).
+
+Speed is the same-run ratio: ``% of baseline = 100 * baseline median / kernel median`` (the
+record's ``ratio_to_baseline.median_time`` inverted); a family's figure is the geometric mean over
+its valid points. Records without a baseline ratio or of a shape outside the suite are listed as
+such. Kept apart from ``gemmlab.report`` so the report can call :func:`summarize` and
+:func:`markdown` for its own family section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from gemmlab.errors import ConfigError
+from gemmlab.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
+
+PROG = "python -m gemmlab.families"
+TARGETS = {"geomean": 90.0, "min": 50.0, "tiny_time_ratio": 1.5, "decode_m16": 80.0}
+
+
+@dataclass
+class Point:
+    """One record, reduced to what the family view needs."""
+
+    path: str
+    family: str
+    shape: tuple[int, int, int] | None
+    kernel: str = ""
+    params: str = ""
+    dispatch: str = ""           # "table" / "rule: <name>" for kernel=auto, else ""
+    status: str = ""
+    valid: bool = False
+    median_ms: float | None = None
+    baseline: str = ""
+    baseline_ms: float | None = None
+    error: str = ""
+
+    @property
+    def pct(self) -> float | None:
+        """Kernel speed as % of the baseline's (same run), or None."""
+        if self.valid and self.median_ms and self.baseline_ms:
+            return 100.0 * self.baseline_ms / self.median_ms
+        return None
+
+    @property
+    def time_ratio(self) -> float | None:
+        """Kernel time / baseline time (same run), or None."""
+        if self.valid and self.median_ms and self.baseline_ms:
+            return self.median_ms / self.baseline_ms
+        return None
+
+    @property
+    def tiny(self) -> bool:
+        return self.shape is not None and math.prod(self.shape) <= TINY_FLOPS_LIMIT
+
+    def shape_text(self) -> str:
+        return "x".join(map(str, self.shape)) if self.shape else "?"
+
+
+def _dispatch_text(rec: dict) -> str:
+    d = rec.get("dispatch")
+    if not isinstance(d, dict):
+        return ""
+    if d.get("source") == "table":
+        return "table" if d.get("match", "exact") == "exact" else f"table ({d.get('match')})"
+    rule = str(d.get("rule", ""))
+    return "rule: " + rule.split(":", 1)[0] if rule else "rule"
+
+
+def read_point(path: Path, suite: Suite) -> Point:
+    """Reduce one result.json (any schema that has these fields) to a :class:`Point`."""
+    try:
+        rec = json.loads(path.read_text())
+        if not isinstance(rec, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        return Point(str(path), "unreadable", None, status="unreadable", error=str(exc)[:120])
+    shape = rec.get("shape")
+    mnk = None
+    if isinstance(shape, dict) and all(isinstance(shape.get(d), int) for d in "MNK"):
+        mnk = (shape["M"], shape["N"], shape["K"])
+    elif isinstance((rec.get("config") or {}).get("shape"), list) and len(rec["config"]["shape"]) == 3:
+        mnk = tuple(int(x) for x in rec["config"]["shape"])
+    kern = rec.get("kernel") if isinstance(rec.get("kernel"), dict) else {}
+    timing = rec.get("timing") if isinstance(rec.get("timing"), dict) else {}
+    base = rec.get("baseline") if isinstance(rec.get("baseline"), dict) else {}
+    btiming = base.get("timing") if isinstance(base.get("timing"), dict) else {}
+    return Point(path=str(path), family=(suite.family_of(mnk) if mnk else None) or "other", shape=mnk,
+                 kernel=str(kern.get("name") or ((rec.get("config") or {}).get("kernel") or {}).get("name", "?")),
+                 params=" ".join(f"{k}={v}" for k, v in (kern.get("params") or {}).items()),
+                 dispatch=_dispatch_text(rec), status=str(rec.get("status")), valid=bool(rec.get("valid")),
+                 median_ms=timing.get("median_ms"), baseline=str(base.get("name") or ""),
+                 baseline_ms=btiming.get("median_ms"), error=str(rec.get("error") or "")[:160])
+
+
+def collect(paths: Iterable[str | os.PathLike], suite: Suite | None = None) -> list[Point]:
+    """Every result.json under ``paths`` (files or folders) as points, in suite order.
+
+    Raises:
+        ConfigError: field ``paths``: a path that does not exist.
+    """
+    suite = suite or load_suite()
+    from gemmlab.dispatch import find_records
+    files = find_records(paths)
+    order = {s: i for i, s in enumerate(suite.shapes)}
+    points = [read_point(f, suite) for f in files]
+    return sorted(points, key=lambda pt: (order.get(pt.shape, len(order)), pt.shape or (), pt.path))
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+@dataclass
+class FamilyRow:
+    """Per-family summary (percentages of the baseline's speed)."""
+
+    family: str
+    points: int
+    valid: int
+    geomean_pct: float | None
+    min_pct: float | None
+    min_shape: str
+    max_time_ratio: float | None
+    kernels: dict[str, int] = field(default_factory=dict)
+
+
+def summarize(points: Sequence[Point], suite: Suite | None = None) -> tuple[list[FamilyRow], dict[str, Any]]:
+    """Per-family rows (suite order, then ``other``) and the target checks of issue 10.
+
+    Targets: geometric mean over all valid points >= 90% of the baseline; no point below 50%;
+    tiny points (M*N*K <= 256^3) take <= 1.5x the baseline's time; decode points with M <= 16 at
+    >= 80% each; every point valid.
+    """
+    suite = suite or load_suite()
+    names = list(suite.families) + sorted({p.family for p in points} - set(suite.families))
+    rows = []
+    for name in names:
+        fam = [p for p in points if p.family == name]
+        if not fam:
+            continue
+        pcts = [(p.pct, p.shape_text()) for p in fam if p.pct is not None]
+        ratios = [p.time_ratio for p in fam if p.time_ratio is not None]
+        kernels: dict[str, int] = {}
+        for p in fam:
+            kernels[p.kernel] = kernels.get(p.kernel, 0) + 1
+        low = min(pcts) if pcts else (None, "")
+        rows.append(FamilyRow(name, len(fam), sum(p.valid for p in fam), _geomean([v for v, _ in pcts]),
+                              low[0], low[1], max(ratios) if ratios else None, kernels))
+    all_pct = [p.pct for p in points if p.pct is not None]
+    tiny = [p.time_ratio for p in points if p.tiny and p.time_ratio is not None]
+    decode = [p.pct for p in points if p.family == "decode" and p.shape and p.shape[0] <= 16 and p.pct is not None]
+    invalid = [p for p in points if not p.valid]
+    checks = {
+        "points": len(points), "valid": len(points) - len(invalid),
+        "geomean_pct": _geomean(all_pct), "min_pct": min(all_pct) if all_pct else None,
+        "tiny_max_time_ratio": max(tiny) if tiny else None, "tiny_points": len(tiny),
+        "decode_m16_min_pct": min(decode) if decode else None, "decode_m16_geomean_pct": _geomean(decode),
+        "no_baseline": sum(1 for p in points if p.valid and p.pct is None),
+    }
+    checks["verdicts"] = {
+        f"every point valid ({checks['valid']}/{len(points)})": not invalid and bool(points),
+        f"geomean >= {TARGETS['geomean']:g}% of baseline": _ge(checks["geomean_pct"], TARGETS["geomean"]),
+        f"no point below {TARGETS['min']:g}%": _ge(checks["min_pct"], TARGETS["min"]),
+        f"tiny (M*N*K <= 256^3) time <= {TARGETS['tiny_time_ratio']:g}x baseline":
+            checks["tiny_max_time_ratio"] is not None and checks["tiny_max_time_ratio"] <= TARGETS["tiny_time_ratio"],
+        f"decode M <= 16 every point >= {TARGETS['decode_m16']:g}%": _ge(checks["decode_m16_min_pct"],
+                                                                          TARGETS["decode_m16"]),
+    }
+    return rows, checks
+
+
+def _ge(value: float | None, bound: float) -> bool:
+    return value is not None and value >= bound
+
+
+def _f(value: float | None, spec: str = ".1f", unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
+
+
+def markdown(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> str:
+    """The per-family table, the target checks and the per-shape table (chosen kernel, why)."""
+    base = next((p.baseline for p in points if p.baseline), "baseline")
+    out = [f"| family | points | valid | geomean % of {base} | min % (shape) | max time ratio | kernels |",
+           "|---|---:|---:|---:|---|---:|---|"]
+    for r in rows:
+        kernels = ", ".join(f"{k} x{n}" for k, n in sorted(r.kernels.items(), key=lambda kv: -kv[1]))
+        low = f"{_f(r.min_pct)} ({r.min_shape})" if r.min_pct is not None else "-"
+        out.append(f"| {r.family} | {r.points} | {r.valid} | {_f(r.geomean_pct)} | {low} | "
+                   f"{_f(r.max_time_ratio, '.2f')} | {kernels} |")
+    out.append(f"| **all** | {checks['points']} | {checks['valid']} | **{_f(checks['geomean_pct'])}** | "
+               f"{_f(checks['min_pct'])} | | |")
+    out += ["", "Targets (issue 10):", ""]
+    out += [f"- {'PASS' if ok else 'FAIL'}: {text}" for text, ok in checks["verdicts"].items()]
+    out += [f"- tiny: max time ratio {_f(checks['tiny_max_time_ratio'], '.2f')} over {checks['tiny_points']} points; "
+            f"decode M <= 16: min {_f(checks['decode_m16_min_pct'])}%, geomean {_f(checks['decode_m16_geomean_pct'])}%",
+            "", f"| family | shape | kernel | params | chosen by | status | ms | {base} ms | % of {base} |",
+            "|---|---|---|---|---|---|---:|---:|---:|"]
+    for p in points:
+        status = p.status if p.valid else f"{p.status}: {p.error}"
+        out.append(f"| {p.family} | {p.shape_text()} | {p.kernel} | {p.params} | {p.dispatch or '-'} | "
+                   f"{status.replace('|', '/')} | {_f(p.median_ms, '.5f')} | {_f(p.baseline_ms, '.5f')} | "
+                   f"{_f(p.pct)} |")
+    return "\n".join(out) + "\n"
+
+
+def write_csv(points: Sequence[Point], path: Path) -> None:
+    """One row per point."""
+    cols = ("family", "shape", "kernel", "params", "dispatch", "status", "valid", "median_ms", "baseline",
+            "baseline_ms", "pct_of_baseline", "path", "error")
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for p in points:
+            w.writerow([p.family, p.shape_text(), p.kernel, p.params, p.dispatch, p.status, p.valid, p.median_ms,
+                        p.baseline, p.baseline_ms, p.pct, p.path, p.error])
+
+
+def plot(points: Sequence[Point], path: Path) -> bool:
+    """Bar chart: % of the baseline's speed per shape, coloured by family; lines at 100/90/50%.
+    Returns False when there is nothing to plot."""
+    pts = [p for p in points if p.pct is not None]
+    if not pts:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    families = list(dict.fromkeys(p.family for p in pts))
+    colors = {f: plt.get_cmap("tab10")(i % 10) for i, f in enumerate(families)}
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.28 * len(pts) + 2), 5.5))
+    ax.bar(range(len(pts)), [p.pct for p in pts], color=[colors[p.family] for p in pts])
+    for y, style in ((100, "-"), (90, "--"), (50, ":")):
+        ax.axhline(y, color="black", linestyle=style, linewidth=0.8)
+    ax.set_xticks(range(len(pts)))
+    ax.set_xticklabels([p.shape_text() for p in pts], rotation=90, fontsize=7)
+    base = next((p.baseline for p in pts if p.baseline), "baseline")
+    ax.set_ylabel(f"% of {base} speed (same run)")
+    ax.set_title(f"{', '.join(sorted({p.kernel for p in pts})) if len({p.kernel for p in pts}) < 4 else 'kernel'} "
+                 f"vs {base} per shape")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[f]) for f in families]
+    ax.legend(handles, families, fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: print the family table and targets; with --out write md/csv/png. Exit 0; 2 on bad input."""
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", help="run or sweep folders, or result.json files")
+    ap.add_argument("--out", help="folder for families.md, families.csv, families.png")
+    ap.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
+    args = ap.parse_args(argv)
+    try:
+        suite = load_suite(args.suite)
+        points = collect(args.paths, suite)
+        if not points:
+            raise ConfigError("paths", "no result.json under the given paths")
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    rows, checks = summarize(points, suite)
+    text = markdown(points, rows, checks)
+    print("\n".join(text.split("\n\n| family | shape")[0].splitlines()))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "families.md").write_text(text)
+        write_csv(points, out / "families.csv")
+        plotted = plot(points, out / "families.png")
+        print(f"wrote {out / 'families.md'}, {out / 'families.csv'}" + (f", {out / 'families.png'}" if plotted else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""The candidate sweep behind kernel=auto's tuning table (``gemmlab-tune sweep``).
+
+For each shape of the suite (:mod:`gemmlab.shapes`) it measures a short list of candidate kernels
+and parameters (:func:`candidates`): first the rules' own choice (:func:`gemmlab.dispatch.choose`
+with no table) for every shape, then the family's variants, each point through
+:func:`gemmlab.pipeline.run_point` (verified, timed against the baseline in the same process),
+into ``OUT/<family>/<M>x<N>x<K>/<kernel>-<params>/result.json``. A time budget stops it between
+points; the rules' choices come first, then the variants of the cheapest shapes, so a cut sweep still covers
+every shape and drops the alternatives of the most expensive ones. Then
+``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape.
+
+Candidates only name kernels that are registered and accept the shape (their ``check``); kernels
+from other plugins are used when registered (``sgemm_*`` with their defaults, ``splitk`` with
+SPLITS sized by the SM count).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from gemmlab import dispatch
+from gemmlab.hookspecs import Shape
+from gemmlab.shapes import Suite
+
+# kernels of other branches, tried with their defaults where registered
+LARGE_KERNELS = ("sgemm_pipelined", "sgemm_warptile", "sgemm_block2d")
+SPLIT_KERNELS = ("splitk",)
+SEED_TILE = {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}
+OPTUNA_TILE = {"BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4}
+
+
+def _sk(bm: int, bn: int, ks: int, bk: int = 16) -> tuple[str, dict]:
+    return ("slicedk", {"BM": bm, "BN": bn, "BK": bk, "TM": 4, "TN": 4, "KS": ks})
+
+
+def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
+    """The family's extra candidates (before filtering), cheapest-to-measure families widest."""
+    m = shape.M
+    mt = 1
+    while mt < min(m, 16):
+        mt *= 2
+    out: list[tuple[str, dict]] = []
+    if family == "decode":
+        if m <= 16:
+            for nt in (16, 32, 64):
+                for u in (4, 8):
+                    out.append(("gemv_rows", {"MT": mt, "NT": nt, "KW": 8, "U": u}))
+            out += [_sk(16, 32, 8, bk=8)]
+        else:
+            out += [_sk(32, 32, 4), _sk(16, 32, 8, bk=8), _sk(32, 64, 4), _sk(64, 64, 2),
+                    ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 8}), ("tiled", dict(SEED_TILE))]
+        out += [(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS]
+    elif family == "tiny":
+        out += [("small_tile", {"BX": 16, "BY": 16, "KS": 1}), ("small_tile", {"BX": 16, "BY": 16, "KS": 4}),
+                ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8, bk=8), _sk(16, 16, 16, bk=8),
+                _sk(32, 32, 4),
+                ("naive", {"BX": 16, "BY": 16}), ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})]
+    elif family == "k_heavy":
+        splits = dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)["SPLITS"]
+        out += [(k, {"SPLITS": s}) for k in SPLIT_KERNELS for s in sorted({max(1, splits // 2), splits, 2 * splits})]
+        out += [_sk(16, 16, 16, bk=8), _sk(16, 32, 8, bk=8), _sk(16, 32, 8), _sk(32, 32, 4), _sk(32, 64, 4)]
+    else:  # large, medium, odd, skinny: the big kernels, two tiled tiles, slicedk where tiles are few
+        out += [(k, {}) for k in LARGE_KERNELS]
+        out += [("tiled", dict(OPTUNA_TILE)), ("tiled", dict(SEED_TILE))]
+        if family in ("tall_skinny", "short_wide", "odd"):
+            out += [_sk(32, 32, 4), _sk(64, 64, 2)]
+        out += [(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS] \
+            if family in ("tall_skinny", "short_wide") else []
+    return out
+
+
+def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DEFAULT_SM_COUNT,
+               precision: str = "fp32") -> list[tuple[str, dict]]:
+    """Candidate (kernel, full params) pairs for ``shape``: the rules' choice first, then the
+    family's :func:`variants` (fp32) or every registered kernel with its defaults (other
+    precisions, e.g. once tensor-core kernels declare ``precisions``); only registered NVRTC
+    kernels that support the precision and whose check accepts the shape, no duplicates. Where an
+    ``sgemm_*`` rung is registered, ``tiled`` is no variant for the large-shape families."""
+    from gemmlab.device import offline_facts
+    facts = offline_facts("90")
+    out: list[tuple[str, dict]] = []
+    try:
+        first = dispatch.choose(shape, registry, dispatch.Table(device={"sm_count": table_sms}), precision)
+        out.append((first.kernel, dict(first.params)))
+    except Exception:  # no kernel at all: the variants may still have one
+        pass
+    extra = variants(shape, family) if precision == "fp32" else [(name, {}) for name in registry.kernels]
+    if any(k in registry.kernels for k in LARGE_KERNELS) and family not in ("tiny", "k_heavy", "decode"):
+        extra = [(k, p) for k, p in extra if k != "tiled"]  # the sgemm rungs beat it (docs/results/ladder-h200.md)
+    for name, params in extra:
+        full, _ = dispatch._try(registry, name, params, shape, precision, ("row", "row"), facts)
+        if full is not None and (name, full) not in out:
+            out.append((name, full))
+    return out
+
+
+def point_dir(out: Path, family: str, shape: Shape, kernel: str, params: Mapping[str, int]) -> Path:
+    """``OUT/<family>/<M>x<N>x<K>/<kernel>-<k1>_<v1>-...``."""
+    tag = "-".join(f"{k}{v}" for k, v in params.items())
+    return out / family / f"{shape.M}x{shape.N}x{shape.K}" / (f"{kernel}-{tag}" if tag else kernel)
+
+
+def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] = (), budget_s: float | None = None,
+              base_config: Mapping[str, Any] | None = None, log: Callable[[str], None] = print,
+              run: Callable | None = None, precision: str = "fp32") -> dict:
+    """Measure the candidates of every selected shape: the rules' choice of every shape first, then
+    the variants, cheapest shapes first (so a budget cuts the expensive shapes' alternatives).
+
+    Args:
+        out: sweep folder (points already holding a result.json are skipped: re-running resumes).
+        suite, families: the shapes (all families when empty).
+        budget_s: stop starting new points after this many seconds (None: no limit).
+        base_config: config fields for every point (baseline, timing, verify, mode, ...).
+        run: ``run_point`` (injectable for tests); default: ``gemmlab.isolation.run_point`` when it
+            exists (each point in a reused worker process, a faulty one costs only itself), else
+            ``gemmlab.pipeline.run_point``.
+        precision: the ``precision`` of every point (the table is keyed by it).
+
+    Returns:
+        ``{"done": n, "skipped_existing": n, "cut": n, "failed": n, "seconds": s}``.
+    """
+    if run is None:
+        try:  # fault isolation (a worker process with a watchdog) where this gemmlab has it
+            from gemmlab.isolation import run_point as run
+        except ImportError:
+            from gemmlab.pipeline import run_point as run
+    out = Path(out)
+    base = dict(base_config or {})
+    start = time.monotonic()
+    plan: list[tuple[str, Shape, str, dict]] = []
+    per_shape = [(fam, s, candidates(s, fam, registry, precision=precision)) for fam in suite.families
+                 if not families or fam in families for s in suite.families[fam]]
+    # the rules' choice of every shape first (suite order); then the variants, cheapest shapes first
+    # (by the elements of A, B and C: input generation and transfers dominate a point's cost)
+    plan += [(fam, s, *cands[0]) for fam, s, cands in per_shape if cands]
+    rest = [(s.M * s.K + s.K * s.N + s.M * s.N, i, fam, s, *c) for fam, s, cands in per_shape
+            for i, c in enumerate(cands[1:], 1)]
+    plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
+    stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "cut": 0, "failed": 0}
+    for n, (fam, s, kernel, params) in enumerate(plan):
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            stats["cut"] = len(plan) - n
+            log(f"budget of {budget_s:g} s reached: {stats['cut']} of {len(plan)} points not run (variants after "
+                f"the rules' choices; first cut: {kernel} {dispatch._ptext(params)} at {s.M}x{s.N}x{s.K})")
+            break
+        d = point_dir(out, fam, s, kernel, params)
+        if (d / "result.json").exists():
+            stats["skipped_existing"] += 1
+            continue
+        cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K], "precision": precision}
+        rec = run(cfg, d)
+        stats["done"] += 1
+        ratio = (rec.get("ratio_to_baseline") or {}).get("median_time")
+        ms = (rec.get("timing") or {}).get("median_ms")
+        if not rec.get("valid"):
+            stats["failed"] += 1
+        log(f"[{n + 1}/{len(plan)}] {fam} {s.M}x{s.N}x{s.K} {kernel} {dispatch._ptext(params)}: {rec.get('status')}"
+            + (f" {ms:.5f} ms" if isinstance(ms, float) else "")
+            + (f", {100 / ratio:.1f}% of baseline" if isinstance(ratio, float) and ratio > 0 else "")
+            + (f" ({rec.get('error')})" if rec.get("error") else ""))
+    stats["seconds"] = round(time.monotonic() - start, 1)
+    return stats
+
+
+def parse_families(text: str | None, suite: Suite) -> list[str]:
+    """``"decode,tiny"`` -> the names, checked against the suite (ConfigError ``families``)."""
+    names = [t for t in (text or "").split(",") if t]
+    suite.select(names)
+    return names
+
+
+def sweep_main(args) -> int:
+    """``gemmlab-tune sweep``: see the module docstring."""
+    from gemmlab.registry import load_registry
+    from gemmlab.shapes import load_suite
+    suite = load_suite(args.suite)
+    registry = load_registry(args.plugin_dirs)
+    base: dict[str, Any] = {"baseline": args.baseline, "mode": args.mode,
+                            "timing": {"mode": "graph", "warmup": 3, "repeat": args.repeat, "batch": args.batch,
+                                       "floor": False},
+                            "verify": {"max_full": args.max_full}, "plugin_dirs": list(args.plugin_dirs)}
+    if args.baseline is None:
+        base.pop("baseline")
+    stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base,
+                      precision=args.precision)
+    print(f"{args.out}: {stats}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Register ``gemmlab-tune sweep`` on an argparse subparsers object."""
+    s = sub.add_parser("sweep", help="measure candidate kernels over the shape suite (records for build)")
+    s.add_argument("--out", required=True, help="sweep folder (re-running resumes: existing points are skipped)")
+    s.add_argument("--families", help="comma-separated families (default: all)")
+    s.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
+    s.add_argument("--budget", type=float, help="seconds; no new point starts after it")
+    s.add_argument("--baseline", default="cublas", help="baseline kernel measured alternately (default cublas)")
+    s.add_argument("--mode", default="run", choices=("run", "compile"))
+    s.add_argument("--repeat", type=int, default=5, help="graph-timed samples per point (default 5)")
+    s.add_argument("--batch", type=int, default=10, help="launches per sample (default 10)")
+    s.add_argument("--max-full", type=int, default=2 ** 32, dest="max_full",
+                   help="full float64 check up to this M*N*K, sampled rows/columns + Freivalds above (default 2^32)")
+    s.add_argument("--precision", default="fp32", choices=dispatch.PRECISION_NAMES)
+    s.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")

@@ -1,0 +1,95 @@
+"""Built-in kernel ``gemv_rows`` (issue 10): decode-like GEMMs, M small against a weight-sized B
+(kernels/gemv_rows.cu).
+
+Parameters: MT rows of C per block (1..16; M > MT uses cdiv(M, MT) blocks along x, consecutive in
+launch order so they share each B slice in L2), NT columns per block (4, 8, 16, 32, 64 or 128:
+NT/4 lanes read float4s of a B row), KW warps splitting K inside the block (reduced through shared
+memory), U float4 loads of B in flight per thread per chunk. Any shape runs (edges are masked);
+it is fast only where B dominates the traffic (M <= 16 or so).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.plugin_utils import cdiv, count_hits, require
+
+NT_CHOICES = (4, 8, 16, 32, 64, 128)
+
+
+def _geometry(p):
+    """(threads, L lanes per B row segment, KSTEP k rows per step, KC k rows per chunk)."""
+    threads = 32 * p["KW"]
+    lanes = p["NT"] // 4
+    kstep = threads // lanes
+    return threads, lanes, kstep, p["U"] * kstep
+
+
+class GemvRowsKernel(KernelSpec):
+    """MT x NT block of C per block, K split over KW warps, B streamed once with float4 loads."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        require(p["NT"] in NT_CHOICES, "kernel.NT",
+                f"NT must be one of {', '.join(map(str, NT_CHOICES))} (NT/4 lanes, a divisor of 32, cover a B row "
+                f"segment with float4 loads), got {p['NT']}")
+        require(p["MT"] <= 16, "kernel.MT", f"MT rows per block must be 1..16 (4*MT accumulators per thread), "
+                f"got {p['MT']}")
+        require(p["U"] <= 16, "kernel.U", f"U float4 loads in flight per thread must be 1..16, got {p['U']}")
+        threads, _, _, kc = _geometry(p)
+        require(threads <= device.max_threads_per_block, "kernel.KW",
+                f"32*KW = {threads} threads exceeds the device limit {device.max_threads_per_block}")
+        smem = 4 * max(p["MT"] * kc, p["KW"] * p["MT"] * p["NT"])
+        require(smem <= device.max_shared_per_block, "kernel.KW",
+                f"static shared memory 4*max(MT*KC, KW*MT*NT) = {smem} bytes exceeds {device.max_shared_per_block} "
+                f"(KC = U*32*KW/(NT/4) = {kc}); lower KW, U or NT")
+        require(cdiv(shape.N, p["NT"]) <= 65535, "shape",
+                f"N = {shape.N} needs {cdiv(shape.N, p['NT'])} blocks along y (CUDA limit 65535); raise NT")
+
+    def entry(self, params) -> str:
+        p = params
+        return f"gemm_gemv_rows<{p['MT']}, {p['NT']}, {p['KW']}, {p['U']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        return Launch(grid=(cdiv(shape.M, p["MT"]), cdiv(shape.N, p["NT"]), 1), block=(32 * p["KW"], 1, 1))
+
+    def ownership(self, shape: Shape, params):
+        """Stores of the whole grid; per block and chunk: the A stage (KC x MT, written once each, by
+        the element path and, when KC % 4 == 0, by the float4 path),
+        the B rows read into registers (KC x NT, each once) and the cross-warp partials
+        (KW x MT*NT, each written once)."""
+        p = params
+        threads, lanes, kstep, kc = _geometry(p)
+        mt, nt = p["MT"], p["NT"]
+        gx, gy = cdiv(shape.M, mt), cdiv(shape.N, nt)
+        # final stores: o = t + i*threads < MT*NT; row m0 + o // NT, column n0 + o % NT
+        per = cdiv(mt * nt, threads)
+        bx, by, t, i = np.ix_(range(gx), range(gy), range(threads), range(per))
+        o = t + i * threads
+        row, col = bx * mt + o // nt, by * nt + o % nt
+        stores = count_hits((shape.M, shape.N), row, col, (o < mt * nt) & (row < shape.M) & (col < shape.N))
+        # A stage: idx = t + j*threads < MT*KC -> As[kk = idx // MT][mm = idx % MT]
+        t2, j = np.ix_(range(threads), range(cdiv(mt * kc, threads)))
+        idx = t2 + j * threads
+        a_hits = count_hits((kc, mt), idx // mt, idx % mt, idx < mt * kc)
+        loads = {"A": a_hits}
+        if kc % 4 == 0:  # the float4 path (K % 4 == 0): e -> row e % MT, k rows 4*(e // MT) .. +3
+            t4, j4, q = np.ix_(range(threads), range(cdiv(mt * kc // 4, threads)), range(4))
+            e = t4 + j4 * threads
+            loads["A (float4 path)"] = count_hits((kc, mt), 4 * (e // mt) + q, e % mt + 0 * q, e < mt * kc // 4)
+        # B: thread t reads row krow + u*KSTEP, columns 4*(t % L) .. +3
+        t3, u, q = np.ix_(range(threads), range(p["U"]), range(4))
+        b_hits = count_hits((kc, nt), t3 // lanes + u * kstep, 4 * (t3 % lanes) + q)
+        # partials: lanes < L of each warp write row (warp*MT + i), columns 4*lane + q
+        w, lane, i2, q2 = np.ix_(range(p["KW"]), range(lanes), range(mt), range(4))
+        part = count_hits((p["KW"], mt * nt), w + 0 * lane, i2 * nt + 4 * lane + q2)
+        loads.update({"B": b_hits, "partials": part})
+        return stores, loads
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [GemvRowsKernel(name="gemv_rows", source="gemv_rows.cu", defaults={"MT": 1, "NT": 32, "KW": 8, "U": 8},
+                           description="decode-like M <= 16: B streamed once (float4), K split over KW warps")]

@@ -1,0 +1,103 @@
+"""Built-in kernel ``slicedk`` (issue 10): register-tiled GEMM with K sliced inside the block
+(kernels/slicedk.cu), for shapes with few output tiles: K-heavy (256x256x65536), short M or N,
+decode with M = 64, tiny. No workspace, no second launch: the KS slices' partial tiles are added
+in shared memory.
+
+Parameters: BM x BN output tile per block, BK k rows per staged chunk, TM x TN micro-tile per
+thread (multiples of 4: float4 shared-memory reads), KS slices of (BM/TM)*(BN/TN) threads each.
+Block = KS*(BM/TM)*(BN/TN) threads (1-D); grid = (cdiv(N, BN), cdiv(M, BM)). Any shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+
+
+def _threads(p) -> tuple[int, int]:
+    """(threads per slice, threads per block)."""
+    ts = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+    return ts, ts * p["KS"]
+
+
+def smem_bytes(p) -> int:
+    """Static shared memory: max(KS slices of BK*(BM+4) + BK*BN floats, KS*BM*BN partials)."""
+    stage = p["KS"] * (p["BK"] * (p["BM"] + 4) + p["BK"] * p["BN"])
+    return 4 * max(stage, p["KS"] * p["BM"] * p["BN"])
+
+
+class SlicedKKernel(KernelSpec):
+    """BM x BN tile per block, TM x TN per thread, K interleaved over KS slices, shared-memory sum."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        for name in ("TM", "TN"):
+            require(p[name] % 4 == 0 and p[name] <= 16, f"kernel.{name}",
+                    f"{name} must be 4, 8, 12 or 16 (float4 reads of the micro-tile), got {p[name]}")
+        require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
+        require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
+        _, threads = _threads(p)
+        require(threads <= device.max_threads_per_block, "kernel.KS",
+                f"KS*(BM/TM)*(BN/TN) = {threads} threads exceeds the device limit {device.max_threads_per_block}")
+        smem = smem_bytes(p)
+        require(smem <= device.max_shared_per_block, "kernel.BK",
+                f"static shared memory {smem} bytes (KS slices of BK*(BM+4)+BK*BN floats, or KS*BM*BN partials) "
+                f"exceeds {device.max_shared_per_block}; lower KS, BK or the tile")
+        require(cdiv(shape.M, p["BM"]) <= 65535, "shape",
+                f"M = {shape.M} needs {cdiv(shape.M, p['BM'])} blocks along y (CUDA limit 65535); raise BM")
+
+    def entry(self, params) -> str:
+        p = params
+        return f"gemm_slicedk<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}, {p['KS']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        return Launch(grid=(cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]), 1), block=(_threads(p)[1], 1, 1))
+
+    def ownership(self, shape: Shape, params):
+        """Stores (one thread per output over the grid); per slice and chunk the A stage (BK x BM,
+        transposed) and B stage (BK x BN), each element written once, by the scalar path and (BK a
+        multiple of 4) by the float4 path; every k of the reduction in
+        exactly one slice's chunk (1 x K); each partial-tile slot (KS x BM*BN) written once."""
+        p = params
+        bm, bn, bk, ks = p["BM"], p["BN"], p["BK"], p["KS"]
+        ts, threads = _threads(p)
+        gx, gy = cdiv(shape.N, bn), cdiv(shape.M, bm)
+        by, bx, t, i = np.ix_(range(gy), range(gx), range(threads), range(cdiv(bm * bn, threads)))
+        o = t + i * threads
+        row, col = by * bm + o // bn, bx * bn + o % bn
+        stores = count_hits((shape.M, shape.N), row, col, (o < bm * bn) & (row < shape.M) & (col < shape.N))
+        u, j = np.ix_(range(ts), range(cdiv(bm * bk, ts)))
+        e = u + j * ts
+        a_hits = count_hits((bk, bm), e % bk, e // bk, e < bm * bk)
+        u, j = np.ix_(range(ts), range(cdiv(bk * bn, ts)))
+        e = u + j * ts
+        b_hits = count_hits((bk, bn), e // bn, e % bn, e < bk * bn)
+        if bk % 4 == 0:  # the float4 path (K % 4 == 0 and N % 4 == 0): vectors e -> 4 elements each
+            u, j, q = np.ix_(range(ts), range(cdiv(bm * bk // 4, ts)), range(4))
+            e = u + j * ts
+            a4 = count_hits((bk, bm), 4 * (e % (bk // 4)) + q, e // (bk // 4), e < bm * bk // 4)
+            u, j, q = np.ix_(range(ts), range(cdiv(bk * bn // 4, ts)), range(4))
+            e = u + j * ts
+            b4 = count_hits((bk, bn), e // (bn // 4), 4 * (e % (bn // 4)) + q, e < bk * bn // 4)
+        steps = cdiv(cdiv(shape.K, bk), ks)
+        step, s, kk = np.ix_(range(steps), range(ks), range(bk))
+        kidx = (step * ks + s) * bk + kk
+        k_hits = count_hits((1, shape.K), 0 * kidx, kidx, kidx < shape.K)
+        tx_n = bn // p["TN"]
+        s, uu, ii, jj = np.ix_(range(ks), range(ts), range(p["TM"]), range(p["TN"]))
+        r, cc = (uu // tx_n) * p["TM"] + ii, (uu % tx_n) * p["TN"] + jj
+        part = count_hits((ks, bm * bn), s + 0 * r, r * bn + cc)
+        loads = {"A": a_hits, "B": b_hits, "K": k_hits, "partials": part}
+        if bk % 4 == 0:
+            loads.update({"A (float4 path)": a4, "B (float4 path)": b4})
+        return stores, loads
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [SlicedKKernel(name="slicedk", source="slicedk.cu",
+                          defaults={"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4},
+                          description="few output tiles: TMxTN register tiles, K sliced over KS thread groups")]

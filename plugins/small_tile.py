@@ -1,0 +1,59 @@
+"""Built-in kernel ``small_tile`` (issue 10): tiny and skinny shapes (kernels/small_tile.cu).
+
+One output per thread in a BX x BY block (seed 000's naive mapping) with the reduction split into
+KS contiguous slices along threadIdx.z, added in shared memory: the serial chain per thread is
+K/KS long, so a launch-bound tiny GEMM (or a K-heavy one with few outputs) finishes sooner.
+Block = (BX, BY, KS), at most 1024 threads; grid = (cdiv(N, BX), cdiv(M, BY)). Any shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.plugin_utils import cdiv, count_hits, require
+
+
+class SmallTileKernel(KernelSpec):
+    """BX x BY outputs per block, one per thread, K split in KS slices reduced in shared memory."""
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        p = params
+        threads = p["BX"] * p["BY"] * p["KS"]
+        require(threads <= device.max_threads_per_block, "kernel.KS",
+                f"BX*BY*KS = {threads} threads exceeds the device limit {device.max_threads_per_block}")
+        require(p["KS"] <= 64, "kernel.KS", f"KS slices are threadIdx.z: at most 64 (CUDA limit), got {p['KS']}")
+        require(cdiv(shape.M, p["BY"]) <= 65535, "shape",
+                f"M = {shape.M} needs {cdiv(shape.M, p['BY'])} blocks along y (CUDA limit 65535); raise BY")
+
+    def entry(self, params) -> str:
+        p = params
+        return f"gemm_small_tile<{p['BX']}, {p['BY']}, {p['KS']}>"
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        p = params
+        return Launch(grid=(cdiv(shape.N, p["BX"]), cdiv(shape.M, p["BY"]), 1), block=(p["BX"], p["BY"], p["KS"]))
+
+    def ownership(self, shape: Shape, params):
+        """Stores: only z = 0 threads store (every output once). Loads: the reduction of one
+        output covers every k exactly once over the KS slices (modelled for the first output as
+        a (1, K) count), and each partial slot is written by one thread."""
+        p = params
+        bx, by, ks = p["BX"], p["BY"], p["KS"]
+        gx, gy = cdiv(shape.N, bx), cdiv(shape.M, by)
+        block_y, block_x, ty, tx = np.ix_(range(gy), range(gx), range(by), range(bx))
+        row, col = block_y * by + ty, block_x * bx + tx
+        stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))  # z == 0 only
+        slice_ = cdiv(shape.K, ks)
+        z, i = np.ix_(range(ks), range(slice_))
+        kk = z * slice_ + i
+        k_hits = count_hits((1, shape.K), 0 * kk, kk, kk < shape.K)
+        z2, y2, x2 = np.ix_(range(ks), range(by), range(bx))
+        part = count_hits((ks, by * bx), z2 + 0 * y2 * x2, y2 * bx + x2)
+        return stores, {"K": k_hits, "partials": part}
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [SmallTileKernel(name="small_tile", source="small_tile.cu", defaults={"BX": 16, "BY": 16, "KS": 4},
+                            description="tiny/skinny: one output per thread, K split in KS slices (shared-memory sum)")]

@@ -1,0 +1,412 @@
+"""kernel=auto (gemmlab.dispatch) and the shape suite (gemmlab.shapes), on the CPU: the suite's
+families, table validation (one-line errors), table lookup, the fallback rules, the table builder
+on real H200 records, and kernel=auto resolved through run_point in mode=compile."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmlab import dispatch
+from gemmlab.errors import ConfigError
+from gemmlab.hookspecs import KernelSpec, Launch, Shape
+from gemmlab.registry import load_registry
+from gemmlab.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data" / "h200"
+# The rules are tested against a fixed set of kernels (this branch's built-ins), so the expected
+# choices do not change when other branches add kernels the rules prefer (sgemm_*, splitk).
+BASE_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "cublas", "gemv_rows", "small_tile", "slicedk")
+
+
+class SubsetRegistry:
+    """The part of a Registry the dispatch rules read (``kernels``), limited to ``names`` plus
+    extra specs."""
+
+    def __init__(self, names=BASE_KERNELS, extra=()):
+        full = load_registry(entry_points=False).kernels
+        self.kernels = {n: full[n] for n in names if n in full}
+        self.kernels.update({spec.name: spec for spec in extra})
+
+    def get(self, name):
+        return self.kernels[name]
+
+
+REGISTRY = SubsetRegistry()
+
+
+def table_with(*entries, device=None) -> dispatch.Table:
+    data = {"schema": dispatch.TABLE_SCHEMA, "device": device or {"name": "NVIDIA H200", "sm_count": 132},
+            "entries": list(entries)}
+    return dispatch.parse_table(data, "t.json")
+
+
+def entry(shape, kernel="tiled", **params):
+    return {"precision": "fp32", "layout": ["row", "row"], "shape": list(shape), "kernel": kernel, "params": params}
+
+
+# --- the suite --------------------------------------------------------------------------------------
+
+def test_suite_has_the_families_and_at_least_40_shapes():
+    suite = load_suite()
+    assert len(suite.shapes) >= 40
+    assert set(suite.families) == {"decode", "prefill", "tall_skinny", "short_wide", "k_heavy", "k_light", "odd",
+                                   "tiny", "square"}
+    assert suite.family_of((1, 4096, 4096)) == "decode"
+    assert suite.family_of(Shape(256, 256, 65536)) == "k_heavy"
+    assert suite.family_of((3, 3, 3)) is None
+    assert {s.M for s in suite.families["decode"]} == {1, 8, 16, 64}
+    assert {s.M for s in suite.families["prefill"]} == {512, 2048, 8192}
+    assert all(s.M * s.N * s.K <= TINY_FLOPS_LIMIT for s in suite.families["tiny"])
+    assert (4095, 4097, 1023) in suite.families["odd"] and (35, 79, 19) in suite.families["odd"]
+
+
+def test_suite_sweep_value_round_trips():
+    suite = load_suite()
+    assert suite.sweep_value(["tiny"]).startswith("[1,1,1],[16,16,16]")
+    assert suite.sweep_value().count("],[") == len(suite.shapes) - 1
+    with pytest.raises(ConfigError, match="unknown family 'huge'"):
+        suite.select(["huge"])
+
+
+@pytest.mark.parametrize("data, match", [
+    ({"families": {"a": [[1, 2, 3]], "b": [[1, 2, 3]]}}, "in both a and b"),
+    ({"families": {"a": [[1, 2]]}}, "not \\[M, N, K\\]"),
+    ({"families": {"a": [[1, 0, 3]]}}, "not \\[M, N, K\\]"),
+    ({"families": {"Bad": [[1, 2, 3]]}}, "must match"),
+    ({"families": {}}, "non-empty"),
+    ({"schema": "other", "families": {"a": [[1, 2, 3]]}}, "schema"),
+])
+def test_bad_suite_is_one_line(data, match):
+    with pytest.raises(ConfigError, match=match) as exc:
+        parse_suite(data, "s.yaml")
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("shapes: s.yaml: ")
+
+
+# --- table validation ---------------------------------------------------------------------------------
+
+def test_shipped_table_loads():
+    table = dispatch.load_table()
+    assert table.device["name"] == "NVIDIA H200" and table.sm_count == 132
+    for e in table.entries:  # whatever the lead put in: each entry names a registered kernel
+        assert e.kernel in REGISTRY.kernels
+
+
+@pytest.mark.parametrize("text, match", [
+    ("{not json", "not valid JSON"),
+    ("[]", "must be a JSON object"),
+    ('{"schema": "x", "entries": []}', "schema must be 'gemmlab.tuning/1'"),
+    ('{"schema": "gemmlab.tuning/1"}', "entries must be a list"),
+    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp32"}]}', "lacks 'layout'"),
+    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp8", "layout": ["row","row"], "shape": [1,1,1], '
+     '"kernel": "tiled", "params": {}}]}', "precision must be one of"),
+    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp32", "layout": ["row"], "shape": [1,1,1], '
+     '"kernel": "tiled", "params": {}}]}', "layout must be"),
+    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp32", "layout": ["row","row"], "shape": [1,-1,1], '
+     '"kernel": "tiled", "params": {}}]}', "shape must be"),
+    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp32", "layout": ["row","row"], "shape": [1,1,1], '
+     '"kernel": "auto", "params": {}}]}', "kernel must be a kernel name"),
+    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp32", "layout": ["row","row"], "shape": [1,1,1], '
+     '"kernel": "tiled", "params": {"BM": "64"}}]}', "params must map"),
+    ('{"schema": "gemmlab.tuning/1", "device": {"sm_count": 0}, "entries": []}', "sm_count"),
+])
+def test_bad_table_file_is_one_line(tmp_path, text, match):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match) as exc:
+        dispatch.load_table(path)
+    assert exc.value.field == "kernel.table" and "\n" not in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_missing_table_and_duplicate_entry(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        dispatch.load_table(tmp_path / "none.json")
+    with pytest.raises(ConfigError, match="a second entry"):
+        table_with(entry((1, 2, 3)), entry((1, 2, 3), kernel="naive"))
+
+
+# --- lookup and rules ----------------------------------------------------------------------------------
+
+def test_table_entry_wins_with_its_params():
+    table = table_with(entry((512, 512, 512), "tiled", BM=32, BN=32, BK=16, TM=4, TN=1))
+    choice = dispatch.choose(Shape(512, 512, 512), REGISTRY, table)
+    assert (choice.kernel, choice.source) == ("tiled", "table")
+    assert choice.params == {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1}
+    rec = choice.record()
+    assert rec["entry"]["shape"] == [512, 512, 512] and rec["requested"] == "auto" and "rule" not in rec
+
+
+def test_table_is_exact_per_precision_layout_and_shape():
+    table = table_with(entry((512, 512, 512), "naive", BX=8, BY=8))
+    assert dispatch.choose(Shape(512, 512, 512), REGISTRY, table).match == "exact"
+    assert dispatch.choose(Shape(512, 512, 511), REGISTRY, table).match == "nearest"
+    assert dispatch.choose(Shape(512, 512, 1024), REGISTRY, table).source == "rule"
+    assert table.lookup(Shape(512, 512, 512), "tf32") is None
+    assert table.lookup(Shape(512, 512, 512), "fp32", ("col", "row")) is None
+
+
+def test_table_entry_of_unknown_kernel_falls_back_to_rules():
+    table = table_with(entry((4096, 4096, 4096), "no_such_kernel"))
+    choice = dispatch.choose(Shape(4096, 4096, 4096), REGISTRY, table)
+    assert choice.source == "rule" and any("no_such_kernel: not registered" in s for s in choice.skipped)
+
+
+def test_table_entry_the_kernel_rejects_falls_back(tmp_path):
+    table = table_with(entry((1000, 1000, 1000), "ladder_strip", TM=16, BK=8))  # square multiples of 64 only
+    choice = dispatch.choose(Shape(1000, 1000, 1000), REGISTRY, table)
+    assert choice.source == "rule" and "ladder_strip" in choice.skipped[0]
+
+
+@pytest.mark.parametrize("shape, kernel, rule", [
+    ((1, 4096, 4096), "gemv_rows", "decode-like"),
+    ((16, 11008, 4096), "gemv_rows", "decode-like"),
+    ((64, 4096, 14336), "slicedk", "decode-like"),
+    ((256, 256, 256), "slicedk", "tiny"),
+    ((1, 1, 1), "small_tile", "tiny"),
+    ((35, 79, 19), "small_tile", "tiny"),
+    ((256, 256, 65536), "slicedk", "K-heavy"),  # split-K first when a splitk kernel is registered
+    ((4096, 4096, 4096), "tiled", "large"),
+    ((65536, 64, 64), "tiled", "medium"),
+    ((300, 300, 300), "slicedk", "small"),
+])
+def test_rules_pick_by_shape(shape, kernel, rule):
+    choice = dispatch.choose(Shape(*shape), REGISTRY)
+    assert choice.kernel == kernel and choice.source == "rule" and choice.reason.startswith(rule)
+    REGISTRY.get(kernel).check(Shape(*shape), choice.params, dispatch_facts())
+
+
+def dispatch_facts():
+    from gemmlab.device import offline_facts
+    return offline_facts("90")
+
+
+def test_rule_params_follow_the_shape():
+    p1 = dispatch.choose(Shape(1, 4096, 4096), REGISTRY).params
+    p16 = dispatch.choose(Shape(16, 11008, 4096), REGISTRY).params
+    assert p1["MT"] == 1 and p16["MT"] == 16
+    assert p1["NT"] == 16  # 4096/32 = 128 blocks < 2 x 132 SMs: narrower blocks
+    assert p16["NT"] == 32  # 344 blocks
+    assert dispatch.choose(Shape(4096, 4096, 4096), REGISTRY).params["BM"] == 128
+    assert dispatch.choose(Shape(32, 32, 16), REGISTRY).params["KS"] == 1
+    assert dispatch.choose(Shape(64, 4096, 14336), REGISTRY).kernel == "slicedk"  # M > 16: register tiles first
+    assert dispatch.choose(Shape(512, 512, 16384), REGISTRY).params == \
+        {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4}  # 256 blocks: one wave of 32x32 tiles
+    # fewer SMs in the table's GPU: wider gemv blocks already give 2 blocks per SM
+    few = table_with(device={"name": "small GPU", "sm_count": 16})
+    assert dispatch.choose(Shape(1, 4096, 4096), REGISTRY, few).params["NT"] == 128
+
+
+class FakeSpec(KernelSpec):
+    """A kernel the rules may prefer; ``tile`` = (BM, BN) gives its launch geometry."""
+
+    tile = (64, 64)
+
+    def entry(self, params):
+        return "x"
+
+    def launch(self, shape, params, device):
+        return Launch((-(-shape.N // self.tile[1]), -(-shape.M // self.tile[0]), 1), (256, 1, 1))
+
+
+def test_preferred_kernels_from_other_plugins_are_used_when_registered():
+    """A registered splitk kernel takes the K-heavy shapes (its check decides what it accepts)."""
+    reg = SubsetRegistry(extra=[FakeSpec(name="splitk", source="x.cu", defaults={"SPLITS": 4})])
+    choice = dispatch.choose(Shape(256, 256, 65536), reg)
+    assert choice.kernel == "splitk" and choice.params == {"SPLITS": 17}  # 16 tiles x 17 >= 2 x 132 SMs
+    assert dispatch.choose(Shape(512, 512, 16384), reg).params == {"SPLITS": 5}
+
+
+def test_unsupported_problem_is_a_clear_error():
+    with pytest.raises(ConfigError) as exc:
+        dispatch.choose(Shape(64, 64, 64), REGISTRY, precision="bf16")
+    msg = str(exc.value)
+    assert msg.startswith("kernel: auto: no registered kernel supports bf16 row/row 64x64x64") and "\n" not in msg
+
+
+def test_library_kernels_are_never_chosen():
+    table = table_with(entry((64, 64, 64), "cublas"))
+    choice = dispatch.choose(Shape(64, 64, 64), REGISTRY, table)
+    assert choice.kernel != "cublas" and "library kernel" in choice.skipped[0]
+
+
+# --- resolve_config ---------------------------------------------------------------------------------------
+
+def test_resolve_leaves_other_kernels_alone():
+    cfg = {"kernel": {"name": "tiled", "BM": 32}, "shape": [1, 2, 3]}
+    assert dispatch.resolve_config(cfg, REGISTRY) == (cfg, None)
+
+
+def test_resolve_auto(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(table_with(entry((63, 65, 33), "naive", BX=8, BY=4)).as_json()))
+    cfg, rec = dispatch.resolve_config({"kernel": {"name": "auto", "table": str(path)}, "shape": [63, 65, 33]},
+                                       REGISTRY)
+    assert cfg["kernel"] == {"name": "naive", "BX": 8, "BY": 4}
+    assert rec["source"] == "table" and rec["table"] == str(path) and rec["chosen"] == "naive"
+
+
+@pytest.mark.parametrize("kernel, field", [({"name": "auto", "BM": 64}, "kernel.BM"),
+                                           ({"name": "auto", "table": 3}, "kernel.table"),
+                                           ({"name": "auto", "table": "/nonexistent.json"}, "kernel.table")])
+def test_resolve_auto_bad_input(kernel, field):
+    with pytest.raises(ConfigError) as exc:
+        dispatch.resolve_config({"kernel": kernel, "shape": [8, 8, 8]}, REGISTRY)
+    assert exc.value.field == field
+
+
+def test_run_point_auto_compile_records_dispatch(tmp_path):
+    from gemmlab.pipeline import run_point
+    rec = run_point({"kernel": {"name": "auto"}, "shape": [8, 4096, 4096], "mode": "compile"}, tmp_path / "a")
+    assert rec["status"] == "compiled", rec["error"]
+    assert rec["kernel"]["name"] == "gemv_rows" and rec["dispatch"]["chosen"] == "gemv_rows"
+    assert rec["dispatch"]["source"] == "rule" and rec["config"]["kernel"]["name"] == "auto"
+    assert rec["kernel"]["params"] == rec["dispatch"]["params"]
+    assert rec["compile"]["resources"] is None or rec["compile"]["resources"]["spill_store_bytes"] == 0
+    (tmp_path / "bad.json").write_text("[]")
+    bad = run_point({"kernel": {"name": "auto", "table": str(tmp_path / "bad.json")}, "shape": [8, 8, 8],
+                     "mode": "compile"}, tmp_path / "b")
+    assert bad["status"] == "invalid" and bad["valid"] is False
+    assert bad["error"] == f"kernel.table: {tmp_path / 'bad.json'}: must be a JSON object with schema gemmlab.tuning/1"
+
+
+# --- the table builder --------------------------------------------------------------------------------------
+
+def test_build_from_real_h200_records(tmp_path):
+    """tests/data/h200 holds real records (naive, tiled, ladder_strip, cublas at 256, 1024, 4096 and a
+    failed one): per shape the smallest ratio to cuBLAS wins; cuBLAS and the failed point never enter."""
+    table, stats = dispatch.build_table([DATA])
+    assert stats["records"] == 13 and stats["used"] == 9
+    assert stats["skipped"] == {"library kernel": 3, "not a valid timed record": 1}
+    best = {tuple(e.shape): (e.kernel, e.extra["ranked_by"]) for e in table.entries}
+    assert best == {(256, 256, 256): ("naive", "ratio_to_baseline"), (1024, 1024, 1024): ("tiled", "ratio_to_baseline"),
+                    (4096, 4096, 4096): ("tiled", "ratio_to_baseline")}
+    assert table.device == {"name": "NVIDIA H200", "arch": "sm_90", "sm_count": 132}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(table.as_json()))
+    again = dispatch.load_table(path)  # what build writes, load accepts
+    assert again.lookup(Shape(256, 256, 256)).params == {"BX": 16, "BY": 16}
+
+
+def test_build_ranks_by_median_without_a_common_baseline(tmp_path):
+    for name in ("naive-256", "tiled-256"):
+        rec = json.loads((DATA / name / "result.json").read_text())
+        rec.pop("ratio_to_baseline")
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(rec))
+    table, _ = dispatch.build_table([tmp_path])
+    assert table.entries[0].kernel == "naive" and table.entries[0].extra["ranked_by"] == "median_ms"
+
+
+def test_build_refuses_mixed_gpus_and_empty_input(tmp_path):
+    shutil.copytree(DATA / "naive-256", tmp_path / "a")
+    rec = json.loads((DATA / "tiled-256" / "result.json").read_text())
+    rec["device"]["name"] = "NVIDIA H100"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "result.json").write_text(json.dumps(rec))
+    with pytest.raises(ConfigError, match="several GPUs"):
+        dispatch.build_table([tmp_path])
+    assert dispatch.build_table([tmp_path], device="NVIDIA H100")[0].entries[0].kernel == "tiled"
+    with pytest.raises(ConfigError, match="no valid timed record"):
+        dispatch.build_table([DATA / "cublas-256"])
+
+
+def run_tune(*args, cwd):
+    import os
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "gemmlab.dispatch", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_tune_cli_build_show_choose_and_bad_table(tmp_path):
+    out = tmp_path / "t.json"
+    proc = run_tune("build", str(DATA), "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 entries from 9 of 13 records" in proc.stdout
+    assert run_tune("build", str(DATA), "-o", str(out), cwd=tmp_path).returncode == 2  # never overwrites
+    show = run_tune("show", str(out), cwd=tmp_path)
+    assert show.returncode == 0 and "256x256x256: naive BX=16 BY=16" in show.stdout
+    choose = run_tune("choose", "256", "256", "256", "--table", str(out), cwd=tmp_path)
+    assert choose.returncode == 0 and json.loads(choose.stdout)["source"] == "table"
+    (tmp_path / "bad.json").write_text("{oops")
+    bad = run_tune("choose", "1", "1", "1", "--table", str(tmp_path / "bad.json"), cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("gemmlab-tune: error: table: ")
+
+
+def run_gemmlab(*args, cwd):
+    import os
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_auto_bad_input_is_one_line(tmp_path):
+    proc = run_gemmlab("kernel=auto", "kernel.BM=64", "mode=compile", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("gemmlab: error: kernel.BM: kernel=auto chooses")
+    assert proc.stderr.count("\n") == 1 and not (tmp_path / "outputs").exists()
+    (tmp_path / "bad.json").write_text('{"schema": "gemmlab.tuning/1", "entries": 3}')
+    proc = run_gemmlab("kernel=auto", f"kernel.table={tmp_path / 'bad.json'}", "mode=compile", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == \
+        f"gemmlab: error: kernel.table: {tmp_path / 'bad.json'}: entries must be a list"
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_experiment_shapes_one_family_compile(tmp_path):
+    """experiment=shapes sweeps the suite (here: the tiny family) with kernel=auto and records the choice."""
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps(table_with(entry((16, 16, 16), "naive", BX=8, BY=8)).as_json()))
+    proc = run_gemmlab("experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:tiny}",
+                       "hydra.sweep.dir=sweep", f"kernel.table={table}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/result.json"))]
+    assert len(recs) == len(load_suite().families["tiny"])
+    by_shape = {tuple(r["shape"].values()): r for r in recs}
+    assert by_shape[(16, 16, 16)]["dispatch"]["source"] == "table" and by_shape[(16, 16, 16)]["kernel"] == \
+        {"name": "naive", "params": {"BX": 8, "BY": 8}, "plugin": "gemmlab_plugins.naive", "backend": "nvrtc"}
+    for shape, rec in by_shape.items():
+        assert rec["status"] == "compiled" and rec["config"]["kernel"] == {"name": "auto", "table": str(table)}
+        assert rec["config"]["baseline"] == "cublas" and rec["config"]["timing"]["mode"] == "both"
+        if shape != (16, 16, 16):
+            assert rec["dispatch"]["source"] == "rule" and rec["kernel"]["name"] in ("small_tile", "slicedk")
+
+
+def test_nearest_entry_within_factor_and_same_regime():
+    table = table_with(entry((1, 4096, 4096), "gemv_rows", MT=1, NT=64, KW=8, U=4),
+                       entry((4096, 4096, 4096), "tiled", BM=64, BN=64, BK=16, TM=8, TN=2))
+    near = dispatch.choose(Shape(1, 4096, 5120), REGISTRY, table)
+    assert near.source == "table" and near.match == "nearest" and near.params["NT"] == 64
+    assert near.record()["entry"]["shape"] == [1, 4096, 4096] and near.record()["match"] == "nearest"
+    assert dispatch.choose(Shape(3000, 3000, 3000), REGISTRY, table).params["BM"] == 64  # 4096^3's entry
+    assert dispatch.choose(Shape(2, 4096, 4096), REGISTRY, table).source == "rule"  # M 2x away: too far
+    assert dispatch.choose(Shape(1, 4096, 8192), REGISTRY, table).source == "rule"  # K 2x away
+    # a 4096x4096x2800 shape is within 1.5x of 4096^3 but both are "large": allowed; a decode shape
+    # never takes a large entry even when close in log space
+    assert dispatch.nearest_entry(table, Shape(1, 4096, 4096)).kernel == "gemv_rows"
+    small = table_with(entry((16, 64, 64), "naive", BX=8, BY=8))
+    assert dispatch.nearest_entry(small, Shape(12, 64, 64)) is not None
+    assert dispatch.nearest_entry(small, Shape(16, 64, 64), precision="tf32") is None
+
+
+def test_sanitizer_child_records_are_not_points(tmp_path):
+    shutil.copytree(DATA / "naive-256", tmp_path / "run")
+    shutil.copytree(DATA / "tiled-256", tmp_path / "run" / "sanitizer-racecheck" / "run")
+    assert dispatch.find_records([tmp_path]) == [tmp_path / "run" / "result.json"]
+
+
+def test_large_candidates_need_a_full_wave_of_their_own_blocks():
+    """A 128x256-tile kernel is preferred for large shapes, but skipped where its launch would have
+    fewer blocks than SMs (1000x3000: 8 x 12 = 96 < 132)."""
+    big = FakeSpec(name="sgemm_pipelined", source="x.cu", defaults={"BM": 128})
+    big.tile = (128, 256)
+    reg = SubsetRegistry(extra=[big])
+    assert dispatch.choose(Shape(4096, 4096, 4096), reg).kernel == "sgemm_pipelined"
+    odd = dispatch.choose(Shape(1000, 3000, 777), reg)
+    assert odd.kernel == "tiled" and any("96 blocks < 132 SMs" in s for s in odd.skipped)

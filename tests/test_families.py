@@ -1,0 +1,62 @@
+"""The per-family view (gemmlab.families) over real H200 records (tests/data/h200): grouping by the
+suite's families, same-run percentages, geometric means, target verdicts, files, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gemmlab import families
+from gemmlab.errors import ConfigError
+
+DATA = Path(__file__).resolve().parent / "data" / "h200"
+
+
+def test_groups_by_family_with_same_run_ratios():
+    points = families.collect([DATA])
+    by = {(Path(p.path).parent.name): p for p in points}
+    assert by["naive-256"].family == "tiny" and by["tiled-4096"].family == "square"
+    ratio = json.loads((DATA / "naive-256" / "result.json").read_text())["ratio_to_baseline"]["median_time"]
+    assert by["naive-256"].pct == pytest.approx(100 / ratio, rel=1e-6)
+    assert by["cublas-256"].pct is None  # no baseline in that record
+    assert not by["broken-tiled_drop_last_chunk"].valid
+    rows, checks = families.summarize(points)
+    tiny = next(r for r in rows if r.family == "tiny")
+    expect = [100 / json.loads((DATA / n / "result.json").read_text())["ratio_to_baseline"]["median_time"]
+              for n in ("naive-256", "tiled-256", "ladder_strip-256")]
+    assert tiny.geomean_pct == pytest.approx(math.exp(sum(map(math.log, expect)) / 3))
+    assert tiny.min_pct == pytest.approx(min(expect)) and tiny.min_shape == "256x256x256"
+    assert checks["tiny_points"] == 3 and checks["valid"] == 12 and checks["no_baseline"] == 3
+    assert not any(checks["verdicts"].values())  # the seed kernels meet none of issue 10's targets
+
+
+def test_targets_pass_when_met(tmp_path):
+    rec = json.loads((DATA / "naive-256" / "result.json").read_text())
+    rec["timing"]["median_ms"] = rec["baseline"]["timing"]["median_ms"] * 0.9  # faster than cuBLAS
+    for shape, name in (((1, 4096, 4096), "d"), ((256, 256, 256), "t")):
+        rec["shape"] = dict(zip("MNK", shape))
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(rec))
+    points = families.collect([tmp_path])
+    _, checks = families.summarize(points)
+    assert all(checks["verdicts"].values()), checks["verdicts"]
+    assert [p.family for p in points] == ["decode", "tiny"]
+
+
+def test_cli_writes_files_and_bad_path_is_one_line(tmp_path, capsys):
+    assert families.main([str(DATA), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "| tiny | 4 | 4 |" in printed and "FAIL: geomean >= 90% of baseline" in printed
+    md = (tmp_path / "out" / "families.md").read_text()
+    assert "| tiny | 256x256x256 | naive | BX=16 BY=16 | - | ok |" in md
+    assert (tmp_path / "out" / "families.png").stat().st_size > 1000
+    assert families.main([str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such file or directory" in err
+    shutil.copytree(DATA / "naive-256", tmp_path / "x")
+    with pytest.raises(ConfigError):
+        families.collect([tmp_path / "nope"])

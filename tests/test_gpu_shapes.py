@@ -1,0 +1,39 @@
+"""GPU correctness of the issue-10 kernels (gemv_rows, small_tile, slicedk) and of kernel=auto on
+edge shapes: odd M, N, K; N not a multiple of 4 (gemv_rows' scalar path); K not a multiple of the
+chunk; M above MT; one element. Small-integer inputs, compared exactly: a dropped, doubled or
+misplaced k term fails. Each point stops after verification and the safety nets (check_only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gemmlab.pipeline import run_point
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(1, 1, 1), (5, 37, 33), (16, 4097, 1000), (64, 130, 4099), (35, 79, 19), (129, 255, 1000), (3, 4096, 515),
+          (68, 100, 1000), (20, 44, 84)]  # the last two: K and N multiples of 4 (float4 paths), not of the tiles
+KERNELS = [("gemv_rows", {"MT": 1, "NT": 16, "KW": 8, "U": 8}), ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 4}),
+           ("gemv_rows", {"MT": 8, "NT": 128, "KW": 4, "U": 8}),
+           ("small_tile", {"BX": 16, "BY": 16, "KS": 4}), ("small_tile", {"BX": 32, "BY": 8, "KS": 1}),
+           ("slicedk", {"BM": 16, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 8}),
+           ("slicedk", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "KS": 2}),
+           ("slicedk", {"BM": 16, "BN": 16, "BK": 7, "TM": 4, "TN": 4, "KS": 3})]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel, params", KERNELS, ids=lambda v: str(v))
+def test_exact_on_edge_shapes(tmp_path, kernel, params, shape):
+    rec = run_point({"kernel": {"name": kernel, **params}, "shape": list(shape),
+                     "inputs": {"distribution": "integers"}}, tmp_path / "p", check_only=True)
+    assert rec["status"] == "checked", rec["error"]
+    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact"
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (64, 4096, 4096), (256, 256, 4096), (35, 79, 19)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_auto_runs_and_records_its_choice(tmp_path, shape):
+    rec = run_point({"kernel": {"name": "auto"}, "shape": list(shape), "inputs": {"distribution": "integers"}},
+                    tmp_path / "p", check_only=True)
+    assert rec["status"] == "checked", rec["error"]
+    assert rec["dispatch"]["chosen"] == rec["kernel"]["name"] != "auto"

@@ -1,0 +1,76 @@
+"""The candidate sweep (gemmlab.tune) on the CPU: candidates are valid and start with the rules'
+choice, the plan order (rules first, then the cheapest shapes' variants), the time budget and
+resuming, with a fake run_point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gemmlab import dispatch, tune
+from gemmlab.device import offline_facts
+from gemmlab.errors import ConfigError
+from gemmlab.hookspecs import Shape
+from gemmlab.registry import load_registry
+from gemmlab.shapes import load_suite, parse_suite
+
+REGISTRY = load_registry(entry_points=False)
+
+
+@pytest.mark.parametrize("family, shape", [(f, s) for f, shapes in load_suite().families.items() for s in shapes[:2]])
+def test_candidates_valid_rules_first_no_duplicates(family, shape):
+    cands = tune.candidates(shape, family, REGISTRY)
+    assert cands, f"no candidate for {shape}"
+    rule = dispatch.choose(shape, REGISTRY)
+    assert cands[0] == (rule.kernel, dict(rule.params))
+    assert len({(k, tuple(sorted(p.items()))) for k, p in cands}) == len(cands)
+    for kernel, params in cands:
+        REGISTRY.get(kernel).check(shape, params, offline_facts("90"))
+        assert kernel != "cublas"
+
+
+def fake_run(calls):
+    def run(cfg, out_dir):
+        calls.append((cfg["kernel"]["name"], tuple(cfg["shape"])))
+        out_dir.mkdir(parents=True)
+        rec = {"status": "ok", "valid": True, "timing": {"median_ms": 0.01}, "ratio_to_baseline": {"median_time": 1.25}}
+        (out_dir / "result.json").write_text(json.dumps(rec))
+        return rec
+    return run
+
+
+def test_plan_order_budget_and_resume(tmp_path):
+    suite = parse_suite({"families": {"tiny": [[256, 256, 256], [16, 16, 16]], "decode": [[1, 4096, 4096]]}})
+    calls, lines = [], []
+    stats = tune.run_sweep(tmp_path, suite, REGISTRY, base_config={"baseline": "cublas"}, log=lines.append,
+                           run=fake_run(calls))
+    n_rules = 3
+    assert [c[1] for c in calls[:n_rules]] == [(256, 256, 256), (16, 16, 16), (1, 4096, 4096)]
+    sizes = [s[0] * s[2] + s[2] * s[1] + s[0] * s[1] for _, s in calls[n_rules:]]
+    assert sizes == sorted(sizes)  # variants: cheapest shapes first
+    assert stats["done"] == stats["planned"] == len(calls) and stats["cut"] == 0
+    assert "80.0% of baseline" in lines[0]
+    again = tune.run_sweep(tmp_path, suite, REGISTRY, log=lines.append, run=fake_run(calls := []))
+    assert calls == [] and again["skipped_existing"] == stats["planned"]
+    cut = tune.run_sweep(tmp_path / "b", suite, REGISTRY, budget_s=0.0, log=lines.append, run=fake_run([]))
+    assert cut["done"] == 0 and cut["cut"] == cut["planned"] and "budget of 0 s reached" in lines[-1]
+
+
+def test_point_dirs_are_distinct_and_readable(tmp_path):
+    d = tune.point_dir(tmp_path, "tiny", Shape(1, 2, 3), "slicedk", {"BM": 16, "KS": 8})
+    assert d == tmp_path / "tiny" / "1x2x3" / "slicedk-BM16-KS8"
+
+
+def test_unknown_family_is_config_error():
+    with pytest.raises(ConfigError, match="unknown family 'nope'"):
+        tune.parse_families("tiny,nope", load_suite())
+
+
+def test_other_precisions_measure_the_kernels_that_declare_them():
+    from test_dispatch import FakeSpec, SubsetRegistry
+    assert tune.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(), precision="bf16") == []
+    bf16 = FakeSpec(name="mma_fake", source="x.cu", defaults={"BM": 128})
+    bf16.precisions = ("bf16",)
+    cands = tune.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(extra=[bf16]), precision="bf16")
+    assert cands == [("mma_fake", {"BM": 128})]
