@@ -9,8 +9,9 @@ Disassembler: ``nvdisasm`` (pip ``nvidia-cuda-nvdisasm``), else ``cuobjdump -sas
 Classes (opcode mnemonics, predicates stripped; a class counts every variant of its opcode unless
 it names a width): FFMA (float32 FMA), HMMA (warp-level tensor core mma.sync), HGMMA (Hopper
 warpgroup wgmma), LDS / LDS.128 (shared loads / 128-bit ones), LDG / LDG.128 (global loads),
-LDGSTS (cp.async), UTMALDG (TMA loads), BAR (barriers), LDL / STL (local memory: spills or
-stack arrays). ``total`` counts every instruction.
+LDGSTS (cp.async), LDSM (ldmatrix), UTMALDG (TMA loads), BAR (barriers), LDL / STL (local
+memory: spills or stack arrays). ``total`` counts every instruction; an instruction predicated on
+``@!PT`` (never executes: padding the compiler leaves) counts in ``total`` but in no class.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "UTMALDG", "BAR", "LDL", "STL")
-_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
+CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "BAR", "LDL",
+           "STL")
+_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 TIMEOUT_S = 120
 
 
@@ -32,10 +34,12 @@ def histogram(sass: str) -> dict[str, int]:
     counts = dict.fromkeys(CLASSES, 0)
     total = 0
     for match in _INSTRUCTION.finditer(sass):
-        opcode = match.group(1)
+        predicate, opcode = (match.group(1) or "").strip(), match.group(2)
         parts = opcode.split(".")
         base = parts[0]
         total += 1
+        if predicate == "@!PT":  # never executes
+            continue
         if base in counts:
             counts[base] += 1
         if base in ("LDS", "LDG") and "128" in parts[1:]:
