@@ -7,7 +7,7 @@ from typing import Mapping
 
 import numpy as np
 
-from gemmlab.hookspecs import ParamError
+from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Problem, Shape
 
 
 def cdiv(a: int, b: int) -> int:
@@ -106,3 +106,62 @@ def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device,
             f"dynamic shared memory {shared_bytes} bytes exceeds {device.max_shared_per_block_optin}; "
             "lower STAGES, BK or the block tile")
     return threads
+
+
+def mma_model(shape, params: Mapping[str, int], b_col: bool, vector: int):
+    """Ownership model of the mma.sync kernels: stores from :func:`mma_block_stores`, loads of the A
+    tile (BM x BK) and the B tile (BK x BN, or BN x BK when ``b_col``) by :func:`chunk_loads` in
+    ``vector``-element chunks (1: the element-wise or 4-byte path)."""
+    p = params
+    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    stores = mma_block_stores(shape, p["BM"], p["BN"], p["WM"], p["WN"])
+    b_rows, b_cols = (p["BN"], p["BK"]) if b_col else (p["BK"], p["BN"])
+    return stores, {"A": chunk_loads(p["BM"], p["BK"], vector, threads),
+                    "B": chunk_loads(b_rows, b_cols, vector, threads)}
+
+
+class MmaSyncKernel(KernelSpec):
+    """What the warp-tiled mma.sync kernels (``mma_tf32``, ``mma_bf16``) share: parameters BM, BN,
+    BK, WM, WN, STAGES, MIN_BLOCKS; a (BN/BN-tiles, BM-tiles) grid of (BM/WM)*(BN/WN) warps; the
+    16-byte cp.async path when both row strides are multiples of ``vector`` elements.
+
+    A subclass sets ``home_precision`` (the precision the v1 ``check``/``entry``/``launch`` use),
+    ``k_step`` (the MMA's K), ``vector`` (elements per 16 bytes) and implements
+    :meth:`shared_bytes` and :meth:`instance`.
+    """
+
+    home_precision = "tf32"
+    k_step = 8
+    vector = 4
+
+    def shared_bytes(self, params: Mapping[str, int], b_col: bool) -> int:
+        """Dynamic shared memory of all stages, in bytes."""
+        raise NotImplementedError
+
+    def aligned(self, problem: Problem) -> bool:
+        """16-byte cp.async usable: the row strides lda and ldb are multiples of ``vector`` elements."""
+        return problem.lda % self.vector == 0 and problem.ldb % self.vector == 0
+
+    def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
+        check_mma_tiles(params, self.k_step, self.vector, device,
+                        self.shared_bytes(params, problem.layout_b == "col"))
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        self.check_problem(Problem(shape, self.home_precision), params, device)
+
+    def entry(self, params) -> str:
+        return self.instance(Problem(Shape(8, 8, 8), self.home_precision), params)
+
+    def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
+        p = params
+        threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+        return Launch(grid=(cdiv(problem.N, p["BN"]), cdiv(problem.M, p["BM"]), 1), block=(threads, 1, 1),
+                      shared_bytes=self.shared_bytes(p, problem.layout_b == "col"))
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return self.geometry(Problem(shape, self.home_precision), params, device)
+
+    def ownership(self, shape: Shape, params):
+        """Stores: the m16n8 fragment layout over the warp grid. Loads (row/row, 16-byte path);
+        :func:`mma_model` covers the other paths."""
+        return mma_model(shape, params, b_col=False, vector=self.vector)
