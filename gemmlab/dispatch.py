@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from gemmlab import results
 from gemmlab.errors import ConfigError
 from gemmlab.hookspecs import DeviceFacts, LibraryKernelSpec, ParamError, Shape
 
@@ -537,14 +538,18 @@ def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]
 
 # --- building a table from records ----------------------------------------------------------------
 
-def _precision_name(rec: Mapping[str, Any]) -> str:
-    p = rec.get("precision")
-    if isinstance(p, Mapping) and isinstance(p.get("name"), str):
-        return p["name"]
-    if isinstance(p, str) and p.split(":", 1)[0] in PRECISION_NAMES:
-        return p.split(":", 1)[0]
-    cfg = rec.get("config") if isinstance(rec.get("config"), Mapping) else {}
-    return cfg.get("precision", "fp32") if isinstance(cfg.get("precision", "fp32"), str) else "fp32"
+def find_records(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every ``result.json`` under the given files or folders (:func:`gemmlab.results.find_records`;
+    a record inside another run's folder, e.g. a sanitizer child's, belongs to that run and is
+    left out).
+
+    Raises:
+        ConfigError: field ``paths``: a path that does not exist.
+    """
+    try:
+        return results.find_records(list(paths), children=False)
+    except FileNotFoundError as exc:
+        raise ConfigError("paths", f"{exc}: no such file or directory") from None
 
 
 def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
@@ -553,25 +558,6 @@ def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
         cfg = rec.get("config") if isinstance(rec.get("config"), Mapping) else {}
         lay = cfg.get("layout") if isinstance(cfg.get("layout"), Mapping) else {}
     return (lay.get("a", "row"), lay.get("b", "row"))
-
-
-def find_records(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every ``result.json`` under the given files or folders, sorted (a sanitizer child's record
-    inside a run's ``sanitizer-<tool>/`` folder is part of that run and left out).
-
-    Raises:
-        ConfigError: field ``paths``: a path that does not exist.
-    """
-    found: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_file():
-            found.append(p)
-        elif p.is_dir():  # a sanitizer child's record (sanitizer-<tool>/...) belongs to its run
-            found.extend(f for f in sorted(p.rglob("result.json"))
-                         if not any(part.startswith("sanitizer-") for part in f.relative_to(p).parts[:-1]))
-        else:
-            raise ConfigError("paths", f"{p}: no such file or directory")
-    return found
 
 
 def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -> tuple[Table, dict]:
@@ -598,38 +584,33 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
     groups: dict[tuple, list[dict]] = {}
     devices: dict[str, dict] = {}
     for f in files:
-        try:
-            rec = json.loads(f.read_text())
-        except (OSError, ValueError):
+        rec = results.read_record(f)  # the one record model (gemmlab.results)
+        raw = rec.raw if isinstance(rec.raw, dict) else None
+        if raw is None:
             skip("unreadable")
             continue
-        if not isinstance(rec, dict) or not rec.get("valid") or rec.get("status") != "ok":
+        if not rec.is_valid or rec.status != "ok":
             skip("not a valid timed record")
             continue
-        kern, shape, timing = rec.get("kernel"), rec.get("shape"), rec.get("timing")
-        if not isinstance(kern, Mapping) or not isinstance(shape, Mapping) or not isinstance(timing, Mapping) \
-                or not isinstance(timing.get("median_ms"), (int, float)):
+        kern = raw.get("kernel")
+        if not isinstance(kern, Mapping) or rec.kernel is None or rec.shape is None or rec.shape_from != "shape" \
+                or rec.median_ms is None:
             skip("no kernel, shape or timing")
             continue
         if kern.get("backend") != "nvrtc":
             skip("library kernel")
             continue
-        dev = rec.get("device") if isinstance(rec.get("device"), Mapping) else {}
-        dname = str(dev.get("name", "unknown"))
+        dname = rec.device or "unknown"
         if device is not None and dname != device:
             skip(f"other device ({dname})")
             continue
-        devices.setdefault(dname, {"name": dname, "arch": dev.get("arch"), "sm_count": dev.get("sm_count")})
-        try:
-            key = (_precision_name(rec), _layout_of(rec), (int(shape["M"]), int(shape["N"]), int(shape["K"])))
-        except (KeyError, TypeError, ValueError):
-            skip("malformed shape")
-            continue
-        ratio = rec.get("ratio_to_baseline") if isinstance(rec.get("ratio_to_baseline"), Mapping) else {}
+        dev = raw.get("device") if isinstance(raw.get("device"), Mapping) else {}
+        devices.setdefault(dname, {"name": dname, "arch": rec.arch, "sm_count": dev.get("sm_count")})
+        key = (rec.precision if rec.precision in PRECISION_NAMES else "fp32", _layout_of(raw), rec.shape)
+        has_ratio = rec.ratio_to_baseline is not None
         groups.setdefault(key, []).append({
-            "kernel": kern.get("name"), "params": dict(kern.get("params") or {}),
-            "median_ms": float(timing["median_ms"]), "protocol": timing.get("protocol"),
-            "ratio_to_baseline": ratio.get("median_time"), "baseline": ratio.get("baseline"),
+            "kernel": rec.kernel, "params": dict(rec.params), "median_ms": rec.median_ms, "protocol": rec.protocol,
+            "ratio_to_baseline": rec.ratio_to_baseline, "baseline": rec.baseline if has_ratio else None,
             "record": str(f)})
         stats["used"] += 1
     if len(devices) > 1:

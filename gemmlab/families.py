@@ -9,15 +9,15 @@ and the target checks, and with ``--out`` writes ``families.md``, ``families.csv
 Speed is the same-run ratio: ``% of baseline = 100 * baseline median / kernel median`` (the
 record's ``ratio_to_baseline.median_time`` inverted); a family's figure is the geometric mean over
 its valid points. Records without a baseline ratio or of a shape outside the suite are listed as
-such. Kept apart from ``gemmlab.report`` so the report can call :func:`summarize` and
-:func:`markdown` for its own family section.
+such. Records are found and read through :mod:`gemmlab.results` (the one record model; a
+sanitizer child's record is not a point). ``gemmlab-report`` adds this view as a section of its
+report (:func:`report_section`: the records of ``kernel=auto`` whose shapes are in the suite).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from gemmlab.errors import ConfigError
+from gemmlab.results import Record, find_records, is_child_record, read_record
 from gemmlab.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
 
 PROG = "python -m gemmlab.families"
@@ -71,8 +72,8 @@ class Point:
         return "x".join(map(str, self.shape)) if self.shape else "?"
 
 
-def _dispatch_text(rec: dict) -> str:
-    d = rec.get("dispatch")
+def _dispatch_text(rec: Any) -> str:
+    d = rec.get("dispatch") if isinstance(rec, dict) else None
     if not isinstance(d, dict):
         return ""
     if d.get("source") == "table":
@@ -81,44 +82,56 @@ def _dispatch_text(rec: dict) -> str:
     return "rule: " + rule.split(":", 1)[0] if rule else "rule"
 
 
-def read_point(path: Path, suite: Suite) -> Point:
-    """Reduce one result.json (any schema that has these fields) to a :class:`Point`."""
-    try:
-        rec = json.loads(path.read_text())
-        if not isinstance(rec, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as exc:
-        return Point(str(path), "unreadable", None, status="unreadable", error=str(exc)[:120])
-    shape = rec.get("shape")
-    mnk = None
-    if isinstance(shape, dict) and all(isinstance(shape.get(d), int) for d in "MNK"):
-        mnk = (shape["M"], shape["N"], shape["K"])
-    elif isinstance((rec.get("config") or {}).get("shape"), list) and len(rec["config"]["shape"]) == 3:
-        mnk = tuple(int(x) for x in rec["config"]["shape"])
-    kern = rec.get("kernel") if isinstance(rec.get("kernel"), dict) else {}
-    timing = rec.get("timing") if isinstance(rec.get("timing"), dict) else {}
-    base = rec.get("baseline") if isinstance(rec.get("baseline"), dict) else {}
+def point_of(rec: Record, suite: Suite) -> Point:
+    """Reduce one :class:`gemmlab.results.Record` to a :class:`Point` (the baseline's median and
+    the ``dispatch`` field are read from the record's JSON, which the record model does not type)."""
+    if rec.category == "unreadable":
+        return Point(rec.path, "unreadable", None, status="unreadable", error=(rec.error or "")[:120])
+    raw = rec.raw if isinstance(rec.raw, dict) else {}
+    base = raw.get("baseline") if isinstance(raw.get("baseline"), dict) else {}
     btiming = base.get("timing") if isinstance(base.get("timing"), dict) else {}
-    return Point(path=str(path), family=(suite.family_of(mnk) if mnk else None) or "other", shape=mnk,
-                 kernel=str(kern.get("name") or ((rec.get("config") or {}).get("kernel") or {}).get("name", "?")),
-                 params=" ".join(f"{k}={v}" for k, v in (kern.get("params") or {}).items()),
-                 dispatch=_dispatch_text(rec), status=str(rec.get("status")), valid=bool(rec.get("valid")),
-                 median_ms=timing.get("median_ms"), baseline=str(base.get("name") or ""),
-                 baseline_ms=btiming.get("median_ms"), error=str(rec.get("error") or "")[:160])
+    bms = btiming.get("median_ms")
+    bms = float(bms) if isinstance(bms, (int, float)) and not isinstance(bms, bool) and math.isfinite(bms) else None
+    mnk = rec.shape
+    return Point(path=rec.path, family=(suite.family_of(mnk) if mnk else None) or "other", shape=mnk,
+                 kernel=rec.kernel or "?", params=rec.params_text, dispatch=_dispatch_text(raw),
+                 status=rec.status, valid=rec.is_valid, median_ms=rec.median_ms,
+                 baseline=str(base.get("name") or ""), baseline_ms=bms, error=(rec.error or "")[:160])
+
+
+def read_point(path: Path, suite: Suite) -> Point:
+    """Read one result.json (any schema :func:`gemmlab.results.read_record` reads) as a :class:`Point`."""
+    return point_of(read_record(path), suite)
+
+
+def _in_suite_order(points: list[Point], suite: Suite) -> list[Point]:
+    order = {s: i for i, s in enumerate(suite.shapes)}
+    return sorted(points, key=lambda pt: (order.get(pt.shape, len(order)), pt.shape or (), pt.path))
 
 
 def collect(paths: Iterable[str | os.PathLike], suite: Suite | None = None) -> list[Point]:
-    """Every result.json under ``paths`` (files or folders) as points, in suite order.
+    """Every result.json under ``paths`` (files or folders; a sanitizer child's record left out)
+    as points, in suite order.
 
     Raises:
         ConfigError: field ``paths``: a path that does not exist.
     """
     suite = suite or load_suite()
-    from gemmlab.dispatch import find_records
-    files = find_records(paths)
-    order = {s: i for i, s in enumerate(suite.shapes)}
-    points = [read_point(f, suite) for f in files]
-    return sorted(points, key=lambda pt: (order.get(pt.shape, len(order)), pt.shape or (), pt.path))
+    try:
+        files = find_records(list(paths), children=False)
+    except FileNotFoundError as exc:
+        raise ConfigError("paths", f"{exc}: no such file or directory") from None
+    return _in_suite_order([read_point(f, suite) for f in files], suite)
+
+
+def report_section(records: Sequence[Record], suite: Suite | None = None) -> list[Point]:
+    """The points of ``gemmlab-report``'s family section: the records of ``kernel=auto`` (a
+    ``dispatch`` field) whose shape is in the suite, a run's own records only (not a sanitizer
+    child's), in suite order; empty when there is none (the report then has no such section)."""
+    suite = suite or load_suite()
+    keep = [r for r in records if isinstance(r.raw, dict) and isinstance(r.raw.get("dispatch"), dict)
+            and r.shape is not None and suite.family_of(r.shape) and not is_child_record(Path(r.path))]
+    return _in_suite_order([point_of(r, suite) for r in keep], suite)
 
 
 def _geomean(values: Sequence[float]) -> float | None:
@@ -192,29 +205,63 @@ def _f(value: float | None, spec: str = ".1f", unit: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{unit}"
 
 
-def markdown(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> str:
-    """The per-family table, the target checks and the per-shape table (chosen kernel, why)."""
+@dataclass
+class Tables:
+    """The family view as plain cells (shared by :func:`markdown` and the report's HTML page):
+    the per-family table (its last row is the whole suite), the target verdicts, and the
+    per-shape table (chosen kernel, parameters, table or rule, times, % of the baseline)."""
+
+    family_head: list[str]
+    family_rows: list[list[str]]
+    verdicts: list[tuple[bool, str]]
+    notes: list[str]
+    point_head: list[str]
+    point_rows: list[list[str]]
+
+
+def tables(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> Tables:
+    """Cells of the family view (see :class:`Tables`) from :func:`summarize`'s output."""
     base = next((p.baseline for p in points if p.baseline), "baseline")
-    out = [f"| family | points | valid | geomean % of {base} | min % (shape) | max time ratio | kernels |",
-           "|---|---:|---:|---:|---|---:|---|"]
+    fam = []
     for r in rows:
         kernels = ", ".join(f"{k} x{n}" for k, n in sorted(r.kernels.items(), key=lambda kv: -kv[1]))
         low = f"{_f(r.min_pct)} ({r.min_shape})" if r.min_pct is not None else "-"
-        out.append(f"| {r.family} | {r.points} | {r.valid} | {_f(r.geomean_pct)} | {low} | "
-                   f"{_f(r.max_time_ratio, '.2f')} | {kernels} |")
-    out.append(f"| **all** | {checks['points']} | {checks['valid']} | **{_f(checks['geomean_pct'])}** | "
-               f"{_f(checks['min_pct'])} | | |")
-    out += ["", "Targets (issue 10):", ""]
-    out += [f"- {'PASS' if ok else 'FAIL'}: {text}" for text, ok in checks["verdicts"].items()]
-    out += [f"- tiny: max time ratio {_f(checks['tiny_max_time_ratio'], '.2f')} over {checks['tiny_points']} points; "
-            f"decode M <= 16: min {_f(checks['decode_m16_min_pct'])}%, geomean {_f(checks['decode_m16_geomean_pct'])}%",
-            "", f"| family | shape | kernel | params | chosen by | status | ms | {base} ms | % of {base} |",
-            "|---|---|---|---|---|---|---:|---:|---:|"]
+        fam.append([r.family, str(r.points), str(r.valid), _f(r.geomean_pct), low, _f(r.max_time_ratio, ".2f"),
+                    kernels])
+    fam.append(["all", str(checks["points"]), str(checks["valid"]), _f(checks["geomean_pct"]),
+                _f(checks["min_pct"]), "", ""])
+    notes = [f"tiny: max time ratio {_f(checks['tiny_max_time_ratio'], '.2f')} over {checks['tiny_points']} points; "
+             f"decode M <= 16: min {_f(checks['decode_m16_min_pct'])}%, geomean "
+             f"{_f(checks['decode_m16_geomean_pct'])}%"]
+    pts = []
     for p in points:
         status = p.status if p.valid else f"{p.status}: {p.error}"
-        out.append(f"| {p.family} | {p.shape_text()} | {p.kernel} | {p.params} | {p.dispatch or '-'} | "
-                   f"{status.replace('|', '/')} | {_f(p.median_ms, '.5f')} | {_f(p.baseline_ms, '.5f')} | "
-                   f"{_f(p.pct)} |")
+        pts.append([p.family, p.shape_text(), p.kernel, p.params, p.dispatch or "-", status,
+                    _f(p.median_ms, ".5f"), _f(p.baseline_ms, ".5f"), _f(p.pct)])
+    return Tables(family_head=["family", "points", "valid", f"geomean % of {base}", "min % (shape)",
+                               "max time ratio", "kernels"],
+                  family_rows=fam, verdicts=[(ok, text) for text, ok in checks["verdicts"].items()], notes=notes,
+                  point_head=["family", "shape", "kernel", "params", "chosen by", "status", "ms", f"{base} ms",
+                              f"% of {base}"],
+                  point_rows=pts)
+
+
+def markdown(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> str:
+    """The per-family table, the target checks and the per-shape table (chosen kernel, why)."""
+    t = tables(points, rows, checks)
+
+    def row(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "/") for c in cells) + " |"
+
+    out = [row(t.family_head), "|---|---:|---:|---:|---|---:|---|"]
+    *fams, total = t.family_rows
+    out += [row(r) for r in fams]
+    out.append(f"| **{total[0]}** | {total[1]} | {total[2]} | **{total[3]}** | {total[4]} | | |")
+    out += ["", "Targets (issue 10):", ""]
+    out += [f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in t.verdicts]
+    out += [f"- {n}" for n in t.notes]
+    out += ["", row(t.point_head), "|---|---|---|---|---|---|---:|---:|---:|"]
+    out += [row(r) for r in t.point_rows]
     return "\n".join(out) + "\n"
 
 

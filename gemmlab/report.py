@@ -12,6 +12,9 @@ its name) and writes, into a new directory (never an existing one):
 - ``roofline.png``: arithmetic intensity against GFLOP/s with each device's roofline
   min(FP32 peak, AI × DRAM bandwidth);
 - ``timing_distribution.png``: a box plot of each point's raw samples divided by its median;
+- for the records of ``kernel=auto`` whose shapes are in the shape suite (``experiment=shapes``),
+  a family section in ``report.md`` and ``report.html`` (:mod:`gemmlab.families`: % of the
+  baseline per family, issue 10's targets, the chosen kernel per shape) and ``families.png``;
 - ``report.html``: one self-contained page (no network, no script or style from elsewhere): the
   counts, the results table (click a column header to sort), the plots embedded as PNG data, and
   the failed points with their status and error.
@@ -38,7 +41,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from gemmlab import report_html, report_plots, report_tables, results
+from gemmlab import families, report_html, report_plots, report_tables, results
 from gemmlab.report_plots import PLOTS
 from gemmlab.report_tables import CSV_COLUMNS, counts, print_table
 from gemmlab.results import CATEGORIES, RECORD_NAME, SCHEMA, find_records, read_record
@@ -72,14 +75,16 @@ def write_report(rows: Sequence[Row], out_dir: str | os.PathLike,
         sources: the paths the rows came from (listed in ``report.md`` and ``report.html``).
 
     Returns:
-        ``{"csv": ..., "md": ..., "<plot name>": ..., "html": ...}`` for each file written.
+        ``{"csv": ..., "md": ..., "<plot name>": ..., "families": ..., "html": ...}`` for each file
+        written (``families``: ``families.png``, only with a family section).
 
     Raises:
         FileExistsError: one of the report's files already exists in ``out_dir`` (never overwritten).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    names = {"csv": "report.csv", "md": "report.md", **{p: f"{p}.png" for p in PLOTS}, "html": "report.html"}
+    names = {"csv": "report.csv", "md": "report.md", **{p: f"{p}.png" for p in PLOTS}, "families": "families.png",
+             "html": "report.html"}
     for name in names.values():
         if (out / name).exists():
             raise FileExistsError(f"{out / name} exists; gemmlab-report never overwrites a report")
@@ -88,12 +93,21 @@ def write_report(rows: Sequence[Row], out_dir: str | os.PathLike,
     written["csv"] = out / names["csv"]
     plots, plot_notes, plot_text = report_plots.draw(rows, out)
     written.update(plots)
-    (out / names["md"]).write_text(report_tables.markdown(rows, sources, written, plot_notes, plot_text),
+    fam_md = fam_tables = None
+    fam_points = families.report_section(rows)
+    if fam_points:  # kernel=auto over suite shapes: the family section
+        fam_rows, checks = families.summarize(fam_points)
+        fam_md = families.markdown(fam_points, fam_rows, checks)
+        fam_tables = families.tables(fam_points, fam_rows, checks)
+        if families.plot(fam_points, out / names["families"]):
+            written["families"] = plots["families"] = out / names["families"]
+    (out / names["md"]).write_text(report_tables.markdown(rows, sources, written, plot_notes, plot_text, fam_md),
                                    encoding="utf-8")
     written["md"] = out / names["md"]
-    (out / names["html"]).write_text(report_html.page(rows, sources, plots, plot_notes, plot_text), encoding="utf-8")
+    (out / names["html"]).write_text(report_html.page(rows, sources, plots, plot_notes, plot_text, fam_tables),
+                                     encoding="utf-8")
     written["html"] = out / names["html"]
-    return {k: written[k] for k in ("csv", "md", *PLOTS, "html") if k in written}
+    return {k: written[k] for k in ("csv", "md", *PLOTS, "families", "html") if k in written}
 
 
 def _parser() -> argparse.ArgumentParser:

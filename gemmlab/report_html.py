@@ -101,10 +101,35 @@ def _png(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
+def _families(t, png: Path | None) -> list[str]:
+    """The shape-suite family section (``t``: :class:`gemmlab.families.Tables`)."""
+    def table(tid: str, head: Sequence[str], body: Sequence[Sequence[str]], sortable: bool) -> str:
+        cls = ' class="sortable"' if sortable else ""
+        return (f'<div class="scroll"><table id="{tid}"{cls}><thead><tr>'
+                + "".join(f'<th scope="col">{_e(h)}</th>' for h in head) + "</tr></thead><tbody>"
+                + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in body)
+                + "</tbody></table></div>")
+    out = ['<h2 id="families">Shape suite: kernel=auto per family</h2>',
+           "<p>The records of <code>kernel=auto</code> whose shapes are in the shape suite: % of the "
+           "baseline's speed in the same run, geometric mean per family, issue 10's targets.</p>",
+           table("families-table", t.family_head, t.family_rows, False),
+           '<ul id="families-targets">' + "".join(f"<li>{'PASS' if ok else 'FAIL'}: {_e(text)}</li>"
+                                                  for ok, text in t.verdicts)
+           + "".join(f"<li>{_e(n)}</li>" for n in t.notes) + "</ul>",
+           table("families-points", t.point_head, t.point_rows, True)]
+    if png is not None:
+        out.append(f'<figure id="plot-families"><img alt="kernel=auto vs the baseline per shape" '
+                   f'src="{_png(png)}"><figcaption>% of the baseline&#39;s speed per shape, coloured by family'
+                   "</figcaption></figure>")
+    return out
+
+
 def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Path], plot_notes: dict[str, str],
-         plot_text: dict[str, str]) -> str:
+         plot_text: dict[str, str], families=None) -> str:
     """The report as one HTML document (a string); ``plots`` maps a plot name to its PNG file,
-    which is embedded; ``plot_notes`` says why a plot was skipped, ``plot_text`` what one shows."""
+    which is embedded; ``plot_notes`` says why a plot was skipped, ``plot_text`` what one shows;
+    ``families`` (:class:`gemmlab.families.Tables`, optional) adds the shape-suite family section
+    (its plot: ``plots["families"]`` when drawn)."""
     n = counts(rows)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -117,6 +142,8 @@ def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Pa
            + f'<td class="num">{len(rows)}</td>' + "".join(f'<td class="num">{n[c]}</td>' for c in CATEGORIES)
            + "</tr></tbody></table>"]
 
+    if families is not None:
+        out += _families(families, plots.get("families"))
     out += ['<h2 id="results-title">Results</h2>',
             "<p><code>time / baseline</code> = kernel median time / baseline median time (&gt; 1: slower than "
             "the baseline); GFLOP/s = 2&middot;M&middot;N&middot;K / median time; the timing is the record's "

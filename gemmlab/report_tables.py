@@ -74,9 +74,11 @@ MD_COLUMNS = (("#", lambda r: r.index), ("path", lambda r: f"`{r.path}`"), ("ker
 
 
 def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, plot_notes: dict[str, str],
-             plot_text: dict[str, str]) -> str:
-    """``report.md``: counts, the plots (written or why skipped), the results table, failed
-    points, unreadable files, fields that could not be read and values derived instead."""
+             plot_text: dict[str, str], families_md: str | None = None) -> str:
+    """``report.md``: counts, the plots (written or why skipped), the shape-suite family section
+    when ``families_md`` is given (:func:`gemmlab.families.markdown`; its plot is ``written``'s
+    ``families``), the results table, failed points, unreadable files, fields that could not be
+    read and values derived instead."""
     n = counts(rows)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     lines = ["# gemmlab report", "", f"Generated {now} from {len(rows)} record file(s)"
@@ -97,6 +99,13 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
         if p in written:
             lines += [f"![{titles[p]}]({p}.png)", ""]
 
+    if families_md:
+        lines += ["## Shape suite: kernel=auto per family", "",
+                  "The records of `kernel=auto` whose shapes are in the shape suite (`gemmlab.families`): "
+                  "% of the baseline's speed in the same run, geometric mean per family, issue 10's targets.", "",
+                  families_md.rstrip("\n"), ""]
+        if "families" in written:
+            lines += ["![kernel=auto vs the baseline per shape](families.png)", ""]
     lines += ["## Results", "",
               "`time / baseline` = kernel median time / baseline median time (> 1: slower than the baseline); "
               "GFLOP/s = 2·M·N·K / median time; the timing is the record's primary protocol.", "",

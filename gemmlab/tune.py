@@ -135,6 +135,7 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     # the rules' choice of every shape first (suite order); then the variants, cheapest shapes first
     # (by the elements of A, B and C: input generation and transfers dominate a point's cost)
     plan += [(fam, s, *cands[0]) for fam, s, cands in per_shape if cands]
+    firsts = len(plan)
     rest = [(s.M * s.K + s.K * s.N + s.M * s.N, i, fam, s, *c) for fam, s, cands in per_shape
             for i, c in enumerate(cands[1:], 1)]
     plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
@@ -142,8 +143,10 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     for n, (fam, s, kernel, params) in enumerate(plan):
         if budget_s is not None and time.monotonic() - start > budget_s:
             stats["cut"] = len(plan) - n
-            log(f"budget of {budget_s:g} s reached: {stats['cut']} of {len(plan)} points not run (variants after "
-                f"the rules' choices; first cut: {kernel} {dispatch._ptext(params)} at {s.M}x{s.N}x{s.K})")
+            what = (f"the rules' choices of {firsts - n} shapes and every variant" if n < firsts
+                    else "variants after the rules' choices")
+            log(f"budget of {budget_s:g} s reached: {stats['cut']} of {len(plan)} points not run ({what}; "
+                f"first cut: {kernel} {dispatch._ptext(params)} at {s.M}x{s.N}x{s.K})")
             break
         d = point_dir(out, fam, s, kernel, params)
         if (d / "result.json").exists():

@@ -94,8 +94,30 @@ def test_bad_suite_is_one_line(data, match):
 def test_shipped_table_loads():
     table = dispatch.load_table()
     assert table.device["name"] == "NVIDIA H200" and table.sm_count == 132
-    for e in table.entries:  # whatever the lead put in: each entry names a registered kernel
-        assert e.kernel in REGISTRY.kernels
+    full = load_registry(entry_points=False).kernels
+    assert len(table.entries) == 27  # the H200 shapes evidence: 27 of 259 sweep points ran (TUNE_BUDGET=100)
+    for e in table.entries:  # each entry names a registered NVRTC kernel, never a library one
+        assert e.kernel in full and isinstance(full[e.kernel], KernelSpec), e.kernel
+
+
+def test_shipped_table_entries_are_their_records():
+    """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200),
+    a valid timed record of exactly that kernel, parameters and shape, with the entry's median and
+    ratio; and building the table again from those records gives the same entries."""
+    from gemmlab.results import read_record
+    table = dispatch.load_table()
+    root = REPO / table.meta["records_dir"]
+    assert root == REPO / "docs" / "results" / "shapes-h200"
+    for e in table.entries:
+        rec = read_record(root / e.extra["record"])
+        assert rec.category == "timed" and rec.is_valid and rec.device == "NVIDIA H200", e.extra["record"]
+        assert (rec.kernel, rec.params, rec.shape) == (e.kernel, dict(e.params), tuple(e.shape))
+        assert rec.median_ms == pytest.approx(e.extra["median_ms"])
+        assert rec.ratio_to_baseline == pytest.approx(e.extra["ratio_to_baseline"]) and rec.baseline == "cublas"
+    rebuilt, stats = dispatch.build_table([root / "tune"])
+    assert stats["used"] == len(table.entries)
+    assert [(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries] == \
+        [(e.key, e.kernel, dict(e.params)) for e in table.entries]
 
 
 @pytest.mark.parametrize("text, match", [
@@ -262,12 +284,18 @@ def test_resolve_auto_bad_input(kernel, field):
 
 def test_run_point_auto_compile_records_dispatch(tmp_path):
     from gemmlab.pipeline import run_point
-    rec = run_point({"kernel": {"name": "auto"}, "shape": [8, 4096, 4096], "mode": "compile"}, tmp_path / "a")
+    # 4x4096x4096: no entry of the shipped H200 table within 1.5x in M (1, 8), so the rules choose
+    rec = run_point({"kernel": {"name": "auto"}, "shape": [4, 4096, 4096], "mode": "compile"}, tmp_path / "a")
     assert rec["status"] == "compiled", rec["error"]
     assert rec["kernel"]["name"] == "gemv_rows" and rec["dispatch"]["chosen"] == "gemv_rows"
     assert rec["dispatch"]["source"] == "rule" and rec["config"]["kernel"]["name"] == "auto"
     assert rec["kernel"]["params"] == rec["dispatch"]["params"]
     assert rec["compile"]["resources"] is None or rec["compile"]["resources"]["spill_store_bytes"] == 0
+    # 8x4096x4096 is in the shipped table: its entry's kernel and parameters are used
+    rec = run_point({"kernel": {"name": "auto"}, "shape": [8, 4096, 4096], "mode": "compile"}, tmp_path / "t")
+    assert rec["status"] == "compiled", rec["error"]
+    assert rec["dispatch"]["source"] == "table" and rec["dispatch"]["match"] == "exact"
+    assert rec["kernel"]["name"] == "gemv_rows" and rec["kernel"]["params"] == {"MT": 8, "NT": 16, "KW": 8, "U": 8}
     (tmp_path / "bad.json").write_text("[]")
     bad = run_point({"kernel": {"name": "auto", "table": str(tmp_path / "bad.json")}, "shape": [8, 8, 8],
                      "mode": "compile"}, tmp_path / "b")

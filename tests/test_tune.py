@@ -55,6 +55,7 @@ def test_plan_order_budget_and_resume(tmp_path):
     assert calls == [] and again["skipped_existing"] == stats["planned"]
     cut = tune.run_sweep(tmp_path / "b", suite, REGISTRY, budget_s=0.0, log=lines.append, run=fake_run([]))
     assert cut["done"] == 0 and cut["cut"] == cut["planned"] and "budget of 0 s reached" in lines[-1]
+    assert f"the rules' choices of {len(suite.shapes)} shapes and every variant" in lines[-1]
 
 
 def test_point_dirs_are_distinct_and_readable(tmp_path):
