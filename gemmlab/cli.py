@@ -26,6 +26,7 @@ from gemmlab import isolation
 from gemmlab import record as record_stage
 from gemmlab import sweep
 from gemmlab.dispatch import AUTO, AUTO_KEYS
+from gemmlab.config import check_config_file, unknown_key_error
 from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.pipeline import exit_status, registry_for
@@ -55,7 +56,10 @@ def _kernels_help() -> str:
 def register_resolvers() -> None:
     """Register gemmlab's OmegaConf resolvers (idempotent): ``gemmlab_unique`` (pid + random
     suffix, cached per config so a sweep keeps one directory), ``gemmlab_kernels`` (help) and
-    ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.shapes`)."""
+    ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.shapes`); also stores the
+    config schema ``base_config`` (:func:`gemmlab.config.store_schema`) that conf/config.yaml needs."""
+    from gemmlab.config import store_schema
+    store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
     OmegaConf.register_new_resolver("gemmlab_kernels", _kernels_help, replace=True)
@@ -79,13 +83,11 @@ def _values(o, options: list[str] | None = None) -> list[str] | None:
 
 
 def _known_keys() -> dict[str, set[str] | None]:
-    """Top-level config keys and, for mapping sections, their keys (None: free-form)."""
-    primary = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"))
-    known: dict[str, set[str] | None] = {k: (set(v) if isinstance(v, dict) else None)
-                                         for k, v in primary.items() if k not in ("defaults", "hydra")}
-    known["timing"] = set(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "timing" / "seed.yaml")))
-    known["kernel"] = None  # checked against the selected kernels' parameters
-    known["experiment"] = None
+    """Top-level config keys and, for mapping sections, their keys (None: free-form), from the
+    config schema (:class:`gemmlab.config.GemmlabConfig`)."""
+    from gemmlab.config import SECTIONS, TOP_LEVEL
+    known: dict[str, set[str] | None] = {k: set(SECTIONS[k]) if k in SECTIONS else None for k in TOP_LEVEL}
+    known["experiment"] = None  # kernel stays None: checked against the selected kernels' parameters
     return known
 
 
@@ -165,9 +167,9 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
             continue
         if not custom_conf:
             if top not in known:
-                raise ConfigError(key, f"unknown config key; known: {', '.join(sorted(known))}")
+                raise unknown_key_error(key)
             if sub and known[top] is not None and sub.split(".")[0] not in known[top]:
-                raise ConfigError(key, f"unknown key in {top}; known: {', '.join(sorted(known[top]))}")
+                raise unknown_key_error(key)
             if top in _FILE_GROUPS and not sub and not o.is_delete():
                 available = sorted(p.stem for p in (CONF_DIR / top).glob("*.yaml"))
                 for value in _values(o, available) or []:
@@ -175,6 +177,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                         raise ConfigError("experiment", "null is the default; leave experiment out")
                     if value not in available:
                         raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
+                    check_config_file(CONF_DIR / top / f"{value}.yaml", top)  # its keys, in one line
         if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
         if key == "kernel" and not o.is_delete():

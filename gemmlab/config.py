@@ -1,4 +1,11 @@
-"""Validate a composed config (Hydra ``DictConfig`` or a plain dict) into a :class:`RunConfig`.
+"""The config schema (:class:`GemmlabConfig`, Hydra's ``base_config``) and the validation of a
+composed config (Hydra ``DictConfig`` or a plain dict) into a :class:`RunConfig`.
+
+Keys and defaults live in one place: the option dataclasses (:class:`~gemmlab.timing.TimingOptions`,
+:class:`~gemmlab.verify.VerifyOptions`, :class:`~gemmlab.inputs.InputOptions`,
+:class:`LayoutOptions`, :class:`CacheOptions`, :class:`IsolationOptions`, the top-level defaults of
+:class:`RunConfig`); the schema, ``TOP_LEVEL``/``SECTIONS`` and parse_config's defaults are derived
+from them.
 
 Every rule raises :class:`~gemmlab.errors.ConfigError` with the field's dotted name and what is
 allowed, so the CLI can print one line. Kernel-specific rules live in each plugin's
@@ -7,6 +14,7 @@ allowed, so the CLI can print one line. Kernel-specific rules live in each plugi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -18,15 +26,6 @@ from gemmlab.inputs import MAX_EXACT_K, InputOptions
 from gemmlab.timing import TimingOptions
 from gemmlab.verify import VerifyOptions
 
-TOP_LEVEL = ("kernel", "timing", "shape", "mode", "arch", "device", "baseline", "precision", "layout", "sanitizer",
-             "inputs", "verify", "plugin_dirs", "cache", "resume", "isolation")
-SECTIONS = {"timing": ("mode", "l2", "warmup", "repeat", "max_repeat", "target_rel_spread", "budget_s", "batch",
-                       "floor"),
-            "verify": ("tolerance", "atol", "rtol", "safety", "method", "max_full", "sample", "trials"),
-            "inputs": ("seed", "distribution"),
-            "cache": ("enabled", "dir"),
-            "layout": ("a", "b"),
-            "isolation": ("process", "timeout_s")}
 MODES = ("run", "compile")
 DISTRIBUTIONS = ("normal", "uniform", "integers")
 PRECISIONS = hookspec_precisions
@@ -36,6 +35,35 @@ L2_MODES = ("warm", "cold")
 TOLERANCE_RULES = ("auto", "bound", "fixed", "exact")
 VERIFY_METHODS = ("auto", "full", "sampled")
 MAX_ELEMENTS = 2**31 - 1  # per matrix: 32-bit element offsets stay valid in every kernel
+DEFAULT_SHAPE = (256, 256, 256)
+
+
+@dataclass(frozen=True)
+class IsolationOptions:
+    """How a point is shielded from the others (``gemmlab.isolation``): ``process`` runs it in a
+    worker process that is replaced after a CUDA fault; ``timeout_s`` is the watchdog's limit
+    for one point (compile, verification, timing, sanitizer) in seconds."""
+
+    process: bool = True
+    timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class LayoutOptions:
+    """Storage order of A (M x K) and B (K x N): ``row`` | ``col`` (col B = K-major); C is always
+    row-major. A kernel declares the layouts it supports."""
+
+    a: str = "row"
+    b: str = "row"
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """The persistent compile cache (``gemmlab.cache``): ``enabled``; ``dir`` null: the folder
+    ``$GEMMLAB_CACHE_DIR`` or ``~/.cache/gemmlab/compile``."""
+
+    enabled: bool = True
+    dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,11 +82,11 @@ class RunConfig:
     plugin_dirs: tuple[str, ...] = ()
     baseline: str | None = None
     precision: str = "fp32"
-    layout_a: str = "row"
-    layout_b: str = "row"
+    layout_a: str = LayoutOptions.a
+    layout_b: str = LayoutOptions.b
     sanitizer: str | None = None
-    cache_enabled: bool = True
-    cache_dir: str | None = None
+    cache_enabled: bool = CacheOptions.enabled
+    cache_dir: str | None = CacheOptions.dir
     resume: bool = False
 
     @property
@@ -70,6 +98,147 @@ class RunConfig:
         """Short human label: ``tiled 63x65x33 BM=64 ...``."""
         params = " ".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.kernel} {self.shape.M}x{self.shape.N}x{self.shape.K} {params}".rstrip()
+
+
+# --- the config schema ----------------------------------------------------------------------------
+# One place for the config's keys and defaults: the option dataclasses above and in timing.py,
+# verify.py, inputs.py. The nodes below copy their field names and defaults into Hydra structured
+# configs (stored as ``base_config``, the first entry of conf/config.yaml's defaults list), so
+# OmegaConf rejects unknown keys while composing. Values are typed ``Any`` on purpose: OmegaConf's
+# own conversions are looser than gemmlab's rules (it turns 1 into true and "12" into 12, and
+# fails a wrong type with a multi-line Hydra error), so types and ranges stay with parse_config
+# and its one-line errors.
+
+def _defaults(cls) -> dict[str, Any]:
+    """Field name -> default of the dataclass ``cls`` (a fresh value for a factory default)."""
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(cls)}
+
+
+def _node(cls, name: str):
+    """A mutable structured-config dataclass with the fields and defaults of ``cls``, each typed
+    ``Any``, named ``name`` in this module (so a pickled config finds it again)."""
+    specs = [(key, Any, field(default_factory=lambda v=value: v) if isinstance(value, (list, dict))
+              else field(default=value)) for key, value in _defaults(cls).items()]
+    node = dataclasses.make_dataclass(name, specs)
+    node.__module__, node.__qualname__ = __name__, name
+    node.__doc__ = f"Config node of :class:`{cls.__name__}` (same keys and defaults): {cls.__doc__}"
+    return node
+
+
+TimingNode = _node(TimingOptions, "TimingNode")
+VerifyNode = _node(VerifyOptions, "VerifyNode")
+InputsNode = _node(InputOptions, "InputsNode")
+LayoutNode = _node(LayoutOptions, "LayoutNode")
+CacheNode = _node(CacheOptions, "CacheNode")
+IsolationNode = _node(IsolationOptions, "IsolationNode")
+
+
+@dataclass
+class GemmlabConfig:
+    """The config schema (Hydra structured config ``base_config``); ``gemmlab --cfg job`` prints it
+    composed. The sections' fields are documented on their option classes.
+
+    Attributes:
+        kernel: group ``conf/kernel/<name>.yaml`` (or a plugin's defaults): ``name`` and the
+            kernel's own parameters (free-form here; checked against the kernel's defaults).
+        timing: group ``conf/timing/<name>.yaml`` (:class:`~gemmlab.timing.TimingOptions`).
+        shape: ``[M, N, K]``: A (M x K), B (K x N), C (M x N); storage per precision and layout.
+        mode: ``run``: compile, verify and time on the GPU; ``compile``: NVRTC compile and
+            resource report, no GPU.
+        arch: compile target, e.g. ``sm_90``; null: the device's own (mode=run) or sm_90 (compile).
+        device: CUDA device index used by mode=run, or ``auto`` (a free GPU; see
+            hydra/launcher=gemmlab_gpus).
+        baseline: a second kernel measured alternately with the same inputs and protocol (e.g.
+            cublas), or null.
+        precision: ``fp32`` | ``tf32`` | ``bf16`` | ``fp16``: storage of A and B (bf16/fp16: 2 bytes;
+            tf32: float32 rounded by the tensor core); C is float32, accumulation float32. A kernel
+            declares the precisions it supports.
+        layout: :class:`LayoutOptions`.
+        sanitizer: re-run the correctness launch under compute-sanitizer: null | memcheck |
+            racecheck | synccheck | initcheck.
+        inputs: :class:`~gemmlab.inputs.InputOptions`.
+        verify: :class:`~gemmlab.verify.VerifyOptions`.
+        plugin_dirs: folders of drop-in kernel plugins (``*.py`` files with a gemmlab_kernels hook).
+        cache: :class:`CacheOptions`.
+        resume: re-running a sweep into its own directory (``hydra.sweep.dir=<it>``) with
+            resume=true skips the points that already hold a valid result and re-runs the rest
+            (earlier failed results are kept as ``result.previous-<time>.json``).
+        isolation: :class:`IsolationOptions` (fault isolation, see README): every point runs in a
+            worker process that is replaced after a CUDA fault or a crash; a point still running
+            after ``timeout_s`` seconds (a hung kernel) is killed and recorded as status timeout.
+    """
+
+    kernel: Any = None
+    timing: Any = field(default_factory=TimingNode)
+    shape: Any = field(default_factory=lambda: list(DEFAULT_SHAPE))
+    mode: Any = RunConfig.mode
+    arch: Any = RunConfig.arch
+    device: Any = RunConfig.device
+    baseline: Any = RunConfig.baseline
+    precision: Any = RunConfig.precision
+    layout: Any = field(default_factory=LayoutNode)
+    sanitizer: Any = RunConfig.sanitizer
+    inputs: Any = field(default_factory=InputsNode)
+    verify: Any = field(default_factory=VerifyNode)
+    plugin_dirs: Any = field(default_factory=list)
+    cache: Any = field(default_factory=CacheNode)
+    resume: Any = RunConfig.resume
+    isolation: Any = field(default_factory=IsolationNode)
+
+
+SCHEMA_NAME = "base_config"
+TOP_LEVEL = tuple(f.name for f in dataclasses.fields(GemmlabConfig))
+SECTIONS = {name: tuple(_defaults(type(value))) for name, value in _defaults(GemmlabConfig).items()
+            if dataclasses.is_dataclass(value)}
+
+
+def store_schema() -> None:
+    """Store :class:`GemmlabConfig` in Hydra's ConfigStore as ``base_config`` (idempotent), the
+    schema conf/config.yaml's defaults list starts with (Hydra docs, "Structured Configs:
+    Extending Configs"). Call it before composing conf/ (``gemmlab.cli.register_resolvers`` does)."""
+    from hydra.core.config_store import ConfigStore
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=GemmlabConfig)
+
+
+def unknown_key_error(key: str) -> ConfigError:
+    """The one-line error for a config key the schema does not have (``foo``, ``verify.foo``)."""
+    top, _, sub = key.partition(".")
+    if top in SECTIONS and sub:
+        return ConfigError(key, f"unknown key in {top}; known: {', '.join(sorted(SECTIONS[top]))}")
+    return ConfigError(key, f"unknown config key; known: {', '.join(sorted((*TOP_LEVEL, 'experiment')))}")
+
+
+def check_config_file(path, package: str = "") -> None:
+    """Check a config file's keys against the schema the way Hydra will compose it, so a bad key
+    is one line instead of Hydra's composition report. ``package`` is where the file lands
+    (``timing`` for conf/timing/*.yaml); a ``# @package _global_`` header puts it at the top.
+    Its ``defaults`` and ``hydra`` entries are Hydra's and not checked.
+
+    Raises:
+        ConfigError: ``<file's field>``: OmegaConf's rejection (an unknown key), or the file is
+            not valid YAML (field ``package`` or ``config``).
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+    try:
+        text = open(path, encoding="utf-8").read()
+        node = OmegaConf.to_container(OmegaConf.create(text) if text.strip() else OmegaConf.create({}))
+    except Exception as exc:
+        raise ConfigError(package or "config", f"{path} is not a valid config: {str(exc).splitlines()[0]}") from None
+    if re.search(r"^#\s*@package\s+_global_\s*$", text, re.M):
+        package = ""
+    if not isinstance(node, dict):
+        return  # Hydra reports a file that is not a mapping
+    node = {k: v for k, v in node.items() if k not in ("defaults", "hydra")}
+    if package:
+        node = {package: node}
+    try:
+        OmegaConf.merge(OmegaConf.structured(GemmlabConfig), node)
+    except ConfigKeyError as exc:
+        raise unknown_key_error(str(exc.full_key)) from None
+    except OmegaConfBaseException as exc:  # pragma: no cover - every value is typed Any
+        raise ConfigError(str(exc.full_key or package or "config"), str(exc).splitlines()[0]) from None
 
 
 def _plain(value: Any) -> Any:
@@ -128,16 +297,6 @@ def _tolerance(value: Any, field_name: str) -> float:
     return float(value)
 
 
-@dataclass(frozen=True)
-class IsolationOptions:
-    """How a point is shielded from the others (``gemmlab.isolation``): ``process`` runs it in a
-    worker process that is replaced after a CUDA fault; ``timeout_s`` is the watchdog's limit
-    for one point (compile, verification, timing, sanitizer) in seconds."""
-
-    process: bool = True
-    timeout_s: float = 1800.0
-
-
 def parse_isolation(value: Any) -> IsolationOptions:
     """Validate the ``isolation`` section (missing keys take the defaults).
 
@@ -151,9 +310,10 @@ def parse_isolation(value: Any) -> IsolationOptions:
         raise ConfigError("isolation", f"must be a mapping with keys process, timeout_s, got {value!r}")
     extra = sorted(set(value) - set(SECTIONS["isolation"]))
     if extra:
-        raise ConfigError(f"isolation.{extra[0]}", "unknown key; known: process, timeout_s")
-    return IsolationOptions(process=_bool(value.get("process", True), "isolation.process"),
-                            timeout_s=_number(value.get("timeout_s", 1800.0), "isolation.timeout_s", 0.001, 7 * 86_400.0))
+        raise ConfigError(f"isolation.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['isolation'])}")
+    value = {**_defaults(IsolationOptions), **value}
+    return IsolationOptions(process=_bool(value["process"], "isolation.process"),
+                            timeout_s=_number(value["timeout_s"], "isolation.timeout_s", 0.001, 7 * 86_400.0))
 
 
 def parse_shape(value: Any) -> Shape:
@@ -220,7 +380,7 @@ def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], ker
 
 
 def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
-    """Validate the composed config ``cfg`` (keys as in ``conf/config.yaml``).
+    """Validate the composed config ``cfg`` (keys as in :class:`GemmlabConfig`).
 
     ``defaults_of(kernel_name)`` returns that kernel's default parameters (the registry's
     ``get(name).defaults``); it raises ConfigError for an unknown kernel.
@@ -249,42 +409,45 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     defaults = defaults_of(name) if defaults_of else {k: v for k, v in given.items()}
     params = parse_params(defaults, given, name)
 
-    mode = _choice(cfg.get("mode", "run"), "mode", MODES)
+    # a missing plain key takes the schema's default (shape has none to take: it must be given)
+    cfg = {**{k: v for k, v in _defaults(GemmlabConfig).items() if k not in SECTIONS and k not in ("kernel", "shape")},
+           **cfg}
+    mode = _choice(cfg["mode"], "mode", MODES)
 
-    timing_cfg = cfg.get("timing") or {}
+    timing_cfg = {**_defaults(TimingOptions), **(cfg.get("timing") or {})}
     timing = TimingOptions(
-        mode=_choice(timing_cfg.get("mode", "events"), "timing.mode", TIMING_MODES),
-        l2=_choice(timing_cfg.get("l2", "warm"), "timing.l2", L2_MODES),
-        warmup=_int(timing_cfg.get("warmup", 5), "timing.warmup", 0, 100_000),
-        repeat=_int(timing_cfg.get("repeat", 10), "timing.repeat", 1, 100_000),
-        max_repeat=_optional(timing_cfg.get("max_repeat"), lambda v: _int(v, "timing.max_repeat", 1, 1_000_000)),
-        target_rel_spread=_optional(timing_cfg.get("target_rel_spread"),
+        mode=_choice(timing_cfg["mode"], "timing.mode", TIMING_MODES),
+        l2=_choice(timing_cfg["l2"], "timing.l2", L2_MODES),
+        warmup=_int(timing_cfg["warmup"], "timing.warmup", 0, 100_000),
+        repeat=_int(timing_cfg["repeat"], "timing.repeat", 1, 100_000),
+        max_repeat=_optional(timing_cfg["max_repeat"], lambda v: _int(v, "timing.max_repeat", 1, 1_000_000)),
+        target_rel_spread=_optional(timing_cfg["target_rel_spread"],
                                     lambda v: _number(v, "timing.target_rel_spread", 0.0, 1.0)),
-        budget_s=_optional(timing_cfg.get("budget_s"), lambda v: _number(v, "timing.budget_s", 0.0, 86_400.0)),
-        batch=_int(timing_cfg.get("batch", 20), "timing.batch", 1, 100_000),
-        floor=_bool(timing_cfg.get("floor", True), "timing.floor"),
+        budget_s=_optional(timing_cfg["budget_s"], lambda v: _number(v, "timing.budget_s", 0.0, 86_400.0)),
+        batch=_int(timing_cfg["batch"], "timing.batch", 1, 100_000),
+        floor=_bool(timing_cfg["floor"], "timing.floor"),
     )
     if timing.max_repeat is not None and timing.max_repeat < timing.repeat:
         raise ConfigError("timing.max_repeat", f"must be >= timing.repeat ({timing.repeat}), got {timing.max_repeat}")
-    verify_cfg = cfg.get("verify") or {}
+    verify_cfg = {**_defaults(VerifyOptions), **(cfg.get("verify") or {})}
     verify = VerifyOptions(
-        tolerance=_choice(verify_cfg.get("tolerance", "auto"), "verify.tolerance", TOLERANCE_RULES),
-        atol=_tolerance(verify_cfg.get("atol", 3e-4), "verify.atol"),
-        rtol=_tolerance(verify_cfg.get("rtol", 3e-4), "verify.rtol"),
-        safety=_number(verify_cfg.get("safety", 8.0), "verify.safety", 1.0, 1000.0),
-        method=_choice(verify_cfg.get("method", "auto"), "verify.method", VERIFY_METHODS),
-        max_full=_int(verify_cfg.get("max_full", 2**37), "verify.max_full", 1),
-        sample=_int(verify_cfg.get("sample", 256), "verify.sample", 1, 1_000_000),
-        trials=_int(verify_cfg.get("trials", 2), "verify.trials", 1, 100),
+        tolerance=_choice(verify_cfg["tolerance"], "verify.tolerance", TOLERANCE_RULES),
+        atol=_tolerance(verify_cfg["atol"], "verify.atol"),
+        rtol=_tolerance(verify_cfg["rtol"], "verify.rtol"),
+        safety=_number(verify_cfg["safety"], "verify.safety", 1.0, 1000.0),
+        method=_choice(verify_cfg["method"], "verify.method", VERIFY_METHODS),
+        max_full=_int(verify_cfg["max_full"], "verify.max_full", 1),
+        sample=_int(verify_cfg["sample"], "verify.sample", 1, 1_000_000),
+        trials=_int(verify_cfg["trials"], "verify.trials", 1, 100),
     )
-    inputs_cfg = cfg.get("inputs") or {}
-    distribution = _choice(inputs_cfg.get("distribution", "normal"), "inputs.distribution", DISTRIBUTIONS)
-    inputs = InputOptions(seed=_int(inputs_cfg.get("seed", 0), "inputs.seed", 0, 2**63 - 1),
+    inputs_cfg = {**_defaults(InputOptions), **(cfg.get("inputs") or {})}
+    distribution = _choice(inputs_cfg["distribution"], "inputs.distribution", DISTRIBUTIONS)
+    inputs = InputOptions(seed=_int(inputs_cfg["seed"], "inputs.seed", 0, 2**63 - 1),
                           distribution=distribution)
-    precision = _choice(cfg.get("precision", "fp32"), "precision", PRECISIONS)
-    layout_cfg = cfg.get("layout") or {}
-    layout_a = _choice(layout_cfg.get("a", "row"), "layout.a", LAYOUTS)
-    layout_b = _choice(layout_cfg.get("b", "row"), "layout.b", LAYOUTS)
+    precision = _choice(cfg["precision"], "precision", PRECISIONS)
+    layout_cfg = {**_defaults(LayoutOptions), **(cfg.get("layout") or {})}
+    layout_a = _choice(layout_cfg["a"], "layout.a", LAYOUTS)
+    layout_b = _choice(layout_cfg["b"], "layout.b", LAYOUTS)
     baseline = cfg.get("baseline")
     if baseline is not None and not isinstance(baseline, str):
         raise ConfigError("baseline", f"must be a kernel name or null, got {baseline!r}")
@@ -299,12 +462,12 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     plugin_dirs = cfg.get("plugin_dirs") or []
     if isinstance(plugin_dirs, str) or not all(isinstance(p, str) for p in plugin_dirs):
         raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {plugin_dirs!r}")
-    cache_cfg = cfg.get("cache", {}) or {}
-    cache_enabled = _bool(cache_cfg.get("enabled", True), "cache.enabled")
-    cache_dir = cache_cfg.get("dir")
+    cache_cfg = {**_defaults(CacheOptions), **(cfg.get("cache") or {})}
+    cache_enabled = _bool(cache_cfg["enabled"], "cache.enabled")
+    cache_dir = cache_cfg["dir"]
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise ConfigError("cache.dir", f"must be a folder path or null, got {cache_dir!r}")
-    resume = _bool(cfg.get("resume", False), "resume")
+    resume = _bool(cfg["resume"], "resume")
     parse_isolation(cfg.get("isolation"))
     shape = parse_shape(cfg.get("shape"))
     if distribution == "integers" and shape.K > MAX_EXACT_K:
@@ -313,7 +476,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
-                     arch=parse_arch(cfg.get("arch")), device=_device(cfg.get("device", 0)),
+                     arch=parse_arch(cfg["arch"]), device=_device(cfg["device"]),
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
                      baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
                      sanitizer=sanitizer,

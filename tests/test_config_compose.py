@@ -344,3 +344,51 @@ def test_parse_plain_dict_uses_defaults_for_missing_sections(registry):
     rc = parse_config({"kernel": {"name": "naive"}, "shape": [2, 3, 4]}, defaults_of=defaults_of(registry))
     assert rc.timing == TimingOptions() and rc.verify == VerifyOptions() and rc.inputs == InputOptions()
     assert (rc.baseline, rc.precision, rc.sanitizer, rc.mode) == (None, "fp32", None, "run")
+
+
+# --- the one config schema (gemmlab.config.GemmlabConfig, Hydra's base_config) -------------------
+
+def test_composed_config_has_exactly_the_schema_keys_and_defaults():
+    import dataclasses
+    from gemmlab.config import SECTIONS, TOP_LEVEL, CacheOptions, IsolationOptions, LayoutOptions
+    cfg = compose()
+    assert tuple(cfg.keys()) == TOP_LEVEL
+    for section, keys in SECTIONS.items():
+        assert tuple(cfg[section].keys()) == keys, section
+    for section, options in (("timing", TimingOptions), ("verify", VerifyOptions), ("inputs", InputOptions),
+                             ("layout", LayoutOptions), ("cache", CacheOptions), ("isolation", IsolationOptions)):
+        assert OmegaConf.to_container(cfg[section]) == dataclasses.asdict(options()), section
+    # conf/config.yaml holds no field values any more: only the defaults list and Hydra's settings
+    assert set(OmegaConf.load(gemmlab.paths.CONF_DIR / "config.yaml")) == {"defaults", "hydra"}
+
+
+def test_hydra_itself_refuses_an_unknown_key_in_a_file_on_the_schema(tmp_path):
+    (tmp_path / "bad.yaml").write_text("defaults:\n  - base_config\n  - _self_\nverify:\n  bogus: 1\n")
+    (tmp_path / "good.yaml").write_text("defaults:\n  - base_config\n  - _self_\nverify:\n  atol: 1.0e-3\n")
+    gemmlab.cli.register_resolvers()  # stores base_config
+    with hydra.initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
+        with pytest.raises(Exception, match="bogus"):
+            hydra.compose("bad")
+        good = hydra.compose("good")
+    assert good.verify.atol == 1e-3 and good.verify.rtol == VerifyOptions().rtol  # the rest: schema defaults
+
+
+@pytest.mark.parametrize("text, package, field", [
+    ("# @package _global_\nshape: [8, 8, 8]\nfoo: 1\n", "experiment", "foo"),
+    ("# @package _global_\nverify:\n  bogus: 2\n", "experiment", "verify.bogus"),
+    ("mode: graph\nwarmpu: 3\n", "timing", "timing.warmpu"),
+])
+def test_unknown_key_in_a_config_file_is_one_line(tmp_path, text, package, field):
+    from gemmlab.config import check_config_file
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        check_config_file(path, package)
+    assert info.value.field == field and "unknown" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_shipped_config_files_match_the_schema():
+    from gemmlab.config import check_config_file
+    for group in ("experiment", "timing"):
+        for path in sorted((gemmlab.paths.CONF_DIR / group).glob("*.yaml")):
+            check_config_file(path, group)  # raises ConfigError on a key the schema lacks
