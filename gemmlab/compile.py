@@ -1,7 +1,8 @@
 """Stage 1: compile a kernel source with NVRTC (cuda.core ``Program``) to a cubin.
 
 Always cubin for one concrete SM target (the device's own in ``mode=run``): PTX made by an
-NVRTC newer than the driver fails to load (shared/notes/cuda-core.md). Works without a GPU.
+NVRTC newer than the driver fails to load (``CUDA_ERROR_UNSUPPORTED_PTX_VERSION``). Works without
+a GPU.
 Compiled objects are cached in-process (key: source SHA-256, options, name expression and the
 disk-cache settings), so a sweep compiles each distinct instance once; with ``persistent=True``
 they also go to the on-disk cache of :mod:`gemmlab.cache` (across processes).

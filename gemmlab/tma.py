@@ -3,7 +3,7 @@
 (built on the GPU through cuda.core's ``StridedMemoryView.as_tensor_map``, which calls
 ``cuTensorMapEncodeTiled``).
 
-Rules (CUDA driver API, ``cuTensorMapEncodeTiled``; shared/notes/kernel-ladder.md): the global
+Rules (CUDA Driver API reference, ``cuTensorMapEncodeTiled``): the global
 base address 16-byte aligned; the global row stride (bytes between rows of the matrix as stored)
 a multiple of 16 bytes and below 2^40; each global dimension 1..2^32; each box dimension
 1..256; the inner box dimension times the element size a multiple of 16 bytes; with a swizzle,
