@@ -67,8 +67,8 @@ def storage_dtype(precision: str) -> np.dtype:
             import ml_dtypes
         except ImportError:
             from gemmlab.errors import UnavailableError
-            raise UnavailableError("precision=bf16 needs ml_dtypes for host-side bfloat16: pip install ml_dtypes") \
-                from None
+            raise UnavailableError(
+                "precision=bf16 needs ml_dtypes for host-side bfloat16: pip install ml_dtypes") from None
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)
 

@@ -49,8 +49,8 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None) -> dict:
         raise ConfigError("kernel", f"{what}: box must be (rows, cols) of two ints, got {tm.box!r}")
     elem = element_bytes(problem, tm.matrix)
     rows, cols = problem.stored_shape(tm.matrix)
-    inner = "M" if (tm.matrix == "A" and problem.layout_a == "col") else \
-        "K" if tm.matrix == "A" or (tm.matrix == "B" and problem.layout_b == "col") else "N"
+    inner = ("M" if (tm.matrix == "A" and problem.layout_a == "col")
+             else "K" if tm.matrix == "A" or (tm.matrix == "B" and problem.layout_b == "col") else "N")
     stride = cols * elem
     if stride % 16:
         raise ConfigError("shape", f"{what}: the row stride {cols} x {elem} B = {stride} B is not a multiple of 16 "
