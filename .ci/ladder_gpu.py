@@ -11,8 +11,8 @@ PLAN is one of:
   final   (second call, commit eadaa15) all sgemm_pipelined instances compiled up front in threads; partial-tile
           verification of every rung and of every grid point at two odd shapes; the grid of
           ladder_tile2d and sgemm_pipelined at 4096^3, the best three pipelined at 8192^3; then the
-          sgemm_ladder points (every rung, tuned, plus naive, tiled and the seed-002 kernels x the
-          six ladder shapes, baseline=cublas, graph timing) and last the sanitizer checks
+          sgemm_ladder points (every rung, tuned, plus naive, tiled and the Matmul Ladder I
+          kernels x the six ladder shapes, baseline=cublas, graph timing) and last the sanitizer checks
           (racecheck + memcheck at a small shape) of the four new rungs, in parallel processes
 Each point writes its own OUT_DIR/<phase>/<name>/result.json (run_point); a point that fails
 records its failure and the run goes on. New points stop starting after --budget seconds (the
@@ -30,7 +30,7 @@ from gemmlab.pipeline import run_point
 
 PARTIAL = [(1, 1, 1), (31, 33, 17), (63, 65, 33), (4097, 1, 3), (35, 79, 19), (100, 100, 100),
            (129, 260, 36), (256, 256, 256)]
-SQUARE = [(64, 64, 64), (128, 128, 128), (512, 512, 512)]  # the seed-002 harness: N % 64 == 0
+SQUARE = [(64, 64, 64), (128, 128, 128), (512, 512, 512)]  # the Matmul Ladder I harness: N % 64 == 0
 RUNGS = ["ladder_tile2d", "sgemm_block2d", "sgemm_warptile", "sgemm_pipelined"]
 LADDER_KERNELS = ["naive", "tiled", "ladder_starter", "ladder_strip"] + RUNGS
 LADDER_SHAPES = [(1024,) * 3, (2048,) * 3, (4096,) * 3, (8192,) * 3, (4095, 4097, 1023), (1000, 3000, 777)]
@@ -199,7 +199,7 @@ def final(r: Runner) -> None:
     for shape in order:
         for kernel in reversed(LADDER_KERNELS):  # fastest rungs first: a budget cut loses the slow seeds
             if kernel.startswith("ladder_") and not (shape[0] == shape[1] == shape[2]):
-                continue  # the seed-002 harness takes square N % 64 == 0 only (invalid by design)
+                continue  # the Matmul Ladder I harness takes square N % 64 == 0 only (invalid by design)
             slow = kernel in ("naive", "ladder_starter") and shape[0] >= 4096
             timing = {**TIMED, "repeat": 3, "batch": 1, "warmup": 1} if slow else TIMED
             r.point("sgemm_ladder", kernel, shape, best.get(kernel), timing=timing, baseline="cublas")

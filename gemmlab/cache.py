@@ -47,10 +47,10 @@ def load(folder: Path, key: str) -> tuple[bytes, dict] | None:
         cubin = (folder / f"{key}.cubin").read_bytes()
     except (OSError, ValueError):
         return None
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("key") != key \
-            or meta.get("cubin_sha256") != hashlib.sha256(cubin).hexdigest() \
-            or not all(isinstance(meta.get(f), str) for f in ("lowered_name", "nvrtc_version")) \
-            or not (meta.get("resources") is None or isinstance(meta.get("resources"), dict)):
+    if (not isinstance(meta, dict) or meta.get("schema") != SCHEMA or meta.get("key") != key
+            or meta.get("cubin_sha256") != hashlib.sha256(cubin).hexdigest()
+            or not all(isinstance(meta.get(f), str) for f in ("lowered_name", "nvrtc_version"))
+            or not (meta.get("resources") is None or isinstance(meta.get("resources"), dict))):
         return None
     return cubin, meta
 

@@ -8,6 +8,9 @@ Exit status: 0 all points valid; 2 invalid input in a single run, or a command l
 before any point runs (one line naming the field); 1 any other failure, and any failed point of
 a sweep (wrong result, safety net, compile error, CUDA error, no GPU, an invalid point); 130 on
 Ctrl-C. A search (Optuna) exits 0 unless no trial was valid.
+
+One :class:`Invocation` per command carries what the pre-check learns (plugin folders) and what
+each point reports (exit statuses) to :func:`main`; no module-level state is written.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
@@ -31,9 +35,27 @@ from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.pipeline import exit_status, registry_for
 
-_STATUSES: list[int] = []
-_PLUGIN_DIRS: list[str] = []
 _FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
+
+
+@dataclass
+class Invocation:
+    """The state of one ``gemmlab`` command, created by :func:`main` and handed to the pre-check
+    and (through a closure) to the Hydra task.
+
+    Attributes:
+        plugin_dirs: ``plugin_dirs`` named on the command line (the pre-check reads them; the
+            help text's kernel list loads plugins from them).
+        statuses: exit status of each point run in this process (0 valid, 1 failed, 2 invalid
+            input; :func:`gemmlab.pipeline.exit_status`), in run order.
+    """
+
+    plugin_dirs: list[str] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)
+
+    def exit_status(self) -> int:
+        """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
+        return max(self.statuses, default=0)
 
 
 def _gpu_count() -> int:
@@ -41,9 +63,9 @@ def _gpu_count() -> int:
     return gpu_count()
 
 
-def _kernels_help() -> str:
+def _kernels_help(plugin_dirs: list[str]) -> str:
     try:
-        registry = registry_for({"plugin_dirs": _PLUGIN_DIRS})
+        registry = registry_for({"plugin_dirs": plugin_dirs})
     except ConfigError as exc:
         return f"(plugins failed to load: {exc})"
     lines = []
@@ -53,16 +75,19 @@ def _kernels_help() -> str:
     return "\n".join(lines)
 
 
-def register_resolvers() -> None:
+def register_resolvers(invocation: Invocation | None = None) -> None:
     """Register gemmlab's OmegaConf resolvers (idempotent): ``gemmlab_unique`` (pid + random
-    suffix, cached per config so a sweep keeps one directory), ``gemmlab_kernels`` (help) and
-    ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.shapes`); also stores the
-    config schema ``base_config`` (:func:`gemmlab.config.store_schema`) that conf/config.yaml needs."""
+    suffix, cached per config so a sweep keeps one directory), ``gemmlab_kernels`` (help: the
+    kernels of the built-in plugins and of ``invocation.plugin_dirs``, read when the help is
+    shown) and ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.shapes`); also
+    stores the config schema ``base_config`` (:func:`gemmlab.config.store_schema`) that
+    conf/config.yaml needs."""
     from gemmlab.config import store_schema
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
-    OmegaConf.register_new_resolver("gemmlab_kernels", _kernels_help, replace=True)
+    OmegaConf.register_new_resolver("gemmlab_kernels",
+                                    lambda: _kernels_help(invocation.plugin_dirs if invocation else []), replace=True)
     OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
     from gemmlab.shapes import suite_resolver
     OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
@@ -217,10 +242,11 @@ def _default_kernel() -> str:
     return next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), "tiled")
 
 
-def _prepare(args: list[str]) -> None:
-    """Load plugins named on the command line, give every kernel without a
-    ``conf/kernel/<name>.yaml`` a config node built from its defaults (so Hydra's own
-    completion, help, globs and sweeps see it), then reject bad gemmlab fields early in one line.
+def _prepare(args: list[str], invocation: Invocation) -> None:
+    """Load plugins named on the command line (their folders go to ``invocation.plugin_dirs``),
+    give every kernel without a ``conf/kernel/<name>.yaml`` a config node built from its defaults
+    (so Hydra's own completion, help, globs and sweeps see it), then reject bad gemmlab fields
+    early in one line.
     Anything Hydra itself accepts is left to Hydra: the command line is read by Hydra's argument
     parser and override parser; shell completion, --info, --help and --cfg are not checked.
 
@@ -235,7 +261,7 @@ def _prepare(args: list[str]) -> None:
     try:
         parsed = _parse_overrides(ns.overrides or [])
         dirs = _plugin_dirs(parsed)
-        _PLUGIN_DIRS[:] = dirs
+        invocation.plugin_dirs = dirs
         registry = registry_for({"plugin_dirs": dirs})
     except ConfigError:
         if passive:
@@ -276,15 +302,27 @@ def objective(record: dict) -> float | None:
     return float(timing["gflops"]) if timing else 0.0
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def _task(cfg) -> float | None:
+def _hydra_app(invocation: Invocation):
+    """The Hydra app of one command: :func:`_task` with ``invocation`` bound (a closure, so the
+    statuses of the points reach :func:`main` without module-level state)."""
+
+    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+    def task(cfg) -> float | None:
+        return _task(cfg, invocation)
+
+    return task
+
+
+def _task(cfg, invocation: Invocation) -> float | None:
+    """Run one point (a Hydra job) and print its summary; its exit status goes to
+    ``invocation.statuses``. Returns the sweeper's :func:`objective`."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
     except KeyboardInterrupt:  # Hydra's job config is still set here: name the real folder
         raise KeyboardInterrupt(_interrupted_advice()) from None
     status = exit_status(record)
-    _STATUSES.append(status)
+    invocation.statuses.append(status)
     if record.get("resumed"):
         print(f"{out_dir}: skipped, it already holds a valid result (resume=true)", flush=True)
         return objective(record)
@@ -370,9 +408,10 @@ def main() -> None:
         from gemmlab import __version__
         print(f"gemmlab {__version__} (Hydra {hydra.__version__})")
         sys.exit(0)
-    register_resolvers()
+    invocation = Invocation()
+    register_resolvers(invocation)
     try:
-        _prepare(sys.argv[1:])
+        _prepare(sys.argv[1:], invocation)
     except ConfigError as exc:
         print(f"gemmlab: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -380,14 +419,14 @@ def main() -> None:
         print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
               file=sys.stderr)
     try:
-        _task()
+        _hydra_app(invocation)()
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
-        sys.exit(done.outcome.exit_status_with(_STATUSES))
+        sys.exit(done.outcome.exit_status_with(invocation.statuses))
     except KeyboardInterrupt as exc:
         advice = str(exc.args[0]) if exc.args else _interrupted_advice()
         print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
-    sys.exit(max(_STATUSES, default=0))
+    sys.exit(invocation.exit_status())
 
 
 if __name__ == "__main__":

@@ -167,8 +167,9 @@ class Pair:
     def regression(self) -> bool:
         """Counts against the exit status: SLOW beyond the threshold, FAILED, or a point that was
         valid in BEFORE and is missing from AFTER (unless :attr:`allow_missing`)."""
-        return self.verdict == FAILED or (self.verdict == SLOW and self.beyond_threshold) or \
-            (self.verdict == ONLY_BEFORE and self.before is not None and self.before.valid and not self.allow_missing)
+        return (self.verdict == FAILED or (self.verdict == SLOW and self.beyond_threshold)
+                or (self.verdict == ONLY_BEFORE and self.before is not None and self.before.valid
+                    and not self.allow_missing))
 
     @property
     def note(self) -> str:
@@ -229,8 +230,8 @@ def compare_pair(before: Point, after: Point, threshold: float = 0.05, confidenc
     problems = [m for m in (_samples_problem(before, "BEFORE"), _samples_problem(after, "AFTER")) if m]
     if problems:
         ratio = None
-        if before.median_ms and after.median_ms is not None and math.isfinite(before.median_ms) \
-                and before.median_ms > 0:
+        if (before.median_ms and after.median_ms is not None and math.isfinite(before.median_ms)
+                and before.median_ms > 0):
             ratio = after.median_ms / before.median_ms
         return Pair(before, after, UNSURE, ratio=ratio, notes=problems + notes)
     ratio, low, high = bootstrap_ratio(before.samples, after.samples, confidence, resamples,

@@ -1,7 +1,8 @@
 """Stage 1: compile a kernel source with NVRTC (cuda.core ``Program``) to a cubin.
 
 Always cubin for one concrete SM target (the device's own in ``mode=run``): PTX made by an
-NVRTC newer than the driver fails to load (shared/notes/cuda-core.md). Works without a GPU.
+NVRTC newer than the driver fails to load (``CUDA_ERROR_UNSUPPORTED_PTX_VERSION``). Works without
+a GPU.
 Compiled objects are cached in-process (key: source SHA-256, options, name expression and the
 disk-cache settings), so a sweep compiles each distinct instance once; with ``persistent=True``
 they also go to the on-disk cache of :mod:`gemmlab.cache` (across processes).
@@ -82,8 +83,8 @@ class CompileOptions:
         """
         defines = []
         for name, value in dict(options.defines).items():
-            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) \
-                    or isinstance(value, bool) or not isinstance(value, (int, str)) or "\n" in str(value):
+            if (not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
+                    or isinstance(value, bool) or not isinstance(value, (int, str)) or "\n" in str(value)):
                 raise ConfigError("kernel.options", f"define {name!r}={value!r}: names are C identifiers, values "
                                   "ints or one-line strings")
             defines.append((name, str(value)))
@@ -245,8 +246,8 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
         for match in _INCLUDE.finditer(_COMMENTS.sub("", body)):
             kind, name = match.group(1), match.group(2).strip()
             where = f"{name!r} (included by {current.name})"
-            candidates = ([current.parent] if kind == '"' else []) + \
-                ([own, shared] if kind == '"' else [shared]) + cuda_dirs
+            candidates = (([current.parent] if kind == '"' else [])
+                          + ([own, shared] if kind == '"' else [shared]) + cuda_dirs)
             resolved = None
             for base in candidates:
                 path = (base / name).resolve()

@@ -253,8 +253,8 @@ def _plain(value: Any) -> Any:
 
 def _int(value: Any, field_name: str, minimum: int, maximum: int | None = None) -> int:
     upper = f" and <= {maximum}" if maximum is not None else ""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
-            or (maximum is not None and value > maximum):
+    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            or (maximum is not None and value > maximum)):
         raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {value!r}")
     return value
 
@@ -266,8 +266,8 @@ def _choice(value: Any, field_name: str, allowed: tuple[str, ...]) -> str:
 
 
 def _number(value: Any, field_name: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not low <= value <= high):
         raise ConfigError(field_name, f"must be a number in [{low:g}, {high:g}], got {value!r}")
     return float(value)
 
@@ -291,8 +291,8 @@ def _optional(value: Any, parse):
 
 
 def _tolerance(value: Any, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= 1:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 <= value <= 1):
         raise ConfigError(field_name, f"must be a number in [0, 1], got {value!r}")
     return float(value)
 

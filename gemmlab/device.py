@@ -4,8 +4,8 @@ The one module that holds CUDA device objects (``timing`` only records events on
 
 Sources: cuda.core 1.x API (``Device``, ``Stream``, ``Buffer``, ``launch``, ``LaunchConfig``) and
 the driver API through ``cuda.bindings.driver`` (memcpy/memset on addresses, stream capture,
-``cuKernelSetAttribute``); facts checked on the H200 in shared/notes/cuda-core.md (numpy scalar
-arguments, the shared-memory opt-in). NaN fill: ``cuMemsetD32Async`` with 0xFFFFFFFF (a float32 NaN).
+``cuKernelSetAttribute``); facts checked on the H200 (numpy scalar arguments, the
+shared-memory opt-in). NaN fill: ``cuMemsetD32Async`` with 0xFFFFFFFF (a float32 NaN).
 """
 
 from __future__ import annotations

@@ -151,8 +151,8 @@ def parse_table(data: Any, source: str = "<table>", field_name: str = "kernel.ta
         if not isinstance(lay, list) or len(lay) != 2 or not all(x in LAYOUT_NAMES for x in lay):
             raise bad(f"{where}.layout must be [a, b] with each row or col, got {lay!r}")
         s = e["shape"]
-        if not isinstance(s, list) or len(s) != 3 or \
-                not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in s):
+        if (not isinstance(s, list) or len(s) != 3
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in s)):
             raise bad(f"{where}.shape must be [M, N, K] of three positive integers, got {s!r}")
         if not isinstance(e["kernel"], str) or not e["kernel"] or e["kernel"] == AUTO:
             raise bad(f"{where}.kernel must be a kernel name (not auto), got {e['kernel']!r}")
@@ -487,8 +487,8 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
             candidates = tuple((name, {}) for name in registry.kernels)
         for name, params in candidates:
             full, why = _try(registry, name, params, shape, precision, layout, facts)
-            blocks = _blocks(registry.kernels[name], shape, full, precision, layout, facts) \
-                if full is not None and rule.min_blocks else None
+            blocks = (_blocks(registry.kernels[name], shape, full, precision, layout, facts)
+                      if full is not None and rule.min_blocks else None)
             if blocks is not None and blocks < rule.min_blocks:
                 full, why = None, f"{name} {_ptext(full)}: {blocks} blocks < {rule.min_blocks} SMs (a partial wave)"
             if full is not None:
@@ -528,8 +528,8 @@ def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]
     shape = parse_shape(plain.get("shape"))
     precision = plain.get("precision", "fp32")
     layout_cfg = plain.get("layout") or {}
-    layout = (layout_cfg.get("a", "row"), layout_cfg.get("b", "row")) if isinstance(layout_cfg, Mapping) \
-        else ("row", "row")
+    layout = ((layout_cfg.get("a", "row"), layout_cfg.get("b", "row")) if isinstance(layout_cfg, Mapping)
+              else ("row", "row"))
     choice = choose(shape, registry, table, precision if isinstance(precision, str) else "fp32", layout)
     resolved = dict(plain)
     resolved["kernel"] = {"name": choice.kernel, **dict(choice.params)}
@@ -593,8 +593,8 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
             skip("not a valid timed record")
             continue
         kern = raw.get("kernel")
-        if not isinstance(kern, Mapping) or rec.kernel is None or rec.shape is None or rec.shape_from != "shape" \
-                or rec.median_ms is None:
+        if (not isinstance(kern, Mapping) or rec.kernel is None or rec.shape is None or rec.shape_from != "shape"
+                or rec.median_ms is None):
             skip("no kernel, shape or timing")
             continue
         if kern.get("backend") != "nvrtc":
@@ -619,8 +619,8 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
         raise ConfigError("paths", f"no valid timed record of an NVRTC kernel among {len(files)} result.json file(s)")
     entries = []
     for (precision, layout, shape), cands in sorted(groups.items()):
-        same_base = all(c["ratio_to_baseline"] is not None for c in cands) and \
-            len({c["baseline"] for c in cands}) == 1
+        same_base = (all(c["ratio_to_baseline"] is not None for c in cands)
+                     and len({c["baseline"] for c in cands}) == 1)
         metric = "ratio_to_baseline" if same_base else "median_ms"
         best = min(cands, key=lambda c: (c[metric], c["median_ms"]))
         extra = {"median_ms": best["median_ms"], "ratio_to_baseline": best["ratio_to_baseline"],

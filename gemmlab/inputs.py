@@ -1,9 +1,10 @@
 """Stage 2: the experiment's inputs, drawn on the host from a recorded seed.
 
 float32 A (M x K) and B (K x N), row-major, from ``numpy.random.default_rng(seed)``. The same
-seed gives the same matrices on every machine (numpy's PCG64 stream). Never zeros (seed 000).
-For a :class:`~gemmlab.hookspecs.Problem` they are then rounded once to the precision's storage
-type (bf16 through ml_dtypes, fp16 through numpy) and stored in the problem's layout
+seed gives the same matrices on every machine (numpy's PCG64 stream). Never zeros (the rule of
+seed 000, the real-device naive vs register-tiled GEMM lab gemmlab grew from). For a
+:class:`~gemmlab.hookspecs.Problem` they are then rounded once to the precision's storage type
+(bf16 through ml_dtypes, fp16 through numpy) and stored in the problem's layout
 (:func:`make_problem_inputs`); the reference multiplies exactly the rounded values.
 """
 
@@ -66,8 +67,8 @@ def storage_dtype(precision: str) -> np.dtype:
             import ml_dtypes
         except ImportError:
             from gemmlab.errors import UnavailableError
-            raise UnavailableError("precision=bf16 needs ml_dtypes for host-side bfloat16: pip install ml_dtypes") \
-                from None
+            raise UnavailableError(
+                "precision=bf16 needs ml_dtypes for host-side bfloat16: pip install ml_dtypes") from None
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)
 

@@ -49,8 +49,8 @@ class Monitor:
             if not pci_bus_id:  # never read another GPU's clocks by guessing an index
                 raise LookupError("the GPU's PCI bus id is unknown")
             self._h = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
-            self._reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            self._reasons = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                             or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
         except Exception as exc:  # no nvidia-ml-py, no NVML library, unknown bus id
             self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"
             self._h = None

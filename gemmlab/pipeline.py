@@ -28,8 +28,8 @@ from gemmlab import timing as timing_stage
 from gemmlab import verify as verify_stage
 from gemmlab.config import RunConfig, _plain, parse_config
 from gemmlab.dispatch import resolve_config as resolve_auto
-from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, \
-    VerificationError
+from gemmlab.errors import (CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError,
+                            VerificationError)
 from gemmlab.backends import Buffers, backend_for
 from gemmlab.hookspecs import Launch, ParamError, Problem
 from gemmlab.roofline import roofline
@@ -145,8 +145,8 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
     def comparable(config: dict) -> dict:
         return {**defaults, **{k: v for k, v in config.items() if k not in ignored}}
 
-    same_config = isinstance(old.get("config"), dict) and isinstance(current, dict) and \
-        comparable(old["config"]) == comparable(current)
+    same_config = (isinstance(old.get("config"), dict) and isinstance(current, dict)
+                   and comparable(old["config"]) == comparable(current))
     if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
         return old
@@ -300,8 +300,8 @@ class Run:
             _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
             hit = _bands(gpu, record, [c, self.d_a, self.d_b, *backend.guarded()], after="the correctness launch")
-            record["nets_fired"] = (["guard bands"] if hit else []) + \
-                ([] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
+            record["nets_fired"] = (["guard bands"] if hit else []) + (
+                [] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
                                             if verdict.nan_outputs else "verification"])
             if hit:
                 raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the correctness launch)"

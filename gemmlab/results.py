@@ -489,8 +489,8 @@ class _Reader:
 def _mnk(shape: Any) -> tuple[int, int, int] | None:
     if isinstance(shape, dict):
         shape = [shape.get(d) for d in "MNK"]
-    if isinstance(shape, (list, tuple)) and len(shape) == 3 and \
-            all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
+    if (isinstance(shape, (list, tuple)) and len(shape) == 3
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape)):
         return tuple(shape)  # type: ignore[return-value]
     return None
 

@@ -5,7 +5,8 @@ Model (Williams, Waterman, Patterson, "Roofline", CACM 52(4), 2009): minimum byt
 once and C written once, 4·(M·K + K·N + M·N) for float32 (2-byte A and B for bf16/fp16:
 2·(M·K + K·N) + 4·M·N). FP32 peak = SMs × 128 FP32 lanes × 2
 FLOP (FMA) × SM clock — the SM clock read through NVML during the run (Hopper has 128 FP32 lanes
-per SM; shared/anchors/h200.md). DRAM peak = 2 (double data rate) × memory clock × bus width / 8,
+per SM: CUDA C++ Programming Guide, arithmetic instruction throughput, compute capability 9.0).
+DRAM peak = 2 (double data rate) × memory clock × bus width / 8,
 from the device attributes.
 """
 

@@ -91,8 +91,8 @@ def parse_suite(data: object, source: str = "<suite>") -> Suite:
             raise bad(f"family {name}: must be a non-empty list of [M, N, K]")
         out = []
         for s in shapes:
-            if not isinstance(s, (list, tuple)) or len(s) != 3 or \
-                    not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in s):
+            if (not isinstance(s, (list, tuple)) or len(s) != 3
+                    or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in s)):
                 raise bad(f"family {name}: {s!r} is not [M, N, K] of three positive integers")
             key = tuple(s)
             if key in seen:

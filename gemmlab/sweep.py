@@ -37,8 +37,8 @@ def _row(rec: Record, root: Path) -> dict[str, Any]:
     raw = rec.raw
     ratio = raw.get("ratio_to_baseline") if isinstance(raw.get("ratio_to_baseline"), dict) else None
     config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
-    max_abs = (raw.get("verification") or {}).get("max_abs_error", "") if isinstance(raw.get("verification"), dict) \
-        else ""
+    max_abs = ((raw.get("verification") or {}).get("max_abs_error", "")
+               if isinstance(raw.get("verification"), dict) else "")
     return {"point": point, "kernel": rec.kernel or "?",
             "shape": rec.shape_text if rec.shape_from == "shape" else str(config.get("shape")),
             "params": rec.params_text, "status": raw.get("status"),

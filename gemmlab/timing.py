@@ -1,8 +1,9 @@
 """Stage 5: warm-up, then timing with CUDA events, by one of two protocols.
 
-``events`` (seed 000): each sample records a start event, enqueues ``batch`` launches back to
-back, records a stop event, waits for it and divides by ``batch``. Host submission gaps between
-launches are inside the interval.
+``events`` (the protocol of seed 000, the real-device naive vs register-tiled GEMM lab gemmlab
+grew from): each sample records a start event, enqueues ``batch`` launches back to back, records
+a stop event, waits for it and divides by ``batch``. Host submission gaps between launches are
+inside the interval.
 
 ``graph``: the ``batch`` launches are captured once into a CUDA graph; each sample records
 events around one graph launch, so host submission gaps disappear (the method of

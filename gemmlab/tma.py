@@ -3,7 +3,7 @@
 (built on the GPU through cuda.core's ``StridedMemoryView.as_tensor_map``, which calls
 ``cuTensorMapEncodeTiled``).
 
-Rules (CUDA driver API, ``cuTensorMapEncodeTiled``; shared/notes/kernel-ladder.md): the global
+Rules (CUDA Driver API reference, ``cuTensorMapEncodeTiled``): the global
 base address 16-byte aligned; the global row stride (bytes between rows of the matrix as stored)
 a multiple of 16 bytes and below 2^40; each global dimension 1..2^32; each box dimension
 1..256; the inner box dimension times the element size a multiple of 16 bytes; with a swizzle,
@@ -49,8 +49,8 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None) -> dict:
         raise ConfigError("kernel", f"{what}: box must be (rows, cols) of two ints, got {tm.box!r}")
     elem = element_bytes(problem, tm.matrix)
     rows, cols = problem.stored_shape(tm.matrix)
-    inner = "M" if (tm.matrix == "A" and problem.layout_a == "col") else \
-        "K" if tm.matrix == "A" or (tm.matrix == "B" and problem.layout_b == "col") else "N"
+    inner = ("M" if (tm.matrix == "A" and problem.layout_a == "col")
+             else "K" if tm.matrix == "A" or (tm.matrix == "B" and problem.layout_b == "col") else "N")
     stride = cols * elem
     if stride % 16:
         raise ConfigError("shape", f"{what}: the row stride {cols} x {elem} B = {stride} B is not a multiple of 16 "

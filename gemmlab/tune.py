@@ -66,8 +66,8 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
         out += [("tiled", dict(OPTUNA_TILE)), ("tiled", dict(SEED_TILE))]
         if family in ("tall_skinny", "short_wide", "odd"):
             out += [_sk(32, 32, 4), _sk(64, 64, 2)]
-        out += [(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS] \
-            if family in ("tall_skinny", "short_wide") else []
+        out += ([(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS]
+                if family in ("tall_skinny", "short_wide") else [])
     return out
 
 

@@ -1,10 +1,10 @@
 """Stage 4: verify a kernel's output against float64 products of the same inputs (as stored:
 rounded to bf16/fp16 when the precision says so, given here as float32 arrays of those values).
 
-The reference multiplies the already-rounded inputs in float64 on the CPU (seed 000), separating
-input rounding from device accumulation error. NaN and inf never pass, so an output the kernel
-never wrote (NaN-filled beforehand) is caught and counted. Tolerance rules
-(``verify.tolerance``):
+The reference multiplies the already-rounded inputs in float64 on the CPU (as in seed 000, the
+real-device naive vs register-tiled GEMM lab gemmlab grew from), separating input rounding from
+device accumulation error. NaN and inf never pass, so an output the kernel never wrote
+(NaN-filled beforehand) is caught and counted. Tolerance rules (``verify.tolerance``):
 
 - ``fixed``: ``|C - ref| <= atol + rtol*|ref|`` (seed 000: ``assert_allclose`` with 3e-4 each).
 - ``bound`` (default for float inputs): ``|C - ref| <= lam*sqrt(K)*(u + 2*u_in)*(|A||B|)_ij +

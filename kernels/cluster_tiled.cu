@@ -8,7 +8,7 @@
 // CTA copies the other half from its peer's a_tile (mapa + ld.shared::cluster) into its own, and
 // the cluster meets again before anyone overwrites a half its peer may still be reading. B is
 // staged per CTA as in the built-in "tiled" kernel. So each CTA reads half of A from global
-// memory. Thread tile, ownership and guards are those of "tiled" (seed 000): thread block
+// memory. Thread tile, ownership and guards are those of "tiled": thread block
 // (BN/TN, BM/TM); each thread owns TM x TN outputs at row ty + i*TY, column tx + j*TX.
 // The grid's x extent is even (padded CTAs past N still stage their half of A; their stores
 // are masked). Every CTA runs the same number of chunks, so the cluster barriers always match.

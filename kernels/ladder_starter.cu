@@ -1,4 +1,5 @@
-// gemmlab built-in kernel "ladder_starter" (seed 002, Matmul Ladder I starter code).
+// gemmlab built-in kernel "ladder_starter" (seed 002: the starter code of the "Matmul Ladder I"
+// register-blocking lab gemmlab grew from).
 // Register-blocking harness contract: 1-D grid of (N/64)^2 blocks, each owning one 64x64 tile
 // of C recovered from blockIdx.x; 256 threads; square N x N x N with N a multiple of 64, so no
 // partial tiles and no masks. One output per thread, 16 sub-passes, each re-staging the tiles.

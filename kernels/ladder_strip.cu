@@ -1,4 +1,5 @@
-// gemmlab built-in kernel "ladder_strip" (seed 002, Matmul Ladder I: the column strip).
+// gemmlab built-in kernel "ladder_strip" (seed 002: the column strip of the "Matmul Ladder I"
+// register-blocking lab gemmlab grew from).
 // Same harness contract as ladder_starter: 1-D grid of (N/64)^2 blocks, tile from blockIdx.x,
 // square N multiple of 64. 64*64/TM threads (TM=16: 256); thread tid owns the column
 // col = tid % 64 and the TM-row strip rows (tid / 64)*TM .. +TM-1, held in registers. Each k-step

@@ -1,7 +1,8 @@
-// gemmlab built-in kernel "ladder_tile2d" (seed 002's next rung, "Where to go next": 2-D register
-// blocking). Same harness contract as ladder_starter/ladder_strip: 1-D grid of (N/64)^2 blocks,
-// the 64x64 tile recovered from blockIdx.x, square N with N % 64 == 0 (no partial tiles), so the
-// float4 (16-byte) global loads are always aligned and in range.
+// gemmlab built-in kernel "ladder_tile2d" (the next rung, "Where to go next", of seed 002:
+// the "Matmul Ladder I" register-blocking lab gemmlab grew from; 2-D register blocking). Same
+// harness contract as ladder_starter/ladder_strip: 1-D grid of (N/64)^2 blocks, the 64x64 tile
+// recovered from blockIdx.x, square N with N % 64 == 0 (no partial tiles), so the float4
+// (16-byte) global loads are always aligned and in range.
 //
 // 256 threads; thread (ty, tx) = (tid / 16, tid % 16) owns the 4x4 micro-tile rows ty*4..+3,
 // columns tx*4..+3 (one owner per output). Per BK chunk the block stages A (64 x BK) transposed

@@ -1,5 +1,6 @@
-// gemmlab built-in kernel "naive" (seed 000, labs/kernels/gemm.cuh: gemm_naive).
-// One output per thread, BX x BY thread block (seed: 16 x 16), every thread masked.
+// gemmlab built-in kernel "naive" (seed 000: gemm_naive of the real-device naive vs
+// register-tiled GEMM lab gemmlab grew from).
+// One output per thread, BX x BY thread block (seed 000: 16 x 16), every thread masked.
 // Row-major float32: A is M x K, B is K x N, C is M x N. No tensor cores.
 template <int BX, int BY>
 __global__ void gemm_naive(const float *a, const float *b, float *c, int m, int n, int k) {

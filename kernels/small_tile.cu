@@ -1,7 +1,7 @@
 // gemmlab built-in kernel "small_tile" (issue 10): tiny and skinny GEMMs, where a launch of a
 // few blocks is bound by latency, not by FLOPs. Row-major float32, no tensor cores.
 //
-// Seed 000's naive mapping (one output of C per thread, BX x BY outputs per block; A and B read
+// The naive kernel's mapping (one output of C per thread, BX x BY outputs per block; A and B read
 // straight from global memory through L1: lanes of a warp read one A element (broadcast) and
 // consecutive B elements (coalesced)) plus sliced K: threadIdx.z picks one of KS contiguous slices
 // of the reduction, so each thread's serial chain of dependent loads and FMAs is K/KS long instead

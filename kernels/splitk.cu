@@ -8,7 +8,7 @@
 // Launch 2, gemm_splitk_reduce: C[i] = sum over z = 0..SPLITS-1 of workspace[z][i], in that fixed
 // order (deterministic), grid-stride over the M*N outputs.
 //
-// The partial kernel is the register-tiled scheme of the built-in "tiled" kernel (seed 000):
+// The partial kernel is the register-tiled scheme of the built-in "tiled" kernel:
 // thread block (BN/TN, BM/TM); each thread owns TM x TN outputs at row ty + i*TY, column
 // tx + j*TX; each thread stages BM*BK/THREADS elements of A and BK*BN/THREADS of B per chunk
 // (guarded, zero outside, so any M, N, K works); partial blocks never exit early.

@@ -1,5 +1,6 @@
-// gemmlab built-in kernel "tiled" (seed 000, labs/kernels/gemm.cuh: gemm_tiled), with the seed's
-// constants made template parameters. Seed values: BM=64, BN=64, BK=16, TM=8, TN=2.
+// gemmlab built-in kernel "tiled" (seed 000: gemm_tiled of the real-device naive vs
+// register-tiled GEMM lab gemmlab grew from), with the seed's constants made template
+// parameters. Seed values: BM=64, BN=64, BK=16, TM=8, TN=2.
 //
 // Output block BM x BN; thread block (TX, TY) = (BN/TN, BM/TM), seed (32, 8) = 256 threads.
 // Each thread owns TM x TN accumulators: row = ty + i*TY, col = tx + j*TX (i < TM, j < TN),

@@ -1,5 +1,6 @@
-"""Built-in kernels ``ladder_starter``, ``ladder_strip`` and ``ladder_tile2d``: seed 002's
-register-blocking harness (``ladder_tile2d`` is the seed's "where to go next": a 4x4 micro-tile
+"""Built-in kernels ``ladder_starter``, ``ladder_strip`` and ``ladder_tile2d``: the
+register-blocking harness of seed 002, the "Matmul Ladder I" lab gemmlab grew from
+(``ladder_tile2d`` is that lab's "where to go next": a 4x4 micro-tile
 per thread with float4 loads).
 
 Harness contract: a 1-D grid of (N/64)^2 blocks, each recovering its 64x64 tile of C from

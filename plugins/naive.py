@@ -1,4 +1,5 @@
-"""Built-in kernel ``naive``: seed 000's one-output-per-thread GEMM (kernels/naive.cu)."""
+"""Built-in kernel ``naive``: the one-output-per-thread GEMM (kernels/naive.cu) of seed 000, the
+real-device naive vs register-tiled GEMM lab gemmlab grew from."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from gemmlab.plugin_utils import cdiv, count_hits, require
 
 
 class NaiveKernel(KernelSpec):
-    """One output per thread in a BX x BY block (seed: 16 x 16), masked; any shape."""
+    """One output per thread in a BX x BY block (seed 000: 16 x 16), masked; any shape."""
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         threads = params["BX"] * params["BY"]

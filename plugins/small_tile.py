@@ -1,6 +1,7 @@
 """Built-in kernel ``small_tile`` (issue 10): tiny and skinny shapes (kernels/small_tile.cu).
 
-One output per thread in a BX x BY block (seed 000's naive mapping) with the reduction split into
+One output per thread in a BX x BY block (the ``naive`` kernel's mapping, from seed 000: the
+real-device naive vs register-tiled GEMM lab gemmlab grew from) with the reduction split into
 KS contiguous slices along threadIdx.z, added in shared memory: the serial chain per thread is
 K/KS long, so a launch-bound tiny GEMM (or a K-heavy one with few outputs) finishes sooner.
 Block = (BX, BY, KS), at most 1024 threads; grid = (cdiv(N, BX), cdiv(M, BY)). Any shape.

@@ -1,4 +1,5 @@
-"""Built-in kernel ``tiled``: seed 000's shared- and register-tiled GEMM (kernels/tiled.cu).
+"""Built-in kernel ``tiled``: the shared- and register-tiled GEMM (kernels/tiled.cu) of seed 000,
+the real-device naive vs register-tiled GEMM lab gemmlab grew from.
 
 Parameters (seed values): BM=64, BN=64 output block; BK=16 reduction chunk; TM=8, TN=2 thread
 tile. The thread block is (BN/TN, BM/TM) = (32, 8).

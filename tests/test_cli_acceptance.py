@@ -5,6 +5,7 @@ form, hydra.* keys, sweep syntax, globs over plugin kernels). Run in-process (te
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,20 @@ def test_help_with_a_broken_plugin_folder_still_helps(tmp_path):
     proc = run_cli(["--help", f"plugin_dirs=[{tmp_path / 'p'}]"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "plugins failed to load" in proc.stdout and "bad.py" in proc.stdout
+
+
+def test_nothing_carries_over_between_commands(tmp_path):
+    """Issue 12: each command keeps its state in its own gemmlab.cli.Invocation (no module-level
+    channel), so in one process a failed point's exit status and one command's plugin folders never
+    reach the next command."""
+    for d in "abcd":
+        (tmp_path / d).mkdir()
+    bad = run_cli(["kernel.BK=7", "mode=compile", "shape=[63,65,33]"], tmp_path / "a")  # an invalid point
+    assert bad.returncode == 2, bad.stderr
+    ok = run_cli(["kernel=naive", "mode=compile", "shape=[31,33,17]"], tmp_path / "b")
+    assert ok.returncode == 0, ok.stderr
+    with_faulty = run_cli(["--help", f"plugin_dirs=[{FAULTY}]"], tmp_path / "c")
+    listed = re.compile(r"^sim_fault\s", re.M)  # a line of the help's kernel list
+    assert with_faulty.returncode == 0 and listed.search(with_faulty.stdout)  # the folder's kernels are listed
+    plain = run_cli(["--help"], tmp_path / "d")
+    assert plain.returncode == 0 and not listed.search(plain.stdout)  # ... only by the command naming it

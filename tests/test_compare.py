@@ -255,8 +255,8 @@ def test_cli_identical_all_same(before_after, tmp_path, run_cli):
     assert "0 SLOW" in proc.stdout and "1 INVALID" in proc.stdout  # the broken point, failed on both sides
     text = md.read_text()
     assert text.count("| SAME |") == TIMED_POINTS
-    assert "| kernel | params | shape | device | protocol | before median ms | after median ms | ratio | " \
-           "CI low | CI high | verdict |" in text
+    assert ("| kernel | params | shape | device | protocol | before median ms | after median ms | ratio | "
+            "CI low | CI high | verdict |") in text
 
 
 def test_cli_one_point_slower(before_after, tmp_path, run_cli):

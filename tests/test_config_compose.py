@@ -69,8 +69,8 @@ def test_default_verify_tolerances():
     cfg = compose()
     assert cfg.verify.atol == pytest.approx(3e-4, rel=0, abs=1e-15)
     assert cfg.verify.rtol == pytest.approx(3e-4, rel=0, abs=1e-15)
-    assert {k: cfg.verify[k] for k in ("tolerance", "safety", "method", "max_full", "sample", "trials")} == \
-        {"tolerance": "auto", "safety": 8.0, "method": "auto", "max_full": 2**37, "sample": 256, "trials": 2}
+    assert {k: cfg.verify[k] for k in ("tolerance", "safety", "method", "max_full", "sample", "trials")} == (
+        {"tolerance": "auto", "safety": 8.0, "method": "auto", "max_full": 2**37, "sample": 256, "trials": 2})
 
 
 def test_default_baseline_precision_sanitizer():

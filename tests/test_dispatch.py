@@ -116,8 +116,8 @@ def test_shipped_table_entries_are_their_records():
         assert rec.ratio_to_baseline == pytest.approx(e.extra["ratio_to_baseline"]) and rec.baseline == "cublas"
     rebuilt, stats = dispatch.build_table([root / "tune"])
     assert stats["used"] == len(table.entries)
-    assert [(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries] == \
-        [(e.key, e.kernel, dict(e.params)) for e in table.entries]
+    assert ([(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries]
+            == [(e.key, e.kernel, dict(e.params)) for e in table.entries])
 
 
 @pytest.mark.parametrize("text, match", [
@@ -217,8 +217,8 @@ def test_rule_params_follow_the_shape():
     assert dispatch.choose(Shape(4096, 4096, 4096), REGISTRY).params["BM"] == 128
     assert dispatch.choose(Shape(32, 32, 16), REGISTRY).params["KS"] == 1
     assert dispatch.choose(Shape(64, 4096, 14336), REGISTRY).kernel == "slicedk"  # M > 16: register tiles first
-    assert dispatch.choose(Shape(512, 512, 16384), REGISTRY).params == \
-        {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4}  # 256 blocks: one wave of 32x32 tiles
+    assert dispatch.choose(Shape(512, 512, 16384), REGISTRY).params == (
+        {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4})  # 256 blocks: one wave of 32x32 tiles
     # fewer SMs in the table's GPU: wider gemv blocks already give 2 blocks per SM
     few = table_with(device={"name": "small GPU", "sm_count": 16})
     assert dispatch.choose(Shape(1, 4096, 4096), REGISTRY, few).params["NT"] == 128
@@ -382,8 +382,8 @@ def test_cli_auto_bad_input_is_one_line(tmp_path):
     (tmp_path / "bad.json").write_text('{"schema": "gemmlab.tuning/1", "entries": 3}')
     proc = run_gemmlab("kernel=auto", f"kernel.table={tmp_path / 'bad.json'}", "mode=compile", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == \
-        f"gemmlab: error: kernel.table: {tmp_path / 'bad.json'}: entries must be a list"
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"gemmlab: error: kernel.table: {tmp_path / 'bad.json'}: entries must be a list")
     assert "Traceback" not in proc.stderr
 
 
@@ -397,8 +397,8 @@ def test_cli_experiment_shapes_one_family_compile(tmp_path):
     recs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/result.json"))]
     assert len(recs) == len(load_suite().families["tiny"])
     by_shape = {tuple(r["shape"].values()): r for r in recs}
-    assert by_shape[(16, 16, 16)]["dispatch"]["source"] == "table" and by_shape[(16, 16, 16)]["kernel"] == \
-        {"name": "naive", "params": {"BX": 8, "BY": 8}, "plugin": "gemmlab_plugins.naive", "backend": "nvrtc"}
+    assert by_shape[(16, 16, 16)]["dispatch"]["source"] == "table" and by_shape[(16, 16, 16)]["kernel"] == (
+        {"name": "naive", "params": {"BX": 8, "BY": 8}, "plugin": "gemmlab_plugins.naive", "backend": "nvrtc"})
     for shape, rec in by_shape.items():
         assert rec["status"] == "compiled" and rec["config"]["kernel"] == {"name": "auto", "table": str(table)}
         assert rec["config"]["baseline"] == "cublas" and rec["config"]["timing"]["mode"] == "both"

@@ -40,6 +40,8 @@ def _assert_ok(rec: dict) -> None:
 @pytest.mark.parametrize("shape", SEED_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel", ["naive", "tiled"])
 def test_seed000_kernels_verify(kernel, shape, tmp_path):
+    """The kernels of seed 000 (the real-device naive vs register-tiled GEMM lab gemmlab grew
+    from) at its shapes, partial tiles included."""
     rec = run_point(_cfg(kernel, shape), tmp_path)
     _assert_ok(rec)
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "ok"

@@ -33,6 +33,12 @@ INTENDED = {
      "'fp32: float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: IEEE "
      "float32, fma contraction on, no fast-math); reference: float64 product of the same inputs (as stored) on "
      "the CPU'"),
+    # issue 12 item 6 edited the header comments of kernels/tiled.cu and kernels/naive.cu (what
+    # the seed lab is; no path outside the repository): the code is the same, the source hash is not
+    (".compile.source_sha256", "'0ef04373dac82dada178ec5be7c270c6317368e3876158dd0ad45ee6f4d4f795'",
+     "'bae5a55c15313a33469250d3e40fcd838e45984898d1873cd639596ae16f3d13'"),  # tiled.cu
+    (".compile.source_sha256", "'502404165f0035b4ca0e96a94d289766f44aae69adb3164a1cd4255500aa4bb4'",
+     "'832776338a2bba1912738ddb0afb565b109d933222f9b478bc1273fb5c812f77'"),  # naive.cu
 }
 CASES = {
     "ok_baseline_both": ({"baseline": "naive", "timing": {"mode": "both"}},

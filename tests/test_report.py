@@ -363,8 +363,8 @@ def test_family_section_from_the_h200_shapes_records(tmp_path):
     assert "| **all** | 45 | 45 | **81.1** | 34.7 | | |" in section
     assert "| k_heavy | 3 | 3 | 37.2 | 34.7 (256x256x65536) | 2.88 | splitk x3 |" in section
     assert "- PASS: every point valid (45/45)" in section and "- FAIL: geomean >= 90% of baseline" in section
-    assert "| decode | 1x4096x4096 | gemv_rows | MT=1 NT=16 KW=8 U=8 | table | ok | 0.01948 | 0.01774 | 91.1 |" \
-        in section
+    assert ("| decode | 1x4096x4096 | gemv_rows | MT=1 NT=16 KW=8 U=8 | table | ok | 0.01948 | 0.01774 | 91.1 |"
+            in section)
     assert "| k_heavy | 128x1024x32768 | splitk | BM=64 BN=64 BK=16 TM=8 TN=2 SPLITS=9 | rule: K-heavy |" in section
     assert "![kernel=auto vs the baseline per shape](families.png)" in section
     shape_rows = [line for line in section.splitlines() if line.count(" | ") == 8 and not line.startswith("| family")]

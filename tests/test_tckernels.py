@@ -154,10 +154,10 @@ def test_parameter_rules(name, bad, field):
 def test_instances_pick_type_layout_and_path():
     bf = spec("mma_bf16")
     p = params("mma_bf16")
-    assert bf.instance(Problem(Shape(64, 64, 64), "bf16"), p) == \
-        "gemm_mma16<__nv_bfloat16, 128, 256, 32, 64, 64, 3, false, true, 1>"
-    assert bf.instance(Problem(Shape(64, 64, 64), "fp16", "row", "col"), p) == \
-        "gemm_mma16<__half, 128, 256, 32, 64, 64, 3, true, true, 1>"
+    assert bf.instance(Problem(Shape(64, 64, 64), "bf16"), p) == (
+        "gemm_mma16<__nv_bfloat16, 128, 256, 32, 64, 64, 3, false, true, 1>")
+    assert bf.instance(Problem(Shape(64, 64, 64), "fp16", "row", "col"), p) == (
+        "gemm_mma16<__half, 128, 256, 32, 64, 64, 3, true, true, 1>")
     assert bf.instance(Problem(Shape(64, 63, 64), "bf16"), p).endswith("false, false, 1>")  # ldb = 63
     assert bf.instance(Problem(Shape(64, 63, 64), "bf16", "row", "col"), p).endswith("true, true, 1>")  # ldb = K
     tf = spec("mma_tf32")

@@ -125,8 +125,8 @@ def test_launches_per_sample():
 
 def test_defaults_are_seed_protocol():
     o = TimingOptions()
-    assert (o.mode, o.l2, o.warmup, o.repeat, o.max_repeat, o.target_rel_spread, o.budget_s, o.batch, o.floor) == \
-        ("events", "warm", 5, 10, None, None, None, 20, True)
+    assert (o.mode, o.l2, o.warmup, o.repeat, o.max_repeat, o.target_rel_spread, o.budget_s, o.batch, o.floor) == (
+        ("events", "warm", 5, 10, None, None, None, 20, True))
 
 
 def test_describe_events():

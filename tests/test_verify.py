@@ -62,7 +62,7 @@ def test_real_product_passes_default_tolerance():
     assert v.rule == "bound"  # the default for float inputs
     assert 0 < v.max_abs_error < 3e-4
     assert 0 < v.max_error_over_tolerance < 1
-    fixed = check(c, a, b, VerifyOptions(tolerance="fixed"))  # seed 000's 3e-4 / 3e-4
+    fixed = check(c, a, b, VerifyOptions(tolerance="fixed"))  # 3e-4 / 3e-4 (the fixed rule)
     assert fixed.passed, fixed.summary()
     assert fixed.rule == "fixed" and fixed.max_abs_error == v.max_abs_error
 
@@ -341,7 +341,7 @@ def test_bound_fails_one_dropped_k_term_at_k_65536():
 
 
 def test_fixed_rule_at_large_k(big_k):
-    # seed 000's fixed rule (3e-4 + 3e-4|ref|) at K = 4096: the correct products still pass and the
+    # the fixed rule (3e-4 + 3e-4|ref|) at K = 4096: the correct products still pass and the
     # dropped term still fails; the errors measured are the same as under the bound rule.
     a, b = big_k
     fixed = VerifyOptions(tolerance="fixed", atol=3e-4, rtol=3e-4)
