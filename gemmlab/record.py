@@ -92,6 +92,11 @@ def summary(record: dict) -> str:
     lines = [f"{label} {params} [{record['status']}]" + (f" on {dev.get('name')} ({dev.get('arch')})" if dev else "")]
     if record.get("error"):
         lines.append(f"  error   {record['error']}")
+    dispatch = record.get("dispatch")
+    if isinstance(dispatch, dict):  # kernel=auto: what it chose and why (gemmlab.dispatch)
+        why = "table entry" if dispatch.get("source") == "table" else f"rule {dispatch.get('rule', '?')}"
+        lines.append(f"  auto    chose {dispatch.get('chosen')} by {why}"
+                     + (f" ({dispatch.get('match')})" if dispatch.get("match") else ""))
     comp = record.get("compile")
     if comp:
         r = comp["resources"]

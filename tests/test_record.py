@@ -120,3 +120,12 @@ def test_write_record_never_overwrites(tmp_path):
     with pytest.raises(FileExistsError):
         record_stage.write_record(rec, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary file left
+
+
+def test_summary_says_what_kernel_auto_chose(full_record):
+    rec = copy.deepcopy(full_record)
+    rec["dispatch"] = {"requested": "auto", "chosen": "gemv_rows", "source": "table", "match": "nearest"}
+    assert "  auto    chose gemv_rows by table entry (nearest)" in record_stage.summary(rec).splitlines()
+    rec["dispatch"] = {"requested": "auto", "chosen": "slicedk", "source": "rule", "rule": "K-heavy: few tiles"}
+    assert "  auto    chose slicedk by rule K-heavy: few tiles" in record_stage.summary(rec).splitlines()
+    assert "auto" not in record_stage.summary(full_record)
