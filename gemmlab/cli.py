@@ -16,6 +16,7 @@ each point reports (exit statuses) to :func:`main`; no module-level state is wri
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import sys
 from dataclasses import dataclass, field
@@ -256,8 +257,10 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     ns = _hydra_args(args)
     if ns is None:
         return  # Hydra's parser refuses the command line: Hydra says why
-    passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help or ns.cfg
-                   or ns.experimental_rerun)  # Hydra's own commands: never refused by gemmlab
+    # Hydra's own commands: never refused by gemmlab. --cfg is not among them: it composes the
+    # config, so an unknown key or kernel, which Hydra refuses too, gets gemmlab's one line.
+    passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help
+                   or ns.experimental_rerun)
     try:
         parsed = _parse_overrides(ns.overrides or [])
         dirs = _plugin_dirs(parsed)
@@ -273,6 +276,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
             store.store(group="kernel", name=name, node={"name": name, **dict(spec.defaults)})
     if passive:
         return
+    _check_suite_families(args)
     custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
     options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
     kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options)
@@ -290,6 +294,26 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
             if p not in spec.defaults:
                 raise ConfigError(f"kernel.{p}", f"kernel '{name}' has no parameter {p}; its parameters: "
                                   f"{', '.join(spec.defaults) or 'none'}")
+
+
+_SUITE_REF = re.compile(r"\$\{gemmlab_suite:([^}]*)\}")
+
+
+def _check_suite_families(args: list[str]) -> None:
+    """Family names in ``${gemmlab_suite:a,b}`` on the command line exist in the shape suite (Hydra
+    resolves the sweep string later, where an error would be a traceback).
+
+    Raises:
+        ConfigError: field ``shape``: an unknown family, naming the suite's families.
+    """
+    for arg in args:
+        for names in _SUITE_REF.findall(arg):
+            from gemmlab.shapes import load_suite
+            try:
+                load_suite().select(n.strip() for n in names.split(","))
+            except ConfigError as exc:
+                reason = str(exc).split(": ", 1)[-1]  # the message without its field
+                raise ConfigError("shape", f"${{gemmlab_suite:{names}}}: {reason}") from None
 
 
 def objective(record: dict) -> float | None:

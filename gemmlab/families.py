@@ -326,6 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(text.split("\n\n| family | shape")[0].splitlines()))
     if args.out:
         out = Path(args.out)
+        taken = [out / n for n in ("families.md", "families.csv", "families.png") if (out / n).exists()]
+        if taken:  # like gemmlab-report and gemmlab-compare: never overwrite written results
+            print(f"{PROG}: error: out: {taken[0]} already exists; choose a new folder", file=sys.stderr)
+            return 2
         out.mkdir(parents=True, exist_ok=True)
         (out / "families.md").write_text(text)
         write_csv(points, out / "families.csv")

@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:  # removed between the check and the walk
         return fail(2, f"{exc}: no such file or directory")
     if not rows:
-        return fail(1, f"no {RECORD_NAME} found under " + ", ".join(args.paths))
+        return fail(2, f"no {RECORD_NAME} found under " + ", ".join(args.paths))  # bad input, like compare
 
     if args.out is not None:
         out = Path(args.out)

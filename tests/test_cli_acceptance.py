@@ -113,3 +113,28 @@ def test_nothing_carries_over_between_commands(tmp_path):
     assert with_faulty.returncode == 0 and listed.search(with_faulty.stdout)  # the folder's kernels are listed
     plain = run_cli(["--help"], tmp_path / "d")
     assert plain.returncode == 0 and not listed.search(plain.stdout)  # ... only by the command naming it
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--cfg", "job", "kernel=nosuch"], "kernel: unknown kernel 'nosuch'"),
+    (["--cfg", "job", "nokey=1"], "nokey: unknown config key"),
+    (["--cfg", "job", "kernel.BOGUS=1"], "kernel.BOGUS: kernel 'tiled' has no parameter BOGUS"),
+])
+def test_cfg_gets_gemmlab_one_line_for_what_hydra_refuses_too(tmp_path, args, field):
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == proc.stderr.strip().splitlines()[0]
+    assert proc.stderr.startswith(f"gemmlab: error: {field}")
+
+
+def test_cfg_still_prints_what_hydra_accepts(tmp_path):
+    proc = run_cli(["--cfg", "job", "shape=abc"], tmp_path)  # values are checked per point, not here
+    assert proc.returncode == 0 and "gemmlab: error" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:bogus}"],
+                                  ["-m", "shape=${gemmlab_suite:tiny,bogus}", "mode=compile"]])
+def test_unknown_suite_family_is_one_line(tmp_path, args):
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gemmlab: error: shape: ${gemmlab_suite:") and "unknown family 'bogus'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "outputs").exists()

@@ -60,3 +60,13 @@ def test_cli_writes_files_and_bad_path_is_one_line(tmp_path, capsys):
     shutil.copytree(DATA / "naive-256", tmp_path / "x")
     with pytest.raises(ConfigError):
         families.collect([tmp_path / "nope"])
+
+
+def test_cli_out_never_overwrites(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert families.main([str(DATA), "--out", str(out)]) == 0
+    before = (out / "families.md").read_bytes()
+    assert families.main([str(DATA), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "out:" in err[0] and "already exists" in err[0]
+    assert (out / "families.md").read_bytes() == before

@@ -218,10 +218,10 @@ def test_cli_exit_codes(tmp_path, report_cli):
     assert proc.stderr == f"gemmlab-report: error: {missing}: no such file or directory\n"
     assert not (tmp_path / "rep2").exists()
 
-    # no result.json anywhere: exit 1, no report directory
+    # no result.json anywhere: exit 2 (bad input, as gemmlab-compare), no report directory
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     proc = report_cli([tmp_path / "empty", "--out", tmp_path / "rep3"], tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("gemmlab-report: error: no result.json found") and "Traceback" not in proc.stderr
     assert not (tmp_path / "rep3").exists()
 
