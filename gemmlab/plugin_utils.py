@@ -108,6 +108,31 @@ def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device,
     return threads
 
 
+def strided_linear(elements: int, threads: int) -> np.ndarray:
+    """Linear tile indices (threads, elements // threads) of cooperative staging where thread ``t``
+    loads elements ``t, t + threads, t + 2*threads, ...`` (seed 000's tiled loaders: the real-device
+    naive vs register-tiled GEMM lab gemmlab grew from)."""
+    return np.arange(threads)[:, None] + np.arange(elements // threads)[None, :] * threads
+
+
+def strided_loads(rows: int, cols: int, threads: int) -> np.ndarray:
+    """Hit counts (rows, cols) of a row-major tile staged by :func:`strided_linear`."""
+    linear = strided_linear(rows * cols, threads)
+    return count_hits((rows, cols), linear // cols, linear % cols)
+
+
+def thread_tile_stores(shape, params: Mapping[str, int], gx: int, gy: int) -> np.ndarray:
+    """Store counts (M, N) of a (gx, gy) grid of BM x BN blocks of (BN/TN, BM/TM) threads, thread
+    (tx, ty) owning rows ``ty + i*(BM/TM)`` and columns ``tx + j*(BN/TN)`` of its block (the
+    ``tiled`` mapping), stores masked to M x N."""
+    p = params
+    tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
+    by, bx, ty, tx, i, j = np.ix_(range(gy), range(gx), range(ty_n), range(tx_n), range(p["TM"]), range(p["TN"]))
+    row = by * p["BM"] + ty + i * ty_n
+    col = bx * p["BN"] + tx + j * tx_n
+    return count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+
+
 def mma_model(shape, params: Mapping[str, int], b_col: bool, vector: int):
     """Ownership model of the mma.sync kernels: stores from :func:`mma_block_stores`, loads of the A
     tile (BM x BK) and the B tile (BK x BN, or BN x BK when ``b_col``) by :func:`chunk_loads` in

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides, strided_linear, strided_loads, thread_tile_stores
 
 CLUSTER = (2, 1, 1)
 
@@ -51,16 +51,9 @@ class ClusterTiledKernel(KernelSpec):
         from global memory plus the peer's half copied over DSMEM (each element once), for
         either rank; B as in ``tiled``."""
         p = params
-        tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
-        threads, half = tx_n * ty_n, p["BM"] // 2
-        gx, gy = 2 * cdiv(cdiv(shape.N, p["BN"]), 2), cdiv(shape.M, p["BM"])
-        by, bx, ty, tx, i, j = np.ix_(range(gy), range(gx), range(ty_n), range(tx_n), range(p["TM"]), range(p["TN"]))
-        row = by * p["BM"] + ty + i * ty_n
-        col = bx * p["BN"] + tx + j * tx_n
-        stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
-        lane = np.arange(threads)[:, None]
-        a_linear = lane + np.arange(half * p["BK"] // threads)[None, :] * threads
-        b_linear = lane + np.arange(p["BK"] * p["BN"] // threads)[None, :] * threads
+        threads, half = (p["BN"] // p["TN"]) * (p["BM"] // p["TM"]), p["BM"] // 2
+        stores = thread_tile_stores(shape, p, 2 * cdiv(cdiv(shape.N, p["BN"]), 2), cdiv(shape.M, p["BM"]))
+        a_linear = strided_linear(half * p["BK"], threads)
         loads = {}
         for rank in (0, 1):
             own_rows = rank * half + a_linear // p["BK"]
@@ -68,7 +61,7 @@ class ClusterTiledKernel(KernelSpec):
             rows = np.concatenate([own_rows, peer_rows], axis=1)
             cols = np.concatenate([a_linear % p["BK"]] * 2, axis=1)
             loads[f"A rank {rank}"] = count_hits((p["BM"], p["BK"]), rows, cols)
-        loads["B"] = count_hits((p["BK"], p["BN"]), b_linear // p["BN"], b_linear % p["BN"])
+        loads["B"] = strided_loads(p["BK"], p["BN"], threads)
         return stores, loads
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from gemmlab.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides, strided_loads, thread_tile_stores
 
 REDUCE_THREADS = 256
 
@@ -72,13 +72,8 @@ class SplitKKernel(KernelSpec):
         device's grid), after checking that every workspace element of every split is written
         exactly once by the partial kernel; loads: the ``tiled`` cooperative staging."""
         p = params
-        tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
-        threads = tx_n * ty_n
-        gx, gy = cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"])
-        by, bx, ty, tx, i, j = np.ix_(range(gy), range(gx), range(ty_n), range(tx_n), range(p["TM"]), range(p["TN"]))
-        row = by * p["BM"] + ty + i * ty_n
-        col = bx * p["BN"] + tx + j * tx_n
-        partial = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+        threads = (p["BN"] // p["TN"]) * (p["BM"] // p["TM"])
+        partial = thread_tile_stores(shape, p, cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]))
         if not (partial == 1).all():  # each split's partial block: one writer per element
             return partial, {}
         total = shape.M * shape.N
@@ -86,11 +81,7 @@ class SplitKKernel(KernelSpec):
         stride = blocks * REDUCE_THREADS
         index = np.arange(stride)[:, None] + stride * np.arange(cdiv(total, stride))[None, :]
         stores = count_hits((shape.M, shape.N), index // shape.N, index % shape.N, index < total)
-        lane = np.arange(threads)[:, None]
-        a_linear = lane + np.arange(p["BM"] * p["BK"] // threads)[None, :] * threads
-        b_linear = lane + np.arange(p["BK"] * p["BN"] // threads)[None, :] * threads
-        loads = {"A": count_hits((p["BM"], p["BK"]), a_linear // p["BK"], a_linear % p["BK"]),
-                 "B": count_hits((p["BK"], p["BN"]), b_linear // p["BN"], b_linear % p["BN"])}
+        loads = {"A": strided_loads(p["BM"], p["BK"], threads), "B": strided_loads(p["BK"], p["BN"], threads)}
         return stores, loads
 
 

@@ -7,10 +7,9 @@ tile. The thread block is (BN/TN, BM/TM) = (32, 8).
 
 from __future__ import annotations
 
-import numpy as np
 
 from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.plugin_utils import cdiv, require, require_divides, strided_loads, thread_tile_stores
 
 
 class TiledKernel(KernelSpec):
@@ -43,19 +42,9 @@ class TiledKernel(KernelSpec):
 
     def ownership(self, shape: Shape, params):
         p = params
-        tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
-        threads = tx_n * ty_n
-        gx, gy = cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"])
-        by, bx, ty, tx, i, j = np.ix_(range(gy), range(gx), range(ty_n), range(tx_n),
-                                      range(p["TM"]), range(p["TN"]))
-        row = by * p["BM"] + ty + i * ty_n
-        col = bx * p["BN"] + tx + j * tx_n
-        stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
-        lane = np.arange(threads)[:, None]
-        a_linear = lane + np.arange(p["BM"] * p["BK"] // threads)[None, :] * threads
-        b_linear = lane + np.arange(p["BK"] * p["BN"] // threads)[None, :] * threads
-        loads = {"A": count_hits((p["BM"], p["BK"]), a_linear // p["BK"], a_linear % p["BK"]),
-                 "B": count_hits((p["BK"], p["BN"]), b_linear // p["BN"], b_linear % p["BN"])}
+        threads = (p["BN"] // p["TN"]) * (p["BM"] // p["TM"])
+        stores = thread_tile_stores(shape, p, cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]))
+        loads = {"A": strided_loads(p["BM"], p["BK"], threads), "B": strided_loads(p["BK"], p["BN"], threads)}
         return stores, loads
 
 
