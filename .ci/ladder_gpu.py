@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 PARTIAL = [(1, 1, 1), (31, 33, 17), (63, 65, 33), (4097, 1, 3), (35, 79, 19), (100, 100, 100),
            (129, 260, 36), (256, 256, 256)]
@@ -127,8 +127,8 @@ def precompile(driver_version: str) -> None:
     report, so nothing goes to the disk cache; the in-process cache is keyed like the pipeline's)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gemmlab.compile import CompileOptions, compile_kernel
-    from gemmlab.registry import load_registry
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.contract.registry import load_registry
     registry = load_registry(entry_points=False)
     spec = registry.get("sgemm_pipelined")
     jobs = [spec.entry({**spec.defaults, **p}) for p in FINAL_GRID["sgemm_pipelined"]]
@@ -147,7 +147,7 @@ def sanitize_all(out: Path) -> None:
     for kernel in RUNGS:
         shape = SQUARE[0] if kernel == "ladder_tile2d" else SANITIZE_SHAPE
         for tool in ("racecheck", "memcheck"):
-            code = (f"import json; from gemmlab.pipeline import run_point; "
+            code = (f"import json; from gemmlab.run.pipeline import run_point; "
                     f"r = run_point({cfg(kernel, shape, sanitizer=tool)!r}, {str(out / 'sanitizer' / f'{kernel}-{tool}')!r}); "
                     f"print(json.dumps([r['status'], (r.get('sanitizer') or {{}}).get('verdict'), "
                     f"(r.get('sanitizer') or {{}}).get('errors'), r.get('error')]))")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides, strided_linear, strided_loads, thread_tile_stores
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import (cdiv, count_hits, require, require_divides, strided_linear, strided_loads,
+                                           thread_tile_stores)
 
 CLUSTER = (2, 1, 1)
 

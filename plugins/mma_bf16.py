@@ -12,8 +12,8 @@ Any M, N, K: when every row stride is a multiple of 8 elements (16 bytes) the ti
 
 from __future__ import annotations
 
-from gemmlab.hookspecs import Problem, hookimpl
-from gemmlab.plugin_utils import MmaSyncKernel, mma_model
+from gemmlab.contract.hookspecs import Problem, hookimpl
+from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
 
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PAD = 8  # elements of row padding in shared memory (16 bytes)

@@ -12,8 +12,8 @@ with src-size 4 or 0 (zero-fill).
 
 from __future__ import annotations
 
-from gemmlab.hookspecs import Problem, hookimpl
-from gemmlab.plugin_utils import MmaSyncKernel, mma_model
+from gemmlab.contract.hookspecs import Problem, hookimpl
+from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
 
 
 def shared_bytes(p, b_col: bool) -> int:

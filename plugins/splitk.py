@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
-                               Workspace, hookimpl)
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides, strided_loads, thread_tile_stores
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape,
+                                        Value, Workspace, hookimpl)
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides, strided_loads, thread_tile_stores
 
 REDUCE_THREADS = 256
 

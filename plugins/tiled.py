@@ -8,8 +8,8 @@ tile. The thread block is (BN/TN, BM/TM) = (32, 8).
 from __future__ import annotations
 
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, require, require_divides, strided_loads, thread_tile_stores
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import cdiv, require, require_divides, strided_loads, thread_tile_stores
 
 
 class TiledKernel(KernelSpec):

@@ -20,11 +20,11 @@ class Result:
 
 def run_cli(args: list[str], cwd: Path) -> Result:
     """``gemmlab *args`` run in ``cwd`` in this process; returns exit status and both streams.
-    Each call is a fresh command: :func:`gemmlab.cli.main` keeps its state in its own
-    :class:`gemmlab.cli.Invocation`, so nothing carries over between calls."""
+    Each call is a fresh command: :func:`gemmlab.cli.app.main` keeps its state in its own
+    :class:`gemmlab.cli.app.Invocation`, so nothing carries over between calls."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from gemmlab import cli
+    from gemmlab.cli import app as cli
     out, err = io.StringIO(), io.StringIO()
     old_cwd, old_argv = os.getcwd(), sys.argv
     os.chdir(cwd)

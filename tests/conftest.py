@@ -59,7 +59,7 @@ def gemmlab_cmd():
 @pytest.fixture
 def run_module(cli_env):
     """``run_module(module, *args, cwd=..., timeout=240)``: run ``python -m <module> ARGS`` (e.g.
-    ``gemmlab``, ``gemmlab.report``, ``gemmlab.compare``) in ``cwd`` against this checkout, with
+    ``gemmlab``, ``gemmlab.results.report``, ``gemmlab.results.compare``) in ``cwd`` against this checkout, with
     matplotlib on Agg and rich at its default width; returns the ``CompletedProcess`` (text)."""
     env = dict(cli_env, MPLBACKEND="Agg")
     env.pop("COLUMNS", None)

@@ -99,7 +99,7 @@ def test_help_with_a_broken_plugin_folder_still_helps(tmp_path):
 
 
 def test_nothing_carries_over_between_commands(tmp_path):
-    """Issue 12: each command keeps its state in its own gemmlab.cli.Invocation (no module-level
+    """Issue 12: each command keeps its state in its own gemmlab.cli.app.Invocation (no module-level
     channel), so in one process a failed point's exit status and one command's plugin folders never
     reach the next command."""
     for d in "abcd":

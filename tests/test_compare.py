@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemmlab.compare import (FAILED, FAST, INVALID, ONLY_AFTER, ONLY_BEFORE, SAME, SLOW, UNSURE,
-                             UNTIMED, CompareError, beyond_threshold, bootstrap_ratio, compare,
-                             load_points, main, markdown, verdict)
+from gemmlab.results.compare import (FAILED, FAST, INVALID, ONLY_AFTER, ONLY_BEFORE, SAME, SLOW, UNSURE, UNTIMED,
+                                     CompareError, beyond_threshold, bootstrap_ratio, compare, load_points, main,
+                                     markdown, verdict)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 H200 = REPO_ROOT / "tests" / "data" / "h200"
@@ -234,8 +234,8 @@ def test_real_records_load():
 
 @pytest.fixture
 def run_cli(run_module):
-    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.compare ARGS`` (conftest's run_module)."""
-    return lambda *args, cwd=None: run_module("gemmlab.compare", *args, cwd=cwd, timeout=60)
+    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.results.compare ARGS`` (conftest's run_module)."""
+    return lambda *args, cwd=None: run_module("gemmlab.results.compare", *args, cwd=cwd, timeout=60)
 
 
 @pytest.fixture
@@ -315,7 +315,7 @@ def test_markdown_marks_regressions(tmp_path):
 
 def test_entry_point_declared():
     text = (REPO_ROOT / "pyproject.toml").read_text()
-    assert 'gemmlab-compare = "gemmlab.compare:main"' in text
+    assert 'gemmlab-compare = "gemmlab.results.compare:main"' in text
 
 
 # --- gate and output rules added after a fresh-user trial ----------------------------------------

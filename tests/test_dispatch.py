@@ -1,4 +1,4 @@
-"""kernel=auto (gemmlab.dispatch) and the shape suite (gemmlab.shapes), on the CPU: the suite's
+"""kernel=auto (gemmlab.dispatch.auto) and the shape suite (gemmlab.dispatch.shapes), on the CPU: the suite's
 families, table validation (one-line errors), table lookup, the fallback rules, the table builder
 on real H200 records, and kernel=auto resolved through run_point in mode=compile."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import dispatch
+from gemmlab.dispatch import auto as dispatch
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import KernelSpec, Launch, Shape
-from gemmlab.registry import load_registry
-from gemmlab.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
+from gemmlab.contract.hookspecs import KernelSpec, Launch, Shape
+from gemmlab.contract.registry import load_registry
+from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "h200"
@@ -104,7 +104,7 @@ def test_shipped_table_entries_are_their_records():
     """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200),
     a valid timed record of exactly that kernel, parameters and shape, with the entry's median and
     ratio; and building the table again from those records gives the same entries."""
-    from gemmlab.results import read_record
+    from gemmlab.stages.record_model import read_record
     table = dispatch.load_table()
     root = REPO / table.meta["records_dir"]
     assert root == REPO / "docs" / "results" / "shapes-h200"
@@ -204,7 +204,7 @@ def test_rules_pick_by_shape(shape, kernel, rule):
 
 
 def dispatch_facts():
-    from gemmlab.device import offline_facts
+    from gemmlab.gpu.device import offline_facts
     return offline_facts("90")
 
 
@@ -283,7 +283,7 @@ def test_resolve_auto_bad_input(kernel, field):
 
 
 def test_run_point_auto_compile_records_dispatch(tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     # 4x4096x4096: no entry of the shipped H200 table within 1.5x in M (1, 8), so the rules choose
     rec = run_point({"kernel": {"name": "auto"}, "shape": [4, 4096, 4096], "mode": "compile"}, tmp_path / "a")
     assert rec["status"] == "compiled", rec["error"]
@@ -347,7 +347,7 @@ def test_build_refuses_mixed_gpus_and_empty_input(tmp_path):
 def run_tune(*args, cwd):
     import os
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "gemmlab.dispatch", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "gemmlab.cli.tune", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

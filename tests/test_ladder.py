@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gemmlab.device import offline_facts
-from gemmlab.hookspecs import ParamError, Shape
-from gemmlab.registry import load_registry
+from gemmlab.gpu.device import offline_facts
+from gemmlab.contract.hookspecs import ParamError, Shape
+from gemmlab.contract.registry import load_registry
 
 FACTS = offline_facts("90")
 REGISTRY = load_registry(entry_points=False)
@@ -143,9 +143,9 @@ def test_conf_defaults_match_plugin(name):
 
 def test_sgemm_ladder_experiment_composes():
     import hydra
-    import gemmlab.cli
+    import gemmlab.cli.app
     import gemmlab.paths
-    gemmlab.cli.register_resolvers()
+    gemmlab.cli.app.register_resolvers()
     with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
         cfg = hydra.compose("config", overrides=["experiment=sgemm_ladder"], return_hydra_config=True)
     params_ = cfg.hydra.sweeper.params
@@ -170,7 +170,7 @@ def _cfg(kernel, shape, **over):
 @pytest.mark.parametrize("shape", GPU_PARTIAL, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel", GENERAL)
 def test_general_rungs_verify_partial_tiles(kernel, shape, tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point(_cfg(kernel, shape), tmp_path)
     assert rec["status"] == "ok", rec.get("error")
     assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
@@ -181,7 +181,7 @@ def test_general_rungs_verify_partial_tiles(kernel, shape, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [64, 128, 512])
 def test_ladder_tile2d_verifies(n, tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point(_cfg("ladder_tile2d", (n, n, n)), tmp_path)
     assert rec["status"] == "ok", rec.get("error")
 
@@ -190,7 +190,7 @@ def test_ladder_tile2d_verifies(n, tmp_path):
 @pytest.mark.parametrize("tool", ["racecheck", "memcheck"])
 @pytest.mark.parametrize("kernel, shape", [("ladder_tile2d", (64, 64, 64))] + [(k, (63, 65, 33)) for k in GENERAL])
 def test_rungs_sanitizer_clean(kernel, shape, tool, tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point(_cfg(kernel, shape, sanitizer=tool), tmp_path)
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok", rec.get("error")
@@ -228,7 +228,7 @@ def test_rungs_compile_without_spills_and_use_wide_accesses(kernel, tmp_path):
     no stack frame; SASS: no LDL/STL) and uses the wide loads/stores and cp.async it is built on."""
     import re
     import subprocess
-    from gemmlab.compile import CompileOptions, compile_kernel
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
     spec = REGISTRY.get(kernel)
     compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch="90"))
     if compiled.resources is None:
@@ -252,9 +252,9 @@ def test_optuna_experiment_per_rung_composes(kernel):
     cuBLAS alongside, and the rung's shipped defaults are one of the searched points."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     import hydra
-    import gemmlab.cli
+    import gemmlab.cli.app
     import gemmlab.paths
-    gemmlab.cli.register_resolvers()
+    gemmlab.cli.app.register_resolvers()
     with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
         cfg = hydra.compose("config", overrides=[f"experiment=optuna_{kernel}"], return_hydra_config=True)
     assert cfg.kernel.name == kernel and list(cfg.shape) == [4096, 4096, 4096] and cfg.baseline == "cublas"

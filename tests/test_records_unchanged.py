@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import gemmlab.device
+import gemmlab.gpu.device
 from fakegpu import HostGpu
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BEFORE = REPO_ROOT / "tests" / "data" / "records_before"
@@ -77,7 +77,7 @@ def _missing_or_changed(before, now, where="") -> list[str]:
 def test_record_matches_the_record_written_before(case, tmp_path, monkeypatch):
     cfg, durations = CASES[case]
     gpu = HostGpu(durations=durations) if durations else HostGpu()
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     full = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run",
             "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}}
     for k, v in cfg.items():

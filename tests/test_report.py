@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import report
+from gemmlab.results import report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "data" / "h200"
@@ -53,8 +53,8 @@ def built(tmp_path_factory):
 
 @pytest.fixture
 def report_cli(run_module):
-    """``report_cli(args, cwd)``: ``python -m gemmlab.report ARGS`` (conftest's run_module)."""
-    return lambda args, cwd: run_module("gemmlab.report", *args, cwd=cwd, timeout=60)
+    """``report_cli(args, cwd)``: ``python -m gemmlab.results.report ARGS`` (conftest's run_module)."""
+    return lambda args, cwd: run_module("gemmlab.results.report", *args, cwd=cwd, timeout=60)
 
 
 def test_collects_every_record_with_the_failed_point(built):

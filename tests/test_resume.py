@@ -1,4 +1,4 @@
-"""resume=true (gemmlab/pipeline.py ``_resume``): a directory that already holds a result is never
+"""resume=true (gemmlab/run/pipeline.py ``_resume``): a directory that already holds a result is never
 overwritten; with resume=true a valid result is returned as it is (``resumed``) and a failed one
 is moved aside as ``result.previous-<time>.json`` and the point re-runs. Everything in mode=compile
 (no GPU needed); the CLI part re-runs a sweep into its own directory.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import gemmlab
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
 BASE = {"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile"}
