@@ -42,7 +42,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from gemmlab.stages import record_model as results
 from gemmlab.errors import ConfigError
@@ -632,6 +632,3 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
             "rule": "per (precision, layout, shape): the fastest valid timed record of an NVRTC kernel "
                     "(smallest kernel/baseline time ratio when all share a baseline, else smallest median)"}
     return Table(entries=tuple(entries), device=dev, meta=meta), stats
-
-
-# --- command line ---------------------------------------------------------------------------------
