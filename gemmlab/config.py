@@ -204,6 +204,8 @@ def store_schema() -> None:
 def unknown_key_error(key: str) -> ConfigError:
     """The one-line error for a config key the schema does not have (``foo``, ``verify.foo``)."""
     top, _, sub = key.partition(".")
+    if not top:
+        return ConfigError("override", f"{key!r} names no key; write key=value, e.g. kernel=tiled or shape=[M,N,K]")
     if top in SECTIONS and sub:
         return ConfigError(key, f"unknown key in {top}; known: {', '.join(sorted(SECTIONS[top]))}")
     return ConfigError(key, f"unknown config key; known: {', '.join(sorted((*TOP_LEVEL, 'experiment')))}")
