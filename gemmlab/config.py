@@ -53,8 +53,8 @@ class LayoutOptions:
     """Storage order of A (M x K) and B (K x N): ``row`` | ``col`` (col B = K-major); C is always
     row-major. A kernel declares the layouts it supports."""
 
-    a: str = "row"
-    b: str = "row"
+    a: str = Problem.layout_a  # row: the plugin contract's default problem (gemmlab.hookspecs)
+    b: str = Problem.layout_b
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class RunConfig:
     inputs: InputOptions = field(default_factory=InputOptions)
     plugin_dirs: tuple[str, ...] = ()
     baseline: str | None = None
-    precision: str = "fp32"
+    precision: str = Problem.precision  # fp32 (gemmlab.hookspecs.Problem, the one source)
     layout_a: str = LayoutOptions.a
     layout_b: str = LayoutOptions.b
     sanitizer: str | None = None

@@ -276,7 +276,7 @@ def not_a_record(rec: Any) -> str | None:
         return None
     if "schema" in rec:
         return f"schema {_short(schema)} is not {SCHEMA_FAMILY}<n>"
-    if isinstance(rec.get("status"), str) and (isinstance(rec.get("config"), dict) or isinstance(rec.get("kernel"), dict)):
+    if isinstance(rec.get("status"), str) and any(isinstance(rec.get(k), dict) for k in ("config", "kernel")):
         return None
     return ("no schema, and not an older gemmlab record (a status text and a config or kernel object)" if rec
             else "an empty JSON object")
