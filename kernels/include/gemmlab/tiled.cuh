@@ -1,5 +1,8 @@
-// gemmlab/tiled.cuh: the register-tiled float32 scheme of the built-in "tiled" kernel (seed 000's
-// gemm_tiled, kernels/tiled.cu), in pieces for the kernels built on it (splitk, cluster_tiled).
+// gemmlab/tiled.cuh: the register-tiled float32 scheme of the built-in "tiled" kernel (seed 000,
+// the naive vs register-tiled GEMM lab: gemm_tiled in kernels/tiled.cu), in pieces for the kernels
+// built on it (splitk, cluster_tiled). kernels/tiled.cu itself keeps the scheme written in place:
+// it is the seed lab's kernel, and tests/broken/ derives its deliberately broken variants from
+// that file's text.
 //
 // Thread block (TX, TY) = (BN/TN, BM/TM); `lane` = ty*TX + tx is the thread's linear index (not
 // the warp lane). Each thread owns TM x TN outputs at row ty + i*TY, column tx + j*TX of the
