@@ -38,10 +38,7 @@ class MmaBf16Kernel(MmaSyncKernel):
         return shared_bytes(params, b_col)
 
     def instance(self, problem: Problem, params) -> str:
-        p = params
-        b_col = "true" if problem.layout_b == "col" else "false"
-        return (f"gemm_mma16<{ELEMENT[problem.precision]}, {p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, "
-                f"{p['WN']}, {p['STAGES']}, {b_col}, {'true' if self.aligned(problem) else 'false'}, {p['MIN_BLOCKS']}>")
+        return f"gemm_mma16<{ELEMENT[problem.precision]}, {self.template_args(problem, params)}>"
 
 
 model = mma_model  # the ownership model of every load path (tests/test_tckernels.py)

@@ -221,6 +221,32 @@ def test_load_points_errors(tmp_path):
         load_points(bad)
 
 
+def test_foreign_json_in_a_tree_is_skipped(tmp_path, run_cli):
+    """A result.json in a directory that is no gemmlab record ({} or another tool's JSON) is no
+    point and no error: skipped with a one-line notice naming it; named directly it is refused."""
+    before, after = tmp_path / "b", tmp_path / "a"
+    write(before, "0", record())
+    write(after, "0", record())
+    junk = [write(after, "junk", {}), write(before, "tool", {"schema": "bench/3", "status": "ok"})]
+    skipped: list = []
+    (pair,) = compare(before, after, skipped=skipped)
+    assert pair.verdict == SAME
+    assert sorted(r.path for r in skipped) == sorted(map(str, junk))
+    proc = run_cli(before, after, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and "Traceback" not in proc.stderr
+    for path in junk:
+        assert any(line.startswith(f"gemmlab-compare: notice: skipped {path}: not a gemmlab record (")
+                   for line in lines), lines
+    with pytest.raises(CompareError, match="schema"):
+        load_points(junk[1])  # a file named directly must be a record
+    only = tmp_path / "only"
+    write(only, "x", {})
+    with pytest.raises(CompareError, match="no result.json under it that is a gemmlab record"):
+        load_points(only)
+
+
 def test_real_records_load():
     points = load_points(H200)
     assert len(points) == 13

@@ -448,3 +448,46 @@ def test_large_candidates_need_a_full_wave_of_their_own_blocks():
     assert dispatch.choose(Shape(4096, 4096, 4096), reg).kernel == "sgemm_pipelined"
     odd = dispatch.choose(Shape(1000, 3000, 777), reg)
     assert odd.kernel == "tiled" and any("96 blocks < 132 SMs" in s for s in odd.skipped)
+
+
+def test_dispatch_defaults_come_from_the_contract():
+    """kernel=auto's defaults (precision, layouts, names, what a kernel supports when it declares
+    nothing) are the plugin contract's (gemmlab.contract.hookspecs.Problem / KernelBase / PRECISIONS /
+    LAYOUTS), not copies: no default argument, ``.get`` fallback or option default in
+    gemmlab/dispatch/auto.py is a literal precision or layout."""
+    import ast
+    import inspect
+
+    from gemmlab.dispatch import auto as dispatch
+
+    from gemmlab.contract import hookspecs
+    assert dispatch.PRECISION_NAMES is hookspecs.PRECISIONS and dispatch.LAYOUT_NAMES is hookspecs.LAYOUTS
+    problem = hookspecs.Problem(hookspecs.Shape(1, 1, 1))
+    assert dispatch.DEFAULT_PRECISION == problem.precision
+    assert dispatch.DEFAULT_LAYOUT == (problem.layout_a, problem.layout_b)
+    literal = set(hookspecs.PRECISIONS) | set(hookspecs.LAYOUTS)
+
+    def is_literal(node) -> bool:
+        return isinstance(node, ast.Constant) and node.value in literal or (
+            isinstance(node, ast.Tuple) and any(is_literal(e) for e in node.elts))
+
+    tree = ast.parse(inspect.getsource(dispatch))
+    found = []
+    for node in ast.walk(tree):
+        defaults = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("get", "getattr") and len(node.args) == 2:
+                defaults = [node.args[1]]
+            defaults += [k.value for k in node.keywords if k.arg == "default"]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+            defaults = node.args[2:]
+        elif isinstance(node, ast.IfExp):  # x if ok else <default>
+            defaults = [node.orelse]
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            defaults = [node.value] if any(t.id.isupper() for t in node.targets) else []
+        found += [ast.unparse(d) for d in defaults if is_literal(d)]
+    assert not found, found
+    from gemmlab.stages.config import LayoutOptions, RunConfig
+    assert RunConfig.precision == problem.precision and (LayoutOptions.a, LayoutOptions.b) == dispatch.DEFAULT_LAYOUT

@@ -15,6 +15,7 @@ each point reports (exit statuses) to :func:`main`; no module-level state is wri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -119,17 +120,109 @@ def _known_keys() -> dict[str, set[str] | None]:
 
 def _hydra_args(args: list[str]):
     """The command line as Hydra's own argument parser reads it (flags, ``--flag=value``,
-    ``-cd=DIR``, optional values such as ``-i defaults``), or None where Hydra would refuse it
-    (then Hydra reports it)."""
+    ``-cd=DIR``, optional values such as ``-i defaults``).
+
+    Raises:
+        ConfigError: Hydra's parser refuses it (``--cfg nope``, ``-cd`` without a folder):
+            argparse's own reason in one line, the field being the flag.
+    """
     import contextlib
     import io
 
     from hydra._internal.utils import get_args_parser
+    err = io.StringIO()
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             return get_args_parser().parse_args(args)
     except SystemExit:
+        reason = (err.getvalue().strip().splitlines() or ["error: cannot parse the command line"])[-1]
+        reason = reason.split("error: ", 1)[-1]  # argparse: "<prog>: error: <reason>"
+        flag = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", reason)
+        if flag:
+            raise ConfigError(flag.group(1), flag.group(2)) from None
+        raise ConfigError("command line", f"{reason} (see gemmlab --help)") from None
+
+
+#: Hydra's own messages: lines that only locate an OmegaConf error (the field is named already)
+_LOCATOR = re.compile(r"^\s*(full_key:|object_type=|reference_type=)")
+
+
+def _one_line(text: str) -> str:
+    """Hydra's multi-line message as one line (its lines joined by ``; ``, locator lines dropped)."""
+    lines = [line.strip().rstrip(".") for line in str(text).splitlines() if line.strip() and not _LOCATOR.match(line)]
+    return "; ".join(lines)
+
+
+def hydra_error(exc: BaseException) -> ConfigError | None:
+    """The one-line :class:`ConfigError` for an error Hydra (or OmegaConf under it) raised about
+    the command line or the configs it composes: a missing ``--config-dir``/``--config-path``
+    folder, an unknown ``--config-name`` or group option (``hydra/launcher=nope``), an override
+    Hydra cannot merge (``hydra.mode=NOPE``), flags that cannot be combined. None for anything
+    else (an error of gemmlab's own code stays a traceback).
+
+    The field is the flag, the config group or the key; the message is Hydra's, in one line,
+    with what is allowed (the group's options, the expected values) where Hydra says it.
+    """
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    origin = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    from_hydra = origin.split(".")[0] in ("hydra", "omegaconf")
+    if not isinstance(exc, (HydraException, OmegaConfBaseException)) and not from_hydra:
         return None
+    text = str(exc)
+    if isinstance(exc, OverrideParseException):
+        return ConfigError(exc.override.split("=", 1)[0] or "override", _one_line(exc.message))
+    m = re.match(r"Additional config directory '(.*)' not found", text)
+    if m:
+        return ConfigError("--config-dir", f"{m.group(1)} is not a directory; give a folder of config files "
+                           "(added to the config search path)")
+    m = re.search(r"config directory '(.*)' exists|Primary config module '(.*)' not found", text)
+    if m:
+        where = m.group(1) or m.group(2)
+        return ConfigError("--config-path", f"{where} is not a config folder (or Python module with an __init__.py); "
+                           f"gemmlab's own is {CONF_DIR}")
+    if isinstance(exc, MissingConfigException):
+        missing = exc.missing_cfg_file or ""
+        m = re.match(r"Cannot find primary config '(.*?)'", text)
+        if m:
+            return ConfigError("--config-name", f"no primary config '{m.group(1)}' in the config search path "
+                               "(a YAML file in the config folder or --config-dir, named without .yaml; "
+                               "gemmlab's own is config)")
+        if "/" in missing:
+            group, _, option = missing.rpartition("/")
+            options = ", ".join(exc.options or []) or "none"
+            return ConfigError(group, f"unknown option '{option}'; available: {options}")
+        return ConfigError(missing or "config", _one_line(text))
+    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+    key = getattr(cause or exc, "full_key", None)
+    m = re.search(r"(?:Error merging override |Could not override ')([^='\s]+)", text)
+    if not key and m:
+        key = m.group(1)
+    if not key:
+        key = _override_key(exc.__traceback__)
+    if not key:  # e.g. "The --resolve flag can only be used ..."; "Only one of --run, --multirun, ..."
+        m = re.match(r"The (--\w[\w-]*) flag", text)
+        key = m.group(1) if m else "command line"
+    detail = _one_line(text)
+    if cause is not None and str(cause).strip():
+        detail = f"{detail}: {_one_line(cause)}" if not detail.startswith(_one_line(cause)) else detail
+    return ConfigError(str(key), detail)
+
+
+def _override_key(tb) -> str | None:
+    """The key of the Hydra override being applied where ``tb`` ended (a local ``override`` of
+    Hydra's override parser in one of its frames), if any."""
+    from hydra.core.override_parser.types import Override
+    key = None
+    while tb is not None:
+        value = tb.tb_frame.f_locals.get("override")
+        if isinstance(value, Override):
+            key = value.key_or_group
+        tb = tb.tb_next
+    return key
 
 
 def _parse_overrides(overrides: list[str]) -> list:
@@ -255,8 +348,6 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
         ConfigError: unknown kernel, kernel parameter or gemmlab key; broken plugin folder.
     """
     ns = _hydra_args(args)
-    if ns is None:
-        return  # Hydra's parser refuses the command line: Hydra says why
     # Hydra's own commands: never refused by gemmlab. --cfg is not among them: it composes the
     # config, so an unknown key or kernel, which Hydra refuses too, gets gemmlab's one line.
     passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help
@@ -442,15 +533,39 @@ def main() -> None:
     except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
         print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
               file=sys.stderr)
+    full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))  # the user asked for Hydra's tracebacks
     try:
-        _hydra_app(invocation)()
+        with _hydra_raises():
+            _hydra_app(invocation)()
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
         sys.exit(done.outcome.exit_status_with(invocation.statuses))
     except KeyboardInterrupt as exc:
         advice = str(exc.args[0]) if exc.args else _interrupted_advice()
         print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
+    except Exception as exc:
+        error = None if full_error else hydra_error(exc)
+        if error is None:
+            raise
+        print(f"gemmlab: error: {error}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(invocation.exit_status())
+
+
+@contextlib.contextmanager
+def _hydra_raises():
+    """Within: Hydra raises its errors instead of printing them over several lines and exiting 1
+    (its documented ``HYDRA_FULL_ERROR=1``), so :func:`main` can say them in one line
+    (:func:`hydra_error`). The variable is restored afterwards."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
 
 
 if __name__ == "__main__":

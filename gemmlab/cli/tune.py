@@ -81,7 +81,7 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
 
 
 def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DEFAULT_SM_COUNT,
-               precision: str = "fp32") -> list[tuple[str, dict]]:
+               precision: str = dispatch.DEFAULT_PRECISION) -> list[tuple[str, dict]]:
     """Candidate (kernel, full params) pairs for ``shape``: the rules' choice first, then the
     family's :func:`variants` (fp32) or every registered kernel with its defaults (other
     precisions, e.g. once tensor-core kernels declare ``precisions``); only registered NVRTC
@@ -99,7 +99,7 @@ def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DE
     if any(k in registry.kernels for k in LARGE_KERNELS) and family not in ("tiny", "k_heavy", "decode"):
         extra = [(k, p) for k, p in extra if k != "tiled"]  # the sgemm rungs beat it (docs/results/ladder-h200.md)
     for name, params in extra:
-        full, _ = dispatch._try(registry, name, params, shape, precision, ("row", "row"), facts)
+        full, _ = dispatch._try(registry, name, params, shape, precision, dispatch.DEFAULT_LAYOUT, facts)
         if full is not None and (name, full) not in out:
             out.append((name, full))
     return out
@@ -113,7 +113,7 @@ def point_dir(out: Path, family: str, shape: Shape, kernel: str, params: Mapping
 
 def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] = (), budget_s: float | None = None,
               base_config: Mapping[str, Any] | None = None, log: Callable[[str], None] = print,
-              run: Callable | None = None, precision: str = "fp32") -> dict:
+              run: Callable | None = None, precision: str = dispatch.DEFAULT_PRECISION) -> dict:
     """Measure the candidates of every selected shape: the rules' choice of every shape first, then
     the variants, cheapest shapes first (so a budget cuts the expensive shapes' alternatives).
 
@@ -214,7 +214,7 @@ def add_parser(sub) -> None:
     s.add_argument("--batch", type=int, default=10, help="launches per sample (default 10)")
     s.add_argument("--max-full", type=int, default=2 ** 32, dest="max_full",
                    help="full float64 check up to this M*N*K, sampled rows/columns + Freivalds above (default 2^32)")
-    s.add_argument("--precision", default="fp32", choices=dispatch.PRECISION_NAMES)
+    s.add_argument("--precision", default=dispatch.DEFAULT_PRECISION, choices=dispatch.PRECISION_NAMES)
     s.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")
 
 
@@ -234,7 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("N", type=int)
     c.add_argument("K", type=int)
     c.add_argument("--table", help="table file (default: the shipped H200 table)")
-    c.add_argument("--precision", default="fp32", choices=dispatch.PRECISION_NAMES)
+    c.add_argument("--precision", default=dispatch.DEFAULT_PRECISION, choices=dispatch.PRECISION_NAMES)
     c.add_argument("--layout", default="row,row", help="a,b: each row or col")
     c.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")
     add_parser(sub)

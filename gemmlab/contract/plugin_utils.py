@@ -108,6 +108,40 @@ def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device,
     return threads
 
 
+def tiled_threads(params: Mapping[str, int]) -> int:
+    """Threads per block of the ``tiled`` scheme: (BN/TN) * (BM/TM)."""
+    return (params["BN"] // params["TN"]) * (params["BM"] // params["TM"])
+
+
+def check_tiled_tiles(params: Mapping[str, int], device: DeviceFacts, a_rows: int | None = None,
+                      a_label: str = "A") -> int:
+    """The parameter rules of the ``tiled`` scheme (kernels tiled, splitk, cluster_tiled):
+    TM divides BM and TN divides BN (ownership), at most the device's threads per block, each
+    staged tile a multiple of the thread count (load coverage; A: ``a_rows`` x BK, default BM
+    rows, named ``a_label``; B: BK x BN), static shared memory 4*(BM*BK + BK*BN) bytes within the
+    device's limit. Returns the thread count.
+
+    Raises:
+        ParamError: naming the parameter to change.
+    """
+    p = params
+    require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
+    require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
+    threads = tiled_threads(p)
+    require(threads <= device.max_threads_per_block, "kernel.TM",
+            f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds the device limit "
+            f"{device.max_threads_per_block}; raise TM or TN")
+    rows = p["BM"] if a_rows is None else a_rows
+    for tile, size in ((a_label, rows * p["BK"]), ("B", p["BK"] * p["BN"])):
+        require(size % threads == 0, "kernel.BK",
+                f"load coverage: the {tile} tile has {size} elements, not a multiple of the "
+                f"{threads} threads that stage it")
+    smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
+    require(smem <= device.max_shared_per_block, "kernel.BK",
+            f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
+    return threads
+
+
 def strided_linear(elements: int, threads: int) -> np.ndarray:
     """Linear tile indices (threads, elements // threads) of cooperative staging where thread ``t``
     loads elements ``t, t + threads, t + 2*threads, ...`` (seed 000's tiled loaders: the real-device
@@ -152,7 +186,7 @@ class MmaSyncKernel(KernelSpec):
 
     A subclass sets ``home_precision`` (the precision the v1 ``check``/``entry``/``launch`` use),
     ``k_step`` (the MMA's K), ``vector`` (elements per 16 bytes) and implements
-    :meth:`shared_bytes` and :meth:`instance`.
+    :meth:`shared_bytes` and :meth:`instance` (with :meth:`template_args`).
     """
 
     home_precision = "tf32"
@@ -162,6 +196,14 @@ class MmaSyncKernel(KernelSpec):
     def shared_bytes(self, params: Mapping[str, int], b_col: bool) -> int:
         """Dynamic shared memory of all stages, in bytes."""
         raise NotImplementedError
+
+    def template_args(self, problem: Problem, params) -> str:
+        """The kernel template's shared arguments ``BM, BN, BK, WM, WN, STAGES, B_COL, ALIGNED,
+        MIN_BLOCKS`` for ``problem`` (B_COL: B column-major; ALIGNED: :meth:`aligned`)."""
+        p = params
+        b_col = "true" if problem.layout_b == "col" else "false"
+        return (f"{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, {p['STAGES']}, {b_col}, "
+                f"{'true' if self.aligned(problem) else 'false'}, {p['MIN_BLOCKS']}")
 
     def aligned(self, problem: Problem) -> bool:
         """16-byte cp.async usable: the row strides lda and ldb are multiples of ``vector`` elements."""

@@ -47,7 +47,8 @@ from typing import Any, Iterable, Mapping
 from gemmlab.stages import record_model as results
 from gemmlab.errors import ConfigError
 from gemmlab.paths import DATA_DIR
-from gemmlab.contract.hookspecs import DeviceFacts, LibraryKernelSpec, ParamError, Shape
+from gemmlab.contract.hookspecs import (LAYOUTS, PRECISIONS, DeviceFacts, KernelBase, LibraryKernelSpec, ParamError,
+                                        Problem, Shape)
 
 AUTO = "auto"
 TABLE_SCHEMA = "gemmlab.tuning/1"
@@ -55,8 +56,10 @@ TABLE_DIR = DATA_DIR / "tuning"
 DEFAULT_TABLE = TABLE_DIR / "h200.json"
 DEFAULT_SM_COUNT = 132  # the sm_90 class (H100/H200 SXM) when the table names no GPU
 AUTO_KEYS = ("name", "table")  # what kernel=auto accepts under kernel.
-PRECISION_NAMES = ("fp32", "tf32", "bf16", "fp16")
-LAYOUT_NAMES = ("row", "col")
+PRECISION_NAMES = PRECISIONS  # the plugin contract's (gemmlab.contract.hookspecs), one source
+LAYOUT_NAMES = LAYOUTS
+DEFAULT_PRECISION = Problem.precision  # fp32: the contract's default problem, as the config schema's
+DEFAULT_LAYOUT = (Problem.layout_a, Problem.layout_b)  # row/row (also what a record without layout stands for)
 TINY = 256 ** 3
 PROG = "gemmlab-tune"
 
@@ -97,7 +100,8 @@ class Table:
     path: str = ""
     meta: Mapping[str, Any] = field(default_factory=dict)
 
-    def lookup(self, shape: Shape, precision: str = "fp32", layout: tuple[str, str] = ("row", "row")) -> Entry | None:
+    def lookup(self, shape: Shape, precision: str = DEFAULT_PRECISION,
+               layout: tuple[str, str] = DEFAULT_LAYOUT) -> Entry | None:
         """The entry for exactly this (precision, layout, shape), or None."""
         key = (precision, tuple(layout), tuple(shape))
         return next((e for e in self.entries if e.key == key), None)
@@ -351,10 +355,10 @@ class Choice:
 
 def _supports(spec, precision: str, layout: tuple[str, str]) -> str | None:
     """None if ``spec`` declares support for precision and layout, else why not."""
-    precisions = tuple(getattr(spec, "precisions", ("fp32",)))
+    precisions = tuple(getattr(spec, "precisions", KernelBase.precisions))
     if precision not in precisions:
         return f"supports {', '.join(precisions)}, not {precision}"
-    layouts = tuple(tuple(x) for x in getattr(spec, "layouts", (("row", "row"),)))
+    layouts = tuple(tuple(x) for x in getattr(spec, "layouts", KernelBase.layouts))
     if tuple(layout) not in layouts:
         return f"supports layouts {', '.join('/'.join(x) for x in layouts)}, not {'/'.join(layout)}"
     return None
@@ -422,8 +426,8 @@ def _regime(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> 
     return rules(shape, precision, layout, sms)[0].name
 
 
-def nearest_entry(table: Table, shape: Shape, precision: str = "fp32",
-                  layout: tuple[str, str] = ("row", "row")) -> Entry | None:
+def nearest_entry(table: Table, shape: Shape, precision: str = DEFAULT_PRECISION,
+                  layout: tuple[str, str] = DEFAULT_LAYOUT) -> Entry | None:
     """The table entry nearest to ``shape`` (smallest sum of |log2| ratios of M, N, K) among the
     entries of the same precision and layout whose M, N and K are each within ``NEAREST_FACTOR``
     of the shape's and that fall under the same first rule (so a decode shape never borrows a
@@ -443,8 +447,8 @@ def nearest_entry(table: Table, shape: Shape, precision: str = "fp32",
     return best
 
 
-def choose(shape: Shape, registry, table: Table | None = None, precision: str = "fp32",
-           layout: tuple[str, str] = ("row", "row"), facts: DeviceFacts | None = None) -> Choice:
+def choose(shape: Shape, registry, table: Table | None = None, precision: str = DEFAULT_PRECISION,
+           layout: tuple[str, str] = DEFAULT_LAYOUT, facts: DeviceFacts | None = None) -> Choice:
     """Pick the kernel and parameters for one problem (pure: no GPU, no files).
 
     Order: the table's exact entry (when its kernel is registered and accepts the problem), the
@@ -525,11 +529,11 @@ def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]
         raise ConfigError("kernel.table", f"must be a tuning table file (JSON) or null, got {table_path!r}")
     table = load_table(table_path)
     shape = parse_shape(plain.get("shape"))
-    precision = plain.get("precision", "fp32")
+    precision = plain.get("precision", DEFAULT_PRECISION)
     layout_cfg = plain.get("layout") or {}
-    layout = ((layout_cfg.get("a", "row"), layout_cfg.get("b", "row")) if isinstance(layout_cfg, Mapping)
-              else ("row", "row"))
-    choice = choose(shape, registry, table, precision if isinstance(precision, str) else "fp32", layout)
+    layout = ((layout_cfg.get("a", DEFAULT_LAYOUT[0]), layout_cfg.get("b", DEFAULT_LAYOUT[1]))
+              if isinstance(layout_cfg, Mapping) else DEFAULT_LAYOUT)
+    choice = choose(shape, registry, table, precision if isinstance(precision, str) else DEFAULT_PRECISION, layout)
     resolved = dict(plain)
     resolved["kernel"] = {"name": choice.kernel, **dict(choice.params)}
     return resolved, choice.record()
@@ -556,7 +560,7 @@ def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
     if not isinstance(lay, Mapping):
         cfg = rec.get("config") if isinstance(rec.get("config"), Mapping) else {}
         lay = cfg.get("layout") if isinstance(cfg.get("layout"), Mapping) else {}
-    return (lay.get("a", "row"), lay.get("b", "row"))
+    return (lay.get("a", DEFAULT_LAYOUT[0]), lay.get("b", DEFAULT_LAYOUT[1]))
 
 
 def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -> tuple[Table, dict]:
@@ -605,7 +609,7 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
             continue
         dev = raw.get("device") if isinstance(raw.get("device"), Mapping) else {}
         devices.setdefault(dname, {"name": dname, "arch": rec.arch, "sm_count": dev.get("sm_count")})
-        key = (rec.precision if rec.precision in PRECISION_NAMES else "fp32", _layout_of(raw), rec.shape)
+        key = (rec.precision if rec.precision in PRECISION_NAMES else DEFAULT_PRECISION, _layout_of(raw), rec.shape)
         has_ratio = rec.ratio_to_baseline is not None
         groups.setdefault(key, []).append({
             "kernel": rec.kernel, "params": dict(rec.params), "median_ms": rec.median_ms, "protocol": rec.protocol,

@@ -39,7 +39,9 @@ rerun), the newest (``created_utc``) is used and the note says so.
 Exit status: 0; 1 when any point is SLOW beyond the threshold, FAILED, or valid in BEFORE and
 missing from AFTER (unless ``--allow-missing``) — usable as a regression gate; 2 for bad arguments (a missing path, no ``result.json``, an unreadable record, threshold
 outside [0, 1), confidence outside (0, 1), fewer than 100 resamples, a negative seed), as one
-line ``gemmlab-compare: error: ...`` on stderr.
+line ``gemmlab-compare: error: ...`` on stderr. A ``result.json`` found in a directory that is no
+gemmlab record at all (``{}``, another tool's JSON) is skipped with a one-line notice naming it
+(a file named directly must be a gemmlab record).
 
 This module owns the command line (:func:`main`); the statistics are
 :mod:`gemmlab.results.compare_stats`, matching :mod:`gemmlab.results.compare_match`, rendering
@@ -105,16 +107,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     0, 1 (a point SLOW beyond the threshold, FAILED, or valid before and missing after), 2 (bad
     arguments)."""
     args = build_parser().parse_args(argv)
+    skipped: list = []
     try:
         if args.out and Path(args.out).exists():
             raise CompareError(f"--out: {args.out} already exists; give a new file name")
         try:
             pairs = compare(args.before, args.after, args.threshold, args.confidence, args.resamples, args.seed,
-                            allow_missing=args.allow_missing)
+                            allow_missing=args.allow_missing, skipped=skipped)
         except CompareError:
             raise
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a record of the right schema, wrong types
             raise CompareError(f"a record has a field of an unexpected type ({type(exc).__name__}: {exc})") from None
+        finally:
+            for rec in skipped:  # a result.json in a tree that is no gemmlab record: one line each
+                print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
         if args.out:
             out = Path(args.out)
             try:

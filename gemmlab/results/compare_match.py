@@ -111,23 +111,32 @@ def _record_files(path: Path) -> list[Path]:
     return files
 
 
-def load_points(paths: Path | str | Iterable[Path | str]) -> list[Point]:
+def load_points(paths: Path | str | Iterable[Path | str], skipped: list[Record] | None = None) -> list[Point]:
     """Every record under ``paths`` (directories searched recursively for ``result.json``,
     sanitizer children left out), one :class:`Point` per distinct key: of several records with
     one key, the newest (``created_utc``, then path order) is kept and its ``duplicates`` counts
-    them all.
+    them all. A ``result.json`` found in a directory that is no gemmlab record at all (``{}``,
+    another tool's JSON; :func:`gemmlab.stages.record_model.not_a_record`) is no point: it is appended to
+    ``skipped`` (when given) for the caller's notice.
 
     Raises:
-        CompareError: a path is missing, holds no ``result.json``, or a record is not readable
-            JSON of schema ``gemmlab.result/1``.
+        CompareError: a path is missing, holds no ``result.json`` (none that is a gemmlab
+            record), or a record is not readable JSON of schema ``gemmlab.result/1`` (a file
+            named directly must be one).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     newest: dict[tuple, Point] = {}
     counts: Counter = Counter()
     for root in paths:
+        found = 0
         for f in _record_files(Path(root)):
             rec = read_record(f)
+            if rec.foreign is not None and Path(root).is_dir():
+                if skipped is not None:
+                    skipped.append(rec)
+                continue
+            found += 1
             if rec.category == "unreadable":
                 raise CompareError(f"{f}: not a readable JSON record ({rec.error})")
             if rec.schema != SCHEMA:
@@ -138,6 +147,8 @@ def load_points(paths: Path | str | Iterable[Path | str]) -> list[Point]:
             old = newest.get(p.key)
             if old is None or p.created >= old.created:
                 newest[p.key] = p
+        if not found:
+            raise CompareError(f"{root}: no result.json under it that is a gemmlab record")
     for k, p in newest.items():
         p.duplicates = counts[k]
     return list(newest.values())
@@ -260,7 +271,8 @@ def check_options(threshold: float, confidence: float, resamples: int, seed: int
 
 
 def compare(before_paths, after_paths, threshold: float = 0.05, confidence: float = 0.95,
-            resamples: int = 2000, seed: int = 0, allow_missing: bool = False) -> list[Pair]:
+            resamples: int = 2000, seed: int = 0, allow_missing: bool = False,
+            skipped: list[Record] | None = None) -> list[Pair]:
     """Match the points under ``before_paths`` and ``after_paths`` and compare each pair.
 
     Matching: exact key (:attr:`Point.key`) first; then a leftover record without timing (a
@@ -276,6 +288,8 @@ def compare(before_paths, after_paths, threshold: float = 0.05, confidence: floa
         resamples: bootstrap replications.
         seed: base seed of the per-point random generators.
         allow_missing: a point valid in BEFORE and missing from AFTER is not a regression.
+        skipped: receives the ``result.json`` files that are no gemmlab record (see
+            :func:`load_points`).
 
     Returns:
         One :class:`Pair` per point, sorted by kernel, params, shape, device, protocol, settings.
@@ -284,8 +298,8 @@ def compare(before_paths, after_paths, threshold: float = 0.05, confidence: floa
         CompareError: bad arguments or unreadable inputs (see :func:`load_points`).
     """
     check_options(threshold, confidence, resamples, seed)
-    before = {p.key: p for p in load_points(before_paths)}
-    after = {p.key: p for p in load_points(after_paths)}
+    before = {p.key: p for p in load_points(before_paths, skipped)}
+    after = {p.key: p for p in load_points(after_paths, skipped)}
     matched: list[tuple[Point, Point]] = []
     for k in list(before):
         if k in after:

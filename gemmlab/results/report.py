@@ -21,7 +21,9 @@ its name) and writes, into a new directory (never an existing one):
 
 Only files are read: it works without a GPU, on results copied from another machine. Records
 of another schema than ``gemmlab.result/1`` (or none) are read best-effort; every field that
-cannot be read is named in ``report.md`` rather than raising.
+cannot be read is named in ``report.md`` rather than raising. A JSON object that is no gemmlab
+record at all (``{}``, another tool's ``result.json`` in the tree) is skipped with a one-line
+notice on stderr naming it, and counted nowhere.
 
 This module owns the command line and :func:`write_report`; records are found and read by
 :mod:`gemmlab.stages.record_model` (a report lists every record file, a sanitizer child's too), the tables are
@@ -55,15 +57,17 @@ __all__ = ["Row", "collect", "find_records", "read_record", "counts", "write_rep
            "PLOTS", "CSV_COLUMNS", "CATEGORIES", "SCHEMA", "RECORD_NAME"]
 
 
-def collect(paths: Iterable[str | os.PathLike]) -> list[Row]:
+def collect(paths: Iterable[str | os.PathLike], skipped: list[Row] | None = None) -> list[Row]:
     """One :class:`Row` per record file under ``paths`` (see :func:`gemmlab.stages.record_model.find_records`;
     a sanitizer child's record is listed too), numbered 1.. in that order. Never raises for a bad
     record: an unreadable file becomes a row with status ``unreadable`` and the reason in ``error``.
+    A JSON object that is not a gemmlab record (``{}``, another tool's ``result.json``) is no row:
+    it goes to ``skipped`` (when given), its reason in ``foreign``.
 
     Raises:
         FileNotFoundError: a path does not exist.
     """
-    return results.collect(paths, children=True)
+    return results.collect(paths, children=True, skipped=skipped)
 
 
 def write_report(rows: Sequence[Row], out_dir: str | os.PathLike,
@@ -142,10 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None and os.path.lexists(args.out):
         return fail(2, f"{args.out}: already exists; give --out a new directory (a report is never overwritten)")
 
+    skipped: list[Row] = []
     try:
-        rows = collect(args.paths)
+        rows = collect(args.paths, skipped)
     except FileNotFoundError as exc:  # removed between the check and the walk
         return fail(2, f"{exc}: no such file or directory")
+    for rec in skipped:
+        print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
     if not rows:
         return fail(2, f"no {RECORD_NAME} found under " + ", ".join(args.paths))  # bad input, like compare
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -87,9 +88,11 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         record = record_stage.new_record(None)
         record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
     if (out_dir / "result.json").exists():  # never touch an earlier measurement
-        resumed = _resume(plain, out_dir)
+        resumed, kept = _resume(plain, out_dir)
         if resumed is not None:
             return resumed
+        if kept is not None:
+            record["previous"] = kept
         if (out_dir / "result.json").exists():
             record.update(status=ConfigError.status, valid=False,
                           error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
@@ -120,17 +123,18 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     return record
 
 
-def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
-    """With ``resume=true``: return the existing record (marked ``resumed``) when it is valid and
-    was made with the same config; otherwise move it aside as ``result.previous-<time>.json``
-    and return None (the point re-runs)."""
+def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | None]:
+    """With ``resume=true``: return ``(existing record marked resumed, None)`` when it is valid
+    and was made with the same config; otherwise keep it aside (:func:`keep_previous`) and
+    return ``(None, previous)``, ``previous`` being the new record's ``previous`` field (the point
+    re-runs). Without ``resume=true``: ``(None, None)``, nothing touched."""
     try:
         wanted = _plain(cfg.get("resume", False)) is True
         current = _plain(cfg)
     except Exception:
-        return None
+        return None, None
     if not wanted:
-        return None
+        return None, None
     path = out_dir / "result.json"
     try:
         old = json.loads(path.read_text())
@@ -148,10 +152,37 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
                    and comparable(old["config"]) == comparable(current))
     if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
-        return old
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    os.replace(path, out_dir / f"result.previous-{stamp}-{os.getpid()}.json")
-    return None
+        return old, None
+    earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
+    return None, [*earlier, keep_previous(out_dir)]
+
+
+def keep_previous(out_dir: Path) -> dict:
+    """Move the point's ``result.json`` and every artifact of it (:data:`gemmlab.stages.record.ARTIFACTS`:
+    ``compile*.log``, ``kernel*.sass``, ``traceback.txt``, ``sanitizer-*``) aside under one tag
+    ``previous-<time>-<pid>``: ``result.json`` -> ``result.previous-<...>.json``, ``kernel.sass``
+    -> ``kernel.previous-<...>.sass``, ``sanitizer-racecheck/`` -> ``sanitizer-racecheck.previous-<...>/``.
+    Nothing is deleted or overwritten; Hydra's own files (``.hydra/``, the job log) stay.
+
+    Returns:
+        ``{"record": name, "artifacts": {old name: new name}}`` (names relative to ``out_dir``),
+        one entry of the re-run record's ``previous`` field.
+    """
+    tag = f"previous-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    if any(out_dir.glob(f"*.{tag}*")):  # a second move in the same second by this process
+        tag += f"-{secrets.token_hex(3)}"
+    moved: dict[str, str] = {}
+    for item in sorted(out_dir.iterdir()):
+        name = item.name
+        if name == "result.json" or ".previous-" in name or not record_stage.is_artifact(name):
+            continue
+        stem, dot, ext = name.partition(".") if not item.is_dir() else (name, "", "")
+        new = f"{stem}.{tag}{dot}{ext}"
+        os.replace(item, out_dir / new)
+        moved[name] = new
+    record_name = f"result.{tag}.json"
+    os.replace(out_dir / "result.json", out_dir / record_name)
+    return {"record": record_name, "artifacts": moved}
 
 
 @dataclass

@@ -53,8 +53,8 @@ class LayoutOptions:
     """Storage order of A (M x K) and B (K x N): ``row`` | ``col`` (col B = K-major); C is always
     row-major. A kernel declares the layouts it supports."""
 
-    a: str = "row"
-    b: str = "row"
+    a: str = Problem.layout_a  # row: the plugin contract's default problem (gemmlab.contract.hookspecs)
+    b: str = Problem.layout_b
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class RunConfig:
     inputs: InputOptions = field(default_factory=InputOptions)
     plugin_dirs: tuple[str, ...] = ()
     baseline: str | None = None
-    precision: str = "fp32"
+    precision: str = Problem.precision  # fp32 (gemmlab.contract.hookspecs.Problem, the one source)
     layout_a: str = LayoutOptions.a
     layout_b: str = LayoutOptions.b
     sanitizer: str | None = None
@@ -204,6 +204,8 @@ def store_schema() -> None:
 def unknown_key_error(key: str) -> ConfigError:
     """The one-line error for a config key the schema does not have (``foo``, ``verify.foo``)."""
     top, _, sub = key.partition(".")
+    if not top:
+        return ConfigError("override", f"{key!r} names no key; write key=value, e.g. kernel=tiled or shape=[M,N,K]")
     if top in SECTIONS and sub:
         return ConfigError(key, f"unknown key in {top}; known: {', '.join(sorted(SECTIONS[top]))}")
     return ConfigError(key, f"unknown config key; known: {', '.join(sorted((*TOP_LEVEL, 'experiment')))}")

@@ -13,6 +13,7 @@ successful ``mode=compile`` (``status: compiled``) or a sanitizer child's check 
 from __future__ import annotations
 
 import datetime as _dt
+import fnmatch
 import functools
 import json
 import os
@@ -23,8 +24,8 @@ from gemmlab import __version__
 from gemmlab.paths import SOURCE_ROOT
 from gemmlab.stages.record_model import SCHEMA, VALID_STATUSES, view
 
-__all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "precision_text", "git_commit", "new_record",
-           "write_record", "summary"]
+__all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "ARTIFACTS", "is_artifact", "precision_text",
+           "git_commit", "new_record", "write_record", "summary"]
 PRECISIONS = {
     "fp32": ("float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: "
              "IEEE float32, fma contraction on, no fast-math)"),
@@ -35,12 +36,21 @@ PRECISIONS = {
     "fp16": ("float16 A and B (float32 inputs rounded once to fp16, round to nearest even), float32 "
              "accumulation and C"),
 }
+#: the files and folders a point writes next to its ``result.json`` (glob patterns); a re-run under
+#: ``resume=true`` keeps them with the old record (:func:`gemmlab.run.pipeline.keep_previous`)
+ARTIFACTS = ("compile*.log", "kernel*.sass", "traceback.txt", "sanitizer-*")
 REFERENCE = "reference: float64 product of the same inputs (as stored) on the CPU"
 
 
 def precision_text(precision: str) -> str:
     """The record's one-line precision policy for ``precision`` (fp32 | tf32 | bf16 | fp16)."""
     return f"{precision}: {PRECISIONS[precision]}; {REFERENCE}"
+
+
+def is_artifact(name: str) -> bool:
+    """True when ``name`` (a file or folder in a run directory) is one of a point's
+    :data:`ARTIFACTS`."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in ARTIFACTS)
 
 
 @functools.lru_cache(maxsize=1)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 SCHEMA = "gemmlab.result/1"
+SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"  # every version of the record schema starts so
 VALID_STATUSES = ("ok", "compiled", "checked")
 RECORD_NAME = "result.json"
 CATEGORIES = ("timed", "compiled", "failed", "other", "unreadable")
@@ -55,7 +56,8 @@ class Record:
     ``category`` is ``timed`` (status ``ok`` with a readable median), ``compiled``
     (``mode=compile``), ``failed`` (any status that is not valid), ``other`` (valid but not
     timed: a sanitizer ``checked`` record, or an ``ok`` record whose timing cannot be read) or
-    ``unreadable`` (the file is not a JSON object; ``error`` says why).
+    ``unreadable`` (the file is not a JSON object; ``error`` says why). ``foreign`` says why a
+    JSON object is not a gemmlab record at all (:func:`not_a_record`; None for a gemmlab record).
     """
 
     path: str
@@ -98,6 +100,7 @@ class Record:
     unread: list[str] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
     raw: Any = field(default=None, repr=False, compare=False)  # the parsed JSON (None if unreadable)
+    foreign: str | None = None  # why the JSON object is not a gemmlab record (None: it is one)
 
     @property
     def is_valid(self) -> bool:
@@ -201,14 +204,23 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
     return found
 
 
-def collect(paths, children: bool = True) -> list[Record]:
+def collect(paths, children: bool = True, skipped: list[Record] | None = None) -> list[Record]:
     """One :class:`Record` per record file under ``paths`` (see :func:`find_records`), numbered
-    1.. in that order (``index``). Never raises for a bad record.
+    1.. in that order (``index``). Never raises for a bad record. A JSON object that is not a
+    gemmlab record (:attr:`Record.foreign`, e.g. ``{}`` or another tool's ``result.json`` in the
+    tree) is left out and appended to ``skipped`` when a list is given (for the caller's notice).
 
     Raises:
         FileNotFoundError: a path does not exist.
     """
-    records = [read_record(p) for p in find_records(paths, children)]
+    records = []
+    for path in find_records(paths, children):
+        rec = read_record(path)
+        if rec.foreign is not None:
+            if skipped is not None:
+                skipped.append(rec)
+            continue
+        records.append(rec)
     for i, rec in enumerate(records, 1):
         rec.index = i
     return records
@@ -247,9 +259,29 @@ def view(rec: Any, path: str | os.PathLike = "") -> Record:
                      error=rec.get("error") if isinstance(rec.get("error"), str) else None,
                      unread=[f"record ({type(exc).__name__}: {exc})"])
     out.raw = rec
+    out.foreign = not_a_record(rec)
     if not out.settings:
         out.settings = measurement_settings(rec)
     return out
+
+
+def not_a_record(rec: Any) -> str | None:
+    """Why a parsed JSON object is not a gemmlab record (another tool's JSON, ``{}``), or None
+    when it is one: a ``schema`` of the form ``gemmlab.result/<n>`` (any version), or, for the
+    records written before the field existed, no ``schema`` but a ``status`` text and a
+    ``config`` or ``kernel`` object. None as well for what is not a JSON object (category
+    ``unreadable``: possibly a damaged record, so it stays listed)."""
+    if not isinstance(rec, dict):
+        return None
+    schema = rec.get("schema")
+    if isinstance(schema, str) and schema.startswith(SCHEMA_FAMILY):
+        return None
+    if "schema" in rec:
+        return f"schema {_short(schema)} is not {SCHEMA_FAMILY}<n>"
+    if isinstance(rec.get("status"), str) and any(isinstance(rec.get(k), dict) for k in ("config", "kernel")):
+        return None
+    return ("no schema, and not an older gemmlab record (a status text and a config or kernel object)" if rec
+            else "an empty JSON object")
 
 
 def measurement_settings(rec: dict) -> dict[str, Any]:
