@@ -41,11 +41,16 @@ VARIANTS = {
     "sgemm_block2d": [{}, dict(BK=16), dict(BM=64, BN=64, BK=16, TM=4, TN=4), dict(BM=128, BN=64, BK=16, TM=8, TN=4)],
     "sgemm_warptile": [{}, dict(BK=16), dict(WM=64, WN=32), dict(BM=64, BN=128, WM=32, WN=64)],
     "sgemm_pipelined": [{}, dict(BK=16), dict(STAGES=4, GS=1), dict(BM=256, BN=128), dict(TM=8, TN=16, WM=32, WN=128),
-                        dict(BM=128, BN=128, WM=32, WN=64, TM=8, TN=8, GS=3), dict(BK=32, STAGES=2, GS=5)],
+                        dict(BM=128, BN=128, WM=32, WN=64, TM=8, TN=8, GS=3), dict(BK=32, STAGES=2, GS=5),
+                        # the second pass's candidates (2 and 3 blocks per SM, deeper chunks)
+                        dict(BN=128, MINB=2), dict(BN=128, WM=32, TM=8, MINB=2), dict(BN=128, WM=32, TM=8, MINB=2, BK=8),
+                        dict(BK=32, STAGES=3), dict(BM=64, BN=128, WM=32, TM=8, MINB=3)],
 }
+# interior blocks whose K is not a multiple of BK (the pipelined rung's shifted first chunk)
+INTERIOR = [Shape(512, 512, 100), Shape(384, 512, 777)]
 
 
-@pytest.mark.parametrize("shape", PARTIAL, ids=str)
+@pytest.mark.parametrize("shape", PARTIAL + INTERIOR, ids=str)
 @pytest.mark.parametrize("name, over", [(n, v) for n, vs in VARIANTS.items() for v in vs],
                          ids=lambda x: x if isinstance(x, str) else "-".join(f"{k}{v}" for k, v in x.items()) or "defaults")
 def test_general_rungs_one_owner_and_exact_loads(name, over, shape):
