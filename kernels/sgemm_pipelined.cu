@@ -31,8 +31,11 @@
 // one write-stage offset, so every LDS.128 and cp.async destination is [register + constant].
 // Blocks whose tile lies inside M x N (and whose k offsets fit 32 bits) run the unguarded copy:
 // one running pointer per matrix, the copy of element l at pointer + l * (32-bit step), no
-// predicates; only the last chunk of a K that BK does not divide takes the guarded copy. Edge
-// blocks, and B with N % 4 != 0 or a misaligned base, take the guarded copy for every chunk.
+// predicates. The K remainder goes into the FIRST chunk (chunk c covers k in
+// [c*BK - pad, (c+1)*BK - pad), pad = (-K) mod BK), so only the prologue's copy of chunk 0 is
+// guarded there. Edge blocks, and B with N % 4 != 0 or a misaligned base, take the guarded copy
+// for every chunk. Under NVRTC 13.0 this cut the interior hot loop's non-FFMA instructions per
+// 16-k chunk from 164 to 42 at 128x256 (docs/results/ladder-h200.md).
 // The body is a template function, not a generic lambda (NVRTC 13.0 treats generic lambdas as
 // host functions); instantiated as (VEC, GUARD) = (16-byte B, interior), (16-byte B, edge),
 // (4-byte B, guarded).
