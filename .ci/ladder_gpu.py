@@ -234,8 +234,8 @@ def precompile_candidates(driver_version: str) -> None:
     """Compile every sgemm_pipelined(_v1) candidate in threads before the points need them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gemmlab.compile import CompileOptions, compile_kernel
-    from gemmlab.registry import load_registry
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.contract.registry import load_registry
     registry = load_registry([V1_DIR], entry_points=False)
     jobs = []
     for kernel, params, _ in SEARCH_CANDIDATES:

@@ -295,7 +295,7 @@ def _lean_loop_figures(source, entry, tmp_path):
     """(fraction of 'other' instructions, predicated LDGSTS count) of the leanest main loop."""
     import re
     import subprocess
-    from gemmlab.compile import CompileOptions, compile_kernel
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
     tool = _nvdisasm()
     if tool is None:
         pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gemmlab.hookspecs import hookimpl
+from gemmlab.contract.hookspecs import hookimpl
 from gemmlab_plugins.sgemm import PipelinedKernel  # the built-in package, imported before plugin folders
 
 
