@@ -28,9 +28,10 @@
 //     [SK, T) are data-parallel: block WORKERS + i computes tile SK + i whole and stores it.
 //   gemm_streamk_fixup: one block per stream-K tile; a tile owned by a single worker is done;
 //     otherwise C = sum of the contributing workers' slots, in worker order (deterministic).
-// The host picks SK (plugins/streamk.py): all tiles when T <= WORKERS; none when T is a whole
-// number of waves of WORKERS; else the last full wave plus the remainder (each worker then gets
-// between one and two tiles of work, the paper's "two-tile stream-K + data-parallel" hybrid).
+// The host picks SK and WORKERS (plugins/streamk.py, schedule): none when the last wave is at least
+// 90% full (data-parallel only: no fixup); all tiles when there are fewer tiles than WPS*SMs (over
+// at most one worker per 8 BK chunks); else the last full wave plus the remainder (each worker
+// then gets between one and two tiles of work: the paper's "two-tile stream-K + data-parallel").
 
 // MINB: __launch_bounds__'s minimum resident blocks per SM (caps registers at 64K/(threads*MINB);
 // 2 for the 256-thread 128x128 tile keeps sgemm_warptile's 2 blocks per SM).
@@ -192,7 +193,7 @@ gemm_splitk_warptile(const float *__restrict__ A, const float *__restrict__ B, f
   __shared__ __align__(16) float Bs[2][BK][BN];
   const int splits = gridDim.z;
   const int per = ((K + splits - 1) / splits + BK - 1) / BK * BK;
-  const int kBegin = min(K, (int)blockIdx.z * per), kEnd = min(K, kBegin + per);
+  const int kBegin = (int)min((long long)K, (long long)blockIdx.z * per), kEnd = min(K, kBegin + per);
   const int rowBase = blockIdx.y * BM, colBase = blockIdx.x * BN;
   float acc[TM][TN];
   wt_accumulate<BM, BN, BK, WM, WN, TM, TN>(A, B, M, N, K, rowBase, colBase, kBegin, kEnd, As, Bs, acc);

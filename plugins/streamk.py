@@ -148,19 +148,30 @@ class Schedule:
         return out
 
 
+FULL_WAVE = 0.9  # a last wave at least this full stays data-parallel (stream-K would split every tile in it)
+MIN_ITERS = 8    # stream-K workers get at least this many BK chunks each (fewer workers on short problems)
+
+
 def schedule(shape: Shape, p, sm_count: int) -> Schedule:
-    """The hybrid split: T tiles of BM x BN, WORKERS = WPS * sm_count. All tiles are stream-K when
-    T <= WORKERS; none when T is a whole number of waves; else the last full wave plus the
-    remainder (each worker gets one to two tiles of work; Osama et al.'s two-tile SK + DP)."""
+    """The hybrid split over T tiles of BM x BN with up to G = WPS * sm_count workers:
+
+    - the last wave (T mod G tiles, all T when T < G) at least ``FULL_WAVE`` full, or T a whole
+      number of waves: data-parallel only (no workspace traffic, no fixup);
+    - T < G: every tile stream-K, over min(G, T*ITERS / ``MIN_ITERS``) workers (at least T; exactly
+      T means one tile each, i.e. data-parallel);
+    - else the last full wave plus the remainder stream-K over G workers (each gets one to two
+      tiles of work: Osama et al.'s "two-tile stream-K + data-parallel"), the rest data-parallel.
+    """
     tiles = cdiv(shape.M, p["BM"]) * cdiv(shape.N, p["BN"])
+    iters = cdiv(shape.K, p["BK"])
     workers = max(1, p["WPS"] * sm_count)
-    if tiles <= workers:
-        sk = tiles
-    elif tiles % workers == 0:
-        sk = 0
-    else:
-        sk = tiles % workers + workers
-    return Schedule(tiles=tiles, iters=cdiv(shape.K, p["BK"]), workers=workers, sk_tiles=sk)
+    rem = tiles % workers if tiles > workers else tiles
+    if rem == 0 or rem >= FULL_WAVE * workers:
+        return Schedule(tiles=tiles, iters=iters, workers=workers, sk_tiles=0)
+    if tiles < workers:
+        workers = max(tiles, min(workers, tiles * iters // MIN_ITERS))
+        return Schedule(tiles=tiles, iters=iters, workers=workers, sk_tiles=0 if workers == tiles else tiles)
+    return Schedule(tiles=tiles, iters=iters, workers=workers, sk_tiles=rem + workers)
 
 
 # --- the two kernels ------------------------------------------------------------------------------

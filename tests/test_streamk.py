@@ -19,7 +19,7 @@ FACTS = offline_facts("90")
 REGISTRY = load_registry(entry_points=False)
 MODULE = __import__("gemmlab_plugins.streamk", fromlist=["schedule"])
 ODD = [Shape(31, 33, 17), Shape(63, 65, 33), Shape(1, 1, 1), Shape(4097, 1, 3), Shape(129, 255, 1000),
-       Shape(1000, 3000, 777), Shape(256, 256, 4096)]
+       Shape(1000, 3000, 777), Shape(256, 256, 4096), Shape(640, 100, 100)]  # the last: hybrid on 1 SM
 SMALL_TILES = [{}, dict(BM=64, BN=128, WM=32, WN=64, MINB=4), dict(BM=16, BN=128, BK=16, WM=16, WN=64, TM=4, TN=8, MINB=4),
                dict(BK=16, WPS=1)]
 
@@ -63,13 +63,20 @@ def test_splitk_warptile_one_owner(shape):
         check(s.ownership(shape, p), shape, f"splitk_warptile {p}")
 
 
-def test_schedule_paths_cover_all_three_modes():
-    """The hybrid split of Osama et al.: all tiles stream-K below one wave of workers, none at whole
-    waves, else the last full wave plus the remainder."""
+def test_schedule_paths_cover_all_modes():
+    """The hybrid split of Osama et al.: all tiles stream-K below one wave of workers (fewer workers
+    when K is short), data-parallel at whole or 90%-full waves, else the last full wave plus the
+    remainder."""
     p = params("streamk")
     sched = MODULE.schedule
     s = sched(Shape(256, 256, 65536), p, 132)  # 4 tiles, 264 workers
     assert (s.tiles, s.workers, s.sk_tiles, s.dp_tiles, s.blocks) == (4, 264, 4, 0, 264)
+    s = sched(Shape(512, 512, 512), p, 132)  # 16 tiles x 64 chunks: one worker per 8 chunks
+    assert (s.workers, s.sk_tiles, s.blocks) == (128, 16, 128)
+    s = sched(Shape(64, 64, 16), p, 132)  # one tile of 2 chunks: one worker, i.e. data-parallel
+    assert (s.workers, s.sk_tiles, s.blocks) == (1, 0, 1)
+    s = sched(Shape(2048, 2048, 2048), p, 132)  # 256 tiles >= 90% of 264: data-parallel
+    assert (s.sk_tiles, s.blocks) == (0, 256)
     s = sched(Shape(128 * 33, 128 * 16, 64), p, 132)  # 528 tiles = 2 waves of 264
     assert (s.sk_tiles, s.blocks) == (0, 528)
     s = sched(Shape(128 * 40, 128 * 10, 64), p, 132)  # 400 tiles: 136 + 264 stream-K, no DP
@@ -151,3 +158,12 @@ def test_compiles_without_spills(name):
     assert res is not None and res.registers <= 128 and res.spill_store_bytes == 0 and res.spill_load_bytes == 0
     hist = compiled.sass["histogram"]
     assert hist["FFMA"] > 0 and hist["LDS.128"] > 0 and hist["LDG.128"] > 0 and hist["LDL"] == 0
+
+
+def test_hybrid_has_split_and_whole_tiles():
+    """Shape(640, 100, 100) on one SM: 5 tiles, 2 workers share 3 stream-K tiles (one split
+    between them), 2 data-parallel tiles."""
+    s = MODULE.schedule(Shape(640, 100, 100), params("streamk"), 1)
+    assert (s.workers, s.sk_tiles, s.dp_tiles) == (2, 3, 2)
+    pieces = [seg for w in range(s.workers) for seg in s.segments(w)]
+    assert sorted(slot for *_, slot in pieces) == [-1, -1, 0, 1]
