@@ -237,6 +237,40 @@ def _splitk_params(shape: Shape, sms: int) -> dict[str, int]:
     return {"SPLITS": max(1, min(_cdiv(2 * sms, tiles), shape.K // 512))}
 
 
+# streamk / splitk_warptile tiles by (BM, BN): warp tiles of 32x64 with 8x8 per thread (sgemm_warptile's
+# mapping); WPS = MINB = the blocks of that many threads that fit one SM at <= 128 registers
+_STREAMK_TILES = {(128, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 8}
+
+
+def _streamk_params(shape: Shape, sms: int) -> dict[str, int]:
+    """streamk (or splitk_warptile without WPS) parameters: a 128x128 warp-tiled tile, halved to 64
+    along M or N when that side is at most 64 (a skinny output wastes no half tile)."""
+    bm = 64 if shape.M <= 64 else 128
+    bn = 64 if shape.N <= 64 else 128
+    per_sm = _STREAMK_TILES[(bm, bn)]
+    return {"BM": bm, "BN": bn, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINB": per_sm, "WPS": per_sm}
+
+
+def _splitk_wt_params(shape: Shape, sms: int) -> dict[str, int]:
+    """splitk_warptile parameters: streamk's tile, SPLITS = enough K slices to fill every SM with
+    its blocks (WPS per SM), each slice at least 256 long."""
+    p = _streamk_params(shape, sms)
+    tiles = _cdiv(shape.M, p["BM"]) * _cdiv(shape.N, p["BN"])
+    p["SPLITS"] = max(1, min(_cdiv(p.pop("WPS") * sms, tiles), shape.K // 256))
+    return p
+
+
+PIPELINED_TILE = (128, 256)  # sgemm_pipelined's default block tile, one block per SM
+FULL_WAVES = 0.9  # sgemm_pipelined first only when its tiles use at least this share of their waves
+
+
+def _wave_efficiency(shape: Shape, tile: tuple[int, int], sms: int) -> float:
+    """Useful share of the block slots of a one-block-per-SM kernel with this output tile: M*N over
+    (whole waves x SMs x tile area); 1.0 when the last wave is full and no tile hangs past M or N."""
+    blocks = _cdiv(shape.M, tile[0]) * _cdiv(shape.N, tile[1])
+    return shape.M * shape.N / (_cdiv(blocks, sms) * sms * tile[0] * tile[1])
+
+
 def _slices(k: int) -> int:
     """small_tile's KS: K split in up to 4 slices of at least 32 (1 below K = 64)."""
     return 1 if k < 64 else 2 if k < 128 else 4
@@ -292,8 +326,10 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
             sliced = ("slicedk", _slicedk_params(shape, sms))
             out.append(Rule("decode", f"decode-like: M = {m} <= {16 if m <= 16 else 64} rows against a {k}x{n} "
                             "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 16 else
-                                                 "register tiles with K sliced in the block (slicedk), then gemv_rows"),
-                            (gemv, sliced, ("splitk", _splitk_params(shape, sms))) if m <= 16 else (sliced, gemv, ("splitk", _splitk_params(shape, sms)))))
+                                                 "stream-K over warp tiles (streamk), then K sliced in the block (slicedk)"),
+                            (gemv, sliced, ("splitk", _splitk_params(shape, sms))) if m <= 16 else
+                            (("streamk", _streamk_params(shape, sms)), sliced, gemv,
+                             ("splitk", _splitk_params(shape, sms)))))
         if m * n * k <= TINY:
             out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound; K sliced inside the block to "
                             "shorten each thread's serial chain",
@@ -303,22 +339,58 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
         if tiles64 < sms and k >= 16 * max(m, n):
             out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
                             "split K (across blocks, else inside the block)",
-                            (("splitk", _splitk_params(shape, sms)), ("slicedk", _slicedk_params(shape, sms)),
+                            (("streamk", _streamk_params(shape, sms)), ("splitk_warptile", _splitk_wt_params(shape, sms)),
+                             ("splitk", _splitk_params(shape, sms)), ("slicedk", _slicedk_params(shape, sms)),
                              ("small_tile", {"BX": 16, "BY": 8, "KS": 8}), _TILED32)))
         tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
+        streamk = ("streamk", _streamk_params(shape, sms))
         if tiles128 >= sms and min(m, n) >= 128:
-            out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs (at least one full wave)",
-                            _LARGE, min_blocks=sms))
+            big = _cdiv(m, PIPELINED_TILE[0]) * _cdiv(n, PIPELINED_TILE[1])
+            eff = _wave_efficiency(shape, PIPELINED_TILE, sms)
+            if big >= sms and eff >= FULL_WAVES:
+                out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs; {big} 128x256 "
+                                f"tiles use {eff:.0%} of their waves' block slots (>= {FULL_WAVES:.0%})",
+                                _LARGE + (streamk,), min_blocks=sms))
+            else:
+                out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs, but {big} 128x256 "
+                                f"tiles use only {eff:.0%} of their waves' block slots: stream-K hybrid (full waves)",
+                                (streamk,) + _LARGE, min_blocks=sms))
         elif tiles64 >= sms and min(m, n) >= 64:
             out.append(Rule("medium", f"medium: {tiles64} 64x64 output tiles >= {sms} SMs, no full wave of "
-                            "128x128 tiles or min(M, N) < 128", _MEDIUM, min_blocks=sms))
+                            "128x128 tiles or min(M, N) < 128: stream-K hybrid first", (streamk,) + _MEDIUM,
+                            min_blocks=sms))
         else:
             out.append(Rule("small", f"small: {tiles64} 64x64 output tiles < {sms} SMs or min(M, N) < 64: "
                             "smaller tiles fill more SMs",
-                            (("slicedk", _slicedk_params(shape, sms)), ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}),
-                             _TILED32, ("tiled", {}))))
+                            (("slicedk", _slicedk_params(shape, sms)), streamk,
+                             ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), _TILED32, ("tiled", {}))))
+    elif precision in ("bf16", "fp16"):
+        out.append(_tensor_core_rule(shape, sms))
     out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
     return out
+
+
+_MMA16_128 = ("mma_bf16", {"BM": 128, "BN": 128, "WN": 32, "STAGES": 4})
+_MMA16_64 = ("mma_bf16", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 64})
+
+
+def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
+    """bf16/fp16 (2-byte A and B, float32 C): the tensor-core kernels that declare the precision and
+    layout, largest tile that still fills the GPU first. ``wgmma_bf16`` (another branch's kernel) is
+    tried with its defaults where registered; ``tma_bf16`` (wgmma fed by TMA, B column-major, K % 8
+    == 0) where its layout and check allow; ``mma_bf16`` (mma.sync) with the 128x256 tile when
+    its tiles use >= 90% of their waves' block slots, the 128x128 tile when there is a wave of them,
+    else 64x64."""
+    eff = _wave_efficiency(shape, PIPELINED_TILE, sms)
+    tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
+    if _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= sms and eff >= FULL_WAVES:
+        return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots",
+                    (("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
+    if tiles128 >= sms:
+        return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles >= {sms} SMs, 128x256 tiles would use "
+                    f"{eff:.0%} of their waves", (("wgmma_bf16", {}), _MMA16_128, ("tma_bf16", {}), _MMA16_64))
+    return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles < {sms} SMs: 64x64 tiles fill more SMs",
+                (_MMA16_64, ("tma_bf16", {"BN": 64}), ("wgmma_bf16", {}), _MMA16_128))
 
 
 # --- choosing -------------------------------------------------------------------------------------
