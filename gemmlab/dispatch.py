@@ -252,12 +252,19 @@ def _streamk_params(shape: Shape, sms: int) -> dict[str, int]:
 
 
 def _splitk_wt_params(shape: Shape, sms: int) -> dict[str, int]:
-    """splitk_warptile parameters: streamk's tile, SPLITS = enough K slices to fill every SM with
-    its blocks (WPS per SM), each slice at least 256 long."""
+    """splitk_warptile parameters: streamk's tile, SPLITS = the most K slices whose blocks still fit
+    one wave (tiles x SPLITS <= WPS x SMs: no second, partial wave), each slice at least 256 long.
+    On the H200 at 512x512x16384: 16 splits (256 blocks) ran in 0.219 ms with 8 splits and 0.305 ms
+    with 17 (272 blocks, 8 in a second wave); at 256x256x65536 66 splits (264 blocks) 0.201 ms."""
     p = _streamk_params(shape, sms)
     tiles = _cdiv(shape.M, p["BM"]) * _cdiv(shape.N, p["BN"])
-    p["SPLITS"] = max(1, min(_cdiv(p.pop("WPS") * sms, tiles), shape.K // 256))
+    p["SPLITS"] = max(1, min(p.pop("WPS") * sms // tiles, shape.K // 256))
     return p
+
+
+# streamk over 16 x 128 warp tiles (2 warps of 16 x 64, 4 x 8 per thread, BK = 16): decode with
+# 8 < M <= 16 (16x4096x4096 on the H200: 0.0439 ms, 178.8% of cuBLAS; gemv_rows 151.7%)
+STREAMK_16 = {"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4, "WPS": 4}
 
 
 PIPELINED_TILE = (128, 256)  # sgemm_pipelined's default block tile, one block per SM
@@ -269,6 +276,14 @@ def _wave_efficiency(shape: Shape, tile: tuple[int, int], sms: int) -> float:
     (whole waves x SMs x tile area); 1.0 when the last wave is full and no tile hangs past M or N."""
     blocks = _cdiv(shape.M, tile[0]) * _cdiv(shape.N, tile[1])
     return shape.M * shape.N / (_cdiv(blocks, sms) * sms * tile[0] * tile[1])
+
+
+def _tiny_slicedk_params(k: int) -> dict[str, int]:
+    """slicedk for tiny shapes with short K (16^3 <= M*N*K < 64^3 or K < 64): 16x16 tiles, BK = 8,
+    one chunk per slice (KS = ceil(K/8), at most 16), so each thread waits for one load round trip
+    instead of K dependent ones (16x16x16 on the H200: KS=2 2.14 us, 104.8% of cuBLAS; small_tile
+    KS=1 3.57 us, 61.6%)."""
+    return {"BM": 16, "BN": 16, "BK": 8, "TM": 4, "TN": 4, "KS": min(16, _cdiv(k, 8))}
 
 
 def _slices(k: int) -> int:
@@ -325,21 +340,26 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
             gemv = ("gemv_rows", _gemv_params(shape, sms))
             sliced = ("slicedk", _slicedk_params(shape, sms))
             out.append(Rule("decode", f"decode-like: M = {m} <= {16 if m <= 16 else 64} rows against a {k}x{n} "
-                            "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 16 else
-                                                 "stream-K over warp tiles (streamk), then K sliced in the block (slicedk)"),
-                            (gemv, sliced, ("splitk", _splitk_params(shape, sms))) if m <= 16 else
-                            (("streamk", _streamk_params(shape, sms)), sliced, gemv,
-                             ("splitk", _splitk_params(shape, sms)))))
+                            "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 8 else
+                                                 "stream-K over 16-row warp tiles (streamk)" if m <= 16 else
+                                                 "split-K over 64-row warp tiles (splitk_warptile)"),
+                            (gemv, ("streamk", dict(STREAMK_16)), sliced, ("splitk", _splitk_params(shape, sms)))
+                            if m <= 8 else
+                            (("streamk", dict(STREAMK_16)), gemv, sliced, ("splitk", _splitk_params(shape, sms)))
+                            if m <= 16 else
+                            (("splitk_warptile", _splitk_wt_params(shape, sms)), ("streamk", _streamk_params(shape, sms)),
+                             sliced, gemv, ("splitk", _splitk_params(shape, sms)))))
         if m * n * k <= TINY:
             out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound; K sliced inside the block to "
                             "shorten each thread's serial chain",
-                            ((("slicedk", _slicedk_params(shape, sms)),) if k >= 64 and m * n * k >= 64 ** 3 else ())
+                            ((("slicedk", _slicedk_params(shape, sms)),) if k >= 64 and m * n * k >= 64 ** 3 else
+                             (("slicedk", _tiny_slicedk_params(k)),) if k >= 8 and m * n * k >= 16 ** 3 else ())
                             + (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), ("naive", {"BX": 16, "BY": 16}))))
         tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
         if tiles64 < sms and k >= 16 * max(m, n):
             out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
                             "split K (across blocks, else inside the block)",
-                            (("streamk", _streamk_params(shape, sms)), ("splitk_warptile", _splitk_wt_params(shape, sms)),
+                            (("splitk_warptile", _splitk_wt_params(shape, sms)), ("streamk", _streamk_params(shape, sms)),
                              ("splitk", _splitk_params(shape, sms)), ("slicedk", _slicedk_params(shape, sms)),
                              ("small_tile", {"BX": 16, "BY": 8, "KS": 8}), _TILED32)))
         tiles128 = _cdiv(m, 128) * _cdiv(n, 128)

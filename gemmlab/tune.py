@@ -30,8 +30,6 @@ LARGE_KERNELS = ("sgemm_pipelined", "sgemm_warptile", "sgemm_block2d")
 SPLIT_KERNELS = ("splitk",)
 SEED_TILE = {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}
 OPTUNA_TILE = {"BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4}
-# streamk over 16 x 128 warp tiles (2 warps of 16 x 64, 4 x 8 per thread): decode with M = 8 or 16
-STREAMK_16 = {"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4, "WPS": 4}
 
 
 def _sk(bm: int, bn: int, ks: int, bk: int = 16) -> tuple[str, dict]:
@@ -53,7 +51,7 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
                 for u in (4, 8):
                     out.append(("gemv_rows", {"MT": mt, "NT": nt, "KW": 8, "U": u}))
             if m >= 8:  # half or all of a 16-row warp tile used: stream-K over 16 x 128 tiles
-                out.append(("streamk", dict(STREAMK_16)))
+                out.append(("streamk", dict(dispatch.STREAMK_16)))
             out += [_sk(16, 32, 8, bk=8)]
         else:
             out += [("streamk", {**streamk, "WPS": 2}), ("splitk_warptile", dispatch._splitk_wt_params(shape, sms)),
@@ -61,7 +59,7 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
                     ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 8}), ("tiled", dict(SEED_TILE))]
         out += [(k, dispatch._splitk_params(shape, sms)) for k in SPLIT_KERNELS]
     elif family == "tiny":
-        out += [_sk(16, 16, 2, bk=8), _sk(16, 16, 16, bk=8),
+        out += [_sk(16, 16, 2, bk=8), _sk(16, 16, 4, bk=8), _sk(16, 16, 16, bk=8),
                 ("small_tile", {"BX": 16, "BY": 16, "KS": 1}), ("small_tile", {"BX": 16, "BY": 16, "KS": 4}),
                 ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8, bk=8), _sk(32, 32, 4),
                 ("naive", {"BX": 16, "BY": 16}), ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})]

@@ -26,8 +26,9 @@
 //     covers completely goes straight to C; a partial tile goes to its workspace slot 0 (the
 //     first tile of its range) or slot 1 (the last), each BM x BN floats (WORKERS*2 slots). Tiles
 //     [SK, T) are data-parallel: block WORKERS + i computes tile SK + i whole and stores it.
-//   gemm_streamk_fixup: one block per stream-K tile; a tile owned by a single worker is done;
-//     otherwise C = sum of the contributing workers' slots, in worker order (deterministic).
+//   gemm_streamk_fixup: grid (SK, parts): each stream-K tile is split over parts blocks of FQ
+//     float4 per thread; a tile owned by a single worker is done; otherwise C = sum of the
+//     contributing workers' slots, in worker order (deterministic).
 // The host picks SK and WORKERS (plugins/streamk.py, schedule): none when the last wave is at least
 // 90% full (data-parallel only: no fixup); all tiles when there are fewer tiles than WPS*SMs (over
 // at most one worker per 8 BK chunks); else the last full wave plus the remainder (each worker
@@ -263,8 +264,10 @@ gemm_streamk(const float *__restrict__ A, const float *__restrict__ B, float *__
   }
 }
 
-/// One block per stream-K tile: C tile = sum of its contributors' workspace slots (worker order).
-template <int BM, int BN, int BK>
+/// Blocks (tile, part): part y of stream-K tile x adds elements [y*FQ*4*blockDim, (y+1)*FQ*4*blockDim) of
+/// the tile from its contributors' workspace slots (worker order), FQ float4 per thread. The
+/// contributors and their slots are worked out once per worker (64-bit divisions), not per element.
+template <int BM, int BN, int BK, int FQ>
 __global__ void gemm_streamk_fixup(const float *__restrict__ workspace, float *__restrict__ C, int M, int N, int K,
                                    int workers, int skTiles) {
   const long long iters = (K + BK - 1) / BK, total = (long long)skTiles * iters;
@@ -273,27 +276,41 @@ __global__ void gemm_streamk_fixup(const float *__restrict__ workspace, float *_
   const long long wFirst = ((tileBegin + 1) * workers - 1) / total;
   const long long wLast = (tileEnd * workers - 1) / total;
   if (wFirst == wLast) return;  // one worker covered the whole tile and stored it to C
+  const int q0 = (blockIdx.y * FQ) * blockDim.x + threadIdx.x;  // this thread's float4: q0 + f*blockDim
+  float4 sum[FQ];
+#pragma unroll
+  for (int f = 0; f < FQ; ++f) sum[f] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  long long start = sk_start(wFirst, total, workers);
+  for (long long w = wFirst; w <= wLast; ++w) {
+    const long long next = sk_start(w + 1, total, workers);
+    if (start != next) {  // an empty range contributes nothing
+      const float4 *slot = reinterpret_cast<const float4 *>(workspace + (w * 2 + (start / iters == t ? 0 : 1)) * (BM * BN));
+#pragma unroll
+      for (int f = 0; f < FQ; ++f) {
+        const int q = q0 + f * blockDim.x;
+        if (q < BM * BN / 4) {
+          const float4 v = slot[q];
+          sum[f].x += v.x; sum[f].y += v.y; sum[f].z += v.z; sum[f].w += v.w;
+        }
+      }
+    }
+    start = next;
+  }
   const int tilesN = (N + BN - 1) / BN;
   const int rowBase = (int)(t / tilesN) * BM, colBase = (int)(t % tilesN) * BN;
   const bool vecC = (N % 4 == 0) && ((reinterpret_cast<unsigned long long>(C) & 15) == 0);
-  for (int q = threadIdx.x; q < BM * BN / 4; q += blockDim.x) {
-    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (long long w = wFirst; w <= wLast; ++w) {
-      const long long start = sk_start(w, total, workers);
-      if (start == sk_start(w + 1, total, workers)) continue;  // an empty range contributes nothing
-      const int slot = (start / iters == t) ? 0 : 1;
-      const float4 v = reinterpret_cast<const float4 *>(workspace + (w * 2 + slot) * (BM * BN))[q];
-      sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
-    }
+#pragma unroll
+  for (int f = 0; f < FQ; ++f) {
+    const int q = q0 + f * blockDim.x;
     const int r = rowBase + (4 * q) / BN, c = colBase + (4 * q) % BN;
-    if (r >= M) continue;
+    if (q >= BM * BN / 4 || r >= M) continue;
     if (vecC && c + 4 <= N) {
-      *reinterpret_cast<float4 *>(&C[(long long)r * N + c]) = sum;
+      *reinterpret_cast<float4 *>(&C[(long long)r * N + c]) = sum[f];
     } else {
-      if (c + 0 < N) C[(long long)r * N + c + 0] = sum.x;
-      if (c + 1 < N) C[(long long)r * N + c + 1] = sum.y;
-      if (c + 2 < N) C[(long long)r * N + c + 2] = sum.z;
-      if (c + 3 < N) C[(long long)r * N + c + 3] = sum.w;
+      if (c + 0 < N) C[(long long)r * N + c + 0] = sum[f].x;
+      if (c + 1 < N) C[(long long)r * N + c + 1] = sum[f].y;
+      if (c + 2 < N) C[(long long)r * N + c + 2] = sum[f].z;
+      if (c + 3 < N) C[(long long)r * N + c + 3] = sum[f].w;
     }
   }
 }

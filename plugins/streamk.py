@@ -33,6 +33,7 @@ from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
 
 REDUCE_THREADS = 256
 FIXUP_THREADS = 256
+FIXUP_FQ = 2  # float4 per fixup thread: a 128x128 tile is added by 8 blocks
 WARPTILE = {"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINB": 2}
 MAX_THREADS_PER_SM = 2048  # sm_80 .. sm_90
 
@@ -174,6 +175,11 @@ def schedule(shape: Shape, p, sm_count: int) -> Schedule:
     return Schedule(tiles=tiles, iters=iters, workers=workers, sk_tiles=rem + workers)
 
 
+def fixup_parts(p) -> int:
+    """Blocks per stream-K tile in the fixup: FIXUP_FQ float4 per thread of FIXUP_THREADS."""
+    return cdiv(p["BM"] * p["BN"] // 4, FIXUP_THREADS * FIXUP_FQ)
+
+
 # --- the two kernels ------------------------------------------------------------------------------
 
 class _WarpTileBase(KernelSpec):
@@ -268,8 +274,8 @@ class StreamKKernel(_WarpTileBase):
         p, s = params, schedule(problem.shape, params, device.sm_count)
         if not s.sk_tiles:
             return (Main(),)
-        return (Main(), Extra(f"gemm_streamk_fixup<{p['BM']}, {p['BN']}, {p['BK']}>",
-                              Launch(grid=(s.sk_tiles, 1, 1), block=(FIXUP_THREADS, 1, 1)),
+        return (Main(), Extra(f"gemm_streamk_fixup<{p['BM']}, {p['BN']}, {p['BK']}, {FIXUP_FQ}>",
+                              Launch(grid=(s.sk_tiles, fixup_parts(p), 1), block=(FIXUP_THREADS, 1, 1)),
                               (Workspace(), Matrix("C"), Dim("M"), Dim("N"), Dim("K"), Value(s.workers, "int32"),
                                Value(s.sk_tiles, "int32"))))
 
@@ -318,10 +324,11 @@ class StreamKKernel(_WarpTileBase):
         for n in range(int(writers.max(initial=0))):  # a tile written n+1 times counts n+1 times
             sel = writers > n
             stores += count_hits((shape.M, shape.N), row[sel], col[sel], (row[sel] < shape.M) & (col[sel] < shape.N))
-        q = np.arange(FIXUP_THREADS)[:, None] + FIXUP_THREADS * np.arange(cdiv(p["BM"] * p["BN"] // 4, FIXUP_THREADS))
+        quads = p["BM"] * p["BN"] // 4  # fixup block (part y, thread x): float4 y*FQ*threads + f*threads + x
+        y, f, x = np.ix_(range(fixup_parts(p)), range(FIXUP_FQ), range(FIXUP_THREADS))
+        q = (y * FIXUP_FQ) * FIXUP_THREADS + x + f * FIXUP_THREADS
         qv = (4 * q)[..., None] + np.arange(4)
-        fixup = count_hits((p["BM"], p["BN"]), qv // p["BN"], qv % p["BN"],
-                           np.broadcast_to((q < p["BM"] * p["BN"] // 4)[..., None], qv.shape))
+        fixup = count_hits((p["BM"], p["BN"]), qv // p["BN"], qv % p["BN"], np.broadcast_to((q < quads)[..., None], qv.shape))
         loads = {**staging(p), "tile": tile_hits, "iterations": iters, "fixup": fixup}
         if written or read:  # 1 where a slot is written once and read once; anything else fails
             keys = sorted(set(written) | set(read))

@@ -108,7 +108,7 @@ def test_streamk_plan_arguments_and_workspace():
     problem = Problem(Shape(1000, 3000, 777))  # 192 tiles < 264 workers: all stream-K
     plan = s.plan(problem, p, FACTS)
     assert isinstance(plan[0], Main) and isinstance(plan[1], Extra) and len(plan) == 2
-    assert plan[1].entry == "gemm_streamk_fixup<128, 128, 8>" and plan[1].launch.grid == (192, 1, 1)
+    assert plan[1].entry == "gemm_streamk_fixup<128, 128, 8, 2>" and plan[1].launch.grid == (192, 8, 1)
     assert s.workspace_bytes(problem, p, FACTS) == 4 * 2 * 264 * 128 * 128
     args = s.arguments(problem, p, FACTS)
     assert Workspace() in args and args[-2:] == (Value(264, "int32"), Value(192, "int32"))
