@@ -313,25 +313,31 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     the README, "How kernel=auto decides"):
 
     - ``decode``: M <= 16 with N*K >= 2^20, or M <= 64 with N*K >= 2^22 (rows times a weight
-      matrix): M <= 16: gemv_rows (B streamed once with float4 loads, K split over 8 warps), then
-      slicedk; 16 < M <= 64: slicedk first; then split-K.
-    - ``tiny``: M*N*K <= 256^3. Launch-bound; fewest instructions per output win: the naive kernel
-      (one output per thread) beat the 64x64 tiled one at 64^3..256^3 on the H200 (3.4 vs 5.4 us,
-      11.3 vs 17.5 us: docs/results/sweeps-h200.md) but took 1.73x cuBLAS's time at 256^3
-      (tests/data/h200), so: slicedk (register tiles, K sliced in the block) when K >= 64 and
-      M*N*K >= 64^3, then small_tile (naive's mapping with K split in KS slices), then naive.
-    - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): split-K, then
-      slicedk (K sliced inside the block; the largest tile giving one block per SM, else 16x16
-      with 16 slices), then small_tile.
-    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels,
-      each only if its own launch has at least one block per SM (no partial first wave).
-    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels (same test).
-    - ``small``: anything else: slicedk, small_tile, 32x32 tiled, the seed tile.
+      matrix): M <= 8: gemv_rows (B streamed once with float4 loads, K split over 8 warps);
+      8 < M <= 16: streamk over 16x128 warp tiles (16x4096x4096 on the H200: 214.5% of cuBLAS
+      vs gemv_rows' 151.7%); 16 < M <= 64: splitk_warptile over 64x128 tiles (70-74% vs
+      slicedk's 43-50%), then streamk; then slicedk, gemv_rows, split-K.
+    - ``tiny``: M*N*K <= 256^3. Launch-bound: the fewest dependent memory round trips per thread
+      win. slicedk (register tiles, K sliced in the block) 16x16 with KS = 16 when K >= 64 and
+      M*N*K >= 64^3, else (K >= 8, M*N*K >= 16^3) one BK = 8 chunk per slice (16^3: 2.16 us vs
+      small_tile's 3.57 and cuBLAS's 2.30); then small_tile (naive's mapping with K split in KS
+      slices; 1^3: 1.25 us, cuBLAS 3.18), then naive.
+    - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): splitk_warptile
+      (SPLITS filling exactly one wave: 87.9-89.1% of cuBLAS), streamk, the 64x64 split-K, then
+      slicedk (K sliced inside the block), then small_tile.
+    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: sgemm_pipelined first
+      only where its 128x256 tiles use >= 90% of their waves' block slots (else a partial wave
+      or a tile past N costs it 15-45 points: docs/results/shapes-h200.md), otherwise streamk
+      first (data-parallel at whole waves, stream-K for the last one); each candidate only if its
+      own launch has at least one block per SM.
+    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: streamk, then 64x64 kernels.
+    - ``small``: anything else: slicedk, streamk, small_tile, 32x32 tiled, the seed tile.
+    - ``tensor_core`` (bf16, fp16): :func:`_tensor_core_rule`.
     - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
       the preferred kernels reject).
 
-    Precisions other than fp32 and layouts other than row/row go straight to ``any``: the first
-    registered kernel that declares support (v2 contract ``precisions``/``layouts``).
+    Layouts other than row/row in fp32 (and tf32) go straight to ``any``: the first registered
+    kernel that declares support (v2 contract ``precisions``/``layouts``).
     """
     m, n, k = shape
     out: list[Rule] = []
