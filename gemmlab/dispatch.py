@@ -44,6 +44,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from gemmlab import results
@@ -239,7 +240,7 @@ def _splitk_params(shape: Shape, sms: int) -> dict[str, int]:
 
 # streamk / splitk_warptile tiles by (BM, BN): warp tiles of 32x64 with 8x8 per thread (sgemm_warptile's
 # mapping); WPS = MINB = the blocks of that many threads that fit one SM at <= 128 registers
-_STREAMK_TILES = {(128, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 8}
+_STREAMK_TILES = MappingProxyType({(128, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 8})
 
 
 def _streamk_params(shape: Shape, sms: int) -> dict[str, int]:
@@ -264,7 +265,8 @@ def _splitk_wt_params(shape: Shape, sms: int) -> dict[str, int]:
 
 # streamk over 16 x 128 warp tiles (2 warps of 16 x 64, 4 x 8 per thread, BK = 16): decode with
 # 8 < M <= 16 (16x4096x4096 on the H200: 0.0439 ms, 178.8% of cuBLAS; gemv_rows 151.7%)
-STREAMK_16 = {"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4, "WPS": 4}
+STREAMK_16 = MappingProxyType({"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4,
+                               "WPS": 4})
 
 
 PIPELINED_TILE = (128, 256)  # sgemm_pipelined's default block tile, one block per SM

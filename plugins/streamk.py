@@ -1,8 +1,9 @@
 """Built-in kernels ``splitk_warptile`` and ``streamk`` (issue 10): float32 GEMM on CUDA cores for
 shapes whose output tiles leave the GPU idle (K-heavy, few tiles, a partial last wave), both with
-the warp-tiled inner tile of the ladder's rung 3 (kernels/streamk.cu; a copy of
-kernels/sgemm_warptile.cu's mapping: WM x WN warp tiles, TM x TN per thread in 4x4 pieces,
-double buffers, guarded float4 loads).
+the warp-tiled inner tile of the ladder's rung 3 (kernels/splitk_warptile.cu, kernels/streamk.cu;
+the shared header kernels/include/gemmlab/warptile_k.cuh is a copy of kernels/sgemm_warptile.cu's
+mapping: WM x WN warp tiles, TM x TN per thread in 4x4 pieces, double buffers, guarded float4
+loads).
 
 - ``splitk_warptile`` (launch plan Main + Extra): grid (ceil(N/BN), ceil(M/BM), SPLITS); split z
   reduces K range ``k_ranges(K, BK, SPLITS)[z]`` into workspace slab z (SPLITS*M*N float32), then
@@ -339,7 +340,7 @@ class StreamKKernel(_WarpTileBase):
 @hookimpl
 def gemmlab_kernels():
     return [
-        SplitKWarptileKernel(name="splitk_warptile", source="streamk.cu", defaults={**WARPTILE, "SPLITS": 4},
+        SplitKWarptileKernel(name="splitk_warptile", source="splitk_warptile.cu", defaults={**WARPTILE, "SPLITS": 4},
                              description="split-K fp32 with the warp-tiled inner tile: SPLITS partial "
                                          "128x128 tiles into a workspace + a reduction launch"),
         StreamKKernel(name="streamk", source="streamk.cu", defaults={**WARPTILE, "WPS": 2},
