@@ -40,6 +40,8 @@ BUILTINS = {
     "gemv_rows": "gemmlab_plugins.gemv_rows",
     "small_tile": "gemmlab_plugins.small_tile",
     "slicedk": "gemmlab_plugins.slicedk",
+    "splitk_warptile": "gemmlab_plugins.streamk",
+    "streamk": "gemmlab_plugins.streamk",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
