@@ -97,7 +97,7 @@ class WgmmaKernel(KernelSpec):
             try:
                 tma.check(tm, problem)
             except ConfigError as exc:
-                raise ParamError(exc.field, exc.message) from None
+                raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
