@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2]
 
 Same harness as .ci/tc_evidence.py (imported: gemmlab's own pipeline per case, NaN-filled C,
 float64 verification of the rounded inputs, timing=graph, baseline=cublas in the same precision
@@ -57,6 +57,34 @@ SANITIZE = [("wgmma_bf16", "bf16", "col", (65, 129, 200), {}, "racecheck"),
             ("wgmma_bf16", "bf16", "col", (300, 129, 200), {"CLUSTER": 2}, "racecheck"),
             ("wgmma_tf32", "tf32", "col", (31, 33, 20), {}, "memcheck")]
 
+# second call (--set 2): the 2-CTA cluster without the cluster-scope release on every stage
+# arrival, ping-pong consumers, and the candidates at 8192^3 and the ladder's other shapes
+MULTI = (2100, 2050, 136)  # 17 x 17 tiles of 128: up to 3 tiles per CTA (ping-pong alternation)
+PP = {"PINGPONG": 1, "BN": 128, "STAGES": 6}
+PPC = {**PP, "CLUSTER": 2}
+C2 = {"CLUSTER": 2}
+GROUPS_2 = {
+    "ref": [("wgmma_bf16", "bf16", "col", MULTI, {}, False), ("wgmma_bf16", "bf16", "col", B4, {}, True)],
+    "cluster": [("wgmma_bf16", "bf16", "col", s, C2, False) for s in ((300, 129, 200), MULTI)]
+    + [("wgmma_bf16", "bf16", "col", B4, C2, True), ("wgmma_bf16", "bf16", "row", B4, C2, True),
+       ("wgmma_tf32", "tf32", "col", B4, C2, True)],
+    "ping": [("wgmma_bf16", "bf16", "col", s, PP, False) for s in ((63, 65, 40), MULTI)]
+    + [("wgmma_bf16", "bf16", "col", B4, PP, True),
+       ("wgmma_bf16", "bf16", "col", MULTI, PPC, False), ("wgmma_bf16", "bf16", "col", B4, PPC, True),
+       ("wgmma_bf16", "bf16", "row", (2100, 2056, 136), PPC, False), ("wgmma_bf16", "bf16", "row", B4, PPC, True),
+       ("wgmma_bf16", "bf16", "col", MULTI, {"PINGPONG": 1, "BM": 64, "STAGES": 5}, False),
+       ("wgmma_bf16", "bf16", "col", B4, {"PINGPONG": 1, "BM": 64, "STAGES": 5}, True),
+       ("wgmma_bf16", "bf16", "col", B4, {**PPC, "STAGES": 5}, True),
+       ("wgmma_tf32", "tf32", "col", MULTI, PPC, False), ("wgmma_tf32", "tf32", "col", B4, PPC, True)],
+    "shapes": [("wgmma_bf16", "bf16", "col", s, v, True) for s in ((2048, 2048, 2048), (4096, 4096, 1024))
+               for v in ({}, C2, PPC)],
+    "big": [("wgmma_bf16", "bf16", "col", B8, v, True) for v in (C2, PPC)],
+}
+SHARE_2 = {"ref": 0.08, "cluster": 0.2, "ping": 0.32, "shapes": 0.16, "big": 0.24}
+SANITIZE_2 = [("wgmma_bf16", "bf16", "row", (300, 136, 200), C2, "racecheck"),
+              ("wgmma_bf16", "bf16", "col", (300, 129, 200), PPC, "racecheck"),
+              ("wgmma_bf16", "bf16", "col", (100, 100, 104), PP, "memcheck")]
+
 
 def sanitize(out: Path, deadline: float) -> list[dict]:
     """compute-sanitizer through gemmlab's sanitizer field (the CLI, one point each)."""
@@ -86,6 +114,9 @@ def sanitize(out: Path, deadline: float) -> list[dict]:
 def main() -> None:
     args = sys.argv[1:]
     out = Path(args[0]).resolve()
+    global GROUPS, SHARE, SANITIZE
+    if "--set" in args and args[args.index("--set") + 1] == "2":
+        GROUPS, SHARE, SANITIZE = GROUPS_2, SHARE_2, SANITIZE_2
     tc.GROUPS = GROUPS
     budget = float(args[args.index("--budget") + 1]) if "--budget" in args else 150.0
     if "--group" in args:
@@ -101,7 +132,8 @@ def main() -> None:
         cumulative += SHARE[group] / total
         deadline = start + measure * cumulative
         try:
-            subprocess.run([sys.executable, __file__, str(out), "--group", group, "--deadline", str(deadline)],
+            subprocess.run([sys.executable, __file__, str(out), "--group", group, "--deadline", str(deadline),
+                            *(["--set", args[args.index("--set") + 1]] if "--set" in args else [])],
                            timeout=max(5, deadline - time.time() + 8), cwd=ROOT)
         except subprocess.TimeoutExpired:
             print(f"TIMEOUT group {group}", flush=True)

@@ -8,7 +8,10 @@
 // Block: 3 warpgroups (384 threads). Warpgroup 0 is the producer (setmaxnreg.dec to 40; one
 // thread issues every TMA load), warpgroups 1 and 2 are consumers (setmaxnreg.inc to 232): each
 // owns BM/2 rows of the BM x BN tile and runs wgmma m64nBNk(32/ELEM) on them, BM/128 m64 blocks
-// each, float32 accumulators in registers.
+// each, float32 accumulators in registers. PINGPONG = 1: the two consumer warpgroups take
+// alternate tiles of the CTA's list instead (each computes a whole BM x BN tile, BM/64 m64 blocks;
+// the producer's ring order makes their main loops alternate), so one warpgroup's epilogue
+// overlaps the other's main loop; a stage is then read by 4 warps instead of 8.
 // Pipeline: a STAGES-deep ring of (A BM x BK, B BN x BK) tiles, BK = 128 bytes of K (64 bf16 or 32
 // float32: one 128-byte swizzle row), each stage with a "full" mbarrier (producer arrive_expect_tx
 // + TMA complete_tx) and an "empty" mbarrier (one arrival per consumer warp, per CTA of the
@@ -37,20 +40,20 @@ __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long lon
   else gemmlab::wgmma_tf32(d, da, db);
 }
 
-template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M>
+template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
            float *C, int M, int N, int K) {
   constexpr int BK = 128 / ELEM;      // elements of K per stage: one 128-byte swizzle row
   constexpr int KSTEP = 32 / ELEM;    // K per wgmma (16 bf16, 8 tf32): 32 bytes of the row
-  constexpr int WM = BM / 2;          // rows per consumer warpgroup
+  constexpr int WM = PINGPONG ? BM : BM / 2;  // rows per consumer warpgroup (ping-pong: the whole tile)
   constexpr int MI = WM / 64;         // m64 blocks per consumer warpgroup
   constexpr unsigned A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BOXES = B_MN_MAJOR ? BN / 64 : CLUSTER;  // TMA boxes per B tile
   constexpr int MY_BOXES = B_BOXES / CLUSTER;               // of which this CTA loads
   constexpr unsigned B_BOX_BYTES = B_BYTES / B_BOXES;
   static_assert(ELEM == 2 || ELEM == 4, "ELEM is 2 (bf16) or 4 (tf32)");
-  static_assert(BM == 128 || BM == 256, "BM is 128 or 256 (2 consumer warpgroups of m64 blocks)");
+  static_assert(WM % 64 == 0 && BM <= 256, "BM: whole m64 blocks per consumer warpgroup, at most 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256 (wgmma n)");
   static_assert(ELEM == 2 || !B_MN_MAJOR, "TF32 wgmma reads K-major operands only");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
@@ -76,7 +79,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
 #pragma unroll
     for (int s = 0; s < STAGES; s++) {
       gemmlab::mbarrier_init(&full[s], 1);
-      gemmlab::mbarrier_init(&empty[s], 8 * CLUSTER);
+      gemmlab::mbarrier_init(&empty[s], (PINGPONG ? 4 : 8) * CLUSTER);  // consumer warps reading a stage
     }
     gemmlab::fence_barrier_init();
   }
@@ -134,8 +137,12 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       }
     };
     float d[MI][BN / 2];
-    int it = 0;
-    for (int unit = first_unit; unit < units; unit += unit_stride) {
+    int it = 0, local = 0;
+    for (int unit = first_unit; unit < units; unit += unit_stride, local++) {
+      if (PINGPONG && (local & 1) != wg) {  // the other warpgroup's tile: skip its stages in the ring
+        it += k_tiles;
+        continue;
+      }
       int m_blk, n_blk;
       tile_of(unit, m_blk, n_blk);
       const int m0 = m_blk * BM, n0 = n_blk * BN;
@@ -156,7 +163,8 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
                          : gemmlab::wgmma_desc_128b(slot + A_BYTES + kk * 32, 16, 1024);
 #pragma unroll
           for (int mi = 0; mi < MI; mi++) {
-            const unsigned long long da = gemmlab::wgmma_desc_128b(slot + (wg * WM + mi * 64) * 128 + kk * 32, 16, 1024);
+            const unsigned long long da =
+                gemmlab::wgmma_desc_128b(slot + ((PINGPONG ? 0 : wg * WM) + mi * 64) * 128 + kk * 32, 16, 1024);
             wgmma_step<ELEM, BN, B_MN_MAJOR>(d[mi], da, db);
           }
         }
@@ -172,7 +180,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       const bool full_tile = m0 + BM <= M && n0 + BN <= N && (N % 2) == 0;
 #pragma unroll
       for (int mi = 0; mi < MI; mi++) {
-        const int row0 = m0 + wg * WM + mi * 64 + warp * 16 + g;
+        const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + mi * 64 + warp * 16 + g;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
           const int col = n0 + j * 8 + 2 * t;

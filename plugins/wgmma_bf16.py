@@ -77,11 +77,15 @@ class WgmmaKernel(KernelSpec):
         p = params
         require(device.arch == "90", "kernel",
                 f"{self.name} needs an sm_90 GPU (wgmma, setmaxnreg: sm_90a); {device.name} is sm_{device.arch}")
-        require(p["BM"] in (128, 256), "kernel.BM", f"BM={p['BM']} must be 128 or 256 (2 consumer warpgroups of m64 blocks)")
+        require(p["PINGPONG"] in (0, 1), "kernel.PINGPONG", f"PINGPONG={p['PINGPONG']} must be 0 or 1")
+        rows = p["BM"] if p["PINGPONG"] else p["BM"] // 2  # rows per consumer warpgroup
+        allowed = "64, 128, 192 or 256" if p["PINGPONG"] else "128 or 256"
+        require(p["BM"] <= 256 and rows % 64 == 0 and rows > 0, "kernel.BM",
+                f"BM={p['BM']} must be {allowed} (whole m64 blocks per consumer warpgroup)")
         require(p["BN"] in (64, 128, 256), "kernel.BN", f"BN={p['BN']} must be 64, 128 or 256 (wgmma n)")
-        require((p["BM"] // 128) * p["BN"] <= 256, "kernel.BN",
-                f"BM={p['BM']} x BN={p['BN']} needs {(p['BM'] // 128) * p['BN'] // 2} accumulators per consumer thread; "
-                "at most 128 (BM=256 takes BN <= 128)")
+        require(rows * p["BN"] <= 64 * 256, "kernel.BN",
+                f"BM={p['BM']} x BN={p['BN']} needs {rows * p['BN'] // 128} accumulators per consumer thread; at most 128 "
+                f"({'BM x BN <= 16384 with PINGPONG=1' if p['PINGPONG'] else 'BM=256 takes BN <= 128'})")
         require(p["CLUSTER"] in (1, 2), "kernel.CLUSTER", f"CLUSTER={p['CLUSTER']} must be 1 or 2")
         require(p["GROUP_M"] >= 1, "kernel.GROUP_M", f"GROUP_M={p['GROUP_M']} must be >= 1")
         require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
@@ -105,7 +109,7 @@ class WgmmaKernel(KernelSpec):
     def instance(self, problem: Problem, params) -> str:
         p = params
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}>")
+                f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['PINGPONG']}>")
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(1, 1, 1), self.precisions[0], *self.layouts[0]), params)
@@ -143,14 +147,20 @@ class WgmmaKernel(KernelSpec):
         facts = device or offline_facts("90")
         p = params
         BM, BN, cl = p["BM"], p["BN"], p["CLUSTER"]
-        tiles = [t for cta in schedule(shape, p, self.ctas(shape, p, facts)) for t in cta]
+        tiles = [(t, local) for cta in schedule(shape, p, self.ctas(shape, p, facts)) for local, t in enumerate(cta)]
         stores = np.zeros((shape.M, shape.N), dtype=np.int64)
-        wg, mi, w, j, lane, h, v = np.ix_(range(2), range(BM // 128), range(4), range(BN // 8), range(32),
+        ping = p["PINGPONG"]
+        wm = BM if ping else BM // 2  # rows per consumer warpgroup
+        wg, mi, w, j, lane, h, v = np.ix_(range(2), range(wm // 64), range(4), range(BN // 8), range(32),
                                           range(2), range(2))
-        for m_blk, n_blk in tiles:
-            row = m_blk * BM + wg * (BM // 2) + mi * 64 + w * 16 + lane // 4 + 8 * h
+        for (m_blk, n_blk), local in tiles:
+            # cooperative: both consumer warpgroups, wm rows each; ping-pong: warpgroup local % 2
+            # (the tile's position in its CTA's list) computes all BM rows, the other skips it
+            row = m_blk * BM + (0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h
+            if ping:
+                row = np.where(wg == local % 2, row, -1)
             col = n_blk * BN + j * 8 + 2 * (lane % 4) + v
-            stores += count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+            stores += count_hits((shape.M, shape.N), row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
         bk = 64  # bf16 rows of 128 bytes (the tf32 tiles have the same shape in bytes)
         r, c = np.ix_(range(BM), range(bk))
         b_hits = np.zeros((BN, bk), dtype=np.int64)
@@ -167,7 +177,7 @@ class WgmmaKernel(KernelSpec):
 @hookimpl
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_gemm.cu",
-                        defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8},
+                        defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "PINGPONG": 0},
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")))]
