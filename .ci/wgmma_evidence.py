@@ -75,6 +75,9 @@ GROUPS_2 = {
     "big": [("wgmma_bf16", "bf16", "col", B8, v, True) for v in (C2, PPC)],
 }
 SHARE_2 = {"ref": 0.1, "cluster": 0.22, "ping": 0.38, "big": 0.3}
+# third call (--set 3): ping-pong with the strict main-loop order (named barriers) at 4096^3
+GROUPS_3 = {"ping": [("wgmma_bf16", "bf16", "col", B4, PP, True), ("wgmma_bf16", "bf16", "col", B4, PPC, True)]}
+SHARE_3 = {"ping": 1.0}
 SANITIZE_2 = [("wgmma_bf16", "bf16", "row", (300, 136, 200), C2, "racecheck"),
               ("wgmma_bf16", "bf16", "col", (300, 129, 200), PPC, "racecheck"),
               ("wgmma_bf16", "bf16", "col", (100, 100, 104), PP, "memcheck")]
@@ -111,6 +114,8 @@ def main() -> None:
     global GROUPS, SHARE, SANITIZE
     if "--set" in args and args[args.index("--set") + 1] == "2":
         GROUPS, SHARE, SANITIZE = GROUPS_2, SHARE_2, SANITIZE_2
+    if "--set" in args and args[args.index("--set") + 1] == "3":
+        GROUPS, SHARE = GROUPS_3, SHARE_3
     tc.GROUPS = GROUPS
     budget = float(args[args.index("--budget") + 1]) if "--budget" in args else 150.0
     if "--group" in args:

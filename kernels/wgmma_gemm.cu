@@ -10,8 +10,11 @@
 // owns BM/2 rows of the BM x BN tile and runs wgmma m64nBNk(32/ELEM) on them, BM/128 m64 blocks
 // each, float32 accumulators in registers. PINGPONG = 1: the two consumer warpgroups take
 // alternate tiles of the CTA's list instead (each computes a whole BM x BN tile, BM/64 m64 blocks;
-// the producer's ring order makes their main loops alternate), so one warpgroup's epilogue
-// overlaps the other's main loop; a stage is then read by 4 warps instead of 8.
+// named barriers 1 and 2 order their main loops strictly: 0, 1, 0, 1, ...), so one warpgroup's
+// epilogue overlaps the other's main loop; a stage is then read by 4 warps instead of 8. The
+// strict order is what keeps the parity waits valid: a warpgroup skips the other's stages, and
+// without it a stage barrier could be two phases ahead (the first H200 run, without the order,
+// faulted at 4096^3 where K / BK > STAGES, and passed only where every tile had fewer k-tiles).
 // Pipeline: a STAGES-deep ring of (A BM x BK, B BN x BK) tiles, BK = 128 bytes of K (64 bf16 or 32
 // float32: one 128-byte swizzle row), each stage with a "full" mbarrier (producer arrive_expect_tx
 // + TMA complete_tx) and an "empty" mbarrier (one arrival per consumer warp, per CTA of the
@@ -33,6 +36,16 @@
 #include "gemmlab/ptx.cuh"
 #include "gemmlab/wgmma.cuh"
 #include "gemmlab/cluster.cuh"
+
+/// `bar.sync id, count;` named barrier among `count` threads (a multiple of 32). PTX ISA: bar.sync.
+__device__ __forceinline__ void named_barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+/// `bar.arrive id, count;` arrive at a named barrier without waiting. PTX ISA: bar.arrive.
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
 
 template <int ELEM, int BN, int B_MN_MAJOR>
 __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long long da, unsigned long long db) {
@@ -146,6 +159,10 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       int m_blk, n_blk;
       tile_of(unit, m_blk, n_blk);
       const int m0 = m_blk * BM, n0 = n_blk * BN;
+      // ping-pong order: wait until the other warpgroup has issued its previous tile's main loop
+      // (it has then passed every "full" wait of that tile, so no stage barrier is more than one
+      // phase away from the parity this warpgroup waits for, and the tensor cores are not shared)
+      if (PINGPONG && local > 0) named_barrier_sync(1 + wg, 256);
 #pragma unroll
       for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -173,6 +190,8 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
         gemmlab::wgmma_fence_operands(d);
         if (kt > 0) release((it - 1) % STAGES);
       }
+      // hand the tensor cores to the other warpgroup (only when it has a next tile to wait for)
+      if (PINGPONG && unit + unit_stride < units) named_barrier_arrive(2 - wg, 256);
       gemmlab::wgmma_wait<0>();
       gemmlab::wgmma_fence_operands(d);
       if (k_tiles > 0) release((it - 1) % STAGES);

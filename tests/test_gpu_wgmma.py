@@ -19,7 +19,7 @@ FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}
 BF16_COL = [(1, 1, 8), (31, 33, 24), (63, 65, 40), (4097, 1, 8), (35, 79, 24), (100, 100, 104)]
 BF16_ROW = [(1, 8, 8), (31, 40, 24), (63, 72, 40), (4097, 8, 8), (35, 80, 24), (100, 104, 104)]
 TF32 = [(1, 1, 4), (31, 33, 20), (63, 65, 36), (4097, 1, 4), (35, 79, 20), (100, 100, 100)]
-MULTI = (2100, 2050, 136)  # 17 x 17 tiles of 128: several tiles per CTA of the persistent grid
+MULTI = (2100, 2050, 1000)  # 17 x 17 tiles of 128, 16 k-tiles (> STAGES): several tiles per CTA, ring wraps
 
 
 def _run(tmp_path, kernel, precision, layout_b, shape, params=None, **over):
@@ -55,9 +55,9 @@ def test_wgmma_tf32_partial_tiles(tmp_path, shape):
     ("wgmma_bf16", "bf16", "col", MULTI, {}),
     ("wgmma_bf16", "bf16", "col", MULTI, {"CLUSTER": 2}),
     ("wgmma_bf16", "bf16", "col", (300, 129, 200), {"CLUSTER": 2}),  # odd tile-row count: idle pair partner
-    ("wgmma_bf16", "bf16", "row", (2100, 2056, 136), {"CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"CLUSTER": 2}),
     ("wgmma_bf16", "bf16", "col", MULTI, {"PINGPONG": 1, "BN": 128, "STAGES": 6}),
-    ("wgmma_bf16", "bf16", "row", (2100, 2056, 136), {"PINGPONG": 1, "BN": 128, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"PINGPONG": 1, "BN": 128, "CLUSTER": 2}),
     ("wgmma_bf16", "bf16", "col", MULTI, {"BM": 256, "BN": 128}),
     ("wgmma_tf32", "tf32", "col", MULTI, {"PINGPONG": 1, "BN": 128, "CLUSTER": 2}),
 ], ids=str)
