@@ -60,7 +60,7 @@ SANITIZE = [("wgmma_bf16", "bf16", "col", (65, 129, 200), {}, "racecheck"),
 # second call (--set 2): the 2-CTA cluster without the cluster-scope release on every stage
 # arrival, ping-pong consumers, and the candidates at 8192^3 and the ladder's other shapes
 MULTI = (2100, 2050, 136)  # 17 x 17 tiles of 128: up to 3 tiles per CTA (ping-pong alternation)
-PP = {"PINGPONG": 1, "BN": 128, "STAGES": 6}
+PP = {"SCHED": 2, "BN": 128, "STAGES": 6}
 PPC = {**PP, "CLUSTER": 2}
 C2 = {"CLUSTER": 2}
 GROUPS_2 = {

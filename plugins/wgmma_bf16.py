@@ -6,7 +6,9 @@ warpgroups (setmaxnreg.inc 232) running wgmma m64nBNk16 on a BM x BN tile; a STA
 TMA (128-byte swizzle) stages with full/empty mbarriers; a persistent grid (at most one CTA per SM,
 from ``DeviceFacts.sm_count``) walking the tiles in groups of GROUP_M tile rows for L2 reuse;
 ``CLUSTER=2`` pairs CTAs of consecutive tile rows in a thread-block cluster that share the B tile
-by TMA multicast. Epilogue: float32 accumulators straight from registers to the row-major float32
+by TMA multicast; ``SCHED=1`` (cooperative: the two consumer warpgroups split each tile's rows) or
+``SCHED=2`` (ping-pong: they take alternate whole tiles, main loops strictly alternating, so one's
+epilogue overlaps the other's main loop). Epilogue: float32 accumulators straight from registers to the row-major float32
 C (masked at the edges).
 
 Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts: A row-major;
@@ -16,8 +18,8 @@ transposed-B mode, B arrives as 64-column boxes). TMA rules (checked with
 bytes, so K % 8 == 0 (A, and B column-major) and N % 8 == 0 (B row-major); M and N are otherwise
 free (TMA zero-fills out-of-bounds box elements; stores are masked).
 Parameters: BM (128 | 256), BN (64 | 128 | 256; BM=256 needs BN <= 128: at most 128 accumulators
-per consumer thread), STAGES (2..8, within 227 KiB of shared memory), CLUSTER (1 | 2), GROUP_M
-(>= 1, tile rows per scheduling group). Needs an sm_90 GPU (compiled for sm_90a).
+per consumer thread; with SCHED=2 BM x BN <= 16384 and BM may be 64), STAGES (2..8, within 227
+KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED (1 | 2). Needs an sm_90 GPU (compiled for sm_90a).
 """
 
 from __future__ import annotations
@@ -77,15 +79,16 @@ class WgmmaKernel(KernelSpec):
         p = params
         require(device.arch == "90", "kernel",
                 f"{self.name} needs an sm_90 GPU (wgmma, setmaxnreg: sm_90a); {device.name} is sm_{device.arch}")
-        require(p["PINGPONG"] in (0, 1), "kernel.PINGPONG", f"PINGPONG={p['PINGPONG']} must be 0 or 1")
-        rows = p["BM"] if p["PINGPONG"] else p["BM"] // 2  # rows per consumer warpgroup
-        allowed = "64, 128, 192 or 256" if p["PINGPONG"] else "128 or 256"
+        require(p["SCHED"] in (1, 2), "kernel.SCHED",
+                f"SCHED={p['SCHED']} must be 1 (cooperative) or 2 (ping-pong)")
+        rows = p["BM"] if p["SCHED"] == 2 else p["BM"] // 2  # rows per consumer warpgroup
+        allowed = "64, 128, 192 or 256" if p["SCHED"] == 2 else "128 or 256"
         require(p["BM"] <= 256 and rows % 64 == 0 and rows > 0, "kernel.BM",
                 f"BM={p['BM']} must be {allowed} (whole m64 blocks per consumer warpgroup)")
         require(p["BN"] in (64, 128, 256), "kernel.BN", f"BN={p['BN']} must be 64, 128 or 256 (wgmma n)")
         require(rows * p["BN"] <= 64 * 256, "kernel.BN",
                 f"BM={p['BM']} x BN={p['BN']} needs {rows * p['BN'] // 128} accumulators per consumer thread; at most 128 "
-                f"({'BM x BN <= 16384 with PINGPONG=1' if p['PINGPONG'] else 'BM=256 takes BN <= 128'})")
+                f"({'BM x BN <= 16384 with SCHED=2' if p['SCHED'] == 2 else 'BM=256 takes BN <= 128'})")
         require(p["CLUSTER"] in (1, 2), "kernel.CLUSTER", f"CLUSTER={p['CLUSTER']} must be 1 or 2")
         require(p["GROUP_M"] >= 1, "kernel.GROUP_M", f"GROUP_M={p['GROUP_M']} must be >= 1")
         require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
@@ -109,7 +112,7 @@ class WgmmaKernel(KernelSpec):
     def instance(self, problem: Problem, params) -> str:
         p = params
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['PINGPONG']}>")
+                f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}>")
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(1, 1, 1), self.precisions[0], *self.layouts[0]), params)
@@ -149,7 +152,7 @@ class WgmmaKernel(KernelSpec):
         BM, BN, cl = p["BM"], p["BN"], p["CLUSTER"]
         tiles = [(t, local) for cta in schedule(shape, p, self.ctas(shape, p, facts)) for local, t in enumerate(cta)]
         stores = np.zeros((shape.M, shape.N), dtype=np.int64)
-        ping = p["PINGPONG"]
+        ping = p["SCHED"] == 2
         wm = BM if ping else BM // 2  # rows per consumer warpgroup
         wg, mi, w, j, lane, h, v = np.ix_(range(2), range(wm // 64), range(4), range(BN // 8), range(32),
                                           range(2), range(2))
@@ -177,7 +180,7 @@ class WgmmaKernel(KernelSpec):
 @hookimpl
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_gemm.cu",
-                        defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "PINGPONG": 0},
+                        defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1},
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")))]

@@ -56,10 +56,10 @@ def test_wgmma_tf32_partial_tiles(tmp_path, shape):
     ("wgmma_bf16", "bf16", "col", MULTI, {"CLUSTER": 2}),
     ("wgmma_bf16", "bf16", "col", (300, 129, 200), {"CLUSTER": 2}),  # odd tile-row count: idle pair partner
     ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"CLUSTER": 2}),
-    ("wgmma_bf16", "bf16", "col", MULTI, {"PINGPONG": 1, "BN": 128, "STAGES": 6}),
-    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"PINGPONG": 1, "BN": 128, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "col", MULTI, {"SCHED": 2, "BN": 128, "STAGES": 6}),
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"SCHED": 2, "BN": 128, "CLUSTER": 2}),
     ("wgmma_bf16", "bf16", "col", MULTI, {"BM": 256, "BN": 128}),
-    ("wgmma_tf32", "tf32", "col", MULTI, {"PINGPONG": 1, "BN": 128, "CLUSTER": 2}),
+    ("wgmma_tf32", "tf32", "col", MULTI, {"SCHED": 2, "BN": 128, "CLUSTER": 2}),
 ], ids=str)
 def test_variants_on_multi_tile_shapes(tmp_path, kernel, precision, layout_b, shape, params):
     rec = _ok(_run(tmp_path, kernel, precision, layout_b, shape, params))

@@ -21,8 +21,8 @@ REGISTRY = load_registry(entry_points=False)
 SUITE = [Shape(1, 1, 1), Shape(31, 33, 17), Shape(63, 65, 33), Shape(4097, 1, 3), Shape(35, 79, 19),
          Shape(100, 100, 100), Shape(2100, 2050, 136), Shape(4096, 4096, 64)]
 VARIANTS = [{}, {"CLUSTER": 2}, {"BM": 256, "BN": 128, "GROUP_M": 3}, {"BN": 64, "CLUSTER": 2, "GROUP_M": 1},
-            {"PINGPONG": 1, "BN": 128, "STAGES": 6}, {"PINGPONG": 1, "BN": 128, "CLUSTER": 2},
-            {"PINGPONG": 1, "BM": 64, "STAGES": 5}]
+            {"SCHED": 2, "BN": 128, "STAGES": 6}, {"SCHED": 2, "BN": 128, "CLUSTER": 2},
+            {"SCHED": 2, "BM": 64, "STAGES": 5}]
 
 
 def spec(name):
@@ -119,14 +119,14 @@ def test_declared_precisions_and_layouts():
     ("wgmma_tf32", Problem(Shape(31, 33, 18), "tf32", "row", "col"), {}, "shape", "K must be a multiple of 4"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"BM": 64}, "kernel.BM", "128 or 256"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"BM": 256, "BN": 256}, "kernel.BN", "128"),
-    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"PINGPONG": 1}, "kernel.BN", "16384"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"SCHED": 2}, "kernel.BN", "16384"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"BN": 96}, "kernel.BN", "64, 128 or 256"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"STAGES": 5}, "kernel.STAGES", "exceeds"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"STAGES": 1}, "kernel.STAGES", "2..8"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"CLUSTER": 4}, "kernel.CLUSTER", "1 or 2"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "row"), {"CLUSTER": 2, "BN": 64}, "kernel.CLUSTER", "BN"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"GROUP_M": 0}, "kernel.GROUP_M", ">= 1"),
-    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"PINGPONG": 2}, "kernel.PINGPONG", "0 or 1"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"SCHED": 3}, "kernel.SCHED", "1 (cooperative) or 2"),
 ])
 def test_rules_are_one_line(name, problem, bad, field, words):
     with pytest.raises(ParamError) as err:
@@ -143,7 +143,7 @@ def test_refuses_other_gpus():
 
 COMPILES = [
     ("wgmma_bf16", "bf16", "col", {}, 4), ("wgmma_bf16", "bf16", "row", {}, 4), ("wgmma_tf32", "tf32", "col", {}, 4),
-    ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 4), ("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "PINGPONG": 1, "BN": 128}, 8),
+    ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 4), ("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "SCHED": 2, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"BM": 256, "BN": 128}, 8),
 ]
 
@@ -212,3 +212,20 @@ def test_tc_ladder_experiment_lists_every_rung():
         assert conf["precision"] in s.precisions and (conf["layout"]["a"], conf["layout"]["b"]) in s.layouts, rung
         kernels.add(kernel)
     assert kernels == {"mma_tf32", "mma_bf16", "tma_bf16", "wgmma_bf16", "wgmma_tf32"}
+
+
+def test_tc_ladder_runs_in_compile_mode(tmp_path, gemmlab_cmd, cli_env):
+    """The experiment through the CLI (the kernels' YAML defaults pass gemmlab's parameter rules:
+    integers >= 1), wgmma rungs at one small shape in mode=compile: one compiled record each."""
+    import json
+    import subprocess
+    out = tmp_path / "sweep"
+    proc = subprocess.run([*gemmlab_cmd, "experiment=tc_ladder", "mode=compile",
+                           "hydra.sweeper.params.tc_rung='wgmma_bf16_rc,wgmma_bf16_rr,wgmma_tf32_rc'",
+                           "hydra.sweeper.params.shape='[128,128,64]'", f"hydra.sweep.dir={out}"],
+                          capture_output=True, text=True, env=cli_env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*/result.json"))]
+    assert [(r["kernel"]["name"], r["layout"]["b"], r["status"]) for r in records] == [
+        ("wgmma_bf16", "col", "compiled"), ("wgmma_bf16", "row", "compiled"), ("wgmma_tf32", "col", "compiled")]
+    assert all(r["compile"]["sass"]["histogram"]["HGMMA"] > 0 for r in records)
