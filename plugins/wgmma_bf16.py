@@ -1,5 +1,6 @@
 """Built-in kernel ``wgmma_bf16``: warp-specialised, persistent Hopper GEMM (sm_90a) in BF16
-(kernels/wgmma_gemm.cu, shared with ``wgmma_tf32``, whose plugin reuses :class:`WgmmaKernel`).
+(kernels/wgmma_bf16.cu, whose template kernels/wgmma_tf32.cu includes; the ``wgmma_tf32``
+plugin reuses :class:`WgmmaKernel`).
 
 One producer warpgroup (one thread issues every TMA load, setmaxnreg.dec 40) and two consumer
 warpgroups (setmaxnreg.inc 232) running wgmma m64nBNk16 on a BM x BN tile; a STAGES-deep ring of
@@ -19,7 +20,8 @@ bytes, so K % 8 == 0 (A, and B column-major) and N % 8 == 0 (B row-major); M and
 free (TMA zero-fills out-of-bounds box elements; stores are masked).
 Parameters: BM (128 | 256), BN (64 | 128 | 256; BM=256 needs BN <= 128: at most 128 accumulators
 per consumer thread; with SCHED=2 BM x BN <= 16384 and BM may be 64), STAGES (2..8, within 227
-KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED (1 | 2). Needs an sm_90 GPU (compiled for sm_90a).
+KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED
+(1 | 2). Needs an sm_90 GPU (compiled for sm_90a).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def shared_bytes(p) -> int:
 
 
 def schedule(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
-    """The persistent tile schedule of kernels/wgmma_gemm.cu, per CTA: the (tile row, tile column)
+    """The persistent tile schedule of kernels/wgmma_bf16.cu, per CTA: the (tile row, tile column)
     blocks CTA b computes, in order. Work units are pairs of CLUSTER tile rows x one tile column,
     taken by clusters round-robin; inside a group of GROUP_M unit rows the row index runs fastest."""
     BM, BN, cl, gm = p["BM"], p["BN"], p["CLUSTER"], p["GROUP_M"]
@@ -179,7 +181,7 @@ class WgmmaKernel(KernelSpec):
 
 @hookimpl
 def gemmlab_kernels():
-    return [WgmmaKernel(name="wgmma_bf16", source="wgmma_gemm.cu",
+    return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu",
                         defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1},
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",

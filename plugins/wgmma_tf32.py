@@ -1,7 +1,8 @@
 """Built-in kernel ``wgmma_tf32``: the persistent warp-specialised wgmma GEMM of ``wgmma_bf16``
-(kernels/wgmma_gemm.cu, :class:`gemmlab_plugins.wgmma_bf16.WgmmaKernel`) with float32 storage
-read as TF32 by wgmma m64nBNk8 (the tensor core uses the top 19 bits of each float32 operand; no
-cvt.rna rounding, unlike ``mma_tf32``; within the verification's TF32 bound).
+(kernels/wgmma_tf32.cu includes kernels/wgmma_bf16.cu; plugin class
+:class:`gemmlab_plugins.wgmma_bf16.WgmmaKernel`) with float32 storage read as TF32 by wgmma
+m64nBNk8 (the tensor core uses the top 19 bits of each float32 operand; no cvt.rna rounding,
+unlike ``mma_tf32``; within the verification's TF32 bound).
 
 Layouts: A row-major, B column-major only (``layout.b=col``). TF32 wgmma has no transposed-operand
 mode: both shared-memory operands must be K-major, and row-major B (K x N, N contiguous) is
@@ -22,7 +23,7 @@ from gemmlab_plugins.wgmma_bf16 import WgmmaKernel
 
 @hookimpl
 def gemmlab_kernels():
-    return [WgmmaKernel(name="wgmma_tf32", source="wgmma_gemm.cu",
+    return [WgmmaKernel(name="wgmma_tf32", source="wgmma_tf32.cu",
                         defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1},
                         description="TF32 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k8 (layout.b=col only)",

@@ -1,7 +1,7 @@
 """CPU tests of the persistent warp-specialised wgmma rungs (``wgmma_bf16``, ``wgmma_tf32``,
-kernels/wgmma_gemm.cu): the tile schedule and ownership model (one owner per output over the whole
-persistent grid, every staged element loaded once), the parameter and TMA rules, the tensor-map
-boxes per layout, the experiment ``tc_ladder``, and a compile of each variant (NVRTC, sm_90a) whose
+kernels/wgmma_bf16.cu, included by wgmma_tf32.cu): the tile schedule and ownership model (one
+owner per output over the whole persistent grid, every staged element loaded once), the
+parameter and TMA rules, the tensor-map boxes per layout, the experiment ``tc_ladder``, and a compile of each variant (NVRTC, sm_90a) whose
 SASS has HGMMA and UTMALDG and no local-memory traffic, also through gemmlab's own pipeline in
 ``mode=compile``."""
 

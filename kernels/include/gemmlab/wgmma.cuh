@@ -93,7 +93,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], unsigned l
 
 
 // ---- general descriptors, register reallocation and the overloaded wgmma wrappers -------------
-// (used by kernels/wgmma_gemm.cu; the wrappers are chosen by the accumulator array length:
+// (used by kernels/wgmma_bf16.cu; the wrappers are chosen by the accumulator array length:
 // float[32] -> n64, float[64] -> n128, float[128] -> n256)
 
 /// Matrix descriptor (PTX ISA 9.7.15.5.1) for a tile written by TMA with the 128-byte swizzle:

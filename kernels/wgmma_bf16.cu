@@ -1,5 +1,6 @@
-// gemmlab built-in kernels "wgmma_bf16" and "wgmma_tf32": warp-specialised, persistent Hopper
-// GEMM (sm_90a). One template, ELEM = 2 (bf16 inputs) or 4 (float32 storage read as TF32).
+// gemmlab built-in kernels "wgmma_bf16" and (through wgmma_tf32.cu) "wgmma_tf32":
+// warp-specialised, persistent Hopper GEMM (sm_90a). One template, ELEM = 2 (bf16 inputs) or 4
+// (float32 storage read as TF32).
 //
 // C (M x N, row-major float32) = A (M x K, row-major) @ B (K x N): B_MN_MAJOR = 0 for B stored
 // column-major (N x K, K contiguous: both operands K-major), 1 for B row-major (K x N, N
