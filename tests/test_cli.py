@@ -27,7 +27,8 @@ from gemmlab.paths import KERNELS_DIR
 REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
 BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_tile2d", "sgemm_block2d",
                    "sgemm_warptile", "sgemm_pipelined", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
-                   "cluster_tiled", "gemv_rows", "small_tile", "slicedk", "splitk_warptile", "streamk")
+                   "cluster_tiled", "gemv_rows", "small_tile", "slicedk", "splitk_warptile", "streamk",
+                   "wgmma_bf16", "wgmma_tf32")
 
 
 def subprocess_env() -> dict:

@@ -535,9 +535,17 @@ def test_splitk_warptile_splits_fill_one_wave():
     ((1000, 1000, 777), ("row", "row"), {"BM": 64, "BN": 64}),      # 64 128x128 tiles < 132 SMs
 ])
 def test_bf16_rule_sizes_the_tensor_core_tile(shape, layout, params):
-    choice = dispatch.choose(Shape(*shape), FULL, dispatch.Table(device={"sm_count": 132}), "bf16", layout)
+    """mma_bf16's tile by waves, where no wgmma kernel is registered."""
+    reg = SubsetRegistry(names=("mma_bf16", "tma_bf16"), extra=[])
+    choice = dispatch.choose(Shape(*shape), reg, dispatch.Table(device={"sm_count": 132}), "bf16", layout)
     assert choice.kernel == "mma_bf16" and choice.reason.startswith("tensor cores")
     assert {k: choice.params[k] for k in params} == params
+
+
+def test_bf16_rule_picks_the_builtin_wgmma_kernel():
+    """With every built-in registered, a large BF16 problem TMA can describe goes to wgmma_bf16."""
+    choice = dispatch.choose(Shape(4096, 4096, 4096), FULL, dispatch.Table(device={"sm_count": 132}), "bf16")
+    assert choice.kernel == "wgmma_bf16" and choice.reason.startswith("tensor cores")
 
 
 def test_bf16_rule_prefers_a_registered_wgmma_kernel():

@@ -42,6 +42,8 @@ BUILTINS = {
     "slicedk": "gemmlab_plugins.slicedk",
     "splitk_warptile": "gemmlab_plugins.streamk",
     "streamk": "gemmlab_plugins.streamk",
+    "wgmma_bf16": "gemmlab_plugins.wgmma_bf16",
+    "wgmma_tf32": "gemmlab_plugins.wgmma_tf32",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
