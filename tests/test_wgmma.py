@@ -229,3 +229,73 @@ def test_tc_ladder_runs_in_compile_mode(tmp_path, gemmlab_cmd, cli_env):
     assert [(r["kernel"]["name"], r["layout"]["b"], r["status"]) for r in records] == [
         ("wgmma_bf16", "col", "compiled"), ("wgmma_bf16", "row", "compiled"), ("wgmma_tf32", "col", "compiled")]
     assert all(r["compile"]["sass"]["histogram"]["HGMMA"] > 0 for r in records)
+
+
+# --- the stage-ring protocol, modelled -----------------------------------------------------------
+
+def _parity_passes(completed: int, parity: int) -> bool:
+    """mbarrier.try_wait.parity on a barrier that has completed `completed` phases: true iff the
+    current (incomplete) phase has the other parity (PTX ISA: mbarrier.test_wait/try_wait .parity)."""
+    return (completed & 1) != parity
+
+
+def ring_protocol(stages: int, k_tiles: int, tiles: int, sched: int, ordered: bool, rng) -> str | None:
+    """One random interleaving of kernels/wgmma_bf16.cu's ring protocol in one CTA: the producer
+    fills iteration i into slot i % STAGES after an "empty" parity wait; consumer warpgroups wait
+    "full" with parity (i / STAGES) & 1, read, and release. sched 1: both consume every stage;
+    sched 2 (ping-pong): warpgroup t % 2 takes tile t and skips the other's k_tiles iterations;
+    ``ordered``: a warpgroup starts a tile only after the other finished its previous one (the
+    named barriers). Returns None when every read saw its own iteration, else what went wrong."""
+    n = tiles * k_tiles
+    full, empty, arrivals, content = [0] * stages, [0] * stages, [0] * stages, [None] * stages
+    need, produced = (2 if sched == 1 else 1), 0
+    tile, kt, signal = [0, 1 if sched == 2 else 0], [0, 0], [0, 0]
+    while True:
+        moves = []
+        if produced < n and _parity_passes(empty[produced % stages], ((produced // stages) & 1) ^ 1):
+            moves.append("producer")
+        for w in range(2):
+            if tile[w] >= tiles or (sched == 2 and ordered and kt[w] == 0 and tile[w] > 0 and not signal[w]):
+                continue
+            i = tile[w] * k_tiles + kt[w]
+            if _parity_passes(full[i % stages], (i // stages) & 1):
+                moves.append(w)
+        if not moves:
+            return None if produced == n and all(t >= tiles for t in tile) else "deadlock"
+        who = rng.choice(moves)
+        if who == "producer":
+            content[produced % stages] = produced
+            full[produced % stages] += 1
+            produced += 1
+            continue
+        i = tile[who] * k_tiles + kt[who]
+        if content[i % stages] != i:
+            return f"stale read: warpgroup {who} took iteration {content[i % stages]} for {i}"
+        if sched == 2 and ordered and kt[who] == 0 and tile[who] > 0:
+            signal[who] -= 1
+        arrivals[i % stages] += 1
+        if arrivals[i % stages] == need:
+            arrivals[i % stages], empty[i % stages] = 0, empty[i % stages] + 1
+        kt[who] += 1
+        if kt[who] == k_tiles:
+            kt[who] = 0
+            if sched == 2 and ordered and tile[who] + 1 < tiles:
+                signal[1 - who] += 1
+            tile[who] += 2 if sched == 2 else 1
+
+
+def test_ring_protocol_parity_waits():
+    """The model reproduces the H200 observation and proves the fix within its random schedules:
+    unordered ping-pong reads a stale stage as soon as a tile has more k-tiles than the ring has
+    stages (it faulted at 4096^3, K/BK = 64 > 6, and passed at K = 136, 3 k-tiles); with the strict
+    main-loop order (SCHED=2 as built) and in the cooperative schedule (SCHED=1) no interleaving
+    reads a stale stage or deadlocks."""
+    import random
+    rng = random.Random(0)
+    for k_tiles in (3, 6, 16, 64):
+        for _ in range(60):
+            assert ring_protocol(6, k_tiles, 7, 1, False, rng) is None
+            assert ring_protocol(6, k_tiles, 7, 2, True, rng) is None
+    assert all(ring_protocol(6, 3, 7, 2, False, rng) is None for _ in range(60))
+    broken = [ring_protocol(6, 16, 7, 2, False, rng) for _ in range(60)]
+    assert any(b and b.startswith("stale read") for b in broken)
