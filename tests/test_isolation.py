@@ -207,3 +207,24 @@ def test_idle_joblib_worker_does_not_keep_the_gpu(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert statuses(sweep) == ["ok"] * 4
     assert elapsed < 150, f"4 tiny points took {elapsed:.0f} s: a GPU lock outlived its point"
+
+
+def test_worker_ends_quietly_when_the_parent_is_gone(monkeypatch, tmp_path):
+    """A parent killed while its point runs (Ctrl-C, a timeout around the sweep): the worker's
+    reply has nowhere to go; it ends without a traceback (the record is already on disk)."""
+    import socket
+    from multiprocessing.connection import Connection
+    ours, theirs = socket.socketpair()
+    parent = Connection(ours.detach())
+    parent.send(({"shape": [1, 1, 1]}, str(tmp_path)))
+    ran = []
+
+    def point_then_parent_dies(cfg, out_dir):
+        ran.append(out_dir)
+        parent.close()
+        return {"status": "ok"}
+
+    monkeypatch.setattr(isolation, "run_in_scope", point_then_parent_dies)
+    monkeypatch.setattr(isolation.signal, "signal", lambda *args: None)  # keep this process's Ctrl-C
+    isolation._serve(theirs.detach())  # before the fix: BrokenPipeError out of conn.send
+    assert ran == [tmp_path]

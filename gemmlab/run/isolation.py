@@ -80,7 +80,11 @@ def _serve(fd: int) -> None:
         if job is None:
             return
         cfg, out_dir = job
-        conn.send(run_in_scope(cfg, Path(out_dir)))
+        record = run_in_scope(cfg, Path(out_dir))  # written to out_dir by the pipeline before it returns
+        try:
+            conn.send(record)
+        except OSError:  # the parent was killed meanwhile (Ctrl-C, a timeout): the record is on disk
+            return
 
 
 class _Worker:
