@@ -12,5 +12,23 @@ from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Shape
 
 __all__ = [
     "ConfigError", "GemmlabError", "NoGPUError", "DeviceFacts", "KernelSpec", "Launch",
-    "ParamError", "Shape", "hookimpl", "__version__",
+    "ParamError", "Shape", "hookimpl", "__version__", "clear_caches",
 ]
+
+
+def clear_caches() -> None:
+    """Forget what this process has memoised, so the next command starts as a new process would:
+    compiled kernels (the in-process compile cache; the on-disk one stays), loaded plugin
+    registries, shape suites, the CUDA header folders and the git commit of the checkout.
+
+    For tests and long-lived processes that run several commands (a plugin folder edited in
+    between, an environment variable changed); a plain ``gemmlab`` command never needs it. Modules
+    not imported yet hold nothing and are not imported.
+    """
+    import sys
+
+    for name, hook in (("gemmlab.compile", "clear_cache"), ("gemmlab.pipeline", "clear_cache"),
+                       ("gemmlab.shapes", "clear_cache"), ("gemmlab.record", "clear_cache")):
+        module = sys.modules.get(name)
+        if module is not None:
+            getattr(module, hook)()

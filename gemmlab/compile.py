@@ -24,6 +24,14 @@ from gemmlab.paths import KERNELS_DIR
 _CACHE: dict[tuple, "CompiledKernel"] = {}
 
 
+def clear_cache() -> None:
+    """Empty the in-process compile cache (and the remembered CUDA header folders): the next
+    :func:`compile_kernel` compiles, or loads from the on-disk cache, as a new process would. For
+    tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    _CACHE.clear()
+    cuda_include_dirs.cache_clear()
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """NVRTC options gemmlab uses (model: cuda.core ``ProgramOptions``).

@@ -23,7 +23,7 @@ from gemmlab import __version__
 from gemmlab.paths import SOURCE_ROOT
 from gemmlab.results import SCHEMA, VALID_STATUSES, view
 
-__all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "precision_text", "git_commit", "new_record",
+__all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "precision_text", "git_commit", "clear_cache", "new_record",
            "write_record", "summary"]
 PRECISIONS = {
     "fp32": ("float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: "
@@ -41,6 +41,12 @@ REFERENCE = "reference: float64 product of the same inputs (as stored) on the CP
 def precision_text(precision: str) -> str:
     """The record's one-line precision policy for ``precision`` (fp32 | tf32 | bf16 | fp16)."""
     return f"{precision}: {PRECISIONS[precision]}; {REFERENCE}"
+
+
+def clear_cache() -> None:
+    """Forget the checkout's git commit (a commit made since is read again). For tests and
+    long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    git_commit.cache_clear()
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,17 +1,16 @@
 """Shared test setup: the ``gpu`` marker skips (with the reason) where no CUDA GPU is usable; the
-fixtures that run gemmlab's command lines in a subprocess against this checkout."""
+``cli`` fixture that runs gemmlab's commands against this checkout (in this process, or as a
+subprocess where that is the point; tests/clirun.py)."""
 
 from __future__ import annotations
 
 import functools
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: F401  (the checkout: tests/..)
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,13 +40,28 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=f"gpu test skipped: {reason}"))
 
 
+@pytest.fixture(scope="session")
+def cli():
+    """``cli(args, cwd, module="gemmlab", in_process=True, env=None, timeout=300)``: run
+    ``python -m <module> *args`` (``gemmlab``, ``gemmlab.report``, ``gemmlab.compare``,
+    ``gemmlab.dispatch``, ...) in ``cwd`` against this checkout; returns a
+    :class:`clirun.Result` (``returncode``, ``stdout``, ``stderr``). In this process by default
+    (a fresh command each call, see tests/clirun.py); ``in_process=False`` for a real subprocess
+    where that is the point (exit status of a process, pipes, several commands at once)."""
+    import clirun
+
+    def run(args, cwd, module: str = "gemmlab", in_process: bool = True, env: dict | None = None,
+            timeout: float = 300):
+        return clirun.run(module, *args, cwd=cwd, in_process=in_process, env=env, timeout=timeout)
+    return run
+
+
 @pytest.fixture
 def cli_env():
-    """Environment for running ``python -m gemmlab`` from any directory against this checkout."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.pop("HYDRA_FULL_ERROR", None)
-    return env
+    """Environment for running ``python -m gemmlab`` as a subprocess from any directory against
+    this checkout (tests/clirun.py's :func:`~clirun.command_env`)."""
+    from clirun import command_env
+    return command_env()
 
 
 @pytest.fixture
@@ -57,14 +71,9 @@ def gemmlab_cmd():
 
 
 @pytest.fixture
-def run_module(cli_env):
-    """``run_module(module, *args, cwd=..., timeout=240)``: run ``python -m <module> ARGS`` (e.g.
-    ``gemmlab``, ``gemmlab.report``, ``gemmlab.compare``) in ``cwd`` against this checkout, with
-    matplotlib on Agg and rich at its default width; returns the ``CompletedProcess`` (text)."""
-    env = dict(cli_env, MPLBACKEND="Agg")
-    env.pop("COLUMNS", None)
-
-    def run(module: str, *args, cwd, timeout: float = 240) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+def run_module(cli):
+    """``run_module(module, *args, cwd=..., timeout=240)``: ``cli`` with ``module`` first (kept
+    for tests written against it)."""
+    def run(module: str, *args, cwd, timeout: float = 240, in_process: bool = True):
+        return cli(args, cwd, module=module, timeout=timeout, in_process=in_process)
     return run
