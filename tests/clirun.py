@@ -27,11 +27,11 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-#: ``python -m`` module -> (module, function) run in-process; the function reads ``sys.argv``
-#: (``gemmlab``) or takes ``argv`` and returns the exit status (the others).
+#: ``python -m`` module -> (module, function) run in-process: what the module's ``__main__`` block
+#: calls; it reads ``sys.argv`` and exits (``SystemExit``) or returns the exit status.
 ENTRY = {"gemmlab": ("gemmlab.cli", "main"), "gemmlab.cli": ("gemmlab.cli", "main"),
-         "gemmlab.report": ("gemmlab.report", "main"), "gemmlab.compare": ("gemmlab.compare", "main"),
-         "gemmlab.dispatch": ("gemmlab.dispatch", "main"), "gemmlab.families": ("gemmlab.families", "main")}
+         "gemmlab.report": ("gemmlab.report", "main"), "gemmlab.compare": ("gemmlab.compare", "_script"),
+         "gemmlab.dispatch": ("gemmlab.dispatch", "_entry"), "gemmlab.families": ("gemmlab.families", "main")}
 
 
 @dataclass
@@ -118,8 +118,7 @@ def run(module: str, *args, cwd: Path | str, in_process: bool = True, env: dict 
             sys.argv = [module, *argv]
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
-                    returned = main() if module in ("gemmlab", "gemmlab.cli") else main(argv)
-                    code = _exit_code(returned)
+                    code = _exit_code(main())
                 except SystemExit as exc:
                     code = _exit_code(exc.code)
                 except Exception:  # what the interpreter does with an uncaught exception

@@ -233,9 +233,9 @@ def test_real_records_load():
 # --- the command ---------------------------------------------------------------------------------
 
 @pytest.fixture
-def run_cli(run_module):
-    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.compare ARGS`` (conftest's run_module)."""
-    return lambda *args, cwd=None: run_module("gemmlab.compare", *args, cwd=cwd, timeout=60)
+def run_cli(cli):
+    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.compare ARGS`` (conftest's ``cli``)."""
+    return lambda *args, cwd=None: cli(args, cwd, module="gemmlab.compare")
 
 
 @pytest.fixture

@@ -10,14 +10,14 @@ def test_cache_entry_with_garbage_resources_is_a_miss(tmp_path):
     from gemmlab.compile import CompileOptions, compile_kernel
     from gemmlab.paths import KERNELS_DIR
     folder = tmp_path / "cache"
-    compile_stage._CACHE.clear()
+    compile_stage.clear_cache()
     first = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(folder))
     (meta_path,) = folder.glob("*.json")
     meta = json.loads(meta_path.read_text())
     meta["resources"] = "garbage"
     meta_path.write_text(json.dumps(meta))
     assert cache.load(folder, meta_path.stem) is None
-    compile_stage._CACHE.clear()
+    compile_stage.clear_cache()
     meta["resources"] = {"nonsense": 1}
     meta_path.write_text(json.dumps(meta))
     again = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(folder))
@@ -54,7 +54,7 @@ def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
         raise CompileError("no report", text)
 
     monkeypatch.setattr(compile_stage, "parse_ptxas", no_report)
-    compile_stage._CACHE.clear()
+    compile_stage.clear_cache()
     c = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(tmp_path))
     assert c.resources is None and c.disk_cache == "miss"
     assert not list(tmp_path.glob("*.cubin"))  # a missing report is never made permanent

@@ -52,9 +52,9 @@ def built(tmp_path_factory):
 
 
 @pytest.fixture
-def report_cli(run_module):
-    """``report_cli(args, cwd)``: ``python -m gemmlab.report ARGS`` (conftest's run_module)."""
-    return lambda args, cwd: run_module("gemmlab.report", *args, cwd=cwd, timeout=60)
+def report_cli(cli):
+    """``report_cli(args, cwd)``: ``python -m gemmlab.report ARGS`` (conftest's ``cli``)."""
+    return lambda args, cwd: cli(args, cwd, module="gemmlab.report")
 
 
 def test_collects_every_record_with_the_failed_point(built):

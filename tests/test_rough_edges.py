@@ -12,13 +12,12 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 import gemmlab.device
-from clirun import run_cli
 from fakegpu import HostGpu
 from gemmlab import isolation, sweep
 from gemmlab.pipeline import run_point
 
 
-def test_interrupt_message_names_the_sweep_folder(tmp_path, monkeypatch):
+def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
     real = isolation.run_point
     calls = []
 
@@ -30,7 +29,7 @@ def test_interrupt_message_names_the_sweep_folder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(isolation, "run_point", interrupt_second)
     sweep_dir = tmp_path / "sw"
-    proc = run_cli(["-m", "mode=compile", "kernel=naive,tiled", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    proc = cli(["-m", "mode=compile", "kernel=naive,tiled", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
     assert proc.returncode == 130
     last = proc.stderr.strip().splitlines()[-1]
     assert "<its directory>" not in last

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,21 +27,7 @@ from gemmlab.hookspecs import ParamError, Shape
 from gemmlab.registry import load_registry
 from gemmlab.sweep import best_row, count_jobs, is_search
 
-REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
 OPTUNA_PARAMS = {"kernel.BM", "kernel.BN", "kernel.BK", "kernel.TM", "kernel.TN"}
-
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("HYDRA_FULL_ERROR", None)
-    env.pop("COLUMNS", None)  # rich's width for a non-terminal: its default (80)
-    return env
-
-
-def _cli(args, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def _summary(sweep: Path) -> list[dict]:
@@ -97,10 +82,10 @@ def test_optuna_search_space_contains_invalid_tile_sets(optuna_cfg):
 
 
 @pytest.fixture(scope="module")
-def optuna_run(tmp_path_factory):
+def optuna_run(tmp_path_factory, cli):
     tmp = tmp_path_factory.mktemp("optuna")
     sweep = tmp / "opt"
-    proc = _cli(["experiment=optuna_tiled", "mode=compile", "hydra.sweeper.n_trials=12",
+    proc = cli(["experiment=optuna_tiled", "mode=compile", "hydra.sweeper.n_trials=12",
                  f"hydra.sweep.dir={sweep}"], tmp)
     return proc, sweep
 
@@ -213,10 +198,10 @@ DONE = re.compile(r"\[(\d+)/(\d+|\?)\] done: ")
 
 
 @pytest.fixture(scope="module")
-def seed_lab_run(tmp_path_factory):
+def seed_lab_run(tmp_path_factory, cli):
     tmp = tmp_path_factory.mktemp("seedlab")
     sweep = tmp / "sl"
-    return _cli(["experiment=seed_lab", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
+    return cli(["experiment=seed_lab", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
 
 
 def test_progress_lines_with_total_and_eta(seed_lab_run):
@@ -238,10 +223,10 @@ def test_progress_is_one_line_per_point(seed_lab_run):
 
 
 @pytest.fixture(scope="module")
-def grid_run(tmp_path_factory):
+def grid_run(tmp_path_factory, cli):
     tmp = tmp_path_factory.mktemp("grid")
     sweep = tmp / "g"
-    return _cli(["-m", "kernel=naive,tiled", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
+    return cli(["-m", "kernel=naive,tiled", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
 
 
 def test_progress_lines_for_command_line_sweep(grid_run):
@@ -265,10 +250,10 @@ LAUNCHERS = {"submitit_local": ["hydra/launcher=gemmlab_local"],
 
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-def test_launcher_runs_compile_sweep(tmp_path, launcher):
+def test_launcher_runs_compile_sweep(cli, tmp_path, launcher):
     sweep = tmp_path / "sw"
-    proc = _cli(["-m", *LAUNCHERS[launcher], "kernel=naive,tiled", "mode=compile",
-                 f"hydra.sweep.dir={sweep}"], tmp_path)
+    proc = cli(["-m", *LAUNCHERS[launcher], "kernel=naive,tiled", "mode=compile",
+                f"hydra.sweep.dir={sweep}"], tmp_path, in_process=False)  # the launchers' own processes, from a real one
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Traceback" not in out
@@ -286,11 +271,11 @@ def test_launcher_runs_compile_sweep(tmp_path, launcher):
 
 
 @pytest.mark.parametrize("launcher", ["submitit_local", "joblib_2_workers"])
-def test_launcher_reports_failed_point(tmp_path, launcher):
+def test_launcher_reports_failed_point(cli, tmp_path, launcher):
     """A failing point in a worker process still fails the sweep (the summary reads the files)."""
     sweep = tmp_path / "sw"
-    proc = _cli(["-m", *LAUNCHERS[launcher], "kernel=tiled", "kernel.TM=3,8", "mode=compile",
-                 f"hydra.sweep.dir={sweep}"], tmp_path)
+    proc = cli(["-m", *LAUNCHERS[launcher], "kernel=tiled", "kernel.TM=3,8", "mode=compile",
+                f"hydra.sweep.dir={sweep}"], tmp_path, in_process=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert sorted(_statuses(sweep).values()) == ["compiled", "invalid"]
 
@@ -312,8 +297,10 @@ def test_parse_config_device_values():
 
 
 @pytest.fixture
-def no_held_locks(monkeypatch):
-    monkeypatch.setattr(gemmlab.device, "_HELD_LOCKS", {})
+def no_held_locks():
+    gemmlab.device.release_held_locks()
+    yield
+    gemmlab.device.release_held_locks()
 
 
 def test_pick_device_without_gpus_raises(monkeypatch, no_held_locks, tmp_path):
@@ -348,9 +335,9 @@ PICK = textwrap.dedent("""
 """)
 
 
-def test_pick_device_two_processes_get_distinct_gpus(tmp_path):
+def test_pick_device_two_processes_get_distinct_gpus(tmp_path, cli_env):
     locks = str(tmp_path / "locks")
-    procs = [subprocess.Popen([sys.executable, "-c", PICK, locks], env=_env(), stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", PICK, locks], env=cli_env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=60) for p in procs]
     for p, (out, err) in zip(procs, outs):

@@ -84,12 +84,12 @@ def test_no_module_level_outcome_channels():
 
 @pytest.mark.parametrize("launcher", [[], ["hydra/launcher=gemmlab_gpus", "hydra.launcher.n_jobs=2"]],
                          ids=["in_process", "joblib_2_workers"])
-def test_nested_subdir_sweep_fails_when_a_point_failed(tmp_path, run_module, launcher):
+def test_nested_subdir_sweep_fails_when_a_point_failed(tmp_path, cli, launcher):
     """A point that fails in a worker process still fails the sweep, in a nested subdir layout."""
     sweep_dir = tmp_path / "sw"
-    proc = run_module("gemmlab", "-m", *launcher, "kernel=tiled", "kernel.TM=3,8", "mode=compile",
-                      f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=${kernel.name}/TM${kernel.TM}/${hydra.job.num}",
-                      cwd=tmp_path)
+    proc = cli(["-m", *launcher, "kernel=tiled", "kernel.TM=3,8", "mode=compile", f"hydra.sweep.dir={sweep_dir}",
+                "hydra.sweep.subdir=${kernel.name}/TM${kernel.TM}/${hydra.job.num}"], tmp_path,
+               in_process=not launcher)  # joblib's worker processes are started from a real command
     assert proc.returncode == 1, proc.stdout + proc.stderr
     with open(sweep_dir / "summary.csv", newline="") as f:
         rows = [(r["point"], r["status"]) for r in csv.DictReader(f)]
