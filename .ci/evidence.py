@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 SIZES = (256, 1024, 4096)
 KERNELS = ("naive", "tiled", "ladder_strip", "cublas")

@@ -1,5 +1,5 @@
 """Per-point cost of fault isolation (issue 11.1): the same points run through the worker process
-(gemmlab.isolation.PointRunner) and in this process (run_in_scope), alternated, warm caches.
+(gemmlab.run.isolation.PointRunner) and in this process (run_in_scope), alternated, warm caches.
   python .ci/isolation-overhead.py --mode compile   # CPU
   python .ci/isolation-overhead.py --mode run       # GPU (tiny tiled points, short timing)
 Prints the worker's start-up (once per sweep, and after each fault) and the median ms per point."""
@@ -10,8 +10,8 @@ import statistics
 import tempfile
 import time
 
-from gemmlab import isolation
-from gemmlab.config import IsolationOptions
+from gemmlab.run import isolation
+from gemmlab.stages.config import IsolationOptions
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", choices=("compile", "run"), default="compile")

@@ -14,6 +14,11 @@ PLAN is one of:
           sgemm_ladder points (every rung, tuned, plus naive, tiled and the Matmul Ladder I
           kernels x the six ladder shapes, baseline=cublas, graph timing) and last the sanitizer checks
           (racecheck + memcheck at a small shape) of the four new rungs, in parallel processes
+  search  (third call, issue 8's second pass) sgemm_pipelined with lean addressing: partial-tile
+          verification of its candidates, then the candidates (and the old code, plugin folder
+          .ci/ladder_v1) at 4096^3 and some at 1000x3000x777 against cuBLAS, then short Optuna
+          searches per rung at 4096^3 (`gemmlab experiment=optuna_<rung>`, few trials), each a
+          subprocess under the budget; writes OUT/search.json (best parameters per rung)
 Each point writes its own OUT_DIR/<phase>/<name>/result.json (run_point); a point that fails
 records its failure and the run goes on. New points stop starting after --budget seconds (the
 table says what is missing). The last thing printed is a short table.
@@ -26,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 PARTIAL = [(1, 1, 1), (31, 33, 17), (63, 65, 33), (4097, 1, 3), (35, 79, 19), (100, 100, 100),
            (129, 260, 36), (256, 256, 256)]
@@ -65,7 +70,7 @@ class Runner:
         self.out, self.deadline, self.rows, self.missing = out, time.monotonic() + budget, [], []
 
     def point(self, phase, kernel, shape, params=None, **kw) -> dict | None:
-        name = f"{label(kernel, params or {})}-{'x'.join(map(str, shape))}"
+        name = f"{label(kernel, params or {})}-{'x'.join(map(str, shape))}".replace(",", "_")
         if time.monotonic() > self.deadline:
             self.missing.append(f"{phase}/{name}")
             return None
@@ -127,8 +132,8 @@ def precompile(driver_version: str) -> None:
     report, so nothing goes to the disk cache; the in-process cache is keyed like the pipeline's)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gemmlab.compile import CompileOptions, compile_kernel
-    from gemmlab.registry import load_registry
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.contract.registry import load_registry
     registry = load_registry(entry_points=False)
     spec = registry.get("sgemm_pipelined")
     jobs = [spec.entry({**spec.defaults, **p}) for p in FINAL_GRID["sgemm_pipelined"]]
@@ -147,7 +152,7 @@ def sanitize_all(out: Path) -> None:
     for kernel in RUNGS:
         shape = SQUARE[0] if kernel == "ladder_tile2d" else SANITIZE_SHAPE
         for tool in ("racecheck", "memcheck"):
-            code = (f"import json; from gemmlab.pipeline import run_point; "
+            code = (f"import json; from gemmlab.run.pipeline import run_point; "
                     f"r = run_point({cfg(kernel, shape, sanitizer=tool)!r}, {str(out / 'sanitizer' / f'{kernel}-{tool}')!r}); "
                     f"print(json.dumps([r['status'], (r.get('sanitizer') or {{}}).get('verdict'), "
                     f"(r.get('sanitizer') or {{}}).get('errors'), r.get('error')]))")
@@ -205,6 +210,101 @@ def final(r: Runner) -> None:
             r.point("sgemm_ladder", kernel, shape, best.get(kernel), timing=timing, baseline="cublas")
 
 
+V1_DIR = str(Path(__file__).resolve().parent / "ladder_v1")
+SEARCH_CANDIDATES = [  # (kernel, params, plugin_dirs): the old code first, then the new code's variants
+    ("sgemm_pipelined_v1", P(), [V1_DIR]),
+    ("sgemm_pipelined", P(), None),                                            # 128x256x16, 16x8, 1 block/SM
+    ("sgemm_pipelined", P(BN=128, MINB=2), None),                              # 128 threads 16x8, 2 blocks/SM
+    ("sgemm_pipelined", P(BN=128, WM=32, TM=8, MINB=2), None),                 # 256 threads 8x8, 2 blocks/SM
+    ("sgemm_pipelined", P(BN=128, WM=32, TM=8, MINB=2, BK=8), None),
+    ("sgemm_pipelined", P(BM=256, BN=128), None),
+    ("sgemm_pipelined", P(BK=32, STAGES=3), None),
+    ("sgemm_pipelined", P(STAGES=3), None),
+    ("sgemm_pipelined", P(BN=128, MINB=2, STAGES=3), None),
+    ("sgemm_pipelined", P(BM=64, BN=128, WM=32, TM=8, MINB=3), None),         # 128 threads 8x8, 3 blocks/SM
+    ("sgemm_warptile", P(), None),
+]
+ODD_PICKS = [1, 2, 3, 9, 10]  # indices into SEARCH_CANDIDATES timed at 1000x3000x777 (under one wave)
+SEARCH_VERIFY_FULL = [1, 2, 3]  # every partial-tile shape; the other candidates at three of them
+SEARCH_SHAPES = PARTIAL + [(512, 512, 100), (384, 512, 777)]  # + interior blocks with K % BK != 0
+OPTUNA = [("sgemm_pipelined", 6), ("sgemm_warptile", 3), ("sgemm_block2d", 3), ("ladder_tile2d", 3)]
+
+
+def precompile_candidates(driver_version: str) -> None:
+    """Compile every sgemm_pipelined(_v1) candidate in threads before the points need them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.contract.registry import load_registry
+    registry = load_registry([V1_DIR], entry_points=False)
+    jobs = []
+    for kernel, params, _ in SEARCH_CANDIDATES:
+        spec = registry.get(kernel)
+        if kernel.startswith("sgemm_pipelined"):
+            jobs.append((registry.source_path(spec), spec.entry({**spec.defaults, **params})))
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        list(pool.map(lambda j: compile_kernel(j[0], j[1], CompileOptions(arch="90"), persistent=True,
+                                               cache_folder=None, driver_version=driver_version), jobs))
+    print(f"precompiled {len(jobs)} instances in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def optuna_search(out: Path, rung: str, trials: int, seconds: float) -> dict:
+    """``gemmlab experiment=optuna_<rung>`` with ``trials`` trials, a subprocess killed after
+    ``seconds``; returns {"best": params or None, "log": tail}."""
+    import subprocess
+    folder = out / "optuna" / rung
+    cmd = [sys.executable, "-m", "gemmlab", f"experiment=optuna_{rung}", f"hydra.sweeper.n_trials={trials}",
+           f"hydra.sweep.dir={folder}"]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(seconds, 1))
+        text, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, rc = f"{exc.stdout or ''}{exc.stderr or ''}\nTIMEOUT after {seconds:.0f} s", "timeout"
+    (out / "optuna").mkdir(parents=True, exist_ok=True)
+    (out / "optuna" / f"{rung}.log").write_text(str(text))
+    best = None
+    results = folder / "optimization_results.yaml"
+    if results.is_file():
+        from omegaconf import OmegaConf
+        best = {k.split(".", 1)[1]: v for k, v in OmegaConf.to_container(OmegaConf.load(results))["best_params"].items()}
+    print(f"optuna | {rung} | {trials} trials | exit {rc} | {time.monotonic() - started:.0f} s | best {best}", flush=True)
+    return {"best": best, "exit": rc}
+
+
+def search(r: Runner, started: float, budget: float) -> None:
+    first = r.point("verify", "sgemm_pipelined", (1, 1, 1))
+    precompile_candidates(str(((first or {}).get("device") or {}).get("driver_version", "none")))
+    for i, (kernel, params, dirs) in enumerate(SEARCH_CANDIDATES):
+        if kernel != "sgemm_pipelined":
+            continue
+        shapes = SEARCH_SHAPES if i in SEARCH_VERIFY_FULL else [(63, 65, 33), (129, 260, 36), (384, 512, 777)]
+        for shape in shapes:
+            if (i, shape) != (1, (1, 1, 1)):
+                r.point("verify", kernel, shape, params)
+    scored = []
+    for kernel, params, dirs in SEARCH_CANDIDATES:
+        extra = {"plugin_dirs": dirs} if dirs else {}
+        rec = r.point("cand4096", kernel, (4096,) * 3, params, timing=TIMED, baseline="cublas",
+                      verify={"method": "sampled"}, **extra)
+        if rec and rec.get("status") == "ok":
+            scored.append((rec["ratio_to_baseline"]["gflops"], rec["timing"]["gflops"], kernel, params))
+    for i in ODD_PICKS:
+        kernel, params, _ = SEARCH_CANDIDATES[i]
+        r.point("cand_odd", kernel, (1000, 3000, 777), params, timing=TIMED, baseline="cublas")
+    found = {"candidates": [[k, p, ratio, g] for ratio, g, k, p in sorted(scored, key=lambda x: -x[0])], "optuna": {}}
+    for rung, trials in OPTUNA:
+        left = budget - (time.monotonic() - started)
+        if left < 20:
+            print(f"optuna | {rung} | not started: {left:.0f} s of the budget left", flush=True)
+            r.missing.append(f"optuna/{rung}")
+            continue
+        found["optuna"][rung] = optuna_search(r.out, rung, trials, left - 5)
+    (r.out / "search.json").write_text(json.dumps(found, indent=1))
+    print("SEARCH", json.dumps(found["candidates"][:4]), flush=True)
+
+
 def main() -> None:
     out, plan = Path(sys.argv[1]), sys.argv[2]
     budget = float(sys.argv[sys.argv.index("--budget") + 1]) if "--budget" in sys.argv else 1e9
@@ -215,6 +315,8 @@ def main() -> None:
         grid(r)
     elif plan == "final":
         final(r)
+    elif plan == "search":
+        search(r, started, budget)
     else:
         raise SystemExit(f"unknown plan {plan}")
     (out / "table.json").write_text(json.dumps({"rows": r.rows, "missing": r.missing}, indent=1))

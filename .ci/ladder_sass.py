@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gemmlab.compile import CompileOptions, compile_kernel
-from gemmlab.registry import load_registry
+from gemmlab.gpu.compile import CompileOptions, compile_kernel
+from gemmlab.contract.registry import load_registry
 
 
 def nvdisasm() -> str:

@@ -3,10 +3,10 @@
     python .ci/tc_evidence.py OUT_DIR [--budget SECONDS]
 
 For every case (kernel, precision, layout, shape) it runs gemmlab's own pipeline
-(``gemmlab.pipeline.run_point``: NaN-filled C, verification against float64 of the rounded
+(``gemmlab.run.pipeline.run_point``: NaN-filled C, verification against float64 of the rounded
 inputs, timing=graph, baseline=cublas in the same precision and layout at the large shapes) and
 keeps the result.json under OUT_DIR/records/<case>/. When a point fails, a direct harness
-(gemmlab.device's Gpu, own float64 reference of the rounded inputs) re-runs the kernel alone to
+(gemmlab.gpu.device's Gpu, own float64 reference of the rounded inputs) re-runs the kernel alone to
 tell a kernel bug from a pipeline bug and prints where the result differs. Each kernel family runs
 in its own child process (a kernel fault poisons only its own CUDA context); a time budget skips
 what would not fit. Optional compute-sanitizer racecheck/memcheck on small shapes at the end.
@@ -107,12 +107,12 @@ def round_inputs(x, precision):
 
 
 def direct(case, gpu) -> dict:
-    """Run the kernel alone through gemmlab.device (no pipeline) and compare with float64."""
+    """Run the kernel alone through gemmlab.gpu.device (no pipeline) and compare with float64."""
     import numpy as np
-    from gemmlab.compile import CompileOptions, compile_kernel
-    from gemmlab.hookspecs import Dim, Extra, Main, Matrix, Memset, Problem, Shape, TensorMap, Value, Workspace
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.contract.hookspecs import Dim, Extra, Main, Matrix, Memset, Problem, Shape, TensorMap, Value, Workspace
     from gemmlab.paths import KERNELS_DIR
-    from gemmlab.registry import load_registry
+    from gemmlab.contract.registry import load_registry
     kernel, precision, layout_b, shape, over, _ = case
     spec = load_registry(entry_points=False).get(kernel)
     p = {**spec.defaults, **over}
@@ -156,7 +156,7 @@ def direct(case, gpu) -> dict:
                 except Exception:  # fall back to a plain uint16 map (same bytes, same zero fill)
                     from cuda.core import utils
                     from cuda.core._tensor_map import TensorMapSwizzle
-                    from gemmlab.tma import _DeviceArray
+                    from gemmlab.gpu.tma import _DeviceArray
                     view = utils.StridedMemoryView(_DeviceArray(int(bufs[arg.matrix].handle),
                                                                 problem.stored_shape(arg.matrix), "<u2"), stream_ptr=-1)
                     out.append(view.as_tensor_map(box_dim=tuple(arg.box), swizzle=TensorMapSwizzle.SWIZZLE_128B))
@@ -199,7 +199,7 @@ def direct(case, gpu) -> dict:
 
 
 def worker(group: str, out: Path, deadline: float) -> None:
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     gpu = None
     for case in GROUPS[group]:
         if time.time() > deadline:
@@ -222,7 +222,7 @@ def worker(group: str, out: Path, deadline: float) -> None:
         if row["status"] not in ("ok", "compiled") and not refused:
             try:
                 if gpu is None:
-                    from gemmlab.device import open_gpu
+                    from gemmlab.gpu.device import open_gpu
                     gpu = open_gpu(0)
                 row.update(direct(case, gpu))
             except Exception as exc:

@@ -1,14 +1,38 @@
 """gemmlab: verified and timed GPU GEMM kernels, one experiment per Hydra config.
 
+The package is grouped in layers, one folder each, imports flowing downward only (README
+"Layout", checked by tests/test_layout.py): ``cli`` > ``results`` > ``run`` > ``dispatch`` >
+``stages`` > ``gpu`` > ``contract`` > the base (``errors``, ``paths``). This module re-exports the
+plugin API (errors and the contract's main types) for ``from gemmlab import hookimpl, KernelSpec``.
+
+The plugin contract's import paths from before the layers, ``gemmlab.hookspecs`` and
+``gemmlab.plugin_utils`` (documented for plugin authors), stay valid: they name the very modules
+``gemmlab.contract.hookspecs`` and ``gemmlab.contract.plugin_utils`` (not copies), so a plugin
+written for them (entry point or drop-in folder) keeps working unchanged. New code imports
+``gemmlab.contract``.
+
 Public API (import from the modules):
-    gemmlab.pipeline.run_point(cfg, out_dir) -> dict   one experiment point (compile/verify/time/record)
-    gemmlab.registry.load_registry(plugin_dirs) -> Registry
+    gemmlab.run.pipeline.run_point(cfg, out_dir) -> dict   one experiment point (compile/verify/time/record)
+    gemmlab.contract.registry.load_registry(plugin_dirs) -> Registry
 """
 
 __version__ = "0.1.0"
 
 from gemmlab.errors import ConfigError, GemmlabError, NoGPUError  # noqa: E402
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Shape, hookimpl  # noqa: E402
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Shape, hookimpl  # noqa: E402
+
+
+def _alias_plugin_contract() -> None:
+    """Name the contract's modules by their old paths too (``sys.modules``: one module object each)."""
+    import sys
+
+    from gemmlab.contract import hookspecs, plugin_utils
+    for old, module in (("hookspecs", hookspecs), ("plugin_utils", plugin_utils)):
+        sys.modules.setdefault(f"{__name__}.{old}", module)
+        globals().setdefault(old, module)
+
+
+_alias_plugin_contract()
 
 __all__ = [
     "ConfigError", "GemmlabError", "NoGPUError", "DeviceFacts", "KernelSpec", "Launch",
@@ -27,8 +51,7 @@ def clear_caches() -> None:
     """
     import sys
 
-    for name, hook in (("gemmlab.compile", "clear_cache"), ("gemmlab.pipeline", "clear_cache"),
-                       ("gemmlab.shapes", "clear_cache"), ("gemmlab.record", "clear_cache")):
+    for name in ("gemmlab.gpu.compile", "gemmlab.run.pipeline", "gemmlab.dispatch.shapes", "gemmlab.stages.record"):
         module = sys.modules.get(name)
         if module is not None:
-            getattr(module, hook)()
+            module.clear_cache()

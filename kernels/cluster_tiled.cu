@@ -12,7 +12,9 @@
 // (BN/TN, BM/TM); each thread owns TM x TN outputs at row ty + i*TY, column tx + j*TX.
 // The grid's x extent is even (padded CTAs past N still stage their half of A; their stores
 // are masked). Every CTA runs the same number of chunks, so the cluster barriers always match.
+// Staging, the inner product over a chunk and the masked stores are gemmlab/tiled.cuh's.
 #include "gemmlab/cluster.cuh"
+#include "gemmlab/tiled.cuh"
 
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void gemm_cluster_tiled(const float *a, const float *b, float *c, int m, int n, int k) {
@@ -27,22 +29,11 @@ __global__ void gemm_cluster_tiled(const float *a, const float *b, float *c, int
   __shared__ float a_tile[BM][BK];
   __shared__ float b_tile[BK][BN];
   const unsigned peer_a = gemmlab::map_shared_rank(&a_tile[0][0], peer);  // shared::cluster address
-  float accumulator[TM][TN] = {};
+  float accumulator[TM][TN] = {}, a_fragment[TM], b_fragment[TN];
   for (int reduction_base = 0; reduction_base < k; reduction_base += BK) {
-#pragma unroll
-    for (int l = 0; l < HALF * BK / THREADS; l++) {  // own half of A from global memory
-      const int linear = lane + l * THREADS;
-      const int row = rank * HALF + linear / BK, inner = linear % BK;
-      a_tile[row][inner] = row_base + row < m && reduction_base + inner < k
-                               ? a[(long long)(row_base + row) * k + reduction_base + inner] : 0.0f;
-    }
-#pragma unroll
-    for (int l = 0; l < BK * BN / THREADS; l++) {
-      const int linear = lane + l * THREADS;
-      const int inner = linear / BN, col = linear % BN;
-      b_tile[inner][col] = reduction_base + inner < k && col_base + col < n
-                               ? b[(long long)(reduction_base + inner) * n + col_base + col] : 0.0f;
-    }
+    // own half of A from global memory
+    gemmlab::tiled_stage_a<HALF, BM, BK, THREADS>(a_tile, a, m, k, k, row_base, rank * HALF, reduction_base, lane);
+    gemmlab::tiled_stage_b<BK, BN, THREADS>(b_tile, b, n, k, col_base, reduction_base, lane);
     gemmlab::cluster_sync();  // both halves staged and visible cluster-wide
 #pragma unroll
     for (int l = 0; l < HALF * BK / THREADS; l++) {  // the peer's half, through DSMEM
@@ -51,27 +42,8 @@ __global__ void gemm_cluster_tiled(const float *a, const float *b, float *c, int
       a_tile[row][inner] = gemmlab::ld_shared_cluster_f32(peer_a + 4u * (row * BK + inner));
     }
     gemmlab::cluster_sync();  // copies done (peer may overwrite its half next chunk); local tile complete
-#pragma unroll
-    for (int inner = 0; inner < BK; inner++) {
-      float a_fragment[TM], b_fragment[TN];
-#pragma unroll
-      for (int i = 0; i < TM; i++) a_fragment[i] = a_tile[ty + i * TY][inner];
-#pragma unroll
-      for (int j = 0; j < TN; j++) b_fragment[j] = b_tile[inner][tx + j * TX];
-#pragma unroll
-      for (int i = 0; i < TM; i++) {
-#pragma unroll
-        for (int j = 0; j < TN; j++) accumulator[i][j] += a_fragment[i] * b_fragment[j];
-      }
-    }
+    gemmlab::tiled_multiply<BM, BN, BK, TM, TN>(accumulator, a_fragment, b_fragment, a_tile, b_tile, tx, ty);
     __syncthreads();  // no thread overwrites a_tile/b_tile while another warp still reads them
   }
-#pragma unroll
-  for (int i = 0; i < TM; i++) {
-#pragma unroll
-    for (int j = 0; j < TN; j++) {
-      const int row = row_base + ty + i * TY, col = col_base + tx + j * TX;
-      if (row < m && col < n) c[(long long)row * n + col] = accumulator[i][j];
-    }
-  }
+  gemmlab::tiled_store<TM, TN, TX, TY>(c, accumulator, m, n, row_base, col_base, tx, ty);
 }

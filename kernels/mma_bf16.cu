@@ -17,7 +17,7 @@
 // only the final stores are masked.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include "gemmlab/ptx.cuh"
+#include "gemmlab/mma_sync.cuh"
 
 namespace {
 
@@ -35,21 +35,12 @@ template <> struct Mma16<__half> {
 
 /// Stage a ROWS x COLS tile (COLS contiguous in memory and in shared memory, pitch PITCH) from a
 /// row-major source with `rows_valid` rows and `cols_valid` columns left from (row0, col0).
+/// ALIGNED: 16-byte cp.async (gemmlab/mma_sync.cuh); otherwise guarded 2-byte loads and stores.
 template <int ROWS, int COLS, int PITCH, int THREADS, bool ALIGNED>
 __device__ __forceinline__ void load_tile(unsigned short *dst, const unsigned short *src, long long ld,
                                           int rows_valid, int cols_valid, int tid) {
   if constexpr (ALIGNED) {
-    constexpr int CHUNKS_PER_ROW = COLS / 8, CHUNKS = ROWS * CHUNKS_PER_ROW;
-    static_assert(CHUNKS % THREADS == 0, "load coverage: 16-byte chunks must be a multiple of the threads");
-#pragma unroll
-    for (int l = 0; l < CHUNKS / THREADS; l++) {
-      const int chunk = tid + l * THREADS;
-      const int r = chunk / CHUNKS_PER_ROW, c = (chunk % CHUNKS_PER_ROW) * 8;
-      int valid = r < rows_valid ? cols_valid - c : 0;
-      valid = valid < 0 ? 0 : (valid > 8 ? 8 : valid);
-      const unsigned short *from = valid > 0 ? src + r * ld + c : src;
-      gemmlab::cp_async_16(dst + r * PITCH + c, from, valid * 2);
-    }
+    gemmlab::cp_async_tile_16<ROWS, COLS, PITCH, THREADS>(dst, src, ld, rows_valid, cols_valid, tid);
   } else {
     constexpr int ELEMS = ROWS * COLS;
     static_assert(ELEMS % THREADS == 0, "load coverage: tile elements must be a multiple of the threads");
@@ -148,26 +139,6 @@ gemm_mma16(const T *A, const T *B, float *C, int M, int N, int K) {
     }
   }
   gemmlab::cp_async_wait<0>();
-
   const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int i = 0; i < MI; i++) {
-#pragma unroll
-    for (int j = 0; j < NI; j++) {
-      const int col = n0 + wn * WN + j * 8 + 2 * t;
-#pragma unroll
-      for (int half = 0; half < 2; half++) {
-        const int row = m0 + wm * WM + i * 16 + g + half * 8;
-        if (row >= M) continue;
-        float *out = C + (long long)row * N + col;
-        const float v0 = acc[i][j][2 * half], v1 = acc[i][j][2 * half + 1];
-        if ((N % 2) == 0 && col + 1 < N) {
-          *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
-        } else {
-          if (col < N) out[0] = v0;
-          if (col + 1 < N) out[1] = v1;
-        }
-      }
-    }
-  }
+  gemmlab::store_acc_m16n8<MI, NI, WM, WN>(C, acc, M, N, m0, n0, wm, wn, g, t);
 }

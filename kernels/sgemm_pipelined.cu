@@ -26,66 +26,80 @@
 // shared memory: per pass it writes 4*LM full rows of its warp tile (pitch WN+4), then reads them
 // back row-contiguously and writes 16-byte vectors to C (vector only where N % 4 == 0, C aligned
 // and the four columns in range; else masked scalar stores).
-// The body, instantiated twice: VEC = 16-byte B copies (N % 4 == 0, B 16-byte aligned), else
-// 4-byte copies. (A template function, not a generic lambda: NVRTC 13.0 treats generic lambdas
-// as host functions.)
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int GS, bool VEC>
+// Addressing (what keeps the hot loop lean under NVRTC 13.0 too). Shared memory is addressed
+// with 32-bit byte offsets: each thread keeps one fragment base per matrix and one read-stage and
+// one write-stage offset, so every LDS.128 and cp.async destination is [register + constant].
+// Blocks whose tile lies inside M x N (and whose k offsets fit 32 bits) run the unguarded copy:
+// one running pointer per matrix, the copy of element l at pointer + l * (32-bit step), no
+// predicates. The K remainder goes into the FIRST chunk (chunk c covers k in
+// [c*BK - pad, (c+1)*BK - pad), pad = (-K) mod BK), so only the prologue's copy of chunk 0 is
+// guarded there. Edge blocks, and B with N % 4 != 0 or a misaligned base, take the guarded copy
+// for every chunk. Under NVRTC 13.0 this cut the interior hot loop's non-FFMA instructions per
+// 16-k chunk from 164 to 42 at 128x256 (docs/results/ladder-h200.md).
+// The body is a template function, not a generic lambda (NVRTC 13.0 treats generic lambdas as
+// host functions); instantiated as (VEC, GUARD) = (16-byte B, interior), (16-byte B, edge),
+// (4-byte B, guarded).
+__device__ __forceinline__ float4 sgemm_lds128(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, bool VEC, bool GUARD>
 __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A, const float *__restrict__ B,
-                                                     float *__restrict__ C, int M, int N, int K) {
+                                                     float *__restrict__ C, int M, int N, int K,
+                                                     int rowBase, int colBase) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
   constexpr int LM = WM / TM, LN = WN / TN, AP = BM + 4, BP = BN;
   constexpr int A_STAGE = BK * AP, B_STAGE = BK * BP, STAGE = A_STAGE + B_STAGE;
   constexpr int AE = BM * BK / THREADS, BV = BK * BN / 4 / THREADS, CP = WN + 4;
+  constexpr unsigned STAGE_B = 4u * STAGE, PIPE_B = STAGES * STAGE_B;
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % TM == 0 && WN % TN == 0 && LM * LN == 32, "ownership");
   static_assert(TM % 4 == 0 && TN % 4 == 0 && BN % 4 == 0, "float4 fragments and copies");
   static_assert((BM * BK) % THREADS == 0 && (BK * BN / 4) % THREADS == 0 && BK * BN % 4 == 0, "load coverage");
-  static_assert(STAGES >= 2 && GS >= 1, "pipeline depth and swizzle group");
+  static_assert(STAGES >= 2, "pipeline depth");
   static_assert(THREADS % BK == 0 && THREADS % (BN / 4) == 0, "fixed copy columns per thread");
   extern __shared__ __align__(16) float smem[];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wy = warp / WARPS_N, wx = warp % WARPS_N, lm = lane / LN, ln = lane % LN;
-
-  const int gm = (M + BM - 1) / BM, gn = (N + BN - 1) / BN;
-  const int pid = blockIdx.x, width = GS * gn, group = pid / width, first = group * GS;
-  const int size = min(gm - first, GS);
-  const int rowBase = (first + (pid % width) % size) * BM, colBase = ((pid % width) / size) * BN;
-
   const bool vecC = (N % 4 == 0) && ((reinterpret_cast<unsigned long long>(C) & 15) == 0);
-  const int aRow0 = wy * WM + 4 * lm, bCol0 = wx * WN + 4 * ln;
   const unsigned smemBase = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const unsigned aFrag = smemBase + 4u * (unsigned)(wy * WM + 4 * lm);
+  const unsigned bFrag = smemBase + 4u * (unsigned)(A_STAGE + wx * WN + 4 * ln);
 
   // Copy assignment (fixed per thread, THREADS % BK == 0 and THREADS % (BN/4) == 0): A element
   // l is row aR + l*(THREADS/BK), k offset aK; B vector l is k row bK + l*(THREADS/(BN/4)),
-  // columns bC .. bC+3. Row/column validity is known once; only the k bound changes per chunk.
+  // columns bC .. bC+3.
   constexpr int A_RSTEP = THREADS / BK, B_KSTEP = THREADS / (BN / 4);
   const int aK = tid % BK, aR = tid / BK, bK = tid / (BN / 4), bC = 4 * (tid % (BN / 4));
-  const float *aSrc = A + (long long)min(rowBase + aR, M - 1) * K + aK;
-  const long long aStep = (long long)A_RSTEP * K;
-  unsigned aRowOk = 0;
-#pragma unroll
-  for (int l = 0; l < AE; ++l) aRowOk |= (rowBase + aR + l * A_RSTEP < M ? 1u : 0u) << l;
-  const float *bSrc = B + (long long)bK * N + colBase + bC;
-  const long long bStep = (long long)B_KSTEP * N;
   const unsigned aDst = smemBase + 4u * (unsigned)(aK * AP + aR);
   const unsigned bDst = smemBase + 4u * (unsigned)(A_STAGE + bK * BP + bC);
+  const int aStep = A_RSTEP * K, bStep = B_KSTEP * N;  // int: GUARD is set where they could overflow
+  // the next chunk's copy sources (unguarded path): A row rowBase+aR at k = aK, B k row bK
+  const int chunks = (K + BK - 1) / BK, pad = chunks * BK - K;
+  const float *aNext = A + (long long)(rowBase + aR) * K + aK - pad;
+  const float *bNext = B + (long long)(bK - pad) * N + colBase + bC;
 
-  auto issue = [&](int chunk) {
-    const int k0 = chunk * BK;
-    const unsigned stage = 4u * (unsigned)((chunk % STAGES) * STAGE);
-    const bool aKOk = k0 + aK < K;
+  // Guarded copy of chunk `chunk` (zero-fill outside M x K / K x N, sources clamped to the matrix start).
+  auto issueGuarded = [&](int chunk, unsigned wr) {
+    const int k0 = chunk * BK - pad;
+    const bool aKOk = k0 + aK >= 0 && k0 + aK < K;
 #pragma unroll
     for (int l = 0; l < AE; ++l) {
-      const bool ok = aKOk && ((aRowOk >> l) & 1u);
-      const float *src = ok ? aSrc + l * aStep + k0 : A;
+      const int row = rowBase + aR + l * A_RSTEP;
+      const bool ok = aKOk && row < M;
+      const float *src = ok ? A + (long long)row * K + k0 + aK : A;
       asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                   :: "r"(aDst + stage + 4u * (unsigned)(l * A_RSTEP)), "l"(src), "r"(ok ? 4 : 0));
+                   :: "r"(aDst + wr + 4u * (unsigned)(l * A_RSTEP)), "l"(src), "r"(ok ? 4 : 0));
     }
 #pragma unroll
     for (int l = 0; l < BV; ++l) {
-      const bool kOk = k0 + bK + l * B_KSTEP < K;
-      const float *row = bSrc + l * bStep + (long long)k0 * N;
-      const unsigned dst = bDst + stage + 4u * (unsigned)(l * B_KSTEP * BP);
+      const int kr = k0 + bK + l * B_KSTEP;
+      const bool kOk = kr >= 0 && kr < K;
+      const float *row = B + (long long)(kOk ? kr : 0) * N + colBase + bC;
+      const unsigned dst = bDst + wr + 4u * (unsigned)(l * B_KSTEP * BP);
       if (VEC) {
         const bool ok = kOk && colBase + bC < N;  // N % 4 == 0: the four columns are all in or all out
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
@@ -100,52 +114,74 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
       }
     }
   };
+  // Unguarded copy of the next chunk (the block tile is inside M x N and the chunk inside K).
+  auto issueFull = [&](unsigned wr) {
+#pragma unroll
+    for (int l = 0; l < AE; ++l)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n"
+                   :: "r"(aDst + wr + 4u * (unsigned)(l * A_RSTEP)), "l"(aNext + l * aStep));
+#pragma unroll
+    for (int l = 0; l < BV; ++l)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                   :: "r"(bDst + wr + 4u * (unsigned)(l * B_KSTEP * BP)), "l"(bNext + l * bStep));
+  };
+  // Chunk c covers k in [c*BK - pad, (c+1)*BK - pad), pad = (-K) mod BK: only chunk 0 reaches
+  // outside [0, K) (its first pad k are zero-filled), so every later chunk of an interior block
+  // takes the unguarded copy.
+  auto issue = [&](int chunk, unsigned wr, bool guarded) {
+    if (GUARD || !VEC || guarded) issueGuarded(chunk, wr);
+    else issueFull(wr);
+    aNext += BK;
+    bNext += (long long)BK * N;
+  };
 
   float fa[2][TM], fb[2][TN];
-  auto loadFragments = [&](int chunk, int k, int slot) {
-    const float *as = smem + (chunk % STAGES) * STAGE + k * AP;
-    const float *bs = smem + (chunk % STAGES) * STAGE + A_STAGE + k * BP;
+  auto loadFragments = [&](unsigned rd, int k, int slot) {
+    const unsigned a = aFrag + rd + 4u * (unsigned)(k * AP), b = bFrag + rd + 4u * (unsigned)(k * BP);
 #pragma unroll
     for (int i = 0; i < TM / 4; ++i) {
-      const float4 a = *reinterpret_cast<const float4 *>(&as[aRow0 + i * 4 * LM]);
-      fa[slot][4 * i] = a.x; fa[slot][4 * i + 1] = a.y; fa[slot][4 * i + 2] = a.z; fa[slot][4 * i + 3] = a.w;
+      const float4 v = sgemm_lds128(a + 16u * (unsigned)(i * LM));
+      fa[slot][4 * i] = v.x; fa[slot][4 * i + 1] = v.y; fa[slot][4 * i + 2] = v.z; fa[slot][4 * i + 3] = v.w;
     }
 #pragma unroll
     for (int j = 0; j < TN / 4; ++j) {
-      const float4 b = *reinterpret_cast<const float4 *>(&bs[bCol0 + j * 4 * LN]);
-      fb[slot][4 * j] = b.x; fb[slot][4 * j + 1] = b.y; fb[slot][4 * j + 2] = b.z; fb[slot][4 * j + 3] = b.w;
+      const float4 v = sgemm_lds128(b + 16u * (unsigned)(j * LN));
+      fb[slot][4 * j] = v.x; fb[slot][4 * j + 1] = v.y; fb[slot][4 * j + 2] = v.z; fb[slot][4 * j + 3] = v.w;
     }
   };
 
   float acc[TM][TN] = {};
-  const int chunks = (K + BK - 1) / BK;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < chunks) issue(s);
+    if (s < chunks) issue(s, s * STAGE_B, s == 0 && pad != 0);
     asm volatile("cp.async.commit_group;\n" ::);
   }
   asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
   __syncthreads();
-  loadFragments(0, 0, 0);
+  unsigned rd = 0, wr = (STAGES - 1) * STAGE_B;  // byte offsets of the stage read and the stage written next
+  loadFragments(rd, 0, 0);
 
   for (int kt = 0; kt < chunks; ++kt) {
-    if (kt + STAGES - 1 < chunks) issue(kt + STAGES - 1);
+    if (kt + STAGES - 1 < chunks) issue(kt + STAGES - 1, wr, false);
     asm volatile("cp.async.commit_group;\n" ::);
+    wr = (wr + STAGE_B == PIPE_B) ? 0u : wr + STAGE_B;
+    const unsigned nrd = (rd + STAGE_B == PIPE_B) ? 0u : rd + STAGE_B;
     const bool more = kt + 1 < chunks;  // uniform across the block
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
       if (k < BK - 1) {
-        loadFragments(kt, k + 1, (k + 1) & 1);
+        loadFragments(rd, k + 1, (k + 1) & 1);
       } else if (more) {
         asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
         __syncthreads();  // chunk kt+1 landed for every thread; chunk kt is no longer read
-        loadFragments(kt + 1, 0, (k + 1) & 1);
+        loadFragments(nrd, 0, (k + 1) & 1);
       }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] += fa[k & 1][i] * fb[k & 1][j];
     }
+    rd = nrd;
   }
   asm volatile("cp.async.wait_group 0;\n" ::);
   __syncthreads();  // shared memory is reused by the epilogue
@@ -183,8 +219,18 @@ template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, in
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
                      int M, int N, int K) {
-  if ((N % 4 == 0) && ((reinterpret_cast<unsigned long long>(B) & 15) == 0))
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, GS, true>(A, B, C, M, N, K);
+  static_assert(GS >= 1, "swizzle group");
+  const int gm = (M + BM - 1) / BM, gn = (N + BN - 1) / BN;
+  const int pid = blockIdx.x, width = GS * gn, group = pid / width, first = group * GS;
+  const int size = min(gm - first, GS);
+  const int rowBase = (first + (pid % width) % size) * BM, colBase = ((pid % width) / size) * BN;
+  const bool vecB = (N % 4 == 0) && ((reinterpret_cast<unsigned long long>(B) & 15) == 0);
+  const bool edge = rowBase + BM > M || colBase + BN > N || (long long)BM * K >= (1ll << 31) ||
+                    (long long)BK * N >= (1ll << 31);
+  if (vecB && !edge)
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false>(A, B, C, M, N, K, rowBase, colBase);
+  else if (vecB)
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true>(A, B, C, M, N, K, rowBase, colBase);
   else
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, GS, false>(A, B, C, M, N, K);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true>(A, B, C, M, N, K, rowBase, colBase);
 }

@@ -11,7 +11,10 @@
 // The partial kernel is the register-tiled scheme of the built-in "tiled" kernel:
 // thread block (BN/TN, BM/TM); each thread owns TM x TN outputs at row ty + i*TY, column
 // tx + j*TX; each thread stages BM*BK/THREADS elements of A and BK*BN/THREADS of B per chunk
-// (guarded, zero outside, so any M, N, K works); partial blocks never exit early.
+// (guarded, zero outside, so any M, N, K works); partial blocks never exit early. Its pieces are
+// those of gemmlab/tiled.cuh (staging, the inner product over a chunk, the masked stores).
+#include "gemmlab/tiled.cuh"
+
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void gemm_splitk_partial(const float *a, const float *b, float *workspace, int m, int n, int k) {
   constexpr int TX = BN / TN, TY = BM / TM, THREADS = TX * TY;
@@ -27,47 +30,16 @@ __global__ void gemm_splitk_partial(const float *a, const float *b, float *works
   const int k_end = min(k, k_begin + per_split);
   __shared__ float a_tile[BM][BK];
   __shared__ float b_tile[BK][BN];
-  float accumulator[TM][TN] = {};
+  float accumulator[TM][TN] = {}, a_fragment[TM], b_fragment[TN];
   for (int reduction_base = k_begin; reduction_base < k_end; reduction_base += BK) {
-#pragma unroll
-    for (int l = 0; l < BM * BK / THREADS; l++) {
-      const int linear = lane + l * THREADS;
-      const int row = linear / BK, inner = linear % BK;
-      a_tile[row][inner] = row_base + row < m && reduction_base + inner < k_end
-                               ? a[(long long)(row_base + row) * k + reduction_base + inner] : 0.0f;
-    }
-#pragma unroll
-    for (int l = 0; l < BK * BN / THREADS; l++) {
-      const int linear = lane + l * THREADS;
-      const int inner = linear / BN, col = linear % BN;
-      b_tile[inner][col] = reduction_base + inner < k_end && col_base + col < n
-                               ? b[(long long)(reduction_base + inner) * n + col_base + col] : 0.0f;
-    }
+    gemmlab::tiled_stage_a<BM, BM, BK, THREADS>(a_tile, a, m, k, k_end, row_base, 0, reduction_base, lane);
+    gemmlab::tiled_stage_b<BK, BN, THREADS>(b_tile, b, n, k_end, col_base, reduction_base, lane);
     __syncthreads();
-#pragma unroll
-    for (int inner = 0; inner < BK; inner++) {
-      float a_fragment[TM], b_fragment[TN];
-#pragma unroll
-      for (int i = 0; i < TM; i++) a_fragment[i] = a_tile[ty + i * TY][inner];
-#pragma unroll
-      for (int j = 0; j < TN; j++) b_fragment[j] = b_tile[inner][tx + j * TX];
-#pragma unroll
-      for (int i = 0; i < TM; i++) {
-#pragma unroll
-        for (int j = 0; j < TN; j++) accumulator[i][j] += a_fragment[i] * b_fragment[j];
-      }
-    }
+    gemmlab::tiled_multiply<BM, BN, BK, TM, TN>(accumulator, a_fragment, b_fragment, a_tile, b_tile, tx, ty);
     __syncthreads();
   }
-  float *partial = workspace + (long long)blockIdx.z * m * n;
-#pragma unroll
-  for (int i = 0; i < TM; i++) {
-#pragma unroll
-    for (int j = 0; j < TN; j++) {
-      const int row = row_base + ty + i * TY, col = col_base + tx + j * TX;
-      if (row < m && col < n) partial[(long long)row * n + col] = accumulator[i][j];
-    }
-  }
+  gemmlab::tiled_store<TM, TN, TX, TY>(workspace + (long long)blockIdx.z * m * n, accumulator, m, n, row_base,
+                                       col_base, tx, ty);
 }
 
 /// C[i] = sum_{z < splits} workspace[z*M*N + i], i < M*N, summed in order z = 0, 1, ...

@@ -1,7 +1,7 @@
 """gemmlab's built-in kernel plugins (installed under the import name ``gemmlab_plugins``).
 
 Each module listed in ``BUILTIN_MODULES`` implements the ``gemmlab_kernels`` hook
-(``gemmlab.hookspecs``). The core discovers them through ``gemmlab.registry``; it never imports
+(``gemmlab.contract.hookspecs``). The core discovers them through ``gemmlab.contract.registry``; it never imports
 one by name.
 """
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides, strided_linear, strided_loads, thread_tile_stores
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import (cdiv, check_tiled_tiles, count_hits, require, strided_linear, strided_loads,
+                                  thread_tile_stores, tiled_threads)
 
 CLUSTER = (2, 1, 1)
 
@@ -25,17 +26,7 @@ class ClusterTiledKernel(KernelSpec):
         require(device.max_cluster_size >= 2, "kernel",
                 f"thread-block clusters need sm_90 or newer; {device.name} (sm_{device.arch}) has none")
         require(p["BM"] % 2 == 0, "kernel.BM", f"BM={p['BM']} must be even (each CTA stages half of A)")
-        require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
-        require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
-        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
-        require(threads <= device.max_threads_per_block, "kernel.TM",
-                f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds {device.max_threads_per_block}")
-        for tile, size in (("A half", p["BM"] // 2 * p["BK"]), ("B", p["BK"] * p["BN"])):
-            require(size % threads == 0, "kernel.BK",
-                    f"load coverage: the {tile} tile has {size} elements, not a multiple of {threads} threads")
-        smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
-        require(smem <= device.max_shared_per_block, "kernel.BK",
-                f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
+        check_tiled_tiles(p, device, a_rows=p["BM"] // 2, a_label="A half")
 
     def entry(self, params) -> str:
         p = params
@@ -51,7 +42,7 @@ class ClusterTiledKernel(KernelSpec):
         from global memory plus the peer's half copied over DSMEM (each element once), for
         either rank; B as in ``tiled``."""
         p = params
-        threads, half = (p["BN"] // p["TN"]) * (p["BM"] // p["TM"]), p["BM"] // 2
+        threads, half = tiled_threads(p), p["BM"] // 2
         stores = thread_tile_stores(shape, p, 2 * cdiv(cdiv(shape.N, p["BN"]), 2), cdiv(shape.M, p["BM"]))
         a_linear = strided_linear(half * p["BK"], threads)
         loads = {}

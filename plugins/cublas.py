@@ -21,8 +21,8 @@ import functools
 
 import numpy as np
 
-from gemmlab.hookspecs import (LAYOUTS, PRECISIONS, DevicePointers, LibraryKernelSpec, ParamError, Problem, Shape,
-                               hookimpl)
+from gemmlab.contract.hookspecs import (LAYOUTS, PRECISIONS, DevicePointers, LibraryKernelSpec, ParamError, Problem,
+                                        Shape, hookimpl)
 
 INSTALL_HINT = "install the optional extra: pip install 'gemmlab[cublas]' (nvmath-python, nvidia-cublas)"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 NT_CHOICES = (4, 8, 16, 32, 64, 128)
 

@@ -12,8 +12,8 @@ Any M, N, K: when every row stride is a multiple of 8 elements (16 bytes) the ti
 
 from __future__ import annotations
 
-from gemmlab.hookspecs import Problem, hookimpl
-from gemmlab.plugin_utils import MmaSyncKernel, mma_model
+from gemmlab.contract.hookspecs import Problem, hookimpl
+from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
 
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PAD = 8  # elements of row padding in shared memory (16 bytes)
@@ -38,10 +38,7 @@ class MmaBf16Kernel(MmaSyncKernel):
         return shared_bytes(params, b_col)
 
     def instance(self, problem: Problem, params) -> str:
-        p = params
-        b_col = "true" if problem.layout_b == "col" else "false"
-        return (f"gemm_mma16<{ELEMENT[problem.precision]}, {p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, "
-                f"{p['WN']}, {p['STAGES']}, {b_col}, {'true' if self.aligned(problem) else 'false'}, {p['MIN_BLOCKS']}>")
+        return f"gemm_mma16<{ELEMENT[problem.precision]}, {self.template_args(problem, params)}>"
 
 
 model = mma_model  # the ownership model of every load path (tests/test_tckernels.py)

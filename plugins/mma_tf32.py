@@ -12,8 +12,8 @@ with src-size 4 or 0 (zero-fill).
 
 from __future__ import annotations
 
-from gemmlab.hookspecs import Problem, hookimpl
-from gemmlab.plugin_utils import MmaSyncKernel, mma_model
+from gemmlab.contract.hookspecs import Problem, hookimpl
+from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
 
 
 def shared_bytes(p, b_col: bool) -> int:
@@ -34,10 +34,7 @@ class MmaTf32Kernel(MmaSyncKernel):
         return shared_bytes(params, b_col)
 
     def instance(self, problem: Problem, params) -> str:
-        p = params
-        b_col = "true" if problem.layout_b == "col" else "false"
-        return (f"gemm_mma_tf32<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, {p['STAGES']}, "
-                f"{b_col}, {'true' if self.aligned(problem) else 'false'}, {p['MIN_BLOCKS']}>")
+        return f"gemm_mma_tf32<{self.template_args(problem, params)}>"
 
 
 model = mma_model  # the ownership model of every load path (tests/test_tckernels.py)

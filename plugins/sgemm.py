@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides
 
 MAX_THREADS_PER_SM = 2048  # sm_80 .. sm_90
 
@@ -247,16 +247,16 @@ class PipelinedKernel(KernelSpec):
 def gemmlab_kernels():
     return [
         Block2dKernel(name="sgemm_block2d", source="sgemm_block2d.cu",
-                      defaults={"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4},
-                      description="ladder 2: 128x64x16 block tile, 8x4 per thread, A transposed, "
+                      defaults={"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 4},
+                      description="ladder 2: 64x128x16 block tile, 8x4 per thread, A transposed, "
                                   "guarded float4 loads"),
         WarptileKernel(name="sgemm_warptile", source="sgemm_warptile.cu",
                        defaults={"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8},
                        description="ladder 3: warp tiles, register double-buffered fragments, "
                                    "double-buffered smem"),
         PipelinedKernel(name="sgemm_pipelined", source="sgemm_pipelined.cu",
-                        defaults={"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "TM": 16, "TN": 8,
-                                  "STAGES": 4, "GS": 8, "MINB": 1},
-                        description="ladder 4: cp.async STAGES-deep pipeline, smem epilogue, block "
-                                    "swizzle, launch bounds"),
+                        defaults={"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
+                                  "STAGES": 4, "GS": 8, "MINB": 3},
+                        description="ladder 4: cp.async STAGES-deep pipeline, lean addressing, smem "
+                                    "epilogue, block swizzle, 3 blocks/SM"),
     ]

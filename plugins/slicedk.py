@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides
 
 
 def _threads(p) -> tuple[int, int]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 
 class SmallTileKernel(KernelSpec):

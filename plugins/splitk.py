@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.plugin_utils import cdiv, count_hits, require, require_divides, strided_loads, thread_tile_stores
+from gemmlab.contract.plugin_utils import (cdiv, check_tiled_tiles, count_hits, require, strided_loads, thread_tile_stores,
+                                  tiled_threads)
 
 REDUCE_THREADS = 256
 
@@ -30,17 +31,7 @@ class SplitKKernel(KernelSpec):
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         p = params
-        require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
-        require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
-        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
-        require(threads <= device.max_threads_per_block, "kernel.TM",
-                f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds {device.max_threads_per_block}")
-        for tile, size in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
-            require(size % threads == 0, "kernel.BK",
-                    f"load coverage: the {tile} tile has {size} elements, not a multiple of {threads} threads")
-        smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
-        require(smem <= device.max_shared_per_block, "kernel.BK",
-                f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
+        check_tiled_tiles(p, device)
         require(1 <= p["SPLITS"] <= 65535, "kernel.SPLITS", f"SPLITS={p['SPLITS']} must be 1..65535 (grid z)")
 
     def entry(self, params) -> str:
@@ -72,7 +63,7 @@ class SplitKKernel(KernelSpec):
         device's grid), after checking that every workspace element of every split is written
         exactly once by the partial kernel; loads: the ``tiled`` cooperative staging."""
         p = params
-        threads = (p["BN"] // p["TN"]) * (p["BM"] // p["TM"])
+        threads = tiled_threads(p)
         partial = thread_tile_stores(shape, p, cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]))
         if not (partial == 1).all():  # each split's partial block: one writer per element
             return partial, {}

@@ -8,28 +8,15 @@ tile. The thread block is (BN/TN, BM/TM) = (32, 8).
 from __future__ import annotations
 
 
-from gemmlab.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.plugin_utils import cdiv, require, require_divides, strided_loads, thread_tile_stores
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.plugin_utils import cdiv, check_tiled_tiles, strided_loads, thread_tile_stores, tiled_threads
 
 
 class TiledKernel(KernelSpec):
     """64x64 block tile, (32,8) threads, 8x2 accumulators per thread, BK=16 (seed 000)."""
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
-        p = params
-        require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
-        require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
-        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
-        require(threads <= device.max_threads_per_block, "kernel.TM",
-                f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds the device limit "
-                f"{device.max_threads_per_block}; raise TM or TN")
-        for tile, size in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
-            require(size % threads == 0, "kernel.BK",
-                    f"load coverage: the {tile} tile has {size} elements, not a multiple of the "
-                    f"{threads} threads that stage it")
-        smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
-        require(smem <= device.max_shared_per_block, "kernel.BK",
-                f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
+        check_tiled_tiles(params, device)
 
     def entry(self, params) -> str:
         p = params
@@ -42,7 +29,7 @@ class TiledKernel(KernelSpec):
 
     def ownership(self, shape: Shape, params):
         p = params
-        threads = (p["BN"] // p["TN"]) * (p["BM"] // p["TM"])
+        threads = tiled_threads(p)
         stores = thread_tile_stores(shape, p, cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]))
         loads = {"A": strided_loads(p["BM"], p["BK"], threads), "B": strided_loads(p["BK"], p["BN"], threads)}
         return stores, loads

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, Problem, Shape,
-                               TensorMap, hookimpl)
-from gemmlab.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, Problem, Shape,
+                                        TensorMap, hookimpl)
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 BM = BK = 64
 

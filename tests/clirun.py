@@ -9,7 +9,7 @@ several commands at once: those tests pass ``in_process=False`` (same :class:`Re
 
 Each in-process call is a fresh command: :func:`gemmlab.clear_caches` first (nothing a previous
 command memoised carries over), Hydra's global state cleared after, and the command's point
-worker (``gemmlab.isolation``) stopped after, as the end of a real process stops it. So a point
+worker (``gemmlab.run.isolation``) stopped after, as the end of a real process stops it. So a point
 still runs in its own worker process started in ``cwd`` with this environment.
 """
 
@@ -29,9 +29,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: ``python -m`` module -> (module, function) run in-process: what the module's ``__main__`` block
 #: calls; it reads ``sys.argv`` and exits (``SystemExit``) or returns the exit status.
-ENTRY = {"gemmlab": ("gemmlab.cli", "main"), "gemmlab.cli": ("gemmlab.cli", "main"),
-         "gemmlab.report": ("gemmlab.report", "main"), "gemmlab.compare": ("gemmlab.compare", "_script"),
-         "gemmlab.dispatch": ("gemmlab.dispatch", "_entry"), "gemmlab.families": ("gemmlab.families", "main")}
+ENTRY = {"gemmlab": ("gemmlab.cli.app", "main"), "gemmlab.cli.app": ("gemmlab.cli.app", "main"),
+         "gemmlab.results.report": ("gemmlab.results.report", "main"),
+         "gemmlab.results.compare": ("gemmlab.results.compare", "_script"),
+         "gemmlab.cli.tune": ("gemmlab.cli.tune", "_entry"), "gemmlab.results.families": ("gemmlab.results.families", "main")}
 
 
 @dataclass
@@ -105,7 +106,7 @@ def run(module: str, *args, cwd: Path | str, in_process: bool = True, env: dict 
     from hydra.core.global_hydra import GlobalHydra
 
     import gemmlab
-    from gemmlab import isolation
+    from gemmlab.run import isolation
     name, func = ENTRY[module]
     main = getattr(importlib.import_module(name), func)
     gemmlab.clear_caches()

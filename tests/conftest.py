@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from clirun import REPO_ROOT  # noqa: F401  (the checkout: tests/..)
-
 
 @functools.lru_cache(maxsize=1)
 def gpu_unavailable_reason() -> str | None:
@@ -55,7 +53,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def cli():
     """``cli(args, cwd, module="gemmlab", in_process=True, env=None, timeout=300)``: run
-    ``python -m <module> *args`` (``gemmlab``, ``gemmlab.report``, ``gemmlab.compare``,
+    ``python -m <module> *args`` (``gemmlab``, ``gemmlab.results.report``, ``gemmlab.results.compare``,
     ``gemmlab.dispatch``, ...) in ``cwd`` against this checkout; returns a
     :class:`clirun.Result` (``returncode``, ``stdout``, ``stderr``). In this process by default
     (a fresh command each call, see tests/clirun.py); ``in_process=False`` for a real subprocess

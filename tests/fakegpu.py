@@ -1,9 +1,9 @@
-"""A host-memory stand-in for :class:`gemmlab.device.Gpu` (it satisfies :class:`gemmlab.device.GpuLike`,
+"""A host-memory stand-in for :class:`gemmlab.gpu.device.Gpu` (it satisfies :class:`gemmlab.gpu.device.GpuLike`,
 tests/test_device.py checks), for CPU tests of the pipeline, the
 guard bands and the timing loop. Not a test module (pytest collects ``test_*.py`` only).
 
 Device memory is a set of numpy byte arrays at fake addresses; ``allocate``/``fill32``/
-``upload``/``download`` work on raw addresses as the real ones do (``gemmlab.guards`` passes
+``upload``/``download`` work on raw addresses as the real ones do (``gemmlab.gpu.guards`` passes
 ``int(buffer.handle)`` plus offsets). A "kernel launch" runs a host function on that memory: by
 default a float32 GEMM C = A @ B for the GEMM ABI ``(A, B, C, M, N, K)``, and nothing for the
 launch-floor kernel. Time is a fake clock: every launch advances it by the kernel's duration, and
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.hookspecs import DeviceFacts
+from gemmlab.contract.hookspecs import DeviceFacts
 
 BASE_ADDRESS = 0x7F0000000000
 ALIGN = 256
@@ -152,7 +152,7 @@ class HostGpu:
 
     def tensor_map(self, tm, problem, address: int):
         """A stand-in descriptor (the rules are checked like the real one's)."""
-        from gemmlab import tma
+        from gemmlab.gpu import tma
         tma.check(tm, problem, address)
         return FakeTensorMap(tm, address)
 

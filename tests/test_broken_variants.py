@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 pytestmark = pytest.mark.gpu
 BROKEN_DIR = str(Path(__file__).with_name("broken"))

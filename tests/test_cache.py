@@ -1,12 +1,12 @@
-"""Persistent on-disk compile cache (gemmlab/cache.py) and its use by ``compile_kernel`` and
+"""Persistent on-disk compile cache (gemmlab/gpu/cache.py) and its use by ``compile_kernel`` and
 ``run_point`` (mode=compile: NVRTC only, no GPU needed).
 
-Contract under test (gemmlab/cache.py docstring): the key covers every input that can change the
+Contract under test (gemmlab/gpu/cache.py docstring): the key covers every input that can change the
 cubin; an entry is ``<key>.cubin`` + ``<key>.json``; a missing, truncated or corrupt entry is a
 miss, never a crash; a failed store only costs the cache. ``compile_kernel(persistent=True)``
 records ``disk_cache`` as ``miss`` / ``hit`` (``off`` without the disk cache).
 
-The in-process cache is emptied with its public hook (``gemmlab.compile.clear_cache``) before
+The in-process cache is emptied with its public hook (``gemmlab.gpu.compile.clear_cache``) before
 each test here and between calls, to act like a fresh process.
 """
 
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import cache
-from gemmlab import compile as compile_mod
-from gemmlab.compile import CompileOptions, compile_kernel
+from gemmlab.gpu import cache
+from gemmlab.gpu import compile as compile_mod
+from gemmlab.gpu.compile import CompileOptions, compile_kernel
 from gemmlab.paths import KERNELS_DIR
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 ELF = b"\x7fELF"
 NAIVE = "gemm_naive<16, 16>"
@@ -143,7 +143,7 @@ def _json_not_a_mapping(folder, key):
 def _json_wrong_schema(folder, key):
     p = folder / f"{key}.json"
     meta = json.loads(p.read_text())
-    meta["schema"] = "gemmlab.compile-cache/0"
+    meta["schema"] = "gemmlab.gpu.compile-cache/0"
     p.write_text(json.dumps(meta))
 
 
@@ -235,7 +235,7 @@ def test_store_into_read_only_dir_does_not_raise(tmp_path):
 
 @pytest.fixture
 def fresh():
-    """An empty in-process compile cache (:func:`gemmlab.compile.clear_cache`, emptied again after
+    """An empty in-process compile cache (:func:`gemmlab.gpu.compile.clear_cache`, emptied again after
     the test); call it to empty it once more, as a new process would start."""
     compile_mod.clear_cache()
     yield compile_mod.clear_cache

@@ -4,9 +4,9 @@ subprocess (``python -m gemmlab``).
 
 No GPU is needed: everything runs in ``mode=compile`` (NVRTC only) or is rejected before a GPU is
 opened (one in-process test drives ``run_point`` in ``mode=run`` against a fake GPU to check the
-status a failed launch gets). The contract under test (gemmlab/cli.py): exit 0 when every point is valid, 2 for invalid
-input with exactly one stderr line ``gemmlab: error: <field>: ...`` and no traceback, 1 for any
-other failure; every result.json written for a bad input has ``"valid": false``.
+status a failed launch gets). The contract under test (gemmlab/cli/app.py): exit 0 when every point
+is valid, 2 for invalid input with exactly one stderr line ``gemmlab: error: <field>: ...`` and no
+traceback, 1 for any other failure; every result.json written for a bad input has ``"valid": false``.
 """
 
 from __future__ import annotations
@@ -333,15 +333,15 @@ def test_simultaneous_sweeps_get_separate_directories(tmp_path, gemmlab_cmd, cli
 
 def test_launch_failure_is_recorded_as_cuda_error(tmp_path, monkeypatch):
     # The fake GPU keeps device memory on the host (guard-banded buffers at raw addresses, as
-    # gemmlab.guards allocates them) but launches through the real Gpu.launcher, whose cuda.core
+    # gemmlab.gpu.guards allocates them) but launches through the real Gpu.launcher, whose cuda.core
     # launch is made to fail.
     import cuda.core
     from cuda.core._utils.cuda_utils import CUDAError
 
-    import gemmlab.device
+    import gemmlab.gpu.device
     from fakegpu import HostGpu
-    from gemmlab.device import Gpu
-    from gemmlab.pipeline import exit_status, run_point
+    from gemmlab.gpu.device import Gpu
+    from gemmlab.run.pipeline import exit_status, run_point
 
     class FailingLaunchGpu(HostGpu):
         launcher = Gpu.launcher  # the real one: cuda.core.launch inside, CUDAError -> CudaError
@@ -354,7 +354,7 @@ def test_launch_failure_is_recorded_as_cuda_error(tmp_path, monkeypatch):
 
     gpu = FailingLaunchGpu()
     monkeypatch.setattr(cuda.core, "launch", failing_launch)
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     cfg = {"kernel": {"name": "naive", "BX": 16, "BY": 16}, "shape": [31, 33, 17], "mode": "run"}
     record = run_point(cfg, tmp_path / "point")
     assert len(calls) == 1  # the correctness launch was attempted ...

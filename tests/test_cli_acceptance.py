@@ -98,7 +98,7 @@ def test_help_with_a_broken_plugin_folder_still_helps(cli, tmp_path):
 
 
 def test_nothing_carries_over_between_commands(cli, tmp_path):
-    """Issue 12: each command keeps its state in its own gemmlab.cli.Invocation (no module-level
+    """Issue 12: each command keeps its state in its own gemmlab.cli.app.Invocation (no module-level
     channel), so in one process a failed point's exit status and one command's plugin folders never
     reach the next command."""
     for d in "abcd":
@@ -137,3 +137,53 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("gemmlab: error: shape: ${gemmlab_suite:") and "unknown family 'bogus'" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("args, start", [
+    (["--config-dir=/does/not/exist"], "--config-dir: /does/not/exist is not a directory"),
+    (["-cd", "/nope"], "--config-dir: /nope is not a directory"),
+    (["--config-name=nope"], "--config-name: no primary config 'nope'"),
+    (["-cn", "nope"], "--config-name: no primary config 'nope'"),
+    (["--config-path=/nope"], "--config-path: /nope is not a config folder"),
+    (["hydra/launcher=nope"], "hydra/launcher: unknown option 'nope'; available: basic, "),
+    (["hydra/sweeper=nope"], "hydra/sweeper: unknown option 'nope'; available: basic, optuna"),
+    (["hydra/job_logging=nope"], "hydra/job_logging: unknown option 'nope'; available: default, "),
+    (["hydra.mode=NOPE"], "hydra.mode: Error merging override hydra.mode=NOPE: Invalid value 'NOPE', expected one of"),
+    (["hydra.job.chdir=maybe"], "hydra.job.chdir: "),
+    (["-m", "hydra/launcher=basic", "hydra.launcher.foo=1"], "hydra.launcher.foo: Could not override"),
+    (["hydra.run.dir=${oc.env:GEMMLAB_TEST_NO_SUCH_VAR}"], "hydra.run.dir: "),
+    (["--cfg", "nope"], "--cfg: invalid choice: 'nope' (choose from 'job', 'hydra', 'all')"),
+    (["--info", "nope"], "--info: invalid choice: 'nope'"),
+    (["--nope"], "command line: unrecognized arguments: --nope"),
+    (["--cfg", "job", "-m"], "command line: Only one of --run, --multirun"),
+    (["--resolve"], "--resolve: "),
+    (["=5"], "override: "),
+    (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
+    (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown option 'nope'; available: ladder, "),
+], ids=lambda a: " ".join(a) if isinstance(a, list) else "")
+def test_hydra_errors_are_one_line(cli, tmp_path, args, start):
+    """Hydra's own errors (config folders and names, group options, overrides it cannot merge,
+    its argument parser) are gemmlab's one line, exit 2, before any run directory exists."""
+    extra = ["mode=compile"] + ([] if any(a.startswith("kernel=") for a in args) else ["kernel=naive"])
+    proc = cli([a.replace("{tmp}", str(tmp_path)) for a in args] + extra, tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text
+    assert "Traceback" not in text and "HYDRA_FULL_ERROR" not in text
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"gemmlab: error: {start}"), proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_bug_in_gemmlab_is_not_turned_into_a_hydra_error():
+    """Only Hydra's and OmegaConf's errors become one line; an exception raised by gemmlab's own
+    code (a bug) stays a traceback."""
+    from hydra.errors import MissingConfigException
+
+    from gemmlab.cli.app import hydra_error
+    try:
+        raise ValueError("a bug")
+    except ValueError as exc:
+        assert hydra_error(exc) is None
+    err = hydra_error(MissingConfigException("In 'hydra/config': Could not find 'hydra/launcher/x'",
+                                             missing_cfg_file="hydra/launcher/x", options=["basic", "joblib"]))
+    assert str(err) == "hydra/launcher: unknown option 'x'; available: basic, joblib"

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemmlab.compare import (FAILED, FAST, INVALID, ONLY_AFTER, ONLY_BEFORE, SAME, SLOW, UNSURE,
-                             UNTIMED, CompareError, beyond_threshold, bootstrap_ratio, compare,
-                             load_points, main, markdown, verdict)
+from gemmlab.results.compare import (FAILED, FAST, INVALID, ONLY_AFTER, ONLY_BEFORE, SAME, SLOW, UNSURE, UNTIMED,
+                                     CompareError, beyond_threshold, bootstrap_ratio, compare, load_points, main,
+                                     markdown, verdict)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 H200 = REPO_ROOT / "tests" / "data" / "h200"
 TIMED_POINTS = 12
 
@@ -221,6 +221,32 @@ def test_load_points_errors(tmp_path):
         load_points(bad)
 
 
+def test_foreign_json_in_a_tree_is_skipped(tmp_path, run_cli):
+    """A result.json in a directory that is no gemmlab record ({} or another tool's JSON) is no
+    point and no error: skipped with a one-line notice naming it; named directly it is refused."""
+    before, after = tmp_path / "b", tmp_path / "a"
+    write(before, "0", record())
+    write(after, "0", record())
+    junk = [write(after, "junk", {}), write(before, "tool", {"schema": "bench/3", "status": "ok"})]
+    skipped: list = []
+    (pair,) = compare(before, after, skipped=skipped)
+    assert pair.verdict == SAME
+    assert sorted(r.path for r in skipped) == sorted(map(str, junk))
+    proc = run_cli(before, after, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and "Traceback" not in proc.stderr
+    for path in junk:
+        assert any(line.startswith(f"gemmlab-compare: notice: skipped {path}: not a gemmlab record (")
+                   for line in lines), lines
+    with pytest.raises(CompareError, match="schema"):
+        load_points(junk[1])  # a file named directly must be a record
+    only = tmp_path / "only"
+    write(only, "x", {})
+    with pytest.raises(CompareError, match="no result.json under it that is a gemmlab record"):
+        load_points(only)
+
+
 def test_real_records_load():
     points = load_points(H200)
     assert len(points) == 13
@@ -234,8 +260,8 @@ def test_real_records_load():
 
 @pytest.fixture
 def run_cli(cli):
-    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.compare ARGS`` (conftest's ``cli``)."""
-    return lambda *args, cwd=None: cli(args, cwd, module="gemmlab.compare")
+    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.results.compare ARGS`` (conftest's ``cli``)."""
+    return lambda *args, cwd=None: cli(args, cwd, module="gemmlab.results.compare")
 
 
 @pytest.fixture
@@ -315,7 +341,7 @@ def test_markdown_marks_regressions(tmp_path):
 
 def test_entry_point_declared():
     text = (REPO_ROOT / "pyproject.toml").read_text()
-    assert 'gemmlab-compare = "gemmlab.compare:main"' in text
+    assert 'gemmlab-compare = "gemmlab.results.compare:main"' in text
 
 
 # --- gate and output rules added after a fresh-user trial ----------------------------------------

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from gemmlab.compile import CompileOptions, compile_kernel, parse_ptxas
+from gemmlab.gpu.compile import CompileOptions, compile_kernel, parse_ptxas
 from gemmlab.errors import CompileError
 from gemmlab.paths import CONF_DIR
-from gemmlab.registry import load_registry
+from gemmlab.contract.registry import load_registry
 
 PTXAS_LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function '_Z3fooi' for 'sm_90'

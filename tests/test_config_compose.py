@@ -2,7 +2,7 @@
 
 Checks that conf/ composes into the documented defaults, that group and field overrides land
 where the pipeline reads them, that the shipped experiments are multiruns over the expected
-lists, and that gemmlab.config.parse_config turns composed configs into RunConfig values.
+lists, and that gemmlab.stages.config.parse_config turns composed configs into RunConfig values.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ import pytest
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-import gemmlab.cli
+import gemmlab.cli.app
 import gemmlab.paths
-from gemmlab.config import InputOptions, RunConfig, parse_config
-from gemmlab.timing import TimingOptions
-from gemmlab.verify import VerifyOptions
-from gemmlab.device import offline_facts
+from gemmlab.stages.config import InputOptions, RunConfig, parse_config
+from gemmlab.stages.timing import TimingOptions
+from gemmlab.stages.verify import VerifyOptions
+from gemmlab.gpu.device import offline_facts
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import Shape
-from gemmlab.registry import load_registry
+from gemmlab.contract.hookspecs import Shape
+from gemmlab.contract.registry import load_registry
 
 
 def compose(*overrides: str, return_hydra_config: bool = False):
-    gemmlab.cli.register_resolvers()
+    gemmlab.cli.app.register_resolvers()
     with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
         return hydra.compose("config", overrides=list(overrides), return_hydra_config=return_hydra_config)
 
@@ -161,7 +161,7 @@ def test_plain_run_is_not_multirun():
 
 def test_sweep_summary_callback_is_configured():
     cfg = compose(return_hydra_config=True)
-    assert cfg.hydra.callbacks.gemmlab_summary._target_ == "gemmlab.sweep.SweepSummary"
+    assert cfg.hydra.callbacks.gemmlab_summary._target_ == "gemmlab.cli.sweep.SweepSummary"
     assert cfg.hydra.job.chdir is False
 
 
@@ -346,11 +346,11 @@ def test_parse_plain_dict_uses_defaults_for_missing_sections(registry):
     assert (rc.baseline, rc.precision, rc.sanitizer, rc.mode) == (None, "fp32", None, "run")
 
 
-# --- the one config schema (gemmlab.config.GemmlabConfig, Hydra's base_config) -------------------
+# --- the one config schema (gemmlab.stages.config.GemmlabConfig, Hydra's base_config) -------------------
 
 def test_composed_config_has_exactly_the_schema_keys_and_defaults():
     import dataclasses
-    from gemmlab.config import SECTIONS, TOP_LEVEL, CacheOptions, IsolationOptions, LayoutOptions
+    from gemmlab.stages.config import SECTIONS, TOP_LEVEL, CacheOptions, IsolationOptions, LayoutOptions
     cfg = compose()
     assert tuple(cfg.keys()) == TOP_LEVEL
     for section, keys in SECTIONS.items():
@@ -365,7 +365,7 @@ def test_composed_config_has_exactly_the_schema_keys_and_defaults():
 def test_hydra_itself_refuses_an_unknown_key_in_a_file_on_the_schema(tmp_path):
     (tmp_path / "bad.yaml").write_text("defaults:\n  - base_config\n  - _self_\nverify:\n  bogus: 1\n")
     (tmp_path / "good.yaml").write_text("defaults:\n  - base_config\n  - _self_\nverify:\n  atol: 1.0e-3\n")
-    gemmlab.cli.register_resolvers()  # stores base_config
+    gemmlab.cli.app.register_resolvers()  # stores base_config
     with hydra.initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
         with pytest.raises(Exception, match="bogus"):
             hydra.compose("bad")
@@ -379,7 +379,7 @@ def test_hydra_itself_refuses_an_unknown_key_in_a_file_on_the_schema(tmp_path):
     ("mode: graph\nwarmpu: 3\n", "timing", "timing.warmpu"),
 ])
 def test_unknown_key_in_a_config_file_is_one_line(tmp_path, text, package, field):
-    from gemmlab.config import check_config_file
+    from gemmlab.stages.config import check_config_file
     path = tmp_path / "x.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
@@ -388,7 +388,7 @@ def test_unknown_key_in_a_config_file_is_one_line(tmp_path, text, package, field
 
 
 def test_shipped_config_files_match_the_schema():
-    from gemmlab.config import check_config_file
+    from gemmlab.stages.config import check_config_file
     for group in ("experiment", "timing"):
         for path in sorted((gemmlab.paths.CONF_DIR / group).glob("*.yaml")):
             check_config_file(path, group)  # raises ConfigError on a key the schema lacks

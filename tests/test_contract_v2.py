@@ -14,17 +14,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import gemmlab.device
+import gemmlab.gpu.device
 from fakegpu import HostGpu
-from gemmlab import compile as compile_stage
-from gemmlab import inputs as inputs_stage
-from gemmlab import sass, tma
-from gemmlab.compile import CompileOptions, compile_kernel, scan_includes
+from gemmlab.gpu import compile as compile_stage
+from gemmlab.stages import inputs as inputs_stage
+from gemmlab.gpu import sass, tma
+from gemmlab.gpu.compile import CompileOptions, compile_kernel, scan_includes
 from gemmlab.errors import CompileError, ConfigError
-from gemmlab.hookspecs import KernelOptions, Problem, Shape, TensorMap
-from gemmlab.inputs import InputOptions
-from gemmlab.pipeline import exit_status, run_point
-from gemmlab.verify import VerifyOptions, check
+from gemmlab.contract.hookspecs import KernelOptions, Problem, Shape, TensorMap
+from gemmlab.stages.inputs import InputOptions
+from gemmlab.run.pipeline import exit_status, run_point
+from gemmlab.stages.verify import VerifyOptions, check
 
 PLUGINS = str(Path(__file__).with_name("v2plugins"))
 FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events", "floor": False}
@@ -79,7 +79,7 @@ BEHAVIOUR = {"gemm_layout": layout_gemm, "gemm_part": part_gemm, "add_ws": add_w
 
 def run(tmp_path, monkeypatch, gpu=None, name="point", **cfg):
     gpu = gpu or HostGpu(durations={"gemm_part": 1.0, "add_ws": 0.5}, behaviour=BEHAVIOUR)
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     full = {"kernel": {"name": "v2_layout"}, "shape": [33, 20, 17], "mode": "run", "timing": dict(FAST),
             "plugin_dirs": [PLUGINS]}
     full.update(cfg)
@@ -509,7 +509,7 @@ def test_cublas_every_precision_and_layout_on_fake_gpu(tmp_path, monkeypatch, pr
     nvmath.bindings.cublas = fake
     for name, mod in (("nvmath", nvmath), ("nvmath.bindings", nvmath.bindings), ("nvmath.bindings.cublas", fake)):
         monkeypatch.setitem(sys.modules, name, mod)
-    from gemmlab.registry import load_registry
+    from gemmlab.contract.registry import load_registry
     load_registry(entry_points=False)  # makes the built-in plugins importable as gemmlab_plugins
     import gemmlab_plugins.cublas as plugin
     plugin._version.cache_clear()
@@ -527,7 +527,7 @@ def test_cublas_every_precision_and_layout_on_fake_gpu(tmp_path, monkeypatch, pr
 
 
 def test_roofline_counts_two_byte_inputs_and_labels_tensor_core_precisions():
-    from gemmlab.roofline import roofline
+    from gemmlab.stages.roofline import roofline
     fp32 = roofline(64, 64, 64, 1.0, 132, "90", 1980.0, 4.8e12)
     bf16 = roofline(64, 64, 64, 1.0, 132, "90", 1980.0, 4.8e12, ab_bytes=2, precision="bf16")
     assert fp32["min_bytes"] == 4 * 3 * 64 * 64 and "note" not in fp32

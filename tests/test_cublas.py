@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from fakegpu import HostGpu
-from gemmlab.hookspecs import DevicePointers, LibraryKernelSpec, ParamError, Shape
-from gemmlab.registry import load_registry
+from gemmlab.contract.hookspecs import DevicePointers, LibraryKernelSpec, ParamError, Shape
+from gemmlab.contract.registry import load_registry
 
 
 @pytest.fixture
@@ -158,11 +158,11 @@ def test_unsupported_precision(spec, fake_nvmath):
 
 def test_pipeline_baseline_cublas_on_fake_gpu(fake_nvmath, monkeypatch, tmp_path):
     # the whole run (tiled vs cublas baseline) on the host-memory fake GPU with the fake cuBLAS
-    import gemmlab.device
-    from gemmlab.pipeline import run_point
+    import gemmlab.gpu.device
+    from gemmlab.run.pipeline import run_point
     gpu, cublas = fake_nvmath
     gpu.durations["gemm_tiled"] = 1.0  # cublas: 0.5 ms per call (FakeCublas.sgemm)
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     cfg = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "baseline": "cublas", "mode": "run",
            "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}}
     rec = run_point(cfg, tmp_path / "p")
@@ -177,10 +177,10 @@ def test_pipeline_baseline_cublas_on_fake_gpu(fake_nvmath, monkeypatch, tmp_path
 
 
 def test_pipeline_cublas_tf32_on_fake_gpu(fake_nvmath, monkeypatch, tmp_path):
-    import gemmlab.device
-    from gemmlab.pipeline import run_point
+    import gemmlab.gpu.device
+    from gemmlab.run.pipeline import run_point
     gpu, cublas = fake_nvmath
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     cfg = {"kernel": {"name": "cublas"}, "shape": [16, 8, 32], "precision": "tf32", "mode": "run",
            "timing": {"warmup": 0, "repeat": 2, "batch": 1, "floor": False}}
     rec = run_point(cfg, tmp_path / "p")

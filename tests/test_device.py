@@ -1,4 +1,4 @@
-"""gemmlab/device.py without a GPU: the ``GpuLike`` protocol that the real :class:`~gemmlab.device.Gpu`
+"""gemmlab/gpu/device.py without a GPU: the ``GpuLike`` protocol that the real :class:`~gemmlab.gpu.device.Gpu`
 and the fake GPU of the CPU tests (tests/fakegpu.py) both satisfy."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 from fakegpu import HostGpu
-from gemmlab.device import Gpu, GpuLike
+from gemmlab.gpu.device import Gpu, GpuLike
 
 METHODS = sorted(n for n, v in vars(GpuLike).items() if inspect.isfunction(v) and not n.startswith("_"))
 ATTRIBUTES = sorted(GpuLike.__annotations__)
@@ -21,14 +21,14 @@ def test_fake_gpu_satisfies_gpulike():
     gpu = HostGpu()
     assert isinstance(gpu, GpuLike)
     for name in METHODS:  # same parameters, by name and order, as the protocol
-        assert list(inspect.signature(getattr(HostGpu, name)).parameters) == \
-            list(inspect.signature(getattr(GpuLike, name)).parameters), name
+        want = list(inspect.signature(getattr(GpuLike, name)).parameters)
+        assert list(inspect.signature(getattr(HostGpu, name)).parameters) == want, name
 
 
 def test_real_gpu_satisfies_gpulike():
     for name in METHODS:
-        assert list(inspect.signature(getattr(Gpu, name)).parameters) == \
-            list(inspect.signature(getattr(GpuLike, name)).parameters), name
+        want = list(inspect.signature(getattr(GpuLike, name)).parameters)
+        assert list(inspect.signature(getattr(Gpu, name)).parameters) == want, name
     init = inspect.getsource(Gpu.__init__)  # no GPU here: the attributes Gpu() sets
     for name in ATTRIBUTES:
         assert f"self.{name} = " in init, name

@@ -1,4 +1,4 @@
-"""kernel=auto (gemmlab.dispatch) and the shape suite (gemmlab.shapes), on the CPU: the suite's
+"""kernel=auto (gemmlab.dispatch.auto) and the shape suite (gemmlab.dispatch.shapes), on the CPU: the suite's
 families, table validation (one-line errors), table lookup, the fallback rules, the table builder
 on real H200 records, and kernel=auto resolved through run_point in mode=compile."""
 
@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
-from gemmlab import dispatch
+from gemmlab.dispatch import auto as dispatch
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import KernelSpec, Launch, Shape
-from gemmlab.registry import load_registry
-from gemmlab.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
+from gemmlab.contract.hookspecs import KernelSpec, Launch, Shape
+from gemmlab.contract.registry import load_registry
+from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
 
-REPO = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT as REPO  # noqa: E402  (the checkout, defined once)
 DATA = REPO / "tests" / "data" / "h200"
 # The rules are tested against a fixed set of kernels (this branch's built-ins), so the expected
 # choices do not change when other branches add kernels the rules prefer (sgemm_*, splitk).
@@ -102,7 +101,7 @@ def test_shipped_table_entries_are_their_records():
     """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200),
     a valid timed record of exactly that kernel, parameters and shape, with the entry's median and
     ratio; and building the table again from those records gives the same entries."""
-    from gemmlab.results import read_record
+    from gemmlab.stages.record_model import read_record
     table = dispatch.load_table()
     root = REPO / table.meta["records_dir"]
     assert root == REPO / "docs" / "results" / "shapes-h200"
@@ -202,7 +201,7 @@ def test_rules_pick_by_shape(shape, kernel, rule):
 
 
 def dispatch_facts():
-    from gemmlab.device import offline_facts
+    from gemmlab.gpu.device import offline_facts
     return offline_facts("90")
 
 
@@ -281,7 +280,7 @@ def test_resolve_auto_bad_input(kernel, field):
 
 
 def test_run_point_auto_compile_records_dispatch(tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     # 4x4096x4096: no entry of the shipped H200 table within 1.5x in M (1, 8), so the rules choose
     rec = run_point({"kernel": {"name": "auto"}, "shape": [4, 4096, 4096], "mode": "compile"}, tmp_path / "a")
     assert rec["status"] == "compiled", rec["error"]
@@ -344,7 +343,7 @@ def test_build_refuses_mixed_gpus_and_empty_input(tmp_path):
 
 def test_tune_cli_build_show_choose_and_bad_table(cli, tmp_path):
     def run_tune(*args, cwd):
-        return cli(args, cwd, module="gemmlab.dispatch")
+        return cli(args, cwd, module="gemmlab.cli.tune")
     out = tmp_path / "t.json"
     proc = run_tune("build", str(DATA), "-o", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -433,3 +432,46 @@ def test_large_candidates_need_a_full_wave_of_their_own_blocks():
     assert dispatch.choose(Shape(4096, 4096, 4096), reg).kernel == "sgemm_pipelined"
     odd = dispatch.choose(Shape(1000, 3000, 777), reg)
     assert odd.kernel == "tiled" and any("96 blocks < 132 SMs" in s for s in odd.skipped)
+
+
+def test_dispatch_defaults_come_from_the_contract():
+    """kernel=auto's defaults (precision, layouts, names, what a kernel supports when it declares
+    nothing) are the plugin contract's (gemmlab.contract.hookspecs.Problem / KernelBase / PRECISIONS /
+    LAYOUTS), not copies: no default argument, ``.get`` fallback or option default in
+    gemmlab/dispatch/auto.py is a literal precision or layout."""
+    import ast
+    import inspect
+
+    from gemmlab.dispatch import auto as dispatch
+
+    from gemmlab.contract import hookspecs
+    assert dispatch.PRECISION_NAMES is hookspecs.PRECISIONS and dispatch.LAYOUT_NAMES is hookspecs.LAYOUTS
+    problem = hookspecs.Problem(hookspecs.Shape(1, 1, 1))
+    assert dispatch.DEFAULT_PRECISION == problem.precision
+    assert dispatch.DEFAULT_LAYOUT == (problem.layout_a, problem.layout_b)
+    literal = set(hookspecs.PRECISIONS) | set(hookspecs.LAYOUTS)
+
+    def is_literal(node) -> bool:
+        return isinstance(node, ast.Constant) and node.value in literal or (
+            isinstance(node, ast.Tuple) and any(is_literal(e) for e in node.elts))
+
+    tree = ast.parse(inspect.getsource(dispatch))
+    found = []
+    for node in ast.walk(tree):
+        defaults = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("get", "getattr") and len(node.args) == 2:
+                defaults = [node.args[1]]
+            defaults += [k.value for k in node.keywords if k.arg == "default"]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+            defaults = node.args[2:]
+        elif isinstance(node, ast.IfExp):  # x if ok else <default>
+            defaults = [node.orelse]
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            defaults = [node.value] if any(t.id.isupper() for t in node.targets) else []
+        found += [ast.unparse(d) for d in defaults if is_literal(d)]
+    assert not found, found
+    from gemmlab.stages.config import LayoutOptions, RunConfig
+    assert RunConfig.precision == problem.precision and (LayoutOptions.a, LayoutOptions.b) == dispatch.DEFAULT_LAYOUT

@@ -1,4 +1,4 @@
-"""The per-family view (gemmlab.families) over real H200 records (tests/data/h200): grouping by the
+"""The per-family view (gemmlab.results.families) over real H200 records (tests/data/h200): grouping by the
 suite's families, same-run percentages, geometric means, target verdicts, files, bad input."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import families
+from gemmlab.results import families
 from gemmlab.errors import ConfigError
 
 DATA = Path(__file__).resolve().parent / "data" / "h200"

@@ -6,8 +6,8 @@ import json
 
 
 def test_cache_entry_with_garbage_resources_is_a_miss(tmp_path):
-    from gemmlab import cache, compile as compile_stage
-    from gemmlab.compile import CompileOptions, compile_kernel
+    from gemmlab.gpu import cache, compile as compile_stage
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
     from gemmlab.paths import KERNELS_DIR
     folder = tmp_path / "cache"
     compile_stage.clear_cache()
@@ -25,7 +25,7 @@ def test_cache_entry_with_garbage_resources_is_a_miss(tmp_path):
 
 
 def test_resume_ignores_cache_settings(tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     cfg = {"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile", "cache": {"enabled": True, "dir": None}}
     first = run_point(cfg, tmp_path / "p")
     assert first["status"] == "compiled"
@@ -36,7 +36,7 @@ def test_resume_ignores_cache_settings(tmp_path):
 
 def test_sampled_with_every_row_sampled_reports_finite_errors():
     import numpy as np
-    from gemmlab.verify import VerifyOptions, check
+    from gemmlab.stages.verify import VerifyOptions, check
     rng = np.random.default_rng(0)
     a = rng.standard_normal((40, 64)).astype(np.float32)
     b = rng.standard_normal((64, 50)).astype(np.float32)
@@ -46,8 +46,8 @@ def test_sampled_with_every_row_sampled_reports_finite_errors():
 
 
 def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
-    from gemmlab import compile as compile_stage
-    from gemmlab.compile import CompileOptions, CompileError, compile_kernel
+    from gemmlab.gpu import compile as compile_stage
+    from gemmlab.gpu.compile import CompileOptions, CompileError, compile_kernel
     from gemmlab.paths import KERNELS_DIR
 
     def no_report(text, lowered):
@@ -62,7 +62,7 @@ def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
 
 def test_products_are_computed_once_for_kernel_and_baseline(monkeypatch):
     import numpy as np
-    from gemmlab import verify
+    from gemmlab.stages import verify
     rng = np.random.default_rng(1)
     a = rng.standard_normal((16, 32)).astype(np.float32)
     b = rng.standard_normal((32, 8)).astype(np.float32)

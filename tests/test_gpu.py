@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 pytestmark = pytest.mark.gpu
 
@@ -60,8 +60,8 @@ def test_tiled_other_tiles_verify(params, tmp_path):
 
 BROKEN_PLUGIN = '''
 from pathlib import Path
-from gemmlab.hookspecs import KernelSpec, Launch, hookimpl
-from gemmlab.plugin_utils import cdiv
+from gemmlab.contract.hookspecs import KernelSpec, Launch, hookimpl
+from gemmlab.contract.plugin_utils import cdiv
 
 SOURCE = Path(__file__).with_name("skiplast.cu")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 PLUGINS = str(Path(__file__).with_name("v2plugins"))
 FAST = {"warmup": 2, "repeat": 3, "batch": 5}
@@ -24,7 +24,7 @@ def _run(tmp_path, name, **cfg):
 
 
 def _cublas_available():
-    from gemmlab.registry import load_registry
+    from gemmlab.contract.registry import load_registry
     return load_registry().get("cublas").available()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ def _ok(rec):
 
 @pytest.fixture(scope="module")
 def cublas_available():
-    from gemmlab.registry import load_registry
+    from gemmlab.contract.registry import load_registry
     reason = load_registry().get("cublas").available()
     if reason:
         pytest.skip(reason)
@@ -41,10 +41,10 @@ def cublas_available():
 
 def test_cublas_fp32_is_exact_on_1024_5(cublas_available):
     """1x1x1, A=[[1024.5]], B=[[1.0]]: float32 SGEMM must give exactly 1024.5 (TF32 would round it)."""
-    from gemmlab import guards
-    from gemmlab.device import open_gpu
-    from gemmlab.hookspecs import DevicePointers, Shape
-    from gemmlab.registry import load_registry
+    from gemmlab.gpu import guards
+    from gemmlab.gpu.device import open_gpu
+    from gemmlab.contract.hookspecs import DevicePointers, Shape
+    from gemmlab.contract.registry import load_registry
     gpu = open_gpu(0)
     spec = load_registry().get("cublas")
     a = guards.allocate(gpu, "A", (1, 1), np.array([[1024.5]], np.float32))
@@ -140,8 +140,8 @@ def test_memcheck_clean_on_tiled(tmp_path):
 
 BIG_SMEM_PLUGIN = '''
 from pathlib import Path
-from gemmlab.hookspecs import KernelSpec, Launch, hookimpl
-from gemmlab.plugin_utils import cdiv
+from gemmlab.contract.hookspecs import KernelSpec, Launch, hookimpl
+from gemmlab.contract.plugin_utils import cdiv
 
 class BigSmem(KernelSpec):
     def entry(self, params):
@@ -184,7 +184,7 @@ def test_dynamic_shared_memory_above_48k_opt_in(tmp_path):
 def test_disk_cache_hit_loads_and_runs(tmp_path):
     cache = {"enabled": True, "dir": str(tmp_path / "cache")}
     first = _ok(run_point(_cfg("tiled", (63, 65, 33), params={"BK": 8}, cache=cache), tmp_path / "a"))
-    from gemmlab import compile as compile_stage
+    from gemmlab.gpu import compile as compile_stage
     compile_stage.clear_cache()  # force the on-disk path, as a new process would
     second = _ok(run_point(_cfg("tiled", (63, 65, 33), params={"BK": 8}, cache=cache), tmp_path / "b"))
     assert first["compile"]["disk_cache"] == "miss" and second["compile"]["disk_cache"] == "hit"

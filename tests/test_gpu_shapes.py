@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 pytestmark = pytest.mark.gpu
 

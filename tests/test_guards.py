@@ -1,4 +1,4 @@
-"""gemmlab.guards: guard-banded matrices on a fake GPU (host memory at raw addresses), the canary
+"""gemmlab.gpu.guards: guard-banded matrices on a fake GPU (host memory at raw addresses), the canary
 check before and after each matrix, and read-back."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fakegpu import HostGpu
-from gemmlab import guards
-from gemmlab.guards import CANARY, GUARD_BYTES, GuardedMatrix
+from gemmlab.gpu import guards
+from gemmlab.gpu.guards import CANARY, GUARD_BYTES, GuardedMatrix
 
 WORDS = GUARD_BYTES // 4
 

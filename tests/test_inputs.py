@@ -1,12 +1,12 @@
-"""gemmlab.inputs.make_inputs: the three distributions, their ranges, dtype/layout, seeding."""
+"""gemmlab.stages.inputs.make_inputs: the three distributions, their ranges, dtype/layout, seeding."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gemmlab.hookspecs import Shape
-from gemmlab.inputs import INT_RANGE, MAX_EXACT_K, InputOptions, make_inputs
+from gemmlab.contract.hookspecs import Shape
+from gemmlab.stages.inputs import INT_RANGE, MAX_EXACT_K, InputOptions, make_inputs
 
 DISTRIBUTIONS = ("normal", "uniform", "integers")
 SHAPE = Shape(M=37, N=29, K=53)

@@ -1,4 +1,4 @@
-"""Fault isolation (gemmlab.isolation) and per-point GPU locks (gemmlab.device.lease_scope).
+"""Fault isolation (gemmlab.run.isolation) and per-point GPU locks (gemmlab.gpu.device.lease_scope).
 
 A CUDA fault is sticky for the process, a crash ends it, a hung kernel never returns: each must
 cost only its own point. Without a GPU these are simulated from a plugin's ``check()``
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import gemmlab.device
+import gemmlab.gpu.device
 from fakegpu import HostGpu
-from gemmlab import isolation
-from gemmlab.config import IsolationOptions
+from gemmlab.run import isolation
+from gemmlab.stages.config import IsolationOptions
 from gemmlab.errors import ConfigError, NoGPUError
 
 FAULTY = str(Path(__file__).resolve().parent / "plugins_faulty")
@@ -108,7 +108,7 @@ def test_invalid_point_does_not_replace_the_worker(runner, tmp_path):
 
 
 def test_isolation_options_are_validated(tmp_path):
-    from gemmlab.config import parse_isolation
+    from gemmlab.stages.config import parse_isolation
     assert parse_isolation(None) == IsolationOptions()
     for bad, field in (({"timeout_s": 0}, "isolation.timeout_s"), ({"process": "yes"}, "isolation.process"),
                        ({"watchdog": 1}, "isolation.watchdog"), (3, "isolation")):
@@ -132,22 +132,22 @@ def locked(folder: Path, index: int) -> bool:
 
 @pytest.fixture
 def one_gpu(monkeypatch, tmp_path):
-    gemmlab.device.release_held_locks()
-    monkeypatch.setattr(gemmlab.device, "gpu_count", lambda: 1)
+    gemmlab.gpu.device.release_held_locks()
+    monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 1)
     monkeypatch.setenv("GEMMLAB_LOCK_DIR", str(tmp_path / "locks"))
     yield tmp_path / "locks"
-    gemmlab.device.release_held_locks()
+    gemmlab.gpu.device.release_held_locks()
 
 
 def test_lease_scope_releases_on_return_and_on_error(one_gpu):
-    with gemmlab.device.lease_scope():
-        assert gemmlab.device.pick_device() == 0
-        assert gemmlab.device.pick_device() == 0  # same point: same GPU
+    with gemmlab.gpu.device.lease_scope():
+        assert gemmlab.gpu.device.pick_device() == 0
+        assert gemmlab.gpu.device.pick_device() == 0  # same point: same GPU
         assert locked(one_gpu, 0)
     assert not locked(one_gpu, 0)
     with pytest.raises(RuntimeError):
-        with gemmlab.device.lease_scope():
-            gemmlab.device.pick_device()
+        with gemmlab.gpu.device.lease_scope():
+            gemmlab.gpu.device.pick_device()
             raise RuntimeError("point failed")
     assert not locked(one_gpu, 0)
 
@@ -156,17 +156,17 @@ def test_busy_gpu_is_waited_for_then_taken(one_gpu):
     one_gpu.mkdir()
     other = open(one_gpu / "gpu0.lock", "w")  # another process's point
     fcntl.flock(other, fcntl.LOCK_EX)
-    with gemmlab.device.lease_scope(), pytest.raises(NoGPUError, match="no GPU became free"):
-        gemmlab.device.pick_device(wait_s=0.2)
+    with gemmlab.gpu.device.lease_scope(), pytest.raises(NoGPUError, match="no GPU became free"):
+        gemmlab.gpu.device.pick_device(wait_s=0.2)
     other.close()
-    with gemmlab.device.lease_scope():
-        assert gemmlab.device.pick_device(wait_s=5) == 0
+    with gemmlab.gpu.device.lease_scope():
+        assert gemmlab.gpu.device.pick_device(wait_s=5) == 0
 
 
 @pytest.mark.parametrize("shape, status", [([16, 16, 16], "ok"), ([16, 16, 0], "invalid")])
 def test_device_auto_lock_ends_with_the_point(one_gpu, monkeypatch, tmp_path, shape, status):
     """Issue 11.2: an idle worker process must not keep its GPU locked after its point."""
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: HostGpu())
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: HostGpu())
     cfg = {"kernel": {"name": "naive"}, "shape": shape, "device": "auto", "isolation": {"process": False},
            "timing": {"warmup": 1, "repeat": 2, "batch": 1}}
     rec = isolation.run_point(cfg, tmp_path / "p")
@@ -195,7 +195,7 @@ def test_idle_joblib_worker_does_not_keep_the_gpu(tmp_path):
     second worker waited for the first's process to end (about 300 s)."""
     import subprocess
     import sys
-    n = gemmlab.device.gpu_count()
+    n = gemmlab.gpu.device.gpu_count()
     sweep = tmp_path / "sw"
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "gemmlab", "-m", "hydra/launcher=gemmlab_gpus",

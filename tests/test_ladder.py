@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gemmlab.device import offline_facts
-from gemmlab.hookspecs import ParamError, Shape
-from gemmlab.registry import load_registry
+from gemmlab.gpu.device import offline_facts
+from gemmlab.contract.hookspecs import ParamError, Shape
+from gemmlab.contract.registry import load_registry
 
 FACTS = offline_facts("90")
 REGISTRY = load_registry(entry_points=False)
@@ -37,15 +37,23 @@ def check_model(name, shape, p):
     return stores, loads
 
 
+PIPE_1 = dict(BM=128, BN=256, BK=16, WM=64, WN=64, TM=16, TN=8, STAGES=4, GS=8, MINB=1)  # the first pass's default
 VARIANTS = {
-    "sgemm_block2d": [{}, dict(BK=16), dict(BM=64, BN=64, BK=16, TM=4, TN=4), dict(BM=128, BN=64, BK=16, TM=8, TN=4)],
+    "sgemm_block2d": [{}, dict(BM=128, BN=128, BK=8, TM=8, TN=8), dict(BM=64, BN=64, BK=16, TM=4, TN=4), dict(BM=128, BN=64, BK=16, TM=8, TN=4)],
     "sgemm_warptile": [{}, dict(BK=16), dict(WM=64, WN=32), dict(BM=64, BN=128, WM=32, WN=64)],
-    "sgemm_pipelined": [{}, dict(BK=16), dict(STAGES=4, GS=1), dict(BM=256, BN=128), dict(TM=8, TN=16, WM=32, WN=128),
-                        dict(BM=128, BN=128, WM=32, WN=64, TM=8, TN=8, GS=3), dict(BK=32, STAGES=2, GS=5)],
+    "sgemm_pipelined": [{}, PIPE_1, dict(PIPE_1, BK=8), dict(PIPE_1, GS=1), dict(PIPE_1, BM=256, BN=128),
+                        dict(PIPE_1, TM=8, TN=16, WM=32, WN=128),
+                        dict(PIPE_1, BM=128, BN=128, WM=32, WN=64, TM=8, TN=8, GS=3), dict(PIPE_1, BK=32, STAGES=2, GS=5),
+                        # the second pass's candidates (2 and 3 blocks per SM, deeper chunks)
+                        dict(PIPE_1, BN=128, MINB=2), dict(PIPE_1, BN=128, WM=32, TM=8, MINB=2),
+                        dict(PIPE_1, BN=128, WM=32, TM=8, MINB=2, BK=8), dict(PIPE_1, BK=32, STAGES=3),
+                        dict(STAGES=3, GS=1)],
 }
+# interior blocks whose K is not a multiple of BK (the pipelined rung's shifted first chunk)
+INTERIOR = [Shape(512, 512, 100), Shape(384, 512, 777)]
 
 
-@pytest.mark.parametrize("shape", PARTIAL, ids=str)
+@pytest.mark.parametrize("shape", PARTIAL + INTERIOR, ids=str)
 @pytest.mark.parametrize("name, over", [(n, v) for n, vs in VARIANTS.items() for v in vs],
                          ids=lambda x: x if isinstance(x, str) else "-".join(f"{k}{v}" for k, v in x.items()) or "defaults")
 def test_general_rungs_one_owner_and_exact_loads(name, over, shape):
@@ -61,9 +69,9 @@ def test_ladder_tile2d_one_owner_and_exact_loads(n, bk):
 
 def test_staging_shapes():
     _, loads = check_model("sgemm_pipelined", Shape(300, 300, 300), params("sgemm_pipelined"))
-    assert loads["A"].shape == (128, 16) and loads["B"].shape == (16, 256) and loads["C"].shape == (16, 64)
+    assert loads["A"].shape == (64, 16) and loads["B"].shape == (16, 128) and loads["C"].shape == (16, 64)
     _, loads = check_model("sgemm_block2d", Shape(300, 300, 300), params("sgemm_block2d"))
-    assert loads["A"].shape == (128, 16) and loads["B"].shape == (16, 64)
+    assert loads["A"].shape == (64, 16) and loads["B"].shape == (16, 128)
 
 
 def test_model_has_teeth():
@@ -95,15 +103,17 @@ def test_swizzle_groups_walk_columns():
     assert bm.tolist() == [0, 0, 0, 0] and bn.tolist() == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("name, shape, grid, block, smem", [
-    ("ladder_tile2d", Shape(512, 512, 512), (64, 1, 1), (256, 1, 1), 0),
-    ("sgemm_block2d", Shape(4097, 1, 3), (1, 33, 1), (256, 1, 1), 0),
-    ("sgemm_warptile", Shape(4096, 4096, 4096), (32, 32, 1), (256, 1, 1), 0),
-    ("sgemm_pipelined", Shape(4096, 4096, 4096), (512, 1, 1), (256, 1, 1), 99328),
-    ("sgemm_pipelined", Shape(4095, 4097, 1023), (32 * 17, 1, 1), (256, 1, 1), 99328),
+@pytest.mark.parametrize("name, over, shape, grid, block, smem", [
+    ("ladder_tile2d", {}, Shape(512, 512, 512), (64, 1, 1), (256, 1, 1), 0),
+    ("sgemm_block2d", {}, Shape(4097, 1, 3), (1, 65, 1), (256, 1, 1), 0),
+    ("sgemm_warptile", {}, Shape(4096, 4096, 4096), (32, 32, 1), (256, 1, 1), 0),
+    ("sgemm_pipelined", {}, Shape(4096, 4096, 4096), (64 * 32, 1, 1), (128, 1, 1), 50176),
+    ("sgemm_pipelined", {}, Shape(4095, 4097, 1023), (64 * 33, 1, 1), (128, 1, 1), 50176),
+    ("sgemm_pipelined", dict(BM=128, BN=256, WM=64, TM=16, MINB=1), Shape(4096, 4096, 4096), (512, 1, 1),
+     (256, 1, 1), 99328),
 ])
-def test_launch_geometry(name, shape, grid, block, smem):
-    launch = REGISTRY.get(name).launch(shape, params(name), FACTS)
+def test_launch_geometry(name, over, shape, grid, block, smem):
+    launch = REGISTRY.get(name).launch(shape, params(name, **over), FACTS)
     assert (launch.grid, launch.block, launch.shared_bytes) == (grid, block, smem)
 
 
@@ -121,8 +131,8 @@ def test_launch_geometry(name, shape, grid, block, smem):
     ("sgemm_warptile", dict(BK=4), Shape(64, 64, 64), "kernel.BK", "load coverage"),
     ("sgemm_pipelined", dict(STAGES=1), Shape(64, 64, 64), "kernel.STAGES", "at least 2"),
     ("sgemm_pipelined", dict(BK=64, STAGES=8), Shape(64, 64, 64), "kernel.STAGES", "shared memory"),
-    ("sgemm_pipelined", dict(MINB=9), Shape(64, 64, 64), "kernel.MINB", "threads per SM"),
-    ("sgemm_pipelined", dict(BK=32, STAGES=4, MINB=2), Shape(64, 64, 64), "kernel.MINB", "do not fit"),
+    ("sgemm_pipelined", dict(MINB=17), Shape(64, 64, 64), "kernel.MINB", "threads per SM"),
+    ("sgemm_pipelined", dict(BK=32, STAGES=4, MINB=3), Shape(64, 64, 64), "kernel.MINB", "do not fit"),
     ("sgemm_pipelined", dict(GS=0), Shape(64, 64, 64), "kernel.GS", "positive"),
     ("sgemm_pipelined", dict(TN=6, WN=48, BN=192), Shape(64, 64, 64), "kernel.TN", "multiple of 4"),
 ])
@@ -143,9 +153,9 @@ def test_conf_defaults_match_plugin(name):
 
 def test_sgemm_ladder_experiment_composes():
     import hydra
-    import gemmlab.cli
+    import gemmlab.cli.app
     import gemmlab.paths
-    gemmlab.cli.register_resolvers()
+    gemmlab.cli.app.register_resolvers()
     with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
         cfg = hydra.compose("config", overrides=["experiment=sgemm_ladder"], return_hydra_config=True)
     params_ = cfg.hydra.sweeper.params
@@ -170,7 +180,7 @@ def _cfg(kernel, shape, **over):
 @pytest.mark.parametrize("shape", GPU_PARTIAL, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel", GENERAL)
 def test_general_rungs_verify_partial_tiles(kernel, shape, tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point(_cfg(kernel, shape), tmp_path)
     assert rec["status"] == "ok", rec.get("error")
     assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
@@ -181,7 +191,7 @@ def test_general_rungs_verify_partial_tiles(kernel, shape, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [64, 128, 512])
 def test_ladder_tile2d_verifies(n, tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point(_cfg("ladder_tile2d", (n, n, n)), tmp_path)
     assert rec["status"] == "ok", rec.get("error")
 
@@ -190,7 +200,7 @@ def test_ladder_tile2d_verifies(n, tmp_path):
 @pytest.mark.parametrize("tool", ["racecheck", "memcheck"])
 @pytest.mark.parametrize("kernel, shape", [("ladder_tile2d", (64, 64, 64))] + [(k, (63, 65, 33)) for k in GENERAL])
 def test_rungs_sanitizer_clean(kernel, shape, tool, tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point(_cfg(kernel, shape, sanitizer=tool), tmp_path)
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok", rec.get("error")
@@ -228,7 +238,7 @@ def test_rungs_compile_without_spills_and_use_wide_accesses(kernel, tmp_path):
     no stack frame; SASS: no LDL/STL) and uses the wide loads/stores and cp.async it is built on."""
     import re
     import subprocess
-    from gemmlab.compile import CompileOptions, compile_kernel
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
     spec = REGISTRY.get(kernel)
     compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch="90"))
     if compiled.resources is None:
@@ -252,9 +262,9 @@ def test_optuna_experiment_per_rung_composes(kernel):
     cuBLAS alongside, and the rung's shipped defaults are one of the searched points."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     import hydra
-    import gemmlab.cli
+    import gemmlab.cli.app
     import gemmlab.paths
-    gemmlab.cli.register_resolvers()
+    gemmlab.cli.app.register_resolvers()
     with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
         cfg = hydra.compose("config", overrides=[f"experiment=optuna_{kernel}"], return_hydra_config=True)
     assert cfg.kernel.name == kernel and list(cfg.shape) == [4096, 4096, 4096] and cfg.baseline == "cublas"
@@ -264,3 +274,55 @@ def test_optuna_experiment_per_rung_composes(kernel):
     for name, value in REGISTRY.get(kernel).defaults.items():
         choices = params[f"kernel.{name}"].removeprefix("choice(").removesuffix(")").split(",")
         assert value in [int(c) for c in choices], (name, value)
+
+
+def _main_loops(sass: str) -> list[list[str]]:
+    """Bodies (SASS lines) of the loops ending in a backward branch that hold the most FFMA."""
+    import re
+    lines, labels, loops = sass.splitlines(), {}, []
+    for i, line in enumerate(lines):
+        m = re.match(r"^\s*\.?(L_x_\d+):", line)
+        if m:
+            labels[m.group(1)] = i
+        m = re.search(r"\bBRA\b.*`\(\.?(L_x_\d+)\)", line)
+        if m and m.group(1) in labels and labels[m.group(1)] <= i:
+            loops.append([x for x in lines[labels[m.group(1)]:i + 1] if re.search(r"/\*[0-9a-f]+\*/\s+\S", x)])
+    most = max((sum("FFMA" in x for x in body) for body in loops), default=0)
+    return [body for body in loops if most and sum("FFMA" in x for x in body) == most]
+
+
+def _lean_loop_figures(source, entry, tmp_path):
+    """(fraction of 'other' instructions, predicated LDGSTS count) of the leanest main loop."""
+    import re
+    import subprocess
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    tool = _nvdisasm()
+    if tool is None:
+        pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(bytes(compile_kernel(source, entry, CompileOptions(arch="90")).object_code.code))
+    sass = subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+    best = None
+    for body in _main_loops(sass):
+        ops = [x for x in body if "@!PT" not in x]  # never executed (padding after LDGSTS)
+        other = [x for x in ops if not re.search(r"\b(FFMA|LDS\.128|LDGSTS\S*|BAR\.SYNC\S*)\b", x)]
+        guarded = [x for x in ops if "LDGSTS" in x and re.search(r",\s*!?P\d\s*;", x)]
+        figures = (len(other) / len(ops), len(guarded))
+        best = figures if best is None or figures < best else best
+    return best
+
+
+def test_pipelined_interior_loop_is_lean(tmp_path):
+    """sgemm_pipelined's lean addressing (issue 8, second pass): the interior main loop of the
+    shipped instance issues its cp.async without predicates and at most 5% of its instructions
+    are not FFMA, LDS.128, LDGSTS or the barrier (34 of 1135 with NVRTC 13.5, 35 of 1136 with the
+    H200's 13.0); the first pass's code (.ci/ladder_v1) with the same parameters fails both."""
+    from pathlib import Path
+    spec = REGISTRY.get("sgemm_pipelined")
+    entry = spec.entry(spec.defaults)
+    other, guarded = _lean_loop_figures(REGISTRY.source_path(spec), entry, tmp_path)
+    assert guarded == 0 and other <= 0.05, (other, guarded)
+    old = Path(__file__).resolve().parents[1] / ".ci" / "ladder_v1" / "sgemm_pipelined_v1.cu"
+    other, guarded = _lean_loop_figures(old, entry.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_v1<"),
+                                        tmp_path)
+    assert guarded > 0 and other > 0.05, (other, guarded)

@@ -1,4 +1,4 @@
-"""gemmlab.monitor with a fake ``pynvml`` module (no NVML here): readings, throttle reasons,
+"""gemmlab.gpu.monitor with a fake ``pynvml`` module (no NVML here): readings, throttle reasons,
 and the behaviour without NVML."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from gemmlab import monitor
-from gemmlab.monitor import POWER_OR_THERMAL, Monitor, Reading
+from gemmlab.gpu import monitor
+from gemmlab.gpu.monitor import POWER_OR_THERMAL, Monitor, Reading
 
 
 def fake_pynvml(reasons=0, new_api=True, fail_init=False, fail_read=False):

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gemmlab.device import offline_facts
-from gemmlab.hookspecs import ParamError, Shape
-from gemmlab.plugin_utils import cdiv, count_hits
-from gemmlab.registry import load_registry
+from gemmlab.gpu.device import offline_facts
+from gemmlab.contract.hookspecs import ParamError, Shape
+from gemmlab.contract.plugin_utils import cdiv, count_hits
+from gemmlab.contract.registry import load_registry
 
 FACTS = offline_facts("90")
 REGISTRY = load_registry(entry_points=False)
@@ -271,3 +271,22 @@ def test_check_uses_device_limits():
     with pytest.raises(ParamError) as info:
         spec("tiled").check(Shape(64, 64, 64), params("tiled", TM=16, TN=4), small)  # 8 KiB smem > 4 KiB
     assert info.value.field == "kernel.BK"
+
+
+@pytest.mark.parametrize("name", ["tiled", "splitk", "cluster_tiled"])
+@pytest.mark.parametrize("overrides, field, words", [
+    (dict(TM=3), "kernel.TM", "ownership (each output row has exactly one owner): BM=64 must be a multiple of TM=3"),
+    (dict(TN=3), "kernel.TN", "ownership (each output column"),
+    (dict(TM=1, TN=1), "kernel.TM", "threads exceeds the device limit 1024; raise TM or TN"),
+    (dict(BK=7), "kernel.BK", "load coverage: the A"),
+    (dict(BK=128), "kernel.BK", "static shared memory 4*(BM*BK+BK*BN)="),
+])
+def test_tiled_scheme_rules_are_one_check(name, overrides, field, words):
+    """tiled, splitk and cluster_tiled refuse a tile set by the same rules, in the same words
+    (gemmlab.contract.plugin_utils.check_tiled_tiles; cluster_tiled's A tile is the half each CTA stages)."""
+    facts = offline_facts("90")
+    with pytest.raises(ParamError) as info:
+        spec(name).check(Shape(64, 64, 64), params(name, **overrides), facts)
+    assert info.value.field == field and words in info.value.message
+    if name == "cluster_tiled" and "load coverage" in words:
+        assert "the A half tile" in info.value.message

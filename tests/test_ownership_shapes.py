@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gemmlab.device import offline_facts
-from gemmlab.hookspecs import ParamError, Shape
-from gemmlab.registry import load_registry
+from gemmlab.gpu.device import offline_facts
+from gemmlab.contract.hookspecs import ParamError, Shape
+from gemmlab.contract.registry import load_registry
 
 FACTS = offline_facts("90")
 REGISTRY = load_registry(entry_points=False)

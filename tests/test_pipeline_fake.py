@@ -11,11 +11,11 @@ import json
 import numpy as np
 import pytest
 
-import gemmlab.device
+import gemmlab.gpu.device
 from fakegpu import HostGpu, host_gemm, unpack
-from gemmlab import record as record_stage
-from gemmlab.guards import GUARD_BYTES
-from gemmlab.pipeline import exit_status, run_point
+from gemmlab.stages import record as record_stage
+from gemmlab.gpu.guards import GUARD_BYTES
+from gemmlab.run.pipeline import exit_status, run_point
 
 SHAPE = [63, 65, 33]
 FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}
@@ -29,7 +29,7 @@ def strict_json(path):
 
 def run(tmp_path, monkeypatch, gpu=None, **cfg):
     gpu = gpu or HostGpu()
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     full = {"kernel": {"name": "tiled"}, "shape": SHAPE, "mode": "run", "timing": dict(FAST)}
     for key, value in cfg.items():
         if isinstance(value, dict) and isinstance(full.get(key), dict):
@@ -204,7 +204,7 @@ def test_wrong_baseline_fails_the_point(tmp_path, monkeypatch):
 
 def test_sanitizer_without_tool_is_unavailable(tmp_path, monkeypatch):
     # regression: a missing compute-sanitizer used to end as 'sanitizer_errors', as if it had found errors
-    from gemmlab import sanitizer
+    from gemmlab.stages import sanitizer
     monkeypatch.setattr(sanitizer, "find_tool", lambda: None)
     rec, _ = run(tmp_path, monkeypatch, sanitizer="memcheck")
     assert rec["status"] == "unavailable"
@@ -215,7 +215,7 @@ def test_sanitizer_without_tool_is_unavailable(tmp_path, monkeypatch):
 
 
 def test_sanitizer_errors_fail_the_point(tmp_path, monkeypatch):
-    from gemmlab import sanitizer
+    from gemmlab.stages import sanitizer
     monkeypatch.setattr(sanitizer, "run", lambda tool, cfg, out_dir, device=None: {
         "tool": tool, "verdict": "errors", "errors": 2, "report": str(out_dir / "sanitizer-racecheck.log")})
     rec, _ = run(tmp_path, monkeypatch, sanitizer="racecheck")
@@ -224,7 +224,7 @@ def test_sanitizer_errors_fail_the_point(tmp_path, monkeypatch):
 
 
 def test_sanitizer_clean_keeps_the_point_ok(tmp_path, monkeypatch):
-    from gemmlab import sanitizer
+    from gemmlab.stages import sanitizer
     calls = []
     monkeypatch.setattr(sanitizer, "run", lambda tool, cfg, out_dir, device=None: calls.append((tool, cfg)) or {
         "tool": tool, "verdict": "clean", "errors": 0, "report": "x"})

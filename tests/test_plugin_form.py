@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from gemmlab.errors import ConfigError
-from gemmlab.pipeline import run_point
-from gemmlab.registry import load_registry
+from gemmlab.run.pipeline import run_point
+from gemmlab.contract.registry import load_registry
 
 GOOD_SPEC = """\
-from gemmlab.hookspecs import hookimpl
+from gemmlab.contract.hookspecs import hookimpl
 from gemmlab_plugins.naive import NaiveKernel
 """
 
@@ -86,7 +86,7 @@ def test_exception_in_plugin_method_names_plugin_method_and_traceback(tmp_path, 
 
 
 ZERO_GRID = """\
-from gemmlab.hookspecs import Launch
+from gemmlab.contract.hookspecs import Launch
 
 
 class Floor(NaiveKernel):

@@ -1,4 +1,4 @@
-"""Plugin discovery (gemmlab.registry.load_registry): built-ins, drop-in folders, entry points.
+"""Plugin discovery (gemmlab.contract.registry.load_registry): built-ins, drop-in folders, entry points.
 
 Also checks, through the ``cli`` fixture (a fresh command; its point runs in a worker process), that the ``gemmlab`` CLI sees a drop-in kernel: it composes a
 config for a kernel that has no conf/kernel/<name>.yaml and compiles it (mode=compile, no GPU).
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import KernelSpec, Shape
+from gemmlab.contract.hookspecs import KernelSpec, Shape
 from gemmlab.paths import KERNELS_DIR
-from gemmlab.registry import load_registry
+from gemmlab.contract.registry import load_registry
 
 
 BUILTINS = {
@@ -55,7 +55,7 @@ __global__ void gemm_rowwise(const float *a, const float *b, float *c, int m, in
 """
 
 DROPIN_PY = """\
-from gemmlab.hookspecs import KernelSpec, Launch, hookimpl
+from gemmlab.contract.hookspecs import KernelSpec, Launch, hookimpl
 
 
 class RowWise(KernelSpec):
@@ -109,7 +109,7 @@ def test_builtin_only_without_entry_points_or_dirs():
 
 
 def test_library_builtins():
-    from gemmlab.hookspecs import LibraryKernelSpec
+    from gemmlab.contract.hookspecs import LibraryKernelSpec
     registry = load_registry(entry_points=False)
     for name, origin in LIBRARY_BUILTINS.items():
         spec = registry.kernels[name]
@@ -263,7 +263,7 @@ def test_plugin_returning_non_spec_is_config_error(tmp_path):
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "wrong.py").write_text(textwrap.dedent("""\
-        from gemmlab.hookspecs import hookimpl
+        from gemmlab.contract.hookspecs import hookimpl
 
         @hookimpl
         def gemmlab_kernels():
@@ -279,7 +279,7 @@ def test_plugin_hook_raising_is_config_error(tmp_path):
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "raiser.py").write_text(textwrap.dedent("""\
-        from gemmlab.hookspecs import hookimpl
+        from gemmlab.contract.hookspecs import hookimpl
 
         @hookimpl
         def gemmlab_kernels():
@@ -295,7 +295,7 @@ def test_kernel_name_rule_enforced(tmp_path, bad_name):
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "oddname.py").write_text(textwrap.dedent(f"""\
-        from gemmlab.hookspecs import KernelSpec, hookimpl
+        from gemmlab.contract.hookspecs import KernelSpec, hookimpl
 
         @hookimpl
         def gemmlab_kernels():
@@ -411,7 +411,7 @@ def test_cli_unknown_dropin_dir_is_invalid(cli, tmp_path):
 def test_cli_plugin_hook_raising_is_one_line_error(cli, tmp_path):
     folder = tmp_path / "myplugins"
     folder.mkdir()
-    (folder / "raiser.py").write_text("from gemmlab.hookspecs import hookimpl\n\n\n@hookimpl\n"
+    (folder / "raiser.py").write_text("from gemmlab.contract.hookspecs import hookimpl\n\n\n@hookimpl\n"
                                       "def gemmlab_kernels():\n    raise RuntimeError('hook exploded')\n")
     proc = cli([f"plugin_dirs=['{folder}']", "mode=compile"], cwd=tmp_path)
     assert "Traceback" not in proc.stdout + proc.stderr

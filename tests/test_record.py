@@ -1,4 +1,4 @@
-"""gemmlab.record: precision text, and the human summary of a synthetic full record (baseline,
+"""gemmlab.stages.record: precision text, and the human summary of a synthetic full record (baseline,
 ratio, both timing protocols, launch floor, roofline, safety nets, sanitizer)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from gemmlab import record as record_stage
-from gemmlab.roofline import roofline
+from gemmlab.stages import record as record_stage
+from gemmlab.stages.roofline import roofline
 
 
 def series(median, n=10):

@@ -1,8 +1,8 @@
-"""The one record model (gemmlab.results) and the structure issue 12 asks for: SCHEMA defined
+"""The one record model (gemmlab.stages.record_model) and the structure issue 12 asks for: SCHEMA defined
 once, every reader on the model, no module-level mutable state anywhere in the gemmlab package
-(an explicit allowlist of constants and per-process resources), no import cycle among gemmlab's
-modules, report and compare modules under ~400 lines, each module's docstring saying what it
-owns."""
+(an explicit allowlist of constants and per-process resources), report and compare modules under
+~400 lines, each module's docstring saying what it owns. The layers and the import rule (one way,
+no cycle) are tests/test_layout.py's."""
 
 from __future__ import annotations
 
@@ -12,65 +12,71 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import record, results
-from gemmlab.results import find_records, measurement_settings, read_record, view
+from gemmlab.stages import record, record_model as results
+from gemmlab.stages.record_model import find_records, measurement_settings, read_record, view
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 PKG = REPO_ROOT / "gemmlab"
-MODEL_MODULES = ("results", "record", "report", "report_tables", "report_plots", "report_html", "compare",
-                 "compare_stats", "compare_match", "compare_render", "sweep")
+MODEL_MODULES = ("stages.record_model", "stages.record", "results.report", "results.report_tables",
+                 "results.report_plots", "results.report_html", "results.compare", "results.compare_stats",
+                 "results.compare_match", "results.compare_render", "cli.sweep")
+
+
+def _path(name: str) -> Path:
+    """``stages.record`` -> gemmlab/stages/record.py."""
+    return PKG.joinpath(*name.split(".")).with_suffix(".py")
 
 
 def _tree(name: str) -> ast.Module:
-    return ast.parse((PKG / f"{name}.py").read_text())
+    return ast.parse(_path(name).read_text())
 
 
 def test_schema_defined_once_and_shared():
-    owners = sorted(f"{p.stem}.{t.id}" for p in PKG.glob("*.py")
+    owners = sorted(f"{_name(p)}.{t.id}" for p in _package_modules()
                     for node in ast.parse(p.read_text()).body if isinstance(node, ast.Assign)
                     for t in node.targets if isinstance(t, ast.Name)
                     and (t.id == "VALID_STATUSES" or "gemmlab.result/" in ast.unparse(node.value)))
-    assert owners == ["results.SCHEMA", "results.VALID_STATUSES"]
+    assert owners == ["stages.record_model.SCHEMA", "stages.record_model.VALID_STATUSES"]
     assert record.SCHEMA is results.SCHEMA and record.VALID_STATUSES is results.VALID_STATUSES
 
 
 def test_readers_use_the_model():
-    for name in ("record", "report", "compare_match", "sweep"):
-        imports = {a.name for n in ast.walk(_tree(name)) if isinstance(n, ast.ImportFrom) and n.module == "gemmlab.results"
-                   for a in n.names}
-        imports |= {a.name for n in ast.walk(_tree(name)) if isinstance(n, ast.ImportFrom) and n.module == "gemmlab"
-                    for a in n.names if a.name == "results"}
-        assert imports, f"{name} does not read records through gemmlab.results"
-        assert "json.loads" not in (PKG / f"{name}.py").read_text(), f"{name} parses result.json itself"
+    for name in ("stages.record", "results.report", "results.compare_match", "cli.sweep"):
+        froms = [n for n in ast.walk(_tree(name)) if isinstance(n, ast.ImportFrom)]
+        imports = {a.name for n in froms if n.module == "gemmlab.stages.record_model" for a in n.names}
+        imports |= {a.name for n in froms if n.module == "gemmlab.stages" for a in n.names if a.name == "record_model"}
+        assert imports, f"{name} does not read records through gemmlab.stages.record_model"
+        assert "json.loads" not in _path(name).read_text(), f"{name} parses result.json itself"
 
 
 # Module-level containers that may exist in gemmlab (issue 12: no module-level mutable state used
 # as a channel between functions). Anything else assigned a list/dict/set at module level fails
 # test_no_module_level_mutable_state; a channel must travel as a return value or one small object
-# (e.g. gemmlab.cli.Invocation, gemmlab.sweep.SweepOutcome).
+# (e.g. gemmlab.cli.app.Invocation, gemmlab.cli.sweep.SweepOutcome).
 #
 # True constants: tables written once at import and never changed; the test also checks that no
 # code in the package mutates them (item assignment, del, augmented assignment, append/update/...).
 CONSTANTS = {
     "__all__",  # every module's export list
-    "backends.NUMPY_CTYPES", "compare_render._STYLES", "config.SECTIONS", "device.SM90_LIMITS",
-    "families.TARGETS", "hookspecs.AB_DTYPES", "hookspecs.COMPUTE", "hookspecs.SWIZZLES",
-    "monitor.REASON_NAMES", "record.PRECISIONS", "report_html.CATEGORY_TEXT", "report_html.SORT_VALUES",
-    "report_plots.TITLES", "report_plots._PLOTTERS", "report_tables._CATEGORY_TEXT",
-    "roofline.FP32_LANES_PER_SM", "timing.DESCRIPTIONS", "tune.SEED_TILE", "tune.OPTUNA_TILE",
-    "verify.U_INPUT", "verify.U_ACC",
+    "gpu.backends.NUMPY_CTYPES", "results.compare_render._STYLES", "stages.config.SECTIONS",
+    "gpu.device.SM90_LIMITS", "results.families.TARGETS", "contract.hookspecs.AB_DTYPES",
+    "contract.hookspecs.COMPUTE", "contract.hookspecs.SWIZZLES", "gpu.monitor.REASON_NAMES",
+    "stages.record.PRECISIONS", "results.report_html.CATEGORY_TEXT", "results.report_html.SORT_VALUES",
+    "results.report_plots.TITLES", "results.report_plots._PLOTTERS", "results.report_tables._CATEGORY_TEXT",
+    "stages.roofline.FP32_LANES_PER_SM", "stages.timing.DESCRIPTIONS", "cli.tune.SEED_TILE",
+    "cli.tune.OPTUNA_TILE", "stages.verify.U_INPUT", "stages.verify.U_ACC",
 }
 # Per-process resources, not channels: each is read and written by the one function that owns it
 # (plus a context manager, for the lease scopes), and no outcome of a point travels through them.
 PROCESS_RESOURCES = {
-    "compile._CACHE",  # compiled modules keyed by every compile input (a memo; a hit is a copy
+    "gpu.compile._CACHE",  # compiled modules keyed by every compile input (a memo; a hit is a copy
                        # marked cache_hit, which functools.lru_cache cannot express)
-    "device._OPEN",  # the GPUs this process has opened (one CUDA context each, opened once)
-    "device._HELD_LOCKS",  # flock handles of GPUs locked outside a lease scope: held for the
+    "gpu.device._OPEN",  # the GPUs this process has opened (one CUDA context each, opened once)
+    "gpu.device._HELD_LOCKS",  # flock handles of GPUs locked outside a lease scope: held for the
                            # process's life, as an OS lock is
-    "device._SCOPES",  # open device.lease_scope() blocks (a dynamic scope, innermost last): the
+    "gpu.device._SCOPES",  # open device.lease_scope() blocks (a dynamic scope, innermost last): the
                        # locks taken in a point are dropped when its with-block ends
-    "isolation._RUNNERS",  # this process's worker-process runner, keyed by pid (a fork gets its own)
+    "run.isolation._RUNNERS",  # this process's worker-process runner, keyed by pid (a fork gets its own)
 }
 _CONTAINER_CALLS = ("list", "dict", "set", "defaultdict", "Counter", "OrderedDict", "deque")
 _MUTATORS = ("append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault",
@@ -100,7 +106,7 @@ def _name(path: Path) -> str:
 
 def test_package_modules_are_scanned():
     names = {_name(p) for p in _package_modules()}
-    assert {"cli", "sweep", "compile", "device", "isolation", *MODEL_MODULES} <= names
+    assert {"cli.app", "cli.sweep", "gpu.compile", "gpu.device", "run.isolation", *MODEL_MODULES} <= names
 
 
 @pytest.mark.parametrize("path", _package_modules(), ids=_name)
@@ -135,46 +141,14 @@ def test_constants_stay_constant():
     assert listed <= set(trees), f"allowlist names modules that do not exist: {listed - set(trees)}"
     for constant in CONSTANTS - {"__all__"}:
         module, name = constant.rsplit(".", 1)
-        assert name in _module_containers(PKG / f"{module}.py"), f"{constant} is listed but not defined"
+        assert name in _module_containers(_path(module)), f"{constant} is listed but not defined"
         changed = {m: lines for m, tree in trees.items() if (lines := _mutations(tree, name))}
         assert changed == {}, f"{constant} is changed at {changed}: it is not a constant"
 
 
-def _imports(path: Path) -> set[str]:
-    """gemmlab modules imported at module level (not inside functions)."""
-    out = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gemmlab"):
-            if node.module == "gemmlab":
-                out |= {f"gemmlab.{a.name}" for a in node.names if (PKG / f"{a.name}.py").exists()}
-            else:
-                out.add(node.module)
-        elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("gemmlab.")}
-    return out
-
-
-def test_no_import_cycle():
-    graph = {f"gemmlab.{p.stem}": _imports(p) for p in PKG.glob("*.py")}
-    state: dict[str, int] = {}
-
-    def visit(node, stack):
-        state[node] = 1
-        for nxt in graph.get(node, ()):
-            if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(stack + [node, nxt]))
-            if nxt in graph and not state.get(nxt):
-                visit(nxt, stack + [node])
-        state[node] = 2
-
-    for node in graph:
-        if not state.get(node):
-            visit(node, [])
-
-
-@pytest.mark.parametrize("name", [n for n in MODEL_MODULES if n.startswith(("report", "compare"))])
+@pytest.mark.parametrize("name", [n for n in MODEL_MODULES if n.startswith(("results.report", "results.compare"))])
 def test_report_and_compare_modules_are_small_and_say_what_they_own(name):
-    text = (PKG / f"{name}.py").read_text()
+    text = _path(name).read_text()
     assert text.count("\n") < 400, f"{name}.py has {text.count(chr(10))} lines"
     doc = ast.get_docstring(_tree(name))
     assert doc and "owns" in doc, name

@@ -11,15 +11,14 @@ The changes the plugin contract v2 (issue 7) made on purpose are listed in ``INT
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-import gemmlab.device
+import gemmlab.gpu.device
 from fakegpu import HostGpu
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 BEFORE = REPO_ROOT / "tests" / "data" / "records_before"
 VOLATILE = {"created_utc", "git", "compile_ms", "gemmlab_version", "cache", "cache_hit_in_process", "disk_cache", "original_compile_ms"}
 INTENDED = {
@@ -77,7 +76,7 @@ def _missing_or_changed(before, now, where="") -> list[str]:
 def test_record_matches_the_record_written_before(case, tmp_path, monkeypatch):
     cfg, durations = CASES[case]
     gpu = HostGpu(durations=durations) if durations else HostGpu()
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     full = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run",
             "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}}
     for k, v in cfg.items():

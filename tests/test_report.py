@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import report
+from gemmlab.results import report
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 FIXTURES = REPO_ROOT / "tests" / "data" / "h200"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FAILED = "broken-tiled_drop_last_chunk"
@@ -53,8 +53,8 @@ def built(tmp_path_factory):
 
 @pytest.fixture
 def report_cli(cli):
-    """``report_cli(args, cwd)``: ``python -m gemmlab.report ARGS`` (conftest's ``cli``)."""
-    return lambda args, cwd: cli(args, cwd, module="gemmlab.report")
+    """``report_cli(args, cwd)``: ``python -m gemmlab.results.report ARGS`` (conftest's ``cli``)."""
+    return lambda args, cwd: cli(args, cwd, module="gemmlab.results.report")
 
 
 def test_collects_every_record_with_the_failed_point(built):
@@ -376,3 +376,39 @@ def test_family_section_from_the_h200_shapes_records(tmp_path):
     head, body, _ = _table(page, "families-points")
     assert len(body) == 45 and head[4] == "chosen by"
     assert len(re.findall(r"<img alt=", page)) == 5
+
+
+def test_foreign_json_in_the_tree_is_skipped_not_failed(tmp_path, report_cli):
+    """A ``result.json`` that is no gemmlab record (``{}``, another tool's JSON) is skipped with a
+    one-line notice naming it and counted nowhere; a damaged record (not JSON, not an object)
+    and an older gemmlab record without ``schema`` still count."""
+    sweep, single = _layout(tmp_path / "data")
+    foreign = {"empty": {}, "tool": {"name": "bench", "version": 3, "results": [1, 2]},
+               "other": {"schema": "other-tool/2", "status": "ok", "config": {}}}
+    for name, rec in foreign.items():
+        (sweep / "extra" / name).mkdir(parents=True)
+        (sweep / "extra" / name / "result.json").write_text(json.dumps(rec))
+    skipped: list = []
+    rows = report.collect([sweep, single], skipped)
+    assert len(rows) == 13 and [r.index for r in rows] == list(range(1, 14))
+    assert sorted(Path(r.path).parent.name for r in skipped) == sorted(foreign)
+    assert all(r.foreign for r in skipped)
+    assert report.counts(rows)["failed"] == 1  # the one real failed point only
+
+    out = tmp_path / "rep"
+    proc = report_cli([sweep, single, "--out", out], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gemmlab report: 13 records" in proc.stdout
+    notices = proc.stderr.splitlines()
+    assert len(notices) == 3 and "Traceback" not in proc.stderr
+    for name in foreign:
+        path = sweep / "extra" / name / "result.json"
+        assert sum(line.startswith(f"gemmlab-report: notice: skipped {path}: not a gemmlab record (")
+                   for line in notices) == 1, (name, notices)
+    md = (out / "report.md").read_text()
+    assert "extra" not in md and "1 failed" in md
+
+    # only foreign JSON: no record, exit 2 as for an empty tree
+    proc = report_cli([sweep / "extra", "--out", tmp_path / "rep2"], tmp_path)
+    assert proc.returncode == 2 and "no result.json found" in proc.stderr
+    assert not (tmp_path / "rep2").exists()

@@ -1,4 +1,4 @@
-"""resume=true (gemmlab/pipeline.py ``_resume``): a directory that already holds a result is never
+"""resume=true (gemmlab/run/pipeline.py ``_resume``): a directory that already holds a result is never
 overwritten; with resume=true a valid result is returned as it is (``resumed``) and a failed one
 is moved aside as ``result.previous-<time>.json`` and the point re-runs. Everything in mode=compile
 (no GPU needed); the CLI part re-runs a sweep into its own directory.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab.pipeline import run_point
+from gemmlab.run.pipeline import run_point
 
 BASE = {"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile"}
 FAILED = {"schema": "gemmlab.result/1", "status": "wrong_result", "valid": False,
@@ -85,6 +85,50 @@ def test_resume_reruns_failed_record_and_keeps_it(tmp_path):
     assert prev[0].read_bytes() == before
     now = json.loads((out / "result.json").read_text())
     assert now["status"] == "compiled" and now["valid"] is True and now["compile"]["name_expression"]
+
+
+def test_resume_keeps_the_previous_records_artifacts(tmp_path):
+    """A re-run point writes kernel.sass / compile.log again: the kept record's own files are
+    moved aside with its tag first (nothing of the old point overwritten), the new record names
+    them, and a second re-run chains the list."""
+    out = tmp_path / "p"
+    out.mkdir()
+    old_files = {"result.json": json.dumps(FAILED), "kernel.sass": "OLD SASS\n", "compile.log": "OLD LOG\n",
+                 "kernel-baseline.sass": "OLD BASE SASS\n", "traceback.txt": "Traceback (old)\n",
+                 "sanitizer-memcheck.log": "OLD SANITIZER\n", "sanitizer-memcheck/run/result.json": "{}",
+                 "cli.log": "hydra's job log\n", ".hydra/config.yaml": "a: 1\n", "notes.txt": "user's\n"}
+    for name, text in old_files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    rec = run_point({**BASE, "resume": True}, out)
+    assert rec["status"] == "compiled" and rec["valid"], rec["error"]
+    [prev] = rec["previous"]
+    tag = prev["record"][len("result."):-len(".json")]
+    assert re.fullmatch(r"previous-\d{8}T\d{6}-\d+", tag)
+    assert prev["artifacts"] == {"kernel.sass": f"kernel.{tag}.sass", "compile.log": f"compile.{tag}.log",
+                                 "kernel-baseline.sass": f"kernel-baseline.{tag}.sass",
+                                 "traceback.txt": f"traceback.{tag}.txt",
+                                 "sanitizer-memcheck.log": f"sanitizer-memcheck.{tag}.log",
+                                 "sanitizer-memcheck": f"sanitizer-memcheck.{tag}"}
+    kept = {"result.json": prev["record"], **prev["artifacts"], "sanitizer-memcheck/run/result.json":
+            f"sanitizer-memcheck.{tag}/run/result.json"}
+    for name, text in old_files.items():  # every old byte is still there, under its kept name
+        assert (out / kept.get(name, name)).read_text() == text, name
+    assert (out / "kernel.sass").read_text() != "OLD SASS\n"  # the new point's own files
+    assert "OLD" not in (out / "compile.log").read_text()
+    assert not (out / "kernel-baseline.sass").exists() and not (out / "traceback.txt").exists()
+    assert json.loads((out / "result.json").read_text())["previous"] == [prev]
+
+    # the config changes: the valid record is kept aside in turn, and both earlier records are listed
+    second = run_point({**BASE, "resume": True, "kernel": {"name": "naive", "BX": 8}}, out)
+    assert second["status"] == "compiled", second["error"]
+    first, again = second["previous"]
+    assert first == prev and again["record"] != prev["record"]
+    assert again["artifacts"] == {"kernel.sass": again["record"].replace("result.", "kernel.").replace(".json", ".sass"),
+                                  "compile.log": again["record"].replace("result.", "compile.").replace(".json", ".log")}
+    assert json.loads((out / again["record"]).read_text())["previous"] == [prev]
+    for name, text in old_files.items():
+        assert (out / kept.get(name, name)).read_text() == text, name
 
 
 @pytest.mark.parametrize("old", [

@@ -1,4 +1,4 @@
-"""gemmlab.roofline: the numbers for known cases (Williams et al. roofline model, FP32 FMA peak)."""
+"""gemmlab.stages.roofline: the numbers for known cases (Williams et al. roofline model, FP32 FMA peak)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gemmlab.roofline import FP32_LANES_PER_SM, roofline
+from gemmlab.stages.roofline import FP32_LANES_PER_SM, roofline
 
 
 def test_h200_4096_cube():

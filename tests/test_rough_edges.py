@@ -11,10 +11,11 @@ import json
 from omegaconf import OmegaConf
 from rich.console import Console
 
-import gemmlab.device
+import gemmlab.gpu.device
 from fakegpu import HostGpu
-from gemmlab import isolation, sweep
-from gemmlab.pipeline import run_point
+from gemmlab.run import isolation
+from gemmlab.cli import sweep
+from gemmlab.run.pipeline import run_point
 
 
 def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
@@ -87,7 +88,7 @@ def test_summary_table_is_whole_in_a_log_file(tmp_path):
 
 def test_zero_launch_floor_median(tmp_path, monkeypatch):
     gpu = HostGpu(durations={"gemmlab_empty": 0.0})
-    monkeypatch.setattr(gemmlab.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     rec = run_point({"kernel": {"name": "naive"}, "shape": [16, 16, 16], "mode": "run",
                      "timing": {"warmup": 1, "repeat": 3, "batch": 2}}, tmp_path / "p")
     assert rec["status"] == "ok", rec["error"]

@@ -1,4 +1,4 @@
-"""gemmlab.sanitizer without compute-sanitizer: the summary parser, and ``run`` with the tool
+"""gemmlab.stages.sanitizer without compute-sanitizer: the summary parser, and ``run`` with the tool
 missing or replaced by a small fake script that writes a log as the real tool does."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import sanitizer
-from gemmlab.sanitizer import ERROR_EXIT, parse_summary
+from gemmlab.stages import sanitizer
+from gemmlab.stages.sanitizer import ERROR_EXIT, parse_summary
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -97,7 +97,7 @@ def test_run_verdicts_with_fake_tool(monkeypatch, tmp_path, summary, exit_code, 
     assert result["report"] == str(out / "sanitizer-memcheck.log")
     argv = json.loads((tool_dir / "argv.json").read_text())
     assert argv[:4] == ["--tool", "memcheck", "--error-exitcode", str(ERROR_EXIT)]
-    assert argv[-4:-2] == ["-m", "gemmlab.sanitizer"]
+    assert argv[-4:-2] == ["-m", "gemmlab.run.sanitizer_child"]
     child_cfg = json.loads(Path(argv[-2]).read_text())
     assert child_cfg["sanitizer"] is None and child_cfg["baseline"] is None  # no recursion, kernel only
     assert child_cfg["kernel"] == {"name": "tiled"} and child_cfg["mode"] == "run"
@@ -132,8 +132,8 @@ def test_clean_summary_without_a_checked_child_is_failed(monkeypatch, tmp_path):
 
 def test_racecheck_hazards_and_warnings_are_counted(monkeypatch, tmp_path):
     """Issue 11.8: hazards that are warnings were reported as "errors (0 errors)"."""
-    from gemmlab import record as record_stage
-    from gemmlab.sanitizer import parse_counts
+    from gemmlab.stages import record as record_stage
+    from gemmlab.stages.sanitizer import parse_counts
     summary = "========= RACECHECK SUMMARY: 3 hazards displayed (0 errors, 3 warnings)\n"
     assert parse_counts(summary) == {"errors": 0, "hazards": 3, "warnings": 3,
                                      "text": "3 hazards (0 errors, 3 warnings)"}

@@ -18,14 +18,14 @@ import yaml
 from omegaconf import OmegaConf
 
 import gemmlab
-import gemmlab.cli
-import gemmlab.device
+import gemmlab.cli.app
+import gemmlab.gpu.device
 import gemmlab.paths
-from gemmlab.config import parse_config
+from gemmlab.stages.config import parse_config
 from gemmlab.errors import ConfigError, NoGPUError
-from gemmlab.hookspecs import ParamError, Shape
-from gemmlab.registry import load_registry
-from gemmlab.sweep import best_row, count_jobs, is_search
+from gemmlab.contract.hookspecs import ParamError, Shape
+from gemmlab.contract.registry import load_registry
+from gemmlab.cli.sweep import best_row, count_jobs, is_search
 
 OPTUNA_PARAMS = {"kernel.BM", "kernel.BN", "kernel.BK", "kernel.TM", "kernel.TN"}
 
@@ -44,7 +44,7 @@ def _statuses(sweep: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def optuna_cfg():
     from hydra import compose, initialize_config_dir
-    gemmlab.cli.register_resolvers()
+    gemmlab.cli.app.register_resolvers()
     with initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
         return compose("config", overrides=["experiment=optuna_tiled"], return_hydra_config=True)
 
@@ -69,7 +69,7 @@ def test_optuna_search_space_contains_invalid_tile_sets(optuna_cfg):
     has to survive failed trials)."""
     import itertools
     spec = load_registry().get("tiled")
-    facts = gemmlab.device.offline_facts("90")
+    facts = gemmlab.gpu.device.offline_facts("90")
     space = {k.split(".")[1]: [int(x) for x in re.findall(r"\d+", str(v))]
              for k, v in optuna_cfg.hydra.sweeper.params.items()}
     bad = 0
@@ -99,7 +99,7 @@ def test_optuna_search_cli(optuna_run):
     best = results["best_params"]
     assert set(best) == OPTUNA_PARAMS
     params = {k.split(".")[1]: int(v) for k, v in best.items()}
-    load_registry().get("tiled").check(Shape(2048, 2048, 2048), params, gemmlab.device.offline_facts("90"))
+    load_registry().get("tiled").check(Shape(2048, 2048, 2048), params, gemmlab.gpu.device.offline_facts("90"))
     assert results["best_value"] == 0.0  # compile-only trials: valid, no speed known
 
     statuses = _statuses(sweep)
@@ -134,14 +134,14 @@ def test_optuna_failed_trials_are_failed_for_the_sweeper(optuna_run):
 
 def test_objective():
     ok = {"valid": True, "status": "ok", "timing": {"gflops": 1234.5, "median_ms": 1.0}}
-    value = gemmlab.cli.objective(ok)
+    value = gemmlab.cli.app.objective(ok)
     assert isinstance(value, float) and value == 1234.5
-    assert isinstance(gemmlab.cli.objective({"valid": True, "status": "ok", "timing": {"gflops": 7}}), float)
-    compiled = gemmlab.cli.objective({"valid": True, "status": "compiled"})
+    assert isinstance(gemmlab.cli.app.objective({"valid": True, "status": "ok", "timing": {"gflops": 7}}), float)
+    compiled = gemmlab.cli.app.objective({"valid": True, "status": "compiled"})
     assert compiled == 0.0 and isinstance(compiled, float)
-    assert gemmlab.cli.objective({"valid": False, "status": "wrong_result", "timing": {"gflops": 9e9}}) is None
-    assert gemmlab.cli.objective({"valid": False, "status": "invalid", "error": "kernel.TM: ..."}) is None
-    assert gemmlab.cli.objective({"status": "no_gpu"}) is None
+    assert gemmlab.cli.app.objective({"valid": False, "status": "wrong_result", "timing": {"gflops": 9e9}}) is None
+    assert gemmlab.cli.app.objective({"valid": False, "status": "invalid", "error": "kernel.TM: ..."}) is None
+    assert gemmlab.cli.app.objective({"status": "no_gpu"}) is None
 
 
 def _row(point, status, gflops=""):
@@ -298,29 +298,29 @@ def test_parse_config_device_values():
 
 @pytest.fixture
 def no_held_locks():
-    gemmlab.device.release_held_locks()
+    gemmlab.gpu.device.release_held_locks()
     yield
-    gemmlab.device.release_held_locks()
+    gemmlab.gpu.device.release_held_locks()
 
 
 def test_pick_device_without_gpus_raises(monkeypatch, no_held_locks, tmp_path):
-    monkeypatch.setattr(gemmlab.device, "gpu_count", lambda: 0)
+    monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 0)
     with pytest.raises(NoGPUError) as info:
-        gemmlab.device.pick_device(str(tmp_path / "locks"))
+        gemmlab.gpu.device.pick_device(str(tmp_path / "locks"))
     assert "device=auto" in str(info.value)
 
 
 def test_pick_device_keeps_its_gpu(monkeypatch, no_held_locks, tmp_path):
-    monkeypatch.setattr(gemmlab.device, "gpu_count", lambda: 2)
-    first = gemmlab.device.pick_device(str(tmp_path / "locks"))
+    monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 2)
+    first = gemmlab.gpu.device.pick_device(str(tmp_path / "locks"))
     assert first == 0
-    assert gemmlab.device.pick_device(str(tmp_path / "locks")) == first
+    assert gemmlab.gpu.device.pick_device(str(tmp_path / "locks")) == first
     assert (tmp_path / "locks" / "gpu0.lock").exists()
 
 
 def test_run_point_device_auto_without_gpu_is_no_gpu(monkeypatch, no_held_locks, tmp_path):
-    monkeypatch.setattr(gemmlab.device, "gpu_count", lambda: 0)
-    from gemmlab.pipeline import run_point
+    monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 0)
+    from gemmlab.run.pipeline import run_point
     rec = run_point({**CFG, "device": "auto", "mode": "run"}, tmp_path / "p")
     assert rec["status"] == "no_gpu" and rec["valid"] is False
     assert "device=auto" in rec["error"]
@@ -328,7 +328,7 @@ def test_run_point_device_auto_without_gpu_is_no_gpu(monkeypatch, no_held_locks,
 
 PICK = textwrap.dedent("""
     import sys, time
-    import gemmlab.device as d
+    import gemmlab.gpu.device as d
     d.gpu_count = lambda: 2
     print(d.pick_device(sys.argv[1]), flush=True)
     time.sleep(2)
@@ -349,7 +349,7 @@ def test_device_index_out_of_range_message(monkeypatch):
     from cuda.core import Device
     monkeypatch.setattr(Device, "get_all_devices", staticmethod(lambda: (object(),)))
     with pytest.raises(NoGPUError) as info:
-        gemmlab.device.open_gpu(1)
+        gemmlab.gpu.device.open_gpu(1)
     text = str(info.value)
     assert "index 1 does not exist" in text and "1 GPU(s) visible" in text
-    assert 1 not in gemmlab.device._OPEN
+    assert 1 not in gemmlab.gpu.device._OPEN

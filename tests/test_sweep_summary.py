@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import sweep
-from gemmlab.sweep import SweepFinished, SweepOutcome, collect, summarize
+from gemmlab.cli import sweep
+from gemmlab.cli.sweep import SweepFinished, SweepOutcome, collect, summarize
 
 
 def _rec(status="compiled", kernel="tiled", **extra):

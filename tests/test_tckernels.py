@@ -11,12 +11,12 @@ import re
 import numpy as np
 import pytest
 
-from gemmlab.compile import CompileOptions, compile_kernel
-from gemmlab.device import offline_facts
-from gemmlab.hookspecs import Extra, Main, ParamError, Problem, Shape, TensorMap, Workspace
+from gemmlab.gpu.compile import CompileOptions, compile_kernel
+from gemmlab.gpu.device import offline_facts
+from gemmlab.contract.hookspecs import Extra, Main, ParamError, Problem, Shape, TensorMap, Workspace
 from gemmlab.paths import KERNELS_DIR
-from gemmlab.plugin_utils import chunk_loads, mma_block_stores
-from gemmlab.registry import load_registry
+from gemmlab.contract.plugin_utils import chunk_loads, mma_block_stores
+from gemmlab.contract.registry import load_registry
 
 FACTS = offline_facts("90")
 REGISTRY = load_registry(entry_points=False)
@@ -302,7 +302,7 @@ RUN_POINT_COMPILES = [
 def test_mode_compile_records_sass_classes(tmp_path, kernel, precision, layout_b, shape, classes):
     """gemmlab's own pipeline in mode=compile: the record's SASS histogram has the classes the
     kernel is built on (and no local-memory traffic); tma_bf16 is built for sm_90a."""
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point({"kernel": {"name": kernel}, "shape": shape, "mode": "compile", "precision": precision,
                      "layout": {"a": "row", "b": layout_b}, "cache": {"enabled": False, "dir": None}}, tmp_path / "run")
     assert rec["status"] == "compiled", rec.get("error")
@@ -314,7 +314,7 @@ def test_mode_compile_records_sass_classes(tmp_path, kernel, precision, layout_b
 
 
 def test_tma_bf16_refuses_untma_shape_in_pipeline(tmp_path):
-    from gemmlab.pipeline import run_point
+    from gemmlab.run.pipeline import run_point
     rec = run_point({"kernel": {"name": "tma_bf16"}, "shape": [31, 33, 17], "mode": "compile", "precision": "bf16",
                      "layout": {"a": "row", "b": "col"}}, tmp_path / "run")
     assert rec["status"] == "invalid" and "multiple of 8" in rec["error"]

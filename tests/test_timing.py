@@ -1,4 +1,4 @@
-"""gemmlab.timing without a GPU: options, the spread statistic, the description, and
+"""gemmlab.stages.timing without a GPU: options, the spread statistic, the description, and
 ``measure`` driven by a fake GPU whose events read a fake clock that every launch advances.
 
 The fake's log records, in order, every launch (candidate name), event record ("event") and L2
@@ -13,9 +13,9 @@ import statistics
 
 import pytest
 
-from gemmlab import timing
-from gemmlab.monitor import Reading
-from gemmlab.timing import DESCRIPTIONS, Series, TimingOptions, describe, measure, rel_spread
+from gemmlab.stages import timing
+from gemmlab.gpu.monitor import Reading
+from gemmlab.stages.timing import DESCRIPTIONS, Series, TimingOptions, describe, measure, rel_spread
 
 
 class Event:

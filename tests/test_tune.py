@@ -1,4 +1,4 @@
-"""The candidate sweep (gemmlab.tune) on the CPU: candidates are valid and start with the rules'
+"""The candidate sweep (gemmlab.cli.tune) on the CPU: candidates are valid and start with the rules'
 choice, the plan order (rules first, then the cheapest shapes' variants), the time budget and
 resuming, with a fake run_point."""
 
@@ -8,12 +8,14 @@ import json
 
 import pytest
 
-from gemmlab import dispatch, tune
-from gemmlab.device import offline_facts
+from gemmlab.dispatch import auto as dispatch
+
+from gemmlab.cli import tune
+from gemmlab.gpu.device import offline_facts
 from gemmlab.errors import ConfigError
-from gemmlab.hookspecs import Shape
-from gemmlab.registry import load_registry
-from gemmlab.shapes import load_suite, parse_suite
+from gemmlab.contract.hookspecs import Shape
+from gemmlab.contract.registry import load_registry
+from gemmlab.dispatch.shapes import load_suite, parse_suite
 
 REGISTRY = load_registry(entry_points=False)
 

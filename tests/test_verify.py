@@ -1,4 +1,4 @@
-"""gemmlab.verify on synthetic arrays: the ``fixed`` rule |C - ref| <= atol + rtol*|ref|, NaN/inf
+"""gemmlab.stages.verify on synthetic arrays: the ``fixed`` rule |C - ref| <= atol + rtol*|ref|, NaN/inf
 handling, mismatch reporting and the JSON record; then the ``bound`` rule (K-scaled), the ``exact``
 rule for integer inputs, the ``sampled`` method with Freivalds' check and TF32 precision.
 
@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from gemmlab.config import VerifyOptions
-from gemmlab.verify import FIRST_MISMATCHES, Verdict, check, reference
+from gemmlab.stages.config import VerifyOptions
+from gemmlab.stages.verify import FIRST_MISMATCHES, Verdict, check, reference
 
 # Powers of two: exactly representable in float32 and float64, and their sums below are exact.
 ATOL = 2.0**-12
@@ -332,7 +332,7 @@ def test_bound_fails_one_dropped_k_term(big_k):
     assert expected == pytest.approx(float(a[row].astype(np.float64) @ b[:, col].astype(np.float64)), abs=1e-9)
 
 
-@pytest.mark.xfail(reason="KNOWN LIMIT (documented in gemmlab/verify.py): the bound grows like K^1.5, so at "
+@pytest.mark.xfail(reason="KNOWN LIMIT (documented in gemmlab/stages/verify.py): the bound grows like K^1.5, so at "
                           "K = 65536 one dropped k term (~0.6) hides inside it; integers + exact catch it", strict=True)
 def test_bound_fails_one_dropped_k_term_at_k_65536():
     a, b = normal_inputs(8, 8, 65536)
@@ -355,7 +355,7 @@ def test_fixed_rule_at_large_k(big_k):
 
 
 def test_bound_tolerance_formula():
-    from gemmlab.verify import TINY, U_FP32, tolerance
+    from gemmlab.stages.verify import TINY, U_FP32, tolerance
     ref = np.array([[2.0, -4.0]])
     abs_ab = np.array([[100.0, 300.0]])
     opts = VerifyOptions(safety=8.0)
@@ -387,8 +387,8 @@ def test_bound_uses_abs_a_abs_b_per_element():
 # --- the exact rule (integer inputs) ----------------------------------------------------------------
 
 def integer_inputs(m=16, n=16, k=64, seed=3):
-    from gemmlab.hookspecs import Shape
-    from gemmlab.inputs import InputOptions, make_inputs
+    from gemmlab.contract.hookspecs import Shape
+    from gemmlab.stages.inputs import InputOptions, make_inputs
     return make_inputs(Shape(m, n, k), InputOptions(seed=seed, distribution="integers"))
 
 
@@ -585,8 +585,8 @@ def test_tf32_rounded_inputs_pass_only_as_tf32():
 
 
 def test_integers_exact_catch_a_dropped_term_at_large_k():
-    from gemmlab.hookspecs import Shape
-    from gemmlab.inputs import InputOptions, make_inputs
+    from gemmlab.contract.hookspecs import Shape
+    from gemmlab.stages.inputs import InputOptions, make_inputs
     a, b = make_inputs(Shape(4, 4, 65536), InputOptions(seed=3, distribution="integers"))
     good = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
     dropped = (a[:, :-1].astype(np.float64) @ b[:-1].astype(np.float64)).astype(np.float32)

@@ -9,8 +9,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from gemmlab.pipeline import run_point
-from gemmlab.verify import VerifyOptions, check
+from gemmlab.run.pipeline import run_point
+from gemmlab.stages.verify import VerifyOptions, check
 
 BLOCK = 4 << 20
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from gemmlab.hookspecs import hookimpl
+from gemmlab.contract.hookspecs import hookimpl
 from gemmlab.paths import KERNELS_DIR
 
 EDITS = {

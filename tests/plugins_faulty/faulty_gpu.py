@@ -5,8 +5,8 @@ it first)."""
 
 from pathlib import Path
 
-from gemmlab.hookspecs import KernelSpec, Launch, hookimpl
-from gemmlab.plugin_utils import cdiv
+from gemmlab.contract.hookspecs import KernelSpec, Launch, hookimpl
+from gemmlab.contract.plugin_utils import cdiv
 
 SOURCE = Path(__file__).resolve().with_suffix(".cu")
 

@@ -13,7 +13,7 @@ import signal
 import time
 
 from gemmlab.errors import CudaError
-from gemmlab.hookspecs import hookimpl
+from gemmlab.contract.hookspecs import hookimpl
 from gemmlab_plugins.naive import NaiveKernel
 
 POISONED = []  # this process's simulated CUDA context state

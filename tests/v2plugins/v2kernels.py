@@ -4,9 +4,9 @@ bf16/fp16 inputs and compile options."""
 
 from pathlib import Path
 
-from gemmlab.hookspecs import (Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix, Memset, TensorMap, Value,
-                               Workspace, hookimpl)
-from gemmlab.plugin_utils import cdiv
+from gemmlab.contract.hookspecs import (Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix, Memset,
+                                        TensorMap, Value, Workspace, hookimpl)
+from gemmlab.contract.plugin_utils import cdiv
 
 SOURCE = str(Path(__file__).with_name("v2kernels.cu"))
 ALL_LAYOUTS = (("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"))

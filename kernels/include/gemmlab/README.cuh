@@ -15,6 +15,12 @@
 //   wgmma.cuh  sm_90a wgmma (fence/commit/wait, m64n64k16/m64n128k16 bf16) and the 128B-swizzle
 //            K-major shared-memory matrix descriptor
 //   cluster.cuh  cluster rank, barrier.cluster, mapa + ld.shared::cluster (DSMEM)
+//   mma_sync.cuh  what mma_tf32 and mma_bf16 share: 16-byte cp.async tile staging with zero-fill
+//            and the store of m16n8 float32 accumulator fragments to C (includes ptx.cuh)
+//   tiled.cuh  the "tiled" kernel's scheme in pieces (A/B staging, the chunk's inner product, the
+//            masked stores), shared by splitk and cluster_tiled
+// Pieces moved out of a kernel must compile to the same SASS as before (force-inline; compare
+// the kernel.sass of mode=compile, addresses stripped, before and after).
 // Rules for new headers: document every function (operands, shapes, the PTX it emits, the arch
 // it needs: guard sm_90a-only code with __CUDA_ARCH_FEAT_SM90_ALL), keep them header-only and
 // free of host-side includes, and add a CPU test that a kernel including them compiles.

@@ -1,0 +1,572 @@
+"""The ``gemmlab`` command: Hydra app around :func:`gemmlab.run.pipeline.run_point`.
+
+``gemmlab kernel=tiled shape=[63,65,33]`` runs one point into ``outputs/<date>/<time>_<id>/``;
+``gemmlab -m ...`` sweeps in one process (CUDA context and compiled modules reused) into
+``outputs/multirun/<date>/<time>_<id>/<job>/`` and writes ``summary.{csv,md}`` there.
+
+Exit status: 0 all points valid; 2 invalid input in a single run, or a command line rejected
+before any point runs (one line naming the field); 1 any other failure, and any failed point of
+a sweep (wrong result, safety net, compile error, CUDA error, no GPU, an invalid point); 130 on
+Ctrl-C. A search (Optuna) exits 0 unless no trial was valid.
+
+One :class:`Invocation` per command carries what the pre-check learns (plugin folders) and what
+each point reports (exit statuses) to :func:`main`; no module-level state is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
+from gemmlab.run import isolation
+from gemmlab.stages import record as record_stage
+from gemmlab.cli import sweep
+from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
+from gemmlab.stages.config import check_config_file, unknown_key_error
+from gemmlab.errors import CompileError, ConfigError, NoGPUError
+from gemmlab.paths import CONF_DIR
+from gemmlab.run.pipeline import exit_status, registry_for
+
+_FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
+
+
+@dataclass
+class Invocation:
+    """The state of one ``gemmlab`` command, created by :func:`main` and handed to the pre-check
+    and (through a closure) to the Hydra task.
+
+    Attributes:
+        plugin_dirs: ``plugin_dirs`` named on the command line (the pre-check reads them; the
+            help text's kernel list loads plugins from them).
+        statuses: exit status of each point run in this process (0 valid, 1 failed, 2 invalid
+            input; :func:`gemmlab.run.pipeline.exit_status`), in run order.
+    """
+
+    plugin_dirs: list[str] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)
+
+    def exit_status(self) -> int:
+        """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
+        return max(self.statuses, default=0)
+
+
+def _gpu_count() -> int:
+    from gemmlab.gpu.device import gpu_count
+    return gpu_count()
+
+
+def _kernels_help(plugin_dirs: list[str]) -> str:
+    try:
+        registry = registry_for({"plugin_dirs": plugin_dirs})
+    except ConfigError as exc:
+        return f"(plugins failed to load: {exc})"
+    lines = []
+    for name, spec in registry.kernels.items():
+        params = " ".join(f"{k}={v}" for k, v in spec.defaults.items())
+        lines.append(f"{name:16s} {spec.description}\n{'':16s} defaults: {params or '-'}   [{registry.origins[name]}]")
+    return "\n".join(lines)
+
+
+def register_resolvers(invocation: Invocation | None = None) -> None:
+    """Register gemmlab's OmegaConf resolvers (idempotent): ``gemmlab_unique`` (pid + random
+    suffix, cached per config so a sweep keeps one directory), ``gemmlab_kernels`` (help: the
+    kernels of the built-in plugins and of ``invocation.plugin_dirs``, read when the help is
+    shown) and ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.dispatch.shapes`); also
+    stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
+    conf/config.yaml needs."""
+    from gemmlab.stages.config import store_schema
+    store_schema()
+    OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
+                                    use_cache=True, replace=True)
+    OmegaConf.register_new_resolver("gemmlab_kernels",
+                                    lambda: _kernels_help(invocation.plugin_dirs if invocation else []), replace=True)
+    OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
+    from gemmlab.dispatch.shapes import suite_resolver
+    OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
+
+
+def _values(o, options: list[str] | None = None) -> list[str] | None:
+    """The string value(s) of a group override (a sweep gives several; a glob is matched against
+    ``options``); None when they cannot be enumerated here (an interval, a glob without options)."""
+    from hydra.core.override_parser.types import Glob
+    value = o.value()
+    if isinstance(value, Glob):
+        return value.filter(sorted(options)) if options is not None else None
+    if o.is_sweep_override():
+        if not o.is_discrete_sweep():
+            return None
+        return [str(v) for v in o.sweep_string_iterator()]
+    return [o.get_value_element_as_str()]
+
+
+def _known_keys() -> dict[str, set[str] | None]:
+    """Top-level config keys and, for mapping sections, their keys (None: free-form), from the
+    config schema (:class:`gemmlab.stages.config.GemmlabConfig`)."""
+    from gemmlab.stages.config import SECTIONS, TOP_LEVEL
+    known: dict[str, set[str] | None] = {k: set(SECTIONS[k]) if k in SECTIONS else None for k in TOP_LEVEL}
+    known["experiment"] = None  # kernel stays None: checked against the selected kernels' parameters
+    return known
+
+
+def _hydra_args(args: list[str]):
+    """The command line as Hydra's own argument parser reads it (flags, ``--flag=value``,
+    ``-cd=DIR``, optional values such as ``-i defaults``).
+
+    Raises:
+        ConfigError: Hydra's parser refuses it (``--cfg nope``, ``-cd`` without a folder):
+            argparse's own reason in one line, the field being the flag.
+    """
+    import contextlib
+    import io
+
+    from hydra._internal.utils import get_args_parser
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            return get_args_parser().parse_args(args)
+    except SystemExit:
+        reason = (err.getvalue().strip().splitlines() or ["error: cannot parse the command line"])[-1]
+        reason = reason.split("error: ", 1)[-1]  # argparse: "<prog>: error: <reason>"
+        flag = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", reason)
+        if flag:
+            raise ConfigError(flag.group(1), flag.group(2)) from None
+        raise ConfigError("command line", f"{reason} (see gemmlab --help)") from None
+
+
+#: Hydra's own messages: lines that only locate an OmegaConf error (the field is named already)
+_LOCATOR = re.compile(r"^\s*(full_key:|object_type=|reference_type=)")
+
+
+def _one_line(text: str) -> str:
+    """Hydra's multi-line message as one line (its lines joined by ``; ``, locator lines dropped)."""
+    lines = [line.strip().rstrip(".") for line in str(text).splitlines() if line.strip() and not _LOCATOR.match(line)]
+    return "; ".join(lines)
+
+
+def hydra_error(exc: BaseException) -> ConfigError | None:
+    """The one-line :class:`ConfigError` for an error Hydra (or OmegaConf under it) raised about
+    the command line or the configs it composes: a missing ``--config-dir``/``--config-path``
+    folder, an unknown ``--config-name`` or group option (``hydra/launcher=nope``), an override
+    Hydra cannot merge (``hydra.mode=NOPE``), flags that cannot be combined. None for anything
+    else (an error of gemmlab's own code stays a traceback).
+
+    The field is the flag, the config group or the key; the message is Hydra's, in one line,
+    with what is allowed (the group's options, the expected values) where Hydra says it.
+    """
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    origin = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    from_hydra = origin.split(".")[0] in ("hydra", "omegaconf")
+    if not isinstance(exc, (HydraException, OmegaConfBaseException)) and not from_hydra:
+        return None
+    text = str(exc)
+    if isinstance(exc, OverrideParseException):
+        return ConfigError(exc.override.split("=", 1)[0] or "override", _one_line(exc.message))
+    m = re.match(r"Additional config directory '(.*)' not found", text)
+    if m:
+        return ConfigError("--config-dir", f"{m.group(1)} is not a directory; give a folder of config files "
+                           "(added to the config search path)")
+    m = re.search(r"config directory '(.*)' exists|Primary config module '(.*)' not found", text)
+    if m:
+        where = m.group(1) or m.group(2)
+        return ConfigError("--config-path", f"{where} is not a config folder (or Python module with an __init__.py); "
+                           f"gemmlab's own is {CONF_DIR}")
+    if isinstance(exc, MissingConfigException):
+        missing = exc.missing_cfg_file or ""
+        m = re.match(r"Cannot find primary config '(.*?)'", text)
+        if m:
+            return ConfigError("--config-name", f"no primary config '{m.group(1)}' in the config search path "
+                               "(a YAML file in the config folder or --config-dir, named without .yaml; "
+                               "gemmlab's own is config)")
+        if "/" in missing:
+            group, _, option = missing.rpartition("/")
+            options = ", ".join(exc.options or []) or "none"
+            return ConfigError(group, f"unknown option '{option}'; available: {options}")
+        return ConfigError(missing or "config", _one_line(text))
+    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+    key = getattr(cause or exc, "full_key", None)
+    m = re.search(r"(?:Error merging override |Could not override ')([^='\s]+)", text)
+    if not key and m:
+        key = m.group(1)
+    if not key:
+        key = _override_key(exc.__traceback__)
+    if not key:  # e.g. "The --resolve flag can only be used ..."; "Only one of --run, --multirun, ..."
+        m = re.match(r"The (--\w[\w-]*) flag", text)
+        key = m.group(1) if m else "command line"
+    detail = _one_line(text)
+    if cause is not None and str(cause).strip():
+        detail = f"{detail}: {_one_line(cause)}" if not detail.startswith(_one_line(cause)) else detail
+    return ConfigError(str(key), detail)
+
+
+def _override_key(tb) -> str | None:
+    """The key of the Hydra override being applied where ``tb`` ended (a local ``override`` of
+    Hydra's override parser in one of its frames), if any."""
+    from hydra.core.override_parser.types import Override
+    key = None
+    while tb is not None:
+        value = tb.tb_frame.f_locals.get("override")
+        if isinstance(value, Override):
+            key = value.key_or_group
+        tb = tb.tb_next
+    return key
+
+
+def _parse_overrides(overrides: list[str]) -> list:
+    """Hydra's override parser, one override at a time; a parse error is one line.
+
+    Raises:
+        ConfigError: naming the key of the override that does not parse.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    parser = OverridesParser.create()
+    parsed = []
+    for text in overrides:
+        try:
+            parsed.extend(parser.parse_overrides([text]))
+        except Exception as exc:  # Hydra's OverrideParseException: keep its first line only
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(text.split("=", 1)[0].lstrip("+~") or "override", f"cannot parse override {text!r}: "
+                              f"{first} (lists are written [a,b,c]; quote them in the shell)") from None
+    return parsed
+
+
+def _plugin_dirs(parsed: list) -> list[str]:
+    """``plugin_dirs`` named on the command line (the last override wins).
+
+    Raises:
+        ConfigError: the value is not a list.
+    """
+    dirs: list[str] = []
+    for o in parsed:
+        if o.key_or_group == "plugin_dirs" and o.package is None and not o.is_delete():
+            if o.is_sweep_override() or not isinstance(o.value(), list):
+                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {o.input_line!r}")
+            dirs = [str(d) for d in o.value()]
+    return dirs
+
+
+def _is_multirun(ns, parsed: list) -> bool:
+    """-m/--multirun, or ``hydra.mode=MULTIRUN`` on the command line."""
+    if ns.multirun:
+        return True
+    return any(o.key_or_group == "hydra.mode" and not o.is_sweep_override()
+               and str(o.value()).upper().endswith("MULTIRUN") for o in parsed)
+
+
+def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: list[str]) -> tuple[list[str], list[str]]:
+    """Return (kernel names, kernel parameter names) named by the parsed command-line overrides
+    and reject, in one line, what Hydra would only reject with a multi-line message: unknown
+    gemmlab keys (also added with ``+``), unknown group options, sweeps without -m. ``hydra.*``
+    keys and overrides with a package are Hydra's and never checked.
+
+    Raises:
+        ConfigError: naming the field.
+    """
+    known = _known_keys()
+    experiment = [o for o in parsed if o.key_or_group == "experiment" and not o.is_delete()]
+    kernels, params = [], []
+    for o in parsed:
+        key = o.key_or_group
+        top, _, sub = key.partition(".")
+        if o.is_hydra_override() or top == "hydra" or o.package is not None:
+            continue
+        if not custom_conf:
+            if top not in known:
+                raise unknown_key_error(key)
+            if sub and known[top] is not None and sub.split(".")[0] not in known[top]:
+                raise unknown_key_error(key)
+            if top in _FILE_GROUPS and not sub and not o.is_delete():
+                available = sorted(p.stem for p in (CONF_DIR / top).glob("*.yaml"))
+                for value in _values(o, available) or []:
+                    if value == "null" and top == "experiment":
+                        raise ConfigError("experiment", "null is the default; leave experiment out")
+                    if value not in available:
+                        raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
+                    check_config_file(CONF_DIR / top / f"{value}.yaml", top)  # its keys, in one line
+        if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
+            raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
+        if key == "kernel" and not o.is_delete():
+            kernels = _values(o, kernel_options) or []
+        elif top == "kernel" and sub:
+            if sub == "name":
+                raise ConfigError("kernel.name", "select the kernel with kernel=<name>, not kernel.name")
+            params.append(sub)  # also +kernel.P=... and ++kernel.P=...: only the kernel's own parameters exist
+    if experiment and not kernels and not custom_conf:
+        for value in _values(experiment[0]) or []:
+            kernels += [k for k in _experiment_kernels(value) if k not in kernels]
+    return kernels, params
+
+
+def _experiment_kernels(name: str) -> list[str]:
+    """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``) or selects
+    (``defaults: [override /kernel: X]``), if it names any.
+
+    Raises:
+        ConfigError: the experiment file is not valid YAML.
+    """
+    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    if not path.is_file():
+        return []
+    try:
+        conf = OmegaConf.load(path)
+        swept = OmegaConf.select(conf, "hydra.sweeper.params.kernel")
+        chosen = [d["override /kernel"] for d in OmegaConf.to_container(conf).get("defaults", []) or []
+                  if isinstance(d, dict) and "override /kernel" in d]  # e.g. experiment=shapes: auto
+    except Exception as exc:
+        raise ConfigError("experiment", f"{path} is not a valid config: {str(exc).splitlines()[0]}") from None
+    return [k.strip() for k in str(swept).split(",")] if swept else [str(k) for k in chosen]
+
+
+def _default_kernel() -> str:
+    defaults = OmegaConf.load(CONF_DIR / "config.yaml").get("defaults", [])
+    return next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), "tiled")
+
+
+def _prepare(args: list[str], invocation: Invocation) -> None:
+    """Load plugins named on the command line (their folders go to ``invocation.plugin_dirs``),
+    give every kernel without a ``conf/kernel/<name>.yaml`` a config node built from its defaults
+    (so Hydra's own completion, help, globs and sweeps see it), then reject bad gemmlab fields
+    early in one line.
+    Anything Hydra itself accepts is left to Hydra: the command line is read by Hydra's argument
+    parser and override parser; shell completion, --info, --help and --cfg are not checked.
+
+    Raises:
+        ConfigError: unknown kernel, kernel parameter or gemmlab key; broken plugin folder.
+    """
+    ns = _hydra_args(args)
+    # Hydra's own commands: never refused by gemmlab. --cfg is not among them: it composes the
+    # config, so an unknown key or kernel, which Hydra refuses too, gets gemmlab's one line.
+    passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help
+                   or ns.experimental_rerun)
+    try:
+        parsed = _parse_overrides(ns.overrides or [])
+        dirs = _plugin_dirs(parsed)
+        invocation.plugin_dirs = dirs
+        registry = registry_for({"plugin_dirs": dirs})
+    except ConfigError:
+        if passive:
+            return  # --help lists the plugin failure itself; Hydra reports the rest
+        raise
+    store = ConfigStore.instance()
+    for name, spec in registry.kernels.items():
+        if not (CONF_DIR / "kernel" / f"{name}.yaml").is_file():
+            store.store(group="kernel", name=name, node={"name": name, **dict(spec.defaults)})
+    if passive:
+        return
+    _check_suite_families(args)
+    custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
+    options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
+    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options)
+    if custom_conf and not kernels:
+        return  # another primary config may select another default kernel
+    for name in kernels or [_default_kernel()]:
+        if name == AUTO:  # kernel=auto resolves per point (gemmlab.dispatch.auto); only kernel.table is its own
+            for p in params:
+                if p not in AUTO_KEYS:
+                    raise ConfigError(f"kernel.{p}", "kernel=auto chooses the parameters itself; it accepts only "
+                                      "kernel.table=<tuning table file>")
+            continue
+        spec = registry.get(name)
+        for p in params:
+            if p not in spec.defaults:
+                raise ConfigError(f"kernel.{p}", f"kernel '{name}' has no parameter {p}; its parameters: "
+                                  f"{', '.join(spec.defaults) or 'none'}")
+
+
+_SUITE_REF = re.compile(r"\$\{gemmlab_suite:([^}]*)\}")
+
+
+def _check_suite_families(args: list[str]) -> None:
+    """Family names in ``${gemmlab_suite:a,b}`` on the command line exist in the shape suite (Hydra
+    resolves the sweep string later, where an error would be a traceback).
+
+    Raises:
+        ConfigError: field ``shape``: an unknown family, naming the suite's families.
+    """
+    for arg in args:
+        for names in _SUITE_REF.findall(arg):
+            from gemmlab.dispatch.shapes import load_suite
+            try:
+                load_suite().select(n.strip() for n in names.split(","))
+            except ConfigError as exc:
+                reason = str(exc).split(": ", 1)[-1]  # the message without its field
+                raise ConfigError("shape", f"${{gemmlab_suite:{names}}}: {reason}") from None
+
+
+def objective(record: dict) -> float | None:
+    """The value a sweeper optimises: GFLOP/s of a verified, timed point; 0.0 for a valid
+    compile-only point (no speed known); None for a failed point, which Hydra's Optuna sweeper
+    records as a FAILED trial, so it can never be reported as best."""
+    if not record.get("valid"):
+        return None
+    timing = record.get("timing")
+    return float(timing["gflops"]) if timing else 0.0
+
+
+def _hydra_app(invocation: Invocation):
+    """The Hydra app of one command: :func:`_task` with ``invocation`` bound (a closure, so the
+    statuses of the points reach :func:`main` without module-level state)."""
+
+    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+    def task(cfg) -> float | None:
+        return _task(cfg, invocation)
+
+    return task
+
+
+def _task(cfg, invocation: Invocation) -> float | None:
+    """Run one point (a Hydra job) and print its summary; its exit status goes to
+    ``invocation.statuses``. Returns the sweeper's :func:`objective`."""
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
+    except KeyboardInterrupt:  # Hydra's job config is still set here: name the real folder
+        raise KeyboardInterrupt(_interrupted_advice()) from None
+    status = exit_status(record)
+    invocation.statuses.append(status)
+    if record.get("resumed"):
+        print(f"{out_dir}: skipped, it already holds a valid result (resume=true)", flush=True)
+        return objective(record)
+    if record["status"] not in (ConfigError.status, NoGPUError.status):  # those get their one line only
+        print(record_stage.summary(record))
+        print(f"  result  {out_dir / 'result.json'}", flush=True)
+    if record["status"] == NoGPUError.status:  # every further point would say the same: stop here
+        print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
+        print((out_dir / "compile.log").read_text().rstrip(), file=sys.stderr)  # NVRTC log, line numbers
+    if status:
+        print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
+    return objective(record)
+
+
+def _interrupted_advice() -> str:
+    """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
+    interrupted point: its output folder minus ``hydra.sweep.subdir``)."""
+    try:
+        hc = HydraConfig.get()
+        out = hc.runtime.output_dir
+        multirun = str(hc.mode).upper().endswith("MULTIRUN")
+    except Exception:
+        out, multirun = None, True
+    if out and not multirun:
+        return f"the run's folder {out} holds no result for it"
+    if out:
+        try:
+            depth = len(Path(str(HydraConfig.get().sweep.subdir)).parts)
+            sweep_dir = Path(out).parents[depth - 1] if depth else Path(out)
+            return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+                    f"hydra.sweep.dir={sweep_dir} resume=true")
+        except Exception:
+            pass
+    return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
+            "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
+
+
+class PipeSafeStream:
+    """A text stream wrapper for stdout: once the reader has gone (``gemmlab ... | head -3``),
+    writes are dropped instead of raising ``BrokenPipeError``, so a sweep still runs to the end
+    and writes every record and its summary. The file descriptor is pointed at /dev/null so the
+    interpreter's final flush stays quiet too (Python docs, "Note on SIGPIPE")."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.broken = False
+
+    def _gone(self) -> None:
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def main() -> None:
+    """Console entry point (``gemmlab``)."""
+    if not isinstance(sys.stdout, PipeSafeStream) and sys.stdout is not None:
+        sys.stdout = PipeSafeStream(sys.stdout)
+    if "--version" in sys.argv[1:]:
+        from gemmlab import __version__
+        print(f"gemmlab {__version__} (Hydra {hydra.__version__})")
+        sys.exit(0)
+    invocation = Invocation()
+    register_resolvers(invocation)
+    try:
+        _prepare(sys.argv[1:], invocation)
+    except ConfigError as exc:
+        print(f"gemmlab: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
+        print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
+              file=sys.stderr)
+    full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))  # the user asked for Hydra's tracebacks
+    try:
+        with _hydra_raises():
+            _hydra_app(invocation)()
+    except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
+        sys.exit(done.outcome.exit_status_with(invocation.statuses))
+    except KeyboardInterrupt as exc:
+        advice = str(exc.args[0]) if exc.args else _interrupted_advice()
+        print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:
+        error = None if full_error else hydra_error(exc)
+        if error is None:
+            raise
+        print(f"gemmlab: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(invocation.exit_status())
+
+
+@contextlib.contextmanager
+def _hydra_raises():
+    """Within: Hydra raises its errors instead of printing them over several lines and exiting 1
+    (its documented ``HYDRA_FULL_ERROR=1``), so :func:`main` can say them in one line
+    (:func:`hydra_error`). The variable is restored afterwards."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""Sweep summary and progress: Hydra callbacks of a multirun.
+
+:class:`SweepSummary` collects every point's ``result.json`` under the sweep directory, in any
+``hydra.sweep.subdir`` layout (every depth; a sanitizer child's record inside a point is part of
+that point), into one table, prints it (rich) and saves it as ``summary.csv`` and ``summary.md``
+in the sweep directory. It reads files, not in-process state, so it works with any launcher, and
+it ends the multirun with the exit status derived from those records (:class:`SweepOutcome`):
+1 when a point failed (for a search: when no trial was valid), else 0. The records are read
+through :mod:`gemmlab.stages.record_model`. :class:`SweepProgress` shows progress and ETA.
+
+Hooked into Hydra as callbacks (``hydra.callbacks`` in conf/config.yaml).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import OmegaConf
+
+from gemmlab.stages.record_model import VALID_STATUSES, Record, find_records, read_record
+
+COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "vs_baseline", "max_abs_error",
+           "error")
+
+
+def _row(rec: Record, root: Path) -> dict[str, Any]:
+    """One summary row (strings) of the record view ``rec`` found under ``root``."""
+    point = Path(rec.path).parent.relative_to(root).as_posix()
+    if rec.category == "unreadable":
+        return {"point": point, "status": "unreadable", "error": rec.error}
+    raw = rec.raw
+    ratio = raw.get("ratio_to_baseline") if isinstance(raw.get("ratio_to_baseline"), dict) else None
+    config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    max_abs = ((raw.get("verification") or {}).get("max_abs_error", "")
+               if isinstance(raw.get("verification"), dict) else "")
+    return {"point": point, "kernel": rec.kernel or "?",
+            "shape": rec.shape_text if rec.shape_from == "shape" else str(config.get("shape")),
+            "params": rec.params_text, "status": raw.get("status"),
+            "median_ms": f"{rec.median_ms:.5f}" if rec.median_ms is not None else "",
+            "gflops": f"{rec.gflops:.1f}" if rec.gflops is not None else "",
+            "vs_baseline": (f"{ratio['median_time']:.3f}x {ratio['baseline']}" if ratio else ""),
+            "max_abs_error": f"{max_abs:.3g}" if isinstance(max_abs, float) else str(max_abs),
+            "error": raw.get("error") or ""}
+
+
+def collect(sweep_dir: Path) -> list[dict[str, Any]]:
+    """One row per point's ``result.json`` at any depth below ``sweep_dir`` (natural order: job
+    ``2`` before ``10``); a record inside another point's directory (a sanitizer child) is not a
+    point."""
+    sweep_dir = Path(sweep_dir)
+    return [_row(read_record(p), sweep_dir) for p in find_records([sweep_dir], children=False)]
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The rows as a GitHub-flavoured Markdown table."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(r.get(c, "")).replace("|", "\\|") for c in COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+#: columns shown on a terminal narrower than the full table, most important first
+NARROW_COLUMNS = ("point", "kernel", "shape", "status", "gflops", "error", "median_ms", "params", "vs_baseline")
+
+
+def _fit_columns(rows: list[dict[str, Any]], width: int) -> tuple[tuple[str, ...], int]:
+    """The columns that fit one line per point on a ``width``-character terminal (most important
+    first, in table order) and the width left for ``error`` (cut with an ellipsis)."""
+    def natural(c: str) -> int:
+        return max([len(c)] + [len(str(r.get(c, ""))) for r in rows])
+
+    chosen: list[str] = []
+    for c in NARROW_COLUMNS:
+        trial = chosen + [c]
+        used = sum(natural(x) for x in trial if x != "error") + 3 * len(trial) + 1
+        room = width - used
+        if c == "error" and room < 8 or c != "error" and room < (24 if "error" in trial else 0):
+            continue
+        chosen = trial
+    used = sum(natural(x) for x in chosen if x != "error") + 3 * len(chosen) + 1
+    return tuple(c for c in COLUMNS if c in chosen), max(width - used, 0)
+
+
+def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
+    """Collect, save (``summary.csv``, ``summary.md``: every column) and print the summary of
+    ``sweep_dir``; return the rows. On a terminal the table fits its width, one line per point
+    (fewer columns, long cells cut with an ellipsis); elsewhere (a log file) it is printed whole.
+
+    Args:
+        console: a ``rich.console.Console`` to print on (default: stdout).
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = collect(sweep_dir)
+    with open(Path(sweep_dir) / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (Path(sweep_dir) / "summary.md").write_text(markdown(rows))
+    console = console or Console()
+    if not console.is_terminal:
+        console = Console(file=console.file, width=200)
+    wide = console.width >= 200
+    columns, error_width = (COLUMNS, 60) if wide else _fit_columns(rows, console.width)
+    table = Table(title=f"gemmlab sweep: {sweep_dir}", show_lines=False)
+    for c in columns:
+        if wide:
+            table.add_column(c, overflow="fold", max_width=60 if c == "error" else None)
+        else:
+            table.add_column(c, no_wrap=True, overflow="ellipsis",
+                             max_width=error_width if c == "error" else None)
+    for r in rows:
+        style = None if r.get("status") in VALID_STATUSES else "red"
+        table.add_row(*(str(r.get(c, "")) for c in columns), style=style)
+    console.print(table)
+    if not wide:
+        console.print(f"all columns: {Path(sweep_dir) / 'summary.md'}", overflow="ellipsis", no_wrap=True)
+    return rows
+
+
+def is_search(config) -> bool:
+    """True when the sweep is a search (Hydra's Optuna sweeper) rather than a grid."""
+    return "optuna" in str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).lower()
+
+
+def best_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The verified and timed row with the highest GFLOP/s (failed points never qualify)."""
+    timed = [r for r in rows if r.get("status") == "ok" and r.get("gflops")]
+    return max(timed, key=lambda r: float(r["gflops"])) if timed else None
+
+
+@dataclass
+class SweepOutcome:
+    """What a finished sweep amounts to, from its records on disk.
+
+    ``failed``: the points whose status is not valid; ``search``: the sweeper is a search, where
+    failed trials are expected (pruned); ``exit_status``: 1 when a grid point failed, when every
+    trial of a search failed, or when no record was found; else 0 (:meth:`exit_status_with` adds
+    the statuses of points run in this process).
+    """
+
+    sweep_dir: Path
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    search: bool = False
+
+    @property
+    def failed(self) -> list[str]:
+        """The points (relative directories) whose status is not valid."""
+        return [r["point"] for r in self.rows if r.get("status") not in VALID_STATUSES]
+
+    @property
+    def timed(self) -> int:
+        """How many points were verified and timed."""
+        return sum(r.get("status") == "ok" for r in self.rows)
+
+    @property
+    def exit_status(self) -> int:
+        """The multirun's exit status from the records alone (see the class docstring)."""
+        return self.exit_status_with(())
+
+    def exit_status_with(self, statuses) -> int:
+        """The multirun's exit status, given the exit statuses of the points this process ran
+        itself (``statuses``: a point may fail without a record of its own, e.g. one that refused
+        to overwrite a result). A search ignores them: failed trials are pruned. A grid exits 1
+        when a record says a point failed, else with the highest of ``statuses`` (or 1 when no
+        record was found)."""
+        if self.search:
+            return 1 if not self.rows or len(self.failed) == len(self.rows) else 0
+        if not self.rows:
+            return max([1, *statuses])
+        return 1 if self.failed else max([0, *statuses])
+
+
+class SweepFinished(SystemExit):
+    """Ends a multirun with its :class:`SweepOutcome` (``outcome``): raised by
+    :class:`SweepSummary` after the summary, it passes Hydra (which catches ``Exception``, not
+    ``SystemExit``) to the caller of the Hydra app (``gemmlab.cli.app.main`` combines it with the
+    statuses of in-process points); uncaught, the process exits with ``code``, the records' status."""
+
+    def __init__(self, outcome: SweepOutcome):
+        super().__init__(outcome.exit_status)
+        self.outcome = outcome
+
+
+def summarize(sweep_dir: Path, search: bool = False) -> SweepOutcome:
+    """Write and print the summary of ``sweep_dir`` (and ``best.txt`` when a point was timed),
+    print the counts line, and return the :class:`SweepOutcome`."""
+    sweep_dir = Path(sweep_dir)
+    outcome = SweepOutcome(sweep_dir, write_summary(sweep_dir), search)
+    rows, failed, timed = outcome.rows, outcome.failed, outcome.timed
+    best = best_row(rows)
+    if best:
+        text = (f"best verified point: #{best['point']} {best['kernel']} {best['params']} {best['shape']}: "
+                f"{best['gflops']} GFLOP/s ({best['median_ms']} ms)")
+        print(text)
+        (sweep_dir / "best.txt").write_text(text + "\n")
+    if not rows:
+        print(f"gemmlab: error: no result.json found under {sweep_dir}", file=sys.stderr)
+    elif search:
+        if timed == 0 and len(failed) < len(rows):
+            print("compile-only search: no trial was timed, so every valid trial scores 0.0 and the "
+                  "optimizer's 'best' is only a valid tile set, not a fast one")
+        print(f"{len(rows)} trials: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
+              f"{len(failed)} pruned as failed trials (invalid parameters or failed checks); "
+              f"summary: {sweep_dir / 'summary.md'}, optimizer: {sweep_dir / 'optimization_results.yaml'}")
+    else:
+        print(f"{len(rows)} points: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
+              f"{len(failed)} failed; summary: {sweep_dir / 'summary.md'}")
+    return outcome
+
+
+class SweepSummary(Callback):
+    """Hydra callback: at the end of a multirun, summarise the sweep directory and end the
+    process with the exit status of its records (:class:`SweepFinished`)."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep_dir, search = Path(config.hydra.sweep.dir), is_search(config)
+        try:
+            outcome = summarize(sweep_dir, search)
+        except Exception as exc:  # Hydra would only warn: a sweep whose summary failed must not pass
+            print(f"gemmlab: error: the summary of {sweep_dir} failed ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
+            outcome = SweepOutcome(sweep_dir, [], search)
+        sys.stdout.flush()
+        raise SweepFinished(outcome)
+
+
+def count_jobs(config) -> int | None:
+    """How many jobs this multirun will launch: the grid size for Hydra's basic sweeper, n_trials
+    for Optuna; None when unknown."""
+    if is_search(config):
+        return OmegaConf.select(config, "hydra.sweeper.n_trials", default=None)
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        raw = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+        params = OmegaConf.to_container(raw) if raw is not None else {}
+        task = {o.split("=", 1)[0]: o for o in OmegaConf.select(config, "hydra.overrides.task", default=[])}
+        strings = [task.pop(k, f"{k}={v}") for k, v in params.items()] + list(task.values())
+        parsed = OverridesParser.create().parse_overrides(strings)
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+    except Exception:
+        return None
+
+
+class SweepProgress(Callback):
+    """Hydra callback: sweep progress (points done / total, current point, ETA) with rich. A bar
+    on a terminal, one line per finished point otherwise. Jobs that a launcher runs in other
+    processes report nothing here (the summary still covers them)."""
+
+    def __getstate__(self):  # launchers that pickle the callbacks (submitit) get a fresh one
+        return {}
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        from rich.console import Console
+        self.console = Console(stderr=True)
+        self.total = count_jobs(config)
+        self.done = 0
+        self.started = time.perf_counter()
+        self.bar = None
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=self.console, transient=True)
+            self.task = self.bar.add_task("sweep", total=self.total)
+            self.bar.start()
+
+    def _label(self, config) -> str:
+        return " ".join(OmegaConf.select(config, "hydra.overrides.task", default=[]))
+
+    def on_job_start(self, config, **kwargs) -> None:
+        if getattr(self, "bar", None) is not None:  # the job number: the point's folder and summary row
+            num = OmegaConf.select(config, "hydra.job.num", default=None)
+            self.bar.update(self.task, description=f"point #{num if num is not None else self.done}: {self._label(config)}")
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if not hasattr(self, "started"):
+            return
+        self.done += 1
+        if self.bar is not None:
+            self.bar.advance(self.task)
+            return
+        elapsed = time.perf_counter() - self.started
+        eta = ""
+        if self.total:
+            eta = f", ETA {elapsed / self.done * (self.total - self.done):.0f} s"
+        print(f"[{self.done}/{self.total or '?'}] done: {self._label(config)} ({elapsed:.0f} s elapsed{eta})",
+              file=sys.stderr, flush=True)  # one plain line per point in logs (no wrapping)
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        if getattr(self, "bar", None) is not None:
+            self.bar.stop()

@@ -1,0 +1,291 @@
+"""``gemmlab-tune``: the candidate sweep behind kernel=auto's tuning table, and its build/show/choose.
+
+``gemmlab-tune sweep`` measures candidates (below); ``build`` makes a table from the sweep's records
+(:func:`gemmlab.dispatch.auto.build_table`), ``show`` prints one, ``choose M N K`` prints what
+kernel=auto picks (:func:`gemmlab.dispatch.auto.choose`, no GPU needed).
+
+For each shape of the suite (:mod:`gemmlab.dispatch.shapes`) it measures a short list of candidate kernels
+and parameters (:func:`candidates`): first the rules' own choice (:func:`gemmlab.dispatch.auto.choose`
+with no table) for every shape, then the family's variants, each point through
+:func:`gemmlab.run.pipeline.run_point` (verified, timed against the baseline in the same process),
+into ``OUT/<family>/<M>x<N>x<K>/<kernel>-<params>/result.json``. A time budget stops it between
+points; the rules' choices come first, then the variants of the cheapest shapes, so a cut sweep still covers
+every shape and drops the alternatives of the most expensive ones. Then
+``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape.
+
+Candidates only name kernels that are registered and accept the shape (their ``check``); kernels
+from other plugins are used when registered (``sgemm_*`` with their defaults, ``splitk`` with
+SPLITS sized by the SM count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from gemmlab.contract.hookspecs import Shape
+from gemmlab.dispatch import auto as dispatch
+from gemmlab.dispatch.shapes import Suite
+from gemmlab.errors import ConfigError
+
+# kernels of other branches, tried with their defaults where registered
+LARGE_KERNELS = ("sgemm_pipelined", "sgemm_warptile", "sgemm_block2d")
+SPLIT_KERNELS = ("splitk",)
+SEED_TILE = {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}
+OPTUNA_TILE = {"BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4}
+
+
+def _sk(bm: int, bn: int, ks: int, bk: int = 16) -> tuple[str, dict]:
+    return ("slicedk", {"BM": bm, "BN": bn, "BK": bk, "TM": 4, "TN": 4, "KS": ks})
+
+
+def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
+    """The family's extra candidates (before filtering), cheapest-to-measure families widest."""
+    m = shape.M
+    mt = 1
+    while mt < min(m, 16):
+        mt *= 2
+    out: list[tuple[str, dict]] = []
+    if family == "decode":
+        if m <= 16:
+            for nt in (16, 32, 64):
+                for u in (4, 8):
+                    out.append(("gemv_rows", {"MT": mt, "NT": nt, "KW": 8, "U": u}))
+            out += [_sk(16, 32, 8, bk=8)]
+        else:
+            out += [_sk(32, 32, 4), _sk(16, 32, 8, bk=8), _sk(32, 64, 4), _sk(64, 64, 2),
+                    ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 8}), ("tiled", dict(SEED_TILE))]
+        out += [(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS]
+    elif family == "tiny":
+        out += [("small_tile", {"BX": 16, "BY": 16, "KS": 1}), ("small_tile", {"BX": 16, "BY": 16, "KS": 4}),
+                ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8, bk=8), _sk(16, 16, 16, bk=8),
+                _sk(32, 32, 4),
+                ("naive", {"BX": 16, "BY": 16}), ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})]
+    elif family == "k_heavy":
+        splits = dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)["SPLITS"]
+        out += [(k, {"SPLITS": s}) for k in SPLIT_KERNELS for s in sorted({max(1, splits // 2), splits, 2 * splits})]
+        out += [_sk(16, 16, 16, bk=8), _sk(16, 32, 8, bk=8), _sk(16, 32, 8), _sk(32, 32, 4), _sk(32, 64, 4)]
+    else:  # large, medium, odd, skinny: the big kernels, two tiled tiles, slicedk where tiles are few
+        out += [(k, {}) for k in LARGE_KERNELS]
+        out += [("tiled", dict(OPTUNA_TILE)), ("tiled", dict(SEED_TILE))]
+        if family in ("tall_skinny", "short_wide", "odd"):
+            out += [_sk(32, 32, 4), _sk(64, 64, 2)]
+        out += ([(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS]
+                if family in ("tall_skinny", "short_wide") else [])
+    return out
+
+
+def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DEFAULT_SM_COUNT,
+               precision: str = dispatch.DEFAULT_PRECISION) -> list[tuple[str, dict]]:
+    """Candidate (kernel, full params) pairs for ``shape``: the rules' choice first, then the
+    family's :func:`variants` (fp32) or every registered kernel with its defaults (other
+    precisions, e.g. once tensor-core kernels declare ``precisions``); only registered NVRTC
+    kernels that support the precision and whose check accepts the shape, no duplicates. Where an
+    ``sgemm_*`` rung is registered, ``tiled`` is no variant for the large-shape families."""
+    from gemmlab.gpu.device import offline_facts
+    facts = offline_facts("90")
+    out: list[tuple[str, dict]] = []
+    try:
+        first = dispatch.choose(shape, registry, dispatch.Table(device={"sm_count": table_sms}), precision)
+        out.append((first.kernel, dict(first.params)))
+    except Exception:  # no kernel at all: the variants may still have one
+        pass
+    extra = variants(shape, family) if precision == "fp32" else [(name, {}) for name in registry.kernels]
+    if any(k in registry.kernels for k in LARGE_KERNELS) and family not in ("tiny", "k_heavy", "decode"):
+        extra = [(k, p) for k, p in extra if k != "tiled"]  # the sgemm rungs beat it (docs/results/ladder-h200.md)
+    for name, params in extra:
+        full, _ = dispatch._try(registry, name, params, shape, precision, dispatch.DEFAULT_LAYOUT, facts)
+        if full is not None and (name, full) not in out:
+            out.append((name, full))
+    return out
+
+
+def point_dir(out: Path, family: str, shape: Shape, kernel: str, params: Mapping[str, int]) -> Path:
+    """``OUT/<family>/<M>x<N>x<K>/<kernel>-<k1>_<v1>-...``."""
+    tag = "-".join(f"{k}{v}" for k, v in params.items())
+    return out / family / f"{shape.M}x{shape.N}x{shape.K}" / (f"{kernel}-{tag}" if tag else kernel)
+
+
+def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] = (), budget_s: float | None = None,
+              base_config: Mapping[str, Any] | None = None, log: Callable[[str], None] = print,
+              run: Callable | None = None, precision: str = dispatch.DEFAULT_PRECISION) -> dict:
+    """Measure the candidates of every selected shape: the rules' choice of every shape first, then
+    the variants, cheapest shapes first (so a budget cuts the expensive shapes' alternatives).
+
+    Args:
+        out: sweep folder (points already holding a result.json are skipped: re-running resumes).
+        suite, families: the shapes (all families when empty).
+        budget_s: stop starting new points after this many seconds (None: no limit).
+        base_config: config fields for every point (baseline, timing, verify, mode, ...).
+        run: ``run_point`` (injectable for tests); default: ``gemmlab.run.isolation.run_point`` when it
+            exists (each point in a reused worker process, a faulty one costs only itself), else
+            ``gemmlab.run.pipeline.run_point``.
+        precision: the ``precision`` of every point (the table is keyed by it).
+
+    Returns:
+        ``{"done": n, "skipped_existing": n, "cut": n, "failed": n, "seconds": s}``.
+    """
+    if run is None:
+        try:  # fault isolation (a worker process with a watchdog) where this gemmlab has it
+            from gemmlab.run.isolation import run_point as run
+        except ImportError:
+            from gemmlab.run.pipeline import run_point as run
+    out = Path(out)
+    base = dict(base_config or {})
+    start = time.monotonic()
+    plan: list[tuple[str, Shape, str, dict]] = []
+    per_shape = [(fam, s, candidates(s, fam, registry, precision=precision)) for fam in suite.families
+                 if not families or fam in families for s in suite.families[fam]]
+    # the rules' choice of every shape first (suite order); then the variants, cheapest shapes first
+    # (by the elements of A, B and C: input generation and transfers dominate a point's cost)
+    plan += [(fam, s, *cands[0]) for fam, s, cands in per_shape if cands]
+    firsts = len(plan)
+    rest = [(s.M * s.K + s.K * s.N + s.M * s.N, i, fam, s, *c) for fam, s, cands in per_shape
+            for i, c in enumerate(cands[1:], 1)]
+    plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
+    stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "cut": 0, "failed": 0}
+    for n, (fam, s, kernel, params) in enumerate(plan):
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            stats["cut"] = len(plan) - n
+            what = (f"the rules' choices of {firsts - n} shapes and every variant" if n < firsts
+                    else "variants after the rules' choices")
+            log(f"budget of {budget_s:g} s reached: {stats['cut']} of {len(plan)} points not run ({what}; "
+                f"first cut: {kernel} {dispatch._ptext(params)} at {s.M}x{s.N}x{s.K})")
+            break
+        d = point_dir(out, fam, s, kernel, params)
+        if (d / "result.json").exists():
+            stats["skipped_existing"] += 1
+            continue
+        cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K], "precision": precision}
+        rec = run(cfg, d)
+        stats["done"] += 1
+        ratio = (rec.get("ratio_to_baseline") or {}).get("median_time")
+        ms = (rec.get("timing") or {}).get("median_ms")
+        if not rec.get("valid"):
+            stats["failed"] += 1
+        log(f"[{n + 1}/{len(plan)}] {fam} {s.M}x{s.N}x{s.K} {kernel} {dispatch._ptext(params)}: {rec.get('status')}"
+            + (f" {ms:.5f} ms" if isinstance(ms, float) else "")
+            + (f", {100 / ratio:.1f}% of baseline" if isinstance(ratio, float) and ratio > 0 else "")
+            + (f" ({rec.get('error')})" if rec.get("error") else ""))
+    stats["seconds"] = round(time.monotonic() - start, 1)
+    return stats
+
+
+def parse_families(text: str | None, suite: Suite) -> list[str]:
+    """``"decode,tiny"`` -> the names, checked against the suite (ConfigError ``families``)."""
+    names = [t for t in (text or "").split(",") if t]
+    suite.select(names)
+    return names
+
+
+def sweep_main(args) -> int:
+    """``gemmlab-tune sweep``: see the module docstring."""
+    from gemmlab.contract.registry import load_registry
+    from gemmlab.dispatch.shapes import load_suite
+    suite = load_suite(args.suite)
+    registry = load_registry(args.plugin_dirs)
+    base: dict[str, Any] = {"baseline": args.baseline, "mode": args.mode,
+                            "timing": {"mode": "graph", "warmup": 3, "repeat": args.repeat, "batch": args.batch,
+                                       "floor": False},
+                            "verify": {"max_full": args.max_full}, "plugin_dirs": list(args.plugin_dirs)}
+    if args.baseline is None:
+        base.pop("baseline")
+    stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base,
+                      precision=args.precision)
+    print(f"{args.out}: {stats}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Register ``gemmlab-tune sweep`` on an argparse subparsers object."""
+    s = sub.add_parser("sweep", help="measure candidate kernels over the shape suite (records for build)")
+    s.add_argument("--out", required=True, help="sweep folder (re-running resumes: existing points are skipped)")
+    s.add_argument("--families", help="comma-separated families (default: all)")
+    s.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
+    s.add_argument("--budget", type=float, help="seconds; no new point starts after it")
+    s.add_argument("--baseline", default="cublas", help="baseline kernel measured alternately (default cublas)")
+    s.add_argument("--mode", default="run", choices=("run", "compile"))
+    s.add_argument("--repeat", type=int, default=5, help="graph-timed samples per point (default 5)")
+    s.add_argument("--batch", type=int, default=10, help="launches per sample (default 10)")
+    s.add_argument("--max-full", type=int, default=2 ** 32, dest="max_full",
+                   help="full float64 check up to this M*N*K, sampled rows/columns + Freivalds above (default 2^32)")
+    s.add_argument("--precision", default=dispatch.DEFAULT_PRECISION, choices=dispatch.PRECISION_NAMES)
+    s.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=dispatch.PROG, description="Measure candidates (sweep), build, show and query "
+                                "kernel=auto's tuning table.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build a table from sweep records (result.json under the paths)")
+    b.add_argument("paths", nargs="+")
+    b.add_argument("-o", "--out", required=True, help="table file to write (refused if it exists unless --force)")
+    b.add_argument("--device", help="use only records of this GPU name")
+    b.add_argument("--force", action="store_true", help="overwrite --out")
+    s = sub.add_parser("show", help="print a table's entries")
+    s.add_argument("table", nargs="?", help="table file (default: the shipped H200 table)")
+    c = sub.add_parser("choose", help="what kernel=auto picks for a shape (no GPU needed)")
+    c.add_argument("M", type=int)
+    c.add_argument("N", type=int)
+    c.add_argument("K", type=int)
+    c.add_argument("--table", help="table file (default: the shipped H200 table)")
+    c.add_argument("--precision", default=dispatch.DEFAULT_PRECISION, choices=dispatch.PRECISION_NAMES)
+    c.add_argument("--layout", default="row,row", help="a,b: each row or col")
+    c.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")
+    add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 2 with one line on bad input."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "sweep":
+            return sweep_main(args)
+        if args.cmd == "build":
+            out = Path(args.out)
+            if out.exists() and not args.force:
+                raise ConfigError("out", f"{out} exists; pass --force to replace it")
+            table, stats = dispatch.build_table(args.paths, args.device)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text(json.dumps(table.as_json(), indent=1) + "\n")
+            os.replace(tmp, out)
+            skipped = ", ".join(f"{v} {k}" for k, v in stats["skipped"].items()) or "none"
+            print(f"{out}: {len(table.entries)} entries from {stats['used']} of {stats['records']} records "
+                  f"(skipped: {skipped}); device {table.device.get('name')}")
+        elif args.cmd == "show":
+            table = dispatch.load_table(args.table, field_name="table")
+            print(f"{table.path}: device {table.device.get('name', '?')}, {len(table.entries)} entries")
+            for e in table.entries:
+                ratio = e.extra.get("ratio_to_baseline")
+                print(f"  {e.precision} {'/'.join(e.layout)} {e.shape.M}x{e.shape.N}x{e.shape.K}: {e.kernel} "
+                      f"{dispatch._ptext(e.params)}" + (f"  ({ratio:.3f} x {e.extra.get('baseline')})"
+                                                        if isinstance(ratio, (int, float)) else ""))
+        else:
+            from gemmlab.stages.config import parse_shape
+            from gemmlab.contract.registry import load_registry
+            layout = tuple(args.layout.split(","))
+            if len(layout) != 2 or not all(x in dispatch.LAYOUT_NAMES for x in layout):
+                raise ConfigError("layout", f"must be a,b with each row or col, got {args.layout!r}")
+            table = dispatch.load_table(args.table, field_name="table")
+            choice = dispatch.choose(parse_shape([args.M, args.N, args.K]), load_registry(args.plugin_dirs), table,
+                                     args.precision, layout)
+            print(json.dumps(choice.record(), indent=1))
+    except ConfigError as exc:
+        print(f"{dispatch.PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _entry() -> None:  # console script
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _entry()

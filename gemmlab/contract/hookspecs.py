@@ -1,0 +1,548 @@
+"""The whole gemmlab plugin contract, in one place (contract v2, issue 7).
+
+A kernel plugin is a Python module (or any object) with a ``gemmlab_kernels`` hook implementation
+that returns kernel specs (:class:`KernelSpec` for NVRTC-compiled sources,
+:class:`LibraryKernelSpec` for vendor libraries). It is found in one of three ways
+(``gemmlab.contract.registry``):
+
+1. built in: a module in gemmlab's ``plugins/`` folder (installed as ``gemmlab_plugins``);
+2. a third-party package exposing a module under the entry-point group ``gemmlab``
+   (``[project.entry-points.gemmlab] mykernels = "mypkg.gemm_plugin"``);
+3. a drop-in ``*.py`` file in a folder named by the ``plugin_dirs`` config field.
+
+Plugins see plain gemmlab data only: :class:`Problem` (shape, precision, layouts), parameter
+dicts of ints, :class:`DeviceFacts`, and return plain values (:class:`Launch`,
+:class:`KernelOptions`, argument and plan descriptions). They never import or receive cuda.core
+objects; the core compiles, allocates, builds tensor maps, launches, verifies and times
+(pattern: pytest's ``hookspec.py``; hook machinery: pluggy, https://pluggy.readthedocs.io).
+
+The v1 kernel ABI, still the default (every v2 addition is optional)::
+
+    a C++ template instantiated through a name expression, with parameters
+    (const float* A, const float* B, float* C, int M, int N, int K)
+    A is M x K, B is K x N, C is M x N, all row-major float32; C = A @ B (no alpha/beta).
+
+v2 additions (defaults reproduce v1):
+
+- ``precisions`` / ``layouts`` a kernel supports; the core refuses others before compiling.
+  A and B are stored in the precision's storage type (:attr:`Problem.ab_dtype`), C is float32,
+  accumulation float32.
+- problem-level methods :meth:`KernelSpec.check_problem`, :meth:`~KernelSpec.geometry`,
+  :meth:`~KernelSpec.instance`, :meth:`~KernelSpec.options`, :meth:`~KernelSpec.arguments`,
+  :meth:`~KernelSpec.workspace_bytes`, :meth:`~KernelSpec.plan` (defaults call the v1 methods).
+- :class:`Launch` with a thread-block ``cluster``; :class:`KernelOptions` (defines, register cap,
+  ``sm_90a``); kernel arguments :class:`Matrix`, :class:`Dim`, :class:`Workspace`,
+  :class:`Value`, :class:`TensorMap`; launch plans of :class:`Main`, :class:`Memset`,
+  :class:`Extra` steps, enqueued by the core inside every timed launch.
+- sources may ``#include`` files beside them, gemmlab's shared headers (``"gemmlab/ptx.cuh"``,
+  folder ``kernels/include/gemmlab``) and CUDA's headers from the pip wheels.
+
+Tile parameters are C++ template arguments, so they are compile-time constants in the generated
+code; :meth:`KernelSpec.entry` turns a parameter dict into the name expression, e.g.
+``gemm_tiled<64, 64, 16, 8, 2>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, NamedTuple, Union
+
+import pluggy
+
+PROJECT = "gemmlab"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+#: ``precision`` values: storage of A and B, and how the products are formed (C is float32).
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+#: storage dtype (numpy / ml_dtypes name) of A and B per precision (tf32 stores float32).
+AB_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+#: compute description per precision (accumulation is float32 for all).
+COMPUTE = {"fp32": "float32", "tf32": "tf32 tensor core, float32 accumulate",
+           "bf16": "float32 accumulate of bf16 products", "fp16": "float32 accumulate of fp16 products"}
+#: storage orders of A and B: ``row`` (row-major) or ``col`` (column-major).
+LAYOUTS = ("row", "col")
+
+
+class Shape(NamedTuple):
+    """GEMM problem size: A is M x K, B is K x N, C is M x N (elements)."""
+
+    M: int
+    N: int
+    K: int
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One GEMM problem as the core runs it: C (M x N, row-major float32) = A (M x K) @ B (K x N).
+
+    Attributes:
+        shape: M, N, K.
+        precision: one of :data:`PRECISIONS`. ``fp32``: float32 A, B and FMA arithmetic;
+            ``tf32``: float32 storage, the tensor core rounds inputs to TF32; ``bf16``/``fp16``:
+            2-byte A and B. Accumulation and C are float32 for all.
+        layout_a: ``row``: A[m, k] at ``m*lda + k``; ``col``: at ``m + k*lda``.
+        layout_b: ``row``: B[k, n] at ``k*ldb + n``; ``col`` (K-major, "B^T row-major"): at
+            ``k + n*ldb``.
+
+    No leading-dimension padding: ``lda``/``ldb``/``ldc`` are the packed extents.
+    """
+
+    shape: Shape
+    precision: str = "fp32"
+    layout_a: str = "row"
+    layout_b: str = "row"
+
+    @property
+    def M(self) -> int:
+        return self.shape.M
+
+    @property
+    def N(self) -> int:
+        return self.shape.N
+
+    @property
+    def K(self) -> int:
+        return self.shape.K
+
+    @property
+    def lda(self) -> int:
+        """Leading dimension of A in elements: K (row-major) or M (column-major)."""
+        return self.K if self.layout_a == "row" else self.M
+
+    @property
+    def ldb(self) -> int:
+        """Leading dimension of B in elements: N (row-major) or K (column-major)."""
+        return self.N if self.layout_b == "row" else self.K
+
+    @property
+    def ldc(self) -> int:
+        """Leading dimension of C in elements: always N (C is row-major)."""
+        return self.N
+
+    @property
+    def ab_dtype(self) -> str:
+        """Storage type of A and B: ``float32`` | ``bfloat16`` | ``float16``."""
+        return AB_DTYPES[self.precision]
+
+    @property
+    def ab_bytes(self) -> int:
+        """Bytes per element of A and B (4 or 2)."""
+        return 4 if self.ab_dtype == "float32" else 2
+
+    @property
+    def c_dtype(self) -> str:
+        return "float32"
+
+    @property
+    def compute(self) -> str:
+        """How products are formed and accumulated (text for the record)."""
+        return COMPUTE[self.precision]
+
+    def stored_shape(self, matrix: str) -> tuple[int, int]:
+        """(rows, cols) of ``matrix`` ("A" | "B" | "C") AS STORED (cols contiguous): a
+        column-major A is stored as K x M."""
+        if matrix == "A":
+            return (self.M, self.K) if self.layout_a == "row" else (self.K, self.M)
+        if matrix == "B":
+            return (self.K, self.N) if self.layout_b == "row" else (self.N, self.K)
+        if matrix == "C":
+            return (self.M, self.N)
+        raise ValueError(f"matrix must be A, B or C, got {matrix!r}")
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What a plugin may know about the target GPU (plain data, no CUDA handles).
+
+    ``arch`` is the compile target without prefix ("90" for sm_90). Shared-memory limits are in
+    bytes; ``max_shared_per_block`` is the 48 KiB default, ``max_shared_per_block_optin`` the
+    limit after the opt-in attribute. ``max_cluster_size`` is the portable thread-block cluster
+    limit (8 on sm_90; 1: no clusters before sm_90). In ``mode=compile`` without a GPU,
+    ``sm_count`` and the limits are those of the H200 class (sm_90) and ``name`` says so.
+    Persistent kernels size their grid from ``sm_count``.
+    """
+
+    name: str
+    arch: str
+    sm_count: int
+    max_threads_per_block: int = 1024
+    max_shared_per_block: int = 48 * 1024
+    max_shared_per_block_optin: int = 227 * 1024
+    l2_bytes: int = 0
+    max_cluster_size: int = 8
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Launch geometry: ``grid`` in blocks and ``block`` in threads (x, y, z), the dynamic
+    shared memory per block in bytes, and an optional thread-block ``cluster`` (x, y, z).
+
+    ``grid`` always counts blocks; with a cluster each grid dimension must be a multiple of the
+    cluster's (the core converts to cuda.core's ``LaunchConfig``, whose grid counts clusters) and
+    the device must accept it (at most ``DeviceFacts.max_cluster_size`` blocks, and
+    ``cuOccupancyMaxActiveClusters`` > 0 on the GPU).
+    """
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+    cluster: tuple[int, int, int] | None = None
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def cluster_size(self) -> int:
+        """Blocks per cluster (1 without a cluster)."""
+        return 1 if self.cluster is None else self.cluster[0] * self.cluster[1] * self.cluster[2]
+
+
+class ParamError(ValueError):
+    """Raised by :meth:`KernelSpec.check` for a parameter set or shape the kernel cannot run.
+
+    ``field`` names the offending config field (``"kernel.BK"``, ``"shape"``, ``"layout.b"``);
+    the message says which rule is broken and what is allowed.
+    """
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+# --- compile options -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """NVRTC options a kernel asks for (recorded, and part of the compile-cache key).
+
+    The core always adds ``-default-device`` (plain ``constexpr`` helpers compile), the include
+    paths (the source's folder, gemmlab's ``kernels/include``, CUDA's pip-wheel headers) and
+    ``-arch``.
+
+    Attributes:
+        defines: ``-D NAME=VALUE`` macros (ints or strings; names ``[A-Za-z_][A-Za-z0-9_]*``).
+        max_registers: ``-maxrregcount`` (per-thread register cap), or None.
+        arch_specific: compile for ``sm_<arch>a`` (e.g. sm_90a: wgmma, setmaxnreg) instead of
+            ``sm_<arch>``; also in ``mode=run``.
+        std: C++ dialect (None: NVRTC's default).
+        extra: further NVRTC flags, verbatim (e.g. ``("-lineinfo",)``).
+    """
+
+    defines: Mapping[str, Union[int, str]] = field(default_factory=dict)
+    max_registers: int | None = None
+    arch_specific: bool = False
+    std: str | None = "c++17"
+    extra: tuple[str, ...] = ()
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self.defines.items())), self.max_registers, self.arch_specific, self.std,
+                     tuple(self.extra)))
+
+
+# --- kernel arguments ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Matrix:
+    """A device pointer to matrix ``name`` ("A" | "B" | "C"): ``const T*`` for A and B (T the
+    precision's storage type), ``float*`` for C."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Dim:
+    """An ``int`` (int32) problem dimension: "M" | "N" | "K" | "lda" | "ldb" | "ldc"."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A device pointer to the kernel's workspace (:meth:`KernelSpec.workspace_bytes` bytes,
+    256-byte aligned; contents undefined unless the plan zeroes it)."""
+
+
+@dataclass(frozen=True)
+class Value:
+    """A constant scalar argument; ``ctype`` in ``int32``, ``uint32``, ``float32``, ``int64``."""
+
+    value: Union[int, float]
+    ctype: str = "int32"
+
+
+#: ctype names accepted by :class:`Value`.
+VALUE_CTYPES = ("int32", "uint32", "float32", "int64")
+#: TMA swizzle modes and their span in bytes (the inner box may not exceed the span).
+SWIZZLES = {"none": None, "32B": 32, "64B": 64, "128B": 128}
+#: TMA L2 promotion and out-of-bounds fill options.
+L2_PROMOTIONS = ("none", "64B", "128B", "256B")
+OOB_FILLS = ("zero", "nan")
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A TMA tensor map (``CUtensorMap``, 128 bytes, passed by value) over matrix ``matrix``.
+
+    ``box`` = (box_rows, box_cols) in elements of the matrix AS STORED (:meth:`Problem.stored_shape`:
+    cols are the contiguous, inner dimension). The element type follows the precision (C:
+    float32). Kernel side: ``const __grid_constant__ CUtensorMap tmap`` (type from the shared
+    header ``gemmlab/tma.cuh``). Rules (checked by the core; breaking one is a one-line error for
+    that point): base 16-byte aligned, global row stride a multiple of 16 bytes, each box
+    dimension 1..256, inner box bytes a multiple of 16, inner box bytes <= the swizzle span
+    (32/64/128 B) when swizzled.
+
+    Attributes:
+        matrix: "A" | "B" | "C".
+        box: (rows, cols) of one box, elements.
+        swizzle: "none" | "32B" | "64B" | "128B".
+        l2_promotion: "none" | "64B" | "128B" | "256B".
+        oob_fill: "zero" | "nan" (what out-of-bounds box elements read as).
+    """
+
+    matrix: str
+    box: tuple[int, int]
+    swizzle: str = "128B"
+    l2_promotion: str = "256B"
+    oob_fill: str = "zero"
+
+
+Arg = Union[Matrix, Dim, Workspace, Value, TensorMap]
+
+#: The v1 argument list ``(A, B, C, M, N, K)``.
+DEFAULT_ARGUMENTS: tuple = (Matrix("A"), Matrix("B"), Matrix("C"), Dim("M"), Dim("N"), Dim("K"))
+
+
+# --- launch plans --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Main:
+    """The kernel itself, with :meth:`KernelSpec.geometry` and :meth:`KernelSpec.arguments`."""
+
+
+@dataclass(frozen=True)
+class Memset:
+    """Fill ``target`` ("C" | "workspace") with the 32-bit word ``value`` (0: zero) before a step
+    that accumulates into it (atomics, split-K partial sums)."""
+
+    target: str
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Another ``__global__`` of the same source (compiled with the same options), e.g. a split-K
+    reduction: ``entry`` is its name expression, ``launch`` its geometry, ``arguments`` its
+    argument list (same argument kinds as :meth:`KernelSpec.arguments`)."""
+
+    entry: str
+    launch: Launch
+    arguments: tuple = DEFAULT_ARGUMENTS
+
+
+Step = Union[Main, Memset, Extra]
+
+
+# --- kernel specs --------------------------------------------------------------------------------
+
+@dataclass
+class KernelBase:
+    """What every kernel spec has, NVRTC or library (subclass :class:`KernelSpec` or
+    :class:`LibraryKernelSpec`, not this).
+
+    Attributes:
+        name: the kernel's config name (``kernel=<name>``); lowercase, ``[a-z][a-z0-9_]*``.
+        source: the ``.cu`` file (NVRTC kernels). A bare file name is looked up in gemmlab's
+            ``kernels/`` folder; a plugin shipping its own source gives an absolute path.
+            Library kernels leave it empty.
+        defaults: tile parameters and their default values (ints), e.g. ``{"BM": 64, ...}``.
+            These are the only keys accepted under ``kernel.`` in the config.
+        description: one line for ``gemmlab --help``.
+        precisions: the ``precision`` values the kernel supports (:data:`PRECISIONS`).
+        layouts: the ``(layout.a, layout.b)`` pairs it supports (:data:`LAYOUTS`).
+    """
+
+    name: str
+    source: Union[str, Path] = ""
+    defaults: Mapping[str, int] = field(default_factory=dict)
+    description: str = ""
+    precisions: tuple[str, ...] = ("fp32",)
+    layouts: tuple[tuple[str, str], ...] = (("row", "row"),)
+
+    def check(self, shape: Shape, params: Mapping[str, int], device: DeviceFacts) -> None:
+        """Reject parameters or shapes this kernel cannot run, before anything is compiled.
+
+        Raises:
+            ParamError: naming the field (``kernel.<P>`` or ``shape``) and the rule.
+        """
+
+    def check_problem(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> None:
+        """v2 form of :meth:`check` that sees precision and layouts (default: ``check(problem.shape, ...)``).
+
+        The core has already refused precisions and layouts outside ``precisions``/``layouts``.
+
+        Raises:
+            ParamError: naming the field and the rule.
+        """
+        self.check(problem.shape, params, device)
+
+    def ownership(self, shape: Shape, params: Mapping[str, int]):
+        """Replay the kernel's index arithmetic in numpy (optional, used by the CPU tests).
+
+        Returns:
+            ``(stores, loads)``: ``stores`` is an int64 array (M, N) counting the guarded stores
+            that hit each C element over the whole grid (must be all ones); ``loads`` maps a tile
+            name (``"A"``, ``"B"``) to an int64 array counting, for one block and one reduction
+            chunk, how often each staged shared-memory element is written (must be all ones).
+            Return ``None`` when the kernel has no model.
+        """
+        return None
+
+
+@dataclass
+class KernelSpec(KernelBase):
+    """One NVRTC-compiled GEMM kernel: a CUDA C++ source plus the rules to instantiate and launch it.
+
+    v1 (still enough for a float32 row-major kernel): override :meth:`check`, :meth:`entry`,
+    :meth:`launch` (required) and :meth:`ownership` (recommended: it lets the CPU tests prove
+    that every output has exactly one owner and every staged tile element is loaded once).
+
+    v2 (optional): declare ``precisions``/``layouts``; override the problem-level methods
+    (:meth:`check_problem`, :meth:`geometry`, :meth:`instance`, :meth:`options`,
+    :meth:`arguments`, :meth:`workspace_bytes`, :meth:`plan`), whose defaults call the v1
+    methods. The core calls only the problem-level methods.
+
+    Example (TF32 tensor-core kernel with TMA, K-major B, a cluster and split-K)::
+
+        class Tc(KernelSpec):
+            def instance(self, problem, params):
+                return f"gemm_tc<{params['BM']}, {params['BN']}, {params['SPLIT']}>"
+            def geometry(self, problem, params, device):
+                return Launch(grid=(2 * cdiv(problem.N, 128), cdiv(problem.M, 128), params["SPLIT"]),
+                              block=(384, 1, 1), shared_bytes=160 * 1024, cluster=(2, 1, 1))
+            def options(self, problem, params, device):
+                return KernelOptions(arch_specific=True, max_registers=168, defines={"STAGES": 4})
+            def arguments(self, problem, params, device):
+                return (TensorMap("A", (128, 32)), TensorMap("B", (128, 32)), Workspace(),
+                        Matrix("C"), Dim("M"), Dim("N"), Dim("K"))
+            def workspace_bytes(self, problem, params, device):
+                return 4 * problem.M * problem.N * params["SPLIT"]
+            def plan(self, problem, params, device):
+                return (Main(), Extra(f"splitk_reduce<{params['SPLIT']}>",
+                                      Launch(grid=(cdiv(problem.M * problem.N, 256), 1, 1), block=(256, 1, 1)),
+                                      (Workspace(), Matrix("C"), Dim("M"), Dim("N"))))
+
+        KernelSpec subclasses are built like ``Tc(name="tc", source="tc.cu", defaults={...},
+        precisions=("tf32",), layouts=(("row", "col"),))``.
+    """
+
+    def entry(self, params: Mapping[str, int]) -> str:
+        """Return the C++ name expression of the kernel instance, e.g. ``"gemm_naive<16, 16>"``."""
+        raise NotImplementedError
+
+    def launch(self, shape: Shape, params: Mapping[str, int], device: DeviceFacts) -> Launch:
+        """Return grid, block and dynamic shared bytes for ``shape`` and ``params``."""
+        raise NotImplementedError
+
+    # --- v2: problem-level methods the core calls ----------------------------------------------
+    def geometry(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> Launch:
+        """Launch geometry of :class:`Main` (default: ``launch(problem.shape, ...)``)."""
+        return self.launch(problem.shape, params, device)
+
+    def instance(self, problem: Problem, params: Mapping[str, int]) -> str:
+        """Name expression of the main kernel (default: ``entry(params)``)."""
+        return self.entry(params)
+
+    def options(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> KernelOptions:
+        """NVRTC options (default: ``KernelOptions()``: no defines, no cap, plain ``sm_<arch>``)."""
+        return KernelOptions()
+
+    def arguments(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> tuple:
+        """The main kernel's arguments, in order (default: ``(A, B, C, M, N, K)``)."""
+        return DEFAULT_ARGUMENTS
+
+    def workspace_bytes(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> int:
+        """Bytes of device workspace the kernel needs (default 0: none)."""
+        return 0
+
+    def plan(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> tuple:
+        """What one launch is: the steps the core enqueues, in order, for the correctness launch,
+        every warm-up and every timed launch (inside event intervals and captured graphs).
+        Default: ``(Main(),)``. Exactly one :class:`Main` is required."""
+        return (Main(),)
+
+
+@dataclass(frozen=True)
+class DevicePointers:
+    """Device addresses (plain ints) of the matrices of one launch, stored as
+    :class:`Problem` says (dtype and layout), and the CUDA stream handle (an int) to enqueue on.
+    Given to library-backed kernels only."""
+
+    a: int
+    b: int
+    c: int
+    stream: int
+
+
+@dataclass
+class LibraryKernelSpec(KernelBase):
+    """A kernel provided by a vendor library (e.g. cuBLAS) instead of an NVRTC-compiled source.
+
+    The core still owns the buffers, NaN fill, verification, timing and records; the plugin only
+    turns plain data (problem, params, :class:`DevicePointers`) into a zero-argument enqueue
+    function through a maintained binding. Override :meth:`available`, :meth:`library_version`
+    and :meth:`enqueue_function` (float32 row-major only) or :meth:`enqueue_problem` (every
+    precision and layout it declares).
+    """
+
+    def available(self) -> str | None:
+        """``None`` when the library can be used here, else a one-line reason with the install hint."""
+        return None
+
+    def library_version(self) -> str:
+        """The library's version string for the record."""
+        return "unknown"
+
+    def types(self, problem: Problem) -> dict:
+        """The library's A/B/C storage types and compute type for the record (default: the
+        problem's own)."""
+        return {"a_dtype": problem.ab_dtype, "b_dtype": problem.ab_dtype, "c_dtype": problem.c_dtype,
+                "compute": problem.compute}
+
+    def enqueue_function(self, shape: Shape, params: Mapping[str, int], pointers: DevicePointers,
+                         precision: str):
+        """v1: return ``(enqueue, close)`` for row-major operands: ``enqueue()`` issues one
+        C = A @ B on ``pointers.stream`` without synchronising (it must be capturable in a CUDA
+        graph); ``close()`` frees the library's resources.
+
+        Raises:
+            ParamError: the precision or parameters are not supported.
+        """
+        raise NotImplementedError
+
+    def enqueue_problem(self, problem: Problem, params: Mapping[str, int], pointers: DevicePointers):
+        """v2: like :meth:`enqueue_function` for any declared precision and layout (the core calls
+        this; default: ``enqueue_function(problem.shape, params, pointers, problem.precision)``
+        for row/row, else ParamError)."""
+        if (problem.layout_a, problem.layout_b) != ("row", "row"):
+            raise ParamError("layout", f"kernel {self.name} supports row/row only")
+        return self.enqueue_function(problem.shape, params, pointers, problem.precision)
+
+
+class KernelHooks:
+    """Hook specifications (project name ``gemmlab``). Implement them with ``@hookimpl``."""
+
+    @hookspec
+    def gemmlab_kernels(self) -> list[KernelBase]:
+        """Return the kernels this plugin provides (:class:`KernelSpec` or :class:`LibraryKernelSpec`).
+
+        Called once when the registry is built. Names must be unique across all plugins; a
+        duplicate is an error naming both plugins.
+        """

@@ -1,0 +1,234 @@
+"""Plain helpers for kernel plugins: ceil division, parameter checks and the numpy index model
+used by :meth:`gemmlab.contract.hookspecs.KernelSpec.ownership`. No CUDA here."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Problem, Shape
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling of ``a / b`` for positive ints (number of tiles of size ``b`` covering ``a``)."""
+    return -(-a // b)
+
+
+def count_hits(shape: tuple[int, int], rows, cols, mask=None) -> np.ndarray:
+    """Count how often each element of an array of ``shape`` is hit by the index arrays
+    ``rows``/``cols`` (broadcast together), keeping only entries where ``mask`` is true.
+
+    Returns an int64 array of ``shape``. Raises IndexError if an unmasked index falls outside
+    ``shape`` (an out-of-bounds store or staging write in the modelled kernel).
+    """
+    rows, cols = np.broadcast_arrays(np.asarray(rows), np.asarray(cols))
+    if mask is not None:
+        mask = np.broadcast_to(mask, rows.shape)
+        rows, cols = rows[mask], cols[mask]
+    rows, cols = rows.ravel(), cols.ravel()
+    if rows.size and (rows.min() < 0 or cols.min() < 0 or rows.max() >= shape[0] or cols.max() >= shape[1]):
+        raise IndexError(f"index outside {shape}: rows {rows.min()}..{rows.max()}, cols {cols.min()}..{cols.max()}")
+    hits = np.zeros(shape, dtype=np.int64)
+    np.add.at(hits, (rows, cols), 1)
+    return hits
+
+
+def require(condition: bool, field: str, message: str) -> None:
+    """Raise :class:`ParamError` ``(field, message)`` unless ``condition`` holds."""
+    if not condition:
+        raise ParamError(field, message)
+
+
+def require_divides(params: Mapping[str, int], small: str, large: str, rule: str) -> None:
+    """Require ``params[large] % params[small] == 0``, naming ``rule`` in the error."""
+    require(params[large] % params[small] == 0, f"kernel.{small}",
+            f"{rule}: {large}={params[large]} must be a multiple of {small}={params[small]}")
+
+
+def mma_block_stores(shape, BM: int, BN: int, WM: int, WN: int) -> np.ndarray:
+    """Store counts (M, N) of a grid of BM x BN blocks whose (BM/WM) x (BN/WN) warps each own a
+    WM x WN warp tile of m16n8 accumulator fragments (the mma.sync C layout: lane l = 4g + t
+    holds rows g and g+8, columns 2t and 2t+1 of each 16x8 fragment), stores masked to M x N.
+
+    Used by the ownership models of the mma.sync kernels (``mma_tf32``, ``mma_bf16``); source of
+    the fragment layout: PTX ISA, "Matrix Fragments for mma.m16n8k8 / m16n8k16" (C/D, f32).
+    """
+    M, N = shape[0], shape[1]
+    gy, gx = cdiv(M, BM), cdiv(N, BN)
+    by, bx, wm, wn, i, j, lane, half, v = np.ix_(range(gy), range(gx), range(BM // WM), range(BN // WN),
+                                                range(WM // 16), range(WN // 8), range(32), range(2), range(2))
+    row = by * BM + wm * WM + i * 16 + lane // 4 + half * 8
+    col = bx * BN + wn * WN + j * 8 + 2 * (lane % 4) + v
+    return count_hits((M, N), row, col, (row < M) & (col < N))
+
+
+def chunk_loads(rows: int, cols: int, vector: int, threads: int) -> np.ndarray:
+    """Hit counts (rows, cols) of one tile staged by ``threads`` threads in ``vector``-element
+    chunks: chunk c = tid + l*threads covers row c // (cols/vector), columns
+    (c % (cols/vector))*vector .. +vector-1 (the cp.async loaders of the tensor-core kernels;
+    ``vector`` = 1 is the element-wise path). Like the kernels, each thread runs
+    chunks // threads iterations (the kernels static_assert divisibility; check_mma_tiles
+    enforces it), so a thread count that does not divide leaves chunks unloaded here."""
+    per_row = cols // vector
+    chunks = rows * per_row
+    tid, l, v = np.ix_(range(threads), range(chunks // threads), range(vector))
+    chunk = tid + l * threads
+    return count_hits((rows, cols), chunk // per_row, (chunk % per_row) * vector + v)
+
+
+def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device, shared_bytes: int) -> int:
+    """Parameter rules shared by the mma.sync kernels (BM, BN, BK, WM, WN, STAGES, MIN_BLOCKS); returns the
+    thread count. ``k_step`` is the MMA's K (8 for TF32, 16 for BF16/FP16), ``vector`` the
+    elements per 16-byte cp.async chunk (4 or 8), ``shared_bytes`` the dynamic shared memory.
+
+    Raises:
+        ParamError: naming the parameter and the rule.
+    """
+    p = params
+    require_divides(p, "WM", "BM", "ownership (warp tiles cover the block tile)")
+    require_divides(p, "WN", "BN", "ownership (warp tiles cover the block tile)")
+    require(p["WM"] % 16 == 0, "kernel.WM", f"WM={p['WM']} must be a multiple of 16 (m16n8 fragments)")
+    require(p["WN"] % 16 == 0, "kernel.WN", f"WN={p['WN']} must be a multiple of 16 (ldmatrix.x4 B pairs)")
+    require(p["BK"] % k_step == 0 and p["BK"] % vector == 0, "kernel.BK",
+            f"BK={p['BK']} must be a multiple of {max(k_step, vector)} (MMA k-step and 16-byte chunks)")
+    require(p["STAGES"] >= 2, "kernel.STAGES", f"STAGES={p['STAGES']} must be at least 2")
+    require(p.get("MIN_BLOCKS", 1) in (1, 2, 3, 4), "kernel.MIN_BLOCKS",
+            f"MIN_BLOCKS={p.get('MIN_BLOCKS')} must be 1..4 (resident blocks per SM for __launch_bounds__)")
+    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    require(threads <= device.max_threads_per_block, "kernel.WM",
+            f"(BM/WM)*(BN/WN)*32={threads} threads exceeds {device.max_threads_per_block}")
+    for tile, size in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
+        require((size // vector) % threads == 0, "kernel.BK",
+                f"load coverage: the {tile} tile's {size // vector} 16-byte chunks are not a multiple of "
+                f"the {threads} threads that stage them")
+    require(shared_bytes <= device.max_shared_per_block_optin, "kernel.STAGES",
+            f"dynamic shared memory {shared_bytes} bytes exceeds {device.max_shared_per_block_optin}; "
+            "lower STAGES, BK or the block tile")
+    return threads
+
+
+def tiled_threads(params: Mapping[str, int]) -> int:
+    """Threads per block of the ``tiled`` scheme: (BN/TN) * (BM/TM)."""
+    return (params["BN"] // params["TN"]) * (params["BM"] // params["TM"])
+
+
+def check_tiled_tiles(params: Mapping[str, int], device: DeviceFacts, a_rows: int | None = None,
+                      a_label: str = "A") -> int:
+    """The parameter rules of the ``tiled`` scheme (kernels tiled, splitk, cluster_tiled):
+    TM divides BM and TN divides BN (ownership), at most the device's threads per block, each
+    staged tile a multiple of the thread count (load coverage; A: ``a_rows`` x BK, default BM
+    rows, named ``a_label``; B: BK x BN), static shared memory 4*(BM*BK + BK*BN) bytes within the
+    device's limit. Returns the thread count.
+
+    Raises:
+        ParamError: naming the parameter to change.
+    """
+    p = params
+    require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
+    require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
+    threads = tiled_threads(p)
+    require(threads <= device.max_threads_per_block, "kernel.TM",
+            f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds the device limit "
+            f"{device.max_threads_per_block}; raise TM or TN")
+    rows = p["BM"] if a_rows is None else a_rows
+    for tile, size in ((a_label, rows * p["BK"]), ("B", p["BK"] * p["BN"])):
+        require(size % threads == 0, "kernel.BK",
+                f"load coverage: the {tile} tile has {size} elements, not a multiple of the "
+                f"{threads} threads that stage it")
+    smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
+    require(smem <= device.max_shared_per_block, "kernel.BK",
+            f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
+    return threads
+
+
+def strided_linear(elements: int, threads: int) -> np.ndarray:
+    """Linear tile indices (threads, elements // threads) of cooperative staging where thread ``t``
+    loads elements ``t, t + threads, t + 2*threads, ...`` (seed 000's tiled loaders: the real-device
+    naive vs register-tiled GEMM lab gemmlab grew from)."""
+    return np.arange(threads)[:, None] + np.arange(elements // threads)[None, :] * threads
+
+
+def strided_loads(rows: int, cols: int, threads: int) -> np.ndarray:
+    """Hit counts (rows, cols) of a row-major tile staged by :func:`strided_linear`."""
+    linear = strided_linear(rows * cols, threads)
+    return count_hits((rows, cols), linear // cols, linear % cols)
+
+
+def thread_tile_stores(shape, params: Mapping[str, int], gx: int, gy: int) -> np.ndarray:
+    """Store counts (M, N) of a (gx, gy) grid of BM x BN blocks of (BN/TN, BM/TM) threads, thread
+    (tx, ty) owning rows ``ty + i*(BM/TM)`` and columns ``tx + j*(BN/TN)`` of its block (the
+    ``tiled`` mapping), stores masked to M x N."""
+    p = params
+    tx_n, ty_n = p["BN"] // p["TN"], p["BM"] // p["TM"]
+    by, bx, ty, tx, i, j = np.ix_(range(gy), range(gx), range(ty_n), range(tx_n), range(p["TM"]), range(p["TN"]))
+    row = by * p["BM"] + ty + i * ty_n
+    col = bx * p["BN"] + tx + j * tx_n
+    return count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
+
+
+def mma_model(shape, params: Mapping[str, int], b_col: bool, vector: int):
+    """Ownership model of the mma.sync kernels: stores from :func:`mma_block_stores`, loads of the A
+    tile (BM x BK) and the B tile (BK x BN, or BN x BK when ``b_col``) by :func:`chunk_loads` in
+    ``vector``-element chunks (1: the element-wise or 4-byte path)."""
+    p = params
+    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    stores = mma_block_stores(shape, p["BM"], p["BN"], p["WM"], p["WN"])
+    b_rows, b_cols = (p["BN"], p["BK"]) if b_col else (p["BK"], p["BN"])
+    return stores, {"A": chunk_loads(p["BM"], p["BK"], vector, threads),
+                    "B": chunk_loads(b_rows, b_cols, vector, threads)}
+
+
+class MmaSyncKernel(KernelSpec):
+    """What the warp-tiled mma.sync kernels (``mma_tf32``, ``mma_bf16``) share: parameters BM, BN,
+    BK, WM, WN, STAGES, MIN_BLOCKS; a (BN/BN-tiles, BM-tiles) grid of (BM/WM)*(BN/WN) warps; the
+    16-byte cp.async path when both row strides are multiples of ``vector`` elements.
+
+    A subclass sets ``home_precision`` (the precision the v1 ``check``/``entry``/``launch`` use),
+    ``k_step`` (the MMA's K), ``vector`` (elements per 16 bytes) and implements
+    :meth:`shared_bytes` and :meth:`instance` (with :meth:`template_args`).
+    """
+
+    home_precision = "tf32"
+    k_step = 8
+    vector = 4
+
+    def shared_bytes(self, params: Mapping[str, int], b_col: bool) -> int:
+        """Dynamic shared memory of all stages, in bytes."""
+        raise NotImplementedError
+
+    def template_args(self, problem: Problem, params) -> str:
+        """The kernel template's shared arguments ``BM, BN, BK, WM, WN, STAGES, B_COL, ALIGNED,
+        MIN_BLOCKS`` for ``problem`` (B_COL: B column-major; ALIGNED: :meth:`aligned`)."""
+        p = params
+        b_col = "true" if problem.layout_b == "col" else "false"
+        return (f"{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, {p['STAGES']}, {b_col}, "
+                f"{'true' if self.aligned(problem) else 'false'}, {p['MIN_BLOCKS']}")
+
+    def aligned(self, problem: Problem) -> bool:
+        """16-byte cp.async usable: the row strides lda and ldb are multiples of ``vector`` elements."""
+        return problem.lda % self.vector == 0 and problem.ldb % self.vector == 0
+
+    def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
+        check_mma_tiles(params, self.k_step, self.vector, device,
+                        self.shared_bytes(params, problem.layout_b == "col"))
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        self.check_problem(Problem(shape, self.home_precision), params, device)
+
+    def entry(self, params) -> str:
+        return self.instance(Problem(Shape(8, 8, 8), self.home_precision), params)
+
+    def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
+        p = params
+        threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+        return Launch(grid=(cdiv(problem.N, p["BN"]), cdiv(problem.M, p["BM"]), 1), block=(threads, 1, 1),
+                      shared_bytes=self.shared_bytes(p, problem.layout_b == "col"))
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return self.geometry(Problem(shape, self.home_precision), params, device)
+
+    def ownership(self, shape: Shape, params):
+        """Stores: the m16n8 fragment layout over the warp grid. Loads (row/row, 16-byte path);
+        :func:`mma_model` covers the other paths."""
+        return mma_model(shape, params, b_col=False, vector=self.vector)

@@ -1,0 +1,213 @@
+"""Plugin discovery: built-in plugins, entry points and drop-in folders, through pluggy.
+
+The core never imports a plugin by name: it asks the plugin manager for ``gemmlab_kernels``
+and indexes the returned :class:`~gemmlab.contract.hookspecs.KernelSpec` objects by ``name``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from typing import Iterable
+
+import pluggy
+
+from gemmlab.contract import hookspecs
+from gemmlab.errors import ConfigError
+from gemmlab.contract.hookspecs import KernelBase, KernelSpec
+from gemmlab.paths import KERNELS_DIR, PLUGINS_DIR
+
+ENTRY_POINT_GROUP = hookspecs.PROJECT
+BUILTIN_PACKAGE = "gemmlab_plugins"
+NAME_RULE = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class Registry:
+    """The kernels known to this process, with the plugin that provided each.
+
+    Attributes:
+        pm: the ``pluggy.PluginManager`` (project ``gemmlab``).
+        kernels: ``{name: KernelSpec}``, sorted by name.
+        origins: ``{name: plugin name}`` (module name, entry point or file path).
+    """
+
+    def __init__(self, pm: pluggy.PluginManager):
+        self.pm = pm
+        self.kernels: dict[str, KernelSpec] = {}
+        self.origins: dict[str, str] = {}
+        for impl in pm.hook.gemmlab_kernels.get_hookimpls():
+            try:
+                specs = list(impl.function() or [])
+            except Exception as exc:
+                raise ConfigError("plugin", f"{impl.plugin_name}: gemmlab_kernels failed: "
+                                  f"{type(exc).__name__}: {exc}") from None
+            for spec in specs:
+                if not isinstance(spec, KernelBase):
+                    raise ConfigError("plugin", f"{impl.plugin_name} returned {type(spec).__name__}, "
+                                      "expected gemmlab.KernelSpec or LibraryKernelSpec")
+                if not isinstance(spec.name, str) or not NAME_RULE.fullmatch(spec.name):
+                    raise ConfigError("plugin", f"{impl.plugin_name}: kernel name {spec.name!r} is not "
+                                      "allowed; use lowercase letters, digits and '_' (starting with a letter)")
+                if spec.name in self.kernels:
+                    raise ConfigError("plugin", f"kernel '{spec.name}' is provided twice: by "
+                                      f"{self.origins[spec.name]} and by {impl.plugin_name}")
+                self.kernels[spec.name] = spec
+                self.origins[spec.name] = impl.plugin_name
+        self.kernels = dict(sorted(self.kernels.items()))
+
+    def get(self, name: str) -> KernelSpec:
+        """Return the spec of kernel ``name``.
+
+        Raises:
+            ConfigError: ``kernel.name`` is not registered (the message lists those that are).
+        """
+        try:
+            return self.kernels[name]
+        except KeyError:
+            raise ConfigError("kernel", f"unknown kernel '{name}'; registered kernels: "
+                              f"{', '.join(self.kernels) or 'none'}") from None
+
+    def source_path(self, spec: KernelSpec) -> Path:
+        """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
+        return source_path(spec)
+
+
+def source_path(spec: KernelSpec) -> Path:
+    """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
+    p = Path(spec.source)
+    return p if p.is_absolute() else KERNELS_DIR / p
+
+
+#: the KernelSpec methods the core calls (a plugin's code runs inside them)
+PLUGIN_METHODS = ("check", "entry", "launch", "ownership", "available", "library_version", "enqueue_function")
+
+
+def describe_exception(exc: BaseException, traceback_path: Path) -> str:
+    """One line for an unexpected exception: when it came from a plugin's code, name the kernel,
+    the method the core called (``check``, ``launch``, ...), the plugin's file and line, and where
+    the full traceback was written.
+    """
+    import traceback as _tb
+    first = (str(exc).strip().splitlines() or [""])[0]
+    what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    for frame, lineno in _tb.walk_tb(exc.__traceback__):  # the outermost plugin frame: the call the core made
+        spec = frame.f_locals.get("self")
+        if frame.f_code.co_name in PLUGIN_METHODS and isinstance(spec, KernelSpec):
+            return (f"plugin error: kernel '{spec.name}' raised {what} in {type(spec).__name__}."
+                    f"{frame.f_code.co_name}() ({frame.f_code.co_filename}:{lineno}); traceback: {traceback_path}")
+    return f"{what} (traceback: {traceback_path})"
+
+
+def _import_builtin_package():
+    try:
+        return importlib.import_module(BUILTIN_PACKAGE)
+    except ModuleNotFoundError:
+        # Source checkout: the folder is called plugins/, give it its unambiguous import name.
+        spec = importlib.util.spec_from_file_location(
+            BUILTIN_PACKAGE, PLUGINS_DIR / "__init__.py", submodule_search_locations=[str(PLUGINS_DIR)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[BUILTIN_PACKAGE] = module
+        spec.loader.exec_module(module)
+        return module
+
+
+def _load_file(path: Path):
+    # keyed by path and content: an edited file is imported afresh, an unchanged one only once
+    digest = hashlib.sha1(str(path).encode() + b"\0" + path.read_bytes()).hexdigest()[:12]
+    name = f"gemmlab_dropin_{digest}_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ConfigError("plugin_dirs", f"could not import {path}: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+HOOK_NAMES = tuple(n for n in vars(hookspecs.KernelHooks) if n.startswith(f"{hookspecs.PROJECT}_"))
+
+
+def _form_error(where: str, message: str) -> ConfigError:
+    return ConfigError("plugin_dirs" if where.endswith(".py") else "plugin", f"{where}: {message}")
+
+
+def _validation_message(exc: Exception) -> str:
+    """pluggy's PluginValidationError as one line (what is wrong, not the internals)."""
+    text = " ".join(str(exc).split())
+    if "are declared in the hookimpl but can not be found in the hookspec" in text:
+        import re as _re
+        args = _re.search(r"Argument\(s\) (\{[^}]*\})", text)
+        return (f"hook gemmlab_kernels() takes no arguments, but the plugin's takes {args.group(1) if args else 'some'} "
+                "(a module-level hook has no self: write def gemmlab_kernels():)")
+    return text
+
+
+def _check_form(module, where: str) -> None:
+    """A drop-in module's hooks must be real ``@hookimpl`` functions named like a hookspec.
+
+    Raises:
+        ConfigError: naming the file and what is wrong.
+    """
+    import difflib
+    marker = f"{hookspecs.PROJECT}_impl"
+    for attr, value in vars(module).items():
+        if not callable(value) or isinstance(value, type):
+            continue
+        if attr in HOOK_NAMES and not hasattr(value, marker):
+            raise _form_error(where, f"{attr} is not marked @hookimpl (from gemmlab.contract.hookspecs import "
+                                     f"hookimpl, then put @hookimpl on the line above def {attr})")
+        if hasattr(value, marker) and attr not in HOOK_NAMES:
+            close = difflib.get_close_matches(attr, HOOK_NAMES, n=1)
+            raise _form_error(where, f"@hookimpl {attr} is not a gemmlab hook"
+                                     + (f"; did you mean {close[0]}?" if close else f"; hooks: {', '.join(HOOK_NAMES)}"))
+
+
+def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = True) -> Registry:
+    """Build the registry: built-in plugins, then entry points (group ``gemmlab``), then every
+    ``*.py`` file (not starting with ``_``) in each folder of ``plugin_dirs``.
+
+    Raises:
+        ConfigError: a plugin folder is missing or a plugin file fails to import
+            (field ``plugin_dirs``); an entry point fails to load, a hook raises, a kernel name
+            breaks the rule ``[a-z][a-z0-9_]*`` or is provided twice (field ``plugin``).
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs.KernelHooks)
+    package = _import_builtin_package()
+    for name in sorted(getattr(package, "BUILTIN_MODULES", ())):
+        module = importlib.import_module(f"{BUILTIN_PACKAGE}.{name}")
+        pm.register(module, name=f"{BUILTIN_PACKAGE}.{name}")
+    if entry_points:
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        except Exception as exc:  # an installed package's plugin that fails to import
+            raise ConfigError("plugin", f"an entry point in group '{ENTRY_POINT_GROUP}' failed to load: "
+                              f"{type(exc).__name__}: {exc}") from None
+    for folder in plugin_dirs:
+        folder = Path(folder).expanduser().resolve()
+        if not folder.is_dir():
+            raise ConfigError("plugin_dirs", f"{folder} is not a directory")
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            module = _load_file(path)
+            if pm.is_registered(module):
+                continue
+            _check_form(module, str(path))
+            try:
+                pm.register(module, name=str(path))
+            except pluggy.PluginValidationError as exc:
+                raise _form_error(str(path), _validation_message(exc)) from None
+    try:
+        pm.check_pending()  # hookimpls that match no hookspec (entry points, built-ins)
+    except pluggy.PluginValidationError as exc:
+        raise _form_error(str(getattr(exc, "plugin", "plugin")), _validation_message(exc)) from None
+    return Registry(pm)

@@ -1,0 +1,638 @@
+"""``kernel=auto``: pick a kernel and its parameters per (precision, layout, shape).
+
+Two sources, in this order:
+
+1. **The tuning table** (``source: "table"``): a JSON file that ``gemmlab-tune build`` makes from
+   sweep records. Each entry names, for one (precision, layout, M, N, K) on one GPU, the fastest
+   valid record's kernel and parameters. An exact entry is used first (``match: "exact"``), else
+   the nearest entry whose M, N, K are each within 1.5x and that falls under the same rule
+   (``match: "nearest"``). The H200's table ships as package data
+   (``gemmlab/data/tuning/h200.json``); ``kernel.table=<file>`` uses another.
+2. **The rules** (``source: "rule"``), for shapes the table has not seen: the ordered heuristic of
+   :func:`rules`, based on how many output tiles a kernel would launch against the GPU's SM count
+   (``sm_count`` of the table's GPU, else the sm_90 class's 132), the reduction length K and the
+   alignment the kernel's own ``check`` demands. Each rule lists candidates in preference order;
+   a candidate that is not registered, or whose ``check`` rejects the shape (alignment, limits),
+   is skipped and the reason kept in the record.
+
+The chosen kernel is resolved before anything compiles (:func:`resolve_config`, called by the
+pipeline), and the record gains ``dispatch``: ``{"requested": "auto", "chosen", "params",
+"source", "rule" | "entry", "table", "skipped"}``. A shape no registered kernel supports is an
+``invalid`` record naming every rejection, never a crash. Library kernels (cuBLAS) are never
+candidates: auto is measured against them.
+
+Table file (``schema: gemmlab.tuning/1``)::
+
+    {"schema": "gemmlab.tuning/1",
+     "device": {"name": "NVIDIA H200", "arch": "sm_90", "sm_count": 132},
+     "made_by": "gemmlab-tune build ...", "created_utc": "...", "metric": "...",
+     "entries": [{"precision": "fp32", "layout": ["row", "row"], "shape": [M, N, K],
+                  "kernel": "tiled", "params": {"BM": 64, ...}, "median_ms": 0.09,
+                  "ratio_to_baseline": 1.21, "baseline": "cublas", "candidates": 5,
+                  "record": "sweep/3/result.json"}, ...]}
+
+A malformed file is one line: ``gemmlab: error: kernel.table: <file>: <rule broken>``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from gemmlab.stages import record_model as results
+from gemmlab.errors import ConfigError
+from gemmlab.paths import DATA_DIR
+from gemmlab.contract.hookspecs import (LAYOUTS, PRECISIONS, DeviceFacts, KernelBase, LibraryKernelSpec, ParamError,
+                                        Problem, Shape)
+
+AUTO = "auto"
+TABLE_SCHEMA = "gemmlab.tuning/1"
+TABLE_DIR = DATA_DIR / "tuning"
+DEFAULT_TABLE = TABLE_DIR / "h200.json"
+DEFAULT_SM_COUNT = 132  # the sm_90 class (H100/H200 SXM) when the table names no GPU
+AUTO_KEYS = ("name", "table")  # what kernel=auto accepts under kernel.
+PRECISION_NAMES = PRECISIONS  # the plugin contract's (gemmlab.contract.hookspecs), one source
+LAYOUT_NAMES = LAYOUTS
+DEFAULT_PRECISION = Problem.precision  # fp32: the contract's default problem, as the config schema's
+DEFAULT_LAYOUT = (Problem.layout_a, Problem.layout_b)  # row/row (also what a record without layout stands for)
+TINY = 256 ** 3
+PROG = "gemmlab-tune"
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Entry:
+    """One table entry: the kernel and parameters to use for one (precision, layout, shape)."""
+
+    precision: str
+    layout: tuple[str, str]
+    shape: Shape
+    kernel: str
+    params: Mapping[str, int]
+    extra: Mapping[str, Any] = field(default_factory=dict)  # median_ms, ratio, record path, ...
+
+    @property
+    def key(self) -> tuple:
+        return (self.precision, self.layout, tuple(self.shape))
+
+    def as_json(self) -> dict:
+        """The entry as stored in the table file."""
+        return {"precision": self.precision, "layout": list(self.layout), "shape": list(self.shape),
+                "kernel": self.kernel, "params": dict(self.params), **dict(self.extra)}
+
+
+@dataclass(frozen=True)
+class Table:
+    """A validated tuning table. ``device`` is the GPU its records came from (may be empty)."""
+
+    entries: tuple[Entry, ...] = ()
+    device: Mapping[str, Any] = field(default_factory=dict)
+    path: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def lookup(self, shape: Shape, precision: str = DEFAULT_PRECISION,
+               layout: tuple[str, str] = DEFAULT_LAYOUT) -> Entry | None:
+        """The entry for exactly this (precision, layout, shape), or None."""
+        key = (precision, tuple(layout), tuple(shape))
+        return next((e for e in self.entries if e.key == key), None)
+
+    @property
+    def sm_count(self) -> int:
+        """The SM count the rules use: the table's GPU's, else 132 (sm_90 class)."""
+        n = self.device.get("sm_count") if isinstance(self.device, Mapping) else None
+        return n if isinstance(n, int) and n > 0 else DEFAULT_SM_COUNT
+
+    def as_json(self) -> dict:
+        """The table as stored on disk."""
+        return {"schema": TABLE_SCHEMA, "device": dict(self.device), **dict(self.meta),
+                "entries": [e.as_json() for e in self.entries]}
+
+
+def parse_table(data: Any, source: str = "<table>", field_name: str = "kernel.table") -> Table:
+    """Validate the parsed JSON of a table file.
+
+    Raises:
+        ConfigError: ``field_name``: ``<source>: <the first rule broken>`` (one line).
+    """
+    def bad(what: str) -> ConfigError:
+        return ConfigError(field_name, f"{source}: {what}")
+
+    if not isinstance(data, Mapping):
+        raise bad(f"must be a JSON object with schema {TABLE_SCHEMA}")
+    if data.get("schema") != TABLE_SCHEMA:
+        raise bad(f"schema must be {TABLE_SCHEMA!r}, got {data.get('schema')!r}")
+    device = data.get("device", {})
+    if not isinstance(device, Mapping):
+        raise bad("device must be an object (name, arch, sm_count)")
+    if "sm_count" in device and (not isinstance(device["sm_count"], int) or isinstance(device["sm_count"], bool)
+                                 or device["sm_count"] < 1):
+        raise bad(f"device.sm_count must be a positive integer, got {device['sm_count']!r}")
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise bad("entries must be a list")
+    out, seen = [], set()
+    for i, e in enumerate(entries):
+        where = f"entries[{i}]"
+        if not isinstance(e, Mapping):
+            raise bad(f"{where} must be an object")
+        for key in ("precision", "layout", "shape", "kernel", "params"):
+            if key not in e:
+                raise bad(f"{where} lacks {key!r} (each entry needs precision, layout, shape, kernel, params)")
+        if e["precision"] not in PRECISION_NAMES:
+            raise bad(f"{where}.precision must be one of {', '.join(PRECISION_NAMES)}, got {e['precision']!r}")
+        lay = e["layout"]
+        if not isinstance(lay, list) or len(lay) != 2 or not all(x in LAYOUT_NAMES for x in lay):
+            raise bad(f"{where}.layout must be [a, b] with each row or col, got {lay!r}")
+        s = e["shape"]
+        if (not isinstance(s, list) or len(s) != 3
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in s)):
+            raise bad(f"{where}.shape must be [M, N, K] of three positive integers, got {s!r}")
+        if not isinstance(e["kernel"], str) or not e["kernel"] or e["kernel"] == AUTO:
+            raise bad(f"{where}.kernel must be a kernel name (not auto), got {e['kernel']!r}")
+        p = e["params"]
+        if not isinstance(p, Mapping) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                                 for k, v in p.items()):
+            raise bad(f"{where}.params must map parameter names to integers, got {p!r}")
+        entry = Entry(precision=e["precision"], layout=(lay[0], lay[1]), shape=Shape(*s), kernel=e["kernel"],
+                      params=dict(p), extra={k: v for k, v in e.items()
+                                             if k not in ("precision", "layout", "shape", "kernel", "params")})
+        if entry.key in seen:
+            raise bad(f"{where}: a second entry for {e['precision']} {'/'.join(lay)} {s}")
+        seen.add(entry.key)
+        out.append(entry)
+    meta = {k: v for k, v in data.items() if k not in ("schema", "device", "entries")}
+    return Table(entries=tuple(out), device=dict(device), path=source, meta=meta)
+
+
+def load_table(path: str | os.PathLike | None = None, field_name: str = "kernel.table") -> Table:
+    """Read and validate a table file (``None``: the shipped H200 table).
+
+    Raises:
+        ConfigError: ``field_name``: missing or unreadable file, invalid JSON, or a broken rule.
+    """
+    p = Path(path).expanduser() if path is not None else DEFAULT_TABLE
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ConfigError(field_name, f"{p}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(field_name, f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(field_name, f"{p}: not valid JSON: {exc}") from None
+    return parse_table(data, str(p), field_name)
+
+
+# --- the rules ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rule:
+    """One heuristic rule: ``text`` says when it applies and why; ``candidates`` are
+    ``(kernel, params)`` pairs in preference order (params override the kernel's defaults)."""
+
+    name: str
+    text: str
+    candidates: tuple[tuple[str, Mapping[str, int]], ...]
+    min_blocks: int = 0  # a candidate whose launch has fewer blocks (a partial first wave) is skipped
+
+
+# Large-tile candidates, best first. The sgemm_* rungs are other branches' kernels, used with their
+# defaults when registered. tiled 128x128x32 (TM=16, TN=4) is the Optuna search's best tile at
+# 2048^3 on the H200 (28.95 TFLOP/s vs 25.9 for the seed tile: docs/results/sweeps-h200.md).
+_LARGE = (("sgemm_pipelined", {}), ("sgemm_warptile", {}), ("sgemm_block2d", {}),
+          ("tiled", {"BM": 128, "BN": 128, "BK": 32, "TM": 16, "TN": 4}))
+_MEDIUM = (("sgemm_warptile", {}), ("sgemm_block2d", {}), ("tiled", {"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2}))
+_TILED32 = ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})
+
+
+# (BM, BN, KS, BK), largest tile first; BK = 8 for the many-slice tiles keeps them at <= 128
+# registers (2 blocks per SM; ptxas report, NVRTC 13.5)
+_SLICEDK_TILES = ((64, 64, 2, 16), (32, 64, 4, 16), (32, 32, 4, 16), (16, 32, 8, 8), (16, 16, 16, 8))
+
+
+def _slicedk_params(shape: Shape, sms: int) -> dict[str, int]:
+    """slicedk parameters: the largest tile of 64x64 (KS=2), 32x64 (4), 32x32 (4), 16x32 (8),
+    16x16 (16) that still gives at least one block per SM (else the smallest); 4x4 per thread."""
+    pick = _SLICEDK_TILES[-1]
+    for tile in _SLICEDK_TILES:
+        if _cdiv(shape.M, tile[0]) * _cdiv(shape.N, tile[1]) >= sms:
+            pick = tile
+            break
+    return {"BM": pick[0], "BN": pick[1], "BK": pick[3], "TM": 4, "TN": 4, "KS": pick[2]}
+
+
+def _splitk_params(shape: Shape, sms: int) -> dict[str, int]:
+    """``splitk`` (the tensor-core branch's fp32 split-K: 64x64 partial tiles into a workspace plus
+    a reduction launch) with SPLITS = enough K slices for two blocks per SM, each slice >= 512 long;
+    its other parameters keep their defaults. An unknown parameter name makes auto skip it."""
+    tiles = _cdiv(shape.M, 64) * _cdiv(shape.N, 64)
+    return {"SPLITS": max(1, min(_cdiv(2 * sms, tiles), shape.K // 512))}
+
+
+def _slices(k: int) -> int:
+    """small_tile's KS: K split in up to 4 slices of at least 32 (1 below K = 64)."""
+    return 1 if k < 64 else 2 if k < 128 else 4
+
+
+def _gemv_params(shape: Shape, sms: int) -> dict[str, int]:
+    """gemv_rows parameters: MT rows per block (the next power of two >= min(M, 16)), NT columns
+    per block as wide as still gives at least 2 blocks per SM (128, 64, 32, else 16), 8 warps over K
+    (4 with NT = 128, so the cross-warp partials fit the 48 KiB of static shared memory)."""
+    mt = 1
+    while mt < min(shape.M, 16):
+        mt *= 2
+    nt = 16
+    for cand in (128, 64, 32):
+        if _cdiv(shape.N, cand) * _cdiv(shape.M, mt) >= 2 * sms:
+            nt = cand
+            break
+    return {"MT": mt, "NT": nt, "KW": 4 if nt == 128 else 8}  # KW*MT*NT partials fit 48 KiB
+
+
+def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> list[Rule]:
+    """The heuristic rules that apply to ``shape``, in the order auto tries them.
+
+    Inputs: the shape, precision, layout and the GPU's SM count ``sms``. The rules (documented in
+    the README, "How kernel=auto decides"):
+
+    - ``decode``: M <= 16 with N*K >= 2^20, or M <= 64 with N*K >= 2^22 (rows times a weight
+      matrix): M <= 16: gemv_rows (B streamed once with float4 loads, K split over 8 warps), then
+      slicedk; 16 < M <= 64: slicedk first; then split-K.
+    - ``tiny``: M*N*K <= 256^3. Launch-bound; fewest instructions per output win: the naive kernel
+      (one output per thread) beat the 64x64 tiled one at 64^3..256^3 on the H200 (3.4 vs 5.4 us,
+      11.3 vs 17.5 us: docs/results/sweeps-h200.md) but took 1.73x cuBLAS's time at 256^3
+      (tests/data/h200), so: slicedk (register tiles, K sliced in the block) when K >= 64 and
+      M*N*K >= 64^3, then small_tile (naive's mapping with K split in KS slices), then naive.
+    - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): split-K, then
+      slicedk (K sliced inside the block; the largest tile giving one block per SM, else 16x16
+      with 16 slices), then small_tile.
+    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels,
+      each only if its own launch has at least one block per SM (no partial first wave).
+    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels (same test).
+    - ``small``: anything else: slicedk, small_tile, 32x32 tiled, the seed tile.
+    - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
+      the preferred kernels reject).
+
+    Precisions other than fp32 and layouts other than row/row go straight to ``any``: the first
+    registered kernel that declares support (v2 contract ``precisions``/``layouts``).
+    """
+    m, n, k = shape
+    out: list[Rule] = []
+    if precision == "fp32" and tuple(layout) == ("row", "row"):
+        if (m <= 16 and n * k >= 2 ** 20) or (m <= 64 and n * k >= 2 ** 22):
+            gemv = ("gemv_rows", _gemv_params(shape, sms))
+            sliced = ("slicedk", _slicedk_params(shape, sms))
+            out.append(Rule("decode", f"decode-like: M = {m} <= {16 if m <= 16 else 64} rows against a {k}x{n} "
+                            "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 16 else
+                                                 "register tiles with K sliced in the block (slicedk), then gemv_rows"),
+                            (gemv, sliced, ("splitk", _splitk_params(shape, sms))) if m <= 16 else (sliced, gemv, ("splitk", _splitk_params(shape, sms)))))
+        if m * n * k <= TINY:
+            out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound; K sliced inside the block to "
+                            "shorten each thread's serial chain",
+                            ((("slicedk", _slicedk_params(shape, sms)),) if k >= 64 and m * n * k >= 64 ** 3 else ())
+                            + (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), ("naive", {"BX": 16, "BY": 16}))))
+        tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
+        if tiles64 < sms and k >= 16 * max(m, n):
+            out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
+                            "split K (across blocks, else inside the block)",
+                            (("splitk", _splitk_params(shape, sms)), ("slicedk", _slicedk_params(shape, sms)),
+                             ("small_tile", {"BX": 16, "BY": 8, "KS": 8}), _TILED32)))
+        tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
+        if tiles128 >= sms and min(m, n) >= 128:
+            out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs (at least one full wave)",
+                            _LARGE, min_blocks=sms))
+        elif tiles64 >= sms and min(m, n) >= 64:
+            out.append(Rule("medium", f"medium: {tiles64} 64x64 output tiles >= {sms} SMs, no full wave of "
+                            "128x128 tiles or min(M, N) < 128", _MEDIUM, min_blocks=sms))
+        else:
+            out.append(Rule("small", f"small: {tiles64} 64x64 output tiles < {sms} SMs or min(M, N) < 64: "
+                            "smaller tiles fill more SMs",
+                            (("slicedk", _slicedk_params(shape, sms)), ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}),
+                             _TILED32, ("tiled", {}))))
+    out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
+    return out
+
+
+# --- choosing -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Choice:
+    """What auto chose: kernel, full parameters, and why (``source`` "table" or "rule")."""
+
+    kernel: str
+    params: Mapping[str, int]
+    source: str
+    reason: str
+    entry: Mapping[str, Any] | None = None
+    table: str | None = None
+    skipped: tuple[str, ...] = ()
+    match: str | None = None  # table choices: "exact" or "nearest"
+
+    def record(self) -> dict:
+        """The record's ``dispatch`` field."""
+        out = {"requested": AUTO, "chosen": self.kernel, "params": dict(self.params), "source": self.source,
+               "table": self.table}
+        if self.source == "table":
+            out["entry"] = dict(self.entry or {})
+            out["match"] = self.match
+            out["reason"] = self.reason
+        else:
+            out["rule"] = self.reason
+        out["skipped"] = list(self.skipped)
+        return out
+
+
+def _supports(spec, precision: str, layout: tuple[str, str]) -> str | None:
+    """None if ``spec`` declares support for precision and layout, else why not."""
+    precisions = tuple(getattr(spec, "precisions", KernelBase.precisions))
+    if precision not in precisions:
+        return f"supports {', '.join(precisions)}, not {precision}"
+    layouts = tuple(tuple(x) for x in getattr(spec, "layouts", KernelBase.layouts))
+    if tuple(layout) not in layouts:
+        return f"supports layouts {', '.join('/'.join(x) for x in layouts)}, not {'/'.join(layout)}"
+    return None
+
+
+def _try(registry, name: str, params: Mapping[str, int], shape: Shape, precision: str,
+         layout: tuple[str, str], facts: DeviceFacts) -> tuple[dict | None, str | None]:
+    """Full parameters if kernel ``name`` with ``params`` can run this problem, else (None, why)."""
+    spec = registry.kernels.get(name)
+    if spec is None:
+        return None, f"{name}: not registered"
+    if isinstance(spec, LibraryKernelSpec):
+        return None, f"{name}: a library kernel (auto picks gemmlab's own kernels)"
+    why = _supports(spec, precision, layout)
+    if why:
+        return None, f"{name}: {why}"
+    unknown = sorted(set(params) - set(spec.defaults))
+    if unknown:
+        return None, f"{name}: has no parameter {unknown[0]}"
+    full = {**dict(spec.defaults), **dict(params)}
+    try:
+        check_problem = getattr(spec, "check_problem", None)
+        problem_cls = _problem_class()
+        if check_problem is not None and problem_cls is not None:
+            check_problem(problem_cls(shape=shape, precision=precision, layout_a=layout[0], layout_b=layout[1]),
+                          full, facts)
+        else:
+            spec.check(shape, full, facts)
+    except ParamError as exc:
+        return None, f"{name} {_ptext(full)}: {exc}"
+    return full, None
+
+
+def _blocks(spec, shape: Shape, params: Mapping[str, int], precision: str, layout: tuple[str, str],
+            facts: DeviceFacts) -> int | None:
+    """Blocks in the kernel's launch for this problem (its ``geometry`` under contract v2, else
+    ``launch``), or None when it cannot say."""
+    try:
+        geometry, problem_cls = getattr(spec, "geometry", None), _problem_class()
+        if geometry is not None and problem_cls is not None:
+            launch = geometry(problem_cls(shape=shape, precision=precision, layout_a=layout[0], layout_b=layout[1]),
+                              params, facts)
+        else:
+            launch = spec.launch(shape, params, facts)
+        return int(launch.blocks)
+    except Exception:
+        return None
+
+
+def _problem_class():
+    """The v2 contract's ``Problem`` class when this gemmlab has it (None before contract v2)."""
+    from gemmlab.contract import hookspecs
+    return getattr(hookspecs, "Problem", None)
+
+
+def _ptext(params: Mapping[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "(no parameters)"
+
+
+NEAREST_FACTOR = 1.5  # a table entry stands in for a shape whose M, N and K are each within this factor
+
+
+def _regime(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> str:
+    """The name of the first rule that applies to ``shape`` (decode, tiny, k_heavy, large, ...)."""
+    return rules(shape, precision, layout, sms)[0].name
+
+
+def nearest_entry(table: Table, shape: Shape, precision: str = DEFAULT_PRECISION,
+                  layout: tuple[str, str] = DEFAULT_LAYOUT) -> Entry | None:
+    """The table entry nearest to ``shape`` (smallest sum of |log2| ratios of M, N, K) among the
+    entries of the same precision and layout whose M, N and K are each within ``NEAREST_FACTOR``
+    of the shape's and that fall under the same first rule (so a decode shape never borrows a
+    prefill tile); None if there is none."""
+    limit = math.log2(NEAREST_FACTOR)
+    regime = _regime(shape, precision, layout, table.sm_count)
+    best, best_d = None, math.inf
+    for e in table.entries:
+        if e.precision != precision or e.layout != tuple(layout):
+            continue
+        logs = [abs(math.log2(a / b)) for a, b in zip(e.shape, shape)]
+        if max(logs) > limit or sum(logs) >= best_d:
+            continue
+        if _regime(e.shape, precision, layout, table.sm_count) != regime:
+            continue
+        best, best_d = e, sum(logs)
+    return best
+
+
+def choose(shape: Shape, registry, table: Table | None = None, precision: str = DEFAULT_PRECISION,
+           layout: tuple[str, str] = DEFAULT_LAYOUT, facts: DeviceFacts | None = None) -> Choice:
+    """Pick the kernel and parameters for one problem (pure: no GPU, no files).
+
+    Order: the table's exact entry (when its kernel is registered and accepts the problem), the
+    nearest entry (:func:`nearest_entry`), then :func:`rules`. ``facts`` is what kernel ``check`` sees (default: the sm_90 class with the
+    table's SM count).
+
+    Raises:
+        ConfigError: field ``kernel``: no registered kernel supports the problem (every rejection
+            named).
+    """
+    table = table or Table()
+    sms = table.sm_count
+    if facts is None:
+        from gemmlab.gpu.device import offline_facts
+        base = offline_facts("90")
+        facts = DeviceFacts(name=base.name, arch=base.arch, sm_count=sms, l2_bytes=base.l2_bytes)
+    layout = (layout[0], layout[1])
+    skipped: list[str] = []
+    entry = table.lookup(shape, precision, layout)
+    if entry is not None:
+        full, why = _try(registry, entry.kernel, entry.params, shape, precision, layout, facts)
+        if full is not None:
+            return Choice(entry.kernel, full, "table", f"table entry {list(shape)}", entry=entry.as_json(),
+                          table=table.path or None, match="exact")
+        skipped.append(f"table entry: {why}")
+    near = nearest_entry(table, shape, precision, layout)
+    if near is not None:
+        full, why = _try(registry, near.kernel, near.params, shape, precision, layout, facts)
+        if full is not None:
+            return Choice(near.kernel, full, "table",
+                          f"nearest table entry {list(near.shape)}: each of M, N, K within {NEAREST_FACTOR:g}x, "
+                          f"same rule regime ({_regime(shape, precision, layout, sms)})", entry=near.as_json(),
+                          table=table.path or None, skipped=tuple(skipped), match="nearest")
+        skipped.append(f"nearest table entry {list(near.shape)}: {why}")
+    tried: set[str] = set()
+    for rule in rules(shape, precision, layout, sms):
+        candidates = rule.candidates
+        if rule.name == "any":
+            candidates = tuple((name, {}) for name in registry.kernels)
+        for name, params in candidates:
+            full, why = _try(registry, name, params, shape, precision, layout, facts)
+            blocks = (_blocks(registry.kernels[name], shape, full, precision, layout, facts)
+                      if full is not None and rule.min_blocks else None)
+            if blocks is not None and blocks < rule.min_blocks:
+                full, why = None, f"{name} {_ptext(full)}: {blocks} blocks < {rule.min_blocks} SMs (a partial wave)"
+            if full is not None:
+                return Choice(name, full, "rule", f"{rule.text} -> {name} {_ptext(full)}",
+                              table=table.path or None, skipped=tuple(skipped))
+            if rule.name != "any" or name not in tried:
+                skipped.append(f"rule {rule.name}: {why}")
+            tried.add(name)
+    raise ConfigError("kernel", f"auto: no registered kernel supports {precision} {'/'.join(layout)} "
+                      f"{shape.M}x{shape.N}x{shape.K} ({'; '.join(skipped[-6:])})")
+
+
+def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]:
+    """Turn ``kernel=auto`` in a composed config into the chosen kernel and parameters.
+
+    Returns ``(config, dispatch)``: for any other kernel the config unchanged (as a plain dict)
+    and ``None``; for auto the config with ``kernel`` replaced by ``{"name": chosen, **params}``
+    and the record's ``dispatch`` field. Called by the pipeline before validation.
+
+    Raises:
+        ConfigError: ``kernel.<key>`` other than ``table``; ``kernel.table`` bad file; ``shape``;
+            ``kernel`` when no kernel supports the problem.
+    """
+    from gemmlab.stages.config import _plain, parse_shape
+    plain = _plain(cfg)
+    kernel = plain.get("kernel") if isinstance(plain, Mapping) else None
+    if not isinstance(kernel, Mapping) or kernel.get("name") != AUTO:
+        return plain, None
+    extra = sorted(set(kernel) - set(AUTO_KEYS))
+    if extra:
+        raise ConfigError(f"kernel.{extra[0]}", "kernel=auto chooses the parameters itself; it accepts only "
+                          "kernel.table=<tuning table file> (pick a kernel by name to set parameters)")
+    table_path = kernel.get("table")
+    if table_path is not None and not isinstance(table_path, str):
+        raise ConfigError("kernel.table", f"must be a tuning table file (JSON) or null, got {table_path!r}")
+    table = load_table(table_path)
+    shape = parse_shape(plain.get("shape"))
+    precision = plain.get("precision", DEFAULT_PRECISION)
+    layout_cfg = plain.get("layout") or {}
+    layout = ((layout_cfg.get("a", DEFAULT_LAYOUT[0]), layout_cfg.get("b", DEFAULT_LAYOUT[1]))
+              if isinstance(layout_cfg, Mapping) else DEFAULT_LAYOUT)
+    choice = choose(shape, registry, table, precision if isinstance(precision, str) else DEFAULT_PRECISION, layout)
+    resolved = dict(plain)
+    resolved["kernel"] = {"name": choice.kernel, **dict(choice.params)}
+    return resolved, choice.record()
+
+
+# --- building a table from records ----------------------------------------------------------------
+
+def find_records(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every ``result.json`` under the given files or folders (:func:`gemmlab.stages.record_model.find_records`;
+    a record inside another run's folder, e.g. a sanitizer child's, belongs to that run and is
+    left out).
+
+    Raises:
+        ConfigError: field ``paths``: a path that does not exist.
+    """
+    try:
+        return results.find_records(list(paths), children=False)
+    except FileNotFoundError as exc:
+        raise ConfigError("paths", f"{exc}: no such file or directory") from None
+
+
+def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
+    lay = rec.get("layout")
+    if not isinstance(lay, Mapping):
+        cfg = rec.get("config") if isinstance(rec.get("config"), Mapping) else {}
+        lay = cfg.get("layout") if isinstance(cfg.get("layout"), Mapping) else {}
+    return (lay.get("a", DEFAULT_LAYOUT[0]), lay.get("b", DEFAULT_LAYOUT[1]))
+
+
+def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -> tuple[Table, dict]:
+    """Build a tuning table from the records under ``paths``.
+
+    Per (precision, layout, shape) the fastest **valid, timed** record of an NVRTC kernel wins
+    (library kernels and failed points never enter). "Fastest" is the smallest kernel/baseline
+    time ratio when every candidate of that problem was timed against the same baseline in its
+    own run (ratios measured in one process are robust to drift between runs), else the smallest
+    median time. Records from several GPUs need ``device`` (a name) to pick one.
+
+    Returns:
+        ``(table, stats)``: stats counts records read, used and skipped (by reason).
+
+    Raises:
+        ConfigError: field ``paths`` (missing path, no usable record), ``device`` (mixed GPUs).
+    """
+    files = find_records(paths)
+    stats = {"records": len(files), "used": 0, "skipped": {}}
+
+    def skip(why: str) -> None:
+        stats["skipped"][why] = stats["skipped"].get(why, 0) + 1
+
+    groups: dict[tuple, list[dict]] = {}
+    devices: dict[str, dict] = {}
+    for f in files:
+        rec = results.read_record(f)  # the one record model (gemmlab.stages.record_model)
+        raw = rec.raw if isinstance(rec.raw, dict) else None
+        if raw is None:
+            skip("unreadable")
+            continue
+        if not rec.is_valid or rec.status != "ok":
+            skip("not a valid timed record")
+            continue
+        kern = raw.get("kernel")
+        if (not isinstance(kern, Mapping) or rec.kernel is None or rec.shape is None or rec.shape_from != "shape"
+                or rec.median_ms is None):
+            skip("no kernel, shape or timing")
+            continue
+        if kern.get("backend") != "nvrtc":
+            skip("library kernel")
+            continue
+        dname = rec.device or "unknown"
+        if device is not None and dname != device:
+            skip(f"other device ({dname})")
+            continue
+        dev = raw.get("device") if isinstance(raw.get("device"), Mapping) else {}
+        devices.setdefault(dname, {"name": dname, "arch": rec.arch, "sm_count": dev.get("sm_count")})
+        key = (rec.precision if rec.precision in PRECISION_NAMES else DEFAULT_PRECISION, _layout_of(raw), rec.shape)
+        has_ratio = rec.ratio_to_baseline is not None
+        groups.setdefault(key, []).append({
+            "kernel": rec.kernel, "params": dict(rec.params), "median_ms": rec.median_ms, "protocol": rec.protocol,
+            "ratio_to_baseline": rec.ratio_to_baseline, "baseline": rec.baseline if has_ratio else None,
+            "record": str(f)})
+        stats["used"] += 1
+    if len(devices) > 1:
+        raise ConfigError("device", f"records from several GPUs ({', '.join(sorted(devices))}); pass --device NAME")
+    if not groups:
+        raise ConfigError("paths", f"no valid timed record of an NVRTC kernel among {len(files)} result.json file(s)")
+    entries = []
+    for (precision, layout, shape), cands in sorted(groups.items()):
+        same_base = (all(c["ratio_to_baseline"] is not None for c in cands)
+                     and len({c["baseline"] for c in cands}) == 1)
+        metric = "ratio_to_baseline" if same_base else "median_ms"
+        best = min(cands, key=lambda c: (c[metric], c["median_ms"]))
+        extra = {"median_ms": best["median_ms"], "ratio_to_baseline": best["ratio_to_baseline"],
+                 "baseline": best["baseline"], "ranked_by": metric, "candidates": len(cands),
+                 "protocol": best["protocol"], "record": best["record"]}
+        entries.append(Entry(precision, layout, Shape(*shape), best["kernel"], best["params"], extra))
+    dev = next(iter(devices.values()))
+    meta = {"created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "made_by": f"{PROG} build " + " ".join(str(p) for p in paths),
+            "rule": "per (precision, layout, shape): the fastest valid timed record of an NVRTC kernel "
+                    "(smallest kernel/baseline time ratio when all share a baseline, else smallest median)"}
+    return Table(entries=tuple(entries), device=dev, meta=meta), stats

@@ -1,0 +1,422 @@
+"""One interface for every kernel under measurement, NVRTC-compiled or library-backed.
+
+The pipeline (``gemmlab.run.pipeline``) drives a :class:`Backend` through the same steps for a kernel
+and for its baseline, with no branches on the kind of kernel:
+
+1. :meth:`Backend.validate` — plain-data checks before anything compiles or opens the GPU
+   (precision, layouts, the plugin's own rules, launch geometry, cluster, arguments, TMA rules,
+   the launch plan); one :class:`~gemmlab.errors.ConfigError` line on bad input.
+2. :meth:`Backend.unavailable` — a missing optional library, as a one-line reason.
+3. :meth:`Backend.compile` — NVRTC for compiled kernels (cubin, ptxas report, SASS), nothing
+   for libraries.
+4. :meth:`Backend.prepare` — on the GPU: load, resolve arguments (device pointers, tensor maps,
+   workspace), build the launch plan; then :meth:`Backend.enqueue` issues ONE launch (every step
+   of the plan: memsets, the kernel, extra kernels) without synchronising, so the timing loop
+   and graph capture count all of it.
+5. :meth:`Backend.close` — release library handles and the workspace.
+
+``Backend.record`` collects the fields this kernel adds to ``result.json``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from gemmlab.gpu import compile as compile_stage
+from gemmlab.gpu import guards
+from gemmlab.gpu import tma
+from gemmlab.errors import ConfigError
+from gemmlab.contract.hookspecs import (VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
+                                        Launch, LibraryKernelSpec, Main, Matrix, Memset, ParamError, Problem,
+                                        TensorMap, Value, Workspace)
+
+GRID_LIMITS = (2**31 - 1, 65535, 65535)  # CUDA: max grid dimensions (x, y, z)
+BLOCK_LIMITS = (1024, 1024, 64)  # CUDA: max block dimensions (x, y, z)
+DIMS = ("M", "N", "K", "lda", "ldb", "ldc")
+NUMPY_CTYPES = {"int32": np.int32, "uint32": np.uint32, "float32": np.float32, "int64": np.int64}
+
+
+@dataclass
+class Buffers:
+    """The device matrices of one point (guard-banded, see :mod:`gemmlab.gpu.guards`): A and B
+    shared by all candidates, C the candidate's own."""
+
+    a: guards.GuardedMatrix
+    b: guards.GuardedMatrix
+    c: guards.GuardedMatrix
+
+
+def precision_detail(problem: Problem, types: dict | None = None) -> dict:
+    """The record's precision fields: ``{"name", "a_dtype", "b_dtype", "c_dtype", "compute"}``."""
+    t = types or {"a_dtype": problem.ab_dtype, "b_dtype": problem.ab_dtype, "c_dtype": problem.c_dtype,
+                  "compute": problem.compute}
+    return {"name": problem.precision, **t}
+
+
+@dataclass
+class Backend:
+    """A kernel under measurement (``role`` kernel or baseline); subclasses implement the steps."""
+
+    role: str
+    name: str
+    spec: KernelBase
+    params: dict
+    record: dict = field(default_factory=dict)
+    kind: str = "abstract"
+    buffers: Buffers | None = None
+
+    # --- 1. validation --------------------------------------------------------------------------
+    def validate(self, problem: Problem, facts: DeviceFacts) -> None:
+        """Refuse an unsupported precision or layout, then apply the plugin's own checks.
+
+        Raises:
+            ConfigError: ``precision``, ``layout.a``/``layout.b`` or the plugin's field.
+        """
+        spec = self.spec
+        if problem.precision not in spec.precisions:
+            raise ConfigError("precision", f"kernel {self.name} supports {', '.join(spec.precisions)}; "
+                              f"got {problem.precision}")
+        pair = (problem.layout_a, problem.layout_b)
+        supported = [tuple(p) for p in spec.layouts]
+        if pair not in supported:
+            field_name = "layout.a" if all(a != problem.layout_a for a, _ in supported) else "layout.b"
+            raise ConfigError(field_name, f"kernel {self.name} supports layout.a/layout.b "
+                              f"{', '.join('/'.join(p) for p in supported)}; got {'/'.join(pair)}")
+        try:
+            spec.check_problem(problem, self.params, facts)
+        except ParamError as exc:
+            raise ConfigError(exc.field, exc.message) from None
+        self.record["precision_detail"] = precision_detail(problem)
+
+    def unavailable(self) -> str | None:
+        """A one-line reason this kernel cannot run here (missing library), or None."""
+        return None
+
+    def compile(self, problem: Problem, facts: DeviceFacts, arch: str, out_dir: Path, cache_enabled: bool,
+                cache_dir: str | None, driver_version: str = "none") -> None:
+        """Build what the kernel needs (nothing for libraries); ``record["compile"]``."""
+        self.record["compile"] = None
+
+    def estimate_occupancy(self, facts: DeviceFacts) -> None:
+        """``mode=compile``: record an occupancy estimate where one can be made."""
+
+    def prepare(self, gpu, problem: Problem, buffers: Buffers) -> None:
+        """Make :meth:`enqueue` ready on ``gpu`` for ``buffers``."""
+        raise NotImplementedError
+
+    def enqueue(self) -> None:
+        """Issue one launch (the whole plan) on the run's stream, without synchronising."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what :meth:`prepare` acquired (idempotent)."""
+
+    def guarded(self) -> list:
+        """Extra guard-banded buffers this backend owns (checked by the safety nets)."""
+        return []
+
+
+def backend_for(role: str, name: str, spec: KernelBase, params: dict) -> Backend:
+    """The backend for ``spec``: :class:`LibraryBackend` for a :class:`LibraryKernelSpec`,
+    :class:`NvrtcBackend` for a :class:`KernelSpec`.
+
+    Raises:
+        ConfigError: the spec is neither.
+    """
+    if isinstance(spec, LibraryKernelSpec):
+        return LibraryBackend(role, name, spec, params, kind="library")
+    if isinstance(spec, KernelSpec):
+        return NvrtcBackend(role, name, spec, params, kind="nvrtc")
+    raise ConfigError("plugin", f"kernel {name}: {type(spec).__name__} is neither a KernelSpec nor a LibraryKernelSpec")
+
+
+# --- library kernels -----------------------------------------------------------------------------
+
+@dataclass
+class LibraryBackend(Backend):
+    """A vendor library kernel (:class:`LibraryKernelSpec`): the plugin returns the enqueue."""
+
+    _enqueue: Callable[[], None] | None = None
+    _close: Callable[[], None] | None = None
+
+    def validate(self, problem: Problem, facts: DeviceFacts) -> None:
+        super().validate(problem, facts)
+        self.record["precision_detail"] = precision_detail(problem, self.spec.types(problem))
+
+    def unavailable(self) -> str | None:
+        return self.spec.available()
+
+    def prepare(self, gpu, problem: Problem, buffers: Buffers) -> None:
+        ptrs = DevicePointers(a=buffers.a.address, b=buffers.b.address, c=buffers.c.address,
+                              stream=int(gpu.stream.handle))
+        self.record["library"] = self.spec.library_version()
+        try:
+            self._enqueue, self._close = self.spec.enqueue_problem(problem, self.params, ptrs)
+        except ParamError as exc:
+            raise ConfigError(exc.field, exc.message) from None
+
+    def enqueue(self) -> None:
+        self._enqueue()
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+
+# --- NVRTC kernels -------------------------------------------------------------------------------
+
+def check_launch(launch: Launch, facts: DeviceFacts, what: str) -> None:
+    """CUDA's grid/block limits, the device's thread and shared-memory limits, and the cluster
+    rules (each grid dimension a multiple of the cluster's; at most ``facts.max_cluster_size``).
+
+    Raises:
+        ConfigError: field ``shape`` (grid too large) or ``kernel``.
+    """
+    for axis, (count, limit) in enumerate(zip(launch.grid, GRID_LIMITS)):
+        if not 1 <= count <= limit:
+            raise ConfigError("shape", f"{what} needs grid {tuple(launch.grid)}: grid dimension {'xyz'[axis]} must be "
+                              f"1..{limit} (CUDA limit); use a smaller shape or a kernel with larger tiles")
+    for axis, (count, limit) in enumerate(zip(launch.block, BLOCK_LIMITS)):
+        if not 1 <= count <= limit:
+            raise ConfigError("kernel", f"{what}: block {tuple(launch.block)}: dimension {'xyz'[axis]} must be 1..{limit}")
+    if launch.threads_per_block > facts.max_threads_per_block or launch.shared_bytes > facts.max_shared_per_block_optin:
+        raise ConfigError("kernel", f"{what}: launch needs {launch.threads_per_block} threads and {launch.shared_bytes} B "
+                          f"dynamic shared memory per block; the device allows {facts.max_threads_per_block} "
+                          f"and {facts.max_shared_per_block_optin} B")
+    if launch.cluster is not None:
+        cluster = tuple(launch.cluster)
+        if len(cluster) != 3 or not all(isinstance(c, int) and c >= 1 for c in cluster):
+            raise ConfigError("kernel", f"{what}: cluster must be three positive ints (x, y, z), got {launch.cluster!r}")
+        if facts.max_cluster_size <= 1:
+            raise ConfigError("kernel", f"{what}: thread-block clusters need sm_90 or newer; target sm_{facts.arch}")
+        if launch.cluster_size > facts.max_cluster_size:
+            raise ConfigError("kernel", f"{what}: cluster {cluster} has {launch.cluster_size} blocks; the device allows "
+                              f"at most {facts.max_cluster_size} (portable cluster size)")
+        for axis, (g, c) in enumerate(zip(launch.grid, cluster)):
+            if g % c:
+                raise ConfigError("kernel", f"{what}: grid {tuple(launch.grid)} is not a multiple of cluster {cluster} "
+                                  f"in {'xyz'[axis]}; grid counts blocks and each dimension must be a multiple")
+
+
+def launch_record(launch: Launch) -> dict:
+    """The record's ``launch`` fields."""
+    out = {"grid": list(launch.grid), "block": list(launch.block), "shared_bytes": launch.shared_bytes,
+           "threads_per_block": launch.threads_per_block, "blocks": launch.blocks}
+    if launch.cluster is not None:
+        out["cluster"] = list(launch.cluster)
+    return out
+
+
+def describe_argument(arg) -> str:
+    """One short text per kernel argument, for the record."""
+    if isinstance(arg, Matrix):
+        return f"{arg.name} pointer"
+    if isinstance(arg, Dim):
+        return f"{arg.name} (int32)"
+    if isinstance(arg, Workspace):
+        return "workspace pointer"
+    if isinstance(arg, Value):
+        return f"{arg.value} ({arg.ctype})"
+    if isinstance(arg, TensorMap):
+        return f"TMA tensor map over {arg.matrix}, box {tuple(arg.box)}, swizzle {arg.swizzle}"
+    return repr(arg)
+
+
+def describe_step(step) -> str:
+    """One short text per launch-plan step, for the record."""
+    if isinstance(step, Main):
+        return "main kernel"
+    if isinstance(step, Memset):
+        return f"memset {step.target} to 0x{step.value & 0xFFFFFFFF:08x}"
+    if isinstance(step, Extra):
+        return f"extra kernel {step.entry} grid {tuple(step.launch.grid)} block {tuple(step.launch.block)}"
+    return repr(step)
+
+
+def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[dict]:
+    """Validate an argument list; return the tensor maps' descriptions.
+
+    Raises:
+        ConfigError: field ``kernel`` (unknown argument, a workspace pointer without a
+            workspace), or a TMA rule (see :func:`gemmlab.gpu.tma.check`).
+    """
+    maps = []
+    for arg in args:
+        if isinstance(arg, Matrix):
+            ok = arg.name in ("A", "B", "C")
+        elif isinstance(arg, Dim):
+            ok = arg.name in DIMS
+        elif isinstance(arg, Workspace):
+            if workspace <= 0:
+                raise ConfigError("kernel", f"{what}: a Workspace() argument needs workspace_bytes > 0")
+            ok = True
+        elif isinstance(arg, Value):
+            ok = arg.ctype in VALUE_CTYPES and isinstance(arg.value, (int, float)) and not isinstance(arg.value, bool)
+        elif isinstance(arg, TensorMap):
+            maps.append(tma.check(arg, problem))
+            ok = True
+        else:
+            ok = False
+        if not ok:
+            raise ConfigError("kernel", f"{what}: argument {arg!r} is not allowed; use Matrix('A'|'B'|'C'), "
+                              f"Dim({'|'.join(DIMS)}), Workspace(), Value(v, {'|'.join(VALUE_CTYPES)}) or TensorMap(...)")
+    return maps
+
+
+@dataclass
+class NvrtcBackend(Backend):
+    """An NVRTC-compiled kernel (:class:`KernelSpec`): compile, load, launch its plan."""
+
+    launch: Launch | None = None
+    arguments: tuple = ()
+    steps: tuple = ()
+    workspace_bytes: int = 0
+    compiled: compile_stage.CompiledKernel | None = None
+    options: object = None
+    _workspace: guards.GuardedMatrix | None = None
+    _calls: list = field(default_factory=list)
+
+    def validate(self, problem: Problem, facts: DeviceFacts) -> None:
+        super().validate(problem, facts)
+        spec, params = self.spec, self.params
+        try:
+            launch = spec.geometry(problem, params, facts)
+            self.arguments = tuple(spec.arguments(problem, params, facts))
+            self.workspace_bytes = int(spec.workspace_bytes(problem, params, facts))
+            self.steps = tuple(spec.plan(problem, params, facts))
+            self.options = spec.options(problem, params, facts)
+        except ParamError as exc:
+            raise ConfigError(exc.field, exc.message) from None
+        if not all(isinstance(n, numbers.Integral) and n >= 1 for n in (*launch.grid, *launch.block)):
+            method = "geometry" if type(spec).geometry is not KernelSpec.geometry else "launch"
+            raise ConfigError("plugin", f"kernel {self.name}: {type(spec).__name__}.{method}() returned grid "
+                              f"{tuple(launch.grid)} block {tuple(launch.block)} for shape {tuple(problem.shape)}; every "
+                              "dimension must be an int >= 1 (a rounded-down division?)")  # a plugin bug, not the shape
+        check_launch(launch, facts, self.name)
+        if self.workspace_bytes < 0:
+            raise ConfigError("kernel", f"{self.name}: workspace_bytes must be >= 0, got {self.workspace_bytes}")
+        maps = check_arguments(self.arguments, problem, self.workspace_bytes, self.name)
+        mains = sum(isinstance(s, Main) for s in self.steps)
+        if mains != 1:
+            raise ConfigError("kernel", f"{self.name}: the launch plan must hold exactly one Main(), got {mains}")
+        for step in self.steps:
+            if isinstance(step, Memset):
+                if step.target not in ("C", "workspace") or not isinstance(step.value, int):
+                    raise ConfigError("kernel", f"{self.name}: Memset target must be 'C' or 'workspace' with an int "
+                                      f"value, got {step!r}")
+                if step.target == "workspace" and self.workspace_bytes <= 0:
+                    raise ConfigError("kernel", f"{self.name}: Memset('workspace') needs workspace_bytes > 0")
+            elif isinstance(step, Extra):
+                check_launch(step.launch, facts, f"{self.name} extra kernel {step.entry}")
+                maps += check_arguments(step.arguments, problem, self.workspace_bytes, f"{self.name} {step.entry}")
+            elif not isinstance(step, Main):
+                raise ConfigError("kernel", f"{self.name}: plan step {step!r} is not Main(), Memset(...) or Extra(...)")
+        compile_stage.CompileOptions.for_kernel(facts.arch, self.options)  # bad options fail here, before compiling
+        from gemmlab.contract.registry import source_path
+        if not source_path(spec).is_file():
+            raise ConfigError("kernel", f"{self.name}: source {source_path(spec)} is not a file (KernelSpec.source: "
+                              "a file name in gemmlab's kernels/ folder or an absolute path)")
+        self.launch = launch
+        self.record["launch"] = launch_record(launch)
+        self.record["arguments"] = [describe_argument(a) for a in self.arguments]
+        self.record["workspace_bytes"] = self.workspace_bytes
+        self.record["plan"] = [describe_step(s) for s in self.steps]
+        if maps:
+            self.record["tensor_maps"] = maps
+
+    def compile(self, problem: Problem, facts: DeviceFacts, arch: str, out_dir: Path, cache_enabled: bool,
+                cache_dir: str | None, driver_version: str = "none") -> None:
+        from gemmlab.contract.registry import source_path
+        options = compile_stage.CompileOptions.for_kernel(arch, self.options)
+        extra = tuple(s.entry for s in self.steps if isinstance(s, Extra))
+        self.compiled = compile_stage.compile_kernel(
+            source_path(self.spec), self.spec.instance(problem, self.params), options, persistent=cache_enabled,
+            cache_folder=cache_dir, driver_version=driver_version, extra_names=extra)
+        self.record["compile"] = self.compiled.record()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        suffix = "" if self.role == "kernel" else f"-{self.role}"
+        (out_dir / f"compile{suffix}.log").write_text(self.compiled.log)
+        if self.compiled.sass_text:
+            sass_file = f"kernel{suffix}.sass"
+            (out_dir / sass_file).write_text(self.compiled.sass_text)
+            self.record["compile"]["sass"] = dict(self.compiled.sass, file=sass_file)
+
+    def estimate_occupancy(self, facts: DeviceFacts) -> None:
+        from gemmlab.gpu.device import estimate_occupancy
+        res = self.compiled.resources if self.compiled else None
+        if res is not None and facts.arch == "90":
+            self.record["occupancy"] = estimate_occupancy(res.registers, res.static_shared_bytes, self.launch,
+                                                          facts.sm_count)
+
+    def _resolve(self, gpu, problem: Problem, buffers: Buffers, args) -> tuple:
+        out = []
+        for arg in args:
+            if isinstance(arg, Matrix):
+                out.append(np.uint64({"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.name].address))
+            elif isinstance(arg, Dim):
+                out.append(np.int32(getattr(problem, arg.name)))
+            elif isinstance(arg, Workspace):
+                out.append(np.uint64(self._workspace.address))
+            elif isinstance(arg, Value):
+                out.append(NUMPY_CTYPES[arg.ctype](arg.value))
+            elif isinstance(arg, TensorMap):
+                g = {"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.matrix]
+                out.append(gpu.tensor_map(arg, problem, g.address))
+        return tuple(out)
+
+    def _load(self, gpu, name: str, launch: Launch):
+        loaded = gpu.load(self.compiled.object_code, name, launch.shared_bytes)
+        if launch.threads_per_block > loaded.max_threads_per_block:
+            raise ConfigError("kernel", f"{self.name} ({name}) needs {launch.threads_per_block} threads per block, but "
+                              f"with {loaded.registers} registers per thread at most {loaded.max_threads_per_block} "
+                              "fit (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES otherwise); use a larger thread tile")
+        if launch.cluster is not None:
+            active = gpu.max_active_clusters(loaded, launch)
+            if active < 1:
+                raise ConfigError("kernel", f"{self.name}: the device refuses cluster {tuple(launch.cluster)} with "
+                                  f"{launch.threads_per_block} threads and {launch.shared_bytes} B dynamic shared "
+                                  "memory per block (cuOccupancyMaxActiveClusters = 0); use a smaller cluster or "
+                                  "less shared memory")
+            self.record.setdefault("occupancy_clusters", {})[name] = active
+        return loaded
+
+    def prepare(self, gpu, problem: Problem, buffers: Buffers) -> None:
+        if self.workspace_bytes > 0:
+            words = -(-self.workspace_bytes // 4)
+            self._workspace = guards.allocate(gpu, f"workspace ({self.name})", (1, words))
+        loaded = self._load(gpu, self.compiled.name_expression, self.launch)
+        self.record["compile"]["driver_attributes"] = {"registers": loaded.registers, "local_bytes": loaded.local_bytes,
+                                                       "static_shared_bytes": loaded.static_shared_bytes}
+        self.record["occupancy"] = gpu.occupancy(loaded, self.launch)
+        calls = []
+        for step in self.steps:
+            if isinstance(step, Main):
+                calls.append(gpu.launcher(loaded, self.launch, self._resolve(gpu, problem, buffers, self.arguments)))
+            elif isinstance(step, Memset):
+                address, words = ((buffers.c.address, problem.M * problem.N) if step.target == "C"
+                                  else (self._workspace.address, -(-self.workspace_bytes // 4)))
+                value = step.value & 0xFFFFFFFF
+                calls.append(lambda address=address, words=words, value=value: gpu.fill32(address, value, words))
+            elif isinstance(step, Extra):
+                extra = self._load(gpu, step.entry, step.launch)
+                calls.append(gpu.launcher(extra, step.launch, self._resolve(gpu, problem, buffers, step.arguments)))
+        self._calls = calls
+
+    def enqueue(self) -> None:
+        for call in self._calls:
+            call()
+
+    def guarded(self) -> list:
+        return [self._workspace] if self._workspace is not None else []
+
+    def close(self) -> None:
+        if self._workspace is not None:
+            guards.release(self._workspace)
+            self._workspace = None

@@ -1,0 +1,7 @@
+"""Layer 6, the results tools: read ``result.json`` records and turn them into tables and plots.
+
+``report`` (``gemmlab-report``, with ``report_tables``, ``report_plots``, ``report_html``),
+``compare`` (``gemmlab-compare``, with ``compare_match``, ``compare_stats``, ``compare_render``)
+and ``families`` (per-family view of a shape-suite run). They read records only through
+``gemmlab.stages.record_model`` and never run a kernel.
+"""

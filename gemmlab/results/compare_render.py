@@ -1,0 +1,143 @@
+"""Rendering of ``gemmlab-compare``: one table model (:func:`row`) and one printer per format.
+
+This module owns the output: :data:`COLUMNS`, :func:`row` (a pair as strings), :func:`summary`
+(the one-line verdict counts and the gate), :func:`markdown` and :func:`print_table` (rich).
+A measurement setting that differs between the compared points (e.g. precision fp32 and tf32 of
+one kernel) is shown after the parameters, so that two rows never look alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Sequence
+
+from gemmlab.results.compare_match import (FAILED, FAST, INVALID, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE, SAME,
+                                           SETTINGS, SLOW, UNSURE, UNTIMED, VERDICTS, Pair)
+
+COLUMNS = ("kernel", "params", "shape", "device", "protocol", "before median ms", "after median ms",
+           "ratio", "CI low", "CI high", "verdict", "note")
+
+
+def varying_settings(pairs: Sequence[Pair]) -> dict[int, tuple[str, ...]]:
+    """For each pair (by ``id``), the measurement settings (:data:`gemmlab.results.compare_match.SETTINGS`)
+    that take more than one value among the points of one kernel, parameters and shape: the
+    settings that tell its rows apart (none for most rows)."""
+    groups: dict[tuple, list] = {}
+    for pair in pairs:
+        groups.setdefault(pair.point.key4[:3], []).append(pair)
+    out: dict[int, tuple[str, ...]] = {}
+    for members in groups.values():
+        points = [p for pair in members for p in (pair.before, pair.after) if p is not None]
+        shown = tuple(s for s in SETTINGS if len({str(p.settings.get(s)) for p in points}) > 1)
+        out.update((id(pair), shown) for pair in members)
+    return out
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None or not math.isfinite(x) else format(x, spec)
+
+
+def _pct(threshold: float) -> str:
+    return f"{threshold * 100:g}%"
+
+
+def _verdict_text(pair: Pair, threshold: float) -> str:
+    if pair.verdict in (SLOW, FAST) and pair.beyond_threshold:
+        return f"{pair.verdict} >{_pct(threshold)}"
+    return pair.verdict
+
+
+def row(pair: Pair, threshold: float = 0.05, varying: Sequence[str] = ()) -> dict[str, str]:
+    """The pair as strings, one per :data:`COLUMNS` entry; the settings named in ``varying``
+    (see :func:`varying_settings`) follow the parameters."""
+    p = pair.point
+    protocol = (pair.before and pair.before.protocol) or (pair.after and pair.after.protocol)
+    params = [f"{k}={v}" for k, v in sorted(p.params.items())] + [f"{s}={p.settings.get(s)}" for s in varying]
+    return {
+        "kernel": p.kernel,
+        "params": " ".join(params) or "-",
+        "shape": "x".join(str(v) for v in p.shape) if p.shape else "?",
+        "device": f"{p.device or '?'}" + (f" ({p.arch})" if p.arch else ""),
+        "protocol": protocol or "-",
+        "before median ms": _fmt(pair.before.median_ms if pair.before else None, ".5g"),
+        "after median ms": _fmt(pair.after.median_ms if pair.after else None, ".5g"),
+        "ratio": _fmt(pair.ratio, ".4f"),
+        "CI low": _fmt(pair.low, ".4f"),
+        "CI high": _fmt(pair.high, ".4f"),
+        "verdict": _verdict_text(pair, threshold),
+        "note": pair.note,
+    }
+
+
+def summary(pairs: Sequence[Pair], threshold: float = 0.05) -> str:
+    """One line: counts per verdict, SLOW/FAST beyond the threshold, and the gate's outcome."""
+    counts = Counter(p.verdict for p in pairs)
+    parts = []
+    for v in VERDICTS:
+        text = f"{counts.get(v, 0)} {v}"
+        if v in (SLOW, FAST):
+            n = sum(1 for p in pairs if p.verdict == v and p.beyond_threshold)
+            text += f" ({n} beyond {_pct(threshold)})"
+        parts.append(text)
+    bad = [p for p in pairs if p.regression]
+    gate = "FAIL" if bad else "pass"
+    return f"{len(pairs)} points: " + ", ".join(parts) + f"; regression gate: {gate}"
+
+
+def markdown(pairs: Sequence[Pair], before: str = "BEFORE", after: str = "AFTER",
+             threshold: float = 0.05, confidence: float = 0.95, resamples: int = 2000,
+             seed: int = 0) -> str:
+    """The comparison as a Markdown document: settings, rule, table, summary line."""
+    lines = [
+        "# gemmlab-compare", "",
+        f"- BEFORE: `{before}`", f"- AFTER: `{after}`",
+        f"- ratio = median(AFTER) / median(BEFORE) of the primary protocol's per-launch samples; "
+        f"{confidence:g} bootstrap percentile interval of the ratio of medians ({resamples} resamples, "
+        f"seed {seed}; Efron & Tibshirani 1993)",
+        f"- SLOW: CI low > 1; FAST: CI high < 1; SAME: CI within [{1 - threshold:g}, {1 + threshold:g}]; "
+        f"UNSURE: otherwise or < {MIN_SAMPLES} samples; FAILED: valid before, failed after. "
+        f"Exit 1 when any point is SLOW beyond {_pct(threshold)} (CI low > {1 + threshold:g}) or FAILED.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join("---:" if c in ("before median ms", "after median ms", "ratio", "CI low", "CI high")
+                       else "---" for c in COLUMNS) + "|",
+    ]
+    varying = varying_settings(pairs)
+    for pair in pairs:
+        r = row(pair, threshold, varying.get(id(pair), ()))
+        if pair.regression:
+            r["verdict"] = f"**{r['verdict']}**"
+        lines.append("| " + " | ".join(r[c].replace("|", "\\|").replace("\n", " ") for c in COLUMNS) + " |")
+    lines += ["", summary(pairs, threshold), ""]
+    return "\n".join(lines)
+
+
+_STYLES = {SLOW: "red", FAILED: "bold red", FAST: "green", SAME: None, UNSURE: "yellow",
+           INVALID: "magenta", UNTIMED: "dim", ONLY_BEFORE: "cyan", ONLY_AFTER: "cyan"}
+
+
+def print_table(pairs: Sequence[Pair], threshold: float = 0.05, title: str = "gemmlab-compare",
+                file=None) -> None:
+    """Print the comparison as a rich table plus the summary line."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=file, highlight=False)
+    if not console.is_terminal:
+        console = Console(file=file, highlight=False, width=220)
+    table = Table(title=Text(title))
+    for c in COLUMNS:
+        numeric = c in ("before median ms", "after median ms", "ratio", "CI low", "CI high")
+        table.add_column(c, justify="right" if numeric else "left", overflow="fold",
+                         max_width=60 if c == "note" else None)
+    varying = varying_settings(pairs)
+    for pair in pairs:
+        r = row(pair, threshold, varying.get(id(pair), ()))
+        style = _STYLES.get(pair.verdict)
+        if pair.verdict == SLOW and pair.beyond_threshold:
+            style = "bold red"
+        table.add_row(*(Text(r[c]) for c in COLUMNS), style=style)
+    console.print(table)
+    console.print(Text(summary(pairs, threshold)))

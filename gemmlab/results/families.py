@@ -1,0 +1,342 @@
+"""Per-family view of shape-suite results: a kernel (usually ``kernel=auto``) against its baseline
+(cuBLAS) grouped by the suite's families (:mod:`gemmlab.dispatch.shapes`), with issue 10's targets.
+
+``python -m gemmlab.results.families PATH... [--out DIR] [--suite FILE]`` reads every ``result.json`` under
+the paths (run or sweep folders, copied from anywhere; no GPU needed), prints the per-family table
+and the target checks, and with ``--out`` writes ``families.md``, ``families.csv`` and
+``families.png`` (% of the baseline's speed per shape, coloured by family).
+
+Speed is the same-run ratio: ``% of baseline = 100 * baseline median / kernel median`` (the
+record's ``ratio_to_baseline.median_time`` inverted); a family's figure is the geometric mean over
+its valid points. Records without a baseline ratio or of a shape outside the suite are listed as
+such. Records are found and read through :mod:`gemmlab.stages.record_model` (the one record model; a
+sanitizer child's record is not a point). ``gemmlab-report`` adds this view as a section of its
+report (:func:`report_section`: the records of ``kernel=auto`` whose shapes are in the suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from gemmlab.errors import ConfigError
+from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
+from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
+
+PROG = "python -m gemmlab.results.families"
+TARGETS = {"geomean": 90.0, "min": 50.0, "tiny_time_ratio": 1.5, "decode_m16": 80.0}
+
+
+@dataclass
+class Point:
+    """One record, reduced to what the family view needs."""
+
+    path: str
+    family: str
+    shape: tuple[int, int, int] | None
+    kernel: str = ""
+    params: str = ""
+    dispatch: str = ""           # "table" / "rule: <name>" for kernel=auto, else ""
+    status: str = ""
+    valid: bool = False
+    median_ms: float | None = None
+    baseline: str = ""
+    baseline_ms: float | None = None
+    error: str = ""
+
+    @property
+    def pct(self) -> float | None:
+        """Kernel speed as % of the baseline's (same run), or None."""
+        if self.valid and self.median_ms and self.baseline_ms:
+            return 100.0 * self.baseline_ms / self.median_ms
+        return None
+
+    @property
+    def time_ratio(self) -> float | None:
+        """Kernel time / baseline time (same run), or None."""
+        if self.valid and self.median_ms and self.baseline_ms:
+            return self.median_ms / self.baseline_ms
+        return None
+
+    @property
+    def tiny(self) -> bool:
+        return self.shape is not None and math.prod(self.shape) <= TINY_FLOPS_LIMIT
+
+    def shape_text(self) -> str:
+        return "x".join(map(str, self.shape)) if self.shape else "?"
+
+
+def _dispatch_text(rec: Any) -> str:
+    d = rec.get("dispatch") if isinstance(rec, dict) else None
+    if not isinstance(d, dict):
+        return ""
+    if d.get("source") == "table":
+        return "table" if d.get("match", "exact") == "exact" else f"table ({d.get('match')})"
+    rule = str(d.get("rule", ""))
+    return "rule: " + rule.split(":", 1)[0] if rule else "rule"
+
+
+def point_of(rec: Record, suite: Suite) -> Point:
+    """Reduce one :class:`gemmlab.stages.record_model.Record` to a :class:`Point` (the baseline's median and
+    the ``dispatch`` field are read from the record's JSON, which the record model does not type)."""
+    if rec.category == "unreadable":
+        return Point(rec.path, "unreadable", None, status="unreadable", error=(rec.error or "")[:120])
+    raw = rec.raw if isinstance(rec.raw, dict) else {}
+    base = raw.get("baseline") if isinstance(raw.get("baseline"), dict) else {}
+    btiming = base.get("timing") if isinstance(base.get("timing"), dict) else {}
+    bms = btiming.get("median_ms")
+    bms = float(bms) if isinstance(bms, (int, float)) and not isinstance(bms, bool) and math.isfinite(bms) else None
+    mnk = rec.shape
+    return Point(path=rec.path, family=(suite.family_of(mnk) if mnk else None) or "other", shape=mnk,
+                 kernel=rec.kernel or "?", params=rec.params_text, dispatch=_dispatch_text(raw),
+                 status=rec.status, valid=rec.is_valid, median_ms=rec.median_ms,
+                 baseline=str(base.get("name") or ""), baseline_ms=bms, error=(rec.error or "")[:160])
+
+
+def read_point(path: Path, suite: Suite) -> Point:
+    """Read one result.json (any schema :func:`gemmlab.stages.record_model.read_record` reads) as a :class:`Point`."""
+    return point_of(read_record(path), suite)
+
+
+def _in_suite_order(points: list[Point], suite: Suite) -> list[Point]:
+    order = {s: i for i, s in enumerate(suite.shapes)}
+    return sorted(points, key=lambda pt: (order.get(pt.shape, len(order)), pt.shape or (), pt.path))
+
+
+def collect(paths: Iterable[str | os.PathLike], suite: Suite | None = None) -> list[Point]:
+    """Every result.json under ``paths`` (files or folders; a sanitizer child's record left out)
+    as points, in suite order.
+
+    Raises:
+        ConfigError: field ``paths``: a path that does not exist.
+    """
+    suite = suite or load_suite()
+    try:
+        files = find_records(list(paths), children=False)
+    except FileNotFoundError as exc:
+        raise ConfigError("paths", f"{exc}: no such file or directory") from None
+    return _in_suite_order([read_point(f, suite) for f in files], suite)
+
+
+def report_section(records: Sequence[Record], suite: Suite | None = None) -> list[Point]:
+    """The points of ``gemmlab-report``'s family section: the records of ``kernel=auto`` (a
+    ``dispatch`` field) whose shape is in the suite, a run's own records only (not a sanitizer
+    child's), in suite order; empty when there is none (the report then has no such section)."""
+    suite = suite or load_suite()
+    keep = [r for r in records if isinstance(r.raw, dict) and isinstance(r.raw.get("dispatch"), dict)
+            and r.shape is not None and suite.family_of(r.shape) and not is_child_record(Path(r.path))]
+    return _in_suite_order([point_of(r, suite) for r in keep], suite)
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+@dataclass
+class FamilyRow:
+    """Per-family summary (percentages of the baseline's speed)."""
+
+    family: str
+    points: int
+    valid: int
+    geomean_pct: float | None
+    min_pct: float | None
+    min_shape: str
+    max_time_ratio: float | None
+    kernels: dict[str, int] = field(default_factory=dict)
+
+
+def summarize(points: Sequence[Point], suite: Suite | None = None) -> tuple[list[FamilyRow], dict[str, Any]]:
+    """Per-family rows (suite order, then ``other``) and the target checks of issue 10.
+
+    Targets: geometric mean over all valid points >= 90% of the baseline; no point below 50%;
+    tiny points (M*N*K <= 256^3) take <= 1.5x the baseline's time; decode points with M <= 16 at
+    >= 80% each; every point valid.
+    """
+    suite = suite or load_suite()
+    names = list(suite.families) + sorted({p.family for p in points} - set(suite.families))
+    rows = []
+    for name in names:
+        fam = [p for p in points if p.family == name]
+        if not fam:
+            continue
+        pcts = [(p.pct, p.shape_text()) for p in fam if p.pct is not None]
+        ratios = [p.time_ratio for p in fam if p.time_ratio is not None]
+        kernels: dict[str, int] = {}
+        for p in fam:
+            kernels[p.kernel] = kernels.get(p.kernel, 0) + 1
+        low = min(pcts) if pcts else (None, "")
+        rows.append(FamilyRow(name, len(fam), sum(p.valid for p in fam), _geomean([v for v, _ in pcts]),
+                              low[0], low[1], max(ratios) if ratios else None, kernels))
+    all_pct = [p.pct for p in points if p.pct is not None]
+    tiny = [p.time_ratio for p in points if p.tiny and p.time_ratio is not None]
+    decode = [p.pct for p in points if p.family == "decode" and p.shape and p.shape[0] <= 16 and p.pct is not None]
+    invalid = [p for p in points if not p.valid]
+    checks = {
+        "points": len(points), "valid": len(points) - len(invalid),
+        "geomean_pct": _geomean(all_pct), "min_pct": min(all_pct) if all_pct else None,
+        "tiny_max_time_ratio": max(tiny) if tiny else None, "tiny_points": len(tiny),
+        "decode_m16_min_pct": min(decode) if decode else None, "decode_m16_geomean_pct": _geomean(decode),
+        "no_baseline": sum(1 for p in points if p.valid and p.pct is None),
+    }
+    checks["verdicts"] = {
+        f"every point valid ({checks['valid']}/{len(points)})": not invalid and bool(points),
+        f"geomean >= {TARGETS['geomean']:g}% of baseline": _ge(checks["geomean_pct"], TARGETS["geomean"]),
+        f"no point below {TARGETS['min']:g}%": _ge(checks["min_pct"], TARGETS["min"]),
+        f"tiny (M*N*K <= 256^3) time <= {TARGETS['tiny_time_ratio']:g}x baseline":
+            checks["tiny_max_time_ratio"] is not None and checks["tiny_max_time_ratio"] <= TARGETS["tiny_time_ratio"],
+        f"decode M <= 16 every point >= {TARGETS['decode_m16']:g}%": _ge(checks["decode_m16_min_pct"],
+                                                                          TARGETS["decode_m16"]),
+    }
+    return rows, checks
+
+
+def _ge(value: float | None, bound: float) -> bool:
+    return value is not None and value >= bound
+
+
+def _f(value: float | None, spec: str = ".1f", unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
+
+
+@dataclass
+class Tables:
+    """The family view as plain cells (shared by :func:`markdown` and the report's HTML page):
+    the per-family table (its last row is the whole suite), the target verdicts, and the
+    per-shape table (chosen kernel, parameters, table or rule, times, % of the baseline)."""
+
+    family_head: list[str]
+    family_rows: list[list[str]]
+    verdicts: list[tuple[bool, str]]
+    notes: list[str]
+    point_head: list[str]
+    point_rows: list[list[str]]
+
+
+def tables(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> Tables:
+    """Cells of the family view (see :class:`Tables`) from :func:`summarize`'s output."""
+    base = next((p.baseline for p in points if p.baseline), "baseline")
+    fam = []
+    for r in rows:
+        kernels = ", ".join(f"{k} x{n}" for k, n in sorted(r.kernels.items(), key=lambda kv: -kv[1]))
+        low = f"{_f(r.min_pct)} ({r.min_shape})" if r.min_pct is not None else "-"
+        fam.append([r.family, str(r.points), str(r.valid), _f(r.geomean_pct), low, _f(r.max_time_ratio, ".2f"),
+                    kernels])
+    fam.append(["all", str(checks["points"]), str(checks["valid"]), _f(checks["geomean_pct"]),
+                _f(checks["min_pct"]), "", ""])
+    notes = [f"tiny: max time ratio {_f(checks['tiny_max_time_ratio'], '.2f')} over {checks['tiny_points']} points; "
+             f"decode M <= 16: min {_f(checks['decode_m16_min_pct'])}%, geomean "
+             f"{_f(checks['decode_m16_geomean_pct'])}%"]
+    pts = []
+    for p in points:
+        status = p.status if p.valid else f"{p.status}: {p.error}"
+        pts.append([p.family, p.shape_text(), p.kernel, p.params, p.dispatch or "-", status,
+                    _f(p.median_ms, ".5f"), _f(p.baseline_ms, ".5f"), _f(p.pct)])
+    return Tables(family_head=["family", "points", "valid", f"geomean % of {base}", "min % (shape)",
+                               "max time ratio", "kernels"],
+                  family_rows=fam, verdicts=[(ok, text) for text, ok in checks["verdicts"].items()], notes=notes,
+                  point_head=["family", "shape", "kernel", "params", "chosen by", "status", "ms", f"{base} ms",
+                              f"% of {base}"],
+                  point_rows=pts)
+
+
+def markdown(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> str:
+    """The per-family table, the target checks and the per-shape table (chosen kernel, why)."""
+    t = tables(points, rows, checks)
+
+    def row(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "/") for c in cells) + " |"
+
+    out = [row(t.family_head), "|---|---:|---:|---:|---|---:|---|"]
+    *fams, total = t.family_rows
+    out += [row(r) for r in fams]
+    out.append(f"| **{total[0]}** | {total[1]} | {total[2]} | **{total[3]}** | {total[4]} | | |")
+    out += ["", "Targets (issue 10):", ""]
+    out += [f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in t.verdicts]
+    out += [f"- {n}" for n in t.notes]
+    out += ["", row(t.point_head), "|---|---|---|---|---|---|---:|---:|---:|"]
+    out += [row(r) for r in t.point_rows]
+    return "\n".join(out) + "\n"
+
+
+def write_csv(points: Sequence[Point], path: Path) -> None:
+    """One row per point."""
+    cols = ("family", "shape", "kernel", "params", "dispatch", "status", "valid", "median_ms", "baseline",
+            "baseline_ms", "pct_of_baseline", "path", "error")
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for p in points:
+            w.writerow([p.family, p.shape_text(), p.kernel, p.params, p.dispatch, p.status, p.valid, p.median_ms,
+                        p.baseline, p.baseline_ms, p.pct, p.path, p.error])
+
+
+def plot(points: Sequence[Point], path: Path) -> bool:
+    """Bar chart: % of the baseline's speed per shape, coloured by family; lines at 100/90/50%.
+    Returns False when there is nothing to plot."""
+    pts = [p for p in points if p.pct is not None]
+    if not pts:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    families = list(dict.fromkeys(p.family for p in pts))
+    colors = {f: plt.get_cmap("tab10")(i % 10) for i, f in enumerate(families)}
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.28 * len(pts) + 2), 5.5))
+    ax.bar(range(len(pts)), [p.pct for p in pts], color=[colors[p.family] for p in pts])
+    for y, style in ((100, "-"), (90, "--"), (50, ":")):
+        ax.axhline(y, color="black", linestyle=style, linewidth=0.8)
+    ax.set_xticks(range(len(pts)))
+    ax.set_xticklabels([p.shape_text() for p in pts], rotation=90, fontsize=7)
+    base = next((p.baseline for p in pts if p.baseline), "baseline")
+    ax.set_ylabel(f"% of {base} speed (same run)")
+    ax.set_title(f"{', '.join(sorted({p.kernel for p in pts})) if len({p.kernel for p in pts}) < 4 else 'kernel'} "
+                 f"vs {base} per shape")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[f]) for f in families]
+    ax.legend(handles, families, fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: print the family table and targets; with --out write md/csv/png. Exit 0; 2 on bad input."""
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", help="run or sweep folders, or result.json files")
+    ap.add_argument("--out", help="folder for families.md, families.csv, families.png")
+    ap.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
+    args = ap.parse_args(argv)
+    try:
+        suite = load_suite(args.suite)
+        points = collect(args.paths, suite)
+        if not points:
+            raise ConfigError("paths", "no result.json under the given paths")
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    rows, checks = summarize(points, suite)
+    text = markdown(points, rows, checks)
+    print("\n".join(text.split("\n\n| family | shape")[0].splitlines()))
+    if args.out:
+        out = Path(args.out)
+        taken = [out / n for n in ("families.md", "families.csv", "families.png") if (out / n).exists()]
+        if taken:  # like gemmlab-report and gemmlab-compare: never overwrite written results
+            print(f"{PROG}: error: out: {taken[0]} already exists; choose a new folder", file=sys.stderr)
+            return 2
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "families.md").write_text(text)
+        write_csv(points, out / "families.csv")
+        plotted = plot(points, out / "families.png")
+        print(f"wrote {out / 'families.md'}, {out / 'families.csv'}" + (f", {out / 'families.png'}" if plotted else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""``gemmlab-report``: one table and four plots from any number of gemmlab results.
+
+``gemmlab-report PATH... [--out DIR]`` collects every ``result.json`` under the given run or
+sweep directories (any mix, nested at any depth; a JSON file named directly is read too, whatever
+its name) and writes, into a new directory (never an existing one):
+
+- ``report.csv`` and ``report.md``: one row per record, failed points included with their status
+  and error; ``report.md`` also counts the records (valid timed, compiled only, failed, other,
+  unreadable), lists unreadable files with the reason and every field it could not read;
+- ``gflops_vs_size.png``: GFLOP/s against (M·N·K)^(1/3), one series per kernel and parameters;
+- ``ratio_to_baseline.png``: kernel GFLOP/s / baseline GFLOP/s against size (only if recorded);
+- ``roofline.png``: arithmetic intensity against GFLOP/s with each device's roofline
+  min(FP32 peak, AI × DRAM bandwidth);
+- ``timing_distribution.png``: a box plot of each point's raw samples divided by its median;
+- for the records of ``kernel=auto`` whose shapes are in the shape suite (``experiment=shapes``),
+  a family section in ``report.md`` and ``report.html`` (:mod:`gemmlab.results.families`: % of the
+  baseline per family, issue 10's targets, the chosen kernel per shape) and ``families.png``;
+- ``report.html``: one self-contained page (no network, no script or style from elsewhere): the
+  counts, the results table (click a column header to sort), the plots embedded as PNG data, and
+  the failed points with their status and error.
+
+Only files are read: it works without a GPU, on results copied from another machine. Records
+of another schema than ``gemmlab.result/1`` (or none) are read best-effort; every field that
+cannot be read is named in ``report.md`` rather than raising. A JSON object that is no gemmlab
+record at all (``{}``, another tool's ``result.json`` in the tree) is skipped with a one-line
+notice on stderr naming it, and counted nowhere.
+
+This module owns the command line and :func:`write_report`; records are found and read by
+:mod:`gemmlab.stages.record_model` (a report lists every record file, a sanitizer child's too), the tables are
+:mod:`gemmlab.results.report_tables`, the plots :mod:`gemmlab.results.report_plots`, the page
+:mod:`gemmlab.results.report_html`.
+
+Exit status: 0 the report was written; 1 no ``result.json`` was found; 2 bad arguments (a path
+that does not exist, an ``--out`` directory that exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from gemmlab.results import families, report_html, report_plots, report_tables
+
+from gemmlab.stages import record_model as results
+from gemmlab.results.report_plots import PLOTS
+from gemmlab.results.report_tables import CSV_COLUMNS, counts, print_table
+from gemmlab.stages.record_model import CATEGORIES, RECORD_NAME, SCHEMA, find_records, read_record
+from gemmlab.stages.record_model import Record as Row
+
+PROG = "gemmlab-report"
+
+__all__ = ["Row", "collect", "find_records", "read_record", "counts", "write_report", "print_table", "main",
+           "PLOTS", "CSV_COLUMNS", "CATEGORIES", "SCHEMA", "RECORD_NAME"]
+
+
+def collect(paths: Iterable[str | os.PathLike], skipped: list[Row] | None = None) -> list[Row]:
+    """One :class:`Row` per record file under ``paths`` (see :func:`gemmlab.stages.record_model.find_records`;
+    a sanitizer child's record is listed too), numbered 1.. in that order. Never raises for a bad
+    record: an unreadable file becomes a row with status ``unreadable`` and the reason in ``error``.
+    A JSON object that is not a gemmlab record (``{}``, another tool's ``result.json``) is no row:
+    it goes to ``skipped`` (when given), its reason in ``foreign``.
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+    """
+    return results.collect(paths, children=True, skipped=skipped)
+
+
+def write_report(rows: Sequence[Row], out_dir: str | os.PathLike,
+                 sources: Sequence[str] | None = None) -> dict[str, Path]:
+    """Write ``report.csv``, ``report.md``, the plots and ``report.html`` for ``rows`` into
+    ``out_dir`` (created if missing). A plot without data is skipped and ``report.md`` says why.
+
+    Args:
+        rows: from :func:`collect`.
+        out_dir: the report directory.
+        sources: the paths the rows came from (listed in ``report.md`` and ``report.html``).
+
+    Returns:
+        ``{"csv": ..., "md": ..., "<plot name>": ..., "families": ..., "html": ...}`` for each file
+        written (``families``: ``families.png``, only with a family section).
+
+    Raises:
+        FileExistsError: one of the report's files already exists in ``out_dir`` (never overwritten).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = {"csv": "report.csv", "md": "report.md", **{p: f"{p}.png" for p in PLOTS}, "families": "families.png",
+             "html": "report.html"}
+    for name in names.values():
+        if (out / name).exists():
+            raise FileExistsError(f"{out / name} exists; gemmlab-report never overwrites a report")
+    written: dict[str, Path] = {}
+    report_tables.write_csv(rows, out / names["csv"])
+    written["csv"] = out / names["csv"]
+    plots, plot_notes, plot_text = report_plots.draw(rows, out)
+    written.update(plots)
+    fam_md = fam_tables = None
+    fam_points = families.report_section(rows)
+    if fam_points:  # kernel=auto over suite shapes: the family section
+        fam_rows, checks = families.summarize(fam_points)
+        fam_md = families.markdown(fam_points, fam_rows, checks)
+        fam_tables = families.tables(fam_points, fam_rows, checks)
+        if families.plot(fam_points, out / names["families"]):
+            written["families"] = plots["families"] = out / names["families"]
+    (out / names["md"]).write_text(report_tables.markdown(rows, sources, written, plot_notes, plot_text, fam_md),
+                                   encoding="utf-8")
+    written["md"] = out / names["md"]
+    (out / names["html"]).write_text(report_html.page(rows, sources, plots, plot_notes, plot_text, fam_tables),
+                                     encoding="utf-8")
+    written["html"] = out / names["html"]
+    return {k: written[k] for k in ("csv", "md", *PLOTS, "families", "html") if k in written}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="One table (CSV + Markdown) and plots from gemmlab result.json records: "
+        "run directories, sweep directories (any nesting), or result.json files.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="run/sweep directory or result.json file")
+    p.add_argument("--out", metavar="DIR", help="new report directory (default: ./gemmlab-report-<UTC time>); "
+                   "an existing directory is refused")
+    return p
+
+
+def _default_out() -> Path:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path(f"gemmlab-report-{stamp}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point (``gemmlab-report``). Returns the exit status: 0 report written,
+    1 no ``result.json`` found, 2 bad arguments."""
+    args = _parser().parse_args(argv)
+
+    def fail(code: int, msg: str) -> int:
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return code
+
+    for p in args.paths:
+        if not os.path.exists(p):
+            return fail(2, f"{p}: no such file or directory")
+    if args.out is not None and os.path.lexists(args.out):
+        return fail(2, f"{args.out}: already exists; give --out a new directory (a report is never overwritten)")
+
+    skipped: list[Row] = []
+    try:
+        rows = collect(args.paths, skipped)
+    except FileNotFoundError as exc:  # removed between the check and the walk
+        return fail(2, f"{exc}: no such file or directory")
+    for rec in skipped:
+        print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
+    if not rows:
+        return fail(2, f"no {RECORD_NAME} found under " + ", ".join(args.paths))  # bad input, like compare
+
+    if args.out is not None:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            return fail(2, f"{args.out}: already exists; give --out a new directory (a report is never overwritten)")
+        except OSError as exc:
+            return fail(2, f"{args.out}: cannot create: {exc.strerror or exc}")
+    else:
+        base = _default_out()
+        for i in range(1, 1000):
+            out = base if i == 1 else base.with_name(f"{base.name}-{i}")
+            try:
+                out.mkdir(parents=True, exist_ok=False)
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover
+            return fail(2, f"{base}: already exists; use --out")
+
+    written = write_report(rows, out, sources=args.paths)
+    from rich.console import Console
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    print_table(rows, console)
+    n = counts(rows)
+    console.print(f"{len(rows)} records: {n['timed']} valid timed, {n['compiled']} compiled only, "
+                  f"{n['failed']} failed, {n['other']} other valid, {n['unreadable']} unreadable; "
+                  f"{sum(len(r.unread) for r in rows)} field(s) could not be read (see report.md)",
+                  highlight=False)
+    for name, path in written.items():
+        console.print(f"  {name:20s} {path}", highlight=False, soft_wrap=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

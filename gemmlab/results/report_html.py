@@ -1,0 +1,190 @@
+"""``report.html`` of ``gemmlab-report``: one self-contained page.
+
+This module owns the HTML printer of the report's table model (:mod:`gemmlab.results.report_tables`):
+the counts, the results table (sortable: a click on a column header sorts by it, a second click
+reverses; numbers sort by value, empty cells last), the plots embedded as ``data:image/png;base64``
+images, and the failed points with their status and error, then unreadable files and fields that
+could not be read. Nothing is loaded from elsewhere: no CDN, no network, style and script inline.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+from pathlib import Path
+from typing import Any, Sequence
+
+from gemmlab.results.report_plots import PLOTS, TITLES
+from gemmlab.results.report_tables import MD_COLUMNS, counts
+from gemmlab.stages.record_model import CATEGORIES, Record as Row
+
+CATEGORY_TEXT = {"timed": "valid timed", "compiled": "compiled only", "failed": "failed",
+                 "other": "other valid", "unreadable": "unreadable files"}
+# the value a column sorts by, where it is a number (the displayed text otherwise)
+SORT_VALUES = {"#": lambda r: r.index, "M": lambda r: r.M, "N": lambda r: r.N, "K": lambda r: r.K,
+               "median ms": lambda r: r.median_ms, "GFLOP/s": lambda r: r.gflops,
+               "time / baseline": lambda r: r.ratio_to_baseline, "max abs error": lambda r: r.max_abs_error,
+               "throttled": lambda r: r.throttled_samples}
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; }
+th { background: #f0f0f0; }
+table.sortable th { cursor: pointer; user-select: none; }
+table.sortable th[aria-sort="ascending"]::after { content: " \\25B2"; }
+table.sortable th[aria-sort="descending"]::after { content: " \\25BC"; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#results td { white-space: nowrap; } #results td:last-child { white-space: normal; min-width: 30em; }
+div.scroll { overflow-x: auto; }
+tr.failed td, tr.unreadable td { background: #fde8e8; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+code { font-size: 0.95em; }
+"""
+
+# Sorting: cells carry data-sort (a number) where the column is numeric; empty cells sort last.
+SCRIPT = """
+(function () {
+  function key(cell) {
+    if (!cell) return null;
+    var v = cell.getAttribute('data-sort');
+    if (v !== null) return v === '' ? null : parseFloat(v);
+    var t = cell.textContent.trim();
+    return t === '' ? null : t;
+  }
+  function sortBy(table, col, th) {
+    var asc = th.getAttribute('aria-sort') !== 'ascending';
+    var heads = table.tHead.rows[0].cells;
+    for (var i = 0; i < heads.length; i++) heads[i].removeAttribute('aria-sort');
+    th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = key(a.cells[col]), y = key(b.cells[col]);
+      if (x === null || y === null) return x === y ? 0 : (x === null ? 1 : -1);
+      var c = (typeof x === 'number' && typeof y === 'number') ? x - y
+            : String(x).localeCompare(String(y), undefined, {numeric: true});
+      return asc ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  }
+  var tables = document.querySelectorAll('table.sortable');
+  Array.prototype.forEach.call(tables, function (table) {
+    var heads = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(heads, function (th, col) {
+      th.tabIndex = 0;
+      th.addEventListener('click', function () { sortBy(table, col, th); });
+      th.addEventListener('keydown', function (e) { if (e.key === 'Enter') sortBy(table, col, th); });
+    });
+  });
+})();
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape("" if text is None else str(text))
+
+
+def _cell(row: Row, title: str, get) -> str:
+    text = str(get(row))
+    if title == "path":
+        text = row.path
+    sort = SORT_VALUES.get(title)
+    if sort is None:
+        return f"<td>{_e(text)}</td>"
+    value = sort(row)
+    return f'<td class="num" data-sort="{"" if value is None else _e(repr(float(value)))}">{_e(text)}</td>'
+
+
+def _png(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def _families(t, png: Path | None) -> list[str]:
+    """The shape-suite family section (``t``: :class:`gemmlab.results.families.Tables`)."""
+    def table(tid: str, head: Sequence[str], body: Sequence[Sequence[str]], sortable: bool) -> str:
+        cls = ' class="sortable"' if sortable else ""
+        return (f'<div class="scroll"><table id="{tid}"{cls}><thead><tr>'
+                + "".join(f'<th scope="col">{_e(h)}</th>' for h in head) + "</tr></thead><tbody>"
+                + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in body)
+                + "</tbody></table></div>")
+    out = ['<h2 id="families">Shape suite: kernel=auto per family</h2>',
+           "<p>The records of <code>kernel=auto</code> whose shapes are in the shape suite: % of the "
+           "baseline's speed in the same run, geometric mean per family, issue 10's targets.</p>",
+           table("families-table", t.family_head, t.family_rows, False),
+           '<ul id="families-targets">' + "".join(f"<li>{'PASS' if ok else 'FAIL'}: {_e(text)}</li>"
+                                                  for ok, text in t.verdicts)
+           + "".join(f"<li>{_e(n)}</li>" for n in t.notes) + "</ul>",
+           table("families-points", t.point_head, t.point_rows, True)]
+    if png is not None:
+        out.append(f'<figure id="plot-families"><img alt="kernel=auto vs the baseline per shape" '
+                   f'src="{_png(png)}"><figcaption>% of the baseline&#39;s speed per shape, coloured by family'
+                   "</figcaption></figure>")
+    return out
+
+
+def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Path], plot_notes: dict[str, str],
+         plot_text: dict[str, str], families=None) -> str:
+    """The report as one HTML document (a string); ``plots`` maps a plot name to its PNG file,
+    which is embedded; ``plot_notes`` says why a plot was skipped, ``plot_text`` what one shows;
+    ``families`` (:class:`gemmlab.results.families.Tables`, optional) adds the shape-suite family section
+    (its plot: ``plots["families"]`` when drawn)."""
+    n = counts(rows)
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           "<title>gemmlab report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+           "<h1>gemmlab report</h1>",
+           f"<p>Generated {_e(now)} from {len(rows)} record file(s)"
+           + (" under " + ", ".join(f"<code>{_e(s)}</code>" for s in sources) if sources else "") + ".</p>",
+           '<table id="counts"><thead><tr><th>records</th>'
+           + "".join(f"<th>{_e(CATEGORY_TEXT[c])}</th>" for c in CATEGORIES) + "</tr></thead><tbody><tr>"
+           + f'<td class="num">{len(rows)}</td>' + "".join(f'<td class="num">{n[c]}</td>' for c in CATEGORIES)
+           + "</tr></tbody></table>"]
+
+    if families is not None:
+        out += _families(families, plots.get("families"))
+    out += ['<h2 id="results-title">Results</h2>',
+            "<p><code>time / baseline</code> = kernel median time / baseline median time (&gt; 1: slower than "
+            "the baseline); GFLOP/s = 2&middot;M&middot;N&middot;K / median time; the timing is the record's "
+            "primary protocol. Click a column header to sort.</p>",
+            '<div class="scroll"><table id="results" class="sortable"><thead><tr>'
+            + "".join(f'<th scope="col">{_e(t)}</th>' for t, _ in MD_COLUMNS) + "</tr></thead><tbody>"]
+    for r in rows:
+        cls = f' class="{r.category}"' if r.category in ("failed", "unreadable") else ""
+        out.append(f"<tr{cls}>" + "".join(_cell(r, t, get) for t, get in MD_COLUMNS) + "</tr>")
+    out.append("</tbody></table></div>")
+
+    out.append('<h2 id="plots">Plots</h2>')
+    for p in PLOTS:
+        if p in plots:
+            caption = TITLES[p] + (f" ({plot_text[p]})" if plot_text.get(p) else "")
+            out.append(f'<figure id="plot-{p}"><img alt="{_e(TITLES[p])}" src="{_png(plots[p])}">'
+                       f"<figcaption>{_e(caption)}</figcaption></figure>")
+        else:
+            out.append(f'<p id="plot-{p}">{_e(TITLES[p])}: {_e(plot_notes.get(p, "skipped"))}</p>')
+
+    failed = [r for r in rows if r.category == "failed"]
+    out.append('<h2 id="failed-title">Failed points</h2>')
+    if failed:
+        out.append('<table id="failed" class="sortable"><thead><tr>'
+                   + "".join(f'<th scope="col">{t}</th>' for t in ("#", "path", "kernel", "params", "shape",
+                                                                   "status", "error"))
+                   + "</tr></thead><tbody>")
+        for r in failed:
+            out.append("<tr>" + f'<td class="num" data-sort="{r.index}">{r.index}</td>'
+                       + "".join(f"<td>{_e(v)}</td>" for v in (r.path, r.kernel, r.params_text, r.shape_text,
+                                                             r.status, r.error or "(no error recorded)"))
+                       + "</tr>")
+        out.append("</tbody></table>")
+    else:
+        out.append("<p>None.</p>")
+    unreadable = [r for r in rows if r.category == "unreadable"]
+    out.append('<h2 id="unreadable">Unreadable files</h2>')
+    out.append("<ul>" + "".join(f"<li><code>{_e(r.path)}</code>: {_e(r.error)}</li>" for r in unreadable) + "</ul>"
+               if unreadable else "<p>None.</p>")
+    unread = [line for r in rows for line in r.unread_lines()]
+    out.append('<h2 id="unread">Fields that could not be read</h2>')
+    out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in unread) + "</ul>" if unread else "<p>None.</p>")
+    out += [f"<script>{SCRIPT}</script>", "</body>", "</html>", ""]
+    return "\n".join(out)

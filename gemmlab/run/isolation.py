@@ -1,0 +1,232 @@
+"""Fault isolation around :func:`gemmlab.run.pipeline.run_point`: a faulty or hung kernel costs only
+its own point.
+
+A CUDA fault (illegal or misaligned address, trap, launch failure) is *sticky*: it poisons the
+CUDA context of the process for good, so every later point in that process would fail with the
+same error. So the CLI runs each point in a **worker process** (``isolation.process: true``, the
+default) that stays alive across a healthy sweep (its CUDA context, loaded modules and compile
+cache are reused, the cost per point is one pipe round trip) and is replaced after:
+
+- a point whose record says ``cuda_error`` or ``error`` (its context may be poisoned);
+- a worker that died (signal, ``os._exit``, a crash in native code): status ``crashed``;
+- a point still running after ``isolation.timeout_s`` seconds (a hung kernel): the **watchdog**
+  kills the worker's whole process group (the driver then tears the kernel down with its
+  context) and records status ``timeout``.
+
+A worker is a fresh interpreter (``python -c ...``, its own session and process group, the
+parent's ``sys.path``) talking to the parent over a socket pair with
+``multiprocessing.connection``; it never inherits a CUDA context, whatever launcher (joblib's
+loky, submitit) started the parent. Each point runs inside
+:func:`gemmlab.gpu.device.lease_scope`: a GPU taken by ``device=auto`` is unlocked when the point
+ends, however it ends (a killed worker's locks die with it). With ``isolation.process: false``
+points run in the calling process (no protection; for debugging with pdb).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from gemmlab.stages import record as record_stage
+from gemmlab.stages.config import IsolationOptions, _plain, parse_isolation
+from gemmlab.errors import CudaError, GemmlabError, WatchdogTimeout, WorkerDied
+
+#: statuses after which a worker is replaced: its CUDA context may hold a sticky error
+REPLACE_AFTER = (CudaError.status, "error")
+STARTUP_TIMEOUT_S = 300.0
+
+
+def run_point(cfg: Mapping[str, Any], out_dir: str | Path) -> dict:
+    """Run one point with the isolation its config asks for (``isolation`` section) and return
+    the record written to ``out_dir/result.json`` (see :func:`gemmlab.run.pipeline.run_point`).
+    Never raises for a failed point; ``KeyboardInterrupt`` kills the worker and propagates."""
+    from gemmlab.run import pipeline
+    try:
+        plain = _plain(cfg)
+        options = parse_isolation(plain.get("isolation"))
+    except Exception:  # unresolvable or invalid config: no kernel runs, the pipeline records why
+        return pipeline.run_point(cfg, out_dir)
+    if not options.process:
+        return run_in_scope(plain, Path(out_dir))
+    return _runner().run(plain, Path(out_dir), options)
+
+
+def run_in_scope(cfg: Mapping[str, Any], out_dir: Path) -> dict:
+    """``pipeline.run_point`` inside a GPU lease scope (``device=auto`` locks end with the point)."""
+    from gemmlab.gpu import device
+    from gemmlab.run import pipeline
+    with device.lease_scope():
+        return pipeline.run_point(cfg, out_dir)
+
+
+def _serve(fd: int) -> None:
+    """Worker loop (``python -c`` entry): receive ``(cfg, out_dir)``, run the point, send the
+    record back; end when the parent closes the connection or sends None."""
+    import socket
+    from multiprocessing.connection import Connection
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    conn = Connection(socket.socket(fileno=fd).detach())
+    import gemmlab.run.pipeline  # noqa: F401  (imported before the first point, outside its watchdog time)
+    conn.send("ready")
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        if job is None:
+            return
+        cfg, out_dir = job
+        conn.send(run_in_scope(cfg, Path(out_dir)))
+
+
+class _Worker:
+    """One worker process and the parent's end of its connection."""
+
+    def __init__(self):
+        import socket
+        import subprocess
+        import sys
+        from multiprocessing.connection import Connection
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        serve = f"from gemmlab.run.isolation import _serve; _serve({theirs.fileno()})"
+        self.proc = subprocess.Popen([sys.executable, "-c", serve], pass_fds=(theirs.fileno(),), env=env,
+                                     start_new_session=True)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.pid = self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+class PointRunner:
+    """A worker process running points one at a time, with a watchdog (see the module docstring)."""
+
+    def __init__(self):
+        self.worker: _Worker | None = None
+        self.started = 0  # workers started so far (1 for a healthy sweep)
+
+    @property
+    def process(self) -> _Worker | None:
+        """The current worker (``pid``), or None."""
+        return self.worker
+
+    def _start(self) -> None:
+        self.worker = _Worker()
+        self.started += 1
+        # start-up (interpreter, imports) is not the point's time: wait for the worker to say ready
+        if not self.worker.conn.poll(STARTUP_TIMEOUT_S) or self.worker.conn.recv() != "ready":
+            raise OSError("worker did not start")
+
+    def kill(self) -> None:
+        """Kill the worker's process group (worker, sanitizer child, ...) and reap the worker."""
+        worker, self.worker = self.worker, None
+        if worker is None:
+            return
+        worker.conn.close()
+        if worker.alive():
+            try:
+                os.killpg(worker.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                worker.proc.kill()
+        try:
+            worker.proc.wait(timeout=30)
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        """Stop the worker (politely, then by force)."""
+        worker = self.worker
+        if worker is not None and worker.alive():
+            try:
+                worker.conn.send(None)
+                worker.proc.wait(timeout=5)
+            except Exception:
+                pass
+        self.kill()
+
+    def run(self, cfg: dict, out_dir: Path, options: IsolationOptions) -> dict:
+        """Run one point in the worker; see :func:`run_point`."""
+        result_path = out_dir / "result.json"
+        existed = result_path.exists()
+        try:
+            if self.worker is None or not self.worker.alive():
+                self.kill()
+                self._start()
+        except (EOFError, OSError) as exc:
+            worker, self.worker = self.worker, None
+            if worker is not None:
+                worker.proc.kill()
+            return _failure_record(cfg, out_dir, existed, WorkerDied(f"could not start a worker process: {exc}"),
+                                   {"exit_code": None})
+        worker = self.worker
+        started = time.monotonic()
+        try:
+            worker.conn.send((cfg, str(out_dir)))
+            if worker.conn.poll(options.timeout_s):
+                record = worker.conn.recv()
+                if record.get("status") in REPLACE_AFTER:
+                    self.kill()
+                return record
+            error = WatchdogTimeout(f"isolation.timeout_s: the point was still running after {options.timeout_s:g} s "
+                                    "(a hung kernel?); the watchdog killed its worker process and the sweep goes on")
+            how = {"killed_after_s": round(time.monotonic() - started, 3)}
+        except (EOFError, OSError):  # the worker died mid-point
+            try:
+                code = worker.proc.wait(timeout=30)
+            except Exception:
+                code = None
+            how = {"exit_code": code}
+            cause = f"exited with status {code}"
+            if code is not None and code < 0:
+                name = signal.Signals(-code).name
+                how, cause = {"signal": name}, f"was killed by {name}"
+            error = WorkerDied(f"the point's worker process {cause} before it returned a record (a crash in the kernel's "
+                               "process, e.g. native code or os._exit); the sweep goes on with a fresh worker")
+        except BaseException:  # Ctrl-C: the point's worker goes with it
+            self.kill()
+            raise
+        self.kill()
+        return _failure_record(cfg, out_dir, existed, error, dict(how, worker_pid=worker.pid, timeout_s=options.timeout_s))
+
+
+def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError, how: dict) -> dict:
+    """The record of a point whose worker was lost: the worker's own record if it wrote one,
+    else a new one saying what happened (written unless an older result is in the way)."""
+    path = out_dir / "result.json"
+    if path.exists() and not existed:
+        try:
+            import json
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            pass
+    record = record_stage.new_record(cfg)
+    record.update(status=error.status, valid=False, error=str(error), isolation=how)
+    if not path.exists():
+        record_stage.write_record(record, out_dir)
+    return record
+
+
+_RUNNERS: dict[int, PointRunner] = {}  # this process's runner (keyed by pid: a forked child gets its own)
+
+
+def stop_worker() -> None:
+    """Stop this process's point worker now; the next point starts a fresh one. The end of the
+    process does the same (atexit). For tests and long-lived processes that run several commands
+    (each command then gets its own worker, started in its working directory and environment)."""
+    runner = _RUNNERS.get(os.getpid())
+    if runner is not None:
+        runner.close()
+
+
+def _runner() -> PointRunner:
+    runner = _RUNNERS.get(os.getpid())
+    if runner is None:
+        runner = _RUNNERS[os.getpid()] = PointRunner()
+        atexit.register(runner.close)
+    return runner

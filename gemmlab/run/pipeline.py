@@ -1,0 +1,493 @@
+"""One experiment point, end to end: validate -> compile -> inputs -> NaN-fill -> verify -> time ->
+safety nets -> record. No Hydra state in here: tests, notebooks and other tools call
+:func:`run_point` directly.
+
+With ``baseline=<kernel>`` a second kernel (usually ``cublas``) gets the same inputs, the same
+verification and the same timing protocol, sampled alternately with the kernel in one process;
+the record gains ``ratio_to_baseline``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+import traceback
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from gemmlab.gpu import compile as compile_stage
+from gemmlab.gpu import guards
+from gemmlab.stages import inputs as inputs_stage
+from gemmlab.stages import record as record_stage
+from gemmlab.stages import timing as timing_stage
+from gemmlab.stages import verify as verify_stage
+from gemmlab.stages.config import RunConfig, _plain, parse_config
+from gemmlab.dispatch.auto import resolve_config as resolve_auto
+from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, VerificationError
+from gemmlab.gpu.backends import Buffers, backend_for
+from gemmlab.contract.hookspecs import Launch, ParamError, Problem
+from gemmlab.stages.roofline import roofline
+from gemmlab.contract.registry import Registry, load_registry
+
+EXIT_INVALID = 2
+EXIT_FAILED = 1
+
+
+@lru_cache(maxsize=8)
+def _registry(plugin_dirs: tuple[str, ...]) -> Registry:
+    return load_registry(plugin_dirs)
+
+
+def clear_cache() -> None:
+    """Forget the loaded plugin registries (a plugin folder edited since is loaded again). For
+    tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    _registry.cache_clear()
+
+
+def registry_for(cfg: Mapping[str, Any]) -> Registry:
+    """The (cached) registry for the ``plugin_dirs`` of ``cfg``.
+
+    Raises:
+        ConfigError: ``plugin_dirs`` is not a list of folders, or a plugin fails to load.
+    """
+    dirs = _plain(cfg.get("plugin_dirs")) or []
+    if isinstance(dirs, str) or not isinstance(dirs, (list, tuple)) or not all(isinstance(d, str) for d in dirs):
+        raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {dirs!r}")
+    return _registry(tuple(dirs))
+
+
+def exit_status(record: Mapping[str, Any]) -> int:
+    """0 for a valid record, 2 for invalid input, 1 for any other failure."""
+    if record.get("valid"):
+        return 0
+    return EXIT_INVALID if record.get("status") == ConfigError.status else EXIT_FAILED
+
+
+def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = False) -> dict:
+    """Run one experiment point and write ``out_dir/result.json``.
+
+    Args:
+        cfg: the composed config (``DictConfig`` or dict with the keys of ``conf/config.yaml``).
+        out_dir: the run's own directory (created if missing; must not hold a result yet).
+        check_only: stop after verification and the safety nets (no timing, no sanitizer); the
+            status is then ``checked``. Used by the sanitizer's child process.
+
+    Returns:
+        The record written to ``result.json``. ``record["status"]`` is ``ok`` (verified and
+        timed), ``compiled`` (``mode=compile``), ``checked``, or a failure: ``invalid``,
+        ``compile_error``, ``wrong_result``, ``out_of_bounds``, ``unstable``, ``inputs_modified``,
+        ``sanitizer_errors``, ``cuda_error``, ``no_gpu``, ``unavailable``, ``error``;
+        ``record["error"]`` holds the one-line reason. Failures never raise: a sweep goes on.
+    """
+    out_dir = Path(out_dir)
+    plain = None
+    try:
+        plain = _plain(cfg)  # the config is resolved once; every phase reads this plain mapping
+        record = record_stage.new_record(plain)
+    except Exception as exc:  # e.g. an interpolation that does not resolve
+        record = record_stage.new_record(None)
+        record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
+    if (out_dir / "result.json").exists():  # never touch an earlier measurement
+        resumed, kept = _resume(plain, out_dir)
+        if resumed is not None:
+            return resumed
+        if kept is not None:
+            record["previous"] = kept
+        if (out_dir / "result.json").exists():
+            record.update(status=ConfigError.status, valid=False,
+                          error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
+                                "result (resume=true re-runs only failed points)")
+            return record
+    if record["status"] != "running":
+        record_stage.write_record(record, out_dir)
+        return record
+    from gemmlab.stages import hostmem
+    reset = hostmem.reset_peak()
+    try:
+        Run(plain, out_dir, record, check_only).execute()
+    except ParamError as exc:
+        record.update(status=ConfigError.status, error=str(exc))
+    except GemmlabError as exc:
+        record.update(status=exc.status, error=str(exc))
+        if isinstance(exc, CompileError):
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "compile.log").write_text(exc.log)
+    except Exception as exc:  # an unexpected failure still leaves a record behind
+        from gemmlab.contract.registry import describe_exception
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "traceback.txt").write_text(traceback.format_exc())
+        record.update(status="error", error=describe_exception(exc, out_dir / "traceback.txt"))
+    record["valid"] = record["status"] in record_stage.VALID_STATUSES
+    record["host_memory"] = hostmem.peak(reset)
+    record_stage.write_record(record, out_dir)
+    return record
+
+
+def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | None]:
+    """With ``resume=true``: return ``(existing record marked resumed, None)`` when it is valid
+    and was made with the same config; otherwise keep it aside (:func:`keep_previous`) and
+    return ``(None, previous)``, ``previous`` being the new record's ``previous`` field (the point
+    re-runs). Without ``resume=true``: ``(None, None)``, nothing touched."""
+    try:
+        wanted = _plain(cfg.get("resume", False)) is True
+        current = _plain(cfg)
+    except Exception:
+        return None, None
+    if not wanted:
+        return None, None
+    path = out_dir / "result.json"
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = None
+    if not isinstance(old, dict):
+        old = {}
+    ignored = ("resume", "cache", "isolation")  # settings that cannot change a measurement
+    defaults = {"layout": {"a": "row", "b": "row"}}  # records from before layouts existed lack it
+
+    def comparable(config: dict) -> dict:
+        return {**defaults, **{k: v for k, v in config.items() if k not in ignored}}
+
+    same_config = (isinstance(old.get("config"), dict) and isinstance(current, dict)
+                   and comparable(old["config"]) == comparable(current))
+    if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
+        old["resumed"] = True
+        return old, None
+    earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
+    return None, [*earlier, keep_previous(out_dir)]
+
+
+def keep_previous(out_dir: Path) -> dict:
+    """Move the point's ``result.json`` and every artifact of it (:data:`gemmlab.stages.record.ARTIFACTS`:
+    ``compile*.log``, ``kernel*.sass``, ``traceback.txt``, ``sanitizer-*``) aside under one tag
+    ``previous-<time>-<pid>``: ``result.json`` -> ``result.previous-<...>.json``, ``kernel.sass``
+    -> ``kernel.previous-<...>.sass``, ``sanitizer-racecheck/`` -> ``sanitizer-racecheck.previous-<...>/``.
+    Nothing is deleted or overwritten; Hydra's own files (``.hydra/``, the job log) stay.
+
+    Returns:
+        ``{"record": name, "artifacts": {old name: new name}}`` (names relative to ``out_dir``),
+        one entry of the re-run record's ``previous`` field.
+    """
+    tag = f"previous-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    if any(out_dir.glob(f"*.{tag}*")):  # a second move in the same second by this process
+        tag += f"-{secrets.token_hex(3)}"
+    moved: dict[str, str] = {}
+    for item in sorted(out_dir.iterdir()):
+        name = item.name
+        if name == "result.json" or ".previous-" in name or not record_stage.is_artifact(name):
+            continue
+        stem, dot, ext = name.partition(".") if not item.is_dir() else (name, "", "")
+        new = f"{stem}.{tag}{dot}{ext}"
+        os.replace(item, out_dir / new)
+        moved[name] = new
+    record_name = f"result.{tag}.json"
+    os.replace(out_dir / "result.json", out_dir / record_name)
+    return {"record": record_name, "artifacts": moved}
+
+
+@dataclass
+class Run:
+    """One point in flight: the config parsed once, the kernel and baseline backends, and what
+    each phase hands the next. :meth:`execute` runs the phases in order:
+
+    :meth:`validate` (bad input fails before anything compiles or the GPU opens) ->
+    :meth:`compile_only` (``mode=compile``) or :meth:`open_device` -> :meth:`compile` ->
+    :meth:`allocate` -> :meth:`correctness` -> :meth:`time` -> :meth:`safety_nets` ->
+    :meth:`sanitize`; :meth:`release` always runs last.
+    """
+
+    cfg: Any
+    out_dir: Path
+    record: dict
+    check_only: bool = False
+    rc: RunConfig | None = None
+    backends: list = field(default_factory=list)
+    gpu: Any = None
+    inputs: Any = None
+    d_a: Any = None
+    d_b: Any = None
+    owned: list = field(default_factory=list)
+    outputs: dict = field(default_factory=dict)
+
+    @property
+    def problem(self) -> Problem:
+        return self.rc.problem
+
+    def execute(self) -> None:
+        self.validate()
+        if self.rc.mode == "compile":
+            self.compile_only()
+            return
+        try:
+            self.open_device()
+            self.compile()
+            self.allocate()
+            self.correctness()
+            if self.check_only:
+                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs)
+                self.record["status"] = "checked"
+                return
+            self.time()
+            self.safety_nets()
+            self.sanitize()
+            self.record["status"] = "ok"
+        finally:
+            self.release()
+
+    # --- phases ---------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Parse the config, build the backends, describe the point, run every static check."""
+        registry = registry_for(self.cfg)
+        self.cfg, dispatch = resolve_auto(self.cfg, registry)  # kernel=auto -> the chosen kernel (dispatch.auto)
+        if dispatch is not None:
+            self.record["dispatch"] = dispatch
+        rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults)
+        self.backends = [backend_for("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
+        if rc.baseline is not None:
+            base = registry.get(rc.baseline)
+            self.backends.append(backend_for("baseline", rc.baseline, base, dict(base.defaults)))
+        flops = 2 * rc.shape.M * rc.shape.N * rc.shape.K
+        self.record.update(kernel={"name": rc.kernel, "params": rc.params, "plugin": registry.origins[rc.kernel],
+                                   "backend": self.backends[0].kind},
+                           shape=rc.shape._asdict(), flops=flops, mode=rc.mode,
+                           precision=record_stage.precision_text(rc.precision),
+                           layout={"a": rc.layout_a, "b": rc.layout_b})
+        from gemmlab.gpu.device import offline_facts
+        for backend in self.backends:  # bad input fails before the GPU opens
+            backend.validate(self.problem, offline_facts(rc.arch or "90"))
+        for backend in self.backends:
+            missing = backend.unavailable()
+            if missing is not None:
+                raise UnavailableError(missing)
+
+    def compile_only(self) -> None:
+        """``mode=compile``: compile for ``arch`` (default sm_90) with offline device facts."""
+        from gemmlab.gpu.device import offline_facts
+        facts = offline_facts(self.rc.arch or "90")
+        self.record["device"] = {"name": facts.name, "arch": f"sm_{facts.arch}"}
+        for backend in self.backends:
+            backend.compile(self.problem, facts, facts.arch, self.out_dir, self.rc.cache_enabled, self.rc.cache_dir)
+            backend.estimate_occupancy(facts)
+        _merge(self.record, self.backends)
+        self.record["status"] = "compiled"
+
+    def open_device(self) -> None:
+        from gemmlab.gpu.device import open_gpu, pick_device
+        rc = self.rc
+        self.gpu = open_gpu(pick_device() if rc.device == "auto" else rc.device)
+        facts = self.gpu.facts
+        self.record["device"] = self.gpu.record()
+        if rc.arch is not None and rc.arch.rstrip("af") != facts.arch:
+            raise ConfigError("arch", f"mode=run builds for the device's own arch sm_{facts.arch}; "
+                              f"got sm_{rc.arch} (use mode=compile to build for another target)")
+        for backend in self.backends:
+            backend.validate(self.problem, facts)
+
+    def compile(self) -> None:
+        driver = str(self.record["device"].get("driver_version", "none"))
+        arch = self.rc.arch or self.gpu.facts.arch
+        for backend in self.backends:
+            backend.compile(self.problem, self.gpu.facts, arch, self.out_dir, self.rc.cache_enabled,
+                            self.rc.cache_dir, driver_version=driver)
+
+    def allocate(self) -> None:
+        """Inputs drawn, rounded to the storage type, laid out and uploaded; each backend's C
+        allocated and its launch prepared."""
+        rc, problem, gpu = self.rc, self.problem, self.gpu
+        self.inputs = inputs_stage.make_problem_inputs(problem, rc.inputs)
+        inp = self.inputs
+        self.record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed,
+                                 "dtype": problem.ab_dtype, "layout": _layout_text(problem),
+                                 "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N],
+                                 "stored": {"A": list(inp.a_stored.shape), "B": list(inp.b_stored.shape)}}
+        if problem.ab_dtype != "float32":
+            self.record["inputs"]["rounding"] = (f"drawn as float32, rounded once to {problem.ab_dtype} "
+                                                 "(round to nearest even); the reference multiplies the rounded values")
+        self.d_a = guards.allocate(gpu, "A", inp.a_stored.shape, inp.a_stored)
+        self.owned.append(self.d_a)
+        self.d_b = guards.allocate(gpu, "B", inp.b_stored.shape, inp.b_stored)
+        self.owned.append(self.d_b)
+        for backend in self.backends:
+            c = guards.allocate(gpu, f"C ({backend.name})", (rc.shape.M, rc.shape.N))
+            self.owned.append(c)
+            backend.buffers = Buffers(self.d_a, self.d_b, c)
+            backend.prepare(gpu, problem, backend.buffers)
+
+    def correctness(self) -> None:
+        """NaN-fill each backend's own C, one launch (its whole plan), verify, check the bands."""
+        gpu, rc, record, inp = self.gpu, self.rc, self.record, self.inputs
+        products = {}  # the float64 references, computed once for all backends
+        shape = rc.shape
+        for backend in self.backends:
+            c = backend.buffers.c
+            gpu.fill32(c.address, 0xFFFFFFFF, shape.M * shape.N)  # never reuse another output
+            backend.enqueue()
+            gpu.sync()
+            self.outputs[backend.role] = guards.read(gpu, c)
+            verdict = verify_stage.check(self.outputs[backend.role], inp.a, inp.b, rc.verify, rc.inputs.distribution,
+                                         rc.precision, rc.inputs.seed, products=products)
+            backend.record["verification"] = verdict.record()
+            _merge(record, self.backends)
+            # every net looks before any verdict is raised, so the record says all that fired
+            hit = _bands(gpu, record, [c, self.d_a, self.d_b, *backend.guarded()], after="the correctness launch")
+            record["nets_fired"] = (["guard bands"] if hit else []) + (
+                [] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
+                                            if verdict.nan_outputs else "verification"])
+            if hit:
+                raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the correctness launch)"
+                                     + ("" if verdict.passed else f"; also {verdict.summary()}"))
+            if not verdict.passed:
+                raise VerificationError(f"wrong result from {backend.name}: {verdict.summary()}")
+
+    def time(self) -> None:
+        gpu, rc = self.gpu, self.rc
+        floor = _floor_enqueue(gpu) if rc.timing.floor else None
+        flush = _flush_fn(gpu) if rc.timing.l2 == "cold" else None
+        measured = timing_stage.measure(gpu, {b.role: b.enqueue for b in self.backends}, rc.timing,
+                                        flush=flush, floor_enqueue=floor)
+        _record_timing(self.record, self.backends, measured, rc, self.record["flops"], gpu)
+
+    def safety_nets(self) -> None:
+        """After timing: bands, inputs, repeat stability (bitwise)."""
+        gpu, record = self.gpu, self.record
+        extra = [g for b in self.backends for g in b.guarded()]
+        _check_bands(gpu, record, [self.d_a, self.d_b] + [b.buffers.c for b in self.backends] + extra, after="timing")
+        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs)
+        for backend in self.backends:
+            last = guards.read(gpu, backend.buffers.c)
+            first = self.outputs[backend.role]
+            same = np.array_equal(last.view(np.uint32), first.view(np.uint32))
+            backend.record["repeat_stable"] = bool(same)
+            if not same:
+                diff = int((last.view(np.uint32) != first.view(np.uint32)).sum())
+                _merge(record, self.backends)
+                raise SafetyNetError("unstable", f"{backend.name}: the last timed launch differs bitwise from the "
+                                     f"correctness launch in {diff} element(s): likely a race")
+        _merge(record, self.backends)
+
+    def sanitize(self) -> None:
+        rc = self.rc
+        if not rc.sanitizer:
+            return
+        from gemmlab.stages import sanitizer
+        result = sanitizer.run(rc.sanitizer, self.cfg, self.out_dir, device=self.gpu.index)
+        self.record["sanitizer"] = result
+        if result["verdict"] == "unavailable":
+            raise UnavailableError(f"sanitizer={rc.sanitizer}: {result['message']}")
+        if result["verdict"] != "clean":
+            raise SafetyNetError("sanitizer_errors", f"compute-sanitizer {rc.sanitizer}: {result['verdict']}"
+                                 f" ({result.get('counts') or str(result.get('errors')) + ' errors'}; "
+                                 f"report {result.get('report')})")
+
+    def release(self) -> None:
+        for backend in self.backends:
+            backend.close()
+        guards.release(*self.owned)
+        self.owned = []
+
+
+def _layout_text(problem: Problem) -> str:
+    """``row-major`` for row/row (the v1 text), else which operand is column-major."""
+    if (problem.layout_a, problem.layout_b) == ("row", "row"):
+        return "row-major"
+    return f"A {problem.layout_a}-major, B {problem.layout_b}-major, C row-major"
+
+
+def _floor_enqueue(gpu):
+    compiled = compile_stage.compile_kernel(timing_stage.floor_source(), timing_stage.FLOOR_ENTRY,
+                                            compile_stage.CompileOptions(arch=gpu.facts.arch), disassemble=False)
+    loaded = gpu.load(compiled.object_code, compiled.name_expression, 0)
+    return gpu.launcher(loaded, Launch(grid=(1, 1, 1), block=(32, 1, 1)), ())
+
+
+def _flush_fn(gpu):
+    """L2 flush: memset a scratch buffer of 2x the L2 size (allocated once per process)."""
+    nbytes = max(2 * gpu.facts.l2_bytes, 1 << 20)
+    if getattr(gpu, "_flush_buffer", None) is None:
+        gpu._flush_buffer = gpu.allocate(nbytes)
+    address, words = int(gpu._flush_buffer.handle), nbytes // 4
+    counter = [0]
+
+    def flush():
+        counter[0] += 1
+        gpu.fill32(address, counter[0], words)
+
+    return flush
+
+
+def _bands(gpu, record, matrices, after: str) -> dict | None:
+    """Check the guard bands of ``matrices``; record and return the first hit (None: intact)."""
+    for g in matrices:
+        hit = guards.check_bands(gpu, g)
+        if hit:
+            record["guard_bands"] = [dict(hit, after=after)]
+            return hit
+    record["guard_bands"] = "intact"
+    return None
+
+
+def _check_bands(gpu, record, matrices, after: str) -> None:
+    hit = _bands(gpu, record, matrices, after)
+    if hit:
+        record.setdefault("nets_fired", []).append("guard bands")
+        raise SafetyNetError("out_of_bounds", f"{hit['message']} (after {after})")
+
+
+def _check_inputs(gpu, record, d_a, d_b, inputs) -> None:
+    for g, host in ((d_a, inputs.a_stored), (d_b, inputs.b_stored)):
+        now = guards.read(gpu, g)
+        if not np.array_equal(now.view(np.uint8), np.ascontiguousarray(host).view(np.uint8)):
+            item = host.dtype.itemsize
+            changed = int((now.view(np.uint8).reshape(-1, item) != host.view(np.uint8).reshape(-1, item))
+                          .any(axis=1).sum())
+            record["inputs_unchanged"] = False
+            raise SafetyNetError("inputs_modified", f"the kernel wrote its input {g.name}: {changed} element(s) changed")
+    record["inputs_unchanged"] = True
+
+
+def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> None:
+    protocols = rc.timing.protocols
+    primary = "graph" if rc.timing.mode == "both" else rc.timing.mode
+    floor = {p: s.record(flops) for p, s in measured["floor"].items()}
+    for cand in cands:
+        per = {p: measured["protocols"][p][cand.role].record(flops) for p in protocols}
+        t = dict(per[primary])
+        t.update(protocol=primary, protocols=per, description=timing_stage.describe(rc.timing),
+                 warmup=rc.timing.warmup, repeat=len(t["samples_ms"]), min_repeat=rc.timing.repeat,
+                 batch=rc.timing.launches_per_sample, l2=rc.timing.l2, stopped_by=measured["stopped_by"],
+                 launch_floor_ms={p: f["median_ms"] for p, f in floor.items()})
+        if rc.timing.mode == "both":
+            t["host_overhead_per_launch_ms"] = per["events"]["median_ms"] - per["graph"]["median_ms"]
+        if primary in floor and floor[primary]["median_ms"] > 0:  # a zero floor (clock resolution) gives no ratio
+            t["median_over_floor"] = t["median_ms"] / floor[primary]["median_ms"]
+            t["launch_bound"] = t["median_over_floor"] < 2.0
+        cand.record["timing"] = t
+        sm_mhz = t.get("median_sm_mhz")
+        cand.record["roofline"] = roofline(rc.shape.M, rc.shape.N, rc.shape.K, t["median_ms"], gpu.facts.sm_count,
+                                           gpu.facts.arch, sm_mhz, gpu.dram_bytes_per_s(),
+                                           ab_bytes=rc.problem.ab_bytes, precision=rc.precision)
+    if floor:
+        record["launch_floor"] = floor
+    if gpu.monitor.error:
+        record["telemetry_error"] = gpu.monitor.error
+    if len(cands) == 2:
+        k, bl = cands[0].record["timing"], cands[1].record["timing"]
+        record["ratio_to_baseline"] = {"baseline": cands[1].name, "protocol": primary,
+                                       "median_time": k["median_ms"] / bl["median_ms"],
+                                       "gflops": k["gflops"] / bl["gflops"]}
+    _merge(record, cands)
+
+
+def _merge(record: dict, cands: list) -> None:
+    """The kernel's fields go to the top level; the baseline's under ``baseline``."""
+    for cand in cands:
+        if cand.role == "kernel":
+            record.update(cand.record)
+        else:
+            record["baseline"] = {"name": cand.name, "params": cand.params, **cand.record}

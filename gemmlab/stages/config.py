@@ -1,0 +1,485 @@
+"""The config schema (:class:`GemmlabConfig`, Hydra's ``base_config``) and the validation of a
+composed config (Hydra ``DictConfig`` or a plain dict) into a :class:`RunConfig`.
+
+Keys and defaults live in one place: the option dataclasses (:class:`~gemmlab.stages.timing.TimingOptions`,
+:class:`~gemmlab.stages.verify.VerifyOptions`, :class:`~gemmlab.stages.inputs.InputOptions`,
+:class:`LayoutOptions`, :class:`CacheOptions`, :class:`IsolationOptions`, the top-level defaults of
+:class:`RunConfig`); the schema, ``TOP_LEVEL``/``SECTIONS`` and parse_config's defaults are derived
+from them.
+
+Every rule raises :class:`~gemmlab.errors.ConfigError` with the field's dotted name and what is
+allowed, so the CLI can print one line. Kernel-specific rules live in each plugin's
+``KernelSpec.check``; this module only checks what every experiment shares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gemmlab.errors import ConfigError
+from gemmlab.contract.hookspecs import LAYOUTS, PRECISIONS as hookspec_precisions, Problem, Shape
+from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
+from gemmlab.stages.timing import TimingOptions
+from gemmlab.stages.verify import VerifyOptions
+
+MODES = ("run", "compile")
+DISTRIBUTIONS = ("normal", "uniform", "integers")
+PRECISIONS = hookspec_precisions
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+TIMING_MODES = ("events", "graph", "both")
+L2_MODES = ("warm", "cold")
+TOLERANCE_RULES = ("auto", "bound", "fixed", "exact")
+VERIFY_METHODS = ("auto", "full", "sampled")
+MAX_ELEMENTS = 2**31 - 1  # per matrix: 32-bit element offsets stay valid in every kernel
+DEFAULT_SHAPE = (256, 256, 256)
+
+
+@dataclass(frozen=True)
+class IsolationOptions:
+    """How a point is shielded from the others (``gemmlab.run.isolation``): ``process`` runs it in a
+    worker process that is replaced after a CUDA fault; ``timeout_s`` is the watchdog's limit
+    for one point (compile, verification, timing, sanitizer) in seconds."""
+
+    process: bool = True
+    timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class LayoutOptions:
+    """Storage order of A (M x K) and B (K x N): ``row`` | ``col`` (col B = K-major); C is always
+    row-major. A kernel declares the layouts it supports."""
+
+    a: str = Problem.layout_a  # row: the plugin contract's default problem (gemmlab.contract.hookspecs)
+    b: str = Problem.layout_b
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """The persistent compile cache (``gemmlab.gpu.cache``): ``enabled``; ``dir`` null: the folder
+    ``$GEMMLAB_CACHE_DIR`` or ``~/.cache/gemmlab/compile``."""
+
+    enabled: bool = True
+    dir: str | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One experiment point, validated. ``params`` holds the kernel's tile parameters (ints)."""
+
+    kernel: str
+    params: dict[str, int]
+    shape: Shape
+    mode: str = "run"
+    arch: str | None = None
+    device: int | str = 0
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
+    inputs: InputOptions = field(default_factory=InputOptions)
+    plugin_dirs: tuple[str, ...] = ()
+    baseline: str | None = None
+    precision: str = Problem.precision  # fp32 (gemmlab.contract.hookspecs.Problem, the one source)
+    layout_a: str = LayoutOptions.a
+    layout_b: str = LayoutOptions.b
+    sanitizer: str | None = None
+    cache_enabled: bool = CacheOptions.enabled
+    cache_dir: str | None = CacheOptions.dir
+    resume: bool = False
+
+    @property
+    def problem(self) -> Problem:
+        """The GEMM problem: shape, precision and layouts."""
+        return Problem(self.shape, self.precision, self.layout_a, self.layout_b)
+
+    def label(self) -> str:
+        """Short human label: ``tiled 63x65x33 BM=64 ...``."""
+        params = " ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.kernel} {self.shape.M}x{self.shape.N}x{self.shape.K} {params}".rstrip()
+
+
+# --- the config schema ----------------------------------------------------------------------------
+# One place for the config's keys and defaults: the option dataclasses above and in timing.py,
+# verify.py, inputs.py. The nodes below copy their field names and defaults into Hydra structured
+# configs (stored as ``base_config``, the first entry of conf/config.yaml's defaults list), so
+# OmegaConf rejects unknown keys while composing. Values are typed ``Any`` on purpose: OmegaConf's
+# own conversions are looser than gemmlab's rules (it turns 1 into true and "12" into 12, and
+# fails a wrong type with a multi-line Hydra error), so types and ranges stay with parse_config
+# and its one-line errors.
+
+def _defaults(cls) -> dict[str, Any]:
+    """Field name -> default of the dataclass ``cls`` (a fresh value for a factory default)."""
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(cls)}
+
+
+def _node(cls, name: str):
+    """A mutable structured-config dataclass with the fields and defaults of ``cls``, each typed
+    ``Any``, named ``name`` in this module (so a pickled config finds it again)."""
+    specs = [(key, Any, field(default_factory=lambda v=value: v) if isinstance(value, (list, dict))
+              else field(default=value)) for key, value in _defaults(cls).items()]
+    node = dataclasses.make_dataclass(name, specs)
+    node.__module__, node.__qualname__ = __name__, name
+    node.__doc__ = f"Config node of :class:`{cls.__name__}` (same keys and defaults): {cls.__doc__}"
+    return node
+
+
+TimingNode = _node(TimingOptions, "TimingNode")
+VerifyNode = _node(VerifyOptions, "VerifyNode")
+InputsNode = _node(InputOptions, "InputsNode")
+LayoutNode = _node(LayoutOptions, "LayoutNode")
+CacheNode = _node(CacheOptions, "CacheNode")
+IsolationNode = _node(IsolationOptions, "IsolationNode")
+
+
+@dataclass
+class GemmlabConfig:
+    """The config schema (Hydra structured config ``base_config``); ``gemmlab --cfg job`` prints it
+    composed. The sections' fields are documented on their option classes.
+
+    Attributes:
+        kernel: group ``conf/kernel/<name>.yaml`` (or a plugin's defaults): ``name`` and the
+            kernel's own parameters (free-form here; checked against the kernel's defaults).
+        timing: group ``conf/timing/<name>.yaml`` (:class:`~gemmlab.stages.timing.TimingOptions`).
+        shape: ``[M, N, K]``: A (M x K), B (K x N), C (M x N); storage per precision and layout.
+        mode: ``run``: compile, verify and time on the GPU; ``compile``: NVRTC compile and
+            resource report, no GPU.
+        arch: compile target, e.g. ``sm_90``; null: the device's own (mode=run) or sm_90 (compile).
+        device: CUDA device index used by mode=run, or ``auto`` (a free GPU; see
+            hydra/launcher=gemmlab_gpus).
+        baseline: a second kernel measured alternately with the same inputs and protocol (e.g.
+            cublas), or null.
+        precision: ``fp32`` | ``tf32`` | ``bf16`` | ``fp16``: storage of A and B (bf16/fp16: 2 bytes;
+            tf32: float32 rounded by the tensor core); C is float32, accumulation float32. A kernel
+            declares the precisions it supports.
+        layout: :class:`LayoutOptions`.
+        sanitizer: re-run the correctness launch under compute-sanitizer: null | memcheck |
+            racecheck | synccheck | initcheck.
+        inputs: :class:`~gemmlab.stages.inputs.InputOptions`.
+        verify: :class:`~gemmlab.stages.verify.VerifyOptions`.
+        plugin_dirs: folders of drop-in kernel plugins (``*.py`` files with a gemmlab_kernels hook).
+        cache: :class:`CacheOptions`.
+        resume: re-running a sweep into its own directory (``hydra.sweep.dir=<it>``) with
+            resume=true skips the points that already hold a valid result and re-runs the rest
+            (earlier failed results are kept as ``result.previous-<time>.json``).
+        isolation: :class:`IsolationOptions` (fault isolation, see README): every point runs in a
+            worker process that is replaced after a CUDA fault or a crash; a point still running
+            after ``timeout_s`` seconds (a hung kernel) is killed and recorded as status timeout.
+    """
+
+    kernel: Any = None
+    timing: Any = field(default_factory=TimingNode)
+    shape: Any = field(default_factory=lambda: list(DEFAULT_SHAPE))
+    mode: Any = RunConfig.mode
+    arch: Any = RunConfig.arch
+    device: Any = RunConfig.device
+    baseline: Any = RunConfig.baseline
+    precision: Any = RunConfig.precision
+    layout: Any = field(default_factory=LayoutNode)
+    sanitizer: Any = RunConfig.sanitizer
+    inputs: Any = field(default_factory=InputsNode)
+    verify: Any = field(default_factory=VerifyNode)
+    plugin_dirs: Any = field(default_factory=list)
+    cache: Any = field(default_factory=CacheNode)
+    resume: Any = RunConfig.resume
+    isolation: Any = field(default_factory=IsolationNode)
+
+
+SCHEMA_NAME = "base_config"
+TOP_LEVEL = tuple(f.name for f in dataclasses.fields(GemmlabConfig))
+SECTIONS = {name: tuple(_defaults(type(value))) for name, value in _defaults(GemmlabConfig).items()
+            if dataclasses.is_dataclass(value)}
+
+
+def store_schema() -> None:
+    """Store :class:`GemmlabConfig` in Hydra's ConfigStore as ``base_config`` (idempotent), the
+    schema conf/config.yaml's defaults list starts with (Hydra docs, "Structured Configs:
+    Extending Configs"). Call it before composing conf/ (``gemmlab.cli.app.register_resolvers`` does)."""
+    from hydra.core.config_store import ConfigStore
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=GemmlabConfig)
+
+
+def unknown_key_error(key: str) -> ConfigError:
+    """The one-line error for a config key the schema does not have (``foo``, ``verify.foo``)."""
+    top, _, sub = key.partition(".")
+    if not top:
+        return ConfigError("override", f"{key!r} names no key; write key=value, e.g. kernel=tiled or shape=[M,N,K]")
+    if top in SECTIONS and sub:
+        return ConfigError(key, f"unknown key in {top}; known: {', '.join(sorted(SECTIONS[top]))}")
+    return ConfigError(key, f"unknown config key; known: {', '.join(sorted((*TOP_LEVEL, 'experiment')))}")
+
+
+def check_config_file(path, package: str = "") -> None:
+    """Check a config file's keys against the schema the way Hydra will compose it, so a bad key
+    is one line instead of Hydra's composition report. ``package`` is where the file lands
+    (``timing`` for conf/timing/*.yaml); a ``# @package _global_`` header puts it at the top.
+    Its ``defaults`` and ``hydra`` entries are Hydra's and not checked.
+
+    Raises:
+        ConfigError: ``<file's field>``: OmegaConf's rejection (an unknown key), or the file is
+            not valid YAML (field ``package`` or ``config``).
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+    try:
+        text = open(path, encoding="utf-8").read()
+        node = OmegaConf.to_container(OmegaConf.create(text) if text.strip() else OmegaConf.create({}))
+    except Exception as exc:
+        raise ConfigError(package or "config", f"{path} is not a valid config: {str(exc).splitlines()[0]}") from None
+    if re.search(r"^#\s*@package\s+_global_\s*$", text, re.M):
+        package = ""
+    if not isinstance(node, dict):
+        return  # Hydra reports a file that is not a mapping
+    node = {k: v for k, v in node.items() if k not in ("defaults", "hydra")}
+    if package:
+        node = {package: node}
+    try:
+        OmegaConf.merge(OmegaConf.structured(GemmlabConfig), node)
+    except ConfigKeyError as exc:
+        raise unknown_key_error(str(exc.full_key)) from None
+    except OmegaConfBaseException as exc:  # pragma: no cover - every value is typed Any
+        raise ConfigError(str(exc.full_key or package or "config"), str(exc).splitlines()[0]) from None
+
+
+def _plain(value: Any) -> Any:
+    try:
+        from omegaconf import OmegaConf
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    return value
+
+
+def _int(value: Any, field_name: str, minimum: int, maximum: int | None = None) -> int:
+    upper = f" and <= {maximum}" if maximum is not None else ""
+    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            or (maximum is not None and value > maximum)):
+        raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {value!r}")
+    return value
+
+
+def _choice(value: Any, field_name: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(field_name, f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _number(value: Any, field_name: str, low: float, high: float) -> float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not low <= value <= high):
+        raise ConfigError(field_name, f"must be a number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+def _bool(value: Any, field_name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(field_name, f"must be true or false, got {value!r}")
+    return value
+
+
+def _device(value: Any) -> int | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError("device", f"must be a GPU index >= 0 or auto, got {value!r}")
+    return value
+
+
+def _optional(value: Any, parse):
+    return None if value is None else parse(value)
+
+
+def _tolerance(value: Any, field_name: str) -> float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 <= value <= 1):
+        raise ConfigError(field_name, f"must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def parse_isolation(value: Any) -> IsolationOptions:
+    """Validate the ``isolation`` section (missing keys take the defaults).
+
+    Raises:
+        ConfigError: field ``isolation`` or ``isolation.<key>``.
+    """
+    value = _plain(value)
+    if value is None:
+        return IsolationOptions()
+    if not isinstance(value, Mapping):
+        raise ConfigError("isolation", f"must be a mapping with keys process, timeout_s, got {value!r}")
+    extra = sorted(set(value) - set(SECTIONS["isolation"]))
+    if extra:
+        raise ConfigError(f"isolation.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['isolation'])}")
+    value = {**_defaults(IsolationOptions), **value}
+    return IsolationOptions(process=_bool(value["process"], "isolation.process"),
+                            timeout_s=_number(value["timeout_s"], "isolation.timeout_s", 0.001, 7 * 86_400.0))
+
+
+def parse_shape(value: Any) -> Shape:
+    """Validate ``shape`` = ``[M, N, K]``: three integers, each >= 1, each matrix < 2**31 elements.
+
+    Raises:
+        ConfigError: field ``shape``.
+    """
+    value = _plain(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 3:
+        raise ConfigError("shape", f"must be a list [M, N, K] of three positive integers, got {value!r}")
+    for name, dim in zip("MNK", value):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ConfigError("shape", f"{name} must be a positive integer, got {dim!r} "
+                              "(shape is [M, N, K] of three positive integers)")
+    m, n, k = value
+    for name, count in (("A = M*K", m * k), ("B = K*N", k * n), ("C = M*N", m * n)):
+        if count > MAX_ELEMENTS:
+            raise ConfigError("shape", f"{name} has {count} elements; at most {MAX_ELEMENTS} are allowed")
+    return Shape(m, n, k)
+
+
+def parse_arch(value: Any) -> str | None:
+    """Normalize ``arch``: ``None`` (the device's own), ``"sm_90"``, ``"90"`` or ``90`` -> ``"90"``.
+
+    Raises:
+        ConfigError: field ``arch``.
+    """
+    if value is None:
+        return None
+    match = re.fullmatch(r"(?:sm_)?(\d{2,3})([af]?)", str(value))
+    if isinstance(value, bool) or not match:
+        raise ConfigError("arch", f"must be a CUDA SM target like sm_90 (or null for the device's own), got {value!r}")
+    supported = _nvrtc_archs()
+    if supported and int(match.group(1)) not in supported:
+        raise ConfigError("arch", f"sm_{match.group(1)} is not supported by this NVRTC; supported: "
+                          f"{', '.join(f'sm_{a}' for a in supported)}")
+    return match.group(1) + match.group(2)
+
+
+def _nvrtc_archs() -> list[int]:
+    """The SM targets this NVRTC can compile for (``nvrtcGetSupportedArchs``); [] if unknown."""
+    try:
+        from cuda.bindings import nvrtc
+        _, archs = nvrtc.nvrtcGetSupportedArchs()
+        return [int(a) for a in archs]
+    except Exception:
+        return []
+
+
+def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str) -> dict[str, int]:
+    """Merge ``given`` tile parameters over the kernel's defaults; every value a positive int.
+
+    Raises:
+        ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-positive/non-int value.
+    """
+    params = dict(spec_defaults)
+    for key, value in given.items():
+        if key not in spec_defaults:
+            allowed = ", ".join(spec_defaults) or "none"
+            raise ConfigError(f"kernel.{key}", f"kernel '{kernel}' has no parameter {key}; its parameters: {allowed}")
+        params[key] = _int(value, f"kernel.{key}", 1, 4096)
+    return params
+
+
+def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
+    """Validate the composed config ``cfg`` (keys as in :class:`GemmlabConfig`).
+
+    ``defaults_of(kernel_name)`` returns that kernel's default parameters (the registry's
+    ``get(name).defaults``); it raises ConfigError for an unknown kernel.
+
+    Raises:
+        ConfigError: naming the first invalid field.
+    """
+    cfg = _plain(cfg)
+    if not isinstance(cfg, Mapping):
+        raise ConfigError("config", "must be a mapping")
+    unknown = sorted(set(cfg) - set(TOP_LEVEL))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown config key; known: {', '.join(TOP_LEVEL)}")
+    for section, keys in SECTIONS.items():
+        value = cfg.get(section, {})
+        if value is None or not isinstance(value, Mapping):
+            raise ConfigError(section, f"must be a mapping with keys {', '.join(keys)}, got {value!r}")
+        extra = sorted(set(value) - set(keys))
+        if extra:
+            raise ConfigError(f"{section}.{extra[0]}", f"unknown key; known: {', '.join(keys)}")
+    kernel_cfg = cfg.get("kernel")
+    if not isinstance(kernel_cfg, Mapping) or not isinstance(kernel_cfg.get("name"), str):
+        raise ConfigError("kernel", "must select a kernel config (kernel=<name>)")
+    name = kernel_cfg["name"]
+    given = {k: v for k, v in kernel_cfg.items() if k != "name"}
+    defaults = defaults_of(name) if defaults_of else {k: v for k, v in given.items()}
+    params = parse_params(defaults, given, name)
+
+    # a missing plain key takes the schema's default (shape has none to take: it must be given)
+    cfg = {**{k: v for k, v in _defaults(GemmlabConfig).items() if k not in SECTIONS and k not in ("kernel", "shape")},
+           **cfg}
+    mode = _choice(cfg["mode"], "mode", MODES)
+
+    timing_cfg = {**_defaults(TimingOptions), **(cfg.get("timing") or {})}
+    timing = TimingOptions(
+        mode=_choice(timing_cfg["mode"], "timing.mode", TIMING_MODES),
+        l2=_choice(timing_cfg["l2"], "timing.l2", L2_MODES),
+        warmup=_int(timing_cfg["warmup"], "timing.warmup", 0, 100_000),
+        repeat=_int(timing_cfg["repeat"], "timing.repeat", 1, 100_000),
+        max_repeat=_optional(timing_cfg["max_repeat"], lambda v: _int(v, "timing.max_repeat", 1, 1_000_000)),
+        target_rel_spread=_optional(timing_cfg["target_rel_spread"],
+                                    lambda v: _number(v, "timing.target_rel_spread", 0.0, 1.0)),
+        budget_s=_optional(timing_cfg["budget_s"], lambda v: _number(v, "timing.budget_s", 0.0, 86_400.0)),
+        batch=_int(timing_cfg["batch"], "timing.batch", 1, 100_000),
+        floor=_bool(timing_cfg["floor"], "timing.floor"),
+    )
+    if timing.max_repeat is not None and timing.max_repeat < timing.repeat:
+        raise ConfigError("timing.max_repeat", f"must be >= timing.repeat ({timing.repeat}), got {timing.max_repeat}")
+    verify_cfg = {**_defaults(VerifyOptions), **(cfg.get("verify") or {})}
+    verify = VerifyOptions(
+        tolerance=_choice(verify_cfg["tolerance"], "verify.tolerance", TOLERANCE_RULES),
+        atol=_tolerance(verify_cfg["atol"], "verify.atol"),
+        rtol=_tolerance(verify_cfg["rtol"], "verify.rtol"),
+        safety=_number(verify_cfg["safety"], "verify.safety", 1.0, 1000.0),
+        method=_choice(verify_cfg["method"], "verify.method", VERIFY_METHODS),
+        max_full=_int(verify_cfg["max_full"], "verify.max_full", 1),
+        sample=_int(verify_cfg["sample"], "verify.sample", 1, 1_000_000),
+        trials=_int(verify_cfg["trials"], "verify.trials", 1, 100),
+    )
+    inputs_cfg = {**_defaults(InputOptions), **(cfg.get("inputs") or {})}
+    distribution = _choice(inputs_cfg["distribution"], "inputs.distribution", DISTRIBUTIONS)
+    inputs = InputOptions(seed=_int(inputs_cfg["seed"], "inputs.seed", 0, 2**63 - 1),
+                          distribution=distribution)
+    precision = _choice(cfg["precision"], "precision", PRECISIONS)
+    layout_cfg = {**_defaults(LayoutOptions), **(cfg.get("layout") or {})}
+    layout_a = _choice(layout_cfg["a"], "layout.a", LAYOUTS)
+    layout_b = _choice(layout_cfg["b"], "layout.b", LAYOUTS)
+    baseline = cfg.get("baseline")
+    if baseline is not None and not isinstance(baseline, str):
+        raise ConfigError("baseline", f"must be a kernel name or null, got {baseline!r}")
+    if baseline is not None and defaults_of is not None:
+        try:
+            defaults_of(baseline)
+        except ConfigError as exc:
+            raise ConfigError("baseline", str(exc).split(": ", 1)[-1]) from None
+    sanitizer = cfg.get("sanitizer")
+    if sanitizer is not None:
+        sanitizer = _choice(sanitizer, "sanitizer", SANITIZER_TOOLS)
+    plugin_dirs = cfg.get("plugin_dirs") or []
+    if isinstance(plugin_dirs, str) or not all(isinstance(p, str) for p in plugin_dirs):
+        raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {plugin_dirs!r}")
+    cache_cfg = {**_defaults(CacheOptions), **(cfg.get("cache") or {})}
+    cache_enabled = _bool(cache_cfg["enabled"], "cache.enabled")
+    cache_dir = cache_cfg["dir"]
+    if cache_dir is not None and not isinstance(cache_dir, str):
+        raise ConfigError("cache.dir", f"must be a folder path or null, got {cache_dir!r}")
+    resume = _bool(cfg["resume"], "resume")
+    parse_isolation(cfg.get("isolation"))
+    shape = parse_shape(cfg.get("shape"))
+    if distribution == "integers" and shape.K > MAX_EXACT_K:
+        raise ConfigError("inputs.distribution", f"integers are exact in float32 only for K <= {MAX_EXACT_K}; "
+                          f"got K = {shape.K} (use normal or uniform)")
+    if verify.tolerance == "exact" and distribution != "integers":
+        raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
+    return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
+                     arch=parse_arch(cfg["arch"]), device=_device(cfg["device"]),
+                     timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
+                     baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
+                     sanitizer=sanitizer,
+                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume)

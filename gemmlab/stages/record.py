@@ -1,0 +1,188 @@
+"""Stage 6: writing the run record (``result.json``) and its human summary.
+
+This module owns the writer (:func:`new_record`, :func:`write_record`) and :func:`summary`. The
+schema name, the valid statuses and reading records back live in :mod:`gemmlab.stages.record_model` (one
+record model for every reader); they are re-exported here for the writer's callers.
+
+``result.json`` is written atomically (temporary file, then rename) into the run's own directory
+and never over an existing record: a second write to the same directory is an error, so nothing
+measured is lost. ``valid`` is true only for a verified and timed run (``status: ok``), a
+successful ``mode=compile`` (``status: compiled``) or a sanitizer child's check (``checked``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import functools
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from gemmlab import __version__
+from gemmlab.paths import SOURCE_ROOT
+from gemmlab.stages.record_model import SCHEMA, VALID_STATUSES, view
+
+__all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "ARTIFACTS", "is_artifact", "precision_text",
+           "git_commit", "clear_cache", "new_record", "write_record", "summary"]
+PRECISIONS = {
+    "fp32": ("float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: "
+             "IEEE float32, fma contraction on, no fast-math)"),
+    "tf32": ("float32 inputs and outputs, inputs rounded to TF32 (10-bit mantissa) on tensor cores, "
+             "float32 accumulation"),
+    "bf16": ("bfloat16 A and B (float32 inputs rounded once to bf16, round to nearest even), float32 "
+             "accumulation and C"),
+    "fp16": ("float16 A and B (float32 inputs rounded once to fp16, round to nearest even), float32 "
+             "accumulation and C"),
+}
+#: the files and folders a point writes next to its ``result.json`` (glob patterns); a re-run under
+#: ``resume=true`` keeps them with the old record (:func:`gemmlab.run.pipeline.keep_previous`)
+ARTIFACTS = ("compile*.log", "kernel*.sass", "traceback.txt", "sanitizer-*")
+REFERENCE = "reference: float64 product of the same inputs (as stored) on the CPU"
+
+
+def precision_text(precision: str) -> str:
+    """The record's one-line precision policy for ``precision`` (fp32 | tf32 | bf16 | fp16)."""
+    return f"{precision}: {PRECISIONS[precision]}; {REFERENCE}"
+
+
+def is_artifact(name: str) -> bool:
+    """True when ``name`` (a file or folder in a run directory) is one of a point's
+    :data:`ARTIFACTS`."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in ARTIFACTS)
+
+
+def clear_cache() -> None:
+    """Forget the checkout's git commit (a commit made since is read again). For tests and
+    long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    git_commit.cache_clear()
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> dict:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the gemmlab source checkout, if any."""
+    if SOURCE_ROOT is None or not (SOURCE_ROOT / ".git").exists():
+        return {"commit": None, "dirty": None}
+    try:
+        proc = subprocess.run(["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5)
+        sha = proc.stdout.strip() if proc.returncode == 0 and len(proc.stdout.strip()) == 40 else None
+        dirty = subprocess.run(["git", "-C", str(SOURCE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
+        return {"commit": sha, "dirty": dirty if sha else None}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def new_record(config: dict) -> dict:
+    """The skeleton every record starts from (status ``running`` until finished)."""
+    return {"schema": SCHEMA, "status": "running", "valid": False, "error": None,
+            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "gemmlab_version": __version__, "git": git_commit(), "config": config}
+
+
+def write_record(record: dict, out_dir: Path) -> Path:
+    """Write ``record`` to ``out_dir/result.json`` atomically.
+
+    Raises:
+        FileExistsError: ``out_dir`` already holds a result (never overwritten).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "result.json"
+    if path.exists():
+        raise FileExistsError(f"{path} exists; gemmlab never overwrites a result")
+    tmp = out_dir / f".result.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def summary(record: dict) -> str:
+    """A few human lines describing ``record`` (what ran, verification, timing, resources)."""
+    v = view(record)
+    cfg = record.get("config") if isinstance(record.get("config"), dict) else {}
+    label = f"{v.kernel or '?'} " + (v.shape_text if v.shape_from == "shape" else str(cfg.get("shape")))
+    params = v.params_text if isinstance(record.get("kernel"), dict) else ""
+    dev = record.get("device", {})
+    lines = [f"{label} {params} [{record['status']}]" + (f" on {dev.get('name')} ({dev.get('arch')})" if dev else "")]
+    if record.get("error"):
+        lines.append(f"  error   {record['error']}")
+    dispatch = record.get("dispatch")
+    if isinstance(dispatch, dict):  # kernel=auto: what it chose and why (gemmlab.dispatch.auto)
+        why = "table entry" if dispatch.get("source") == "table" else f"rule {dispatch.get('rule', '?')}"
+        lines.append(f"  auto    chose {dispatch.get('chosen')} by {why}"
+                     + (f" ({dispatch.get('match')})" if dispatch.get("match") else ""))
+    comp = record.get("compile")
+    if comp:
+        r = comp["resources"]
+        res = (f"{r['registers']} regs, spills {r['spill_store_bytes']}/{r['spill_load_bytes']} B, "
+               f"static smem {r['static_shared_bytes']} B") if r else "no ptxas report"
+        drv = comp.get("driver_attributes")
+        if drv:
+            res += f" (driver: {drv['registers']} regs, local {drv['local_bytes']} B, smem {drv['static_shared_bytes']} B)"
+        lines.append(f"  compile {comp['compile_ms']:.1f} ms NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
+        sass = comp.get("sass")
+        if sass:
+            hist = sass.get("histogram")
+            lines.append("  sass    " + (", ".join(f"{k} {v}" for k, v in hist.items() if v and k != "total")
+                                         + f" of {hist.get('total')} instructions ({sass.get('file')})"
+                                         if hist else f"not disassembled: {sass.get('error')}"))
+    launch = record.get("launch")
+    if launch:
+        occ = record.get("occupancy") or {}
+        text = f"  launch  grid {tuple(launch['grid'])} block {tuple(launch['block'])} dyn smem {launch['shared_bytes']} B"
+        if occ:
+            text += (f"; {occ['max_active_blocks_per_sm']} blocks/SM, occupancy {occ['theoretical_occupancy']:.2f}, "
+                     f"{occ['waves']:.2f} waves")
+        lines.append(text)
+    lines += _measure_lines(record, "")
+    base = record.get("baseline")
+    if base:
+        lines.append(f"  baseline {base['name']}" + (f" ({base['library']})" if base.get("library") else ""))
+        lines += _measure_lines(base, "  ")
+    ratio = record.get("ratio_to_baseline")
+    if ratio:
+        lines.append(f"  ratio   {ratio['median_time']:.3f}x the baseline's median time, "
+                     f"{ratio['gflops']:.3f}x its GFLOP/s ({ratio['protocol']})")
+    for key in ("guard_bands", "inputs_unchanged"):
+        if key in record:
+            lines.append(f"  nets    guard bands {record.get('guard_bands')}, inputs unchanged "
+                         f"{record.get('inputs_unchanged')}, repeat stable {record.get('repeat_stable')}")
+            break
+    san = record.get("sanitizer")
+    if san:
+        counts = san.get("counts") or f"{san.get('errors')} errors"
+        lines.append(f"  sanitizer {san['tool']}: {san['verdict']} ({counts}) {san.get('report') or ''}")
+    return "\n".join(lines)
+
+
+def _measure_lines(rec: dict, indent: str) -> list[str]:
+    lines = []
+    ver = rec.get("verification")
+    if ver:
+        lines.append(f"{indent}  verify  {'PASS' if ver['passed'] else 'FAIL'} ({ver.get('rule')}) max abs err "
+                     f"{_g(ver['max_abs_error'])}, max rel err {_g(ver['max_rel_error'])}, max err/tol "
+                     f"{_g(ver.get('max_error_over_tolerance'))}, {ver['mismatches']} mismatches, {ver['nan_outputs']} NaN")
+    t = rec.get("timing")
+    if t:
+        floor = (t.get("launch_floor_ms") or {}).get(t["protocol"])
+        lines.append(f"{indent}  time    median {t['median_ms']:.5f} ms (min {t['min_ms']:.5f}, max {t['max_ms']:.5f}, "
+                     f"{t['repeat']} samples x {t['batch']} launches, {t['protocol']}, L2 {t['l2']}) -> "
+                     f"{t['gflops']:.1f} GFLOP/s" + (f"; floor {floor:.5f} ms" if floor else "")
+                     + (" LAUNCH-BOUND" if t.get("launch_bound") else ""))
+        if "host_overhead_per_launch_ms" in t:
+            ev = t["protocols"]["events"]["median_ms"]
+            lines.append(f"{indent}          events {ev:.5f} ms, graph {t['protocols']['graph']['median_ms']:.5f} ms: "
+                         f"host/launch overhead {t['host_overhead_per_launch_ms'] * 1e3:.2f} us per launch")
+        lines.append(f"{indent}          {t['throttled_samples']} throttled samples, median SM clock "
+                     f"{t.get('median_sm_mhz')} MHz")
+    roof = rec.get("roofline")
+    if roof and roof.get("pct_fp32_peak") is not None:
+        lines.append(f"{indent}  roof    {roof['arithmetic_intensity']:.1f} FLOP/B, {roof['pct_fp32_peak']:.1f}% of FP32 peak "
+                     f"({roof['fp32_peak_gflops']:.0f} GFLOP/s), {roof['pct_dram_bandwidth']}% of DRAM bandwidth")
+    return lines
+
+
+def _g(value) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else str(value)

@@ -1,0 +1,217 @@
+"""Stage 5: warm-up, then timing with CUDA events, by one of two protocols.
+
+``events`` (the protocol of seed 000, the real-device naive vs register-tiled GEMM lab gemmlab
+grew from): each sample records a start event, enqueues ``batch`` launches back to back, records
+a stop event, waits for it and divides by ``batch``. Host submission gaps between launches are
+inside the interval.
+
+``graph``: the ``batch`` launches are captured once into a CUDA graph; each sample records
+events around one graph launch, so host submission gaps disappear (the method of
+``triton.testing.do_bench_cudagraph``). ``both`` runs the two and records the difference of the
+medians as the host/launch overhead per launch.
+
+``l2=cold`` writes a scratch buffer of 2x the device's L2 size (``cuMemsetD32Async``, as
+nvbench's L2 flush does) before every sample, outside the timed interval; each sample is then a
+single launch (``batch`` is ignored), since a later launch in a batch would find L2 warm.
+
+Adaptive stopping (after nvbench's stopping criterion): at least ``repeat`` samples; then stop
+once every candidate's relative standard deviation is at most ``target_rel_spread``, or
+``budget_s`` seconds of sampling have passed, or ``max_repeat`` samples exist. Raw samples are
+always kept. Candidates (a kernel and its baseline) are sampled alternately, one sample each in
+turn, so drifting clocks hit both alike.
+
+An empty kernel timed by the same protocol on the same stream gives the launch floor: a median
+near it means the measurement is of the launch, not the kernel.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from gemmlab.paths import KERNELS_DIR
+
+PROTOCOLS = ("events", "graph")
+DESCRIPTIONS = {
+    "events": "CUDA events around each batch of back-to-back launches on one stream, divided by the batch; "
+              "host submission gaps between launches are included",
+    "graph": "CUDA events around one replay of a CUDA graph holding the batch of launches, divided by the "
+             "batch; host submission gaps are excluded",
+}
+COMMON = "compilation, transfers and verification are excluded"
+FLOOR_SOURCE = KERNELS_DIR / "launch_floor.cu"
+FLOOR_ENTRY = "gemmlab_empty<0>"
+ADAPTIVE_MAX = 1000  # max samples when target_rel_spread is set and max_repeat is null
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """The timing protocol (``conf/timing/*.yaml``). Times are per launch, in ms.
+
+    Attributes:
+        mode: ``events`` | ``graph`` | ``both``.
+        l2: ``warm`` (same inputs every launch) | ``cold`` (flush before every sample).
+        warmup: launches before sampling. repeat: minimum samples. max_repeat: maximum samples
+        (None: = repeat, or 1000 when target_rel_spread is set). target_rel_spread: stop when stdev/mean <= this (None: off).
+        budget_s: stop sampling after this many seconds (None: no limit). batch: launches per
+        sample. floor: also time an empty kernel.
+    """
+
+    mode: str = "events"
+    l2: str = "warm"
+    warmup: int = 5
+    repeat: int = 10
+    max_repeat: int | None = None
+    target_rel_spread: float | None = None
+    budget_s: float | None = None
+    batch: int = 20
+    floor: bool = True
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        return PROTOCOLS if self.mode == "both" else (self.mode,)
+
+    @property
+    def launches_per_sample(self) -> int:
+        return 1 if self.l2 == "cold" else self.batch
+
+
+def rel_spread(samples: list[float]) -> float:
+    """Relative standard deviation (sample stdev / mean); 0 for fewer than two samples or a zero mean."""
+    if len(samples) < 2:
+        return 0.0
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / mean if mean > 0 else 0.0
+
+
+@dataclass
+class Series:
+    """One candidate's samples under one protocol, with the telemetry read after each sample."""
+
+    samples_ms: list[float] = field(default_factory=list)
+    telemetry: list[dict | None] = field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    def record(self, flops: int) -> dict:
+        """JSON-ready fields: raw samples, statistics, GFLOP/s, telemetry and throttling."""
+        throttled = [t is not None and t["throttled"] for t in self.telemetry]
+        clean = [s for s, th in zip(self.samples_ms, throttled) if not th]
+        med = self.median_ms
+        sm = [t["sm_mhz"] for t in self.telemetry if t]
+        return {"samples_ms": self.samples_ms, "median_ms": med, "min_ms": min(self.samples_ms),
+                "max_ms": max(self.samples_ms), "rel_spread": rel_spread(self.samples_ms),
+                "gflops": flops / (med * 1e-3) / 1e9 if med > 0 else None, "throttled_samples": sum(throttled),
+                "median_unthrottled_ms": statistics.median(clean) if clean else None,
+                "median_sm_mhz": statistics.median(sm) if sm else None, "telemetry": self.telemetry}
+
+
+class Sampler:
+    """Times one enqueue function by one protocol on ``gpu``'s stream."""
+
+    def __init__(self, gpu, enqueue: Callable[[], None], protocol: str, launches: int,
+                 flush: Callable[[], None] | None):
+        from cuda.core import EventOptions
+        self.gpu, self.launches, self.flush = gpu, launches, flush
+        self.timed = EventOptions(timing_enabled=True)
+        if protocol == "graph":
+            self.body = gpu.capture(enqueue, launches)
+            self.body()  # the first replay uploads the graph: keep it out of the samples
+            gpu.sync()
+        else:
+            def body():
+                for _ in range(launches):
+                    enqueue()
+            self.body = body
+
+    def take(self) -> float:
+        """One sample: ms per launch."""
+        if self.flush is not None:
+            self.flush()
+        start = self.gpu.stream.record(options=self.timed)
+        self.body()
+        stop = self.gpu.stream.record(options=self.timed)
+        stop.sync()
+        return (stop - start) / self.launches
+
+
+def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptions, flush=None,
+            floor_enqueue: Callable[[], None] | None = None) -> dict:
+    """Warm up and sample every candidate (alternately) under each protocol of ``options``.
+
+    Args:
+        gpu: :class:`gemmlab.gpu.device.Gpu`.
+        candidates: ``{name: enqueue}``; each ``enqueue()`` issues exactly one launch.
+        flush: L2 flush (required when ``options.l2 == "cold"``).
+        floor_enqueue: launches the empty kernel (timed like the candidates when given).
+
+    Returns:
+        ``{"protocols": {protocol: {name: Series}}, "floor": {protocol: Series},
+        "stopped_by": {protocol: reason}}``.
+
+    Raises:
+        CudaError: a launch, capture or synchronisation failed.
+    """
+    launches = options.launches_per_sample
+    flush = flush if options.l2 == "cold" else None
+    out = {"protocols": {}, "floor": {}, "stopped_by": {}}
+    max_repeat = options.max_repeat or (ADAPTIVE_MAX if options.target_rel_spread is not None else options.repeat)
+    for protocol in options.protocols:
+        for enqueue in candidates.values():
+            for _ in range(options.warmup):
+                enqueue()
+        gpu.sync()
+        samplers = {name: Sampler(gpu, enq, protocol, launches, flush) for name, enq in candidates.items()}
+        series = {name: Series() for name in candidates}
+        started = time.perf_counter()
+        while True:
+            for name, sampler in samplers.items():
+                series[name].samples_ms.append(sampler.take())
+                reading = gpu.monitor.read()
+                series[name].telemetry.append(reading.record() if reading else None)
+            n = len(next(iter(series.values())).samples_ms)
+            if n < options.repeat:
+                continue
+            over_budget = options.budget_s is not None and time.perf_counter() - started >= options.budget_s
+            if options.target_rel_spread is None:
+                if n >= max_repeat or over_budget:
+                    reason = "repeat" if n >= max_repeat else "budget"
+                    break
+                continue
+            if all(rel_spread(s.samples_ms) <= options.target_rel_spread for s in series.values()):
+                reason = "converged"
+                break
+            if n >= max_repeat:
+                reason = "max_repeat"
+                break
+            if over_budget:
+                reason = "budget"
+                break
+        out["protocols"][protocol] = series
+        out["stopped_by"][protocol] = reason
+        if options.floor and floor_enqueue is not None:
+            floor = Sampler(gpu, floor_enqueue, protocol, launches, flush)
+            for _ in range(options.warmup):
+                floor_enqueue()
+            out["floor"][protocol] = Series(samples_ms=[floor.take() for _ in range(options.repeat)])
+        gpu.release_graphs()
+    gpu.sync()
+    return out
+
+
+def describe(options: TimingOptions) -> str:
+    """One line saying what the recorded times include."""
+    parts = [DESCRIPTIONS[p] for p in options.protocols]
+    l2 = ("L2 cold: a 2x-L2 scratch buffer is written before every sample (outside the interval), one "
+          "launch per sample" if options.l2 == "cold" else "L2 warm: the same inputs every launch")
+    return "; ".join(parts) + f"; {COMMON}; {l2}"
+
+
+def floor_source() -> Path:
+    """The empty kernel used for the launch floor."""
+    return FLOOR_SOURCE

@@ -1,0 +1,93 @@
+"""The kernels whose shared pieces live in kernels/include/gemmlab/ (mma_sync.cuh: mma_tf32 and
+mma_bf16; tiled.cuh: splitk and cluster_tiled) compile to the same SASS, instruction for
+instruction, as their sources did before the pieces moved there (commit 1d5e85e): the sha256 of
+each instance's disassembly, addresses and encodings stripped, recorded in
+tests/data/sass_digests.json together with the NVRTC version that produced it. Each kernel at its
+defaults (16-byte cp.async path) and at a second tile set with unaligned strides (the element
+path) and the other B layout. No GPU needed (mode=compile's NVRTC and nvdisasm).
+
+SASS depends on the compiler: with another NVRTC version the digests say nothing and the test
+skips with the reason. A deliberate change to one of these kernels or headers regenerates the
+file: ``PYTHONPATH=. python tests/test_sass_unchanged.py --update`` (say why in the commit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+DIGESTS = Path(__file__).resolve().parent / "data" / "sass_digests.json"
+OTHER_MMA = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 3}
+OTHER_TILED = {"BM": 32, "BN": 64, "BK": 8, "TM": 4, "TN": 4}
+CASES = {  # tag: (kernel, parameters over the defaults, precision, layout of B, shape)
+    "mma_tf32-defaults": ("mma_tf32", {}, "tf32", "row", (256, 256, 256)),
+    "mma_tf32-other": ("mma_tf32", dict(OTHER_MMA, BK=16), "tf32", "col", (63, 65, 33)),
+    "mma_bf16-defaults": ("mma_bf16", {}, "bf16", "row", (256, 256, 256)),
+    "mma_bf16-other-fp16": ("mma_bf16", dict(OTHER_MMA, BK=64), "fp16", "col", (63, 65, 33)),
+    "splitk-defaults": ("splitk", {}, "fp32", "row", (256, 256, 256)),
+    "splitk-other": ("splitk", dict(OTHER_TILED, SPLITS=3), "fp32", "row", (63, 65, 33)),
+    "cluster_tiled-defaults": ("cluster_tiled", {}, "fp32", "row", (256, 256, 256)),
+    "cluster_tiled-other": ("cluster_tiled", OTHER_TILED, "fp32", "row", (63, 65, 33)),
+}
+
+
+def normalized_sass(text: str) -> str:
+    """nvdisasm's text without instruction addresses (``/*0a10*/``) and encodings, blank lines
+    dropped: two compiles with the same instructions in the same order give the same text."""
+    lines = []
+    for line in text.splitlines():
+        line = re.sub(r"/\*[0-9a-f]{4,}\*/", "", line)
+        line = re.sub(r"/\* 0x[0-9a-f]+ \*/", "", line).rstrip()
+        if line.strip():
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def digest(tag: str) -> tuple[str, str]:
+    """``(sha256 of the normalized SASS, NVRTC version)`` of case ``tag``, compiled for sm_90 the
+    way mode=compile does (the plugin's instance, options and launch-plan kernels)."""
+    from gemmlab.gpu import compile as compile_stage
+    from gemmlab.gpu.device import offline_facts
+    from gemmlab.contract.hookspecs import Extra, Problem, Shape
+    from gemmlab.contract.registry import load_registry, source_path
+    kernel, over, precision, layout_b, shape = CASES[tag]
+    spec = load_registry(()).get(kernel)
+    params = {**spec.defaults, **over}
+    problem, facts = Problem(Shape(*shape), precision, "row", layout_b), offline_facts("90")
+    spec.check_problem(problem, params, facts)
+    options = compile_stage.CompileOptions.for_kernel("90", spec.options(problem, params, facts))
+    extra = tuple(s.entry for s in spec.plan(problem, params, facts) if isinstance(s, Extra))
+    compiled = compile_stage.compile_kernel(source_path(spec), spec.instance(problem, params), options,
+                                            persistent=False, extra_names=extra)
+    assert compiled.sass_text, compiled.sass.get("error")
+    return hashlib.sha256(normalized_sass(compiled.sass_text).encode()).hexdigest(), compiled.nvrtc_version
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict:
+    data = json.loads(DIGESTS.read_text())
+    from gemmlab.gpu.compile import nvrtc_version
+    if nvrtc_version() != data["nvrtc_version"]:
+        pytest.skip(f"the digests are NVRTC {data['nvrtc_version']}'s; this is NVRTC {nvrtc_version()} "
+                    "(SASS depends on the compiler)")
+    return data["cases"]
+
+
+@pytest.mark.parametrize("tag", sorted(CASES))
+def test_sass_unchanged(tag, recorded):
+    got, _ = digest(tag)
+    assert got == recorded[tag], (f"{tag}: the SASS differs from the recorded one; a deliberate change "
+                                  "regenerates tests/data/sass_digests.json (see the module docstring)")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--update"]:
+    results = {tag: digest(tag) for tag in sorted(CASES)}
+    versions = {v for _, v in results.values()}
+    DIGESTS.write_text(json.dumps({"nvrtc_version": versions.pop(), "cases": {t: d for t, (d, _) in results.items()},
+                                   "note": "tests/test_sass_unchanged.py"}, indent=1) + "\n")
+    print(f"wrote {DIGESTS}")
