@@ -435,3 +435,24 @@ def test_run_point_disabled_cache_records_off_after_enabled_in_same_process(fres
     assert run_point(_cfg(folder), tmp_path / "p0")["compile"]["disk_cache"] == "miss"
     rec = run_point(_cfg(folder, enabled=False), tmp_path / "p1")  # same process: no clear
     assert rec["compile"]["disk_cache"] == "off"
+
+
+# --- a damaged entry's metadata (moved from test_followups.py) --------------------------------
+
+def test_cache_entry_with_garbage_resources_is_a_miss(tmp_path):
+    from gemmlab.gpu import cache, compile as compile_stage
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.paths import KERNELS_DIR
+    folder = tmp_path / "cache"
+    compile_stage.clear_cache()
+    first = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(folder))
+    (meta_path,) = folder.glob("*.json")
+    meta = json.loads(meta_path.read_text())
+    meta["resources"] = "garbage"
+    meta_path.write_text(json.dumps(meta))
+    assert cache.load(folder, meta_path.stem) is None
+    compile_stage.clear_cache()
+    meta["resources"] = {"nonsense": 1}
+    meta_path.write_text(json.dumps(meta))
+    again = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(folder))
+    assert first.disk_cache == "miss" and again.disk_cache == "miss" and again.resources is not None

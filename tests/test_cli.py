@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+import gemmlab.cli.app
 from gemmlab.paths import KERNELS_DIR
+from gemmlab.run import isolation
 
 BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_tile2d", "sgemm_block2d",
                    "sgemm_warptile", "sgemm_pipelined", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
@@ -449,3 +451,37 @@ def test_run_mode_without_gpu_says_use_compile(cli, tmp_path):
     record = load(path)
     assert record["status"] == "no_gpu" and record["valid"] is False
     assert "mode=compile" in record["error"]
+
+
+# --- Ctrl-C advice and the sweeper's objective ------------------------------------------------
+
+def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
+    real = isolation.run_point
+    calls = []
+
+    def interrupt_second(cfg, out_dir):
+        calls.append(out_dir)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(cfg, out_dir)
+
+    monkeypatch.setattr(isolation, "run_point", interrupt_second)
+    sweep_dir = tmp_path / "sw"
+    proc = cli(["-m", "mode=compile", "kernel=naive,tiled", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert proc.returncode == 130
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "<its directory>" not in last
+    assert f"hydra.sweep.dir={sweep_dir} resume=true" in last, last
+    assert json.loads((sweep_dir / "0" / "result.json").read_text())["status"] == "compiled"
+
+
+def test_objective():
+    ok = {"valid": True, "status": "ok", "timing": {"gflops": 1234.5, "median_ms": 1.0}}
+    value = gemmlab.cli.app.objective(ok)
+    assert isinstance(value, float) and value == 1234.5
+    assert isinstance(gemmlab.cli.app.objective({"valid": True, "status": "ok", "timing": {"gflops": 7}}), float)
+    compiled = gemmlab.cli.app.objective({"valid": True, "status": "compiled"})
+    assert compiled == 0.0 and isinstance(compiled, float)
+    assert gemmlab.cli.app.objective({"valid": False, "status": "wrong_result", "timing": {"gflops": 9e9}}) is None
+    assert gemmlab.cli.app.objective({"valid": False, "status": "invalid", "error": "kernel.TM: ..."}) is None
+    assert gemmlab.cli.app.objective({"status": "no_gpu"}) is None

@@ -237,3 +237,13 @@ def test_cli_rerun_without_resume_refuses_and_keeps_results(cli, tmp_path):
     assert again.returncode == 2, again.stdout + again.stderr
     assert "resume" in again.stderr
     assert (sweep / "0" / "result.json").read_bytes() == before
+
+
+def test_resume_ignores_cache_settings(tmp_path):
+    from gemmlab.run.pipeline import run_point
+    cfg = {"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile", "cache": {"enabled": True, "dir": None}}
+    first = run_point(cfg, tmp_path / "p")
+    assert first["status"] == "compiled"
+    again = run_point(dict(cfg, resume=True, cache={"enabled": False, "dir": str(tmp_path / "c")}), tmp_path / "p")
+    assert again.get("resumed") is True
+    assert not list((tmp_path / "p").glob("result.previous-*"))
