@@ -285,6 +285,40 @@ def test_compile_kernel_miss_then_hit(fresh, source, tmp_path):
     assert len(_entries(folder)) == 1  # a hit writes nothing new
 
 
+def test_hit_reuses_the_stored_sass_of_the_same_disassembler(fresh, source, tmp_path, monkeypatch):
+    """A disk hit gives the miss's SASS summary and text without running the disassembler again."""
+    from gemmlab.gpu import sass
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    assert first.sass["error"] is None and first.sass["histogram"]["total"] > 0 and first.sass_text
+    (meta_path,) = folder.glob("*.json")
+    assert json.loads(meta_path.read_text())["sass"]["text"] == first.sass_text
+
+    def no_disassembler(cubin):
+        raise AssertionError("disassembled again")
+
+    monkeypatch.setattr(sass, "disassemble", no_disassembler)
+    fresh()
+    second = _persist(source, folder)
+    assert second.disk_cache == "hit"
+    assert second.sass == first.sass and second.sass_text == first.sass_text
+    assert second.record()["sass"] == first.record()["sass"]
+
+
+def test_hit_disassembles_again_for_another_disassembler(fresh, source, tmp_path, monkeypatch):
+    from gemmlab.gpu import sass
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    calls = []
+    real = sass.disassemble
+    monkeypatch.setattr(sass, "disassemble", lambda cubin: calls.append(1) or real(cubin))
+    monkeypatch.setattr(sass, "tool_id", lambda: "nvdisasm (another)|1|2")
+    fresh()
+    second = _persist(source, folder)
+    assert second.disk_cache == "hit" and calls == [1]
+    assert second.sass == first.sass  # the same binary in fact: the same summary
+
+
 def test_compile_kernel_without_persistent_is_off(fresh, source, tmp_path):
     compiled = compile_kernel(source, NAIVE, CompileOptions(arch="90"))
     assert compiled.disk_cache == "off" and compiled.original_compile_ms is None
