@@ -31,18 +31,16 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Skip gpu tests (with the reason) where no GPU is usable. For pytest-xdist (``-n``, ``--dist
-    loadgroup`` in pyproject.toml) put tests in groups that one worker runs: every gpu test in
-    one (on a GPU machine they run one after another, as without xdist: none competes with
-    another for the GPU), and the tests sharing a module-scoped fixture in one per fixture (its
-    setup, e.g. an Optuna search, runs once)."""
+    loadgroup`` in pyproject.toml) put the tests sharing a module-scoped fixture in one group per
+    fixture, which one worker runs (its setup, e.g. an Optuna search, runs once). The gpu tests
+    assert correctness, never speed, and may share the GPU (.ci/session-gpu runs them on 8
+    workers); the isolation gpu tests, which time a sweep, are one group (tests/test_isolation.py)."""
     reason = None
     for item in items:
         if "gpu" in item.keywords:
             reason = reason or gpu_unavailable_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test skipped: {reason}"))
-            item.add_marker(pytest.mark.xdist_group("gpu"))
-            continue
         info = getattr(item, "_fixtureinfo", None)
         for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
             if defs and defs[-1].scope == "module":

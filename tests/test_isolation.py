@@ -179,10 +179,11 @@ def test_device_auto_lock_ends_with_the_point(one_gpu, monkeypatch, tmp_path, sh
 # --- GPU: the real faulty kernels (the lead runs these on the H200) -------------------------------
 
 @pytest.mark.gpu
+@pytest.mark.xdist_group("gpu_isolation")  # one xdist worker runs both, one after the other (timing, GPU locks)
 def test_real_faults_cost_only_their_point(cli, tmp_path):
     sweep = tmp_path / "sw"
     proc = cli(["-m", "kernel=misaligned,illegal,trap,hang,tiled,naive", "shape=[64,65,33]", "isolation.timeout_s=15",
-                    f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}", "timing.repeat=3", "timing.warmup=1"], tmp_path)
+                f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}", "timing.repeat=3", "timing.warmup=1"], tmp_path)
     recs = [json.loads((sweep / str(i) / "result.json").read_text()) for i in range(6)]
     out = proc.stdout + proc.stderr
     assert [r["status"] for r in recs] == ["cuda_error", "cuda_error", "cuda_error", "timeout", "ok", "ok"], out
@@ -190,6 +191,7 @@ def test_real_faults_cost_only_their_point(cli, tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.xdist_group("gpu_isolation")  # one xdist worker runs both, one after the other (timing, GPU locks)
 def test_idle_joblib_worker_does_not_keep_the_gpu(tmp_path):
     """Issue 11.2 on a real GPU: one more worker than GPUs, 4 tiny points; before the fix the
     second worker waited for the first's process to end (about 300 s)."""
