@@ -92,7 +92,7 @@ def test_shipped_table_loads():
     table = dispatch.load_table()
     assert table.device["name"] == "NVIDIA H200" and table.sm_count == 132
     full = load_registry(entry_points=False).kernels
-    assert len(table.entries) == 27  # the H200 shapes evidence: 27 of 259 sweep points ran (TUNE_BUDGET=100)
+    assert len(table.entries) == 34  # the H200 shapes evidence: 34 of the 45 suite shapes have a measured candidate
     for e in table.entries:  # each entry names a registered NVRTC kernel, never a library one
         assert e.kernel in full and isinstance(full[e.kernel], KernelSpec), e.kernel
 
@@ -112,7 +112,8 @@ def test_shipped_table_entries_are_their_records():
         assert rec.median_ms == pytest.approx(e.extra["median_ms"])
         assert rec.ratio_to_baseline == pytest.approx(e.extra["ratio_to_baseline"]) and rec.baseline == "cublas"
     rebuilt, stats = dispatch.build_table([root / "tune"])
-    assert stats["used"] == len(table.entries)
+    assert stats["used"] == stats["records"] == 69  # every sweep record is valid and timed; 34 shapes win
+    assert sum(e.extra["candidates"] for e in table.entries) == 69
     assert ([(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries]
             == [(e.key, e.kernel, dict(e.params)) for e in table.entries])
 
@@ -188,7 +189,8 @@ def test_table_entry_the_kernel_rejects_falls_back(tmp_path):
     ((64, 4096, 14336), "slicedk", "decode-like"),
     ((256, 256, 256), "slicedk", "tiny"),
     ((1, 1, 1), "small_tile", "tiny"),
-    ((35, 79, 19), "small_tile", "tiny"),
+    ((35, 79, 19), "slicedk", "tiny"),
+    ((8, 8, 4), "small_tile", "tiny"),
     ((256, 256, 65536), "slicedk", "K-heavy"),  # split-K first when a splitk kernel is registered
     ((4096, 4096, 4096), "tiled", "large"),
     ((65536, 64, 64), "tiled", "medium"),
@@ -212,7 +214,8 @@ def test_rule_params_follow_the_shape():
     assert p1["NT"] == 16  # 4096/32 = 128 blocks < 2 x 132 SMs: narrower blocks
     assert p16["NT"] == 32  # 344 blocks
     assert dispatch.choose(Shape(4096, 4096, 4096), REGISTRY).params["BM"] == 128
-    assert dispatch.choose(Shape(32, 32, 16), REGISTRY).params["KS"] == 1
+    assert dispatch.choose(Shape(32, 32, 16), REGISTRY).params["KS"] == 2  # one BK = 8 chunk per slice
+    assert dispatch.choose(Shape(16, 16, 7), REGISTRY).params["KS"] == 1  # small_tile: K < 8
     assert dispatch.choose(Shape(64, 4096, 14336), REGISTRY).kernel == "slicedk"  # M > 16: register tiles first
     assert dispatch.choose(Shape(512, 512, 16384), REGISTRY).params == (
         {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4})  # 256 blocks: one wave of 32x32 tiles
@@ -475,3 +478,63 @@ def test_dispatch_defaults_come_from_the_contract():
     assert not found, found
     from gemmlab.stages.config import LayoutOptions, RunConfig
     assert RunConfig.precision == problem.precision and (LayoutOptions.a, LayoutOptions.b) == dispatch.DEFAULT_LAYOUT
+# --- the rules with every built-in kernel (issue 10, second pass: streamk, splitk_warptile) ----------
+
+FULL = load_registry(entry_points=False)
+
+
+@pytest.mark.parametrize("shape, kernel, params", [
+    ((256, 256, 65536), "splitk_warptile", {"BM": 128, "SPLITS": 66}),   # 4 tiles x 66 = one wave of 264
+    ((512, 512, 16384), "splitk_warptile", {"BM": 128, "SPLITS": 16}),   # 16 x 16 = 256 <= 264, 17 would spill
+    ((64, 4096, 4096), "splitk_warptile", {"BM": 64, "BN": 128, "SPLITS": 16}),  # decode M = 64
+    ((16, 4096, 14336), "streamk", {"BM": 16, "BN": 128, "WPS": 4}),    # decode 8 < M <= 16
+    ((8, 4096, 4096), "gemv_rows", {"MT": 8}),                           # decode M <= 8
+    ((512, 4096, 4096), "streamk", {"BM": 128, "BN": 128, "WPS": 2}),    # medium: no full wave of 128x128
+    ((512, 11008, 4096), "streamk", {"BM": 128}),                        # 172 128x256 tiles: 65% of 2 waves
+    ((32768, 128, 256), "streamk", {"BN": 128}),                         # a 128x256 tile half past N
+    ((65536, 64, 64), "streamk", {"BM": 128, "BN": 64, "WPS": 4}),       # N = 64: half-width tile
+    ((4096, 4096, 4096), "sgemm_pipelined", {}),                          # 512 128x256 tiles, 97% of 4 waves
+    ((35, 79, 19), "slicedk", {"BM": 16, "BK": 8, "KS": 3}),              # tiny, K < 64: one chunk per slice
+])
+def test_rules_with_all_builtins(shape, kernel, params):
+    choice = dispatch.choose(Shape(*shape), FULL, dispatch.Table(device={"sm_count": 132}))
+    assert choice.kernel == kernel and choice.source == "rule", choice.reason
+    assert {k: choice.params[k] for k in params} == params
+    FULL.get(kernel).check(Shape(*shape), choice.params, dispatch_facts())
+
+
+def test_splitk_warptile_splits_fill_one_wave():
+    """tiles x SPLITS never exceeds WPS x SMs (no partial second wave) and each slice keeps >= 256 of K."""
+    for shape in (Shape(256, 256, 65536), Shape(512, 512, 16384), Shape(128, 1024, 32768), Shape(64, 4096, 700)):
+        p = dispatch._splitk_wt_params(shape, 132)
+        tiles = -(-shape.M // p["BM"]) * -(-shape.N // p["BN"])
+        per_sm = 2 if p["BM"] == 128 == p["BN"] else 4
+        assert tiles * p["SPLITS"] <= per_sm * 132 and (p["SPLITS"] == 1 or shape.K // p["SPLITS"] >= 256)
+    assert dispatch._splitk_wt_params(Shape(64, 4096, 700), 132)["SPLITS"] == 2
+
+
+@pytest.mark.parametrize("shape, layout, params", [
+    ((4096, 4096, 4096), ("row", "row"), {"BM": 128, "BN": 256}),
+    ((2048, 2048, 2048), ("row", "col"), {"BM": 128, "BN": 128}),   # 128x256 tiles: 128 blocks, no full wave
+    ((1000, 1000, 777), ("row", "row"), {"BM": 64, "BN": 64}),      # 64 128x128 tiles < 132 SMs
+])
+def test_bf16_rule_sizes_the_tensor_core_tile(shape, layout, params):
+    """mma_bf16's tile by waves, where no wgmma kernel is registered."""
+    reg = SubsetRegistry(names=("mma_bf16", "tma_bf16"), extra=[])
+    choice = dispatch.choose(Shape(*shape), reg, dispatch.Table(device={"sm_count": 132}), "bf16", layout)
+    assert choice.kernel == "mma_bf16" and choice.reason.startswith("tensor cores")
+    assert {k: choice.params[k] for k in params} == params
+
+
+def test_bf16_rule_picks_the_builtin_wgmma_kernel():
+    """With every built-in registered, a large BF16 problem TMA can describe goes to wgmma_bf16."""
+    choice = dispatch.choose(Shape(4096, 4096, 4096), FULL, dispatch.Table(device={"sm_count": 132}), "bf16")
+    assert choice.kernel == "wgmma_bf16" and choice.reason.startswith("tensor cores")
+
+
+def test_bf16_rule_prefers_a_registered_wgmma_kernel():
+    wg = FakeSpec(name="wgmma_bf16", source="x.cu", defaults={"BN": 128}, precisions=("bf16",),
+                  layouts=(("row", "row"), ("row", "col")))
+    reg = SubsetRegistry(names=("mma_bf16", "tma_bf16"), extra=[wg])
+    assert dispatch.choose(Shape(4096, 4096, 4096), reg, precision="bf16").kernel == "wgmma_bf16"
+    assert dispatch.choose(Shape(1000, 1000, 777), reg, precision="bf16").kernel == "mma_bf16"  # 64x64 first

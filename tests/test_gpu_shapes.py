@@ -1,4 +1,4 @@
-"""GPU correctness of the issue-10 kernels (gemv_rows, small_tile, slicedk) and of kernel=auto on
+"""GPU correctness of the issue-10 kernels (gemv_rows, small_tile, slicedk, streamk, splitk_warptile) and of kernel=auto on
 edge shapes: odd M, N, K; N not a multiple of 4 (gemv_rows' scalar path); K not a multiple of the
 chunk; M above MT; one element. Small-integer inputs, compared exactly: a dropped, doubled or
 misplaced k term fails. Each point stops after verification and the safety nets (check_only)."""
@@ -28,6 +28,22 @@ def test_exact_on_edge_shapes(tmp_path, kernel, params, shape):
                      "inputs": {"distribution": "integers"}}, tmp_path / "p", check_only=True)
     assert rec["status"] == "checked", rec["error"]
     assert rec["verification"]["passed"] and rec["guard_bands"] == "intact"
+
+
+WARP = {"BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
+STREAMK = [("streamk", {}), ("streamk", {"BM": 64, "BN": 128, **WARP, "MINB": 4, "WPS": 4}),
+           ("streamk", {"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4, "WPS": 4}),
+           ("splitk_warptile", {"SPLITS": 3}), ("splitk_warptile", {"BM": 64, "BN": 128, **WARP, "MINB": 4, "SPLITS": 7})]
+# on 132 SMs: 3000x3000x33 is the hybrid (576 tiles of 128x128: 312 stream-K over 264 workers, 264
+# data-parallel); 256x256x4096 all stream-K (4 tiles, 264 workers); 2048^2 x 40 data-parallel only
+STREAMK_SHAPES = SHAPES + [(3000, 3000, 33), (256, 256, 4096), (2048, 2048, 40), (1000, 3000, 777)]
+
+
+@pytest.mark.parametrize("shape", STREAMK_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel, params", STREAMK, ids=lambda v: str(v))
+def test_streamk_splitk_exact(tmp_path, kernel, params, shape):
+    """Every schedule (stream-K only, hybrid, data-parallel only) and split count, exactly."""
+    test_exact_on_edge_shapes(tmp_path, kernel, params, shape)
 
 
 @pytest.mark.parametrize("shape", [(1, 4096, 4096), (64, 4096, 4096), (256, 256, 4096), (35, 79, 19)],

@@ -36,6 +36,10 @@ BUILTINS = {
     "gemv_rows": "gemmlab_plugins.gemv_rows",
     "small_tile": "gemmlab_plugins.small_tile",
     "slicedk": "gemmlab_plugins.slicedk",
+    "splitk_warptile": "gemmlab_plugins.streamk",
+    "streamk": "gemmlab_plugins.streamk",
+    "wgmma_bf16": "gemmlab_plugins.wgmma_bf16",
+    "wgmma_tf32": "gemmlab_plugins.wgmma_tf32",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}

@@ -351,28 +351,29 @@ def test_no_family_section_without_kernel_auto_records(built):
 
 
 def test_family_section_from_the_h200_shapes_records(tmp_path):
-    """The committed H200 run (45 kernel=auto records of the suite beside 27 tune records of fixed
+    """The committed H200 run (45 kernel=auto records of the suite beside 69 tune records of fixed
     kernels): the report adds the per-family section with issue 10's verdicts over the 45 auto
     points only, in report.md and report.html, and families.png."""
     rows = report.collect([SHAPES_H200])
-    assert len(rows) == 72
+    assert len(rows) == 114
     written = report.write_report(rows, tmp_path / "out")
     assert written["families"].read_bytes()[:8] == PNG_MAGIC
     md = written["md"].read_text()
     section = md.split("## Shape suite: kernel=auto per family")[1].split("## Results")[0]
-    assert "| **all** | 45 | 45 | **81.1** | 34.7 | | |" in section
-    assert "| k_heavy | 3 | 3 | 37.2 | 34.7 (256x256x65536) | 2.88 | splitk x3 |" in section
-    assert "- PASS: every point valid (45/45)" in section and "- FAIL: geomean >= 90% of baseline" in section
-    assert ("| decode | 1x4096x4096 | gemv_rows | MT=1 NT=16 KW=8 U=8 | table | ok | 0.01948 | 0.01774 | 91.1 |"
+    assert "| **all** | 45 | 45 | **103.3** | 70.4 | | |" in section
+    assert "| k_heavy | 3 | 3 | 88.5 | 87.9 (128x1024x32768) | 1.14 | splitk_warptile x3 |" in section
+    assert "- PASS: every point valid (45/45)" in section and "- PASS: geomean >= 90% of baseline" in section
+    assert ("| decode | 1x4096x4096 | gemv_rows | MT=1 NT=16 KW=8 U=8 | table | ok | 0.01950 | 0.01784 | 91.5 |"
             in section)
-    assert "| k_heavy | 128x1024x32768 | splitk | BM=64 BN=64 BK=16 TM=8 TN=2 SPLITS=9 | rule: K-heavy |" in section
+    assert ("| square | 1024x1024x1024 | streamk | BM=128 BN=128 BK=8 WM=32 WN=64 TM=8 TN=8 MINB=2 WPS=2 | "
+            "rule: medium |") in section
     assert "![kernel=auto vs the baseline per shape](families.png)" in section
     shape_rows = [line for line in section.splitlines() if line.count(" | ") == 8 and not line.startswith("| family")]
-    assert len(shape_rows) == 45  # the 27 tune records (no dispatch field) are not points of the section
+    assert len(shape_rows) == 45  # the 69 tune records (no dispatch field) are not points of the section
     page = written["html"].read_text()
     head, body, _ = _table(page, "families-table")
     assert head[:4] == ["family", "points", "valid", "geomean % of cublas"] and len(body) == 10
-    assert [c for c, _ in body[-1]][:4] == ["all", "45", "45", "81.1"]
+    assert [c for c, _ in body[-1]][:4] == ["all", "45", "45", "103.3"]
     head, body, _ = _table(page, "families-points")
     assert len(body) == 45 and head[4] == "chosen by"
     assert len(re.findall(r"<img alt=", page)) == 5

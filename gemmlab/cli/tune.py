@@ -15,7 +15,8 @@ every shape and drops the alternatives of the most expensive ones. Then
 
 Candidates only name kernels that are registered and accept the shape (their ``check``); kernels
 from other plugins are used when registered (``sgemm_*`` with their defaults, ``splitk`` with
-SPLITS sized by the SM count).
+SPLITS sized by the SM count; ``streamk`` and ``splitk_warptile`` with the rules' tile, WPS and
+SPLITS variants).
 """
 
 from __future__ import annotations
@@ -50,32 +51,40 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
     mt = 1
     while mt < min(m, 16):
         mt *= 2
+    sms = dispatch.DEFAULT_SM_COUNT
+    streamk = dispatch._streamk_params(shape, sms)
     out: list[tuple[str, dict]] = []
     if family == "decode":
         if m <= 16:
             for nt in (16, 32, 64):
                 for u in (4, 8):
                     out.append(("gemv_rows", {"MT": mt, "NT": nt, "KW": 8, "U": u}))
+            if m >= 8:  # half or all of a 16-row warp tile used: stream-K over 16 x 128 tiles
+                out.append(("streamk", dict(dispatch.STREAMK_16)))
             out += [_sk(16, 32, 8, bk=8)]
         else:
-            out += [_sk(32, 32, 4), _sk(16, 32, 8, bk=8), _sk(32, 64, 4), _sk(64, 64, 2),
+            out += [("streamk", {**streamk, "WPS": 2}), ("splitk_warptile", dispatch._splitk_wt_params(shape, sms)),
+                    _sk(32, 32, 4), _sk(16, 32, 8, bk=8), _sk(32, 64, 4), _sk(64, 64, 2),
                     ("gemv_rows", {"MT": 16, "NT": 32, "KW": 8, "U": 8}), ("tiled", dict(SEED_TILE))]
-        out += [(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS]
+        out += [(k, dispatch._splitk_params(shape, sms)) for k in SPLIT_KERNELS]
     elif family == "tiny":
-        out += [("small_tile", {"BX": 16, "BY": 16, "KS": 1}), ("small_tile", {"BX": 16, "BY": 16, "KS": 4}),
-                ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8, bk=8), _sk(16, 16, 16, bk=8),
-                _sk(32, 32, 4),
+        out += [_sk(16, 16, 2, bk=8), _sk(16, 16, 4, bk=8), _sk(16, 16, 16, bk=8),
+                ("small_tile", {"BX": 16, "BY": 16, "KS": 1}), ("small_tile", {"BX": 16, "BY": 16, "KS": 4}),
+                ("small_tile", {"BX": 32, "BY": 8, "KS": 4}), _sk(16, 32, 8, bk=8), _sk(32, 32, 4),
                 ("naive", {"BX": 16, "BY": 16}), ("tiled", {"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 1})]
     elif family == "k_heavy":
-        splits = dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)["SPLITS"]
+        wt = dispatch._splitk_wt_params(shape, sms)
+        out += [("splitk_warptile", {**wt, "SPLITS": s}) for s in sorted({max(1, wt["SPLITS"] // 2), wt["SPLITS"]})]
+        out += [("streamk", {**streamk, "WPS": 1, "MINB": 1})]
+        splits = dispatch._splitk_params(shape, sms)["SPLITS"]
         out += [(k, {"SPLITS": s}) for k in SPLIT_KERNELS for s in sorted({max(1, splits // 2), splits, 2 * splits})]
         out += [_sk(16, 16, 16, bk=8), _sk(16, 32, 8, bk=8), _sk(16, 32, 8), _sk(32, 32, 4), _sk(32, 64, 4)]
-    else:  # large, medium, odd, skinny: the big kernels, two tiled tiles, slicedk where tiles are few
-        out += [(k, {}) for k in LARGE_KERNELS]
+    else:  # large, medium, odd, skinny: the big kernels, stream-K, two tiled tiles, slicedk where tiles are few
+        out += [("streamk", streamk)] + [(k, {}) for k in LARGE_KERNELS]
         out += [("tiled", dict(OPTUNA_TILE)), ("tiled", dict(SEED_TILE))]
         if family in ("tall_skinny", "short_wide", "odd"):
             out += [_sk(32, 32, 4), _sk(64, 64, 2)]
-        out += ([(k, dispatch._splitk_params(shape, dispatch.DEFAULT_SM_COUNT)) for k in SPLIT_KERNELS]
+        out += ([(k, dispatch._splitk_params(shape, sms)) for k in SPLIT_KERNELS]
                 if family in ("tall_skinny", "short_wide") else [])
     return out
 
@@ -113,7 +122,7 @@ def point_dir(out: Path, family: str, shape: Shape, kernel: str, params: Mapping
 
 def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] = (), budget_s: float | None = None,
               base_config: Mapping[str, Any] | None = None, log: Callable[[str], None] = print,
-              run: Callable | None = None, precision: str = dispatch.DEFAULT_PRECISION) -> dict:
+              run: Callable | None = None, precision: str = dispatch.DEFAULT_PRECISION, kernels: Sequence[str] = ()) -> dict:
     """Measure the candidates of every selected shape: the rules' choice of every shape first, then
     the variants, cheapest shapes first (so a budget cuts the expensive shapes' alternatives).
 
@@ -126,6 +135,8 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
             exists (each point in a reused worker process, a faulty one costs only itself), else
             ``gemmlab.run.pipeline.run_point``.
         precision: the ``precision`` of every point (the table is keyed by it).
+        kernels: measure only variants of these kernels (the rules' choice of every shape is
+            always measured); empty: all.
 
     Returns:
         ``{"done": n, "skipped_existing": n, "cut": n, "failed": n, "seconds": s}``.
@@ -146,7 +157,7 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     plan += [(fam, s, *cands[0]) for fam, s, cands in per_shape if cands]
     firsts = len(plan)
     rest = [(s.M * s.K + s.K * s.N + s.M * s.N, i, fam, s, *c) for fam, s, cands in per_shape
-            for i, c in enumerate(cands[1:], 1)]
+            for i, c in enumerate(cands[1:], 1) if not kernels or c[0] in kernels]
     plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
     stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "cut": 0, "failed": 0}
     for n, (fam, s, kernel, params) in enumerate(plan):
@@ -195,8 +206,13 @@ def sweep_main(args) -> int:
                             "verify": {"max_full": args.max_full}, "plugin_dirs": list(args.plugin_dirs)}
     if args.baseline is None:
         base.pop("baseline")
+    kernels = [k for k in (args.kernels or "").split(",") if k]
+    unknown = sorted(set(kernels) - set(registry.kernels))
+    if unknown:
+        from gemmlab.errors import ConfigError
+        raise ConfigError("kernels", f"unknown kernel {unknown[0]!r}; registered: {', '.join(sorted(registry.kernels))}")
     stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base,
-                      precision=args.precision)
+                      precision=args.precision, kernels=kernels)
     print(f"{args.out}: {stats}")
     return 0
 
@@ -206,6 +222,8 @@ def add_parser(sub) -> None:
     s = sub.add_parser("sweep", help="measure candidate kernels over the shape suite (records for build)")
     s.add_argument("--out", required=True, help="sweep folder (re-running resumes: existing points are skipped)")
     s.add_argument("--families", help="comma-separated families (default: all)")
+    s.add_argument("--kernels", help="comma-separated kernels: only their variants are measured (the rules' "
+                   "choice of every shape always is; default: all)")
     s.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
     s.add_argument("--budget", type=float, help="seconds; no new point starts after it")
     s.add_argument("--baseline", default="cublas", help="baseline kernel measured alternately (default cublas)")

@@ -42,6 +42,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from gemmlab.stages import record_model as results
@@ -240,6 +241,56 @@ def _splitk_params(shape: Shape, sms: int) -> dict[str, int]:
     return {"SPLITS": max(1, min(_cdiv(2 * sms, tiles), shape.K // 512))}
 
 
+# streamk / splitk_warptile tiles by (BM, BN): warp tiles of 32x64 with 8x8 per thread (sgemm_warptile's
+# mapping); WPS = MINB = the blocks of that many threads that fit one SM at <= 128 registers
+_STREAMK_TILES = MappingProxyType({(128, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 8})
+
+
+def _streamk_params(shape: Shape, sms: int) -> dict[str, int]:
+    """streamk (or splitk_warptile without WPS) parameters: a 128x128 warp-tiled tile, halved to 64
+    along M or N when that side is at most 64 (a skinny output wastes no half tile)."""
+    bm = 64 if shape.M <= 64 else 128
+    bn = 64 if shape.N <= 64 else 128
+    per_sm = _STREAMK_TILES[(bm, bn)]
+    return {"BM": bm, "BN": bn, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINB": per_sm, "WPS": per_sm}
+
+
+def _splitk_wt_params(shape: Shape, sms: int) -> dict[str, int]:
+    """splitk_warptile parameters: streamk's tile, SPLITS = the most K slices whose blocks still fit
+    one wave (tiles x SPLITS <= WPS x SMs: no second, partial wave), each slice at least 256 long.
+    On the H200 at 512x512x16384: 16 splits (256 blocks) ran in 0.219 ms with 8 splits and 0.305 ms
+    with 17 (272 blocks, 8 in a second wave); at 256x256x65536 66 splits (264 blocks) 0.201 ms."""
+    p = _streamk_params(shape, sms)
+    tiles = _cdiv(shape.M, p["BM"]) * _cdiv(shape.N, p["BN"])
+    p["SPLITS"] = max(1, min(p.pop("WPS") * sms // tiles, shape.K // 256))
+    return p
+
+
+# streamk over 16 x 128 warp tiles (2 warps of 16 x 64, 4 x 8 per thread, BK = 16): decode with
+# 8 < M <= 16 (16x4096x4096 on the H200: 0.0439 ms, 178.8% of cuBLAS; gemv_rows 151.7%)
+STREAMK_16 = MappingProxyType({"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4,
+                               "WPS": 4})
+
+
+PIPELINED_TILE = (128, 256)  # sgemm_pipelined's default block tile, one block per SM
+FULL_WAVES = 0.9  # sgemm_pipelined first only when its tiles use at least this share of their waves
+
+
+def _wave_efficiency(shape: Shape, tile: tuple[int, int], sms: int) -> float:
+    """Useful share of the block slots of a one-block-per-SM kernel with this output tile: M*N over
+    (whole waves x SMs x tile area); 1.0 when the last wave is full and no tile hangs past M or N."""
+    blocks = _cdiv(shape.M, tile[0]) * _cdiv(shape.N, tile[1])
+    return shape.M * shape.N / (_cdiv(blocks, sms) * sms * tile[0] * tile[1])
+
+
+def _tiny_slicedk_params(k: int) -> dict[str, int]:
+    """slicedk for tiny shapes with short K (16^3 <= M*N*K < 64^3 or K < 64): 16x16 tiles, BK = 8,
+    one chunk per slice (KS = ceil(K/8), at most 16), so each thread waits for one load round trip
+    instead of K dependent ones (16x16x16 on the H200: KS=2 2.14 us, 104.8% of cuBLAS; small_tile
+    KS=1 3.57 us, 61.6%)."""
+    return {"BM": 16, "BN": 16, "BK": 8, "TM": 4, "TN": 4, "KS": min(16, _cdiv(k, 8))}
+
+
 def _slices(k: int) -> int:
     """small_tile's KS: K split in up to 4 slices of at least 32 (1 below K = 64)."""
     return 1 if k < 64 else 2 if k < 128 else 4
@@ -267,25 +318,31 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     the README, "How kernel=auto decides"):
 
     - ``decode``: M <= 16 with N*K >= 2^20, or M <= 64 with N*K >= 2^22 (rows times a weight
-      matrix): M <= 16: gemv_rows (B streamed once with float4 loads, K split over 8 warps), then
-      slicedk; 16 < M <= 64: slicedk first; then split-K.
-    - ``tiny``: M*N*K <= 256^3. Launch-bound; fewest instructions per output win: the naive kernel
-      (one output per thread) beat the 64x64 tiled one at 64^3..256^3 on the H200 (3.4 vs 5.4 us,
-      11.3 vs 17.5 us: docs/results/sweeps-h200.md) but took 1.73x cuBLAS's time at 256^3
-      (tests/data/h200), so: slicedk (register tiles, K sliced in the block) when K >= 64 and
-      M*N*K >= 64^3, then small_tile (naive's mapping with K split in KS slices), then naive.
-    - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): split-K, then
-      slicedk (K sliced inside the block; the largest tile giving one block per SM, else 16x16
-      with 16 slices), then small_tile.
-    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: the large-tile kernels,
-      each only if its own launch has at least one block per SM (no partial first wave).
-    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: 64x64 kernels (same test).
-    - ``small``: anything else: slicedk, small_tile, 32x32 tiled, the seed tile.
+      matrix): M <= 8: gemv_rows (B streamed once with float4 loads, K split over 8 warps);
+      8 < M <= 16: streamk over 16x128 warp tiles (16x4096x4096 on the H200: 214.5% of cuBLAS
+      vs gemv_rows' 151.7%); 16 < M <= 64: splitk_warptile over 64x128 tiles (70-74% vs
+      slicedk's 43-50%), then streamk; then slicedk, gemv_rows, split-K.
+    - ``tiny``: M*N*K <= 256^3. Launch-bound: the fewest dependent memory round trips per thread
+      win. slicedk (register tiles, K sliced in the block) 16x16 with KS = 16 when K >= 64 and
+      M*N*K >= 64^3, else (K >= 8, M*N*K >= 16^3) one BK = 8 chunk per slice (16^3: 2.16 us vs
+      small_tile's 3.57 and cuBLAS's 2.30); then small_tile (naive's mapping with K split in KS
+      slices; 1^3: 1.25 us, cuBLAS 3.18), then naive.
+    - ``k_heavy``: fewer 64x64 output tiles than SMs and K >= 16 * max(M, N): splitk_warptile
+      (SPLITS filling exactly one wave: 87.9-89.1% of cuBLAS), streamk, the 64x64 split-K, then
+      slicedk (K sliced inside the block), then small_tile.
+    - ``large``: at least one wave of 128x128 tiles and min(M, N) >= 128: sgemm_pipelined first
+      only where its 128x256 tiles use >= 90% of their waves' block slots (else a partial wave
+      or a tile past N costs it 15-45 points: docs/results/shapes-h200.md), otherwise streamk
+      first (data-parallel at whole waves, stream-K for the last one); each candidate only if its
+      own launch has at least one block per SM.
+    - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: streamk, then 64x64 kernels.
+    - ``small``: anything else: slicedk, streamk, small_tile, 32x32 tiled, the seed tile.
+    - ``tensor_core`` (bf16, fp16): :func:`_tensor_core_rule`.
     - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
       the preferred kernels reject).
 
-    Precisions other than fp32 and layouts other than row/row go straight to ``any``: the first
-    registered kernel that declares support (v2 contract ``precisions``/``layouts``).
+    Layouts other than row/row in fp32 (and tf32) go straight to ``any``: the first registered
+    kernel that declares support (v2 contract ``precisions``/``layouts``).
     """
     m, n, k = shape
     out: list[Rule] = []
@@ -294,34 +351,77 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
             gemv = ("gemv_rows", _gemv_params(shape, sms))
             sliced = ("slicedk", _slicedk_params(shape, sms))
             out.append(Rule("decode", f"decode-like: M = {m} <= {16 if m <= 16 else 64} rows against a {k}x{n} "
-                            "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 16 else
-                                                 "register tiles with K sliced in the block (slicedk), then gemv_rows"),
-                            (gemv, sliced, ("splitk", _splitk_params(shape, sms))) if m <= 16 else (sliced, gemv, ("splitk", _splitk_params(shape, sms)))))
+                            "weight matrix: " + ("stream B once (gemv_rows), K split over warps" if m <= 8 else
+                                                 "stream-K over 16-row warp tiles (streamk)" if m <= 16 else
+                                                 "split-K over 64-row warp tiles (splitk_warptile)"),
+                            (gemv, ("streamk", dict(STREAMK_16)), sliced, ("splitk", _splitk_params(shape, sms)))
+                            if m <= 8 else
+                            (("streamk", dict(STREAMK_16)), gemv, sliced, ("splitk", _splitk_params(shape, sms)))
+                            if m <= 16 else
+                            (("splitk_warptile", _splitk_wt_params(shape, sms)), ("streamk", _streamk_params(shape, sms)),
+                             sliced, gemv, ("splitk", _splitk_params(shape, sms)))))
         if m * n * k <= TINY:
             out.append(Rule("tiny", f"tiny: M*N*K = {m * n * k} <= 256^3: launch-bound; K sliced inside the block to "
                             "shorten each thread's serial chain",
-                            ((("slicedk", _slicedk_params(shape, sms)),) if k >= 64 and m * n * k >= 64 ** 3 else ())
+                            ((("slicedk", _slicedk_params(shape, sms)),) if k >= 64 and m * n * k >= 64 ** 3 else
+                             (("slicedk", _tiny_slicedk_params(k)),) if k >= 8 and m * n * k >= 16 ** 3 else ())
                             + (("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), ("naive", {"BX": 16, "BY": 16}))))
         tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
         if tiles64 < sms and k >= 16 * max(m, n):
             out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
                             "split K (across blocks, else inside the block)",
-                            (("splitk", _splitk_params(shape, sms)), ("slicedk", _slicedk_params(shape, sms)),
+                            (("splitk_warptile", _splitk_wt_params(shape, sms)), ("streamk", _streamk_params(shape, sms)),
+                             ("splitk", _splitk_params(shape, sms)), ("slicedk", _slicedk_params(shape, sms)),
                              ("small_tile", {"BX": 16, "BY": 8, "KS": 8}), _TILED32)))
         tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
+        streamk = ("streamk", _streamk_params(shape, sms))
         if tiles128 >= sms and min(m, n) >= 128:
-            out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs (at least one full wave)",
-                            _LARGE, min_blocks=sms))
+            big = _cdiv(m, PIPELINED_TILE[0]) * _cdiv(n, PIPELINED_TILE[1])
+            eff = _wave_efficiency(shape, PIPELINED_TILE, sms)
+            if big >= sms and eff >= FULL_WAVES:
+                out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs; {big} 128x256 "
+                                f"tiles use {eff:.0%} of their waves' block slots (>= {FULL_WAVES:.0%})",
+                                _LARGE + (streamk,), min_blocks=sms))
+            else:
+                out.append(Rule("large", f"large: {tiles128} 128x128 output tiles >= {sms} SMs, but {big} 128x256 "
+                                f"tiles use only {eff:.0%} of their waves' block slots: stream-K hybrid (full waves)",
+                                (streamk,) + _LARGE, min_blocks=sms))
         elif tiles64 >= sms and min(m, n) >= 64:
             out.append(Rule("medium", f"medium: {tiles64} 64x64 output tiles >= {sms} SMs, no full wave of "
-                            "128x128 tiles or min(M, N) < 128", _MEDIUM, min_blocks=sms))
+                            "128x128 tiles or min(M, N) < 128: stream-K hybrid first", (streamk,) + _MEDIUM,
+                            min_blocks=sms))
         else:
             out.append(Rule("small", f"small: {tiles64} 64x64 output tiles < {sms} SMs or min(M, N) < 64: "
                             "smaller tiles fill more SMs",
-                            (("slicedk", _slicedk_params(shape, sms)), ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}),
-                             _TILED32, ("tiled", {}))))
+                            (("slicedk", _slicedk_params(shape, sms)), streamk,
+                             ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), _TILED32, ("tiled", {}))))
+    elif precision in ("bf16", "fp16"):
+        out.append(_tensor_core_rule(shape, sms))
     out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
     return out
+
+
+_MMA16_128 = ("mma_bf16", {"BM": 128, "BN": 128, "WN": 32, "STAGES": 4})
+_MMA16_64 = ("mma_bf16", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 64})
+
+
+def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
+    """bf16/fp16 (2-byte A and B, float32 C): the tensor-core kernels that declare the precision and
+    layout, largest tile that still fills the GPU first. ``wgmma_bf16`` (another branch's kernel) is
+    tried with its defaults where registered; ``tma_bf16`` (wgmma fed by TMA, B column-major, K % 8
+    == 0) where its layout and check allow; ``mma_bf16`` (mma.sync) with the 128x256 tile when
+    its tiles use >= 90% of their waves' block slots, the 128x128 tile when there is a wave of them,
+    else 64x64."""
+    eff = _wave_efficiency(shape, PIPELINED_TILE, sms)
+    tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
+    if _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= sms and eff >= FULL_WAVES:
+        return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots",
+                    (("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
+    if tiles128 >= sms:
+        return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles >= {sms} SMs, 128x256 tiles would use "
+                    f"{eff:.0%} of their waves", (("wgmma_bf16", {}), _MMA16_128, ("tma_bf16", {}), _MMA16_64))
+    return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles < {sms} SMs: 64x64 tiles fill more SMs",
+                (_MMA16_64, ("tma_bf16", {"BN": 64}), ("wgmma_bf16", {}), _MMA16_128))
 
 
 # --- choosing -------------------------------------------------------------------------------------

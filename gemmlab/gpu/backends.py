@@ -245,7 +245,7 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
 
     Raises:
         ConfigError: field ``kernel`` (unknown argument, a workspace pointer without a
-            workspace), or a TMA rule (see :func:`gemmlab.gpu.tma.check`).
+            workspace), or a TMA rule (see :func:`gemmlab.contract.tma_rules.check`).
     """
     maps = []
     for arg in args:

@@ -7,7 +7,8 @@
 // Reference for every helper: PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution):
 //   mbarrier.init / mbarrier.arrive.expect_tx / mbarrier.try_wait.parity   9.7.13.15 (mbarrier)
 //   fence.proxy.async, fence.mbarrier_init                                9.7.13.4 (membar/fence)
-//   cp.async.bulk.tensor                                                  9.7.9.25.5 (bulk tensor copy)
+//   cp.async.bulk.tensor (.multicast::cluster)                            9.7.9.25.5 (bulk tensor copy)
+//   mapa + mbarrier.arrive.shared::cluster (remote arrival)               9.7.9.22, 9.7.13.15
 // CUDA driver API "Tensor Map Object Management" for the CUtensorMap layout (CU_TENSOR_MAP_NUM_QWORDS 16).
 #pragma once
 
@@ -88,6 +89,34 @@ __device__ __forceinline__ void tma_load_2d(void *dst_smem, const CUtensorMap *t
 /// cache ahead of first use. PTX ISA: prefetch.tensormap (sm_90).
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(tmap)) : "memory");
+}
+
+
+/// `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster
+/// [dst], [tmap, {c0, c1}], [bar], mask;` TMA with multicast: the box lands at the same
+/// shared-memory offset `dst` in every CTA of the cluster whose bit is set in `cta_mask`, and
+/// completes its byte count on the mbarrier at the offset of `bar` in each of them. Issue from one
+/// thread. PTX ISA: cp.async.bulk.tensor (.multicast::cluster, sm_90).
+__device__ __forceinline__ void tma_load_2d_multicast(void *dst_smem, const CUtensorMap *tmap, int c0, int c1,
+                                                      unsigned long long *bar, unsigned short cta_mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3}], [%4], %5;\n"
+               ::"r"(smem_addr(dst_smem)), "l"(reinterpret_cast<unsigned long long>(tmap)), "r"(c0), "r"(c1),
+               "r"(smem_addr(bar)), "h"(cta_mask)
+               : "memory");
+}
+
+/// `mapa.shared::cluster.u32 r, bar, rank; mbarrier.arrive.shared::cluster.b64 _, [r];` arrive
+/// once on the mbarrier at the offset of `bar` in the CTA of cluster rank `rank` (this CTA's own
+/// rank included), with the default (.release.cta) semantics: enough to hand a stage that wgmma
+/// (async proxy, completed by wgmma.wait_group) has finished reading back to a TMA producer. An
+/// explicit `.release.cluster` compiles to MEMBAR.ALL.GPU before every arrival (measured: the
+/// 2-CTA wgmma GEMM ran at 54% of its 1-CTA speed with it). PTX ISA: mapa, mbarrier.arrive (sm_90).
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned long long *bar, unsigned rank) {
+  asm volatile("{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+               " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+               ::"r"(smem_addr(bar)), "r"(rank)
+               : "memory");
 }
 
 }  // namespace gemmlab

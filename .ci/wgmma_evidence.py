@@ -1,0 +1,160 @@
+"""GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
+
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2]
+
+Same harness as .ci/tc_evidence.py (imported: gemmlab's own pipeline per case, NaN-filled C,
+float64 verification of the rounded inputs, timing=graph, baseline=cublas in the same precision
+and layout at the large shapes; a direct re-run that localises the wrong elements when a point
+fails; each group in its own child process with a deadline, so a hang or a fault costs only its
+group). Groups: partial tiles (TMA-describable) and 4096^3 per precision/layout, tile/stage
+variants at 4096^3, 2-CTA clusters, 8192^3. Optional compute-sanitizer runs at small shapes.
+The last thing printed is a short table; OUT_DIR/summary.json holds every row.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / ".ci"))
+import tc_evidence as tc  # noqa: E402
+
+B4 = (4096, 4096, 4096)
+B8 = (8192, 8192, 8192)
+# partial-tile suite, made TMA-describable (K % 8 for bf16, also N % 8 for row-major B, K % 4 tf32)
+SMALL_BF16_COL = [(1, 1, 8), (31, 33, 24), (63, 65, 40), (100, 100, 104), (4097, 1, 8), (35, 79, 24), (300, 129, 200)]
+SMALL_BF16_ROW = [(1, 8, 8), (31, 40, 24), (63, 72, 40), (100, 104, 104), (4097, 8, 8), (35, 80, 24)]
+SMALL_TF32 = [(1, 1, 4), (31, 33, 20), (63, 65, 36), (100, 100, 100), (4097, 1, 4), (35, 79, 20)]
+REFUSED = [("wgmma_bf16", "bf16", "col", (31, 33, 17), {}, False), ("wgmma_bf16", "bf16", "row", (31, 33, 24), {}, False)]
+
+GROUPS = {
+    "bf16_col": [("wgmma_bf16", "bf16", "col", s, {}, False) for s in SMALL_BF16_COL]
+    + [("wgmma_bf16", "bf16", "col", B4, {}, True)] + REFUSED,
+    "bf16_row": [("wgmma_bf16", "bf16", "row", s, {}, False) for s in SMALL_BF16_ROW]
+    + [("wgmma_bf16", "bf16", "row", B4, {}, True)],
+    "tf32": [("wgmma_tf32", "tf32", "col", s, {}, False) for s in SMALL_TF32]
+    + [("wgmma_tf32", "tf32", "col", B4, {}, True)],
+    "variants": [("wgmma_bf16", "bf16", "col", shape, v, shape == B4)
+                 for v in ({"BN": 128, "STAGES": 6}, {"BM": 256, "BN": 128}, {"STAGES": 3}, {"GROUP_M": 16})
+                 for shape in ((63, 65, 40), B4)],
+    "cluster": [("wgmma_bf16", "bf16", "col", s, {"CLUSTER": 2}, False) for s in ((31, 33, 24), (300, 129, 200), (35, 79, 24))]
+    + [("wgmma_bf16", "bf16", "col", B4, {"CLUSTER": 2}, True),
+       ("wgmma_bf16", "bf16", "row", (300, 136, 200), {"CLUSTER": 2}, False),
+       ("wgmma_bf16", "bf16", "row", B4, {"CLUSTER": 2}, True),
+       ("wgmma_tf32", "tf32", "col", (300, 129, 200), {"CLUSTER": 2}, False),
+       ("wgmma_tf32", "tf32", "col", B4, {"CLUSTER": 2}, True)],
+    "big": [("wgmma_bf16", "bf16", "col", B8, {}, True), ("wgmma_bf16", "bf16", "col", B8, {"CLUSTER": 2}, True),
+            ("wgmma_bf16", "bf16", "row", B8, {}, True), ("wgmma_tf32", "tf32", "col", B8, {}, True)],
+}
+SHARE = {"bf16_col": 0.16, "bf16_row": 0.1, "tf32": 0.1, "variants": 0.2, "cluster": 0.2, "big": 0.24}
+SANITIZE = [("wgmma_bf16", "bf16", "col", (65, 129, 200), {}, "racecheck"),
+            ("wgmma_bf16", "bf16", "row", (63, 72, 40), {}, "memcheck"),
+            ("wgmma_bf16", "bf16", "col", (300, 129, 200), {"CLUSTER": 2}, "racecheck"),
+            ("wgmma_tf32", "tf32", "col", (31, 33, 20), {}, "memcheck")]
+
+# second call (--set 2): the 2-CTA cluster without the cluster-scope release on every stage
+# arrival, ping-pong consumers, and the candidates at 8192^3 and the ladder's other shapes
+MULTI = (2100, 2050, 136)  # 17 x 17 tiles of 128: up to 3 tiles per CTA (ping-pong alternation)
+PP = {"SCHED": 2, "BN": 128, "STAGES": 6}
+PPC = {**PP, "CLUSTER": 2}
+C2 = {"CLUSTER": 2}
+GROUPS_2 = {
+    "ref": [("wgmma_bf16", "bf16", "col", MULTI, {}, False), ("wgmma_bf16", "bf16", "col", B4, {}, True)],
+    "cluster": [("wgmma_bf16", "bf16", "col", s, C2, False) for s in ((300, 129, 200), MULTI)]
+    + [("wgmma_bf16", "bf16", "col", B4, C2, True), ("wgmma_bf16", "bf16", "row", B4, C2, True),
+       ("wgmma_tf32", "tf32", "col", B4, C2, True)],
+    "ping": [("wgmma_bf16", "bf16", "col", MULTI, PP, False), ("wgmma_bf16", "bf16", "col", B4, PP, True),
+             ("wgmma_bf16", "bf16", "col", MULTI, PPC, False), ("wgmma_bf16", "bf16", "col", B4, PPC, True),
+             ("wgmma_bf16", "bf16", "row", (2100, 2056, 136), PPC, False), ("wgmma_bf16", "bf16", "row", B4, PPC, True),
+             ("wgmma_tf32", "tf32", "col", MULTI, PPC, False), ("wgmma_tf32", "tf32", "col", B4, PPC, True)],
+    "big": [("wgmma_bf16", "bf16", "col", B8, v, True) for v in (C2, PPC)],
+}
+SHARE_2 = {"ref": 0.1, "cluster": 0.22, "ping": 0.38, "big": 0.3}
+# third call (--set 3): ping-pong with the strict main-loop order (named barriers) at 4096^3
+GROUPS_3 = {"ping": [("wgmma_bf16", "bf16", "col", B4, PP, True), ("wgmma_bf16", "bf16", "col", B4, PPC, True)]}
+SHARE_3 = {"ping": 1.0}
+SANITIZE_2 = [("wgmma_bf16", "bf16", "row", (300, 136, 200), C2, "racecheck"),
+              ("wgmma_bf16", "bf16", "col", (300, 129, 200), PPC, "racecheck"),
+              ("wgmma_bf16", "bf16", "col", (100, 100, 104), PP, "memcheck")]
+
+
+def sanitize(out: Path, deadline: float) -> list[dict]:
+    """compute-sanitizer through gemmlab's sanitizer field (the CLI, one point each)."""
+    rows = []
+    for kernel, precision, layout_b, shape, over, tool in SANITIZE:
+        case = (kernel, precision, layout_b, shape, over, False)
+        if time.time() > deadline - 5:
+            rows.append({"case": f"{tc.label(case)}-{tool}", "status": "skipped (budget)"})
+            continue
+        cmd = [sys.executable, "-m", "gemmlab", f"kernel={kernel}", f"precision={precision}", f"layout.b={layout_b}",
+               f"shape=[{','.join(map(str, shape))}]", f"sanitizer={tool}", "cache.enabled=false",
+               *[f"kernel.{k}={v}" for k, v in over.items()],
+               f"hydra.run.dir={out / 'sanitizer' / (tc.label(case) + '-' + tool)}"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(5, deadline - time.time()), cwd=ROOT,
+                                  env={**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"})
+            lines = [l for l in proc.stdout.splitlines() if "sanitizer" in l.lower()]
+            rows.append({"case": f"{tc.label(case)}-{tool}", "rc": proc.returncode,
+                         "line": " | ".join(l.strip() for l in lines)[:300],
+                         "stderr": proc.stderr.strip().splitlines()[-1:] if proc.returncode else []})
+        except subprocess.TimeoutExpired:
+            rows.append({"case": f"{tc.label(case)}-{tool}", "status": "timeout"})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    out = Path(args[0]).resolve()
+    global GROUPS, SHARE, SANITIZE
+    if "--set" in args and args[args.index("--set") + 1] == "2":
+        GROUPS, SHARE, SANITIZE = GROUPS_2, SHARE_2, SANITIZE_2
+    if "--set" in args and args[args.index("--set") + 1] == "3":
+        GROUPS, SHARE = GROUPS_3, SHARE_3
+    tc.GROUPS = GROUPS
+    budget = float(args[args.index("--budget") + 1]) if "--budget" in args else 150.0
+    if "--group" in args:
+        tc.worker(args[args.index("--group") + 1], out, float(args[args.index("--deadline") + 1]))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    groups = [g for g in GROUPS if "--only" not in args or g in args[args.index("--only") + 1].split(",")]
+    measure = budget * (0.75 if "--sanitizer" in args else 1.0)
+    total = sum(SHARE[g] for g in groups)
+    cumulative = 0.0
+    for group in groups:
+        cumulative += SHARE[group] / total
+        deadline = start + measure * cumulative
+        try:
+            subprocess.run([sys.executable, __file__, str(out), "--group", group, "--deadline", str(deadline),
+                            *(["--set", args[args.index("--set") + 1]] if "--set" in args else [])],
+                           timeout=max(5, deadline - time.time() + 8), cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            print(f"TIMEOUT group {group}", flush=True)
+    san = sanitize(out, start + budget) if "--sanitizer" in args else []
+    rows = []
+    for group in groups:
+        f = out / f"rows-{group}.jsonl"
+        if f.exists():
+            rows += [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
+    (out / "summary.json").write_text(json.dumps({"rows": rows, "sanitizer": san}, indent=1))
+    for s in san:
+        print("sanitizer", json.dumps(s))
+    print(f"\nwall {time.time() - start:.0f} s")
+    print("case | status | err/tol | ms | TFLOP/s | cuBLAS | % cuBLAS | regs | SASS | direct")
+    for r in rows:
+        print(" | ".join([r["case"], str(r["status"]), tc.fmt(r.get("max_err_over_tol"), "{:.3g}"),
+                          tc.fmt(r.get("median_ms"), "{:.4f}"), tc.fmt(r.get("tflops")), tc.fmt(r.get("cublas_tflops")),
+                          tc.fmt(r.get("pct_of_cublas")), tc.fmt(r.get("registers"), "{}"),
+                          json.dumps(r.get("sass"), separators=(",", ":")),
+                          str(r.get("direct_status", "")) + (f" bad={r.get('direct_bad')} nan={r.get('direct_nan')} rows%64={r.get('direct_bad_rows_mod')} cols%64={r.get('direct_bad_cols_mod')} sample={r.get('direct_sample')}" if "direct_bad" in r else "")
+                          + ("" if r["status"] == "ok" else f" err={str(r.get('error'))[:150]}")]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+// gemmlab built-in kernels "wgmma_bf16" and (through wgmma_tf32.cu) "wgmma_tf32":
+// warp-specialised, persistent Hopper GEMM (sm_90a). One template, ELEM = 2 (bf16 inputs) or 4
+// (float32 storage read as TF32).
+//
+// C (M x N, row-major float32) = A (M x K, row-major) @ B (K x N): B_MN_MAJOR = 0 for B stored
+// column-major (N x K, K contiguous: both operands K-major), 1 for B row-major (K x N, N
+// contiguous; bf16 only: wgmma reads it transposed, imm-trans-b = 1; TF32 wgmma has no transpose).
+//
+// Block: 3 warpgroups (384 threads). Warpgroup 0 is the producer (setmaxnreg.dec to 40; one
+// thread issues every TMA load), warpgroups 1 and 2 are consumers (setmaxnreg.inc to 232): each
+// owns BM/2 rows of the BM x BN tile and runs wgmma m64nBNk(32/ELEM) on them, BM/128 m64 blocks
+// each, float32 accumulators in registers. PINGPONG = 1: the two consumer warpgroups take
+// alternate tiles of the CTA's list instead (each computes a whole BM x BN tile, BM/64 m64 blocks;
+// named barriers 1 and 2 order their main loops strictly: 0, 1, 0, 1, ...), so one warpgroup's
+// epilogue overlaps the other's main loop; a stage is then read by 4 warps instead of 8. The
+// strict order is what keeps the parity waits valid: a warpgroup skips the other's stages, and
+// without it a stage barrier could be two phases ahead (the first H200 run, without the order,
+// faulted at 4096^3 where K / BK > STAGES, and passed only where every tile had fewer k-tiles).
+// Pipeline: a STAGES-deep ring of (A BM x BK, B BN x BK) tiles, BK = 128 bytes of K (64 bf16 or 32
+// float32: one 128-byte swizzle row), each stage with a "full" mbarrier (producer arrive_expect_tx
+// + TMA complete_tx) and an "empty" mbarrier (one arrival per consumer warp, per CTA of the
+// cluster). The producer waits for "empty" with the opposite parity (a fresh barrier's previous
+// phase counts as complete, so the first pass through the ring does not wait). A consumer keeps one
+// wgmma group in flight (wgmma.wait_group 1) and releases the previous stage.
+// Persistent: the grid is at most one CTA per SM (the plugin sizes it from the SM count); CTA b
+// takes the work units b, b + #CTAs, ... Units are ordered in groups of GROUP_M tile rows (the
+// column index runs fastest inside a group) so concurrently running CTAs share A and B panels in L2.
+// CLUSTER = 2: two CTAs (consecutive tile rows, the same tile column) form a cluster; each loads
+// its own A tile and half of the shared B tile, multicast to both (TMA .multicast::cluster), so B
+// crosses L2 once per pair. Each consumer warp then releases a stage in both CTAs (remote
+// mbarrier arrive), and both CTAs meet at a cluster barrier before exiting.
+// Edges: TMA zero-fills box elements outside M, N, K (and still counts their bytes), so partial
+// tiles need no other handling; the epilogue masks its stores (a full-tile fast path skips the
+// masks). Epilogue: accumulator registers straight to global memory (float2 stores where N is even).
+// Accumulator layout of m64nNk: warp w of the warpgroup owns rows 16w..16w+15;
+//   d[4j + 2h + v] = D(16w + g + 8h, 8j + 2t + v), g = lane / 4, t = lane % 4.
+#include "gemmlab/ptx.cuh"
+#include "gemmlab/wgmma.cuh"
+#include "gemmlab/cluster.cuh"
+
+/// `bar.sync id, count;` named barrier among `count` threads (a multiple of 32). PTX ISA: bar.sync.
+__device__ __forceinline__ void named_barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+/// `bar.arrive id, count;` arrive at a named barrier without waiting. PTX ISA: bar.arrive.
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+template <int ELEM, int BN, int B_MN_MAJOR>
+__device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long long da, unsigned long long db) {
+  if constexpr (ELEM == 2) gemmlab::wgmma_bf16<B_MN_MAJOR>(d, da, db);
+  else gemmlab::wgmma_tf32(d, da, db);
+}
+
+template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+           float *C, int M, int N, int K) {
+  constexpr int BK = 128 / ELEM;      // elements of K per stage: one 128-byte swizzle row
+  constexpr int KSTEP = 32 / ELEM;    // K per wgmma (16 bf16, 8 tf32): 32 bytes of the row
+  constexpr int WM = PINGPONG ? BM : BM / 2;  // rows per consumer warpgroup (ping-pong: the whole tile)
+  constexpr int MI = WM / 64;         // m64 blocks per consumer warpgroup
+  constexpr unsigned A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+  constexpr int B_BOXES = B_MN_MAJOR ? BN / 64 : CLUSTER;  // TMA boxes per B tile
+  constexpr int MY_BOXES = B_BOXES / CLUSTER;               // of which this CTA loads
+  constexpr unsigned B_BOX_BYTES = B_BYTES / B_BOXES;
+  static_assert(ELEM == 2 || ELEM == 4, "ELEM is 2 (bf16) or 4 (tf32)");
+  static_assert(WM % 64 == 0 && BM <= 256, "BM: whole m64 blocks per consumer warpgroup, at most 256");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256 (wgmma n)");
+  static_assert(ELEM == 2 || !B_MN_MAJOR, "TF32 wgmma reads K-major operands only");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
+  static_assert(B_BOXES % CLUSTER == 0 && B_BOX_BYTES % 1024 == 0, "B boxes split evenly over the cluster");
+  static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
+
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
+  const unsigned raw = gemmlab::smem_u32(smem_raw);
+  unsigned char *ring = smem_raw + ((1024u - (raw & 1023u)) & 1023u);  // 128-byte swizzle atoms: 1024-aligned
+
+  const int tid = threadIdx.x;
+  const unsigned rank = CLUSTER > 1 ? gemmlab::cluster_ctarank() : 0u;
+  const int num_m = (M + BM - 1) / BM, num_n = (N + BN - 1) / BN;
+  const int pairs_m = (num_m + CLUSTER - 1) / CLUSTER;  // units along M (a cluster takes CLUSTER tile rows)
+  const int units = pairs_m * num_n;
+  const int first_unit = blockIdx.x / CLUSTER, unit_stride = gridDim.x / CLUSTER;
+  const int k_tiles = (K + BK - 1) / BK;
+
+  if (tid == 0) {
+    gemmlab::prefetch_tensormap(&tensor_a);
+    gemmlab::prefetch_tensormap(&tensor_b);
+#pragma unroll
+    for (int s = 0; s < STAGES; s++) {
+      gemmlab::mbarrier_init(&full[s], 1);
+      gemmlab::mbarrier_init(&empty[s], (PINGPONG ? 4 : 8) * CLUSTER);  // consumer warps reading a stage
+    }
+    gemmlab::fence_barrier_init();
+  }
+  if constexpr (CLUSTER > 1) gemmlab::cluster_sync();  // peers' barriers exist before any remote use
+  else __syncthreads();
+
+  // unit -> (tile row block, tile column block), GROUP_M unit rows per group, column fastest
+  auto tile_of = [&](int unit, int &m_blk, int &n_blk) {
+    const int per_group = GROUP_M * num_n;
+    const int group = unit / per_group, first = group * GROUP_M;
+    const int rows = min(pairs_m - first, GROUP_M);
+    const int in_group = unit - group * per_group;
+    m_blk = (first + in_group % rows) * CLUSTER + (int)rank;
+    n_blk = in_group / rows;
+  };
+
+  const int warpgroup = tid / 128;
+  if (warpgroup == 0) {
+    gemmlab::setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int it = 0;
+      for (int unit = first_unit; unit < units; unit += unit_stride) {
+        int m_blk, n_blk;
+        tile_of(unit, m_blk, n_blk);
+        const int m0 = m_blk * BM, n0 = n_blk * BN;
+        for (int kt = 0; kt < k_tiles; kt++, it++) {
+          const int s = it % STAGES;
+          gemmlab::mbarrier_try_wait_parity(&empty[s], ((it / STAGES) & 1) ^ 1);
+          unsigned char *slot = ring + s * STAGE_BYTES;
+          gemmlab::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
+          gemmlab::tma_load_2d(slot, &tensor_a, kt * BK, m0, &full[s]);
+#pragma unroll
+          for (int i = 0; i < MY_BOXES; i++) {
+            const int box = (int)rank * MY_BOXES + i;
+            unsigned char *dst = slot + A_BYTES + box * B_BOX_BYTES;
+            const int c0 = B_MN_MAJOR ? n0 + box * 64 : kt * BK;
+            const int c1 = B_MN_MAJOR ? kt * BK : n0 + box * (BN / B_BOXES);
+            if constexpr (CLUSTER > 1) gemmlab::tma_load_2d_multicast(dst, &tensor_b, c0, c1, &full[s], (1u << CLUSTER) - 1);
+            else gemmlab::tma_load_2d(dst, &tensor_b, c0, c1, &full[s]);
+          }
+        }
+      }
+    }
+  } else {
+    gemmlab::setmaxnreg_inc<232>();
+    const int wg = warpgroup - 1, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+    auto release = [&](int s) {
+      if (lane == 0) {
+        if constexpr (CLUSTER > 1) {
+#pragma unroll
+          for (int r = 0; r < CLUSTER; r++) gemmlab::mbarrier_arrive_cluster(&empty[s], r);
+        } else {
+          gemmlab::mbarrier_arrive(&empty[s]);
+        }
+      }
+    };
+    float d[MI][BN / 2];
+    int it = 0, local = 0;
+    for (int unit = first_unit; unit < units; unit += unit_stride, local++) {
+      if (PINGPONG && (local & 1) != wg) {  // the other warpgroup's tile: skip its stages in the ring
+        it += k_tiles;
+        continue;
+      }
+      int m_blk, n_blk;
+      tile_of(unit, m_blk, n_blk);
+      const int m0 = m_blk * BM, n0 = n_blk * BN;
+      // ping-pong order: wait until the other warpgroup has issued its previous tile's main loop
+      // (it has then passed every "full" wait of that tile, so no stage barrier is more than one
+      // phase away from the parity this warpgroup waits for, and the tensor cores are not shared)
+      if (PINGPONG && local > 0) named_barrier_sync(1 + wg, 256);
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) d[mi][i] = 0.0f;
+      for (int kt = 0; kt < k_tiles; kt++, it++) {
+        const int s = it % STAGES;
+        gemmlab::mbarrier_try_wait_parity(&full[s], (it / STAGES) & 1);
+        unsigned char *slot = ring + s * STAGE_BYTES;
+        gemmlab::wgmma_fence_operands(d);
+        gemmlab::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; kk++) {
+          const unsigned long long db =
+              B_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + A_BYTES + kk * KSTEP * 128, BK * 128, 1024)
+                         : gemmlab::wgmma_desc_128b(slot + A_BYTES + kk * 32, 16, 1024);
+#pragma unroll
+          for (int mi = 0; mi < MI; mi++) {
+            const unsigned long long da =
+                gemmlab::wgmma_desc_128b(slot + ((PINGPONG ? 0 : wg * WM) + mi * 64) * 128 + kk * 32, 16, 1024);
+            wgmma_step<ELEM, BN, B_MN_MAJOR>(d[mi], da, db);
+          }
+        }
+        gemmlab::wgmma_commit();
+        gemmlab::wgmma_wait<1>();
+        gemmlab::wgmma_fence_operands(d);
+        if (kt > 0) release((it - 1) % STAGES);
+      }
+      // hand the tensor cores to the other warpgroup (only when it has a next tile to wait for)
+      if (PINGPONG && unit + unit_stride < units) named_barrier_arrive(2 - wg, 256);
+      gemmlab::wgmma_wait<0>();
+      gemmlab::wgmma_fence_operands(d);
+      if (k_tiles > 0) release((it - 1) % STAGES);
+
+      const bool full_tile = m0 + BM <= M && n0 + BN <= N && (N % 2) == 0;
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++) {
+        const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + mi * 64 + warp * 16 + g;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+          const int col = n0 + j * 8 + 2 * t;
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int row = row0 + 8 * h;
+            float *out = C + (long long)row * N + col;
+            const float v0 = d[mi][4 * j + 2 * h], v1 = d[mi][4 * j + 2 * h + 1];
+            if (full_tile) {
+              *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
+            } else if (row < M) {
+              if ((N % 2) == 0 && col + 1 < N) {
+                *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
+              } else {
+                if (col < N) out[0] = v0;
+                if (col + 1 < N) out[1] = v1;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if constexpr (CLUSTER > 1) gemmlab::cluster_sync();  // no CTA leaves while its peer may still signal it
+}
