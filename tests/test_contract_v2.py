@@ -512,10 +512,10 @@ def test_cublas_every_precision_and_layout_on_fake_gpu(tmp_path, monkeypatch, pr
     from gemmlab.contract.registry import load_registry
     load_registry(entry_points=False)  # makes the built-in plugins importable as gemmlab_plugins
     import gemmlab_plugins.cublas as plugin
-    plugin._version.cache_clear()
+    plugin.clear_cache()
     rec, _ = run(tmp_path, monkeypatch, gpu, kernel={"name": "cublas"}, precision=precision,
                  layout={"a": la, "b": lb}, plugin_dirs=[])
-    plugin._version.cache_clear()
+    plugin.clear_cache()
     assert rec["status"] == "ok", rec["error"]
     call = fake.calls[0]
     assert call[0] == ("sgemm" if precision in ("fp32", "tf32") else "gemm_ex")
