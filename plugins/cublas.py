@@ -98,6 +98,12 @@ def _data_types(precision: str) -> tuple[int, int]:
     return int(inputs), int(cudaDataType.CUDA_R_32F)
 
 
+def clear_cache() -> None:
+    """Forget cuBLAS's version read so far (another nvmath-python, e.g. a test's stand-in, is
+    asked again). For tests and long-lived processes."""
+    _version.cache_clear()
+
+
 @functools.lru_cache(maxsize=1)
 def _version() -> str:
     """cuBLAS's version (one handle per process, not one per point)."""

@@ -1,17 +1,14 @@
 """Shared test setup: the ``gpu`` marker skips (with the reason) where no CUDA GPU is usable; the
-fixtures that run gemmlab's command lines in a subprocess against this checkout."""
+``cli`` fixture that runs gemmlab's commands against this checkout (in this process, or as a
+subprocess where that is the point; tests/clirun.py)."""
 
 from __future__ import annotations
 
 import functools
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,21 +30,46 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    """Skip gpu tests (with the reason) where no GPU is usable. For pytest-xdist (``-n``, ``--dist
+    loadgroup`` in pyproject.toml) put the tests sharing a module-scoped fixture in one group per
+    fixture, which one worker runs (its setup, e.g. an Optuna search, runs once). The gpu tests
+    assert correctness, never speed, and may share the GPU (.ci/session-gpu runs them on 8
+    workers); the isolation gpu tests, which time a sweep, are one group (tests/test_isolation.py)."""
     reason = None
     for item in items:
         if "gpu" in item.keywords:
             reason = reason or gpu_unavailable_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test skipped: {reason}"))
+        info = getattr(item, "_fixtureinfo", None)
+        for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
+            if defs and defs[-1].scope == "module":
+                item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}::{name}"))
+                break
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """``cli(args, cwd, module="gemmlab", in_process=True, env=None, timeout=300)``: run
+    ``python -m <module> *args`` (``gemmlab``, ``gemmlab.results.report``, ``gemmlab.results.compare``,
+    ``gemmlab.dispatch``, ...) in ``cwd`` against this checkout; returns a
+    :class:`clirun.Result` (``returncode``, ``stdout``, ``stderr``). In this process by default
+    (a fresh command each call, see tests/clirun.py); ``in_process=False`` for a real subprocess
+    where that is the point (exit status of a process, pipes, several commands at once)."""
+    import clirun
+
+    def run(args, cwd, module: str = "gemmlab", in_process: bool = True, env: dict | None = None,
+            timeout: float = 300):
+        return clirun.run(module, *args, cwd=cwd, in_process=in_process, env=env, timeout=timeout)
+    return run
 
 
 @pytest.fixture
 def cli_env():
-    """Environment for running ``python -m gemmlab`` from any directory against this checkout."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.pop("HYDRA_FULL_ERROR", None)
-    return env
+    """Environment for running ``python -m gemmlab`` as a subprocess from any directory against
+    this checkout (tests/clirun.py's :func:`~clirun.command_env`)."""
+    from clirun import command_env
+    return command_env()
 
 
 @pytest.fixture
@@ -57,14 +79,9 @@ def gemmlab_cmd():
 
 
 @pytest.fixture
-def run_module(cli_env):
-    """``run_module(module, *args, cwd=..., timeout=240)``: run ``python -m <module> ARGS`` (e.g.
-    ``gemmlab``, ``gemmlab.results.report``, ``gemmlab.results.compare``) in ``cwd`` against this checkout, with
-    matplotlib on Agg and rich at its default width; returns the ``CompletedProcess`` (text)."""
-    env = dict(cli_env, MPLBACKEND="Agg")
-    env.pop("COLUMNS", None)
-
-    def run(module: str, *args, cwd, timeout: float = 240) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+def run_module(cli):
+    """``run_module(module, *args, cwd=..., timeout=240)``: ``cli`` with ``module`` first (kept
+    for tests written against it)."""
+    def run(module: str, *args, cwd, timeout: float = 240, in_process: bool = True):
+        return cli(args, cwd, module=module, timeout=timeout, in_process=in_process)
     return run

@@ -1,4 +1,5 @@
-"""A host-memory stand-in for :class:`gemmlab.gpu.device.Gpu`, for CPU tests of the pipeline, the
+"""A host-memory stand-in for :class:`gemmlab.gpu.device.Gpu` (it satisfies :class:`gemmlab.gpu.device.GpuLike`,
+tests/test_device.py checks), for CPU tests of the pipeline, the
 guard bands and the timing loop. Not a test module (pytest collects ``test_*.py`` only).
 
 Device memory is a set of numpy byte arrays at fake addresses; ``allocate``/``fill32``/

@@ -6,8 +6,8 @@ cubin; an entry is ``<key>.cubin`` + ``<key>.json``; a missing, truncated or cor
 miss, never a crash; a failed store only costs the cache. ``compile_kernel(persistent=True)``
 records ``disk_cache`` as ``miss`` / ``hit`` (``off`` without the disk cache).
 
-``gemmlab.gpu.compile._CACHE`` is the in-process cache: every test here swaps in an empty one (and
-clears it between calls) to act like a fresh process.
+The in-process cache is emptied with its public hook (``gemmlab.gpu.compile.clear_cache``) before
+each test here and between calls, to act like a fresh process.
 """
 
 from __future__ import annotations
@@ -234,10 +234,12 @@ def test_store_into_read_only_dir_does_not_raise(tmp_path):
 # --- compile_kernel(persistent=True) -----------------------------------------------------------
 
 @pytest.fixture
-def fresh(monkeypatch):
-    """An empty in-process compile cache (restored after the test)."""
-    monkeypatch.setattr(compile_mod, "_CACHE", {})
-    return compile_mod._CACHE
+def fresh():
+    """An empty in-process compile cache (:func:`gemmlab.gpu.compile.clear_cache`, emptied again after
+    the test); call it to empty it once more, as a new process would start."""
+    compile_mod.clear_cache()
+    yield compile_mod.clear_cache
+    compile_mod.clear_cache()
 
 
 @pytest.fixture
@@ -265,7 +267,7 @@ def test_compile_kernel_miss_then_hit(fresh, source, tmp_path):
     assert len(_entries(folder)) == 1
     assert first.record()["disk_cache"] == "miss"
 
-    fresh.clear()  # a new process: only the disk knows the cubin
+    fresh()  # a new process: only the disk knows the cubin
     second = _persist(source, folder)
     assert second.disk_cache == "hit"
     assert not second.cache_hit
@@ -283,6 +285,40 @@ def test_compile_kernel_miss_then_hit(fresh, source, tmp_path):
     assert len(_entries(folder)) == 1  # a hit writes nothing new
 
 
+def test_hit_reuses_the_stored_sass_of_the_same_disassembler(fresh, source, tmp_path, monkeypatch):
+    """A disk hit gives the miss's SASS summary and text without running the disassembler again."""
+    from gemmlab.gpu import sass
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    assert first.sass["error"] is None and first.sass["histogram"]["total"] > 0 and first.sass_text
+    (meta_path,) = folder.glob("*.json")
+    assert json.loads(meta_path.read_text())["sass"]["text"] == first.sass_text
+
+    def no_disassembler(cubin):
+        raise AssertionError("disassembled again")
+
+    monkeypatch.setattr(sass, "disassemble", no_disassembler)
+    fresh()
+    second = _persist(source, folder)
+    assert second.disk_cache == "hit"
+    assert second.sass == first.sass and second.sass_text == first.sass_text
+    assert second.record()["sass"] == first.record()["sass"]
+
+
+def test_hit_disassembles_again_for_another_disassembler(fresh, source, tmp_path, monkeypatch):
+    from gemmlab.gpu import sass
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    calls = []
+    real = sass.disassemble
+    monkeypatch.setattr(sass, "disassemble", lambda cubin: calls.append(1) or real(cubin))
+    monkeypatch.setattr(sass, "tool_id", lambda: "nvdisasm (another)|1|2")
+    fresh()
+    second = _persist(source, folder)
+    assert second.disk_cache == "hit" and calls == [1]
+    assert second.sass == first.sass  # the same binary in fact: the same summary
+
+
 def test_compile_kernel_without_persistent_is_off(fresh, source, tmp_path):
     compiled = compile_kernel(source, NAIVE, CompileOptions(arch="90"))
     assert compiled.disk_cache == "off" and compiled.original_compile_ms is None
@@ -292,9 +328,9 @@ def test_compile_kernel_without_persistent_is_off(fresh, source, tmp_path):
 def test_compile_kernel_changed_input_misses(fresh, source, tmp_path, change):
     folder = tmp_path / "cc"
     assert _persist(source, folder).disk_cache == "miss"
-    fresh.clear()
+    fresh()
     assert _persist(source, folder).disk_cache == "hit"  # the unchanged call hits
-    fresh.clear()
+    fresh()
     if change == "arch":
         again = _persist(source, folder, arch="80")
         assert "-arch=sm_80" in again.options.flags()
@@ -306,10 +342,10 @@ def test_compile_kernel_changed_input_misses(fresh, source, tmp_path, change):
     assert again.disk_cache == "miss"
     assert bytes(again.object_code.code)[:4] == ELF
     assert len(_entries(folder)) == 2
-    fresh.clear()
+    fresh()
     if change == "arch":
         assert _persist(source, folder, arch="80").disk_cache == "hit"
-        fresh.clear()
+        fresh()
         assert _persist(source, folder, arch="90").disk_cache == "hit"  # both targets kept
 
 
@@ -330,7 +366,7 @@ def test_compile_kernel_corrupt_entry_misses_and_is_rewritten(fresh, source, tmp
         (folder / f"{key}.json").unlink()
     assert cache.load(folder, key) is None
 
-    fresh.clear()
+    fresh()
     again = _persist(source, folder)
     assert again.disk_cache == "miss"
     assert bytes(again.object_code.code)[:4] == ELF
@@ -339,7 +375,7 @@ def test_compile_kernel_corrupt_entry_misses_and_is_rewritten(fresh, source, tmp
     assert loaded[0][:4] == ELF and loaded[0] == bytes(first.object_code.code)
     assert loaded[1]["lowered_name"] == first.lowered_name
 
-    fresh.clear()
+    fresh()
     assert _persist(source, folder).disk_cache == "hit"
 
 
@@ -387,7 +423,7 @@ def test_run_point_records_disk_cache_miss_hit_off(fresh, tmp_path):
     on_disk = json.loads((tmp_path / "p0" / "result.json").read_text())
     assert on_disk["compile"]["disk_cache"] == "miss"
 
-    fresh.clear()
+    fresh()
     second = run_point(_cfg(folder), tmp_path / "p1")
     assert second["status"] == "compiled", second["error"]
     assert second["compile"]["disk_cache"] == "hit"
@@ -396,7 +432,7 @@ def test_run_point_records_disk_cache_miss_hit_off(fresh, tmp_path):
     assert second["compile"]["resources"] == first["compile"]["resources"]
     assert second["compile"]["lowered_name"] == first["compile"]["lowered_name"]
 
-    fresh.clear()
+    fresh()
     third = run_point(_cfg(folder, enabled=False), tmp_path / "p2")
     assert third["status"] == "compiled", third["error"]
     assert third["compile"]["disk_cache"] == "off"
@@ -409,7 +445,7 @@ def test_run_point_cache_dir_defaults_to_env(fresh, tmp_path, monkeypatch):
     assert rec["status"] == "compiled", rec["error"]
     assert rec["compile"]["disk_cache"] == "miss"
     assert len(_entries(tmp_path / "from-env")) == 1
-    fresh.clear()
+    fresh()
     assert run_point(_cfg(None), tmp_path / "p1")["compile"]["disk_cache"] == "hit"
 
 
@@ -433,3 +469,24 @@ def test_run_point_disabled_cache_records_off_after_enabled_in_same_process(fres
     assert run_point(_cfg(folder), tmp_path / "p0")["compile"]["disk_cache"] == "miss"
     rec = run_point(_cfg(folder, enabled=False), tmp_path / "p1")  # same process: no clear
     assert rec["compile"]["disk_cache"] == "off"
+
+
+# --- a damaged entry's metadata (moved from test_followups.py) --------------------------------
+
+def test_cache_entry_with_garbage_resources_is_a_miss(tmp_path):
+    from gemmlab.gpu import cache, compile as compile_stage
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.paths import KERNELS_DIR
+    folder = tmp_path / "cache"
+    compile_stage.clear_cache()
+    first = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(folder))
+    (meta_path,) = folder.glob("*.json")
+    meta = json.loads(meta_path.read_text())
+    meta["resources"] = "garbage"
+    meta_path.write_text(json.dumps(meta))
+    assert cache.load(folder, meta_path.stem) is None
+    compile_stage.clear_cache()
+    meta["resources"] = {"nonsense": 1}
+    meta_path.write_text(json.dumps(meta))
+    again = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(folder))
+    assert first.disk_cache == "miss" and again.disk_cache == "miss" and again.resources is not None

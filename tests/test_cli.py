@@ -1,4 +1,6 @@
-"""The ``gemmlab`` command, run as a subprocess (``python -m gemmlab``) in a temporary directory.
+"""The ``gemmlab`` command in a temporary directory: in-process (the ``cli`` fixture, a fresh command
+each call) and, where a real process is the point (its exit status, two commands at once), as a
+subprocess (``python -m gemmlab``).
 
 No GPU is needed: everything runs in ``mode=compile`` (NVRTC only) or is rejected before a GPU is
 opened (one in-process test drives ``run_point`` in ``mode=run`` against a fake GPU to check the
@@ -13,37 +15,20 @@ import csv
 import functools
 import hashlib
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import gemmlab
+import gemmlab.cli.app
 from gemmlab.paths import KERNELS_DIR
+from gemmlab.run import isolation
 
-REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
 BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_tile2d", "sgemm_block2d",
                    "sgemm_warptile", "sgemm_pipelined", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
                    "cluster_tiled", "gemv_rows", "small_tile", "slicedk", "splitk_warptile", "streamk",
                    "wgmma_bf16", "wgmma_tf32")
-
-
-def subprocess_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("HYDRA_FULL_ERROR", None)
-    return env
-
-
-def cli_cmd(args) -> list[str]:
-    return [sys.executable, "-m", "gemmlab", *args]
-
-
-def run_cli(args, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(cli_cmd(args), cwd=cwd, env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def results(root: Path) -> list[Path]:
@@ -143,12 +128,12 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("args, field", BAD_INPUTS, ids=lambda v: " ".join(v) if isinstance(v, list) else v)
-def test_bad_input_compile_mode(tmp_path, args, field):
-    assert_invalid(run_cli([*args, "mode=compile"], tmp_path), field, tmp_path)
+def test_bad_input_compile_mode(cli, tmp_path, args, field):
+    assert_invalid(cli([*args, "mode=compile"], tmp_path), field, tmp_path)
 
 
-def test_bad_mode(tmp_path):
-    proc = run_cli(["mode=fast"], tmp_path)
+def test_bad_mode(cli, tmp_path):
+    proc = cli(["mode=fast"], tmp_path, in_process=False)  # exit 2 and one line from a real process
     assert_invalid(proc, "mode", tmp_path)
     assert "run, compile" in proc.stderr
 
@@ -163,13 +148,13 @@ def test_bad_mode(tmp_path):
     (["arch=sm_xx"], "arch"),
     (["kernel=ladder_strip", "shape=[63,65,33]"], "shape"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
-def test_bad_input_run_mode_without_gpu_is_still_invalid(tmp_path, args, field):
+def test_bad_input_run_mode_without_gpu_is_still_invalid(cli, tmp_path, args, field):
     # default mode=run: invalid input must be reported as such (exit 2), not as "no GPU" (exit 1)
-    assert_invalid(run_cli(args, tmp_path), field, tmp_path)
+    assert_invalid(cli(args, tmp_path), field, tmp_path)
 
 
-def test_invalid_record_contents(tmp_path):
-    proc = run_cli(["kernel.BK=7", "mode=compile", "shape=[63,65,33]"], tmp_path)
+def test_invalid_record_contents(cli, tmp_path):
+    proc = cli(["kernel.BK=7", "mode=compile", "shape=[63,65,33]"], tmp_path)
     assert_invalid(proc, "kernel.BK", tmp_path)
     (path,) = results(tmp_path)
     record = load(path)
@@ -182,8 +167,8 @@ def test_invalid_record_contents(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["shape=[1,2"], ["kernel=naive,tiled"]], ids=" ".join)
-def test_unparseable_override_is_invalid_input(tmp_path, args):
-    proc = run_cli([*args, "mode=compile"], tmp_path)
+def test_unparseable_override_is_invalid_input(cli, tmp_path, args):
+    proc = cli([*args, "mode=compile"], tmp_path)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 2
     lines = stderr_lines(proc)
@@ -192,8 +177,8 @@ def test_unparseable_override_is_invalid_input(tmp_path, args):
 
 @pytest.mark.parametrize("args", [["kernel=naive", "shape=[2000000,1,1]"], ["kernel=tiled", "shape=[5000000,1,1]"]],
                          ids=" ".join)
-def test_grid_beyond_cuda_limit_is_invalid(tmp_path, args):
-    proc = run_cli([*args, "mode=compile"], tmp_path)
+def test_grid_beyond_cuda_limit_is_invalid(cli, tmp_path, args):
+    proc = cli([*args, "mode=compile"], tmp_path)
     assert proc.returncode == 2
     assert stderr_lines(proc)[0].startswith("gemmlab: error: ")
 
@@ -206,8 +191,8 @@ def test_grid_beyond_cuda_limit_is_invalid(tmp_path, args):
     ("ladder_starter", "[128,128,128]", [4, 1, 1], [256, 1, 1], "gemm_ladder_starter<8>"),
     ("ladder_strip", "[128,128,128]", [4, 1, 1], [256, 1, 1], "gemm_ladder_strip<16, 8>"),
 ])
-def test_compile_mode_succeeds(tmp_path, kernel, shape, grid, block, entry):
-    proc = run_cli([f"kernel={kernel}", f"shape={shape}", "mode=compile"], tmp_path)
+def test_compile_mode_succeeds(cli, tmp_path, kernel, shape, grid, block, entry):
+    proc = cli([f"kernel={kernel}", f"shape={shape}", "mode=compile"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "gemmlab: error" not in proc.stderr
@@ -235,8 +220,8 @@ def test_compile_mode_succeeds(tmp_path, kernel, shape, grid, block, entry):
     assert "[compiled]" in proc.stdout
 
 
-def test_compile_mode_other_arch(tmp_path):
-    proc = run_cli(["kernel=naive", "arch=sm_80", "mode=compile"], tmp_path)
+def test_compile_mode_other_arch(cli, tmp_path):
+    proc = cli(["kernel=naive", "arch=sm_80", "mode=compile"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     record = load(results(tmp_path)[0])
     assert record["status"] == "compiled"
@@ -244,8 +229,8 @@ def test_compile_mode_other_arch(tmp_path):
     assert record["device"]["arch"] == "sm_80"
 
 
-def test_compile_mode_kernel_parameter_override(tmp_path):
-    proc = run_cli(["kernel.BM=128", "kernel.BN=128", "kernel.BK=8", "kernel.TM=8", "kernel.TN=8", "mode=compile"],
+def test_compile_mode_kernel_parameter_override(cli, tmp_path):
+    proc = cli(["kernel.BM=128", "kernel.BN=128", "kernel.BK=8", "kernel.TM=8", "kernel.TN=8", "mode=compile"],
                    tmp_path)
     assert proc.returncode == 0, proc.stderr
     record = load(results(tmp_path)[0])
@@ -256,8 +241,8 @@ def test_compile_mode_kernel_parameter_override(tmp_path):
 
 # --- help -----------------------------------------------------------------------------------------
 
-def test_help_lists_kernels_and_groups(tmp_path):
-    proc = run_cli(["--help"], tmp_path)
+def test_help_lists_kernels_and_groups(cli, tmp_path):
+    proc = cli(["--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for name in BUILTIN_KERNELS:
@@ -279,8 +264,8 @@ def sweep_dirs(root: Path) -> list[Path]:
     return sorted(p for p in base.glob("*/*") if p.is_dir()) if base.exists() else []
 
 
-def test_sweep_continues_past_invalid_point(tmp_path):
-    proc = run_cli(["-m", "kernel=tiled", "kernel.BK=16,7", "mode=compile"], tmp_path)
+def test_sweep_continues_past_invalid_point(cli, tmp_path):
+    proc = cli(["-m", "kernel=tiled", "kernel.BK=16,7", "mode=compile"], tmp_path, in_process=False)  # a real process
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 1, proc.stdout + proc.stderr
     errors = [line for line in stderr_lines(proc) if line.startswith("gemmlab: error: ")]
@@ -302,8 +287,8 @@ def test_sweep_continues_past_invalid_point(tmp_path):
     assert rows[0]["vs_baseline"] == "" and "vs_baseline" in md
 
 
-def test_seed_lab_experiment_compiles_six_points(tmp_path):
-    proc = run_cli(["experiment=seed_lab", "mode=compile"], tmp_path)
+def test_seed_lab_experiment_compiles_six_points(cli, tmp_path):
+    proc = cli(["experiment=seed_lab", "mode=compile"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     (sweep,) = sweep_dirs(tmp_path)
@@ -322,8 +307,8 @@ def test_seed_lab_experiment_compiles_six_points(tmp_path):
 
 # --- concurrency ----------------------------------------------------------------------------------
 
-def test_simultaneous_runs_get_separate_directories(tmp_path):
-    procs = [subprocess.Popen(cli_cmd(["kernel=naive", "mode=compile"]), cwd=tmp_path, env=subprocess_env(),
+def test_simultaneous_runs_get_separate_directories(tmp_path, gemmlab_cmd, cli_env):
+    procs = [subprocess.Popen(gemmlab_cmd + ["kernel=naive", "mode=compile"], cwd=tmp_path, env=cli_env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
@@ -334,9 +319,9 @@ def test_simultaneous_runs_get_separate_directories(tmp_path):
         assert load(path)["status"] == "compiled"
 
 
-def test_simultaneous_sweeps_get_separate_directories(tmp_path):
-    procs = [subprocess.Popen(cli_cmd(["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile"]), cwd=tmp_path,
-                              env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_simultaneous_sweeps_get_separate_directories(tmp_path, gemmlab_cmd, cli_env):
+    procs = [subprocess.Popen(gemmlab_cmd + ["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile"], cwd=tmp_path,
+                              env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
@@ -401,10 +386,10 @@ def nvmath_installed() -> bool:
 @pytest.mark.parametrize("args", [["kernel=cublas"], ["kernel=tiled", "baseline=cublas"],
                                   ["kernel=cublas", "precision=tf32"], ["kernel=naive", "baseline=cublas",
                                                                         "shape=[31,33,17]"]], ids=" ".join)
-def test_cublas_without_nvmath_is_unavailable(tmp_path, args):
+def test_cublas_without_nvmath_is_unavailable(cli, tmp_path, args):
     if nvmath_installed():
         pytest.skip("nvmath-python is installed: this test covers its absence")
-    proc = run_cli([*args, "mode=compile"], tmp_path)
+    proc = cli([*args, "mode=compile"], tmp_path)
     text = proc.stdout + proc.stderr
     assert "Traceback" not in text
     assert proc.returncode == 1, text
@@ -419,20 +404,20 @@ def test_cublas_without_nvmath_is_unavailable(tmp_path, args):
     assert not (path.parent / "compile.log").exists()  # nothing compiled: refused before
 
 
-def test_cublas_bad_parameter_is_invalid_before_availability(tmp_path):
-    proc = run_cli(["kernel=cublas", "kernel.BM=64", "mode=compile"], tmp_path)
+def test_cublas_bad_parameter_is_invalid_before_availability(cli, tmp_path):
+    proc = cli(["kernel=cublas", "kernel.BM=64", "mode=compile"], tmp_path)
     assert_invalid(proc, "kernel.BM", tmp_path)
 
 
-def test_unknown_baseline_is_invalid(tmp_path):
-    proc = run_cli(["baseline=nope", "mode=compile"], tmp_path)
+def test_unknown_baseline_is_invalid(cli, tmp_path):
+    proc = cli(["baseline=nope", "mode=compile"], tmp_path)
     assert_invalid(proc, "baseline", tmp_path)
     assert "'nope'" in proc.stderr
 
 
 @pytest.mark.parametrize("timing", ["graph", "adaptive", "cold"])
-def test_timing_configs_in_compile_mode(tmp_path, timing):
-    proc = run_cli([f"timing={timing}", "kernel=naive", "shape=[31,33,17]", "mode=compile"], tmp_path)
+def test_timing_configs_in_compile_mode(cli, tmp_path, timing):
+    proc = cli([f"timing={timing}", "kernel=naive", "shape=[31,33,17]", "mode=compile"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     record = load(results(tmp_path)[0])
     assert record["status"] == "compiled"
@@ -445,18 +430,18 @@ def load_yaml_timing(name: str) -> dict:
     return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "timing" / f"{name}.yaml"))
 
 
-def test_unknown_timing_config_is_invalid(tmp_path):
-    proc = run_cli(["timing=turbo", "mode=compile"], tmp_path)
+def test_unknown_timing_config_is_invalid(cli, tmp_path):
+    proc = cli(["timing=turbo", "mode=compile"], tmp_path)
     assert_invalid(proc, "timing", tmp_path)
     assert "adaptive" in proc.stderr and "cold" in proc.stderr
 
 
 # --- no GPU ---------------------------------------------------------------------------------------
 
-def test_run_mode_without_gpu_says_use_compile(tmp_path):
+def test_run_mode_without_gpu_says_use_compile(cli, tmp_path):
     if gpu_present():
         pytest.skip("a CUDA GPU is present: this test covers the no-GPU message")
-    proc = run_cli(["kernel=tiled", "shape=[63,65,33]"], tmp_path)
+    proc = cli(["kernel=tiled", "shape=[63,65,33]"], tmp_path, in_process=False)  # a real process
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 1
     lines = stderr_lines(proc)
@@ -467,3 +452,37 @@ def test_run_mode_without_gpu_says_use_compile(tmp_path):
     record = load(path)
     assert record["status"] == "no_gpu" and record["valid"] is False
     assert "mode=compile" in record["error"]
+
+
+# --- Ctrl-C advice and the sweeper's objective ------------------------------------------------
+
+def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
+    real = isolation.run_point
+    calls = []
+
+    def interrupt_second(cfg, out_dir):
+        calls.append(out_dir)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(cfg, out_dir)
+
+    monkeypatch.setattr(isolation, "run_point", interrupt_second)
+    sweep_dir = tmp_path / "sw"
+    proc = cli(["-m", "mode=compile", "kernel=naive,tiled", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert proc.returncode == 130
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "<its directory>" not in last
+    assert f"hydra.sweep.dir={sweep_dir} resume=true" in last, last
+    assert json.loads((sweep_dir / "0" / "result.json").read_text())["status"] == "compiled"
+
+
+def test_objective():
+    ok = {"valid": True, "status": "ok", "timing": {"gflops": 1234.5, "median_ms": 1.0}}
+    value = gemmlab.cli.app.objective(ok)
+    assert isinstance(value, float) and value == 1234.5
+    assert isinstance(gemmlab.cli.app.objective({"valid": True, "status": "ok", "timing": {"gflops": 7}}), float)
+    compiled = gemmlab.cli.app.objective({"valid": True, "status": "compiled"})
+    assert compiled == 0.0 and isinstance(compiled, float)
+    assert gemmlab.cli.app.objective({"valid": False, "status": "wrong_result", "timing": {"gflops": 9e9}}) is None
+    assert gemmlab.cli.app.objective({"valid": False, "status": "invalid", "error": "kernel.TM: ..."}) is None
+    assert gemmlab.cli.app.objective({"status": "no_gpu"}) is None

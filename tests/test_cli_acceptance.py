@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from clirun import run_cli
 
 FAULTY = str(Path(__file__).resolve().parent / "plugins_faulty")
 
@@ -19,8 +18,8 @@ def records(root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(root.rglob("result.json"))]
 
 
-def test_shell_completion_install(tmp_path):
-    proc = run_cli(["-sc", "install=bash"], tmp_path)
+def test_shell_completion_install(cli, tmp_path):
+    proc = cli(["-sc", "install=bash"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "complete" in proc.stdout and "gemmlab: error" not in proc.stderr
 
@@ -28,90 +27,90 @@ def test_shell_completion_install(tmp_path):
 @pytest.mark.parametrize("args", [["-i", "defaults", "kernel=naive"], ["--info", "defaults", "kernel=naive"],
                                   ["kernel=naive", "--info"], ["--info=plugins"], ["--cfg", "job", "kernel=naive"],
                                   ["-c=job", "kernel=naive"]])
-def test_hydra_info_and_cfg(tmp_path, args):
-    proc = run_cli(args, tmp_path)
+def test_hydra_info_and_cfg(cli, tmp_path, args):
+    proc = cli(args, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "gemmlab: error" not in proc.stderr
     assert not (tmp_path / "outputs").exists()
 
 
-def test_hydra_mode_multirun_sweeps(tmp_path):
+def test_hydra_mode_multirun_sweeps(cli, tmp_path):
     sweep = tmp_path / "sw"
-    proc = run_cli(["hydra.mode=MULTIRUN", "kernel=naive,tiled", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
+    proc = cli(["hydra.mode=MULTIRUN", "kernel=naive,tiled", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert [json.loads((sweep / i / "result.json").read_text())["kernel"]["name"] for i in "01"] == ["naive", "tiled"]
 
 
 @pytest.mark.parametrize("form", ["--config-dir={d}", "-cd={d}", "--config-dir {d}", "-cd {d}"])
-def test_config_dir_forms(tmp_path, form):
+def test_config_dir_forms(cli, tmp_path, form):
     extra = tmp_path / "extra"
     (extra / "timing").mkdir(parents=True)
     (extra / "timing" / "quick.yaml").write_text("mode: events\nwarmup: 1\nrepeat: 2\n")
-    proc = run_cli([*form.format(d=extra).split(), "timing=quick", "kernel=naive", "mode=compile",
+    proc = cli([*form.format(d=extra).split(), "timing=quick", "kernel=naive", "mode=compile",
                     f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     rec = json.loads((tmp_path / "run" / "result.json").read_text())
     assert rec["status"] == "compiled" and rec["config"]["timing"]["repeat"] == 2
 
 
-def test_glob_sweep_keeps_plugin_kernels(tmp_path):
+def test_glob_sweep_keeps_plugin_kernels(cli, tmp_path):
     sweep = tmp_path / "sw"
-    proc = run_cli(["-m", "kernel=glob(sim_*)", f"plugin_dirs=[{FAULTY}]", "mode=compile", "shape=[8,8,8]",
+    proc = cli(["-m", "kernel=glob(sim_*)", f"plugin_dirs=[{FAULTY}]", "mode=compile", "shape=[8,8,8]",
                     f"hydra.sweep.dir={sweep}"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r["kernel"]["name"] for r in records(sweep)] == ["sim_fault"]
 
 
-def test_glob_sweep_over_builtins(tmp_path):
+def test_glob_sweep_over_builtins(cli, tmp_path):
     sweep = tmp_path / "sw"
-    proc = run_cli(["-m", "kernel=glob([naive,tiled])", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
+    proc = cli(["-m", "kernel=glob([naive,tiled])", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(r["kernel"]["name"] for r in records(sweep)) == ["naive", "tiled"]
 
 
 @pytest.mark.parametrize("override", ["+kernel.FOO=1", "++kernel.FOO=1", "kernel.FOO=1"])
-def test_unknown_kernel_parameter_is_refused_before_any_directory(tmp_path, override):
-    proc = run_cli([override, "kernel=naive", "mode=compile"], tmp_path)
+def test_unknown_kernel_parameter_is_refused_before_any_directory(cli, tmp_path, override):
+    proc = cli([override, "kernel=naive", "mode=compile"], tmp_path)
     assert proc.returncode == 2
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert lines == ["gemmlab: error: kernel.FOO: kernel 'naive' has no parameter FOO; its parameters: BX, BY"]
     assert not (tmp_path / "outputs").exists()
 
 
-def test_added_unknown_top_level_key_is_refused(tmp_path):
-    proc = run_cli(["+foo=1", "mode=compile"], tmp_path)
+def test_added_unknown_top_level_key_is_refused(cli, tmp_path):
+    proc = cli(["+foo=1", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("gemmlab: error: foo: unknown config key")
     assert not (tmp_path / "outputs").exists()
 
 
-def test_sweep_without_multirun_is_one_line(tmp_path):
-    proc = run_cli(["kernel=naive,tiled", "mode=compile"], tmp_path)
+def test_sweep_without_multirun_is_one_line(cli, tmp_path):
+    proc = cli(["kernel=naive,tiled", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "run it with -m" in proc.stderr
 
 
-def test_help_with_a_broken_plugin_folder_still_helps(tmp_path):
+def test_help_with_a_broken_plugin_folder_still_helps(cli, tmp_path):
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "bad.py").write_text("raise ImportError('nope')\n")
-    proc = run_cli(["--help", f"plugin_dirs=[{tmp_path / 'p'}]"], tmp_path)
+    proc = cli(["--help", f"plugin_dirs=[{tmp_path / 'p'}]"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "plugins failed to load" in proc.stdout and "bad.py" in proc.stdout
 
 
-def test_nothing_carries_over_between_commands(tmp_path):
+def test_nothing_carries_over_between_commands(cli, tmp_path):
     """Issue 12: each command keeps its state in its own gemmlab.cli.app.Invocation (no module-level
     channel), so in one process a failed point's exit status and one command's plugin folders never
     reach the next command."""
     for d in "abcd":
         (tmp_path / d).mkdir()
-    bad = run_cli(["kernel.BK=7", "mode=compile", "shape=[63,65,33]"], tmp_path / "a")  # an invalid point
+    bad = cli(["kernel.BK=7", "mode=compile", "shape=[63,65,33]"], tmp_path / "a")  # an invalid point
     assert bad.returncode == 2, bad.stderr
-    ok = run_cli(["kernel=naive", "mode=compile", "shape=[31,33,17]"], tmp_path / "b")
+    ok = cli(["kernel=naive", "mode=compile", "shape=[31,33,17]"], tmp_path / "b")
     assert ok.returncode == 0, ok.stderr
-    with_faulty = run_cli(["--help", f"plugin_dirs=[{FAULTY}]"], tmp_path / "c")
+    with_faulty = cli(["--help", f"plugin_dirs=[{FAULTY}]"], tmp_path / "c")
     listed = re.compile(r"^sim_fault\s", re.M)  # a line of the help's kernel list
     assert with_faulty.returncode == 0 and listed.search(with_faulty.stdout)  # the folder's kernels are listed
-    plain = run_cli(["--help"], tmp_path / "d")
+    plain = cli(["--help"], tmp_path / "d")
     assert plain.returncode == 0 and not listed.search(plain.stdout)  # ... only by the command naming it
 
 
@@ -120,21 +119,21 @@ def test_nothing_carries_over_between_commands(tmp_path):
     (["--cfg", "job", "nokey=1"], "nokey: unknown config key"),
     (["--cfg", "job", "kernel.BOGUS=1"], "kernel.BOGUS: kernel 'tiled' has no parameter BOGUS"),
 ])
-def test_cfg_gets_gemmlab_one_line_for_what_hydra_refuses_too(tmp_path, args, field):
-    proc = run_cli(args, tmp_path)
+def test_cfg_gets_gemmlab_one_line_for_what_hydra_refuses_too(cli, tmp_path, args, field):
+    proc = cli(args, tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip() == proc.stderr.strip().splitlines()[0]
     assert proc.stderr.startswith(f"gemmlab: error: {field}")
 
 
-def test_cfg_still_prints_what_hydra_accepts(tmp_path):
-    proc = run_cli(["--cfg", "job", "shape=abc"], tmp_path)  # values are checked per point, not here
+def test_cfg_still_prints_what_hydra_accepts(cli, tmp_path):
+    proc = cli(["--cfg", "job", "shape=abc"], tmp_path)  # values are checked per point, not here
     assert proc.returncode == 0 and "gemmlab: error" not in proc.stderr
 
 
 @pytest.mark.parametrize("args", [["experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:bogus}"],
                                   ["-m", "shape=${gemmlab_suite:tiny,bogus}", "mode=compile"]])
-def test_unknown_suite_family_is_one_line(tmp_path, args):
-    proc = run_cli(args, tmp_path)
+def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
+    proc = cli(args, tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("gemmlab: error: shape: ${gemmlab_suite:") and "unknown family 'bogus'" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "outputs").exists()
@@ -162,11 +161,11 @@ def test_unknown_suite_family_is_one_line(tmp_path, args):
     (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
     (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown option 'nope'; available: ladder, "),
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else "")
-def test_hydra_errors_are_one_line(tmp_path, args, start):
+def test_hydra_errors_are_one_line(cli, tmp_path, args, start):
     """Hydra's own errors (config folders and names, group options, overrides it cannot merge,
     its argument parser) are gemmlab's one line, exit 2, before any run directory exists."""
     extra = ["mode=compile"] + ([] if any(a.startswith("kernel=") for a in args) else ["kernel=naive"])
-    proc = run_cli([a.replace("{tmp}", str(tmp_path)) for a in args] + extra, tmp_path)
+    proc = cli([a.replace("{tmp}", str(tmp_path)) for a in args] + extra, tmp_path)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text
     assert "Traceback" not in text and "HYDRA_FULL_ERROR" not in text

@@ -16,7 +16,7 @@ from gemmlab.results.compare import (FAILED, FAST, INVALID, ONLY_AFTER, ONLY_BEF
                                      CompareError, beyond_threshold, bootstrap_ratio, compare, load_points, main,
                                      markdown, verdict)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 H200 = REPO_ROOT / "tests" / "data" / "h200"
 TIMED_POINTS = 12
 
@@ -259,9 +259,9 @@ def test_real_records_load():
 # --- the command ---------------------------------------------------------------------------------
 
 @pytest.fixture
-def run_cli(run_module):
-    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.results.compare ARGS`` (conftest's run_module)."""
-    return lambda *args, cwd=None: run_module("gemmlab.results.compare", *args, cwd=cwd, timeout=60)
+def run_cli(cli):
+    """``run_cli(*args, cwd=...)``: ``python -m gemmlab.results.compare ARGS`` (conftest's ``cli``)."""
+    return lambda *args, cwd=None: cli(args, cwd, module="gemmlab.results.compare")
 
 
 @pytest.fixture

@@ -84,3 +84,20 @@ def test_kernel_yaml_matches_plugin_defaults(registry, kernel):
     assert node.pop("name") == kernel
     assert node == dict(spec.defaults)
     assert spec.description
+
+
+# --- no ptxas report, no cache entry (moved from test_followups.py) ---------------------------
+
+def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
+    from gemmlab.gpu import compile as compile_stage
+    from gemmlab.gpu.compile import CompileOptions, CompileError, compile_kernel
+    from gemmlab.paths import KERNELS_DIR
+
+    def no_report(text, lowered):
+        raise CompileError("no report", text)
+
+    monkeypatch.setattr(compile_stage, "parse_ptxas", no_report)
+    compile_stage.clear_cache()
+    c = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(tmp_path))
+    assert c.resources is None and c.disk_cache == "miss"
+    assert not list(tmp_path.glob("*.cubin"))  # a missing report is never made permanent

@@ -392,3 +392,18 @@ def test_shipped_config_files_match_the_schema():
     for group in ("experiment", "timing"):
         for path in sorted((gemmlab.paths.CONF_DIR / group).glob("*.yaml")):
             check_config_file(path, group)  # raises ConfigError on a key the schema lacks
+
+
+# --- the device field -------------------------------------------------------------------------
+
+DEVICE_CFG = {"kernel": {"name": "naive"}, "shape": [8, 8, 8]}
+
+def test_parse_config_device_values():
+    assert parse_config({**DEVICE_CFG, "device": "auto"}).device == "auto"
+    assert parse_config({**DEVICE_CFG, "device": 0}).device == 0
+    assert parse_config({**DEVICE_CFG, "device": 3}).device == 3
+    for bad in ("gpu0", -1, True, False, 1.0, None, "AUTO", [0]):
+        with pytest.raises(ConfigError) as info:
+            parse_config({**DEVICE_CFG, "device": bad})
+        assert info.value.field == "device", bad
+        assert "auto" in str(info.value)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -175,9 +174,8 @@ def test_bad_input_is_one_line_before_compiling(tmp_path, monkeypatch, cfg, fiel
     assert compiled == []
 
 
-def test_cli_refuses_unsupported_precision_with_one_line(tmp_path, gemmlab_cmd, cli_env):
-    proc = subprocess.run(gemmlab_cmd + ["kernel=naive", "precision=bf16", "mode=compile", "layout.b=col"],
-                          cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=300)
+def test_cli_refuses_unsupported_precision_with_one_line(tmp_path, cli):
+    proc = cli(["kernel=naive", "precision=bf16", "mode=compile", "layout.b=col"], tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "gemmlab: error: precision: kernel naive supports fp32; got bf16"
 
@@ -212,7 +210,7 @@ def test_includes_are_scanned_and_hashed(tmp_path):
 
 
 def test_cache_key_covers_included_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(compile_stage, "_CACHE", {})
+    compile_stage.clear_cache()
     src = _source(tmp_path, KERNEL)
     folder = str(tmp_path / "cache")
     first = compile_kernel(src, "k<3>", CompileOptions(), persistent=True, cache_folder=folder)
@@ -222,7 +220,7 @@ def test_cache_key_covers_included_files(tmp_path, monkeypatch):
     edited = compile_kernel(src, "k<3>", CompileOptions(), persistent=True, cache_folder=folder)
     assert not edited.cache_hit and edited.disk_cache == "miss"  # the source is unchanged, the header is not
     assert edited.includes[0]["sha256"] != first.includes[0]["sha256"]
-    monkeypatch.setattr(compile_stage, "_CACHE", {})  # a new process: the disk entry of the edited header hits
+    compile_stage.clear_cache()  # a new process: the disk entry of the edited header hits
     again = compile_kernel(src, "k<3>", CompileOptions(), persistent=True, cache_folder=folder)
     assert again.disk_cache == "hit" and again.includes == edited.includes
 
@@ -340,7 +338,7 @@ def test_mode_compile_writes_sass_and_histogram(tmp_path):
 
 def test_missing_disassembler_says_why(tmp_path, monkeypatch):
     monkeypatch.setattr(sass, "find_disassembler", lambda: (None, "no disassembler found (tried nvdisasm)"))
-    monkeypatch.setattr(compile_stage, "_CACHE", {})
+    compile_stage.clear_cache()
     rec = run_point({"kernel": {"name": "naive"}, "shape": [16, 16, 16], "mode": "compile"}, tmp_path / "p")
     assert rec["status"] == "compiled"
     assert rec["compile"]["sass"] == {"file": None, "histogram": None, "disassembler": None,
@@ -514,10 +512,10 @@ def test_cublas_every_precision_and_layout_on_fake_gpu(tmp_path, monkeypatch, pr
     from gemmlab.contract.registry import load_registry
     load_registry(entry_points=False)  # makes the built-in plugins importable as gemmlab_plugins
     import gemmlab_plugins.cublas as plugin
-    plugin._version.cache_clear()
+    plugin.clear_cache()
     rec, _ = run(tmp_path, monkeypatch, gpu, kernel={"name": "cublas"}, precision=precision,
                  layout={"a": la, "b": lb}, plugin_dirs=[])
-    plugin._version.cache_clear()
+    plugin.clear_cache()
     assert rec["status"] == "ok", rec["error"]
     call = fake.calls[0]
     assert call[0] == ("sgemm" if precision in ("fp32", "tf32") else "gemm_ex")

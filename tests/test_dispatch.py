@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +15,7 @@ from gemmlab.contract.hookspecs import KernelSpec, Launch, Shape
 from gemmlab.contract.registry import load_registry
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
 
-REPO = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT as REPO  # noqa: E402  (the checkout, defined once)
 DATA = REPO / "tests" / "data" / "h200"
 # The rules are tested against a fixed set of kernels (this branch's built-ins), so the expected
 # choices do not change when other branches add kernels the rules prefer (sgemm_*, splitk).
@@ -347,14 +344,9 @@ def test_build_refuses_mixed_gpus_and_empty_input(tmp_path):
         dispatch.build_table([DATA / "cublas-256"])
 
 
-def run_tune(*args, cwd):
-    import os
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "gemmlab.cli.tune", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-def test_tune_cli_build_show_choose_and_bad_table(tmp_path):
+def test_tune_cli_build_show_choose_and_bad_table(cli, tmp_path):
+    def run_tune(*args, cwd):
+        return cli(args, cwd, module="gemmlab.cli.tune")
     out = tmp_path / "t.json"
     proc = run_tune("build", str(DATA), "-o", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -370,34 +362,26 @@ def test_tune_cli_build_show_choose_and_bad_table(tmp_path):
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("gemmlab-tune: error: table: ")
 
 
-def run_gemmlab(*args, cwd):
-    import os
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
-
-
-def test_cli_auto_bad_input_is_one_line(tmp_path):
-    proc = run_gemmlab("kernel=auto", "kernel.BM=64", "mode=compile", cwd=tmp_path)
+def test_cli_auto_bad_input_is_one_line(cli, tmp_path):
+    proc = cli(["kernel=auto", "kernel.BM=64", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("gemmlab: error: kernel.BM: kernel=auto chooses")
     assert proc.stderr.count("\n") == 1 and not (tmp_path / "outputs").exists()
     (tmp_path / "bad.json").write_text('{"schema": "gemmlab.tuning/1", "entries": 3}')
-    proc = run_gemmlab("kernel=auto", f"kernel.table={tmp_path / 'bad.json'}", "mode=compile", cwd=tmp_path)
+    proc = cli(["kernel=auto", f"kernel.table={tmp_path / 'bad.json'}", "mode=compile"], tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         f"gemmlab: error: kernel.table: {tmp_path / 'bad.json'}: entries must be a list")
     assert "Traceback" not in proc.stderr
 
 
-def test_cli_experiment_shapes_one_family_compile(tmp_path):
+def test_cli_experiment_shapes_one_family_compile(cli, tmp_path):
     """experiment=shapes sweeps the suite (here: the tiny family) with kernel=auto and records the choice."""
     table = tmp_path / "t.json"
     table.write_text(json.dumps(table_with(entry((16, 16, 16), "naive", BX=8, BY=8)).as_json()))
     # baseline=null: the experiment's cublas baseline needs the optional cublas extra (absent in CI);
     # that the experiment sets baseline=cublas is checked from its file below
-    proc = run_gemmlab("experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:tiny}",
-                       "hydra.sweep.dir=sweep", f"kernel.table={table}", "baseline=null", cwd=tmp_path)
+    proc = cli(["experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:tiny}",
+                "hydra.sweep.dir=sweep", f"kernel.table={table}", "baseline=null"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     recs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/result.json"))]
     assert len(recs) == len(load_suite().families["tiny"])

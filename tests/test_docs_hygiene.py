@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 PYTHON_DIRS = ("gemmlab", "plugins", "tests", ".ci")
 TEXT_DIRS = ("gemmlab", "plugins", "kernels", "conf", "tests", ".ci")
 TEXT_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".yaml", ".yml", ".toml", ".md", ""}

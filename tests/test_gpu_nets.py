@@ -185,7 +185,7 @@ def test_disk_cache_hit_loads_and_runs(tmp_path):
     cache = {"enabled": True, "dir": str(tmp_path / "cache")}
     first = _ok(run_point(_cfg("tiled", (63, 65, 33), params={"BK": 8}, cache=cache), tmp_path / "a"))
     from gemmlab.gpu import compile as compile_stage
-    compile_stage._CACHE.clear()  # force the on-disk path, as a new process would
+    compile_stage.clear_cache()  # force the on-disk path, as a new process would
     second = _ok(run_point(_cfg("tiled", (63, 65, 33), params={"BK": 8}, cache=cache), tmp_path / "b"))
     assert first["compile"]["disk_cache"] == "miss" and second["compile"]["disk_cache"] == "hit"
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 import gemmlab.gpu.device
-from clirun import run_cli
 from fakegpu import HostGpu
 from gemmlab.run import isolation
 from gemmlab.stages.config import IsolationOptions
@@ -45,10 +44,10 @@ def statuses(sweep: Path) -> list[str]:
 
 # --- a sticky fault, a crash, a hang: only their own point ------------------------------------------
 
-def test_sticky_fault_costs_only_its_point_in_a_sweep(tmp_path):
+def test_sticky_fault_costs_only_its_point_in_a_sweep(cli, tmp_path):
     """Issue 11.1: the point after a (simulated) misaligned-address fault must not inherit it."""
     sweep = tmp_path / "sw"
-    proc = run_cli(["-m", "kernel=sim_fault", "kernel.MODE=2,1,1", "mode=compile", "shape=[8,8,8]",
+    proc = cli(["-m", "kernel=sim_fault", "kernel.MODE=2,1,1", "mode=compile", "shape=[8,8,8]",
                     f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert statuses(sweep) == ["cuda_error", "compiled", "compiled"], proc.stdout + proc.stderr
     assert proc.returncode == 1
@@ -56,10 +55,10 @@ def test_sticky_fault_costs_only_its_point_in_a_sweep(tmp_path):
     assert "CUDA_ERROR_MISALIGNED_ADDRESS" in (sweep / "summary.md").read_text()
 
 
-def test_without_isolation_the_fault_poisons_the_process(tmp_path):
+def test_without_isolation_the_fault_poisons_the_process(cli, tmp_path):
     """The simulation is faithful: in one process the second, correct point fails too."""
     sweep = tmp_path / "sw"
-    run_cli(["-m", "kernel=sim_fault", "kernel.MODE=2,1", "mode=compile", "shape=[8,8,8]", "isolation.process=false",
+    cli(["-m", "kernel=sim_fault", "kernel.MODE=2,1", "mode=compile", "shape=[8,8,8]", "isolation.process=false",
              f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert statuses(sweep) == ["cuda_error", "cuda_error"]
 
@@ -85,9 +84,9 @@ def test_watchdog_kills_a_hung_point(runner, tmp_path):
     assert runner.run(sim(1), tmp_path / "b", IsolationOptions(timeout_s=60))["status"] == "compiled"
 
 
-def test_hung_point_in_a_cli_sweep(tmp_path):
+def test_hung_point_in_a_cli_sweep(cli, tmp_path):
     sweep = tmp_path / "sw"
-    proc = run_cli(["-m", "kernel=sim_fault", "kernel.MODE=5,1", "mode=compile", "shape=[8,8,8]",
+    proc = cli(["-m", "kernel=sim_fault", "kernel.MODE=5,1", "mode=compile", "shape=[8,8,8]",
                     "isolation.timeout_s=5", f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert statuses(sweep) == ["timeout", "compiled"], proc.stdout + proc.stderr
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
@@ -133,10 +132,11 @@ def locked(folder: Path, index: int) -> bool:
 
 @pytest.fixture
 def one_gpu(monkeypatch, tmp_path):
-    monkeypatch.setattr(gemmlab.gpu.device, "_HELD_LOCKS", {})
+    gemmlab.gpu.device.release_held_locks()
     monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 1)
     monkeypatch.setenv("GEMMLAB_LOCK_DIR", str(tmp_path / "locks"))
-    return tmp_path / "locks"
+    yield tmp_path / "locks"
+    gemmlab.gpu.device.release_held_locks()
 
 
 def test_lease_scope_releases_on_return_and_on_error(one_gpu):
@@ -179,10 +179,11 @@ def test_device_auto_lock_ends_with_the_point(one_gpu, monkeypatch, tmp_path, sh
 # --- GPU: the real faulty kernels (the lead runs these on the H200) -------------------------------
 
 @pytest.mark.gpu
-def test_real_faults_cost_only_their_point(tmp_path):
+@pytest.mark.xdist_group("gpu_isolation")  # one xdist worker runs both, one after the other (timing, GPU locks)
+def test_real_faults_cost_only_their_point(cli, tmp_path):
     sweep = tmp_path / "sw"
-    proc = run_cli(["-m", "kernel=misaligned,illegal,trap,hang,tiled,naive", "shape=[64,65,33]", "isolation.timeout_s=15",
-                    f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}", "timing.repeat=3", "timing.warmup=1"], tmp_path)
+    proc = cli(["-m", "kernel=misaligned,illegal,trap,hang,tiled,naive", "shape=[64,65,33]", "isolation.timeout_s=15",
+                f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}", "timing.repeat=3", "timing.warmup=1"], tmp_path)
     recs = [json.loads((sweep / str(i) / "result.json").read_text()) for i in range(6)]
     out = proc.stdout + proc.stderr
     assert [r["status"] for r in recs] == ["cuda_error", "cuda_error", "cuda_error", "timeout", "ok", "ok"], out
@@ -190,6 +191,7 @@ def test_real_faults_cost_only_their_point(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.xdist_group("gpu_isolation")  # one xdist worker runs both, one after the other (timing, GPU locks)
 def test_idle_joblib_worker_does_not_keep_the_gpu(tmp_path):
     """Issue 11.2 on a real GPU: one more worker than GPUs, 4 tiny points; before the fix the
     second worker waited for the first's process to end (about 300 s)."""

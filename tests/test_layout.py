@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from clirun import REPO_ROOT as REPO  # noqa: E402  (the checkout, defined once)
 PKG = REPO / "gemmlab"
 
 # The layer order, lowest first: written once, here (README "Layout" draws the same picture).

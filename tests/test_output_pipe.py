@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 
 
 def run_into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

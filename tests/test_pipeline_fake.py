@@ -237,3 +237,15 @@ def test_sanitizer_clean_keeps_the_point_ok(tmp_path, monkeypatch):
 def test_arch_other_than_device_is_invalid_in_run_mode(tmp_path, monkeypatch):
     rec, _ = run(tmp_path, monkeypatch, arch="sm_80")
     assert rec["status"] == "invalid" and rec["error"].startswith("arch: ")
+
+
+# --- a zero launch-floor median (moved from test_rough_edges.py) ------------------------------
+
+def test_zero_launch_floor_median(tmp_path, monkeypatch):
+    gpu = HostGpu(durations={"gemmlab_empty": 0.0})
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    rec = run_point({"kernel": {"name": "naive"}, "shape": [16, 16, 16], "mode": "run",
+                     "timing": {"warmup": 1, "repeat": 3, "batch": 2}}, tmp_path / "p")
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["launch_floor"]["events"]["median_ms"] == 0.0 and rec["launch_floor"]["events"]["gflops"] is None
+    assert "median_over_floor" not in rec["timing"] and "launch_bound" not in rec["timing"]

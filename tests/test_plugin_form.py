@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from clirun import run_cli
 from gemmlab.errors import ConfigError
 from gemmlab.run.pipeline import run_point
 from gemmlab.contract.registry import load_registry
@@ -51,10 +50,10 @@ def test_wrong_form_is_one_line_naming_the_file(tmp_path, form):
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
-def test_wrong_form_on_the_command_line(tmp_path, form):
+def test_wrong_form_on_the_command_line(cli, tmp_path, form):
     body, expected = FORMS[form]
     path = write(tmp_path / "p", form, body)
-    proc = run_cli(["kernel=form_k", f"plugin_dirs=[{tmp_path / 'p'}]", "mode=compile"], tmp_path)
+    proc = cli(["kernel=form_k", f"plugin_dirs=[{tmp_path / 'p'}]", "mode=compile"], tmp_path)
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("gemmlab: error: plugin_dirs: ") and str(path) in lines[0] and expected in lines[0]

@@ -1,27 +1,23 @@
 """Plugin discovery (gemmlab.contract.registry.load_registry): built-ins, drop-in folders, entry points.
 
-Also checks, through a subprocess, that the ``gemmlab`` CLI sees a drop-in kernel: it composes a
+Also checks, through the ``cli`` fixture (a fresh command; its point runs in a worker process), that the ``gemmlab`` CLI sees a drop-in kernel: it composes a
 config for a kernel that has no conf/kernel/<name>.yaml and compiles it (mode=compile, no GPU).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-import gemmlab
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import KernelSpec, Shape
 from gemmlab.paths import KERNELS_DIR
 from gemmlab.contract.registry import load_registry
 
-REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
 
 BUILTINS = {
     "naive": "gemmlab_plugins.naive",
@@ -93,18 +89,6 @@ def write_dropin(folder: Path, name: str = "rowwise_test", filename: str | None 
     py = folder / f"{filename or name}.py"
     py.write_text(DROPIN_PY.format(name=name, source=str(cu.resolve())))
     return py
-
-
-def subprocess_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("HYDRA_FULL_ERROR", None)
-    return env
-
-
-def run_cli(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=subprocess_env(),
-                          capture_output=True, text=True, timeout=timeout)
 
 
 # --- built-ins ------------------------------------------------------------------------------------
@@ -392,10 +376,10 @@ def test_broken_entry_point_ignored_when_entry_points_off(broken_distribution):
 
 # --- the CLI sees drop-ins ------------------------------------------------------------------------
 
-def test_cli_compiles_dropin_kernel(tmp_path):
+def test_cli_compiles_dropin_kernel(cli, tmp_path):
     folder = tmp_path / "myplugins"
     write_dropin(folder, name="cli_dropin")
-    proc = run_cli(["kernel=cli_dropin", f"plugin_dirs=['{folder}']", "kernel.BX=64", "shape=[31,33,17]",
+    proc = cli(["kernel=cli_dropin", f"plugin_dirs=['{folder}']", "kernel.BX=64", "shape=[31,33,17]",
                     "mode=compile"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -412,28 +396,28 @@ def test_cli_compiles_dropin_kernel(tmp_path):
     assert record["launch"]["grid"] == [1, 31, 1] and record["launch"]["block"] == [64, 1, 1]
 
 
-def test_cli_help_lists_dropin_kernel(tmp_path):
+def test_cli_help_lists_dropin_kernel(cli, tmp_path):
     folder = tmp_path / "myplugins"
     write_dropin(folder, name="help_dropin")
-    proc = run_cli(["--help", f"plugin_dirs=['{folder}']"], cwd=tmp_path)
+    proc = cli(["--help", f"plugin_dirs=['{folder}']"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "help_dropin" in proc.stdout
     assert "test drop-in: one block per output row" in proc.stdout
 
 
-def test_cli_unknown_dropin_dir_is_invalid(tmp_path):
-    proc = run_cli(["kernel=cli_dropin", f"plugin_dirs=['{tmp_path / 'nope'}']", "mode=compile"], cwd=tmp_path)
+def test_cli_unknown_dropin_dir_is_invalid(cli, tmp_path):
+    proc = cli(["kernel=cli_dropin", f"plugin_dirs=['{tmp_path / 'nope'}']", "mode=compile"], cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: plugin_dirs: ")
 
 
-def test_cli_plugin_hook_raising_is_one_line_error(tmp_path):
+def test_cli_plugin_hook_raising_is_one_line_error(cli, tmp_path):
     folder = tmp_path / "myplugins"
     folder.mkdir()
     (folder / "raiser.py").write_text("from gemmlab.contract.hookspecs import hookimpl\n\n\n@hookimpl\n"
                                       "def gemmlab_kernels():\n    raise RuntimeError('hook exploded')\n")
-    proc = run_cli([f"plugin_dirs=['{folder}']", "mode=compile"], cwd=tmp_path)
+    proc = cli([f"plugin_dirs=['{folder}']", "mode=compile"], cwd=tmp_path)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

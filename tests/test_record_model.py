@@ -15,7 +15,7 @@ import pytest
 from gemmlab.stages import record, record_model as results
 from gemmlab.stages.record_model import find_records, measurement_settings, read_record, view
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 PKG = REPO_ROOT / "gemmlab"
 MODEL_MODULES = ("stages.record_model", "stages.record", "results.report", "results.report_tables",
                  "results.report_plots", "results.report_html", "results.compare", "results.compare_stats",

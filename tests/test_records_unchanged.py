@@ -11,7 +11,6 @@ The changes the plugin contract v2 (issue 7) made on purpose are listed in ``INT
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ import gemmlab.gpu.device
 from fakegpu import HostGpu
 from gemmlab.run.pipeline import run_point
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 BEFORE = REPO_ROOT / "tests" / "data" / "records_before"
 VOLATILE = {"created_utc", "git", "compile_ms", "gemmlab_version", "cache", "cache_hit_in_process", "disk_cache", "original_compile_ms"}
 INTENDED = {

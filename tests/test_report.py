@@ -15,7 +15,7 @@ import pytest
 
 from gemmlab.results import report
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 FIXTURES = REPO_ROOT / "tests" / "data" / "h200"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FAILED = "broken-tiled_drop_last_chunk"
@@ -52,9 +52,9 @@ def built(tmp_path_factory):
 
 
 @pytest.fixture
-def report_cli(run_module):
-    """``report_cli(args, cwd)``: ``python -m gemmlab.results.report ARGS`` (conftest's run_module)."""
-    return lambda args, cwd: run_module("gemmlab.results.report", *args, cwd=cwd, timeout=60)
+def report_cli(cli):
+    """``report_cli(args, cwd)``: ``python -m gemmlab.results.report ARGS`` (conftest's ``cli``)."""
+    return lambda args, cwd: cli(args, cwd, module="gemmlab.results.report")
 
 
 def test_collects_every_record_with_the_failed_point(built):

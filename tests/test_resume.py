@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import gemmlab
 from gemmlab.run.pipeline import run_point
 
-REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
 BASE = {"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile"}
 FAILED = {"schema": "gemmlab.result/1", "status": "wrong_result", "valid": False,
           "error": "wrong result from naive: 3 mismatches", "config": BASE}
@@ -195,22 +190,10 @@ def test_invalid_resume_value_leaves_result_untouched(tmp_path):
 
 # --- CLI: re-run a sweep into its own directory ------------------------------------------------
 
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("HYDRA_FULL_ERROR", None)
-    return env
-
-
-def _cli(args, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=180)
-
-
-def test_cli_resume_skips_valid_points_and_reruns_failed(tmp_path):
+def test_cli_resume_skips_valid_points_and_reruns_failed(cli, tmp_path):
     sweep = tmp_path / "sw"
     args = ["-m", "kernel=naive,tiled", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"]
-    first = _cli(args, tmp_path)
+    first = cli(args, tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     p0, p1 = sweep / "0" / "result.json", sweep / "1" / "result.json"
     assert json.loads(p0.read_text())["status"] == "compiled"
@@ -223,7 +206,7 @@ def test_cli_resume_skips_valid_points_and_reruns_failed(tmp_path):
     p1.write_text(json.dumps(failed))
     failed_bytes = p1.read_bytes()
 
-    again = _cli(args + ["resume=true"], tmp_path)
+    again = cli(args + ["resume=true"], tmp_path)
     out = again.stdout + again.stderr
     assert again.returncode == 0, out
     assert "Traceback" not in out
@@ -245,12 +228,22 @@ def test_cli_resume_skips_valid_points_and_reruns_failed(tmp_path):
     assert "2 compiled only, 0 failed" in again.stdout
 
 
-def test_cli_rerun_without_resume_refuses_and_keeps_results(tmp_path):
+def test_cli_rerun_without_resume_refuses_and_keeps_results(cli, tmp_path):
     sweep = tmp_path / "sw"
     args = ["-m", "kernel=naive", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"]
-    assert _cli(args, tmp_path).returncode == 0
+    assert cli(args, tmp_path).returncode == 0
     before = (sweep / "0" / "result.json").read_bytes()
-    again = _cli(args, tmp_path)
+    again = cli(args, tmp_path)
     assert again.returncode == 2, again.stdout + again.stderr
     assert "resume" in again.stderr
     assert (sweep / "0" / "result.json").read_bytes() == before
+
+
+def test_resume_ignores_cache_settings(tmp_path):
+    from gemmlab.run.pipeline import run_point
+    cfg = {"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile", "cache": {"enabled": True, "dir": None}}
+    first = run_point(cfg, tmp_path / "p")
+    assert first["status"] == "compiled"
+    again = run_point(dict(cfg, resume=True, cache={"enabled": False, "dir": str(tmp_path / "c")}), tmp_path / "p")
+    assert again.get("resumed") is True
+    assert not list((tmp_path / "p").glob("result.previous-*"))

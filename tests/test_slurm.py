@@ -12,13 +12,12 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from slurmcluster import SlurmUnavailable, single_node_slurm
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 
 
 @pytest.fixture(scope="module")

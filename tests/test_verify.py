@@ -593,3 +593,31 @@ def test_integers_exact_catch_a_dropped_term_at_large_k():
     assert check(good, a, b, VerifyOptions(), distribution="integers").passed
     verdict = check(dropped, a, b, VerifyOptions(), distribution="integers")
     assert not verdict.passed and verdict.rule == "exact" and verdict.mismatches == 16
+
+
+# --- sampled checks and shared products (moved from test_followups.py) ------------------------
+
+def test_sampled_with_every_row_sampled_reports_finite_errors():
+    import numpy as np
+    from gemmlab.stages.verify import VerifyOptions, check
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 50)).astype(np.float32)
+    c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    v = check(c, a, b, VerifyOptions(method="sampled", sample=256))
+    assert v.passed and np.isfinite(v.max_abs_error) and v.max_abs_error < 1e-4
+
+def test_products_are_computed_once_for_kernel_and_baseline(monkeypatch):
+    import numpy as np
+    from gemmlab.stages import verify
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 8)).astype(np.float32)
+    c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    products = {}
+    first = verify.check(c, a, b, verify.VerifyOptions(), products=products)
+    assert set(products) == {"ref", "abs_ab"}
+    ref_id = id(products["ref"])
+    second = verify.check(c, a, b, verify.VerifyOptions(), products=products)
+    assert id(products["ref"]) == ref_id and first.passed and second.passed
+    assert first.max_abs_error == second.max_abs_error

@@ -113,6 +113,12 @@ def load_suite(path: str | Path | None = None) -> Suite:
     return _load(str(Path(path).resolve()) if path is not None else str(SUITE_FILE))
 
 
+def clear_cache() -> None:
+    """Forget the shape suites read so far (an edited suite file is read again). For tests and
+    long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    _load.cache_clear()
+
+
 @lru_cache(maxsize=8)
 def _load(path: str) -> Suite:
     from omegaconf import OmegaConf

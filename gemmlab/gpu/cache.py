@@ -3,7 +3,9 @@
 Key: SHA-256 of the exact source text's SHA-256, the SHA-256 of every included file, the NVRTC options, the name expression, the
 target arch, the NVRTC version and the CUDA driver version ("none" without a driver), so a change
 to any of them recompiles. An entry is two files, ``<key>.cubin`` and ``<key>.json``; the JSON
-holds the cubin's SHA-256, the symbol mapping, the ptxas resources and the original compile time.
+holds the cubin's SHA-256, the symbol mapping, the ptxas resources, the original compile time and
+the SASS of the cubin (reused on a hit when the same disassembler binary made it,
+:func:`gemmlab.gpu.sass.reuse`).
 Both are written to a temporary name and renamed into place (atomic for readers). A missing,
 truncated or corrupt entry (unreadable JSON, wrong schema, cubin digest mismatch) is a miss, never
 a crash. Location: ``cache.dir``, else ``$GEMMLAB_CACHE_DIR``, else ``~/.cache/gemmlab/compile``.

@@ -24,6 +24,14 @@ from gemmlab.paths import KERNELS_DIR
 _CACHE: dict[tuple, "CompiledKernel"] = {}
 
 
+def clear_cache() -> None:
+    """Empty the in-process compile cache (and the remembered CUDA header folders): the next
+    :func:`compile_kernel` compiles, or loads from the on-disk cache, as a new process would. For
+    tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    _CACHE.clear()
+    cuda_include_dirs.cache_clear()
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """NVRTC options gemmlab uses (model: cuda.core ``ProgramOptions``).
@@ -389,9 +397,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
                 log=meta.get("log", ""), object_code=code, disk_cache="hit",
                 original_compile_ms=meta.get("compile_ms"), name_expressions=names, symbols=symbols,
                 includes=includes)
-            if disassemble:
+            if disassemble:  # the entry's own disassembly when the same disassembler made it
                 from gemmlab.gpu import sass
-                compiled.sass, compiled.sass_text = sass.disassemble(cubin)
+                compiled.sass, compiled.sass_text = sass.reuse(cubin, meta.get("sass"))
             _CACHE[key] = compiled
             return compiled
 
@@ -430,10 +438,11 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     if persistent:
         compiled.disk_cache = "miss"
     if persistent and resources is not None:  # never make a missing ptxas report permanent
-        from gemmlab.gpu import cache
+        from gemmlab.gpu import cache, sass
         cache.store(folder, disk_key, bytes(code.code), {
             "lowered_name": lowered, "nvrtc_version": compiled.nvrtc_version, "compile_ms": compile_ms,
             "resources": asdict(resources) if resources else None, "log": text, "name_expression": name_expression,
-            "source_file": str(source_path), "flags": options.flags(), "symbols": symbols, "includes": includes})
+            "source_file": str(source_path), "flags": options.flags(), "symbols": symbols, "includes": includes,
+            "sass": sass.stored(compiled.sass, compiled.sass_text) if disassemble else None})
     _CACHE[key] = compiled
     return compiled

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -88,6 +89,64 @@ class LoadedKernel:
     local_bytes: int
     static_shared_bytes: int
     max_threads_per_block: int = 1024  # what fits with this kernel's registers and shared memory
+
+
+@runtime_checkable
+class GpuLike(Protocol):
+    """What the pipeline, the guard bands and the timing loop use of a GPU: the interface of
+    :class:`Gpu`, and of any stand-in (tests/fakegpu.py's ``HostGpu`` keeps device memory on the
+    host and runs kernels as numpy functions; a test checks that it satisfies this protocol).
+
+    Addresses are raw device addresses (``int(buffer.handle)`` plus a byte offset); ``count``
+    is in 32-bit words, ``nbytes`` in bytes; every copy and fill is ordered on ``stream``.
+    """
+
+    index: int  #: CUDA device ordinal
+    facts: DeviceFacts  #: name, arch, SM count, L2 bytes, limits
+    stream: Any  #: the run's stream (``record()`` returns events whose difference is in ms)
+    monitor: Any  #: clocks/temperature/throttle reader (:class:`gemmlab.gpu.monitor.Monitor`)
+
+    def record(self) -> dict:
+        """Device fields for ``result.json``."""
+
+    def dram_bytes_per_s(self) -> float | None:
+        """Peak DRAM bandwidth in bytes/s, or None when unknown."""
+
+    def allocate(self, nbytes: int) -> Any:
+        """A device buffer of ``nbytes`` (``handle``: its address; ``close()`` frees it)."""
+
+    def upload(self, address: int, array: np.ndarray) -> None:
+        """Copy a host array to ``address``."""
+
+    def download(self, address: int, nbytes: int) -> np.ndarray:
+        """Copy ``nbytes`` from ``address`` into a new host uint8 array."""
+
+    def fill32(self, address: int, pattern: int, count: int) -> None:
+        """Write ``count`` 32-bit words of ``pattern`` at ``address``."""
+
+    def load(self, object_code, name_expression: str, dynamic_shared_bytes: int) -> LoadedKernel:
+        """Load a kernel of a compiled cubin."""
+
+    def occupancy(self, loaded: LoadedKernel, launch: Launch) -> dict:
+        """Max active blocks per SM, theoretical occupancy and waves of ``launch``."""
+
+    def max_active_clusters(self, loaded: LoadedKernel, launch: Launch) -> int:
+        """How many clusters of ``launch`` can be co-resident (0: none)."""
+
+    def tensor_map(self, tm, problem, address: int) -> Any:
+        """A TMA tensor map over the matrix at ``address``."""
+
+    def launcher(self, loaded: LoadedKernel, launch: Launch, args: tuple) -> Callable[[], None]:
+        """A zero-argument function that enqueues one launch."""
+
+    def capture(self, enqueue: Callable[[], None], count: int) -> Callable[[], None]:
+        """A zero-argument function that replays ``count`` calls of ``enqueue`` (a CUDA graph)."""
+
+    def release_graphs(self) -> None:
+        """Destroy the graphs captured so far."""
+
+    def sync(self) -> None:
+        """Wait for the stream (an asynchronous kernel fault raises :class:`CudaError`)."""
 
 
 class Gpu:
@@ -288,6 +347,18 @@ _OPEN: dict[int, Gpu] = {}
 _HELD_LOCKS: dict[int, object] = {}  # locks taken outside a lease scope: held for the process's life
 _SCOPES: list[list] = []  # open lease scopes of this process (innermost last), each [(index, handle)]
 LOCK_POLL_S = 0.05
+
+
+def release_held_locks() -> None:
+    """Unlock the GPUs this process locked outside a lease scope (otherwise held until the process
+    ends, as an OS lock is). For tests and long-lived processes; a point's own locks end with its
+    :func:`lease_scope`."""
+    for handle in _HELD_LOCKS.values():
+        try:
+            handle.close()
+        except OSError:
+            pass
+    _HELD_LOCKS.clear()
 
 
 def gpu_count() -> int:

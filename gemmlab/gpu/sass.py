@@ -68,6 +68,37 @@ def find_disassembler() -> tuple[list[str] | None, str]:
                   "); install it: pip install nvidia-cuda-nvdisasm")
 
 
+def tool_id() -> str | None:
+    """The disassembler :func:`disassemble` runs, as ``description|size|mtime_ns`` of its binary
+    (None when none is found): the same id and the same cubin give the same SASS, so a stored
+    disassembly (the compile cache's, :func:`reuse`) stands for a new one."""
+    argv, described = find_disassembler()
+    if argv is None:
+        return None
+    try:
+        st = os.stat(argv[0])
+    except OSError:
+        return None
+    return f"{described}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def stored(summary: dict, text: str) -> dict | None:
+    """What the compile cache keeps of a successful :func:`disassemble` (None for a failed one)."""
+    tool = tool_id()
+    if summary.get("error") or not text or tool is None:
+        return None
+    return {"tool": tool, "summary": summary, "text": text}
+
+
+def reuse(cubin: bytes, entry) -> tuple[dict, str]:
+    """``(summary, sass_text)`` of ``cubin``: a stored disassembly (:func:`stored`) when it was
+    made by the same disassembler binary (:func:`tool_id`), else :func:`disassemble`. Never raises."""
+    if (isinstance(entry, dict) and isinstance(entry.get("summary"), dict) and isinstance(entry.get("text"), str)
+            and entry.get("tool") is not None and entry.get("tool") == tool_id()):
+        return dict(entry["summary"]), entry["text"]
+    return disassemble(cubin)
+
+
 def disassemble(cubin: bytes) -> tuple[dict, str]:
     """Disassemble ``cubin``; return ``(summary, sass_text)``.
 

@@ -219,6 +219,15 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
 _RUNNERS: dict[int, PointRunner] = {}  # this process's runner (keyed by pid: a forked child gets its own)
 
 
+def stop_worker() -> None:
+    """Stop this process's point worker now; the next point starts a fresh one. The end of the
+    process does the same (atexit). For tests and long-lived processes that run several commands
+    (each command then gets its own worker, started in its working directory and environment)."""
+    runner = _RUNNERS.get(os.getpid())
+    if runner is not None:
+        runner.close()
+
+
 def _runner() -> PointRunner:
     runner = _RUNNERS.get(os.getpid())
     if runner is None:

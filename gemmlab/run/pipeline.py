@@ -44,6 +44,12 @@ def _registry(plugin_dirs: tuple[str, ...]) -> Registry:
     return load_registry(plugin_dirs)
 
 
+def clear_cache() -> None:
+    """Forget the loaded plugin registries (a plugin folder edited since is loaded again). For
+    tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    _registry.cache_clear()
+
+
 def registry_for(cfg: Mapping[str, Any]) -> Registry:
     """The (cached) registry for the ``plugin_dirs`` of ``cfg``.
 

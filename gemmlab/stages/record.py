@@ -25,7 +25,7 @@ from gemmlab.paths import SOURCE_ROOT
 from gemmlab.stages.record_model import SCHEMA, VALID_STATUSES, view
 
 __all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "ARTIFACTS", "is_artifact", "precision_text",
-           "git_commit", "new_record", "write_record", "summary"]
+           "git_commit", "clear_cache", "new_record", "write_record", "summary"]
 PRECISIONS = {
     "fp32": ("float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: "
              "IEEE float32, fma contraction on, no fast-math)"),
@@ -51,6 +51,12 @@ def is_artifact(name: str) -> bool:
     """True when ``name`` (a file or folder in a run directory) is one of a point's
     :data:`ARTIFACTS`."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in ARTIFACTS)
+
+
+def clear_cache() -> None:
+    """Forget the checkout's git commit (a commit made since is read again). For tests and
+    long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    git_commit.cache_clear()
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,60 +1,171 @@
-"""Sweeps at scale, on the CPU (mode=compile): the Optuna search experiment (failed trials pruned,
-never best), the objective, best_row, count_jobs and the progress lines, the submitit-local and
-joblib launchers, and device=auto (NVML count + one lock file per GPU).
-"""
+"""Sweeps (gemmlab/cli/sweep.py), on the CPU (mode=compile): summaries find points in any
+``hydra.sweep.subdir`` layout, leave a sanitizer child out, and end the multirun with the exit
+status of the records on disk, whatever the launcher (issue 11 item 5; issue 12 item 3: no
+module-level channel for the outcome); the progress label and lines; the summary table on an
+80-column terminal; the Optuna search experiment (failed trials pruned, never best); best_row and
+count_jobs; the submitit-local and joblib launchers."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
 import re
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 from omegaconf import OmegaConf
+from rich.console import Console
 
-import gemmlab
 import gemmlab.cli.app
 import gemmlab.gpu.device
 import gemmlab.paths
-from gemmlab.stages.config import parse_config
-from gemmlab.errors import ConfigError, NoGPUError
+from gemmlab.cli import sweep
+from gemmlab.cli.sweep import SweepFinished, SweepOutcome, best_row, collect, count_jobs, is_search, summarize
 from gemmlab.contract.hookspecs import ParamError, Shape
 from gemmlab.contract.registry import load_registry
-from gemmlab.cli.sweep import best_row, count_jobs, is_search
 
-REPO_ROOT = Path(gemmlab.__file__).resolve().parent.parent
+
+def _rec(status="compiled", kernel="tiled", **extra):
+    rec = {"schema": "gemmlab.result/1", "status": status, "valid": status in ("ok", "compiled", "checked"),
+           "error": None if status in ("ok", "compiled", "checked") else f"{status}: broke",
+           "config": {"kernel": {"name": kernel}, "shape": [8, 8, 8]},
+           "kernel": {"name": kernel, "params": {"BM": 64}}, "shape": {"M": 8, "N": 8, "K": 8}}
+    rec.update(extra)
+    return rec
+
+
+def _put(path: Path, rec: dict) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "result.json").write_text(json.dumps(rec))
+
+
+def test_nested_layout_and_sanitizer_child(tmp_path):
+    _put(tmp_path / "tiled" / "10", _rec())
+    _put(tmp_path / "tiled" / "2", _rec(status="invalid"))
+    _put(tmp_path / "naive" / "BM=64" / "0", _rec(kernel="naive"))
+    _put(tmp_path / "tiled" / "10" / "sanitizer-racecheck" / "run", _rec(status="checked"))
+    rows = collect(tmp_path)
+    assert [(r["point"], r["status"]) for r in rows] == [("naive/BM=64/0", "compiled"), ("tiled/2", "invalid"),
+                                                         ("tiled/10", "compiled")]
+
+
+def test_outcome_exit_status():
+    ok, bad = {"point": "0", "status": "compiled"}, {"point": "1", "status": "invalid"}
+    assert SweepOutcome(Path("."), [ok]).exit_status == 0
+    assert SweepOutcome(Path("."), [ok, bad]).exit_status == 1
+    assert SweepOutcome(Path("."), [ok, bad], search=True).exit_status == 0  # failed trials are pruned
+    assert SweepOutcome(Path("."), [bad], search=True).exit_status == 1      # no valid trial
+    assert SweepOutcome(Path("."), []).exit_status == 1                     # no record at all
+    assert SweepOutcome(Path("."), [ok, bad]).failed == ["1"]
+    # points run in this process may fail without a record (e.g. refusing to overwrite one)
+    assert SweepOutcome(Path("."), [ok]).exit_status_with([0, 2]) == 2
+    assert SweepOutcome(Path("."), [ok, bad]).exit_status_with([0, 2]) == 1
+    assert SweepOutcome(Path("."), [ok, bad], search=True).exit_status_with([2]) == 0
+    assert SweepOutcome(Path("."), []).exit_status_with([2]) == 2
+
+
+def test_summarize_returns_the_outcome_and_the_callback_exits_with_it(tmp_path, capsys):
+    _put(tmp_path / "a" / "0", _rec(status="wrong_result"))
+    outcome = summarize(tmp_path)
+    assert outcome.failed == ["a/0"] and outcome.exit_status == 1
+    assert (tmp_path / "summary.csv").is_file() and "1 failed" in capsys.readouterr().out
+    from omegaconf import OmegaConf
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {"_target_": "basic"}}})
+    (tmp_path / "summary.csv").unlink()
+    with pytest.raises(SweepFinished) as info:
+        sweep.SweepSummary().on_multirun_end(cfg)
+    assert info.value.code == 1 and info.value.outcome.failed == ["a/0"]
+    assert isinstance(info.value, SystemExit) and not isinstance(info.value, Exception)  # Hydra lets it pass
+
+
+def test_a_failing_summary_fails_the_sweep(tmp_path, monkeypatch, capsys):
+    from omegaconf import OmegaConf
+    _put(tmp_path / "0", _rec())
+    monkeypatch.setattr(sweep, "write_summary", lambda d: 1 / 0)
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {"_target_": "basic"}}})
+    with pytest.raises(SweepFinished) as info:
+        sweep.SweepSummary().on_multirun_end(cfg)
+    assert info.value.code == 1 and "summary of" in capsys.readouterr().err
+
+
+def test_no_module_level_outcome_channels():
+    for name in ("FAILED_POINTS", "SEARCH"):
+        assert not hasattr(sweep, name), name
+
+
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=gemmlab_gpus", "hydra.launcher.n_jobs=2"]],
+                         ids=["in_process", "joblib_2_workers"])
+def test_nested_subdir_sweep_fails_when_a_point_failed(tmp_path, cli, launcher):
+    """A point that fails in a worker process still fails the sweep, in a nested subdir layout."""
+    sweep_dir = tmp_path / "sw"
+    proc = cli(["-m", *launcher, "kernel=tiled", "kernel.TM=3,8", "mode=compile", f"hydra.sweep.dir={sweep_dir}",
+                "hydra.sweep.subdir=${kernel.name}/TM${kernel.TM}/${hydra.job.num}"], tmp_path,
+               in_process=not launcher)  # joblib's worker processes are started from a real command
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    with open(sweep_dir / "summary.csv", newline="") as f:
+        rows = [(r["point"], r["status"]) for r in csv.DictReader(f)]
+    assert rows == [("tiled/TM3/0", "invalid"), ("tiled/TM8/1", "compiled")]
+    assert "2 points: 0 verified and timed, 1 compiled only, 1 failed" in proc.stdout
+
+
+# --- the progress label and the summary table on a terminal -----------------------------------
+
+class FakeBar:
+    def __init__(self):
+        self.descriptions = []
+
+    def update(self, task, description):
+        self.descriptions.append(description)
+
+def test_progress_label_is_the_job_number():
+    progress = sweep.SweepProgress()
+    progress.bar, progress.task, progress.done = FakeBar(), 0, 0
+    for num in (0, 1):
+        cfg = OmegaConf.create({"hydra": {"job": {"num": num}, "overrides": {"task": [f"kernel={['naive', 'tiled'][num]}"]}}})
+        progress.on_job_start(cfg)
+        progress.done += 1
+    assert progress.bar.descriptions == ["point #0: kernel=naive", "point #1: kernel=tiled"]
+
+def make_sweep(root, n=3):
+    for i in range(n):
+        (root / str(i)).mkdir(parents=True)
+        rec = {"status": "wrong_result" if i == 1 else "ok", "kernel": {"name": "ladder_strip", "params":
+               {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}}, "shape": {"M": 4096, "N": 4096, "K": 4096},
+               "timing": {"median_ms": 1.23456, "gflops": 40000.0},
+               "ratio_to_baseline": {"median_time": 1.5, "baseline": "cublas"},
+               "verification": {"max_abs_error": 0.001},
+               "error": "wrong result from ladder_strip: FAIL (bound): max abs err 3, 17 mismatches" if i == 1 else None}
+        (root / str(i) / "result.json").write_text(json.dumps(rec))
+
+def test_summary_table_fits_an_80_column_terminal(tmp_path):
+    make_sweep(tmp_path)
+    out = io.StringIO()
+    rows = sweep.write_summary(tmp_path, console=Console(file=out, width=80, force_terminal=True, color_system=None))
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), "\n".join(lines)
+    assert sum("ladder_strip" in line for line in lines) == len(rows) == 3  # one line per point
+    assert any("wrong_result" in line for line in lines)
+    assert "BM=128 BN=128 BK=8 TM=8 TN=8" in (tmp_path / "summary.md").read_text()  # every column kept there
+
+def test_summary_table_is_whole_in_a_log_file(tmp_path):
+    make_sweep(tmp_path)
+    out = io.StringIO()
+    sweep.write_summary(tmp_path, console=Console(file=out, width=80))
+    assert "vs_baseline" in out.getvalue() and "1.500x cublas" in out.getvalue()
+
+
+# --- the Optuna experiment --------------------------------------------------------------------
+
 OPTUNA_PARAMS = {"kernel.BM", "kernel.BN", "kernel.BK", "kernel.TM", "kernel.TN"}
-
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("HYDRA_FULL_ERROR", None)
-    env.pop("COLUMNS", None)  # rich's width for a non-terminal: its default (80)
-    return env
-
-
-def _cli(args, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout)
-
 
 def _summary(sweep: Path) -> list[dict]:
     with open(sweep / "summary.csv", newline="") as f:
         return list(csv.DictReader(f))
 
-
 def _statuses(sweep: Path) -> dict[str, str]:
     return {p.parent.name: json.loads(p.read_text())["status"] for p in sweep.glob("*/result.json")}
-
-
-# --- the Optuna experiment ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def optuna_cfg():
@@ -62,7 +173,6 @@ def optuna_cfg():
     gemmlab.cli.app.register_resolvers()
     with initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
         return compose("config", overrides=["experiment=optuna_tiled"], return_hydra_config=True)
-
 
 def test_optuna_experiment_composes(optuna_cfg):
     sweeper = optuna_cfg.hydra.sweeper
@@ -77,7 +187,6 @@ def test_optuna_experiment_composes(optuna_cfg):
     assert optuna_cfg.kernel.name == "tiled"
     assert is_search(optuna_cfg)
     assert count_jobs(optuna_cfg) == sweeper.n_trials
-
 
 def test_optuna_search_space_contains_invalid_tile_sets(optuna_cfg):
     """The search space is a grid of choices, some of which break the tile rules (so the search
@@ -95,15 +204,13 @@ def test_optuna_search_space_contains_invalid_tile_sets(optuna_cfg):
             bad += 1
     assert 0 < bad < len(list(itertools.product(*space.values())))
 
-
 @pytest.fixture(scope="module")
-def optuna_run(tmp_path_factory):
+def optuna_run(tmp_path_factory, cli):
     tmp = tmp_path_factory.mktemp("optuna")
     sweep = tmp / "opt"
-    proc = _cli(["experiment=optuna_tiled", "mode=compile", "hydra.sweeper.n_trials=12",
+    proc = cli(["experiment=optuna_tiled", "mode=compile", "hydra.sweeper.n_trials=12",
                  f"hydra.sweep.dir={sweep}"], tmp)
     return proc, sweep
-
 
 def test_optuna_search_cli(optuna_run):
     proc, sweep = optuna_run
@@ -138,31 +245,17 @@ def test_optuna_search_cli(optuna_run):
     assert "12 trials" in proc.stdout
     assert not (sweep / "best.txt").exists()  # no timed point, so no best verified point
 
-
 def test_optuna_failed_trials_are_failed_for_the_sweeper(optuna_run):
     proc, _ = optuna_run
     # Hydra's Optuna sweeper marks a None return as a failed trial (never best)
     assert "Failed experiment" in proc.stdout + proc.stderr
 
 
-# --- objective / best_row / count_jobs -----------------------------------------------------------
-
-def test_objective():
-    ok = {"valid": True, "status": "ok", "timing": {"gflops": 1234.5, "median_ms": 1.0}}
-    value = gemmlab.cli.app.objective(ok)
-    assert isinstance(value, float) and value == 1234.5
-    assert isinstance(gemmlab.cli.app.objective({"valid": True, "status": "ok", "timing": {"gflops": 7}}), float)
-    compiled = gemmlab.cli.app.objective({"valid": True, "status": "compiled"})
-    assert compiled == 0.0 and isinstance(compiled, float)
-    assert gemmlab.cli.app.objective({"valid": False, "status": "wrong_result", "timing": {"gflops": 9e9}}) is None
-    assert gemmlab.cli.app.objective({"valid": False, "status": "invalid", "error": "kernel.TM: ..."}) is None
-    assert gemmlab.cli.app.objective({"status": "no_gpu"}) is None
-
+# --- best_row / count_jobs --------------------------------------------------------------------
 
 def _row(point, status, gflops=""):
     return {"point": str(point), "kernel": "tiled", "params": "", "shape": "8x8x8", "status": status,
             "gflops": gflops, "median_ms": "1.0" if gflops else ""}
-
 
 def test_best_row_ignores_failed_and_picks_max_gflops():
     rows = [_row(0, "ok", "999.0"), _row(1, "wrong_result", "50000.0"), _row(2, "ok", "1000.5"),
@@ -171,20 +264,16 @@ def test_best_row_ignores_failed_and_picks_max_gflops():
     best = best_row(rows)
     assert best is not None and best["point"] == "2"  # numeric, not string, max (999.0 < 1000.5)
 
-
 def test_best_row_none_without_timed_rows():
     assert best_row([]) is None
     assert best_row([_row(0, "compiled"), _row(1, "wrong_result", "5.0"), _row(2, "invalid")]) is None
 
-
 BASIC = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
-
 
 def test_count_jobs_grid_with_sweeper_params():
     cfg = OmegaConf.create({"hydra": {"sweeper": {"_target_": BASIC, "params": {"shape": "[8,8,8],[16,16,16]"}},
                                       "overrides": {"task": ["kernel=naive,tiled", "mode=compile"]}}})
     assert count_jobs(cfg) == 4
-
 
 def test_count_jobs_command_line_overrides_params():
     cfg = OmegaConf.create({"hydra": {"sweeper": {"_target_": BASIC,
@@ -192,13 +281,11 @@ def test_count_jobs_command_line_overrides_params():
                                       "overrides": {"task": ["kernel=naive,tiled,ladder_starter"]}}})
     assert count_jobs(cfg) == 6
 
-
 def test_count_jobs_optuna_is_n_trials():
     cfg = OmegaConf.create({"hydra": {"sweeper": {
         "_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper", "n_trials": 17,
         "params": {"kernel.BM": "choice(32, 64)"}}, "overrides": {"task": ["experiment=optuna_tiled"]}}})
     assert count_jobs(cfg) == 17
-
 
 def test_count_jobs_grid_without_sweeper_params():
     for params in (None, {}):
@@ -207,17 +294,15 @@ def test_count_jobs_grid_without_sweeper_params():
         assert count_jobs(cfg) == 2
 
 
-# --- progress lines --------------------------------------------------------------------------------
+# --- progress lines ---------------------------------------------------------------------------
 
 DONE = re.compile(r"\[(\d+)/(\d+|\?)\] done: ")
 
-
 @pytest.fixture(scope="module")
-def seed_lab_run(tmp_path_factory):
+def seed_lab_run(tmp_path_factory, cli):
     tmp = tmp_path_factory.mktemp("seedlab")
     sweep = tmp / "sl"
-    return _cli(["experiment=seed_lab", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
-
+    return cli(["experiment=seed_lab", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
 
 def test_progress_lines_with_total_and_eta(seed_lab_run):
     proc, sweep = seed_lab_run
@@ -228,7 +313,6 @@ def test_progress_lines_with_total_and_eta(seed_lab_run):
     assert "done:" not in proc.stdout  # progress goes to stderr
     assert set(_statuses(sweep).values()) == {"compiled"} and len(_statuses(sweep)) == 6
 
-
 def test_progress_is_one_line_per_point(seed_lab_run):
     proc, _ = seed_lab_run
     lines = [l for l in proc.stderr.splitlines() if DONE.search(l)]
@@ -236,19 +320,16 @@ def test_progress_is_one_line_per_point(seed_lab_run):
     for line in lines:
         assert re.search(r"\(\d+ s elapsed, ETA \d+ s\)\s*$", line), line
 
-
 @pytest.fixture(scope="module")
-def grid_run(tmp_path_factory):
+def grid_run(tmp_path_factory, cli):
     tmp = tmp_path_factory.mktemp("grid")
     sweep = tmp / "g"
-    return _cli(["-m", "kernel=naive,tiled", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
-
+    return cli(["-m", "kernel=naive,tiled", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
 
 def test_progress_lines_for_command_line_sweep(grid_run):
     proc, _ = grid_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [m.group(1) for m in DONE.finditer(proc.stderr)] == ["1", "2"], proc.stderr
-
 
 def test_progress_lines_for_command_line_sweep_have_total_and_eta(grid_run):
     proc, _ = grid_run
@@ -257,18 +338,17 @@ def test_progress_lines_for_command_line_sweep_have_total_and_eta(grid_run):
     assert len(re.findall(r"ETA \d+ s\)", flat)) == 2, proc.stderr
 
 
-# --- launchers -------------------------------------------------------------------------------------
+# --- launchers --------------------------------------------------------------------------------
 
 LAUNCHERS = {"submitit_local": ["hydra/launcher=gemmlab_local"],
              "joblib": ["hydra/launcher=gemmlab_gpus"],  # n_jobs = GPU count, at least 1
              "joblib_2_workers": ["hydra/launcher=gemmlab_gpus", "hydra.launcher.n_jobs=2"]}
 
-
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-def test_launcher_runs_compile_sweep(tmp_path, launcher):
+def test_launcher_runs_compile_sweep(cli, tmp_path, launcher):
     sweep = tmp_path / "sw"
-    proc = _cli(["-m", *LAUNCHERS[launcher], "kernel=naive,tiled", "mode=compile",
-                 f"hydra.sweep.dir={sweep}"], tmp_path)
+    proc = cli(["-m", *LAUNCHERS[launcher], "kernel=naive,tiled", "mode=compile",
+                f"hydra.sweep.dir={sweep}"], tmp_path, in_process=False)  # the launchers' own processes, from a real one
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Traceback" not in out
@@ -284,85 +364,11 @@ def test_launcher_runs_compile_sweep(tmp_path, launcher):
     else:
         assert "Joblib.Parallel(n_jobs=" in out
 
-
 @pytest.mark.parametrize("launcher", ["submitit_local", "joblib_2_workers"])
-def test_launcher_reports_failed_point(tmp_path, launcher):
+def test_launcher_reports_failed_point(cli, tmp_path, launcher):
     """A failing point in a worker process still fails the sweep (the summary reads the files)."""
     sweep = tmp_path / "sw"
-    proc = _cli(["-m", *LAUNCHERS[launcher], "kernel=tiled", "kernel.TM=3,8", "mode=compile",
-                 f"hydra.sweep.dir={sweep}"], tmp_path)
+    proc = cli(["-m", *LAUNCHERS[launcher], "kernel=tiled", "kernel.TM=3,8", "mode=compile",
+                f"hydra.sweep.dir={sweep}"], tmp_path, in_process=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert sorted(_statuses(sweep).values()) == ["compiled", "invalid"]
-
-
-# --- device=auto -------------------------------------------------------------------------------------
-
-CFG = {"kernel": {"name": "naive"}, "shape": [8, 8, 8]}
-
-
-def test_parse_config_device_values():
-    assert parse_config({**CFG, "device": "auto"}).device == "auto"
-    assert parse_config({**CFG, "device": 0}).device == 0
-    assert parse_config({**CFG, "device": 3}).device == 3
-    for bad in ("gpu0", -1, True, False, 1.0, None, "AUTO", [0]):
-        with pytest.raises(ConfigError) as info:
-            parse_config({**CFG, "device": bad})
-        assert info.value.field == "device", bad
-        assert "auto" in str(info.value)
-
-
-@pytest.fixture
-def no_held_locks(monkeypatch):
-    monkeypatch.setattr(gemmlab.gpu.device, "_HELD_LOCKS", {})
-
-
-def test_pick_device_without_gpus_raises(monkeypatch, no_held_locks, tmp_path):
-    monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 0)
-    with pytest.raises(NoGPUError) as info:
-        gemmlab.gpu.device.pick_device(str(tmp_path / "locks"))
-    assert "device=auto" in str(info.value)
-
-
-def test_pick_device_keeps_its_gpu(monkeypatch, no_held_locks, tmp_path):
-    monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 2)
-    first = gemmlab.gpu.device.pick_device(str(tmp_path / "locks"))
-    assert first == 0
-    assert gemmlab.gpu.device.pick_device(str(tmp_path / "locks")) == first
-    assert (tmp_path / "locks" / "gpu0.lock").exists()
-
-
-def test_run_point_device_auto_without_gpu_is_no_gpu(monkeypatch, no_held_locks, tmp_path):
-    monkeypatch.setattr(gemmlab.gpu.device, "gpu_count", lambda: 0)
-    from gemmlab.run.pipeline import run_point
-    rec = run_point({**CFG, "device": "auto", "mode": "run"}, tmp_path / "p")
-    assert rec["status"] == "no_gpu" and rec["valid"] is False
-    assert "device=auto" in rec["error"]
-
-
-PICK = textwrap.dedent("""
-    import sys, time
-    import gemmlab.gpu.device as d
-    d.gpu_count = lambda: 2
-    print(d.pick_device(sys.argv[1]), flush=True)
-    time.sleep(2)
-""")
-
-
-def test_pick_device_two_processes_get_distinct_gpus(tmp_path):
-    locks = str(tmp_path / "locks")
-    procs = [subprocess.Popen([sys.executable, "-c", PICK, locks], env=_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=60) for p in procs]
-    for p, (out, err) in zip(procs, outs):
-        assert p.returncode == 0, err
-    assert sorted(int(out.strip()) for out, _ in outs) == [0, 1]
-
-
-def test_device_index_out_of_range_message(monkeypatch):
-    from cuda.core import Device
-    monkeypatch.setattr(Device, "get_all_devices", staticmethod(lambda: (object(),)))
-    with pytest.raises(NoGPUError) as info:
-        gemmlab.gpu.device.open_gpu(1)
-    text = str(info.value)
-    assert "index 1 does not exist" in text and "1 GPU(s) visible" in text
-    assert 1 not in gemmlab.gpu.device._OPEN
