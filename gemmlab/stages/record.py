@@ -132,7 +132,9 @@ def summary(record: dict) -> str:
         lines.append(text)
     lines += _measure_lines(record, "")
     base = record.get("baseline")
-    if base:
+    if base and base.get("skipped"):
+        lines.append(f"  baseline {base['name']}: skipped, {base['skipped']}")
+    elif base:
         lines.append(f"  baseline {base['name']}" + (f" ({base['library']})" if base.get("library") else ""))
         lines += _measure_lines(base, "  ")
     ratio = record.get("ratio_to_baseline")
