@@ -413,3 +413,16 @@ def test_foreign_json_in_the_tree_is_skipped_not_failed(tmp_path, report_cli):
     proc = report_cli([sweep / "extra", "--out", tmp_path / "rep2"], tmp_path)
     assert proc.returncode == 2 and "no result.json found" in proc.stderr
     assert not (tmp_path / "rep2").exists()
+
+
+def test_console_table_keeps_square_brackets(tmp_path):
+    """Cells are plain text, not rich markup: ``gemmlab[cublas]`` in an error stays whole."""
+    import io
+
+    from rich.console import Console
+    rec = {**_record("naive-256"), "status": "unavailable", "valid": False,
+           "error": "needs gemmlab[cublas]"}
+    (tmp_path / "result.json").write_text(json.dumps(rec))
+    buf = io.StringIO()
+    report.print_table(report.collect([tmp_path]), console=Console(file=buf, width=250))
+    assert "gemmlab[cublas]" in buf.getvalue()

@@ -95,3 +95,14 @@ def test_nested_subdir_sweep_fails_when_a_point_failed(tmp_path, run_module, lau
         rows = [(r["point"], r["status"]) for r in csv.DictReader(f)]
     assert rows == [("tiled/TM3/0", "invalid"), ("tiled/TM8/1", "compiled")]
     assert "2 points: 0 verified and timed, 1 compiled only, 1 failed" in proc.stdout
+
+
+def test_console_table_keeps_square_brackets(tmp_path):
+    """Cells are plain text, not rich markup: ``pip install 'gemmlab[cublas]'`` stays whole."""
+    import io
+
+    from rich.console import Console
+    _put(tmp_path / "0", _rec(status="unavailable", error="install the extra: pip install 'gemmlab[cublas]'"))
+    buf = io.StringIO()
+    sweep.write_summary(tmp_path, console=Console(file=buf, width=200))
+    assert "gemmlab[cublas]" in buf.getvalue()

@@ -97,6 +97,7 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
     """
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # cells are plain text: "[cublas]" in an error is no markup
 
     rows = collect(sweep_dir)
     with open(Path(sweep_dir) / "summary.csv", "w", newline="") as f:
@@ -109,7 +110,7 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
         console = Console(file=console.file, width=200)
     wide = console.width >= 200
     columns, error_width = (COLUMNS, 60) if wide else _fit_columns(rows, console.width)
-    table = Table(title=f"gemmlab sweep: {sweep_dir}", show_lines=False)
+    table = Table(title=Text(f"gemmlab sweep: {sweep_dir}"), show_lines=False)
     for c in columns:
         if wide:
             table.add_column(c, overflow="fold", max_width=60 if c == "error" else None)
@@ -118,10 +119,10 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
                              max_width=error_width if c == "error" else None)
     for r in rows:
         style = None if r.get("status") in VALID_STATUSES else "red"
-        table.add_row(*(str(r.get(c, "")) for c in columns), style=style)
+        table.add_row(*(Text(str(r.get(c, ""))) for c in columns), style=style)
     console.print(table)
     if not wide:
-        console.print(f"all columns: {Path(sweep_dir) / 'summary.md'}", overflow="ellipsis", no_wrap=True)
+        console.print(Text(f"all columns: {Path(sweep_dir) / 'summary.md'}"), overflow="ellipsis", no_wrap=True)
     return rows
 
 

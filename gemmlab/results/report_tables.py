@@ -136,6 +136,7 @@ def print_table(rows: Sequence[Row], console=None) -> None:
     """Print a short rich table of ``rows`` (failed and unreadable rows in red)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
     console = console or Console()
     table = Table(title=f"gemmlab report: {len(rows)} records")
     for c, kw in (("#", {"justify": "right"}), ("kernel", {}), ("params", {"max_width": 28}), ("shape", {}),
@@ -145,8 +146,9 @@ def print_table(rows: Sequence[Row], console=None) -> None:
         table.add_column(c, **kw)
     for r in rows:
         style = "red" if r.category in ("failed", "unreadable") else None
-        table.add_row(str(r.index), r.kernel or "", r.params_text, r.shape_text, r.status,
-                      _fmt(r.median_ms, ".5f"), _fmt(r.gflops, ".1f"),
-                      f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "",
-                      (r.error or "").splitlines()[0][:200] if r.error else "", style=style)
+        cells = (str(r.index), r.kernel or "", r.params_text, r.shape_text, r.status,
+                 _fmt(r.median_ms, ".5f"), _fmt(r.gflops, ".1f"),
+                 f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "",
+                 (r.error or "").splitlines()[0][:200] if r.error else "")
+        table.add_row(*(Text(c) for c in cells), style=style)  # plain text: "[cublas]" is no markup
     console.print(table)
