@@ -153,7 +153,30 @@ def _one_line(text: str) -> str:
     return "; ".join(lines)
 
 
-def hydra_error(exc: BaseException) -> ConfigError | None:
+#: Hydra plugin options gemmlab's configs use -> (plugin in words, gemmlab's extra that installs it)
+PLUGIN_EXTRAS = {"hydra/launcher": {"submitit_local": ("the submitit launcher", "cluster"),
+                                    "submitit_slurm": ("the submitit launcher", "cluster"),
+                                    "joblib": ("the joblib launcher", "cluster")},
+                 "hydra/sweeper": {"optuna": ("the Optuna sweeper", "search")}}
+
+
+def _missing_plugin(group: str, option: str, args: list[str]) -> ConfigError | None:
+    """The one line for a Hydra plugin option that is not installed (:data:`PLUGIN_EXTRAS`),
+    naming what the user chose on ``args`` (``hydra/launcher=gemmlab_local``, an experiment)."""
+    plugin = PLUGIN_EXTRAS.get(group, {}).get(option)
+    if plugin is None:
+        return None
+    chosen = option
+    for arg in args:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key == group and value:
+            chosen = value
+        elif key == "experiment" and value and chosen == option:
+            chosen = f"experiment={value}"
+    return ConfigError(group, f"{chosen} needs {plugin[0]}, which is not installed: pip install 'gemmlab[{plugin[1]}]'")
+
+
+def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigError | None:
     """The one-line :class:`ConfigError` for an error Hydra (or OmegaConf under it) raised about
     the command line or the configs it composes: a missing ``--config-dir``/``--config-path``
     folder, an unknown ``--config-name`` or group option (``hydra/launcher=nope``), an override
@@ -161,7 +184,9 @@ def hydra_error(exc: BaseException) -> ConfigError | None:
     else (an error of gemmlab's own code stays a traceback).
 
     The field is the flag, the config group or the key; the message is Hydra's, in one line,
-    with what is allowed (the group's options, the expected values) where Hydra says it.
+    with what is allowed (the group's options, the expected values) where Hydra says it. A
+    launcher or sweeper plugin that is not installed names the extra that brings it, and the
+    option or experiment of ``args`` (the command line) that asked for it.
     """
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
@@ -193,6 +218,9 @@ def hydra_error(exc: BaseException) -> ConfigError | None:
                                "gemmlab's own is config)")
         if "/" in missing:
             group, _, option = missing.rpartition("/")
+            plugin = _missing_plugin(group, option, list(args or []))
+            if plugin is not None:
+                return plugin
             options = ", ".join(exc.options or []) or "none"
             return ConfigError(group, f"unknown option '{option}'; available: {options}")
         return ConfigError(missing or "config", _one_line(text))
@@ -544,7 +572,7 @@ def main() -> None:
         print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:
-        error = None if full_error else hydra_error(exc)
+        error = None if full_error else hydra_error(exc, sys.argv[1:])
         if error is None:
             raise
         print(f"gemmlab: error: {error}", file=sys.stderr)
