@@ -449,3 +449,11 @@ def test_precision_and_layout_columns_only_for_a_mixed_set(tmp_path):
     md = (tmp_path / "r2" / "report.md").read_text()
     assert "| precision | layout a/b |" in md and "| bf16 | row/col |" in md
     assert ">layout a/b</th>" in (tmp_path / "r2" / "report.html").read_text()
+
+
+@pytest.mark.parametrize("argv", [[], ["--nope", "x"]])
+def test_argparse_errors_are_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        report.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("gemmlab-report: error: "), err

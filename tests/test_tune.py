@@ -111,3 +111,11 @@ def test_sweep_baseline_none_switches_it_off_and_failures_exit_1(tmp_path, capsy
     out = capsys.readouterr().out.strip().splitlines()
     assert rc == 1 and seen and set(seen) == {None}
     assert "{" not in out[-1] and f"{len(seen)} failed" in out[-1] and "planned" in out[-1], out[-1]
+
+
+@pytest.mark.parametrize("argv", [["choose", "abc", "1", "1"], [], ["nope"], ["sweep"]])
+def test_argparse_errors_are_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        tune.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("gemmlab-tune: error: "), err

@@ -33,6 +33,7 @@ from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
+from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
@@ -505,48 +506,9 @@ def _interrupted_advice() -> str:
             "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
 
 
-class PipeSafeStream:
-    """A text stream wrapper for stdout: once the reader has gone (``gemmlab ... | head -3``),
-    writes are dropped instead of raising ``BrokenPipeError``, so a sweep still runs to the end
-    and writes every record and its summary. The file descriptor is pointed at /dev/null so the
-    interpreter's final flush stays quiet too (Python docs, "Note on SIGPIPE")."""
-
-    def __init__(self, stream):
-        self._stream = stream
-        self.broken = False
-
-    def _gone(self) -> None:
-        self.broken = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def write(self, text: str) -> int:
-        if not self.broken:
-            try:
-                return self._stream.write(text)
-            except BrokenPipeError:
-                self._gone()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.broken:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._gone()
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
 def main() -> None:
     """Console entry point (``gemmlab``)."""
-    if not isinstance(sys.stdout, PipeSafeStream) and sys.stdout is not None:
-        sys.stdout = PipeSafeStream(sys.stdout)
+    guard_stdout()
     if "--version" in sys.argv[1:]:
         from gemmlab import __version__
         print(f"gemmlab {__version__} (Hydra {hydra.__version__})")

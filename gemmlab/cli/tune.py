@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from gemmlab.console import OneLineParser, guard_stdout
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
@@ -277,7 +278,7 @@ def add_parser(sub) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=dispatch.PROG, description="Measure candidates (sweep), build, show and query "
+    p = OneLineParser(prog=dispatch.PROG, description="Measure candidates (sweep), build, show and query "
                                 "kernel=auto's tuning table.")
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a table from sweep records (result.json under the paths)")
@@ -301,6 +302,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 2 with one line on bad input."""
+    guard_stdout()
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "sweep":
