@@ -212,3 +212,16 @@ def test_a_missing_launcher_or_sweeper_names_the_extra(args, missing, want):
     assert str(err).startswith(want), str(err)
     extras = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert "cluster = [" in extras and "search = [" in extras
+
+
+@pytest.mark.parametrize("body, want", [
+    ("bogus: 1\n", "gemmlab: error: bogus: unknown config key (in experiment/bad); known: arch, "),
+    ("verify:\n  bogus: 1\n", "gemmlab: error: verify.bogus: unknown key in verify (in experiment/bad); known: atol, "),
+])
+def test_unknown_key_in_a_users_experiment_file_is_named(tmp_path, body, want):
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "bad.yaml").write_text("# @package _global_\n" + body)
+    proc = run_cli(["-cd", str(tmp_path / "conf"), "experiment=bad", "mode=compile"], tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(want), proc.stderr
+    assert not (tmp_path / "outputs").exists()

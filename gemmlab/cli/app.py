@@ -226,6 +226,14 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
             return ConfigError(group, f"unknown option '{option}'; available: {options}")
         return ConfigError(missing or "config", _one_line(text))
     cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+    m = re.match(r"In '([^']+)': ConfigKeyError raised while composing config", text)
+    unknown = re.search(r"Key '([^']+)' not in '(\w+)'", text + "\n" + str(cause or ""))
+    if m and unknown:  # a config file (a user's experiment) sets a key the schema does not have
+        full = re.search(r"full_key: (\S+)", text)
+        key = str(getattr(cause, "full_key", None) or (full.group(1) if full else unknown.group(1)))
+        what = str(unknown_key_error(key)).split(": ", 1)[-1]
+        head, sep, known = what.partition("; known")
+        return ConfigError(key, f"{head} (in {m.group(1)}){sep}{known}")
     key = getattr(cause or exc, "full_key", None)
     m = re.search(r"(?:Error merging override |Could not override ')([^='\s]+)", text)
     if not key and m:
