@@ -225,3 +225,18 @@ def test_unknown_key_in_a_users_experiment_file_is_named(tmp_path, body, want):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(want), proc.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+def test_an_unavailable_kernel_is_said_once(tmp_path, monkeypatch):
+    """``gemmlab kernel=cublas mode=compile`` without the cuBLAS extra: the reason once (the
+    ``gemmlab: error:`` line), not also in the run block."""
+    import sys
+
+    from gemmlab.run import isolation, pipeline
+    for name in ("nvmath", "nvmath.bindings", "nvmath.bindings.cublas"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, out_dir: pipeline.run_point(cfg, out_dir))
+    proc = run_cli(["kernel=cublas", "mode=compile"], tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text
+    assert text.count("gemmlab[cublas]") == 1 and "gemmlab: error: " in proc.stderr, text

@@ -34,7 +34,7 @@ from gemmlab.cli import sweep
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
-from gemmlab.errors import CompileError, ConfigError, NoGPUError
+from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
 
@@ -478,7 +478,7 @@ def _task(cfg, invocation: Invocation) -> float | None:
     if record.get("resumed"):
         print(f"{out_dir}: skipped, it already holds a valid result (resume=true)", flush=True)
         return objective(record)
-    if record["status"] not in (ConfigError.status, NoGPUError.status):  # those get their one line only
+    if record["status"] not in (ConfigError.status, NoGPUError.status, UnavailableError.status):  # one line only
         print(record_stage.summary(record))
         print(f"  result  {out_dir / 'result.json'}", flush=True)
     if record["status"] == NoGPUError.status:  # every further point would say the same: stop here
