@@ -240,3 +240,12 @@ def test_an_unavailable_kernel_is_said_once(tmp_path, monkeypatch):
     text = proc.stdout + proc.stderr
     assert proc.returncode == 1, text
     assert text.count("gemmlab[cublas]") == 1 and "gemmlab: error: " in proc.stderr, text
+
+
+def test_rerun_into_an_existing_sweep_says_the_refusal_once(tmp_path):
+    sweep_dir = tmp_path / "sw"
+    args = ["-m", "mode=compile", "kernel=naive,tiled", "shape=[64,64,64],[32,32,32]", f"hydra.sweep.dir={sweep_dir}"]
+    assert run_cli(args, tmp_path).returncode == 0
+    again = run_cli(args, tmp_path)
+    assert again.returncode == 2, again.stderr
+    assert again.stderr.count("already holds a result.json") == 1, again.stderr

@@ -51,10 +51,13 @@ class Invocation:
             help text's kernel list loads plugins from them).
         statuses: exit status of each point run in this process (0 valid, 1 failed, 2 invalid
             input; :func:`gemmlab.run.pipeline.exit_status`), in run order.
+        refused_existing: points refused because their folder already holds a result.json (the
+            line is said for the first only: a re-run sweep would repeat it for every point).
     """
 
     plugin_dirs: list[str] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
+    refused_existing: int = 0  # points refused because their folder already holds a result.json
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -486,9 +489,23 @@ def _task(cfg, invocation: Invocation) -> float | None:
         sys.exit(1)
     if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
         print((out_dir / "compile.log").read_text().rstrip(), file=sys.stderr)  # NVRTC log, line numbers
-    if status:
+    if status and _holds_result(record):
+        invocation.refused_existing += 1
+        if invocation.refused_existing > 1:
+            return objective(record)  # said once; the summary lists every refused point
+        multirun = str(HydraConfig.get().mode).upper().endswith("MULTIRUN")
+        print(f"gemmlab: error: {record['error']}" + ("; further points whose folder holds one are refused "
+              "without this line" if multirun else ""), file=sys.stderr, flush=True)
+    elif status:
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
     return objective(record)
+
+
+def _holds_result(record: dict) -> bool:
+    """The point was refused because its folder already holds a result.json (no resume)."""
+    error = record.get("error") or ""
+    return record.get("status") == ConfigError.status and error.startswith("out_dir: ") \
+        and "already holds a result.json" in error
 
 
 def _interrupted_advice() -> str:
