@@ -301,7 +301,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 2 with one line on bad input."""
+    """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 1 when a sweep point failed,
+    2 with one line on bad input (flags checked before any point runs)."""
     guard_stdout()
     args = _parser().parse_args(argv)
     try:
