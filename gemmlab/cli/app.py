@@ -504,8 +504,8 @@ def _task(cfg, invocation: Invocation) -> float | None:
 def _holds_result(record: dict) -> bool:
     """The point was refused because its folder already holds a result.json (no resume)."""
     error = record.get("error") or ""
-    return record.get("status") == ConfigError.status and error.startswith("out_dir: ") \
-        and "already holds a result.json" in error
+    return (record.get("status") == ConfigError.status and error.startswith("out_dir: ")
+            and "already holds a result.json" in error)
 
 
 def _interrupted_advice() -> str:
