@@ -22,6 +22,7 @@ import secrets
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -158,10 +159,11 @@ def _one_line(text: str) -> str:
 
 
 #: Hydra plugin options gemmlab's configs use -> (plugin in words, gemmlab's extra that installs it)
-PLUGIN_EXTRAS = {"hydra/launcher": {"submitit_local": ("the submitit launcher", "cluster"),
-                                    "submitit_slurm": ("the submitit launcher", "cluster"),
-                                    "joblib": ("the joblib launcher", "cluster")},
-                 "hydra/sweeper": {"optuna": ("the Optuna sweeper", "search")}}
+PLUGIN_EXTRAS = MappingProxyType({
+    "hydra/launcher": MappingProxyType({"submitit_local": ("the submitit launcher", "cluster"),
+                                        "submitit_slurm": ("the submitit launcher", "cluster"),
+                                        "joblib": ("the joblib launcher", "cluster")}),
+    "hydra/sweeper": MappingProxyType({"optuna": ("the Optuna sweeper", "search")})})
 
 
 def _missing_plugin(group: str, option: str, args: list[str]) -> ConfigError | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Sequence
 
 from gemmlab.results.report_plots import PLOTS, TITLES
@@ -30,7 +31,7 @@ def counts(rows: Sequence[Row]) -> dict[str, int]:
 
 
 #: the precision and A/B layout every record had before those fields existed
-DEFAULT_SETTINGS = {"precision": "fp32", "layout": "row/row"}
+DEFAULT_SETTINGS = MappingProxyType({"precision": "fp32", "layout": "row/row"})
 
 
 def layout_text(row: Row) -> str:
