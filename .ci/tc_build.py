@@ -1,6 +1,6 @@
 """Standalone NVRTC build + SASS histogram for the tensor-core proof kernels (no gemmlab core needed).
 
-Used locally (compile-only) and by .ci/tc-evidence.py on the GPU machine.
+Used locally (compile-only) and by .ci/tc_evidence.py on the GPU machine.
     python .ci/tc_build.py            # compile every default instance, print registers/spills/SASS classes
 """
 from __future__ import annotations

@@ -187,3 +187,64 @@ def test_a_bug_in_gemmlab_is_not_turned_into_a_hydra_error():
     err = hydra_error(MissingConfigException("In 'hydra/config': Could not find 'hydra/launcher/x'",
                                              missing_cfg_file="hydra/launcher/x", options=["basic", "joblib"]))
     assert str(err) == "hydra/launcher: unknown option 'x'; available: basic, joblib"
+
+
+@pytest.mark.parametrize("args, missing, want", [
+    (["-m", "hydra/launcher=gemmlab_local"], "hydra/launcher/submitit_local",
+     "hydra/launcher: gemmlab_local needs the submitit launcher, which is not installed: pip install 'gemmlab[cluster]'"),
+    (["-m", "hydra/launcher=gemmlab_gpus"], "hydra/launcher/joblib",
+     "hydra/launcher: gemmlab_gpus needs the joblib launcher, which is not installed: pip install 'gemmlab[cluster]'"),
+    (["-m", "hydra/launcher=gemmlab_slurm"], "hydra/launcher/submitit_slurm",
+     "hydra/launcher: gemmlab_slurm needs the submitit launcher"),
+    (["experiment=optuna_tiled"], "hydra/sweeper/optuna",
+     "hydra/sweeper: experiment=optuna_tiled needs the Optuna sweeper, which is not installed: "
+     "pip install 'gemmlab[search]'"),
+])
+def test_a_missing_launcher_or_sweeper_names_the_extra(args, missing, want):
+    """Without the optional extras Hydra only knows the plugin option is missing ('available:
+    none'); the line names what the user chose and the pip extra (pyproject's cluster/search)."""
+    from hydra.errors import MissingConfigException
+
+    from gemmlab.cli.app import hydra_error
+    err = hydra_error(MissingConfigException(f"Could not find '{missing}'", missing_cfg_file=missing, options=[]),
+                      args)
+    assert str(err).startswith(want), str(err)
+    extras = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert "cluster = [" in extras and "search = [" in extras
+
+
+@pytest.mark.parametrize("body, want", [
+    ("bogus: 1\n", "gemmlab: error: bogus: unknown config key (in experiment/bad); known: arch, "),
+    ("verify:\n  bogus: 1\n", "gemmlab: error: verify.bogus: unknown key in verify (in experiment/bad); known: atol, "),
+])
+def test_unknown_key_in_a_users_experiment_file_is_named(cli, tmp_path, body, want):
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "bad.yaml").write_text("# @package _global_\n" + body)
+    proc = cli(["-cd", str(tmp_path / "conf"), "experiment=bad", "mode=compile"], tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(want), proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_an_unavailable_kernel_is_said_once(cli, tmp_path, monkeypatch):
+    """``gemmlab kernel=cublas mode=compile`` without the cuBLAS extra: the reason once (the
+    ``gemmlab: error:`` line), not also in the run block."""
+    import sys
+
+    from gemmlab.run import isolation, pipeline
+    for name in ("nvmath", "nvmath.bindings", "nvmath.bindings.cublas"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, out_dir: pipeline.run_point(cfg, out_dir))
+    proc = cli(["kernel=cublas", "mode=compile"], tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text
+    assert text.count("gemmlab[cublas]") == 1 and "gemmlab: error: " in proc.stderr, text
+
+
+def test_rerun_into_an_existing_sweep_says_the_refusal_once(cli, tmp_path):
+    sweep_dir = tmp_path / "sw"
+    args = ["-m", "mode=compile", "kernel=naive,tiled", "shape=[64,64,64],[32,32,32]", f"hydra.sweep.dir={sweep_dir}"]
+    assert cli(args, tmp_path).returncode == 0
+    again = cli(args, tmp_path)
+    assert again.returncode == 2, again.stderr
+    assert again.stderr.count("already holds a result.json") == 1, again.stderr

@@ -189,3 +189,19 @@ def test_pipeline_cublas_tf32_on_fake_gpu(fake_nvmath, monkeypatch, tmp_path):
     assert rec["precision"].startswith("tf32: ")
     assert "launch" not in rec and rec["compile"] is None
     assert [h["math"] for h in cublas.handles.values() if "math" in h] == [FakeCublas.Math.TF32_TENSOR_OP_MATH]
+
+
+def test_compile_mode_without_nvmath_compiles_the_kernel_and_skips_the_baseline(monkeypatch, tmp_path):
+    """``mode=compile`` never runs the baseline: a missing cuBLAS extra is noted, not a failure;
+    ``kernel=cublas`` itself still says it is unavailable."""
+    from gemmlab.run.pipeline import run_point
+    from gemmlab.stages.record import summary
+    for name in ("nvmath", "nvmath.bindings", "nvmath.bindings.cublas"):
+        monkeypatch.setitem(sys.modules, name, None)
+    rec = run_point({"kernel": {"name": "tiled"}, "baseline": "cublas", "mode": "compile",
+                     "shape": [64, 64, 64]}, tmp_path / "a")
+    assert rec["status"] == "compiled" and rec["valid"], rec.get("error")
+    assert rec["baseline"]["name"] == "cublas" and "gemmlab[cublas]" in rec["baseline"]["skipped"]
+    assert "baseline cublas: skipped" in summary(rec)
+    own = run_point({"kernel": {"name": "cublas"}, "mode": "compile", "shape": [64, 64, 64]}, tmp_path / "b")
+    assert own["status"] == "unavailable"

@@ -538,3 +538,21 @@ def test_bf16_rule_prefers_a_registered_wgmma_kernel():
     reg = SubsetRegistry(names=("mma_bf16", "tma_bf16"), extra=[wg])
     assert dispatch.choose(Shape(4096, 4096, 4096), reg, precision="bf16").kernel == "wgmma_bf16"
     assert dispatch.choose(Shape(1000, 1000, 777), reg, precision="bf16").kernel == "mma_bf16"  # 64x64 first
+
+
+def test_tf32_rule_picks_the_builtin_wgmma_kernel_for_column_major_b():
+    """tf32, layout.b=col, a wave of 128x128 tiles: wgmma_tf32; B row-major (wgmma_tf32 refuses
+    it): mma_tf32."""
+    table = dispatch.Table(device={"sm_count": 132})
+    choice = dispatch.choose(Shape(4096, 4096, 4096), FULL, table, "tf32", ("row", "col"))
+    assert choice.kernel == "wgmma_tf32" and choice.reason.startswith("tensor cores"), choice.reason
+    FULL.get("wgmma_tf32").check(Shape(4096, 4096, 4096), choice.params, dispatch_facts())
+    assert dispatch.choose(Shape(4096, 4096, 4096), FULL, table, "tf32", ("row", "row")).kernel == "mma_tf32"
+
+
+def test_tf32_rule_falls_back_to_mma_when_wgmma_refuses_or_is_absent():
+    table = dispatch.Table(device={"sm_count": 132})
+    # K % 4 != 0: TMA cannot describe the rows, wgmma_tf32's check refuses
+    assert dispatch.choose(Shape(4096, 4096, 4094), FULL, table, "tf32", ("row", "col")).kernel == "mma_tf32"
+    reg = SubsetRegistry(names=("mma_tf32",), extra=[])
+    assert dispatch.choose(Shape(4096, 4096, 4096), reg, table, "tf32", ("row", "col")).kernel == "mma_tf32"

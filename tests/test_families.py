@@ -70,3 +70,11 @@ def test_cli_out_never_overwrites(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "out:" in err[0] and "already exists" in err[0]
     assert (out / "families.md").read_bytes() == before
+
+
+def test_help_is_plain_text(capsys):
+    from gemmlab.results import families
+    with pytest.raises(SystemExit):
+        families.main(["--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out and ":func:" not in out

@@ -43,3 +43,32 @@ def test_help_into_a_closed_pipe(tmp_path, args):
     proc = run_into_closed_pipe(args, tmp_path)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.returncode == 0, proc.stderr
+
+
+def _module_into_closed_pipe(module: str, args: list, cwd: Path) -> subprocess.CompletedProcess:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), MPLBACKEND="Agg")
+    try:
+        return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+
+
+H200 = REPO_ROOT / "tests" / "data" / "h200"
+
+
+@pytest.mark.parametrize("module, args, code", [
+    ("gemmlab.cli.tune", ["show"], 0),
+    ("gemmlab.cli.tune", ["choose", "1", "4096", "4096"], 0),
+    ("gemmlab.results.families", [H200], 0),
+    ("gemmlab.results.report", [H200, "--out", "{tmp}/rep"], 0),
+    ("gemmlab.results.compare", [H200 / "naive-256", H200 / "naive-256"], 0),
+], ids=["tune-show", "tune-choose", "families", "report", "compare"])
+def test_every_command_into_a_closed_pipe(tmp_path, module, args, code):
+    """``gemmlab-tune show | head -1`` and friends: no traceback, the command's own exit status
+    (for gemmlab-compare 1 would mean a regression)."""
+    proc = _module_into_closed_pipe(module, [str(a).replace("{tmp}", str(tmp_path)) for a in args], tmp_path)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.returncode == code, proc.stderr

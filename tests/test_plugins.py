@@ -422,3 +422,13 @@ def test_cli_plugin_hook_raising_is_one_line_error(cli, tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: ")
+
+
+def test_tile_error_names_the_parameter_the_user_set(tmp_path):
+    """``kernel.BM=7`` breaks "BM must be a multiple of WM": the error names kernel.BM (set),
+    not kernel.WM (its default); with WM set it stays kernel.WM."""
+    from gemmlab.run.pipeline import run_point
+    rec = run_point({"kernel": {"name": "sgemm_pipelined", "BM": 7}, "mode": "compile", "shape": [256, 256, 256]}, tmp_path / "a")
+    assert rec["status"] == "invalid" and rec["error"].startswith("kernel.BM: "), rec["error"]
+    rec = run_point({"kernel": {"name": "sgemm_pipelined", "WM": 24}, "mode": "compile", "shape": [256, 256, 256]}, tmp_path / "b")
+    assert rec["status"] == "invalid" and rec["error"].startswith("kernel.WM: "), rec["error"]

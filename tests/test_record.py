@@ -129,3 +129,12 @@ def test_summary_says_what_kernel_auto_chose(full_record):
     rec["dispatch"] = {"requested": "auto", "chosen": "slicedk", "source": "rule", "rule": "K-heavy: few tiles"}
     assert "  auto    chose slicedk by rule K-heavy: few tiles" in record_stage.summary(rec).splitlines()
     assert "auto" not in record_stage.summary(full_record)
+
+
+def test_compile_only_header_names_the_built_target():
+    """mode=compile of a wgmma kernel builds for sm_90a: the header says so, like the compile line."""
+    from gemmlab.stages.record import summary
+    rec = {"status": "compiled", "mode": "compile", "kernel": {"name": "wgmma_tf32", "params": {}},
+           "shape": {"M": 256, "N": 256, "K": 256}, "device": {"name": "no GPU (compile only)", "arch": "sm_90"},
+           "compile": {"arch": "sm_90a", "resources": None, "nvrtc_version": "13.5", "options": [], "compile_ms": 1.0}}
+    assert summary(rec).splitlines()[0].endswith("(sm_90a)")

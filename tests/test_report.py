@@ -413,3 +413,47 @@ def test_foreign_json_in_the_tree_is_skipped_not_failed(tmp_path, report_cli):
     proc = report_cli([sweep / "extra", "--out", tmp_path / "rep2"], tmp_path)
     assert proc.returncode == 2 and "no result.json found" in proc.stderr
     assert not (tmp_path / "rep2").exists()
+
+
+def test_console_table_keeps_square_brackets(tmp_path):
+    """Cells are plain text, not rich markup: ``gemmlab[cublas]`` in an error stays whole."""
+    import io
+
+    from rich.console import Console
+    rec = {**_record("naive-256"), "status": "unavailable", "valid": False,
+           "error": "needs gemmlab[cublas]"}
+    (tmp_path / "result.json").write_text(json.dumps(rec))
+    buf = io.StringIO()
+    report.print_table(report.collect([tmp_path]), console=Console(file=buf, width=250))
+    assert "gemmlab[cublas]" in buf.getvalue()
+
+
+def test_precision_and_layout_columns_only_for_a_mixed_set(tmp_path):
+    """fp32 row/row records keep report.md/.csv/.html as they were; a set with another precision
+    or layout names both per row."""
+    plain = _record("naive-256")
+    (tmp_path / "in" / "a").mkdir(parents=True)
+    (tmp_path / "in" / "a" / "result.json").write_text(json.dumps(plain))
+    report.write_report(report.collect([tmp_path / "in"]), tmp_path / "r1")
+    assert "layout" not in (tmp_path / "r1" / "report.csv").read_text().splitlines()[0]
+    assert "layout a/b" not in (tmp_path / "r1" / "report.md").read_text()
+    other = json.loads(json.dumps(plain))
+    other["config"]["precision"] = "bf16"
+    other["config"]["layout"] = {"a": "row", "b": "col"}
+    (tmp_path / "in" / "b").mkdir()
+    (tmp_path / "in" / "b" / "result.json").write_text(json.dumps(other))
+    report.write_report(report.collect([tmp_path / "in"]), tmp_path / "r2")
+    with open(tmp_path / "r2" / "report.csv") as f:
+        got = [(r["precision"], r["layout"]) for r in csv.DictReader(f)]
+    assert got == [("fp32", "row/row"), ("bf16", "row/col")]
+    md = (tmp_path / "r2" / "report.md").read_text()
+    assert "| precision | layout a/b |" in md and "| bf16 | row/col |" in md
+    assert ">layout a/b</th>" in (tmp_path / "r2" / "report.html").read_text()
+
+
+@pytest.mark.parametrize("argv", [[], ["--nope", "x"]])
+def test_argparse_errors_are_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        report.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("gemmlab-report: error: "), err

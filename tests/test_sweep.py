@@ -372,3 +372,34 @@ def test_launcher_reports_failed_point(cli, tmp_path, launcher):
                 f"hydra.sweep.dir={sweep}"], tmp_path, in_process=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert sorted(_statuses(sweep).values()) == ["compiled", "invalid"]
+
+
+def test_console_table_keeps_square_brackets(tmp_path):
+    """Cells are plain text, not rich markup: ``pip install 'gemmlab[cublas]'`` stays whole."""
+    import io
+
+    from rich.console import Console
+    _put(tmp_path / "0", _rec(status="unavailable", error="install the extra: pip install 'gemmlab[cublas]'"))
+    buf = io.StringIO()
+    sweep.write_summary(tmp_path, console=Console(file=buf, width=200))
+    assert "gemmlab[cublas]" in buf.getvalue()
+
+
+def test_summary_names_precision_and_layout_only_when_they_vary(tmp_path):
+    _put(tmp_path / "a" / "0", _rec())
+    sweep.write_summary(tmp_path / "a", console=None)
+    assert "precision" not in (tmp_path / "a" / "summary.md").read_text().splitlines()[0]
+    _put(tmp_path / "b" / "0", _rec())
+    _put(tmp_path / "b" / "1", _rec(config={"kernel": {"name": "tiled"}, "shape": [8, 8, 8], "precision": "tf32",
+                                             "layout": {"a": "row", "b": "col"}}))
+    import io
+
+    from rich.console import Console
+    buf = io.StringIO()
+    sweep.write_summary(tmp_path / "b", console=Console(file=buf, width=200))
+    md = (tmp_path / "b" / "summary.md").read_text().splitlines()
+    assert md[0].startswith("| point | kernel | shape | precision | layout |")
+    assert "| fp32 | row/row |" in md[2] and "| tf32 | row/col |" in md[3]
+    with open(tmp_path / "b" / "summary.csv") as f:
+        assert [r["layout"] for r in csv.DictReader(f)] == ["row/row", "row/col"]
+    assert "row/col" in buf.getvalue()

@@ -77,3 +77,45 @@ def test_other_precisions_measure_the_kernels_that_declare_them():
     bf16.precisions = ("bf16",)
     cands = tune.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(extra=[bf16]), precision="bf16")
     assert cands == [("mma_fake", {"BM": 128})]
+
+
+@pytest.mark.parametrize("flags, field", [(["--baseline", "nope"], "--baseline"), (["--budget", "-1"], "--budget"),
+                                          (["--repeat", "0"], "--repeat"), (["--batch", "0"], "--batch")])
+def test_sweep_bad_flags_one_line_before_any_point(tmp_path, capsys, monkeypatch, flags, field):
+    import gemmlab.run.isolation as isolation
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, d: pytest.fail("a point ran"))
+    assert tune.main(["sweep", "--out", str(tmp_path / "s"), "--families", "tiny", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"gemmlab-tune: error: {field}: "), err
+    assert not (tmp_path / "s").exists()
+
+
+def _one_shape_suite(tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("families:\n  tiny: [[16, 16, 16]]\n")
+    return str(suite)
+
+
+@pytest.mark.parametrize("word", ["none", "null"])
+def test_sweep_baseline_none_switches_it_off_and_failures_exit_1(tmp_path, capsys, monkeypatch, word):
+    import gemmlab.run.isolation as isolation
+    seen = []
+
+    def failing(cfg, out_dir):
+        seen.append(cfg["baseline"])
+        return {"status": "wrong_result", "valid": False, "error": "verify: 3 elements off"}
+
+    monkeypatch.setattr(isolation, "run_point", failing)
+    rc = tune.main(["sweep", "--out", str(tmp_path / "s"), "--suite", _one_shape_suite(tmp_path),
+                    "--baseline", word, "--kernels", "tiled"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 1 and seen and set(seen) == {None}
+    assert "{" not in out[-1] and f"{len(seen)} failed" in out[-1] and "planned" in out[-1], out[-1]
+
+
+@pytest.mark.parametrize("argv", [["choose", "abc", "1", "1"], [], ["nope"], ["sweep"]])
+def test_argparse_errors_are_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        tune.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("gemmlab-tune: error: "), err

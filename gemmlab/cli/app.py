@@ -22,6 +22,7 @@ import secrets
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -33,7 +34,8 @@ from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
-from gemmlab.errors import CompileError, ConfigError, NoGPUError
+from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
+from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
 
@@ -50,10 +52,13 @@ class Invocation:
             help text's kernel list loads plugins from them).
         statuses: exit status of each point run in this process (0 valid, 1 failed, 2 invalid
             input; :func:`gemmlab.run.pipeline.exit_status`), in run order.
+        refused_existing: points refused because their folder already holds a result.json (the
+            line is said for the first only: a re-run sweep would repeat it for every point).
     """
 
     plugin_dirs: list[str] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
+    refused_existing: int = 0  # points refused because their folder already holds a result.json
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -153,7 +158,31 @@ def _one_line(text: str) -> str:
     return "; ".join(lines)
 
 
-def hydra_error(exc: BaseException) -> ConfigError | None:
+#: Hydra plugin options gemmlab's configs use -> (plugin in words, gemmlab's extra that installs it)
+PLUGIN_EXTRAS = MappingProxyType({
+    "hydra/launcher": MappingProxyType({"submitit_local": ("the submitit launcher", "cluster"),
+                                        "submitit_slurm": ("the submitit launcher", "cluster"),
+                                        "joblib": ("the joblib launcher", "cluster")}),
+    "hydra/sweeper": MappingProxyType({"optuna": ("the Optuna sweeper", "search")})})
+
+
+def _missing_plugin(group: str, option: str, args: list[str]) -> ConfigError | None:
+    """The one line for a Hydra plugin option that is not installed (:data:`PLUGIN_EXTRAS`),
+    naming what the user chose on ``args`` (``hydra/launcher=gemmlab_local``, an experiment)."""
+    plugin = PLUGIN_EXTRAS.get(group, {}).get(option)
+    if plugin is None:
+        return None
+    chosen = option
+    for arg in args:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key == group and value:
+            chosen = value
+        elif key == "experiment" and value and chosen == option:
+            chosen = f"experiment={value}"
+    return ConfigError(group, f"{chosen} needs {plugin[0]}, which is not installed: pip install 'gemmlab[{plugin[1]}]'")
+
+
+def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigError | None:
     """The one-line :class:`ConfigError` for an error Hydra (or OmegaConf under it) raised about
     the command line or the configs it composes: a missing ``--config-dir``/``--config-path``
     folder, an unknown ``--config-name`` or group option (``hydra/launcher=nope``), an override
@@ -161,7 +190,9 @@ def hydra_error(exc: BaseException) -> ConfigError | None:
     else (an error of gemmlab's own code stays a traceback).
 
     The field is the flag, the config group or the key; the message is Hydra's, in one line,
-    with what is allowed (the group's options, the expected values) where Hydra says it.
+    with what is allowed (the group's options, the expected values) where Hydra says it. A
+    launcher or sweeper plugin that is not installed names the extra that brings it, and the
+    option or experiment of ``args`` (the command line) that asked for it.
     """
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
@@ -193,10 +224,21 @@ def hydra_error(exc: BaseException) -> ConfigError | None:
                                "gemmlab's own is config)")
         if "/" in missing:
             group, _, option = missing.rpartition("/")
+            plugin = _missing_plugin(group, option, list(args or []))
+            if plugin is not None:
+                return plugin
             options = ", ".join(exc.options or []) or "none"
             return ConfigError(group, f"unknown option '{option}'; available: {options}")
         return ConfigError(missing or "config", _one_line(text))
     cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+    m = re.match(r"In '([^']+)': ConfigKeyError raised while composing config", text)
+    unknown = re.search(r"Key '([^']+)' not in '(\w+)'", text + "\n" + str(cause or ""))
+    if m and unknown:  # a config file (a user's experiment) sets a key the schema does not have
+        full = re.search(r"full_key: (\S+)", text)
+        key = str(getattr(cause, "full_key", None) or (full.group(1) if full else unknown.group(1)))
+        what = str(unknown_key_error(key)).split(": ", 1)[-1]
+        head, sep, known = what.partition("; known")
+        return ConfigError(key, f"{head} (in {m.group(1)}){sep}{known}")
     key = getattr(cause or exc, "full_key", None)
     m = re.search(r"(?:Error merging override |Could not override ')([^='\s]+)", text)
     if not key and m:
@@ -441,7 +483,7 @@ def _task(cfg, invocation: Invocation) -> float | None:
     if record.get("resumed"):
         print(f"{out_dir}: skipped, it already holds a valid result (resume=true)", flush=True)
         return objective(record)
-    if record["status"] not in (ConfigError.status, NoGPUError.status):  # those get their one line only
+    if record["status"] not in (ConfigError.status, NoGPUError.status, UnavailableError.status):  # one line only
         print(record_stage.summary(record))
         print(f"  result  {out_dir / 'result.json'}", flush=True)
     if record["status"] == NoGPUError.status:  # every further point would say the same: stop here
@@ -449,9 +491,23 @@ def _task(cfg, invocation: Invocation) -> float | None:
         sys.exit(1)
     if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
         print((out_dir / "compile.log").read_text().rstrip(), file=sys.stderr)  # NVRTC log, line numbers
-    if status:
+    if status and _holds_result(record):
+        invocation.refused_existing += 1
+        if invocation.refused_existing > 1:
+            return objective(record)  # said once; the summary lists every refused point
+        multirun = str(HydraConfig.get().mode).upper().endswith("MULTIRUN")
+        print(f"gemmlab: error: {record['error']}" + ("; further points whose folder holds one are refused "
+              "without this line" if multirun else ""), file=sys.stderr, flush=True)
+    elif status:
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
     return objective(record)
+
+
+def _holds_result(record: dict) -> bool:
+    """The point was refused because its folder already holds a result.json (no resume)."""
+    error = record.get("error") or ""
+    return (record.get("status") == ConfigError.status and error.startswith("out_dir: ")
+            and "already holds a result.json" in error)
 
 
 def _interrupted_advice() -> str:
@@ -477,48 +533,9 @@ def _interrupted_advice() -> str:
             "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
 
 
-class PipeSafeStream:
-    """A text stream wrapper for stdout: once the reader has gone (``gemmlab ... | head -3``),
-    writes are dropped instead of raising ``BrokenPipeError``, so a sweep still runs to the end
-    and writes every record and its summary. The file descriptor is pointed at /dev/null so the
-    interpreter's final flush stays quiet too (Python docs, "Note on SIGPIPE")."""
-
-    def __init__(self, stream):
-        self._stream = stream
-        self.broken = False
-
-    def _gone(self) -> None:
-        self.broken = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def write(self, text: str) -> int:
-        if not self.broken:
-            try:
-                return self._stream.write(text)
-            except BrokenPipeError:
-                self._gone()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.broken:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._gone()
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
 def main() -> None:
     """Console entry point (``gemmlab``)."""
-    if not isinstance(sys.stdout, PipeSafeStream) and sys.stdout is not None:
-        sys.stdout = PipeSafeStream(sys.stdout)
+    guard_stdout()
     if "--version" in sys.argv[1:]:
         from gemmlab import __version__
         print(f"gemmlab {__version__} (Hydra {hydra.__version__})")
@@ -544,7 +561,7 @@ def main() -> None:
         print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:
-        error = None if full_error else hydra_error(exc)
+        error = None if full_error else hydra_error(exc, sys.argv[1:])
         if error is None:
             raise
         print(f"gemmlab: error: {error}", file=sys.stderr)

@@ -41,6 +41,7 @@ def _row(rec: Record, root: Path) -> dict[str, Any]:
                if isinstance(raw.get("verification"), dict) else "")
     return {"point": point, "kernel": rec.kernel or "?",
             "shape": rec.shape_text if rec.shape_from == "shape" else str(config.get("shape")),
+            "precision": rec.precision or "fp32", "layout": (rec.settings or {}).get("layout") or "row/row",
             "params": rec.params_text, "status": raw.get("status"),
             "median_ms": f"{rec.median_ms:.5f}" if rec.median_ms is not None else "",
             "gflops": f"{rec.gflops:.1f}" if rec.gflops is not None else "",
@@ -57,11 +58,25 @@ def collect(sweep_dir: Path) -> list[dict[str, Any]]:
     return [_row(read_record(p), sweep_dir) for p in find_records([sweep_dir], children=False)]
 
 
+#: the columns :func:`columns` adds after ``shape`` when a sweep mixes precisions or layouts
+SETTING_COLUMNS = ("precision", "layout")
+
+
+def columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """:data:`COLUMNS`, plus ``precision`` and ``layout`` (A/B) after ``shape`` when any point is
+    not fp32 with row-major A and B (a sweep of fp32 row/row points keeps its summary as it was)."""
+    if all(r.get("precision", "fp32") == "fp32" and r.get("layout", "row/row") == "row/row" for r in rows):
+        return COLUMNS
+    i = COLUMNS.index("shape") + 1
+    return COLUMNS[:i] + SETTING_COLUMNS + COLUMNS[i:]
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """The rows as a GitHub-flavoured Markdown table."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+    """The rows as a GitHub-flavoured Markdown table (:func:`columns`)."""
+    cols = columns(rows)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for r in rows:
-        lines.append("| " + " | ".join(str(r.get(c, "")).replace("|", "\\|") for c in COLUMNS) + " |")
+        lines.append("| " + " | ".join(str(r.get(c, "")).replace("|", "\\|") for c in cols) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -76,7 +91,9 @@ def _fit_columns(rows: list[dict[str, Any]], width: int) -> tuple[tuple[str, ...
         return max([len(c)] + [len(str(r.get(c, ""))) for r in rows])
 
     chosen: list[str] = []
-    for c in NARROW_COLUMNS:
+    all_columns = columns(rows)
+    narrow = NARROW_COLUMNS if all_columns == COLUMNS else NARROW_COLUMNS[:3] + SETTING_COLUMNS + NARROW_COLUMNS[3:]
+    for c in narrow:
         trial = chosen + [c]
         used = sum(natural(x) for x in trial if x != "error") + 3 * len(trial) + 1
         room = width - used
@@ -84,7 +101,7 @@ def _fit_columns(rows: list[dict[str, Any]], width: int) -> tuple[tuple[str, ...
             continue
         chosen = trial
     used = sum(natural(x) for x in chosen if x != "error") + 3 * len(chosen) + 1
-    return tuple(c for c in COLUMNS if c in chosen), max(width - used, 0)
+    return tuple(c for c in all_columns if c in chosen), max(width - used, 0)
 
 
 def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
@@ -97,10 +114,11 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
     """
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # cells are plain text: "[cublas]" in an error is no markup
 
     rows = collect(sweep_dir)
     with open(Path(sweep_dir) / "summary.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=columns(rows), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     (Path(sweep_dir) / "summary.md").write_text(markdown(rows))
@@ -108,9 +126,9 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
     if not console.is_terminal:
         console = Console(file=console.file, width=200)
     wide = console.width >= 200
-    columns, error_width = (COLUMNS, 60) if wide else _fit_columns(rows, console.width)
-    table = Table(title=f"gemmlab sweep: {sweep_dir}", show_lines=False)
-    for c in columns:
+    shown, error_width = (columns(rows), 60) if wide else _fit_columns(rows, console.width)
+    table = Table(title=Text(f"gemmlab sweep: {sweep_dir}"), show_lines=False)
+    for c in shown:
         if wide:
             table.add_column(c, overflow="fold", max_width=60 if c == "error" else None)
         else:
@@ -118,10 +136,10 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
                              max_width=error_width if c == "error" else None)
     for r in rows:
         style = None if r.get("status") in VALID_STATUSES else "red"
-        table.add_row(*(str(r.get(c, "")) for c in columns), style=style)
+        table.add_row(*(Text(str(r.get(c, ""))) for c in shown), style=style)
     console.print(table)
     if not wide:
-        console.print(f"all columns: {Path(sweep_dir) / 'summary.md'}", overflow="ellipsis", no_wrap=True)
+        console.print(Text(f"all columns: {Path(sweep_dir) / 'summary.md'}"), overflow="ellipsis", no_wrap=True)
     return rows
 
 

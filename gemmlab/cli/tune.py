@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from gemmlab.console import OneLineParser, guard_stdout
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
@@ -200,12 +201,13 @@ def sweep_main(args) -> int:
     from gemmlab.dispatch.shapes import load_suite
     suite = load_suite(args.suite)
     registry = load_registry(args.plugin_dirs)
-    base: dict[str, Any] = {"baseline": args.baseline, "mode": args.mode,
+    baseline = _check_sweep_flags(args, registry)
+    base: dict[str, Any] = {"baseline": baseline, "mode": args.mode,
                             "timing": {"mode": "graph", "warmup": 3, "repeat": args.repeat, "batch": args.batch,
                                        "floor": False},
                             "verify": {"max_full": args.max_full}, "plugin_dirs": list(args.plugin_dirs)}
-    if args.baseline is None:
-        base.pop("baseline")
+    if baseline is None:
+        base["baseline"] = None  # --baseline none: no baseline (the config's baseline=null)
     kernels = [k for k in (args.kernels or "").split(",") if k]
     unknown = sorted(set(kernels) - set(registry.kernels))
     if unknown:
@@ -213,8 +215,47 @@ def sweep_main(args) -> int:
         raise ConfigError("kernels", f"unknown kernel {unknown[0]!r}; registered: {', '.join(sorted(registry.kernels))}")
     stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base,
                       precision=args.precision, kernels=kernels)
-    print(f"{args.out}: {stats}")
-    return 0
+    print(sweep_line(args.out, stats))
+    return 1 if stats.get("failed") else 0
+
+
+#: ``--baseline`` values that switch the baseline off (the config's ``baseline=null``)
+NO_BASELINE = ("none", "null")
+
+
+def _check_sweep_flags(args, registry) -> str | None:
+    """Check the flags of ``gemmlab-tune sweep`` before any point runs; returns the baseline
+    kernel (None for ``--baseline none``/``null``).
+
+    Raises:
+        ConfigError: the flag as field (``--repeat``, ``--batch``, ``--budget``, ``--max-full``,
+            ``--baseline``) and what is allowed.
+    """
+    for flag, value, low, high in (("--repeat", args.repeat, 1, 100_000), ("--batch", args.batch, 1, 100_000),
+                                   ("--max-full", args.max_full, 1, None)):
+        if value < low or (high is not None and value > high):
+            allowed = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
+            raise ConfigError(flag, f"must be {allowed}, got {value}")
+    if args.budget is not None and not args.budget > 0:  # also NaN
+        raise ConfigError("--budget", f"must be a number of seconds > 0 (leave it out for no limit), got {args.budget:g}")
+    baseline = args.baseline
+    if baseline is None or baseline.strip().lower() in NO_BASELINE:
+        return None
+    if baseline not in registry.kernels:
+        raise ConfigError("--baseline", f"unknown kernel {baseline!r}; registered: {', '.join(sorted(registry.kernels))}"
+                          f"; or none (no baseline)")
+    return baseline
+
+
+def sweep_line(out, stats: Mapping[str, Any]) -> str:
+    """The final line of ``gemmlab-tune sweep``: the counts of :func:`run_sweep` in words."""
+    parts = [f"{stats.get('planned', 0)} points planned", f"{stats.get('done', 0)} run",
+             f"{stats.get('failed', 0)} failed"]
+    if stats.get("skipped_existing"):
+        parts.append(f"{stats['skipped_existing']} skipped (result.json already there)")
+    if stats.get("cut"):
+        parts.append(f"{stats['cut']} not run (budget)")
+    return f"{out}: " + ", ".join(parts) + f" in {stats.get('seconds', 0):g} s"
 
 
 def add_parser(sub) -> None:
@@ -226,7 +267,7 @@ def add_parser(sub) -> None:
                    "choice of every shape always is; default: all)")
     s.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
     s.add_argument("--budget", type=float, help="seconds; no new point starts after it")
-    s.add_argument("--baseline", default="cublas", help="baseline kernel measured alternately (default cublas)")
+    s.add_argument("--baseline", default="cublas", help="baseline kernel measured alternately (default cublas; none: no baseline)")
     s.add_argument("--mode", default="run", choices=("run", "compile"))
     s.add_argument("--repeat", type=int, default=5, help="graph-timed samples per point (default 5)")
     s.add_argument("--batch", type=int, default=10, help="launches per sample (default 10)")
@@ -237,7 +278,7 @@ def add_parser(sub) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=dispatch.PROG, description="Measure candidates (sweep), build, show and query "
+    p = OneLineParser(prog=dispatch.PROG, description="Measure candidates (sweep), build, show and query "
                                 "kernel=auto's tuning table.")
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a table from sweep records (result.json under the paths)")
@@ -260,7 +301,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 2 with one line on bad input."""
+    """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 1 when a sweep point failed,
+    2 with one line on bad input (flags checked before any point runs)."""
+    guard_stdout()
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "sweep":

@@ -337,7 +337,7 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
       own launch has at least one block per SM.
     - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: streamk, then 64x64 kernels.
     - ``small``: anything else: slicedk, streamk, small_tile, 32x32 tiled, the seed tile.
-    - ``tensor_core`` (bf16, fp16): :func:`_tensor_core_rule`.
+    - ``tensor_core`` (bf16, fp16): :func:`_tensor_core_rule`; (tf32): :func:`_tf32_rule`.
     - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
       the preferred kernels reject).
 
@@ -397,6 +397,8 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
                              ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), _TILED32, ("tiled", {}))))
     elif precision in ("bf16", "fp16"):
         out.append(_tensor_core_rule(shape, sms))
+    elif precision == "tf32":
+        out.append(_tf32_rule(shape, sms, tuple(layout)))
     out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
     return out
 
@@ -422,6 +424,22 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
                     f"{eff:.0%} of their waves", (("wgmma_bf16", {}), _MMA16_128, ("tma_bf16", {}), _MMA16_64))
     return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles < {sms} SMs: 64x64 tiles fill more SMs",
                 (_MMA16_64, ("tma_bf16", {"BN": 64}), ("wgmma_bf16", {}), _MMA16_128))
+
+
+def _tf32_rule(shape: Shape, sms: int, layout: tuple[str, str]) -> Rule:
+    """tf32 (float32 storage, TF32 tensor-core math): ``wgmma_tf32`` (wgmma, B column-major only:
+    TF32 wgmma has no transposed operand) with its defaults where registered and its check accepts
+    the problem, else ``mma_tf32`` (mma.sync, row- or column-major B). As for bf16, a problem
+    without a wave of 128x128 tiles tries ``mma_tf32`` first (its smaller tiles fill more SMs)."""
+    tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
+    if layout[1] != "col":
+        return Rule("tensor_core", "tensor cores (tf32): B row-major: mma.sync (wgmma_tf32 needs layout.b=col)",
+                    (("mma_tf32", {}),))
+    if tiles128 >= sms:
+        return Rule("tensor_core", f"tensor cores (tf32): {tiles128} 128x128 tiles >= {sms} SMs: wgmma first",
+                    (("wgmma_tf32", {}), ("mma_tf32", {})))
+    return Rule("tensor_core", f"tensor cores (tf32): {tiles128} 128x128 tiles < {sms} SMs: mma.sync's smaller "
+                "tiles first", (("mma_tf32", {}), ("wgmma_tf32", {})))
 
 
 # --- choosing -------------------------------------------------------------------------------------

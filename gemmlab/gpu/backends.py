@@ -21,10 +21,11 @@ and for its baseline, with no branches on the kind of kernel:
 from __future__ import annotations
 
 import numbers
+import re
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -59,6 +60,18 @@ def precision_detail(problem: Problem, types: dict | None = None) -> dict:
     return {"name": problem.precision, **t}
 
 
+def blamed_field(field_name: str, message: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    """The field a parameter check's error names: the check's own (``kernel.WM`` in "BM=7 must be
+    a multiple of WM=32"), unless that parameter is at its default and exactly one parameter the
+    message names (``BM=``) is not: then that one, the parameter the user set."""
+    name = field_name.removeprefix("kernel.")
+    if not field_name.startswith("kernel.") or name not in defaults or params.get(name) != defaults.get(name):
+        return field_name
+    changed = [k for k in params if k != name and params.get(k) != defaults.get(k)
+               and re.search(rf"\b{re.escape(k)}=", message)]
+    return f"kernel.{changed[0]}" if len(changed) == 1 else field_name
+
+
 @dataclass
 class Backend:
     """A kernel under measurement (``role`` kernel or baseline); subclasses implement the steps."""
@@ -91,7 +104,7 @@ class Backend:
         try:
             spec.check_problem(problem, self.params, facts)
         except ParamError as exc:
-            raise ConfigError(exc.field, exc.message) from None
+            raise ConfigError(blamed_field(exc.field, exc.message, self.params, spec.defaults), exc.message) from None
         self.record["precision_detail"] = precision_detail(problem)
 
     def unavailable(self) -> str | None:

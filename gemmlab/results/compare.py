@@ -58,6 +58,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from gemmlab.console import OneLineParser, guard_stdout
 from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE,
                                            SETTINGS, UNTIMED, VERDICTS, CompareError, Pair, Point, compare,
                                            compare_pair, load_points, point_from_record)
@@ -76,10 +77,7 @@ __all__ = ["bootstrap_ratio", "verdict", "beyond_threshold", "load_points", "poi
 
 # --- command line --------------------------------------------------------------------------------
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (argparse would add the usage)
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
+_Parser = OneLineParser  # one line, exit 2 (gemmlab.console)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gemmlab-compare``; returns (and, as a script, exits with) the status:
     0, 1 (a point SLOW beyond the threshold, FAILED, or valid before and missing after), 2 (bad
     arguments)."""
+    guard_stdout()
     args = build_parser().parse_args(argv)
     skipped: list = []
     try:

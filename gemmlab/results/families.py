@@ -16,7 +16,6 @@ report (:func:`report_section`: the records of ``kernel=auto`` whose shapes are 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import os
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from gemmlab.console import OneLineParser, guard_stdout
 from gemmlab.errors import ConfigError
 from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
@@ -308,7 +308,11 @@ def plot(points: Sequence[Point], path: Path) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: print the family table and targets; with --out write md/csv/png. Exit 0; 2 on bad input."""
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    guard_stdout()
+    ap = OneLineParser(prog=PROG, description="Per-family view of shape-suite results: a kernel (usually "
+                       "kernel=auto) against its baseline (cuBLAS), grouped by the shape suite's families, with the "
+                       "targets. Prints the table and the target checks; with --out also writes families.md, "
+                       "families.csv and families.png.")
     ap.add_argument("paths", nargs="+", help="run or sweep folders, or result.json files")
     ap.add_argument("--out", help="folder for families.md, families.csv, families.png")
     ap.add_argument("--suite", help="shape suite YAML (default: the shipped one)")

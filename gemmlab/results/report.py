@@ -43,6 +43,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from gemmlab.console import OneLineParser, guard_stdout
 from gemmlab.results import families, report_html, report_plots, report_tables
 
 from gemmlab.stages import record_model as results
@@ -117,7 +118,7 @@ def write_report(rows: Sequence[Row], out_dir: str | os.PathLike,
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog=PROG, description="One table (CSV + Markdown) and plots from gemmlab result.json records: "
         "run directories, sweep directories (any nesting), or result.json files.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="run/sweep directory or result.json file")
@@ -134,6 +135,7 @@ def _default_out() -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point (``gemmlab-report``). Returns the exit status: 0 report written,
     1 no ``result.json`` found, 2 bad arguments."""
+    guard_stdout()
     args = _parser().parse_args(argv)
 
     def fail(code: int, msg: str) -> int:

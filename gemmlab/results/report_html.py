@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gemmlab.results.report_plots import PLOTS, TITLES
-from gemmlab.results.report_tables import MD_COLUMNS, counts
+from gemmlab.results.report_tables import counts, md_columns
 from gemmlab.stages.record_model import CATEGORIES, Record as Row
 
 CATEGORY_TEXT = {"timed": "valid timed", "compiled": "compiled only", "failed": "failed",
@@ -144,15 +144,16 @@ def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Pa
 
     if families is not None:
         out += _families(families, plots.get("families"))
+    columns = md_columns(rows)
     out += ['<h2 id="results-title">Results</h2>',
             "<p><code>time / baseline</code> = kernel median time / baseline median time (&gt; 1: slower than "
             "the baseline); GFLOP/s = 2&middot;M&middot;N&middot;K / median time; the timing is the record's "
             "primary protocol. Click a column header to sort.</p>",
             '<div class="scroll"><table id="results" class="sortable"><thead><tr>'
-            + "".join(f'<th scope="col">{_e(t)}</th>' for t, _ in MD_COLUMNS) + "</tr></thead><tbody>"]
+            + "".join(f'<th scope="col">{_e(t)}</th>' for t, _ in columns) + "</tr></thead><tbody>"]
     for r in rows:
         cls = f' class="{r.category}"' if r.category in ("failed", "unreadable") else ""
-        out.append(f"<tr{cls}>" + "".join(_cell(r, t, get) for t, get in MD_COLUMNS) + "</tr>")
+        out.append(f"<tr{cls}>" + "".join(_cell(r, t, get) for t, get in columns) + "</tr>")
     out.append("</tbody></table></div>")
 
     out.append('<h2 id="plots">Plots</h2>')

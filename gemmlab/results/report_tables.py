@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Sequence
 
 from gemmlab.results.report_plots import PLOTS, TITLES
@@ -29,17 +30,42 @@ def counts(rows: Sequence[Row]) -> dict[str, int]:
 
 
 
+#: the precision and A/B layout every record had before those fields existed
+DEFAULT_SETTINGS = MappingProxyType({"precision": "fp32", "layout": "row/row"})
+
+
+def layout_text(row: Row) -> str:
+    """The row's A/B layout as ``"a/b"`` (``row/row`` for a record without the field)."""
+    return str((row.settings or {}).get("layout") or DEFAULT_SETTINGS["layout"])
+
+
+def mixed_settings(rows: Sequence[Row]) -> bool:
+    """True when any row is not fp32 with row-major A and B: then the tables name each row's
+    precision and layout (a set of fp32 row/row records keeps its tables as they were)."""
+    return any((r.precision or DEFAULT_SETTINGS["precision"]) != DEFAULT_SETTINGS["precision"]
+               or layout_text(r) != DEFAULT_SETTINGS["layout"] for r in rows if r.category != "unreadable")
+
+
+def csv_columns(rows: Sequence[Row]) -> tuple[str, ...]:
+    """:data:`CSV_COLUMNS`, plus ``layout`` after ``precision`` when :func:`mixed_settings`."""
+    if not mixed_settings(rows):
+        return CSV_COLUMNS
+    i = CSV_COLUMNS.index("precision") + 1
+    return CSV_COLUMNS[:i] + ("layout",) + CSV_COLUMNS[i:]
+
+
 def as_csv(row: Row) -> dict[str, Any]:
-    """The row as ``CSV_COLUMNS`` → value (full precision; ``""`` for unknown)."""
+    """The row as ``CSV_COLUMNS`` (and ``layout``) → value (full precision; ``""`` for unknown)."""
     out = {c: getattr(row, c, None) for c in CSV_COLUMNS}
-    out.update(params=row.params_text, n_samples=len(row.samples_ms) or None, unread_fields="; ".join(row.unread))
+    out.update(params=row.params_text, n_samples=len(row.samples_ms) or None, unread_fields="; ".join(row.unread),
+               layout=layout_text(row) if row.category != "unreadable" else None)
     return {k: ("" if v is None else v) for k, v in out.items()}
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
-    """``report.csv``: one line per row, :data:`CSV_COLUMNS`."""
+    """``report.csv``: one line per row, :func:`csv_columns`."""
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=csv_columns(rows), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(as_csv(r) for r in rows)
 
@@ -72,6 +98,19 @@ MD_COLUMNS = (("#", lambda r: r.index), ("path", lambda r: f"`{r.path}`"), ("ker
                ("throttled", lambda r: _fmt(r.throttled_samples, "")),
                ("error", lambda r: r.error or ""))
 
+#: the columns :func:`md_columns` adds after ``K`` for a set of mixed precisions or layouts
+SETTING_COLUMNS = (("precision", lambda r: r.precision or ""),
+                   ("layout a/b", lambda r: layout_text(r) if r.category != "unreadable" else ""))
+
+
+def md_columns(rows: Sequence[Row]) -> tuple:
+    """:data:`MD_COLUMNS`, plus precision and layout after ``K`` when :func:`mixed_settings`
+    (``report.md`` and ``report.html``)."""
+    if not mixed_settings(rows):
+        return MD_COLUMNS
+    i = [c for c, _ in MD_COLUMNS].index("K") + 1
+    return MD_COLUMNS[:i] + SETTING_COLUMNS + MD_COLUMNS[i:]
+
 
 def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, plot_notes: dict[str, str],
              plot_text: dict[str, str], families_md: str | None = None) -> str:
@@ -80,6 +119,7 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
     ``families``), the results table, failed points, unreadable files, fields that could not be
     read and values derived instead."""
     n = counts(rows)
+    columns = md_columns(rows)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     lines = ["# gemmlab report", "", f"Generated {now} from {len(rows)} record file(s)"
              + (" under " + ", ".join(f"`{s}`" for s in sources) if sources else "") + ".", "",
@@ -109,9 +149,9 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
     lines += ["## Results", "",
               "`time / baseline` = kernel median time / baseline median time (> 1: slower than the baseline); "
               "GFLOP/s = 2·M·N·K / median time; the timing is the record's primary protocol.", "",
-              "| " + " | ".join(c for c, _ in MD_COLUMNS) + " |", "|" + "---|" * len(MD_COLUMNS)]
+              "| " + " | ".join(c for c, _ in columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
-        lines.append("| " + " | ".join(_md_cell(get(r)) for _, get in MD_COLUMNS) + " |")
+        lines.append("| " + " | ".join(_md_cell(get(r)) for _, get in columns) + " |")
     lines.append("")
 
     failed = [r for r in rows if r.category == "failed"]
@@ -136,6 +176,7 @@ def print_table(rows: Sequence[Row], console=None) -> None:
     """Print a short rich table of ``rows`` (failed and unreadable rows in red)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
     console = console or Console()
     table = Table(title=f"gemmlab report: {len(rows)} records")
     for c, kw in (("#", {"justify": "right"}), ("kernel", {}), ("params", {"max_width": 28}), ("shape", {}),
@@ -145,8 +186,9 @@ def print_table(rows: Sequence[Row], console=None) -> None:
         table.add_column(c, **kw)
     for r in rows:
         style = "red" if r.category in ("failed", "unreadable") else None
-        table.add_row(str(r.index), r.kernel or "", r.params_text, r.shape_text, r.status,
-                      _fmt(r.median_ms, ".5f"), _fmt(r.gflops, ".1f"),
-                      f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "",
-                      (r.error or "").splitlines()[0][:200] if r.error else "", style=style)
+        cells = (str(r.index), r.kernel or "", r.params_text, r.shape_text, r.status,
+                 _fmt(r.median_ms, ".5f"), _fmt(r.gflops, ".1f"),
+                 f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "",
+                 (r.error or "").splitlines()[0][:200] if r.error else "")
+        table.add_row(*(Text(c) for c in cells), style=style)  # plain text: "[cublas]" is no markup
     console.print(table)

@@ -261,10 +261,16 @@ class Run:
         from gemmlab.gpu.device import offline_facts
         for backend in self.backends:  # bad input fails before the GPU opens
             backend.validate(self.problem, offline_facts(rc.arch or "90"))
-        for backend in self.backends:
+        for backend in list(self.backends):
             missing = backend.unavailable()
-            if missing is not None:
-                raise UnavailableError(missing)
+            if missing is None:
+                continue
+            if rc.mode == "compile" and backend.role == "baseline":  # nothing of it to compile: noted, skipped
+                self.backends.remove(backend)
+                self.record["baseline"] = {"name": backend.name, "params": backend.params,
+                                           "skipped": f"not available ({missing}); mode=compile needs it not"}
+                continue
+            raise UnavailableError(missing)
 
     def compile_only(self) -> None:
         """``mode=compile``: compile for ``arch`` (default sm_90) with offline device facts."""

@@ -105,7 +105,9 @@ def summary(record: dict) -> str:
     label = f"{v.kernel or '?'} " + (v.shape_text if v.shape_from == "shape" else str(cfg.get("shape")))
     params = v.params_text if isinstance(record.get("kernel"), dict) else ""
     dev = record.get("device", {})
-    lines = [f"{label} {params} [{record['status']}]" + (f" on {dev.get('name')} ({dev.get('arch')})" if dev else "")]
+    built = (record.get("compile") or {}).get("arch") if isinstance(record.get("compile"), dict) else None
+    arch = built if record.get("mode") == "compile" and built else dev.get("arch") if dev else None  # sm_90a
+    lines = [f"{label} {params} [{record['status']}]" + (f" on {dev.get('name')} ({arch})" if dev else "")]
     if record.get("error"):
         lines.append(f"  error   {record['error']}")
     dispatch = record.get("dispatch")
@@ -138,7 +140,9 @@ def summary(record: dict) -> str:
         lines.append(text)
     lines += _measure_lines(record, "")
     base = record.get("baseline")
-    if base:
+    if base and base.get("skipped"):
+        lines.append(f"  baseline {base['name']}: skipped, {base['skipped']}")
+    elif base:
         lines.append(f"  baseline {base['name']}" + (f" ({base['library']})" if base.get("library") else ""))
         lines += _measure_lines(base, "  ")
     ratio = record.get("ratio_to_baseline")
