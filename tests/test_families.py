@@ -78,3 +78,14 @@ def test_help_is_plain_text(capsys):
         families.main(["--help"])
     out = capsys.readouterr().out
     assert "``" not in out and ":mod:" not in out and ":func:" not in out
+
+
+def test_a_foreign_result_json_is_no_point(tmp_path, capsys):
+    """``{}`` or another tool's result.json in the tree: skipped with one notice, not a failed point."""
+    shutil.copytree(DATA / "naive-256", tmp_path / "ours")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "result.json").write_text('{"tool": "nsys", "runs": 3}')
+    points = families.collect([tmp_path])
+    assert len(points) == 1 and points[0].status == "ok"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other/result.json: not a gemmlab record" in err[0]

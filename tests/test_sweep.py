@@ -403,3 +403,12 @@ def test_summary_names_precision_and_layout_only_when_they_vary(tmp_path):
     with open(tmp_path / "b" / "summary.csv") as f:
         assert [r["layout"] for r in csv.DictReader(f)] == ["row/row", "row/col"]
     assert "row/col" in buf.getvalue()
+
+
+def test_a_foreign_result_json_is_no_point_of_the_sweep(tmp_path):
+    """A JSON object that is no gemmlab record (another tool's result.json) is not counted."""
+    _put(tmp_path / "0", _rec())
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "result.json").write_text("{}")
+    rows = collect(tmp_path)
+    assert [r["point"] for r in rows] == ["0"] and rows[0]["status"] == "compiled"

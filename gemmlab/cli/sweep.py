@@ -53,9 +53,11 @@ def _row(rec: Record, root: Path) -> dict[str, Any]:
 def collect(sweep_dir: Path) -> list[dict[str, Any]]:
     """One row per point's ``result.json`` at any depth below ``sweep_dir`` (natural order: job
     ``2`` before ``10``); a record inside another point's directory (a sanitizer child) is not a
-    point."""
+    point, nor is a JSON object that is no gemmlab record (``{}``, another tool's ``result.json``:
+    :attr:`~gemmlab.stages.record_model.Record.foreign`)."""
     sweep_dir = Path(sweep_dir)
-    return [_row(read_record(p), sweep_dir) for p in find_records([sweep_dir], children=False)]
+    records = (read_record(p) for p in find_records([sweep_dir], children=False))
+    return [_row(rec, sweep_dir) for rec in records if rec.foreign is None]
 
 
 #: the columns :func:`columns` adds after ``shape`` when a sweep mixes precisions or layouts

@@ -111,7 +111,8 @@ def _in_suite_order(points: list[Point], suite: Suite) -> list[Point]:
 
 def collect(paths: Iterable[str | os.PathLike], suite: Suite | None = None) -> list[Point]:
     """Every result.json under ``paths`` (files or folders; a sanitizer child's record left out)
-    as points, in suite order.
+    as points, in suite order. A JSON object that is no gemmlab record (``{}``, another tool's
+    ``result.json``) is no point: one notice line on stderr names it.
 
     Raises:
         ConfigError: field ``paths``: a path that does not exist.
@@ -121,7 +122,11 @@ def collect(paths: Iterable[str | os.PathLike], suite: Suite | None = None) -> l
         files = find_records(list(paths), children=False)
     except FileNotFoundError as exc:
         raise ConfigError("paths", f"{exc}: no such file or directory") from None
-    return _in_suite_order([read_point(f, suite) for f in files], suite)
+    records = [read_record(f) for f in files]
+    for rec in records:
+        if rec.foreign is not None:
+            print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
+    return _in_suite_order([point_of(rec, suite) for rec in records if rec.foreign is None], suite)
 
 
 def report_section(records: Sequence[Record], suite: Suite | None = None) -> list[Point]:
