@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides, warp_tile_geometry
 
 MAX_THREADS_PER_SM = 2048  # sm_80 .. sm_90
 
@@ -62,20 +62,6 @@ def _staging_vec4(p, threads: int) -> dict:
     b = tid + np.arange(bk * bn // 4 // threads)[None, :, None] * threads
     return {"A": count_hits((bm, bk), a // (bk // 4) + 0 * q, 4 * (a % (bk // 4)) + q),
             "B": count_hits((bk, bn), b // (bn // 4) + 0 * q, 4 * (b % (bn // 4)) + q)}
-
-
-def _warp_geometry(p):
-    """Per-thread output coordinates inside the block tile: arrays (threads, TM, TN) of rows/cols."""
-    wm, wn, tm, tn = p["WM"], p["WN"], p["TM"], p["TN"]
-    lm_n, ln_n, warps_n = wm // tm, wn // tn, p["BN"] // wn
-    threads = (p["BM"] // wm) * warps_n * 32
-    tid = np.arange(threads)[:, None, None]
-    warp, lane = tid // 32, tid % 32
-    wy, wx, lm, ln = warp // warps_n, warp % warps_n, lane // ln_n, lane % ln_n
-    i, j = np.arange(tm)[None, :, None], np.arange(tn)[None, None, :]
-    row = wy * wm + (i // 4) * (4 * lm_n) + 4 * lm + i % 4
-    col = wx * wn + (j // 4) * (4 * ln_n) + 4 * ln + j % 4
-    return row + 0 * col, col + 0 * row
 
 
 def _warp_rules(p, device: DeviceFacts) -> int:
@@ -154,7 +140,7 @@ class WarptileKernel(KernelSpec):
 
     def ownership(self, shape: Shape, params):
         p = params
-        r, c = _warp_geometry(p)
+        r, c = warp_tile_geometry(p)
         gy, gx = cdiv(shape.M, p["BM"]), cdiv(shape.N, p["BN"])
         by = np.arange(gy)[:, None, None, None, None]
         bx = np.arange(gx)[None, :, None, None, None]

@@ -30,7 +30,7 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides, warp_tile_geometry
 
 REDUCE_THREADS = 256
 FIXUP_THREADS = 256
@@ -68,21 +68,6 @@ def warp_rules(p, device: DeviceFacts) -> int:
     require(1 <= p["MINB"] and p["MINB"] * threads <= MAX_THREADS_PER_SM, "kernel.MINB",
             f"MINB={p['MINB']} blocks of {threads} threads: must be >= 1 and fit {MAX_THREADS_PER_SM} threads per SM")
     return threads
-
-
-def tile_geometry(p):
-    """Per-thread output coordinates inside one BM x BN tile: (rows, cols), arrays of shape
-    (threads, TM, TN), as the kernel's ``wt_store`` computes them."""
-    wm, wn, tm, tn = p["WM"], p["WN"], p["TM"], p["TN"]
-    lm_n, ln_n, warps_n = wm // tm, wn // tn, p["BN"] // wn
-    threads = (p["BM"] // wm) * warps_n * 32
-    tid = np.arange(threads)[:, None, None]
-    warp, lane = tid // 32, tid % 32
-    wy, wx, lm, ln = warp // warps_n, warp % warps_n, lane // ln_n, lane % ln_n
-    i, j = np.arange(tm)[None, :, None], np.arange(tn)[None, None, :]
-    row = wy * wm + (i // 4) * (4 * lm_n) + 4 * lm + i % 4
-    col = wx * wn + (j // 4) * (4 * ln_n) + 4 * ln + j % 4
-    return row + 0 * col, col + 0 * row
 
 
 def staging(p) -> dict:
@@ -222,7 +207,7 @@ class SplitKWarptileKernel(_WarpTileBase):
         element is written exactly once by the partial kernel (else those counts are returned).
         Loads: the float4 staging of A and B; ``K``: the split ranges cover [0, K) once."""
         p = params
-        rows, cols = tile_geometry(p)
+        rows, cols = warp_tile_geometry(p)
         gy, gx = cdiv(shape.M, p["BM"]), cdiv(shape.N, p["BN"])
         by = np.arange(gy)[:, None, None, None, None]
         bx = np.arange(gx)[None, :, None, None, None]
@@ -290,7 +275,7 @@ class StreamKKernel(_WarpTileBase):
         by the kernel's owner formula; ``fixup``: the fixup block's float4 loop covers the tile."""
         p = params
         s = schedule(shape, p, sm_count)
-        rows, cols = tile_geometry(p)
+        rows, cols = warp_tile_geometry(p)
         tile_hits = count_hits((p["BM"], p["BN"]), rows, cols)
         iters = np.zeros((s.tiles, s.iters), dtype=np.int64)
         writers = np.zeros(s.tiles, dtype=np.int64)  # C writes per tile (direct, DP or fixup)

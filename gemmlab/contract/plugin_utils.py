@@ -232,3 +232,21 @@ class MmaSyncKernel(KernelSpec):
         """Stores: the m16n8 fragment layout over the warp grid. Loads (row/row, 16-byte path);
         :func:`mma_model` covers the other paths."""
         return mma_model(shape, params, b_col=False, vector=self.vector)
+
+
+def warp_tile_geometry(p: Mapping) -> tuple[np.ndarray, np.ndarray]:
+    """Output coordinates inside one BM x BN block tile of the warp-tiled float32 scheme
+    (kernels/sgemm_warptile.cu, sgemm_pipelined.cu and include/gemmlab/warptile_k.cuh's
+    ``wt_store``): warps of WM x WN, each lane TM x TN outputs in 4x4 groups strided across the
+    warp tile. Returns ``(rows, cols)``, int arrays of shape (threads, TM, TN), threads =
+    (BM/WM)(BN/WN)*32. Used by the ownership models of the sgemm and stream-K plugins."""
+    wm, wn, tm, tn = p["WM"], p["WN"], p["TM"], p["TN"]
+    lm_n, ln_n, warps_n = wm // tm, wn // tn, p["BN"] // wn
+    threads = (p["BM"] // wm) * warps_n * 32
+    tid = np.arange(threads)[:, None, None]
+    warp, lane = tid // 32, tid % 32
+    wy, wx, lm, ln = warp // warps_n, warp % warps_n, lane // ln_n, lane % ln_n
+    i, j = np.arange(tm)[None, :, None], np.arange(tn)[None, None, :]
+    row = wy * wm + (i // 4) * (4 * lm_n) + 4 * lm + i % 4
+    col = wx * wn + (j // 4) * (4 * ln_n) + 4 * ln + j % 4
+    return row + 0 * col, col + 0 * row
