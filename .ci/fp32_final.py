@@ -287,7 +287,7 @@ def main(argv: list[str]) -> None:
     elif cmd == "metrics":  # METRICS, less those whose base name `ncu --query-metrics` output lacks
         listed = Path(argv[1]).read_text(errors="replace").split() if len(argv) > 1 and Path(argv[1]).is_file() else []
         bases = {word.strip('",') for word in listed}
-        keep = [m for m in METRICS if m.split(".")[0] in bases] if len(bases) > 50 else METRICS
+        keep = [m for m in METRICS if m.split(".")[0] in bases]  # none if the query failed: sections only
         print(",".join(keep))
     else:
         raise SystemExit(f"unknown command {cmd!r}: time | ncu-target | ncu-table | metrics")

@@ -7,19 +7,22 @@
 #    verified on the partial-tile suite, timed at 4096^3 (all) and 8192^3 (shipped + the best two)
 #    against cuBLAS in the same process, graph timing; new points stop after TIME_BUDGET s.
 # 2. Nsight Compute (counters, no PC sampling; --clock-control none) on the verification launch
-#    of the shipped instance, of the best candidate and of cuBLAS at 4096^3: sections
+#    of the shipped instance, of the two best candidates and of cuBLAS at 4096^3: sections
 #    SpeedOfLight, SchedulerStats, WarpStateStats plus the stall reasons per issued instruction
 #    (smsp__average_warps_issue_stalled_*_per_issue_active.ratio) and shared-memory bank
 #    conflicts / wavefronts (l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}.sum,
-#    l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum); metric names that this ncu's
-#    `--query-metrics` does not list are left out rather than failing the run.
+#    l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum) as explicit metrics, of which
+#    those whose base name this ncu's `--query-metrics` does not list are left out rather than
+#    failing the run; the WarpStateStats and MemoryWorkloadAnalysis_Tables sections collect the
+#    stall ratios and the shared-memory conflicts too, and the raw page (`--page raw`) keeps
+#    every collected metric, which the details page of pass 2 did not show.
 # Everything lands in $OUT/fp32_final.tgz; best.json, the ncu table and the logs beside it; the
 # short tables are printed last. TOTAL (default 140) bounds the whole script.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/fp32-final-out}; mkdir -p "$OUT"
 TOTAL=${TOTAL:-140}
-TIME_BUDGET=${TIME_BUDGET:-75}
+TIME_BUDGET=${TIME_BUDGET:-70}
 SIZES=${SIZES:-4096,8192}
 BASELINE=${BASELINE:-cublas}
 NCU=${NCU:-ncu}
@@ -34,30 +37,33 @@ timeout $((TIME_BUDGET + 40)) python3 "$here/fp32_final.py" time "$w/time" --bud
 echo "time: exit $? after $((SECONDS - start)) s"
 cp "$w/time/best.json" "$OUT/best.json" 2>/dev/null
 
-# ncu targets: the shipped instance and the best other candidate (by min over sizes, else 4096^3)
+# ncu targets: the shipped instance, the best other candidate (by min over both sizes, else by
+# 4096^3) and the next best at 4096^3
 cand=$(python3 - "$w/time/best.json" <<'EOF'
 import json, sys
 try:
     b = json.load(open(sys.argv[1]))
 except Exception:
-    print("m4"); raise SystemExit
+    print("m4 b128"); raise SystemExit
+first = {t: r for t, r in b["first"].items() if r and t != "shipped"}
+order = sorted(first, key=lambda t: -first[t])
 if b["best"] != "shipped":
-    print(b["best"])
-else:
-    first = {t: r for t, r in b["first"].items() if r and t != "shipped"}
-    print(max(first, key=first.get) if first else "m4")
+    order = [b["best"]] + [t for t in order if t != b["best"]]
+print(" ".join(order[:2]) if order else "m4 b128")
 EOF
 )
-echo "ncu targets: shipped $cand"
+echo "ncu targets: shipped $cand cublas"
 
 if [ "$(left)" -gt 30 ] && command -v "$NCU" > /dev/null; then
   timeout 20 "$NCU" --query-metrics --chip gh100 > "$w/ncu-query.txt" 2>&1
   metrics=$(py metrics "$w/ncu-query.txt")
-  echo "ncu metrics: $(echo "$metrics" | tr ',' '\n' | wc -l) requested"
+  echo "ncu metrics: $(echo "$metrics" | tr ',' '\n' | grep -c .) requested beside the sections"
+  extra=(); [ -n "$metrics" ] && extra=(--metrics "$metrics")
   timeout $(( $(left) - 10 )) "$NCU" --clock-control none --target-processes all \
-    -k "regex:sgemm_pipelined|xmma|sm90_|sm80_|cutlass" -c 4 \
-    --section SpeedOfLight --section SchedulerStats --section WarpStateStats --metrics "$metrics" \
-    -f -o "$w/ncu" python3 "$here/fp32_final.py" ncu-target "$w/ncu-points" shipped "$cand" \
+    -k "regex:sgemm_pipelined|xmma|sm90_|sm80_|cutlass" -c 6 \
+    --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section Occupancy \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section LaunchStats ${extra[@]+"${extra[@]}"} \
+    -f -o "$w/ncu" python3 "$here/fp32_final.py" ncu-target "$w/ncu-points" shipped $cand \
     > "$w/ncu.log" 2>&1
   echo "ncu: exit $? after $((SECONDS - start)) s"
   if [ -f "$w/ncu.ncu-rep" ]; then
