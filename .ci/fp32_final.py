@@ -192,6 +192,10 @@ def summary_table(rows: list[dict]) -> str:
 def run_ncu_target(out: Path, tags: list[str]) -> None:
     """Check-only points at 4096^3 (one launch each, for ncu): the candidates, then cuBLAS."""
     r = Runner(out, 1e9)
+    try:
+        precompile(tags)
+    except Exception as exc:  # a compile error is recorded by the points themselves
+        print(f"precompile failed: {str(exc).splitlines()[0][:200]}", flush=True)
     for tag in tags:
         r.point("ncu", tag, KERNEL, (4096,) * 3, CANDIDATES[tag][0], check_only=True, verify={"method": "sampled"})
     r.point("ncu", "cublas", "cublas", (4096,) * 3, None, check_only=True, verify={"method": "sampled"})
