@@ -46,7 +46,7 @@ __device__ __forceinline__ float4 sgemm_lds128(unsigned addr) {
   return v;
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, bool VEC, bool GUARD>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, bool VEC, bool GUARD, bool LEAN>
 __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A, const float *__restrict__ B,
                                                      float *__restrict__ C, int M, int N, int K,
                                                      int rowBase, int colBase) {
@@ -114,6 +114,47 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
       }
     }
   };
+  // The same copy in fewer registers (LEAN: instances with a tight register budget, where the form
+  // above spills in the edge paths, e.g. 128 registers at 256 threads x 2 blocks/SM). It walks the
+  // unguarded copy's running pointers: chunk c >= 1 lies inside [0, K), so only `first` (chunk 0,
+  // k from -pad) tests k, from the matrix start; rows and columns are tested against per-thread
+  // counts; 64-bit steps (edge blocks also take this path where 32-bit ones could overflow). Not
+  // used at larger budgets: under NVRTC 13.0 it costs the interior main loop 5-7 instructions per
+  // chunk, though that loop does not call it.
+  const int aRows = M - rowBase - aR;  // A element l is inside M iff l * A_RSTEP < aRows
+  const int bCols = N - colBase - bC;  // B column bC + q is inside N iff q < bCols
+  auto issueGuardedLean = [&](unsigned wr, bool first) {
+    const bool aKOk = !first || aK >= pad;
+#pragma unroll
+    for (int l = 0; l < AE; ++l) {
+      const bool ok = aKOk && l * A_RSTEP < aRows;
+      const float *at = first ? A + (long long)(rowBase + aR + l * A_RSTEP) * K + aK - pad
+                              : aNext + (long long)(l * A_RSTEP) * K;
+      const float *src = ok ? at : A;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                   :: "r"(aDst + wr + 4u * (unsigned)(l * A_RSTEP)), "l"(src), "r"(ok ? 4 : 0));
+    }
+#pragma unroll
+    for (int l = 0; l < BV; ++l) {
+      const bool kOk = !first || bK + l * B_KSTEP >= pad;
+      const int kr = bK + l * B_KSTEP - pad;  // k row in chunk 0
+      const float *row = first ? B + (long long)(kOk ? kr : 0) * N + colBase + bC
+                               : bNext + (long long)(l * B_KSTEP) * N;
+      const unsigned dst = bDst + wr + 4u * (unsigned)(l * B_KSTEP * BP);
+      if (VEC) {
+        const bool ok = kOk && bCols > 0;  // N % 4 == 0: the four columns are all in or all out
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                     :: "r"(dst), "l"(ok ? row : B), "r"(ok ? 16 : 0));
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const bool ok = kOk && q < bCols;
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                       :: "r"(dst + 4u * q), "l"(ok ? row + q : B), "r"(ok ? 4 : 0));
+        }
+      }
+    }
+  };
   // Unguarded copy of the next chunk (the block tile is inside M x N and the chunk inside K).
   auto issueFull = [&](unsigned wr) {
 #pragma unroll
@@ -128,8 +169,11 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
   // Chunk c covers k in [c*BK - pad, (c+1)*BK - pad), pad = (-K) mod BK: only chunk 0 reaches
   // outside [0, K) (its first pad k are zero-filled), so every later chunk of an interior block
   // takes the unguarded copy.
-  auto issue = [&](int chunk, unsigned wr, bool guarded) {
-    if (GUARD || !VEC || guarded) issueGuarded(chunk, wr);
+  auto issue = [&](int chunk, unsigned wr, bool first) {
+    if (GUARD || !VEC || (first && pad != 0)) {
+      if constexpr (LEAN) issueGuardedLean(wr, first);
+      else issueGuarded(chunk, wr);
+    }
     else issueFull(wr);
     aNext += BK;
     bNext += (long long)BK * N;
@@ -153,7 +197,7 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
   float acc[TM][TN] = {};
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < chunks) issue(s, s * STAGE_B, s == 0 && pad != 0);
+    if (s < chunks) issue(s, s * STAGE_B, s == 0);
     asm volatile("cp.async.commit_group;\n" ::);
   }
   asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2));
@@ -224,13 +268,15 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
   const int pid = blockIdx.x, width = GS * gn, group = pid / width, first = group * GS;
   const int size = min(gm - first, GS);
   const int rowBase = (first + (pid % width) % size) * BM, colBase = ((pid % width) / size) * BN;
+  // the lean guarded copy where the register budget per thread (65536 / (threads * MINB)) is under 160
+  constexpr bool LEAN = 65536 / ((BM / WM) * (BN / WN) * 32 * MINB) < 160;
   const bool vecB = (N % 4 == 0) && ((reinterpret_cast<unsigned long long>(B) & 15) == 0);
   const bool edge = rowBase + BM > M || colBase + BN > N || (long long)BM * K >= (1ll << 31) ||
                     (long long)BK * N >= (1ll << 31);
   if (vecB && !edge)
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false, LEAN>(A, B, C, M, N, K, rowBase, colBase);
   else if (vecB)
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN>(A, B, C, M, N, K, rowBase, colBase);
   else
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN>(A, B, C, M, N, K, rowBase, colBase);
 }
