@@ -209,6 +209,8 @@ def worker(group: str, out: Path, deadline: float) -> None:
         cfg = {"kernel": {"name": kernel, **over}, "shape": list(shape), "precision": precision,
                "layout": {"a": "row", "b": layout_b}, "timing": TIMING, "baseline": "cublas" if with_base else None,
                "cache": {"enabled": False, "dir": None}}
+        if os.environ.get("TC_CACHE_DIR"):  # compiled once by a parallel mode=compile pass (wgmma_evidence --precompile)
+            cfg["cache"] = {"enabled": True, "dir": os.environ["TC_CACHE_DIR"]}
         if os.environ.get("TC_COMPILE_ONLY"):
             cfg["mode"] = "compile"
         started = time.time()
