@@ -82,7 +82,7 @@ SHARE_2 = {"ref": 0.1, "cluster": 0.22, "ping": 0.38, "big": 0.3}
 # third call (--set 3): ping-pong with the strict main-loop order (named barriers) at 4096^3
 GROUPS_3 = {"ping": [("wgmma_bf16", "bf16", "col", B4, PP, True), ("wgmma_bf16", "bf16", "col", B4, PPC, True)]}
 SHARE_3 = {"ping": 1.0}
-# fourth call (--set 4, branch wgmma2): SPLIT_K and the stream-K tail (correctness at partial
+# fourth call (--set 4, branch wgmma2; it ran with the first encoding TAIL=1 for stream-K on, now TAIL=2): SPLIT_K and the stream-K tail (correctness at partial
 # tiles, K not a multiple of SPLIT_K x 64), then the 4096^3 gap: tail, ping-pong shapes, clusters
 SPLIT = [("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}, False),   # kt 16: 4 slices
          ("wgmma_bf16", "bf16", "col", (31, 33, 1000), {"SPLIT_K": 4}, False),
@@ -90,10 +90,10 @@ SPLIT = [("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}, False),
          ("wgmma_bf16", "bf16", "row", (63, 72, 1000), {"SPLIT_K": 4}, False),
          ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4, "CLUSTER": 2}, False),
          ("wgmma_tf32", "tf32", "col", (35, 79, 500), {"SPLIT_K": 4}, False),
-         ("wgmma_bf16", "bf16", "col", (2100, 2050, 1000), {"TAIL": 1}, False),
-         ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"TAIL": 1, "CLUSTER": 2}, False),
-         ("wgmma_tf32", "tf32", "col", (2100, 2050, 1000), {"TAIL": 1}, False)]
-TAIL = {"TAIL": 1}
+         ("wgmma_bf16", "bf16", "col", (2100, 2050, 1000), {"TAIL": 2}, False),
+         ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"TAIL": 2, "CLUSTER": 2}, False),
+         ("wgmma_tf32", "tf32", "col", (2100, 2050, 1000), {"TAIL": 2}, False)]
+TAIL = {"TAIL": 2}
 PP128 = {"SCHED": 2, "BN": 128, "STAGES": 6}
 PP64 = {"SCHED": 2, "BM": 64, "BN": 256, "STAGES": 5}
 GROUPS_4 = {
@@ -113,6 +113,23 @@ GROUPS_4 = {
     "b4tf32": [("wgmma_tf32", "tf32", "col", B4, v, True) for v in ({}, TAIL)],
 }
 SHARE_4 = {"split": 0.14, "b4": 0.3, "b8": 0.33, "shapes": 0.17, "b4tf32": 0.06}
+# fifth call (--set 5): the split tiles' reduction as load + add + store in rank order instead of
+# red.global.add.f32 (call 4: the atomics cost more than the tail saved at 4096^3)
+GROUPS_5 = {
+    "check": [("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}, False),
+              ("wgmma_bf16", "bf16", "col", (31, 33, 1000), {"SPLIT_K": 3}, False),
+              ("wgmma_bf16", "bf16", "col", (2100, 2050, 1000), TAIL, False),
+              ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4, "CLUSTER": 2}, False),
+              ("wgmma_tf32", "tf32", "col", (35, 79, 500), {"SPLIT_K": 4}, False)],
+    "big": [("wgmma_bf16", "bf16", "col", B4, v, True) for v in ({}, TAIL, {}, TAIL)]
+    + [("wgmma_bf16", "bf16", "col", B8, v, True) for v in ({}, TAIL)]
+    + [("wgmma_bf16", "bf16", "col", (1024, 1024, 1024), v, True) for v in ({}, TAIL)],
+    "splitk": [("wgmma_bf16", "bf16", "col", s, {"SPLIT_K": k}, True)
+               for s, k in (((256, 256, 65536), 16), ((256, 256, 65536), 32), ((512, 4096, 14336), 2),
+                            ((512, 4096, 14336), 4), ((64, 4096, 4096), 4), ((64, 4096, 4096), 8),
+                            ((128, 1024, 32768), 8), ((128, 1024, 32768), 32))],
+}
+SHARE_5 = {"check": 0.15, "big": 0.55, "splitk": 0.3}
 SANITIZE_4 = [("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}, "memcheck"),
               ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4}, "racecheck")]
 
@@ -182,6 +199,8 @@ def main() -> None:
         GROUPS, SHARE, SANITIZE = GROUPS_2, SHARE_2, SANITIZE_2
     if "--set" in args and args[args.index("--set") + 1] == "3":
         GROUPS, SHARE = GROUPS_3, SHARE_3
+    if "--set" in args and args[args.index("--set") + 1] == "5":
+        GROUPS, SHARE = GROUPS_5, SHARE_5
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS
