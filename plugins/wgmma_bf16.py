@@ -28,7 +28,7 @@ Split K and the tail (:func:`work_items`): a tile computed by n > 1 work items i
 itself, without a zero-fill pass or workspace, in a fixed order so that the result is bitwise
 repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
 tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
-its part (load from L2, add, plain store: the order makes it the tile's only writer). The plan stays ``(Main(),)``.
+with ``red.global.add.f32``. The plan stays ``(Main(),)``.
 """
 
 from __future__ import annotations
