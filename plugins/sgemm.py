@@ -242,7 +242,7 @@ def gemmlab_kernels():
                                    "double-buffered smem"),
         PipelinedKernel(name="sgemm_pipelined", source="sgemm_pipelined.cu",
                         defaults={"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
-                                  "STAGES": 4, "GS": 8, "MINB": 3},
+                                  "STAGES": 4, "GS": 8, "MINB": 4},
                         description="ladder 4: cp.async STAGES-deep pipeline, lean addressing, smem "
-                                    "epilogue, block swizzle, 3 blocks/SM"),
+                                    "epilogue, block swizzle, 4 blocks/SM"),
     ]
