@@ -407,3 +407,12 @@ def test_parse_config_device_values():
             parse_config({**DEVICE_CFG, "device": bad})
         assert info.value.field == "device", bad
         assert "auto" in str(info.value)
+
+
+@pytest.mark.parametrize("word", ["none", "None", "off"])
+def test_baseline_none_says_null_is_the_spelling(registry, word):
+    """``baseline=none`` is a kernel name to Hydra (only ``null`` is None): the one-line error says
+    how to measure no baseline."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(compose(f"baseline={word}"), defaults_of=defaults_of(registry))
+    assert info.value.field == "baseline" and "baseline=null measures no baseline" in str(info.value)

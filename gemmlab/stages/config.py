@@ -457,7 +457,8 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
         try:
             defaults_of(baseline)
         except ConfigError as exc:
-            raise ConfigError("baseline", str(exc).split(": ", 1)[-1]) from None
+            hint = "; baseline=null measures no baseline" if baseline.lower() in ("none", "no", "off", "") else ""
+            raise ConfigError("baseline", str(exc).split(": ", 1)[-1] + hint) from None
     sanitizer = cfg.get("sanitizer")
     if sanitizer is not None:
         sanitizer = _choice(sanitizer, "sanitizer", SANITIZER_TOOLS)
