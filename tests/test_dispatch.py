@@ -11,7 +11,7 @@ import pytest
 
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.errors import ConfigError
-from gemmlab.contract.hookspecs import KernelSpec, Launch, Shape
+from gemmlab.contract.hookspecs import Problem, KernelSpec, Launch, Shape
 from gemmlab.contract.registry import load_registry
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
 
@@ -556,3 +556,83 @@ def test_tf32_rule_falls_back_to_mma_when_wgmma_refuses_or_is_absent():
     assert dispatch.choose(Shape(4096, 4096, 4094), FULL, table, "tf32", ("row", "col")).kernel == "mma_tf32"
     reg = SubsetRegistry(names=("mma_tf32",), extra=[])
     assert dispatch.choose(Shape(4096, 4096, 4096), reg, table, "tf32", ("row", "col")).kernel == "mma_tf32"
+
+
+# --- BF16 rules (issue 10, BF16 pass: decode_bf16, wgmma tiles by waves, split K) ------------------
+
+def _bf16(shape, registry=FULL, table=None, layout=("row", "row")):
+    return dispatch.choose(Shape(*shape), registry, table or dispatch.Table(device={"sm_count": 132}), "bf16", layout)
+
+
+@pytest.mark.parametrize("layout", [("row", "row"), ("row", "col")])
+@pytest.mark.parametrize("shape, params", [
+    ((1, 4096, 4096), {"MT": 1, "SPLITS": 8}),      # 64 column blocks x 8 = 512 <= 4 x 132
+    ((16, 11008, 4096), {"MT": 1, "SPLITS": 3}),    # 172 x 3 = 516
+    ((8, 4096, 14336), {"MT": 1, "SPLITS": 8}),
+    ((32, 4096, 4096), {"MT": 2, "SPLITS": 8}),
+    ((64, 4096, 4096), {"MT": 4, "U": 1, "SPLITS": 4}),  # 64-row blocks: 2 per SM -> 64 x 4 = 256 <= 264
+])
+def test_bf16_decode_rule_picks_decode_bf16(shape, params, layout):
+    choice = _bf16(shape, layout=layout)
+    assert choice.kernel == "decode_bf16" and choice.reason.startswith("decode-like"), choice.reason
+    assert {k: choice.params[k] for k in params} == params
+    FULL.get("decode_bf16").check_problem(Problem(Shape(*shape), "bf16", *layout), choice.params, dispatch_facts())
+
+
+def test_bf16_decode_splits_fit_one_wave_and_keep_k_per_warp():
+    for shape in (Shape(1, 4096, 4096), Shape(64, 11008, 4096), Shape(16, 256, 65536), Shape(1, 100000, 2048)):
+        p = dispatch._decode16_params(shape, 132)
+        blocks = -(-shape.N // 64) * -(-shape.M // (16 * p["MT"]))
+        per_sm = 2 if p["MT"] == 4 else 4
+        assert p["SPLITS"] == 1 or blocks * p["SPLITS"] <= per_sm * 132
+        assert p["SPLITS"] == 1 or -(-shape.K // 32) // p["SPLITS"] >= 2 * p["KW"] * p["U"]
+
+
+@pytest.mark.parametrize("shape, params", [
+    ((512, 4096, 4096), {"BM": 128, "BN": 128, "SCHED": 1}),    # 64 128x256 tiles on 132 SMs: 128x128 (128 tiles)
+    ((1024, 1024, 1024), {"BM": 128, "BN": 64, "SCHED": 1}),    # 128 tiles of 128x64 in one wave
+    ((65536, 64, 64), {"BM": 128, "BN": 64, "SCHED": 1}),       # N = 64: no tile past N
+    ((64, 65536, 64), {"BM": 64, "BN": 256, "SCHED": 2}),       # M = 64: the ping-pong 64-row tile; K < 1024: no decode
+    ((4096, 4096, 4096), {"BM": 128, "BN": 256, "SCHED": 1}),
+])
+def test_bf16_rule_sizes_the_wgmma_tile_by_waves(shape, params):
+    choice = _bf16(shape)
+    assert choice.kernel == "wgmma_bf16" and choice.reason.startswith("tensor cores"), choice.reason
+    assert {k: choice.params[k] for k in params} == params
+    FULL.get("wgmma_bf16").check_problem(Problem(Shape(*shape), "bf16"), choice.params, dispatch_facts())
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 65536), (512, 512, 16384), (128, 1024, 32768)])
+def test_bf16_k_heavy_splits_k(shape):
+    """wgmma_bf16 with SPLIT_K where the kernel has that parameter, else decode_bf16's split K with
+    64-row blocks (never the unsplit mma_bf16 64x64 of before: 5-14% of cuBLAS)."""
+    choice = _bf16(shape)
+    assert choice.reason.startswith("K-heavy"), choice.reason
+    if "SPLIT_K" in FULL.get("wgmma_bf16").defaults:
+        assert choice.kernel == "wgmma_bf16" and choice.params["SPLIT_K"] > 1
+    else:
+        assert choice.kernel == "decode_bf16" and choice.params["MT"] == 4 and choice.params["SPLITS"] > 1
+        assert any("wgmma_bf16" in s and "SPLIT_K" in s for s in choice.skipped)
+
+
+def test_bf16_rules_fall_back_without_the_new_kernels():
+    """Without decode_bf16 and wgmma_bf16 the same shapes go to mma_bf16 (the tensor-core rule's
+    candidates follow each new rule's first choice); odd K (no 16-byte rows) never reaches them."""
+    reg = SubsetRegistry(names=("mma_bf16", "tma_bf16"), extra=[])
+    for shape in ((1, 4096, 4096), (64, 4096, 4096), (256, 256, 65536), (512, 4096, 4096)):
+        assert _bf16(shape, reg).kernel == "mma_bf16"
+    assert _bf16((1, 4096, 4095)).kernel == "mma_bf16"  # K % 8 != 0: decode_bf16 and wgmma refuse
+    assert any(s.startswith("rule decode: decode_bf16") and "multiple of 8" in s
+               for s in _bf16((1, 4096, 4095)).skipped)
+
+
+def test_bf16_table_entry_exact_and_nearest_stay_in_precision_and_regime():
+    e = {**entry((8, 4096, 4096), "decode_bf16", MT=1, KW=8, U=2, SPLITS=4), "precision": "bf16"}
+    table = table_with(e)
+    exact = _bf16((8, 4096, 4096), table=table)
+    assert (exact.source, exact.match, exact.params["KW"]) == ("table", "exact", 8)
+    near = _bf16((6, 4096, 4096), table=table)
+    assert (near.kernel, near.match, near.params["SPLITS"]) == ("decode_bf16", "nearest", 4)
+    assert _bf16((8, 4096, 4096), table=table, layout=("row", "col")).source == "rule"  # other layout
+    assert dispatch.choose(Shape(8, 4096, 4096), FULL, table).kernel != "decode_bf16"  # fp32: not this entry
+    assert _bf16((64, 4096, 4096), table=table).source == "rule"  # M 8x apart

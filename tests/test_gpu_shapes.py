@@ -53,3 +53,27 @@ def test_auto_runs_and_records_its_choice(tmp_path, shape):
                     tmp_path / "p", check_only=True)
     assert rec["status"] == "checked", rec["error"]
     assert rec["dispatch"]["chosen"] == rec["kernel"]["name"] != "auto"
+
+
+# decode_bf16 (BF16 tensor cores, B streamed into registers): the suite's decode shapes and the
+# partial-tile shapes it accepts (K % 8 == 0; N % 8 == 0 for a row-major B), both layouts of B,
+# one split (plain stores) and several (atomic adds into a zeroed C); small integers, exact
+DECODE16_SHAPES = [(1, 4096, 4096), (8, 11008, 4096), (16, 4096, 14336), (64, 4096, 4096), (64, 11008, 4096),
+                   (16, 16, 16), (32, 32, 32), (1, 8, 8), (3, 72, 40), (17, 136, 1000), (33, 200, 8), (65, 64, 96)]
+DECODE16 = [{}, {"MT": 4, "KW": 2, "U": 1, "SPLITS": 7}, {"MT": 2, "KW": 8, "U": 2, "SPLITS": 1}]
+
+
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("shape", DECODE16_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("params", DECODE16, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "defaults")
+def test_decode_bf16_exact(tmp_path, params, shape, layout_b):
+    rec = run_point({"kernel": {"name": "decode_bf16", **params}, "shape": list(shape), "precision": "bf16",
+                     "layout": {"a": "row", "b": layout_b}, "inputs": {"distribution": "integers"}},
+                    tmp_path / "p", check_only=True)
+    assert rec["status"] == "checked", rec["error"]
+    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact"
+
+
+@pytest.mark.parametrize("shape", [(35, 79, 24)], ids=lambda s: "x".join(map(str, s)))
+def test_decode_bf16_column_major_any_n(tmp_path, shape):
+    test_decode_bf16_exact(tmp_path, {"SPLITS": 3}, shape, "col")
