@@ -24,16 +24,19 @@
 // Work split: block (x, y, z) owns columns [64x, 64x + 64), rows [16 MT y, 16 MT (y+1)) and the
 // z-th of gridDim.z equal runs of 32-long K chunks; its KW warps take the run's chunks U at a time
 // round-robin (all U chunks' loads are issued before their mma: U x 4 KiB in flight per warp).
-// The KW partial tiles are reduced through shared memory (KW x 16 MT x 64 float32, dynamic), and
-// each of the block's outputs is written by one thread: a float4 store (ATOMIC false: one split)
-// or a vector reduction red.global.add.v4.f32 into C, which the launch plan zeroes first
-// (ATOMIC true: gridDim.z > 1 splits; the sum order across splits is not fixed).
+// The KW partial tiles are reduced through shared memory (KW x 16 MT x 64 float32, dynamic). With
+// one split each output is then stored by one thread; with gridDim.z = SPLITS > 1 (at most 8) the
+// SPLITS blocks of a tile are one thread-block cluster: each keeps its sum in shared memory, and
+// after a cluster barrier block r adds the r-th slice of the tile over all ranks in rank order,
+// reading its peers' shared memory (DSMEM), and stores it. No atomics, no memset, no second
+// launch, and the sum order is fixed (the result is bitwise the same launch after launch).
 //
 // Requirements (checked by the plugin): K % 8 == 0 (16-byte A and B^T rows), N % 8 == 0 for a
 // row-major B. Edges: rows >= M and chunks past K load zeros; columns >= N are not loaded
 // (zeros) and not stored.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "gemmlab/cluster.cuh"
 #include "gemmlab/ptx.cuh"
 
 namespace {
@@ -67,16 +70,24 @@ __device__ __forceinline__ unsigned word(const uint4 &v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
-/// `red.global.add.v4.f32 [p], {a, b, c, d};` four float32 atomic adds, no return (sm_90).
-/// PTX ISA: red (vector f32 forms, sm_90, PTX 8.1).
-__device__ __forceinline__ void red_add_v4(float *p, float4 v) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-               : "memory");
+/// Store the 4 outputs (row, col .. col+3) of C (M x N float32, row-major) that lie inside: a
+/// float4 when N % 4 == 0 (col is a multiple of 4, so the float4 is aligned and wholly inside).
+__device__ __forceinline__ void store4(float *C, int M, int N, int row, int col, float4 s) {
+  if (row >= M || col >= N) return;
+  float *out = C + (long long)row * N + col;
+  if ((N & 3) == 0) {
+    *reinterpret_cast<float4 *>(out) = s;
+  } else {
+    if (col < N) out[0] = s.x;
+    if (col + 1 < N) out[1] = s.y;
+    if (col + 2 < N) out[2] = s.z;
+    if (col + 3 < N) out[3] = s.w;
+  }
 }
 
 }  // namespace
 
-template <typename T, int MT, int KW, int U, bool B_COL, bool ATOMIC>
+template <typename T, int MT, int KW, int U, bool B_COL>
 __global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A, const T *__restrict__ B,
                                                          float *__restrict__ C, int M, int N, int K) {
   constexpr int ROWS = 16 * MT;  // rows of C per block
@@ -164,29 +175,35 @@ __global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A
       }
   __syncthreads();
 
-  // sum over the KW warps; one thread per 4 adjacent outputs
-  for (int e = threadIdx.x; e < ROWS * NT / 4; e += 32 * KW) {
-    const int row = e / (NT / 4), col = (e % (NT / 4)) * 4;
-    float4 s = *reinterpret_cast<const float4 *>(red + row * NT + col);
+  // sum over the KW warps (fixed order), one thread per 4 adjacent outputs: one split stores to C,
+  // several keep the block's sum in place of warp 0's tile for the cluster reduction below
+  constexpr int VEC = ROWS * NT / 4;
+  const int splits = gridDim.z;
+  for (int e = threadIdx.x; e < VEC; e += 32 * KW) {
+    float4 s = *reinterpret_cast<const float4 *>(red + 4 * e);
 #pragma unroll
     for (int w = 1; w < KW; w++) {
-      const float4 o = *reinterpret_cast<const float4 *>(red + (w * ROWS + row) * NT + col);
+      const float4 o = *reinterpret_cast<const float4 *>(red + w * ROWS * NT + 4 * e);
       s.x += o.x; s.y += o.y; s.z += o.z; s.w += o.w;
     }
-    const int gr = m0 + row, gc = n0 + col;
-    if (gr >= M || gc >= N) continue;
-    float *out = C + (long long)gr * N + gc;
-    if ((N & 3) == 0) {  // gc % 4 == 0 and gc < N: the whole float4 is inside the row
-      if (ATOMIC) red_add_v4(out, s);
-      else *reinterpret_cast<float4 *>(out) = s;
-    } else {
-      const float v[4] = {s.x, s.y, s.z, s.w};
-#pragma unroll
-      for (int t = 0; t < 4; t++)
-        if (gc + t < N) {
-          if (ATOMIC) atomicAdd(out + t, v[t]);
-          else out[t] = v[t];
-        }
-    }
+    if (splits == 1) store4(C, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
+    else *reinterpret_cast<float4 *>(red + 4 * e) = s;
   }
+  if (splits == 1) return;
+  // the SPLITS blocks of this tile form one thread-block cluster (1, 1, SPLITS): after the cluster
+  // barrier, the block of rank r adds the r-th slice of the tile over ranks 0, 1, ..., SPLITS-1
+  // (fixed order: bitwise reproducible) reading each peer's shared memory (DSMEM) and stores it
+  gemmlab::cluster_sync();
+  const int rank = static_cast<int>(gemmlab::cluster_ctarank());
+  const int slice = (VEC + splits - 1) / splits;
+  const int end = min(VEC, (rank + 1) * slice);
+  for (int e = rank * slice + threadIdx.x; e < end; e += 32 * KW) {
+    float4 s = gemmlab::ld_shared_cluster_v4(gemmlab::map_shared_rank(red + 4 * e, 0));
+    for (int r = 1; r < splits; r++) {
+      const float4 o = gemmlab::ld_shared_cluster_v4(gemmlab::map_shared_rank(red + 4 * e, r));
+      s.x += o.x; s.y += o.y; s.z += o.z; s.w += o.w;
+    }
+    store4(C, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
+  }
+  gemmlab::cluster_sync();  // no block leaves (freeing its shared memory) before every peer has read it
 }

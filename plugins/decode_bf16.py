@@ -7,12 +7,13 @@ issues eight 16-byte loads of B and 2·MT of A (no shared-memory staging), and t
 2·MT·8 ``mma.sync.m16n8k16``; the k order inside a chunk is permuted identically for A and B so
 that every load is 16 contiguous bytes for both layouts of B (see the source's header). A block's
 KW warps split its K range round-robin, U chunks at a time (U·4 KiB of B in flight per warp), and
-reduce through shared memory; gridDim.z = SPLITS blocks split K further and add their tiles into C
-with ``red.global.add.v4.f32`` after a ``Memset("C")`` in the launch plan (SPLITS = 1: plain
-stores, no memset).
+reduce through shared memory; gridDim.z = SPLITS blocks (at most 8) split K further and form one
+thread-block cluster (1, 1, SPLITS) per tile, whose blocks add the tile over the cluster's shared
+memory (DSMEM) in rank order, each block storing one slice: one launch, no atomics, no memset,
+bitwise reproducible.
 
 Parameters: MT (1, 2 or 4 m16 tiles per block: 16, 32 or 64 rows), KW (1..16 warps per block),
-U (1..4 chunks per load round), SPLITS (1..65535 K splits across blocks). Precisions bf16 and
+U (1..4 chunks per load round), SPLITS (1..8 K splits across blocks: the cluster size). Precisions bf16 and
 fp16; layouts A row-major, B row- or column-major. Needs K % 8 == 0 (16-byte rows of A and of a
 column-major B) and, for a row-major B, N % 8 == 0; other shapes are refused by :meth:`check_problem`
 (one line naming the rule). Fast where B dominates the traffic (M <= 64, N·K in the millions).
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Main, Memset, Problem, Shape, hookimpl
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Main, Problem, Shape, hookimpl
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
@@ -52,7 +53,9 @@ class DecodeBf16Kernel(KernelSpec):
         require(32 * p["KW"] <= device.max_threads_per_block, "kernel.KW",
                 f"32*KW = {32 * p['KW']} threads exceeds the device limit {device.max_threads_per_block}")
         require(1 <= p["U"] <= 4, "kernel.U", f"U={p['U']} chunks per load round must be 1..4")
-        require(1 <= p["SPLITS"] <= 65535, "kernel.SPLITS", f"SPLITS={p['SPLITS']} must be 1..65535 (grid z)")
+        require(1 <= p["SPLITS"] <= min(8, device.max_cluster_size), "kernel.SPLITS",
+                f"SPLITS={p['SPLITS']} must be 1..{min(8, device.max_cluster_size)} (the splits of a tile are one "
+                "thread-block cluster)")
         require(shared_bytes(p) <= device.max_shared_per_block_optin, "kernel.KW",
                 f"reduction buffer KW x 16·MT x 64 x 4 B = {shared_bytes(p)} bytes exceeds "
                 f"{device.max_shared_per_block_optin}; lower KW or MT")
@@ -71,7 +74,7 @@ class DecodeBf16Kernel(KernelSpec):
     def instance(self, problem: Problem, params) -> str:
         p = params
         return (f"gemm_decode16<{ELEMENT[problem.precision]}, {p['MT']}, {p['KW']}, {p['U']}, "
-                f"{'true' if problem.layout_b == 'col' else 'false'}, {'true' if p['SPLITS'] > 1 else 'false'}>")
+                f"{'true' if problem.layout_b == 'col' else 'false'}>")
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(1, 1, 1), "bf16", "row", "row"), params)
@@ -79,33 +82,32 @@ class DecodeBf16Kernel(KernelSpec):
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         p = params
         return Launch(grid=(cdiv(problem.N, NT), cdiv(problem.M, 16 * p["MT"]), p["SPLITS"]),
-                      block=(32 * p["KW"], 1, 1), shared_bytes=shared_bytes(p))
+                      block=(32 * p["KW"], 1, 1), shared_bytes=shared_bytes(p),
+                      cluster=(1, 1, p["SPLITS"]) if p["SPLITS"] > 1 else None)
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         return self.geometry(Problem(shape, "bf16"), params, device)
 
-    def plan(self, problem: Problem, params, device: DeviceFacts) -> tuple:
-        """SPLITS > 1: zero C, then the kernel adds each split's tile into it; else one launch."""
-        return (Memset("C"), Main()) if params["SPLITS"] > 1 else (Main(),)
-
     def ownership(self, shape: Shape, params):
-        """Stores: per split, the epilogue's writes (thread e of block (x, y) writes the float4 of
-        row e // 16, columns 4·(e % 16) .. +3, masked to M x N): each output once per split (the
-        kernel adds the SPLITS tiles atomically). Loads, per warp and 32-long chunk: A (16·MT x 32),
-        B column-major (64 columns x 32 k, stored N x K) and row-major (32 k x 64 columns), each
-        element loaded once; the partial tiles in shared memory (KW x 16·MT x 64, each written
+        """Stores: thread t of block (x, y, z) stores the float4s e = r·slice + t + i·threads of its
+        tile (e < (r+1)·slice, slice = ceil(16·MT·16 / SPLITS), r = z its cluster rank; with one
+        split r = 0 and slice = the whole tile), row e // 16, columns 4·(e % 16) .. +3, masked to
+        M x N: each output once over the whole grid. Loads, per warp and 32-long chunk: A (16·MT x
+        32), B column-major (64 columns x 32 k, stored N x K) and row-major (32 k x 64 columns),
+        each element loaded once; the partial tiles in shared memory (KW x 16·MT x 64, each written
         once, for both layouts' accumulator-to-column maps); every chunk of K in exactly one split
         and, inside it, one warp."""
         p = params
-        mt, kw = p["MT"], p["KW"]
-        rows, threads = 16 * mt, 32 * kw
+        mt, kw, splits = p["MT"], p["KW"], p["SPLITS"]
+        rows, threads, vec = 16 * mt, 32 * p["KW"], 16 * p["MT"] * NT // 4
         gx, gy = cdiv(shape.N, NT), cdiv(shape.M, rows)
-        per = cdiv(rows * NT // 4, threads)
-        bx, by, t, i, v = np.ix_(range(gx), range(gy), range(threads), range(per), range(4))
-        e = t + i * threads
+        slice_ = cdiv(vec, splits)
+        bx, by, z, t, i, v = np.ix_(range(gx), range(gy), range(splits), range(threads), range(cdiv(slice_, threads)),
+                                    range(4))
+        e = z * slice_ + t + i * threads
         row, col = by * rows + e // (NT // 4), bx * NT + 4 * (e % (NT // 4)) + v
         stores = count_hits((shape.M, shape.N), row, col,
-                            (e < rows * NT // 4) & (row < shape.M) & (col < shape.N))
+                            (e < np.minimum(vec, (z + 1) * slice_)) & (row < shape.M) & (col < shape.N))
         lane = np.arange(32)
         g, q = lane // 4, lane % 4
         # A: lane (g, q) loads rows 16i + g + 8h, k 8q .. 8q+7

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gemmlab.contract.hookspecs import Main, Memset, ParamError, Problem, Shape
+from gemmlab.contract.hookspecs import Main, ParamError, Problem, Shape
 from gemmlab.contract.registry import load_registry
 from gemmlab.gpu.device import offline_facts
 
@@ -32,7 +32,8 @@ def assert_all_ones(counts, what):
 # the suite's decode shapes, partial tiles along every axis, and K shorter than one chunk
 SHAPES = [Shape(1, 4096, 4096), Shape(8, 11008, 4096), Shape(16, 4096, 14336), Shape(64, 4096, 4096),
           Shape(3, 72, 40), Shape(17, 136, 1000), Shape(33, 200, 8), Shape(65, 64, 96), Shape(1, 8, 8)]
-VARIANTS = [{}, dict(MT=2, KW=8, U=1, SPLITS=1), dict(MT=4, KW=2, U=1, SPLITS=7), dict(MT=1, KW=16, U=4, SPLITS=33)]
+VARIANTS = [{}, dict(MT=2, KW=8, U=1, SPLITS=1), dict(MT=4, KW=2, U=1, SPLITS=7), dict(MT=1, KW=16, U=4, SPLITS=8),
+            dict(MT=1, KW=1, U=1, SPLITS=3)]
 
 
 @pytest.mark.parametrize("p", VARIANTS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "defaults")
@@ -40,7 +41,7 @@ VARIANTS = [{}, dict(MT=2, KW=8, U=1, SPLITS=1), dict(MT=4, KW=2, U=1, SPLITS=7)
 def test_one_owner_and_exact_load_coverage(shape, p):
     stores, loads = SPEC.ownership(shape, params(**p))
     assert stores.shape == (shape.M, shape.N)
-    assert_all_ones(stores, "stores per split")
+    assert_all_ones(stores, "stores")
     for what, hits in loads.items():
         assert_all_ones(hits, what)
 
@@ -127,6 +128,7 @@ def test_replay_catches_a_wrong_selector():
     (Shape(1, 4096, 4096), "row", dict(KW=17), "kernel.KW"),
     (Shape(1, 4096, 4096), "row", dict(U=5), "kernel.U"),
     (Shape(1, 4096, 4096), "row", dict(SPLITS=0), "kernel.SPLITS"),
+    (Shape(1, 4096, 4096), "row", dict(SPLITS=9), "kernel.SPLITS"),  # a cluster holds at most 8 blocks
 ])
 def test_rules_refuse_with_the_field(shape, layout, p, field):
     with pytest.raises(ParamError) as exc:
@@ -138,18 +140,20 @@ def test_column_major_b_takes_any_n():
     SPEC.check_problem(Problem(Shape(35, 79, 24), "bf16", "row", "col"), params(), FACTS)
 
 
-def test_plan_zeroes_c_only_when_splitting():
+def test_one_launch_and_a_cluster_per_tile_when_splitting():
     prob = Problem(Shape(1, 4096, 4096), "bf16")
-    assert SPEC.plan(prob, params(SPLITS=4), FACTS) == (Memset("C"), Main())
-    assert SPEC.plan(prob, params(SPLITS=1), FACTS) == (Main(),)
+    assert SPEC.plan(prob, params(SPLITS=4), FACTS) == (Main(),)
     launch = SPEC.geometry(prob, params(SPLITS=4, MT=2, KW=8), FACTS)
-    assert launch.grid == (64, 1, 4) and launch.block == (256, 1, 1) and launch.shared_bytes == 8 * 32 * 64 * 4
+    assert launch.grid == (64, 1, 4) and launch.cluster == (1, 1, 4) and launch.block == (256, 1, 1)
+    assert launch.shared_bytes == 8 * 32 * 64 * 4
+    assert SPEC.geometry(prob, params(SPLITS=1), FACTS).cluster is None
 
 
 @pytest.mark.parametrize("layout", ["row", "col"])
 def test_compiles_to_hmma_and_128_bit_loads(layout):
     """Compile (NVRTC, sm_90): no spills, HMMA per chunk as the replay says (2 steps x 8 n-tiles
-    x MT per chunk, U chunks per round), 128-bit global loads, vector atomic adds when splitting."""
+    x MT per chunk, U chunks per round), 128-bit global loads, DSMEM loads and the cluster
+    barrier when splitting, no atomics."""
     from gemmlab.gpu.compile import CompileOptions, compile_kernel
     from gemmlab.gpu.sass import histogram
     from gemmlab.paths import KERNELS_DIR
@@ -162,4 +166,5 @@ def test_compiles_to_hmma_and_128_bit_loads(layout):
     assert res is not None and res.spill_store_bytes == 0 and res.spill_load_bytes == 0
     h = histogram(compiled.sass_text)
     assert h["HMMA"] == 2 * 8 * p["MT"] * p["U"] and h["LDG.128"] >= 8 * p["U"], h
-    assert "REDG.E.ADD.F32x4" in compiled.sass_text
+    assert "UCGABAR_ARV" in compiled.sass_text and "UCGABAR_WAIT" in compiled.sass_text
+    assert "REDG" not in compiled.sass_text and "ATOMG" not in compiled.sass_text

@@ -92,7 +92,8 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
 
 def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
     """bf16/fp16 candidates beyond the rules' choice (before filtering): ``decode_bf16`` around its
-    rule parameters (twice the splits; 8 warps with half the splits; for M > 32 also 32-row
+    rule parameters (twice the splits, at most 8; 8 warps with half the splits, and with the same
+    splits where K-heavy or unsplit; for M > 32 also 32-row
     blocks, and 64-row blocks of 8 warps) for decode and K-heavy shapes, ``wgmma_bf16`` SPLIT_K
     (where the kernel has it) for K-heavy ones, and for the other families the three
     ``wgmma_bf16`` tiles of least estimated cost (:func:`gemmlab.dispatch.auto._wgmma_params`'s
@@ -104,7 +105,10 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
         p = next((dict(c[1]) for r in rules for c in r.candidates if c[0] == "decode_bf16"),
                  dispatch._decode16_params(shape, sms))
         s = p["SPLITS"]
-        out += [("decode_bf16", {**p, "SPLITS": 2 * s}), ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2)})]
+        out += [("decode_bf16", {**p, "SPLITS": min(dispatch.DECODE16_MAX_SPLITS, 2 * s)}),
+                ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2)})]
+        if family == "k_heavy" or s == 1:
+            out.append(("decode_bf16", {**p, "KW": 8}))
         if shape.M > 32 and p["MT"] == 4:
             out += [("decode_bf16", {**p, "MT": 2, "U": 2}), ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2),
                                                                              "U": 1})]

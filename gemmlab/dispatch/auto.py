@@ -429,20 +429,21 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
 
 
 DECODE16_WARPS = 4  # decode_bf16's KW: 4 warps per block
+DECODE16_MAX_SPLITS = 8  # a tile's splits are one thread-block cluster (portable size <= 8)
 DECODE16_MIN_K = 1024  # bf16 decode rule: a K long enough to split (64x65536x64 writes C, it streams no B)
 
 
 def _decode16_params(shape: Shape, sms: int) -> dict[str, int]:
     """decode_bf16 parameters: MT = the m16 tiles covering M (1, 2 or 4: 16, 32 or 64 rows),
-    4 warps, U = 2 chunks per load round (1 with MT = 4: 228 registers, NVRTC 13.5), SPLITS = the
-    most K splits whose blocks still fit one wave of 4 blocks per SM (2 with MT = 4) while each
-    warp keeps at least 2 load rounds of K."""
+    4 warps, U = 2 chunks per load round (1 with MT = 4: 230 registers, NVRTC 13.5), SPLITS = the
+    most K splits (at most 8: one cluster per tile) whose blocks still fit one wave of 4 blocks per
+    SM (2 with MT = 4) while each warp keeps at least 2 load rounds of K."""
     mt = 1 if shape.M <= 16 else 2 if shape.M <= 32 else 4
     u = 1 if mt == 4 else 2
     per_sm = 2 if mt == 4 else 4
     blocks = _cdiv(shape.N, 64) * _cdiv(shape.M, 16 * mt)
     chunks = _cdiv(shape.K, 32)
-    splits = max(1, min(per_sm * sms // blocks, chunks // (2 * DECODE16_WARPS * u)))
+    splits = max(1, min(DECODE16_MAX_SPLITS, per_sm * sms // blocks, chunks // (2 * DECODE16_WARPS * u)))
     return {"MT": mt, "KW": DECODE16_WARPS, "U": u, "SPLITS": splits}
 
 
@@ -464,7 +465,8 @@ def _bf16_rules(shape: Shape, sms: int) -> list[Rule]:
         wg_tiles = _cdiv(m, wg["BM"]) * _cdiv(n, wg["BN"])
         dec = _decode16_params(Shape(min(m, 64), n, k), sms)
         dec["MT"], dec["U"] = 4, 1
-        dec["SPLITS"] = max(1, min(2 * sms // (_cdiv(n, 64) * _cdiv(m, 64)), _cdiv(k, 32) // (2 * DECODE16_WARPS)))
+        dec["SPLITS"] = max(1, min(DECODE16_MAX_SPLITS, 2 * sms // (_cdiv(n, 64) * _cdiv(m, 64)),
+                                   _cdiv(k, 32) // (2 * DECODE16_WARPS)))
         out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
                         "split K across blocks",
                         (("wgmma_bf16", {**wg, "SPLIT_K": max(1, min(sms // wg_tiles, k // 1024))}),
