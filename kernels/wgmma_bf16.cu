@@ -37,6 +37,7 @@
 #include "gemmlab/ptx.cuh"
 #include "gemmlab/wgmma.cuh"
 #include "gemmlab/cluster.cuh"
+#include "gemmlab/relayout.cuh"  // pad / transpose copies of A or B, Extra steps of the plan
 
 /// `bar.sync id, count;` named barrier among `count` threads (a multiple of 32). PTX ISA: bar.sync.
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {

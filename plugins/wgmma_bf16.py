@@ -14,10 +14,13 @@ C (masked at the edges).
 
 Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts: A row-major;
 B column-major (K-major, both operands read untransposed) or row-major (N-major: wgmma's
-transposed-B mode, B arrives as 64-column boxes). TMA rules (checked with
-:func:`gemmlab.contract.tma_rules.check`, the rules ``tma_bf16`` states): every stored row stride a multiple of 16
-bytes, so K % 8 == 0 (A, and B column-major) and N % 8 == 0 (B row-major); M and N are otherwise
-free (TMA zero-fills out-of-bounds box elements; stores are masked).
+transposed-B mode, B arrives as 64-column boxes). TMA needs every row stride a multiple of 16
+bytes (:func:`gemmlab.contract.tma_rules.check`): where the stored one is not (K % 8 != 0 for A
+and column-major B, N % 8 != 0 for row-major B), the plan pads that operand first
+(:func:`gemmlab.contract.relayout.tma_operand`: an Extra step ``gemmlab::relayout_pad`` of
+``gemmlab/relayout.cuh`` copies it into the workspace with 16-byte rows and a zero pad, inside
+every timed launch) and the kernel's tensor map reads the copy; the record's ``plan`` shows it.
+M and N are otherwise free (TMA zero-fills out-of-bounds box elements; stores are masked).
 Parameters: BM (128 | 256), BN (64 | 128 | 256; BM=256 needs BN <= 128: at most 128 accumulators
 per consumer thread; with SCHED=2 BM x BN <= 16384 and BM may be 64), STAGES (2..8, within 227
 KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED
@@ -29,9 +32,10 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract import tma_rules as tma
+from gemmlab.contract.relayout import tma_operand
 from gemmlab.errors import ConfigError
-from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, ParamError, Problem,
-                               Shape, TensorMap, hookimpl)
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Main, Matrix, ParamError,
+                                        Problem, Shape, hookimpl)
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
@@ -74,8 +78,9 @@ class WgmmaKernel(KernelSpec):
     """Persistent warp-specialised wgmma GEMM: BM x BN tile, 128-byte K stages, TMA + mbarriers."""
 
     def b_mn_major(self, problem: Problem) -> bool:
-        """B row-major (K x N stored, N contiguous) is N-major for wgmma."""
-        return problem.layout_b == "row"
+        """B row-major (K x N stored, N contiguous) is N-major for wgmma; TF32 wgmma reads K-major
+        B only, so a row-major TF32 B is read from its transposed copy (:meth:`operands`)."""
+        return problem.layout_b == "row" and problem.precision != "tf32"
 
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
         p = params
@@ -122,11 +127,29 @@ class WgmmaKernel(KernelSpec):
     def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
         return KernelOptions(arch_specific=True)
 
-    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+    def operands(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        """A and B as the kernel reads them (:func:`gemmlab.contract.relayout.tma_operand`): TMA
+        maps over the stored matrices where their row strides are 16-byte multiples, else over a
+        zero-padded copy in the workspace (A at offset 0, B after it); a TF32 row-major B over its
+        transposed K-major copy."""
         bk = ROW_BYTES // elem_bytes(problem.precision)
         b_box = (bk, 64) if self.b_mn_major(problem) else (params["BN"] // params["CLUSTER"], bk)
-        return (TensorMap("A", (params["BM"], bk), swizzle="128B"), TensorMap("B", b_box, swizzle="128B"),
-                Matrix("C"), Dim("M"), Dim("N"), Dim("K"))
+        a = tma_operand(problem, "A", (params["BM"], bk), sm_count=device.sm_count)
+        b = tma_operand(problem, "B", b_box, k_major=not self.b_mn_major(problem), offset=a.end,
+                        sm_count=device.sm_count)
+        return a, b
+
+    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        a, b = self.operands(problem, params, device)
+        return (a.tensor_map, b.tensor_map, Matrix("C"), Dim("M"), Dim("N"), Dim("K"))
+
+    def workspace_bytes(self, problem: Problem, params, device: DeviceFacts) -> int:
+        """The operand copies' regions (0 when TMA reads A and B as stored)."""
+        return max(op.end for op in self.operands(problem, params, device))
+
+    def plan(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        """The operand copies (pad / transpose, see :meth:`operands`), then the kernel."""
+        return (*(op.copy for op in self.operands(problem, params, device) if op.copy is not None), Main())
 
     def ctas(self, shape: Shape, params, device: DeviceFacts) -> int:
         """Persistent grid: one CTA per SM at most (whole clusters), never more than the work units."""

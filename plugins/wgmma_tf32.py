@@ -4,14 +4,17 @@
 m64nBNk8 (the tensor core uses the top 19 bits of each float32 operand; no cvt.rna rounding,
 unlike ``mma_tf32``; within the verification's TF32 bound).
 
-Layouts: A row-major, B column-major only (``layout.b=col``). TF32 wgmma has no transposed-operand
-mode: both shared-memory operands must be K-major, and row-major B (K x N, N contiguous) is
-N-major. The kernel refuses ``layout.b=row`` in one line (the core's layout check) rather than
-adding a transpose pass: a transposed copy of B would need a TMA map over a workspace, which
-contract v2's TensorMap (A, B or C) cannot name, and its cost (reading and writing all of B once,
-about 4.6% of the 4096^3 time) would be timed as part of the kernel. Use ``layout.b=col``;
-cuBLAS is compared in the same layout.
-TMA rules: the stored row strides K*4 bytes must be multiples of 16, so K % 4 == 0.
+Layouts: A row-major; B column-major (``layout.b=col``, K-major: read as stored) or row-major
+(``layout.b=row``). TF32 wgmma has no transposed-operand mode: both shared-memory operands must be
+K-major, so a row-major B (K x N, N contiguous) is first transposed into the workspace by an Extra
+step of the plan (``gemmlab::relayout_transpose`` of ``gemmlab/relayout.cuh``: the K-major N x Kp
+copy, K padded to 4 with zeros), and the K-major kernel instance reads the copy through a TMA map
+over the workspace. The transpose reads and writes all of B once inside every timed launch (its
+cost is part of the time; the record's ``plan`` lists it). Chosen over an in-shared-memory
+transpose (a second kernel body) and over the transposed problem C^T = B^T A^T (needs a
+column-major C store): it keeps one kernel and costs one pass over B.
+TMA rules: the stored row stride K*4 bytes must be a multiple of 16; where it is not (K % 4 != 0),
+A (and a column-major B) is pad-copied into the workspace first, like ``wgmma_bf16``.
 Parameters as ``wgmma_bf16`` (a stage holds 32 float32 of K per row: 128 bytes).
 """
 
@@ -26,5 +29,5 @@ def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_tf32", source="wgmma_tf32.cu",
                         defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1},
                         description="TF32 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
-                                    "TMA ring with full/empty mbarriers, wgmma m64n256k8 (layout.b=col only)",
-                        precisions=("tf32",), layouts=(("row", "col"),))]
+                                    "TMA ring with full/empty mbarriers, wgmma m64n256k8 (layout.b=row: B transposed first)",
+                        precisions=("tf32",), layouts=(("row", "col"), ("row", "row")))]

@@ -34,6 +34,10 @@ v2 additions (defaults reproduce v1):
   ``sm_90a``); kernel arguments :class:`Matrix`, :class:`Dim`, :class:`Workspace`,
   :class:`Value`, :class:`TensorMap`; launch plans of :class:`Main`, :class:`Memset`,
   :class:`Extra` steps, enqueued by the core inside every timed launch.
+- relayout (operands TMA cannot read as stored): an :class:`Extra` step before :class:`Main`
+  copies A or B into the workspace (``Workspace(offset)``), and ``TensorMap("workspace", box,
+  region=Region(offset, rows, cols, dtype))`` maps the copy; :mod:`gemmlab.contract.relayout`
+  builds both for the shared copy kernels of ``kernels/include/gemmlab/relayout.cuh``.
 - sources may ``#include`` files beside them, gemmlab's shared headers (``"gemmlab/ptx.cuh"``,
   folder ``kernels/include/gemmlab``) and CUDA's headers from the pip wheels.
 
@@ -266,8 +270,13 @@ class Dim:
 
 @dataclass(frozen=True)
 class Workspace:
-    """A device pointer to the kernel's workspace (:meth:`KernelSpec.workspace_bytes` bytes,
-    256-byte aligned; contents undefined unless the plan zeroes it)."""
+    """A device pointer into the kernel's workspace (:meth:`KernelSpec.workspace_bytes` bytes,
+    256-byte aligned; contents undefined unless the plan zeroes it or an earlier step writes it).
+
+    ``offset``: bytes from the workspace start (default 0: the start), a multiple of 16 and below
+    ``workspace_bytes``; e.g. the destination of a relayout copy (:class:`Region`)."""
+
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -287,6 +296,49 @@ L2_PROMOTIONS = ("none", "64B", "128B", "256B")
 OOB_FILLS = ("zero", "nan")
 
 
+#: element types a :class:`Region` may hold, and their bytes.
+REGION_DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class Region:
+    """A row-major 2-D array inside the kernel's workspace: ``rows`` x ``cols`` elements of
+    ``dtype``, row ``r`` starting ``offset + r * ld * bytes(dtype)`` bytes after the workspace
+    start. It names the workspace copy of an operand that a plan's :class:`Extra` step writes
+    before :class:`Main` (a pad copy whose row stride TMA can take, a transposed copy), so a
+    :class:`TensorMap` (``TensorMap("workspace", box, region=Region(...))``) can read it.
+
+    Rules (checked by the core before compiling; a broken one is a one-line ``kernel`` error naming
+    the field, e.g. ``region.offset``): ``dtype`` in :data:`REGION_DTYPES`; ``rows``, ``cols`` >= 1;
+    ``ld`` >= ``cols`` (0: ``cols``, packed rows); ``offset`` a multiple of 16 (TMA's base
+    alignment); ``ld * bytes`` a multiple of 16 (TMA's row stride); the last element inside
+    ``workspace_bytes``.
+
+    Attributes:
+        offset: bytes from the workspace start to element (0, 0).
+        rows: rows of the array (the outer, strided dimension).
+        cols: elements per row (the contiguous, inner dimension).
+        dtype: ``float32`` | ``bfloat16`` | ``float16``.
+        ld: row stride in elements (0: ``cols``).
+    """
+
+    offset: int
+    rows: int
+    cols: int
+    dtype: str
+    ld: int = 0
+
+    @property
+    def row_stride(self) -> int:
+        """Row stride in elements (``ld``, or ``cols`` when ``ld`` is 0)."""
+        return self.ld or self.cols
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes from element (0, 0) to one past the last element (``(rows - 1) * ld + cols`` elements)."""
+        return ((self.rows - 1) * self.row_stride + self.cols) * REGION_DTYPES.get(self.dtype, 4)
+
+
 @dataclass(frozen=True)
 class TensorMap:
     """A TMA tensor map (``CUtensorMap``, 128 bytes, passed by value) over matrix ``matrix``.
@@ -299,12 +351,18 @@ class TensorMap:
     dimension 1..256, inner box bytes a multiple of 16, inner box bytes <= the swizzle span
     (32/64/128 B) when swizzled.
 
+    ``matrix="workspace"`` with a :class:`Region` maps an array in the kernel's workspace
+    instead (e.g. the padded or transposed copy of A or B that an :class:`Extra` step of the plan
+    wrote); its element type, shape and row stride are the region's, and the same rules hold for
+    the region (its offset and row stride 16-byte multiples, inside ``workspace_bytes``).
+
     Attributes:
-        matrix: "A" | "B" | "C".
+        matrix: "A" | "B" | "C" | "workspace" (needs ``region``).
         box: (rows, cols) of one box, elements.
         swizzle: "none" | "32B" | "64B" | "128B".
         l2_promotion: "none" | "64B" | "128B" | "256B".
         oob_fill: "zero" | "nan" (what out-of-bounds box elements read as).
+        region: the workspace array (only, and required, with ``matrix="workspace"``).
     """
 
     matrix: str
@@ -312,6 +370,7 @@ class TensorMap:
     swizzle: str = "128B"
     l2_promotion: str = "256B"
     oob_fill: str = "zero"
+    region: Region | None = None
 
 
 Arg = Union[Matrix, Dim, Workspace, Value, TensorMap]
@@ -339,8 +398,12 @@ class Memset:
 @dataclass(frozen=True)
 class Extra:
     """Another ``__global__`` of the same source (compiled with the same options), e.g. a split-K
-    reduction: ``entry`` is its name expression, ``launch`` its geometry, ``arguments`` its
-    argument list (same argument kinds as :meth:`KernelSpec.arguments`)."""
+    reduction after :class:`Main`, or a relayout before it: a copy of A or B into the workspace
+    (``Workspace(offset)`` as its destination pointer) that the main kernel reads through
+    ``TensorMap("workspace", box, region=Region(...))``. ``entry`` is its name expression
+    (namespaces allowed, e.g. the shared header's ``gemmlab::relayout_pad<2>``), ``launch`` its
+    geometry, ``arguments`` its argument list (same argument kinds as :meth:`KernelSpec.arguments`).
+    Like every step it runs inside every timed launch, so a copy's cost is part of the time."""
 
     entry: str
     launch: Launch

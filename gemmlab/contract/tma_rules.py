@@ -7,12 +7,17 @@ base address 16-byte aligned; the global row stride (bytes between rows of the m
 a multiple of 16 bytes and below 2^40; each global dimension 1..2^32; each box dimension
 1..256; the inner box dimension times the element size a multiple of 16 bytes; with a swizzle,
 the inner box bytes at most the swizzle span (32, 64 or 128 bytes).
+
+A map over a workspace copy (``TensorMap("workspace", box, region=Region(...))``) takes its shape,
+row stride and element type from the region; :func:`check_region` adds the region's own rules
+(offset 16-byte aligned, inside the workspace), each a one-line ``kernel`` error naming the field.
 """
 
 from __future__ import annotations
 
 from gemmlab.errors import ConfigError
-from gemmlab.contract.hookspecs import L2_PROMOTIONS, OOB_FILLS, SWIZZLES, Problem, TensorMap
+from gemmlab.contract.hookspecs import (L2_PROMOTIONS, OOB_FILLS, REGION_DTYPES, SWIZZLES, Problem, Region,
+                                        TensorMap, Workspace)
 
 MAX_BOX = 256
 
@@ -27,16 +32,66 @@ def element_dtype(problem: Problem, matrix: str) -> str:
     return "float32" if matrix == "C" else problem.ab_dtype
 
 
-def check(tm: TensorMap, problem: Problem, address: int | None = None) -> dict:
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_workspace_offset(ws: Workspace, workspace_bytes: int, what: str) -> None:
+    """A ``Workspace(offset)`` argument: offset an int, a multiple of 16, below ``workspace_bytes``.
+
+    Raises:
+        ConfigError: field ``kernel``, one line naming ``Workspace.offset``.
+    """
+    off = ws.offset
+    if not _is_int(off) or off < 0 or off % 16 or (workspace_bytes > 0 and off >= workspace_bytes):
+        raise ConfigError("kernel", f"{what}: Workspace.offset = {off!r} must be an int, a multiple of 16 bytes and "
+                          f"below workspace_bytes = {workspace_bytes}")
+
+
+def check_region(region, workspace_bytes: int | None, what: str) -> tuple[int, int, int, int]:
+    """The rules of a workspace :class:`Region`; returns (rows, cols, row stride in elements,
+    element bytes). ``workspace_bytes`` None skips the bounds rule (checked where it is known).
+
+    Raises:
+        ConfigError: field ``kernel``, one line naming the region field (``region.offset`` ...).
+    """
+    if not isinstance(region, Region):
+        raise ConfigError("kernel", f"{what}: region must be a Region(offset, rows, cols, dtype, ld), got {region!r}")
+    if region.dtype not in REGION_DTYPES:
+        raise ConfigError("kernel", f"{what}: region.dtype = {region.dtype!r}; allowed: {', '.join(REGION_DTYPES)}")
+    elem = REGION_DTYPES[region.dtype]
+    for name in ("rows", "cols"):
+        v = getattr(region, name)
+        if not _is_int(v) or v < 1:
+            raise ConfigError("kernel", f"{what}: region.{name} = {v!r} must be an int >= 1")
+    if not _is_int(region.ld) or (region.ld != 0 and region.ld < region.cols):
+        raise ConfigError("kernel", f"{what}: region.ld = {region.ld!r} must be 0 (packed) or >= region.cols = {region.cols}")
+    if not _is_int(region.offset) or region.offset < 0 or region.offset % 16:
+        raise ConfigError("kernel", f"{what}: region.offset = {region.offset!r} must be an int >= 0 and a multiple of 16 "
+                          "bytes (TMA base alignment)")
+    ld = region.row_stride
+    if workspace_bytes is not None and region.offset + region.nbytes > workspace_bytes:
+        raise ConfigError("kernel", f"{what}: region.offset {region.offset} + {region.rows} x {ld} x {elem} B ends at "
+                          f"{region.offset + region.nbytes} B, past workspace_bytes = {workspace_bytes}")
+    return region.rows, region.cols, ld, elem
+
+
+def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace_bytes: int | None = None) -> dict:
     """Check ``tm`` against the TMA rules for ``problem``; return its description for the record.
+
+    A map over ``"workspace"`` takes rows, cols, row stride and element type from ``tm.region``
+    (:func:`check_region`; ``workspace_bytes`` given: also inside the workspace).
 
     Raises:
         ConfigError: one line naming the rule: field ``shape`` when the problem's strides break
-            it (another M, N or K would work), ``kernel`` when the plugin's box or swizzle does.
+            it (another M, N or K would work), ``kernel`` when the plugin's box, swizzle or region does.
     """
-    if not isinstance(tm, TensorMap) or tm.matrix not in ("A", "B", "C"):
-        raise ConfigError("kernel", f"tensor map over {getattr(tm, 'matrix', tm)!r}: matrix must be A, B or C")
+    if not isinstance(tm, TensorMap) or tm.matrix not in ("A", "B", "C", "workspace"):
+        raise ConfigError("kernel", f"tensor map over {getattr(tm, 'matrix', tm)!r}: matrix must be A, B, C or workspace")
     what = f"TMA tensor map over {tm.matrix}"
+    if (tm.matrix == "workspace") != (tm.region is not None):
+        raise ConfigError("kernel", f"{what}: TensorMap.region is required with matrix='workspace' and not allowed "
+                          "with A, B or C")
     if tm.swizzle not in SWIZZLES:
         raise ConfigError("kernel", f"{what}: swizzle {tm.swizzle!r}; allowed: {', '.join(SWIZZLES)}")
     if tm.l2_promotion not in L2_PROMOTIONS:
@@ -46,11 +101,20 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None) -> dict:
     box = tuple(tm.box)
     if len(box) != 2 or not all(isinstance(b, int) and not isinstance(b, bool) for b in box):
         raise ConfigError("kernel", f"{what}: box must be (rows, cols) of two ints, got {tm.box!r}")
-    elem = element_bytes(problem, tm.matrix)
-    rows, cols = problem.stored_shape(tm.matrix)
+    if tm.region is not None:
+        rows, cols, ld, elem = check_region(tm.region, workspace_bytes, what)
+        stride = ld * elem
+        if stride % 16:
+            raise ConfigError("kernel", f"{what}: region.ld = {ld} x {elem} B = {stride} B is not a multiple of 16 "
+                              "bytes (TMA rule)")
+        dtype = tm.region.dtype
+    else:
+        elem = element_bytes(problem, tm.matrix)
+        rows, cols = problem.stored_shape(tm.matrix)
+        stride = cols * elem
+        dtype = element_dtype(problem, tm.matrix)
     inner = ("M" if (tm.matrix == "A" and problem.layout_a == "col")
              else "K" if tm.matrix == "A" or (tm.matrix == "B" and problem.layout_b == "col") else "N")
-    stride = cols * elem
     if stride % 16:
         raise ConfigError("shape", f"{what}: the row stride {cols} x {elem} B = {stride} B is not a multiple of 16 "
                           f"bytes (TMA rule); {inner} must be a multiple of {16 // elem} for this kernel")
@@ -69,6 +133,9 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None) -> dict:
                           f"({span} B; TMA rule): use a smaller inner box or a wider swizzle")
     if address is not None and address % 16:
         raise ConfigError("shape", f"{what}: base address {address:#x} is not 16-byte aligned (TMA rule)")
-    return {"matrix": tm.matrix, "dtype": element_dtype(problem, tm.matrix), "global": [rows, cols],
-            "row_stride_bytes": stride, "box": list(box), "swizzle": tm.swizzle, "l2_promotion": tm.l2_promotion,
-            "oob_fill": tm.oob_fill}
+    out = {"matrix": tm.matrix, "dtype": dtype, "global": [rows, cols],
+           "row_stride_bytes": stride, "box": list(box), "swizzle": tm.swizzle, "l2_promotion": tm.l2_promotion,
+           "oob_fill": tm.oob_fill}
+    if tm.region is not None:
+        out["workspace_offset"] = tm.region.offset
+    return out

@@ -32,6 +32,7 @@ import numpy as np
 from gemmlab.gpu import compile as compile_stage
 from gemmlab.gpu import guards
 from gemmlab.gpu import tma
+from gemmlab.contract import tma_rules
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
                                         Launch, LibraryKernelSpec, Main, Matrix, Memset, ParamError, Problem,
@@ -234,11 +235,15 @@ def describe_argument(arg) -> str:
     if isinstance(arg, Dim):
         return f"{arg.name} (int32)"
     if isinstance(arg, Workspace):
-        return "workspace pointer"
+        return "workspace pointer" + (f" + {arg.offset} B" if arg.offset else "")
     if isinstance(arg, Value):
         return f"{arg.value} ({arg.ctype})"
     if isinstance(arg, TensorMap):
-        return f"TMA tensor map over {arg.matrix}, box {tuple(arg.box)}, swizzle {arg.swizzle}"
+        where = arg.matrix
+        if arg.region is not None:
+            r = arg.region
+            where = f"workspace + {r.offset} B ({r.rows} x {r.cols} {r.dtype}, row stride {r.row_stride})"
+        return f"TMA tensor map over {where}, box {tuple(arg.box)}, swizzle {arg.swizzle}"
     return repr(arg)
 
 
@@ -249,7 +254,13 @@ def describe_step(step) -> str:
     if isinstance(step, Memset):
         return f"memset {step.target} to 0x{step.value & 0xFFFFFFFF:08x}"
     if isinstance(step, Extra):
-        return f"extra kernel {step.entry} grid {tuple(step.launch.grid)} block {tuple(step.launch.block)}"
+        text = f"extra kernel {step.entry} grid {tuple(step.launch.grid)} block {tuple(step.launch.block)}"
+        if step.entry.startswith("gemmlab::relayout_"):  # the shared header's copies (gemmlab/relayout.cuh)
+            src = next((a.name for a in step.arguments if isinstance(a, Matrix)), "?")
+            dst = next((a.offset for a in step.arguments if isinstance(a, Workspace)), "?")
+            kind = step.entry.removeprefix("gemmlab::relayout_").split("<")[0]
+            text = f"relayout ({kind}) of {src} into workspace + {dst} B: {text}"
+        return text
     return repr(step)
 
 
@@ -258,7 +269,8 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
 
     Raises:
         ConfigError: field ``kernel`` (unknown argument, a workspace pointer without a
-            workspace), or a TMA rule (see :func:`gemmlab.contract.tma_rules.check`).
+            workspace or with an offset outside it, a tensor map's workspace region outside the
+            workspace or misaligned), or a TMA rule (see :func:`gemmlab.contract.tma_rules.check`).
     """
     maps = []
     for arg in args:
@@ -269,11 +281,14 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
         elif isinstance(arg, Workspace):
             if workspace <= 0:
                 raise ConfigError("kernel", f"{what}: a Workspace() argument needs workspace_bytes > 0")
+            tma_rules.check_workspace_offset(arg, workspace, what)
             ok = True
         elif isinstance(arg, Value):
             ok = arg.ctype in VALUE_CTYPES and isinstance(arg.value, (int, float)) and not isinstance(arg.value, bool)
         elif isinstance(arg, TensorMap):
-            maps.append(tma.check(arg, problem))
+            if arg.matrix == "workspace" and workspace <= 0:
+                raise ConfigError("kernel", f"{what}: a TensorMap over the workspace needs workspace_bytes > 0")
+            maps.append(tma.check(arg, problem, workspace_bytes=workspace))
             ok = True
         else:
             ok = False
@@ -348,7 +363,7 @@ class NvrtcBackend(Backend):
                 cache_dir: str | None, driver_version: str = "none") -> None:
         from gemmlab.contract.registry import source_path
         options = compile_stage.CompileOptions.for_kernel(arch, self.options)
-        extra = tuple(s.entry for s in self.steps if isinstance(s, Extra))
+        extra = tuple(dict.fromkeys(s.entry for s in self.steps if isinstance(s, Extra)))  # once per name
         self.compiled = compile_stage.compile_kernel(
             source_path(self.spec), self.spec.instance(problem, self.params), options, persistent=cache_enabled,
             cache_folder=cache_dir, driver_version=driver_version, extra_names=extra)
@@ -376,12 +391,15 @@ class NvrtcBackend(Backend):
             elif isinstance(arg, Dim):
                 out.append(np.int32(getattr(problem, arg.name)))
             elif isinstance(arg, Workspace):
-                out.append(np.uint64(self._workspace.address))
+                out.append(np.uint64(self._workspace.address + arg.offset))
             elif isinstance(arg, Value):
                 out.append(NUMPY_CTYPES[arg.ctype](arg.value))
             elif isinstance(arg, TensorMap):
-                g = {"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.matrix]
-                out.append(gpu.tensor_map(arg, problem, g.address))
+                if arg.matrix == "workspace":
+                    address = self._workspace.address + arg.region.offset
+                else:
+                    address = {"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.matrix].address
+                out.append(gpu.tensor_map(arg, problem, address))
         return tuple(out)
 
     def _load(self, gpu, name: str, launch: Launch):

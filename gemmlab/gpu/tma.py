@@ -13,14 +13,17 @@ from gemmlab.contract.tma_rules import check, element_dtype
 class _DeviceArray:
     """A plain ``__cuda_array_interface__`` (v3) over a raw device address."""
 
-    def __init__(self, address: int, shape: tuple[int, int], typestr: str):
+    def __init__(self, address: int, shape: tuple[int, int], typestr: str, strides: tuple[int, int] | None = None):
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (int(address), False),
-                                         "strides": None, "version": 3}
+                                         "strides": strides, "version": 3}
 
 
 def build(tm: TensorMap, problem: Problem, address: int):
     """The ``TensorMapDescriptor`` of ``tm`` over the matrix stored at ``address`` (needs the GPU;
-    pass it straight to ``cuda.core.launch``).
+    pass it straight to ``cuda.core.launch``). For ``matrix="workspace"``, ``address`` is the
+    region's first element (workspace start + ``region.offset``); shape, element type and row
+    stride (``__cuda_array_interface__`` byte strides when ``region.ld`` exceeds ``cols``) are the
+    region's.
 
     Raises:
         ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused the map.
@@ -29,7 +32,8 @@ def build(tm: TensorMap, problem: Problem, address: int):
     import numpy as np
     from cuda.core import utils
     from cuda.core._tensor_map import (TensorMapL2Promotion, TensorMapOOBFill, TensorMapSwizzle)
-    dtype_name = element_dtype(problem, tm.matrix)
+    region = tm.region
+    dtype_name = region.dtype if region is not None else element_dtype(problem, tm.matrix)
     if dtype_name == "bfloat16":
         import ml_dtypes
         typestr, data_type = "<u2", np.dtype(ml_dtypes.bfloat16)
@@ -40,7 +44,13 @@ def build(tm: TensorMap, problem: Problem, address: int):
     l2 = {"none": TensorMapL2Promotion.NONE, "64B": TensorMapL2Promotion.L2_64B,
           "128B": TensorMapL2Promotion.L2_128B, "256B": TensorMapL2Promotion.L2_256B}[tm.l2_promotion]
     oob = {"zero": TensorMapOOBFill.NONE, "nan": TensorMapOOBFill.NAN_REQUEST_ZERO_FMA}[tm.oob_fill]
-    view = utils.StridedMemoryView(_DeviceArray(address, problem.stored_shape(tm.matrix), typestr), stream_ptr=-1)
+    if region is not None:
+        strides = None if region.row_stride == region.cols else (region.row_stride * data_type.itemsize,
+                                                                  data_type.itemsize)
+        array = _DeviceArray(address, (region.rows, region.cols), typestr, strides)
+    else:
+        array = _DeviceArray(address, problem.stored_shape(tm.matrix), typestr)
+    view = utils.StridedMemoryView(array, stream_ptr=-1)
     try:
         return view.as_tensor_map(box_dim=tuple(tm.box), data_type=data_type, swizzle=swizzle, l2_promotion=l2,
                                   oob_fill=oob)

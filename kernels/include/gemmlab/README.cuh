@@ -19,6 +19,8 @@
 //            and the store of m16n8 float32 accumulator fragments to C (includes ptx.cuh)
 //   tiled.cuh  the "tiled" kernel's scheme in pieces (A/B staging, the chunk's inner product, the
 //            masked stores), shared by splitk and cluster_tiled
+//   relayout.cuh  operand copies into the workspace before a TMA kernel: pad copy (16-byte row
+//            stride, zero pad) and transpose (row-major B -> K-major), as Extra steps of a plan
 // Pieces moved out of a kernel must compile to the same SASS as before (force-inline; compare
 // the kernel.sass of mode=compile, addresses stripped, before and after).
 // Rules for new headers: document every function (operands, shapes, the PTX it emits, the arch

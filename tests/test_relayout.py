@@ -1,0 +1,301 @@
+"""CPU tests of operand relayout (contract: ``Region``, ``TensorMap("workspace", region=...)``,
+``Workspace(offset)``; helper :mod:`gemmlab.contract.relayout`; kernels of
+kernels/include/gemmlab/relayout.cuh): the core's validation of workspace maps and offsets
+(bounds, alignment, one-line errors naming the field), the plans wgmma_bf16 / wgmma_tf32 build per
+shape and layout (direct TMA where the strides allow, a pad copy where not, the transpose for
+TF32 row-major B), a replay of each copy kernel's index arithmetic (every destination element
+written once, the pad zero, the values right), the record of a compiled relayout plan, and the
+whole pipeline on the fake GPU with host models of the copies and of a GEMM that reads only
+through its tensor maps (so wrong workspace offsets or addresses fail verification)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import gemmlab.gpu.device
+from fakegpu import HostGpu
+from gemmlab.contract import relayout
+from gemmlab.contract import tma_rules
+from gemmlab.contract.hookspecs import (Extra, Main, Matrix, Problem, Region, Shape, TensorMap, Value, Workspace)
+from gemmlab.contract.registry import load_registry
+from gemmlab.errors import ConfigError
+from gemmlab.gpu.backends import check_arguments, describe_step
+from gemmlab.gpu.device import offline_facts
+from gemmlab.run.pipeline import run_point
+
+FACTS = offline_facts("90")
+REGISTRY = load_registry(entry_points=False)
+SUITE = [Shape(1, 1, 1), Shape(31, 33, 17), Shape(63, 65, 33), Shape(4097, 1, 3), Shape(35, 79, 19),
+         Shape(100, 100, 100), Shape(129, 260, 36)]
+CASES = [("wgmma_bf16", "bf16", "col"), ("wgmma_bf16", "bf16", "row"), ("wgmma_tf32", "tf32", "col"),
+         ("wgmma_tf32", "tf32", "row")]
+
+
+def params(name, **over):
+    return {**REGISTRY.get(name).defaults, **over}
+
+
+# --- the contract: validation ---------------------------------------------------------------------
+
+P = Problem(Shape(64, 64, 64), "bf16", "row", "col")
+
+
+def region_map(**over):
+    fields = {"offset": 0, "rows": 64, "cols": 64, "dtype": "bfloat16", **over}
+    return TensorMap("workspace", (64, 64), region=Region(**fields))
+
+
+def test_valid_workspace_map_is_described_with_its_offset():
+    maps = check_arguments((region_map(offset=8192), Workspace(256)), P, 8192 + 64 * 64 * 2, "k")
+    assert maps == [{"matrix": "workspace", "dtype": "bfloat16", "global": [64, 64], "row_stride_bytes": 128,
+                     "box": [64, 64], "swizzle": "128B", "l2_promotion": "256B", "oob_fill": "zero",
+                     "workspace_offset": 8192}]
+    strided = check_arguments((region_map(cols=60, ld=64),), P, 64 * 64 * 2, "k")[0]
+    assert strided["global"] == [64, 60] and strided["row_stride_bytes"] == 128
+
+
+@pytest.mark.parametrize("args, workspace, words", [
+    ((region_map(offset=8),), 1 << 20, "region.offset = 8 must be an int >= 0 and a multiple of 16"),
+    ((region_map(offset=256),), 64 * 64 * 2, "past workspace_bytes = 8192"),
+    ((region_map(rows=65),), 64 * 64 * 2, "past workspace_bytes"),
+    ((region_map(cols=60),), 1 << 20, "region.ld = 60 x 2 B = 120 B is not a multiple of 16"),
+    ((region_map(cols=60, ld=50),), 1 << 20, "region.ld = 50 must be 0 (packed) or >= region.cols = 60"),
+    ((region_map(dtype="int8"),), 1 << 20, "region.dtype = 'int8'; allowed: float32, bfloat16, float16"),
+    ((region_map(rows=0),), 1 << 20, "region.rows = 0 must be an int >= 1"),
+    ((region_map(),), 0, "a TensorMap over the workspace needs workspace_bytes > 0"),
+    ((TensorMap("workspace", (64, 64)),), 1 << 20, "TensorMap.region is required with matrix='workspace'"),
+    ((TensorMap("A", (64, 64), region=Region(0, 64, 64, "bfloat16")),), 1 << 20, "not allowed with A, B or C"),
+    ((TensorMap("D", (64, 64)),), 1 << 20, "matrix must be A, B, C or workspace"),
+    ((Workspace(8),), 1024, "Workspace.offset = 8 must be an int, a multiple of 16 bytes and below workspace_bytes"),
+    ((Workspace(1024),), 1024, "Workspace.offset = 1024"),
+    ((region_map(), ), 64 * 64 * 2 - 16, "ends at 8192 B, past workspace_bytes = 8176"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_workspace_rules_are_one_line_errors_naming_the_field(args, workspace, words):
+    with pytest.raises(ConfigError) as err:
+        check_arguments(args, P, workspace, "k")
+    assert err.value.field == "kernel" and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_region_address_alignment_is_checked_when_built():
+    with pytest.raises(ConfigError, match="16-byte aligned"):
+        tma_rules.check(region_map(), P, address=0x1008)
+
+
+def test_defaults_are_backwards_compatible():
+    """Workspace() is the start of the workspace, TensorMap without region is over A/B/C."""
+    assert Workspace() == Workspace(0) and TensorMap("A", (8, 8)).region is None
+    assert describe_step(Extra("add_ws<1>", gemmlab.contract.hookspecs.Launch((3, 1, 1), (256, 1, 1)))) == \
+        "extra kernel add_ws<1> grid (3, 1, 1) block (256, 1, 1)"
+
+
+# --- plans of the wgmma rungs ----------------------------------------------------------------------
+
+def expected_kinds(precision, layout_b, shape):
+    vec = 8 if precision == "bf16" else 4
+    a = "pad" if shape.K % vec else "direct"
+    if precision == "tf32" and layout_b == "row":
+        b = "transpose"
+    elif layout_b == "col":
+        b = "pad" if shape.K % vec else "direct"
+    else:
+        b = "pad" if shape.N % vec else "direct"
+    return a, b
+
+
+@pytest.mark.parametrize("name, precision, layout_b", CASES, ids=str)
+@pytest.mark.parametrize("shape", SUITE + [Shape(4096, 4096, 4096), Shape(4095, 4097, 1023), Shape(1000, 3000, 777),
+                                           Shape(2047, 1025, 513)], ids=str)
+def test_plan_per_shape_and_layout(name, precision, layout_b, shape):
+    s, p = REGISTRY.get(name), params(name)
+    problem = Problem(shape, precision, "row", layout_b)
+    s.check_problem(problem, p, FACTS)  # no refusal: every shape has a path
+    a, b = s.operands(problem, p, FACTS)
+    assert (a.kind, b.kind) == expected_kinds(precision, layout_b, shape)
+    plan = s.plan(problem, p, FACTS)
+    copies = [op.copy for op in (a, b) if op.copy is not None]
+    assert plan == (*copies, Main())
+    ws = s.workspace_bytes(problem, p, FACTS)
+    args = s.arguments(problem, p, FACTS)
+    assert args[:2] == (a.tensor_map, b.tensor_map)
+    maps = check_arguments(args, problem, ws, name)
+    for step in copies:
+        check_arguments(step.arguments, problem, ws, name)
+    if not copies:  # TMA-describable: the v2 plan and arguments of before, no workspace
+        assert plan == (Main(),) and ws == 0 and [m["matrix"] for m in maps] == ["A", "B"]
+        return
+    for op in (a, b):
+        if op.region is None:
+            continue
+        assert op.tensor_map.matrix == "workspace" and op.region.offset % 256 == 0
+        assert op.region.cols * problem.ab_bytes % 16 == 0 and op.end <= ws
+        assert op.copy.arguments[0] == Matrix(op.matrix) and op.copy.arguments[1] == Workspace(op.region.offset)
+    if a.region is not None and b.region is not None:
+        assert b.region.offset >= a.end  # regions do not overlap
+    transposed = precision == "tf32" and layout_b == "row"
+    assert s.instance(problem, p).split(", ")[4] == str(int(layout_b == "row" and not transposed))
+    if transposed:  # the K-major kernel instance on the N x Kp copy, box (BN, 32)
+        assert b.region.rows == shape.N and b.region.cols == -(-shape.K // 4) * 4 and b.tensor_map.box == (256, 32)
+
+
+def test_declared_layouts():
+    assert REGISTRY.get("wgmma_tf32").layouts == (("row", "col"), ("row", "row"))
+    assert set(REGISTRY.get("wgmma_bf16").layouts) == {("row", "col"), ("row", "row")}
+
+
+def test_transpose_grid_limit_is_a_shape_error():
+    """K past 64 x 65535 rows of copy blocks: the core's grid check names the shape."""
+    from gemmlab.gpu.backends import check_launch
+    problem = Problem(Shape(8, 8, 64 * 65536), "tf32", "row", "row")
+    _, b = REGISTRY.get("wgmma_tf32").operands(problem, params("wgmma_tf32"), FACTS)
+    with pytest.raises(ConfigError) as err:
+        check_launch(b.copy.launch, FACTS, "wgmma_tf32 extra")
+    assert err.value.field == "shape"
+
+
+# --- the copy kernels' index arithmetic ----------------------------------------------------------
+
+@pytest.mark.parametrize("name, precision, layout_b", CASES, ids=str)
+@pytest.mark.parametrize("shape", SUITE + [Shape(300, 1030, 1023)], ids=str)
+def test_copies_write_every_element_once_with_a_zero_pad(name, precision, layout_b, shape):
+    problem = Problem(shape, precision, "row", layout_b)
+    dtype = np.dtype(ml_dtypes.bfloat16) if precision == "bf16" else np.dtype(np.float32)
+    rng = np.random.default_rng(1)
+    for op in REGISTRY.get(name).operands(problem, params(name), FACTS):
+        if op.copy is None:
+            continue
+        src = (rng.random(problem.stored_shape(op.matrix)) + 0.5).astype(dtype)  # no zeros in the source
+        dst, writes = relayout.replay(op.copy, src)
+        assert writes.shape == (op.region.rows, op.region.cols) and (writes == 1).all()
+        view = src.T if op.kind == "transpose" else src
+        np.testing.assert_array_equal(dst[:, :view.shape[1]], view)
+        assert not dst[:, view.shape[1]:].astype(np.float32).any()  # the pad is zero
+
+
+def test_replay_has_teeth():
+    """A transpose grid one block column short leaves destination rows unwritten; the pad copy's
+    grid-stride loop covers everything even on a smaller grid."""
+    problem = Problem(Shape(64, 100, 33), "tf32", "row", "row")
+    op = relayout.tma_operand(problem, "B", (256, 32), k_major=True)
+    src = np.ones((33, 100), np.float32)
+    short = Extra(op.copy.entry, gemmlab.contract.hookspecs.Launch((op.copy.launch.grid[0] - 1, op.copy.launch.grid[1], 1),
+                                                                  (256, 1, 1)), op.copy.arguments)
+    _, writes = relayout.replay(short, src)
+    assert (writes == 0).any()
+    pad = relayout.tma_operand(Problem(Shape(4097, 64, 3), "bf16", "row", "col"), "A", (128, 64))
+    smaller = Extra(pad.copy.entry, gemmlab.contract.hookspecs.Launch((1, 1, 1), (256, 1, 1)), pad.copy.arguments)
+    _, writes = relayout.replay(smaller, np.ones((4097, 3), np.float32).astype(ml_dtypes.bfloat16))
+    assert (writes == 1).all()
+
+
+def test_helper_argument_errors():
+    with pytest.raises(ValueError, match="offset"):
+        relayout.tma_operand(P, "A", (64, 64), offset=16)
+    with pytest.raises(ValueError, match="A or B"):
+        relayout.tma_operand(P, "C", (64, 64))
+
+
+# --- the record of a relayout plan (mode=compile, NVRTC) -----------------------------------------
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape, kinds", [
+    ("wgmma_bf16", "bf16", "row", [129, 260, 36], ["pad", "pad"]),
+    ("wgmma_tf32", "tf32", "row", [35, 79, 19], ["pad", "transpose"]),
+], ids=str)
+def test_compiled_record_shows_the_relayout(tmp_path, kernel, precision, layout_b, shape, kinds):
+    rec = run_point({"kernel": {"name": kernel}, "shape": shape, "mode": "compile", "precision": precision,
+                     "layout": {"a": "row", "b": layout_b}, "cache": {"enabled": False, "dir": None}}, tmp_path / "r")
+    assert rec["status"] == "compiled", rec.get("error")
+    plan = rec["plan"]
+    assert plan[-1] == "main kernel" and len(plan) == 3
+    for line, kind, matrix in zip(plan, kinds, "AB"):
+        assert line.startswith(f"relayout ({kind}) of {matrix} into workspace + ")
+    assert [m["matrix"] for m in rec["tensor_maps"][:2]] == ["workspace", "workspace"]
+    assert rec["workspace_bytes"] > 0
+    assert set(rec["compile"]["extra_name_expressions"]) == {
+        f"gemmlab::relayout_{k}<{2 if precision == 'bf16' else 4}{', 64, 32' if k == 'transpose' else ''}>"
+        for k in kinds}
+    assert any(i["name"] == "gemmlab/relayout.cuh" for i in rec["compile"]["includes"])
+    hist = rec["compile"]["sass"]["histogram"]
+    assert hist["HGMMA"] > 0 and hist["LDL"] == 0 and hist["STL"] == 0
+
+
+# --- the pipeline on the fake GPU ----------------------------------------------------------------
+
+def _bits(nbytes):
+    return np.uint16 if nbytes == 2 else np.uint32
+
+
+def _host_pad(e):
+    def run(gpu, args):
+        src, dst, rows, cols, ld_src, ld = (int(x) for x in args)
+        s = gpu.view(src, rows * ld_src * e).view(_bits(e)).reshape(rows, ld_src)
+        d = gpu.view(dst, rows * ld * e).view(_bits(e)).reshape(rows, ld)
+        d[:] = 0
+        d[:, :cols] = s[:, :cols]
+    return run
+
+
+def _host_transpose(gpu, args):
+    src, dst, rows, cols, ld_src, ld = (int(x) for x in args)
+    s = gpu.view(src, rows * ld_src * 4).view(np.uint32).reshape(rows, ld_src)
+    d = gpu.view(dst, cols * ld * 4).view(np.uint32).reshape(cols, ld)
+    d[:] = 0
+    d[:, :rows] = s[:, :cols].T
+
+
+def _through_map(gpu, tmap, problem_dtype, stored):
+    """What the kernel's TMA reads: the region (workspace) or the matrix as stored."""
+    tm = tmap.tm
+    if tm.region is not None:
+        r = tm.region
+        dtype = np.dtype(ml_dtypes.bfloat16) if r.dtype == "bfloat16" else np.dtype(r.dtype)
+        return gpu.view(tmap.address, r.rows * r.cols * dtype.itemsize).view(dtype).reshape(r.rows, r.cols)
+    rows, cols = stored[tm.matrix]
+    return gpu.view(tmap.address, rows * cols * problem_dtype.itemsize).view(problem_dtype).reshape(rows, cols)
+
+
+def _host_wgmma(problem):
+    dtype = np.dtype(ml_dtypes.bfloat16) if problem.precision == "bf16" else np.dtype(np.float32)
+    stored = {m: problem.stored_shape(m) for m in "AB"}
+
+    def run(gpu, args):
+        ta, tb, c, m, n, k = args
+        c, m, n, k = (int(x) for x in (c, m, n, k))
+        A = _through_map(gpu, ta, dtype, stored)[:m, :k].astype(np.float64)
+        b = _through_map(gpu, tb, dtype, stored).astype(np.float64)
+        B = b[:k, :n] if problem.layout_b == "row" and problem.precision == "bf16" else b[:n, :k].T  # K-major
+        gpu.floats(c, m * n)[:] = (A @ B).astype(np.float32).ravel()
+    return run
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape", [
+    ("wgmma_bf16", "bf16", "row", (31, 33, 17)), ("wgmma_bf16", "bf16", "col", (35, 79, 19)),
+    ("wgmma_tf32", "tf32", "row", (63, 65, 33)), ("wgmma_tf32", "tf32", "row", (64, 64, 64)),
+    ("wgmma_bf16", "bf16", "row", (64, 72, 64)),
+], ids=str)
+def test_pipeline_runs_the_copies_before_the_kernel_in_every_launch(tmp_path, monkeypatch, kernel, precision,
+                                                                     layout_b, shape):
+    problem = Problem(Shape(*shape), precision, "row", layout_b)
+    gpu = HostGpu(durations={"gemmlab::relayout": 0.25, "gemm_wgmma": 1.0},
+                  behaviour={"gemmlab::relayout_pad<2>": _host_pad(2), "gemmlab::relayout_pad<4>": _host_pad(4),
+                             "gemmlab::relayout_transpose<4": _host_transpose, "gemm_wgmma": _host_wgmma(problem)})
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    rec = run_point({"kernel": {"name": kernel}, "shape": list(shape), "mode": "run", "precision": precision,
+                     "layout": {"a": "row", "b": layout_b},
+                     "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events", "floor": False}}, tmp_path / "r")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
+    copies = len(rec["plan"]) - 1
+    s = REGISTRY.get(kernel)
+    assert copies == sum(op.copy is not None for op in s.operands(problem, params(kernel), FACTS))
+    log = gpu.log
+    events = [i for i, e in enumerate(log) if e == "event"]
+    inside = [log[a + 1:b] for a, b in zip(events[::2], events[1::2])]
+    assert inside and all(len(part) == 2 * (copies + 1) and part[copies].startswith("gemm_wgmma")
+                          and all(x.startswith("gemmlab::relayout") for x in part[:copies]) for part in inside)
+    assert rec["timing"]["protocols"]["events"]["samples_ms"] == [1.0 + 0.25 * copies] * 3  # the copies are timed
+    if copies:
+        assert rec["workspace_bytes"] > 0 and rec["plan"][0].startswith("relayout (")
+    else:
+        assert rec["plan"] == ["main kernel"] and rec["workspace_bytes"] == 0
