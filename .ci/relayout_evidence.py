@@ -81,11 +81,13 @@ def copy_kernels(out: Path) -> list[dict]:
         launch = gpu.launcher(loaded, step.launch, args)
         for _ in range(3):
             launch()
+        from cuda.core import EventOptions
+        timed = EventOptions(timing_enabled=True)  # the first device call lacked this (no copy-only times)
         ms = []
         for _ in range(20):
-            e0 = gpu.stream.record()
+            e0 = gpu.stream.record(options=timed)
             launch()
-            e1 = gpu.stream.record()
+            e1 = gpu.stream.record(options=timed)
             e1.sync()
             ms.append(e1 - e0)
         gpu.sync()

@@ -552,8 +552,8 @@ def test_tf32_rule_picks_the_builtin_wgmma_kernel_for_column_major_b():
 
 def test_tf32_rule_falls_back_to_mma_when_wgmma_refuses_or_is_absent():
     table = dispatch.Table(device={"sm_count": 132})
-    # K % 4 != 0: TMA cannot describe the rows, wgmma_tf32's check refuses
-    assert dispatch.choose(Shape(4096, 4096, 4094), FULL, table, "tf32", ("row", "col")).kernel == "mma_tf32"
+    # K % 4 != 0: TMA cannot describe the rows as stored; wgmma_tf32 pad-copies A and B first (relayout)
+    assert dispatch.choose(Shape(4096, 4096, 4094), FULL, table, "tf32", ("row", "col")).kernel == "wgmma_tf32"
     reg = SubsetRegistry(names=("mma_tf32",), extra=[])
     assert dispatch.choose(Shape(4096, 4096, 4096), reg, table, "tf32", ("row", "col")).kernel == "mma_tf32"
 

@@ -86,8 +86,8 @@ def test_region_address_alignment_is_checked_when_built():
 def test_defaults_are_backwards_compatible():
     """Workspace() is the start of the workspace, TensorMap without region is over A/B/C."""
     assert Workspace() == Workspace(0) and TensorMap("A", (8, 8)).region is None
-    assert describe_step(Extra("add_ws<1>", gemmlab.contract.hookspecs.Launch((3, 1, 1), (256, 1, 1)))) == \
-        "extra kernel add_ws<1> grid (3, 1, 1) block (256, 1, 1)"
+    text = describe_step(Extra("add_ws<1>", gemmlab.contract.hookspecs.Launch((3, 1, 1), (256, 1, 1))))
+    assert text == "extra kernel add_ws<1> grid (3, 1, 1) block (256, 1, 1)"
 
 
 # --- plans of the wgmma rungs ----------------------------------------------------------------------
