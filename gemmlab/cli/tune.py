@@ -112,6 +112,9 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
         if shape.M > 32 and p["MT"] == 4:
             out += [("decode_bf16", {**p, "MT": 2, "U": 2}), ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2),
                                                                              "U": 1})]
+        if family == "decode" and shape.M > 32:  # 64-row ping-pong wgmma tiles with split K, where wgmma_bf16 has it
+            tiles = dispatch._cdiv(shape.N, 128)
+            out.append(("wgmma_bf16", {"BM": 64, "BN": 128, "SCHED": 2, "SPLIT_K": max(1, sms // tiles)}))
         if family == "k_heavy":
             wg = dispatch._wgmma_params(shape, sms)
             tiles = dispatch._cdiv(shape.M, wg["BM"]) * dispatch._cdiv(shape.N, wg["BN"])
