@@ -32,6 +32,23 @@
 // Edges: TMA zero-fills box elements outside M, N, K (and still counts their bytes), so partial
 // tiles need no other handling; the epilogue masks its stores (a full-tile fast path skips the
 // masks). Epilogue: accumulator registers straight to global memory (float2 stores where N is even).
+// Split K (SPLIT_K > 1) and the stream-K tail (TAIL = 1): work items become (tile unit, k range)
+// (WorkSchedule below). SPLIT_K: every tile's K is cut into S = cdiv(k_tiles, cdiv(k_tiles,
+// SPLIT_K)) slices; units are slice-major with the last slice (the one ending at K) first. TAIL:
+// the tile units of the whole waves are data-parallel (one item each, whole K); the k-tiles of the
+// last partial wave's `rem` units (rem x k_tiles iterations) are cut into one contiguous range per
+// CTA/cluster (stream-K, Osama et al. 2023), so that wave ends after ~rem/#CTAs of a tile instead
+// of a whole one (applied when it saves >= 2% of the CTA's k-tiles and every range has >= 2 k-tiles,
+// so no range is empty and a tile's contributors are the workers from its first to its last k-tile).
+// A tile computed by n > 1 items is reduced in C itself, without zero-fill or workspace, in a fixed
+// order (bitwise repeatable: float addition is not associative): items are ranked from the k range
+// ending at K (rank 0, the "storer": plain stores) downwards; rank r waits until the tile's flag
+// reads r (ld.acquire.gpu), adds with red.global.add.f32, fences and counts the flag up (the last,
+// rank n - 1, resets it to 0 for the next launch). The flags are this module's __device__ array
+// (zero at module load, left zero by every launch), indexed tile unit x CLUSTER + cluster rank.
+// Rank r - 1 is an item of lower index (SPLIT_K: slice-major units, rank-major) or of the next
+// tail worker, whose items before it wait only on higher workers; the persistent grid is
+// co-resident (one CTA per SM), so the waits cannot deadlock.
 // Accumulator layout of m64nNk: warp w of the warpgroup owns rows 16w..16w+15;
 //   d[4j + 2h + v] = D(16w + g + 8h, 8j + 2t + v), g = lane / 4, t = lane % 4.
 #include "gemmlab/ptx.cuh"
@@ -49,13 +66,108 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+
+/// Per-tile counters of split tiles (see the header comment): zero at module load, reset by the
+/// last contributor of every split tile, so each launch finds them zero.
+constexpr int WGMMA_MAX_FLAGS = 16384;
+__device__ unsigned wgmma_split_flags[WGMMA_MAX_FLAGS];
+
+/// Spin until the 32-bit global counter reads `rank` (`ld.acquire.gpu`: the C writes of the ranks
+/// before are visible after).
+__device__ __forceinline__ void flag_wait(const unsigned *flag, int rank) {
+  unsigned v;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+  } while (v != (unsigned)rank);
+}
+
+/// Pass the tile on after rank `rank`'s contribution: a GPU-scope fence (the group's C writes and
+/// reductions, ordered before by a barrier, are performed), then `st.release.gpu` of rank + 1, or
+/// of 0 by the last rank (the flag is zero again for the next launch).
+__device__ __forceinline__ void flag_signal(unsigned *flag, int rank, int contributors) {
+  __threadfence();
+  const unsigned next = rank + 1 == contributors ? 0u : (unsigned)(rank + 1);
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(next) : "memory");
+}
+
+/// `red.global.add.f32` (one float) and the sm_90 vector form `red.global.add.v2.f32` (8-byte aligned). PTX ISA: red.
+__device__ __forceinline__ void red_add(float *p, float v) {
+  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ void red_add2(float *p, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
+/// One work item: tile unit `unit` (CLUSTER tile rows x one tile column), k-tiles [kb, ke);
+/// role 0: sole owner (plain store), 1: storer of a split tile (rank 0), 2: adder (rank >= 1);
+/// `contributors`: items of the tile, `rank`: this item's place in the tile's reduction order.
+struct WorkItem {
+  int unit, kb, ke, role, contributors, rank;
+};
+
+/// The persistent schedule of one cluster (index `c` of `G`), replayed by plugins/wgmma_bf16.py
+/// (work_items): SPLIT_K slices or the stream-K tail, see the header comment.
+struct WorkSchedule {
+  int units, G, c, kt, split, kps, full, dp;
+  long long I, s, e;
+  bool tail;
+
+  __device__ WorkSchedule(int units_, int G_, int c_, int kt_, int split_k, int tail_mode)
+      : units(units_), G(G_), c(c_), kt(kt_) {
+    kps = (kt + split_k - 1) / split_k;
+    split = (kt + kps - 1) / kps;
+    full = units / G;
+    const int rem = units - full * G;
+    const long long seg = ((long long)rem * kt + G - 1) / G;  // longest tail range (k-tiles)
+    tail = split == 1 && tail_mode && (long long)rem * kt >= 2LL * G && (kt - seg) * 50 >= (long long)(full + 1) * kt;
+    dp = tail ? full * G : units;
+    I = tail ? (long long)rem * kt : 0;
+    s = tail ? (long long)c * I / G : 0;
+    e = tail ? (long long)(c + 1) * I / G : 0;
+  }
+  /// The tail worker whose range holds tail iteration x: the largest w with floor(w I / G) <= x.
+  __device__ int worker(long long x) const { return (int)(((x + 1) * G - 1) / I); }
+
+  /// Item i of this cluster's list; false past the end.
+  __device__ bool item(int i, WorkItem &w) const {
+    if (!tail) {
+      const long long u = c + (long long)i * G;
+      if (u >= (long long)units * split) return false;
+      const int r = (int)(u / units), slice = split - 1 - r;
+      w.unit = (int)(u - (long long)r * units);
+      w.kb = slice * kps;
+      w.ke = min(kt, w.kb + kps);
+      w.contributors = split;
+      w.rank = r;
+      w.role = split == 1 ? 0 : (r == 0 ? 1 : 2);
+      return true;
+    }
+    if (i < full) {
+      w.unit = c + i * G, w.kb = 0, w.ke = kt, w.role = 0, w.contributors = 1, w.rank = 0;
+      return true;
+    }
+    if (s >= e) return false;
+    const long long t = s / kt + (i - full);
+    if (t * kt >= e) return false;
+    w.unit = dp + (int)t;
+    w.kb = (int)(max(s, t * kt) - t * kt);
+    w.ke = (int)(min(e, (t + 1) * kt) - t * kt);
+    const int last = worker(t * kt + kt - 1);
+    w.contributors = last - worker(t * kt) + 1;
+    w.rank = last - c;
+    w.role = w.contributors == 1 ? 0 : (w.rank == 0 ? 1 : 2);
+    return true;
+  }
+};
+
 template <int ELEM, int BN, int B_MN_MAJOR>
 __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long long da, unsigned long long db) {
   if constexpr (ELEM == 2) gemmlab::wgmma_bf16<B_MN_MAJOR>(d, da, db);
   else gemmlab::wgmma_tf32(d, da, db);
 }
 
-template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG>
+template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+          int SPLIT_K = 1, int TAIL = 0>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
            float *C, int M, int N, int K) {
@@ -74,6 +186,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
   static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
   static_assert(B_BOXES % CLUSTER == 0 && B_BOX_BYTES % 1024 == 0, "B boxes split evenly over the cluster");
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
+  static_assert(SPLIT_K >= 1 && (TAIL == 0 || TAIL == 1) && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0/1 only without SPLIT_K");
 
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
@@ -85,8 +198,8 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
   const int num_m = (M + BM - 1) / BM, num_n = (N + BN - 1) / BN;
   const int pairs_m = (num_m + CLUSTER - 1) / CLUSTER;  // units along M (a cluster takes CLUSTER tile rows)
   const int units = pairs_m * num_n;
-  const int first_unit = blockIdx.x / CLUSTER, unit_stride = gridDim.x / CLUSTER;
   const int k_tiles = (K + BK - 1) / BK;
+  const WorkSchedule sched(units, gridDim.x / CLUSTER, blockIdx.x / CLUSTER, k_tiles, SPLIT_K, TAIL);
 
   if (tid == 0) {
     gemmlab::prefetch_tensormap(&tensor_a);
@@ -116,11 +229,12 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
     gemmlab::setmaxnreg_dec<40>();
     if (tid == 0) {
       int it = 0;
-      for (int unit = first_unit; unit < units; unit += unit_stride) {
+      WorkItem w;
+      for (int item = 0; sched.item(item, w); item++) {
         int m_blk, n_blk;
-        tile_of(unit, m_blk, n_blk);
+        tile_of(w.unit, m_blk, n_blk);
         const int m0 = m_blk * BM, n0 = n_blk * BN;
-        for (int kt = 0; kt < k_tiles; kt++, it++) {
+        for (int kt = w.kb; kt < w.ke; kt++, it++) {
           const int s = it % STAGES;
           gemmlab::mbarrier_try_wait_parity(&empty[s], ((it / STAGES) & 1) ^ 1);
           unsigned char *slot = ring + s * STAGE_BYTES;
@@ -152,14 +266,15 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       }
     };
     float d[MI][BN / 2];
-    int it = 0, local = 0;
-    for (int unit = first_unit; unit < units; unit += unit_stride, local++) {
+    int it = 0;
+    WorkItem w;
+    for (int local = 0; sched.item(local, w); local++) {
       if (PINGPONG && (local & 1) != wg) {  // the other warpgroup's tile: skip its stages in the ring
-        it += k_tiles;
+        it += w.ke - w.kb;
         continue;
       }
       int m_blk, n_blk;
-      tile_of(unit, m_blk, n_blk);
+      tile_of(w.unit, m_blk, n_blk);
       const int m0 = m_blk * BM, n0 = n_blk * BN;
       // ping-pong order: wait until the other warpgroup has issued its previous tile's main loop
       // (it has then passed every "full" wait of that tile, so no stage barrier is more than one
@@ -169,7 +284,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       for (int mi = 0; mi < MI; mi++)
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) d[mi][i] = 0.0f;
-      for (int kt = 0; kt < k_tiles; kt++, it++) {
+      for (int kt = w.kb; kt < w.ke; kt++, it++) {
         const int s = it % STAGES;
         gemmlab::mbarrier_try_wait_parity(&full[s], (it / STAGES) & 1);
         unsigned char *slot = ring + s * STAGE_BYTES;
@@ -190,13 +305,28 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
         gemmlab::wgmma_commit();
         gemmlab::wgmma_wait<1>();
         gemmlab::wgmma_fence_operands(d);
-        if (kt > 0) release((it - 1) % STAGES);
+        if (kt > w.kb) release((it - 1) % STAGES);
       }
       // hand the tensor cores to the other warpgroup (only when it has a next tile to wait for)
-      if (PINGPONG && unit + unit_stride < units) named_barrier_arrive(2 - wg, 256);
+      if (PINGPONG) {
+        WorkItem next;
+        if (sched.item(local + 1, next)) named_barrier_arrive(2 - wg, 256);
+      }
       gemmlab::wgmma_wait<0>();
       gemmlab::wgmma_fence_operands(d);
-      if (k_tiles > 0) release((it - 1) % STAGES);
+      if (w.ke > w.kb) release((it - 1) % STAGES);
+
+      // split tile: rank r waits until ranks 0..r-1 are in C; the group's leader polls, a named barrier
+      // (id 3, or 3 + wg for the ping-pong warpgroup alone) passes it on
+      constexpr int GROUP_THREADS = PINGPONG ? 128 : 256;
+      const int epi_bar = PINGPONG ? 3 + wg : 3;
+      const bool leader = PINGPONG ? tid == 128 * (wg + 1) : tid == 128;
+      unsigned *flag = wgmma_split_flags + (w.unit * CLUSTER + (int)rank);
+      if (w.role == 2) {
+        if (leader) flag_wait(flag, w.rank);
+        named_barrier_sync(epi_bar, GROUP_THREADS);
+      }
+      const bool add = w.role == 2;
 
       const bool full_tile = m0 + BM <= M && n0 + BN <= N && (N % 2) == 0;
 #pragma unroll
@@ -211,17 +341,28 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
             float *out = C + (long long)row * N + col;
             const float v0 = d[mi][4 * j + 2 * h], v1 = d[mi][4 * j + 2 * h + 1];
             if (full_tile) {
-              *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
+              if (add) red_add2(out, v0, v1);
+              else *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
             } else if (row < M) {
               if ((N % 2) == 0 && col + 1 < N) {
-                *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
+                if (add) red_add2(out, v0, v1);
+                else *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
               } else {
-                if (col < N) out[0] = v0;
-                if (col + 1 < N) out[1] = v1;
+                if (add) {
+                  if (col < N) red_add(out, v0);
+                  if (col + 1 < N) red_add(out + 1, v1);
+                } else {
+                  if (col < N) out[0] = v0;
+                  if (col + 1 < N) out[1] = v1;
+                }
               }
             }
           }
         }
+      }
+      if (w.role != 0) {  // every thread of the group has written its part: count the contribution
+        named_barrier_sync(epi_bar, GROUP_THREADS);
+        if (leader) flag_signal(flag, w.rank, w.contributors);
       }
     }
   }

@@ -24,7 +24,14 @@ M and N are otherwise free (TMA zero-fills out-of-bounds box elements; stores ar
 Parameters: BM (128 | 256), BN (64 | 128 | 256; BM=256 needs BN <= 128: at most 128 accumulators
 per consumer thread; with SCHED=2 BM x BN <= 16384 and BM may be 64), STAGES (2..8, within 227
 KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED
-(1 | 2). Needs an sm_90 GPU (compiled for sm_90a).
+(1 | 2), SPLIT_K (>= 1: K slices per tile, for few tiles and long K), TAIL (0 | 1: stream-K over
+the last partial wave's k-tiles; only with SPLIT_K=1). Needs an sm_90 GPU (compiled for sm_90a).
+
+Split K and the tail (:func:`work_items`): a tile computed by n > 1 work items is reduced in C
+itself, without a zero-fill pass or workspace, in a fixed order so that the result is bitwise
+repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
+tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
+with ``red.global.add.f32``. The plan stays ``(Main(),)``.
 """
 
 from __future__ import annotations
@@ -52,26 +59,83 @@ def shared_bytes(p) -> int:
     return p["STAGES"] * (p["BM"] + p["BN"]) * ROW_BYTES + 1024
 
 
-def schedule(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
-    """The persistent tile schedule of kernels/wgmma_bf16.cu, per CTA: the (tile row, tile column)
-    blocks CTA b computes, in order. Work units are pairs of CLUSTER tile rows x one tile column,
-    taken by clusters round-robin; inside a group of GROUP_M unit rows the row index runs fastest."""
+MAX_FLAGS = 16384  # kernels/wgmma_bf16.cu WGMMA_MAX_FLAGS: split-tile counters (tile units x CLUSTER)
+
+
+def split_plan(units: int, groups: int, k_tiles: int, split_k: int, tail: int) -> dict:
+    """kernels/wgmma_bf16.cu WorkSchedule's constructor (same integer arithmetic): ``kps`` k-tiles
+    per slice, ``split`` effective slices, ``full`` whole waves of tile units over ``groups``
+    clusters, whether the stream-K ``tail`` applies (it saves >= 2% of a CTA's k-tiles and each of
+    the ``groups`` ranges has >= 2 k-tiles), ``dp``
+    data-parallel units and ``I`` tail iterations."""
+    kps = cdiv(k_tiles, split_k)
+    split = cdiv(k_tiles, kps)
+    full, rem = divmod(units, groups)
+    seg = cdiv(rem * k_tiles, groups)
+    use_tail = split == 1 and bool(tail) and rem * k_tiles >= 2 * groups and (k_tiles - seg) * 50 >= (full + 1) * k_tiles
+    return {"kps": kps, "split": split, "full": full, "tail": use_tail, "dp": full * groups if use_tail else units,
+            "I": rem * k_tiles if use_tail else 0}
+
+
+def unit_items(units: int, groups: int, c: int, k_tiles: int, split_k: int, tail: int) -> list[tuple[int, ...]]:
+    """WorkSchedule.item replayed for cluster ``c``: its (tile unit, kb, ke, role, contributors,
+    rank) items in order; role 0 sole owner, 1 storer of a split tile (rank 0: its range ends at
+    K), 2 adder (rank r adds after ranks 0..r-1)."""
+    sp = split_plan(units, groups, k_tiles, split_k, tail)
+    out = []
+    if not sp["tail"]:
+        split, kps = sp["split"], sp["kps"]
+        for u in range(c, units * split, groups):
+            r = u // units
+            slice_ = split - 1 - r
+            kb = slice_ * kps
+            out.append((u - r * units, kb, min(k_tiles, kb + kps), 0 if split == 1 else (1 if r == 0 else 2), split, r))
+        return out
+    full, dp, I = sp["full"], sp["dp"], sp["I"]
+    out = [(c + i * groups, 0, k_tiles, 0, 1, 0) for i in range(full)]
+    s, e = c * I // groups, (c + 1) * I // groups
+
+    def worker(x):
+        return ((x + 1) * groups - 1) // I
+
+    t = s // k_tiles
+    while s < e and t * k_tiles < e:
+        kb, ke = max(s, t * k_tiles) - t * k_tiles, min(e, (t + 1) * k_tiles) - t * k_tiles
+        last = worker(t * k_tiles + k_tiles - 1)
+        n = last - worker(t * k_tiles) + 1
+        out.append((dp + t, kb, ke, 0 if n == 1 else (1 if last == c else 2), n, last - c))
+        t += 1
+    return out
+
+
+def work_items(shape: Shape, p, ctas: int, elem: int = 2) -> list[list[tuple[int, ...]]]:
+    """The persistent schedule of kernels/wgmma_bf16.cu, per CTA: (tile row, tile column, kb, ke,
+    role, contributors, rank) in order (k-tiles of 128 bytes: 64 bf16 or 32 tf32, ``elem`` bytes each).
+    Work units are pairs of CLUSTER tile rows x one tile column, taken by clusters round-robin (or
+    as SPLIT_K slices / stream-K tail ranges, :func:`unit_items`); inside a group of GROUP_M unit
+    rows the row index runs fastest."""
     BM, BN, cl, gm = p["BM"], p["BN"], p["CLUSTER"], p["GROUP_M"]
     num_m, num_n = cdiv(shape.M, BM), cdiv(shape.N, BN)
     pairs_m = cdiv(num_m, cl)
     units = pairs_m * num_n
+    k_tiles = cdiv(shape.K, ROW_BYTES // elem)
     out = []
     for cta in range(ctas):
         rank, first, stride = cta % cl, cta // cl, ctas // cl
-        tiles = []
-        for unit in range(first, units, stride):
+        items = []
+        for unit, kb, ke, role, n, r in unit_items(units, stride, first, k_tiles, p.get("SPLIT_K", 1), p.get("TAIL", 0)):
             per_group = gm * num_n
             group = unit // per_group
             rows = min(pairs_m - group * gm, gm)
             in_group = unit - group * per_group
-            tiles.append(((group * gm + in_group % rows) * cl + rank, in_group // rows))
-        out.append(tiles)
+            items.append(((group * gm + in_group % rows) * cl + rank, in_group // rows, kb, ke, role, n, r))
+        out.append(items)
     return out
+
+
+def schedule(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
+    """The tiles of :func:`work_items` per CTA, in order: (tile row, tile column) blocks."""
+    return [[(m, n) for m, n, *_ in cta] for cta in work_items(shape, p, ctas)]
 
 
 class WgmmaKernel(KernelSpec):
@@ -99,6 +163,13 @@ class WgmmaKernel(KernelSpec):
         require(p["CLUSTER"] in (1, 2), "kernel.CLUSTER", f"CLUSTER={p['CLUSTER']} must be 1 or 2")
         require(p["GROUP_M"] >= 1, "kernel.GROUP_M", f"GROUP_M={p['GROUP_M']} must be >= 1")
         require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
+        require(p["SPLIT_K"] >= 1, "kernel.SPLIT_K", f"SPLIT_K={p['SPLIT_K']} must be >= 1")
+        require(p["TAIL"] in (0, 1), "kernel.TAIL", f"TAIL={p['TAIL']} must be 0 (off) or 1 (stream-K over the last partial wave)")
+        require(p["TAIL"] == 0 or p["SPLIT_K"] == 1, "kernel.TAIL", f"TAIL=1 needs SPLIT_K=1 (got SPLIT_K={p['SPLIT_K']})")
+        if p["SPLIT_K"] > 1 or p["TAIL"]:
+            flags = cdiv(cdiv(problem.M, p["BM"]), p["CLUSTER"]) * p["CLUSTER"] * cdiv(problem.N, p["BN"])
+            require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
+                    f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
         require(shared_bytes(p) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024) "
                 f"exceeds {device.max_shared_per_block_optin}")
@@ -119,7 +190,8 @@ class WgmmaKernel(KernelSpec):
     def instance(self, problem: Problem, params) -> str:
         p = params
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}>")
+                f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
+                f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 0)}>")
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(1, 1, 1), self.precisions[0], *self.layouts[0]), params)
@@ -152,10 +224,15 @@ class WgmmaKernel(KernelSpec):
         return (*(op.copy for op in self.operands(problem, params, device) if op.copy is not None), Main())
 
     def ctas(self, shape: Shape, params, device: DeviceFacts) -> int:
-        """Persistent grid: one CTA per SM at most (whole clusters), never more than the work units."""
+        """Persistent grid: one CTA per SM at most (whole clusters), never more than the work units
+        (tile units x SPLIT_K slices); with TAIL=1 always one CTA per SM (the tail's workers)."""
         cl = params["CLUSTER"]
         units = cdiv(cdiv(shape.M, params["BM"]), cl) * cdiv(shape.N, params["BN"])
-        return cl * max(1, min(units, device.sm_count // cl))
+        if params.get("TAIL", 0):
+            return cl * max(1, device.sm_count // cl)
+        k_tiles = cdiv(shape.K, ROW_BYTES // elem_bytes(self.precisions[0]))
+        split = cdiv(k_tiles, cdiv(k_tiles, params.get("SPLIT_K", 1)))
+        return cl * max(1, min(units * split, device.sm_count // cl))
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         cl = params["CLUSTER"]
@@ -166,28 +243,56 @@ class WgmmaKernel(KernelSpec):
         return self.geometry(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
 
     def ownership(self, shape: Shape, params, device: DeviceFacts | None = None):
-        """Stores: the persistent schedule (:func:`schedule`, 132 SMs unless ``device`` says
+        """Stores: the persistent schedule (:func:`work_items`, 132 SMs unless ``device`` says
         otherwise) times the m64nBN accumulator layout of the two consumer warpgroups (warp w rows
-        16w.., m16n8 fragments along N), masked to M x N. Loads: per stage one A box (BM x BK) and
-        the B boxes of all CTAs of the cluster (K-major: CLUSTER boxes of BN/CLUSTER rows; row-major
-        B: BN/64 boxes of BK x 64), each tile element written once."""
+        16w.., m16n8 fragments along N), masked to M x N: the plain stores of sole owners and of
+        split tiles' storers. Loads: per stage one A box (BM x BK) and the B boxes of all CTAs of
+        the cluster (K-major: CLUSTER boxes of BN/CLUSTER rows; row-major B: BN/64 boxes of BK x
+        64), each tile element written once. With split tiles also ``iterations`` (tiles x
+        k-tiles: each computed once), ``adders`` (every adder item covers its tile's elements once,
+        nothing outside) and ``contributors`` (each split tile's items carry its item count and
+        the ranks 0..n-1 once each, rank 0 the item ending at K: the flag's order and reset)."""
         facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
-        p = params
+        p = {"SPLIT_K": 1, "TAIL": 0, **params}
         BM, BN, cl = p["BM"], p["BN"], p["CLUSTER"]
-        tiles = [(t, local) for cta in schedule(shape, p, self.ctas(shape, p, facts)) for local, t in enumerate(cta)]
+        elem = elem_bytes(self.precisions[0])
+        k_tiles = cdiv(shape.K, ROW_BYTES // elem)
+        items = [(t, local) for cta in work_items(shape, p, self.ctas(shape, p, facts), elem) for local, t in enumerate(cta)]
         stores = np.zeros((shape.M, shape.N), dtype=np.int64)
+        iters: dict[tuple[int, int], np.ndarray] = {}
+        counts: dict[tuple[int, int], list[int]] = {}
+        adders = []
         ping = p["SCHED"] == 2
         wm = BM if ping else BM // 2  # rows per consumer warpgroup
         wg, mi, w, j, lane, h, v = np.ix_(range(2), range(wm // 64), range(4), range(BN // 8), range(32),
                                           range(2), range(2))
-        for (m_blk, n_blk), local in tiles:
+        for (m_blk, n_blk, kb, ke, role, n, rank), local in items:
             # cooperative: both consumer warpgroups, wm rows each; ping-pong: warpgroup local % 2
-            # (the tile's position in its CTA's list) computes all BM rows, the other skips it
+            # (the item's position in its CTA's list) computes all BM rows, the other skips it
             row = m_blk * BM + (0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h
             if ping:
                 row = np.where(wg == local % 2, row, -1)
             col = n_blk * BN + j * 8 + 2 * (lane % 4) + v
-            stores += count_hits((shape.M, shape.N), row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
+            hits = count_hits((shape.M, shape.N), row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
+            iters.setdefault((m_blk, n_blk), np.zeros(k_tiles, dtype=np.int64))[kb:ke] += 1
+            counts.setdefault((m_blk, n_blk), []).append((n, rank, ke == k_tiles, role))
+            if role == 2:
+                region = hits[m_blk * BM:(m_blk + 1) * BM, n_blk * BN:(n_blk + 1) * BN]
+                if region.size:
+                    adders.append(region.ravel().copy())
+                region[...] = 0
+                stores += hits  # an adder's hit outside its tile lands on an owned element: count 2
+            else:
+                stores += hits
+        extra = {}
+        if any(len(c) > 1 for c in counts.values()) or p["SPLIT_K"] > 1 or p["TAIL"]:
+            extra["iterations"] = np.stack(list(iters.values()))
+            extra["contributors"] = np.array([int(all(n == len(c) for n, *_ in c) and sorted(r for _, r, _, _ in c) == list(range(len(c)))
+                                                  and all((r == 0) == end and role == (0 if len(c) == 1 else 1 if r == 0 else 2)
+                                                          for _, r, end, role in c))
+                                              for c in counts.values()], dtype=np.int64)
+            if adders:
+                extra["adders"] = np.concatenate(adders)
         bk = 64  # bf16 rows of 128 bytes (the tf32 tiles have the same shape in bytes)
         r, c = np.ix_(range(BM), range(bk))
         b_hits = np.zeros((BN, bk), dtype=np.int64)
@@ -198,13 +303,14 @@ class WgmmaKernel(KernelSpec):
         for box in range(BN // 64):  # row-major B: 64-column boxes of BK rows
             rb, cb = np.ix_(range(bk), range(box * 64, box * 64 + 64))
             bt_hits += count_hits((bk, BN), rb, cb)
-        return stores, {"A": count_hits((BM, bk), r, c), "B": b_hits, "B_row_major": bt_hits}
+        return stores, {"A": count_hits((BM, bk), r, c), "B": b_hits, "B_row_major": bt_hits, **extra}
 
 
 @hookimpl
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu",
-                        defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1},
+                        defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1,
+                                  "SPLIT_K": 1, "TAIL": 0},
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")))]

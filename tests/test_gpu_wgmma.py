@@ -2,7 +2,9 @@
 row-major) and wgmma_tf32 verified against float64 on the partial-tile suite in its
 TMA-describable form (K a multiple of 8 for bf16 / 4 for tf32, N a multiple of 8 for row-major
 bf16 B; M free), with the 2-CTA cluster and ping-pong variants on shapes where each CTA computes
-several tiles (the shapes TMA cannot describe take the relayout path: tests/test_gpu_relayout.py); compute-sanitizer
+ several tiles (the shapes TMA cannot describe take the relayout path: tests/test_gpu_relayout.py); SPLIT_K
+ (K not a multiple of SPLIT_K x BK) and the stream-K tail (TAIL=1) on partial tiles and multi-tile
+ shapes, bitwise repeatable (the split tiles' ordered reduction); compute-sanitizer
 racecheck and memcheck are clean at small shapes. gemmlab's own pipeline: NaN-filled C, guard
 bands, inputs unchanged, repeat stability."""
 
@@ -66,11 +68,38 @@ def test_variants_on_multi_tile_shapes(tmp_path, kernel, precision, layout_b, sh
     assert rec["launch"]["grid"][0] <= rec["device"]["sm_count"]
 
 
+PP128 = {"SCHED": 2, "BN": 128, "STAGES": 6}
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape, params", [
+    ("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}),   # 16 k-tiles: 4 slices of 4 (K % 256 = 232)
+    ("wgmma_bf16", "bf16", "col", (31, 33, 1000), {"SPLIT_K": 3}),     # 3 slices of 6, 6, 4
+    ("wgmma_bf16", "bf16", "col", (1, 1, 4104), {"SPLIT_K": 16}),      # 65 k-tiles: 13 slices of 5
+    ("wgmma_bf16", "bf16", "col", (4097, 1, 520), {"SPLIT_K": 7}),     # 9 k-tiles: 5 slices of 2, 2, 2, 2, 1
+    ("wgmma_bf16", "bf16", "row", (63, 72, 1000), {"SPLIT_K": 4}),
+    ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "col", MULTI, {"SPLIT_K": 3, **PP128}),
+    ("wgmma_bf16", "bf16", "col", (256, 256, 16384), {"SPLIT_K": 16}),
+    ("wgmma_tf32", "tf32", "col", (35, 79, 500), {"SPLIT_K": 4}),
+    ("wgmma_bf16", "bf16", "col", MULTI, {"TAIL": 1}),                 # 153 tiles on 132 SMs: 21 in the tail
+    ("wgmma_bf16", "bf16", "col", (1024, 1024, 1024), {"TAIL": 1}),    # 32 tiles: all tail, ~4 k-tiles per CTA
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"TAIL": 1, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "col", MULTI, {"TAIL": 1, **PP128}),
+    ("wgmma_tf32", "tf32", "col", MULTI, {"TAIL": 1}),
+], ids=str)
+def test_split_k_and_tail(tmp_path, kernel, precision, layout_b, shape, params):
+    """Split tiles reduced in C in rank order: verified, NaN-free (every element stored by its
+    rank-0 item), and the last timed launch equals the first bitwise (_ok: repeat_stable)."""
+    _ok(_run(tmp_path, kernel, precision, layout_b, shape, params))
+
+
 @pytest.mark.parametrize("kernel, precision, layout_b, shape, params, tool", [
     ("wgmma_bf16", "bf16", "col", (65, 129, 200), {}, "racecheck"),
     ("wgmma_bf16", "bf16", "row", (63, 72, 40), {}, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (300, 129, 200), {"CLUSTER": 2}, "racecheck"),
     ("wgmma_tf32", "tf32", "col", (31, 33, 20), {}, "memcheck"),
+    ("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}, "memcheck"),
+    ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4}, "racecheck"),
 ], ids=str)
 def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)

@@ -70,18 +70,86 @@ def test_schedule_covers_every_tile_once_and_pairs_clusters():
                 assert all(m % 2 == 0 for m, _ in a) and all(m % 2 == 1 for m, _ in b)
 
 
+SPLIT_SHAPES = [Shape(256, 256, 65536), Shape(300, 129, 200), Shape(100, 100, 1000), Shape(31, 33, 24),
+                Shape(1024, 1024, 1024), Shape(130, 260, 4000)]
+SPLIT_VARIANTS = [{"SPLIT_K": 3}, {"SPLIT_K": 64}, {"SPLIT_K": 7, "CLUSTER": 2}, {"SPLIT_K": 5, "SCHED": 2, "BN": 128, "STAGES": 6},
+                  {"TAIL": 1}, {"TAIL": 1, "CLUSTER": 2}, {"TAIL": 1, "SCHED": 2, "BN": 128, "STAGES": 6}]
+
+
+@pytest.mark.parametrize("name", ["wgmma_bf16", "wgmma_tf32"])
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=str)
+def test_split_k_and_tail_one_owner_per_k_slice(name, shape):
+    """SPLIT_K and the stream-K tail: one plain store per output (sole owner or the split tile's
+    storer), every adder item covers its tile once, every k-tile of every tile computed once
+    (K not a multiple of SPLIT_K x BK included), each split tile's item count equal to the count
+    its flag is reset at; exact staging as without splits."""
+    s = spec(name)
+    for overrides in SPLIT_VARIANTS:
+        p = params(name, **overrides)
+        stores, loads = s.ownership(shape, p)
+        all_ones(stores, f"{p} stores")
+        for tile, hits in loads.items():
+            all_ones(hits, f"{p} {tile}")
+
+
+def test_split_schedule_order_and_tail_balance():
+    """No empty k range; rank r - 1 of a split tile is computed by another CTA (SPLIT_K: at an
+    earlier or the same list position, slice-major units), and the tail evens the 4096^3 and 8192^3 waves (128x256
+    tiles, 132 SMs): a CTA's k-tiles drop from 256 to 249 (ideal 248.2) and 2048 to 1986."""
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["unit_items"])
+    for units, kt, sk, tail in ((2, 1024, 64, 0), (64, 224, 3, 0), (512, 64, 1, 1), (2048, 128, 1, 1), (32, 16, 1, 1), (7, 13, 5, 0)):
+        lists = [module.unit_items(units, 132, c, kt, sk, tail) for c in range(132)]
+        rank_at = {}
+        for c, items in enumerate(lists):
+            assert all(ke > kb for _, kb, ke, *_ in items)
+            for i, (unit, _, _, role, n, rank) in enumerate(items):
+                rank_at[(unit, rank)] = (c, i)
+        # rank r - 1 of a tile is an earlier item of a list whose earlier items wait only on
+        # other such items: follow each wait chain to rank 0 (a storer, which never waits)
+        for (unit, rank), (c, i) in rank_at.items():
+            if rank:
+                pc, pi = rank_at[(unit, rank - 1)]
+                assert (pc != c and (pi <= i or tail)) or (pc == c and pi < i), (unit, rank)
+    for units, kt, before, after in ((512, 64, 256, 249), (2048, 128, 2048, 1986)):
+        load = max(sum(ke - kb for _, kb, ke, *_ in module.unit_items(units, 132, c, kt, 1, 1)) for c in range(132))
+        assert load == after and max(sum(ke - kb for _, kb, ke, *_ in module.unit_items(units, 132, c, kt, 1, 0))
+                                     for c in range(132)) == before
+
+
+def test_split_model_has_teeth():
+    """A contributor count off by one (the flag would never reset), a repeated rank (a deadlock)
+    or an adder that skips a k-tile fails."""
+    s = spec("wgmma_bf16")
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["unit_items"])
+    real = module.unit_items
+    shape, p = Shape(300, 129, 2000), params("wgmma_bf16", SPLIT_K=4)
+    try:
+        module.unit_items = lambda *a: [(u, kb, ke, r, n + 1, k) for u, kb, ke, r, n, k in real(*a)]
+        with pytest.raises(AssertionError):
+            all_ones(s.ownership(shape, p)[1]["contributors"], "count off by one")
+        module.unit_items = lambda *a: [(u, kb, ke, r, n, max(0, k - 1)) for u, kb, ke, r, n, k in real(*a)]
+        with pytest.raises(AssertionError):
+            all_ones(s.ownership(shape, p)[1]["contributors"], "rank repeated")
+        module.unit_items = lambda *a: [(u, kb + (r == 2), ke, r, n, k) for u, kb, ke, r, n, k in real(*a)]
+        with pytest.raises(AssertionError):
+            all_ones(s.ownership(shape, p)[1]["iterations"], "k-tile skipped")
+    finally:
+        module.unit_items = real
+    all_ones(s.ownership(shape, p)[1]["iterations"], "intact")
+
+
 def test_model_has_teeth():
     """A schedule that drops a unit, or a ping-pong model where both warpgroups store, fails."""
     s = spec("wgmma_bf16")
-    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["schedule"])
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["work_items"])
     p = params("wgmma_bf16", BN=128)
-    real = module.schedule
+    real = module.work_items
     try:
-        module.schedule = lambda shape, p, ctas: [cta[:-1] if i == 0 else cta for i, cta in enumerate(real(shape, p, ctas))]
+        module.work_items = lambda *a: [cta[:-1] if i == 0 else cta for i, cta in enumerate(real(*a))]
         with pytest.raises(AssertionError):
             all_ones(s.ownership(Shape(2100, 2050, 136), p)[0], "dropped unit")
     finally:
-        module.schedule = real
+        module.work_items = real
     stores, _ = s.ownership(Shape(300, 300, 8), p)
     assert stores.max() == 1
 
@@ -124,6 +192,10 @@ def test_declared_precisions_and_layouts():
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "row"), {"CLUSTER": 2, "BN": 64}, "kernel.CLUSTER", "BN"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"GROUP_M": 0}, "kernel.GROUP_M", ">= 1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"SCHED": 3}, "kernel.SCHED", "1 (cooperative) or 2"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"SPLIT_K": 0}, "kernel.SPLIT_K", ">= 1"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"TAIL": 2}, "kernel.TAIL", "0 (off) or 1"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"TAIL": 1, "SPLIT_K": 2}, "kernel.TAIL", "SPLIT_K=1"),
+    ("wgmma_bf16", Problem(Shape(65536, 65536, 64), "bf16", "row", "col"), {"SPLIT_K": 2}, "kernel.SPLIT_K", "16384"),
 ])
 def test_rules_are_one_line(name, problem, bad, field, words):
     with pytest.raises(ParamError) as err:
@@ -142,6 +214,7 @@ COMPILES = [
     ("wgmma_bf16", "bf16", "col", {}, 4), ("wgmma_bf16", "bf16", "row", {}, 4), ("wgmma_tf32", "tf32", "col", {}, 4),
     ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 4), ("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "SCHED": 2, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"BM": 256, "BN": 128}, 8),
+    ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 4}, 4), ("wgmma_tf32", "tf32", "col", {"TAIL": 1}, 4),
 ]
 
 
@@ -158,6 +231,9 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     hist = compiled.sass["histogram"]
     assert hist["HGMMA"] == hgmma and hist["UTMALDG"] >= 2 and hist["LDL"] == 0 and hist["STL"] == 0, hist
     assert "C7508" not in compiled.log  # ptxas did not ignore setmaxnreg
+    if over.get("SPLIT_K", 1) > 1 or over.get("TAIL"):  # adders: RED.E.ADD.F32; the flag fence only in the epilogue
+        text = compiled.sass_text
+        assert "REDG.E.ADD.F32" in text and text.count("MEMBAR") <= 4, text.count("MEMBAR")
     if over.get("CLUSTER") == 2:  # remote stage releases (SYNCS.ARRIVE...RED) without a GPU-scope fence each
         lines = [l for l in compiled.sass_text.splitlines() if "/*" in l and ";" in l]
         remote = [i for i, l in enumerate(lines) if "SYNCS.ARRIVE.TRANS64.RED" in l]
