@@ -97,7 +97,8 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
     blocks, and 64-row blocks of 8 warps) for decode and K-heavy shapes, ``wgmma_bf16`` SPLIT_K
     (where the kernel has it) for K-heavy ones, and for the other families the three
     ``wgmma_bf16`` tiles of least estimated cost (:func:`gemmlab.dispatch.auto._wgmma_params`'s
-    model) and ``mma_bf16`` 64x64. Empty for tiny shapes (every kernel's defaults are measured)."""
+    model; the first also with TAIL=1 where its tiles leave a partial last wave) and ``mma_bf16``
+    64x64; decode M > 32: also wgmma_bf16 64x128 / 64x256 ping-pong with SPLIT_K. Empty for tiny shapes (every kernel's defaults are measured)."""
     sms = dispatch.DEFAULT_SM_COUNT
     out: list[tuple[str, dict]] = []
     if family in ("decode", "k_heavy"):
@@ -113,12 +114,12 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
             out += [("decode_bf16", {**p, "MT": 2, "U": 2}), ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2),
                                                                              "U": 1})]
         if family == "decode" and shape.M > 32:  # 64-row ping-pong wgmma tiles with split K, where wgmma_bf16 has it
-            tiles = dispatch._cdiv(shape.N, 128)
-            out.append(("wgmma_bf16", {"BM": 64, "BN": 128, "SCHED": 2, "SPLIT_K": max(1, sms // tiles)}))
+            out += [("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, bn, 2))) for bn in (128, 256)]
         if family == "k_heavy":
-            wg = dispatch._wgmma_params(shape, sms)
-            tiles = dispatch._cdiv(shape.M, wg["BM"]) * dispatch._cdiv(shape.N, wg["BN"])
-            out += [("wgmma_bf16", {**wg, "SPLIT_K": k}) for k in sorted({max(1, sms // tiles), max(1, sms // tiles // 2)})]
+            wg = dispatch._wgmma_split_params(shape, sms)
+            out += [("wgmma_bf16", {**wg, "SPLIT_K": max(1, wg["SPLIT_K"] // 2)}),
+                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (128, 256, 1))),
+                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, 128, 2)))]
         return out
     if family == "tiny":
         return out
@@ -126,6 +127,10 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
                                                                         * dispatch._cdiv(shape.N, t[1]), sms)
                     * t[0] * t[1] / t[3])
     out += [("wgmma_bf16", {"BM": bm, "BN": bn, "SCHED": sched}) for bm, bn, sched, _ in ranked[:3]]
+    bm, bn, sched, _ = ranked[0]
+    tiles = dispatch._cdiv(shape.M, bm) * dispatch._cdiv(shape.N, bn)
+    if tiles > sms and tiles % sms:  # a partial last wave: the stream-K tail (TAIL=1), where wgmma_bf16 has it
+        out.append(("wgmma_bf16", {"BM": bm, "BN": bn, "SCHED": sched, "TAIL": 1}))
     out.append(dispatch._MMA16_64)
     return out
 

@@ -428,6 +428,15 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
     return {"BM": best[0], "BN": best[1], "SCHED": best[2]}
 
 
+def _wgmma_split_params(shape: Shape, sms: int, tile: tuple[int, int, int] = (128, 128, 1)) -> dict[str, int]:
+    """wgmma_bf16 with split K for few tiles and long K: a 128x128 tile (``tile`` = BM, BN, SCHED)
+    and SPLIT_K = the most K slices whose work units still fit one CTA per SM, each slice at least
+    8 k-tiles of 64 (256x256x65536: 4 tiles x 33 slices of 31 k-tiles)."""
+    bm, bn, sched = tile
+    tiles = _cdiv(shape.M, bm) * _cdiv(shape.N, bn)
+    return {"BM": bm, "BN": bn, "SCHED": sched, "SPLIT_K": max(1, min(sms // tiles, _cdiv(shape.K, 64) // 8))}
+
+
 DECODE16_WARPS = 4  # decode_bf16's KW: 4 warps per block
 DECODE16_MAX_SPLITS = 8  # a tile's splits are one thread-block cluster (portable size <= 8)
 DECODE16_MIN_K = 1024  # bf16 decode rule: a K long enough to split (64x65536x64 writes C, it streams no B)
@@ -450,7 +459,8 @@ def _decode16_params(shape: Shape, sms: int) -> dict[str, int]:
 def _bf16_rules(shape: Shape, sms: int) -> list[Rule]:
     """bf16/fp16 rules: ``decode`` (the fp32 rule's condition and K >= 1024: decode_bf16, B streamed through
     registers, K split across blocks), ``k_heavy`` (fewer 64x64 tiles than SMs and K >= 16*max(M, N):
-    wgmma_bf16 with SPLIT_K where it has that parameter, decode_bf16's split K with 64-row blocks,
+    wgmma_bf16 128x128 with SPLIT_K (:func:`_wgmma_split_params`) where it has that parameter,
+    decode_bf16's split K with 64-row blocks,
     then the tensor-core rule), then ``tensor_core`` (:func:`_tensor_core_rule`)."""
     m, n, k = shape
     out: list[Rule] = []
@@ -461,15 +471,14 @@ def _bf16_rules(shape: Shape, sms: int) -> list[Rule]:
                         (("decode_bf16", _decode16_params(shape, sms)),) + tc.candidates))
     tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
     if tiles64 < sms and k >= 16 * max(m, n) and m * n * k > TINY:
-        wg = _wgmma_params(shape, sms)
-        wg_tiles = _cdiv(m, wg["BM"]) * _cdiv(n, wg["BN"])
+        wg = _wgmma_split_params(shape, sms)
         dec = _decode16_params(Shape(min(m, 64), n, k), sms)
         dec["MT"], dec["U"] = 4, 1
         dec["SPLITS"] = max(1, min(DECODE16_MAX_SPLITS, 2 * sms // (_cdiv(n, 64) * _cdiv(m, 64)),
                                    _cdiv(k, 32) // (2 * DECODE16_WARPS)))
         out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
                         "split K across blocks",
-                        (("wgmma_bf16", {**wg, "SPLIT_K": max(1, min(sms // wg_tiles, k // 1024))}),
+                        (("wgmma_bf16", wg),
                          ("decode_bf16", dec)) + tc.candidates))
     out.append(tc)
     return out
