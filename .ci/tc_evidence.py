@@ -209,6 +209,10 @@ def worker(group: str, out: Path, deadline: float) -> None:
         cfg = {"kernel": {"name": kernel, **over}, "shape": list(shape), "precision": precision,
                "layout": {"a": "row", "b": layout_b}, "timing": TIMING, "baseline": "cublas" if with_base else None,
                "cache": {"enabled": False, "dir": None}}
+        if os.environ.get("TC_CACHE_DIR"):  # compiled once by a parallel mode=compile pass (wgmma_evidence --precompile)
+            cfg["cache"] = {"enabled": True, "dir": os.environ["TC_CACHE_DIR"]}
+        if os.environ.get("TC_SAMPLED_VERIFY") and shape[0] * shape[1] * shape[2] > 2 ** 34:
+            cfg["verify"] = {"max_full": 2 ** 34, "sample": 64}  # as experiment=tc_ladder: rows/cols + Freivalds
         if os.environ.get("TC_COMPILE_ONLY"):
             cfg["mode"] = "compile"
         started = time.time()

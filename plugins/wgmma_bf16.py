@@ -24,14 +24,14 @@ M and N are otherwise free (TMA zero-fills out-of-bounds box elements; stores ar
 Parameters: BM (128 | 256), BN (64 | 128 | 256; BM=256 needs BN <= 128: at most 128 accumulators
 per consumer thread; with SCHED=2 BM x BN <= 16384 and BM may be 64), STAGES (2..8, within 227
 KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED
-(1 | 2), SPLIT_K (>= 1: K slices per tile, for few tiles and long K), TAIL (0 | 1: stream-K over
+(1 | 2), SPLIT_K (>= 1: K slices per tile, for few tiles and long K), TAIL (1 | 2: 2 = stream-K over
 the last partial wave's k-tiles; only with SPLIT_K=1). Needs an sm_90 GPU (compiled for sm_90a).
 
 Split K and the tail (:func:`work_items`): a tile computed by n > 1 work items is reduced in C
 itself, without a zero-fill pass or workspace, in a fixed order so that the result is bitwise
 repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
 tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
-with ``red.global.add.f32``. The plan stays ``(Main(),)``.
+its part (load from L2, add, plain store: the order makes it the tile's only writer). The plan stays ``(Main(),)``.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def work_items(shape: Shape, p, ctas: int, elem: int = 2) -> list[list[tuple[int
     for cta in range(ctas):
         rank, first, stride = cta % cl, cta // cl, ctas // cl
         items = []
-        for unit, kb, ke, role, n, r in unit_items(units, stride, first, k_tiles, p.get("SPLIT_K", 1), p.get("TAIL", 0)):
+        for unit, kb, ke, role, n, r in unit_items(units, stride, first, k_tiles, p.get("SPLIT_K", 1), int(p.get("TAIL", 1) == 2)):
             per_group = gm * num_n
             group = unit // per_group
             rows = min(pairs_m - group * gm, gm)
@@ -164,9 +164,9 @@ class WgmmaKernel(KernelSpec):
         require(p["GROUP_M"] >= 1, "kernel.GROUP_M", f"GROUP_M={p['GROUP_M']} must be >= 1")
         require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
         require(p["SPLIT_K"] >= 1, "kernel.SPLIT_K", f"SPLIT_K={p['SPLIT_K']} must be >= 1")
-        require(p["TAIL"] in (0, 1), "kernel.TAIL", f"TAIL={p['TAIL']} must be 0 (off) or 1 (stream-K over the last partial wave)")
-        require(p["TAIL"] == 0 or p["SPLIT_K"] == 1, "kernel.TAIL", f"TAIL=1 needs SPLIT_K=1 (got SPLIT_K={p['SPLIT_K']})")
-        if p["SPLIT_K"] > 1 or p["TAIL"]:
+        require(p["TAIL"] in (1, 2), "kernel.TAIL", f"TAIL={p['TAIL']} must be 1 (data-parallel) or 2 (stream-K over the last partial wave)")
+        require(p["TAIL"] == 1 or p["SPLIT_K"] == 1, "kernel.TAIL", f"TAIL=2 needs SPLIT_K=1 (got SPLIT_K={p['SPLIT_K']})")
+        if p["SPLIT_K"] > 1 or p["TAIL"] == 2:
             flags = cdiv(cdiv(problem.M, p["BM"]), p["CLUSTER"]) * p["CLUSTER"] * cdiv(problem.N, p["BN"])
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
@@ -191,7 +191,7 @@ class WgmmaKernel(KernelSpec):
         p = params
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                 f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
-                f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 0)}>")
+                f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}>")
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(1, 1, 1), self.precisions[0], *self.layouts[0]), params)
@@ -225,10 +225,10 @@ class WgmmaKernel(KernelSpec):
 
     def ctas(self, shape: Shape, params, device: DeviceFacts) -> int:
         """Persistent grid: one CTA per SM at most (whole clusters), never more than the work units
-        (tile units x SPLIT_K slices); with TAIL=1 always one CTA per SM (the tail's workers)."""
+        (tile units x SPLIT_K slices); with TAIL=2 always one CTA per SM (the tail's workers)."""
         cl = params["CLUSTER"]
         units = cdiv(cdiv(shape.M, params["BM"]), cl) * cdiv(shape.N, params["BN"])
-        if params.get("TAIL", 0):
+        if params.get("TAIL", 1) == 2:
             return cl * max(1, device.sm_count // cl)
         k_tiles = cdiv(shape.K, ROW_BYTES // elem_bytes(self.precisions[0]))
         split = cdiv(k_tiles, cdiv(k_tiles, params.get("SPLIT_K", 1)))
@@ -253,7 +253,7 @@ class WgmmaKernel(KernelSpec):
         nothing outside) and ``contributors`` (each split tile's items carry its item count and
         the ranks 0..n-1 once each, rank 0 the item ending at K: the flag's order and reset)."""
         facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
-        p = {"SPLIT_K": 1, "TAIL": 0, **params}
+        p = {"SPLIT_K": 1, "TAIL": 1, **params}
         BM, BN, cl = p["BM"], p["BN"], p["CLUSTER"]
         elem = elem_bytes(self.precisions[0])
         k_tiles = cdiv(shape.K, ROW_BYTES // elem)
@@ -285,7 +285,7 @@ class WgmmaKernel(KernelSpec):
             else:
                 stores += hits
         extra = {}
-        if any(len(c) > 1 for c in counts.values()) or p["SPLIT_K"] > 1 or p["TAIL"]:
+        if any(len(c) > 1 for c in counts.values()) or p["SPLIT_K"] > 1 or p["TAIL"] == 2:
             extra["iterations"] = np.stack(list(iters.values()))
             extra["contributors"] = np.array([int(all(n == len(c) for n, *_ in c) and sorted(r for _, r, _, _ in c) == list(range(len(c)))
                                                   and all((r == 0) == end and role == (0 if len(c) == 1 else 1 if r == 0 else 2)
@@ -310,7 +310,7 @@ class WgmmaKernel(KernelSpec):
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu",
                         defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1,
-                                  "SPLIT_K": 1, "TAIL": 0},
+                                  "SPLIT_K": 1, "TAIL": 1},
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")))]

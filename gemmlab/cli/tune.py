@@ -97,7 +97,7 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
     blocks, and 64-row blocks of 8 warps) for decode and K-heavy shapes, ``wgmma_bf16`` SPLIT_K
     (where the kernel has it) for K-heavy ones, and for the other families the three
     ``wgmma_bf16`` tiles of least estimated cost (:func:`gemmlab.dispatch.auto._wgmma_params`'s
-    model; the first also with TAIL=1 where its tiles leave a partial last wave) and ``mma_bf16``
+    model; the first also with TAIL=2 (stream-K) where its tiles leave a partial last wave) and ``mma_bf16``
     64x64; decode M > 32: also wgmma_bf16 64x128 / 64x256 ping-pong with SPLIT_K. Empty for tiny shapes (every kernel's defaults are measured)."""
     sms = dispatch.DEFAULT_SM_COUNT
     out: list[tuple[str, dict]] = []
@@ -129,8 +129,8 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
     out += [("wgmma_bf16", {"BM": bm, "BN": bn, "SCHED": sched}) for bm, bn, sched, _ in ranked[:3]]
     bm, bn, sched, _ = ranked[0]
     tiles = dispatch._cdiv(shape.M, bm) * dispatch._cdiv(shape.N, bn)
-    if tiles > sms and tiles % sms:  # a partial last wave: the stream-K tail (TAIL=1), where wgmma_bf16 has it
-        out.append(("wgmma_bf16", {"BM": bm, "BN": bn, "SCHED": sched, "TAIL": 1}))
+    if tiles > sms and tiles % sms:  # a partial last wave: the stream-K tail (TAIL=2), where wgmma_bf16 has it
+        out.append(("wgmma_bf16", {"BM": bm, "BN": bn, "SCHED": sched, "TAIL": 2}))
     out.append(dispatch._MMA16_64)
     return out
 
