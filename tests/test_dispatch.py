@@ -92,13 +92,17 @@ def test_shipped_table_loads():
     table = dispatch.load_table()
     assert table.device["name"] == "NVIDIA H200" and table.sm_count == 132
     full = load_registry(entry_points=False).kernels
-    assert len(table.entries) == 34  # the H200 shapes evidence: 34 of the 45 suite shapes have a measured candidate
+    # the H200 shapes evidence: 34 of the 45 suite shapes have a measured fp32 candidate; the BF16
+    # pass (docs/results/shapes-h200/bf16-pass1) 26 of its 26 swept shapes
+    assert [e.precision for e in table.entries].count("fp32") == 34
+    assert [e.precision for e in table.entries].count("bf16") == 26 and len(table.entries) == 60
     for e in table.entries:  # each entry names a registered NVRTC kernel, never a library one
         assert e.kernel in full and isinstance(full[e.kernel], KernelSpec), e.kernel
 
 
 def test_shipped_table_entries_are_their_records():
-    """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200),
+    """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200;
+    the BF16 entries' records under its bf16-pass1/tune),
     a valid timed record of exactly that kernel, parameters and shape, with the entry's median and
     ratio; and building the table again from those records gives the same entries."""
     from gemmlab.stages.record_model import read_record
@@ -111,9 +115,10 @@ def test_shipped_table_entries_are_their_records():
         assert (rec.kernel, rec.params, rec.shape) == (e.kernel, dict(e.params), tuple(e.shape))
         assert rec.median_ms == pytest.approx(e.extra["median_ms"])
         assert rec.ratio_to_baseline == pytest.approx(e.extra["ratio_to_baseline"]) and rec.baseline == "cublas"
-    rebuilt, stats = dispatch.build_table([root / "tune"])
-    assert stats["used"] == stats["records"] == 69  # every sweep record is valid and timed; 34 shapes win
-    assert sum(e.extra["candidates"] for e in table.entries) == 69
+    rebuilt, stats = dispatch.build_table([root / "tune", root / "bf16-pass1" / "tune"])
+    # every sweep record is valid and timed: 69 fp32 (34 shapes win) and 69 bf16 (26 shapes)
+    assert stats["used"] == stats["records"] == 69 + 69
+    assert sum(e.extra["candidates"] for e in table.entries) == 69 + 69
     assert ([(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries]
             == [(e.key, e.kernel, dict(e.params)) for e in table.entries])
 
