@@ -118,8 +118,8 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
         if family == "k_heavy":
             wg = dispatch._wgmma_split_params(shape, sms)
             out += [("wgmma_bf16", {**wg, "SPLIT_K": max(1, wg["SPLIT_K"] // 2)}),
-                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (128, 256, 1))),
-                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, 128, 2)))]
+                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (128, 128, 1))),
+                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, 256, 2)))]
         return out
     if family == "tiny":
         return out

@@ -428,13 +428,19 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
     return {"BM": best[0], "BN": best[1], "SCHED": best[2]}
 
 
-def _wgmma_split_params(shape: Shape, sms: int, tile: tuple[int, int, int] = (128, 128, 1)) -> dict[str, int]:
-    """wgmma_bf16 with split K for few tiles and long K: a 128x128 tile (``tile`` = BM, BN, SCHED)
-    and SPLIT_K = the most K slices whose work units still fit one CTA per SM, each slice at least
-    8 k-tiles of 64 (256x256x65536: 4 tiles x 33 slices of 31 k-tiles)."""
+WGMMA_MAX_SPLIT_K = 4  # measured on the H200 (bf16-pass1): wgmma_bf16's split tiles are reduced one
+# slice after another, so more slices cost more than they spread: 512x512x16384 128x128 SPLIT_K=4
+# 31.6% of cuBLAS, 8: 21.0%; 256x256x65536 SPLIT_K=33: 8.8%; 64x128 ping-pong SPLIT_K=4: 34.5%
+
+
+def _wgmma_split_params(shape: Shape, sms: int, tile: tuple[int, int, int] = (64, 128, 2)) -> dict[str, int]:
+    """wgmma_bf16 with split K for few tiles and long K: a 64x128 ping-pong tile (``tile`` = BM,
+    BN, SCHED) and SPLIT_K = the most K slices whose work units still fit one CTA per SM, each
+    slice at least 8 k-tiles of 64, at most :data:`WGMMA_MAX_SPLIT_K`."""
     bm, bn, sched = tile
     tiles = _cdiv(shape.M, bm) * _cdiv(shape.N, bn)
-    return {"BM": bm, "BN": bn, "SCHED": sched, "SPLIT_K": max(1, min(sms // tiles, _cdiv(shape.K, 64) // 8))}
+    return {"BM": bm, "BN": bn, "SCHED": sched,
+            "SPLIT_K": max(1, min(WGMMA_MAX_SPLIT_K, sms // tiles, _cdiv(shape.K, 64) // 8))}
 
 
 DECODE16_WARPS = 4  # decode_bf16's KW: 4 warps per block
@@ -444,23 +450,26 @@ DECODE16_MIN_K = 1024  # bf16 decode rule: a K long enough to split (64x65536x64
 
 def _decode16_params(shape: Shape, sms: int) -> dict[str, int]:
     """decode_bf16 parameters: MT = the m16 tiles covering M (1, 2 or 4: 16, 32 or 64 rows),
-    4 warps, U = 2 chunks per load round (1 with MT = 4: 230 registers, NVRTC 13.5), SPLITS = the
-    most K splits (at most 8: one cluster per tile) whose blocks still fit one wave of 4 blocks per
-    SM (2 with MT = 4) while each warp keeps at least 2 load rounds of K."""
+    4 warps (8 with MT = 4), U = 2 chunks per load round (1 with MT = 4: 230 registers, NVRTC
+    13.5), SPLITS = the most K splits (at most 8: one cluster per tile) whose blocks still fit one
+    wave of 4 blocks per SM (1 with MT = 4) while each warp keeps at least 2 load rounds of K.
+    Measured on the H200 (bf16-pass1): 1x4096x4096 KW=4 SPLITS=8 14.9 us, KW=8 SPLITS=4 19.6 us;
+    64x4096x4096 KW=8 SPLITS=2 23.5 us, KW=4 SPLITS=4 35.1 us, KW=4 SPLITS=8 43.1 us."""
     mt = 1 if shape.M <= 16 else 2 if shape.M <= 32 else 4
     u = 1 if mt == 4 else 2
-    per_sm = 2 if mt == 4 else 4
+    kw = 8 if mt == 4 else DECODE16_WARPS
+    per_sm = 1 if mt == 4 else 4
     blocks = _cdiv(shape.N, 64) * _cdiv(shape.M, 16 * mt)
     chunks = _cdiv(shape.K, 32)
-    splits = max(1, min(DECODE16_MAX_SPLITS, per_sm * sms // blocks, chunks // (2 * DECODE16_WARPS * u)))
-    return {"MT": mt, "KW": DECODE16_WARPS, "U": u, "SPLITS": splits}
+    splits = max(1, min(DECODE16_MAX_SPLITS, per_sm * sms // blocks, chunks // (2 * kw * u)))
+    return {"MT": mt, "KW": kw, "U": u, "SPLITS": splits}
 
 
 def _bf16_rules(shape: Shape, sms: int) -> list[Rule]:
     """bf16/fp16 rules: ``decode`` (the fp32 rule's condition and K >= 1024: decode_bf16, B streamed through
     registers, K split across blocks), ``k_heavy`` (fewer 64x64 tiles than SMs and K >= 16*max(M, N):
-    wgmma_bf16 128x128 with SPLIT_K (:func:`_wgmma_split_params`) where it has that parameter,
-    decode_bf16's split K with 64-row blocks,
+    wgmma_bf16 64x128 ping-pong with SPLIT_K <= 4 (:func:`_wgmma_split_params`) where it has that
+    parameter, decode_bf16's split K with 64-row blocks of 8 warps,
     then the tensor-core rule), then ``tensor_core`` (:func:`_tensor_core_rule`)."""
     m, n, k = shape
     out: list[Rule] = []
@@ -472,10 +481,8 @@ def _bf16_rules(shape: Shape, sms: int) -> list[Rule]:
     tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
     if tiles64 < sms and k >= 16 * max(m, n) and m * n * k > TINY:
         wg = _wgmma_split_params(shape, sms)
-        dec = _decode16_params(Shape(min(m, 64), n, k), sms)
-        dec["MT"], dec["U"] = 4, 1
-        dec["SPLITS"] = max(1, min(DECODE16_MAX_SPLITS, 2 * sms // (_cdiv(n, 64) * _cdiv(m, 64)),
-                                   _cdiv(k, 32) // (2 * DECODE16_WARPS)))
+        dec = {"MT": 4, "KW": 8, "U": 1,  # 512x512x16384: KW=8 SPLITS=2 30.3%, KW=4 SPLITS=8 18.8% (bf16-pass1)
+               "SPLITS": max(1, min(DECODE16_MAX_SPLITS, sms // (_cdiv(n, 64) * _cdiv(m, 64)), _cdiv(k, 32) // 16))}
         out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
                         "split K across blocks",
                         (("wgmma_bf16", wg),
