@@ -11,7 +11,7 @@ import pytest
 
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.errors import ConfigError
-from gemmlab.contract.hookspecs import KernelSpec, Launch, Shape
+from gemmlab.contract.hookspecs import Problem, KernelSpec, Launch, Shape
 from gemmlab.contract.registry import load_registry
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, load_suite, parse_suite
 
@@ -92,13 +92,17 @@ def test_shipped_table_loads():
     table = dispatch.load_table()
     assert table.device["name"] == "NVIDIA H200" and table.sm_count == 132
     full = load_registry(entry_points=False).kernels
-    assert len(table.entries) == 34  # the H200 shapes evidence: 34 of the 45 suite shapes have a measured candidate
+    # the H200 shapes evidence: 34 of the 45 suite shapes have a measured fp32 candidate; the BF16
+    # pass (docs/results/shapes-h200/bf16-pass1) 26 of its 26 swept shapes
+    assert [e.precision for e in table.entries].count("fp32") == 34
+    assert [e.precision for e in table.entries].count("bf16") == 26 and len(table.entries) == 60
     for e in table.entries:  # each entry names a registered NVRTC kernel, never a library one
         assert e.kernel in full and isinstance(full[e.kernel], KernelSpec), e.kernel
 
 
 def test_shipped_table_entries_are_their_records():
-    """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200),
+    """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200;
+    the BF16 entries' records under its bf16-pass1/tune),
     a valid timed record of exactly that kernel, parameters and shape, with the entry's median and
     ratio; and building the table again from those records gives the same entries."""
     from gemmlab.stages.record_model import read_record
@@ -111,9 +115,10 @@ def test_shipped_table_entries_are_their_records():
         assert (rec.kernel, rec.params, rec.shape) == (e.kernel, dict(e.params), tuple(e.shape))
         assert rec.median_ms == pytest.approx(e.extra["median_ms"])
         assert rec.ratio_to_baseline == pytest.approx(e.extra["ratio_to_baseline"]) and rec.baseline == "cublas"
-    rebuilt, stats = dispatch.build_table([root / "tune"])
-    assert stats["used"] == stats["records"] == 69  # every sweep record is valid and timed; 34 shapes win
-    assert sum(e.extra["candidates"] for e in table.entries) == 69
+    rebuilt, stats = dispatch.build_table([root / "tune", root / "bf16-pass1" / "tune"])
+    # every sweep record is valid and timed: 69 fp32 (34 shapes win) and 69 bf16 (26 shapes)
+    assert stats["used"] == stats["records"] == 69 + 69
+    assert sum(e.extra["candidates"] for e in table.entries) == 69 + 69
     assert ([(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries]
             == [(e.key, e.kernel, dict(e.params)) for e in table.entries])
 
@@ -556,3 +561,85 @@ def test_tf32_rule_falls_back_to_mma_when_wgmma_refuses_or_is_absent():
     assert dispatch.choose(Shape(4096, 4096, 4094), FULL, table, "tf32", ("row", "col")).kernel == "wgmma_tf32"
     reg = SubsetRegistry(names=("mma_tf32",), extra=[])
     assert dispatch.choose(Shape(4096, 4096, 4096), reg, table, "tf32", ("row", "col")).kernel == "mma_tf32"
+
+
+# --- BF16 rules (issue 10, BF16 pass: decode_bf16, wgmma tiles by waves, split K) ------------------
+
+def _bf16(shape, registry=FULL, table=None, layout=("row", "row")):
+    return dispatch.choose(Shape(*shape), registry, table or dispatch.Table(device={"sm_count": 132}), "bf16", layout)
+
+
+@pytest.mark.parametrize("layout", [("row", "row"), ("row", "col")])
+@pytest.mark.parametrize("shape, params", [
+    ((1, 4096, 4096), {"MT": 1, "SPLITS": 8}),      # 64 column blocks x 8 = 512 <= 4 x 132
+    ((16, 11008, 4096), {"MT": 1, "SPLITS": 3}),    # 172 x 3 = 516
+    ((8, 4096, 14336), {"MT": 1, "SPLITS": 8}),
+    ((32, 4096, 4096), {"MT": 2, "SPLITS": 8}),
+    ((64, 4096, 4096), {"MT": 4, "KW": 8, "U": 1, "SPLITS": 2}),  # 64-row blocks of 8 warps, 1 per SM: 64 x 2
+])
+def test_bf16_decode_rule_picks_decode_bf16(shape, params, layout):
+    choice = _bf16(shape, layout=layout)
+    assert choice.kernel == "decode_bf16" and choice.reason.startswith("decode-like"), choice.reason
+    assert {k: choice.params[k] for k in params} == params
+    FULL.get("decode_bf16").check_problem(Problem(Shape(*shape), "bf16", *layout), choice.params, dispatch_facts())
+
+
+def test_bf16_decode_splits_fit_one_wave_and_keep_k_per_warp():
+    for shape in (Shape(1, 4096, 4096), Shape(64, 11008, 4096), Shape(16, 256, 65536), Shape(1, 100000, 2048)):
+        p = dispatch._decode16_params(shape, 132)
+        blocks = -(-shape.N // 64) * -(-shape.M // (16 * p["MT"]))
+        per_sm = 1 if p["MT"] == 4 else 4
+        assert p["SPLITS"] <= 8 and (p["SPLITS"] == 1 or blocks * p["SPLITS"] <= per_sm * 132)
+        assert p["SPLITS"] == 1 or -(-shape.K // 32) // p["SPLITS"] >= 2 * p["KW"] * p["U"]
+
+
+@pytest.mark.parametrize("shape, params", [
+    ((512, 4096, 4096), {"BM": 128, "BN": 128, "SCHED": 1}),    # 64 128x256 tiles on 132 SMs: 128x128 (128 tiles)
+    ((1024, 1024, 1024), {"BM": 128, "BN": 64, "SCHED": 1}),    # 128 tiles of 128x64 in one wave
+    ((65536, 64, 64), {"BM": 128, "BN": 64, "SCHED": 1}),       # N = 64: no tile past N
+    ((64, 65536, 64), {"BM": 64, "BN": 256, "SCHED": 2}),       # M = 64: the ping-pong 64-row tile; K < 1024: no decode
+    ((4096, 4096, 4096), {"BM": 128, "BN": 256, "SCHED": 1}),
+])
+def test_bf16_rule_sizes_the_wgmma_tile_by_waves(shape, params):
+    choice = _bf16(shape)
+    assert choice.kernel == "wgmma_bf16" and choice.reason.startswith("tensor cores"), choice.reason
+    assert {k: choice.params[k] for k in params} == params
+    FULL.get("wgmma_bf16").check_problem(Problem(Shape(*shape), "bf16"), choice.params, dispatch_facts())
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 65536), (512, 512, 16384), (128, 1024, 32768)])
+def test_bf16_k_heavy_splits_k(shape):
+    """wgmma_bf16 64x128 ping-pong with SPLIT_K <= 4 where the kernel has that parameter (more
+    slices measured slower: its split tiles are reduced one slice after another), else
+    decode_bf16's split K with 64-row blocks (never the unsplit mma_bf16 64x64: 5-14%)."""
+    choice = _bf16(shape)
+    assert choice.reason.startswith("K-heavy"), choice.reason
+    if "SPLIT_K" in FULL.get("wgmma_bf16").defaults:
+        assert choice.kernel == "wgmma_bf16" and 1 < choice.params["SPLIT_K"] <= 4
+        assert (choice.params["BM"], choice.params["BN"], choice.params["SCHED"]) == (64, 128, 2)
+    else:
+        assert choice.kernel == "decode_bf16" and choice.params["MT"] == 4 and choice.params["SPLITS"] > 1
+        assert any("wgmma_bf16" in s and "SPLIT_K" in s for s in choice.skipped)
+
+
+def test_bf16_rules_fall_back_without_the_new_kernels():
+    """Without decode_bf16 and wgmma_bf16 the same shapes go to mma_bf16 (the tensor-core rule's
+    candidates follow each new rule's first choice); odd K (no 16-byte rows) never reaches them."""
+    reg = SubsetRegistry(names=("mma_bf16", "tma_bf16"), extra=[])
+    for shape in ((1, 4096, 4096), (64, 4096, 4096), (256, 256, 65536), (512, 4096, 4096)):
+        assert _bf16(shape, reg).kernel == "mma_bf16"
+    assert _bf16((1, 4096, 4095)).kernel == "mma_bf16"  # K % 8 != 0: decode_bf16 and wgmma refuse
+    assert any(s.startswith("rule decode: decode_bf16") and "multiple of 8" in s
+               for s in _bf16((1, 4096, 4095)).skipped)
+
+
+def test_bf16_table_entry_exact_and_nearest_stay_in_precision_and_regime():
+    e = {**entry((8, 4096, 4096), "decode_bf16", MT=1, KW=8, U=2, SPLITS=4), "precision": "bf16"}
+    table = table_with(e)
+    exact = _bf16((8, 4096, 4096), table=table)
+    assert (exact.source, exact.match, exact.params["KW"]) == ("table", "exact", 8)
+    near = _bf16((6, 4096, 4096), table=table)
+    assert (near.kernel, near.match, near.params["SPLITS"]) == ("decode_bf16", "nearest", 4)
+    assert _bf16((8, 4096, 4096), table=table, layout=("row", "col")).source == "rule"  # other layout
+    assert dispatch.choose(Shape(8, 4096, 4096), FULL, table).kernel != "decode_bf16"  # fp32: not this entry
+    assert _bf16((64, 4096, 4096), table=table).source == "rule"  # M 8x apart

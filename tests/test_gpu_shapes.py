@@ -53,3 +53,36 @@ def test_auto_runs_and_records_its_choice(tmp_path, shape):
                     tmp_path / "p", check_only=True)
     assert rec["status"] == "checked", rec["error"]
     assert rec["dispatch"]["chosen"] == rec["kernel"]["name"] != "auto"
+
+
+# decode_bf16 (BF16 tensor cores, B streamed into registers): partial-tile shapes it accepts
+# (K % 8 == 0; N % 8 == 0 for a row-major B: partial M, N and K tiles, K shorter than a chunk),
+# both layouts of B, one split (plain stores) and several (atomic adds into a zeroed C); then the
+# suite's decode shapes with the rules' parameters (the 16-, 32- and 64-row blocks); small
+# integers, exact
+DECODE16_EDGES = [(16, 16, 16), (1, 8, 8), (3, 72, 40), (17, 136, 1000), (33, 200, 8), (65, 64, 96)]
+DECODE16 = [{}, {"MT": 4, "KW": 2, "U": 1, "SPLITS": 7}, {"MT": 2, "KW": 8, "U": 2, "SPLITS": 1}]
+
+
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("shape", DECODE16_EDGES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("params", DECODE16, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "defaults")
+def test_decode_bf16_exact(tmp_path, params, shape, layout_b):
+    rec = run_point({"kernel": {"name": "decode_bf16", **params}, "shape": list(shape), "precision": "bf16",
+                     "layout": {"a": "row", "b": layout_b}, "inputs": {"distribution": "integers"}},
+                    tmp_path / "p", check_only=True)
+    assert rec["status"] == "checked", rec["error"]
+    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact"
+
+
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (16, 11008, 4096), (32, 4096, 4096), (64, 4096, 14336)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_decode_bf16_suite_shapes_with_rule_params(tmp_path, shape, layout_b):
+    from gemmlab.contract.hookspecs import Shape
+    from gemmlab.dispatch.auto import _decode16_params
+    test_decode_bf16_exact(tmp_path, _decode16_params(Shape(*shape), 132), shape, layout_b)
+
+
+def test_decode_bf16_column_major_any_n(tmp_path):
+    test_decode_bf16_exact(tmp_path, {"SPLITS": 3}, (35, 79, 24), "col")

@@ -40,6 +40,7 @@ BUILTINS = {
     "streamk": "gemmlab_plugins.streamk",
     "wgmma_bf16": "gemmlab_plugins.wgmma_bf16",
     "wgmma_tf32": "gemmlab_plugins.wgmma_tf32",
+    "decode_bf16": "gemmlab_plugins.decode_bf16",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}

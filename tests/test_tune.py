@@ -119,3 +119,19 @@ def test_argparse_errors_are_one_line(capsys, argv):
         tune.main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("gemmlab-tune: error: "), err
+
+
+def test_bf16_candidates_vary_decode_bf16_and_the_wgmma_tile():
+    """bf16: the rules' choice first, then decode_bf16 around its rule parameters and 64-row wgmma
+    tiles with split K (decode M = 64) or the cheapest wgmma tiles by the wave model and mma_bf16
+    64x64 (prefill); all accepted, no duplicates."""
+    from gemmlab.contract.registry import load_registry
+    reg = load_registry(entry_points=False)
+    dec = tune.candidates(Shape(64, 4096, 4096), "decode", reg, precision="bf16")
+    assert dec[0][0] == "decode_bf16" and sum(k == "decode_bf16" for k, _ in dec) >= 4
+    assert all(k == "decode_bf16" or (k == "wgmma_bf16" and p["BM"] == 64 and p["SPLIT_K"] > 1) for k, p in dec)
+    assert len({tuple(sorted(p.items())) for _, p in dec}) == len(dec)
+    pre = tune.candidates(Shape(512, 4096, 4096), "prefill", reg, precision="bf16")
+    tiles = [(p["BM"], p["BN"], p["SCHED"]) for k, p in pre if k == "wgmma_bf16"]
+    assert tiles[0] == (128, 128, 1) and len(tiles) == 3 and ("mma_bf16", {**reg.kernels["mma_bf16"].defaults,
+                                                                            **dict(tune.dispatch._MMA16_64[1])}) in pre

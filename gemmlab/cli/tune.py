@@ -90,11 +90,56 @@ def variants(shape: Shape, family: str) -> list[tuple[str, dict]]:
     return out
 
 
+def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
+    """bf16/fp16 candidates beyond the rules' choice (before filtering): ``decode_bf16`` around its
+    rule parameters (twice the splits, at most 8; 8 warps with half the splits, and with the same
+    splits where K-heavy or unsplit; for M > 32 also 32-row
+    blocks, and 64-row blocks of 8 warps) for decode and K-heavy shapes, ``wgmma_bf16`` SPLIT_K
+    (where the kernel has it) for K-heavy ones, and for the other families the three
+    ``wgmma_bf16`` tiles of least estimated cost (:func:`gemmlab.dispatch.auto._wgmma_params`'s
+    model; the first also with TAIL=2 (stream-K) where its tiles leave a partial last wave) and ``mma_bf16``
+    64x64; decode M > 32: also wgmma_bf16 64x128 / 64x256 ping-pong with SPLIT_K. Empty for tiny shapes (every kernel's defaults are measured)."""
+    sms = dispatch.DEFAULT_SM_COUNT
+    out: list[tuple[str, dict]] = []
+    if family in ("decode", "k_heavy"):
+        rules = dispatch.rules(shape, "bf16", dispatch.DEFAULT_LAYOUT, sms)
+        p = next((dict(c[1]) for r in rules for c in r.candidates if c[0] == "decode_bf16"),
+                 dispatch._decode16_params(shape, sms))
+        s = p["SPLITS"]
+        out += [("decode_bf16", {**p, "SPLITS": min(dispatch.DECODE16_MAX_SPLITS, 2 * s)}),
+                ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2)})]
+        if family == "k_heavy" or s == 1:
+            out.append(("decode_bf16", {**p, "KW": 8}))
+        if shape.M > 32 and p["MT"] == 4:
+            out += [("decode_bf16", {**p, "MT": 2, "U": 2}), ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2),
+                                                                             "U": 1})]
+        if family == "decode" and shape.M > 32:  # 64-row ping-pong wgmma tiles with split K, where wgmma_bf16 has it
+            out += [("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, bn, 2))) for bn in (128, 256)]
+        if family == "k_heavy":
+            wg = dispatch._wgmma_split_params(shape, sms)
+            out += [("wgmma_bf16", {**wg, "SPLIT_K": max(1, wg["SPLIT_K"] // 2)}),
+                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (128, 128, 1))),
+                    ("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, 256, 2)))]
+        return out
+    if family == "tiny":
+        return out
+    ranked = sorted(dispatch._WGMMA_TILES, key=lambda t: dispatch._cdiv(dispatch._cdiv(shape.M, t[0])
+                                                                        * dispatch._cdiv(shape.N, t[1]), sms)
+                    * t[0] * t[1] / t[3])
+    out += [("wgmma_bf16", {"BM": bm, "BN": bn, "SCHED": sched}) for bm, bn, sched, _ in ranked[:3]]
+    bm, bn, sched, _ = ranked[0]
+    tiles = dispatch._cdiv(shape.M, bm) * dispatch._cdiv(shape.N, bn)
+    if tiles > sms and tiles % sms:  # a partial last wave: the stream-K tail (TAIL=2), where wgmma_bf16 has it
+        out.append(("wgmma_bf16", {"BM": bm, "BN": bn, "SCHED": sched, "TAIL": 2}))
+    out.append(dispatch._MMA16_64)
+    return out
+
+
 def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DEFAULT_SM_COUNT,
                precision: str = dispatch.DEFAULT_PRECISION) -> list[tuple[str, dict]]:
     """Candidate (kernel, full params) pairs for ``shape``: the rules' choice first, then the
-    family's :func:`variants` (fp32) or every registered kernel with its defaults (other
-    precisions, e.g. once tensor-core kernels declare ``precisions``); only registered NVRTC
+    family's :func:`variants` (fp32), :func:`variants_tc` (bf16, fp16) or, where those have
+    none, every registered kernel with its defaults; only registered NVRTC
     kernels that support the precision and whose check accepts the shape, no duplicates. Where an
     ``sgemm_*`` rung is registered, ``tiled`` is no variant for the large-shape families."""
     from gemmlab.gpu.device import offline_facts
@@ -105,7 +150,8 @@ def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DE
         out.append((first.kernel, dict(first.params)))
     except Exception:  # no kernel at all: the variants may still have one
         pass
-    extra = variants(shape, family) if precision == "fp32" else [(name, {}) for name in registry.kernels]
+    extra = (variants(shape, family) if precision == "fp32"
+             else variants_tc(shape, family) or [(name, {}) for name in registry.kernels])
     if any(k in registry.kernels for k in LARGE_KERNELS) and family not in ("tiny", "k_heavy", "decode"):
         extra = [(k, p) for k, p in extra if k != "tiled"]  # the sgemm rungs beat it (docs/results/ladder-h200.md)
     for name, params in extra:

@@ -396,7 +396,7 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
                             (("slicedk", _slicedk_params(shape, sms)), streamk,
                              ("small_tile", {"BX": 16, "BY": 16, "KS": _slices(k)}), _TILED32, ("tiled", {}))))
     elif precision in ("bf16", "fp16"):
-        out.append(_tensor_core_rule(shape, sms))
+        out += _bf16_rules(shape, sms)
     elif precision == "tf32":
         out.append(_tf32_rule(shape, sms, tuple(layout)))
     out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
@@ -407,23 +407,112 @@ _MMA16_128 = ("mma_bf16", {"BM": 128, "BN": 128, "WN": 32, "STAGES": 4})
 _MMA16_64 = ("mma_bf16", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "BK": 64})
 
 
+# wgmma_bf16 tiles (BM, BN, SCHED) and a guessed relative efficiency per output element (bigger
+# tiles reuse more of each staged byte; a 64-row tile needs the ping-pong schedule, SCHED=2)
+_WGMMA_TILES = ((128, 256, 1, 1.0), (128, 128, 1, 0.85), (64, 256, 2, 0.8), (128, 64, 1, 0.65),
+                (64, 128, 2, 0.6), (64, 64, 2, 0.45))
+
+
+def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
+    """wgmma_bf16's tile for this shape: the (BM, BN, SCHED) of :data:`_WGMMA_TILES` with the least
+    estimated time, whole waves of the persistent grid (ceil(tiles / SMs)) times the tile area over
+    its efficiency, so a shape with too few 128x256 tiles (512x4096: 64 tiles on 132 SMs) takes
+    128x128, and a 64-wide side a 64-wide tile (65536x64: 128x64; 64x65536: 64x256 ping-pong)."""
+    best, best_cost = _WGMMA_TILES[0], math.inf
+    for tile in _WGMMA_TILES:
+        bm, bn, _, eff = tile
+        tiles = _cdiv(shape.M, bm) * _cdiv(shape.N, bn)
+        cost = _cdiv(tiles, sms) * bm * bn / eff
+        if cost < best_cost:
+            best, best_cost = tile, cost
+    return {"BM": best[0], "BN": best[1], "SCHED": best[2]}
+
+
+WGMMA_MAX_SPLIT_K = 4  # measured on the H200 (bf16-pass1): wgmma_bf16's split tiles are reduced one
+# slice after another, so more slices cost more than they spread: 512x512x16384 128x128 SPLIT_K=4
+# 31.6% of cuBLAS, 8: 21.0%; 256x256x65536 SPLIT_K=33: 8.8%; 64x128 ping-pong SPLIT_K=4: 34.5%
+
+
+def _wgmma_split_params(shape: Shape, sms: int, tile: tuple[int, int, int] = (64, 128, 2)) -> dict[str, int]:
+    """wgmma_bf16 with split K for few tiles and long K: a 64x128 ping-pong tile (``tile`` = BM,
+    BN, SCHED) and SPLIT_K = the most K slices whose work units still fit one CTA per SM, each
+    slice at least 8 k-tiles of 64, at most :data:`WGMMA_MAX_SPLIT_K`."""
+    bm, bn, sched = tile
+    tiles = _cdiv(shape.M, bm) * _cdiv(shape.N, bn)
+    return {"BM": bm, "BN": bn, "SCHED": sched,
+            "SPLIT_K": max(1, min(WGMMA_MAX_SPLIT_K, sms // tiles, _cdiv(shape.K, 64) // 8))}
+
+
+DECODE16_WARPS = 4  # decode_bf16's KW: 4 warps per block
+DECODE16_MAX_SPLITS = 8  # a tile's splits are one thread-block cluster (portable size <= 8)
+DECODE16_MIN_K = 1024  # bf16 decode rule: a K long enough to split (64x65536x64 writes C, it streams no B)
+
+
+def _decode16_params(shape: Shape, sms: int) -> dict[str, int]:
+    """decode_bf16 parameters: MT = the m16 tiles covering M (1, 2 or 4: 16, 32 or 64 rows),
+    4 warps (8 with MT = 4), U = 2 chunks per load round (1 with MT = 4: 230 registers, NVRTC
+    13.5), SPLITS = the most K splits (at most 8: one cluster per tile) whose blocks still fit one
+    wave of 4 blocks per SM (1 with MT = 4) while each warp keeps at least 2 load rounds of K.
+    Measured on the H200 (bf16-pass1): 1x4096x4096 KW=4 SPLITS=8 14.9 us, KW=8 SPLITS=4 19.6 us;
+    64x4096x4096 KW=8 SPLITS=2 23.5 us, KW=4 SPLITS=4 35.1 us, KW=4 SPLITS=8 43.1 us."""
+    mt = 1 if shape.M <= 16 else 2 if shape.M <= 32 else 4
+    u = 1 if mt == 4 else 2
+    kw = 8 if mt == 4 else DECODE16_WARPS
+    per_sm = 1 if mt == 4 else 4
+    blocks = _cdiv(shape.N, 64) * _cdiv(shape.M, 16 * mt)
+    chunks = _cdiv(shape.K, 32)
+    splits = max(1, min(DECODE16_MAX_SPLITS, per_sm * sms // blocks, chunks // (2 * kw * u)))
+    return {"MT": mt, "KW": kw, "U": u, "SPLITS": splits}
+
+
+def _bf16_rules(shape: Shape, sms: int) -> list[Rule]:
+    """bf16/fp16 rules: ``decode`` (the fp32 rule's condition and K >= 1024: decode_bf16, B streamed through
+    registers, K split across blocks), ``k_heavy`` (fewer 64x64 tiles than SMs and K >= 16*max(M, N):
+    wgmma_bf16 64x128 ping-pong with SPLIT_K <= 4 (:func:`_wgmma_split_params`) where it has that
+    parameter, decode_bf16's split K with 64-row blocks of 8 warps,
+    then the tensor-core rule), then ``tensor_core`` (:func:`_tensor_core_rule`)."""
+    m, n, k = shape
+    out: list[Rule] = []
+    tc = _tensor_core_rule(shape, sms)
+    if ((m <= 16 and n * k >= 2 ** 20) or (m <= 64 and n * k >= 2 ** 22)) and k >= DECODE16_MIN_K:
+        out.append(Rule("decode", f"decode-like: M = {m} <= 64 rows against a {k}x{n} weight matrix: B streamed by "
+                        "16-byte loads into mma.sync fragments, K split over warps and blocks (decode_bf16)",
+                        (("decode_bf16", _decode16_params(shape, sms)),) + tc.candidates))
+    tiles64 = _cdiv(m, 64) * _cdiv(n, 64)
+    if tiles64 < sms and k >= 16 * max(m, n) and m * n * k > TINY:
+        wg = _wgmma_split_params(shape, sms)
+        dec = {"MT": 4, "KW": 8, "U": 1,  # 512x512x16384: KW=8 SPLITS=2 30.3%, KW=4 SPLITS=8 18.8% (bf16-pass1)
+               "SPLITS": max(1, min(DECODE16_MAX_SPLITS, sms // (_cdiv(n, 64) * _cdiv(m, 64)), _cdiv(k, 32) // 16))}
+        out.append(Rule("k_heavy", f"K-heavy: {tiles64} 64x64 output tiles < {sms} SMs and K = {k} >= 16*max(M, N): "
+                        "split K across blocks",
+                        (("wgmma_bf16", wg),
+                         ("decode_bf16", dec)) + tc.candidates))
+    out.append(tc)
+    return out
+
+
 def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
     """bf16/fp16 (2-byte A and B, float32 C): the tensor-core kernels that declare the precision and
     layout, largest tile that still fills the GPU first. ``wgmma_bf16`` (another branch's kernel) is
     tried with its defaults where registered; ``tma_bf16`` (wgmma fed by TMA, B column-major, K % 8
     == 0) where its layout and check allow; ``mma_bf16`` (mma.sync) with the 128x256 tile when
     its tiles use >= 90% of their waves' block slots, the 128x128 tile when there is a wave of them,
-    else 64x64."""
+    else 64x64. Outside tiny shapes, ``wgmma_bf16`` with the tile of :func:`_wgmma_params` comes
+    first (its defaults, 128x256, where that tile is not accepted)."""
     eff = _wave_efficiency(shape, PIPELINED_TILE, sms)
     tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
+    wg = ("wgmma_bf16", _wgmma_params(shape, sms))
+    big = shape.M * shape.N * shape.K > TINY and min(shape.M, shape.N) >= 64
     if _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= sms and eff >= FULL_WAVES:
         return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots",
-                    (("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
+                    (wg, ("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
     if tiles128 >= sms:
         return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles >= {sms} SMs, 128x256 tiles would use "
-                    f"{eff:.0%} of their waves", (("wgmma_bf16", {}), _MMA16_128, ("tma_bf16", {}), _MMA16_64))
-    return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles < {sms} SMs: 64x64 tiles fill more SMs",
-                (_MMA16_64, ("tma_bf16", {"BN": 64}), ("wgmma_bf16", {}), _MMA16_128))
+                    f"{eff:.0%} of their waves: wgmma {wg[1]['BM']}x{wg[1]['BN']}",
+                    (wg, ("wgmma_bf16", {}), _MMA16_128, ("tma_bf16", {}), _MMA16_64))
+    return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles < {sms} SMs: "
+                + (f"wgmma {wg[1]['BM']}x{wg[1]['BN']} tiles, else " if big else "") + "64x64 tiles fill more SMs",
+                ((wg,) if big else ()) + (_MMA16_64, ("tma_bf16", {"BN": 64}), ("wgmma_bf16", {}), _MMA16_128))
 
 
 def _tf32_rule(shape: Shape, sms: int, layout: tuple[str, str]) -> Rule:

@@ -1,0 +1,148 @@
+"""Built-in kernel ``decode_bf16`` (issue 10): decode-like BF16/FP16 GEMMs (M small, N and K
+weight-sized) on tensor cores with B streamed from global memory into registers
+(kernels/decode_bf16.cu).
+
+Each warp owns 16·MT rows x 64 columns of C and walks 32-long K chunks: per chunk every lane
+issues eight 16-byte loads of B and 2·MT of A (no shared-memory staging), and the warp issues
+2·MT·8 ``mma.sync.m16n8k16``; the k order inside a chunk is permuted identically for A and B so
+that every load is 16 contiguous bytes for both layouts of B (see the source's header). A block's
+KW warps split its K range round-robin, U chunks at a time (U·4 KiB of B in flight per warp), and
+reduce through shared memory; gridDim.z = SPLITS blocks (at most 8) split K further and form one
+thread-block cluster (1, 1, SPLITS) per tile, whose blocks add the tile over the cluster's shared
+memory (DSMEM) in rank order, each block storing one slice: one launch, no atomics, no memset,
+bitwise reproducible.
+
+Parameters: MT (1, 2 or 4 m16 tiles per block: 16, 32 or 64 rows), KW (1..16 warps per block),
+U (1..4 chunks per load round), SPLITS (1..8 K splits across blocks: the cluster size). Precisions bf16 and
+fp16; layouts A row-major, B row- or column-major. Needs K % 8 == 0 (16-byte rows of A and of a
+column-major B) and, for a row-major B, N % 8 == 0; other shapes are refused by :meth:`check_problem`
+(one line naming the rule). Fast where B dominates the traffic (M <= 64, N·K in the millions).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Main, Problem, Shape, hookimpl
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+
+ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
+NT = 64  # columns of C per block
+CHUNK = 32  # k per chunk
+
+
+def shared_bytes(p) -> int:
+    """Dynamic shared memory of the cross-warp reduction: KW x (16·MT) x 64 float32."""
+    return 4 * p["KW"] * 16 * p["MT"] * NT
+
+
+def k_runs(K: int, splits: int) -> list[tuple[int, int]]:
+    """The [first, end) 32-long chunk indices of each split, as the kernel computes them."""
+    chunks = cdiv(K, CHUNK)
+    per = cdiv(chunks, splits)
+    return [(min(chunks, z * per), min(chunks, (z + 1) * per)) for z in range(splits)]
+
+
+class DecodeBf16Kernel(KernelSpec):
+    """Tensor-core decode GEMM: 16·MT x 64 per block, B streamed by 16-byte loads, split K."""
+
+    def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
+        p = params
+        require(p["MT"] in (1, 2, 4), "kernel.MT", f"MT={p['MT']} must be 1, 2 or 4 (16, 32 or 64 rows per block)")
+        require(1 <= p["KW"] <= 16, "kernel.KW", f"KW={p['KW']} warps per block must be 1..16")
+        require(32 * p["KW"] <= device.max_threads_per_block, "kernel.KW",
+                f"32*KW = {32 * p['KW']} threads exceeds the device limit {device.max_threads_per_block}")
+        require(1 <= p["U"] <= 4, "kernel.U", f"U={p['U']} chunks per load round must be 1..4")
+        require(1 <= p["SPLITS"] <= min(8, device.max_cluster_size), "kernel.SPLITS",
+                f"SPLITS={p['SPLITS']} must be 1..{min(8, device.max_cluster_size)} (the splits of a tile are one "
+                "thread-block cluster)")
+        require(shared_bytes(p) <= device.max_shared_per_block_optin, "kernel.KW",
+                f"reduction buffer KW x 16·MT x 64 x 4 B = {shared_bytes(p)} bytes exceeds "
+                f"{device.max_shared_per_block_optin}; lower KW or MT")
+        require(problem.K % 8 == 0, "shape",
+                f"K = {problem.K}: {self.name} reads A{' and B' if problem.layout_b == 'col' else ''} rows in 16-byte "
+                "pieces, so K must be a multiple of 8")
+        if problem.layout_b == "row":
+            require(problem.N % 8 == 0, "shape",
+                    f"N = {problem.N}: {self.name} reads a row-major B in 16-byte pieces, so N must be a multiple of 8")
+        require(cdiv(problem.M, 16 * p["MT"]) <= 65535, "shape",
+                f"M = {problem.M} needs {cdiv(problem.M, 16 * p['MT'])} blocks along y (limit 65535); raise MT")
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        self.check_problem(Problem(shape, "bf16", "row", "row"), params, device)
+
+    def instance(self, problem: Problem, params) -> str:
+        p = params
+        return (f"gemm_decode16<{ELEMENT[problem.precision]}, {p['MT']}, {p['KW']}, {p['U']}, "
+                f"{'true' if problem.layout_b == 'col' else 'false'}>")
+
+    def entry(self, params) -> str:
+        return self.instance(Problem(Shape(1, 1, 1), "bf16", "row", "row"), params)
+
+    def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
+        p = params
+        return Launch(grid=(cdiv(problem.N, NT), cdiv(problem.M, 16 * p["MT"]), p["SPLITS"]),
+                      block=(32 * p["KW"], 1, 1), shared_bytes=shared_bytes(p),
+                      cluster=(1, 1, p["SPLITS"]) if p["SPLITS"] > 1 else None)
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return self.geometry(Problem(shape, "bf16"), params, device)
+
+    def ownership(self, shape: Shape, params):
+        """Stores: thread t of block (x, y, z) stores the float4s e = r·slice + t + i·threads of its
+        tile (e < (r+1)·slice, slice = ceil(16·MT·16 / SPLITS), r = z its cluster rank; with one
+        split r = 0 and slice = the whole tile), row e // 16, columns 4·(e % 16) .. +3, masked to
+        M x N: each output once over the whole grid. Loads, per warp and 32-long chunk: A (16·MT x
+        32), B column-major (64 columns x 32 k, stored N x K) and row-major (32 k x 64 columns),
+        each element loaded once; the partial tiles in shared memory (KW x 16·MT x 64, each written
+        once, for both layouts' accumulator-to-column maps); every chunk of K in exactly one split
+        and, inside it, one warp."""
+        p = params
+        mt, kw, splits = p["MT"], p["KW"], p["SPLITS"]
+        rows, threads, vec = 16 * mt, 32 * p["KW"], 16 * p["MT"] * NT // 4
+        gx, gy = cdiv(shape.N, NT), cdiv(shape.M, rows)
+        slice_ = cdiv(vec, splits)
+        bx, by, z, t, i, v = np.ix_(range(gx), range(gy), range(splits), range(threads), range(cdiv(slice_, threads)),
+                                    range(4))
+        e = z * slice_ + t + i * threads
+        row, col = by * rows + e // (NT // 4), bx * NT + 4 * (e % (NT // 4)) + v
+        stores = count_hits((shape.M, shape.N), row, col,
+                            (e < np.minimum(vec, (z + 1) * slice_)) & (row < shape.M) & (col < shape.N))
+        lane = np.arange(32)
+        g, q = lane // 4, lane % 4
+        # A: lane (g, q) loads rows 16i + g + 8h, k 8q .. 8q+7
+        ii, hh, ln, kk = np.ix_(range(mt), range(2), range(32), range(8))
+        a = count_hits((rows, CHUNK), 16 * ii + g[ln] + 8 * hh, 8 * q[ln] + kk)
+        # B column-major: column 8j + g, k 8q .. +7 (stored as B^T: row n, column k)
+        jj, ln2, kk2 = np.ix_(range(8), range(32), range(8))
+        b_col = count_hits((NT, CHUNK), 8 * jj + g[ln2], 8 * q[ln2] + kk2)
+        # B row-major: rows 8q + r, columns 8g .. 8g+7
+        rr, ln3, cc = np.ix_(range(8), range(32), range(8))
+        b_row = count_hits((CHUNK, NT), 8 * q[ln3] + rr, 8 * g[ln3] + cc)
+        # partial tiles: acc[i][j][e] -> row 16i + g + 8(e >> 1), column (col-major) 8j + 2q + (e & 1)
+        # or (row-major) 16q + 8(e & 1) + j
+        w, i2, j2, ln4, e2 = np.ix_(range(kw), range(mt), range(8), range(32), range(4))
+        prow = w * rows + 16 * i2 + g[ln4] + 8 * (e2 >> 1)
+        part_col = count_hits((kw * rows, NT), prow, 8 * j2 + 2 * q[ln4] + (e2 & 1))
+        part_row = count_hits((kw * rows, NT), prow, 16 * q[ln4] + 8 * (e2 & 1) + j2)
+        # K chunks: split z's run, warp w takes chunks first + w*U + u + n*KW*U
+        chunks = cdiv(shape.K, CHUNK)
+        k_hits = np.zeros((1, max(chunks, 1)), dtype=np.int64)
+        for first, end in k_runs(shape.K, p["SPLITS"]):
+            for warp in range(kw):
+                for c0 in range(first + warp * p["U"], end, kw * p["U"]):
+                    for u in range(p["U"]):
+                        if c0 + u < end:
+                            k_hits[0, c0 + u] += 1
+        loads = {"A": a, "B (column-major)": b_col, "B (row-major)": b_row, "partials (column-major B)": part_col,
+                 "partials (row-major B)": part_row, "K chunks": k_hits[:, :chunks] if chunks else k_hits}
+        return stores, loads
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [DecodeBf16Kernel(name="decode_bf16", source="decode_bf16.cu",
+                             defaults={"MT": 1, "KW": 4, "U": 2, "SPLITS": 4},
+                             description="BF16/FP16 decode (M <= 64): mma.sync m16n8k16 with B streamed by 16-byte "
+                                         "loads into registers, K split over warps and SPLITS blocks (atomic adds)",
+                             precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")))]
