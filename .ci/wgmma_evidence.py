@@ -1,7 +1,7 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
     python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4]
-                                 [--precompile N]
+                                 [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
 at a small shape each, into the disk cache $TC_CACHE_DIR), so the timed groups only load cubins.
@@ -133,6 +133,35 @@ SHARE_5 = {"check": 0.15, "big": 0.55, "splitk": 0.3}
 SANITIZE_4 = [("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}, "memcheck"),
               ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4}, "racecheck")]
 
+# sixth call (--set 6, branch wsplit): split-K through the workspace (REDUCE=2: plain stores into
+# per-slice slabs, a reduce step sums them into C) against the in-C chain (REDUCE=1) on the K-heavy
+# and the wide decode-like shapes, over a few tiles and SPLIT_K; cuBLAS BF16 in the same process
+R2 = {"REDUCE": 2}
+PPS = {"SCHED": 2, "BM": 64, "BN": 128, "STAGES": 6}  # bf16shapes' K-heavy tile (64x128 ping-pong)
+
+
+def _v(shape, cases):
+    """One shape's cases, cuBLAS BF16 timed with the first (the table takes that baseline for all)."""
+    return [("wgmma_bf16", "bf16", "col", shape, over, i == 0) for i, over in enumerate(cases)]
+
+
+GROUPS_6 = {
+    "kheavy": _v((256, 256, 65536), [{"SPLIT_K": 16}, {"BN": 128, "SPLIT_K": 32, **R2}, {"BN": 128, "SPLIT_K": 16, **R2},
+                                     {"SPLIT_K": 64, **R2}, {**PPS, "SPLIT_K": 16, **R2}, {"BN": 128, "SPLIT_K": 64, **R2},
+                                     {"BN": 64, "SPLIT_K": 16, **R2}])
+    + _v((512, 512, 16384), [{"BN": 128, "SPLIT_K": 8}, {"BN": 128, "SPLIT_K": 8, **R2}, {"SPLIT_K": 16, **R2},
+                             {**PPS, "SPLIT_K": 4, **R2}, {"BN": 128, "SPLIT_K": 4, **R2}, {**PPS, "SPLIT_K": 4}])
+    + _v((128, 1024, 32768), [{"SPLIT_K": 8}, {"BN": 128, "SPLIT_K": 16, **R2}, {"SPLIT_K": 32, **R2},
+                              {"BN": 64, "SPLIT_K": 8, **R2}, {**PPS, "SPLIT_K": 8, **R2}]),
+    "wide": _v((512, 4096, 14336), [{"SPLIT_K": 4}, {"SPLIT_K": 2, **R2}, {"SPLIT_K": 4, **R2}, {"SPLIT_K": 2},
+                                    {"BN": 128, "SPLIT_K": 2, **R2}])
+    + _v((64, 4096, 4096), [{"SPLIT_K": 4}, {"SPLIT_K": 8, **R2}, {"BN": 128, "SPLIT_K": 4, **R2},
+                            {**PPS, "SPLIT_K": 4, **R2}, {"SPLIT_K": 8}])
+    + _v((16, 4096, 14336), [{"SPLIT_K": 8}, {"SPLIT_K": 8, **R2}, {"BN": 128, "SPLIT_K": 4, **R2},
+                             {**PPS, "SPLIT_K": 4, **R2}]),
+}
+SHARE_6 = {"kheavy": 0.6, "wide": 0.4}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -201,6 +230,8 @@ def main() -> None:
         GROUPS, SHARE = GROUPS_3, SHARE_3
     if "--set" in args and args[args.index("--set") + 1] == "5":
         GROUPS, SHARE = GROUPS_5, SHARE_5
+    if "--set" in args and args[args.index("--set") + 1] == "6":
+        GROUPS, SHARE = GROUPS_6, SHARE_6
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS
@@ -214,6 +245,8 @@ def main() -> None:
     if "--precompile" in args:
         precompile({g: GROUPS[g] for g in groups}, out, int(args[args.index("--precompile") + 1]))
         print(f"precompiled in {time.time() - start:.0f} s", flush=True)
+        if "--precompile-only" in args:
+            return
         budget -= time.time() - start
         start = time.time()
     measure = budget * (0.75 if "--sanitizer" in args else 1.0)

@@ -169,8 +169,38 @@ __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long lon
   else gemmlab::wgmma_tf32(d, da, db);
 }
 
+/// Elements (floats) between consecutive split-K slabs of the workspace reduction (REDUCE = 1):
+/// M * N rounded up to 64 floats (256 bytes), so every slab starts 256-byte aligned.
+__device__ __forceinline__ long long wgmma_slab_stride(int M, int N) { return ((long long)M * N + 63) / 64 * 64; }
+
+/// Parallel split-K reduction (REDUCE = 1, an Extra step after the main kernel):
+/// C[i] = W[i] + W[slab + i] + ... + W[(S-1) * slab + i] for i < M * N, summed in this fixed order
+/// (bitwise repeatable). C is read as a flat packed row-major M x N array: one thread per 4
+/// consecutive elements (float4 loads and store; C and every slab are 16-byte aligned), a
+/// grid-stride loop, the last M * N % 4 elements scalar. Each C element is written once.
+template <int VEC>
+__global__ void __launch_bounds__(256)
+wgmma_split_reduce(const float *__restrict__ W, float *__restrict__ C, int M, int N, int S) {
+  static_assert(VEC == 4, "float4 chunks");
+  const long long n = (long long)M * N, slab = wgmma_slab_stride(M, N), chunks = n / VEC;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < chunks; i += step) {
+    float4 acc = __ldcg(reinterpret_cast<const float4 *>(W) + i);
+    for (int s = 1; s < S; s++) {
+      const float4 v = __ldcg(reinterpret_cast<const float4 *>(W + s * slab) + i);
+      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    reinterpret_cast<float4 *>(C)[i] = acc;
+  }
+  for (long long i = chunks * VEC + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+    float acc = __ldcg(W + i);
+    for (int s = 1; s < S; s++) acc += __ldcg(W + s * slab + i);
+    C[i] = acc;
+  }
+}
+
 template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
-          int SPLIT_K = 1, int TAIL = 0>
+          int SPLIT_K = 1, int TAIL = 0, int REDUCE = 0>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
            float *C, int M, int N, int K) {
@@ -190,6 +220,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
   static_assert(B_BOXES % CLUSTER == 0 && B_BOX_BYTES % 1024 == 0, "B boxes split evenly over the cluster");
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
   static_assert(SPLIT_K >= 1 && (TAIL == 0 || TAIL == 1) && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0/1 only without SPLIT_K");
+  static_assert(REDUCE == 0 || (REDUCE == 1 && SPLIT_K > 1 && TAIL == 0), "REDUCE = 1 (workspace slabs) needs SPLIT_K > 1 and no TAIL");
 
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
@@ -325,11 +356,13 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       const int epi_bar = PINGPONG ? 3 + wg : 3;
       const bool leader = PINGPONG ? tid == 128 * (wg + 1) : tid == 128;
       unsigned *flag = wgmma_split_flags + (w.unit * CLUSTER + (int)rank);
-      if (w.role == 2) {
+      if (!REDUCE && w.role == 2) {
         if (leader) flag_wait(flag, w.rank);
         named_barrier_sync(epi_bar, GROUP_THREADS);
       }
-      const bool add = w.role == 2;
+      const bool add = !REDUCE && w.role == 2;
+      // REDUCE = 1: C is the workspace's slabs; the item stores plainly into slab `rank` (no flags)
+      float *const dst = REDUCE ? C + (long long)w.rank * wgmma_slab_stride(M, N) : C;
 
       const bool full_tile = m0 + BM <= M && n0 + BN <= N && (N % 2) == 0;
 #pragma unroll
@@ -341,7 +374,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
 #pragma unroll
           for (int h = 0; h < 2; h++) {
             const int row = row0 + 8 * h;
-            float *out = C + (long long)row * N + col;
+            float *out = dst + (long long)row * N + col;
             const float v0 = d[mi][4 * j + 2 * h], v1 = d[mi][4 * j + 2 * h + 1];
             if (full_tile) {
               if (add) red_add2(out, v0, v1);
@@ -363,7 +396,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
           }
         }
       }
-      if (w.role != 0) {  // every thread of the group has written its part: count the contribution
+      if (!REDUCE && w.role != 0) {  // every thread of the group has written its part: count the contribution
         named_barrier_sync(epi_bar, GROUP_THREADS);
         if (leader) flag_signal(flag, w.rank, w.contributors);
       }

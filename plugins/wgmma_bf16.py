@@ -32,6 +32,15 @@ itself, without a zero-fill pass or workspace, in a fixed order so that the resu
 repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
 tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
 with ``red.global.add.f32``. The plan stays ``(Main(),)``.
+
+``REDUCE=2`` (with SPLIT_K > 1; TAIL=2 needs SPLIT_K=1, so the stream-K tail always keeps the
+chain): the parallel workspace reduction instead. Every (tile, K slice) item stores its float32
+partial tile plainly into slab ``rank`` of the workspace (S = effective slices slabs of M x N
+floats, each :func:`slab_floats` long and 256-byte aligned, placed after the relayout copies'
+regions), with no flags and no atomics; an Extra step ``wgmma_split_reduce<4>`` after Main sums
+the S slabs in slab order into C (float4 chunks, the last M*N % 4 elements scalar): every slab
+element written once per slice, every C element once, bitwise repeatable. The kernel's C argument
+is then ``Workspace(slab offset)``. ``REDUCE=1`` (default) is the in-C chain above.
 """
 
 from __future__ import annotations
@@ -41,8 +50,8 @@ import numpy as np
 from gemmlab.contract import tma_rules as tma
 from gemmlab.contract.relayout import tma_operand
 from gemmlab.errors import ConfigError
-from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Main, Matrix, ParamError,
-                                        Problem, Shape, hookimpl)
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix,
+                                        ParamError, Problem, Shape, Value, Workspace, hookimpl)
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
@@ -57,6 +66,15 @@ def elem_bytes(precision: str) -> int:
 def shared_bytes(p) -> int:
     """STAGES x (A BM x 128 B + B BN x 128 B) plus 1024 bytes of slack to align the ring to 1024."""
     return p["STAGES"] * (p["BM"] + p["BN"]) * ROW_BYTES + 1024
+
+
+REDUCE_THREADS = 256  #: threads per block of wgmma_split_reduce
+REDUCE_BLOCKS_PER_SM = 8  #: its grid: at most this many blocks per SM (grid-stride loop)
+
+
+def slab_floats(M: int, N: int) -> int:
+    """kernels/wgmma_bf16.cu wgmma_slab_stride: floats between split-K slabs, M*N rounded up to 64."""
+    return cdiv(M * N, 64) * 64
 
 
 MAX_FLAGS = 16384  # kernels/wgmma_bf16.cu WGMMA_MAX_FLAGS: split-tile counters (tile units x CLUSTER)
@@ -138,6 +156,23 @@ def schedule(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
     return [[(m, n) for m, n, *_ in cta] for cta in work_items(shape, p, ctas)]
 
 
+def reduce_writes(M: int, N: int, grid: int) -> np.ndarray:
+    """Replay of kernels/wgmma_bf16.cu wgmma_split_reduce's index arithmetic (``grid`` blocks of
+    :data:`REDUCE_THREADS`, grid-stride): how often each element of the packed M x N C is written
+    (float4 chunk i covers elements 4i..4i+3 for i < M*N // 4, then one thread per remaining
+    element). All ones: each C element written exactly once."""
+    n, step = M * N, grid * REDUCE_THREADS
+    writes = np.zeros(n, dtype=np.int64)
+    chunks = n // 4
+    for start in range(0, chunks, step):  # grid-stride passes of the float4 loop
+        i = np.arange(start, min(start + step, chunks))
+        for j in range(4):
+            np.add.at(writes, 4 * i + j, 1)
+    for start in range(4 * chunks, n, step):  # the scalar tail
+        np.add.at(writes, np.arange(start, min(start + step, n)), 1)
+    return writes.reshape(M, N)
+
+
 class WgmmaKernel(KernelSpec):
     """Persistent warp-specialised wgmma GEMM: BM x BN tile, 128-byte K stages, TMA + mbarriers."""
 
@@ -166,7 +201,11 @@ class WgmmaKernel(KernelSpec):
         require(p["SPLIT_K"] >= 1, "kernel.SPLIT_K", f"SPLIT_K={p['SPLIT_K']} must be >= 1")
         require(p["TAIL"] in (1, 2), "kernel.TAIL", f"TAIL={p['TAIL']} must be 1 (data-parallel) or 2 (stream-K over the last partial wave)")
         require(p["TAIL"] == 1 or p["SPLIT_K"] == 1, "kernel.TAIL", f"TAIL=2 needs SPLIT_K=1 (got SPLIT_K={p['SPLIT_K']})")
-        if p["SPLIT_K"] > 1 or p["TAIL"] == 2:
+        require(p.get("REDUCE", 1) in (1, 2), "kernel.REDUCE",
+                f"REDUCE={p.get('REDUCE')} must be 1 (split tiles reduced in C, ordered chain) or 2 (workspace slabs + reduce step)")
+        require(p.get("REDUCE", 1) == 1 or p["SPLIT_K"] > 1, "kernel.REDUCE",
+                f"REDUCE=2 needs SPLIT_K > 1 (got SPLIT_K={p['SPLIT_K']}; TAIL=2 keeps the in-C chain)")
+        if (p["SPLIT_K"] > 1 and p.get("REDUCE", 1) == 1) or p["TAIL"] == 2:
             flags = cdiv(cdiv(problem.M, p["BM"]), p["CLUSTER"]) * p["CLUSTER"] * cdiv(problem.N, p["BN"])
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
@@ -191,7 +230,8 @@ class WgmmaKernel(KernelSpec):
         p = params
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                 f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
-                f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}>")
+                f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}"
+                + (", 1>" if p.get("REDUCE", 1) == 2 else ">"))  # REDUCE=1: the instance name of before
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(1, 1, 1), self.precisions[0], *self.layouts[0]), params)
@@ -211,17 +251,46 @@ class WgmmaKernel(KernelSpec):
                         sm_count=device.sm_count)
         return a, b
 
-    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
-        a, b = self.operands(problem, params, device)
-        return (a.tensor_map, b.tensor_map, Matrix("C"), Dim("M"), Dim("N"), Dim("K"))
+    def slices(self, problem: Problem, params) -> int:
+        """Effective K slices S of a tile (:func:`split_plan`: cdiv(k_tiles, cdiv(k_tiles, SPLIT_K)))."""
+        k_tiles = cdiv(problem.K, ROW_BYTES // elem_bytes(problem.precision))
+        return split_plan(1, 1, k_tiles, params.get("SPLIT_K", 1), 0)["split"]
 
-    def workspace_bytes(self, problem: Problem, params, device: DeviceFacts) -> int:
-        """The operand copies' regions (0 when TMA reads A and B as stored)."""
+    def slab_offset(self, problem: Problem, params, device: DeviceFacts) -> int:
+        """Byte offset of the first split-K slab (REDUCE=2): after the operand copies' regions."""
         return max(op.end for op in self.operands(problem, params, device))
 
+    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        """Tensor maps of A and B, the destination (C, or with REDUCE=2 the slabs in the
+        workspace: ``Workspace(slab_offset)``), M, N, K."""
+        a, b = self.operands(problem, params, device)
+        dst = Workspace(self.slab_offset(problem, params, device)) if params.get("REDUCE", 1) == 2 else Matrix("C")
+        return (a.tensor_map, b.tensor_map, dst, Dim("M"), Dim("N"), Dim("K"))
+
+    def workspace_bytes(self, problem: Problem, params, device: DeviceFacts) -> int:
+        """The operand copies' regions (0 when TMA reads A and B as stored), then with REDUCE=2
+        the S split-K slabs of :func:`slab_floats` float32 each."""
+        end = self.slab_offset(problem, params, device)
+        if params.get("REDUCE", 1) == 2:
+            end += 4 * self.slices(problem, params) * slab_floats(problem.M, problem.N)
+        return end
+
+    def reduce_step(self, problem: Problem, params, device: DeviceFacts) -> Extra:
+        """The REDUCE=2 Extra step: ``wgmma_split_reduce<4>(slabs, C, M, N, S)``, 256 threads per
+        block, one thread per float4 chunk of C, grid-stride over at most 8 blocks per SM."""
+        chunks = problem.M * problem.N // 4
+        grid = max(1, min(cdiv(chunks, REDUCE_THREADS), REDUCE_BLOCKS_PER_SM * device.sm_count))
+        return Extra("wgmma_split_reduce<4>", Launch(grid=(grid, 1, 1), block=(REDUCE_THREADS, 1, 1)),
+                     (Workspace(self.slab_offset(problem, params, device)), Matrix("C"), Dim("M"), Dim("N"),
+                      Value(self.slices(problem, params))))
+
     def plan(self, problem: Problem, params, device: DeviceFacts) -> tuple:
-        """The operand copies (pad / transpose, see :meth:`operands`), then the kernel."""
-        return (*(op.copy for op in self.operands(problem, params, device) if op.copy is not None), Main())
+        """The operand copies (pad / transpose, see :meth:`operands`), then the kernel, then with
+        REDUCE=2 the slab reduction (:meth:`reduce_step`)."""
+        copies = tuple(op.copy for op in self.operands(problem, params, device) if op.copy is not None)
+        if params.get("REDUCE", 1) == 2:
+            return (*copies, Main(), self.reduce_step(problem, params, device))
+        return (*copies, Main())
 
     def ctas(self, shape: Shape, params, device: DeviceFacts) -> int:
         """Persistent grid: one CTA per SM at most (whole clusters), never more than the work units
@@ -251,9 +320,16 @@ class WgmmaKernel(KernelSpec):
         64), each tile element written once. With split tiles also ``iterations`` (tiles x
         k-tiles: each computed once), ``adders`` (every adder item covers its tile's elements once,
         nothing outside) and ``contributors`` (each split tile's items carry its item count and
-        the ranks 0..n-1 once each, rank 0 the item ending at K: the flag's order and reset)."""
+        the ranks 0..n-1 once each, rank 0 the item ending at K: the flag's order and reset).
+        With REDUCE=2 every item stores plainly into slab ``rank``: ``slabs`` (S x M x N: each
+        slab element written once per slice, nothing outside M x N) and the stores are the
+        reduce step's C writes (:func:`reduce_writes`)."""
         facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
-        p = {"SPLIT_K": 1, "TAIL": 1, **params}
+        p = {"SPLIT_K": 1, "TAIL": 1, "REDUCE": 1, **params}
+        slabbed = p["REDUCE"] == 2
+        if slabbed:
+            slab_hits = np.zeros((self.slices(Problem(shape, self.precisions[0], *self.layouts[0]), p), shape.M, shape.N),
+                                 dtype=np.int64)
         BM, BN, cl = p["BM"], p["BN"], p["CLUSTER"]
         elem = elem_bytes(self.precisions[0])
         k_tiles = cdiv(shape.K, ROW_BYTES // elem)
@@ -276,7 +352,9 @@ class WgmmaKernel(KernelSpec):
             hits = count_hits((shape.M, shape.N), row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
             iters.setdefault((m_blk, n_blk), np.zeros(k_tiles, dtype=np.int64))[kb:ke] += 1
             counts.setdefault((m_blk, n_blk), []).append((n, rank, ke == k_tiles, role))
-            if role == 2:
+            if slabbed:
+                slab_hits[rank] += hits
+            elif role == 2:
                 region = hits[m_blk * BM:(m_blk + 1) * BM, n_blk * BN:(n_blk + 1) * BN]
                 if region.size:
                     adders.append(region.ravel().copy())
@@ -285,6 +363,10 @@ class WgmmaKernel(KernelSpec):
             else:
                 stores += hits
         extra = {}
+        if slabbed:
+            problem = Problem(shape, self.precisions[0], *self.layouts[0])
+            extra["slabs"] = slab_hits
+            stores = reduce_writes(shape.M, shape.N, self.reduce_step(problem, p, facts).launch.grid[0])
         if any(len(c) > 1 for c in counts.values()) or p["SPLIT_K"] > 1 or p["TAIL"] == 2:
             extra["iterations"] = np.stack(list(iters.values()))
             extra["contributors"] = np.array([int(all(n == len(c) for n, *_ in c) and sorted(r for _, r, _, _ in c) == list(range(len(c)))
@@ -310,7 +392,7 @@ class WgmmaKernel(KernelSpec):
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu",
                         defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1,
-                                  "SPLIT_K": 1, "TAIL": 1},
+                                  "SPLIT_K": 1, "TAIL": 1, "REDUCE": 1},
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")))]

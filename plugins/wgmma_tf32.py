@@ -28,7 +28,7 @@ from gemmlab_plugins.wgmma_bf16 import WgmmaKernel
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_tf32", source="wgmma_tf32.cu",
                         defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1,
-                                  "SPLIT_K": 1, "TAIL": 1},
+                                  "SPLIT_K": 1, "TAIL": 1, "REDUCE": 1},
                         description="TF32 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k8 (layout.b=row: B transposed first)",
                         precisions=("tf32",), layouts=(("row", "col"), ("row", "row")))]

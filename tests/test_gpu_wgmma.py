@@ -4,7 +4,8 @@ TMA-describable form (K a multiple of 8 for bf16 / 4 for tf32, N a multiple of 8
 bf16 B; M free), with the 2-CTA cluster and ping-pong variants on shapes where each CTA computes
 several tiles (the shapes TMA cannot describe take the relayout path: tests/test_gpu_relayout.py); SPLIT_K
 (K not a multiple of SPLIT_K x BK) and the stream-K tail (TAIL=2) on partial tiles and multi-tile
-shapes, bitwise repeatable (the split tiles' ordered reduction); compute-sanitizer
+shapes, bitwise repeatable (the split tiles' ordered reduction); SPLIT_K with REDUCE=2 (workspace
+slabs + reduce step) on the same partial tiles, with the relayout pad / transpose copies and TF32; compute-sanitizer
 racecheck and memcheck are clean at small shapes. gemmlab's own pipeline: NaN-filled C, guard
 bands, inputs unchanged, repeat stability."""
 
@@ -93,6 +94,33 @@ def test_split_k_and_tail(tmp_path, kernel, precision, layout_b, shape, params):
     _ok(_run(tmp_path, kernel, precision, layout_b, shape, params))
 
 
+R2 = {"REDUCE": 2}
+
+
+@pytest.mark.parametrize("kernel, precision, layout_a, layout_b, shape, params", [
+    ("wgmma_bf16", "bf16", "row", "col", (100, 100, 1000), {"SPLIT_K": 4, **R2}),   # 16 k-tiles: 4 slices, K % 256 = 232
+    ("wgmma_bf16", "bf16", "row", "col", (31, 33, 1000), {"SPLIT_K": 3, **R2}),     # slices of 6, 6, 4; M*N % 4 = 3
+    ("wgmma_bf16", "bf16", "row", "col", (1, 1, 4104), {"SPLIT_K": 16, **R2}),      # 13 slices of 5: S < SPLIT_K
+    ("wgmma_bf16", "bf16", "row", "col", (4097, 1, 520), {"SPLIT_K": 7, **R2}),
+    ("wgmma_bf16", "bf16", "row", "row", (63, 72, 1000), {"SPLIT_K": 4, **R2}),
+    ("wgmma_bf16", "bf16", "row", "col", (300, 129, 2000), {"SPLIT_K": 4, "CLUSTER": 2, **R2}),
+    ("wgmma_bf16", "bf16", "row", "col", MULTI, {"SPLIT_K": 3, **PP128, **R2}),    # 867 items: several per CTA
+    ("wgmma_bf16", "bf16", "row", "col", (256, 256, 16384), {"SPLIT_K": 16, "BN": 128, **R2}),
+    ("wgmma_bf16", "bf16", "row", "col", (31, 33, 1001), {"SPLIT_K": 4, **R2}),     # pad copies of A and B first
+    ("wgmma_bf16", "bf16", "row", "row", (35, 79, 1001), {"SPLIT_K": 4, **R2}),     # pad copies (K and N odd)
+    ("wgmma_tf32", "tf32", "row", "col", (35, 79, 500), {"SPLIT_K": 4, **R2}),
+    ("wgmma_tf32", "tf32", "row", "row", (35, 79, 502), {"SPLIT_K": 4, **R2}),      # transposed B copy + pad A
+], ids=str)
+def test_split_k_reduce_workspace(tmp_path, kernel, precision, layout_a, layout_b, shape, params):
+    """REDUCE=2: partial tiles stored into workspace slabs (after any relayout copy), the reduce
+    step sums them into C: verified, NaN-free (the reduce writes every C element), and bitwise
+    repeatable (_ok: repeat_stable); the record's plan ends with the reduce step."""
+    cfg = {"kernel": {"name": kernel, **params}, "shape": list(shape), "precision": precision,
+           "layout": {"a": layout_a, "b": layout_b}, "timing": dict(FAST)}
+    rec = _ok(run_point(cfg, tmp_path / "run"))
+    assert "wgmma_split_reduce" in rec["plan"][-1] and "main kernel" in rec["plan"][-2], rec["plan"]
+
+
 @pytest.mark.parametrize("kernel, precision, layout_b, shape, params, tool", [
     ("wgmma_bf16", "bf16", "col", (65, 129, 200), {}, "racecheck"),
     ("wgmma_bf16", "bf16", "row", (63, 72, 40), {}, "memcheck"),
@@ -100,6 +128,9 @@ def test_split_k_and_tail(tmp_path, kernel, precision, layout_b, shape, params):
     ("wgmma_tf32", "tf32", "col", (31, 33, 20), {}, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4}, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4, **R2}, "memcheck"),
+    ("wgmma_bf16", "bf16", "col", (31, 33, 1001), {"SPLIT_K": 3, **R2}, "memcheck"),   # pad copies + slabs
+    ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4, **R2}, "racecheck"),
 ], ids=str)
 def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)

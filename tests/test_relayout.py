@@ -299,3 +299,59 @@ def test_pipeline_runs_the_copies_before_the_kernel_in_every_launch(tmp_path, mo
         assert rec["workspace_bytes"] > 0 and rec["plan"][0].startswith("relayout (")
     else:
         assert rec["plan"] == ["main kernel"] and rec["workspace_bytes"] == 0
+
+
+def _host_wgmma_slabs(problem, split_k):
+    """REDUCE=2 as kernels/wgmma_bf16.cu does it: slab r (of S, wgmma_slab_stride floats apart)
+    gets the partial product of K slice S - 1 - r (kps k-tiles of 128 bytes each)."""
+    bk = 64 if problem.precision == "bf16" else 32
+
+    def run(gpu, args):
+        ta, tb, w, m, n, k = args
+        w, m, n, k = (int(x) for x in (w, m, n, k))
+        kt = -(-k // bk)
+        kps = -(-kt // split_k)
+        S = -(-kt // kps)
+        stride = -(-(m * n) // 64) * 64
+        for r in range(S):
+            kb, ke = (S - 1 - r) * kps * bk, min(k, (S - r) * kps * bk)
+            dtype = np.dtype(ml_dtypes.bfloat16) if problem.precision == "bf16" else np.dtype(np.float32)
+            stored = {x: problem.stored_shape(x) for x in "AB"}
+            A = _through_map(gpu, ta, dtype, stored)[:m, kb:ke].astype(np.float64)
+            b = _through_map(gpu, tb, dtype, stored).astype(np.float64)
+            B = b[kb:ke, :n] if problem.layout_b == "row" and problem.precision == "bf16" else b[:n, kb:ke].T
+            gpu.floats(w + 4 * r * stride, m * n)[:] = (A @ B).astype(np.float32).ravel()
+    return run
+
+
+def _host_reduce(gpu, args):
+    w, c, m, n, s = (int(x) for x in args)
+    stride = -(-(m * n) // 64) * 64
+    acc = gpu.floats(w, m * n).copy()
+    for r in range(1, s):
+        acc += gpu.floats(w + 4 * r * stride, m * n)
+    gpu.floats(c, m * n)[:] = acc
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape", [
+    ("wgmma_bf16", "bf16", "row", (31, 33, 1001)), ("wgmma_bf16", "bf16", "col", (35, 79, 601)),
+    ("wgmma_tf32", "tf32", "row", (63, 65, 330)),
+], ids=str)
+def test_pipeline_reduce2_slabs_after_the_copies(tmp_path, monkeypatch, kernel, precision, layout_b, shape):
+    """SPLIT_K with REDUCE=2 on the fake GPU: copies, the kernel writing its slabs through the
+    Workspace(offset) argument, the reduce step summing them into C, all in every timed launch;
+    slabs placed over the copies' regions (a wrong offset) would corrupt the copies and fail."""
+    problem = Problem(Shape(*shape), precision, "row", layout_b)
+    gpu = HostGpu(durations={"gemmlab::relayout": 0.25, "gemm_wgmma": 1.0, "wgmma_split_reduce": 0.5},
+                  behaviour={"gemmlab::relayout_pad<2>": _host_pad(2), "gemmlab::relayout_pad<4>": _host_pad(4),
+                             "gemmlab::relayout_transpose<4": _host_transpose, "gemm_wgmma": _host_wgmma_slabs(problem, 4),
+                             "wgmma_split_reduce": _host_reduce})
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    rec = run_point({"kernel": {"name": kernel, "SPLIT_K": 4, "REDUCE": 2}, "shape": list(shape), "mode": "run",
+                     "precision": precision, "layout": {"a": "row", "b": layout_b},
+                     "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events", "floor": False}}, tmp_path / "r")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
+    copies = len(rec["plan"]) - 2
+    assert copies >= 1 and rec["plan"][-2] == "main kernel" and "wgmma_split_reduce" in rec["plan"][-1]
+    assert rec["timing"]["protocols"]["events"]["samples_ms"] == [1.5 + 0.25 * copies] * 3

@@ -92,6 +92,75 @@ def test_split_k_and_tail_one_owner_per_k_slice(name, shape):
             all_ones(hits, f"{p} {tile}")
 
 
+REDUCE_VARIANTS = [{"SPLIT_K": 3, "REDUCE": 2}, {"SPLIT_K": 64, "REDUCE": 2, "BN": 128},
+                   {"SPLIT_K": 7, "CLUSTER": 2, "REDUCE": 2}, {"SPLIT_K": 5, "SCHED": 2, "BN": 128, "STAGES": 6, "REDUCE": 2}]
+
+
+@pytest.mark.parametrize("name", ["wgmma_bf16", "wgmma_tf32"])
+@pytest.mark.parametrize("shape", SPLIT_SHAPES + [Shape(1, 1, 4104), Shape(35, 79, 19)], ids=str)
+def test_reduce2_slabs_written_once_and_c_once(name, shape):
+    """REDUCE=2: every slab element written once per K slice (S = the effective slices, K not a
+    multiple of SPLIT_K x BK included; nothing outside M x N), the reduce step writes every C
+    element once (its float4 chunks and scalar tail replayed), the k-tiles computed once."""
+    s = spec(name)
+    for overrides in REDUCE_VARIANTS:
+        p = params(name, **overrides)
+        stores, extra = s.ownership(shape, p)
+        all_ones(stores, f"{p} reduce writes")
+        all_ones(extra["slabs"], f"{p} slab stores")
+        all_ones(extra["iterations"], f"{p} k-tiles")
+
+
+def test_reduce2_plan_workspace_and_arguments():
+    """REDUCE=2: the plan is relayout copies, Main, the reduce; the slabs start after the copies'
+    regions (256-byte aligned) and the workspace ends after S slabs of M*N rounded to 64 floats;
+    the main kernel's destination is the workspace, the reduce reads it and writes C. REDUCE=1:
+    plan, arguments, workspace and the instance name as before."""
+    from gemmlab.contract.hookspecs import Extra, Main, Matrix, Workspace
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["slab_floats"])
+    s = spec("wgmma_bf16")
+    for shape, layout_b, copies in ((Shape(31, 33, 1001), "row", 2), (Shape(256, 256, 65536), "col", 0), (Shape(100, 100, 1000), "col", 0)):
+        problem = Problem(shape, "bf16", "row", layout_b)
+        p = params("wgmma_bf16", SPLIT_K=16, REDUCE=2)
+        plan = s.plan(problem, p, FACTS)
+        assert len(plan) == copies + 2 and isinstance(plan[copies], Main) and isinstance(plan[-1], Extra)
+        assert plan[-1].entry == "wgmma_split_reduce<4>"
+        regions_end = max(op.end for op in s.operands(problem, p, FACTS))
+        assert all(c.arguments[1].offset < regions_end for c in plan[:copies])
+        slab = plan[-1].arguments[0]
+        assert isinstance(slab, Workspace) and slab.offset == regions_end and slab.offset % 256 == 0
+        assert plan[-1].arguments[1] == Matrix("C") and s.arguments(problem, p, FACTS)[2] == slab
+        S = plan[-1].arguments[4].value
+        k_tiles = -(-shape.K // 64)
+        assert S == -(-k_tiles // -(-k_tiles // 16)) and S <= 16
+        assert s.workspace_bytes(problem, p, FACTS) == regions_end + 4 * S * module.slab_floats(shape.M, shape.N)
+        assert module.slab_floats(shape.M, shape.N) % 64 == 0
+        q = params("wgmma_bf16", SPLIT_K=16)
+        assert s.plan(problem, q, FACTS)[-1] == Main() and s.arguments(problem, q, FACTS)[2] == Matrix("C")
+        assert s.workspace_bytes(problem, q, FACTS) == regions_end
+        assert s.instance(problem, q).endswith(", 16, 0>") and s.instance(problem, p).endswith(", 16, 0, 1>")
+
+
+def test_reduce2_model_has_teeth():
+    """A reduce grid replay that drops the scalar tail, or a slab index off by one, fails."""
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["reduce_writes"])
+    w = module.reduce_writes(31, 33, 1)
+    all_ones(w, "intact")
+    real = module.unit_items
+    s = spec("wgmma_bf16")
+    p = params("wgmma_bf16", SPLIT_K=4, REDUCE=2)
+    try:
+        module.unit_items = lambda *a: [(u, kb, ke, r, n, min(k + 1, n - 1)) for u, kb, ke, r, n, k in real(*a)]
+        with pytest.raises(AssertionError):
+            all_ones(s.ownership(Shape(300, 129, 2000), p)[1]["slabs"], "slab index off by one")
+    finally:
+        module.unit_items = real
+    writes = module.reduce_writes(31, 33, 1)
+    writes[-1, -1] -= 1  # what a float4-only reduce would leave of 31 x 33 = 1023 elements
+    with pytest.raises(AssertionError):
+        all_ones(writes, "scalar tail dropped")
+
+
 def test_split_schedule_order_and_tail_balance():
     """No empty k range; rank r - 1 of a split tile is computed by another CTA (SPLIT_K: at an
     earlier or the same list position, slice-major units), and the tail evens the 4096^3 and 8192^3 waves (128x256
@@ -196,6 +265,9 @@ def test_declared_precisions_and_layouts():
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"TAIL": 3}, "kernel.TAIL", "1 (data-parallel) or 2"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"TAIL": 2, "SPLIT_K": 2}, "kernel.TAIL", "SPLIT_K=1"),
     ("wgmma_bf16", Problem(Shape(65536, 65536, 64), "bf16", "row", "col"), {"SPLIT_K": 2}, "kernel.SPLIT_K", "16384"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 3, "SPLIT_K": 2}, "kernel.REDUCE", "1 (split tiles"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 2}, "kernel.REDUCE", "needs SPLIT_K > 1"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 2, "TAIL": 2}, "kernel.REDUCE", "TAIL=2 keeps"),
 ])
 def test_rules_are_one_line(name, problem, bad, field, words):
     with pytest.raises(ParamError) as err:
@@ -215,6 +287,7 @@ COMPILES = [
     ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 4), ("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "SCHED": 2, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"BM": 256, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 4}, 4), ("wgmma_tf32", "tf32", "col", {"TAIL": 2}, 4),
+    ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 16, "REDUCE": 2, "BN": 128}, 4), ("wgmma_tf32", "tf32", "col", {"SPLIT_K": 4, "REDUCE": 2}, 4),
 ]
 
 
@@ -231,7 +304,10 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     hist = compiled.sass["histogram"]
     assert hist["HGMMA"] == hgmma and hist["UTMALDG"] >= 2 and hist["LDL"] == 0 and hist["STL"] == 0, hist
     assert "C7508" not in compiled.log  # ptxas did not ignore setmaxnreg
-    if over.get("SPLIT_K", 1) > 1 or over.get("TAIL", 1) == 2:  # adders: REDG.E.ADD.F32; the flag fence only in the epilogue
+    if over.get("REDUCE", 1) == 2:  # workspace slabs: plain stores, no flags, no atomics, no fence
+        text = compiled.sass_text
+        assert "REDG" not in text and "ATOMG" not in text and "MEMBAR" not in text
+    elif over.get("SPLIT_K", 1) > 1 or over.get("TAIL", 1) == 2:  # adders: REDG.E.ADD.F32; the flag fence only in the epilogue
         text = compiled.sass_text
         assert "REDG.E.ADD.F32" in text and text.count("MEMBAR") <= 4 and "ATOMG" not in text, text.count("MEMBAR")
     if over.get("CLUSTER") == 2:  # remote stage releases (SYNCS.ARRIVE...RED) without a GPU-scope fence each
