@@ -428,19 +428,20 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
     return {"BM": best[0], "BN": best[1], "SCHED": best[2]}
 
 
-WGMMA_MAX_SPLIT_K = 4  # measured on the H200 (bf16-pass1): wgmma_bf16's split tiles are reduced one
-# slice after another, so more slices cost more than they spread: 512x512x16384 128x128 SPLIT_K=4
-# 31.6% of cuBLAS, 8: 21.0%; 256x256x65536 SPLIT_K=33: 8.8%; 64x128 ping-pong SPLIT_K=4: 34.5%
+WGMMA_MAX_SPLIT_K = 32  # wgmma_bf16 REDUCE=2 (workspace slabs + a parallel reduce step), measured on the
+# H200 (branch wsplit, 64x128 ping-pong STAGES=6, one wave of items): 256x256x65536 SPLIT_K=16 81.8% of
+# cuBLAS, 128x1024x32768 8: 85.8%, 512x512x16384 4: 73.4%; more slices than one wave lose (S=64: 50%)
 
 
 def _wgmma_split_params(shape: Shape, sms: int, tile: tuple[int, int, int] = (64, 128, 2)) -> dict[str, int]:
     """wgmma_bf16 with split K for few tiles and long K: a 64x128 ping-pong tile (``tile`` = BM,
-    BN, SCHED) and SPLIT_K = the most K slices whose work units still fit one CTA per SM, each
-    slice at least 8 k-tiles of 64, at most :data:`WGMMA_MAX_SPLIT_K`."""
+    BN, SCHED; 6 stages) and SPLIT_K = the most K slices whose work units still fit one CTA per SM,
+    each slice at least 8 k-tiles of 64, at most :data:`WGMMA_MAX_SPLIT_K`; split tiles reduced
+    through the workspace (REDUCE=2) whenever SPLIT_K > 1."""
     bm, bn, sched = tile
     tiles = _cdiv(shape.M, bm) * _cdiv(shape.N, bn)
-    return {"BM": bm, "BN": bn, "SCHED": sched,
-            "SPLIT_K": max(1, min(WGMMA_MAX_SPLIT_K, sms // tiles, _cdiv(shape.K, 64) // 8))}
+    split = max(1, min(WGMMA_MAX_SPLIT_K, sms // tiles, _cdiv(shape.K, 64) // 8))
+    return {"BM": bm, "BN": bn, "SCHED": sched, "STAGES": 6, "SPLIT_K": split, **({"REDUCE": 2} if split > 1 else {})}
 
 
 DECODE16_WARPS = 4  # decode_bf16's KW: 4 warps per block
