@@ -98,7 +98,7 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
     (where the kernel has it) for K-heavy ones, and for the other families the three
     ``wgmma_bf16`` tiles of least estimated cost (:func:`gemmlab.dispatch.auto._wgmma_params`'s
     model; the first also with TAIL=2 (stream-K) where its tiles leave a partial last wave) and ``mma_bf16``
-    64x64; decode M > 32: also wgmma_bf16 64x128 / 64x256 ping-pong with SPLIT_K. Empty for tiny shapes (every kernel's defaults are measured)."""
+    64x64; decode: also wgmma_bf16 64x128 (M > 32: and 64x256) ping-pong with SPLIT_K. Empty for tiny shapes (every kernel's defaults are measured)."""
     sms = dispatch.DEFAULT_SM_COUNT
     out: list[tuple[str, dict]] = []
     if family in ("decode", "k_heavy"):
@@ -113,8 +113,9 @@ def variants_tc(shape: Shape, family: str) -> list[tuple[str, dict]]:
         if shape.M > 32 and p["MT"] == 4:
             out += [("decode_bf16", {**p, "MT": 2, "U": 2}), ("decode_bf16", {**p, "KW": 8, "SPLITS": max(1, s // 2),
                                                                              "U": 1})]
-        if family == "decode" and shape.M > 32:  # 64-row ping-pong wgmma tiles with split K, where wgmma_bf16 has it
-            out += [("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, bn, 2))) for bn in (128, 256)]
+        if family == "decode":  # 64-row ping-pong wgmma tiles with split K (REDUCE=2), where wgmma_bf16 has it
+            out += [("wgmma_bf16", dispatch._wgmma_split_params(shape, sms, (64, bn, 2)))
+                    for bn in ((128, 256) if shape.M > 32 else (128,))]
         if family == "k_heavy":
             wg = dispatch._wgmma_split_params(shape, sms)
             out += [("wgmma_bf16", {**wg, "SPLIT_K": max(1, wg["SPLIT_K"] // 2)}),
