@@ -199,7 +199,7 @@ def test_pipelined_lean_copy_verifies_partial_tiles(over, shape, tmp_path):
     """sgemm_pipelined's lean guarded copy (instances under 160 registers per thread) on the
     partial-tile suite and interior blocks with K % BK != 0."""
     from gemmlab.run.pipeline import run_point
-    rec = run_point(_cfg("sgemm_pipelined", shape, kernel={"name": "sgemm_pipelined", **over}), tmp_path)
+    rec = run_point({**_cfg("sgemm_pipelined", shape), "kernel": {"name": "sgemm_pipelined", **over}}, tmp_path)
     assert rec["status"] == "ok", rec.get("error")
     assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
     assert rec["guard_bands"] == "intact"
