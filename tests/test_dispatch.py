@@ -102,7 +102,7 @@ def test_shipped_table_loads():
 
 def test_shipped_table_entries_are_their_records():
     """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200;
-    the BF16 entries' records under its bf16-pass1/tune),
+    the BF16 entries' records under its bf16-pass1/tune and bf16-pass2/tune),
     a valid timed record of exactly that kernel, parameters and shape, with the entry's median and
     ratio; and building the table again from those records gives the same entries."""
     from gemmlab.stages.record_model import read_record
@@ -115,10 +115,10 @@ def test_shipped_table_entries_are_their_records():
         assert (rec.kernel, rec.params, rec.shape) == (e.kernel, dict(e.params), tuple(e.shape))
         assert rec.median_ms == pytest.approx(e.extra["median_ms"])
         assert rec.ratio_to_baseline == pytest.approx(e.extra["ratio_to_baseline"]) and rec.baseline == "cublas"
-    rebuilt, stats = dispatch.build_table([root / "tune", root / "bf16-pass1" / "tune"])
-    # every sweep record is valid and timed: 69 fp32 (34 shapes win) and 69 bf16 (26 shapes)
-    assert stats["used"] == stats["records"] == 69 + 69
-    assert sum(e.extra["candidates"] for e in table.entries) == 69 + 69
+    rebuilt, stats = dispatch.build_table([root / "tune", root / "bf16-pass1" / "tune", root / "bf16-pass2" / "tune"])
+    # every sweep record is valid and timed: 69 fp32 (34 shapes win) and 69 + 57 bf16 (26 shapes)
+    assert stats["used"] == stats["records"] == 69 + 69 + 57
+    assert sum(e.extra["candidates"] for e in table.entries) == 69 + 69 + 57
     assert ([(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries]
             == [(e.key, e.kernel, dict(e.params)) for e in table.entries])
 
