@@ -32,7 +32,7 @@ from gemmlab.contract import tma_rules as tma
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, ParamError, Problem,
                                Shape, TensorMap, hookimpl)
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import add_hits, cdiv, count_hits, require
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
 ROW_BYTES = 128  # one stage row: 128 bytes of K (the 128-byte swizzle span)
@@ -164,7 +164,7 @@ class WgmmaKernel(KernelSpec):
             if ping:
                 row = np.where(wg == local % 2, row, -1)
             col = n_blk * BN + j * 8 + 2 * (lane % 4) + v
-            stores += count_hits((shape.M, shape.N), row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
+            add_hits(stores, row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
         bk = 64  # bf16 rows of 128 bytes (the tf32 tiles have the same shape in bytes)
         r, c = np.ix_(range(BM), range(bk))
         b_hits = np.zeros((BN, bk), dtype=np.int64)
