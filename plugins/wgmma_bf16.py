@@ -157,13 +157,17 @@ class WgmmaKernel(KernelSpec):
         wm = BM if ping else BM // 2  # rows per consumer warpgroup
         wg, mi, w, j, lane, h, v = np.ix_(range(2), range(wm // 64), range(4), range(BN // 8), range(32),
                                           range(2), range(2))
-        for (m_blk, n_blk), local in tiles:
-            # cooperative: both consumer warpgroups, wm rows each; ping-pong: warpgroup local % 2
-            # (the tile's position in its CTA's list) computes all BM rows, the other skips it
-            row = m_blk * BM + (0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h
+        # cooperative: both consumer warpgroups, wm rows each; ping-pong: warpgroup local % 2
+        # (the tile's position in its CTA's list) computes all BM rows, the other skips it
+        tile_row = (0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h
+        tile_col = j * 8 + 2 * (lane % 4) + v
+        for first in range(0, len(tiles), 64):  # 64 tiles at a time (a leading tile axis)
+            m_blk, n_blk, local = (np.array(x).reshape(-1, *[1] * wg.ndim)
+                                   for x in zip(*[(m, n, t) for (m, n), t in tiles[first:first + 64]]))
+            row = m_blk * BM + tile_row
             if ping:
                 row = np.where(wg == local % 2, row, -1)
-            col = n_blk * BN + j * 8 + 2 * (lane % 4) + v
+            col = n_blk * BN + tile_col
             add_hits(stores, row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
         bk = 64  # bf16 rows of 128 bytes (the tf32 tiles have the same shape in bytes)
         r, c = np.ix_(range(BM), range(bk))
