@@ -52,7 +52,7 @@ from gemmlab.contract.relayout import tma_operand
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix,
                                         ParamError, Problem, Shape, Value, Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import add_hits, cdiv, count_hits, require
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
 ROW_BYTES = 128  # one stage row: 128 bytes of K (the 128-byte swizzle span)
@@ -349,19 +349,22 @@ class WgmmaKernel(KernelSpec):
             if ping:
                 row = np.where(wg == local % 2, row, -1)
             col = n_blk * BN + j * 8 + 2 * (lane % 4) + v
-            hits = count_hits((shape.M, shape.N), row, col, (row >= 0) & (row < shape.M) & (col < shape.N))
+            mask = (row >= 0) & (row < shape.M) & (col < shape.N)
             iters.setdefault((m_blk, n_blk), np.zeros(k_tiles, dtype=np.int64))[kb:ke] += 1
             counts.setdefault((m_blk, n_blk), []).append((n, rank, ke == k_tiles, role))
+            # counted in place (add_hits), no full-size temporary per item
             if slabbed:
-                slab_hits[rank] += hits
+                add_hits(slab_hits[rank], row, col, mask)
             elif role == 2:
-                region = hits[m_blk * BM:(m_blk + 1) * BM, n_blk * BN:(n_blk + 1) * BN]
+                r0, c0 = m_blk * BM, n_blk * BN
+                inside = (row >= r0) & (row < r0 + BM) & (col >= c0) & (col < c0 + BN)
+                region = np.zeros((max(0, min(BM, shape.M - r0)), max(0, min(BN, shape.N - c0))), dtype=np.int64)
+                add_hits(region, row - r0, col - c0, mask & inside)
                 if region.size:
-                    adders.append(region.ravel().copy())
-                region[...] = 0
-                stores += hits  # an adder's hit outside its tile lands on an owned element: count 2
+                    adders.append(region.ravel())
+                add_hits(stores, row, col, mask & ~inside)  # an adder's hit outside its tile lands on an owned element: count 2
             else:
-                stores += hits
+                add_hits(stores, row, col, mask)
         extra = {}
         if slabbed:
             problem = Problem(shape, self.precisions[0], *self.layouts[0])

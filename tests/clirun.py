@@ -9,8 +9,11 @@ several commands at once: those tests pass ``in_process=False`` (same :class:`Re
 
 Each in-process call is a fresh command: :func:`gemmlab.clear_caches` first (nothing a previous
 command memoised carries over), Hydra's global state cleared after, and the command's point
-worker (``gemmlab.run.isolation``) stopped after, as the end of a real process stops it. So a point
-still runs in its own worker process started in ``cwd`` with this environment.
+worker (``gemmlab.run.isolation``) told that the command ended (:func:`~gemmlab.run.isolation.end_command`):
+a healthy worker is renewed before the next command's first point (its memos cleared, drop-in
+plugins forgotten, this command's environment and ``cwd``), as a newly started one would be,
+without the start of a new interpreter. So a point still runs in a worker process, never in the
+test process; a worker a point broke (crash, timeout, CUDA error) is replaced as in any sweep.
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ def run(module: str, *args, cwd: Path | str, in_process: bool = True, env: dict 
                     traceback.print_exc()
                     code = 1
     finally:
-        isolation.stop_worker()  # the end of the command's process ends its worker
+        isolation.end_command()  # the next command renews the worker (see the module docstring)
         os.chdir(old_cwd)
         sys.argv = old_argv
         GlobalHydra.instance().clear()

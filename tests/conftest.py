@@ -24,9 +24,47 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def pytest_configure(config):
-    """Keep the persistent compile cache of the test session out of the user's home."""
+    """Keep the persistent compile cache of the test session out of the user's home (one folder
+    for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
+    output in this process (:func:`memoize_disassembly`)."""
     import tempfile
     os.environ.setdefault("GEMMLAB_CACHE_DIR", tempfile.mkdtemp(prefix="gemmlab-test-cache-"))
+    memoize_disassembly()
+
+
+def memoize_disassembly() -> None:
+    """``gemmlab.gpu.sass.disassemble`` memoized in this test process: nvdisasm's listing is a
+    function of the cubin's bytes and the disassembler binary only, and the tests compile the
+    same kernel again and again outside the disk cache (each cache test has its own cache
+    folder; ``compile_kernel(persistent=False)``), at about 0.7 CPU s a run. Keyed by the
+    disassembler found (:func:`~gemmlab.gpu.sass.find_disassembler`), its
+    :func:`~gemmlab.gpu.sass.tool_id` and the cubin's SHA-256, so a test that patches either gets a
+    real run; one that patches ``disassemble`` itself replaces the memo. Each hit is a copy."""
+    import copy
+    import hashlib
+
+    from gemmlab.gpu import sass
+    real = sass.disassemble
+    if getattr(real, "memoized", False):
+        return
+    seen: dict = {}
+
+    def disassemble(cubin: bytes):
+        argv, _ = sass.find_disassembler()
+        if argv is None:
+            return real(cubin)
+        key = (tuple(argv), sass.tool_id(), hashlib.sha256(cubin).hexdigest())
+        if key not in seen:
+            summary, text = real(cubin)
+            if summary.get("error"):
+                return summary, text
+            seen[key] = (summary, text)
+        summary, text = seen[key]
+        return copy.deepcopy(summary), text
+
+    disassemble.memoized = True
+    disassemble.__doc__ = real.__doc__
+    sass.disassemble = disassemble
 
 
 def pytest_collection_modifyitems(config, items):

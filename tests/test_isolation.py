@@ -100,6 +100,43 @@ def test_healthy_points_share_one_worker(runner, tmp_path):
     assert runner.started == 1 and len(pids) == 1
 
 
+def test_worker_is_renewed_for_the_next_command(runner, tmp_path, monkeypatch):
+    """isolation.end_command (a process that runs several commands, e.g. tests/clirun.py): the
+    next point renews the healthy worker, no new interpreter, as a new one would be for that
+    command: its working directory (a relative out_dir lands there), its environment (another
+    GEMMLAB_CACHE_DIR: a disk miss written there) and nothing memoised (the same kernel is no
+    in-process cache hit); without end_command the same worker keeps its memo."""
+    for d in ("a", "b", "cache_a", "cache_b"):
+        (tmp_path / d).mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache_a"))
+    first = runner.run(sim(1), Path("p"), IsolationOptions())
+    assert first["status"] == "compiled" and (tmp_path / "a" / "p" / "result.json").exists()
+    assert first["compile"]["cache_hit_in_process"] is False
+    pid = runner.worker.pid
+    again = runner.run(sim(1), Path("q"), IsolationOptions())  # same command: the memo holds it
+    assert again["compile"]["cache_hit_in_process"] is True
+    runner.end_command()
+    monkeypatch.chdir(tmp_path / "b")
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache_b"))
+    second = runner.run(sim(1), Path("p"), IsolationOptions())
+    assert second["status"] == "compiled" and (tmp_path / "b" / "p" / "result.json").exists()
+    assert second["compile"]["cache_hit_in_process"] is False and second["compile"]["disk_cache"] == "miss"
+    assert list((tmp_path / "cache_b").iterdir())
+    assert runner.worker.pid == pid and (runner.started, runner.renewed) == (1, 1)
+
+
+def test_worker_with_another_cuda_environment_is_replaced(runner, tmp_path, monkeypatch):
+    """A variable read when the worker started (CUDA_*, LD_*, PYTHON*) cannot be renewed: the
+    next command gets a fresh worker."""
+    assert runner.run(sim(1), tmp_path / "a", IsolationOptions())["status"] == "compiled"
+    pid = runner.worker.pid
+    runner.end_command()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert runner.run(sim(1), tmp_path / "b", IsolationOptions())["status"] == "compiled"
+    assert runner.worker.pid != pid and (runner.started, runner.renewed) == (2, 0)
+
+
 def test_invalid_point_does_not_replace_the_worker(runner, tmp_path):
     rec = runner.run(sim(1, shape=[0, 8, 8]), tmp_path / "a", IsolationOptions())
     assert rec["status"] == "invalid"

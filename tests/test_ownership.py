@@ -12,7 +12,7 @@ import pytest
 
 from gemmlab.gpu.device import offline_facts
 from gemmlab.contract.hookspecs import ParamError, Shape
-from gemmlab.contract.plugin_utils import cdiv, count_hits
+from gemmlab.contract.plugin_utils import add_hits, cdiv, count_hits
 from gemmlab.contract.registry import load_registry
 
 FACTS = offline_facts("90")
@@ -216,6 +216,18 @@ def test_count_hits_out_of_bounds_unmasked_raises(rows, cols):
 def test_count_hits_out_of_bounds_masked_is_fine():
     hits = count_hits((2, 3), np.array([0, 7]), np.array([1, 7]), mask=np.array([True, False]))
     assert hits.sum() == 1 and hits[0, 1] == 1
+
+
+def test_add_hits_adds_into_the_given_counts():
+    """add_hits (a model summing many parts, e.g. the wgmma tiles): the same counts as count_hits,
+    added in place; an unmasked index outside the array raises and leaves it unchanged."""
+    counts = count_hits((2, 3), np.array([0]), np.array([1]))
+    same = add_hits(counts, np.array([0, 0, 1, 5]), np.array([0, 0, 2, 9]), mask=np.array([1, 1, 1, 0], bool))
+    assert same is counts
+    np.testing.assert_array_equal(counts, [[2, 1, 0], [0, 0, 1]])
+    with pytest.raises(IndexError):
+        add_hits(counts, np.array([2]), np.array([0]))
+    np.testing.assert_array_equal(counts, [[2, 1, 0], [0, 0, 1]])
 
 
 def test_count_hits_empty_after_mask():

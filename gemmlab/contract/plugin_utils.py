@@ -22,6 +22,17 @@ def count_hits(shape: tuple[int, int], rows, cols, mask=None) -> np.ndarray:
     Returns an int64 array of ``shape``. Raises IndexError if an unmasked index falls outside
     ``shape`` (an out-of-bounds store or staging write in the modelled kernel).
     """
+    return add_hits(np.zeros(shape, dtype=np.int64), rows, cols, mask)
+
+
+def add_hits(counts: np.ndarray, rows, cols, mask=None) -> np.ndarray:
+    """:func:`count_hits` added into ``counts`` (an int64 array, changed in place and returned):
+    for a model that sums many parts (tiles of a persistent schedule) into one M x N array
+    without a full-size temporary per part.
+
+    Raises IndexError if an unmasked index falls outside ``counts.shape``.
+    """
+    shape = counts.shape
     rows, cols = np.broadcast_arrays(np.asarray(rows), np.asarray(cols))
     if mask is not None:
         mask = np.broadcast_to(mask, rows.shape)
@@ -29,9 +40,11 @@ def count_hits(shape: tuple[int, int], rows, cols, mask=None) -> np.ndarray:
     rows, cols = rows.ravel(), cols.ravel()
     if rows.size and (rows.min() < 0 or cols.min() < 0 or rows.max() >= shape[0] or cols.max() >= shape[1]):
         raise IndexError(f"index outside {shape}: rows {rows.min()}..{rows.max()}, cols {cols.min()}..{cols.max()}")
-    hits = np.zeros(shape, dtype=np.int64)
-    np.add.at(hits, (rows, cols), 1)
-    return hits
+    if counts.flags.c_contiguous:  # numpy's unbuffered add on flat indices: about 3x the 2-D form's speed
+        np.add.at(counts.reshape(-1), rows.astype(np.int64) * shape[1] + cols, 1)
+    else:
+        np.add.at(counts, (rows, cols), 1)
+    return counts
 
 
 def require(condition: bool, field: str, message: str) -> None:

@@ -16,7 +16,11 @@ cache are reused, the cost per point is one pipe round trip) and is replaced aft
 A worker is a fresh interpreter (``python -c ...``, its own session and process group, the
 parent's ``sys.path``) talking to the parent over a socket pair with
 ``multiprocessing.connection``; it never inherits a CUDA context, whatever launcher (joblib's
-loky, submitit) started the parent. Each point runs inside
+loky, submitit) started the parent. A long-lived process that runs several commands (the tests)
+ends each with :func:`end_command`: its healthy worker is then *renewed* before the next point
+(what the worker memoised is cleared, drop-in plugin modules are forgotten, and it takes the
+environment, working directory and ``sys.path`` of that moment, as a newly started worker
+would) instead of being replaced; a worker that cannot be renewed is replaced. Each point runs inside
 :func:`gemmlab.gpu.device.lease_scope`: a GPU taken by ``device=auto`` is unlocked when the point
 ends, however it ends (a killed worker's locks die with it). With ``isolation.process: false``
 points run in the calling process (no protection; for debugging with pdb).
@@ -65,7 +69,8 @@ def run_in_scope(cfg: Mapping[str, Any], out_dir: Path) -> dict:
 
 def _serve(fd: int) -> None:
     """Worker loop (``python -c`` entry): receive ``(cfg, out_dir)``, run the point, send the
-    record back; end when the parent closes the connection or sends None."""
+    record back; on a :class:`_Renew`, renew this worker (:func:`_renew`) and say ``ready``; end
+    when the parent closes the connection or sends None."""
     import socket
     from multiprocessing.connection import Connection
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -79,12 +84,61 @@ def _serve(fd: int) -> None:
             return
         if job is None:
             return
+        if isinstance(job, _Renew):
+            try:
+                conn.send(_renew(job))
+            except OSError:
+                return
+            continue
         cfg, out_dir = job
         record = run_in_scope(cfg, Path(out_dir))  # written to out_dir by the pipeline before it returns
         try:
             conn.send(record)
         except OSError:  # the parent was killed meanwhile (Ctrl-C, a timeout): the record is on disk
             return
+
+
+class _Renew(tuple):
+    """Parent -> worker: ``(environ, cwd)`` of the next command (see :func:`_renew`)."""
+
+
+#: environment variables a running worker cannot take on (read at its start: the interpreter's
+#: ``PYTHON*``, the loader's ``LD_*``, CUDA's once initialised): a change makes the parent start a
+#: fresh worker instead of renewing this one
+FIXED_AT_START = ("CUDA_", "NVIDIA_", "LD_", "PYTHON")
+
+
+def _renew(job: _Renew) -> str:
+    """Make this worker what a newly started one would be for the next command: the parent's
+    environment and working directory (``sys.path`` follows: the same ``PYTHONPATH``, and its
+    first entry is the working directory); the process's memos cleared
+    (:func:`gemmlab.clear_caches`: compiled kernels, plugin registries, ...) and the drop-in
+    plugin modules forgotten (re-imported from their files when next used). Returns ``ready``,
+    or ``stale`` when a variable of :data:`FIXED_AT_START` differs (the parent then replaces
+    this worker)."""
+    import sys
+    import tempfile
+
+    import gemmlab
+    environ, cwd = job
+    fixed = lambda env: {k: v for k, v in env.items() if k.startswith(FIXED_AT_START)}  # noqa: E731
+    if fixed(environ) != fixed(os.environ):
+        return "stale"
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
+    tempfile.tempdir = None  # re-read TMPDIR
+    for name in [n for n in sys.modules if n.startswith("gemmlab_dropin_")]:
+        del sys.modules[name]
+    gemmlab.clear_caches()
+    return "ready"
+
+
+def _worker_environ() -> dict:
+    """The environment of a worker started now: this process's, with its ``sys.path`` as
+    ``PYTHONPATH`` (plugins and the checkout import as they do here)."""
+    import sys
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
 
 class _Worker:
@@ -96,7 +150,7 @@ class _Worker:
         import sys
         from multiprocessing.connection import Connection
         ours, theirs = socket.socketpair()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = _worker_environ()
         serve = f"from gemmlab.run.isolation import _serve; _serve({theirs.fileno()})"
         self.proc = subprocess.Popen([sys.executable, "-c", serve], pass_fds=(theirs.fileno(),), env=env,
                                      start_new_session=True)
@@ -114,6 +168,8 @@ class PointRunner:
     def __init__(self):
         self.worker: _Worker | None = None
         self.started = 0  # workers started so far (1 for a healthy sweep)
+        self.renewed = 0  # times a worker was renewed for a next command (see end_command)
+        self.renew_due = False  # a command ended: renew the worker before the next point
 
     @property
     def process(self) -> _Worker | None:
@@ -126,6 +182,24 @@ class PointRunner:
         # start-up (interpreter, imports) is not the point's time: wait for the worker to say ready
         if not self.worker.conn.poll(STARTUP_TIMEOUT_S) or self.worker.conn.recv() != "ready":
             raise OSError("worker did not start")
+
+    def renew(self) -> bool:
+        """Renew the current worker for a new command (see :func:`_renew`); False (and the worker
+        killed) when it cannot be renewed."""
+        worker = self.worker
+        try:
+            worker.conn.send(_Renew((_worker_environ(), os.getcwd())))
+            if worker.conn.poll(STARTUP_TIMEOUT_S) and worker.conn.recv() == "ready":
+                self.renewed += 1
+                return True
+        except (EOFError, OSError):
+            pass
+        self.kill()
+        return False
+
+    def end_command(self) -> None:
+        """The command that used this runner ended: renew its worker before the next point."""
+        self.renew_due = True
 
     def kill(self) -> None:
         """Kill the worker's process group (worker, sanitizer child, ...) and reap the worker."""
@@ -159,6 +233,9 @@ class PointRunner:
         result_path = out_dir / "result.json"
         existed = result_path.exists()
         try:
+            renew, self.renew_due = self.renew_due, False
+            if self.worker is not None and self.worker.alive() and renew:
+                self.renew()
             if self.worker is None or not self.worker.alive():
                 self.kill()
                 self._start()
@@ -226,6 +303,17 @@ def stop_worker() -> None:
     runner = _RUNNERS.get(os.getpid())
     if runner is not None:
         runner.close()
+
+
+def end_command() -> None:
+    """The command this process ran has ended; another follows in the same process (tests, a
+    long-lived process). This process's healthy point worker is kept and renewed before the next
+    point (as a newly started worker would be: memos cleared, drop-in plugins forgotten, the
+    environment, working directory and ``sys.path`` of that moment; see :func:`_renew`) instead of
+    a new interpreter being started; :func:`stop_worker` ends it instead."""
+    runner = _RUNNERS.get(os.getpid())
+    if runner is not None:
+        runner.end_command()
 
 
 def _runner() -> PointRunner:
