@@ -144,5 +144,6 @@ def gemmlab_kernels():
     return [DecodeBf16Kernel(name="decode_bf16", source="decode_bf16.cu",
                              defaults={"MT": 1, "KW": 4, "U": 2, "SPLITS": 4},
                              description="BF16/FP16 decode (M <= 64): mma.sync m16n8k16 with B streamed by 16-byte "
-                                         "loads into registers, K split over warps and SPLITS blocks (atomic adds)",
+                                         "loads into registers, K split over warps and SPLITS blocks of one "
+                                         "cluster (added in rank order over DSMEM, no atomics)",
                              precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")))]

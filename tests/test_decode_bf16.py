@@ -2,7 +2,7 @@
 owner per output and split, every staged/loaded element once, every K chunk in one warp of one
 split), the k-permuted mma.sync fragments replayed in numpy against the PTX ISA m16n8k16 fragment
 layouts (both layouts of B), the parameter and shape rules, the launch plan, and a compile with its
-SASS (HMMA, 128-bit global loads, vector atomic adds). GPU verification: tests/test_gpu_shapes.py.
+SASS (HMMA, 128-bit global loads, the cluster barrier, no RED/ATOM). GPU verification: tests/test_gpu_shapes.py.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def test_auto_runs_and_records_its_choice(tmp_path, shape):
 
 # decode_bf16 (BF16 tensor cores, B streamed into registers): partial-tile shapes it accepts
 # (K % 8 == 0; N % 8 == 0 for a row-major B: partial M, N and K tiles, K shorter than a chunk),
-# both layouts of B, one split (plain stores) and several (atomic adds into a zeroed C); then the
+# both layouts of B, one split (plain stores) and several (a cluster adding over DSMEM in rank order); then the
 # suite's decode shapes with the rules' parameters (the 16-, 32- and 64-row blocks); small
 # integers, exact
 DECODE16_EDGES = [(16, 16, 16), (1, 8, 8), (3, 72, 40), (17, 136, 1000), (33, 200, 8), (65, 64, 96)]
