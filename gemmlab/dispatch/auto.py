@@ -517,19 +517,19 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
 
 
 def _tf32_rule(shape: Shape, sms: int, layout: tuple[str, str]) -> Rule:
-    """tf32 (float32 storage, TF32 tensor-core math): ``wgmma_tf32`` (wgmma, B column-major only:
-    TF32 wgmma has no transposed operand) with its defaults where registered and its check accepts
-    the problem, else ``mma_tf32`` (mma.sync, row- or column-major B). As for bf16, a problem
-    without a wave of 128x128 tiles tries ``mma_tf32`` first (its smaller tiles fill more SMs)."""
+    """tf32 (float32 storage, TF32 tensor-core math): ``wgmma_tf32`` with its defaults where
+    registered and its check accepts the problem (B column-major read directly; row-major B
+    through a transpose into the workspace, counted in the time: 89.2% / 97.2% of cuBLAS TF32 at
+    4096³ / 8192³ on the H200, docs/results/tc-ladder-h200.md "Relayout"), else ``mma_tf32``
+    (mma.sync, row- or column-major B, 29-34% of cuBLAS TF32 there). As for bf16, a problem without
+    a wave of 128x128 tiles tries ``mma_tf32`` first (its smaller tiles fill more SMs)."""
     tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
-    if layout[1] != "col":
-        return Rule("tensor_core", "tensor cores (tf32): B row-major: mma.sync (wgmma_tf32 needs layout.b=col)",
-                    (("mma_tf32", {}),))
+    how = "B column-major" if layout[1] == "col" else "B row-major, transposed first"
     if tiles128 >= sms:
-        return Rule("tensor_core", f"tensor cores (tf32): {tiles128} 128x128 tiles >= {sms} SMs: wgmma first",
+        return Rule("tensor_core", f"tensor cores (tf32, {how}): {tiles128} 128x128 tiles >= {sms} SMs: wgmma first",
                     (("wgmma_tf32", {}), ("mma_tf32", {})))
-    return Rule("tensor_core", f"tensor cores (tf32): {tiles128} 128x128 tiles < {sms} SMs: mma.sync's smaller "
-                "tiles first", (("mma_tf32", {}), ("wgmma_tf32", {})))
+    return Rule("tensor_core", f"tensor cores (tf32, {how}): {tiles128} 128x128 tiles < {sms} SMs: mma.sync's "
+                "smaller tiles first", (("mma_tf32", {}), ("wgmma_tf32", {})))
 
 
 # --- choosing -------------------------------------------------------------------------------------
