@@ -391,11 +391,14 @@ class WgmmaKernel(KernelSpec):
         return stores, {"A": count_hits((BM, bk), r, c), "B": b_hits, "B_row_major": bt_hits, **extra}
 
 
+#: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
+DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
+            "REDUCE": 1}
+
+
 @hookimpl
 def gemmlab_kernels():
-    return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu",
-                        defaults={"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1,
-                                  "SPLIT_K": 1, "TAIL": 1, "REDUCE": 1},
+    return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu", defaults=dict(DEFAULTS),
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")))]
