@@ -10,27 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from gemmlab.run.pipeline import run_point
+from tcpoint import ok as _ok, run as _run
 
 pytestmark = pytest.mark.gpu
 
-FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}
 SUITE = [(1, 1, 1), (31, 33, 17), (63, 65, 33), (4097, 1, 3), (35, 79, 19), (100, 100, 100), (129, 260, 36)]
 CASES = [("wgmma_bf16", "bf16", "row"), ("wgmma_bf16", "bf16", "col"), ("wgmma_tf32", "tf32", "col"),
          ("wgmma_tf32", "tf32", "row")]
-
-
-def _run(tmp_path, kernel, precision, layout_b, shape, params=None, **over):
-    cfg = {"kernel": {"name": kernel, **(params or {})}, "shape": list(shape), "precision": precision,
-           "layout": {"a": "row", "b": layout_b}, "timing": dict(FAST), **over}
-    return run_point(cfg, tmp_path / "run")
-
-
-def _ok(rec):
-    assert rec["status"] == "ok", rec.get("error")
-    assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
-    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"] and rec["repeat_stable"]
-    return rec
 
 
 def _copies(precision, layout_b, shape):

@@ -14,28 +14,15 @@ from __future__ import annotations
 import pytest
 
 from gemmlab.run.pipeline import run_point
+from tcpoint import FAST, ok as _ok, run as _run
 
 pytestmark = pytest.mark.gpu
 
-FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}
 # the partial-tile suite (1x1x1, 31x33x17, 63x65x33, 4097x1x3, 35x79x19, 100x100x100) made TMA-describable
 BF16_COL = [(1, 1, 8), (31, 33, 24), (63, 65, 40), (4097, 1, 8), (35, 79, 24), (100, 100, 104)]
 BF16_ROW = [(1, 8, 8), (31, 40, 24), (63, 72, 40), (4097, 8, 8), (35, 80, 24), (100, 104, 104)]
 TF32 = [(1, 1, 4), (31, 33, 20), (63, 65, 36), (4097, 1, 4), (35, 79, 20), (100, 100, 100)]
 MULTI = (2100, 2050, 1000)  # 17 x 17 tiles of 128, 16 k-tiles (> STAGES): several tiles per CTA, ring wraps
-
-
-def _run(tmp_path, kernel, precision, layout_b, shape, params=None, **over):
-    cfg = {"kernel": {"name": kernel, **(params or {})}, "shape": list(shape), "precision": precision,
-           "layout": {"a": "row", "b": layout_b}, "timing": dict(FAST), **over}
-    return run_point(cfg, tmp_path / "run")
-
-
-def _ok(rec):
-    assert rec["status"] == "ok", rec.get("error")
-    assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
-    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"] and rec["repeat_stable"]
-    return rec
 
 
 @pytest.mark.parametrize("shape", BF16_COL, ids=str)
