@@ -37,21 +37,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "gemmlab/cluster.cuh"
+#include "gemmlab/mma16.cuh"
 #include "gemmlab/ptx.cuh"
 
 namespace {
 
-template <typename T> struct Mma16;
-template <> struct Mma16<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    gemmlab::mma_m16n8k16_bf16(d, a, b);
-  }
-};
-template <> struct Mma16<__half> {
-  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    gemmlab::mma_m16n8k16_fp16(d, a, b);
-  }
-};
+using gemmlab::Mma16;
 
 /// 16 bytes of the streamed operand B: read-only path, not kept in L1 (each byte is used once per
 /// block; L1 stays for A, which every block re-reads). PTX ISA: ld (.nc, .L1::no_allocate).

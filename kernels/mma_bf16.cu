@@ -17,21 +17,12 @@
 // only the final stores are masked.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "gemmlab/mma16.cuh"
 #include "gemmlab/mma_sync.cuh"
 
 namespace {
 
-template <typename T> struct Mma16;
-template <> struct Mma16<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    gemmlab::mma_m16n8k16_bf16(d, a, b);
-  }
-};
-template <> struct Mma16<__half> {
-  static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-    gemmlab::mma_m16n8k16_fp16(d, a, b);
-  }
-};
+using gemmlab::Mma16;
 
 /// Stage a ROWS x COLS tile (COLS contiguous in memory and in shared memory, pitch PITCH) from a
 /// row-major source with `rows_valid` rows and `cols_valid` columns left from (row0, col0).

@@ -1,6 +1,7 @@
 """The kernels whose shared pieces live in kernels/include/gemmlab/ (mma_sync.cuh: mma_tf32 and
-mma_bf16; tiled.cuh: splitk and cluster_tiled) compile to the same SASS, instruction for
-instruction, as their sources did before the pieces moved there (commit 1d5e85e): the sha256 of
+mma_bf16; tiled.cuh: splitk and cluster_tiled; mma16.cuh: mma_bf16 and decode_bf16) compile to
+the same SASS, instruction for instruction, as their sources did before the pieces moved there
+(commit 1d5e85e; decode_bf16's digests recorded from its source before mma16.cuh): the sha256 of
 each instance's disassembly, addresses and encodings stripped, recorded in
 tests/data/sass_digests.json together with the NVRTC version that produced it. Each kernel at its
 defaults (16-byte cp.async path) and at a second tile set with unaligned strides (the element
@@ -33,6 +34,8 @@ CASES = {  # tag: (kernel, parameters over the defaults, precision, layout of B,
     "splitk-other": ("splitk", dict(OTHER_TILED, SPLITS=3), "fp32", "row", (63, 65, 33)),
     "cluster_tiled-defaults": ("cluster_tiled", {}, "fp32", "row", (256, 256, 256)),
     "cluster_tiled-other": ("cluster_tiled", OTHER_TILED, "fp32", "row", (63, 65, 33)),
+    "decode_bf16-defaults": ("decode_bf16", {}, "bf16", "row", (16, 4096, 4096)),
+    "decode_bf16-fp16-col": ("decode_bf16", {"MT": 4, "KW": 8, "U": 1, "SPLITS": 2}, "fp16", "col", (64, 4096, 4096)),
 }
 
 

@@ -17,6 +17,8 @@
 //   cluster.cuh  cluster rank, barrier.cluster, mapa + ld.shared::cluster (DSMEM)
 //   mma_sync.cuh  what mma_tf32 and mma_bf16 share: 16-byte cp.async tile staging with zero-fill
 //            and the store of m16n8 float32 accumulator fragments to C (includes ptx.cuh)
+//   mma16.cuh  Mma16<T>::run: mma.sync m16n8k16 by storage type (bf16 / fp16), for the kernels
+//            templated on it (mma_bf16, decode_bf16)
 //   tiled.cuh  the "tiled" kernel's scheme in pieces (A/B staging, the chunk's inner product, the
 //            masked stores), shared by splitk and cluster_tiled
 //   relayout.cuh  operand copies into the workspace before a TMA kernel: pad copy (16-byte row
