@@ -115,12 +115,25 @@ def test_shipped_table_entries_are_their_records():
         assert (rec.kernel, rec.params, rec.shape) == (e.kernel, dict(e.params), tuple(e.shape))
         assert rec.median_ms == pytest.approx(e.extra["median_ms"])
         assert rec.ratio_to_baseline == pytest.approx(e.extra["ratio_to_baseline"]) and rec.baseline == "cublas"
-    rebuilt, stats = dispatch.build_table([root / "tune", root / "bf16-pass1" / "tune", root / "bf16-pass2" / "tune"])
+    rebuilt, stats = dispatch.build_table([root / "tune", root / "bf16-pass1" / "tune", root / "bf16-pass2" / "tune"],
+                                          records_dir=root)
     # every sweep record is valid and timed: 69 fp32 (34 shapes win) and 69 + 57 bf16 (26 shapes)
     assert stats["used"] == stats["records"] == 69 + 69 + 57
     assert sum(e.extra["candidates"] for e in table.entries) == 69 + 69 + 57
-    assert ([(e.key, e.kernel, dict(e.params)) for e in rebuilt.entries]
-            == [(e.key, e.kernel, dict(e.params)) for e in table.entries])
+    assert ([(e.key, e.kernel, dict(e.params), e.extra["record"]) for e in rebuilt.entries]
+            == [(e.key, e.kernel, dict(e.params), e.extra["record"]) for e in table.entries])
+    assert rebuilt.meta["records_dir"] == str(root)
+
+
+def test_build_records_dir_is_checked(tmp_path):
+    """``gemmlab-tune build --records-dir``: a record outside that folder is a one-line error
+    naming the field (the relative path could not point at it)."""
+    from gemmlab.cli import tune
+    root = REPO / "docs" / "results" / "shapes-h200"
+    with pytest.raises(ConfigError) as info:
+        dispatch.build_table([root / "tune"], records_dir=tmp_path)
+    assert info.value.field == "records_dir" and "\n" not in str(info.value)
+    assert tune.main(["build", str(root / "tune"), "-o", str(tmp_path / "t.json"), "--records-dir", str(tmp_path)]) == 2
 
 
 @pytest.mark.parametrize("text, match", [

@@ -333,6 +333,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("-o", "--out", required=True, help="table file to write (refused if it exists unless --force)")
     b.add_argument("--device", help="use only records of this GPU name")
     b.add_argument("--force", action="store_true", help="overwrite --out")
+    b.add_argument("--records-dir", dest="records_dir",
+                   help="write each entry's record path relative to this folder and name it in the table "
+                        "(for a table shipped with its records)")
     s = sub.add_parser("show", help="print a table's entries")
     s.add_argument("table", nargs="?", help="table file (default: the shipped H200 table)")
     c = sub.add_parser("choose", help="what kernel=auto picks for a shape (no GPU needed)")
@@ -359,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = Path(args.out)
             if out.exists() and not args.force:
                 raise ConfigError("out", f"{out} exists; pass --force to replace it")
-            table, stats = dispatch.build_table(args.paths, args.device)
+            table, stats = dispatch.build_table(args.paths, args.device, args.records_dir)
             out.parent.mkdir(parents=True, exist_ok=True)
             tmp = out.with_name(out.name + ".tmp")
             tmp.write_text(json.dumps(table.as_json(), indent=1) + "\n")

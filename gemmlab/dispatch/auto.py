@@ -771,7 +771,8 @@ def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
     return (lay.get("a", DEFAULT_LAYOUT[0]), lay.get("b", DEFAULT_LAYOUT[1]))
 
 
-def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -> tuple[Table, dict]:
+def build_table(paths: Iterable[str | os.PathLike], device: str | None = None,
+                records_dir: str | os.PathLike | None = None) -> tuple[Table, dict]:
     """Build a tuning table from the records under ``paths``.
 
     Per (precision, layout, shape) the fastest **valid, timed** record of an NVRTC kernel wins
@@ -780,11 +781,16 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
     own run (ratios measured in one process are robust to drift between runs), else the smallest
     median time. Records from several GPUs need ``device`` (a name) to pick one.
 
+    ``records_dir``: each entry's ``record`` is written relative to it and the table's meta names
+    it (``records_dir``, as given), so a table shipped with its records (e.g. under docs/results)
+    points at them wherever the build ran; without it the paths are as found.
+
     Returns:
         ``(table, stats)``: stats counts records read, used and skipped (by reason).
 
     Raises:
-        ConfigError: field ``paths`` (missing path, no usable record), ``device`` (mixed GPUs).
+        ConfigError: field ``paths`` (missing path, no usable record), ``device`` (mixed GPUs),
+            ``records_dir`` (a record outside it).
     """
     files = find_records(paths)
     stats = {"records": len(files), "used": 0, "skipped": {}}
@@ -822,7 +828,7 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
         groups.setdefault(key, []).append({
             "kernel": rec.kernel, "params": dict(rec.params), "median_ms": rec.median_ms, "protocol": rec.protocol,
             "ratio_to_baseline": rec.ratio_to_baseline, "baseline": rec.baseline if has_ratio else None,
-            "record": str(f)})
+            "record": _record_path(f, records_dir)})
         stats["used"] += 1
     if len(devices) > 1:
         raise ConfigError("device", f"records from several GPUs ({', '.join(sorted(devices))}); pass --device NAME")
@@ -843,4 +849,17 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None) -
             "made_by": f"{PROG} build " + " ".join(str(p) for p in paths),
             "rule": "per (precision, layout, shape): the fastest valid timed record of an NVRTC kernel "
                     "(smallest kernel/baseline time ratio when all share a baseline, else smallest median)"}
+    if records_dir is not None:
+        meta["records_dir"] = str(records_dir)
     return Table(entries=tuple(entries), device=dev, meta=meta), stats
+
+
+def _record_path(path: str | os.PathLike, records_dir: str | os.PathLike | None) -> str:
+    """``path`` as a table entry's ``record``: relative to ``records_dir`` when given (POSIX
+    separators), else as found. Raises ConfigError (field ``records_dir``) for a record outside it."""
+    if records_dir is None:
+        return str(path)
+    try:
+        return Path(os.path.abspath(path)).relative_to(os.path.abspath(records_dir)).as_posix()
+    except ValueError:
+        raise ConfigError("records_dir", f"{path} is not under {records_dir}") from None
