@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4|5|6|7]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -163,6 +163,26 @@ GROUPS_6 = {
 SHARE_6 = {"kheavy": 0.6, "wide": 0.4}
 
 
+# seventh call (--set 7, 2026-11-30 night): the epilogue. EPI=3 (every full-tile store issued twice)
+# against EPI=1 measures what the register epilogue costs; EPI=2 stores through shared-memory
+# staging with TMA (the consumers go on while the stores drain). cuBLAS timed with every case.
+E1, E2, E3 = {"EPI": 1}, {"EPI": 2}, {"EPI": 3}
+
+
+def _e(kernel, precision, layout_b, shape, cases):
+    return [(kernel, precision, layout_b, shape, over, True) for over in cases]
+
+
+GROUPS_7 = {
+    "bf16_4096": _e("wgmma_bf16", "bf16", "col", B4, [E1, E2, E3, {**E2, "BM": 256, "BN": 128}, {**E2, "CLUSTER": 2}, {**E1, "GROUP_M": 8}])
+    + _e("wgmma_bf16", "bf16", "row", B4, [E1, E2]),
+    "tf32_4096": _e("wgmma_tf32", "tf32", "col", B4, [E1, E2, E3]) + _e("wgmma_tf32", "tf32", "row", B4, [E1, E2]),
+    "b8192": _e("wgmma_bf16", "bf16", "col", B8, [E1, E2]) + _e("wgmma_bf16", "bf16", "row", B8, [E2])
+    + _e("wgmma_tf32", "tf32", "col", B8, [E2]) + _e("wgmma_tf32", "tf32", "row", B8, [E1, E2]),
+}
+SHARE_7 = {"bf16_4096": 0.3, "tf32_4096": 0.25, "b8192": 0.45}
+
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -232,6 +252,8 @@ def main() -> None:
         GROUPS, SHARE = GROUPS_5, SHARE_5
     if "--set" in args and args[args.index("--set") + 1] == "6":
         GROUPS, SHARE = GROUPS_6, SHARE_6
+    if "--set" in args and args[args.index("--set") + 1] == "7":
+        GROUPS, SHARE = GROUPS_7, SHARE_7
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS

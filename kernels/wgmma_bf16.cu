@@ -101,6 +101,18 @@ __device__ __forceinline__ void red_add2(float *p, float a, float b) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
 }
 
+/// `st.global.v2.f32` in an asm volatile: a float2 store the compiler may neither merge nor drop (the EPI = 2
+/// diagnostic issues each full-tile store twice to measure what the stores cost).
+__device__ __forceinline__ void st_global_v2_volatile(float *p, float a, float b) {
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
+/// `st.global.cs.v2.f32`: the EPI = 2 diagnostic's second store (another cache operator, so
+/// ptxas does not fold it into the first: it removed a repeated plain store).
+__device__ __forceinline__ void st_global_v2_cs(float *p, float a, float b) {
+  asm volatile("st.global.cs.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
 /// One work item: tile unit `unit` (CLUSTER tile rows x one tile column), k-tiles [kb, ke);
 /// role 0: sole owner (plain store), 1: storer of a split tile (rank 0), 2: adder (rank >= 1);
 /// `contributors`: items of the tile, `rank`: this item's place in the tile's reduction order.
@@ -199,11 +211,11 @@ wgmma_split_reduce(const float *__restrict__ W, float *__restrict__ C, int M, in
   }
 }
 
+/// The kernel body (see the header comment); `tensor_c` is the TMA map of C for EPI = 1, else unused.
 template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
-          int SPLIT_K = 1, int TAIL = 0, int REDUCE = 0>
-__global__ void __launch_bounds__(384, 1)
-gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
-           float *C, int M, int N, int K) {
+          int SPLIT_K, int TAIL, int REDUCE, int EPI>
+__device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CUtensorMap *tensor_b,
+                                           const CUtensorMap *tensor_c, float *C, int M, int N, int K) {
   constexpr int BK = 128 / ELEM;      // elements of K per stage: one 128-byte swizzle row
   constexpr int KSTEP = 32 / ELEM;    // K per wgmma (16 bf16, 8 tf32): 32 bytes of the row
   constexpr int WM = PINGPONG ? BM : BM / 2;  // rows per consumer warpgroup (ping-pong: the whole tile)
@@ -221,6 +233,8 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
   static_assert(SPLIT_K >= 1 && (TAIL == 0 || TAIL == 1) && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0/1 only without SPLIT_K");
   static_assert(REDUCE == 0 || (REDUCE == 1 && SPLIT_K > 1 && TAIL == 0), "REDUCE = 1 (workspace slabs) needs SPLIT_K > 1 and no TAIL");
+  static_assert(EPI == 0 || (SPLIT_K == 1 && TAIL == 0), "EPI 1 (TMA store) and 2 (stores twice) only without split tiles");
+  constexpr unsigned EPI_BUF = 64 * 128;  // EPI = 1: one staging buffer, 64 rows x 32 floats (128-byte swizzle)
 
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
@@ -236,8 +250,9 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
   const WorkSchedule sched(units, gridDim.x / CLUSTER, blockIdx.x / CLUSTER, k_tiles, SPLIT_K, TAIL);
 
   if (tid == 0) {
-    gemmlab::prefetch_tensormap(&tensor_a);
-    gemmlab::prefetch_tensormap(&tensor_b);
+    gemmlab::prefetch_tensormap(tensor_a);
+    gemmlab::prefetch_tensormap(tensor_b);
+    if constexpr (EPI == 1) gemmlab::prefetch_tensormap(tensor_c);
 #pragma unroll
     for (int s = 0; s < STAGES; s++) {
       gemmlab::mbarrier_init(&full[s], 1);
@@ -273,15 +288,15 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
           gemmlab::mbarrier_try_wait_parity(&empty[s], ((it / STAGES) & 1) ^ 1);
           unsigned char *slot = ring + s * STAGE_BYTES;
           gemmlab::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
-          gemmlab::tma_load_2d(slot, &tensor_a, kt * BK, m0, &full[s]);
+          gemmlab::tma_load_2d(slot, tensor_a, kt * BK, m0, &full[s]);
 #pragma unroll
           for (int i = 0; i < MY_BOXES; i++) {
             const int box = (int)rank * MY_BOXES + i;
             unsigned char *dst = slot + A_BYTES + box * B_BOX_BYTES;
             const int c0 = B_MN_MAJOR ? n0 + box * 64 : kt * BK;
             const int c1 = B_MN_MAJOR ? kt * BK : n0 + box * (BN / B_BOXES);
-            if constexpr (CLUSTER > 1) gemmlab::tma_load_2d_multicast(dst, &tensor_b, c0, c1, &full[s], (1u << CLUSTER) - 1);
-            else gemmlab::tma_load_2d(dst, &tensor_b, c0, c1, &full[s]);
+            if constexpr (CLUSTER > 1) gemmlab::tma_load_2d_multicast(dst, tensor_b, c0, c1, &full[s], (1u << CLUSTER) - 1);
+            else gemmlab::tma_load_2d(dst, tensor_b, c0, c1, &full[s]);
           }
         }
       }
@@ -301,6 +316,8 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
     };
     float d[MI][BN / 2];
     int it = 0;
+    int epi_chunk = 0;  // EPI = 1: chunks this warpgroup has stored (staging buffer epi_chunk % 2)
+    unsigned char *const epi_stage = ring + STAGES * STAGE_BYTES + wg * 2 * EPI_BUF;
     WorkItem w;
     for (int local = 0; sched.item(local, w); local++) {
       if (PINGPONG && (local & 1) != wg) {  // the other warpgroup's tile: skip its stages in the ring
@@ -364,6 +381,42 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       // REDUCE = 1: C is the workspace's slabs; the item stores plainly into slab `rank` (no flags)
       float *const dst = REDUCE ? C + (long long)w.rank * wgmma_slab_stride(M, N) : C;
 
+      if constexpr (EPI == 1) {
+        // TMA store: per 64 x 32 chunk, the warpgroup writes its accumulators into one of two
+        // staging buffers (128-byte swizzle: 16-byte unit u of row r at u ^ (r % 8), so a warp's
+        // float2 writes of 8 rows x 32 bytes fill all 32 banks twice), fences them for the async
+        // proxy, and one thread issues the TMA store (TMA clips what lies outside M x N) while
+        // the warpgroup goes on; a buffer is rewritten only after the store before the last one
+        // has read it (bulk wait_group.read 1).
+        const int row_base = m0 + (PINGPONG ? 0 : wg * WM);
+        const bool elected = (tid % 128) == 0;
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+          for (int c = 0; c < BN / 32; c++, epi_chunk++) {
+            unsigned char *buf = epi_stage + (epi_chunk & 1) * EPI_BUF;
+            if (elected) gemmlab::bulk_wait_group_read<1>();
+            named_barrier_sync(5 + wg, 128);
+            const unsigned base = gemmlab::smem_u32(buf);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+#pragma unroll
+              for (int h = 0; h < 2; h++) {
+                const int r = warp * 16 + g + 8 * h;
+                const unsigned off = r * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
+                gemmlab::st_shared_v2(base + off, d[mi][4 * (4 * c + jj) + 2 * h], d[mi][4 * (4 * c + jj) + 2 * h + 1]);
+              }
+            }
+            gemmlab::fence_proxy_async();
+            named_barrier_sync(5 + wg, 128);
+            if (elected) {
+              gemmlab::tma_store_2d(tensor_c, buf, n0 + 32 * c, row_base + 64 * mi);
+              gemmlab::bulk_commit_group();
+            }
+          }
+        }
+        continue;
+      }
       const bool full_tile = m0 + BM <= M && n0 + BN <= N && (N % 2) == 0;
 #pragma unroll
       for (int mi = 0; mi < MI; mi++) {
@@ -378,7 +431,10 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
             const float v0 = d[mi][4 * j + 2 * h], v1 = d[mi][4 * j + 2 * h + 1];
             if (full_tile) {
               if (add) red_add2(out, v0, v1);
-              else *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
+              else if (EPI == 2) {  // diagnostic: every full-tile store issued twice (asm volatile: both kept)
+                st_global_v2_volatile(out, v0, v1);
+                st_global_v2_cs(out, v0, v1);
+              } else *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
             } else if (row < M) {
               if ((N % 2) == 0 && col + 1 < N) {
                 if (add) red_add2(out, v0, v1);
@@ -401,6 +457,31 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
         if (leader) flag_signal(flag, w.rank, w.contributors);
       }
     }
+    if constexpr (EPI == 1) {
+      if (tid % 128 == 0) gemmlab::bulk_wait_group<0>();  // the last stores done before the CTA leaves
+    }
   }
   if constexpr (CLUSTER > 1) gemmlab::cluster_sync();  // no CTA leaves while its peer may still signal it
+}
+
+/// Entry with the register epilogue (EPI 0) or its diagnostic double (EPI 2: the stores twice,
+/// to measure their cost); arguments: tensor maps of A and B, C, M, N, K.
+template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+          int SPLIT_K = 1, int TAIL = 0, int REDUCE = 0, int EPI = 0>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+           float *C, int M, int N, int K) {
+  static_assert(EPI == 0 || EPI == 2, "EPI 1 (TMA store) is the entry gemm_wgmma_tma_store");
+  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, REDUCE, EPI>(
+      &tensor_a, &tensor_b, nullptr, C, M, N, K);
+}
+
+/// Entry with the TMA-store epilogue (EPI 1): tensor maps of A, B and C (float32, 64 x 32 boxes,
+/// 128-byte swizzle), then C (unused), M, N, K.
+template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+                     const __grid_constant__ CUtensorMap tensor_c, float *C, int M, int N, int K) {
+  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, 1>(
+      &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
 }

@@ -51,7 +51,7 @@ from gemmlab.contract import tma_rules as tma
 from gemmlab.contract.relayout import tma_operand
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix,
-                                        ParamError, Problem, Shape, Value, Workspace, hookimpl)
+                                        ParamError, Problem, Shape, TensorMap, Value, Workspace, hookimpl)
 from gemmlab.contract.plugin_utils import add_hits, cdiv, count_hits, require
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
@@ -63,9 +63,13 @@ def elem_bytes(precision: str) -> int:
     return 2 if precision == "bf16" else 4
 
 
-def shared_bytes(p) -> int:
-    """STAGES x (A BM x 128 B + B BN x 128 B) plus 1024 bytes of slack to align the ring to 1024."""
-    return p["STAGES"] * (p["BM"] + p["BN"]) * ROW_BYTES + 1024
+EPI_STAGE_BYTES = 4 * 64 * 128  #: EPI=2: two 64 x 32 float32 staging buffers per consumer warpgroup
+
+
+def shared_bytes(p, tma_store: bool = False) -> int:
+    """STAGES x (A BM x 128 B + B BN x 128 B) plus 1024 bytes of slack to align the ring to 1024;
+    with the TMA-store epilogue (``tma_store``) also :data:`EPI_STAGE_BYTES` of staging buffers."""
+    return p["STAGES"] * (p["BM"] + p["BN"]) * ROW_BYTES + 1024 + (EPI_STAGE_BYTES if tma_store else 0)
 
 
 REDUCE_THREADS = 256  #: threads per block of wgmma_split_reduce
@@ -209,25 +213,43 @@ class WgmmaKernel(KernelSpec):
             flags = cdiv(cdiv(problem.M, p["BM"]), p["CLUSTER"]) * p["CLUSTER"] * cdiv(problem.N, p["BN"])
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
-        require(shared_bytes(p) <= device.max_shared_per_block_optin, "kernel.STAGES",
-                f"dynamic shared memory {shared_bytes(p)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024) "
-                f"exceeds {device.max_shared_per_block_optin}")
+        epi = p.get("EPI", 1)
+        require(epi in (1, 2, 3), "kernel.EPI",
+                f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory) or 3 (registers, twice: diagnostic)")
+        require(epi == 1 or (p["SPLIT_K"] == 1 and p["TAIL"] == 1), "kernel.EPI",
+                f"EPI={epi} needs whole tiles: SPLIT_K=1 and TAIL=1 (got SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
+        staged = self.tma_store(problem, p)
+        require(shared_bytes(p, staged) <= device.max_shared_per_block_optin, "kernel.STAGES",
+                f"dynamic shared memory {shared_bytes(p, staged)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024"
+                + (f" + {EPI_STAGE_BYTES} of EPI=2 staging" if staged else "") + f") exceeds {device.max_shared_per_block_optin}")
         if self.b_mn_major(problem):
             require(p["CLUSTER"] == 1 or p["BN"] >= 128, "kernel.CLUSTER",
                     f"CLUSTER=2 with row-major B splits the B tile's 64-column boxes over the pair: BN={p['BN']} must be >= 128")
         require(p["CLUSTER"] <= device.max_cluster_size, "kernel.CLUSTER",
                 f"CLUSTER={p['CLUSTER']} exceeds the device's cluster limit {device.max_cluster_size}")
-        for tm in self.arguments(problem, p, device)[:2]:
+        for tm in self.arguments(problem, p, device)[:3 if staged else 2]:
             try:
                 tma.check(tm, problem)
             except ConfigError as exc:
                 raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
+
+    def tma_store(self, problem: Problem, params) -> bool:
+        """Whether the TMA-store epilogue runs: ``EPI=2`` and TMA can describe C (row stride N x 4
+        bytes a multiple of 16: N % 4 == 0); elsewhere ``EPI=2`` stores from registers (the
+        record's ``instance`` names the entry that ran: ``gemm_wgmma_tma_store`` or ``gemm_wgmma``)."""
+        return params.get("EPI", 1) == 2 and problem.N % 4 == 0
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
 
     def instance(self, problem: Problem, params) -> str:
         p = params
+        if self.tma_store(problem, p):
+            return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
+                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}>")
+        if p.get("EPI", 1) == 3:
+            return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
+                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, 1, 0, 0, 2>")
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                 f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                 f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}"
@@ -265,6 +287,8 @@ class WgmmaKernel(KernelSpec):
         workspace: ``Workspace(slab_offset)``), M, N, K."""
         a, b = self.operands(problem, params, device)
         dst = Workspace(self.slab_offset(problem, params, device)) if params.get("REDUCE", 1) == 2 else Matrix("C")
+        if self.tma_store(problem, params):  # EPI=2: C's tensor map too (64 x 32 float32 boxes, 128-byte swizzle)
+            return (a.tensor_map, b.tensor_map, TensorMap("C", (64, 32)), dst, Dim("M"), Dim("N"), Dim("K"))
         return (a.tensor_map, b.tensor_map, dst, Dim("M"), Dim("N"), Dim("K"))
 
     def workspace_bytes(self, problem: Problem, params, device: DeviceFacts) -> int:
@@ -306,7 +330,7 @@ class WgmmaKernel(KernelSpec):
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         cl = params["CLUSTER"]
         return Launch(grid=(self.ctas(problem.shape, params, device), 1, 1), block=(THREADS, 1, 1),
-                      shared_bytes=shared_bytes(params), cluster=(cl, 1, 1) if cl > 1 else None)
+                      shared_bytes=shared_bytes(params, self.tma_store(problem, params)), cluster=(cl, 1, 1) if cl > 1 else None)
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         return self.geometry(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
@@ -393,7 +417,7 @@ class WgmmaKernel(KernelSpec):
 
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
-            "REDUCE": 1}
+            "REDUCE": 1, "EPI": 1}
 
 
 @hookimpl

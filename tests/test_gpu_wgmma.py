@@ -108,6 +108,41 @@ def test_split_k_reduce_workspace(tmp_path, kernel, precision, layout_a, layout_
     assert "wgmma_split_reduce" in rec["plan"][-1] and "main kernel" in rec["plan"][-2], rec["plan"]
 
 
+E2 = {"EPI": 2}
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape, params", [
+    ("wgmma_bf16", "bf16", "col", (1, 4, 8), E2),          # one element row: the box clipped to 1 x 4
+    ("wgmma_bf16", "bf16", "col", (31, 36, 24), E2),
+    ("wgmma_bf16", "bf16", "col", (63, 68, 40), E2),
+    ("wgmma_bf16", "bf16", "col", (4097, 4, 8), E2),        # 33 tile rows, one 4-column chunk
+    ("wgmma_bf16", "bf16", "col", (100, 100, 104), E2),
+    ("wgmma_bf16", "bf16", "row", (35, 80, 24), E2),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), E2),   # several tiles per CTA: staging buffers reused
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E2, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {**E2, **PP128}),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E2, "BM": 256, "BN": 128}),
+    ("wgmma_tf32", "tf32", "col", (35, 80, 20), E2),
+    ("wgmma_tf32", "tf32", "col", MULTI[:1] + (2052, 1000), E2),
+    ("wgmma_tf32", "tf32", "row", (300, 132, 200), E2),     # transposed-B copy, then the TMA store
+], ids=str)
+def test_tma_store_epilogue(tmp_path, kernel, precision, layout_b, shape, params):
+    """EPI=2: the accumulators leave through shared-memory staging and TMA stores (clipped at M, N):
+    verified, NaN-free (every element of C written), bitwise repeatable; the SASS has UTMASTG."""
+    rec = _ok(_run(tmp_path, kernel, precision, layout_b, shape, params))
+    assert rec["compile"]["name_expression"].startswith("gemm_wgmma_tma_store<"), rec["compile"]["name_expression"]
+    assert rec["compile"]["sass"]["histogram"].get("UTMASTG", 0) > 0, rec["compile"]["sass"]["histogram"]
+
+
+@pytest.mark.parametrize("shape, params, entry", [
+    ((63, 65, 40), {"EPI": 2}, "gemm_wgmma<"),             # N % 4 != 0: C is no TMA target, registers store
+    (MULTI, {"EPI": 3}, "gemm_wgmma<"),                    # the diagnostic: every full-tile store twice
+], ids=str)
+def test_epilogue_fallback_and_diagnostic(tmp_path, shape, params, entry):
+    rec = _ok(_run(tmp_path, "wgmma_bf16", "bf16", "col", shape, params))
+    assert rec["compile"]["name_expression"].startswith(entry), rec["compile"]["name_expression"]
+
+
 @pytest.mark.parametrize("kernel, precision, layout_b, shape, params, tool", [
     ("wgmma_bf16", "bf16", "col", (65, 129, 200), {}, "racecheck"),
     ("wgmma_bf16", "bf16", "row", (63, 72, 40), {}, "memcheck"),
@@ -118,6 +153,8 @@ def test_split_k_reduce_workspace(tmp_path, kernel, precision, layout_a, layout_
     ("wgmma_bf16", "bf16", "col", (100, 100, 1000), {"SPLIT_K": 4, **R2}, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (31, 33, 1001), {"SPLIT_K": 3, **R2}, "memcheck"),   # pad copies + slabs
     ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4, **R2}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (300, 132, 200), E2, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (65, 132, 200), E2, "memcheck"),
 ], ids=str)
 def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)

@@ -240,6 +240,22 @@ def test_tensor_maps_per_layout(name, problem, boxes):
     assert big.grid == (132, 1, 1) and big.cluster == (2, 1, 1)
 
 
+def test_epilogue_entry_arguments_and_shared_memory():
+    """EPI=2 runs the TMA-store entry with C's tensor map (64 x 32 float32 boxes, 128-byte swizzle)
+    and two 8 KiB staging buffers per consumer warpgroup where N % 4 == 0; elsewhere the register
+    entry, arguments and shared memory of EPI=1; EPI=3 names the diagnostic instance."""
+    s = spec("wgmma_bf16")
+    good, odd = Problem(Shape(300, 132, 200), "bf16", "row", "col"), Problem(Shape(300, 130, 200), "bf16", "row", "col")
+    p1, p2, p3 = params("wgmma_bf16"), params("wgmma_bf16", EPI=2), params("wgmma_bf16", EPI=3)
+    assert s.instance(good, p2) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 8, 0>"
+    args = s.arguments(good, p2, FACTS)
+    assert isinstance(args[2], TensorMap) and args[2].matrix == "C" and args[2].box == (64, 32) and args[2].swizzle == "128B"
+    assert len(args) == 7 and s.geometry(good, p2, FACTS).shared_bytes == s.geometry(good, p1, FACTS).shared_bytes + 32768
+    assert s.instance(odd, p2) == s.instance(odd, p1) and s.arguments(odd, p2, FACTS) == s.arguments(odd, p1, FACTS)
+    assert s.geometry(odd, p2, FACTS) == s.geometry(odd, p1, FACTS)
+    assert s.instance(good, p3).endswith(", 1, 0, 0, 2>") and s.instance(good, p1).endswith(", 1, 0>")
+
+
 def problem_args(problem):
     return problem.precision, problem.layout_a, problem.layout_b
 
@@ -268,6 +284,11 @@ def test_declared_precisions_and_layouts():
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 3, "SPLIT_K": 2}, "kernel.REDUCE", "1 (split tiles"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 2}, "kernel.REDUCE", "needs SPLIT_K > 1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 2, "TAIL": 2}, "kernel.REDUCE", "TAIL=2 keeps"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 4}, "kernel.EPI", "2 (TMA store"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 2, "SPLIT_K": 2}, "kernel.EPI", "whole tiles"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 3, "TAIL": 2}, "kernel.EPI", "TAIL=1"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 2, "SCHED": 2, "BN": 128, "STAGES": 7},
+     "kernel.STAGES", "EPI=2 staging"),
 ])
 def test_rules_are_one_line(name, problem, bad, field, words):
     with pytest.raises(ParamError) as err:
@@ -288,6 +309,8 @@ COMPILES = [
     ("wgmma_bf16", "bf16", "col", {"BM": 256, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 4}, 4), ("wgmma_tf32", "tf32", "col", {"TAIL": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 16, "REDUCE": 2, "BN": 128}, 4), ("wgmma_tf32", "tf32", "col", {"SPLIT_K": 4, "REDUCE": 2}, 4),
+    ("wgmma_bf16", "bf16", "col", {"EPI": 2}, 4), ("wgmma_tf32", "tf32", "col", {"EPI": 2}, 4),
+    ("wgmma_bf16", "bf16", "row", {"EPI": 2, "SCHED": 2, "BN": 128, "CLUSTER": 2}, 8),
 ]
 
 
@@ -304,6 +327,8 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     hist = compiled.sass["histogram"]
     assert hist["HGMMA"] == hgmma and hist["UTMALDG"] >= 2 and hist["LDL"] == 0 and hist["STL"] == 0, hist
     assert "C7508" not in compiled.log  # ptxas did not ignore setmaxnreg
+    if over.get("EPI") == 2:  # TMA-store epilogue: UTMASTG, and C leaves through no STG of its own
+        assert hist["UTMASTG"] >= 1 and "STG.E.64" not in compiled.sass_text, hist
     if over.get("REDUCE", 1) == 2:  # workspace slabs: plain stores, no flags, no atomics, no fence
         text = compiled.sass_text
         assert "REDG" not in text and "ATOMG" not in text and "MEMBAR" not in text

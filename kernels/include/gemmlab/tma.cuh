@@ -85,6 +85,45 @@ __device__ __forceinline__ void tma_load_2d(void *dst_smem, const CUtensorMap *t
                : "memory");
 }
 
+/// `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [tmap, {c0, c1}], [src];` TMA store:
+/// copy the 2-D box in shared memory `src` (laid out as the tensor map's swizzle says; 1024-byte
+/// aligned for the 128-byte swizzle) to the box at element coordinates (c0 = inner, c1 = outer)
+/// of the tensor map's global array; box elements outside the array are not written. Asynchronous:
+/// the writes of every thread to `src` must be fenced (fence_proxy_async) and ordered before by a
+/// barrier; `src` may be reused after bulk_wait_group_read. Issue from one thread, then
+/// bulk_commit_group. PTX ISA: cp.async.bulk.tensor (sm_90), bulk async-group.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *tmap, const void *src_smem, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+               ::"l"(reinterpret_cast<unsigned long long>(tmap)), "r"(smem_addr(src_smem)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+/// `cp.async.bulk.commit_group;` close this thread's bulk async-group (the TMA stores issued since
+/// the last commit). PTX ISA: cp.async.bulk.commit_group (sm_90).
+__device__ __forceinline__ void bulk_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+/// `cp.async.bulk.wait_group.read N;` wait until at most N of this thread's committed bulk
+/// groups still READ their shared-memory source (the source may then be overwritten; the global
+/// writes may still be in flight). PTX ISA: cp.async.bulk.wait_group (sm_90).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+/// `cp.async.bulk.wait_group N;` wait until at most N of this thread's committed bulk groups are
+/// incomplete (their global writes performed). PTX ISA: cp.async.bulk.wait_group (sm_90).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// `st.shared.v2.f32 [addr], {a, b};` two floats to a shared-memory byte address (8-byte aligned).
+__device__ __forceinline__ void st_shared_v2(unsigned addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+
 /// `prefetch.tensormap [tmap];` bring the tensor map (a __grid_constant__ parameter) into the
 /// cache ahead of first use. PTX ISA: prefetch.tensormap (sm_90).
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *tmap) {
