@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4|5|6|7]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4|5|6|7|8]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -182,6 +182,17 @@ GROUPS_7 = {
 }
 SHARE_7 = {"bf16_4096": 0.3, "tf32_4096": 0.25, "b8192": 0.45}
 
+# eighth call (--set 8): EPI=2 now per warp (16 x 32 boxes, warp-level sync only) and the default;
+# each 4096^3 variant twice, interleaved (the GROUP_M8 label marks the second run of a case)
+G8 = {"GROUP_M": 8}
+GROUPS_8 = {
+    "bf16_4096": _e("wgmma_bf16", "bf16", "col", B4, [E2, E1, {**E2, "CLUSTER": 2}, {**E2, **G8}, {**E1, **G8},
+                                                      {**E2, "CLUSTER": 2, **G8}])
+    + _e("wgmma_bf16", "bf16", "row", B4, [E2, {**E2, "CLUSTER": 2}, E1, {**E2, **G8}]),
+    "tf32_4096": _e("wgmma_tf32", "tf32", "col", B4, [E2, E1]) + _e("wgmma_tf32", "tf32", "row", B4, [E2, E1, {**E2, **G8}]),
+}
+SHARE_8 = {"bf16_4096": 0.6, "tf32_4096": 0.4}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -254,6 +265,8 @@ def main() -> None:
         GROUPS, SHARE = GROUPS_6, SHARE_6
     if "--set" in args and args[args.index("--set") + 1] == "7":
         GROUPS, SHARE = GROUPS_7, SHARE_7
+    if "--set" in args and args[args.index("--set") + 1] == "8":
+        GROUPS, SHARE = GROUPS_8, SHARE_8
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS

@@ -233,8 +233,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
   static_assert(SPLIT_K >= 1 && (TAIL == 0 || TAIL == 1) && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0/1 only without SPLIT_K");
   static_assert(REDUCE == 0 || (REDUCE == 1 && SPLIT_K > 1 && TAIL == 0), "REDUCE = 1 (workspace slabs) needs SPLIT_K > 1 and no TAIL");
-  static_assert(EPI == 0 || (SPLIT_K == 1 && TAIL == 0), "EPI 1 (TMA store) and 2 (stores twice) only without split tiles");
-  constexpr unsigned EPI_BUF = 64 * 128;  // EPI = 1: one staging buffer, 64 rows x 32 floats (128-byte swizzle)
+  static_assert(EPI != 1 || REDUCE == 0, "EPI 1 (TMA store into C) does not write REDUCE = 1's workspace slabs");
+  constexpr unsigned EPI_BUF = 16 * 128;  // EPI = 1: one staging buffer, 16 rows x 32 floats (128-byte swizzle); 2 per warp
 
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
@@ -316,8 +316,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
     };
     float d[MI][BN / 2];
     int it = 0;
-    int epi_chunk = 0;  // EPI = 1: chunks this warpgroup has stored (staging buffer epi_chunk % 2)
-    unsigned char *const epi_stage = ring + STAGES * STAGE_BYTES + wg * 2 * EPI_BUF;
+    int epi_chunk = 0;  // EPI = 1: chunks this warp has stored (staging buffer epi_chunk % 2)
+    unsigned char *const epi_stage = ring + STAGES * STAGE_BYTES + wg * 8 * EPI_BUF;  // 4 warps x 2 buffers
     WorkItem w;
     for (int local = 0; sched.item(local, w); local++) {
       if (PINGPONG && (local & 1) != wg) {  // the other warpgroup's tile: skip its stages in the ring
@@ -381,36 +381,36 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       // REDUCE = 1: C is the workspace's slabs; the item stores plainly into slab `rank` (no flags)
       float *const dst = REDUCE ? C + (long long)w.rank * wgmma_slab_stride(M, N) : C;
 
-      if constexpr (EPI == 1) {
-        // TMA store: per 64 x 32 chunk, the warpgroup writes its accumulators into one of two
-        // staging buffers (128-byte swizzle: 16-byte unit u of row r at u ^ (r % 8), so a warp's
-        // float2 writes of 8 rows x 32 bytes fill all 32 banks twice), fences them for the async
-        // proxy, and one thread issues the TMA store (TMA clips what lies outside M x N) while
-        // the warpgroup goes on; a buffer is rewritten only after the store before the last one
-        // has read it (bulk wait_group.read 1).
-        const int row_base = m0 + (PINGPONG ? 0 : wg * WM);
-        const bool elected = (tid % 128) == 0;
+      if (EPI == 1 && ((SPLIT_K == 1 && TAIL == 0) || w.role == 0)) {  // whole-tile instances: always (no register path compiled)
+        // TMA store of a sole owner's tile (split tiles keep the register epilogue and its chain),
+        // per warp: its 16 rows in 16 x 32 chunks, each written into one of the warp's two 2 KiB
+        // staging buffers (128-byte swizzle: 16-byte unit u of row r at u ^ (r % 8), so the warp's
+        // float2 writes of 8 rows x 32 bytes fill all 32 banks twice), fenced for the async proxy,
+        // and stored by lane 0 with TMA (clipped at M x N) while the warp goes on; a buffer is
+        // rewritten only after the store before the last one has read it (bulk wait_group.read 1).
+        // Warp-level only: no barrier across the warpgroup.
+        const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + warp * 16;
+        unsigned char *const my_stage = epi_stage + warp * 2 * EPI_BUF;
 #pragma unroll
         for (int mi = 0; mi < MI; mi++) {
 #pragma unroll
           for (int c = 0; c < BN / 32; c++, epi_chunk++) {
-            unsigned char *buf = epi_stage + (epi_chunk & 1) * EPI_BUF;
-            if (elected) gemmlab::bulk_wait_group_read<1>();
-            named_barrier_sync(5 + wg, 128);
+            unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
+            if (lane == 0) gemmlab::bulk_wait_group_read<1>();
+            __syncwarp();
             const unsigned base = gemmlab::smem_u32(buf);
 #pragma unroll
             for (int jj = 0; jj < 4; jj++) {
 #pragma unroll
               for (int h = 0; h < 2; h++) {
-                const int r = warp * 16 + g + 8 * h;
-                const unsigned off = r * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
+                const unsigned off = (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
                 gemmlab::st_shared_v2(base + off, d[mi][4 * (4 * c + jj) + 2 * h], d[mi][4 * (4 * c + jj) + 2 * h + 1]);
               }
             }
             gemmlab::fence_proxy_async();
-            named_barrier_sync(5 + wg, 128);
-            if (elected) {
-              gemmlab::tma_store_2d(tensor_c, buf, n0 + 32 * c, row_base + 64 * mi);
+            __syncwarp();
+            if (lane == 0) {
+              gemmlab::tma_store_2d(tensor_c, buf, n0 + 32 * c, row0 + 64 * mi);
               gemmlab::bulk_commit_group();
             }
           }
@@ -458,7 +458,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       }
     }
     if constexpr (EPI == 1) {
-      if (tid % 128 == 0) gemmlab::bulk_wait_group<0>();  // the last stores done before the CTA leaves
+      if (tid % 32 == 0) gemmlab::bulk_wait_group<0>();  // each warp's last stores done before the CTA leaves
     }
   }
   if constexpr (CLUSTER > 1) gemmlab::cluster_sync();  // no CTA leaves while its peer may still signal it
@@ -476,12 +476,13 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       &tensor_a, &tensor_b, nullptr, C, M, N, K);
 }
 
-/// Entry with the TMA-store epilogue (EPI 1): tensor maps of A, B and C (float32, 64 x 32 boxes,
-/// 128-byte swizzle), then C (unused), M, N, K.
-template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG>
+/// Entry with the TMA-store epilogue (EPI 1) for sole owners' tiles (split tiles: registers, as in
+/// gemm_wgmma): tensor maps of A, B and C (float32, 16 x 32 boxes, 128-byte swizzle), then C, M, N, K.
+template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+          int SPLIT_K, int TAIL>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
                      const __grid_constant__ CUtensorMap tensor_c, float *C, int M, int N, int K) {
-  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, 1>(
+  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, 1>(
       &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
 }

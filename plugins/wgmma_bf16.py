@@ -63,7 +63,7 @@ def elem_bytes(precision: str) -> int:
     return 2 if precision == "bf16" else 4
 
 
-EPI_STAGE_BYTES = 4 * 64 * 128  #: EPI=2: two 64 x 32 float32 staging buffers per consumer warpgroup
+EPI_STAGE_BYTES = 2 * 4 * 2 * 16 * 128  #: EPI=2: two 16 x 32 float32 staging buffers per consumer warp
 
 
 def shared_bytes(p, tma_store: bool = False) -> int:
@@ -216,8 +216,6 @@ class WgmmaKernel(KernelSpec):
         epi = p.get("EPI", 1)
         require(epi in (1, 2, 3), "kernel.EPI",
                 f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory) or 3 (registers, twice: diagnostic)")
-        require(epi == 1 or (p["SPLIT_K"] == 1 and p["TAIL"] == 1), "kernel.EPI",
-                f"EPI={epi} needs whole tiles: SPLIT_K=1 and TAIL=1 (got SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
         staged = self.tma_store(problem, p)
         require(shared_bytes(p, staged) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p, staged)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024"
@@ -234,10 +232,12 @@ class WgmmaKernel(KernelSpec):
                 raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
 
     def tma_store(self, problem: Problem, params) -> bool:
-        """Whether the TMA-store epilogue runs: ``EPI=2`` and TMA can describe C (row stride N x 4
-        bytes a multiple of 16: N % 4 == 0); elsewhere ``EPI=2`` stores from registers (the
-        record's ``instance`` names the entry that ran: ``gemm_wgmma_tma_store`` or ``gemm_wgmma``)."""
-        return params.get("EPI", 1) == 2 and problem.N % 4 == 0
+        """Whether the TMA-store entry runs: ``EPI=2``, TMA can describe C (row stride N x 4 bytes
+        a multiple of 16: N % 4 == 0) and C is the destination (not REDUCE=2's slabs); elsewhere
+        ``EPI=2`` stores from registers. The record's ``compile.name_expression`` names the entry
+        that ran: ``gemm_wgmma_tma_store<...>`` or ``gemm_wgmma<...>``. In the TMA-store entry
+        split tiles' items (SPLIT_K, TAIL=2) still store from registers (their ordered chain)."""
+        return params.get("EPI", 1) == 2 and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
@@ -246,10 +246,12 @@ class WgmmaKernel(KernelSpec):
         p = params
         if self.tma_store(problem, p):
             return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}>")
+                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
+                    f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}>")
         if p.get("EPI", 1) == 3:
             return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, 1, 0, 0, 2>")
+                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "
+                    f"{int(p.get('REDUCE', 1) == 2)}, 2>")
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                 f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                 f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}"
@@ -287,8 +289,8 @@ class WgmmaKernel(KernelSpec):
         workspace: ``Workspace(slab_offset)``), M, N, K."""
         a, b = self.operands(problem, params, device)
         dst = Workspace(self.slab_offset(problem, params, device)) if params.get("REDUCE", 1) == 2 else Matrix("C")
-        if self.tma_store(problem, params):  # EPI=2: C's tensor map too (64 x 32 float32 boxes, 128-byte swizzle)
-            return (a.tensor_map, b.tensor_map, TensorMap("C", (64, 32)), dst, Dim("M"), Dim("N"), Dim("K"))
+        if self.tma_store(problem, params):  # EPI=2: C's tensor map too (16 x 32 float32 boxes: a warp's rows, 128-byte swizzle)
+            return (a.tensor_map, b.tensor_map, TensorMap("C", (16, 32)), dst, Dim("M"), Dim("N"), Dim("K"))
         return (a.tensor_map, b.tensor_map, dst, Dim("M"), Dim("N"), Dim("K"))
 
     def workspace_bytes(self, problem: Problem, params, device: DeviceFacts) -> int:
@@ -417,7 +419,7 @@ class WgmmaKernel(KernelSpec):
 
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
-            "REDUCE": 1, "EPI": 1}
+            "REDUCE": 1, "EPI": 2}
 
 
 @hookimpl

@@ -125,6 +125,8 @@ E2 = {"EPI": 2}
     ("wgmma_tf32", "tf32", "col", (35, 80, 20), E2),
     ("wgmma_tf32", "tf32", "col", MULTI[:1] + (2052, 1000), E2),
     ("wgmma_tf32", "tf32", "row", (300, 132, 200), E2),     # transposed-B copy, then the TMA store
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E2, "TAIL": 2}),  # 153 tiles: 132 TMA-stored, 21 split (registers)
+    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "SPLIT_K": 3}),       # every tile split: registers in this entry
 ], ids=str)
 def test_tma_store_epilogue(tmp_path, kernel, precision, layout_b, shape, params):
     """EPI=2: the accumulators leave through shared-memory staging and TMA stores (clipped at M, N):

@@ -123,7 +123,8 @@ def test_plan_per_shape_and_layout(name, precision, layout_b, shape):
     for step in copies:
         check_arguments(step.arguments, problem, ws, name)
     if not copies:  # TMA-describable: the v2 plan and arguments of before, no workspace
-        assert plan == (Main(),) and ws == 0 and [m["matrix"] for m in maps] == ["A", "B"]
+        # C's map: the default EPI=2 (TMA-store epilogue) where N % 4 == 0
+        assert plan == (Main(),) and ws == 0 and [m["matrix"] for m in maps] == ["A", "B"] + (["C"] if shape.N % 4 == 0 else [])
         return
     for op in (a, b):
         if op.region is None:
@@ -260,8 +261,8 @@ def _host_wgmma(problem):
     stored = {m: problem.stored_shape(m) for m in "AB"}
 
     def run(gpu, args):
-        ta, tb, c, m, n, k = args
-        c, m, n, k = (int(x) for x in (c, m, n, k))
+        ta, tb, *rest = args  # EPI=2 (TMA-store entry): C's tensor map before the C pointer
+        c, m, n, k = (int(x) for x in rest[-4:])
         A = _through_map(gpu, ta, dtype, stored)[:m, :k].astype(np.float64)
         b = _through_map(gpu, tb, dtype, stored).astype(np.float64)
         B = b[:k, :n] if problem.layout_b == "row" and problem.precision == "bf16" else b[:n, :k].T  # K-major
