@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4|5|6|7|8]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4|5|6|7|8|9]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -193,6 +193,18 @@ GROUPS_8 = {
 }
 SHARE_8 = {"bf16_4096": 0.6, "tf32_4096": 0.4}
 
+# ninth call (--set 9): the default (EPI=2) against EPI=2 + CLUSTER=2, interleaved, three runs of each
+# at 4096^3 and two at 8192^3 (the labels GROUP_M8 / SCHED1 mark the repeats: both are the defaults)
+CL2, S1 = {"CLUSTER": 2}, {"SCHED": 1}
+GROUPS_9 = {
+    "bf16_4096": _e("wgmma_bf16", "bf16", "col", B4, [E2, {**E2, **CL2}, {**E2, **G8}, {**E2, **CL2, **G8},
+                                                      {**E2, **S1}, {**E2, **CL2, **S1}])
+    + _e("wgmma_bf16", "bf16", "row", B4, [E2, {**E2, **CL2}, {**E2, **G8}, {**E2, **CL2, **G8}]),
+    "bf16_8192": _e("wgmma_bf16", "bf16", "col", B8, [E2, {**E2, **CL2}, {**E2, **G8}, {**E2, **CL2, **G8}])
+    + _e("wgmma_bf16", "bf16", "row", B8, [E2, {**E2, **CL2}]),
+}
+SHARE_9 = {"bf16_4096": 0.45, "bf16_8192": 0.55}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -267,6 +279,8 @@ def main() -> None:
         GROUPS, SHARE = GROUPS_7, SHARE_7
     if "--set" in args and args[args.index("--set") + 1] == "8":
         GROUPS, SHARE = GROUPS_8, SHARE_8
+    if "--set" in args and args[args.index("--set") + 1] == "9":
+        GROUPS, SHARE = GROUPS_9, SHARE_9
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS
