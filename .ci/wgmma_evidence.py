@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2|3|4|5|6|7|8|9]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..10]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -205,6 +205,17 @@ GROUPS_9 = {
 }
 SHARE_9 = {"bf16_4096": 0.45, "bf16_8192": 0.55}
 
+# tenth call (--set 10): more interleaved repeats at 4096^3 of the default (EPI=2) and EPI=2 + CLUSTER=2
+# (each marker is a default value: it only makes the case label unique), and the stream-K tail with
+# the TMA-store epilogue once
+MARKS = [{}, G8, S1, {"STAGES": 4}, {"TAIL": 1}, {"SPLIT_K": 1}]
+GROUPS_10 = {
+    "rc": [c for m in MARKS for c in _e("wgmma_bf16", "bf16", "col", B4, [{**E2, **m}, {**E2, **CL2, **m}])]
+    + _e("wgmma_bf16", "bf16", "col", B4, [{**E2, "TAIL": 2}]),
+    "rr": [c for m in MARKS[:4] for c in _e("wgmma_bf16", "bf16", "row", B4, [{**E2, **m}, {**E2, **CL2, **m}])],
+}
+SHARE_10 = {"rc": 0.62, "rr": 0.38}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -281,6 +292,8 @@ def main() -> None:
         GROUPS, SHARE = GROUPS_8, SHARE_8
     if "--set" in args and args[args.index("--set") + 1] == "9":
         GROUPS, SHARE = GROUPS_9, SHARE_9
+    if "--set" in args and args[args.index("--set") + 1] == "10":
+        GROUPS, SHARE = GROUPS_10, SHARE_10
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS
