@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..10]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..11]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -216,6 +216,18 @@ GROUPS_10 = {
 }
 SHARE_10 = {"rc": 0.62, "rr": 0.38}
 
+# eleventh call (--set 11): EPI=4 (shared-memory staging, coalesced st.global.v4 by each warp, no
+# TMA: the hypothesis that TMA stores compete with the TMA loads) against EPI=2, with and without
+# CLUSTER=2, three interleaved runs each at 4096^3 (both B layouts); 8192^3 and TF32 once
+E4 = {"EPI": 4}
+GROUPS_11 = {
+    "b4096": [c for m in MARKS[:3] for lb in ("col", "row")
+              for c in _e("wgmma_bf16", "bf16", lb, B4, [{**E2, **m}, {**E4, **m}, {**E2, **CL2, **m}, {**E4, **CL2, **m}])],
+    "other": _e("wgmma_bf16", "bf16", "col", B8, [E4, {**E4, **CL2}]) + _e("wgmma_tf32", "tf32", "col", B4, [E2, E4])
+    + _e("wgmma_tf32", "tf32", "row", B4, [E2, E4]),
+}
+SHARE_11 = {"b4096": 0.7, "other": 0.3}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -294,6 +306,8 @@ def main() -> None:
         GROUPS, SHARE = GROUPS_9, SHARE_9
     if "--set" in args and args[args.index("--set") + 1] == "10":
         GROUPS, SHARE = GROUPS_10, SHARE_10
+    if "--set" in args and args[args.index("--set") + 1] == "11":
+        GROUPS, SHARE = GROUPS_11, SHARE_11
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS

@@ -113,6 +113,13 @@ __device__ __forceinline__ void st_global_v2_cs(float *p, float a, float b) {
   asm volatile("st.global.cs.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
 }
 
+/// `ld.shared.v4.f32`: four floats from a 16-byte aligned shared-memory byte address.
+__device__ __forceinline__ float4 ld_shared_v4(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+
 /// One work item: tile unit `unit` (CLUSTER tile rows x one tile column), k-tiles [kb, ke);
 /// role 0: sole owner (plain store), 1: storer of a split tile (rank 0), 2: adder (rank >= 1);
 /// `contributors`: items of the tile, `rank`: this item's place in the tile's reduction order.
@@ -417,6 +424,40 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         }
         continue;
       }
+      if (EPI == 3 && ((SPLIT_K == 1 && TAIL == 0) || w.role == 0)) {
+        // Staged coalesced stores (no TMA): per warp and 16 x 32 chunk, the accumulators go into
+        // one of the warp's two 2 KiB buffers (the same 128-byte swizzle), then each lane reads
+        // back 4 rows' 16-byte units (row i * 4 + lane / 8, unit lane % 8) and stores them with
+        // st.global.v4: a warp instruction writes 4 whole 128-byte lines. Warp-level sync only;
+        // the buffer of chunk c is rewritten at chunk c + 2, after the __syncwarp of chunk c + 1,
+        // by when every lane has read chunk c back. Needs N % 4 == 0 (the plugin's rule).
+        const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + warp * 16;
+        unsigned char *const my_stage = epi_stage + warp * 2 * EPI_BUF;
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+          for (int c = 0; c < BN / 32; c++, epi_chunk++) {
+            const unsigned base = gemmlab::smem_u32(my_stage + (epi_chunk & 1) * EPI_BUF);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+#pragma unroll
+              for (int h = 0; h < 2; h++) {
+                const unsigned off = (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
+                gemmlab::st_shared_v2(base + off, d[mi][4 * (4 * c + jj) + 2 * h], d[mi][4 * (4 * c + jj) + 2 * h + 1]);
+              }
+            }
+            __syncwarp();
+            const int u = lane % 8, col = n0 + 32 * c + 4 * u;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+              const int r = 4 * i + lane / 8, row = row0 + 64 * mi + r;
+              const float4 v = ld_shared_v4(base + r * 128 + ((u ^ (r % 8)) << 4));
+              if (row < M && col < N) *reinterpret_cast<float4 *>(C + (long long)row * N + col) = v;
+            }
+          }
+        }
+        continue;
+      }
       const bool full_tile = m0 + BM <= M && n0 + BN <= N && (N % 2) == 0;
 #pragma unroll
       for (int mi = 0; mi < MI; mi++) {
@@ -464,14 +505,16 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   if constexpr (CLUSTER > 1) gemmlab::cluster_sync();  // no CTA leaves while its peer may still signal it
 }
 
-/// Entry with the register epilogue (EPI 0) or its diagnostic double (EPI 2: the stores twice,
-/// to measure their cost); arguments: tensor maps of A and B, C, M, N, K.
+/// Entry with the register epilogue (EPI 0), its diagnostic double (EPI 2: the stores twice, to
+/// measure their cost) or the staged coalesced stores (EPI 3); arguments: tensor maps of A and B,
+/// C, M, N, K.
 template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
           int SPLIT_K = 1, int TAIL = 0, int REDUCE = 0, int EPI = 0>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
            float *C, int M, int N, int K) {
-  static_assert(EPI == 0 || EPI == 2, "EPI 1 (TMA store) is the entry gemm_wgmma_tma_store");
+  static_assert(EPI == 0 || EPI == 2 || EPI == 3, "EPI 1 (TMA store) is the entry gemm_wgmma_tma_store");
+  static_assert(EPI != 3 || REDUCE == 0, "EPI 3 (staged stores into C) does not write REDUCE = 1's workspace slabs");
   wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, REDUCE, EPI>(
       &tensor_a, &tensor_b, nullptr, C, M, N, K);
 }

@@ -214,9 +214,10 @@ class WgmmaKernel(KernelSpec):
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
         epi = p.get("EPI", 1)
-        require(epi in (1, 2, 3), "kernel.EPI",
-                f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory) or 3 (registers, twice: diagnostic)")
-        staged = self.tma_store(problem, p)
+        require(epi in (1, 2, 3, 4), "kernel.EPI",
+                f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory), 3 (registers, twice: "
+                f"diagnostic) or 4 (shared-memory staging, coalesced 16-byte stores)")
+        staged = self.tma_store(problem, p) or self.staged_stores(problem, p)
         require(shared_bytes(p, staged) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p, staged)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024"
                 + (f" + {EPI_STAGE_BYTES} of EPI=2 staging" if staged else "") + f") exceeds {device.max_shared_per_block_optin}")
@@ -225,7 +226,7 @@ class WgmmaKernel(KernelSpec):
                     f"CLUSTER=2 with row-major B splits the B tile's 64-column boxes over the pair: BN={p['BN']} must be >= 128")
         require(p["CLUSTER"] <= device.max_cluster_size, "kernel.CLUSTER",
                 f"CLUSTER={p['CLUSTER']} exceeds the device's cluster limit {device.max_cluster_size}")
-        for tm in self.arguments(problem, p, device)[:3 if staged else 2]:
+        for tm in self.arguments(problem, p, device)[:3 if self.tma_store(problem, p) else 2]:
             try:
                 tma.check(tm, problem)
             except ConfigError as exc:
@@ -239,6 +240,12 @@ class WgmmaKernel(KernelSpec):
         split tiles' items (SPLIT_K, TAIL=2) still store from registers (their ordered chain)."""
         return params.get("EPI", 1) == 2 and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
 
+    def staged_stores(self, problem: Problem, params) -> bool:
+        """Whether ``EPI=4`` runs (shared-memory staging, then st.global.v4 of whole 128-byte lines
+        per warp instruction, no TMA): N % 4 == 0 (16-byte aligned rows) and C the destination;
+        elsewhere the register epilogue. Split tiles' items store from registers."""
+        return params.get("EPI", 1) == 4 and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
 
@@ -248,10 +255,10 @@ class WgmmaKernel(KernelSpec):
             return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                     f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}>")
-        if p.get("EPI", 1) == 3:
+        if p.get("EPI", 1) == 3 or self.staged_stores(problem, p):
             return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "
-                    f"{int(p.get('REDUCE', 1) == 2)}, 2>")
+                    f"{int(p.get('REDUCE', 1) == 2)}, {2 if p.get('EPI', 1) == 3 else 3}>")
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                 f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                 f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}"
@@ -332,7 +339,7 @@ class WgmmaKernel(KernelSpec):
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         cl = params["CLUSTER"]
         return Launch(grid=(self.ctas(problem.shape, params, device), 1, 1), block=(THREADS, 1, 1),
-                      shared_bytes=shared_bytes(params, self.tma_store(problem, params)), cluster=(cl, 1, 1) if cl > 1 else None)
+                      shared_bytes=shared_bytes(params, self.tma_store(problem, params) or self.staged_stores(problem, params)), cluster=(cl, 1, 1) if cl > 1 else None)
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         return self.geometry(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)

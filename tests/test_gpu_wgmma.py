@@ -136,6 +136,29 @@ def test_tma_store_epilogue(tmp_path, kernel, precision, layout_b, shape, params
     assert rec["compile"]["sass"]["histogram"].get("UTMASTG", 0) > 0, rec["compile"]["sass"]["histogram"]
 
 
+E4 = {"EPI": 4}
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape, params", [
+    ("wgmma_bf16", "bf16", "col", (1, 4, 8), E4),
+    ("wgmma_bf16", "bf16", "col", (31, 36, 24), E4),
+    ("wgmma_bf16", "bf16", "col", (4097, 4, 8), E4),
+    ("wgmma_bf16", "bf16", "row", (100, 104, 104), E4),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), E4),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E4, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {**E4, **PP128}),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E4, "TAIL": 2}),
+    ("wgmma_tf32", "tf32", "col", (35, 80, 20), E4),
+], ids=str)
+def test_staged_store_epilogue(tmp_path, kernel, precision, layout_b, shape, params):
+    """EPI=4: accumulators staged in shared memory per warp, stored back as whole 16-byte units
+    (st.global.v4): verified, NaN-free, bitwise repeatable; LDS.128 in the SASS, no TMA store."""
+    rec = _ok(_run(tmp_path, kernel, precision, layout_b, shape, params))
+    assert rec["compile"]["name_expression"].endswith(", 3>"), rec["compile"]["name_expression"]
+    hist = rec["compile"]["sass"]["histogram"]
+    assert hist["LDS.128"] > 0 and hist.get("UTMASTG", 0) == 0, hist
+
+
 @pytest.mark.parametrize("shape, params, entry", [
     ((63, 65, 40), {"EPI": 2}, "gemm_wgmma<"),             # N % 4 != 0: C is no TMA target, registers store
     (MULTI, {"EPI": 3}, "gemm_wgmma<"),                    # the diagnostic: every full-tile store twice
@@ -157,6 +180,7 @@ def test_epilogue_fallback_and_diagnostic(tmp_path, shape, params, entry):
     ("wgmma_bf16", "bf16", "col", (300, 129, 2000), {"SPLIT_K": 4, **R2}, "racecheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 200), E2, "racecheck"),
     ("wgmma_bf16", "bf16", "col", (65, 132, 200), E2, "memcheck"),
+    ("wgmma_bf16", "bf16", "col", (300, 132, 200), E4, "racecheck"),
 ], ids=str)
 def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)
