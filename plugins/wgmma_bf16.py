@@ -9,8 +9,16 @@ from ``DeviceFacts.sm_count``) walking the tiles in groups of GROUP_M tile rows 
 ``CLUSTER=2`` pairs CTAs of consecutive tile rows in a thread-block cluster that share the B tile
 by TMA multicast; ``SCHED=1`` (cooperative: the two consumer warpgroups split each tile's rows) or
 ``SCHED=2`` (ping-pong: they take alternate whole tiles, main loops strictly alternating, so one's
-epilogue overlaps the other's main loop). Epilogue: float32 accumulators straight from registers to the row-major float32
-C (masked at the edges).
+epilogue overlaps the other's main loop). Epilogue (``EPI``): 2 (default) each consumer warp writes
+its float32 accumulators, 16 rows x 32 columns at a time, into one of its two 2 KiB shared-memory
+buffers (128-byte swizzle) and one lane TMA-stores the box (``cp.async.bulk.tensor`` global <-
+shared, clipped at M x N) while the warp goes on — where TMA can describe C (N % 4 == 0), else from
+registers; 1 registers straight to the row-major float32 C (masked at the edges); 4 the same
+staging, then each lane reads back 16-byte units and the warp stores whole 128-byte lines
+(``st.global.v4``, no TMA); 3 every full-tile register store twice (a diagnostic: the time over
+``EPI=1`` is what the stores cost). Split tiles' items (SPLIT_K, TAIL=2) always store from
+registers (the ordered chain below). Measured on the H200 at 4096³ BF16 (medians,
+docs/results/tc-ladder-h200.md "Session 6"): EPI=1 96.2%, EPI=2 98.6%, EPI=4 98.3% of cuBLAS.
 
 Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts: A row-major;
 B column-major (K-major, both operands read untransposed) or row-major (N-major: wgmma's
