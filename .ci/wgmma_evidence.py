@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..11]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..12]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -228,6 +228,16 @@ GROUPS_11 = {
 }
 SHARE_11 = {"b4096": 0.7, "other": 0.3}
 
+# twelfth call (--set 12): EPI=5 (EPI=2 with the tile's last ring stage held as 6 KiB more staging
+# per warp, released once its boxes are read) against EPI=2, +/- CLUSTER=2, interleaved, at 4096^3
+E5 = {"EPI": 5}
+GROUPS_12 = {
+    "b4096": [c for m in MARKS[:2] for c in _e("wgmma_bf16", "bf16", "col", B4,
+                                                [{**E2, **m}, {**E5, **m}, {**E2, **CL2, **m}, {**E5, **CL2, **m}])]
+    + _e("wgmma_bf16", "bf16", "row", B4, [E2, E5]),
+}
+SHARE_12 = {"b4096": 1.0}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -308,6 +318,8 @@ def main() -> None:
         GROUPS, SHARE = GROUPS_10, SHARE_10
     if "--set" in args and args[args.index("--set") + 1] == "11":
         GROUPS, SHARE = GROUPS_11, SHARE_11
+    if "--set" in args and args[args.index("--set") + 1] == "12":
+        GROUPS, SHARE = GROUPS_12, SHARE_12
     if "--set" in args and args[args.index("--set") + 1] == "4":
         GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
     tc.GROUPS = GROUPS

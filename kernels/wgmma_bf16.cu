@@ -123,6 +123,21 @@ __device__ __forceinline__ float4 ld_shared_v4(unsigned addr) {
   return v;
 }
 
+/// `cp.async.bulk.wait_group.read n` for a run-time n in 0..8 (the immediate is a template argument).
+__device__ __forceinline__ void bulk_wait_group_read_n(int n) {
+  switch (n) {
+    case 0: gemmlab::bulk_wait_group_read<0>(); break;
+    case 1: gemmlab::bulk_wait_group_read<1>(); break;
+    case 2: gemmlab::bulk_wait_group_read<2>(); break;
+    case 3: gemmlab::bulk_wait_group_read<3>(); break;
+    case 4: gemmlab::bulk_wait_group_read<4>(); break;
+    case 5: gemmlab::bulk_wait_group_read<5>(); break;
+    case 6: gemmlab::bulk_wait_group_read<6>(); break;
+    case 7: gemmlab::bulk_wait_group_read<7>(); break;
+    default: gemmlab::bulk_wait_group_read<8>(); break;
+  }
+}
+
 /// One work item: tile unit `unit` (CLUSTER tile rows x one tile column), k-tiles [kb, ke);
 /// role 0: sole owner (plain store), 1: storer of a split tile (rank 0), 2: adder (rank >= 1);
 /// `contributors`: items of the tile, `rank`: this item's place in the tile's reduction order.
@@ -243,7 +258,10 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
   static_assert(SPLIT_K >= 1 && (TAIL == 0 || TAIL == 1) && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0/1 only without SPLIT_K");
   static_assert(REDUCE == 0 || (REDUCE == 1 && SPLIT_K > 1 && TAIL == 0), "REDUCE = 1 (workspace slabs) needs SPLIT_K > 1 and no TAIL");
-  static_assert(EPI != 1 || REDUCE == 0, "EPI 1 (TMA store into C) does not write REDUCE = 1's workspace slabs");
+  static_assert((EPI != 1 && EPI != 4) || REDUCE == 0, "EPI 1/4 (TMA store into C) does not write REDUCE = 1's workspace slabs");
+  static_assert(EPI != 4 || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG), "EPI 4 (held stage) is for whole tiles, cooperative");
+  constexpr bool TMA_EPI = EPI == 1 || EPI == 4;
+  constexpr bool HOLD = EPI == 4;  // the tile's last ring stage stays as extra staging until its boxes are read
   constexpr unsigned EPI_BUF = 16 * 128;  // EPI = 1: one staging buffer, 16 rows x 32 floats (128-byte swizzle); 2 per warp
 
   extern __shared__ unsigned char smem_raw[];
@@ -262,7 +280,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   if (tid == 0) {
     gemmlab::prefetch_tensormap(tensor_a);
     gemmlab::prefetch_tensormap(tensor_b);
-    if constexpr (EPI == 1) gemmlab::prefetch_tensormap(tensor_c);
+    if constexpr (EPI == 1 || EPI == 4) gemmlab::prefetch_tensormap(tensor_c);
 #pragma unroll
     for (int s = 0; s < STAGES; s++) {
       gemmlab::mbarrier_init(&full[s], 1);
@@ -375,7 +393,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       }
       gemmlab::wgmma_wait<0>();
       gemmlab::wgmma_fence_operands(d);
-      if (w.ke > w.kb) release((it - 1) % STAGES);
+      if (!HOLD && w.ke > w.kb) release((it - 1) % STAGES);
 
       // split tile: rank r waits until ranks 0..r-1 are in C; the group's leader polls, a named barrier
       // (id 3, or 3 + wg for the ping-pong warpgroup alone) passes it on
@@ -391,7 +409,13 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       // REDUCE = 1: C is the workspace's slabs; the item stores plainly into slab `rank` (no flags)
       float *const dst = REDUCE ? C + (long long)w.rank * wgmma_slab_stride(M, N) : C;
 
-      if (EPI == 1 && ((SPLIT_K == 1 && TAIL == 0) || w.role == 0)) {  // whole-tile instances: always (no register path compiled)
+      if (HOLD) {
+        // EPI 4: the last stage of this tile is not released after the main loop: each warp stages
+        // its first boxes in its own eighth of it (both warpgroups have finished reading it: barrier 7)
+        named_barrier_sync(7, 256);
+        gemmlab::fence_proxy_async();  // generic writes after the stage's async-proxy (wgmma) reads
+      }
+      if (TMA_EPI && ((SPLIT_K == 1 && TAIL == 0) || w.role == 0)) {  // whole-tile instances: always (no register path compiled)
         // TMA store of a sole owner's tile (split tiles keep the register epilogue and its chain),
         // per warp: its 16 rows in 16 x 32 chunks, each written into one of the warp's two 2 KiB
         // staging buffers (128-byte swizzle: 16-byte unit u of row r at u ^ (r % 8), so the warp's
@@ -401,12 +425,26 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         // Warp-level only: no barrier across the warpgroup.
         const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + warp * 16;
         unsigned char *const my_stage = epi_stage + warp * 2 * EPI_BUF;
+        // EPI 4: boxes 0..H-1 of the tile go to this warp's eighth of the held stage (no wait), the
+        // rest alternate the warp's two buffers; the held stage is released once its boxes are read
+        constexpr int CHUNKS = MI * (BN / 32);
+        constexpr int HELD = HOLD ? (int)(STAGE_BYTES / 8 / EPI_BUF) : 0;
+        constexpr int H = HELD < CHUNKS ? HELD : CHUNKS;
+        const int held_s = (it - 1) % STAGES;
+        unsigned char *const held = ring + held_s * STAGE_BYTES + (wg * 4 + warp) * (STAGE_BYTES / 8);
 #pragma unroll
         for (int mi = 0; mi < MI; mi++) {
 #pragma unroll
-          for (int c = 0; c < BN / 32; c++, epi_chunk++) {
-            unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
-            if (lane == 0) gemmlab::bulk_wait_group_read<1>();
+          for (int cc = 0; cc < BN / 32; cc++, epi_chunk++) {
+            const int c = mi * (BN / 32) + cc;  // box of this tile (a constant once unrolled)
+            const int q = HOLD ? c - H : epi_chunk;
+            unsigned char *buf = HOLD && c < H ? held + c * EPI_BUF : my_stage + (q & 1) * EPI_BUF;
+            if (lane == 0) {
+              if (!HOLD) gemmlab::bulk_wait_group_read<1>();
+              else if (c >= H && q < 2) bulk_wait_group_read_n(c);  // the buffer's last use: the previous tile
+              else if (c >= H) gemmlab::bulk_wait_group_read<1>();
+            }
+            if (HOLD && c == H + 2) release(held_s);  // lane 0, after its wait: boxes 0..H read
             __syncwarp();
             const unsigned base = gemmlab::smem_u32(buf);
 #pragma unroll
@@ -414,16 +452,20 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
 #pragma unroll
               for (int h = 0; h < 2; h++) {
                 const unsigned off = (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
-                gemmlab::st_shared_v2(base + off, d[mi][4 * (4 * c + jj) + 2 * h], d[mi][4 * (4 * c + jj) + 2 * h + 1]);
+                gemmlab::st_shared_v2(base + off, d[mi][4 * (4 * cc + jj) + 2 * h], d[mi][4 * (4 * cc + jj) + 2 * h + 1]);
               }
             }
             gemmlab::fence_proxy_async();
             __syncwarp();
             if (lane == 0) {
-              gemmlab::tma_store_2d(tensor_c, buf, n0 + 32 * c, row0 + 64 * mi);
+              gemmlab::tma_store_2d(tensor_c, buf, n0 + 32 * cc, row0 + 64 * mi);
               gemmlab::bulk_commit_group();
             }
           }
+        }
+        if constexpr (HOLD && CHUNKS < H + 3) {  // no third own-buffer box: wait for the held boxes here
+          if (lane == 0) bulk_wait_group_read_n(CHUNKS - H);
+          release(held_s);
         }
         continue;
       }
@@ -501,7 +543,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         if (leader) flag_signal(flag, w.rank, w.contributors);
       }
     }
-    if constexpr (EPI == 1) {
+    if constexpr (TMA_EPI) {
       if (tid % 32 == 0) gemmlab::bulk_wait_group<0>();  // each warp's last stores done before the CTA leaves
     }
   }
@@ -525,10 +567,10 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
 /// Entry with the TMA-store epilogue (EPI 1) for sole owners' tiles (split tiles: registers, as in
 /// gemm_wgmma): tensor maps of A, B and C (float32, 16 x 32 boxes, 128-byte swizzle), then C, M, N, K.
 template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
-          int SPLIT_K, int TAIL>
+          int SPLIT_K, int TAIL, int HOLD = 0>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
                      const __grid_constant__ CUtensorMap tensor_c, float *C, int M, int N, int K) {
-  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, 1>(
+  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD ? 4 : 1>(
       &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
 }

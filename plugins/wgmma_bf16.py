@@ -222,9 +222,13 @@ class WgmmaKernel(KernelSpec):
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
         epi = p.get("EPI", 1)
-        require(epi in (1, 2, 3, 4), "kernel.EPI",
+        require(epi in (1, 2, 3, 4, 5), "kernel.EPI",
                 f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory), 3 (registers, twice: "
-                f"diagnostic) or 4 (shared-memory staging, coalesced 16-byte stores)")
+                f"diagnostic), 4 (shared-memory staging, coalesced 16-byte stores) or 5 (as 2, the tile's last ring "
+                f"stage held as more staging)")
+        require(epi != 5 or (p["SCHED"] == 1 and p["SPLIT_K"] == 1 and p["TAIL"] == 1), "kernel.EPI",
+                f"EPI=5 needs whole tiles in the cooperative schedule: SCHED=1, SPLIT_K=1, TAIL=1 "
+                f"(got SCHED={p['SCHED']}, SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
         staged = self.tma_store(problem, p) or self.staged_stores(problem, p)
         require(shared_bytes(p, staged) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p, staged)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024"
@@ -246,7 +250,7 @@ class WgmmaKernel(KernelSpec):
         ``EPI=2`` stores from registers. The record's ``compile.name_expression`` names the entry
         that ran: ``gemm_wgmma_tma_store<...>`` or ``gemm_wgmma<...>``. In the TMA-store entry
         split tiles' items (SPLIT_K, TAIL=2) still store from registers (their ordered chain)."""
-        return params.get("EPI", 1) == 2 and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+        return params.get("EPI", 1) in (2, 5) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
 
     def staged_stores(self, problem: Problem, params) -> bool:
         """Whether ``EPI=4`` runs (shared-memory staging, then st.global.v4 of whole 128-byte lines
@@ -262,7 +266,7 @@ class WgmmaKernel(KernelSpec):
         if self.tma_store(problem, p):
             return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
-                    f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}>")
+                    f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}" + (", 1>" if p.get("EPI") == 5 else ">"))
         if p.get("EPI", 1) == 3 or self.staged_stores(problem, p):
             return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "

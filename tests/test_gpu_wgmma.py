@@ -127,6 +127,15 @@ E2 = {"EPI": 2}
     ("wgmma_tf32", "tf32", "row", (300, 132, 200), E2),     # transposed-B copy, then the TMA store
     ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E2, "TAIL": 2}),  # 153 tiles: 132 TMA-stored, 21 split (registers)
     ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "SPLIT_K": 3}),       # every tile split: registers in this entry
+    # EPI=5: the tile's last ring stage held as more staging (released per warp once its boxes are read)
+    ("wgmma_bf16", "bf16", "col", (31, 36, 24), {"EPI": 5}),
+    ("wgmma_bf16", "bf16", "col", (4097, 4, 8), {"EPI": 5}),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {"EPI": 5}),
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"EPI": 5, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {"EPI": 5, "BM": 256, "BN": 128}),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {"EPI": 5, "BN": 128, "STAGES": 6}),  # 2 held boxes of 4
+    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {"EPI": 5, "BN": 64, "STAGES": 8}),            # 1 held box of 2
+    ("wgmma_tf32", "tf32", "col", MULTI[:1] + (2052, 1000), {"EPI": 5}),
 ], ids=str)
 def test_tma_store_epilogue(tmp_path, kernel, precision, layout_b, shape, params):
     """EPI=2: the accumulators leave through shared-memory staging and TMA stores (clipped at M, N):
@@ -181,6 +190,7 @@ def test_epilogue_fallback_and_diagnostic(tmp_path, shape, params, entry):
     ("wgmma_bf16", "bf16", "col", (300, 132, 200), E2, "racecheck"),
     ("wgmma_bf16", "bf16", "col", (65, 132, 200), E2, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 200), E4, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {"EPI": 5}, "racecheck"),
 ], ids=str)
 def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)

@@ -262,6 +262,9 @@ def test_epilogue_entry_arguments_and_shared_memory():
     assert s.instance(good, p4).endswith(", 1, 0, 0, 3>") and len(s.arguments(good, p4, FACTS)) == 6
     assert s.geometry(good, p4, FACTS).shared_bytes == s.geometry(good, p2, FACTS).shared_bytes
     assert s.instance(odd, p4) == s.instance(odd, p1)
+    p5 = params("wgmma_bf16", EPI=5)  # the TMA-store entry with the held ring stage
+    assert s.instance(good, p5) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 8, 0, 1, 0, 1>"
+    assert s.arguments(good, p5, FACTS) == s.arguments(good, p2, FACTS)
 
 
 def problem_args(problem):
@@ -292,7 +295,10 @@ def test_declared_precisions_and_layouts():
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 3, "SPLIT_K": 2}, "kernel.REDUCE", "1 (split tiles"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 2}, "kernel.REDUCE", "needs SPLIT_K > 1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 2, "TAIL": 2}, "kernel.REDUCE", "TAIL=2 keeps"),
-    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 5}, "kernel.EPI", "2 (TMA store"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 6}, "kernel.EPI", "2 (TMA store"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 5, "SCHED": 2, "BN": 128}, "kernel.EPI",
+     "cooperative"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 5, "TAIL": 2}, "kernel.EPI", "TAIL=1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 0}, "kernel.EPI", "4 (shared-memory staging"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 2, "SCHED": 2, "BN": 128, "STAGES": 7},
      "kernel.STAGES", "EPI=2 staging"),
@@ -318,7 +324,7 @@ COMPILES = [
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 16, "REDUCE": 2, "BN": 128}, 4), ("wgmma_tf32", "tf32", "col", {"SPLIT_K": 4, "REDUCE": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"EPI": 2}, 4), ("wgmma_tf32", "tf32", "col", {"EPI": 2}, 4),
     ("wgmma_bf16", "bf16", "row", {"EPI": 2, "SCHED": 2, "BN": 128, "CLUSTER": 2}, 8),
-    ("wgmma_bf16", "bf16", "col", {"EPI": 4}, 4),
+    ("wgmma_bf16", "bf16", "col", {"EPI": 4}, 4), ("wgmma_bf16", "bf16", "col", {"EPI": 5, "CLUSTER": 2}, 4),
 ]
 
 
@@ -335,7 +341,7 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     hist = compiled.sass["histogram"]
     assert hist["HGMMA"] == hgmma and hist["UTMALDG"] >= 2 and hist["LDL"] == 0 and hist["STL"] == 0, hist
     assert "C7508" not in compiled.log  # ptxas did not ignore setmaxnreg
-    if over.get("EPI") == 2:  # TMA-store epilogue: UTMASTG, and C leaves through no STG of its own
+    if over.get("EPI") in (2, 5):  # TMA-store epilogue: UTMASTG, and C leaves through no STG of its own
         assert hist["UTMASTG"] >= 1 and "STG.E.64" not in compiled.sass_text, hist
     if over.get("EPI") == 4:  # staged stores: 16-byte shared loads and global stores only
         assert hist["LDS.128"] >= 1 and "STG.E.128" in compiled.sass_text and "STG.E.64" not in compiled.sass_text, hist
