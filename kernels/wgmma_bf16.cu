@@ -34,7 +34,8 @@
 // masks). Epilogue (template EPI; the plugin's EPI is one more): 0 accumulator registers straight to
 // global memory (float2 stores where N is even); 1 per-warp shared-memory staging of 16 x 32 boxes
 // and TMA stores (gemm_wgmma_tma_store; sole owners' tiles only); 2 the register stores twice (a
-// diagnostic of their cost); 3 the same staging, then coalesced st.global.v4 by each warp.
+// diagnostic of their cost); 3 the same staging, then coalesced st.global.v4 by each warp; 4 as 1
+// with the tile's last ring stage held as more staging (released per warp once its boxes are read).
 // Split K (SPLIT_K > 1) and the stream-K tail (template TAIL = 1, the plugin's TAIL=2): work items become (tile unit, k range)
 // (WorkSchedule below). SPLIT_K: every tile's K is cut into S = cdiv(k_tiles, cdiv(k_tiles,
 // SPLIT_K)) slices; units are slice-major with the last slice (the one ending at K) first. TAIL:

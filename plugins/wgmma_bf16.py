@@ -16,9 +16,11 @@ shared, clipped at M x N) while the warp goes on — where TMA can describe C (N
 registers; 1 registers straight to the row-major float32 C (masked at the edges); 4 the same
 staging, then each lane reads back 16-byte units and the warp stores whole 128-byte lines
 (``st.global.v4``, no TMA); 3 every full-tile register store twice (a diagnostic: the time over
-``EPI=1`` is what the stores cost). Split tiles' items (SPLIT_K, TAIL=2) always store from
+``EPI=1`` is what the stores cost); 5 as 2 with the tile's last ring stage held as 6 KiB more
+staging per warp (released per warp once its boxes are read; SCHED=1 whole tiles only). Split tiles' items (SPLIT_K, TAIL=2) always store from
 registers (the ordered chain below). Measured on the H200 at 4096³ BF16 (medians,
-docs/results/tc-ladder-h200.md "Session 6"): EPI=1 96.2%, EPI=2 98.6%, EPI=4 98.3% of cuBLAS.
+docs/results/tc-ladder-h200.md "Session 6"): EPI=1 96.2%, EPI=2 98.6%, EPI=4 98.3%, EPI=5 98.6%
+(1.6 below EPI=2 in the same call) of cuBLAS.
 
 Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts: A row-major;
 B column-major (K-major, both operands read untransposed) or row-major (N-major: wgmma's
