@@ -300,28 +300,13 @@ def main() -> None:
     args = sys.argv[1:]
     out = Path(args[0]).resolve()
     global GROUPS, SHARE, SANITIZE
-    if "--set" in args and args[args.index("--set") + 1] == "2":
-        GROUPS, SHARE, SANITIZE = GROUPS_2, SHARE_2, SANITIZE_2
-    if "--set" in args and args[args.index("--set") + 1] == "3":
-        GROUPS, SHARE = GROUPS_3, SHARE_3
-    if "--set" in args and args[args.index("--set") + 1] == "5":
-        GROUPS, SHARE = GROUPS_5, SHARE_5
-    if "--set" in args and args[args.index("--set") + 1] == "6":
-        GROUPS, SHARE = GROUPS_6, SHARE_6
-    if "--set" in args and args[args.index("--set") + 1] == "7":
-        GROUPS, SHARE = GROUPS_7, SHARE_7
-    if "--set" in args and args[args.index("--set") + 1] == "8":
-        GROUPS, SHARE = GROUPS_8, SHARE_8
-    if "--set" in args and args[args.index("--set") + 1] == "9":
-        GROUPS, SHARE = GROUPS_9, SHARE_9
-    if "--set" in args and args[args.index("--set") + 1] == "10":
-        GROUPS, SHARE = GROUPS_10, SHARE_10
-    if "--set" in args and args[args.index("--set") + 1] == "11":
-        GROUPS, SHARE = GROUPS_11, SHARE_11
-    if "--set" in args and args[args.index("--set") + 1] == "12":
-        GROUPS, SHARE = GROUPS_12, SHARE_12
-    if "--set" in args and args[args.index("--set") + 1] == "4":
-        GROUPS, SHARE, SANITIZE = GROUPS_4, SHARE_4, SANITIZE_4
+    if "--set" in args:  # set -> (groups, time shares, sanitizer cases or None: keep the default's)
+        sets = {"2": (GROUPS_2, SHARE_2, SANITIZE_2), "3": (GROUPS_3, SHARE_3, None), "4": (GROUPS_4, SHARE_4, SANITIZE_4),
+                "5": (GROUPS_5, SHARE_5, None), "6": (GROUPS_6, SHARE_6, None), "7": (GROUPS_7, SHARE_7, None),
+                "8": (GROUPS_8, SHARE_8, None), "9": (GROUPS_9, SHARE_9, None), "10": (GROUPS_10, SHARE_10, None),
+                "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None)}
+        GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
+        SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
     budget = float(args[args.index("--budget") + 1]) if "--budget" in args else 150.0
     if "--group" in args:

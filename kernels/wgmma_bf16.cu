@@ -139,6 +139,23 @@ __device__ __forceinline__ void bulk_wait_group_read_n(int n) {
   }
 }
 
+/// A warp's 16 x 32 float32 box of its m64nN accumulators (columns 32 box .. 32 box + 31 of fragment
+/// row block `d`; lane (g, t) holds rows g and g + 8, column pairs 2t + 8j) written into the staging
+/// buffer at shared address `base`: row r at r * 128 bytes, 16-byte unit u at u ^ (r % 8) (the
+/// 128-byte swizzle a TMA box map with SWIZZLE_128B reads; a warp's float2 writes of 8 rows x 32
+/// bytes cover all 32 banks twice). `box` must be a constant after unrolling (register indexing).
+template <int COUNT>
+__device__ __forceinline__ void stage_box(unsigned base, const float (&d)[COUNT], int box, int g, int t) {
+#pragma unroll
+  for (int jj = 0; jj < 4; jj++) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const unsigned off = (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
+      gemmlab::st_shared_v2(base + off, d[4 * (4 * box + jj) + 2 * h], d[4 * (4 * box + jj) + 2 * h + 1]);
+    }
+  }
+}
+
 /// One work item: tile unit `unit` (CLUSTER tile rows x one tile column), k-tiles [kb, ke);
 /// role 0: sole owner (plain store), 1: storer of a split tile (rank 0), 2: adder (rank >= 1);
 /// `contributors`: items of the tile, `rank`: this item's place in the tile's reduction order.
@@ -448,14 +465,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
             if (HOLD && c == H + 2) release(held_s);  // lane 0, after its wait: boxes 0..H read
             __syncwarp();
             const unsigned base = gemmlab::smem_u32(buf);
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-#pragma unroll
-              for (int h = 0; h < 2; h++) {
-                const unsigned off = (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
-                gemmlab::st_shared_v2(base + off, d[mi][4 * (4 * cc + jj) + 2 * h], d[mi][4 * (4 * cc + jj) + 2 * h + 1]);
-              }
-            }
+            stage_box(base, d[mi], cc, g, t);
             gemmlab::fence_proxy_async();
             __syncwarp();
             if (lane == 0) {
@@ -484,14 +494,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
 #pragma unroll
           for (int c = 0; c < BN / 32; c++, epi_chunk++) {
             const unsigned base = gemmlab::smem_u32(my_stage + (epi_chunk & 1) * EPI_BUF);
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-#pragma unroll
-              for (int h = 0; h < 2; h++) {
-                const unsigned off = (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
-                gemmlab::st_shared_v2(base + off, d[mi][4 * (4 * c + jj) + 2 * h], d[mi][4 * (4 * c + jj) + 2 * h + 1]);
-              }
-            }
+            stage_box(base, d[mi], c, g, t);
             __syncwarp();
             const int u = lane % 8, col = n0 + 32 * c + 4 * u;
 #pragma unroll
