@@ -515,6 +515,9 @@ def _mode_command_lines() -> list[list[str]]:
     for group in ("experiment", "tc_rung"):
         lines += [[f"{group}={p.stem}"] for p in sorted((CONF_DIR / group).glob("*.yaml"))]
     lines.append(["experiment=shapes", "kernel=tiled"])
+    # sweeps: Hydra leaves them out of the compose that finds the mode
+    lines += [["kernel=naive,tiled"], ["experiment=seed_lab", "kernel.BX=7,8"], ["experiment=seed_lab,ladder"],
+              ["kernel=glob(*)", "shape=[1,2,3],[4,5,6]"]]
     return lines
 
 
@@ -543,7 +546,7 @@ def test_run_mode_from_the_files_is_what_hydra_composes():
     assert app.run_mode(parse(["experiment=shapes"]), False) == RunMode.MULTIRUN
     assert app.run_mode(parse([]), False) is None
     # where only composing tells, Hydra is asked
-    for line in (["hydra.mode=MULTIRUN"], ["kernel=naive,tiled"], ["experiment@x=shapes"], ["hydra/help=default"]):
+    for line in (["hydra.mode=MULTIRUN"], ["~experiment"], ["experiment@x=shapes"], ["hydra/help=default"]):
         assert app.run_mode(parse(line), False) is app.ASK_HYDRA, line
     assert app.run_mode(parse([]), custom_conf=True) is app.ASK_HYDRA
 
@@ -551,14 +554,21 @@ def test_run_mode_from_the_files_is_what_hydra_composes():
 @pytest.mark.parametrize("args, composes", [
     (["kernel=naive", "mode=compile", "shape=[1,2]"], 1),  # a single run: the run's compose only
     (["hydra.mode=RUN", "kernel=naive", "mode=compile", "shape=[1,2]"], 2),  # Hydra asked: get_mode + run
-], ids=["read", "asked"])
+    # a sweep of two points: the sweep's compose, then each job's twice (Hydra's batch check and the job)
+    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"], 5),
+], ids=["read", "asked", "sweep"])
 def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, composes):
-    """A single run composes the config once (Hydra's ``get_mode`` answered from the files); with
-    ``hydra.mode`` on the command line Hydra composes to find it, as before."""
-    from hydra._internal.hydra import Hydra
+    """A single run composes the config once (Hydra's ``get_mode`` answered from the files), a
+    sweep once plus its jobs'; with ``hydra.mode`` on the command line Hydra composes to find it,
+    as before."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
     calls = []
-    real = Hydra.compose_config
-    monkeypatch.setattr(Hydra, "compose_config", lambda self, *a, **k: calls.append(k.get("run_mode")) or real(self, *a, **k))
+    real = ConfigLoaderImpl.load_configuration  # every compose: get_mode's, the run's, each sweep job's
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration",
+                        lambda self, *a, **k: calls.append(k.get("run_mode")) or real(self, *a, **k))
     proc = cli(args, tmp_path)
-    assert_invalid(proc, "shape", tmp_path)
+    if "-m" in args:  # a sweep: its invalid points fail it (exit 1), each with its one line
+        assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    else:
+        assert_invalid(proc, "shape", tmp_path)
     assert len(calls) == composes, calls

@@ -387,8 +387,9 @@ def run_mode(parsed: list, custom_conf: bool):
 
     In gemmlab's own configs only files in package ``_global_`` (experiments, tensor-core rungs)
     can set ``hydra.mode``; conf/config.yaml and the files it selects by default set none
-    (tests/test_cli.py checks both against Hydra). Returns :data:`ASK_HYDRA` wherever the files
-    alone may not tell: another primary config, ``hydra.mode`` on the command line, a sweep of a
+    (tests/test_cli.py checks both against Hydra). Sweep overrides are left out, as Hydra's
+    ``get_mode`` leaves them out of its compose. Returns :data:`ASK_HYDRA` wherever the files
+    alone may not tell: another primary config, ``hydra.mode`` on the command line, a deleted
     group, a group option with a package, a ``hydra/...`` group other than the launcher and the
     sweeper (:func:`_launcher_or_sweeper`), a defaults
     entry other than ``[override] /group: option``, a file that cannot be read, two modes."""
@@ -403,9 +404,11 @@ def run_mode(parsed: list, custom_conf: bool):
             if not _launcher_or_sweeper(key):
                 return ASK_HYDRA
             continue
+        if o.is_sweep_override():
+            continue  # Hydra leaves sweeps (kernel=a,b; kernel.BM=32,64; globs) out of get_mode's compose
         if "." in key or not (CONF_DIR / key).is_dir():
             continue  # a value (kernel.BM=..., shape=..., hydra.sweep.dir=...), not a config group
-        if o.is_sweep_override() or o.is_delete():
+        if o.is_delete():
             return ASK_HYDRA
         selected.append((key, o.get_value_element_as_str()))
     modes = set()
