@@ -27,15 +27,31 @@ def pytest_configure(config):
     """Keep the persistent compile cache of the test session out of the user's home (one folder
     for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
     output for the session's test processes (:func:`memoize_disassembly`, its folder
-    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way)."""
+    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way). The folders this process made are
+    removed when it ends (:func:`pytest_unconfigure`: the xdist controller, after its workers)."""
     import tempfile
-    os.environ.setdefault("GEMMLAB_CACHE_DIR", tempfile.mkdtemp(prefix="gemmlab-test-cache-"))
-    os.environ.setdefault(SASS_MEMO_ENV, os.environ["GEMMLAB_CACHE_DIR"].rstrip(os.sep) + "-sass")
+    made = []
+    if not os.environ.get("GEMMLAB_CACHE_DIR"):
+        os.environ["GEMMLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="gemmlab-test-cache-")
+        made.append(os.environ["GEMMLAB_CACHE_DIR"])
+    if not os.environ.get(SASS_MEMO_ENV):
+        os.environ[SASS_MEMO_ENV] = tempfile.mkdtemp(prefix="gemmlab-test-sass-")
+        made.append(os.environ[SASS_MEMO_ENV])
+    config.stash[MADE_FOLDERS] = made
     memoize_disassembly()
+
+
+def pytest_unconfigure(config):
+    """Remove the session folders :func:`pytest_configure` made in this process."""
+    import shutil
+    for folder in config.stash.get(MADE_FOLDERS, []):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 #: folder of the session's disassembly memo, shared by the xdist workers (:func:`memoize_disassembly`)
 SASS_MEMO_ENV = "GEMMLAB_TEST_SASS_MEMO"
+#: the session folders this process made (removed at its end)
+MADE_FOLDERS = pytest.StashKey[list]()
 
 
 def memoize_disassembly() -> None:
