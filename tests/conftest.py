@@ -26,28 +26,72 @@ def gpu_unavailable_reason() -> str | None:
 def pytest_configure(config):
     """Keep the persistent compile cache of the test session out of the user's home (one folder
     for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
-    output in this process (:func:`memoize_disassembly`)."""
+    output for the session's test processes (:func:`memoize_disassembly`, its folder
+    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way). The folders this process made are
+    removed when it ends (:func:`pytest_unconfigure`: the xdist controller, after its workers)."""
     import tempfile
-    os.environ.setdefault("GEMMLAB_CACHE_DIR", tempfile.mkdtemp(prefix="gemmlab-test-cache-"))
+    made = []
+    if not os.environ.get("GEMMLAB_CACHE_DIR"):
+        os.environ["GEMMLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="gemmlab-test-cache-")
+        made.append(os.environ["GEMMLAB_CACHE_DIR"])
+    if not os.environ.get(SASS_MEMO_ENV):
+        os.environ[SASS_MEMO_ENV] = tempfile.mkdtemp(prefix="gemmlab-test-sass-")
+        made.append(os.environ[SASS_MEMO_ENV])
+    config.stash[MADE_FOLDERS] = made
     memoize_disassembly()
 
 
+def pytest_unconfigure(config):
+    """Remove the session folders :func:`pytest_configure` made in this process."""
+    import shutil
+    for folder in config.stash.get(MADE_FOLDERS, []):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+#: folder of the session's disassembly memo, shared by the xdist workers (:func:`memoize_disassembly`)
+SASS_MEMO_ENV = "GEMMLAB_TEST_SASS_MEMO"
+#: the session folders this process made (removed at its end)
+MADE_FOLDERS = pytest.StashKey[list]()
+
+
 def memoize_disassembly() -> None:
-    """``gemmlab.gpu.sass.disassemble`` memoized in this test process: nvdisasm's listing is a
+    """``gemmlab.gpu.sass.disassemble`` memoized for the test session: nvdisasm's listing is a
     function of the cubin's bytes and the disassembler binary only, and the tests compile the
     same kernel again and again outside the disk cache (each cache test has its own cache
-    folder; ``compile_kernel(persistent=False)``), at about 0.7 CPU s a run. Keyed by the
-    disassembler found (:func:`~gemmlab.gpu.sass.find_disassembler`), its
-    :func:`~gemmlab.gpu.sass.tool_id` and the cubin's SHA-256, so a test that patches either gets a
-    real run; one that patches ``disassemble`` itself replaces the memo. Each hit is a copy."""
+    folder; ``compile_kernel(persistent=False)``), in both xdist workers, at about 0.5 CPU s a
+    run. Keyed by the disassembler found (:func:`~gemmlab.gpu.sass.find_disassembler`), its
+    :func:`~gemmlab.gpu.sass.tool_id` and the cubin's SHA-256, so a test that patches either gets
+    a real run; one that patches ``disassemble`` itself replaces the memo. In this process, and
+    as JSON files in the folder ``$GEMMLAB_TEST_SASS_MEMO`` that the session's test processes
+    share (written to a temporary name, then renamed; an unreadable file is a miss). Each hit is
+    a copy; a failed disassembly is never memoized."""
     import copy
     import hashlib
+    import json
+    from pathlib import Path
 
     from gemmlab.gpu import sass
     real = sass.disassemble
     if getattr(real, "memoized", False):
         return
     seen: dict = {}
+    folder = Path(os.environ[SASS_MEMO_ENV]) if os.environ.get(SASS_MEMO_ENV) else None
+
+    def shared(name: str):
+        try:
+            entry = json.loads((folder / name).read_text())
+            return entry["summary"], entry["text"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def share(name: str, summary: dict, text: str) -> None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps({"summary": summary, "text": text}))
+            os.replace(tmp, folder / name)
+        except OSError:
+            pass
 
     def disassemble(cubin: bytes):
         argv, _ = sass.find_disassembler()
@@ -55,10 +99,16 @@ def memoize_disassembly() -> None:
             return real(cubin)
         key = (tuple(argv), sass.tool_id(), hashlib.sha256(cubin).hexdigest())
         if key not in seen:
-            summary, text = real(cubin)
-            if summary.get("error"):
-                return summary, text
-            seen[key] = (summary, text)
+            name = hashlib.sha256(repr(key).encode()).hexdigest() + ".json"
+            found = shared(name) if folder else None
+            if found is None:
+                summary, text = real(cubin)
+                if summary.get("error"):
+                    return summary, text
+                if folder:
+                    share(name, summary, text)
+                found = summary, text
+            seen[key] = found
         summary, text = seen[key]
         return copy.deepcopy(summary), text
 

@@ -503,3 +503,72 @@ def test_objective():
     assert gemmlab.cli.app.objective({"valid": False, "status": "wrong_result", "timing": {"gflops": 9e9}}) is None
     assert gemmlab.cli.app.objective({"valid": False, "status": "invalid", "error": "kernel.TM: ..."}) is None
     assert gemmlab.cli.app.objective({"status": "no_gpu"}) is None
+
+
+# --- the run mode read from the files (Hydra's get_mode without composing) ---------------------
+
+def _mode_command_lines() -> list[list[str]]:
+    """Command lines whose run mode :func:`gemmlab.cli.app.run_mode` reads from the files: none,
+    a kernel, every experiment (alone and with a kernel), every tensor-core rung, a launcher."""
+    from gemmlab.paths import CONF_DIR
+    lines = [[], ["kernel=naive", "mode=compile"], ["timing=graph"], ["hydra/launcher=basic"]]
+    for group in ("experiment", "tc_rung"):
+        lines += [[f"{group}={p.stem}"] for p in sorted((CONF_DIR / group).glob("*.yaml"))]
+    lines.append(["experiment=shapes", "kernel=tiled"])
+    # sweeps: Hydra leaves them out of the compose that finds the mode
+    lines += [["kernel=naive,tiled"], ["experiment=seed_lab", "kernel.BX=7,8"], ["experiment=seed_lab,ladder"],
+              ["kernel=glob(*)", "shape=[1,2,3],[4,5,6]"]]
+    return lines
+
+
+def test_run_mode_from_the_files_is_what_hydra_composes():
+    """For every experiment and tensor-core rung (and plain command lines), the ``hydra.mode`` the
+    CLI reads from the selected files is the one Hydra's ``get_mode`` finds by composing the
+    whole config, so skipping that compose (:func:`gemmlab.cli.app._known_run_mode`) changes
+    nothing; the experiments that sweep say MULTIRUN."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
+
+    from gemmlab.paths import CONF_DIR
+    app = gemmlab.cli.app
+    app.register_resolvers()
+    parser = OverridesParser.create()
+    lines = _mode_command_lines()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        hydra = GlobalHydra.instance().hydra
+        for line in lines:
+            ours = app.run_mode(parser.parse_overrides(line), custom_conf=False)
+            assert ours is not app.ASK_HYDRA, line
+            assert ours == hydra.get_mode(config_name="config", overrides=list(line)), line
+    parse = parser.parse_overrides
+    assert app.run_mode(parse(["experiment=shapes"]), False) == RunMode.MULTIRUN
+    assert app.run_mode(parse([]), False) is None
+    # where only composing tells, Hydra is asked
+    for line in (["hydra.mode=MULTIRUN"], ["~experiment"], ["experiment@x=shapes"], ["hydra/help=default"]):
+        assert app.run_mode(parse(line), False) is app.ASK_HYDRA, line
+    assert app.run_mode(parse([]), custom_conf=True) is app.ASK_HYDRA
+
+
+@pytest.mark.parametrize("args, composes", [
+    (["kernel=naive", "mode=compile", "shape=[1,2]"], 1),  # a single run: the run's compose only
+    (["hydra.mode=RUN", "kernel=naive", "mode=compile", "shape=[1,2]"], 2),  # Hydra asked: get_mode + run
+    # a sweep of two points: the sweep's compose, then each job's twice (Hydra's batch check and the job)
+    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"], 5),
+], ids=["read", "asked", "sweep"])
+def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, composes):
+    """A single run composes the config once (Hydra's ``get_mode`` answered from the files), a
+    sweep once plus its jobs'; with ``hydra.mode`` on the command line Hydra composes to find it,
+    as before."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    calls = []
+    real = ConfigLoaderImpl.load_configuration  # every compose: get_mode's, the run's, each sweep job's
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration",
+                        lambda self, *a, **k: calls.append(k.get("run_mode")) or real(self, *a, **k))
+    proc = cli(args, tmp_path)
+    if "-m" in args:  # a sweep: its invalid points fail it (exit 1), each with its one line
+        assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    else:
+        assert_invalid(proc, "shape", tmp_path)
+    assert len(calls) == composes, calls

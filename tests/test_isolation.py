@@ -87,7 +87,7 @@ def test_watchdog_kills_a_hung_point(runner, tmp_path):
 def test_hung_point_in_a_cli_sweep(cli, tmp_path):
     sweep = tmp_path / "sw"
     proc = cli(["-m", "kernel=sim_fault", "kernel.MODE=5,1", "mode=compile", "shape=[8,8,8]",
-                    "isolation.timeout_s=5", f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
+                    "isolation.timeout_s=3", f"plugin_dirs=[{FAULTY}]", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert statuses(sweep) == ["timeout", "compiled"], proc.stdout + proc.stderr
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
 

@@ -225,20 +225,15 @@ def test_rungs_sanitizer_clean(kernel, shape, tool, tmp_path):
 
 # --- compiled code (NVRTC, no GPU) ----------------------------------------------------------------
 
-def _nvdisasm():
-    import shutil
-    from pathlib import Path
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    try:
-        import nvidia
-    except ImportError:
-        return None
-    for root in nvidia.__path__:
-        for cand in Path(root).rglob("nvdisasm"):
-            return str(cand)
-    return None
+def _sass(compiled) -> str:
+    """``nvdisasm -c``'s listing of ``compiled``'s cubin: the one :func:`compile_kernel` already
+    made (:func:`gemmlab.gpu.sass.disassemble` runs ``nvdisasm -c`` on the cubin), not a second
+    run of the disassembler. Skips (with the reason) without nvdisasm."""
+    summary = compiled.sass or {}
+    if summary.get("error") or not str(summary.get("disassembler") or "").startswith("nvdisasm"):
+        pytest.skip(f"no nvdisasm listing ({summary.get('error') or summary.get('disassembler')}): "
+                    "pip install nvidia-cuda-nvdisasm")
+    return compiled.sass_text
 
 
 SASS_EXPECT = {  # instruction classes each rung's shipped instance must contain
@@ -259,11 +254,10 @@ LOCAL_BYTES_OFF_DEVICE = {"sgemm_pipelined": 8}
 
 
 @pytest.mark.parametrize("kernel", sorted(SASS_EXPECT))
-def test_rungs_compile_without_spills_and_use_wide_accesses(kernel, tmp_path):
+def test_rungs_compile_without_spills_and_use_wide_accesses(kernel):
     """The shipped instance of each rung compiles for sm_90 with no local memory (ptxas: no spill,
     no stack frame; SASS: no LDL/STL) and uses the wide loads/stores and cp.async it is built on."""
     import re
-    import subprocess
     from gemmlab.gpu.compile import CompileOptions, compile_kernel
     spec = REGISTRY.get(kernel)
     compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch="90"))
@@ -272,12 +266,7 @@ def test_rungs_compile_without_spills_and_use_wide_accesses(kernel, tmp_path):
     r = compiled.resources
     allowed = LOCAL_BYTES_OFF_DEVICE.get(kernel, 0) if compiled.nvrtc_version != DEVICE_NVRTC else 0
     assert max(r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) <= allowed, r
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
-    cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(bytes(compiled.object_code.code))
-    sass = subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sass = _sass(compiled)
     assert allowed or not re.search(r"\b(LDL|STL)\b", sass), "local-memory access in SASS"
     for op in SASS_EXPECT[kernel]:
         assert op in sass, f"{kernel}: no {op.strip()} in SASS"
@@ -305,14 +294,13 @@ def test_optuna_experiment_per_rung_composes(kernel):
 
 @pytest.mark.parametrize("over", [dict(BM=128, MINB=2), dict(BM=128, MINB=2, STAGES=3), dict(MINB=4, BK=32, STAGES=2)],
                          ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
-def test_pipelined_lean_guarded_copy_has_no_spills(over, tmp_path):
+def test_pipelined_lean_guarded_copy_has_no_spills(over):
     """At 128 registers per thread (256 threads x 2 blocks/SM, or 128 x 4) sgemm_pipelined takes its
     lean guarded copy (kernels/sgemm_pipelined.cu, LEAN): no local memory in any path. The 128x128
     8x8 2-blocks/SM instance spilled 16-28 bytes in its edge paths with the shipped instance's copy
     (docs/results/ladder-h200.md). (64x128 at 4 blocks/SM: spill-free under the H200's NVRTC 13.0,
     one 8-byte spill in the 4-byte B path under 13.5, so not listed here.)"""
     import re
-    import subprocess
     from gemmlab.gpu.compile import CompileOptions, compile_kernel
     spec = REGISTRY.get("sgemm_pipelined")
     p = params("sgemm_pipelined", **over)
@@ -323,12 +311,7 @@ def test_pipelined_lean_guarded_copy_has_no_spills(over, tmp_path):
         pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
     r = compiled.resources
     assert r.registers <= 128 and (r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) == (0, 0, 0), r
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
-    cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(bytes(compiled.object_code.code))
-    sass = subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sass = _sass(compiled)
     assert not re.search(r"\b(LDL|STL)\b", sass), "local-memory access in SASS"
     assert len(_main_loops(sass)) == 3  # the interior, edge and 4-byte B main loops are all there
 
@@ -348,17 +331,11 @@ def _main_loops(sass: str) -> list[list[str]]:
     return [body for body in loops if most and sum("FFMA" in x for x in body) == most]
 
 
-def _lean_loop_figures(source, entry, tmp_path):
+def _lean_loop_figures(source, entry):
     """(fraction of 'other' instructions, predicated LDGSTS count) of the leanest main loop."""
     import re
-    import subprocess
     from gemmlab.gpu.compile import CompileOptions, compile_kernel
-    tool = _nvdisasm()
-    if tool is None:
-        pytest.skip("nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
-    cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(bytes(compile_kernel(source, entry, CompileOptions(arch="90")).object_code.code))
-    sass = subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sass = _sass(compile_kernel(source, entry, CompileOptions(arch="90")))
     best = None
     for body in _main_loops(sass):
         ops = [x for x in body if "@!PT" not in x]  # never executed (padding after LDGSTS)
@@ -369,7 +346,7 @@ def _lean_loop_figures(source, entry, tmp_path):
     return best
 
 
-def test_pipelined_interior_loop_is_lean(tmp_path):
+def test_pipelined_interior_loop_is_lean():
     """sgemm_pipelined's lean addressing (issue 8, second pass): the interior main loop of the
     shipped instance issues its cp.async without predicates and at most 5% of its instructions
     are not FFMA, LDS.128, LDGSTS or the barrier (34 of 1135 with NVRTC 13.5, 35 of 1136 with the
@@ -377,9 +354,8 @@ def test_pipelined_interior_loop_is_lean(tmp_path):
     from pathlib import Path
     spec = REGISTRY.get("sgemm_pipelined")
     entry = spec.entry(spec.defaults)
-    other, guarded = _lean_loop_figures(REGISTRY.source_path(spec), entry, tmp_path)
+    other, guarded = _lean_loop_figures(REGISTRY.source_path(spec), entry)
     assert guarded == 0 and other <= 0.05, (other, guarded)
     old = Path(__file__).resolve().parents[1] / ".ci" / "ladder_v1" / "sgemm_pipelined_v1.cu"
-    other, guarded = _lean_loop_figures(old, entry.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_v1<"),
-                                        tmp_path)
+    other, guarded = _lean_loop_figures(old, entry.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_v1<"))
     assert guarded > 0 and other > 0.05, (other, guarded)

@@ -7,6 +7,7 @@ no cycle) are tests/test_layout.py's."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 
@@ -120,18 +121,29 @@ def test_no_module_level_mutable_state(path):
 
 def _mutations(tree: ast.Module, name: str) -> list[int]:
     """Lines where ``name`` (bare or as ``module.name``) is changed in place."""
-    def is_it(node) -> bool:
-        return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute)
-                                                                      and node.attr == name)
-    lines = []
+    return _mutation_lines(tree).get(name, [])
+
+
+@functools.lru_cache(maxsize=None)
+def _mutation_lines(tree: ast.Module) -> dict[str, list[int]]:
+    """For each name (bare or the attribute of ``module.name``), the lines of ``tree`` where it is
+    changed in place: an item assigned or deleted, an augmented assignment, a mutating method
+    called. One walk of the tree for every name asked about (the trees do not change)."""
+    def key(node) -> str | None:
+        return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+    lines: dict[str, list[int]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            lines += [node.lineno for t in targets
-                      if (isinstance(t, ast.Subscript) and is_it(t.value)) or (isinstance(node, ast.AugAssign)
-                                                                               and is_it(t))]
+            for t in targets:
+                name = key(t.value) if isinstance(t, ast.Subscript) else key(t) if isinstance(node, ast.AugAssign) else None
+                if name is not None:
+                    lines.setdefault(name, []).append(node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
-            lines += [node.lineno] if is_it(node.func.value) else []
+            name = key(node.func.value)
+            if name is not None:
+                lines.setdefault(name, []).append(node.lineno)
     return lines
 
 

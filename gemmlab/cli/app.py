@@ -41,6 +41,9 @@ from gemmlab.run.pipeline import exit_status, registry_for
 
 _FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
 
+#: :func:`run_mode`'s answer when only composing the config tells the mode (Hydra is asked then).
+ASK_HYDRA = "ask hydra"
+
 
 @dataclass
 class Invocation:
@@ -54,11 +57,14 @@ class Invocation:
             input; :func:`gemmlab.run.pipeline.exit_status`), in run order.
         refused_existing: points refused because their folder already holds a result.json (the
             line is said for the first only: a re-run sweep would repeat it for every point).
+        run_mode: ``hydra.mode`` of the config the command line composes, when the pre-check could
+            read it from the files it selects (:func:`run_mode`), else :data:`ASK_HYDRA`.
     """
 
     plugin_dirs: list[str] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     refused_existing: int = 0  # points refused because their folder already holds a result.json
+    run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -373,6 +379,121 @@ def _experiment_kernels(name: str) -> list[str]:
     return [k.strip() for k in str(swept).split(",")] if swept else [str(k) for k in chosen]
 
 
+def run_mode(parsed: list, custom_conf: bool):
+    """``hydra.mode`` of the config that the parsed command-line overrides compose (a Hydra
+    ``RunMode``, or None when no file sets it), read from the config files the command line
+    selects, without composing: what Hydra's ``Hydra.get_mode`` finds by composing the whole
+    config once more before the run composes it (about 0.1 s a command).
+
+    In gemmlab's own configs only files in package ``_global_`` (experiments, tensor-core rungs)
+    can set ``hydra.mode``; conf/config.yaml and the files it selects by default set none
+    (tests/test_cli.py checks both against Hydra). Sweep overrides are left out, as Hydra's
+    ``get_mode`` leaves them out of its compose. Returns :data:`ASK_HYDRA` wherever the files
+    alone may not tell: another primary config, ``hydra.mode`` on the command line, a deleted
+    group, a group option with a package, a ``hydra/...`` group other than the launcher and the
+    sweeper (:func:`_launcher_or_sweeper`), a defaults
+    entry other than ``[override] /group: option``, a file that cannot be read, two modes."""
+    if custom_conf:
+        return ASK_HYDRA
+    selected = []
+    for o in parsed:
+        key = o.key_or_group
+        if key == "hydra.mode" or key.startswith("hydra.mode.") or o.package is not None:
+            return ASK_HYDRA
+        if key.startswith("hydra/"):
+            if not _launcher_or_sweeper(key):
+                return ASK_HYDRA
+            continue
+        if o.is_sweep_override():
+            continue  # Hydra leaves sweeps (kernel=a,b; kernel.BM=32,64; globs) out of get_mode's compose
+        if "." in key or not (CONF_DIR / key).is_dir():
+            continue  # a value (kernel.BM=..., shape=..., hydra.sweep.dir=...), not a config group
+        if o.is_delete():
+            return ASK_HYDRA
+        selected.append((key, o.get_value_element_as_str()))
+    modes = set()
+    for group, option in selected:
+        found = _file_mode(group, option, depth=0)
+        if found is ASK_HYDRA:
+            return ASK_HYDRA
+        modes |= found
+    if len(modes) > 1:
+        return ASK_HYDRA
+    if not modes:
+        return None
+    from hydra.types import RunMode
+    try:
+        return RunMode[str(modes.pop()).upper()]
+    except KeyError:
+        return ASK_HYDRA  # Hydra reports the bad value when it composes
+
+
+def _file_mode(group: str, option: str, depth: int):
+    """The ``hydra.mode`` values (a set) set by ``conf/<group>/<option>.yaml`` and the group
+    options its defaults list selects, or :data:`ASK_HYDRA` (see :func:`run_mode`)."""
+    if _launcher_or_sweeper(group):
+        return set()
+    path = CONF_DIR / group / f"{option}.yaml"
+    if not path.is_file():
+        # a kernel of a plugin without a YAML file: its ConfigStore node holds its parameters only
+        return set() if group == "kernel" else ASK_HYDRA
+    try:
+        text = path.read_text(encoding="utf-8")
+        header = re.search(r"^#\s*@package\s+(\S+)", text, re.MULTILINE)
+        conf = OmegaConf.load(path)
+    except Exception:
+        return ASK_HYDRA
+    if header is None:
+        return set()  # package: the group (kernel.*, timing.*): cannot reach hydra.mode
+    if header.group(1) != "_global_" or depth > 4:
+        return ASK_HYDRA
+    modes = set()
+    mode = OmegaConf.select(conf, "hydra.mode", default=None)
+    if mode is not None:
+        modes.add(mode)
+    for entry in OmegaConf.to_container(conf).get("defaults") or []:
+        if entry == "_self_":
+            continue
+        if not isinstance(entry, dict) or len(entry) != 1:
+            return ASK_HYDRA
+        (name, value), = entry.items()
+        name = str(name).removeprefix("override ").strip()
+        if not name.startswith("/") or not isinstance(value, str):
+            return ASK_HYDRA
+        found = _file_mode(name[1:], value, depth + 1)
+        if found is ASK_HYDRA:
+            return ASK_HYDRA
+        modes |= found
+    return modes
+
+
+def _launcher_or_sweeper(group: str) -> bool:
+    """``hydra/launcher``, ``hydra/sweeper`` and their subgroups (``hydra/sweeper/sampler``): their
+    options live in package ``hydra.launcher``/``hydra.sweeper.*`` and cannot set ``hydra.mode``."""
+    return any(group == g or group.startswith(g + "/") for g in ("hydra/launcher", "hydra/sweeper"))
+
+
+@contextlib.contextmanager
+def _known_run_mode(mode):
+    """Within: Hydra's ``Hydra.get_mode`` answers ``mode`` (from :func:`run_mode`) instead of
+    composing the config to find it, so a command composes its config once; with
+    :data:`ASK_HYDRA`, Hydra's own method. Restored afterwards."""
+    from hydra._internal.hydra import Hydra
+    own = Hydra.__dict__.get("get_mode")
+    if mode is ASK_HYDRA or own is None:
+        yield
+        return
+
+    def get_mode(self, config_name, overrides):
+        return mode
+
+    Hydra.get_mode = get_mode
+    try:
+        yield
+    finally:
+        Hydra.get_mode = own
+
+
 def _default_kernel() -> str:
     defaults = OmegaConf.load(CONF_DIR / "config.yaml").get("defaults", [])
     return next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), "tiled")
@@ -394,6 +515,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     # config, so an unknown key or kernel, which Hydra refuses too, gets gemmlab's one line.
     passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help
                    or ns.experimental_rerun)
+    invocation.run_mode = ASK_HYDRA
     try:
         parsed = _parse_overrides(ns.overrides or [])
         dirs = _plugin_dirs(parsed)
@@ -411,6 +533,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
         return
     _check_suite_families(args)
     custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
+    invocation.run_mode = run_mode(parsed, custom_conf)
     options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
     kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options)
     if custom_conf and not kernels:
@@ -552,7 +675,7 @@ def main() -> None:
               file=sys.stderr)
     full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))  # the user asked for Hydra's tracebacks
     try:
-        with _hydra_raises():
+        with _hydra_raises(), _known_run_mode(invocation.run_mode):
             _hydra_app(invocation)()
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
         sys.exit(done.outcome.exit_status_with(invocation.statuses))

@@ -222,10 +222,10 @@ def _plot_distribution(rows, st, path):
             throttled += 1
             patch.set_edgecolor("red")
             patch.set_linewidth(2)
-    for i, d in enumerate(data, 1):  # every sample, over its box; the first one ringed
-        xs = np.full(len(d), float(i)) + np.linspace(-0.15, 0.15, len(d))
-        ax.scatter(xs, d, s=7, color="black", alpha=0.6, zorder=3)
-        ax.scatter(xs[:1], d[:1], s=30, facecolors="none", edgecolors="black", zorder=3)
+    # every sample, over its box; the first one ringed (one scatter for all dots, one for all rings)
+    xs = [np.full(len(d), float(i)) + np.linspace(-0.15, 0.15, len(d)) for i, d in enumerate(data, 1)]
+    ax.scatter(np.concatenate(xs), np.concatenate(data), s=7, color="black", alpha=0.6, zorder=3)
+    ax.scatter([x[0] for x in xs], [d[0] for d in data], s=30, facecolors="none", edgecolors="black", zorder=3)
     ax.axhline(0.0, color="black", lw=0.6, ls=":")
     lin = 0.1
     ax.set_yscale("symlog", linthresh=lin, linscale=1.0)
