@@ -389,27 +389,29 @@ class WgmmaKernel(KernelSpec):
         wm = BM if ping else BM // 2  # rows per consumer warpgroup
         wg, mi, w, j, lane, h, v = np.ix_(range(2), range(wm // 64), range(4), range(BN // 8), range(32),
                                           range(2), range(2))
+        # tile-relative coordinates of every accumulator stored for an item, computed once: cooperative,
+        # both consumer warpgroups (wm rows each); ping-pong, the one warpgroup that takes the item
+        # (local % 2, its position in the CTA's list) stores all BM rows: the same coordinates
+        r_rel, c_rel = (a.ravel().astype(np.int64) for a in np.broadcast_arrays(
+            (0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h, j * 8 + 2 * (lane % 4) + v))
+        in_tile, r_max, c_max = (r_rel < BM) & (c_rel < BN), int(r_rel.max()), int(c_rel.max())
         for (m_blk, n_blk, kb, ke, role, n, rank), local in items:
-            # cooperative: both consumer warpgroups, wm rows each; ping-pong: warpgroup local % 2
-            # (the item's position in its CTA's list) computes all BM rows, the other skips it
-            row = m_blk * BM + (0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h
-            if ping:
-                row = np.where(wg == local % 2, row, -1)
-            col = n_blk * BN + j * 8 + 2 * (lane % 4) + v
-            mask = (row >= 0) & (row < shape.M) & (col < shape.N)
+            r0, c0 = m_blk * BM, n_blk * BN
+            row, col = r_rel + r0, c_rel + c0
+            mask = None if r0 + r_max < shape.M and c0 + c_max < shape.N else (row < shape.M) & (col < shape.N)
             iters.setdefault((m_blk, n_blk), np.zeros(k_tiles, dtype=np.int64))[kb:ke] += 1
             counts.setdefault((m_blk, n_blk), []).append((n, rank, ke == k_tiles, role))
             # counted in place (add_hits), no full-size temporary per item
             if slabbed:
                 add_hits(slab_hits[rank], row, col, mask)
             elif role == 2:
-                r0, c0 = m_blk * BM, n_blk * BN
-                inside = (row >= r0) & (row < r0 + BM) & (col >= c0) & (col < c0 + BN)
+                inside = in_tile if mask is None else mask & in_tile
                 region = np.zeros((max(0, min(BM, shape.M - r0)), max(0, min(BN, shape.N - c0))), dtype=np.int64)
-                add_hits(region, row - r0, col - c0, mask & inside)
+                add_hits(region, r_rel, c_rel, inside)
                 if region.size:
                     adders.append(region.ravel())
-                add_hits(stores, row, col, mask & ~inside)  # an adder's hit outside its tile lands on an owned element: count 2
+                # an adder's hit outside its tile lands on an owned element: count 2
+                add_hits(stores, row, col, ~in_tile if mask is None else mask & ~in_tile)
             else:
                 add_hits(stores, row, col, mask)
         extra = {}
