@@ -41,7 +41,8 @@ Split K and the tail (:func:`work_items`): a tile computed by n > 1 work items i
 itself, without a zero-fill pass or workspace, in a fixed order so that the result is bitwise
 repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
 tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
-with ``red.global.add.f32``. The plan stays ``(Main(),)``.
+with ``red.global.add.f32``. The plan stays ``(Main(),)`` (its note says when a requested staged
+epilogue fell back to registers: :meth:`WgmmaKernel.epilogue_note`).
 
 ``REDUCE=2`` (with SPLIT_K > 1; TAIL=2 needs SPLIT_K=1, so the stream-K tail always keeps the
 chain): the parallel workspace reduction instead. Every (tile, K slice) item stores its float32
@@ -335,9 +336,20 @@ class WgmmaKernel(KernelSpec):
         """The operand copies (pad / transpose, see :meth:`operands`), then the kernel, then with
         REDUCE=2 the slab reduction (:meth:`reduce_step`)."""
         copies = tuple(op.copy for op in self.operands(problem, params, device) if op.copy is not None)
+        main = Main(self.epilogue_note(problem, params))
         if params.get("REDUCE", 1) == 2:
-            return (*copies, Main(), self.reduce_step(problem, params, device))
-        return (*copies, Main())
+            return (*copies, main, self.reduce_step(problem, params, device))
+        return (*copies, main)
+
+    def epilogue_note(self, problem: Problem, params) -> str:
+        """The plan's note where the requested staged epilogue (``EPI`` 2, 4 or 5) cannot run and C is
+        stored from registers instead (N % 4 != 0: C's rows are not 16-byte aligned; REDUCE=2: the
+        destination is the workspace's slabs); empty otherwise."""
+        epi = params.get("EPI", 1)
+        if epi not in (2, 4, 5) or self.tma_store(problem, params) or self.staged_stores(problem, params):
+            return ""
+        why = "REDUCE=2 writes slabs" if params.get("REDUCE", 1) == 2 else f"N={problem.N} is not a multiple of 4"
+        return f"epilogue from registers: {why}; EPI={epi} stages where it can"
 
     def ctas(self, shape: Shape, params, device: DeviceFacts) -> int:
         """Persistent grid: one CTA per SM at most (whole clusters), never more than the work units

@@ -35,7 +35,7 @@ def _copies(precision, layout_b, shape):
 def test_partial_tiles_through_the_relayout_path(tmp_path, kernel, precision, layout_b, shape):
     rec = _ok(_run(tmp_path, kernel, precision, layout_b, shape))
     kinds = [line.split("(")[1].split(")")[0] for line in rec["plan"][:-1]]
-    assert kinds == _copies(precision, layout_b, shape) and rec["plan"][-1] == "main kernel"
+    assert kinds == _copies(precision, layout_b, shape) and rec["plan"][-1].startswith("main kernel")  # + a note where C is stored from registers
     assert (rec["workspace_bytes"] > 0) == bool(kinds)
 
 

@@ -136,7 +136,8 @@ def test_reduce2_plan_workspace_and_arguments():
         assert s.workspace_bytes(problem, p, FACTS) == regions_end + 4 * S * module.slab_floats(shape.M, shape.N)
         assert module.slab_floats(shape.M, shape.N) % 64 == 0
         q = params("wgmma_bf16", SPLIT_K=16)
-        assert s.plan(problem, q, FACTS)[-1] == Main() and s.arguments(problem, q, FACTS)[-4] == Matrix("C")
+        assert s.plan(problem, q, FACTS)[-1] == Main(s.epilogue_note(problem, q)) and s.arguments(problem, q, FACTS)[-4] == Matrix("C")
+        assert plan[copies].note.startswith("epilogue from registers: REDUCE=2")  # the slabs: no staged epilogue
         assert s.workspace_bytes(problem, q, FACTS) == regions_end
         assert s.instance(problem, q).endswith(", 16, 0>") and s.instance(problem, p).endswith(", 16, 0, 1>")
 
@@ -262,6 +263,10 @@ def test_epilogue_entry_arguments_and_shared_memory():
     assert s.instance(good, p4).endswith(", 1, 0, 0, 3>") and len(s.arguments(good, p4, FACTS)) == 6
     assert s.geometry(good, p4, FACTS).shared_bytes == s.geometry(good, p2, FACTS).shared_bytes
     assert s.instance(odd, p4) == s.instance(odd, p1)
+    # the plan's main step says where a staged epilogue falls back to registers, and only there
+    assert s.plan(odd, p2, FACTS)[-1].note == "epilogue from registers: N=130 is not a multiple of 4; EPI=2 stages where it can"
+    assert s.plan(odd, p4, FACTS)[-1].note.endswith("EPI=4 stages where it can")
+    assert s.plan(good, p2, FACTS)[-1].note == s.plan(odd, p1, FACTS)[-1].note == ""
     p5 = params("wgmma_bf16", EPI=5)  # the TMA-store entry with the held ring stage
     assert s.instance(good, p5) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 8, 0, 1, 0, 1>"
     assert s.arguments(good, p5, FACTS) == s.arguments(good, p2, FACTS)

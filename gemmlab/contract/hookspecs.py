@@ -383,7 +383,14 @@ DEFAULT_ARGUMENTS: tuple = (Matrix("A"), Matrix("B"), Matrix("C"), Dim("M"), Dim
 
 @dataclass(frozen=True)
 class Main:
-    """The kernel itself, with :meth:`KernelSpec.geometry` and :meth:`KernelSpec.arguments`."""
+    """The kernel itself, with :meth:`KernelSpec.geometry` and :meth:`KernelSpec.arguments`.
+
+    Attributes:
+        note: a short text the record's ``plan`` shows after "main kernel" (e.g. that a requested
+            variant could not run on this shape and what ran instead); empty: none.
+    """
+
+    note: str = ""
 
 
 @dataclass(frozen=True)

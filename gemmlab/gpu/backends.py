@@ -250,7 +250,7 @@ def describe_argument(arg) -> str:
 def describe_step(step) -> str:
     """One short text per launch-plan step, for the record."""
     if isinstance(step, Main):
-        return "main kernel"
+        return f"main kernel ({step.note})" if step.note else "main kernel"
     if isinstance(step, Memset):
         return f"memset {step.target} to 0x{step.value & 0xFFFFFFFF:08x}"
     if isinstance(step, Extra):
