@@ -138,3 +138,21 @@ def test_compile_only_header_names_the_built_target():
            "shape": {"M": 256, "N": 256, "K": 256}, "device": {"name": "no GPU (compile only)", "arch": "sm_90"},
            "compile": {"arch": "sm_90a", "resources": None, "nvrtc_version": "13.5", "options": [], "compile_ms": 1.0}}
     assert summary(rec).splitlines()[0].endswith("(sm_90a)")
+
+
+def test_compile_line_says_where_the_binary_came_from(full_record):
+    """A disk-cache hit or an in-process reuse is named on the console, with what compiling took,
+    so a 1 ms "compile" is not read as NVRTC's time; a fresh compile shows its time alone."""
+    import copy
+
+    def line(**fields):
+        rec = copy.deepcopy(full_record)
+        rec["compile"].update(fields)
+        return next(l for l in record_stage.summary(rec).splitlines() if l.startswith("  compile "))
+
+    fresh = line(compile_ms=812.0, disk_cache="miss", cache_hit_in_process=False)
+    hit = line(compile_ms=1.0, disk_cache="hit", original_compile_ms=1392.4, cache_hit_in_process=False)
+    reuse = line(compile_ms=0.0, disk_cache="off", cache_hit_in_process=True)
+    assert fresh.startswith("  compile 812.0 ms NVRTC") and "cache" not in fresh and "earlier" not in fresh
+    assert hit.startswith("  compile 1.0 ms (disk cache hit; compiled in 1392.4 ms) NVRTC")
+    assert reuse.startswith("  compile 0.0 ms (compiled earlier in this process) NVRTC")

@@ -123,7 +123,13 @@ def summary(record: dict) -> str:
         drv = comp.get("driver_attributes")
         if drv:
             res += f" (driver: {drv['registers']} regs, local {drv['local_bytes']} B, smem {drv['static_shared_bytes']} B)"
-        lines.append(f"  compile {comp['compile_ms']:.1f} ms NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
+        how = f"{comp['compile_ms']:.1f} ms"
+        if comp.get("disk_cache") == "hit":  # loaded from the disk cache: say so, and what compiling took
+            orig = comp.get("original_compile_ms")
+            how += " (disk cache hit" + (f"; compiled in {orig:.1f} ms" if isinstance(orig, (int, float)) else "") + ")"
+        elif comp.get("cache_hit_in_process"):
+            how += " (compiled earlier in this process)"
+        lines.append(f"  compile {how} NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
         sass = comp.get("sass")
         if sass:
             hist = sass.get("histogram")
