@@ -171,6 +171,23 @@ def schedule(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
     return [[(m, n) for m, n, *_ in cta] for cta in work_items(shape, p, ctas)]
 
 
+def staged_store_coords(BM: int, BN: int, ping: bool, tma: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Tile-relative (row, column) of every C element the staged epilogue writes for one tile,
+    from the kernel's index arithmetic: per consumer warpgroup (one in ping-pong, rows offset
+    wg x BM/2 in the cooperative schedule), m64 block mi, warp w and 32-column chunk c, a box of
+    16 rows at ``wg_off + 64 mi + 16 w`` and 32 columns at ``32 c``. ``tma``: each box whole (one
+    TMA store, EPI=2/5); else (EPI=4) lane l of the warp stores, for i in 0..3, the float4 of row
+    ``4 i + l / 8`` at column ``4 (l % 8)``. Broadcastable integer arrays."""
+    wm = BM if ping else BM // 2
+    wg, mi, w, c = np.ix_(range(1 if ping else 2), range(wm // 64), range(4), range(BN // 32))
+    base, col0 = wg * wm + mi * 64 + w * 16, c * 32
+    if tma:
+        r, x = np.arange(16).reshape(16, 1), np.arange(32).reshape(1, 32)
+        return base[..., None, None] + r, col0[..., None, None] + x
+    i, lane, e = np.ix_(range(4), range(32), range(4))
+    return base[..., None, None, None] + 4 * i + lane // 8, col0[..., None, None, None] + 4 * (lane % 8) + e
+
+
 def reduce_writes(M: int, N: int, grid: int) -> np.ndarray:
     """Replay of kernels/wgmma_bf16.cu wgmma_split_reduce's index arithmetic (``grid`` blocks of
     :data:`REDUCE_THREADS`, grid-stride): how often each element of the packed M x N C is written
@@ -232,7 +249,7 @@ class WgmmaKernel(KernelSpec):
         require(epi != 5 or (p["SCHED"] == 1 and p["SPLIT_K"] == 1 and p["TAIL"] == 1), "kernel.EPI",
                 f"EPI=5 needs whole tiles in the cooperative schedule: SCHED=1, SPLIT_K=1, TAIL=1 "
                 f"(got SCHED={p['SCHED']}, SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
-        staged = self.tma_store(problem, p) or self.staged_stores(problem, p)
+        staged = self.stages_c(problem, p)
         require(shared_bytes(p, staged) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p, staged)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024"
                 + (f" + {EPI_STAGE_BYTES} of EPI=2 staging" if staged else "") + f") exceeds {device.max_shared_per_block_optin}")
@@ -260,6 +277,11 @@ class WgmmaKernel(KernelSpec):
         per warp instruction, no TMA): N % 4 == 0 (16-byte aligned rows) and C the destination;
         elsewhere the register epilogue. Split tiles' items store from registers."""
         return params.get("EPI", 1) == 4 and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+
+    def stages_c(self, problem: Problem, params) -> bool:
+        """Whether C leaves through the shared-memory staging buffers (:meth:`tma_store` or
+        :meth:`staged_stores`): they then take :data:`EPI_STAGE_BYTES` of shared memory."""
+        return self.tma_store(problem, params) or self.staged_stores(problem, params)
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
@@ -346,7 +368,7 @@ class WgmmaKernel(KernelSpec):
         stored from registers instead (N % 4 != 0: C's rows are not 16-byte aligned; REDUCE=2: the
         destination is the workspace's slabs); empty otherwise."""
         epi = params.get("EPI", 1)
-        if epi not in (2, 4, 5) or self.tma_store(problem, params) or self.staged_stores(problem, params):
+        if epi not in (2, 4, 5) or self.stages_c(problem, params):
             return ""
         why = "REDUCE=2 writes slabs" if params.get("REDUCE", 1) == 2 else f"N={problem.N} is not a multiple of 4"
         return f"epilogue from registers: {why}; EPI={epi} stages where it can"
@@ -365,7 +387,7 @@ class WgmmaKernel(KernelSpec):
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         cl = params["CLUSTER"]
         return Launch(grid=(self.ctas(problem.shape, params, device), 1, 1), block=(THREADS, 1, 1),
-                      shared_bytes=shared_bytes(params, self.tma_store(problem, params) or self.staged_stores(problem, params)), cluster=(cl, 1, 1) if cl > 1 else None)
+                      shared_bytes=shared_bytes(params, self.stages_c(problem, params)), cluster=(cl, 1, 1) if cl > 1 else None)
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         return self.geometry(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
@@ -382,7 +404,10 @@ class WgmmaKernel(KernelSpec):
         the ranks 0..n-1 once each, rank 0 the item ending at K: the flag's order and reset).
         With REDUCE=2 every item stores plainly into slab ``rank``: ``slabs`` (S x M x N: each
         slab element written once per slice, nothing outside M x N) and the stores are the
-        reduce step's C writes (:func:`reduce_writes`)."""
+        reduce step's C writes (:func:`reduce_writes`). Where C is staged (``EPI`` 2/5: TMA boxes of
+        16 rows x 32 columns per warp at (row0 + 64 mi, n0 + 32 c); ``EPI=4``: each lane's float4
+        of row 4 i + lane / 8, columns 4 (lane % 8)..+3 of each such box) the sole owners' stores
+        follow that instead of the fragment layout (split tiles' items store from registers)."""
         facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
         p = {"SPLIT_K": 1, "TAIL": 1, "REDUCE": 1, **params}
         slabbed = p["REDUCE"] == 2
@@ -404,10 +429,17 @@ class WgmmaKernel(KernelSpec):
         # tile-relative coordinates of every accumulator stored for an item, computed once: cooperative,
         # both consumer warpgroups (wm rows each); ping-pong, the one warpgroup that takes the item
         # (local % 2, its position in the CTA's list) stores all BM rows: the same coordinates
-        r_rel, c_rel = (a.ravel().astype(np.int64) for a in np.broadcast_arrays(
-            (0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h, j * 8 + 2 * (lane % 4) + v))
-        in_tile, r_max, c_max = (r_rel < BM) & (c_rel < BN), int(r_rel.max()), int(c_rel.max())
+        def rel(rows, cols):  # flat tile-relative coordinates, whether each is inside the tile, their maxima
+            r, c = (a.ravel().astype(np.int64) for a in np.broadcast_arrays(rows, cols))
+            return r, c, (r < BM) & (c < BN), int(r.max()), int(c.max())
+
+        fragments = rel((0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h, j * 8 + 2 * (lane % 4) + v)
+        staged = fragments
+        problem = Problem(shape, self.precisions[0], *self.layouts[0])
+        if self.stages_c(problem, p):  # the staged epilogue's own index arithmetic (kernels/wgmma_bf16.cu)
+            staged = rel(*staged_store_coords(BM, BN, ping, self.tma_store(problem, p)))
         for (m_blk, n_blk, kb, ke, role, n, rank), local in items:
+            r_rel, c_rel, in_tile, r_max, c_max = staged if role == 0 and not slabbed else fragments
             r0, c0 = m_blk * BM, n_blk * BN
             row, col = r_rel + r0, c_rel + c0
             mask = None if r0 + r_max < shape.M and c0 + c_max < shape.N else (row < shape.M) & (col < shape.N)

@@ -51,6 +51,37 @@ def test_one_owner_per_output_over_the_persistent_grid(shape):
             all_ones(hits, f"{p} staging {tile}")
 
 
+@pytest.mark.parametrize("over", [{"EPI": 1}, {"EPI": 4}, {"EPI": 5, "CLUSTER": 2}, {"EPI": 4, "SCHED": 2, "BN": 128, "STAGES": 6},
+                                  {"EPI": 2, "TAIL": 2}], ids=str)
+def test_one_owner_per_output_with_each_epilogue(over):
+    """The default (EPI=2) runs in the test above; the register epilogue, the staged coalesced
+    stores, the held-stage TMA store and the mix of TMA-stored and split tiles here."""
+    s = spec("wgmma_bf16")
+    for shape in (Shape(2100, 2052, 136), Shape(31, 36, 17), Shape(4097, 4, 3), Shape(63, 65, 33)):
+        stores, _ = s.ownership(shape, params("wgmma_bf16", **over))
+        all_ones(stores, f"{over} {shape} stores")
+
+
+@pytest.mark.parametrize("BM, BN, ping", [(128, 256, False), (256, 128, False), (128, 128, True), (64, 256, True)])
+def test_staged_store_boxes_cover_the_tile_once(BM, BN, ping):
+    """The staged epilogue's index arithmetic (TMA boxes, EPI=4's per-lane float4s) writes each
+    element of a BM x BN tile exactly once, each float4 16-byte aligned; a box one row short or
+    a lane mapping off by one is caught (the model has teeth)."""
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["staged_store_coords"])
+    from gemmlab.contract.plugin_utils import count_hits
+    for tma in (True, False):
+        rows, cols = module.staged_store_coords(BM, BN, ping, tma)
+        all_ones(count_hits((BM, BN), rows, cols), f"{BM}x{BN} tma={tma}")
+        if not tma:
+            assert (np.broadcast_to(cols, np.broadcast_shapes(rows.shape, cols.shape))[..., 0] % 4 == 0).all()
+    rows, cols = module.staged_store_coords(BM, BN, ping, True)
+    with pytest.raises(AssertionError):
+        all_ones(count_hits((BM, BN), np.minimum(rows, 14) + 0 * cols, cols), "short box")
+    rows, cols = module.staged_store_coords(BM, BN, ping, False)
+    with pytest.raises(AssertionError):
+        all_ones(count_hits((BM, BN), rows, np.minimum(cols + 1, BN - 1)), "lane off by one")
+
+
 def test_schedule_covers_every_tile_once_and_pairs_clusters():
     """The persistent schedule (the kernel's unit -> tile mapping replayed) visits each tile once,
     on a smaller grid than there are tiles; the two CTAs of a cluster take tile rows 2p, 2p+1 of
