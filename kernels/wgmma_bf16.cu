@@ -107,7 +107,7 @@ __device__ __forceinline__ void red_add2(float *p, float a, float b) {
 
 /// `st.global.v2.f32` in an asm volatile: a float2 store the compiler may neither merge nor drop (the EPI = 2
 /// diagnostic issues each full-tile store twice to measure what the stores cost).
-__device__ __forceinline__ void st_global_v2_volatile(float *p, float a, float b) {
+__device__ __forceinline__ void st_global_v2_kept(float *p, float a, float b) {
   asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
 }
 
@@ -522,7 +522,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
             if (full_tile) {
               if (add) red_add2(out, v0, v1);
               else if (EPI == 2) {  // diagnostic: every full-tile store issued twice (asm volatile: both kept)
-                st_global_v2_volatile(out, v0, v1);
+                st_global_v2_kept(out, v0, v1);
                 st_global_v2_cs(out, v0, v1);
               } else *reinterpret_cast<float2 *>(out) = make_float2(v0, v1);
             } else if (row < M) {
