@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..12]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..13]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -239,6 +239,25 @@ GROUPS_12 = {
 SHARE_12 = {"b4096": 1.0}
 
 
+# thirteenth call (--set 13, 2026-11-30 late): split tiles in the TMA-store entry (rank 0 TMA-stores,
+# ranks >= 1 TMA reduce-add, cp.reduce.async.bulk.tensor) instead of registers + red.global.add: the
+# stream-K tail (TAIL=2) against the default at 4096^3 (interleaved repeats, +/- CLUSTER=2), 8192^3,
+# TF32; SPLIT_K at K-heavy shapes with EPI=2 (TMA reduce) against EPI=1 (red.add from registers)
+T2 = {"TAIL": 2}
+GROUPS_13 = {
+    "b4096": [c for m in MARKS[:3] for c in _e("wgmma_bf16", "bf16", "col", B4,
+                                                [{**E2, **m}, {**E2, **T2, **m}, {**E2, **CL2, **m}, {**E2, **CL2, **T2, **m}])]
+    + [c for m in MARKS[:2] for c in _e("wgmma_bf16", "bf16", "row", B4, [{**E2, **m}, {**E2, **T2, **m}])],
+    "b8192": _e("wgmma_bf16", "bf16", "col", B8, [E2, {**E2, **T2}, {**E2, **CL2, **T2}])
+    + _e("wgmma_bf16", "bf16", "row", B8, [{**E2, **T2}])
+    + _e("wgmma_tf32", "tf32", "col", B4, [E2, {**E2, **T2}]) + _e("wgmma_tf32", "tf32", "col", B8, [{**E2, **T2}]),
+    "split": _e("wgmma_bf16", "bf16", "col", (512, 4096, 14336), [{**E2, "SPLIT_K": 4}, {**E1, "SPLIT_K": 4}])
+    + _e("wgmma_bf16", "bf16", "col", (64, 4096, 4096), [{**E2, "SPLIT_K": 4}, {**E1, "SPLIT_K": 4}])
+    + _e("wgmma_bf16", "bf16", "col", (256, 256, 65536), [{**E2, "SPLIT_K": 16}, {**E1, "SPLIT_K": 16}])
+    + _e("wgmma_bf16", "bf16", "col", (4096, 4096, 2048), [E2, {**E2, **T2}]),  # tail applied: 32 -> ~29 k-tiles/CTA
+}
+SHARE_13 = {"b4096": 0.5, "b8192": 0.3, "split": 0.2}
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -304,7 +323,8 @@ def main() -> None:
         sets = {"2": (GROUPS_2, SHARE_2, SANITIZE_2), "3": (GROUPS_3, SHARE_3, None), "4": (GROUPS_4, SHARE_4, SANITIZE_4),
                 "5": (GROUPS_5, SHARE_5, None), "6": (GROUPS_6, SHARE_6, None), "7": (GROUPS_7, SHARE_7, None),
                 "8": (GROUPS_8, SHARE_8, None), "9": (GROUPS_9, SHARE_9, None), "10": (GROUPS_10, SHARE_10, None),
-                "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None)}
+                "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None),
+                "13": (GROUPS_13, SHARE_13, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS

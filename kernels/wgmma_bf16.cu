@@ -33,7 +33,7 @@
 // tiles need no other handling; the epilogue masks its stores (a full-tile fast path skips the
 // masks). Epilogue (template EPI; the plugin's EPI is one more): 0 accumulator registers straight to
 // global memory (float2 stores where N is even); 1 per-warp shared-memory staging of 16 x 32 boxes
-// and TMA stores (gemm_wgmma_tma_store; sole owners' tiles only); 2 the register stores twice (a
+// and TMA stores (gemm_wgmma_tma_store; a split tile's adders TMA reduce-add instead, in the chain); 2 the register stores twice (a
 // diagnostic of their cost); 3 the same staging, then coalesced st.global.v4 by each warp; 4 as 1
 // with the tile's last ring stage held as more staging (released per warp once its boxes are read).
 // Split K (SPLIT_K > 1) and the stream-K tail (template TAIL = 1, the plugin's TAIL=2): work items become (tile unit, k range)
@@ -47,7 +47,9 @@
 // A tile computed by n > 1 items is reduced in C itself, without zero-fill or workspace, in a fixed
 // order (bitwise repeatable: float addition is not associative): items are ranked from the k range
 // ending at K (rank 0, the "storer": plain stores) downwards; rank r waits until the tile's flag
-// reads r (ld.acquire.gpu), adds with red.global.add.f32, fences and counts the flag up (the last,
+// reads r (ld.acquire.gpu), adds with red.global.add.f32 (the TMA-store entry: rank 0 TMA-stores,
+// ranks >= 1 cp.reduce.async.bulk.tensor .add, each waiting for its bulk ops to complete before it
+// passes the tile on), fences and counts the flag up (the last,
 // rank n - 1, resets it to 0 for the next launch). The flags are this module's __device__ array
 // (zero at module load, left zero by every launch), indexed tile unit x CLUSTER + cluster rank.
 // Rank r - 1 is an item of lower index (SPLIT_K: slice-major units, rank-major) or of the next
@@ -433,16 +435,19 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         named_barrier_sync(7, 256);
         gemmlab::fence_proxy_async();  // generic writes after the stage's async-proxy (wgmma) reads
       }
-      if (TMA_EPI && ((SPLIT_K == 1 && TAIL == 0) || w.role == 0)) {  // whole-tile instances: always (no register path compiled)
-        // TMA store of a sole owner's tile (split tiles keep the register epilogue and its chain),
+      if (TMA_EPI) {  // every item of this entry (no register path compiled)
+        // TMA store of the tile (a split tile's adders: TMA reduce-add, in the chain's order),
         // per warp: its 16 rows in 16 x 32 chunks, each written into one of the warp's two 2 KiB
         // staging buffers (128-byte swizzle: 16-byte unit u of row r at u ^ (r % 8), so the warp's
         // float2 writes of 8 rows x 32 bytes fill all 32 banks twice), fenced for the async proxy,
         // and stored by lane 0 with TMA (clipped at M x N) while the warp goes on; a buffer is
         // rewritten only after the store before the last one has read it (bulk wait_group.read 1).
-        // Warp-level only: no barrier across the warpgroup.
+        // Warp-level only: no barrier across the warpgroup. A split tile's adder (rank r >= 1) runs
+        // after the flag read r (ranks 0..r-1 complete in C): its lanes 0 order that acquire before
+        // their async-proxy reductions (fence.proxy.async.global); each element's add is atomic.
         const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + warp * 16;
         unsigned char *const my_stage = epi_stage + warp * 2 * EPI_BUF;
+        if (add && lane == 0) gemmlab::fence_proxy_async_global();
         // EPI 4: boxes 0..H-1 of the tile go to this warp's eighth of the held stage (no wait), the
         // rest alternate the warp's two buffers; the held stage is released once its boxes are read
         constexpr int CHUNKS = MI * (BN / 32);
@@ -469,10 +474,22 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
             gemmlab::fence_proxy_async();
             __syncwarp();
             if (lane == 0) {
-              gemmlab::tma_store_2d(tensor_c, buf, n0 + 32 * cc, row0 + 64 * mi);
+              if (add) gemmlab::tma_reduce_add_2d(tensor_c, buf, n0 + 32 * cc, row0 + 64 * mi);
+              else gemmlab::tma_store_2d(tensor_c, buf, n0 + 32 * cc, row0 + 64 * mi);
               gemmlab::bulk_commit_group();
             }
           }
+        }
+        if (w.role != 0) {
+          // pass a split tile on: every warp's stores/reductions of this item performed in C (bulk
+          // wait_group 0; the last rank needs no wait: nothing reads C after it in this launch) and
+          // ordered before the generic-proxy release (fence.proxy.async.global), then the flag
+          if (lane == 0 && w.rank + 1 < w.contributors) {
+            gemmlab::bulk_wait_group<0>();
+            gemmlab::fence_proxy_async_global();
+          }
+          named_barrier_sync(epi_bar, GROUP_THREADS);
+          if (leader) flag_signal(flag, w.rank, w.contributors);
         }
         if constexpr (HOLD && CHUNKS < H + 3) {  // no third own-buffer box: wait for the held boxes here
           if (lane == 0) bulk_wait_group_read_n(CHUNKS - H);
@@ -568,8 +585,8 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__
       &tensor_a, &tensor_b, nullptr, C, M, N, K);
 }
 
-/// Entry with the TMA-store epilogue (EPI 1) for sole owners' tiles (split tiles: registers, as in
-/// gemm_wgmma): tensor maps of A, B and C (float32, 16 x 32 boxes, 128-byte swizzle), then C, M, N, K.
+/// Entry with the TMA-store epilogue (EPI 1) for every item (a split tile's rank 0 TMA-stores, its
+/// ranks >= 1 TMA reduce-add in the chain's order, each after the rank before has completed): tensor maps of A, B and C (float32, 16 x 32 boxes, 128-byte swizzle), then C, M, N, K.
 template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
           int SPLIT_K, int TAIL, int HOLD = 0>
 __global__ void __launch_bounds__(384, 1)

@@ -17,8 +17,10 @@ registers; 1 registers straight to the row-major float32 C (masked at the edges)
 staging, then each lane reads back 16-byte units and the warp stores whole 128-byte lines
 (``st.global.v4``, no TMA); 3 every full-tile register store twice (a diagnostic: the time over
 ``EPI=1`` is what the stores cost); 5 as 2 with the tile's last ring stage held as 6 KiB more
-staging per warp (released per warp once its boxes are read; SCHED=1 whole tiles only). Split tiles' items (SPLIT_K, TAIL=2) always store from
-registers (the ordered chain below). Measured on the H200 at 4096³ BF16 (medians,
+staging per warp (released per warp once its boxes are read; SCHED=1 whole tiles only). Split tiles' items (SPLIT_K, TAIL=2)
+in the TMA-store entry stage their boxes too: rank 0 TMA-stores, ranks >= 1 TMA reduce-add
+(``cp.reduce.async.bulk.tensor .add``) in the chain's order below; with ``EPI`` 1, 3, 4 they store
+from registers (``red.global.add``). Measured on the H200 at 4096³ BF16 (medians,
 docs/results/tc-ladder-h200.md "Session 6"): EPI=1 96.2%, EPI=2 98.6%, EPI=4 98.3%, EPI=5 98.6%
 (1.6 below EPI=2 in the same call) of cuBLAS.
 
@@ -41,7 +43,9 @@ Split K and the tail (:func:`work_items`): a tile computed by n > 1 work items i
 itself, without a zero-fill pass or workspace, in a fixed order so that the result is bitwise
 repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
 tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
-with ``red.global.add.f32``. The plan stays ``(Main(),)`` (its note says when a requested staged
+(``red.global.add.f32`` from registers; in the TMA-store entry a TMA reduce-add of its staged boxes,
+and every rank but the last waits for its bulk stores/reductions to complete before it passes the
+flag on). The plan stays ``(Main(),)`` (its note says when a requested staged
 epilogue fell back to registers: :meth:`WgmmaKernel.epilogue_note`).
 
 ``REDUCE=2`` (with SPLIT_K > 1; TAIL=2 needs SPLIT_K=1, so the stream-K tail always keeps the
@@ -269,7 +273,8 @@ class WgmmaKernel(KernelSpec):
         a multiple of 16: N % 4 == 0) and C is the destination (not REDUCE=2's slabs); elsewhere
         ``EPI=2`` stores from registers. The record's ``compile.name_expression`` names the entry
         that ran: ``gemm_wgmma_tma_store<...>`` or ``gemm_wgmma<...>``. In the TMA-store entry
-        split tiles' items (SPLIT_K, TAIL=2) still store from registers (their ordered chain)."""
+        split tiles' items (SPLIT_K, TAIL=2) stage too: rank 0 TMA-stores, ranks >= 1 TMA
+        reduce-add, in the chain's order."""
         return params.get("EPI", 1) in (2, 5) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
 
     def staged_stores(self, problem: Problem, params) -> bool:
@@ -407,7 +412,8 @@ class WgmmaKernel(KernelSpec):
         reduce step's C writes (:func:`reduce_writes`). Where C is staged (``EPI`` 2/5: TMA boxes of
         16 rows x 32 columns per warp at (row0 + 64 mi, n0 + 32 c); ``EPI=4``: each lane's float4
         of row 4 i + lane / 8, columns 4 (lane % 8)..+3 of each such box) the sole owners' stores
-        follow that instead of the fragment layout (split tiles' items store from registers)."""
+        follow that instead of the fragment layout; with the TMA store the split tiles' items too
+        (storers and adders), with EPI=4 they store from registers."""
         facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
         p = {"SPLIT_K": 1, "TAIL": 1, "REDUCE": 1, **params}
         slabbed = p["REDUCE"] == 2
@@ -436,10 +442,12 @@ class WgmmaKernel(KernelSpec):
         fragments = rel((0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h, j * 8 + 2 * (lane % 4) + v)
         staged = fragments
         problem = Problem(shape, self.precisions[0], *self.layouts[0])
+        tma = self.tma_store(problem, p)
         if self.stages_c(problem, p):  # the staged epilogue's own index arithmetic (kernels/wgmma_bf16.cu)
             staged = rel(*staged_store_coords(BM, BN, ping, self.tma_store(problem, p)))
         for (m_blk, n_blk, kb, ke, role, n, rank), local in items:
-            r_rel, c_rel, in_tile, r_max, c_max = staged if role == 0 and not slabbed else fragments
+            boxed = not slabbed and (role == 0 or tma)  # the TMA-store entry stages every item's boxes
+            r_rel, c_rel, in_tile, r_max, c_max = staged if boxed else fragments
             r0, c0 = m_blk * BM, n_blk * BN
             row, col = r_rel + r0, c_rel + c0
             mask = None if r0 + r_max < shape.M and c0 + c_max < shape.N else (row < shape.M) & (col < shape.N)

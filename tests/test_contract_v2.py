@@ -317,6 +317,7 @@ SASS = """
         /*00e0*/                   LDSM.16.M88.4 R40, [R9] ;
         /*00f0*/             @!PT  LDS RZ, [RZ] ;
         /*0100*/                   UTMASTG.2D [UR4], [UR6] ;
+        /*0110*/                   UTMAREDG.2D.ADD [UR4], [UR6] ;
 """
 
 
@@ -324,7 +325,8 @@ def test_sass_histogram_counts_instruction_classes():
     h = sass.histogram(SASS)
     # LDSM is ldmatrix; the @!PT LDS never executes: counted in total, in no class
     assert h == {"FFMA": 2, "HMMA": 1, "HGMMA": 1, "LDS": 2, "LDS.128": 1, "LDG": 1, "LDG.128": 1, "LDGSTS": 1,
-                 "LDSM": 1, "UTMALDG": 1, "UTMASTG": 1, "BAR": 1, "LDL": 1, "STL": 1, "total": 17}
+                 "LDSM": 1, "UTMALDG": 1, "UTMASTG": 1, "UTMAREDG": 1, "BAR": 1, "LDL": 1, "STL": 1,
+                 "total": 18}
 
 
 def test_mode_compile_writes_sass_and_histogram(tmp_path):

@@ -125,8 +125,14 @@ E2 = {"EPI": 2}
     ("wgmma_tf32", "tf32", "col", (35, 80, 20), E2),
     ("wgmma_tf32", "tf32", "col", MULTI[:1] + (2052, 1000), E2),
     ("wgmma_tf32", "tf32", "row", (300, 132, 200), E2),     # transposed-B copy, then the TMA store
-    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E2, "TAIL": 2}),  # 153 tiles: 132 TMA-stored, 21 split (registers)
-    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "SPLIT_K": 3}),       # every tile split: registers in this entry
+    # split tiles in this entry: rank 0 TMA-stores, ranks >= 1 TMA reduce-add after the flag
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E2, "TAIL": 2}),  # 153 tiles: 132 whole, 21 split
+    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "SPLIT_K": 3}),       # every tile split
+    ("wgmma_bf16", "bf16", "col", (256, 512, 16384), {**E2, "SPLIT_K": 16}),     # chains of 16 ranks
+    ("wgmma_bf16", "bf16", "col", (1024, 1024, 1024), {**E2, "TAIL": 2}),        # all tail: several ranks per tile
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {**E2, "TAIL": 2, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {**E2, **PP128, "TAIL": 2}),
+    ("wgmma_tf32", "tf32", "col", MULTI[:1] + (2052, 1000), {**E2, "TAIL": 2}),
     # EPI=5: the tile's last ring stage held as more staging (released per warp once its boxes are read)
     ("wgmma_bf16", "bf16", "col", (31, 36, 24), {"EPI": 5}),
     ("wgmma_bf16", "bf16", "col", (4097, 4, 8), {"EPI": 5}),
@@ -139,10 +145,13 @@ E2 = {"EPI": 2}
 ], ids=str)
 def test_tma_store_epilogue(tmp_path, kernel, precision, layout_b, shape, params):
     """EPI=2: the accumulators leave through shared-memory staging and TMA stores (clipped at M, N):
-    verified, NaN-free (every element of C written), bitwise repeatable; the SASS has UTMASTG."""
+    verified, NaN-free (every element of C written), bitwise repeatable; the SASS has UTMASTG (and
+    UTMAREDG where tiles are split: the adders' TMA reductions, in the chain's order)."""
     rec = _ok(_run(tmp_path, kernel, precision, layout_b, shape, params))
     assert rec["compile"]["name_expression"].startswith("gemm_wgmma_tma_store<"), rec["compile"]["name_expression"]
-    assert rec["compile"]["sass"]["histogram"].get("UTMASTG", 0) > 0, rec["compile"]["sass"]["histogram"]
+    hist = rec["compile"]["sass"]["histogram"]
+    assert hist.get("UTMASTG", 0) > 0, hist
+    assert (hist.get("UTMAREDG", 0) > 0) == (params.get("SPLIT_K", 1) > 1 or params.get("TAIL", 1) == 2), hist
 
 
 E4 = {"EPI": 4}
@@ -191,6 +200,8 @@ def test_epilogue_fallback_and_diagnostic(tmp_path, shape, params, entry):
     ("wgmma_bf16", "bf16", "col", (65, 132, 200), E2, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 200), E4, "racecheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {"EPI": 5}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "SPLIT_K": 4}, "racecheck"),  # TMA store + reduce-add chain
+    ("wgmma_bf16", "bf16", "col", (100, 132, 1000), {**E2, "SPLIT_K": 4}, "memcheck"),
 ], ids=str)
 def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)

@@ -361,6 +361,7 @@ COMPILES = [
     ("wgmma_bf16", "bf16", "col", {"EPI": 2}, 4), ("wgmma_tf32", "tf32", "col", {"EPI": 2}, 4),
     ("wgmma_bf16", "bf16", "row", {"EPI": 2, "SCHED": 2, "BN": 128, "CLUSTER": 2}, 8),
     ("wgmma_bf16", "bf16", "col", {"EPI": 4}, 4), ("wgmma_bf16", "bf16", "col", {"EPI": 5, "CLUSTER": 2}, 4),
+    ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "EPI": 1}, 4), ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "CLUSTER": 2}, 4),
 ]
 
 
@@ -384,10 +385,14 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     if over.get("REDUCE", 1) == 2:  # workspace slabs: plain stores, no flags, no atomics, no fence
         text = compiled.sass_text
         assert "REDG" not in text and "ATOMG" not in text and "MEMBAR" not in text
-    elif over.get("SPLIT_K", 1) > 1 or over.get("TAIL", 1) == 2:  # adders: REDG.E.ADD.F32; the flag fence only in the epilogue
+    elif over.get("SPLIT_K", 1) > 1 or over.get("TAIL", 1) == 2:  # adders add into C; the flag fence only in the epilogue
         text = compiled.sass_text
         gpu_fences = [l for l in text.splitlines() if "MEMBAR" in l and "MEMBAR.ALL.CTA" not in l]  # .CTA: EPI=2's proxy fences
-        assert "REDG.E.ADD.F32" in text and len(gpu_fences) <= 4 and "ATOMG" not in text, gpu_fences
+        assert len(gpu_fences) <= 4 and "ATOMG" not in text, gpu_fences
+        if s.tma_store(problem, p):  # TMA-store entry: rank 0 TMA-stores, adders TMA reduce-add, no REDG
+            assert hist["UTMAREDG"] >= 1 and hist["UTMASTG"] >= 1 and "REDG.E" not in text, hist
+        else:  # register epilogue: red.global.add
+            assert "REDG.E.ADD.F32" in text and hist["UTMAREDG"] == 0, hist
     if over.get("CLUSTER") == 2:  # remote stage releases (SYNCS.ARRIVE...RED) without a GPU-scope fence each
         lines = [l for l in compiled.sass_text.splitlines() if "/*" in l and ";" in l]
         remote = [i for i, l in enumerate(lines) if "SYNCS.ARRIVE.TRANS64.RED" in l]

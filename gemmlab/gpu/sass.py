@@ -9,7 +9,8 @@ Disassembler: ``nvdisasm`` (pip ``nvidia-cuda-nvdisasm``), else ``cuobjdump -sas
 Classes (opcode mnemonics, predicates stripped; a class counts every variant of its opcode unless
 it names a width): FFMA (float32 FMA), HMMA (warp-level tensor core mma.sync), HGMMA (Hopper
 warpgroup wgmma), LDS / LDS.128 (shared loads / 128-bit ones), LDG / LDG.128 (global loads),
-LDGSTS (cp.async), LDSM (ldmatrix), UTMALDG / UTMASTG (TMA loads / stores), BAR (barriers), LDL / STL (local
+LDGSTS (cp.async), LDSM (ldmatrix), UTMALDG / UTMASTG / UTMAREDG (TMA loads / stores / reductions
+into global memory), BAR (barriers), LDL / STL (local
 memory: spills or stack arrays). ``total`` counts every instruction; an instruction predicated on
 ``@!PT`` (never executes: padding the compiler leaves) counts in ``total`` but in no class.
 """
@@ -23,8 +24,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "UTMASTG", "BAR",
-           "LDL", "STL")
+CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "UTMASTG", "UTMAREDG",
+           "BAR", "LDL", "STL")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 TIMEOUT_S = 120
 

@@ -98,6 +98,24 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap *tmap, const void
                : "memory");
 }
 
+/// `cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [tmap, {c0, c1}], [src];`
+/// TMA reduction: add the box staged at shared `src_smem` element-wise into global memory at
+/// (c0 inner, c1 outer) of the tensor map (float32 maps: float adds, each element's add atomic;
+/// clipped at the tensor's bounds). Same rules as tma_store_2d (fenced, barrier-ordered source,
+/// bulk async-group). PTX ISA: cp.reduce.async.bulk.tensor (sm_90).
+__device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap *tmap, const void *src_smem, int c0, int c1) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n"
+               ::"l"(reinterpret_cast<unsigned long long>(tmap)), "r"(smem_addr(src_smem)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+/// `fence.proxy.async.global;` order this thread's generic-proxy and async-proxy (TMA) accesses
+/// of global memory: after a completed TMA store (bulk wait_group 0) and before a flag release,
+/// and after a flag acquire before a TMA reduction into the same data. PTX ISA: membar/fence.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 /// `cp.async.bulk.commit_group;` close this thread's bulk async-group (the TMA stores issued since
 /// the last commit). PTX ISA: cp.async.bulk.commit_group (sm_90).
 __device__ __forceinline__ void bulk_commit_group() {
