@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..13]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..14]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -258,6 +258,21 @@ GROUPS_13 = {
 }
 SHARE_13 = {"b4096": 0.5, "b8192": 0.3, "split": 0.2}
 
+# fourteenth call (--set 14): after the whole-tile instances lost the split tiles' dead code (1728 ->
+# 1056 SASS instructions for the default), the default against CLUSTER=2 and GROUP_M=16 (the L2
+# working set of a wave of 132 tiles: GROUP_M=8 ~40 MiB of A and B panels, GROUP_M=16 ~32.5 MiB),
+# interleaved, 3 runs each at 4096^3 row/col; row/row, TF32 and the 8192^3 stream-K tail again
+G16 = {"GROUP_M": 16}
+M14 = [{}, S1, {"SPLIT_K": 1}]
+GROUPS_14 = {
+    "b4096": [c for m in M14 for c in _e("wgmma_bf16", "bf16", "col", B4,
+                                          [{**E2, **m}, {**E2, **CL2, **m}, {**E2, **G16, **m}, {**E2, **CL2, **G16, **m}])]
+    + [c for m in M14[:2] for c in _e("wgmma_bf16", "bf16", "row", B4, [{**E2, **m}, {**E2, **CL2, **m}])],
+    "other": _e("wgmma_tf32", "tf32", "col", B4, [E2]) + _e("wgmma_tf32", "tf32", "row", B4, [E2])
+    + _e("wgmma_bf16", "bf16", "col", B8, [E2, {**E2, **T2}, {**E2, **CL2, **T2}]),
+}
+SHARE_14 = {"b4096": 0.65, "other": 0.35}
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -324,7 +339,7 @@ def main() -> None:
                 "5": (GROUPS_5, SHARE_5, None), "6": (GROUPS_6, SHARE_6, None), "7": (GROUPS_7, SHARE_7, None),
                 "8": (GROUPS_8, SHARE_8, None), "9": (GROUPS_9, SHARE_9, None), "10": (GROUPS_10, SHARE_10, None),
                 "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None),
-                "13": (GROUPS_13, SHARE_13, None)}
+                "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS

@@ -421,11 +421,14 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       const int epi_bar = PINGPONG ? 3 + wg : 3;
       const bool leader = PINGPONG ? tid == 128 * (wg + 1) : tid == 128;
       unsigned *flag = wgmma_split_flags + (w.unit * CLUSTER + (int)rank);
-      if (!REDUCE && w.role == 2) {
+      // SPLITS: whether this instance can have split tiles at all (else role is always 0: the flag
+      // code and the adders' reductions are not compiled)
+      constexpr bool SPLITS = SPLIT_K > 1 || TAIL != 0;
+      if (SPLITS && !REDUCE && w.role == 2) {
         if (leader) flag_wait(flag, w.rank);
         named_barrier_sync(epi_bar, GROUP_THREADS);
       }
-      const bool add = !REDUCE && w.role == 2;
+      const bool add = SPLITS && !REDUCE && w.role == 2;
       // REDUCE = 1: C is the workspace's slabs; the item stores plainly into slab `rank` (no flags)
       float *const dst = REDUCE ? C + (long long)w.rank * wgmma_slab_stride(M, N) : C;
 
@@ -480,7 +483,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
             }
           }
         }
-        if (w.role != 0) {
+        if (SPLITS && w.role != 0) {
           // pass a split tile on: every warp's stores/reductions of this item performed in C (bulk
           // wait_group 0; the last rank needs no wait: nothing reads C after it in this launch) and
           // ordered before the generic-proxy release (fence.proxy.async.global), then the flag
@@ -559,7 +562,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
           }
         }
       }
-      if (!REDUCE && w.role != 0) {  // every thread of the group has written its part: count the contribution
+      if (SPLITS && !REDUCE && w.role != 0) {  // every thread of the group has written its part: count the contribution
         named_barrier_sync(epi_bar, GROUP_THREADS);
         if (leader) flag_signal(flag, w.rank, w.contributors);
       }
