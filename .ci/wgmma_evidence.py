@@ -208,7 +208,7 @@ SHARE_9 = {"bf16_4096": 0.45, "bf16_8192": 0.55}
 # tenth call (--set 10): more interleaved repeats at 4096^3 of the default (EPI=2) and EPI=2 + CLUSTER=2
 # (each marker is a default value: it only makes the case label unique), and the stream-K tail with
 # the TMA-store epilogue once
-MARKS = [{}, G8, S1, {"STAGES": 4}, {"TAIL": 1}, {"SPLIT_K": 1}]
+MARKS = [{}, G8, S1, {"STAGES": 4}, {"TAIL": 1}, {"SPLIT_K": 1}]  # G8 was a default-valued marker until GROUP_M=16 became the default (session 7)
 GROUPS_10 = {
     "rc": [c for m in MARKS for c in _e("wgmma_bf16", "bf16", "col", B4, [{**E2, **m}, {**E2, **CL2, **m}])]
     + _e("wgmma_bf16", "bf16", "col", B4, [{**E2, "TAIL": 2}]),

@@ -493,7 +493,7 @@ class WgmmaKernel(KernelSpec):
 
 
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
-DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 8, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
+DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 16, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
             "REDUCE": 1, "EPI": 2}
 
 

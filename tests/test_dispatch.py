@@ -622,6 +622,20 @@ def test_bf16_rule_sizes_the_wgmma_tile_by_waves(shape, params):
     FULL.get("wgmma_bf16").check_problem(Problem(Shape(*shape), "bf16"), choice.params, dispatch_facts())
 
 
+@pytest.mark.parametrize("shape, tail", [
+    ((4096, 4096, 4096), 1),      # 512 128x256 tiles = 3.9 waves on 132 SMs: the tail loses (measured)
+    ((8192, 4096, 4096), 1),      # 1024 tiles = 7.8 waves: just under WGMMA_TAIL_MIN_WAVES
+    ((6144, 6144, 6144), 2),      # 1152 tiles = 8.7 waves
+    ((8192, 8192, 2048), 2),
+    ((8192, 8192, 8192), 2),
+])
+def test_bf16_rule_adds_the_stream_k_tail_from_eight_waves(shape, tail):
+    choice = _bf16(shape)
+    assert choice.kernel == "wgmma_bf16" and (choice.params["BM"], choice.params["BN"]) == (128, 256), choice
+    assert choice.params.get("TAIL", 1) == tail, choice.params
+    FULL.get("wgmma_bf16").check_problem(Problem(Shape(*shape), "bf16"), choice.params, dispatch_facts())
+
+
 @pytest.mark.parametrize("shape", [(256, 256, 65536), (512, 512, 16384), (128, 1024, 32768)])
 def test_bf16_k_heavy_splits_k(shape):
     """wgmma_bf16 64x128 ping-pong with SPLIT_K slices filling one wave of items, reduced through

@@ -280,8 +280,8 @@ def test_epilogue_entry_arguments_and_shared_memory():
     good, odd = Problem(Shape(300, 132, 200), "bf16", "row", "col"), Problem(Shape(300, 130, 200), "bf16", "row", "col")
     p1, p2, p3 = params("wgmma_bf16", EPI=1), params("wgmma_bf16", EPI=2), params("wgmma_bf16", EPI=3)
     assert params("wgmma_bf16") == p2  # the shipped default
-    assert s.instance(good, p2) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 8, 0, 1, 0>"
-    assert s.instance(good, {**p2, "TAIL": 2}).endswith(", 1, 1>")  # split tiles of the tail: registers inside this entry
+    assert s.instance(good, p2) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 1, 0>"
+    assert s.instance(good, {**p2, "TAIL": 2}).endswith(", 1, 1>")  # split tiles of the tail: staged in this entry too
     r2 = {**p2, "SPLIT_K": 2, "REDUCE": 2}  # the slabs are no TMA target: the register entry
     assert s.instance(good, r2) == s.instance(good, {**r2, "EPI": 1}) and len(s.arguments(good, r2, FACTS)) == 6
     args = s.arguments(good, p2, FACTS)
@@ -299,7 +299,7 @@ def test_epilogue_entry_arguments_and_shared_memory():
     assert s.plan(odd, p4, FACTS)[-1].note.endswith("EPI=4 stages where it can")
     assert s.plan(good, p2, FACTS)[-1].note == s.plan(odd, p1, FACTS)[-1].note == ""
     p5 = params("wgmma_bf16", EPI=5)  # the TMA-store entry with the held ring stage
-    assert s.instance(good, p5) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 8, 0, 1, 0, 1>"
+    assert s.instance(good, p5) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 1, 0, 1>"
     assert s.arguments(good, p5, FACTS) == s.arguments(good, p2, FACTS)
 
 

@@ -416,11 +416,21 @@ _WGMMA_TILES = ((128, 256, 1, 1.0), (128, 128, 1, 0.85), (64, 256, 2, 0.8), (128
                 (64, 128, 2, 0.6), (64, 64, 2, 0.45))
 
 
+WGMMA_TAIL_MIN_WAVES = 8  # the stream-K tail (TAIL=2) from this many waves of 128x256 tiles on, measured on
+# the H200 (docs/results/tc-ladder-h200.md "Session 7", % of cuBLAS BF16 row/col, graph timing, TAIL=2 vs
+# TAIL=1 in the same call): 6144^3 (8.7 waves) 101.2 vs 99.8, 8192x8192x2048 (15.5) 102.0 vs 101.8,
+# 8192x8192x4096 103.7 vs 101.7, 10240x10240x4096 (24.2) 101.8 vs 100.5, 8192^3 104.3-105.3 vs
+# 101.6-102.3; below: 4096^3 (3.9 waves) 95.6-96.1 vs 98.3-99.7, 4096x4096x2048 96.5 vs 99.6 (the
+# tail's ~12-16 us of fixed cost outweighs the ~3% of a short launch it saves)
+
+
 def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
     """wgmma_bf16's tile for this shape: the (BM, BN, SCHED) of :data:`_WGMMA_TILES` with the least
     estimated time, whole waves of the persistent grid (ceil(tiles / SMs)) times the tile area over
     its efficiency, so a shape with too few 128x256 tiles (512x4096: 64 tiles on 132 SMs) takes
-    128x128, and a 64-wide side a 64-wide tile (65536x64: 128x64; 64x65536: 64x256 ping-pong)."""
+    128x128, and a 64-wide side a 64-wide tile (65536x64: 128x64; 64x65536: 64x256 ping-pong).
+    With the 128x256 tile and at least :data:`WGMMA_TAIL_MIN_WAVES` waves of it, also ``TAIL=2``
+    (the stream-K tail over the last partial wave)."""
     best, best_cost = _WGMMA_TILES[0], math.inf
     for tile in _WGMMA_TILES:
         bm, bn, _, eff = tile
@@ -428,7 +438,10 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
         cost = _cdiv(tiles, sms) * bm * bn / eff
         if cost < best_cost:
             best, best_cost = tile, cost
-    return {"BM": best[0], "BN": best[1], "SCHED": best[2]}
+    params = {"BM": best[0], "BN": best[1], "SCHED": best[2]}
+    if best[:3] == (128, 256, 1) and _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= WGMMA_TAIL_MIN_WAVES * sms:
+        params["TAIL"] = 2
+    return params
 
 
 WGMMA_MAX_SPLIT_K = 32  # wgmma_bf16 REDUCE=2 (workspace slabs + a parallel reduce step), measured on the
