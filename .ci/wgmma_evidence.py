@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..15]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..16]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -285,6 +285,17 @@ GROUPS_15 = {
 }
 SHARE_15 = {"tail": 0.5, "g16": 0.5}
 
+# sixteenth call (--set 16): the shipped defaults after session 7 (GROUP_M=16, split tiles staged)
+# against GROUP_M=8 and CLUSTER=2 at 4096^3 (3 interleaved runs each), row/row, TF32 at 4096^3 and
+# the TF32 tail at 8192^3 (a candidate for the dispatch's tail rule)
+GROUPS_16 = {
+    "b4096": [c for m in M14 for c in _e("wgmma_bf16", "bf16", "col", B4, [{**E2, **m}, {**E2, **G8, **m}, {**E2, **CL2, **m}])]
+    + [c for m in M14[:2] for c in _e("wgmma_bf16", "bf16", "row", B4, [{**E2, **m}])],
+    "other": _e("wgmma_tf32", "tf32", "col", B4, [E2]) + _e("wgmma_tf32", "tf32", "row", B4, [E2])
+    + _e("wgmma_tf32", "tf32", "col", B8, [E2, {**E2, **T2}]) + _e("wgmma_bf16", "bf16", "col", B8, [E2, {**E2, **T2}]),
+}
+SHARE_16 = {"b4096": 0.6, "other": 0.4}
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -352,7 +363,7 @@ def main() -> None:
                 "8": (GROUPS_8, SHARE_8, None), "9": (GROUPS_9, SHARE_9, None), "10": (GROUPS_10, SHARE_10, None),
                 "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None),
                 "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None),
-                "15": (GROUPS_15, SHARE_15, None)}
+                "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
