@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..16]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..17]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -296,6 +296,14 @@ GROUPS_16 = {
 }
 SHARE_16 = {"b4096": 0.6, "other": 0.4}
 
+# seventeenth call (--set 17): repeats of the shipped default at 4096^3 (BF16 row/col x4, row/row x3;
+# markers are default values), beside `experiment=tc_ladder` with the same defaults
+GROUPS_17 = {
+    "b4096": [c for m in M14 + [{"STAGES": 4}] for c in _e("wgmma_bf16", "bf16", "col", B4, [{**E2, **m}])]
+    + [c for m in M14 for c in _e("wgmma_bf16", "bf16", "row", B4, [{**E2, **m}])],
+}
+SHARE_17 = {"b4096": 1.0}
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -363,7 +371,8 @@ def main() -> None:
                 "8": (GROUPS_8, SHARE_8, None), "9": (GROUPS_9, SHARE_9, None), "10": (GROUPS_10, SHARE_10, None),
                 "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None),
                 "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None),
-                "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None)}
+                "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None),
+                "17": (GROUPS_17, SHARE_17, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
