@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..17]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..18]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -304,6 +304,15 @@ GROUPS_17 = {
 }
 SHARE_17 = {"b4096": 1.0}
 
+# eighteenth call (--set 18): the 256x128 tile (each consumer warpgroup 128x128: two m64n128 blocks,
+# 20% fewer shared-memory bytes per FLOP than m64n256; cuBLAS's kernel at 4096^3 is 256x128 with a
+# 1x2 cluster) with the shipped GROUP_M=16, +/- CLUSTER=2, against the default, interleaved
+T256 = {"BM": 256, "BN": 128}
+GROUPS_18 = {
+    "b4096": [c for m in M14[:2] for c in _e("wgmma_bf16", "bf16", "col", B4, [{**E2, **m}, {**E2, **T256, **m}, {**E2, **T256, **CL2, **m}])],
+}
+SHARE_18 = {"b4096": 1.0}
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -372,7 +381,7 @@ def main() -> None:
                 "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None),
                 "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None),
                 "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None),
-                "17": (GROUPS_17, SHARE_17, None)}
+                "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
