@@ -419,8 +419,8 @@ _WGMMA_TILES = ((128, 256, 1, 1.0), (128, 128, 1, 0.85), (64, 256, 2, 0.8), (128
 WGMMA_TAIL_MIN_WAVES = 8  # the stream-K tail (TAIL=2) from this many waves of 128x256 tiles on, measured on
 # the H200 (docs/results/tc-ladder-h200.md "Session 7", % of cuBLAS BF16 row/col, graph timing, TAIL=2 vs
 # TAIL=1 in the same call): 6144^3 (8.7 waves) 101.2 vs 99.8, 8192x8192x2048 (15.5) 102.0 vs 101.8,
-# 8192x8192x4096 103.7 vs 101.7, 10240x10240x4096 (24.2) 101.8 vs 100.5, 8192^3 104.3-105.3 vs
-# 101.6-102.3; below: 4096^3 (3.9 waves) 95.6-96.1 vs 98.3-99.7, 4096x4096x2048 96.5 vs 99.6 (the
+# 8192x8192x4096 103.7 vs 101.7, 10240x10240x4096 (24.2) 101.8 vs 100.5, 8192^3 104.0-105.3 vs
+# 101.6-103.4 (4 calls); below: 4096^3 (3.9 waves) 95.6-96.1 vs 98.3-99.7, 4096x4096x2048 96.5 vs 99.6 (the
 # tail's ~12-16 us of fixed cost outweighs the ~3% of a short launch it saves)
 
 
@@ -521,7 +521,9 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
     wg = ("wgmma_bf16", _wgmma_params(shape, sms))
     big = shape.M * shape.N * shape.K > TINY and min(shape.M, shape.N) >= 64
     if _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= sms and eff >= FULL_WAVES:
-        return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots",
+        tail = (f"; {_cdiv(shape.M, 128) * _cdiv(shape.N, 256)} tiles >= {WGMMA_TAIL_MIN_WAVES} waves: "
+                "stream-K tail (TAIL=2)") if wg[1].get("TAIL") == 2 else ""
+        return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots{tail}",
                     (wg, ("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
     if tiles128 >= sms:
         return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles >= {sms} SMs, 128x256 tiles would use "
