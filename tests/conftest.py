@@ -139,19 +139,28 @@ def memoize_disassembly() -> None:
     sass.disassemble = disassemble
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the group markers
 def pytest_collection_modifyitems(config, items):
     """Skip gpu tests (with the reason) where no GPU is usable. For pytest-xdist (``-n``, ``--dist
     loadgroup`` in pyproject.toml) put the tests sharing a module-scoped fixture in one group per
-    fixture, which one worker runs (its setup, e.g. an Optuna search, runs once). The gpu tests
-    assert correctness, never speed, and may share the GPU (.ci/session-gpu runs them on 8
-    workers); the isolation gpu tests, which time a sweep, are one group (tests/test_isolation.py)."""
+    fixture, which one worker runs (its setup, e.g. an Optuna search, runs once); this hook runs
+    before xdist's own (``tryfirst``), which turns the markers into groups. The gpu tests assert
+    correctness, never speed, and may share the GPU (.ci/session-gpu runs them on 8 workers), so
+    they are not grouped here; the isolation gpu tests, which time a sweep, are one group by their
+    own marker (tests/test_isolation.py). The tests of several modules reading one session
+    fixture of :data:`SHARED_RUNS` are one group too (the fixture's command runs once)."""
     reason = None
     for item in items:
         if "gpu" in item.keywords:
             reason = reason or gpu_unavailable_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test skipped: {reason}"))
+            continue  # not grouped: distributed one by one on a GPU machine (.ci/session-gpu)
         info = getattr(item, "_fixtureinfo", None)
+        shared = [name for name in SHARED_RUNS if name in getattr(info, "names_closure", ())]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(f"session::{shared[0]}"))
+            continue
         for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
             if defs and defs[-1].scope == "module":
                 item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}::{name}"))
@@ -172,6 +181,24 @@ def cli():
             timeout: float = 300):
         return clirun.run(module, *args, cwd=cwd, in_process=in_process, env=env, timeout=timeout)
     return run
+
+
+#: session fixtures holding a command's run that tests of several modules read (one xdist group each)
+SHARED_RUNS = ("seed_lab_sweep",)
+
+
+@pytest.fixture(scope="session")
+def seed_lab_sweep(tmp_path_factory, cli):
+    """``(proc, root, sweep)``: ``gemmlab experiment=seed_lab mode=compile`` (6 points: naive and
+    tiled on 3 shapes) run once for the session, in this process, in the new folder ``root`` with
+    Hydra's default output layout; ``sweep`` is the one folder under ``root/outputs/multirun``
+    (None when there is not exactly one). Read by tests/test_cli.py (the points and the summary)
+    and tests/test_sweep.py (the progress lines)."""
+    root = tmp_path_factory.mktemp("seedlab")
+    proc = cli(["experiment=seed_lab", "mode=compile"], root)
+    base = root / "outputs" / "multirun"
+    sweeps = sorted(p for p in base.glob("*/*") if p.is_dir()) if base.exists() else []
+    return proc, root, sweeps[0] if len(sweeps) == 1 else None
 
 
 @pytest.fixture

@@ -321,11 +321,13 @@ def test_count_jobs_grid_without_sweeper_params():
 
 DONE = re.compile(r"\[(\d+)/(\d+|\?)\] done: ")
 
-@pytest.fixture(scope="module")
-def seed_lab_run(tmp_path_factory, cli):
-    tmp = tmp_path_factory.mktemp("seedlab")
-    sweep = tmp / "sl"
-    return cli(["experiment=seed_lab", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
+@pytest.fixture
+def seed_lab_run(seed_lab_sweep):
+    """``(proc, sweep_dir)`` of the session's ``experiment=seed_lab mode=compile`` run (conftest's
+    ``seed_lab_sweep``, also read by tests/test_cli.py)."""
+    proc, _, sweep = seed_lab_sweep
+    assert sweep is not None, proc.stdout + proc.stderr
+    return proc, sweep
 
 def test_progress_lines_with_total_and_eta(seed_lab_run):
     proc, sweep = seed_lab_run
