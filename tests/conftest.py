@@ -201,6 +201,27 @@ def seed_lab_sweep(tmp_path_factory, cli):
     return proc, root, sweeps[0] if len(sweeps) == 1 else None
 
 
+#: the disassembly summary :func:`sass_not_read` gives every cubin
+NOT_DISASSEMBLED = {"file": None, "histogram": None, "disassembler": None,
+                    "error": "not disassembled: a test that never reads the SASS"}
+
+
+@pytest.fixture
+def sass_not_read(monkeypatch):
+    """For a test of the pipeline on the fake GPU that never reads the SASS (the launch plan, the
+    copies, the timed launches): compiled kernels are not disassembled (about 0.5 CPU s of
+    nvdisasm per kernel). A disassembly cannot change such a test's outcome: a failed one is a
+    note in the record, never a failed point (``gemmlab.stages.record``). The record's
+    ``compile.sass`` then holds :data:`NOT_DISASSEMBLED`; the compile caches of this process are
+    cleared after the test, so no later test gets a kernel without its SASS (the on-disk cache
+    keeps no failed disassembly: ``gemmlab.gpu.sass.stored``)."""
+    import gemmlab
+    from gemmlab.gpu import sass
+    monkeypatch.setattr(sass, "disassemble", lambda cubin: (dict(NOT_DISASSEMBLED), ""))
+    yield
+    gemmlab.clear_caches()
+
+
 @pytest.fixture
 def cli_env():
     """Environment for running ``python -m gemmlab`` as a subprocess from any directory against
