@@ -208,10 +208,12 @@ NOT_DISASSEMBLED = {"file": None, "histogram": None, "disassembler": None,
 
 @pytest.fixture
 def sass_not_read(monkeypatch):
-    """For a test of the pipeline on the fake GPU that never reads the SASS (the launch plan, the
-    copies, the timed launches): compiled kernels are not disassembled (about 0.5 CPU s of
-    nvdisasm per kernel). A disassembly cannot change such a test's outcome: a failed one is a
-    note in the record, never a failed point (``gemmlab.stages.record``). The record's
+    """For a test that compiles kernels but never reads their SASS (the pipeline on the fake GPU:
+    the launch plan, the copies, the timed launches; a cubin's ELF header, the ptxas report, the
+    in-process compile cache): compiled kernels are not disassembled (about 0.5 CPU s of nvdisasm
+    per kernel). A disassembly cannot change such a test's outcome: a failed one is a note in the
+    record, never a failed point or a failed compile (``gemmlab.gpu.sass.disassemble`` never
+    raises). The record's
     ``compile.sass`` then holds :data:`NOT_DISASSEMBLED`; the compile caches of this process are
     cleared after the test, so no later test gets a kernel without its SASS (the on-disk cache
     keeps no failed disassembly: ``gemmlab.gpu.sass.stored``)."""
