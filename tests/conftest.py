@@ -27,10 +27,15 @@ def pytest_configure(config):
     """Keep the persistent compile cache of the test session out of the user's home (one folder
     for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
     output for the session's test processes (:func:`memoize_disassembly`, its folder
-    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way). The folders this process made are
-    removed when it ends (:func:`pytest_unconfigure`: the xdist controller, after its workers)."""
+    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way). Where bytecode writing is off
+    (``PYTHONDONTWRITEBYTECODE``), the session's Python processes (xdist workers, commands run as
+    subprocesses, point workers, launcher jobs) write and share it in a session
+    folder instead (``PYTHONPYCACHEPREFIX``, :func:`bytecode_in_a_session_folder`), never beside the
+    sources. The folders this process made are removed when it ends (:func:`pytest_unconfigure`:
+    the xdist controller, after its workers)."""
     import tempfile
     made = []
+    made.extend(bytecode_in_a_session_folder())
     if not os.environ.get("GEMMLAB_CACHE_DIR"):
         os.environ["GEMMLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="gemmlab-test-cache-")
         made.append(os.environ["GEMMLAB_CACHE_DIR"])
@@ -46,6 +51,23 @@ def pytest_unconfigure(config):
     import shutil
     for folder in config.stash.get(MADE_FOLDERS, []):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def bytecode_in_a_session_folder() -> list[str]:
+    """With bytecode writing off (``PYTHONDONTWRITEBYTECODE`` set, no ``PYTHONPYCACHEPREFIX``),
+    let the processes this one starts from now on write it to a new temporary folder
+    (``PYTHONPYCACHEPREFIX``; Python then reads and writes bytecode there only): every process of
+    the session otherwise compiles each module it imports from source again (gemmlab's own
+    modules, and pytest rewrites every test module in each xdist worker). Returns the folder made
+    (to be removed at the end), or nothing where bytecode is written as usual or a prefix is set.
+    What runs is unchanged: bytecode is a cache of the same sources."""
+    import tempfile
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return []
+    folder = tempfile.mkdtemp(prefix="gemmlab-test-pycache-")
+    os.environ["PYTHONPYCACHEPREFIX"] = folder
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    return [folder]
 
 
 #: folder of the session's disassembly memo, shared by the xdist workers (:func:`memoize_disassembly`)
@@ -117,19 +139,28 @@ def memoize_disassembly() -> None:
     sass.disassemble = disassemble
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the group markers
 def pytest_collection_modifyitems(config, items):
     """Skip gpu tests (with the reason) where no GPU is usable. For pytest-xdist (``-n``, ``--dist
     loadgroup`` in pyproject.toml) put the tests sharing a module-scoped fixture in one group per
-    fixture, which one worker runs (its setup, e.g. an Optuna search, runs once). The gpu tests
-    assert correctness, never speed, and may share the GPU (.ci/session-gpu runs them on 8
-    workers); the isolation gpu tests, which time a sweep, are one group (tests/test_isolation.py)."""
+    fixture, which one worker runs (its setup, e.g. an Optuna search, runs once); this hook runs
+    before xdist's own (``tryfirst``), which turns the markers into groups. The gpu tests assert
+    correctness, never speed, and may share the GPU (.ci/session-gpu runs them on 8 workers), so
+    they are not grouped here; the isolation gpu tests, which time a sweep, are one group by their
+    own marker (tests/test_isolation.py). The tests of several modules reading one session
+    fixture of :data:`SHARED_RUNS` are one group too (the fixture's command runs once)."""
     reason = None
     for item in items:
         if "gpu" in item.keywords:
             reason = reason or gpu_unavailable_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test skipped: {reason}"))
+            continue  # not grouped: distributed one by one on a GPU machine (.ci/session-gpu)
         info = getattr(item, "_fixtureinfo", None)
+        shared = [name for name in SHARED_RUNS if name in getattr(info, "names_closure", ())]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(f"session::{shared[0]}"))
+            continue
         for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
             if defs and defs[-1].scope == "module":
                 item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}::{name}"))
@@ -150,6 +181,47 @@ def cli():
             timeout: float = 300):
         return clirun.run(module, *args, cwd=cwd, in_process=in_process, env=env, timeout=timeout)
     return run
+
+
+#: session fixtures holding a command's run that tests of several modules read (one xdist group each)
+SHARED_RUNS = ("seed_lab_sweep",)
+
+
+@pytest.fixture(scope="session")
+def seed_lab_sweep(tmp_path_factory, cli):
+    """``(proc, root, sweep)``: ``gemmlab experiment=seed_lab mode=compile`` (6 points: naive and
+    tiled on 3 shapes) run once for the session, in this process, in the new folder ``root`` with
+    Hydra's default output layout; ``sweep`` is the one folder under ``root/outputs/multirun``
+    (None when there is not exactly one). Read by tests/test_cli.py (the points and the summary)
+    and tests/test_sweep.py (the progress lines)."""
+    root = tmp_path_factory.mktemp("seedlab")
+    proc = cli(["experiment=seed_lab", "mode=compile"], root)
+    base = root / "outputs" / "multirun"
+    sweeps = sorted(p for p in base.glob("*/*") if p.is_dir()) if base.exists() else []
+    return proc, root, sweeps[0] if len(sweeps) == 1 else None
+
+
+#: the disassembly summary :func:`sass_not_read` gives every cubin
+NOT_DISASSEMBLED = {"file": None, "histogram": None, "disassembler": None,
+                    "error": "not disassembled: a test that never reads the SASS"}
+
+
+@pytest.fixture
+def sass_not_read(monkeypatch):
+    """For a test that compiles kernels but never reads their SASS (the pipeline on the fake GPU:
+    the launch plan, the copies, the timed launches; a cubin's ELF header, the ptxas report, the
+    in-process compile cache): compiled kernels are not disassembled (about 0.5 CPU s of nvdisasm
+    per kernel). A disassembly cannot change such a test's outcome: a failed one is a note in the
+    record, never a failed point or a failed compile (``gemmlab.gpu.sass.disassemble`` never
+    raises). The record's
+    ``compile.sass`` then holds :data:`NOT_DISASSEMBLED`; the compile caches of this process are
+    cleared after the test, so no later test gets a kernel without its SASS (the on-disk cache
+    keeps no failed disassembly: ``gemmlab.gpu.sass.stored``)."""
+    import gemmlab
+    from gemmlab.gpu import sass
+    monkeypatch.setattr(sass, "disassemble", lambda cubin: (dict(NOT_DISASSEMBLED), ""))
+    yield
+    gemmlab.clear_caches()
 
 
 @pytest.fixture

@@ -287,11 +287,12 @@ def test_sweep_continues_past_invalid_point(cli, tmp_path):
     assert rows[0]["vs_baseline"] == "" and "vs_baseline" in md
 
 
-def test_seed_lab_experiment_compiles_six_points(cli, tmp_path):
-    proc = cli(["experiment=seed_lab", "mode=compile"], tmp_path)
+def test_seed_lab_experiment_compiles_six_points(seed_lab_sweep):
+    """The session's run of the experiment (conftest's ``seed_lab_sweep``, also read by tests/test_sweep.py)."""
+    proc, root, _ = seed_lab_sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    (sweep,) = sweep_dirs(tmp_path)
+    (sweep,) = sweep_dirs(root)
     points = sorted(p.parent.name for p in sweep.glob("*/result.json"))
     assert points == ["0", "1", "2", "3", "4", "5"]
     seen = set()

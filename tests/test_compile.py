@@ -41,7 +41,7 @@ def registry():
 
 @pytest.mark.parametrize("arch", ["90", "80"])
 @pytest.mark.parametrize("kernel", ["naive", "tiled", "ladder_starter", "ladder_strip"])
-def test_builtin_kernels_compile_to_cubin(registry, kernel, arch):
+def test_builtin_kernels_compile_to_cubin(registry, kernel, arch, sass_not_read):
     spec = registry.get(kernel)
     compiled = compile_kernel(registry.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch=arch))
     assert compiled.object_code.code[:4] == b"\x7fELF"  # a cubin, not PTX
@@ -55,7 +55,7 @@ def test_builtin_kernels_compile_to_cubin(registry, kernel, arch):
         assert compiled.resources.static_shared_bytes == 4 * (64 * 16 + 16 * 64)
 
 
-def test_in_process_cache_hits_only_for_identical_inputs(registry, tmp_path):
+def test_in_process_cache_hits_only_for_identical_inputs(registry, tmp_path, sass_not_read):
     spec = registry.get("tiled")
     src = registry.source_path(spec)
     first = compile_kernel(src, "gemm_tiled<64, 64, 8, 8, 2>", CompileOptions(arch="90"))

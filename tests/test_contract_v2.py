@@ -375,7 +375,7 @@ def test_tensor_map_rules():
 # --- the pipeline on the fake GPU ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("la, lb", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col")])
-def test_layouts_run_and_verify(tmp_path, monkeypatch, la, lb):
+def test_layouts_run_and_verify(tmp_path, monkeypatch, la, lb, sass_not_read):
     rec, gpu = run(tmp_path, monkeypatch, layout={"a": la, "b": lb})
     assert rec["status"] == "ok", rec["error"]
     assert rec["layout"] == {"a": la, "b": lb}
@@ -383,7 +383,7 @@ def test_layouts_run_and_verify(tmp_path, monkeypatch, la, lb):
     assert rec["arguments"][-2:] == ["lda (int32)", "ldb (int32)"]
 
 
-def test_launch_plan_is_inside_every_timed_launch(tmp_path, monkeypatch):
+def test_launch_plan_is_inside_every_timed_launch(tmp_path, monkeypatch, sass_not_read):
     rec, gpu = run(tmp_path, monkeypatch, kernel={"name": "v2_plan"}, timing={**FAST, "mode": "both"})
     assert rec["status"] == "ok", rec["error"]
     assert rec["plan"] == ["memset C to 0x00000000", "main kernel",
@@ -401,7 +401,7 @@ def test_launch_plan_is_inside_every_timed_launch(tmp_path, monkeypatch):
     assert {"-DV2_PLAN=1", "-maxrregcount=64"} <= set(rec["compile"]["options"])
 
 
-def test_plan_without_its_memset_fails_verification(tmp_path, monkeypatch):
+def test_plan_without_its_memset_fails_verification(tmp_path, monkeypatch, sass_not_read):
     from fakegpu import HostGpu as G
     gpu = G(behaviour=BEHAVIOUR)
     real_fill = gpu.fill32
@@ -410,14 +410,14 @@ def test_plan_without_its_memset_fails_verification(tmp_path, monkeypatch):
     assert rec["status"] == "wrong_result" and rec["verification"]["nan_outputs"] == 33 * 20
 
 
-def test_cluster_launch_is_recorded(tmp_path, monkeypatch):
+def test_cluster_launch_is_recorded(tmp_path, monkeypatch, sass_not_read):
     rec, gpu = run(tmp_path, monkeypatch, kernel={"name": "v2_cluster"})
     assert rec["status"] == "ok", rec["error"]
     assert rec["launch"]["cluster"] == [2, 1, 1] and rec["launch"]["grid"] == [2, 3, 1]
     assert rec["occupancy_clusters"] == {"gemm_layout<0, 0>": 4}
 
 
-def test_tensor_map_argument_is_built_and_passed_first(tmp_path, monkeypatch):
+def test_tensor_map_argument_is_built_and_passed_first(tmp_path, monkeypatch, sass_not_read):
     rec, gpu = run(tmp_path, monkeypatch, kernel={"name": "v2_tma"}, shape=[32, 24, 16])
     assert rec["status"] == "ok", rec["error"]
     assert rec["tensor_maps"] == [{"matrix": "A", "dtype": "float32", "global": [32, 16], "row_stride_bytes": 64,
@@ -425,7 +425,7 @@ def test_tensor_map_argument_is_built_and_passed_first(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_half_precision_nvrtc_kernel_on_fake_gpu(tmp_path, monkeypatch, precision):
+def test_half_precision_nvrtc_kernel_on_fake_gpu(tmp_path, monkeypatch, precision, sass_not_read):
     rec, gpu = run(tmp_path, monkeypatch, kernel={"name": "v2_half"}, precision=precision)
     assert rec["status"] == "ok", rec["error"]
     assert rec["precision_detail"]["a_dtype"] == {"bf16": "bfloat16", "fp16": "float16"}[precision]

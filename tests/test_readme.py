@@ -33,16 +33,17 @@ def _records(tmp_path: Path):
     return [json.loads(p.read_text()) for p in sorted((tmp_path / "outputs").rglob("result.json"))]
 
 
-def test_walkthrough_compiles(tmp_path, gemmlab_cmd, cli_env):
+def test_walkthrough_compiles(tmp_path, cli):
+    """In this process (the ``cli`` fixture: a fresh command each call, the point in a worker
+    process); the drop-in plugin is loaded from the README's files as a user's command would."""
     d = _walkthrough(tmp_path)
-    proc = _run(["kernel=rowstrip", f"plugin_dirs=[{d}]", "mode=compile", "kernel.BX=64", "kernel.TN=8"],
-                tmp_path, gemmlab_cmd, cli_env)
+    proc = cli(["kernel=rowstrip", f"plugin_dirs=[{d}]", "mode=compile", "kernel.BX=64", "kernel.TN=8"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (rec,) = _records(tmp_path)
     assert rec["status"] == "compiled"
     assert rec["compile"]["name_expression"] == "gemm_rowstrip<64, 8>"
     assert rec["launch"]["grid"] == [1, 256, 1] and rec["launch"]["block"] == [64, 1, 1]
-    help_text = _run(["--help", f"plugin_dirs=[{d}]"], tmp_path, gemmlab_cmd, cli_env).stdout
+    help_text = cli(["--help", f"plugin_dirs=[{d}]"], tmp_path).stdout
     assert "rowstrip" in help_text and "one row, TN columns per thread" in help_text
 
 

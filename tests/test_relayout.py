@@ -278,7 +278,7 @@ def _host_wgmma(problem):
     ("wgmma_bf16", "bf16", "row", (64, 72, 64)),
 ], ids=str)
 def test_pipeline_runs_the_copies_before_the_kernel_in_every_launch(tmp_path, monkeypatch, kernel, precision,
-                                                                     layout_b, shape):
+                                                                     layout_b, shape, sass_not_read):
     problem = Problem(Shape(*shape), precision, "row", layout_b)
     gpu = HostGpu(durations={"gemmlab::relayout": 0.25, "gemm_wgmma": 1.0},
                   behaviour={"gemmlab::relayout_pad<2>": _host_pad(2), "gemmlab::relayout_pad<4>": _host_pad(4),
@@ -340,7 +340,8 @@ def _host_reduce(gpu, args):
     ("wgmma_bf16", "bf16", "row", (31, 33, 1001)), ("wgmma_bf16", "bf16", "col", (35, 79, 601)),
     ("wgmma_tf32", "tf32", "row", (63, 65, 330)),
 ], ids=str)
-def test_pipeline_reduce2_slabs_after_the_copies(tmp_path, monkeypatch, kernel, precision, layout_b, shape):
+def test_pipeline_reduce2_slabs_after_the_copies(tmp_path, monkeypatch, kernel, precision, layout_b, shape,
+                                                sass_not_read):
     """SPLIT_K with REDUCE=2 on the fake GPU: copies, the kernel writing its slabs through the
     Workspace(offset) argument, the reduce step summing them into C, all in every timed launch;
     slabs placed over the copies' regions (a wrong offset) would corrupt the copies and fail."""

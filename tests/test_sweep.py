@@ -95,14 +95,32 @@ def test_no_module_level_outcome_channels():
         assert not hasattr(sweep, name), name
 
 
-@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=gemmlab_gpus", "hydra.launcher.n_jobs=2"]],
-                         ids=["in_process", "joblib_2_workers"])
-def test_nested_subdir_sweep_fails_when_a_point_failed(tmp_path, cli, launcher):
+#: a sweep over one valid and one invalid tile set (kernel.TM=3 breaks the tile rules), in a nested subdir layout
+FAILING_NESTED = ["kernel=tiled", "kernel.TM=3,8", "mode=compile",
+                  "hydra.sweep.subdir=${kernel.name}/TM${kernel.TM}/${hydra.job.num}"]
+
+
+@pytest.fixture(scope="module")
+def joblib_2_workers_failing_sweep(tmp_path_factory, cli):
+    """``(proc, sweep_dir)`` of :data:`FAILING_NESTED` through joblib with 2 workers, run once for the
+    module: test_nested_subdir_sweep_fails_when_a_point_failed[joblib_2_workers] and
+    test_launcher_reports_failed_point[joblib_2_workers] both read it (a start of the command,
+    Hydra and two loky workers less)."""
+    tmp = tmp_path_factory.mktemp("joblib2fail")
+    sweep_dir = tmp / "sw"
+    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], *FAILING_NESTED, f"hydra.sweep.dir={sweep_dir}"], tmp,
+               in_process=False)  # joblib's worker processes are started from a real command
+    return proc, sweep_dir
+
+
+@pytest.mark.parametrize("launcher", ["in_process", "joblib_2_workers"])
+def test_nested_subdir_sweep_fails_when_a_point_failed(tmp_path, cli, launcher, joblib_2_workers_failing_sweep):
     """A point that fails in a worker process still fails the sweep, in a nested subdir layout."""
-    sweep_dir = tmp_path / "sw"
-    proc = cli(["-m", *launcher, "kernel=tiled", "kernel.TM=3,8", "mode=compile", f"hydra.sweep.dir={sweep_dir}",
-                "hydra.sweep.subdir=${kernel.name}/TM${kernel.TM}/${hydra.job.num}"], tmp_path,
-               in_process=not launcher)  # joblib's worker processes are started from a real command
+    if launcher == "joblib_2_workers":
+        proc, sweep_dir = joblib_2_workers_failing_sweep
+    else:
+        sweep_dir = tmp_path / "sw"
+        proc = cli(["-m", *FAILING_NESTED, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     with open(sweep_dir / "summary.csv", newline="") as f:
         rows = [(r["point"], r["status"]) for r in csv.DictReader(f)]
@@ -303,11 +321,13 @@ def test_count_jobs_grid_without_sweeper_params():
 
 DONE = re.compile(r"\[(\d+)/(\d+|\?)\] done: ")
 
-@pytest.fixture(scope="module")
-def seed_lab_run(tmp_path_factory, cli):
-    tmp = tmp_path_factory.mktemp("seedlab")
-    sweep = tmp / "sl"
-    return cli(["experiment=seed_lab", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp), sweep
+@pytest.fixture
+def seed_lab_run(seed_lab_sweep):
+    """``(proc, sweep_dir)`` of the session's ``experiment=seed_lab mode=compile`` run (conftest's
+    ``seed_lab_sweep``, also read by tests/test_cli.py)."""
+    proc, _, sweep = seed_lab_sweep
+    assert sweep is not None, proc.stdout + proc.stderr
+    return proc, sweep
 
 def test_progress_lines_with_total_and_eta(seed_lab_run):
     proc, sweep = seed_lab_run
@@ -349,11 +369,17 @@ LAUNCHERS = {"submitit_local": ["hydra/launcher=gemmlab_local"],
              "joblib": ["hydra/launcher=gemmlab_gpus"],  # n_jobs = GPU count, at least 1
              "joblib_2_workers": ["hydra/launcher=gemmlab_gpus", "hydra.launcher.n_jobs=2"]}
 
+#: launchers whose sweep runs in the test process (submitit's local jobs are fresh interpreters
+#: started per point; joblib with one job runs the points in the calling process); joblib with 2
+#: workers (loky's reusable worker processes) is started from a real command
+IN_PROCESS_LAUNCHERS = {"submitit_local", "joblib"}
+
+
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 def test_launcher_runs_compile_sweep(cli, tmp_path, launcher):
     sweep = tmp_path / "sw"
     proc = cli(["-m", *LAUNCHERS[launcher], "kernel=naive,tiled", "mode=compile",
-                f"hydra.sweep.dir={sweep}"], tmp_path, in_process=False)  # the launchers' own processes, from a real one
+                f"hydra.sweep.dir={sweep}"], tmp_path, in_process=launcher in IN_PROCESS_LAUNCHERS)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Traceback" not in out
@@ -370,13 +396,19 @@ def test_launcher_runs_compile_sweep(cli, tmp_path, launcher):
         assert "Joblib.Parallel(n_jobs=" in out
 
 @pytest.mark.parametrize("launcher", ["submitit_local", "joblib_2_workers"])
-def test_launcher_reports_failed_point(cli, tmp_path, launcher):
-    """A failing point in a worker process still fails the sweep (the summary reads the files)."""
-    sweep = tmp_path / "sw"
-    proc = cli(["-m", *LAUNCHERS[launcher], "kernel=tiled", "kernel.TM=3,8", "mode=compile",
-                f"hydra.sweep.dir={sweep}"], tmp_path, in_process=False)
+def test_launcher_reports_failed_point(cli, tmp_path, launcher, joblib_2_workers_failing_sweep):
+    """A failing point in a worker process still fails the sweep (the summary reads the files).
+    joblib with 2 workers: the module's run of that sweep (nested layout,
+    :func:`joblib_2_workers_failing_sweep`); submitit: its own run (flat layout)."""
+    if launcher == "joblib_2_workers":
+        proc, sweep = joblib_2_workers_failing_sweep
+    else:
+        sweep = tmp_path / "sw"
+        proc = cli(["-m", *LAUNCHERS[launcher], "kernel=tiled", "kernel.TM=3,8", "mode=compile",
+                    f"hydra.sweep.dir={sweep}"], tmp_path, in_process=launcher in IN_PROCESS_LAUNCHERS)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert sorted(_statuses(sweep).values()) == ["compiled", "invalid"]
+    statuses = [json.loads(p.read_text())["status"] for p in sweep.rglob("result.json")]
+    assert sorted(statuses) == ["compiled", "invalid"]
 
 
 def test_console_table_keeps_square_brackets(tmp_path):
