@@ -283,6 +283,9 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   constexpr bool TMA_EPI = EPI == 1 || EPI == 4;
   constexpr bool HOLD = EPI == 4;  // the tile's last ring stage stays as extra staging until its boxes are read
   constexpr unsigned EPI_BUF = 16 * 128;  // EPI = 1: one staging buffer, 16 rows x 32 floats (128-byte swizzle); 2 per warp
+  // SPLITS: whether this instance can have split tiles at all (else every item's role is 0: the
+  // flag code and the adders' reductions are not compiled)
+  constexpr bool SPLITS = SPLIT_K > 1 || TAIL != 0;
 
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
@@ -300,7 +303,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   if (tid == 0) {
     gemmlab::prefetch_tensormap(tensor_a);
     gemmlab::prefetch_tensormap(tensor_b);
-    if constexpr (EPI == 1 || EPI == 4) gemmlab::prefetch_tensormap(tensor_c);
+    if constexpr (TMA_EPI) gemmlab::prefetch_tensormap(tensor_c);
 #pragma unroll
     for (int s = 0; s < STAGES; s++) {
       gemmlab::mbarrier_init(&full[s], 1);
@@ -364,7 +367,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
     };
     float d[MI][BN / 2];
     int it = 0;
-    int epi_chunk = 0;  // EPI = 1: chunks this warp has stored (staging buffer epi_chunk % 2)
+    int epi_chunk = 0;  // EPI = 1, 3: chunks this warp has staged (staging buffer epi_chunk % 2)
     unsigned char *const epi_stage = ring + STAGES * STAGE_BYTES + wg * 8 * EPI_BUF;  // 4 warps x 2 buffers
     WorkItem w;
     for (int local = 0; sched.item(local, w); local++) {
@@ -421,9 +424,6 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       const int epi_bar = PINGPONG ? 3 + wg : 3;
       const bool leader = PINGPONG ? tid == 128 * (wg + 1) : tid == 128;
       unsigned *flag = wgmma_split_flags + (w.unit * CLUSTER + (int)rank);
-      // SPLITS: whether this instance can have split tiles at all (else role is always 0: the flag
-      // code and the adders' reductions are not compiled)
-      constexpr bool SPLITS = SPLIT_K > 1 || TAIL != 0;
       if (SPLITS && !REDUCE && w.role == 2) {
         if (leader) flag_wait(flag, w.rank);
         named_barrier_sync(epi_bar, GROUP_THREADS);

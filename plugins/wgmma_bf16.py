@@ -444,7 +444,7 @@ class WgmmaKernel(KernelSpec):
         problem = Problem(shape, self.precisions[0], *self.layouts[0])
         tma = self.tma_store(problem, p)
         if self.stages_c(problem, p):  # the staged epilogue's own index arithmetic (kernels/wgmma_bf16.cu)
-            staged = rel(*staged_store_coords(BM, BN, ping, self.tma_store(problem, p)))
+            staged = rel(*staged_store_coords(BM, BN, ping, tma))
         for (m_blk, n_blk, kb, ke, role, n, rank), local in items:
             boxed = not slabbed and (role == 0 or tma)  # the TMA-store entry stages every item's boxes
             r_rel, c_rel, in_tile, r_max, c_max = staged if boxed else fragments

@@ -520,9 +520,10 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
     tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
     wg = ("wgmma_bf16", _wgmma_params(shape, sms))
     big = shape.M * shape.N * shape.K > TINY and min(shape.M, shape.N) >= 64
-    if _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= sms and eff >= FULL_WAVES:
-        tail = (f"; {_cdiv(shape.M, 128) * _cdiv(shape.N, 256)} tiles >= {WGMMA_TAIL_MIN_WAVES} waves: "
-                "stream-K tail (TAIL=2)") if wg[1].get("TAIL") == 2 else ""
+    tiles256 = _cdiv(shape.M, 128) * _cdiv(shape.N, 256)
+    if tiles256 >= sms and eff >= FULL_WAVES:
+        tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves: stream-K tail (TAIL=2)"
+                if wg[1].get("TAIL") == 2 else "")
         return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots{tail}",
                     (wg, ("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
     if tiles128 >= sms:
