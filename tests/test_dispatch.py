@@ -628,6 +628,7 @@ def test_bf16_rule_sizes_the_wgmma_tile_by_waves(shape, params):
     ((6144, 6144, 6144), 2),      # 1152 tiles = 8.7 waves
     ((8192, 8192, 2048), 2),
     ((8192, 8192, 8192), 2),
+    ((8192, 4224, 4096), 2),      # 1088 tiles, 89% of their waves: the rule's second branch says why too
 ])
 def test_bf16_rule_adds_the_stream_k_tail_from_eight_waves(shape, tail):
     choice = _bf16(shape)

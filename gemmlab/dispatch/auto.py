@@ -521,14 +521,14 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
     wg = ("wgmma_bf16", _wgmma_params(shape, sms))
     big = shape.M * shape.N * shape.K > TINY and min(shape.M, shape.N) >= 64
     tiles256 = _cdiv(shape.M, 128) * _cdiv(shape.N, 256)
+    tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves: stream-K tail (TAIL=2)"
+            if wg[1].get("TAIL") == 2 else "")  # the record says why wherever _wgmma_params added the tail
     if tiles256 >= sms and eff >= FULL_WAVES:
-        tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves: stream-K tail (TAIL=2)"
-                if wg[1].get("TAIL") == 2 else "")
         return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots{tail}",
                     (wg, ("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
     if tiles128 >= sms:
         return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles >= {sms} SMs, 128x256 tiles would use "
-                    f"{eff:.0%} of their waves: wgmma {wg[1]['BM']}x{wg[1]['BN']}",
+                    f"{eff:.0%} of their waves: wgmma {wg[1]['BM']}x{wg[1]['BN']}{tail}",
                     (wg, ("wgmma_bf16", {}), _MMA16_128, ("tma_bf16", {}), _MMA16_64))
     return Rule("tensor_core", f"tensor cores: {tiles128} 128x128 tiles < {sms} SMs: "
                 + (f"wgmma {wg[1]['BM']}x{wg[1]['BN']} tiles, else " if big else "") + "64x64 tiles fill more SMs",
