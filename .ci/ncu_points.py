@@ -20,7 +20,9 @@ from pathlib import Path
 
 METRICS = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sector_hit_rate.pct",
            "lts__t_bytes.sum", "sm__pipe_tensor_op_hgmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-           "sm__cycles_active.avg", "gpc__cycles_elapsed.max", "sm__throughput.avg.pct_of_peak_sustained_elapsed"]
+           "sm__cycles_active.avg", "gpc__cycles_elapsed.max", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+           "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+           "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", "sm__inst_executed_pipe_tensor.sum"]
 
 
 def main(argv: list[str]) -> None:

@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..18]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..19]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -313,6 +313,25 @@ GROUPS_18 = {
 }
 SHARE_18 = {"b4096": 1.0}
 
+# nineteenth call (--set 19, session 8): ping-pong with the default's wgmma shape (SCHED=2 BM=64 BN=256:
+# each consumer warpgroup a whole 64x256 tile, m64n256k16 as the default, so the same shared-memory
+# bytes per FLOP; one warpgroup's epilogue runs under the other's main loop) with CLUSTER=2 (B multicast
+# over tile pairs along M: the default's L2 bytes per FLOP) against the default and CLUSTER=2, three
+# interleaved runs at 4096^3 row/col (markers are default values that keep labels unique and do not
+# touch SCHED); ping-pong 128x128 + CLUSTER=2 and the tail once; row/row, 8192^3 and TF32
+PP64 = {"SCHED": 2, "BM": 64, "BN": 256, "STAGES": 4}
+M19 = [{}, {"SPLIT_K": 1}, {"TAIL": 1}]
+GROUPS_19 = {
+    "b4096": [c for m in M19 for c in _e("wgmma_bf16", "bf16", "col", B4,
+                                          [{**E2, **m}, {**E2, **CL2, **m}, {**E2, **PP64, **m}, {**E2, **PP64, **CL2, **m}])]
+    + _e("wgmma_bf16", "bf16", "col", B4, [{**E2, **PP128, **CL2}, {**E2, **PP64, **CL2, **T2}])
+    + [c for m in M19[:2] for c in _e("wgmma_bf16", "bf16", "row", B4, [{**E2, **m}, {**E2, **PP64, **CL2, **m}])],
+    "other": _e("wgmma_bf16", "bf16", "col", B8, [E2, {**E2, **PP64, **CL2}, {**E2, **T2}, {**E2, **PP64, **CL2, **T2}])
+    + _e("wgmma_tf32", "tf32", "col", B4, [E2, {**E2, **PP64, **CL2}]),
+}
+SHARE_19 = {"b4096": 0.6, "other": 0.4}
+
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -381,7 +400,8 @@ def main() -> None:
                 "11": (GROUPS_11, SHARE_11, None), "12": (GROUPS_12, SHARE_12, None),
                 "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None),
                 "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None),
-                "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None)}
+                "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None),
+                "19": (GROUPS_19, SHARE_19, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
