@@ -4,7 +4,7 @@
 
 Each point is a plain gemmlab run (graph timing, 2 warm-up, 3 samples x 10 launches) under
 ``ncu --clock-control none --cache-control none`` (no clock lock, no cache flush: gemmlab's own
-conditions) with the METRICS below that this ncu lists (``--query-metrics``). Per point the
+conditions) with the METRICS below (or the comma-separated $NCU_METRICS) that this ncu lists (``--query-metrics``). Per point the
 kernel with the most profiled launches is kept (the GEMM itself, not fills or checks) and each
 metric's median over its launches is printed; raw CSVs stay in OUT.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import shutil
 import statistics
 import subprocess
@@ -31,7 +32,8 @@ def main(argv: list[str]) -> None:
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     query = subprocess.run([ncu, "--query-metrics", "--chip", "gh100"], capture_output=True, text=True, timeout=60).stdout
     bases = {w.strip('",') for w in query.split()}
-    metrics = [m for m in METRICS if m.split(".")[0] in bases] or ["gpu__time_duration.sum"]
+    wanted = os.environ.get("NCU_METRICS", "").split(",") if os.environ.get("NCU_METRICS") else METRICS
+    metrics = [m for m in wanted if m.split(".")[0] in bases] or ["gpu__time_duration.sum"]
     print("metrics:", ",".join(metrics), flush=True)
     table = []
     for spec in argv[1:]:
