@@ -24,7 +24,7 @@
 // wgmma group in flight (wgmma.wait_group 1) and releases the previous stage.
 // Persistent: the grid is at most one CTA per SM (the plugin sizes it from the SM count); CTA b
 // takes the work units b, b + #CTAs, ... Units are ordered in groups of GROUP_M tile rows (the
-// column index runs fastest inside a group) so concurrently running CTAs share A and B panels in L2.
+// row index runs fastest inside a group) so concurrently running CTAs share A and B panels in L2.
 // CLUSTER = 2: two CTAs (consecutive tile rows, the same tile column) form a cluster; each loads
 // its own A tile and half of the shared B tile, multicast to both (TMA .multicast::cluster), so B
 // crosses L2 once per pair. Each consumer warp then releases a stage in both CTAs (remote
@@ -314,7 +314,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   if constexpr (CLUSTER > 1) gemmlab::cluster_sync();  // peers' barriers exist before any remote use
   else __syncthreads();
 
-  // unit -> (tile row block, tile column block), GROUP_M unit rows per group, column fastest
+  // unit -> (tile row block, tile column block), GROUP_M unit rows per group, row fastest
   auto tile_of = [&](int unit, int &m_blk, int &n_blk) {
     const int per_group = GROUP_M * num_n;
     const int group = unit / per_group, first = group * GROUP_M;
