@@ -180,7 +180,7 @@ def test_cli_refuses_unsupported_precision_with_one_line(tmp_path, cli):
     assert proc.stderr.strip() == "gemmlab: error: precision: kernel naive supports fp32; got bf16"
 
 
-def test_cluster_the_device_refuses_is_one_line(tmp_path, monkeypatch):
+def test_cluster_the_device_refuses_is_one_line(tmp_path, monkeypatch, sass_not_read):
     gpu = HostGpu(behaviour=BEHAVIOUR)
     gpu.active_clusters = 0
     rec, _ = run(tmp_path, monkeypatch, gpu, kernel={"name": "v2_cluster"})
@@ -200,7 +200,7 @@ def _source(tmp_path, body, header="#pragma once\nconstexpr int twice(int x) { r
 KERNEL = "template <int X> __global__ void k(float *c) { c[threadIdx.x] = twice(X); }\n"
 
 
-def test_includes_are_scanned_and_hashed(tmp_path):
+def test_includes_are_scanned_and_hashed(tmp_path, sass_not_read):
     src = _source(tmp_path, KERNEL)
     names = [i["name"] for i in scan_includes(src)]
     assert names == ["helper.cuh", "gemmlab/README.cuh"]
@@ -284,7 +284,7 @@ def test_bad_kernel_options_are_config_errors(options, words):
     assert info.value.field == "kernel.options" and words in str(info.value)
 
 
-def test_options_reach_nvrtc(tmp_path):
+def test_options_reach_nvrtc(tmp_path, sass_not_read):
     src = tmp_path / "k.cu"
     src.write_text("#ifndef STAGES\n#error STAGES missing\n#endif\n"
                    "template <int X> __global__ void k(float *c) { c[threadIdx.x] = X * STAGES; }\n")

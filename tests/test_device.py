@@ -5,9 +5,11 @@ satisfy; device=auto (NVML count, one lock file per GPU) and a device index out 
 from __future__ import annotations
 
 import inspect
+import select
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -80,22 +82,36 @@ def test_run_point_device_auto_without_gpu_is_no_gpu(monkeypatch, no_held_locks,
     assert rec["status"] == "no_gpu" and rec["valid"] is False
     assert "device=auto" in rec["error"]
 
+# picks a GPU, says which, and holds it (the process lives on) until its stdin is closed
 PICK = textwrap.dedent("""
-    import sys, time
+    import sys
     import gemmlab.gpu.device as d
     d.gpu_count = lambda: 2
     print(d.pick_device(sys.argv[1]), flush=True)
-    time.sleep(2)
+    sys.stdin.read()
 """)
 
 def test_pick_device_two_processes_get_distinct_gpus(tmp_path, cli_env):
+    """Two processes at once: each holds the GPU it picked while the other picks (both have
+    answered before either is let go), so they get different ones."""
     locks = str(tmp_path / "locks")
-    procs = [subprocess.Popen([sys.executable, "-c", PICK, locks], env=cli_env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=60) for p in procs]
+    procs = [subprocess.Popen([sys.executable, "-c", PICK, locks], env=cli_env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    picked, deadline = [], time.monotonic() + 60
+    try:
+        for p in procs:  # both still running, each holding its pick (a process that never says: "")
+            ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            picked.append(p.stdout.readline() if ready else "")
+        for p in procs:
+            p.stdin.close()  # let them end
+        outs = [(p.stdout.read(), p.stderr.read()) for p in procs if p.wait(timeout=60) is not None]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
-    assert sorted(int(out.strip()) for out, _ in outs) == [0, 1]
+    assert sorted(int(line.strip() or -1) for line in picked) == [0, 1], (picked, outs)
 
 def test_device_index_out_of_range_message(monkeypatch):
     from cuda.core import Device

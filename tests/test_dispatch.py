@@ -300,7 +300,7 @@ def test_resolve_auto_bad_input(kernel, field):
     assert exc.value.field == field
 
 
-def test_run_point_auto_compile_records_dispatch(tmp_path):
+def test_run_point_auto_compile_records_dispatch(tmp_path, sass_not_read):
     from gemmlab.run.pipeline import run_point
     # 4x4096x4096: no entry of the shipped H200 table within 1.5x in M (1, 8), so the rules choose
     rec = run_point({"kernel": {"name": "auto"}, "shape": [4, 4096, 4096], "mode": "compile"}, tmp_path / "a")

@@ -260,7 +260,8 @@ def test_rungs_compile_without_spills_and_use_wide_accesses(kernel):
     import re
     from gemmlab.gpu.compile import CompileOptions, compile_kernel
     spec = REGISTRY.get(kernel)
-    compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch="90"))
+    compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(spec.defaults), CompileOptions(arch="90"),
+                              persistent=True)  # the session's disk cache (tests/conftest.py)
     if compiled.resources is None:
         pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
     r = compiled.resources
@@ -306,7 +307,7 @@ def test_pipelined_lean_guarded_copy_has_no_spills(over):
     p = params("sgemm_pipelined", **over)
     threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
     assert 65536 // (threads * p["MINB"]) < 160  # the kernel's LEAN condition holds
-    compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(p), CompileOptions(arch="90"))
+    compiled = compile_kernel(REGISTRY.source_path(spec), spec.entry(p), CompileOptions(arch="90"), persistent=True)
     if compiled.resources is None:
         pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
     r = compiled.resources
@@ -335,7 +336,7 @@ def _lean_loop_figures(source, entry):
     """(fraction of 'other' instructions, predicated LDGSTS count) of the leanest main loop."""
     import re
     from gemmlab.gpu.compile import CompileOptions, compile_kernel
-    sass = _sass(compile_kernel(source, entry, CompileOptions(arch="90")))
+    sass = _sass(compile_kernel(source, entry, CompileOptions(arch="90"), persistent=True))
     best = None
     for body in _main_loops(sass):
         ops = [x for x in body if "@!PT" not in x]  # never executed (padding after LDGSTS)

@@ -207,7 +207,7 @@ def test_helper_argument_errors():
 ], ids=str)
 def test_compiled_record_shows_the_relayout(tmp_path, kernel, precision, layout_b, shape, kinds):
     rec = run_point({"kernel": {"name": kernel}, "shape": shape, "mode": "compile", "precision": precision,
-                     "layout": {"a": "row", "b": layout_b}, "cache": {"enabled": False, "dir": None}}, tmp_path / "r")
+                     "layout": {"a": "row", "b": layout_b}}, tmp_path / "r")
     assert rec["status"] == "compiled", rec.get("error")
     plan = rec["plan"]
     assert plan[-1].startswith("main kernel") and len(plan) == 3

@@ -65,8 +65,10 @@ def digest(tag: str) -> tuple[str, str]:
     spec.check_problem(problem, params, facts)
     options = compile_stage.CompileOptions.for_kernel("90", spec.options(problem, params, facts))
     extra = tuple(s.entry for s in spec.plan(problem, params, facts) if isinstance(s, Extra))
+    # the session's disk cache (tests/conftest.py): a kernel another test compiled is read back
+    # with its stored SASS, keyed by the source, its includes, the options and the NVRTC version
     compiled = compile_stage.compile_kernel(source_path(spec), spec.instance(problem, params), options,
-                                            persistent=False, extra_names=extra)
+                                            persistent=True, extra_names=extra)
     assert compiled.sass_text, compiled.sass.get("error")
     return hashlib.sha256(normalized_sass(compiled.sass_text).encode()).hexdigest(), compiled.nvrtc_version
 

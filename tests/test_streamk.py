@@ -153,7 +153,8 @@ def test_compiles_without_spills(name):
     problem = Problem(Shape(1000, 3000, 777))
     extras = tuple(step.entry for step in s.plan(problem, p, FACTS) if isinstance(step, Extra))
     compiled = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p),
-                              CompileOptions.for_kernel("90", s.options(problem, p, FACTS)), extra_names=extras)
+                              CompileOptions.for_kernel("90", s.options(problem, p, FACTS)), extra_names=extras,
+                              persistent=True)  # the session's disk cache (tests/conftest.py)
     res = compiled.resources
     assert res is not None and res.registers <= 128 and res.spill_store_bytes == 0 and res.spill_load_bytes == 0
     hist = compiled.sass["histogram"]

@@ -275,7 +275,8 @@ def test_compiles_with_expected_sass(name, problem, must):
     s.check_problem(problem, p, FACTS)
     extras = tuple(step.entry for step in s.plan(problem, p, FACTS) if isinstance(step, Extra))
     options = CompileOptions.for_kernel("90", s.options(problem, p, FACTS))
-    compiled = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p), options, extra_names=extras)
+    compiled = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p), options, extra_names=extras,
+                              persistent=True)  # the session's disk cache (tests/conftest.py)
     res = compiled.resources
     assert res is not None and res.spill_store_bytes == 0 and res.spill_load_bytes == 0 and res.stack_frame_bytes == 0
     classes = sass_classes(compiled.sass_text)
@@ -304,7 +305,7 @@ def test_mode_compile_records_sass_classes(tmp_path, kernel, precision, layout_b
     kernel is built on (and no local-memory traffic); tma_bf16 is built for sm_90a."""
     from gemmlab.run.pipeline import run_point
     rec = run_point({"kernel": {"name": kernel}, "shape": shape, "mode": "compile", "precision": precision,
-                     "layout": {"a": "row", "b": layout_b}, "cache": {"enabled": False, "dir": None}}, tmp_path / "run")
+                     "layout": {"a": "row", "b": layout_b}}, tmp_path / "run")
     assert rec["status"] == "compiled", rec.get("error")
     hist = rec["compile"]["sass"]["histogram"]
     assert all(hist[c] > 0 for c in classes), hist

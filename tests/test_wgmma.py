@@ -372,7 +372,8 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     s.check_problem(problem, p, FACTS)
     options = CompileOptions.for_kernel("90", s.options(problem, p, FACTS))
     assert options.target == "sm_90a"
-    compiled = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p), options)
+    compiled = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p), options,
+                              persistent=True)  # the session's disk cache (tests/conftest.py)
     res = compiled.resources
     assert res is not None and res.spill_store_bytes == 0 and res.spill_load_bytes == 0 and res.stack_frame_bytes == 0
     hist = compiled.sass["histogram"]
@@ -407,7 +408,7 @@ def test_mode_compile_record(tmp_path, kernel, precision, layout_b, shape):
     and the persistent launch in the record."""
     from gemmlab.run.pipeline import run_point
     rec = run_point({"kernel": {"name": kernel}, "shape": shape, "mode": "compile", "precision": precision,
-                     "layout": {"a": "row", "b": layout_b}, "cache": {"enabled": False, "dir": None}}, tmp_path / "run")
+                     "layout": {"a": "row", "b": layout_b}}, tmp_path / "run")
     assert rec["status"] == "compiled", rec.get("error")
     hist = rec["compile"]["sass"]["histogram"]
     assert hist["HGMMA"] > 0 and hist["UTMALDG"] > 0 and hist["LDL"] == 0 and hist["STL"] == 0, hist
