@@ -90,6 +90,7 @@ def single_node_slurm(folder: Path, timeout_s: float = 60.0):
         raise SlurmUnavailable("needs root to start munged, slurmctld and slurmd")
     exes = {name: _find(name) for name in (*DAEMONS, "sbatch", "sinfo", "sacct", "scontrol")}
     missing = [n for n, p in exes.items() if p is None]
+    exes["scancel"] = _find("scancel")
     if missing:
         raise SlurmUnavailable(f"{', '.join(missing)} not installed ({INSTALL_HINT})")
     folder = Path(folder)
@@ -139,7 +140,13 @@ def single_node_slurm(folder: Path, timeout_s: float = 60.0):
             raise SlurmUnavailable(f"the node did not become idle within {timeout_s:.0f} s (sinfo: {state!r}; "
                                    f"slurmd log: {' '.join(log.split())})")
         yield env
-    finally:  # stop the daemons we started, by the pids they wrote: all at once, then by force
+    finally:  # cancel the cluster's jobs, stop the daemons we started (by the pids they wrote: all at
+        # once, then by force), then whatever of the cluster is left (slurmd does not end running
+        # job steps when it stops: a step left in srun outlived the test session before)
+        if exes.get("scancel") and started:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run([exes["scancel"], "--quiet", f"--user={os.geteuid()}"], env=env, timeout=10,
+                               capture_output=True)
         running = []
         for pid_file in reversed(pids):
             try:
@@ -155,6 +162,22 @@ def single_node_slurm(folder: Path, timeout_s: float = 60.0):
         for pid in running:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        for pid in _processes_of(conf):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _processes_of(conf: Path) -> set[int]:
+    """Process ids whose environment names this cluster's ``SLURM_CONF`` (its daemons, job steps,
+    batch scripts and their sruns: everything the cluster started), other than this process."""
+    marker = f"SLURM_CONF={conf}".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.add(int(entry.name))
+    return found
 
 
 def _alive(pid: int) -> bool:
