@@ -50,7 +50,7 @@ def build(tm: TensorMap, problem: Problem, address: int):
         array = _DeviceArray(address, (region.rows, region.cols), typestr, strides)
     else:
         array = _DeviceArray(address, problem.stored_shape(tm.matrix), typestr)
-    view = utils.StridedMemoryView(array, stream_ptr=-1)
+    view = utils.StridedMemoryView.from_cuda_array_interface(array, stream_ptr=-1)  # cuda-core >= 1.2
     try:
         return view.as_tensor_map(box_dim=tuple(tm.box), data_type=data_type, swizzle=swizzle, l2_promotion=l2,
                                   oob_fill=oob)
