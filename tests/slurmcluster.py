@@ -90,7 +90,7 @@ def single_node_slurm(folder: Path, timeout_s: float = 60.0):
         raise SlurmUnavailable("needs root to start munged, slurmctld and slurmd")
     exes = {name: _find(name) for name in (*DAEMONS, "sbatch", "sinfo", "sacct", "scontrol")}
     missing = [n for n, p in exes.items() if p is None]
-    exes["scancel"] = _find("scancel")
+    exes["scancel"] = _find("scancel")  # optional: without it, the jobs end with the processes killed below
     if missing:
         raise SlurmUnavailable(f"{', '.join(missing)} not installed ({INSTALL_HINT})")
     folder = Path(folder)
@@ -159,10 +159,7 @@ def single_node_slurm(folder: Path, timeout_s: float = 60.0):
         while running and time.monotonic() < deadline:
             running = [pid for pid in running if _alive(pid)]
             time.sleep(0.1)
-        for pid in running:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in _processes_of(conf):
+        for pid in set(running) | _processes_of(conf):  # daemons still up, and everything they started
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
