@@ -32,7 +32,7 @@ def main(argv: list[str]) -> None:
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     query = subprocess.run([ncu, "--query-metrics", "--chip", "gh100"], capture_output=True, text=True, timeout=60).stdout
     bases = {w.strip('",') for w in query.split()}
-    wanted = os.environ.get("NCU_METRICS", "").split(",") if os.environ.get("NCU_METRICS") else METRICS
+    wanted = [m for m in os.environ.get("NCU_METRICS", "").split(",") if m] or METRICS
     metrics = [m for m in wanted if m.split(".")[0] in bases] or ["gpu__time_duration.sum"]
     print("metrics:", ",".join(metrics), flush=True)
     table = []
