@@ -168,12 +168,12 @@ struct WorkItem {
 /// The persistent schedule of one cluster (index `c` of `G`), replayed by plugins/wgmma_bf16.py
 /// (work_items): SPLIT_K slices or the stream-K tail, see the header comment.
 struct WorkSchedule {
-  int units, G, c, kt, split, kps, full, dp;
+  int units, G, c, kt, split, kps, full, dp, mode;
   long long I, s, e;
   bool tail;
 
   __device__ WorkSchedule(int units_, int G_, int c_, int kt_, int split_k, int tail_mode)
-      : units(units_), G(G_), c(c_), kt(kt_) {
+      : units(units_), G(G_), c(c_), kt(kt_), mode(tail_mode) {
     kps = (kt + split_k - 1) / split_k;
     split = (kt + kps - 1) / kps;
     full = units / G;
@@ -207,14 +207,18 @@ struct WorkSchedule {
       return true;
     }
     if (s >= e) return false;
-    const long long t = s / kt + (i - full);
-    if (t * kt >= e) return false;
+    const long long t0 = s / kt, t1 = (e - 1) / kt;  // the first and last tile of the range
+    if (i - full > t1 - t0) return false;
+    // mode 1: the range in order (its first tile's end first; rank 0 = the item ending at K);
+    // mode 2 (k-aligned): its last tile first, from k-tile 0, so all tail workers read nearly the
+    // same k offsets at once; rank 0 = the item starting at k-tile 0 (done first by its worker)
+    const long long t = mode == 2 ? t1 - (i - full) : t0 + (i - full);
     w.unit = dp + (int)t;
     w.kb = (int)(max(s, t * kt) - t * kt);
     w.ke = (int)(min(e, (t + 1) * kt) - t * kt);
-    const int last = worker(t * kt + kt - 1);
-    w.contributors = last - worker(t * kt) + 1;
-    w.rank = last - c;
+    const int first = worker(t * kt), last = worker(t * kt + kt - 1);
+    w.contributors = last - first + 1;
+    w.rank = mode == 2 ? c - first : last - c;
     w.role = w.contributors == 1 ? 0 : (w.rank == 0 ? 1 : 2);
     return true;
   }
@@ -276,7 +280,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
   static_assert(B_BOXES % CLUSTER == 0 && B_BOX_BYTES % 1024 == 0, "B boxes split evenly over the cluster");
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
-  static_assert(SPLIT_K >= 1 && (TAIL == 0 || TAIL == 1) && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0/1 only without SPLIT_K");
+  static_assert(SPLIT_K >= 1 && TAIL >= 0 && TAIL <= 2 && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0..2, 1/2 only without SPLIT_K");
   static_assert(REDUCE == 0 || (REDUCE == 1 && SPLIT_K > 1 && TAIL == 0), "REDUCE = 1 (workspace slabs) needs SPLIT_K > 1 and no TAIL");
   static_assert((EPI != 1 && EPI != 4) || REDUCE == 0, "EPI 1/4 (TMA store into C) does not write REDUCE = 1's workspace slabs");
   static_assert(EPI != 4 || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG), "EPI 4 (held stage) is for whole tiles, cooperative");
