@@ -36,7 +36,7 @@
 // and TMA stores (gemm_wgmma_tma_store; a split tile's adders TMA reduce-add instead, in the chain); 2 the register stores twice (a
 // diagnostic of their cost); 3 the same staging, then coalesced st.global.v4 by each warp; 4 as 1
 // with the tile's last ring stage held as more staging (released per warp once its boxes are read).
-// Split K (SPLIT_K > 1) and the stream-K tail (template TAIL = 1, the plugin's TAIL=2): work items become (tile unit, k range)
+// Split K (SPLIT_K > 1) and the stream-K tail (template TAIL = 1 / 2, the plugin's TAIL=2 / 3): work items become (tile unit, k range)
 // (WorkSchedule below). SPLIT_K: every tile's K is cut into S = cdiv(k_tiles, cdiv(k_tiles,
 // SPLIT_K)) slices; units are slice-major with the last slice (the one ending at K) first. TAIL:
 // the tile units of the whole waves are data-parallel (one item each, whole K); the k-tiles of the
@@ -44,6 +44,9 @@
 // CTA/cluster (stream-K, Osama et al. 2023), so that wave ends after ~rem/#CTAs of a tile instead
 // of a whole one (applied when it saves >= 2% of the CTA's k-tiles and every range has >= 2 k-tiles,
 // so no range is empty and a tile's contributors are the workers from its first to its last k-tile).
+// Template TAIL = 2 (k-aligned) takes each range's last tile first, from k-tile 0, then its first tile's
+// end, so at any moment the tail's CTAs read k-tiles at most ~kt - range apart (L2 panels shared), and
+// ranks the items from the one starting at k-tile 0 (computed first by its CTA) upwards instead.
 // A tile computed by n > 1 items is reduced in C itself, without zero-fill or workspace, in a fixed
 // order (bitwise repeatable: float addition is not associative): items are ranked from the k range
 // ending at K (rank 0, the "storer": plain stores) downwards; rank r waits until the tile's flag

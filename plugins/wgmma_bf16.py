@@ -36,12 +36,13 @@ M and N are otherwise free (TMA zero-fills out-of-bounds box elements; stores ar
 Parameters: BM (128 | 256), BN (64 | 128 | 256; BM=256 needs BN <= 128: at most 128 accumulators
 per consumer thread; with SCHED=2 BM x BN <= 16384 and BM may be 64), STAGES (2..8, within 227
 KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED
-(1 | 2), SPLIT_K (>= 1: K slices per tile, for few tiles and long K), TAIL (1 | 2: 2 = stream-K over
-the last partial wave's k-tiles; only with SPLIT_K=1). Needs an sm_90 GPU (compiled for sm_90a).
+(1 | 2), SPLIT_K (>= 1: K slices per tile, for few tiles and long K), TAIL (1 | 2 | 3: 2 = stream-K over
+the last partial wave's k-tiles; 3 = the same k-aligned, each CTA's range from its last tile's k-tile
+0, rank 0 = the item starting at k-tile 0; only with SPLIT_K=1). Needs an sm_90 GPU (compiled for sm_90a).
 
 Split K and the tail (:func:`work_items`): a tile computed by n > 1 work items is reduced in C
 itself, without a zero-fill pass or workspace, in a fixed order so that the result is bitwise
-repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
+repeatable: rank 0 (the item whose k range ends at K; with TAIL=3 the one starting at k-tile 0) stores plainly, rank r waits until the
 tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
 (``red.global.add.f32`` from registers; in the TMA-store entry a TMA reduce-add of its staged boxes,
 and every rank but the last waits for its bulk stores/reductions to complete before it passes the
