@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..19]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..20]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -331,6 +331,23 @@ GROUPS_19 = {
 }
 SHARE_19 = {"b4096": 0.6, "other": 0.4}
 
+# twentieth call (--set 20, session 9): the k-aligned stream-K tail (TAIL=3: each tail CTA computes its
+# range's last tile first, from k-tile 0, so the tail's CTAs read k-tiles at most 8 apart at 4096^3
+# instead of up to 63: the wave shares A/B panels in L2 again) against the range-order tail (TAIL=2)
+# and the default, three interleaved runs at 4096^3 row/col (markers are default values that do not
+# touch TAIL), row/row twice; 8192^3, 6144^3, 4096x4096x2048 and TF32 4096^3 once
+T3 = {"TAIL": 3}
+M20 = [{}, {"SPLIT_K": 1}, S1]
+GROUPS_20 = {
+    "b4096": [c for m in M20 for c in _e("wgmma_bf16", "bf16", "col", B4, [{**E2, **m}, {**E2, **T2, **m}, {**E2, **T3, **m}])]
+    + [c for m in M20[:2] for c in _e("wgmma_bf16", "bf16", "row", B4, [{**E2, **m}, {**E2, **T3, **m}])],
+    "other": _e("wgmma_bf16", "bf16", "col", B8, [E2, {**E2, **T2}, {**E2, **T3}])
+    + _e("wgmma_bf16", "bf16", "col", (6144, 6144, 6144), [E2, {**E2, **T2}, {**E2, **T3}])
+    + _e("wgmma_bf16", "bf16", "col", (4096, 4096, 2048), [E2, {**E2, **T3}])
+    + _e("wgmma_tf32", "tf32", "col", B4, [E2, {**E2, **T3}]),
+}
+SHARE_20 = {"b4096": 0.55, "other": 0.45}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -401,7 +418,7 @@ def main() -> None:
                 "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None),
                 "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None),
                 "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None),
-                "19": (GROUPS_19, SHARE_19, None)}
+                "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS

@@ -36,7 +36,7 @@
 // and TMA stores (gemm_wgmma_tma_store; a split tile's adders TMA reduce-add instead, in the chain); 2 the register stores twice (a
 // diagnostic of their cost); 3 the same staging, then coalesced st.global.v4 by each warp; 4 as 1
 // with the tile's last ring stage held as more staging (released per warp once its boxes are read).
-// Split K (SPLIT_K > 1) and the stream-K tail (template TAIL = 1, the plugin's TAIL=2): work items become (tile unit, k range)
+// Split K (SPLIT_K > 1) and the stream-K tail (template TAIL = 1 / 2, the plugin's TAIL=2 / 3): work items become (tile unit, k range)
 // (WorkSchedule below). SPLIT_K: every tile's K is cut into S = cdiv(k_tiles, cdiv(k_tiles,
 // SPLIT_K)) slices; units are slice-major with the last slice (the one ending at K) first. TAIL:
 // the tile units of the whole waves are data-parallel (one item each, whole K); the k-tiles of the
@@ -44,6 +44,9 @@
 // CTA/cluster (stream-K, Osama et al. 2023), so that wave ends after ~rem/#CTAs of a tile instead
 // of a whole one (applied when it saves >= 2% of the CTA's k-tiles and every range has >= 2 k-tiles,
 // so no range is empty and a tile's contributors are the workers from its first to its last k-tile).
+// Template TAIL = 2 (k-aligned) takes each range's last tile first, from k-tile 0, then its first tile's
+// end, so at any moment the tail's CTAs read k-tiles at most ~kt - range apart (L2 panels shared), and
+// ranks the items from the one starting at k-tile 0 (computed first by its CTA) upwards instead.
 // A tile computed by n > 1 items is reduced in C itself, without zero-fill or workspace, in a fixed
 // order (bitwise repeatable: float addition is not associative): items are ranked from the k range
 // ending at K (rank 0, the "storer": plain stores) downwards; rank r waits until the tile's flag
@@ -168,12 +171,12 @@ struct WorkItem {
 /// The persistent schedule of one cluster (index `c` of `G`), replayed by plugins/wgmma_bf16.py
 /// (work_items): SPLIT_K slices or the stream-K tail, see the header comment.
 struct WorkSchedule {
-  int units, G, c, kt, split, kps, full, dp;
+  int units, G, c, kt, split, kps, full, dp, mode;
   long long I, s, e;
   bool tail;
 
   __device__ WorkSchedule(int units_, int G_, int c_, int kt_, int split_k, int tail_mode)
-      : units(units_), G(G_), c(c_), kt(kt_) {
+      : units(units_), G(G_), c(c_), kt(kt_), mode(tail_mode) {
     kps = (kt + split_k - 1) / split_k;
     split = (kt + kps - 1) / kps;
     full = units / G;
@@ -207,14 +210,18 @@ struct WorkSchedule {
       return true;
     }
     if (s >= e) return false;
-    const long long t = s / kt + (i - full);
-    if (t * kt >= e) return false;
+    const long long t0 = s / kt, t1 = (e - 1) / kt;  // the first and last tile of the range
+    if (i - full > t1 - t0) return false;
+    // mode 1: the range in order (its first tile's end first; rank 0 = the item ending at K);
+    // mode 2 (k-aligned): its last tile first, from k-tile 0, so all tail workers read nearly the
+    // same k offsets at once; rank 0 = the item starting at k-tile 0 (done first by its worker)
+    const long long t = mode == 2 ? t1 - (i - full) : t0 + (i - full);
     w.unit = dp + (int)t;
     w.kb = (int)(max(s, t * kt) - t * kt);
     w.ke = (int)(min(e, (t + 1) * kt) - t * kt);
-    const int last = worker(t * kt + kt - 1);
-    w.contributors = last - worker(t * kt) + 1;
-    w.rank = last - c;
+    const int first = worker(t * kt), last = worker(t * kt + kt - 1);
+    w.contributors = last - first + 1;
+    w.rank = mode == 2 ? c - first : last - c;
     w.role = w.contributors == 1 ? 0 : (w.rank == 0 ? 1 : 2);
     return true;
   }
@@ -276,7 +283,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
   static_assert(B_BOXES % CLUSTER == 0 && B_BOX_BYTES % 1024 == 0, "B boxes split evenly over the cluster");
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
-  static_assert(SPLIT_K >= 1 && (TAIL == 0 || TAIL == 1) && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0/1 only without SPLIT_K");
+  static_assert(SPLIT_K >= 1 && TAIL >= 0 && TAIL <= 2 && (TAIL == 0 || SPLIT_K == 1), "SPLIT_K >= 1; TAIL 0..2, 1/2 only without SPLIT_K");
   static_assert(REDUCE == 0 || (REDUCE == 1 && SPLIT_K > 1 && TAIL == 0), "REDUCE = 1 (workspace slabs) needs SPLIT_K > 1 and no TAIL");
   static_assert((EPI != 1 && EPI != 4) || REDUCE == 0, "EPI 1/4 (TMA store into C) does not write REDUCE = 1's workspace slabs");
   static_assert(EPI != 4 || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG), "EPI 4 (held stage) is for whole tiles, cooperative");

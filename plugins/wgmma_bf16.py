@@ -36,12 +36,13 @@ M and N are otherwise free (TMA zero-fills out-of-bounds box elements; stores ar
 Parameters: BM (128 | 256), BN (64 | 128 | 256; BM=256 needs BN <= 128: at most 128 accumulators
 per consumer thread; with SCHED=2 BM x BN <= 16384 and BM may be 64), STAGES (2..8, within 227
 KiB of shared memory), CLUSTER (1 | 2), GROUP_M (>= 1, tile rows per scheduling group), SCHED
-(1 | 2), SPLIT_K (>= 1: K slices per tile, for few tiles and long K), TAIL (1 | 2: 2 = stream-K over
-the last partial wave's k-tiles; only with SPLIT_K=1). Needs an sm_90 GPU (compiled for sm_90a).
+(1 | 2), SPLIT_K (>= 1: K slices per tile, for few tiles and long K), TAIL (1 | 2 | 3: 2 = stream-K over
+the last partial wave's k-tiles; 3 = the same k-aligned, each CTA's range from its last tile's k-tile
+0, rank 0 = the item starting at k-tile 0; only with SPLIT_K=1). Needs an sm_90 GPU (compiled for sm_90a).
 
 Split K and the tail (:func:`work_items`): a tile computed by n > 1 work items is reduced in C
 itself, without a zero-fill pass or workspace, in a fixed order so that the result is bitwise
-repeatable: rank 0 (the item whose k range ends at K) stores plainly, rank r waits until the
+repeatable: rank 0 (the item whose k range ends at K; with TAIL=3 the one starting at k-tile 0) stores plainly, rank r waits until the
 tile's flag (a ``__device__`` array of the module, zeroed again by rank n - 1) reads r and adds
 (``red.global.add.f32`` from registers; in the TMA-store entry a TMA reduce-add of its staged boxes,
 and every rank but the last waits for its bulk stores/reductions to complete before it passes the
@@ -116,8 +117,10 @@ def split_plan(units: int, groups: int, k_tiles: int, split_k: int, tail: int) -
 
 def unit_items(units: int, groups: int, c: int, k_tiles: int, split_k: int, tail: int) -> list[tuple[int, ...]]:
     """WorkSchedule.item replayed for cluster ``c``: its (tile unit, kb, ke, role, contributors,
-    rank) items in order; role 0 sole owner, 1 storer of a split tile (rank 0: its range ends at
-    K), 2 adder (rank r adds after ranks 0..r-1)."""
+    rank) items in order; role 0 sole owner, 1 storer of a split tile (rank 0), 2 adder (rank r
+    adds after ranks 0..r-1). ``tail`` 0: no stream-K tail; 1: a tail range in order, rank 0 = the
+    item ending at K; 2 (k-aligned): the range's last tile first, rank 0 = the item starting at
+    k-tile 0."""
     sp = split_plan(units, groups, k_tiles, split_k, tail)
     out = []
     if not sp["tail"]:
@@ -135,13 +138,15 @@ def unit_items(units: int, groups: int, c: int, k_tiles: int, split_k: int, tail
     def worker(x):
         return ((x + 1) * groups - 1) // I
 
-    t = s // k_tiles
-    while s < e and t * k_tiles < e:
+    if s >= e:
+        return out
+    tiles = range(s // k_tiles, (e - 1) // k_tiles + 1)
+    for t in (reversed(tiles) if tail == 2 else tiles):
         kb, ke = max(s, t * k_tiles) - t * k_tiles, min(e, (t + 1) * k_tiles) - t * k_tiles
-        last = worker(t * k_tiles + k_tiles - 1)
-        n = last - worker(t * k_tiles) + 1
-        out.append((dp + t, kb, ke, 0 if n == 1 else (1 if last == c else 2), n, last - c))
-        t += 1
+        first, last = worker(t * k_tiles), worker(t * k_tiles + k_tiles - 1)
+        n = last - first + 1
+        r = c - first if tail == 2 else last - c
+        out.append((dp + t, kb, ke, 0 if n == 1 else (1 if r == 0 else 2), n, r))
     return out
 
 
@@ -160,7 +165,7 @@ def work_items(shape: Shape, p, ctas: int, elem: int = 2) -> list[list[tuple[int
     for cta in range(ctas):
         rank, first, stride = cta % cl, cta // cl, ctas // cl
         items = []
-        for unit, kb, ke, role, n, r in unit_items(units, stride, first, k_tiles, p.get("SPLIT_K", 1), int(p.get("TAIL", 1) == 2)):
+        for unit, kb, ke, role, n, r in unit_items(units, stride, first, k_tiles, p.get("SPLIT_K", 1), p.get("TAIL", 1) - 1):
             per_group = gm * num_n
             group = unit // per_group
             rows = min(pairs_m - group * gm, gm)
@@ -235,13 +240,13 @@ class WgmmaKernel(KernelSpec):
         require(p["GROUP_M"] >= 1, "kernel.GROUP_M", f"GROUP_M={p['GROUP_M']} must be >= 1")
         require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
         require(p["SPLIT_K"] >= 1, "kernel.SPLIT_K", f"SPLIT_K={p['SPLIT_K']} must be >= 1")
-        require(p["TAIL"] in (1, 2), "kernel.TAIL", f"TAIL={p['TAIL']} must be 1 (data-parallel) or 2 (stream-K over the last partial wave)")
-        require(p["TAIL"] == 1 or p["SPLIT_K"] == 1, "kernel.TAIL", f"TAIL=2 needs SPLIT_K=1 (got SPLIT_K={p['SPLIT_K']})")
+        require(p["TAIL"] in (1, 2, 3), "kernel.TAIL", f"TAIL={p['TAIL']} must be 1 (data-parallel), 2 (stream-K over the last partial wave) or 3 (the same, k-aligned)")
+        require(p["TAIL"] == 1 or p["SPLIT_K"] == 1, "kernel.TAIL", f"TAIL={p['TAIL']} needs SPLIT_K=1 (got SPLIT_K={p['SPLIT_K']})")
         require(p.get("REDUCE", 1) in (1, 2), "kernel.REDUCE",
                 f"REDUCE={p.get('REDUCE')} must be 1 (split tiles reduced in C, ordered chain) or 2 (workspace slabs + reduce step)")
         require(p.get("REDUCE", 1) == 1 or p["SPLIT_K"] > 1, "kernel.REDUCE",
                 f"REDUCE=2 needs SPLIT_K > 1 (got SPLIT_K={p['SPLIT_K']}; TAIL=2 keeps the in-C chain)")
-        if (p["SPLIT_K"] > 1 and p.get("REDUCE", 1) == 1) or p["TAIL"] == 2:
+        if (p["SPLIT_K"] > 1 and p.get("REDUCE", 1) == 1) or p["TAIL"] >= 2:
             flags = cdiv(cdiv(problem.M, p["BM"]), p["CLUSTER"]) * p["CLUSTER"] * cdiv(problem.N, p["BN"])
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
@@ -383,7 +388,7 @@ class WgmmaKernel(KernelSpec):
         (tile units x SPLIT_K slices); with TAIL=2 always one CTA per SM (the tail's workers)."""
         cl = params["CLUSTER"]
         units = cdiv(cdiv(shape.M, params["BM"]), cl) * cdiv(shape.N, params["BN"])
-        if params.get("TAIL", 1) == 2:
+        if params.get("TAIL", 1) >= 2:
             return cl * max(1, device.sm_count // cl)
         k_tiles = cdiv(shape.K, ROW_BYTES // elem_bytes(self.precisions[0]))
         split = cdiv(k_tiles, cdiv(k_tiles, params.get("SPLIT_K", 1)))
@@ -406,7 +411,8 @@ class WgmmaKernel(KernelSpec):
         64), each tile element written once. With split tiles also ``iterations`` (tiles x
         k-tiles: each computed once), ``adders`` (every adder item covers its tile's elements once,
         nothing outside) and ``contributors`` (each split tile's items carry its item count and
-        the ranks 0..n-1 once each, rank 0 the item ending at K: the flag's order and reset).
+        the ranks 0..n-1 once each, rank 0 the item ending at K (TAIL=3: starting at k-tile 0): the
+        flag's order and reset).
         With REDUCE=2 every item stores plainly into slab ``rank``: ``slabs`` (S x M x N: each
         slab element written once per slice, nothing outside M x N) and the stores are the
         reduce step's C writes (:func:`reduce_writes`). Where C is staged (``EPI`` 2/5: TMA boxes of
@@ -452,7 +458,7 @@ class WgmmaKernel(KernelSpec):
             row, col = r_rel + r0, c_rel + c0
             mask = None if r0 + r_max < shape.M and c0 + c_max < shape.N else (row < shape.M) & (col < shape.N)
             iters.setdefault((m_blk, n_blk), np.zeros(k_tiles, dtype=np.int64))[kb:ke] += 1
-            counts.setdefault((m_blk, n_blk), []).append((n, rank, ke == k_tiles, role))
+            counts.setdefault((m_blk, n_blk), []).append((n, rank, kb == 0 if p["TAIL"] == 3 else ke == k_tiles, role))
             # counted in place (add_hits), no full-size temporary per item
             if slabbed:
                 add_hits(slab_hits[rank], row, col, mask)
@@ -471,7 +477,7 @@ class WgmmaKernel(KernelSpec):
             problem = Problem(shape, self.precisions[0], *self.layouts[0])
             extra["slabs"] = slab_hits
             stores = reduce_writes(shape.M, shape.N, self.reduce_step(problem, p, facts).launch.grid[0])
-        if any(len(c) > 1 for c in counts.values()) or p["SPLIT_K"] > 1 or p["TAIL"] == 2:
+        if any(len(c) > 1 for c in counts.values()) or p["SPLIT_K"] > 1 or p["TAIL"] >= 2:
             extra["iterations"] = np.stack(list(iters.values()))
             extra["contributors"] = np.array([int(all(n == len(c) for n, *_ in c) and sorted(r for _, r, _, _ in c) == list(range(len(c)))
                                                   and all((r == 0) == end and role == (0 if len(c) == 1 else 1 if r == 0 else 2)

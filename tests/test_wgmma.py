@@ -104,7 +104,8 @@ def test_schedule_covers_every_tile_once_and_pairs_clusters():
 SPLIT_SHAPES = [Shape(256, 256, 65536), Shape(300, 129, 200), Shape(100, 100, 1000), Shape(31, 33, 24),
                 Shape(1024, 1024, 1024), Shape(130, 260, 4000)]
 SPLIT_VARIANTS = [{"SPLIT_K": 3}, {"SPLIT_K": 64}, {"SPLIT_K": 7, "CLUSTER": 2}, {"SPLIT_K": 5, "SCHED": 2, "BN": 128, "STAGES": 6},
-                  {"TAIL": 2}, {"TAIL": 2, "CLUSTER": 2}, {"TAIL": 2, "SCHED": 2, "BN": 128, "STAGES": 6}]
+                  {"TAIL": 2}, {"TAIL": 2, "CLUSTER": 2}, {"TAIL": 2, "SCHED": 2, "BN": 128, "STAGES": 6},
+                  {"TAIL": 3}, {"TAIL": 3, "CLUSTER": 2}, {"TAIL": 3, "SCHED": 2, "BN": 128, "STAGES": 6}]
 
 
 @pytest.mark.parametrize("name", ["wgmma_bf16", "wgmma_tf32"])
@@ -193,28 +194,72 @@ def test_reduce2_model_has_teeth():
         all_ones(writes, "scalar tail dropped")
 
 
-def test_split_schedule_order_and_tail_balance():
-    """No empty k range; rank r - 1 of a split tile is computed by another CTA (SPLIT_K: at an
-    earlier or the same list position, slice-major units), and the tail evens the 4096^3 and 8192^3 waves (128x256
-    tiles, 132 SMs): a CTA's k-tiles drop from 256 to 249 (ideal 248.2) and 2048 to 1986."""
-    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["unit_items"])
-    for units, kt, sk, tail in ((2, 1024, 64, 0), (64, 224, 3, 0), (512, 64, 1, 1), (2048, 128, 1, 1), (32, 16, 1, 1), (7, 13, 5, 0)):
-        lists = [module.unit_items(units, 132, c, kt, sk, tail) for c in range(132)]
-        rank_at = {}
+def chain_replay(lists: list[list[tuple[int, ...]]], epilogue: float = 0.0) -> tuple[float, dict]:
+    """Run every CTA's item list in order, as the kernel does, on a clock of k-tiles (+ ``epilogue``
+    per item): an adder (rank r >= 1) finishes no earlier than rank r - 1 of its tile. Returns the
+    makespan and each item's (start, end) by (unit, rank); AssertionError when the lists deadlock
+    (some CTA waits forever) or a (unit, rank) repeats."""
+    done, start = {}, {}
+    clock, pos = [0.0] * len(lists), [0] * len(lists)
+    moved = True
+    while moved:
+        moved = False
         for c, items in enumerate(lists):
-            assert all(ke > kb for _, kb, ke, *_ in items)
-            for i, (unit, _, _, role, n, rank) in enumerate(items):
-                rank_at[(unit, rank)] = (c, i)
-        # rank r - 1 of a tile is an earlier item of a list whose earlier items wait only on
-        # other such items: follow each wait chain to rank 0 (a storer, which never waits)
-        for (unit, rank), (c, i) in rank_at.items():
-            if rank:
-                pc, pi = rank_at[(unit, rank - 1)]
-                assert (pc != c and (pi <= i or tail)) or (pc == c and pi < i), (unit, rank)
+            while pos[c] < len(items):
+                unit, kb, ke, role, n, rank = items[pos[c]]
+                end = clock[c] + (ke - kb)
+                if rank:
+                    if (unit, rank - 1) not in done:
+                        break
+                    end = max(end, done[(unit, rank - 1)][1])
+                assert (unit, rank) not in done, (unit, rank)
+                done[(unit, rank)] = (clock[c], end + epilogue)
+                clock[c], pos[c], moved = end + epilogue, pos[c] + 1, True
+    assert all(p == len(items) for p, items in zip(pos, lists)), "deadlock: a CTA waits on an item never computed"
+    return max(clock), done
+
+
+def test_split_schedule_order_and_tail_balance():
+    """No empty k range; every CTA's list runs to its end when each adder waits for rank r - 1 of
+    its tile (no deadlock, :func:`chain_replay`), for SPLIT_K slices and both tail orders; the tail
+    evens the 4096^3 and 8192^3 waves (128x256 tiles, 132 SMs): a CTA's k-tiles drop from 256 to 249
+    (ideal 248.2) and 2048 to 1986; with the k-aligned order (TAIL=3) the tail's CTAs read k-tiles
+    at most 8 apart at any time at 4096^3 (range order, TAIL=2: up to 63 apart)."""
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["unit_items"])
+    cases = [(2, 1024, 64, 0), (64, 224, 3, 0), (7, 13, 5, 0)]
+    cases += [(u, kt, 1, t) for u, kt in ((512, 64), (2048, 128), (32, 16), (153, 16), (600, 64)) for t in (1, 2)]
+    for units, kt, sk, tail in cases:
+        lists = [module.unit_items(units, 132, c, kt, sk, tail) for c in range(132)]
+        assert all(ke > kb for items in lists for _, kb, ke, *_ in items)
+        chain_replay(lists, epilogue=4.0)
     for units, kt, before, after in ((512, 64, 256, 249), (2048, 128, 2048, 1986)):
-        load = max(sum(ke - kb for _, kb, ke, *_ in module.unit_items(units, 132, c, kt, 1, 1)) for c in range(132))
-        assert load == after and max(sum(ke - kb for _, kb, ke, *_ in module.unit_items(units, 132, c, kt, 1, 0))
-                                     for c in range(132)) == before
+        for tail in (1, 2):
+            load = max(sum(ke - kb for _, kb, ke, *_ in module.unit_items(units, 132, c, kt, 1, tail)) for c in range(132))
+            assert load == after, (tail, load)
+        assert max(sum(ke - kb for _, kb, ke, *_ in module.unit_items(units, 132, c, kt, 1, 0))
+                   for c in range(132)) == before
+    spread = {}
+    for tail in (1, 2):  # k-tile each tail CTA reads at tail step x (3 whole tiles first at 4096^3)
+        at = [[kb + i for _, kb, ke, *_ in module.unit_items(512, 132, c, 64, 1, tail)[3:] for i in range(ke - kb)]
+              for c in range(132)]
+        spread[tail] = max(max(ks[x] for ks in at if x < len(ks)) - min(ks[x] for ks in at if x < len(ks))
+                           for x in range(max(map(len, at))))
+    assert spread[2] <= 8 < 60 <= spread[1], spread
+
+
+def test_chain_replay_has_teeth():
+    """Two CTAs whose first items each wait for the other's second item deadlock the replay; the
+    aligned order (TAIL=3) ranked as the range order (rank 0 = the item ending at K) does not
+    deadlock but serialises the tail: each CTA's first item waits for the next CTA's last."""
+    crossed = [[(0, 0, 1, 2, 2, 1), (1, 0, 1, 1, 2, 0)], [(1, 0, 1, 2, 2, 1), (0, 0, 1, 1, 2, 0)]]
+    with pytest.raises(AssertionError, match="deadlock"):
+        chain_replay(crossed)
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["unit_items"])
+    lists = [module.unit_items(512, 132, c, 64, 1, 2) for c in range(132)]
+    intact, _ = chain_replay(lists, epilogue=4.0)
+    bad = [items[:3] + [(u, kb, ke, r, n, n - 1 - k) for u, kb, ke, r, n, k in items[3:]] for items in lists]
+    serial, _ = chain_replay(bad, epilogue=4.0)
+    assert intact <= 270 < 1000 < serial, (intact, serial)
 
 
 def test_split_model_has_teeth():
@@ -325,7 +370,7 @@ def test_declared_precisions_and_layouts():
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"GROUP_M": 0}, "kernel.GROUP_M", ">= 1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"SCHED": 3}, "kernel.SCHED", "1 (cooperative) or 2"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"SPLIT_K": 0}, "kernel.SPLIT_K", ">= 1"),
-    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"TAIL": 3}, "kernel.TAIL", "1 (data-parallel) or 2"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"TAIL": 4}, "kernel.TAIL", "1 (data-parallel), 2 (stream-K"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"TAIL": 2, "SPLIT_K": 2}, "kernel.TAIL", "SPLIT_K=1"),
     ("wgmma_bf16", Problem(Shape(65536, 65536, 64), "bf16", "row", "col"), {"SPLIT_K": 2}, "kernel.SPLIT_K", "16384"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"REDUCE": 3, "SPLIT_K": 2}, "kernel.REDUCE", "1 (split tiles"),
@@ -362,6 +407,7 @@ COMPILES = [
     ("wgmma_bf16", "bf16", "row", {"EPI": 2, "SCHED": 2, "BN": 128, "CLUSTER": 2}, 8),
     ("wgmma_bf16", "bf16", "col", {"EPI": 4}, 4), ("wgmma_bf16", "bf16", "col", {"EPI": 5, "CLUSTER": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "EPI": 1}, 4), ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "CLUSTER": 2}, 4),
+    ("wgmma_bf16", "bf16", "col", {"TAIL": 3}, 4),
 ]
 
 
@@ -386,7 +432,7 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     if over.get("REDUCE", 1) == 2:  # workspace slabs: plain stores, no flags, no atomics, no fence
         text = compiled.sass_text
         assert "REDG" not in text and "ATOMG" not in text and "MEMBAR" not in text
-    elif over.get("SPLIT_K", 1) > 1 or over.get("TAIL", 1) == 2:  # adders add into C; the flag fence only in the epilogue
+    elif over.get("SPLIT_K", 1) > 1 or over.get("TAIL", 1) >= 2:  # adders add into C; the flag fence only in the epilogue
         text = compiled.sass_text
         gpu_fences = [l for l in text.splitlines() if "MEMBAR" in l and "MEMBAR.ALL.CTA" not in l]  # .CTA: EPI=2's proxy fences
         assert len(gpu_fences) <= 4 and "ATOMG" not in text, gpu_fences
