@@ -1,6 +1,6 @@
 """GPU evidence for the wgmma rungs (wgmma_bf16, wgmma_tf32), in one device call.
 
-    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..20]
+    python .ci/wgmma_evidence.py OUT_DIR [--budget SECONDS] [--only g1,g2] [--sanitizer] [--set 2..22; 21 was an experiment branch's]
                                  [--precompile N [--precompile-only]]
 
 --precompile N: first compile every distinct instance of the set in N parallel processes (a run
@@ -348,6 +348,16 @@ GROUPS_20 = {
 }
 SHARE_20 = {"b4096": 0.55, "other": 0.45}
 
+# twenty-second call (--set 22, session 9): which tail order the dispatch should add where it adds one
+# (>= 8 waves of 128x256 tiles): TAIL=2 against TAIL=3, two interleaved runs at each dispatch-tail shape
+# (markers are default values that do not touch TAIL)
+M22 = [{}, {"SPLIT_K": 1}]
+GROUPS_22 = {
+    "tail": [c for m in M22 for shape in (B8, (6144, 6144, 6144), (8192, 8192, 4096), (10240, 10240, 4096))
+             for c in _e("wgmma_bf16", "bf16", "col", shape, [{**E2, **T2, **m}, {**E2, **T3, **m}])],
+}
+SHARE_22 = {"tail": 1.0}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -418,7 +428,7 @@ def main() -> None:
                 "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None),
                 "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None),
                 "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None),
-                "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None)}
+                "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None), "22": (GROUPS_22, SHARE_22, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
