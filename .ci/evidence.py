@@ -13,8 +13,6 @@ broken: the four broken tiled variants and which net caught each -> OUT_DIR/brok
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import shutil
 import statistics
@@ -23,6 +21,8 @@ import sys
 from pathlib import Path
 
 from gemmlab.run.pipeline import run_point
+
+import ncu_points  # .ci/ncu_points.py: the ncu CSV reader (this script runs as python3 .ci/evidence.py)
 
 SIZES = (256, 1024, 4096)
 KERNELS = ("naive", "tiled", "ladder_strip", "cublas")
@@ -76,17 +76,9 @@ def _ncu_median(kernel: str, n: int, work: Path) -> tuple[float, int, str]:
            "timing.floor=false", "timing.warmup=2", "timing.repeat=3", "timing.batch=10",
            f"hydra.run.dir={work / f'ncu-run-{kernel}-{n}'}"]
     subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=work)
-    text = log.read_text() if log.exists() else ""
-    start = text.find('"ID"')
-    durations: dict[str, list[float]] = {}
-    for row in csv.DictReader(io.StringIO(text[start:] if start >= 0 else "")):
-        if row.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        name = row.get("Kernel Name", "")
-        value = float(row["Metric Value"].replace(",", ""))
-        unit = row.get("Metric Unit", "nsecond")
-        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}.get(unit, 1e-6)
-        durations.setdefault(name, []).append(value * scale)
+    # gpu__time_duration.sum: nanoseconds (read_csv converts ncu's time units) -> ms
+    durations = {name: [v * 1e-6 for v in per.get("gpu__time_duration.sum", [])]
+                 for name, per in ncu_points.read_csv(log).items() if per.get("gpu__time_duration.sum")}
     if not durations:
         return float("nan"), 0, "no ncu rows"
     name, values = max(durations.items(), key=lambda kv: len(kv[1]))

@@ -26,6 +26,24 @@ METRICS = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.
            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", "sm__inst_executed_pipe_tensor.sum"]
 
 
+def read_csv(path: Path) -> dict[str, dict[str, list[float]]]:
+    """``{kernel name: {metric name: [value per profiled launch]}}`` of an ``ncu --csv`` log (its
+    details page: one row per launch and metric; rows before the ``"ID"`` header are ncu's own
+    output). Values in ncu's unit with thousands separators removed, except times (unit nsecond,
+    usecond, msecond or second), which are converted to nanoseconds; non-numbers skipped."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    start = text.find('"ID"')
+    values: dict[str, dict[str, list[float]]] = {}
+    for row in csv.DictReader(io.StringIO(text[start:] if start >= 0 else "")):
+        try:
+            v = float(str(row.get("Metric Value", "")).replace(",", ""))
+        except ValueError:
+            continue
+        v *= {"usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(row.get("Metric Unit", ""), 1.0)
+        values.setdefault(row.get("Kernel Name", "?"), {}).setdefault(row.get("Metric Name", "?"), []).append(v)
+    return values
+
+
 def main(argv: list[str]) -> None:
     out = Path(argv[0]).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -45,15 +63,7 @@ def main(argv: list[str]) -> None:
                f"hydra.run.dir={out / ('run-' + label)}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         (out / f"{label}.stdout").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
-        text = log.read_text() if log.exists() else ""
-        start = text.find('"ID"')
-        values: dict[str, dict[str, list[float]]] = {}
-        for row in csv.DictReader(io.StringIO(text[start:] if start >= 0 else "")):
-            try:
-                v = float(str(row.get("Metric Value", "")).replace(",", ""))
-            except ValueError:
-                continue
-            values.setdefault(row.get("Kernel Name", "?"), {}).setdefault(row["Metric Name"], []).append(v)
+        values = read_csv(log)
         if not values:
             table.append((label, "no ncu rows", {}))
             continue
