@@ -27,15 +27,17 @@ def pytest_configure(config):
     """Keep the persistent compile cache of the test session out of the user's home (one folder
     for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
     output for the session's test processes (:func:`memoize_disassembly`, its folder
-    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way). Where bytecode writing is off
-    (``PYTHONDONTWRITEBYTECODE``), the session's Python processes (xdist workers, commands run as
-    subprocesses, point workers, launcher jobs) write and share it in a session
-    folder instead (``PYTHONPYCACHEPREFIX``, :func:`bytecode_in_a_session_folder`), never beside the
-    sources. The folders this process made are removed when it ends (:func:`pytest_unconfigure`:
-    the xdist controller, after its workers)."""
+    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way). The folders this process made are
+    removed when it ends (:func:`pytest_unconfigure`: the xdist controller, after its workers).
+
+    Bytecode is left as the environment has it. Where its writing is off
+    (``PYTHONDONTWRITEBYTECODE``), a session folder for it (``PYTHONPYCACHEPREFIX``) would cost
+    more than it saves: Python then reads bytecode from that folder only, so the first processes
+    (both xdist workers at once) compile the standard library and every installed package they
+    import (Hydra, Optuna, matplotlib, ...) from source again, while what it would share,
+    gemmlab's own modules, compiles in well under 0.1 s a process."""
     import tempfile
     made = []
-    made.extend(bytecode_in_a_session_folder())
     if not os.environ.get("GEMMLAB_CACHE_DIR"):
         os.environ["GEMMLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="gemmlab-test-cache-")
         made.append(os.environ["GEMMLAB_CACHE_DIR"])
@@ -51,23 +53,6 @@ def pytest_unconfigure(config):
     import shutil
     for folder in config.stash.get(MADE_FOLDERS, []):
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def bytecode_in_a_session_folder() -> list[str]:
-    """With bytecode writing off (``PYTHONDONTWRITEBYTECODE`` set, no ``PYTHONPYCACHEPREFIX``),
-    let the processes this one starts from now on write it to a new temporary folder
-    (``PYTHONPYCACHEPREFIX``; Python then reads and writes bytecode there only): every process of
-    the session otherwise compiles each module it imports from source again (gemmlab's own
-    modules, and pytest rewrites every test module in each xdist worker). Returns the folder made
-    (to be removed at the end), or nothing where bytecode is written as usual or a prefix is set.
-    What runs is unchanged: bytecode is a cache of the same sources."""
-    import tempfile
-    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
-        return []
-    folder = tempfile.mkdtemp(prefix="gemmlab-test-pycache-")
-    os.environ["PYTHONPYCACHEPREFIX"] = folder
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    return [folder]
 
 
 #: folder of the session's disassembly memo, shared by the xdist workers (:func:`memoize_disassembly`)

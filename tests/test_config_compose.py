@@ -428,3 +428,27 @@ def test_baseline_none_says_null_is_the_spelling(registry, word):
     with pytest.raises(ConfigError) as info:
         parse_config(compose(f"baseline={word}"), defaults_of=defaults_of(registry))
     assert info.value.field == "baseline" and "baseline=null measures no baseline" in str(info.value)
+
+
+def test_a_copied_config_repository_reads_the_live_config_store():
+    """Hydra's per-compose copy of its config repository shares the one ConfigStore
+    (gemmlab.cli.app.config_store_is_not_copied): a node stored after the copy was made is found
+    through the copy, and what a copy loads is still a copy of the stored node."""
+    from hydra._internal.config_repository import CachingConfigRepository
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.global_hydra import GlobalHydra
+    gemmlab.cli.app.register_resolvers()
+    store = ConfigStore.instance()
+    assert copy.deepcopy(store) is store
+    with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
+        repo = CachingConfigRepository(GlobalHydra.instance().config_loader().repository)
+        name = "gemmlab_test_stored_after_the_copy"
+        store.store(group="timing", name=name, node={"warmup": 3})
+        try:
+            assert repo.config_exists(f"timing/{name}")
+            loaded = repo.load_config(f"timing/{name}").config
+            assert OmegaConf.to_container(loaded) == {"warmup": 3}
+            loaded.warmup = 4
+            assert store.load(f"timing/{name}.yaml").node.warmup == 3
+        finally:
+            del store.repo["timing"][f"{name}.yaml"]

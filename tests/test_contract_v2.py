@@ -209,7 +209,7 @@ def test_includes_are_scanned_and_hashed(tmp_path, sass_not_read):
     assert "-default-device" in compiled.record()["options"]
 
 
-def test_cache_key_covers_included_files(tmp_path, monkeypatch):
+def test_cache_key_covers_included_files(tmp_path, monkeypatch, sass_not_read):
     compile_stage.clear_cache()
     src = _source(tmp_path, KERNEL)
     folder = str(tmp_path / "cache")

@@ -94,8 +94,10 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     kernels of the built-in plugins and of ``invocation.plugin_dirs``, read when the help is
     shown) and ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.dispatch.shapes`); also
     stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
-    conf/config.yaml needs."""
+    conf/config.yaml needs, and lets Hydra's copies of its config repository share the
+    ``ConfigStore`` (:func:`config_store_is_not_copied`)."""
     from gemmlab.stages.config import store_schema
+    config_store_is_not_copied()
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
@@ -104,6 +106,23 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
     from gemmlab.dispatch.shapes import suite_resolver
     OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
+
+
+def config_store_is_not_copied() -> None:
+    """Let a deep copy of Hydra's ``ConfigStore`` singleton be the singleton itself (idempotent).
+
+    Hydra 1.3's config loader deep-copies its config repository for every compose and for every
+    group listing (``CachingConfigRepository``); the repository's structured-config source holds
+    the ``ConfigStore``, so each copy also copied every stored config node (Hydra's own, the
+    launcher and sweeper plugins', gemmlab's schema): about 10 ms a copy, some 70 copies for
+    ``--help``, which lists every config group. Hydra's main branch no longer keeps the store in
+    the source and reads the live singleton instead (facebookresearch/hydra pull request 2928);
+    this gives Hydra 1.3 the same: a copied repository reads the one live store. What is composed
+    is unchanged: the store is only read while composing (``ConfigStore.load`` returns a copy of
+    the node), and gemmlab stores its nodes before Hydra composes."""
+    from hydra.core.config_store import ConfigStore
+    if "__deepcopy__" not in ConfigStore.__dict__:
+        ConfigStore.__deepcopy__ = lambda self, memo: self
 
 
 def _values(o, options: list[str] | None = None) -> list[str] | None:
