@@ -301,15 +301,11 @@ class StreamKKernel(_WarpTileBase):
                     continue
                 slot = 0 if s.start(w) // s.iters == t else 1
                 read[(w, slot)] = read.get((w, slot), 0) + 1
-        tiles_n = cdiv(shape.N, p["BN"])
-        t = np.arange(s.tiles)
-        r0, c0 = (t // tiles_n) * p["BM"], (t % tiles_n) * p["BN"]
-        er, ec = np.meshgrid(np.arange(p["BM"]), np.arange(p["BN"]), indexing="ij")
-        row, col = r0[:, None, None] + er[None], c0[:, None, None] + ec[None]
-        stores = np.zeros((shape.M, shape.N), dtype=np.int64)
-        for n in range(int(writers.max(initial=0))):  # a tile written n+1 times counts n+1 times
-            sel = writers > n
-            stores += count_hits((shape.M, shape.N), row[sel], col[sel], (row[sel] < shape.M) & (col[sel] < shape.N))
+        # tile t covers rows (t // tiles_n) BM.. and columns (t % tiles_n) BN.. (BM x BN, masked to M x N):
+        # each of its elements counts the tile's writes
+        tiles_m, tiles_n = cdiv(shape.M, p["BM"]), cdiv(shape.N, p["BN"])
+        per_element = np.broadcast_to(writers.reshape(tiles_m, 1, tiles_n, 1), (tiles_m, p["BM"], tiles_n, p["BN"]))
+        stores = np.ascontiguousarray(per_element.reshape(tiles_m * p["BM"], tiles_n * p["BN"])[:shape.M, :shape.N])
         quads = p["BM"] * p["BN"] // 4  # fixup block (part y, thread x): float4 y*FQ*threads + f*threads + x
         y, f, x = np.ix_(range(fixup_parts(p)), range(FIXUP_FQ), range(FIXUP_THREADS))
         q = (y * FIXUP_FQ) * FIXUP_THREADS + x + f * FIXUP_THREADS

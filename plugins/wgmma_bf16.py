@@ -68,7 +68,7 @@ from gemmlab.contract.relayout import tma_operand
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix,
                                         ParamError, Problem, Shape, TensorMap, Value, Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import add_hits, cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
 ROW_BYTES = 128  # one stage row: 128 bytes of K (the 128-byte swizzle span)
@@ -195,6 +195,40 @@ def staged_store_coords(BM: int, BN: int, ping: bool, tma: bool) -> tuple[np.nda
         return base[..., None, None] + r, col0[..., None, None] + x
     i, lane, e = np.ix_(range(4), range(32), range(4))
     return base[..., None, None, None] + 4 * i + lane // 8, col0[..., None, None, None] + 4 * (lane % 8) + e
+
+
+def add_pattern(counts: np.ndarray, hits: np.ndarray, r0: int, c0: int) -> None:
+    """``counts[r0 + i, c0 + j] += hits[i, j]`` (int64 2-D arrays, ``counts`` changed in place) where
+    ``r0 + i`` < counts' rows and ``c0 + j`` < its columns: what :func:`add_hits` of every hit's
+    coordinates shifted by (r0, c0), masked to ``counts.shape``, counts (one window add instead of a
+    scatter). Raises IndexError, as that scatter does, if a hit not masked lands at a negative row
+    or column."""
+    h, w = min(hits.shape[0], counts.shape[0] - r0), min(hits.shape[1], counts.shape[1] - c0)
+    if h <= 0 or w <= 0:
+        return
+    kept = hits[:h, :w]
+    lo_r, lo_c = max(0, -r0), max(0, -c0)
+    if (lo_r or lo_c) and (kept[:lo_r].any() or kept[:, :lo_c].any()):
+        raise IndexError(f"index outside {counts.shape}: a hit at a negative row or column (window at {r0}, {c0})")
+    if lo_r < h and lo_c < w:
+        counts[r0 + lo_r:r0 + h, c0 + lo_c:c0 + w] += kept[lo_r:, lo_c:]
+
+
+def add_tiled(counts: np.ndarray, per_tile: np.ndarray, hits: np.ndarray, r0: int, c0: int, BM: int, BN: int) -> None:
+    """:func:`add_pattern` of ``hits`` at (r0 + a BM, c0 + b BN), ``per_tile[a, b]`` times for every
+    (a, b), a row of tiles at a time: ``per_tile`` (int64, tiles of BM x BN) spread over the tiles'
+    elements times each BM x BN block of ``hits`` (one block unless the hits reach beyond one tile)."""
+    H, W = hits.shape
+    blocks = np.zeros((cdiv(H, BM) * BM, cdiv(W, BN) * BN), dtype=np.int64)
+    blocks[:H, :W] = hits
+    for dy in range(blocks.shape[0] // BM):
+        for dx in range(blocks.shape[1] // BN):
+            block = blocks[dy * BM:(dy + 1) * BM, dx * BN:(dx + 1) * BN]
+            if not block.any():
+                continue
+            for a in np.flatnonzero(per_tile.any(axis=1)):
+                spread = (block[:, None, :] * per_tile[a][None, :, None]).reshape(BM, per_tile.shape[1] * BN)
+                add_pattern(counts, spread, r0 + (a + dy) * BM, c0 + dx * BN)
 
 
 def reduce_writes(M: int, N: int, grid: int) -> np.ndarray:
@@ -438,12 +472,18 @@ class WgmmaKernel(KernelSpec):
         wm = BM if ping else BM // 2  # rows per consumer warpgroup
         wg, mi, w, j, lane, h, v = np.ix_(range(2), range(wm // 64), range(4), range(BN // 8), range(32),
                                           range(2), range(2))
-        # tile-relative coordinates of every accumulator stored for an item, computed once: cooperative,
+        # tile-relative coordinates of every accumulator stored for an item, counted once: cooperative,
         # both consumer warpgroups (wm rows each); ping-pong, the one warpgroup that takes the item
-        # (local % 2, its position in the CTA's list) stores all BM rows: the same coordinates
-        def rel(rows, cols):  # flat tile-relative coordinates, whether each is inside the tile, their maxima
+        # (local % 2, its position in the CTA's list) stores all BM rows: the same coordinates. Each
+        # item adds these counts at its tile's offset (:func:`add_tiled`: the same counts as a
+        # scatter of every shifted coordinate, masked to M x N)
+        def rel(rows, cols):  # the hit counts of the coordinates, the box's origin, inside / outside the tile
             r, c = (a.ravel().astype(np.int64) for a in np.broadcast_arrays(rows, cols))
-            return r, c, (r < BM) & (c < BN), int(r.max()), int(c.max())
+            origin = (int(r.min()), int(c.min()))
+            hits = count_hits((int(r.max()) - origin[0] + 1, int(c.max()) - origin[1] + 1), r - origin[0], c - origin[1])
+            inside = np.zeros_like(hits)
+            inside[:max(0, BM - origin[0]), :max(0, BN - origin[1])] = 1  # rel row < BM and column < BN
+            return hits, origin, hits * inside, hits * (1 - inside)
 
         fragments = rel((0 if ping else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h, j * 8 + 2 * (lane % 4) + v)
         staged = fragments
@@ -451,27 +491,31 @@ class WgmmaKernel(KernelSpec):
         tma = self.tma_store(problem, p)
         if self.stages_c(problem, p):  # the staged epilogue's own index arithmetic (kernels/wgmma_bf16.cu)
             staged = rel(*staged_store_coords(BM, BN, ping, tma))
+        # per target (C or slab ``rank``) and pattern, how many items store to each tile: one add per group
+        m_lo, n_lo = (min((t[i] for t, _ in items), default=0) for i in (0, 1))
+        grid = tuple(max((t[i] for t, _ in items), default=lo) - lo + 1 for i, lo in ((0, m_lo), (1, n_lo)))
+        tiles: dict[tuple, np.ndarray] = {}
+        regions: dict[tuple, np.ndarray] = {}  # an adder's in-tile counts, by the tile's size inside M x N
         for (m_blk, n_blk, kb, ke, role, n, rank), local in items:
             boxed = not slabbed and (role == 0 or tma)  # the TMA-store entry stages every item's boxes
-            r_rel, c_rel, in_tile, r_max, c_max = staged if boxed else fragments
             r0, c0 = m_blk * BM, n_blk * BN
-            row, col = r_rel + r0, c_rel + c0
-            mask = None if r0 + r_max < shape.M and c0 + c_max < shape.N else (row < shape.M) & (col < shape.N)
             iters.setdefault((m_blk, n_blk), np.zeros(k_tiles, dtype=np.int64))[kb:ke] += 1
             counts.setdefault((m_blk, n_blk), []).append((n, rank, kb == 0 if p["TAIL"] == 3 else ke == k_tiles, role))
-            # counted in place (add_hits), no full-size temporary per item
-            if slabbed:
-                add_hits(slab_hits[rank], row, col, mask)
-            elif role == 2:
-                inside = in_tile if mask is None else mask & in_tile
-                region = np.zeros((max(0, min(BM, shape.M - r0)), max(0, min(BN, shape.N - c0))), dtype=np.int64)
-                add_hits(region, r_rel, c_rel, inside)
-                if region.size:
-                    adders.append(region.ravel())
-                # an adder's hit outside its tile lands on an owned element: count 2
-                add_hits(stores, row, col, ~in_tile if mask is None else mask & ~in_tile)
-            else:
-                add_hits(stores, row, col, mask)
+            if role == 2 and not slabbed:
+                size = (max(0, min(BM, shape.M - r0)), max(0, min(BN, shape.N - c0)))
+                if (size, boxed) not in regions:
+                    _, origin, in_tile, _ = staged if boxed else fragments
+                    regions[size, boxed] = np.zeros(size, dtype=np.int64)
+                    add_pattern(regions[size, boxed], in_tile, origin[0], origin[1])
+                if regions[size, boxed].size:
+                    adders.append(regions[size, boxed].ravel())
+            # slabs: every item into slab ``rank``; an adder's hit outside its tile lands on an owned element
+            key = ("slab", rank, False) if slabbed else ("outside" if role == 2 else "all", None, boxed)
+            tiles.setdefault(key, np.zeros(grid, dtype=np.int64))[m_blk - m_lo, n_blk - n_lo] += 1
+        for (part, rank, boxed), per_tile in tiles.items():
+            hits, origin, _, out_tile = staged if boxed else fragments
+            add_tiled(slab_hits[rank] if part == "slab" else stores, per_tile, out_tile if part == "outside" else hits,
+                      m_lo * BM + origin[0], n_lo * BN + origin[1], BM, BN)
         extra = {}
         if slabbed:
             problem = Problem(shape, self.precisions[0], *self.layouts[0])

@@ -581,3 +581,37 @@ def test_ring_protocol_parity_waits():
     assert all(ring_protocol(6, 3, 7, 2, False, rng) is None for _ in range(60))
     broken = [ring_protocol(6, 16, 7, 2, False, rng) for _ in range(60)]
     assert any(b and b.startswith("stale read") for b in broken)
+
+
+def test_tiled_counts_equal_the_scatter_of_every_shifted_coordinate():
+    """The ownership model adds one tile-relative count pattern per group of items
+    (``add_tiled``): the same counts as a scatter (``add_hits``) of every item's shifted
+    coordinates masked to M x N, for patterns inside the tile, reaching into the neighbours and
+    starting above/left of it, partial tiles at the edges and items repeated on a tile; a hit at
+    a negative index raises IndexError in both."""
+    module = __import__("gemmlab_plugins.wgmma_bf16", fromlist=["add_tiled"])
+    from gemmlab.contract.plugin_utils import add_hits
+    rng = np.random.default_rng(7)
+    BM, BN = 16, 8
+    for M, N, origin, size in ((50, 30, (0, 0), (16, 8)), (33, 17, (0, 0), (20, 13)), (64, 40, (3, 2), (16, 8)),
+                               (40, 40, (-2, 0), (10, 8)), (40, 40, (0, -1), (16, 8))):
+        per_tile = rng.integers(0, 3, size=(-(-M // BM) + 1, -(-N // BN)))
+        r, c = rng.integers(0, size[0], 200), rng.integers(0, size[1], 200)
+        hits = np.zeros(size, dtype=np.int64)
+        np.add.at(hits, (r, c), 1)
+        scatter, tiled = np.zeros((M, N), dtype=np.int64), np.zeros((M, N), dtype=np.int64)
+        raised = []
+        try:
+            for (a, b), times in np.ndenumerate(per_tile):
+                for _ in range(times):
+                    row, col = r + origin[0] + a * BM, c + origin[1] + b * BN
+                    add_hits(scatter, row, col, (row < M) & (col < N))
+        except IndexError:
+            raised.append("scatter")
+        try:
+            module.add_tiled(tiled, per_tile, hits, origin[0], origin[1], BM, BN)
+        except IndexError:
+            raised.append("tiled")
+        assert raised in ([], ["scatter", "tiled"]), (origin, raised)
+        if not raised:
+            assert (scatter == tiled).all() and scatter.sum() > 0, (M, N, origin, size)
