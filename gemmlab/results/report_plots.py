@@ -93,11 +93,24 @@ def _group(rows: Iterable[Row], varying: set[str]) -> dict[str, list[Row]]:
     return groups
 
 
+#: legend entries kept inside the axes; with more, the legend goes below them and the figure grows
+#: (:func:`_legend_height`): inside, 32 entries collapsed the axes (matplotlib's constrained layout
+#: gave up and warned; the 114 records of docs/results/shapes-h200 have 31 series)
+LEGEND_INSIDE_MAX = 10
+
+
+def _legend_height(n: int, height: float = 5.5) -> float:
+    """Figure height (inches) for ``n`` legend entries: ``height`` while they fit inside the axes,
+    else room below the axes for the outside legend (as the roofline plot sizes its figure)."""
+    return height if n <= LEGEND_INSIDE_MAX else 6.0 + 0.2 * n
+
+
 def _legend(ax, n: int, outside: bool = False) -> None:
     """The legend inside the axes (best place), or below them when it would hide points."""
     size = "small" if n <= 8 else "x-small"
-    if outside:
-        ax.figure.legend(fontsize=size, loc="outside lower center", ncols=1 if n <= 6 else 2)
+    if outside:  # two columns only where the labels fit side by side (kernel parameters make them long)
+        longest = max((len(label) for label in ax.get_legend_handles_labels()[1]), default=0)
+        ax.figure.legend(fontsize=size, loc="outside lower center", ncols=1 if n <= 6 or longest > 48 else 2)
     else:
         ax.legend(fontsize=size, loc="best", ncols=1 if n <= 10 else 2)
 
@@ -106,8 +119,8 @@ def _plot_gflops(rows, st, path):
     pts = [r for r in rows if r.category == "timed" and r.gflops and r.gflops > 0 and r.size]
     if not pts:
         return "skipped: no valid timed point"
-    fig, ax = _new_figure()
     groups = _group(pts, st["varying"])
+    fig, ax = _new_figure(height=_legend_height(len(groups)))
     for label, g in sorted(groups.items()):
         s = st["styles"][label]
         ax.plot([r.size for r in g], [r.gflops for r in g], label=label, color=s["color"], marker=s["marker"])
@@ -117,7 +130,7 @@ def _plot_gflops(rows, st, path):
     ax.set_ylabel("GFLOP/s  (2·M·N·K / median time)")
     ax.set_title(f"GFLOP/s vs size: {len(pts)} valid timed points")
     ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, len(groups))
+    _legend(ax, len(groups), outside=len(groups) > LEGEND_INSIDE_MAX)
     fig.savefig(path)
     return [f"{len(pts)} points, {len(groups)} series"]
 
@@ -126,8 +139,8 @@ def _plot_ratio(rows, st, path):
     pts = [r for r in rows if r.category == "timed" and r.ratio_to_baseline_gflops and r.size]
     if not pts:
         return "skipped: no point has a baseline ratio recorded (run with `baseline=cublas`)"
-    fig, ax = _new_figure()
     groups = _group(pts, st["varying"])
+    fig, ax = _new_figure(height=_legend_height(len(groups) + 1))
     for label, g in sorted(groups.items()):
         s = st["styles"][label]
         bases = sorted({r.baseline or "?" for r in g})
@@ -140,7 +153,7 @@ def _plot_ratio(rows, st, path):
     ax.set_ylabel("kernel GFLOP/s / baseline GFLOP/s  (> 1: faster)")
     ax.set_title("throughput relative to the baseline, same run and protocol")
     ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, len(groups) + 1)
+    _legend(ax, len(groups) + 1, outside=len(groups) + 1 > LEGEND_INSIDE_MAX)
     fig.savefig(path)
     return [f"{len(pts)} points vs {', '.join(sorted({r.baseline or '?' for r in pts}))}"]
 
