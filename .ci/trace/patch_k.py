@@ -5,13 +5,10 @@ observer warp, warp 1 of the producer warpgroup, spinning on each barrier in tur
 consumer warpgroup 0 began to wait for it. Printed as ``TR K cta i issue arrive need`` lines
 (cycles from the CTA's start) in launch TRACE_AT + 1. Assumes every CTA has >= 2 items of 64
 k-tiles (4096^3 with the default tile)."""
-import sys
-p = sys.argv[1]
-s = open(p).read()
-def rep(old, new, count=1):
-    global s
-    assert s.count(old) == count, (old, s.count(old))
-    s = s.replace(old, new)
+from source_edit import SourceEdit
+
+src = SourceEdit()
+rep = src.rep
 rep('#define TR_ITEMS 8', '#define TR_ITEMS 6')
 rep('__device__ long long wgmma_trace_buf[256 * TR_PER_CTA];',
     '__device__ long long wgmma_trace_buf[256 * TR_PER_CTA];\n__device__ int wgmma_trace_k[256 * 192];')
@@ -41,4 +38,4 @@ rep('''        printf("TR S %d %lld %lld\\n", b, q[0], q[1]);''', '''        pri
           const int *kk = wgmma_trace_k + b * 192;
           printf("TR K %d %d %d %d %d\\n", b, i, kk[i], kk[64 + i], kk[128 + i]);
         }''')
-open(p, 'w').write(s)
+src.save()

@@ -1,12 +1,9 @@
 """Trace v2: clock64 phase stamps + summed barrier waits per item, stored to a global buffer in launch
 TRACE_AT and printed by block 0 at the start of launch TRACE_AT + 1 (diagnostic copy only)."""
-import sys
-p = sys.argv[1]
-s = open(p).read()
-def rep(old, new, count=1):
-    global s
-    assert s.count(old) == count, (old, s.count(old))
-    s = s.replace(old, new)
+from source_edit import SourceEdit
+
+src = SourceEdit()
+rep = src.rep
 rep('constexpr int WGMMA_MAX_FLAGS = 16384;',
     '''constexpr int WGMMA_MAX_FLAGS = 16384;
 __device__ unsigned wgmma_trace_seq[2048];
@@ -108,4 +105,4 @@ rep('''  if constexpr (CLUSTER > 1) gemmlab::cluster_sync();  // no CTA leaves w
     if (tid == 0) q[0] = (long long)tr_g0, q[1] = tr_t0;
   }
 }''')
-open(p, 'w').write(s)
+src.save()
