@@ -207,6 +207,13 @@ def test_epilogue_fallback_and_diagnostic(tmp_path, shape, params, entry):
     ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {"EPI": 5}, "racecheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "SPLIT_K": 4}, "racecheck"),  # TMA store + reduce-add chain
     ("wgmma_bf16", "bf16", "col", (100, 132, 1000), {**E2, "SPLIT_K": 4}, "memcheck"),
+    # the stream-K tail at shapes where every tile is split (fewer tiles than SMs): flag chain, TMA
+    # reduce-add (EPI 2) and the register adders, the whole-k order (TAIL 2) and the k-aligned one (3)
+    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "TAIL": 2}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "TAIL": 3}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (100, 132, 1000), {**E2, "TAIL": 3}, "memcheck"),
+    ("wgmma_bf16", "bf16", "col", (300, 129, 1000), {"TAIL": 3}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (100, 129, 1000), {"TAIL": 3}, "memcheck"),
 ], ids=str)
 def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)

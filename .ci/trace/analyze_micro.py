@@ -1,5 +1,6 @@
 """Summarise ``TR M`` lines (patch_micro.py): the tensor pipe's sustained rate for the main loop's
-wgmma groups on one resident stage, against the ideal (MB_REPS = 64 groups x 1024 cycles)."""
+wgmma groups on one resident stage, against the ideal (MB_REPS = 64 groups x 1024 cycles; warpgroup 0
+alone: 64 x 512). Older prints (two numbers per line) give the first two columns only."""
 import statistics as st
 import sys
 from pathlib import Path
@@ -12,5 +13,10 @@ for f in sorted(Path(sys.argv[1]).glob("*.txt")):
         continue
     plain = [r[2] / IDEAL for r in rows]
     waited = [r[3] / IDEAL for r in rows]
-    print(f"== {f.stem}: {len(rows)} warpgroups; x ideal: plain med {st.median(plain):.3f} "
-          f"(min {min(plain):.3f}, max {max(plain):.3f}); with a full-barrier try_wait per group med {st.median(waited):.3f}")
+    line = (f"== {f.stem}: {len(rows)} warpgroups; x ideal: plain med {st.median(plain):.3f} "
+            f"(min {min(plain):.3f}, max {max(plain):.3f}); with a full-barrier try_wait per group med {st.median(waited):.3f}")
+    if len(rows[0]) >= 6:
+        alone = [r[4] / (IDEAL / 2) for r in rows if r[1] == 0]
+        serial = [r[5] / IDEAL for r in rows]
+        line += f"; warpgroup 0 alone med {st.median(alone):.3f} (x 512/group); wait_group 0 per group med {st.median(serial):.3f}"
+    print(line)
