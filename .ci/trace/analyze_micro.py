@@ -1,6 +1,6 @@
 """Summarise ``TR M`` lines (patch_micro.py): the tensor pipe's sustained rate for the main loop's
 wgmma groups on one resident stage, against the ideal (MB_REPS = 64 groups x 1024 cycles; warpgroup 0
-alone: 64 x 512). Older prints (two numbers per line) give the first two columns only."""
+alone: 64 x 512). Older prints (two or four numbers per line) give their columns only."""
 import statistics as st
 import sys
 from pathlib import Path
@@ -19,4 +19,9 @@ for f in sorted(Path(sys.argv[1]).glob("*.txt")):
         alone = [r[4] / (IDEAL / 2) for r in rows if r[1] == 0]
         serial = [r[5] / IDEAL for r in rows]
         line += f"; warpgroup 0 alone med {st.median(alone):.3f} (x 512/group); wait_group 0 per group med {st.median(serial):.3f}"
+    if len(rows[0]) >= 8:
+        cycled = [r[6] / IDEAL for r in rows]
+        reloads = [r[7] / IDEAL for r in rows]
+        line += (f"; stages cycled med {st.median(cycled):.3f}; with TMA reloads of the other stages med "
+                 f"{st.median(reloads):.3f} (min {min(reloads):.3f}, max {max(reloads):.3f})")
     print(line)
