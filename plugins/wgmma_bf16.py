@@ -542,6 +542,11 @@ class WgmmaKernel(KernelSpec):
         return stores, {"A": count_hits((BM, bk), r, c), "B": b_hits, "B_row_major": bt_hits, **extra}
 
 
+#: The values of the parameters that are codes or a few sizes (the one-line error for a value outside
+#: 1..4096 lists them; :meth:`WgmmaKernel.check_problem` explains each value and checks combinations).
+PARAM_VALUES = {"BM": (64, 128, 192, 256), "BN": (64, 128, 256), "STAGES": (2, 3, 4, 5, 6, 7, 8),
+                "CLUSTER": (1, 2), "SCHED": (1, 2), "TAIL": (1, 2, 3), "REDUCE": (1, 2), "EPI": (1, 2, 3, 4, 5)}
+
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 16, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
             "REDUCE": 1, "EPI": 2}
@@ -552,4 +557,5 @@ def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu", defaults=dict(DEFAULTS),
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
-                        precisions=("bf16",), layouts=(("row", "col"), ("row", "row")))]
+                        precisions=("bf16",), layouts=(("row", "col"), ("row", "row")),
+                        param_values=PARAM_VALUES)]

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 import gemmlab.cli.app
 import gemmlab.paths
-from gemmlab.stages.config import InputOptions, RunConfig, parse_config
+from gemmlab.stages.config import InputOptions, RunConfig, parse_config, parse_params
 from gemmlab.stages.timing import TimingOptions
 from gemmlab.stages.verify import VerifyOptions
 from gemmlab.gpu.device import offline_facts
@@ -452,3 +452,31 @@ def test_a_copied_config_repository_reads_the_live_config_store():
             assert store.load(f"timing/{name}.yaml").node.warmup == 3
         finally:
             del store.repo["timing"][f"{name}.yaml"]
+
+
+# --- kernel parameters: listed values ----------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [0, -1, 5000, 2.5, "x", True])
+def test_a_listed_parameter_outside_the_generic_range_names_its_values(value):
+    """A value the core's 1..4096 rule refuses names the parameter's own values where the kernel
+    lists them (``param_values``), not the generic range; without a list the generic message."""
+    with pytest.raises(ConfigError) as info:
+        parse_params({"EPI": 2}, {"EPI": value}, "k", {"EPI": (1, 2, 3, 4, 5)})
+    assert str(info.value) == f"kernel.EPI: must be one of 1, 2, 3, 4, 5, got {value!r}"
+    with pytest.raises(ConfigError) as info:
+        parse_params({"EPI": 2}, {"EPI": value}, "k")
+    assert str(info.value).startswith("kernel.EPI: must be an integer >= 1 and <= 4096")
+
+
+def test_a_listed_parameter_inside_the_range_is_left_to_the_kernels_check():
+    """6 is inside 1..4096: parse_params passes it on, so the kernel's own message (what each value
+    means) is the one the user sees (tests/test_wgmma.py checks that message)."""
+    assert parse_params({"EPI": 2}, {"EPI": 6}, "k", {"EPI": (1, 2, 3, 4, 5)}) == {"EPI": 6}
+
+
+def test_the_wgmma_kernels_list_their_code_parameters(registry):
+    for name in ("wgmma_bf16", "wgmma_tf32"):
+        values = registry.get(name).param_values
+        assert values["EPI"] == (1, 2, 3, 4, 5) and values["TAIL"] == (1, 2, 3) and values["SCHED"] == (1, 2)
+        assert set(values) <= set(registry.get(name).defaults)
+        assert all(registry.get(name).defaults[k] in v for k, v in values.items())

@@ -437,6 +437,12 @@ class KernelBase:
         description: one line for ``gemmlab --help``.
         precisions: the ``precision`` values the kernel supports (:data:`PRECISIONS`).
         layouts: the ``(layout.a, layout.b)`` pairs it supports (:data:`LAYOUTS`).
+        param_values: for parameters whose values are a few codes or sizes rather than any
+            integer 1..4096 (the core's rule for every parameter), the values allowed, e.g.
+            ``{"EPI": (1, 2, 3, 4, 5)}``: a value the core's rule refuses (0, -1, 5000, 2.5, "x")
+            is then refused with ``kernel.EPI: must be one of 1, 2, 3, 4, 5, got 0`` instead of
+            the generic range; values inside 1..4096 go to :meth:`check_problem`, whose message
+            says what the values mean.
     """
 
     name: str
@@ -445,6 +451,7 @@ class KernelBase:
     description: str = ""
     precisions: tuple[str, ...] = ("fp32",)
     layouts: tuple[tuple[str, str], ...] = (("row", "row"),)
+    param_values: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def check(self, shape: Shape, params: Mapping[str, int], device: DeviceFacts) -> None:
         """Reject parameters or shapes this kernel cannot run, before anything is compiled.

@@ -247,7 +247,8 @@ class Run:
         self.cfg, dispatch = resolve_auto(self.cfg, registry)  # kernel=auto -> the chosen kernel (dispatch.auto)
         if dispatch is not None:
             self.record["dispatch"] = dispatch
-        rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults)
+        rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults,
+                                    values_of=lambda name: registry.get(name).param_values)
         self.backends = [backend_for("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
         if rc.baseline is not None:
             base = registry.get(rc.baseline)

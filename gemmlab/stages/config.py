@@ -366,26 +366,37 @@ def _nvrtc_archs() -> list[int]:
         return []
 
 
-def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str) -> dict[str, int]:
-    """Merge ``given`` tile parameters over the kernel's defaults; every value a positive int.
+def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str,
+                 values: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, int]:
+    """Merge ``given`` tile parameters over the kernel's defaults; every value an int in 1..4096.
+    A value that is not names, where the kernel lists them (``KernelBase.param_values``), the
+    values its parameter allows instead of the generic range; values inside the range are left to
+    the kernel's own check (its messages say what each value means).
 
     Raises:
-        ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-positive/non-int value.
+        ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-int or out-of-range value.
     """
     params = dict(spec_defaults)
     for key, value in given.items():
         if key not in spec_defaults:
             allowed = ", ".join(spec_defaults) or "none"
             raise ConfigError(f"kernel.{key}", f"kernel '{kernel}' has no parameter {key}; its parameters: {allowed}")
-        params[key] = _int(value, f"kernel.{key}", 1, 4096)
+        listed = (values or {}).get(key)
+        try:
+            params[key] = _int(value, f"kernel.{key}", 1, 4096)
+        except ConfigError:
+            if not listed:
+                raise
+            raise ConfigError(f"kernel.{key}", f"must be one of {', '.join(map(str, listed))}, got {value!r}") from None
     return params
 
 
-def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
+def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> RunConfig:
     """Validate the composed config ``cfg`` (keys as in :class:`GemmlabConfig`).
 
     ``defaults_of(kernel_name)`` returns that kernel's default parameters (the registry's
-    ``get(name).defaults``); it raises ConfigError for an unknown kernel.
+    ``get(name).defaults``); it raises ConfigError for an unknown kernel. ``values_of(kernel_name)``
+    (optional) returns the values its parameters allow where it lists them (``get(name).param_values``).
 
     Raises:
         ConfigError: naming the first invalid field.
@@ -409,7 +420,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None) -> RunConfig:
     name = kernel_cfg["name"]
     given = {k: v for k, v in kernel_cfg.items() if k != "name"}
     defaults = defaults_of(name) if defaults_of else {k: v for k, v in given.items()}
-    params = parse_params(defaults, given, name)
+    params = parse_params(defaults, given, name, values_of(name) if values_of else None)
 
     # a missing plain key takes the schema's default (shape has none to take: it must be given)
     cfg = {**{k: v for k, v in _defaults(GemmlabConfig).items() if k not in SECTIONS and k not in ("kernel", "shape")},
