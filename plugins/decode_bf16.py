@@ -146,4 +146,5 @@ def gemmlab_kernels():
                              description="BF16/FP16 decode (M <= 64): mma.sync m16n8k16 with B streamed by 16-byte "
                                          "loads into registers, K split over warps and SPLITS blocks of one "
                                          "cluster (added in rank order over DSMEM, no atomics)",
-                             precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")))]
+                             precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
+                             param_values={"MT": (1, 2, 4)})]
