@@ -107,3 +107,32 @@ def test_zero_sized_grid_blames_the_plugin(tmp_path):
     assert rec["status"] == "invalid"
     assert rec["error"].startswith("plugin: kernel floor_div: Floor.launch() returned grid (0, 0, 1)"), rec["error"]
     assert "shape:" not in rec["error"]
+
+
+ENV_PROBE = """\
+import os
+
+from gemmlab.contract.hookspecs import ParamError
+
+
+class EnvProbe(NaiveKernel):
+    def check(self, shape, params, device):
+        raise ParamError("kernel.BX", "HYDRA_FULL_ERROR=" + str(os.environ.get("HYDRA_FULL_ERROR")))
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [EnvProbe(name="env_probe", source="naive.cu", defaults={"BX": 16, "BY": 16})]
+"""
+
+
+@pytest.mark.parametrize("user", [None, "1"])
+def test_a_point_sees_the_users_hydra_full_error_not_gemmlabs(cli, tmp_path, user):
+    """gemmlab sets HYDRA_FULL_ERROR=1 around its Hydra call (to say Hydra's errors in one line);
+    the processes a point starts (its worker here; compute-sanitizer's child gemmlab) inherit the
+    user's value instead: a child gemmlab would otherwise print tracebacks for a bad input."""
+    write(tmp_path / "p", "env_probe", ENV_PROBE)
+    proc = cli(["kernel=env_probe", f"plugin_dirs=[{tmp_path / 'p'}]", "mode=compile",
+                f"hydra.run.dir={tmp_path / 'run'}"], tmp_path, env={"HYDRA_FULL_ERROR": user})
+    assert proc.returncode == 2, proc.stderr
+    assert f"kernel.BX: HYDRA_FULL_ERROR={user}" in proc.stderr, proc.stderr

@@ -59,12 +59,17 @@ class Invocation:
             line is said for the first only: a re-run sweep would repeat it for every point).
         run_mode: ``hydra.mode`` of the config the command line composes, when the pre-check could
             read it from the files it selects (:func:`run_mode`), else :data:`ASK_HYDRA`.
+        hydra_full_error: the user's ``HYDRA_FULL_ERROR`` (None: unset). gemmlab sets the variable
+            to 1 around its Hydra call (:func:`_hydra_raises`) and gives each point this value
+            back, so the processes a point starts (its worker, compute-sanitizer's child
+            ``gemmlab``) see the user's choice, not gemmlab's.
     """
 
     plugin_dirs: list[str] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     refused_existing: int = 0  # points refused because their folder already holds a result.json
     run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
+    hydra_full_error: str | None = None
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -617,7 +622,8 @@ def _task(cfg, invocation: Invocation) -> float | None:
     ``invocation.statuses``. Returns the sweeper's :func:`objective`."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
+        with _environ("HYDRA_FULL_ERROR", invocation.hydra_full_error):  # the user's, not _hydra_raises's
+            record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
     except KeyboardInterrupt:  # Hydra's job config is still set here: name the real folder
         raise KeyboardInterrupt(_interrupted_advice()) from None
     status = exit_status(record)
@@ -692,7 +698,8 @@ def main() -> None:
     except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
         print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
               file=sys.stderr)
-    full_error = bool(os.environ.get("HYDRA_FULL_ERROR"))  # the user asked for Hydra's tracebacks
+    invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
+    full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
         with _hydra_raises(), _known_run_mode(invocation.run_mode):
             _hydra_app(invocation)()
@@ -712,19 +719,27 @@ def main() -> None:
 
 
 @contextlib.contextmanager
-def _hydra_raises():
-    """Within: Hydra raises its errors instead of printing them over several lines and exiting 1
-    (its documented ``HYDRA_FULL_ERROR=1``), so :func:`main` can say them in one line
-    (:func:`hydra_error`). The variable is restored afterwards."""
-    before = os.environ.get("HYDRA_FULL_ERROR")
-    os.environ["HYDRA_FULL_ERROR"] = "1"
+def _environ(name: str, value: str | None):
+    """Within: the environment variable ``name`` is ``value`` (None: unset); restored afterwards."""
+    before = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
+            os.environ.pop(name, None)
         else:
-            os.environ["HYDRA_FULL_ERROR"] = before
+            os.environ[name] = before
+
+
+def _hydra_raises():
+    """Within: Hydra raises its errors instead of printing them over several lines and exiting 1
+    (its documented ``HYDRA_FULL_ERROR=1``), so :func:`main` can say them in one line
+    (:func:`hydra_error`). The variable is restored afterwards (and inside each point: :func:`_task`)."""
+    return _environ("HYDRA_FULL_ERROR", "1")
 
 
 if __name__ == "__main__":
