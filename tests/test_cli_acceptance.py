@@ -248,3 +248,31 @@ def test_rerun_into_an_existing_sweep_says_the_refusal_once(cli, tmp_path):
     again = cli(args, tmp_path)
     assert again.returncode == 2, again.stderr
     assert again.stderr.count("already holds a result.json") == 1, again.stderr
+
+
+@pytest.mark.parametrize("kernel_arg", [[], ["kernel=tiled"]])
+def test_an_experiment_setting_kernel_name_is_refused_in_one_line(cli, tmp_path, kernel_arg):
+    """An experiment that sets ``kernel.name`` itself (not ``override /kernel``) would run that
+    kernel with the parameters of the group the command line chose: refused, naming the fix."""
+    extra = tmp_path / "extra"
+    (extra / "experiment").mkdir(parents=True)
+    (extra / "experiment" / "mine.yaml").write_text("# @package _global_\nkernel:\n  name: naive\n")
+    proc = cli([f"--config-dir={extra}", "experiment=mine", *kernel_arg, "mode=compile",
+                f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gemmlab: error: kernel.name: the config names kernel 'naive' but the kernel group "
+                               "chose 'tiled'") and "override /kernel: naive" in lines[0], lines[0]
+    assert not (tmp_path / "run" / "result.json").exists()
+
+
+def test_an_experiment_choosing_its_kernel_in_the_defaults_list_yields_to_the_command_line(cli, tmp_path):
+    extra = tmp_path / "extra"
+    (extra / "experiment").mkdir(parents=True)
+    (extra / "experiment" / "mine.yaml").write_text("# @package _global_\ndefaults:\n  - override /kernel: naive\n")
+    for args, name in (([], "naive"), (["kernel=tiled"], "tiled")):
+        run = tmp_path / f"run-{name}"
+        proc = cli([f"--config-dir={extra}", "experiment=mine", *args, "mode=compile", "shape=[8,8,8]",
+                    f"hydra.run.dir={run}"], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads((run / "result.json").read_text())["kernel"]["name"] == name

@@ -617,10 +617,29 @@ def _hydra_app(invocation: Invocation):
     return task
 
 
+def _kernel_choice_error(cfg, choice: str | None) -> ConfigError | None:
+    """The error when the composed ``kernel.name`` is not the kernel group's choice ``choice``
+    (``hydra.runtime.choices.kernel``): a config file merged after the group (an experiment) set
+    ``kernel.name`` itself, so ``kernel=<name>`` on the command line chose the group's parameters
+    but not the kernel. None when they agree (or there is no choice to compare)."""
+    from omegaconf import OmegaConf
+    name = OmegaConf.select(cfg, "kernel.name", default=None)
+    if not choice or not isinstance(name, str) or name == choice:
+        return None
+    return ConfigError("kernel.name", f"the config names kernel '{name}' but the kernel group chose '{choice}' "
+                       f"(kernel={choice}): a config file sets kernel.name after the group; select the kernel "
+                       f"in that file's defaults list with '- override /kernel: {name}' instead, so that "
+                       "kernel= on the command line chooses it")
+
+
 def _task(cfg, invocation: Invocation) -> float | None:
     """Run one point (a Hydra job) and print its summary; its exit status goes to
     ``invocation.statuses``. Returns the sweeper's :func:`objective`."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    mismatch = _kernel_choice_error(cfg, HydraConfig.get().runtime.choices.get("kernel"))
+    if mismatch is not None:  # every point of the command would say the same: stop here
+        print(f"gemmlab: error: {mismatch}", file=sys.stderr, flush=True)
+        sys.exit(2)
     try:
         with _environ("HYDRA_FULL_ERROR", invocation.hydra_full_error):  # the user's, not _hydra_raises's
             record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
