@@ -24,4 +24,8 @@ for f in sorted(Path(sys.argv[1]).glob("*.txt")):
         reloads = [r[7] / IDEAL for r in rows]
         line += (f"; stages cycled med {st.median(cycled):.3f}; with TMA reloads of the other stages med "
                  f"{st.median(reloads):.3f} (min {min(reloads):.3f}, max {max(reloads):.3f})")
+    if len(rows[0]) >= 12:
+        names = ("A only", "B only", "whole stage every 2nd group", "A and B on alternate groups")
+        line += "; reloads " + ", ".join(f"{n} med {st.median([r[8 + i] / IDEAL for r in rows]):.3f}"
+                                         for i, n in enumerate(names))
     print(line)

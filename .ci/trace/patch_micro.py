@@ -10,7 +10,8 @@ then the groups on the first stage while one consumer thread reloads the other s
 stage (the same k-tile, so the same bytes) per group, at most two in flight on two spare mbarriers
 (``reloads``: the main loop's shared-memory write traffic beside the operand reads, CLUSTER=1 only).
 The accumulators are zeroed again before the real tile, so the result stays right. Printed as
-``TR M cta wg plain with_wait alone serial cycled reloads`` (cycles) in launch TRACE_AT + 1. Ideal at 128x256
+``TR M cta wg plain with_wait alone serial cycled reloads reloads_a reloads_b reloads_every2 reloads_alternate``
+(cycles) in launch TRACE_AT + 1 (the reload variants: :data:`RELOADS`). Ideal at 128x256
 (2 warpgroups x 4 m64n256k16 of 128 cycles per group): MB_REPS x 1024 cycles; warpgroup 0 alone:
 MB_REPS x 512 (one warpgroup's m64n256k16 runs on all four sub-partitions' tensor cores)."""
 from source_edit import SourceEdit
@@ -18,8 +19,8 @@ from source_edit import SourceEdit
 src = SourceEdit()
 rep = src.rep
 rep('__device__ long long wgmma_trace_buf[256 * TR_PER_CTA];',
-    '__device__ long long wgmma_trace_buf[256 * TR_PER_CTA];\n__device__ long long wgmma_trace_mb[256 * 12];\n#define MB_REPS 64')
-rep('  __shared__ unsigned tr_seq;', '  __shared__ unsigned tr_seq;\n  __shared__ long long tr_mb[2][6];\n  __shared__ unsigned long long tr_mbar[2];')
+    '__device__ long long wgmma_trace_buf[256 * TR_PER_CTA];\n__device__ long long wgmma_trace_mb[256 * 20];\n#define MB_REPS 64')
+rep('  __shared__ unsigned tr_seq;', '  __shared__ unsigned tr_seq;\n  __shared__ long long tr_mb[2][10];\n  __shared__ unsigned long long tr_mbar[2];')
 zero = '''#pragma unroll
       for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -36,8 +37,69 @@ def indent(s):
     return "\n".join(l if l.startswith("#") else "  " + l for l in s.split("\n"))
 
 
+#: the reload variants (thread 128 rewrites the other stages by TMA while both warpgroups run
+#: stage 0's groups): (A box this group?, B boxes this group?) as C expressions of the group r
+RELOADS = [("true", "true"),          # the whole stage (48 KiB at 128x256) every group: the main loop's rate
+           ("true", "false"),         # A only (a third of the bytes)
+           ("false", "true"),         # B only (two thirds)
+           ("r % 2 == 0", "r % 2 == 0"),  # the whole stage every second group (half the rate, bursts)
+           ("r % 2 == 0", "r % 2 == 1")]  # A and B on alternate groups (half the rate, spread)
+
+
+def reload_loop(v: int, do_a: str, do_b: str) -> str:
+    """The timed loop of reload variant ``v``: stage 0's groups, and per group the loads of
+    :data:`RELOADS` ``[v]`` into the next other stage (the same k-tile: the same bytes), at most
+    two loads in flight on the spare barriers tr_mbar[0..1]; duration into tr_rl[v]."""
+    return f'''        {{  // reload variant {v}: A {do_a}, B {do_b}
+          named_barrier_sync(5, 256);
+          const long long r0c = tr_clock();
+          int nl = 0;  // loads issued (thread 128)
+          for (int r = 0; r < MB_REPS; r++) {{
+            const bool la = {do_a}, lb = {do_b};
+            if (CLUSTER == 1 && tid == 128 && (la || lb)) {{
+              const int q = 1 + r % (STAGES - 1), kt = w.kb + q;
+              unsigned char *dst_slot = ring + ((s0 + q) % STAGES) * STAGE_BYTES;
+              if (nl >= 2) gemmlab::mbarrier_try_wait_parity(&tr_mbar[nl & 1], ((nl >> 1) - 1) & 1);
+              gemmlab::mbarrier_arrive_expect_tx(&tr_mbar[nl & 1], (la ? A_BYTES : 0u) + (lb ? MY_BOXES * B_BOX_BYTES : 0u));
+              if (la) gemmlab::tma_load_2d(dst_slot, tensor_a, kt * BK, m0, &tr_mbar[nl & 1]);
+              if (lb) {{
+#pragma unroll
+                for (int i = 0; i < MY_BOXES; i++) {{
+                  const int box = (int)rank * MY_BOXES + i;
+                  const int c0 = B_MN_MAJOR ? n0 + box * 64 : kt * BK;
+                  const int c1 = B_MN_MAJOR ? kt * BK : n0 + box * (BN / B_BOXES);
+                  gemmlab::tma_load_2d(dst_slot + A_BYTES + box * B_BOX_BYTES, tensor_b, c0, c1, &tr_mbar[nl & 1]);
+                }}
+              }}
+              nl++;
+            }}
+''' + issue + f'''
+          }}
+          gemmlab::wgmma_wait<0>();
+          gemmlab::wgmma_fence_operands(d);
+          const long long r1c = tr_clock();
+          if (CLUSTER == 1 && tid == 128) {{  // every load of this variant is in shared memory
+            for (int b = 0; b < 2; b++) {{
+              const int uses = (nl + 1 - b) / 2;  // loads that used tr_mbar[b]
+              if (uses > 0) gemmlab::mbarrier_try_wait_parity(&tr_mbar[b], (uses - 1) & 1);
+            }}
+          }}
+          tr_rl[{v}] = r1c - r0c;
+          // the spare barriers start over: both are at an even phase count only if each was used an
+          // even number of times, so re-initialise them (after all waits; no load is in flight)
+          named_barrier_sync(5, 256);
+          if (tid == 128) {{
+            gemmlab::mbarrier_init(&tr_mbar[0], 1);
+            gemmlab::mbarrier_init(&tr_mbar[1], 1);
+            gemmlab::fence_barrier_init();
+          }}
+        }}
+'''
+
+
 rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tensor-pipe microbenchmark (patch_micro.py)
         const int s0 = it % STAGES;
+        long long tr_rl[5];
         gemmlab::mbarrier_try_wait_parity(&full[s0], (it / STAGES) & 1);
         unsigned char *slot = ring + s0 * STAGE_BYTES;
         named_barrier_sync(5, 256);  // both consumer warpgroups start together
@@ -85,52 +147,29 @@ rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tens
         gemmlab::wgmma_wait<0>();
         gemmlab::wgmma_fence_operands(d);
         const long long m9c = tr_clock();
-        // reloads: the first stage's groups while thread 128 rewrites the other stages by TMA
-        named_barrier_sync(5, 256);
-        const long long m10c = tr_clock();
-        for (int r = 0; r < MB_REPS; r++) {
-          if (CLUSTER == 1 && tid == 128) {
-            const int q = 1 + r % (STAGES - 1), kt = w.kb + q;
-            unsigned char *dst_slot = ring + ((s0 + q) % STAGES) * STAGE_BYTES;
-            if (r >= 2) gemmlab::mbarrier_try_wait_parity(&tr_mbar[r & 1], ((r >> 1) - 1) & 1);
-            gemmlab::mbarrier_arrive_expect_tx(&tr_mbar[r & 1], STAGE_BYTES);
-            gemmlab::tma_load_2d(dst_slot, tensor_a, kt * BK, m0, &tr_mbar[r & 1]);
-#pragma unroll
-            for (int i = 0; i < MY_BOXES; i++) {
-              const int box = (int)rank * MY_BOXES + i;
-              const int c0 = B_MN_MAJOR ? n0 + box * 64 : kt * BK;
-              const int c1 = B_MN_MAJOR ? kt * BK : n0 + box * (BN / B_BOXES);
-              gemmlab::tma_load_2d(dst_slot + A_BYTES + box * B_BOX_BYTES, tensor_b, c0, c1, &tr_mbar[r & 1]);
-            }
-          }
-''' + issue + '''
-        }
-        gemmlab::wgmma_wait<0>();
-        gemmlab::wgmma_fence_operands(d);
-        const long long m11c = tr_clock();
-        if (CLUSTER == 1 && tid == 128) {  // the last two reloads are in shared memory
-          gemmlab::mbarrier_try_wait_parity(&tr_mbar[0], ((MB_REPS >> 1) - 1) & 1);
-          gemmlab::mbarrier_try_wait_parity(&tr_mbar[1], ((MB_REPS >> 1) - 1) & 1);
-        }
-        named_barrier_sync(5, 256);
+''' + ''.join(reload_loop(v, a, b) for v, (a, b) in enumerate(RELOADS)) + '''
         // consume the accumulators (the chain of all four loops): ptxas turns wgmmas whose results
         // are dead into HGMMA.64x8x16 with RZ operands (session 10, call 1 measured those: ~50
         // cycles per group)
         float tr_sink = 0.0f;
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) tr_sink += d[0][i];
-        if (tr_sink == 1.0e-30f) wgmma_trace_mb[255 * 8 + 7] = 1;
+        if (tr_sink == 1.0e-30f) wgmma_trace_mb[255 * 20 + 19] = 1;
         if (tr_lead) tr_mb[wg][0] = m1c - m0c, tr_mb[wg][1] = m3c - m2c, tr_mb[wg][2] = m5c - m4c, tr_mb[wg][3] = m7c - m6c,
-                      tr_mb[wg][4] = m9c - m8c, tr_mb[wg][5] = m11c - m10c;
+                      tr_mb[wg][4] = m9c - m8c;
+        if (tr_lead) for (int v = 0; v < 5; v++) tr_mb[wg][5 + v] = tr_rl[v];
       }
 ''' + zero)
 rep('''    if (tid == 0) q[0] = (long long)tr_g0, q[1] = tr_t0;
   }''', '''    if (tid == 0) q[0] = (long long)tr_g0, q[1] = tr_t0;
-    if (tid < 12) wgmma_trace_mb[blockIdx.x * 12 + tid] = (&tr_mb[0][0])[tid];
+    if (tid < 20) wgmma_trace_mb[blockIdx.x * 20 + tid] = (&tr_mb[0][0])[tid];
   }''')
 rep('''        printf("TR S %d %lld %lld\\n", b, q[0], q[1]);''', '''        printf("TR S %d %lld %lld\\n", b, q[0], q[1]);
-        for (int wg = 0; wg < 2; wg++)
-          printf("TR M %d %d %lld %lld %lld %lld %lld %lld\\n", b, wg, wgmma_trace_mb[b * 12 + wg * 6], wgmma_trace_mb[b * 12 + wg * 6 + 1],\n                 wgmma_trace_mb[b * 12 + wg * 6 + 2], wgmma_trace_mb[b * 12 + wg * 6 + 3], wgmma_trace_mb[b * 12 + wg * 6 + 4],\n                 wgmma_trace_mb[b * 12 + wg * 6 + 5]);''')
+        for (int wg = 0; wg < 2; wg++) {
+          const long long *mb = wgmma_trace_mb + b * 20 + wg * 10;
+          printf("TR M %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\\n", b, wg, mb[0], mb[1], mb[2], mb[3],
+                 mb[4], mb[5], mb[6], mb[7], mb[8], mb[9]);
+        }''')
 rep('''    gemmlab::fence_barrier_init();
     tr_seq = atomicAdd''', '''    gemmlab::mbarrier_init(&tr_mbar[0], 1);
     gemmlab::mbarrier_init(&tr_mbar[1], 1);

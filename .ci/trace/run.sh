@@ -22,7 +22,7 @@ case "$KIND" in
   k)     run def layout.b=col $S4; run cl2 layout.b=col $S4 kernel.CLUSTER=2; run st3 layout.b=col $S4 kernel.STAGES=3
          run rr layout.b=row $S4; run def8 layout.b=col $S8
          python3 .ci/trace/analyze_k.py "$OUT/$KIND" | tee "$OUT/$KIND-k-summary.txt" ;;
-  micro) run rc layout.b=col $S4; run rr layout.b=row $S4; run rc8 layout.b=col $S8
+  micro) run rc layout.b=col $S4; run rr layout.b=row $S4  # 8192³ gave the same figures to 0.001 (session 10)
          python3 .ci/trace/analyze_micro.py "$OUT/$KIND" | tee "$OUT/$KIND-micro-summary.txt" ;;
   *) echo "run.sh: KIND must be phase, k or micro, got $KIND" >&2; exit 2 ;;
 esac
