@@ -9,7 +9,7 @@ KIND=${1:?usage: run.sh phase|k|micro}
 mkdir -p "$OUT/$KIND"
 run() {  # label, gemmlab overrides...
   label=$1; shift
-  timeout 100 python3 -m gemmlab kernel=wgmma_bf16 precision=bf16 "$@" isolation.process=false \
+  timeout 240 python3 -m gemmlab kernel=wgmma_bf16 precision=bf16 "$@" isolation.process=false \
     timing.mode=graph timing.warmup=2 timing.repeat=5 timing.batch=10 cache.enabled=false hydra.run.dir="$OUT/$KIND/run-$label" \
     > "$OUT/$KIND/$label.txt" 2> "$OUT/$KIND/$label.err"
   echo "$label: exit $? $(grep -c '^TR' "$OUT/$KIND/$label.txt") TR lines; $(grep -E 'median|error' "$OUT/$KIND/$label.txt" | head -1 | cut -c1-100)"
