@@ -6,9 +6,10 @@ main loop — timed with clock64; then the same with a try_wait on the (complete
 every group; then warpgroup 0 alone (the other waits at a named barrier); then both warpgroups with
 ``wait_group 0`` after every group (no group in flight while the next is issued); then the groups
 on the STAGES resident stages in turn (``cycled``: different shared-memory addresses, no loads);
-then the groups on the first stage while one consumer thread reloads the other stages with TMA, one
-stage (the same k-tile, so the same bytes) per group, at most two in flight on two spare mbarriers
-(``reloads``: the main loop's shared-memory write traffic beside the operand reads, CLUSTER=1 only).
+then the groups on the first stage while thread 32 (an idle warp of the producer warpgroup) reloads the
+other stages with TMA (the same k-tiles, so the same bytes) in five patterns, paced by the consumers'
+count of issued groups (:data:`RELOADS`; CLUSTER=1 only; session 10's call 6 had a consumer thread
+issue them, which delays its warpgroup's wgmmas).
 The accumulators are zeroed again before the real tile, so the result stays right. Printed as
 ``TR M cta wg plain with_wait alone serial cycled reloads reloads_a reloads_b reloads_every2 reloads_alternate``
 (cycles) in launch TRACE_AT + 1 (the reload variants: :data:`RELOADS`). Ideal at 128x256
@@ -20,7 +21,7 @@ src = SourceEdit()
 rep = src.rep
 rep('__device__ long long wgmma_trace_buf[256 * TR_PER_CTA];',
     '__device__ long long wgmma_trace_buf[256 * TR_PER_CTA];\n__device__ long long wgmma_trace_mb[256 * 20];\n#define MB_REPS 64')
-rep('  __shared__ unsigned tr_seq;', '  __shared__ unsigned tr_seq;\n  __shared__ long long tr_mb[2][10];\n  __shared__ unsigned long long tr_mbar[2];')
+rep('  __shared__ unsigned tr_seq;', '  __shared__ unsigned tr_seq;\n  __shared__ long long tr_mb[2][10];\n  __shared__ unsigned long long tr_mbar[2];\n  __shared__ int tr_cnt;')
 zero = '''#pragma unroll
       for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -37,8 +38,11 @@ def indent(s):
     return "\n".join(l if l.startswith("#") else "  " + l for l in s.split("\n"))
 
 
-#: the reload variants (thread 128 rewrites the other stages by TMA while both warpgroups run
-#: stage 0's groups): (A box this group?, B boxes this group?) as C expressions of the group r
+#: the reload variants: while both consumer warpgroups run stage 0's groups, thread 32 (warp 1 of the
+#: producer warpgroup, idle in the kernel) rewrites the other stages by TMA with the same k-tiles (the
+#: same bytes), one load per group at most, after the consumers' signal that the group is issued (the
+#: place of the kernel's release), at most two loads in flight on the spare barriers tr_mbar[0..1]:
+#: (A box this group?, B boxes this group?) as C expressions of the group r
 RELOADS = [("true", "true"),          # the whole stage (48 KiB at 128x256) every group: the main loop's rate
            ("true", "false"),         # A only (a third of the bytes)
            ("false", "true"),         # B only (two thirds)
@@ -46,64 +50,68 @@ RELOADS = [("true", "true"),          # the whole stage (48 KiB at 128x256) ever
            ("r % 2 == 0", "r % 2 == 1")]  # A and B on alternate groups (half the rate, spread)
 
 
-def reload_loop(v: int, do_a: str, do_b: str) -> str:
-    """The timed loop of reload variant ``v``: stage 0's groups, and per group the loads of
-    :data:`RELOADS` ``[v]`` into the next other stage (the same k-tile: the same bytes), at most
-    two loads in flight on the spare barriers tr_mbar[0..1]; duration into tr_rl[v]."""
-    return f'''        {{  // reload variant {v}: A {do_a}, B {do_b}
+def reload_loop(v: int) -> str:
+    """Consumer side of reload variant ``v``: stage 0's groups, thread 128 counting each issued
+    group into tr_cnt (the loader's pace); duration into tr_rl[v]."""
+    return '''        {  // reload variant ''' + str(v) + ''' (loads by thread 32, paced by tr_cnt)
           named_barrier_sync(5, 256);
           const long long r0c = tr_clock();
-          int nl = 0;  // loads issued (thread 128)
-          for (int r = 0; r < MB_REPS; r++) {{
-            const bool la = {do_a}, lb = {do_b};
-            if (CLUSTER == 1 && tid == 128 && (la || lb)) {{
-              const int q = 1 + r % (STAGES - 1), kt = w.kb + q;
-              unsigned char *dst_slot = ring + ((s0 + q) % STAGES) * STAGE_BYTES;
-              if (nl >= 2) gemmlab::mbarrier_try_wait_parity(&tr_mbar[nl & 1], ((nl >> 1) - 1) & 1);
-              gemmlab::mbarrier_arrive_expect_tx(&tr_mbar[nl & 1], (la ? A_BYTES : 0u) + (lb ? MY_BOXES * B_BOX_BYTES : 0u));
-              if (la) gemmlab::tma_load_2d(dst_slot, tensor_a, kt * BK, m0, &tr_mbar[nl & 1]);
-              if (lb) {{
-#pragma unroll
-                for (int i = 0; i < MY_BOXES; i++) {{
-                  const int box = (int)rank * MY_BOXES + i;
-                  const int c0 = B_MN_MAJOR ? n0 + box * 64 : kt * BK;
-                  const int c1 = B_MN_MAJOR ? kt * BK : n0 + box * (BN / B_BOXES);
-                  gemmlab::tma_load_2d(dst_slot + A_BYTES + box * B_BOX_BYTES, tensor_b, c0, c1, &tr_mbar[nl & 1]);
-                }}
-              }}
-              nl++;
-            }}
-''' + issue + f'''
-          }}
+#pragma unroll 1
+          for (int r = 0; r < MB_REPS; r++) {
+''' + issue + '''
+            if (tid == 128) *(volatile int *)&tr_cnt = ''' + str(v) + ''' * MB_REPS + r + 1;
+          }
           gemmlab::wgmma_wait<0>();
           gemmlab::wgmma_fence_operands(d);
-          const long long r1c = tr_clock();
-          if (CLUSTER == 1 && tid == 128) {{  // every load of this variant is in shared memory
-            for (int b = 0; b < 2; b++) {{
-              const int uses = (nl + 1 - b) / 2;  // loads that used tr_mbar[b]
-              if (uses > 0) gemmlab::mbarrier_try_wait_parity(&tr_mbar[b], (uses - 1) & 1);
-            }}
-          }}
-          tr_rl[{v}] = r1c - r0c;
-          // the spare barriers start over: both are at an even phase count only if each was used an
-          // even number of times, so re-initialise them (after all waits; no load is in flight)
-          named_barrier_sync(5, 256);
-          if (tid == 128) {{
-            gemmlab::mbarrier_init(&tr_mbar[0], 1);
-            gemmlab::mbarrier_init(&tr_mbar[1], 1);
-            gemmlab::fence_barrier_init();
-          }}
-        }}
+          tr_rl[''' + str(v) + '''] = tr_clock() - r0c;
+        }
 '''
 
 
-rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tensor-pipe microbenchmark (patch_micro.py)
+def loader(v: int, do_a: str, do_b: str) -> str:
+    """Thread 32's side of reload variant ``v`` (see :data:`RELOADS`)."""
+    return f'''      {{  // reload variant {v}: A {do_a}, B {do_b}
+        int nl = 0;
+#pragma unroll 1
+        for (int r = 0; r < MB_REPS; r++) {{
+          while (*(volatile int *)&tr_cnt < {v} * MB_REPS + r + 1) __nanosleep(20);  // few issue slots taken
+          const bool la = {do_a}, lb = {do_b};
+          if (la || lb) {{
+            const int q = 1 + r % (STAGES - 1), kt = w0.kb + q;
+            unsigned char *dst_slot = ring + (q % STAGES) * STAGE_BYTES;
+            if (nl >= 2) gemmlab::mbarrier_try_wait_parity(&tr_mbar[nl & 1], ((nl >> 1) - 1) & 1);
+            gemmlab::mbarrier_arrive_expect_tx(&tr_mbar[nl & 1], (la ? A_BYTES : 0u) + (lb ? MY_BOXES * B_BOX_BYTES : 0u));
+            if (la) gemmlab::tma_load_2d(dst_slot, tensor_a, kt * BK, m0, &tr_mbar[nl & 1]);
+            if (lb) {{
+#pragma unroll
+              for (int i = 0; i < MY_BOXES; i++) {{
+                const int c0 = B_MN_MAJOR ? n0 + i * 64 : kt * BK;
+                const int c1 = B_MN_MAJOR ? kt * BK : n0 + i * (BN / B_BOXES);
+                gemmlab::tma_load_2d(dst_slot + A_BYTES + i * B_BOX_BYTES, tensor_b, c0, c1, &tr_mbar[nl & 1]);
+              }}
+            }}
+            nl++;
+          }}
+        }}
+        for (int b = 0; b < 2; b++) {{  // every load of this variant is in shared memory
+          const int uses = (nl + 1 - b) / 2;
+          if (uses > 0) gemmlab::mbarrier_try_wait_parity(&tr_mbar[b], (uses - 1) & 1);
+        }}
+        gemmlab::mbarrier_init(&tr_mbar[0], 1);  // the spare barriers start over (no load in flight)
+        gemmlab::mbarrier_init(&tr_mbar[1], 1);
+        gemmlab::fence_barrier_init();
+      }}
+'''
+
+
+rep(zero, '''      if (!PINGPONG && CLUSTER == 1 && local == 0 && tr_seq == TRACE_AT && w.ke - w.kb >= STAGES) {  // tensor-pipe microbenchmark (patch_micro.py)
         const int s0 = it % STAGES;
         long long tr_rl[5];
         gemmlab::mbarrier_try_wait_parity(&full[s0], (it / STAGES) & 1);
         unsigned char *slot = ring + s0 * STAGE_BYTES;
         named_barrier_sync(5, 256);  // both consumer warpgroups start together
         const long long m0c = tr_clock();
+#pragma unroll 1
         for (int r = 0; r < MB_REPS; r++) {
 ''' + issue + '''
         }
@@ -112,6 +120,7 @@ rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tens
         const long long m1c = tr_clock();
         named_barrier_sync(5, 256);
         const long long m2c = tr_clock();
+#pragma unroll 1
         for (int r = 0; r < MB_REPS; r++) {
           gemmlab::mbarrier_try_wait_parity(&full[s0], (it / STAGES) & 1);
 ''' + issue + '''
@@ -122,6 +131,7 @@ rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tens
         named_barrier_sync(5, 256);
         const long long m4c = tr_clock();
         if (wg == 0) {
+#pragma unroll 1
           for (int r = 0; r < MB_REPS; r++) {
 ''' + indent(issue) + '''
           }
@@ -131,6 +141,7 @@ rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tens
         const long long m5c = tr_clock();
         named_barrier_sync(5, 256);
         const long long m6c = tr_clock();
+#pragma unroll 1
         for (int r = 0; r < MB_REPS; r++) {
 ''' + issue.replace('gemmlab::wgmma_wait<1>();', 'gemmlab::wgmma_wait<0>();') + '''
         }
@@ -140,6 +151,7 @@ rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tens
           gemmlab::mbarrier_try_wait_parity(&full[(it + q) % STAGES], ((it + q) / STAGES) & 1);
         named_barrier_sync(5, 256);
         const long long m8c = tr_clock();
+#pragma unroll 1
         for (int r = 0; r < MB_REPS; r++) {
           unsigned char *slot = ring + ((s0 + r) % STAGES) * STAGE_BYTES;
 ''' + indent(issue) + '''
@@ -147,7 +159,7 @@ rep(zero, '''      if (!PINGPONG && local == 0 && tr_seq == TRACE_AT) {  // tens
         gemmlab::wgmma_wait<0>();
         gemmlab::wgmma_fence_operands(d);
         const long long m9c = tr_clock();
-''' + ''.join(reload_loop(v, a, b) for v, (a, b) in enumerate(RELOADS)) + '''
+''' + ''.join(reload_loop(v) for v in range(len(RELOADS))) + '''
         // consume the accumulators (the chain of all four loops): ptxas turns wgmmas whose results
         // are dead into HGMMA.64x8x16 with RZ operands (session 10, call 1 measured those: ~50
         // cycles per group)
@@ -173,6 +185,18 @@ rep('''        printf("TR S %d %lld %lld\\n", b, q[0], q[1]);''', '''        pri
 rep('''    gemmlab::fence_barrier_init();
     tr_seq = atomicAdd''', '''    gemmlab::mbarrier_init(&tr_mbar[0], 1);
     gemmlab::mbarrier_init(&tr_mbar[1], 1);
+    tr_cnt = 0;
     gemmlab::fence_barrier_init();
     tr_seq = atomicAdd''')
+rep('''  if (warpgroup == 0) {
+    gemmlab::setmaxnreg_dec<40>();
+''', '''  if (warpgroup == 0) {
+    gemmlab::setmaxnreg_dec<40>();
+    WorkItem w0;  // the reload microbenchmark's loader (patch_micro.py): warp 1 of the producer warpgroup
+    if (!PINGPONG && CLUSTER == 1 && tid == 32 && tr_seq == TRACE_AT && sched.item(0, w0) && w0.ke - w0.kb >= STAGES) {
+      int mb0, nb0;
+      tile_of(w0.unit, mb0, nb0);
+      const int m0 = mb0 * BM, n0 = nb0 * BN;
+''' + ''.join(loader(v, a, b) for v, (a, b) in enumerate(RELOADS)) + '''    }
+''')
 src.save()
