@@ -27,5 +27,5 @@ for f in sorted(Path(sys.argv[1]).glob("*.txt")):
     if len(rows[0]) >= 12:
         names = ("A only", "B only", "whole stage every 2nd group", "A and B on alternate groups")
         line += "; reloads " + ", ".join(f"{n} med {st.median([r[8 + i] / IDEAL for r in rows]):.3f}"
-                                         for i, n in enumerate(names))
+                                         for i, n in enumerate(names) if rows[0][8 + i] > 0)  # 0: not built
     print(line)

@@ -15,6 +15,8 @@ The accumulators are zeroed again before the real tile, so the result stays righ
 (cycles) in launch TRACE_AT + 1 (the reload variants: :data:`RELOADS`). Ideal at 128x256
 (2 warpgroups x 4 m64n256k16 of 128 cycles per group): MB_REPS x 1024 cycles; warpgroup 0 alone:
 MB_REPS x 512 (one warpgroup's m64n256k16 runs on all four sub-partitions' tensor cores)."""
+import os
+
 from source_edit import SourceEdit
 
 src = SourceEdit()
@@ -48,6 +50,13 @@ RELOADS = [("true", "true"),          # the whole stage (48 KiB at 128x256) ever
            ("false", "true"),         # B only (two thirds)
            ("r % 2 == 0", "r % 2 == 0"),  # the whole stage every second group (half the rate, bursts)
            ("r % 2 == 0", "r % 2 == 1")]  # A and B on alternate groups (half the rate, spread)
+
+
+#: the variants compiled into this copy ($MB_RELOADS, default "0,3,4": the whole stage every group,
+#: every second group, A and B alternating — what separates a per-load from a per-byte cost). With
+#: all five ptxas duplicates the benchmark's code (1340 HGMMA, 5.5 min here, > 4 min on the device's
+#: CPU: session 10's call 7 timed out); "0,3,4" compiles in ~5 s, one variant in ~3 s.
+BUILT = [int(v) for v in os.environ.get("MB_RELOADS", "0,3,4").split(",") if v.strip()]
 
 
 def reload_loop(v: int) -> str:
@@ -106,7 +115,7 @@ def loader(v: int, do_a: str, do_b: str) -> str:
 
 rep(zero, '''      if (!PINGPONG && CLUSTER == 1 && local == 0 && tr_seq == TRACE_AT && w.ke - w.kb >= STAGES) {  // tensor-pipe microbenchmark (patch_micro.py)
         const int s0 = it % STAGES;
-        long long tr_rl[5];
+        long long tr_rl[5] = {0, 0, 0, 0, 0};
         gemmlab::mbarrier_try_wait_parity(&full[s0], (it / STAGES) & 1);
         unsigned char *slot = ring + s0 * STAGE_BYTES;
         named_barrier_sync(5, 256);  // both consumer warpgroups start together
@@ -159,7 +168,7 @@ rep(zero, '''      if (!PINGPONG && CLUSTER == 1 && local == 0 && tr_seq == TRAC
         gemmlab::wgmma_wait<0>();
         gemmlab::wgmma_fence_operands(d);
         const long long m9c = tr_clock();
-''' + ''.join(reload_loop(v) for v in range(len(RELOADS))) + '''
+''' + ''.join(reload_loop(v) for v in BUILT) + '''
         // consume the accumulators (the chain of all four loops): ptxas turns wgmmas whose results
         // are dead into HGMMA.64x8x16 with RZ operands (session 10, call 1 measured those: ~50
         // cycles per group)
@@ -197,6 +206,6 @@ rep('''  if (warpgroup == 0) {
       int mb0, nb0;
       tile_of(w0.unit, mb0, nb0);
       const int m0 = mb0 * BM, n0 = nb0 * BN;
-''' + ''.join(loader(v, a, b) for v, (a, b) in enumerate(RELOADS)) + '''    }
+''' + ''.join(loader(v, *RELOADS[v]) for v in BUILT) + '''    }
 ''')
 src.save()
