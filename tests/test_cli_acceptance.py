@@ -276,3 +276,15 @@ def test_an_experiment_choosing_its_kernel_in_the_defaults_list_yields_to_the_co
                     f"hydra.run.dir={run}"], tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert json.loads((run / "result.json").read_text())["kernel"]["name"] == name
+
+
+def test_hydra_full_error_adds_the_traceback_and_keeps_the_exit_status(cli, tmp_path):
+    """HYDRA_FULL_ERROR=1 (Hydra's documented switch) shows Hydra's traceback; the exit status and
+    the closing one-line error stay those of the plain run (2), so a script's check does not change."""
+    args = ["kernel=tiled", "hydra.mode=NOPE", "mode=compile", f"hydra.run.dir={tmp_path / 'run'}"]
+    plain = cli(args, tmp_path)
+    full = cli(args, tmp_path, env={"HYDRA_FULL_ERROR": "1"})
+    assert plain.returncode == full.returncode == 2, (plain.stderr, full.stderr)
+    assert "Traceback" not in plain.stderr and "Traceback" in full.stderr
+    last = [l for l in full.stderr.splitlines() if l.strip()][-1]
+    assert last == plain.stderr.strip() and last.startswith("gemmlab: error: hydra.mode: "), (last, plain.stderr)

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -729,9 +730,11 @@ def main() -> None:
         print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:
-        error = None if full_error else hydra_error(exc, sys.argv[1:])
+        error = hydra_error(exc, sys.argv[1:])
         if error is None:
             raise
+        if full_error:  # the traceback the user asked for, and the same exit status as without it
+            traceback.print_exc()
         print(f"gemmlab: error: {error}", file=sys.stderr)
         sys.exit(2)
     sys.exit(invocation.exit_status())
