@@ -263,7 +263,8 @@ def test_an_experiment_setting_kernel_name_is_refused_in_one_line(cli, tmp_path,
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("gemmlab: error: kernel.name: the config names kernel 'naive' but the kernel group "
                                "chose 'tiled'") and "override /kernel: naive" in lines[0], lines[0]
-    assert not (tmp_path / "run" / "result.json").exists()
+    rec = json.loads((tmp_path / "run" / "result.json").read_text())  # an invalid record, as for any refused input
+    assert rec["status"] == "invalid" and rec["valid"] is False and rec["error"] == lines[0].removeprefix("gemmlab: error: ")
 
 
 def test_an_experiment_choosing_its_kernel_in_the_defaults_list_yields_to_the_command_line(cli, tmp_path):

@@ -639,6 +639,11 @@ def _task(cfg, invocation: Invocation) -> float | None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     mismatch = _kernel_choice_error(cfg, HydraConfig.get().runtime.choices.get("kernel"))
     if mismatch is not None:  # every point of the command would say the same: stop here
+        if not (out_dir / "result.json").exists():  # an invalid record, as for any refused input
+            from omegaconf import OmegaConf
+            record = record_stage.new_record(OmegaConf.to_container(cfg, resolve=False))
+            record.update(status=ConfigError.status, valid=False, error=str(mismatch))
+            record_stage.write_record(record, out_dir)
         print(f"gemmlab: error: {mismatch}", file=sys.stderr, flush=True)
         sys.exit(2)
     try:
