@@ -329,6 +329,7 @@ def test_unknown_baseline_names_the_baseline_field(registry):
     assert info.value.field == "baseline"
     assert str(info.value).startswith("baseline: ")
     assert "'nope'" in str(info.value) and "cublas" in str(info.value)  # lists the registered kernels
+    assert str(info.value).endswith("; or auto (gemmlab chooses one per shape)")  # and the dispatch
 
 
 # --- the timing configs (conf/timing/*.yaml) ------------------------------------------------------

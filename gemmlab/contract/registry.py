@@ -69,7 +69,7 @@ class Registry:
             return self.kernels[name]
         except KeyError:
             raise ConfigError("kernel", f"unknown kernel '{name}'; registered kernels: "
-                              f"{', '.join(self.kernels) or 'none'}") from None
+                              f"{', '.join(self.kernels) or 'none'}; or auto (gemmlab chooses one per shape)") from None
 
     def source_path(self, spec: KernelSpec) -> Path:
         """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
