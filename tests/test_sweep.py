@@ -449,3 +449,16 @@ def test_a_foreign_result_json_is_no_point_of_the_sweep(tmp_path):
     (tmp_path / "1" / "result.json").write_text("{}")
     rows = collect(tmp_path)
     assert [r["point"] for r in rows] == ["0"] and rows[0]["status"] == "compiled"
+
+
+def test_a_refused_point_shows_its_shape_as_the_others_do(tmp_path):
+    """A refused point's record has no validated shape, only the config's list: the summary still
+    writes it MxNxK like the measured points (it wrote "[256, 256, 256]"); a malformed one as given."""
+    _put(tmp_path / "0", _rec())
+    bad = _rec(status="invalid", config={"kernel": {"name": "tiled"}, "shape": [256, 256, 256]})
+    bad.pop("shape")
+    _put(tmp_path / "1", bad)
+    odd = _rec(status="invalid", config={"kernel": {"name": "tiled"}, "shape": [64, -1, 64]})
+    odd.pop("shape")
+    _put(tmp_path / "2", odd)
+    assert [r["shape"] for r in collect(tmp_path)] == ["8x8x8", "256x256x256", "[64, -1, 64]"]

@@ -40,7 +40,7 @@ def _row(rec: Record, root: Path) -> dict[str, Any]:
     max_abs = ((raw.get("verification") or {}).get("max_abs_error", "")
                if isinstance(raw.get("verification"), dict) else "")
     return {"point": point, "kernel": rec.kernel or "?",
-            "shape": rec.shape_text if rec.shape_from == "shape" else str(config.get("shape")),
+            "shape": rec.shape_text or str(config.get("shape")),  # MxNxK also for a refused point's config
             "precision": rec.precision or "fp32", "layout": (rec.settings or {}).get("layout") or "row/row",
             "params": rec.params_text, "status": raw.get("status"),
             "median_ms": f"{rec.median_ms:.5f}" if rec.median_ms is not None else "",

@@ -102,7 +102,7 @@ def summary(record: dict) -> str:
     """A few human lines describing ``record`` (what ran, verification, timing, resources)."""
     v = view(record)
     cfg = record.get("config") if isinstance(record.get("config"), dict) else {}
-    label = f"{v.kernel or '?'} " + (v.shape_text if v.shape_from == "shape" else str(cfg.get("shape")))
+    label = f"{v.kernel or '?'} " + (v.shape_text or str(cfg.get("shape")))
     params = v.params_text if isinstance(record.get("kernel"), dict) else ""
     dev = record.get("device", {})
     built = (record.get("compile") or {}).get("arch") if isinstance(record.get("compile"), dict) else None
