@@ -319,6 +319,59 @@ def test_hit_disassembles_again_for_another_disassembler(fresh, source, tmp_path
     assert second.sass == first.sass  # the same binary in fact: the same summary
 
 
+def _no_disassembler(cubin):
+    raise AssertionError("disassembled again")
+
+
+def test_a_new_key_for_the_same_cubin_reads_the_folders_sass(fresh, source, tmp_path, monkeypatch):
+    """A miss whose cubin bytes the folder has disassembled before (here: a comment added to the
+    source, a new key, the same code) takes that disassembly from ``sass/<cubin SHA-256>.json``
+    without running the disassembler; so does a hit whose entry holds no SASS."""
+    from gemmlab.gpu import sass
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    code = bytes(first.object_code.code)
+    stored = json.loads((folder / "sass" / f"{hashlib.sha256(code).hexdigest()}.json").read_text())
+    assert stored["text"] == first.sass_text and stored["summary"] == first.sass and stored["tool"] == sass.tool_id()
+    monkeypatch.setattr(sass, "disassemble", _no_disassembler)
+    fresh()
+    source.write_text(source.read_text() + "\n// a comment: a new key, the same cubin\n")
+    again = _persist(source, folder)
+    assert again.disk_cache == "miss" and len(_entries(folder)) == 2
+    assert bytes(again.object_code.code) == code  # the premise: NVRTC ignores the comment
+    assert again.sass == first.sass and again.sass_text == first.sass_text
+    for meta_path in folder.glob("*.json"):  # entries made before the folder kept SASS by cubin
+        meta = json.loads(meta_path.read_text())
+        meta_path.write_text(json.dumps(dict(meta, sass=None)))
+    fresh()
+    hit = _persist(source, folder)
+    assert hit.disk_cache == "hit" and hit.sass == first.sass and hit.sass_text == first.sass_text
+
+
+@pytest.mark.parametrize("damage", ["another_disassembler", "garbage", "not_a_mapping"])
+def test_the_folders_sass_of_another_disassembler_or_damaged_is_not_used(fresh, source, tmp_path, monkeypatch,
+                                                                         damage):
+    """The folder's SASS of a cubin made by another disassembler binary, or damaged, is no
+    disassembly: the disassembler runs (once) and its SASS replaces the file."""
+    from gemmlab.gpu import sass
+    folder = tmp_path / "cc"
+    first = _persist(source, folder)
+    path = folder / "sass" / f"{hashlib.sha256(bytes(first.object_code.code)).hexdigest()}.json"
+    if damage == "another_disassembler":
+        path.write_text(json.dumps(dict(json.loads(path.read_text()), tool="nvdisasm (another)|1|2")))
+    else:
+        path.write_text("{not json" if damage == "garbage" else "[1, 2]")
+    calls = []
+    real = sass.disassemble
+    monkeypatch.setattr(sass, "disassemble", lambda cubin: calls.append(1) or real(cubin))
+    fresh()
+    source.write_text(source.read_text() + "\n// a new key, the same cubin\n")
+    again = _persist(source, folder)
+    assert again.disk_cache == "miss" and calls == [1]
+    assert again.sass == first.sass and again.sass_text == first.sass_text
+    assert json.loads(path.read_text())["tool"] == sass.tool_id()
+
+
 def test_compile_kernel_without_persistent_is_off(fresh, source, tmp_path):
     compiled = compile_kernel(source, NAIVE, CompileOptions(arch="90"))
     assert compiled.disk_cache == "off" and compiled.original_compile_ms is None

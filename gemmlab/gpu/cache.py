@@ -6,6 +6,10 @@ to any of them recompiles. An entry is two files, ``<key>.cubin`` and ``<key>.js
 holds the cubin's SHA-256, the symbol mapping, the ptxas resources, the original compile time and
 the SASS of the cubin (reused on a hit when the same disassembler binary made it,
 :func:`gemmlab.gpu.sass.reuse`).
+Beside the entries, ``sass/<cubin SHA-256>.json`` keeps each cubin's disassembly by the cubin's
+bytes alone (:func:`load_sass`, :func:`store_sass`): a compile whose key is new but whose cubin is
+not (another driver version, a source change that leaves the code alone, the kernel compiled by
+another process of a sweep) reads it instead of running the disassembler again.
 Both are written to a temporary name and renamed into place (atomic for readers). A missing,
 truncated or corrupt entry (unreadable JSON, wrong schema, cubin digest mismatch) is a miss, never
 a crash. Location: ``cache.dir``, else ``$GEMMLAB_CACHE_DIR``, else ``~/.cache/gemmlab/compile``.
@@ -66,5 +70,33 @@ def store(folder: Path, key: str, cubin: bytes, metadata: dict) -> None:
             tmp = folder / f".{key}{suffix}.{os.getpid()}.tmp"
             tmp.write_bytes(data)
             os.replace(tmp, folder / f"{key}{suffix}")
+    except OSError:
+        pass
+
+
+def _sass_path(folder: Path, cubin: bytes) -> Path:
+    return folder / "sass" / f"{hashlib.sha256(cubin).hexdigest()}.json"
+
+
+def load_sass(folder: Path, cubin: bytes) -> dict | None:
+    """The stored disassembly of ``cubin`` (what :func:`gemmlab.gpu.sass.stored` keeps), or None
+    (absent, unreadable, not a JSON object). The caller checks its disassembler
+    (:func:`gemmlab.gpu.sass.reuse`)."""
+    try:
+        entry = json.loads(_sass_path(Path(folder), cubin).read_text())
+    except (OSError, ValueError):
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def store_sass(folder: Path, cubin: bytes, entry: dict) -> None:
+    """Keep ``entry`` (:func:`gemmlab.gpu.sass.stored`) as the disassembly of ``cubin``, atomically;
+    errors only cost the cache."""
+    path = _sass_path(Path(folder), cubin)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(entry))
+        os.replace(tmp, path)
     except OSError:
         pass

@@ -340,7 +340,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         persistent: also use the on-disk cache (:mod:`gemmlab.gpu.cache`) in ``cache_folder``.
         driver_version: part of the on-disk key ("none" without a driver).
         extra_names: further instances of the same source (a launch plan's extra kernels).
-        disassemble: disassemble the cubin (:mod:`gemmlab.gpu.sass`) into ``sass``/``sass_text``.
+        disassemble: disassemble the cubin (:mod:`gemmlab.gpu.sass`) into ``sass``/``sass_text``;
+            with ``persistent``, a disassembly the cache folder keeps for the same cubin bytes is
+            reused (:func:`gemmlab.gpu.sass.reuse`).
 
     Returns:
         CompiledKernel; ``cache_hit`` is true when this process compiled the same inputs before
@@ -397,9 +399,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
                 log=meta.get("log", ""), object_code=code, disk_cache="hit",
                 original_compile_ms=meta.get("compile_ms"), name_expressions=names, symbols=symbols,
                 includes=includes)
-            if disassemble:  # the entry's own disassembly when the same disassembler made it
+            if disassemble:  # the entry's own disassembly when the same disassembler made it, else the folder's
                 from gemmlab.gpu import sass
-                compiled.sass, compiled.sass_text = sass.reuse(cubin, meta.get("sass"))
+                compiled.sass, compiled.sass_text = sass.reuse(cubin, meta.get("sass"), folder)
             _CACHE[key] = compiled
             return compiled
 
@@ -432,9 +434,10 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
                               nvrtc_version=nvrtc_version(), compile_ms=compile_ms,
                               resources=resources, log=text, object_code=code, name_expressions=names,
                               symbols=symbols, includes=includes)
-    if disassemble:
+    if disassemble:  # with the disk cache: its folder's disassembly of the same cubin bytes, if any
         from gemmlab.gpu import sass
-        compiled.sass, compiled.sass_text = sass.disassemble(bytes(code.code))
+        compiled.sass, compiled.sass_text = (sass.reuse(bytes(code.code), None, folder) if persistent
+                                             else sass.disassemble(bytes(code.code)))
     if persistent:
         compiled.disk_cache = "miss"
     if persistent and resources is not None:  # never make a missing ptxas report permanent

@@ -91,13 +91,32 @@ def stored(summary: dict, text: str) -> dict | None:
     return {"tool": tool, "summary": summary, "text": text}
 
 
-def reuse(cubin: bytes, entry) -> tuple[dict, str]:
+def _usable(entry) -> bool:
+    """``entry`` is a :func:`stored` disassembly made by the disassembler binary found now."""
+    return (isinstance(entry, dict) and isinstance(entry.get("summary"), dict) and isinstance(entry.get("text"), str)
+            and entry.get("tool") is not None and entry.get("tool") == tool_id())
+
+
+def reuse(cubin: bytes, entry, folder: Path | str | None = None) -> tuple[dict, str]:
     """``(summary, sass_text)`` of ``cubin``: a stored disassembly (:func:`stored`) when it was
-    made by the same disassembler binary (:func:`tool_id`), else :func:`disassemble`. Never raises."""
-    if (isinstance(entry, dict) and isinstance(entry.get("summary"), dict) and isinstance(entry.get("text"), str)
-            and entry.get("tool") is not None and entry.get("tool") == tool_id()):
+    made by the same disassembler binary (:func:`tool_id`), else :func:`disassemble`. Never raises.
+
+    With ``folder`` (a compile cache folder, :mod:`gemmlab.gpu.cache`), the disassembly that
+    folder keeps for these cubin bytes (:func:`gemmlab.gpu.cache.load_sass`) is the next choice
+    before the disassembler, and a new disassembly is kept there (:func:`gemmlab.gpu.cache.store_sass`)."""
+    if _usable(entry):
         return dict(entry["summary"]), entry["text"]
-    return disassemble(cubin)
+    if folder is None:
+        return disassemble(cubin)
+    from gemmlab.gpu import cache
+    shared = cache.load_sass(Path(folder), cubin)
+    if _usable(shared):
+        return dict(shared["summary"]), shared["text"]
+    summary, text = disassemble(cubin)
+    kept = stored(summary, text)
+    if kept is not None:
+        cache.store_sass(Path(folder), cubin, kept)
+    return summary, text
 
 
 def disassemble(cubin: bytes) -> tuple[dict, str]:
