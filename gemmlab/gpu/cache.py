@@ -8,8 +8,8 @@ the SASS of the cubin (reused on a hit when the same disassembler binary made it
 :func:`gemmlab.gpu.sass.reuse`).
 Beside the entries, ``sass/<cubin SHA-256>.json`` keeps each cubin's disassembly by the cubin's
 bytes alone (:func:`load_sass`, :func:`store_sass`): a compile whose key is new but whose cubin is
-not (another driver version, a source change that leaves the code alone, the kernel compiled by
-another process of a sweep) reads it instead of running the disassembler again.
+not (another driver version, a source edit that leaves the code alone, an entry written without
+SASS or by another disassembler) reads it instead of running the disassembler again.
 Both are written to a temporary name and renamed into place (atomic for readers). A missing,
 truncated or corrupt entry (unreadable JSON, wrong schema, cubin digest mismatch) is a miss, never
 a crash. Location: ``cache.dir``, else ``$GEMMLAB_CACHE_DIR``, else ``~/.cache/gemmlab/compile``.
