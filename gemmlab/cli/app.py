@@ -632,7 +632,7 @@ def _kernel_choice_error(cfg, choice: str | None) -> ConfigError | None:
     if not choice or not isinstance(name, str) or name == choice:
         return None
     return ConfigError("kernel.name", f"the config names kernel '{name}' but the kernel group chose '{choice}' "
-                       f"(kernel={choice}): a config file sets kernel.name after the group; select the kernel "
+                       f"(kernel={choice}, given or by default): a config file sets kernel.name after the group; select the kernel "
                        f"in that file's defaults list with '- override /kernel: {name}' instead, so that "
                        "kernel= on the command line chooses it")
 
