@@ -247,3 +247,28 @@ def test_resume_ignores_cache_settings(tmp_path):
     again = run_point(dict(cfg, resume=True, cache={"enabled": False, "dir": str(tmp_path / "c")}), tmp_path / "p")
     assert again.get("resumed") is True
     assert not list((tmp_path / "p").glob("result.previous-*"))
+
+
+def test_a_command_run_again_into_its_folders_keeps_the_earlier_hydra_files(cli, tmp_path):
+    """Hydra rewrites <job>/.hydra (config.yaml, hydra.yaml, overrides.yaml) at the start of every
+    job: run again into the same folders (a refused re-run, resume=true), the earlier command's
+    are kept aside as .hydra.previous-<...>, a run's and a sweep's points' alike."""
+    run = tmp_path / "run"
+    first = cli(["kernel=naive", "shape=[8,8,8]", "mode=compile", f"hydra.run.dir={run}"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = (run / ".hydra" / "overrides.yaml").read_text()
+    again = cli(["kernel=naive", "shape=[8,8,8]", "mode=compile", "resume=true", f"hydra.run.dir={run}"], tmp_path)
+    assert again.returncode == 0, again.stderr
+    [kept] = run.glob(".hydra.previous-*")
+    assert (kept / "overrides.yaml").read_text() == before and "resume=true" not in before
+    assert "resume=true" in (run / ".hydra" / "overrides.yaml").read_text()
+
+    sweep = tmp_path / "sweep"
+    args = ["-m", "kernel=naive,tiled", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"]
+    assert cli(args, tmp_path).returncode == 0
+    olds = {p: (sweep / p / ".hydra" / "overrides.yaml").read_text() for p in ("0", "1")}
+    assert cli([*args, "resume=true"], tmp_path).returncode == 0
+    for point, text in olds.items():
+        [kept] = (sweep / point).glob(".hydra.previous-*")
+        assert (kept / "overrides.yaml").read_text() == text
+        assert "resume=true" in (sweep / point / ".hydra" / "overrides.yaml").read_text().lower()

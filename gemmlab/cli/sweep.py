@@ -14,6 +14,7 @@ Hooked into Hydra as callbacks (``hydra.callbacks`` in conf/config.yaml).
 from __future__ import annotations
 
 import csv
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -234,6 +235,55 @@ def summarize(sweep_dir: Path, search: bool = False) -> SweepOutcome:
         print(f"{len(rows)} points: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
               f"{len(failed)} failed; summary: {sweep_dir / 'summary.md'}")
     return outcome
+
+
+def keep_earlier_hydra_files(root: Path, subdir: str | None, points_below: bool = False) -> list[Path]:
+    """Move the ``subdir`` folder (Hydra's ``hydra.output_subdir``, ``.hydra``: the config.yaml,
+    hydra.yaml and overrides.yaml of the command that ran there) of ``root`` — with
+    ``points_below``, instead those of the gemmlab points at any depth below ``root`` (folders
+    holding a ``result.json``: a sweep's jobs) — aside as ``<subdir>.previous-<time>-<pid>``, so a
+    command run again into those folders (a re-run, ``resume=true``, a refused point) does not
+    overwrite the earlier command's. Returns the new paths; errors only cost the copy (never raises)."""
+    if not subdir or not root.is_dir():
+        return []
+    tag = f"previous-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    moved = []
+    try:
+        if points_below:
+            found = [r.parent / subdir for r in root.rglob("result.json") if (r.parent / subdir).is_dir()]
+        else:
+            found = [root / subdir] if (root / subdir).is_dir() else []
+    except OSError:
+        return []
+    for folder in found:
+        target = folder.with_name(f"{folder.name}.{tag}")
+        try:
+            os.replace(folder, target)
+            moved.append(target)
+        except OSError:
+            pass
+    return moved
+
+
+class KeepEarlierHydraFiles(Callback):
+    """Hydra callback: before a run or a sweep starts, keep the ``.hydra`` folders an earlier
+    command left in its directories (:func:`keep_earlier_hydra_files`): Hydra rewrites them at
+    the start of every job, before gemmlab sees the point (the records themselves are never
+    rewritten: :func:`gemmlab.run.pipeline.keep_previous`)."""
+
+    def on_run_start(self, config, **kwargs) -> None:
+        self._keep(config, "run", False)
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        self._keep(config, "sweep", True)
+
+    @staticmethod
+    def _keep(config, mode: str, points_below: bool) -> None:
+        try:  # a directory that does not resolve is the run's own error to report, not this one's
+            root, subdir = Path(str(config.hydra[mode].dir)), config.hydra.output_subdir
+        except Exception:
+            return
+        keep_earlier_hydra_files(root, subdir, points_below)
 
 
 class SweepSummary(Callback):

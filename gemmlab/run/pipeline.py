@@ -168,7 +168,8 @@ def keep_previous(out_dir: Path) -> dict:
     ``compile*.log``, ``kernel*.sass``, ``traceback.txt``, ``sanitizer-*``) aside under one tag
     ``previous-<time>-<pid>``: ``result.json`` -> ``result.previous-<...>.json``, ``kernel.sass``
     -> ``kernel.previous-<...>.sass``, ``sanitizer-racecheck/`` -> ``sanitizer-racecheck.previous-<...>/``.
-    Nothing is deleted or overwritten; Hydra's own files (``.hydra/``, the job log) stay.
+    Nothing is deleted or overwritten; Hydra's own files stay (the earlier command's ``.hydra/`` was
+    moved aside before Hydra wrote the new one: :class:`gemmlab.cli.sweep.KeepEarlierHydraFiles`).
 
     Returns:
         ``{"record": name, "artifacts": {old name: new name}}`` (names relative to ``out_dir``),
