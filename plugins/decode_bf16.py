@@ -29,6 +29,7 @@ from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 NT = 64  # columns of C per block
 CHUNK = 32  # k per chunk
+MT_VALUES = (1, 2, 4)  # m16 blocks per block (16, 32 or 64 rows)
 
 
 def shared_bytes(p) -> int:
@@ -48,7 +49,7 @@ class DecodeBf16Kernel(KernelSpec):
 
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
         p = params
-        require(p["MT"] in (1, 2, 4), "kernel.MT", f"MT={p['MT']} must be 1, 2 or 4 (16, 32 or 64 rows per block)")
+        require(p["MT"] in MT_VALUES, "kernel.MT", f"MT={p['MT']} must be 1, 2 or 4 (16, 32 or 64 rows per block)")
         require(1 <= p["KW"] <= 16, "kernel.KW", f"KW={p['KW']} warps per block must be 1..16")
         require(32 * p["KW"] <= device.max_threads_per_block, "kernel.KW",
                 f"32*KW = {32 * p['KW']} threads exceeds the device limit {device.max_threads_per_block}")
@@ -147,4 +148,4 @@ def gemmlab_kernels():
                                          "loads into registers, K split over warps and SPLITS blocks of one "
                                          "cluster (added in rank order over DSMEM, no atomics)",
                              precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
-                             param_values={"MT": (1, 2, 4)})]
+                             param_values={"MT": MT_VALUES})]

@@ -18,6 +18,7 @@ from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelS
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 
 BM = BK = 64
+BN_VALUES = (64, 128)  # wgmma m64n64 / m64n128
 
 
 def shared_bytes(p) -> int:
@@ -32,7 +33,7 @@ class TmaBf16Kernel(KernelSpec):
         p = params
         require(device.arch == "90", "kernel",
                 f"tma_bf16 needs an sm_90 GPU (wgmma, sm_90a); {device.name} is sm_{device.arch}")
-        require(p["BN"] in (64, 128), "kernel.BN", f"BN={p['BN']} must be 64 or 128 (wgmma m64n64 / m64n128)")
+        require(p["BN"] in BN_VALUES, "kernel.BN", f"BN={p['BN']} must be 64 or 128 (wgmma m64n64 / m64n128)")
         require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
         require(problem.K % 8 == 0, "shape",
                 f"TMA needs row strides that are multiples of 16 bytes: K*2={problem.K * 2} bytes, so K must be "
@@ -83,4 +84,4 @@ class TmaBf16Kernel(KernelSpec):
 def gemmlab_kernels():
     return [TmaBf16Kernel(name="tma_bf16", source="tma_bf16.cu", defaults={"BN": 128, "STAGES": 4},
                           description="BF16 sm_90a: TMA (128B swizzle) + mbarrier ring + wgmma m64n128k16, one warpgroup",
-                          precisions=("bf16",), layouts=(("row", "col"),), param_values={"BN": (64, 128)})]
+                          precisions=("bf16",), layouts=(("row", "col"),), param_values={"BN": BN_VALUES})]

@@ -260,23 +260,23 @@ class WgmmaKernel(KernelSpec):
         p = params
         require(device.arch == "90", "kernel",
                 f"{self.name} needs an sm_90 GPU (wgmma, setmaxnreg: sm_90a); {device.name} is sm_{device.arch}")
-        require(p["SCHED"] in (1, 2), "kernel.SCHED",
+        require(p["SCHED"] in PARAM_VALUES["SCHED"], "kernel.SCHED",
                 f"SCHED={p['SCHED']} must be 1 (cooperative) or 2 (ping-pong)")
         rows = p["BM"] if p["SCHED"] == 2 else p["BM"] // 2  # rows per consumer warpgroup
         allowed = "64, 128, 192 or 256" if p["SCHED"] == 2 else "128 or 256"
         require(p["BM"] <= 256 and rows % 64 == 0 and rows > 0, "kernel.BM",
                 f"BM={p['BM']} must be {allowed} (whole m64 blocks per consumer warpgroup)")
-        require(p["BN"] in (64, 128, 256), "kernel.BN", f"BN={p['BN']} must be 64, 128 or 256 (wgmma n)")
+        require(p["BN"] in PARAM_VALUES["BN"], "kernel.BN", f"BN={p['BN']} must be 64, 128 or 256 (wgmma n)")
         require(rows * p["BN"] <= 64 * 256, "kernel.BN",
                 f"BM={p['BM']} x BN={p['BN']} needs {rows * p['BN'] // 128} accumulators per consumer thread; at most 128 "
                 f"({'BM x BN <= 16384 with SCHED=2' if p['SCHED'] == 2 else 'BM=256 takes BN <= 128'})")
-        require(p["CLUSTER"] in (1, 2), "kernel.CLUSTER", f"CLUSTER={p['CLUSTER']} must be 1 or 2")
+        require(p["CLUSTER"] in PARAM_VALUES["CLUSTER"], "kernel.CLUSTER", f"CLUSTER={p['CLUSTER']} must be 1 or 2")
         require(p["GROUP_M"] >= 1, "kernel.GROUP_M", f"GROUP_M={p['GROUP_M']} must be >= 1")
-        require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
+        require(p["STAGES"] in PARAM_VALUES["STAGES"], "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
         require(p["SPLIT_K"] >= 1, "kernel.SPLIT_K", f"SPLIT_K={p['SPLIT_K']} must be >= 1")
-        require(p["TAIL"] in (1, 2, 3), "kernel.TAIL", f"TAIL={p['TAIL']} must be 1 (data-parallel), 2 (stream-K over the last partial wave) or 3 (the same, k-aligned)")
+        require(p["TAIL"] in PARAM_VALUES["TAIL"], "kernel.TAIL", f"TAIL={p['TAIL']} must be 1 (data-parallel), 2 (stream-K over the last partial wave) or 3 (the same, k-aligned)")
         require(p["TAIL"] == 1 or p["SPLIT_K"] == 1, "kernel.TAIL", f"TAIL={p['TAIL']} needs SPLIT_K=1 (got SPLIT_K={p['SPLIT_K']})")
-        require(p.get("REDUCE", 1) in (1, 2), "kernel.REDUCE",
+        require(p.get("REDUCE", 1) in PARAM_VALUES["REDUCE"], "kernel.REDUCE",
                 f"REDUCE={p.get('REDUCE')} must be 1 (split tiles reduced in C, ordered chain) or 2 (workspace slabs + reduce step)")
         require(p.get("REDUCE", 1) == 1 or p["SPLIT_K"] > 1, "kernel.REDUCE",
                 f"REDUCE=2 needs SPLIT_K > 1 (got SPLIT_K={p['SPLIT_K']}; TAIL=2 keeps the in-C chain)")
@@ -285,7 +285,7 @@ class WgmmaKernel(KernelSpec):
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
         epi = p.get("EPI", 1)
-        require(epi in (1, 2, 3, 4, 5), "kernel.EPI",
+        require(epi in PARAM_VALUES["EPI"], "kernel.EPI",
                 f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory), 3 (registers, twice: "
                 f"diagnostic), 4 (shared-memory staging, coalesced 16-byte stores) or 5 (as 2, the tile's last ring "
                 f"stage held as more staging)")

@@ -91,9 +91,9 @@ def _kernels_help(plugin_dirs: list[str]) -> str:
     for name, spec in registry.kernels.items():
         params = " ".join(f"{k}={v}" for k, v in spec.defaults.items())
         lines.append(f"{name:16s} {spec.description}\n{'':16s} defaults: {params or '-'}   [{registry.origins[name]}]")
-        layouts = ", ".join(f"{a}/{b}" for a, b in getattr(spec, "layouts", ()))
-        values = ", ".join(f"{k} {'|'.join(map(str, v))}" for k, v in (getattr(spec, "param_values", None) or {}).items())
-        lines.append(f"{'':16s} precision: {', '.join(getattr(spec, 'precisions', ())) or '-'}; layout.a/b: {layouts or '-'}"
+        layouts = ", ".join(f"{a}/{b}" for a, b in spec.layouts)
+        values = ", ".join(f"{k} {'|'.join(map(str, v))}" for k, v in spec.param_values.items())
+        lines.append(f"{'':16s} precision: {', '.join(spec.precisions) or '-'}; layout.a/b: {layouts or '-'}"
                      + (f"; values: {values}" if values else ""))
     return "\n".join(lines)
 

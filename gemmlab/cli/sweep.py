@@ -246,7 +246,7 @@ def keep_earlier_hydra_files(root: Path, subdir: str | None, points_below: bool 
     overwrite the earlier command's. Returns the new paths; errors only cost the copy (never raises)."""
     if not subdir or not root.is_dir():
         return []
-    tag = f"previous-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    from gemmlab.run.pipeline import previous_tag
     moved = []
     try:
         if points_below:
@@ -256,7 +256,7 @@ def keep_earlier_hydra_files(root: Path, subdir: str | None, points_below: bool 
     except OSError:
         return []
     for folder in found:
-        target = folder.with_name(f"{folder.name}.{tag}")
+        target = folder.with_name(f"{folder.name}.{previous_tag(folder.parent)}")
         try:
             os.replace(folder, target)
             moved.append(target)

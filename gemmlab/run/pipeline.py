@@ -163,6 +163,15 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
     return None, [*earlier, keep_previous(out_dir)]
 
 
+def previous_tag(folder: Path) -> str:
+    """The tag of files an earlier run left in ``folder`` when they are moved aside (``previous-<time>-<pid>``,
+    plus a random suffix when this process already used it there in the same second)."""
+    tag = f"previous-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    if any(folder.glob(f"*.{tag}*")):  # a second move in the same second by this process
+        tag += f"-{secrets.token_hex(3)}"
+    return tag
+
+
 def keep_previous(out_dir: Path) -> dict:
     """Move the point's ``result.json`` and every artifact of it (:data:`gemmlab.stages.record.ARTIFACTS`:
     ``compile*.log``, ``kernel*.sass``, ``traceback.txt``, ``sanitizer-*``) aside under one tag
@@ -175,9 +184,7 @@ def keep_previous(out_dir: Path) -> dict:
         ``{"record": name, "artifacts": {old name: new name}}`` (names relative to ``out_dir``),
         one entry of the re-run record's ``previous`` field.
     """
-    tag = f"previous-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    if any(out_dir.glob(f"*.{tag}*")):  # a second move in the same second by this process
-        tag += f"-{secrets.token_hex(3)}"
+    tag = previous_tag(out_dir)
     moved: dict[str, str] = {}
     for item in sorted(out_dir.iterdir()):
         name = item.name
