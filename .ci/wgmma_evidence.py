@@ -359,6 +359,22 @@ GROUPS_22 = {
 SHARE_22 = {"tail": 1.0}
 
 
+# twenty-seventh call (--set 27, session 11): the shipped default's % of cuBLAS at 4096^3, many
+# interleaved runs (row/col 12, row/row 6; markers are default values that keep the labels unique),
+# 8192^3 twice, and one control: cuBLAS timed against itself (the protocol's own spread of the ratio)
+MARK_27 = [{}, {"SPLIT_K": 1}, {"SCHED": 1}, {"TAIL": 1}, {"REDUCE": 1}, {"GROUP_M": 16}, {"CLUSTER": 1},
+           {"STAGES": 4}, {"SPLIT_K": 1, "SCHED": 1}, {"SPLIT_K": 1, "TAIL": 1}, {"SCHED": 1, "TAIL": 1},
+           {"REDUCE": 1, "GROUP_M": 16}]
+GROUPS_27 = {
+    "b4096": [c for i, m in enumerate(MARK_27) for c in
+              _e("wgmma_bf16", "bf16", "col", B4, [{"EPI": 2, **m}])
+              + (_e("wgmma_bf16", "bf16", "row", B4, [{"EPI": 2, **m}]) if i % 2 == 0 else [])]
+    + [("cublas", "bf16", "col", B4, {}, True)],
+    "b8192": _e("wgmma_bf16", "bf16", "col", B8, [{"EPI": 2}, {"EPI": 2, "SPLIT_K": 1}]),
+}
+SHARE_27 = {"b4096": 0.75, "b8192": 0.25}
+
+
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
     one small run each (the run-mode disk-cache key), into $TC_CACHE_DIR."""
@@ -428,7 +444,8 @@ def main() -> None:
                 "13": (GROUPS_13, SHARE_13, None), "14": (GROUPS_14, SHARE_14, None),
                 "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None),
                 "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None),
-                "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None), "22": (GROUPS_22, SHARE_22, None)}
+                "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None), "22": (GROUPS_22, SHARE_22, None),
+                "27": (GROUPS_27, SHARE_27, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
