@@ -329,6 +329,44 @@ def test_sass_histogram_counts_instruction_classes():
                  "total": 18}
 
 
+PIPELINED = """
+        /*1720*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR28], R24 ;
+        /*1860*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR28], R24 ;
+        /*1920*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR28], R24, gsb0 ;
+        /*1930*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*1a40*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+"""
+SERIALIZED = """
+        /*2f40*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR12], R24, gsb0 ;
+        /*3060*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*3070*/                   WARPGROUP.ARRIVE ;
+        /*3080*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR12], R24, gsb0 ;
+        /*30f0*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+"""
+
+
+def test_wgmma_check_tells_a_pipelined_group_from_serialized_wgmmas():
+    assert sass.wgmma_check(SASS) == {"hgmma": 1, "serialized": 0, "all_serialized": False}
+    assert sass.wgmma_check(PIPELINED) == {"hgmma": 3, "serialized": 0, "all_serialized": False}
+    assert sass.wgmma_check(SERIALIZED) == {"hgmma": 2, "serialized": 2, "all_serialized": True}
+    assert sass.wgmma_check("        /*0000*/                   FFMA R2, R3, R4, R2 ;") is None
+    note = sass.serialization_note({"wgmma": sass.wgmma_check(SERIALIZED)})
+    assert note.startswith("wgmma serialized: each of the 2 HGMMA") and "C7510" in note
+    assert sass.serialization_note({"wgmma": sass.wgmma_check(PIPELINED)}) is None
+
+
+def test_summary_warns_of_serialized_wgmma_and_an_older_stored_sass_gets_the_check(monkeypatch):
+    monkeypatch.setattr(sass, "tool_id", lambda: "nvdisasm test")
+    old = {"tool": "nvdisasm test", "text": SERIALIZED,  # stored before the check existed
+           "summary": {"file": "kernel.sass", "histogram": sass.histogram(SERIALIZED), "disassembler": "x", "error": None}}
+    summary, text = sass.reuse(b"cubin", old)
+    assert text == SERIALIZED and summary["wgmma"]["all_serialized"] and "wgmma serialized" in summary["warning"]
+    from gemmlab.stages.record import summary as summary_text
+    rec = {"status": "compiled", "kernel": {"name": "k", "params": {}}, "shape": {"M": 1, "N": 1, "K": 1},
+           "compile": {"resources": None, "compile_ms": 1.0, "nvrtc_version": "13", "options": [], "sass": summary}}
+    assert any(l.startswith("  WARNING wgmma serialized") for l in summary_text(rec).splitlines())
+
+
 def test_mode_compile_writes_sass_and_histogram(tmp_path):
     rec = run_point({"kernel": {"name": "tiled"}, "shape": [64, 64, 64], "mode": "compile"}, tmp_path / "p")
     s = rec["compile"]["sass"]

@@ -425,6 +425,8 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     hist = compiled.sass["histogram"]
     assert hist["HGMMA"] == hgmma and hist["UTMALDG"] >= 2 and hist["LDL"] == 0 and hist["STL"] == 0, hist
     assert "C7508" not in compiled.log  # ptxas did not ignore setmaxnreg
+    # one wgmma group in flight: gsb0 only on a group's last HGMMA (gemmlab.gpu.sass.wgmma_check)
+    assert compiled.sass["wgmma"]["serialized"] == 0 and compiled.sass["warning"] is None, compiled.sass["wgmma"]
     if over.get("EPI") in (2, 5):  # TMA-store epilogue: UTMASTG, and C leaves through no STG of its own
         assert hist["UTMASTG"] >= 1 and "STG.E.64" not in compiled.sass_text, hist
     if over.get("EPI") == 4:  # staged stores: 16-byte shared loads and global stores only
@@ -444,6 +446,29 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
         lines = [l for l in compiled.sass_text.splitlines() if "/*" in l and ";" in l]
         remote = [i for i, l in enumerate(lines) if "SYNCS.ARRIVE.TRANS64.RED" in l]
         assert remote and not any("MEMBAR.ALL.GPU" in l for i in remote for l in lines[max(0, i - 4):i])
+
+
+def test_a_printf_in_the_kernel_serializes_its_wgmmas_and_the_record_says_so(tmp_path):
+    """ptxas serializes every wgmma of a function that calls printf (warning C7510): the SASS check
+    (gemmlab.gpu.sass.wgmma_check) finds it without the ptxas log, and the summary warns. The trace
+    tool of sessions 9-11 fell into this (docs/results/tc-ladder-h200.md, "Session 11")."""
+    from gemmlab.gpu.sass import wgmma_check
+    s, p = spec("wgmma_bf16"), params("wgmma_bf16")
+    problem = Problem(Shape(4096, 4096, 4096), "bf16", "row", "col")
+    text = (KERNELS_DIR / s.source).read_text()
+    anchor = "  const int tid = threadIdx.x;\n"
+    assert text.count(anchor) == 1
+    source = tmp_path / "wgmma_printf.cu"
+    source.write_text(text.replace(anchor, anchor + '  if (tid == 100000) printf("never\\n");\n'))
+    options = CompileOptions.for_kernel("90", s.options(problem, p, FACTS))
+    compiled = compile_kernel(source, s.instance(problem, p), options)
+    if compiled.sass.get("error"):
+        pytest.skip(f"no disassembler here: {compiled.sass['error']}")
+    assert compiled.sass["wgmma"]["all_serialized"] and compiled.sass["wgmma"]["hgmma"] >= 2, compiled.sass["wgmma"]
+    assert "wgmma serialized" in compiled.sass["warning"]
+    assert wgmma_check(compiled.sass_text) == compiled.sass["wgmma"]
+    if compiled.log:  # NVRTC versions that return the ptxas log print the warning too
+        assert "C7510" in compiled.log
 
 
 @pytest.mark.parametrize("kernel, precision, layout_b, shape", [

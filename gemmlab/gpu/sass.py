@@ -13,6 +13,16 @@ LDGSTS (cp.async), LDSM (ldmatrix), UTMALDG / UTMASTG / UTMAREDG (TMA loads / st
 into global memory), BAR (barriers), LDL / STL (local
 memory: spills or stack arrays). ``total`` counts every instruction; an instruction predicated on
 ``@!PT`` (never executes: padding the compiler leaves) counts in ``total`` but in no class.
+
+Serialized wgmma (:func:`wgmma_check`): a kernel whose every ``HGMMA`` carries the ``gsb0`` scoreboard
+and is followed by ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` before the next one runs each wgmma only after
+the previous has finished (no accumulation overlaps the next issue). ptxas does this to a whole
+function when it cannot prove the wgmma pipeline safe — its warning C7510 ("wgmma.mma_async
+instructions are serialized due to ...", e.g. a function call such as ``printf`` in the kernel,
+or accumulator registers touched between wgmmas) — and the warning is only in the ptxas log, which
+NVRTC does not return on every installation; the SASS shows it everywhere. gemmlab's own phase
+trace of the wgmma kernel printed from inside the kernel and was serialized this way for three
+sessions before the pattern was noticed (docs/results/tc-ladder-h200.md, "Session 11").
 """
 
 from __future__ import annotations
@@ -47,6 +57,43 @@ def histogram(sass: str) -> dict[str, int]:
             counts[f"{base}.128"] += 1
     counts["total"] = total
     return counts
+
+
+_HGMMA_OR_WAIT = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?(HGMMA\S*[^;]*|WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+))\s*;")
+
+
+def wgmma_check(sass: str) -> dict | None:
+    """Whether the wgmmas of a SASS listing are serialized (module docstring); None without HGMMA.
+
+    Returns ``{"hgmma": n, "serialized": k, "all_serialized": bool}``: ``k`` counts the HGMMA that
+    carry ``gsb0`` and are followed by ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` before the next HGMMA;
+    ``all_serialized`` is true when there are at least two HGMMA and every one is such (the pattern
+    of ptxas warning C7510; a kernel that keeps a wgmma group in flight has ``gsb0`` only on each
+    group's last HGMMA and waits with ``0x1`` or more).
+    """
+    hgmma = serialized = 0
+    pending = False  # the last HGMMA carried gsb0 and no HGMMA came since
+    for match in _HGMMA_OR_WAIT.finditer(sass):
+        text, level = match.group(1), match.group(2)
+        if text.startswith("HGMMA"):
+            hgmma += 1
+            pending = "gsb0" in text
+        elif pending:
+            serialized += int(level, 16) == 0
+            pending = False
+    if not hgmma:
+        return None
+    return {"hgmma": hgmma, "serialized": serialized, "all_serialized": hgmma >= 2 and serialized == hgmma}
+
+
+def serialization_note(summary: dict) -> str | None:
+    """The one-line warning for a :func:`disassemble` summary whose wgmmas are all serialized."""
+    w = (summary or {}).get("wgmma")
+    if not w or not w.get("all_serialized"):
+        return None
+    return (f"wgmma serialized: each of the {w['hgmma']} HGMMA waits for the one before "
+            "(WARPGROUP.DEPBAR.LE gsb0, 0x0 after every one; ptxas warning C7510: a function call such as printf "
+            "in the kernel, or accumulators touched between wgmmas)")
 
 
 def find_disassembler() -> tuple[list[str] | None, str]:
@@ -105,13 +152,13 @@ def reuse(cubin: bytes, entry, folder: Path | str | None = None) -> tuple[dict, 
     folder keeps for these cubin bytes (:func:`gemmlab.gpu.cache.load_sass`) is the next choice
     before the disassembler, and a new disassembly is kept there (:func:`gemmlab.gpu.cache.store_sass`)."""
     if _usable(entry):
-        return dict(entry["summary"]), entry["text"]
+        return _with_wgmma(dict(entry["summary"]), entry["text"]), entry["text"]
     if folder is None:
         return disassemble(cubin)
     from gemmlab.gpu import cache
     shared = cache.load_sass(Path(folder), cubin)
     if _usable(shared):
-        return dict(shared["summary"]), shared["text"]
+        return _with_wgmma(dict(shared["summary"]), shared["text"]), shared["text"]
     summary, text = disassemble(cubin)
     kept = stored(summary, text)
     if kept is not None:
@@ -119,11 +166,20 @@ def reuse(cubin: bytes, entry, folder: Path | str | None = None) -> tuple[dict, 
     return summary, text
 
 
+def _with_wgmma(summary: dict, text: str) -> dict:
+    """``summary`` with its ``wgmma`` entry (:func:`wgmma_check`; added to a stored summary written
+    before the check existed)."""
+    if "wgmma" not in summary:
+        summary["wgmma"] = wgmma_check(text)
+        summary["warning"] = serialization_note(summary)
+    return summary
+
+
 def disassemble(cubin: bytes) -> tuple[dict, str]:
     """Disassemble ``cubin``; return ``(summary, sass_text)``.
 
-    ``summary`` = ``{"file": "kernel.sass", "histogram": {class: n, "total": n},
-    "disassembler": str, "error": None}``; on failure ``histogram`` is None, ``error`` the
+    ``summary`` = ``{"file": "kernel.sass", "histogram": {class: n, "total": n}, "wgmma":
+    wgmma_check(...), "warning": serialization_note(...) or None, "disassembler": str, "error": None}``; on failure ``histogram`` is None, ``error`` the
     one-line reason and ``sass_text`` empty. Never raises.
     """
     argv, described = find_disassembler()
@@ -141,5 +197,7 @@ def disassemble(cubin: bytes) -> tuple[dict, str]:
         first = (proc.stderr.strip().splitlines() or ["no output"])[0]
         return {"file": None, "histogram": None, "disassembler": described,
                 "error": f"{described} exited {proc.returncode}: {first}"}, ""
-    return {"file": "kernel.sass", "histogram": histogram(proc.stdout), "disassembler": described,
-            "error": None}, proc.stdout
+    summary = {"file": "kernel.sass", "histogram": histogram(proc.stdout), "wgmma": wgmma_check(proc.stdout),
+               "disassembler": described, "error": None}
+    summary["warning"] = serialization_note(summary)
+    return summary, proc.stdout

@@ -136,6 +136,8 @@ def summary(record: dict) -> str:
             lines.append("  sass    " + (", ".join(f"{k} {v}" for k, v in hist.items() if v and k != "total")
                                          + f" of {hist.get('total')} instructions ({sass.get('file')})"
                                          if hist else f"not disassembled: {sass.get('error')}"))
+            if sass.get("warning"):  # e.g. wgmma serialized (gemmlab.gpu.sass.wgmma_check)
+                lines.append(f"  WARNING {sass['warning']}")
     launch = record.get("launch")
     if launch:
         occ = record.get("occupancy") or {}
