@@ -263,7 +263,8 @@ class WgmmaKernel(KernelSpec):
         require(p["SCHED"] in PARAM_VALUES["SCHED"], "kernel.SCHED",
                 f"SCHED={p['SCHED']} must be 1 (cooperative) or 2 (ping-pong)")
         rows = p["BM"] if p["SCHED"] == 2 else p["BM"] // 2  # rows per consumer warpgroup
-        allowed = "64, 128, 192 or 256" if p["SCHED"] == 2 else "128 or 256"
+        allowed = ("64, 128, 192 or 256 with SCHED=2" if p["SCHED"] == 2
+                   else "128 or 256 with SCHED=1 (64, 128, 192 or 256 with SCHED=2)")
         require(p["BM"] <= 256 and rows % 64 == 0 and rows > 0, "kernel.BM",
                 f"BM={p['BM']} must be {allowed} (whole m64 blocks per consumer warpgroup)")
         require(p["BN"] in PARAM_VALUES["BN"], "kernel.BN", f"BN={p['BN']} must be 64, 128 or 256 (wgmma n)")
