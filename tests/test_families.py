@@ -47,6 +47,26 @@ def test_targets_pass_when_met(tmp_path):
     assert [p.family for p in points] == ["decode", "tiny"]
 
 
+def test_targets_without_points_to_judge_say_no_data_not_fail(tmp_path, capsys):
+    """Compile-only records (no timing, no baseline) and a suite without decode points: the targets
+    they cannot judge are NO DATA, not FAIL (a new user's compile-mode trial read 5 FAILs)."""
+    rec = json.loads((DATA / "naive-256" / "result.json").read_text())
+    rec["status"] = "compiled"
+    for key in ("timing", "baseline", "ratio_to_baseline"):
+        rec.pop(key, None)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "result.json").write_text(json.dumps(rec))
+    points = families.collect([tmp_path])
+    _, checks = families.summarize(points)
+    judged = checks["verdicts"]
+    assert judged["geomean >= 90% of baseline"] is None and judged["decode M <= 16 every point >= 80%"] is None
+    assert judged["tiny (M*N*K <= 256^3) time <= 1.5x baseline"] is None and judged["no point below 50%"] is None
+    assert families.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "NO DATA: geomean >= 90% of baseline" in printed and "FAIL: geomean" not in printed
+    assert "NO DATA: decode M <= 16" in (tmp_path / "out" / "families.md").read_text()
+
+
 def test_cli_writes_files_and_bad_path_is_one_line(tmp_path, capsys):
     assert families.main([str(DATA), "--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out

@@ -190,20 +190,27 @@ def summarize(points: Sequence[Point], suite: Suite | None = None) -> tuple[list
         "decode_m16_min_pct": min(decode) if decode else None, "decode_m16_geomean_pct": _geomean(decode),
         "no_baseline": sum(1 for p in points if p.valid and p.pct is None),
     }
+    # True (met), False (missed) or None (no point to judge it by: no records, or none timed against a
+    # baseline, e.g. mode=compile records — reported as "NO DATA", never as a failure)
     checks["verdicts"] = {
-        f"every point valid ({checks['valid']}/{len(points)})": not invalid and bool(points),
+        f"every point valid ({checks['valid']}/{len(points)})": (not invalid) if points else None,
         f"geomean >= {TARGETS['geomean']:g}% of baseline": _ge(checks["geomean_pct"], TARGETS["geomean"]),
         f"no point below {TARGETS['min']:g}%": _ge(checks["min_pct"], TARGETS["min"]),
         f"tiny (M*N*K <= 256^3) time <= {TARGETS['tiny_time_ratio']:g}x baseline":
-            checks["tiny_max_time_ratio"] is not None and checks["tiny_max_time_ratio"] <= TARGETS["tiny_time_ratio"],
+            None if checks["tiny_max_time_ratio"] is None else checks["tiny_max_time_ratio"] <= TARGETS["tiny_time_ratio"],
         f"decode M <= 16 every point >= {TARGETS['decode_m16']:g}%": _ge(checks["decode_m16_min_pct"],
                                                                           TARGETS["decode_m16"]),
     }
     return rows, checks
 
 
-def _ge(value: float | None, bound: float) -> bool:
-    return value is not None and value >= bound
+def _ge(value: float | None, bound: float) -> bool | None:
+    return None if value is None else value >= bound
+
+
+def verdict_word(ok: bool | None) -> str:
+    """``PASS``, ``FAIL`` or ``NO DATA`` (no point to judge a target by) for a target verdict."""
+    return "NO DATA" if ok is None else "PASS" if ok else "FAIL"
 
 
 def _f(value: float | None, spec: str = ".1f", unit: str = "") -> str:
@@ -218,7 +225,7 @@ class Tables:
 
     family_head: list[str]
     family_rows: list[list[str]]
-    verdicts: list[tuple[bool, str]]
+    verdicts: list[tuple[bool | None, str]]
     notes: list[str]
     point_head: list[str]
     point_rows: list[list[str]]
@@ -263,7 +270,7 @@ def markdown(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -
     out += [row(r) for r in fams]
     out.append(f"| **{total[0]}** | {total[1]} | {total[2]} | **{total[3]}** | {total[4]} | | |")
     out += ["", "Targets (issue 10):", ""]
-    out += [f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in t.verdicts]
+    out += [f"- {verdict_word(ok)}: {text}" for ok, text in t.verdicts]
     out += [f"- {n}" for n in t.notes]
     out += ["", row(t.point_head), "|---|---|---|---|---|---|---:|---:|---:|"]
     out += [row(r) for r in t.point_rows]

@@ -15,6 +15,7 @@ import html
 from pathlib import Path
 from typing import Any, Sequence
 
+from gemmlab.results.families import verdict_word
 from gemmlab.results.report_plots import PLOTS, TITLES
 from gemmlab.results.report_tables import counts, md_columns
 from gemmlab.stages.record_model import CATEGORIES, Record as Row
@@ -113,7 +114,7 @@ def _families(t, png: Path | None) -> list[str]:
            "<p>The records of <code>kernel=auto</code> whose shapes are in the shape suite: % of the "
            "baseline's speed in the same run, geometric mean per family, issue 10's targets.</p>",
            table("families-table", t.family_head, t.family_rows, False),
-           '<ul id="families-targets">' + "".join(f"<li>{'PASS' if ok else 'FAIL'}: {_e(text)}</li>"
+           '<ul id="families-targets">' + "".join(f"<li>{verdict_word(ok)}: {_e(text)}</li>"
                                                   for ok, text in t.verdicts)
            + "".join(f"<li>{_e(n)}</li>" for n in t.notes) + "</ul>",
            table("families-points", t.point_head, t.point_rows, True)]
