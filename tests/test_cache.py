@@ -492,6 +492,22 @@ def test_run_point_records_disk_cache_miss_hit_off(fresh, tmp_path):
     assert len(_entries(folder)) == 1
 
 
+def test_run_point_says_when_the_cache_folder_is_unusable(fresh, tmp_path):
+    """A cache folder that is a file: every compile would miss for ever; the record and the summary
+    say why (new-user finding 8), the run itself goes on."""
+    from gemmlab.stages.record import summary
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    rec = run_point({"kernel": {"name": "naive"}, "shape": [16, 16, 16], "mode": "compile",
+                     "cache": {"enabled": True, "dir": str(afile)}}, tmp_path / "p")
+    assert rec["status"] == "compiled" and rec["compile"]["disk_cache"] == "miss"
+    assert rec["compile"]["disk_cache_error"] == f"{afile} is not a folder"
+    assert f"disk cache not usable: {afile} is not a folder" in summary(rec)
+    ok = run_point({"kernel": {"name": "naive"}, "shape": [16, 16, 16], "mode": "compile",
+                    "cache": {"enabled": True, "dir": str(tmp_path / "c")}}, tmp_path / "q")
+    assert ok["compile"]["disk_cache_error"] is None
+
+
 def test_run_point_cache_dir_defaults_to_env(fresh, tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "from-env"))
     rec = run_point(_cfg(None), tmp_path / "p0")

@@ -61,8 +61,10 @@ def load(folder: Path, key: str) -> tuple[bytes, dict] | None:
     return cubin, meta
 
 
-def store(folder: Path, key: str, cubin: bytes, metadata: dict) -> None:
-    """Write an entry atomically; errors (read-only disk, ...) only cost the cache, never the run."""
+def store(folder: Path, key: str, cubin: bytes, metadata: dict) -> str | None:
+    """Write an entry atomically; errors (read-only disk, a file where the folder should be, ...) only
+    cost the cache, never the run: returns None when stored, else the one-line reason (the record
+    keeps it as ``compile.disk_cache_error`` and the summary says it)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         meta = dict(metadata, schema=SCHEMA, key=key, cubin_sha256=hashlib.sha256(cubin).hexdigest())
@@ -70,8 +72,11 @@ def store(folder: Path, key: str, cubin: bytes, metadata: dict) -> None:
             tmp = folder / f".{key}{suffix}.{os.getpid()}.tmp"
             tmp.write_bytes(data)
             os.replace(tmp, folder / f"{key}{suffix}")
-    except OSError:
-        pass
+    except OSError as exc:
+        if folder.exists() and not folder.is_dir():
+            return f"{folder} is not a folder"
+        return f"{folder}: {exc.strerror or exc}"
+    return None
 
 
 def _sass_path(folder: Path, cubin: bytes) -> Path:

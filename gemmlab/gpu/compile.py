@@ -161,6 +161,7 @@ class CompiledKernel:
     object_code: object = field(repr=False, default=None)
     cache_hit: bool = False
     disk_cache: str = "off"
+    disk_cache_error: str | None = None  # why a compiled entry could not be stored (the cache folder unusable)
     original_compile_ms: float | None = None
     name_expressions: tuple[str, ...] = ()
     symbols: dict = field(default_factory=dict)
@@ -175,7 +176,8 @@ class CompiledKernel:
                "nvrtc_version": self.nvrtc_version, "options": self.options.flags(),
                "arch": self.options.target, "includes": self.includes,
                "compile_ms": round(self.compile_ms, 3), "cache_hit_in_process": self.cache_hit,
-               "disk_cache": self.disk_cache, "original_compile_ms": self.original_compile_ms,
+               "disk_cache": self.disk_cache, "disk_cache_error": self.disk_cache_error,
+               "original_compile_ms": self.original_compile_ms,
                "resources": asdict(self.resources) if self.resources else None, "sass": self.sass}
         if len(self.name_expressions) > 1:
             out["extra_name_expressions"] = list(self.name_expressions[1:])
@@ -442,7 +444,7 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         compiled.disk_cache = "miss"
     if persistent and resources is not None:  # never make a missing ptxas report permanent
         from gemmlab.gpu import cache, sass
-        cache.store(folder, disk_key, bytes(code.code), {
+        compiled.disk_cache_error = cache.store(folder, disk_key, bytes(code.code), {
             "lowered_name": lowered, "nvrtc_version": compiled.nvrtc_version, "compile_ms": compile_ms,
             "resources": asdict(resources) if resources else None, "log": text, "name_expression": name_expression,
             "source_file": str(source_path), "flags": options.flags(), "symbols": symbols, "includes": includes,

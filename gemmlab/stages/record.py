@@ -129,6 +129,8 @@ def summary(record: dict) -> str:
             how += " (disk cache hit" + (f"; compiled in {orig:.1f} ms" if isinstance(orig, (int, float)) else "") + ")"
         elif comp.get("cache_hit_in_process"):
             how += " (compiled earlier in this process)"
+        if comp.get("disk_cache_error"):  # a miss that could not be stored: every later run misses too
+            how += f" (disk cache not usable: {comp['disk_cache_error']})"
         lines.append(f"  compile {how} NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
         sass = comp.get("sass")
         if sass:
