@@ -228,6 +228,31 @@ def test_cli_resume_skips_valid_points_and_reruns_failed(cli, tmp_path):
     assert "2 compiled only, 0 failed" in again.stdout
 
 
+def test_cli_resume_after_reordering_the_sweep_reuses_each_points_own_record(cli, tmp_path):
+    """Points are folders numbered by Hydra's job order; a re-run with a kernel added at the front
+    shifts them. resume=true finds each config's valid record in another folder (current or moved
+    aside) and copies it in instead of measuring again (new-user finding 5); nothing is lost."""
+    sweep = tmp_path / "sw"
+    common = ["shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"]
+    first = cli(["-m", "kernel=naive,tiled", *common], tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    made = {json.loads((sweep / n / "result.json").read_text())["kernel"]["name"]: (sweep / n / "result.json").read_bytes()
+            for n in ("0", "1")}
+    again = cli(["-m", "kernel=small_tile,naive,tiled", *common, "resume=true"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    recs = [json.loads((sweep / n / "result.json").read_text()) for n in ("0", "1", "2")]
+    assert [r["kernel"]["name"] for r in recs] == ["small_tile", "naive", "tiled"]
+    assert not recs[0].get("resumed")  # new: measured
+    for rec, name in ((recs[1], "naive"), (recs[2], "tiled")):
+        assert rec.get("resumed") and rec["resumed_from"].endswith(".json"), again.stdout
+        assert json.loads((sweep / rec["resumed_from"]).read_text()) == json.loads(made[name])
+    assert re.search(rf"{re.escape(str(sweep / '1'))}: skipped, the same point's valid result from ", again.stdout)
+    # the records that were in folders 0 and 1 are kept, moved aside, not overwritten
+    kept = sorted(json.loads(p.read_text())["kernel"]["name"] for p in sweep.glob("*/result.previous-*.json"))
+    assert kept == ["naive", "tiled"]
+    assert (sweep / "2" / "kernel.sass").exists()  # the record's artifacts came with it
+
+
 def test_cli_rerun_without_resume_refuses_and_keeps_results(cli, tmp_path):
     sweep = tmp_path / "sw"
     args = ["-m", "kernel=naive", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}"]

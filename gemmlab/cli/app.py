@@ -658,7 +658,9 @@ def _task(cfg, invocation: Invocation) -> float | None:
     status = exit_status(record)
     invocation.statuses.append(status)
     if record.get("resumed"):
-        print(f"{out_dir}: skipped, it already holds a valid result (resume=true)", flush=True)
+        source = f"the same point's valid result from {record['resumed_from']}" if record.get("resumed_from") \
+            else "it already holds a valid result"
+        print(f"{out_dir}: skipped, {source} (resume=true)", flush=True)
         return objective(record)
     if record["status"] not in (ConfigError.status, NoGPUError.status, UnavailableError.status):  # one line only
         print(record_stage.summary(record))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -104,6 +105,10 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
                           error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
                                 "result (resume=true re-runs only failed points)")
             return record
+    elif plain is not None:  # a new folder of a reordered sweep: the same point may be measured in another
+        adopted = _resume_elsewhere(plain, out_dir)
+        if adopted is not None:
+            return adopted
     if record["status"] != "running":
         record_stage.write_record(record, out_dir)
         return record
@@ -148,19 +153,80 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
         old = None
     if not isinstance(old, dict):
         old = {}
-    ignored = ("resume", "cache", "isolation")  # settings that cannot change a measurement
-    defaults = {"layout": {"a": "row", "b": "row"}}  # records from before layouts existed lack it
-
-    def comparable(config: dict) -> dict:
-        return {**defaults, **{k: v for k, v in config.items() if k not in ignored}}
-
     same_config = (isinstance(old.get("config"), dict) and isinstance(current, dict)
-                   and comparable(old["config"]) == comparable(current))
+                   and _comparable(old["config"]) == _comparable(current))
     if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
         return old, None
     earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
-    return None, [*earlier, keep_previous(out_dir)]
+    kept = [*earlier, keep_previous(out_dir)]
+    found = _matching_sibling(out_dir, _comparable(current)) if isinstance(current, dict) else None
+    if found is not None:  # the sweep's points were reordered: the same config measured in another folder
+        return _adopt(found, out_dir, kept), None
+    return None, kept
+
+
+def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
+    """With ``resume=true``, for a point folder without a record: the same config's valid record
+    from another folder of the sweep (:func:`_matching_sibling`), copied in (:func:`_adopt`); else None."""
+    try:
+        if _plain(cfg.get("resume", False)) is not True:
+            return None
+        current = _plain(cfg)
+    except Exception:
+        return None
+    if not isinstance(current, dict):
+        return None
+    found = _matching_sibling(out_dir, _comparable(current))
+    return _adopt(found, out_dir, []) if found is not None else None
+
+
+def _comparable(config: dict) -> dict:
+    """A record's config as :func:`_resume` compares it: without the settings that cannot change a
+    measurement (resume, cache, isolation), with the layout records from before layouts lacked."""
+    return {"layout": {"a": "row", "b": "row"}, **{k: v for k, v in config.items() if k not in ("resume", "cache", "isolation")}}
+
+
+def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
+    """In a sweep folder (Hydra's ``multirun.yaml`` beside the point folders), a valid record of
+    another point folder — current (``result.json``) or moved aside (``result.previous-*.json``) —
+    made with the config ``wanted`` (compared as :func:`_resume` does); None elsewhere."""
+    sweep = out_dir.parent
+    if not (sweep / "multirun.yaml").exists():
+        return None
+    for folder in sorted(p for p in sweep.iterdir() if p.is_dir() and p != out_dir):
+        for path in sorted(folder.glob("result*.json")):
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            conf = rec.get("config") if isinstance(rec, dict) else None
+            if (isinstance(conf, dict) and rec.get("valid") and rec.get("status") in record_stage.VALID_STATUSES
+                    and _comparable(conf) == wanted):
+                return path
+    return None
+
+
+def _adopt(path: Path, out_dir: Path, kept: list) -> dict:
+    """Copy the record at ``path`` (and its artifacts: the same ``previous-<tag>`` or none) into
+    ``out_dir`` as its ``result.json``, marked ``resumed`` with ``resumed_from`` (the source, relative
+    to the sweep folder) and this folder's moved-aside records under ``previous``; nothing is moved
+    or deleted at the source."""
+    tag = path.name[len("result"):-len(".json")]  # "" or ".previous-<...>"
+    for item in sorted(path.parent.iterdir()):
+        name = item.name
+        if not record_stage.is_artifact(name.replace(tag, "", 1) if tag else name) or (not tag and ".previous-" in name):
+            continue
+        if tag and tag not in name:
+            continue
+        target = out_dir / (name.replace(tag, "", 1) if tag else name)
+        if target.exists():
+            continue
+        (shutil.copytree if item.is_dir() else shutil.copy2)(item, target)
+    rec = json.loads(path.read_text())
+    rec.update(resumed=True, resumed_from=str(path.relative_to(out_dir.parent)), previous=kept)
+    record_stage.write_record(rec, out_dir)
+    return rec
 
 
 def previous_tag(folder: Path) -> str:
