@@ -265,5 +265,41 @@ def test_worker_ends_quietly_when_the_parent_is_gone(monkeypatch, tmp_path):
 
     monkeypatch.setattr(isolation, "run_in_scope", point_then_parent_dies)
     monkeypatch.setattr(isolation.signal, "signal", lambda *args: None)  # keep this process's Ctrl-C
+    monkeypatch.setattr(isolation, "_watch_parent", lambda parent: None)  # this process is no worker
     isolation._serve(theirs.detach())  # before the fix: BrokenPipeError out of conn.send
     assert ran == [tmp_path]
+
+
+def test_a_worker_whose_parent_is_killed_ends_during_its_point(tmp_path):
+    """kill -9 of the command while its worker runs a point (here one that hangs): the worker must
+    not run on for nobody (holding the GPU); it ends within a few seconds (new-user finding 6)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    script = (f"import sys; sys.path[:0] = {sys.path!r}\n"
+              "from pathlib import Path\n"
+              "from gemmlab.run import isolation\n"
+              "from gemmlab.stages.config import IsolationOptions\n"
+              "r = isolation.PointRunner(); r._start(); print(r.worker.pid, flush=True)\n"
+              f"r.run({sim(5)!r}, Path({str(tmp_path / 'p')!r}), IsolationOptions(timeout_s=600))\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    time.sleep(1.0)  # the worker is inside its (hanging) point
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+
+    def running(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state not in ("Z", "X")  # an exited orphan nobody reaps yet is a zombie
+
+    deadline = time.monotonic() + 10
+    while running(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = running(worker)
+    if alive:
+        os.killpg(worker, signal.SIGKILL)
+    assert not alive, "the worker ran on after its parent was killed"

@@ -74,6 +74,7 @@ def _serve(fd: int) -> None:
     import socket
     from multiprocessing.connection import Connection
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _watch_parent(os.getppid())
     conn = Connection(socket.socket(fileno=fd).detach())
     import gemmlab.run.pipeline  # noqa: F401  (imported before the first point, outside its watchdog time)
     conn.send("ready")
@@ -96,6 +97,27 @@ def _serve(fd: int) -> None:
             conn.send(record)
         except OSError:  # the parent was killed meanwhile (Ctrl-C, a timeout): the record is on disk
             return
+
+
+#: how often (s) a worker checks that its parent is alive; the exit status when it is not
+ORPHAN_POLL_S = 0.5
+ORPHAN_EXIT = 3
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker (exit status :data:`ORPHAN_EXIT`) once its parent is gone (``kill -9``: no
+    Ctrl-C, no closed connection reaches a worker busy with a point, and a hung kernel would hold
+    the GPU for nobody). A daemon thread compares ``os.getppid()`` with ``parent`` every
+    :data:`ORPHAN_POLL_S` s (the worker is reparented when its parent dies)."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(ORPHAN_POLL_S)
+            if os.getppid() != parent:
+                os._exit(ORPHAN_EXIT)
+
+    threading.Thread(target=watch, name="gemmlab-parent-watch", daemon=True).start()
 
 
 class _Renew(tuple):
