@@ -303,3 +303,28 @@ def test_a_worker_whose_parent_is_killed_ends_during_its_point(tmp_path):
     if alive:
         os.killpg(worker, signal.SIGKILL)
     assert not alive, "the worker ran on after its parent was killed"
+
+
+def test_sigterm_stops_a_sweep_like_ctrl_c_with_the_resume_line(tmp_path):
+    """SIGTERM (a batch system's time limit) during a hanging point: exit 143, one line naming the
+    sweep folder and resume=true, the worker killed, no traceback (new-user finding 6)."""
+    import signal
+    import subprocess
+    import sys
+    sweep = tmp_path / "sw"
+    env = dict(__import__("os").environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.Popen([sys.executable, "-m", "gemmlab", "-m", "kernel=sim_fault", "kernel.MODE=1,5",
+                             "mode=compile", "shape=[8,8,8]", "isolation.timeout_s=600", f"plugin_dirs=[{FAULTY}]",
+                             f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (sweep / "0" / "result.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # point 1 (the hanging one) is running
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("gemmlab: terminated (SIGTERM); ") and f"hydra.sweep.dir={sweep} resume=true" in last, err
+    assert "Traceback" not in out + err
+    assert json.loads((sweep / "0" / "result.json").read_text())["status"] == "compiled"

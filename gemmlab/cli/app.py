@@ -7,7 +7,7 @@
 Exit status: 0 all points valid; 2 invalid input in a single run, or a command line rejected
 before any point runs (one line naming the field); 1 any other failure, and any failed point of
 a sweep (wrong result, safety net, compile error, CUDA error, no GPU, an invalid point); 130 on
-Ctrl-C. A search (Optuna) exits 0 unless no trial was valid.
+Ctrl-C, 143 on SIGTERM (a batch system's time limit), each with the line that resumes a sweep. A search (Optuna) exits 0 unless no trial was valid.
 
 One :class:`Invocation` per command carries what the pre-check learns (plugin folders) and what
 each point reports (exit statuses) to :func:`main`; no module-level state is written.
@@ -19,6 +19,7 @@ import contextlib
 import os
 import re
 import secrets
+import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -653,8 +654,8 @@ def _task(cfg, invocation: Invocation) -> float | None:
     try:
         with _environ("HYDRA_FULL_ERROR", invocation.hydra_full_error):  # the user's, not _hydra_raises's
             record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
-    except KeyboardInterrupt:  # Hydra's job config is still set here: name the real folder
-        raise KeyboardInterrupt(_interrupted_advice()) from None
+    except KeyboardInterrupt as exc:  # Hydra's job config is still set here: name the real folder
+        raise type(exc)(_interrupted_advice()) from None
     status = exit_status(record)
     invocation.statuses.append(status)
     if record.get("resumed"):
@@ -689,6 +690,16 @@ def _holds_result(record: dict) -> bool:
             and "already holds a result.json" in error)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (e.g. Slurm's time limit) turned into an interrupt: the command stops as on Ctrl-C
+    (the point's worker is killed, finished points keep their records), prints the same resume
+    advice and exits 143 (128 + SIGTERM)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
 def _interrupted_advice() -> str:
     """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
     interrupted point: its output folder minus ``hydra.sweep.subdir``)."""
@@ -721,6 +732,7 @@ def main() -> None:
         sys.exit(0)
     invocation = Invocation()
     register_resolvers(invocation)
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         _prepare(sys.argv[1:], invocation)
     except ConfigError as exc:
@@ -738,8 +750,9 @@ def main() -> None:
         sys.exit(done.outcome.exit_status_with(invocation.statuses))
     except KeyboardInterrupt as exc:
         advice = str(exc.args[0]) if exc.args else _interrupted_advice()
-        print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
-        sys.exit(130)
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"gemmlab: {how}; {advice}", file=sys.stderr)
+        sys.exit(143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:
         error = hydra_error(exc, sys.argv[1:])
         if error is None:
