@@ -241,6 +241,15 @@ def test_compile_mode_kernel_parameter_override(cli, tmp_path):
 
 # --- help -----------------------------------------------------------------------------------------
 
+def test_a_plugin_kernel_of_an_earlier_command_is_not_offered_to_the_next(cli, tmp_path):
+    """The kernel group's nodes for plugin kernels live in Hydra's ConfigStore (one per process): a
+    command with plugin_dirs must not leave its kernels to the next command of the same process."""
+    faulty = str(Path(__file__).resolve().parent / "plugins_faulty")
+    assert "sim_fault" in cli(["--help", f"plugin_dirs=[{faulty}]"], tmp_path).stdout
+    after = cli(["--help"], tmp_path).stdout
+    assert "sim_fault" not in after, [l for l in after.splitlines() if "sim_fault" in l]
+
+
 def test_help_lists_kernels_and_groups(cli, tmp_path):
     proc = cli(["--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr

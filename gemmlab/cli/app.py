@@ -556,6 +556,9 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
             return  # --help lists the plugin failure itself; Hydra reports the rest
         raise
     store = ConfigStore.instance()
+    stored = store.repo.get("kernel", {})  # nodes an earlier command of this process stored (its plugins)
+    for key in [k for k in stored if k.endswith(".yaml") and k[:-5] not in registry.kernels]:
+        del stored[key]
     for name, spec in registry.kernels.items():
         if not (CONF_DIR / "kernel" / f"{name}.yaml").is_file():
             store.store(group="kernel", name=name, node={"name": name, **dict(spec.defaults)})
