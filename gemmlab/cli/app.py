@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
+from gemmlab.cli.folders import FolderError
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
@@ -732,6 +733,9 @@ def main() -> None:
     try:
         with _hydra_raises(), _known_run_mode(invocation.run_mode):
             _hydra_app(invocation)()
+    except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
+        print(f"gemmlab: error: {refused.message}", file=sys.stderr)
+        sys.exit(refused.code)
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
         sys.exit(done.outcome.exit_status_with(invocation.statuses))
     except KeyboardInterrupt as exc:

@@ -1,0 +1,75 @@
+"""The output folder of a command (gemmlab.cli.folders): one command at a time, and a folder that
+cannot be used said in one line; in a sweep such a point costs only itself."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clirun import command_env
+from gemmlab.cli import folders
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("gemmlab: error: ")]
+
+
+def test_a_folder_in_use_by_another_command_is_refused_before_anything_is_written(tmp_path, cli):
+    folder = tmp_path / "runs" / "race"
+    folder.mkdir(parents=True)
+    (folder / "kernel.sass").write_text("the first command's SASS\n")
+    with open(folder / folders.LOCK_NAME, "a+") as held:  # another command holds the folder
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = cli(["kernel=naive", "mode=compile", "hydra.run.dir=runs/race"], tmp_path, in_process=False)
+        s = cli(["-m", "kernel=naive,tiled", "mode=compile", "hydra.sweep.dir=runs/race"], tmp_path,
+                in_process=False)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert _error_lines(r.stderr) == [r.stderr.strip()]
+    assert r.stderr.startswith("gemmlab: error: hydra.run.dir: runs/race is in use by another gemmlab command")
+    assert s.returncode == 2 and s.stderr.startswith("gemmlab: error: hydra.sweep.dir: runs/race is in use"), s.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [folders.LOCK_NAME, "kernel.sass"]  # nothing written
+    assert (folder / "kernel.sass").read_text() == "the first command's SASS\n"
+    # released (the holder ended): the folder is usable again
+    ok = cli(["kernel=naive", "mode=compile", "hydra.run.dir=runs/race"], tmp_path)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_two_commands_at_once_into_one_folder_leave_one_consistent_record(tmp_path):
+    """The tester's race: both exited 0 and the record said tiled over gemm_naive's SASS."""
+    procs = [subprocess.Popen([sys.executable, "-m", "gemmlab", f"kernel={k}", "mode=compile",
+                               "hydra.run.dir=runs/race2"], cwd=tmp_path, env=command_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in ("tiled", "naive")]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    loser = outs[[p.returncode for p in procs].index(2)]
+    assert "Traceback" not in loser[1] and len(_error_lines(loser[1])) == 1, loser
+    record = json.loads((tmp_path / "runs/race2/result.json").read_text())
+    sass = (tmp_path / "runs/race2/kernel.sass").read_text()
+    name = record["kernel"]["name"]
+    assert f"gemm_{name}" in sass and f"gemm_{'naive' if name == 'tiled' else 'tiled'}" not in sass
+
+
+def test_a_file_where_the_run_folder_goes_is_one_line(tmp_path, cli):
+    (tmp_path / "afile").write_text("x\n")
+    for value, says in (("afile", "afile is a file, not a folder"), ("afile/x", "[Errno 20] Not a directory")):
+        r = cli(["mode=compile", f"hydra.run.dir={value}"], tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()]
+        assert r.stderr.startswith("gemmlab: error: hydra.run.dir: ") and says in r.stderr, r.stderr
+    assert (tmp_path / "afile").read_text() == "x\n"
+
+
+@pytest.mark.parametrize("code,exit_status", [(errno.EROFS, 2), (errno.EACCES, 2), (errno.ENOSPC, 1)])
+def test_folder_error_names_the_field_and_the_os_reason(tmp_path, code, exit_status):
+    import os
+    err = folders.folder_error("hydra.sweep.dir", tmp_path / "x", OSError(code, os.strerror(code), str(tmp_path / "x")))
+    assert err.code == exit_status
+    assert err.message.startswith(f"hydra.sweep.dir: cannot create or write {tmp_path / 'x'}: [Errno {code}] ")
