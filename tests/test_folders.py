@@ -67,6 +67,32 @@ def test_a_file_where_the_run_folder_goes_is_one_line(tmp_path, cli):
     assert (tmp_path / "afile").read_text() == "x\n"
 
 
+def test_a_full_disk_while_hydra_writes_the_run_folder_names_the_folder(tmp_path, cli, monkeypatch):
+    from hydra.core import utils as hydra_utils
+
+    def full(cfg, filename, output_dir):
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(output_dir) / filename))
+    monkeypatch.setattr(hydra_utils, "_save_config", full)
+    r = cli(["mode=compile", "hydra.run.dir=runs/full"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()], r.stderr
+    assert r.stderr.startswith("gemmlab: error: hydra.run.dir: cannot create or write ") and "[Errno 28]" in r.stderr
+
+
+def test_a_sweep_point_whose_folder_cannot_be_made_costs_only_that_point(tmp_path, cli):
+    sweep = tmp_path / "runs" / "fz"
+    sweep.mkdir(parents=True)
+    (sweep / "1").write_text("x\n")
+    r = cli(["-m", "kernel=tiled,naive,small_tile", "mode=compile", "hydra.sweep.dir=runs/fz"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (sweep / "0" / "result.json").is_file() and (sweep / "2" / "result.json").is_file()
+    assert (sweep / "1").read_text() == "x\n"
+    lines = _error_lines(r.stderr)
+    assert lines and all(line.startswith("gemmlab: error: hydra.sweep.dir: point #1: runs/fz/1 is a file") for line in lines)
+    assert (sweep / "summary.md").is_file()
+
+
 @pytest.mark.parametrize("code,exit_status", [(errno.EROFS, 2), (errno.EACCES, 2), (errno.ENOSPC, 1)])
 def test_folder_error_names_the_field_and_the_os_reason(tmp_path, code, exit_status):
     import os

@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
-from gemmlab.cli.folders import FolderError
+from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
@@ -61,6 +61,9 @@ class Invocation:
             line is said for the first only: a re-run sweep would repeat it for every point).
         run_mode: ``hydra.mode`` of the config the command line composes, when the pre-check could
             read it from the files it selects (:func:`run_mode`), else :data:`ASK_HYDRA`.
+        folder_errors: the sweep's points that could not create or write their own folder
+            (:func:`gemmlab.cli.folders.points_survive_folder_errors`): they have no record, so the
+            end of the sweep names them.
         hydra_full_error: the user's ``HYDRA_FULL_ERROR`` (None: unset). gemmlab sets the variable
             to 1 around its Hydra call (:func:`_hydra_raises`) and gives each point this value
             back, so the processes a point starts (its worker, compute-sanitizer's child
@@ -72,6 +75,7 @@ class Invocation:
     refused_existing: int = 0  # points refused because their folder already holds a result.json
     run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
     hydra_full_error: str | None = None
+    folder_errors: list[str] = field(default_factory=list)  # sweep points whose folder could not be written
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -731,18 +735,27 @@ def main() -> None:
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
-        with _hydra_raises(), _known_run_mode(invocation.run_mode):
+        with _hydra_raises(), _known_run_mode(invocation.run_mode), points_survive_folder_errors(invocation.folder_errors):
             _hydra_app(invocation)()
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)
         sys.exit(refused.code)
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
-        sys.exit(done.outcome.exit_status_with(invocation.statuses))
+        for text in invocation.folder_errors:  # points without a record: not in the summary's table
+            print(f"gemmlab: error: hydra.sweep.dir: {text}; not in the summary (no record)", file=sys.stderr)
+        failed = [1] if invocation.folder_errors else []
+        sys.exit(done.outcome.exit_status_with([*invocation.statuses, *failed]))
     except KeyboardInterrupt as exc:
         advice = str(exc.args[0]) if exc.args else _interrupted_advice()
         print(f"gemmlab: interrupted; {advice}", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:
+        unusable = output_folder_error(exc)  # e.g. a full disk while Hydra writes the run's .hydra/
+        if unusable is not None:
+            if full_error:
+                traceback.print_exc()
+            print(f"gemmlab: error: {unusable.message}", file=sys.stderr)
+            sys.exit(unusable.code)
         error = hydra_error(exc, sys.argv[1:])
         if error is None:
             raise

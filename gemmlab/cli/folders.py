@@ -15,6 +15,7 @@ line naming the field and the operating system's reason.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from hydra.experimental.callback import Callback
+from omegaconf import OmegaConf
 
 #: the lock file in a claimed folder (it stays: an unlocked one means "not in use")
 LOCK_NAME = ".gemmlab.lock"
@@ -136,3 +138,80 @@ class ClaimFolder(Callback):
         if handle is not None:
             handle.close()
 
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The ``OSError`` that ``exc`` is or was caused by (logging's ``ValueError: Unable to configure
+    handler 'file'`` wraps the one of the log file), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+@contextlib.contextmanager
+def points_survive_folder_errors(failed: list[str]):
+    """Within: a point of a sweep run by Hydra's basic launcher (one process, points in turn) whose
+    own folder cannot be created or written (a file in the way, a read-only folder, a full disk)
+    costs that point only: Hydra's ``run_job`` raises before the point runs, which would end the
+    whole sweep; here the point is said in one line (``gemmlab: error: hydra.sweep.dir: point
+    #N: ...``), its text appended to ``failed``, and Hydra's launcher goes on with the next point
+    (its return value is None, a failed trial for a search, as :func:`gemmlab.cli.app.objective`
+    gives a failed point). Hydra's function is restored afterwards."""
+    import sys
+
+    from hydra._internal.core_plugins import basic_launcher
+    from hydra.core import utils as core_utils
+    from hydra.core.utils import JobReturn, JobStatus
+    own = core_utils.run_job
+
+    def run_job(*args, **kwargs):
+        try:
+            return own(*args, **kwargs)
+        except Exception as exc:
+            os_error = os_error_in(exc)
+            config = kwargs.get("config")
+            if os_error is None or config is None or kwargs.get("job_dir_key") != "hydra.sweep.dir":
+                raise
+            num = OmegaConf.select(config, "hydra.job.num", default="?")
+            try:
+                folder = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+            except Exception:
+                folder = Path(str(os_error.filename or "?"))
+            reason = folder_error("hydra.sweep.dir", folder, os_error).message.split(": ", 1)[1]
+            text = f"point #{num}: {reason.split('; give a folder')[0]}"
+            failed.append(text)
+            print(f"gemmlab: error: hydra.sweep.dir: {text}; it has no record, the sweep goes on",
+                  file=sys.stderr, flush=True)
+            ret = JobReturn()  # "completed" for Hydra's sweepers (a FAILED job would end the sweep),
+            ret.status, ret.return_value = JobStatus.COMPLETED, None  # None: Optuna's failed trial
+            return ret
+
+    # Hydra's plugin scan re-executes the launcher's module, which imports run_job from hydra.core.utils
+    core_utils.run_job = basic_launcher.run_job = run_job
+    try:
+        yield
+    finally:
+        core_utils.run_job = basic_launcher.run_job = own
+
+
+def output_folder_error(exc: BaseException) -> FolderError | None:
+    """The :class:`FolderError` for ``exc`` when it is (or was caused by) an ``OSError`` about a file
+    in the output folder of the Hydra job it ended (Hydra's ``run_job`` in its traceback: the job's
+    ``output_dir``), e.g. a full disk while Hydra writes ``.hydra/``; None for anything else."""
+    os_error = os_error_in(exc)
+    if os_error is None or not isinstance(os_error.filename, str):
+        return None
+    folder, key, tb = None, None, exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "run_job" and frame.f_globals.get("__name__") == "hydra.core.utils":
+            folder, key = frame.f_locals.get("output_dir"), frame.f_locals.get("job_dir_key")
+        tb = tb.tb_next
+    if not isinstance(folder, str):
+        return None
+    target, root = Path(os.path.abspath(os_error.filename)), Path(os.path.abspath(folder))
+    if target != root and root not in target.parents:
+        return None
+    return folder_error("hydra.sweep.dir" if key == "hydra.sweep.dir" else "hydra.run.dir", folder, os_error)
