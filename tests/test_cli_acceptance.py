@@ -289,3 +289,22 @@ def test_hydra_full_error_adds_the_traceback_and_keeps_the_exit_status(cli, tmp_
     assert "Traceback" not in plain.stderr and "Traceback" in full.stderr
     last = [l for l in full.stderr.splitlines() if l.strip()][-1]
     assert last == plain.stderr.strip() and last.startswith("gemmlab: error: hydra.mode: "), (last, plain.stderr)
+
+
+@pytest.mark.parametrize("text,says", [
+    ("# @package _global_\nmode: [compile\n", "experiment: {d}/experiment/mine.yaml, line 2 column 7: not valid YAML: "
+     "while parsing a flow sequence; expected ',' or ']'"),
+    ("# @package _global_\n- a\n- b\n", "experiment: {d}/experiment/mine.yaml holds a YAML list, but a config file "
+     "must be a mapping"),
+    ("- mode: compile\n", "experiment: {d}/experiment/mine.yaml holds a YAML list, but a config file must be a mapping"),
+])
+def test_a_user_config_file_that_is_not_a_yaml_mapping_is_one_line(cli, tmp_path, text, says):
+    """The tester's 102-line yaml.parser.ParserError, and Hydra's 'Cannot merge DictConfig with
+    ListConfig' under the field 'command line': the file, its line, what a config file is."""
+    extra = tmp_path / "extra"
+    (extra / "experiment").mkdir(parents=True)
+    (extra / "experiment" / "mine.yaml").write_text(text)
+    proc = cli([f"--config-dir={extra}", "experiment=mine", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("gemmlab: error: " + says.format(d=extra)), proc.stderr

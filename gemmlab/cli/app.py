@@ -236,6 +236,14 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     """
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
+    syntax = _yaml_syntax_error(exc)
+    if syntax is not None:
+        return syntax
+    composing = re.match(r"In '([^']+)': Config\w+Error raised while composing config", str(exc))
+    if composing:
+        not_mapping = _not_a_mapping(composing.group(1), list(args or []))
+        if not_mapping is not None:
+            return not_mapping
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -292,6 +300,57 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if cause is not None and str(cause).strip():
         detail = f"{detail}: {_one_line(cause)}" if not detail.startswith(_one_line(cause)) else detail
     return ConfigError(str(key), detail)
+
+
+def _field_of_file(path: Path) -> str:
+    """The config group a config file belongs to (its folder: ``experiment``, ``timing``, ...),
+    else ``config`` (a primary config)."""
+    from gemmlab.stages.config import TOP_LEVEL
+    return path.parent.name if path.parent.name in (*TOP_LEVEL, "experiment") else "config"
+
+
+def _yaml_syntax_error(exc: BaseException) -> ConfigError | None:
+    """The one line for a config file that is not valid YAML (PyYAML's error, raised while Hydra
+    loads the file, in ``exc`` or its causes): the file, the line and column, PyYAML's reason."""
+    import yaml
+    seen = 0
+    while exc is not None and seen < 8 and not isinstance(exc, yaml.MarkedYAMLError):
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return None
+    mark = exc.context_mark or exc.problem_mark
+    path = Path(str(getattr(mark, "name", "") or "?"))
+    reason = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
+    if exc.context_mark is not None and exc.problem_mark is not None and exc.problem_mark.line != mark.line:
+        reason += f" (at line {exc.problem_mark.line + 1})"
+    where = f"{path}, line {mark.line + 1} column {mark.column + 1}" if mark is not None else str(path)
+    return ConfigError(_field_of_file(path), f"{where}: not valid YAML: {reason}; a config file is a YAML mapping "
+                       "(key: value lines)")
+
+
+def _not_a_mapping(name: str, args: list[str]) -> ConfigError | None:
+    """The one line for the config file ``name`` (``experiment/mine``, as Hydra names it while
+    composing) when it is not a YAML mapping (a list, a plain value); the file is looked up in the
+    ``--config-dir`` folders of ``args`` and gemmlab's conf/. None when it is a mapping or not found."""
+    import yaml
+    dirs = []
+    for i, arg in enumerate(args):
+        for flag in ("--config-dir", "-cd"):
+            if arg == flag and i + 1 < len(args):
+                dirs.append(args[i + 1])
+            elif arg.startswith(flag + "="):
+                dirs.append(arg.split("=", 1)[1])
+    for folder in [*dirs, str(CONF_DIR)]:
+        path = Path(folder) / f"{name}.yaml"
+        try:
+            node = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if node is None or isinstance(node, dict):
+            return None
+        return ConfigError(_field_of_file(path), f"{path} holds a YAML {type(node).__name__}, but a config file must "
+                           "be a mapping (key: value lines)")
+    return None
 
 
 def _override_key(tb) -> str | None:
