@@ -308,3 +308,13 @@ def test_a_user_config_file_that_is_not_a_yaml_mapping_is_one_line(cli, tmp_path
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("gemmlab: error: " + says.format(d=extra)), proc.stderr
+
+
+def test_a_kernel_glob_that_matches_no_kernel_is_one_line(cli, tmp_path):
+    """Hydra launched 0 jobs, printed an empty table and exited 1."""
+    proc = cli(["-m", "kernel=glob(nothing*)", "mode=compile", f"hydra.sweep.dir={tmp_path / 's'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("gemmlab: error: kernel: glob(nothing*) matches no kernel; kernels: ")
+    assert "tiled" in proc.stderr and "naive" in proc.stderr
+    assert not (tmp_path / "s").exists()

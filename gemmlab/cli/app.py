@@ -154,6 +154,12 @@ def _values(o, options: list[str] | None = None) -> list[str] | None:
     return [o.get_value_element_as_str()]
 
 
+def _is_glob(o) -> bool:
+    """The override's value is Hydra's ``glob(...)``."""
+    from hydra.core.override_parser.types import Glob
+    return isinstance(o.value(), Glob)
+
+
 def _known_keys() -> dict[str, set[str] | None]:
     """Top-level config keys and, for mapping sections, their keys (None: free-form), from the
     config schema (:class:`gemmlab.stages.config.GemmlabConfig`)."""
@@ -442,6 +448,9 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
         if key == "kernel" and not o.is_delete():
             kernels = _values(o, kernel_options) or []
+            if not kernels and _is_glob(o) and not custom_conf:  # Hydra would launch 0 jobs
+                raise ConfigError("kernel", f"{o.input_line.partition('=')[2]} matches no kernel; kernels: "
+                                  f"{', '.join(sorted(kernel_options))}")
         elif top == "kernel" and sub:
             if sub == "name":
                 raise ConfigError("kernel.name", "select the kernel with kernel=<name>, not kernel.name")
