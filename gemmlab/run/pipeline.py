@@ -277,9 +277,12 @@ class Run:
             if rc.mode == "compile" and backend.role == "baseline":  # nothing of it to compile: noted, skipped
                 self.backends.remove(backend)
                 self.record["baseline"] = {"name": backend.name, "params": backend.params,
-                                           "skipped": f"not available ({missing}); mode=compile needs it not"}
+                                           "skipped": f"not available ({missing}); not needed for mode=compile"}
                 continue
             raise UnavailableError(missing)
+        if rc.sanitizer and rc.mode == "compile":  # compute-sanitizer runs the kernel: noted, skipped
+            self.record["sanitizer"] = {"tool": rc.sanitizer,
+                                        "skipped": "it runs the kernel, so it needs mode=run; not run for mode=compile"}
 
     def compile_only(self) -> None:
         """``mode=compile``: compile for ``arch`` (default sm_90) with offline device facts."""

@@ -170,7 +170,9 @@ def summary(record: dict) -> str:
                          f"{record.get('inputs_unchanged')}, repeat stable {record.get('repeat_stable')}")
             break
     san = record.get("sanitizer")
-    if san:
+    if san and san.get("skipped"):
+        lines.append(f"  sanitizer {san.get('tool')}: skipped, {san['skipped']}")
+    elif san:
         counts = san.get("counts") or f"{san.get('errors')} errors"
         lines.append(f"  sanitizer {san['tool']}: {san['verdict']} ({counts}) {san.get('report') or ''}")
     return "\n".join(lines)
