@@ -318,3 +318,18 @@ def test_a_kernel_glob_that_matches_no_kernel_is_one_line(cli, tmp_path):
     assert proc.stderr.startswith("gemmlab: error: kernel: glob(nothing*) matches no kernel; kernels: ")
     assert "tiled" in proc.stderr and "naive" in proc.stderr
     assert not (tmp_path / "s").exists()
+
+
+def test_plugin_dirs_not_a_list_names_the_value_once(cli, tmp_path):
+    proc = cli([f"plugin_dirs={tmp_path / 'mykernels'}", "mode=compile"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (f"gemmlab: error: plugin_dirs: must be a list of directory paths like [dir1,dir2], "
+                                   f"got '{tmp_path / 'mykernels'}' (write plugin_dirs=[{tmp_path / 'mykernels'}])")
+
+
+def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
+    proc = cli(["-m", "kernel=naive", "mode=compile", "shape=[8,8,8]", f"hydra.sweep.dir={tmp_path / 's'}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 point: 0 verified and timed, 1 compiled only, 0 failed" in proc.stdout, proc.stdout
+    from gemmlab.console import count
+    assert (count(0, "point"), count(1, "point"), count(2, "trial")) == ("0 points", "1 point", "2 trials")

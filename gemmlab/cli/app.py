@@ -401,7 +401,9 @@ def _plugin_dirs(parsed: list) -> list[str]:
     for o in parsed:
         if o.key_or_group == "plugin_dirs" and o.package is None and not o.is_delete():
             if o.is_sweep_override() or not isinstance(o.value(), list):
-                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {o.input_line!r}")
+                value = o.input_line.split("=", 1)[-1]  # the value as typed, without the key
+                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {value!r}"
+                                  + ("" if value.startswith("[") else f" (write plugin_dirs=[{value}])"))
             dirs = [str(d) for d in o.value()]
     return dirs
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from gemmlab.console import OneLineParser, guard_stdout
+from gemmlab.console import OneLineParser, count, guard_stdout
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
@@ -335,7 +335,7 @@ def _check_sweep_flags(args, registry) -> str | None:
 
 def sweep_line(out, stats: Mapping[str, Any]) -> str:
     """The final line of ``gemmlab-tune sweep``: the counts of :func:`run_sweep` in words."""
-    parts = [f"{stats.get('planned', 0)} points planned", f"{stats.get('done', 0)} run",
+    parts = [f"{count(stats.get('planned', 0), 'point')} planned", f"{stats.get('done', 0)} run",
              f"{stats.get('failed', 0)} failed"]
     if stats.get("retried"):
         parts.append(f"{stats['retried']} of them re-run after failing before (old records kept as "
