@@ -99,3 +99,25 @@ def test_folder_error_names_the_field_and_the_os_reason(tmp_path, code, exit_sta
     err = folders.folder_error("hydra.sweep.dir", tmp_path / "x", OSError(code, os.strerror(code), str(tmp_path / "x")))
     assert err.code == exit_status
     assert err.message.startswith(f"hydra.sweep.dir: cannot create or write {tmp_path / 'x'}: [Errno {code}] ")
+
+
+def test_a_record_that_cannot_be_written_costs_only_its_point(tmp_path, cli, monkeypatch):
+    """The tester's full disk: the worker's write_record raised (a traceback) and the sweep died at
+    the next point. Now the point's record says why it is not kept and the next point runs."""
+    from gemmlab.stages import record as record_stage
+    own = record_stage.write_record
+
+    def full_for_point_0(record, out_dir):
+        if out_dir.name == "0":
+            raise OSError(errno.ENOSPC, "No space left on device", str(out_dir / ".result.json.tmp"))
+        return own(record, out_dir)
+    monkeypatch.setattr(record_stage, "write_record", full_for_point_0)
+    r = cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "isolation.process=false",
+             "hydra.sweep.dir=runs/full"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "runs/full/0/result.json").exists()
+    assert json.loads((tmp_path / "runs/full/1/result.json").read_text())["status"] == "compiled"
+    lines = _error_lines(r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: out_dir: cannot write ") and "[Errno 28]" in lines[0]
+    assert "this point's record is not kept (was: compiled)" in lines[0]

@@ -94,7 +94,11 @@ def write_record(record: dict, out_dir: Path) -> Path:
     if path.exists():
         raise FileExistsError(f"{path} exists; gemmlab never overwrites a result")
     tmp = out_dir / f".result.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    try:
+        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    except OSError:  # a full disk: no partial file left behind
+        tmp.unlink(missing_ok=True)
+        raise
     try:
         os.link(tmp, path)  # atomic and never over a record another process wrote meanwhile
     except FileExistsError:
