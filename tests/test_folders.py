@@ -121,3 +121,27 @@ def test_a_record_that_cannot_be_written_costs_only_its_point(tmp_path, cli, mon
     lines = _error_lines(r.stderr)
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: out_dir: cannot write ") and "[Errno 28]" in lines[0]
     assert "this point's record is not kept (was: compiled)" in lines[0]
+
+
+def test_a_read_only_sweep_point_folder_costs_only_that_point(tmp_path, cli, monkeypatch):
+    """The tester's read-only point folder: Hydra's log file handler failed ('ValueError: Unable to
+    configure handler' from OSError errno 30) and the sweep died with a traceback."""
+    from hydra.core import utils as hydra_utils
+    own = hydra_utils.configure_log
+
+    def read_only_point_1(log_config, verbose_config=False):
+        from hydra.core.hydra_config import HydraConfig
+        if HydraConfig.initialized() and HydraConfig.get().job.get("num") == 1:
+            try:
+                raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "runs/ro/1/app.log"))
+            except OSError as exc:
+                raise ValueError("Unable to configure handler 'file'") from exc
+        return own(log_config, verbose_config)
+    monkeypatch.setattr(hydra_utils, "configure_log", read_only_point_1)
+    r = cli(["-m", "kernel=tiled,naive,small_tile", "mode=compile", "hydra.sweep.dir=runs/ro"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (tmp_path / "runs/ro/0/result.json").is_file() and (tmp_path / "runs/ro/2/result.json").is_file()
+    lines = _error_lines(r.stderr)
+    assert lines and all(line.startswith("gemmlab: error: hydra.sweep.dir: point #1: cannot create or write ")
+                         and "[Errno 30] Read-only file system" in line for line in lines), lines
