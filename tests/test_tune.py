@@ -205,3 +205,26 @@ def test_a_baseline_that_is_not_installed_is_one_line_before_any_point(tmp_path,
     assert err == ["gemmlab-tune: error: --baseline: cublas is not available here (nvmath-python is not installed); "
                    "install it, or pass --baseline none (no baseline) or --mode compile"], err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_sweep_folder_in_use_by_another_sweep_is_one_line(tmp_path, capsys, monkeypatch):
+    import fcntl
+    import subprocess
+    import sys
+    import gemmlab.run.isolation as isolation
+    from gemmlab.cli.folders import LOCK_NAME
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, d: pytest.fail("a point ran"))
+    out = tmp_path / "s"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+                               "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(out / LOCK_NAME)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        rc = tune.main(["sweep", "--out", str(out), "--families", "tiny", "--baseline", "none"])
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"gemmlab-tune: error: --out: {out} is in use by another gemmlab command ("), err

@@ -287,8 +287,16 @@ def sweep_main(args) -> int:
     if missing:  # every point would fail the same way (mode=compile notes and skips the baseline)
         raise ConfigError("--baseline", f"{baseline} is not available here ({missing}); install it, or pass "
                           "--baseline none (no baseline) or --mode compile")
-    stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base,
-                      precision=args.precision, kernels=kernels)
+    families = parse_families(args.families, suite)
+    from gemmlab.cli.folders import FolderError, claim
+    try:
+        held = claim(Path(args.out), "--out")  # one sweep at a time in a folder (released when this one ends)
+    except FolderError as exc:
+        print(f"{dispatch.PROG}: error: {exc.message}", file=sys.stderr)
+        return exc.code
+    with held:
+        stats = run_sweep(args.out, suite, registry, families, args.budget, base, precision=args.precision,
+                          kernels=kernels)
     print(sweep_line(args.out, stats))
     if stats.get("stopped_by"):
         print(f"{dispatch.PROG}: error: {stats['stopped_by']}; the sweep stopped at its first point (every point "
