@@ -13,6 +13,12 @@ import os
 import sys
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in the number ``n`` takes: ``count(1, "point")`` is ``1 point``,
+    ``count(2, "point")`` ``2 points`` (``plural``: the plural when it is not ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 class PipeSafeStream:
     """A text stream wrapper for stdout: once the reader has gone (``gemmlab ... | head -3``),
     writes are dropped instead of raising ``BrokenPipeError``, so a sweep still runs to the end

@@ -289,3 +289,47 @@ def test_hydra_full_error_adds_the_traceback_and_keeps_the_exit_status(cli, tmp_
     assert "Traceback" not in plain.stderr and "Traceback" in full.stderr
     last = [l for l in full.stderr.splitlines() if l.strip()][-1]
     assert last == plain.stderr.strip() and last.startswith("gemmlab: error: hydra.mode: "), (last, plain.stderr)
+
+
+@pytest.mark.parametrize("text,says", [
+    ("# @package _global_\nmode: [compile\n", "experiment: {d}/experiment/mine.yaml, line 2 column 7: not valid YAML: "
+     "while parsing a flow sequence; expected ',' or ']'"),
+    ("# @package _global_\n- a\n- b\n", "experiment: {d}/experiment/mine.yaml holds a YAML list, but a config file "
+     "must be a mapping"),
+    ("- mode: compile\n", "experiment: {d}/experiment/mine.yaml holds a YAML list, but a config file must be a mapping"),
+])
+def test_a_user_config_file_that_is_not_a_yaml_mapping_is_one_line(cli, tmp_path, text, says):
+    """The tester's 102-line yaml.parser.ParserError, and Hydra's 'Cannot merge DictConfig with
+    ListConfig' under the field 'command line': the file, its line, what a config file is."""
+    extra = tmp_path / "extra"
+    (extra / "experiment").mkdir(parents=True)
+    (extra / "experiment" / "mine.yaml").write_text(text)
+    proc = cli([f"--config-dir={extra}", "experiment=mine", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("gemmlab: error: " + says.format(d=extra)), proc.stderr
+
+
+def test_a_kernel_glob_that_matches_no_kernel_is_one_line(cli, tmp_path):
+    """Hydra launched 0 jobs, printed an empty table and exited 1."""
+    proc = cli(["-m", "kernel=glob(nothing*)", "mode=compile", f"hydra.sweep.dir={tmp_path / 's'}"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("gemmlab: error: kernel: glob(nothing*) matches no kernel; kernels: ")
+    assert "tiled" in proc.stderr and "naive" in proc.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_plugin_dirs_not_a_list_names_the_value_once(cli, tmp_path):
+    proc = cli([f"plugin_dirs={tmp_path / 'mykernels'}", "mode=compile"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (f"gemmlab: error: plugin_dirs: must be a list of directory paths like [dir1,dir2], "
+                                   f"got '{tmp_path / 'mykernels'}' (write plugin_dirs=[{tmp_path / 'mykernels'}])")
+
+
+def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
+    proc = cli(["-m", "kernel=naive", "mode=compile", "shape=[8,8,8]", f"hydra.sweep.dir={tmp_path / 's'}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 point: 0 verified and timed, 1 compiled only, 0 failed" in proc.stdout, proc.stdout
+    from gemmlab.console import count
+    assert (count(0, "point"), count(1, "point"), count(2, "trial")) == ("0 points", "1 point", "2 trials")

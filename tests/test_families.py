@@ -109,3 +109,12 @@ def test_a_foreign_result_json_is_no_point(tmp_path, capsys):
     assert len(points) == 1 and points[0].status == "ok"
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "other/result.json: not a gemmlab record" in err[0]
+
+
+def test_cli_out_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x\n")
+    assert families.main([str(DATA), "--out", str(tmp_path / "afile" / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"{families.PROG}: error: out: cannot create or write {tmp_path / 'afile' / 'out'}: "
+                          "[Errno 20] Not a directory")

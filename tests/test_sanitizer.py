@@ -143,3 +143,16 @@ def test_racecheck_hazards_and_warnings_are_counted(monkeypatch, tmp_path):
     assert result["verdict"] == "errors" and result["hazards"] == 3 and result["warnings"] == 3
     text = record_stage.summary({"status": "sanitizer_errors", "sanitizer": result})
     assert "racecheck: errors (3 hazards (0 errors, 3 warnings))" in text
+
+
+def test_a_sanitizer_in_mode_compile_is_noted_as_skipped(cli, tmp_path):
+    """sanitizer=racecheck mode=compile was accepted silently: compute-sanitizer runs the kernel,
+    so the record and the summary say it needs mode=run (as the baseline's compile-mode note does)."""
+    proc = cli(["kernel=naive", "mode=compile", "sanitizer=racecheck", "shape=[8,8,8]",
+                f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert rec["status"] == "compiled"
+    assert rec["sanitizer"] == {"tool": "racecheck",
+                                "skipped": "it runs the kernel, so it needs mode=run; not run for mode=compile"}
+    assert "  sanitizer racecheck: skipped, it runs the kernel, so it needs mode=run" in proc.stdout

@@ -148,3 +148,83 @@ def test_bf16_decode_candidates_include_the_workspace_split_wgmma_tile():
     assert [(p["BM"], p["BN"], p["SCHED"], p["REDUCE"]) for p in small] == [(64, 128, 2, 2)] and small[0]["SPLIT_K"] > 1
     big = [p for k, p in tune.candidates(Shape(64, 4096, 4096), "decode", reg, precision="bf16") if k == "wgmma_bf16"]
     assert [(p["BN"], p["REDUCE"]) for p in big] == [(128, 2)]
+
+
+def test_a_rerun_sweep_runs_failed_points_again_and_keeps_their_records(tmp_path, capsys):
+    """The tester's sweep: every point 'unavailable', re-run said '0 run, 60 skipped'. Now failed
+    points run again (their records kept as result.previous-*.json); valid ones are skipped."""
+    suite_file = _one_shape_suite(tmp_path)
+    suite = load_suite(suite_file)
+
+    def unavailable(cfg, out_dir):
+        out_dir.mkdir(parents=True)
+        rec = {"status": "unavailable", "valid": False, "error": "nvmath-python is not installed"}
+        (out_dir / "result.json").write_text(json.dumps(rec))
+        return rec
+
+    first = tune.run_sweep(tmp_path / "s", suite, REGISTRY, log=[].append, run=unavailable, kernels=["tiled"])
+    assert first["failed"] == first["planned"] > 0
+    argv = ["sweep", "--out", str(tmp_path / "s"), "--suite", suite_file, "--kernels", "tiled", "--mode", "compile",
+            "--baseline", "none"]
+    assert tune.main(argv) == 0
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"{first['planned']} run, 0 failed, {first['planned']} of them re-run after failing before" in out, out
+    records = sorted((tmp_path / "s").rglob("result.json"))
+    assert len(records) == first["planned"]
+    for path in records:
+        assert json.loads(path.read_text())["status"] == "compiled"
+        kept = list(path.parent.glob("result.previous-*.json"))
+        assert len(kept) == 1 and json.loads(kept[0].read_text())["status"] == "unavailable"
+    assert tune.main(argv) == 0  # all valid now: nothing runs again
+    assert f"0 run, 0 failed, {first['planned']} skipped" in capsys.readouterr().out
+
+
+def test_a_sweep_without_a_gpu_stops_at_its_first_point_in_one_line(tmp_path, capsys, monkeypatch):
+    import gemmlab.run.isolation as isolation
+    calls = []
+
+    def no_gpu(cfg, out_dir):
+        calls.append(out_dir)
+        return {"status": "no_gpu", "valid": False, "error": "no CUDA driver or GPU: libcuda.so not found"}
+
+    monkeypatch.setattr(isolation, "run_point", no_gpu)
+    rc = tune.main(["sweep", "--out", str(tmp_path / "s"), "--families", "tiny", "--baseline", "none"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(calls) == 1
+    assert len(err) == 1 and err[0].startswith("gemmlab-tune: error: no CUDA driver or GPU: libcuda.so not found; "
+                                               "the sweep stopped at its first point"), err
+
+
+def test_a_baseline_that_is_not_installed_is_one_line_before_any_point(tmp_path, capsys, monkeypatch):
+    import gemmlab.run.isolation as isolation
+    from gemmlab.gpu.backends import LibraryBackend
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, d: pytest.fail("a point ran"))
+    monkeypatch.setattr(LibraryBackend, "unavailable", lambda self: "nvmath-python is not installed")
+    assert tune.main(["sweep", "--out", str(tmp_path / "s"), "--families", "tiny"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gemmlab-tune: error: --baseline: cublas is not available here (nvmath-python is not installed); "
+                   "install it, or pass --baseline none (no baseline) or --mode compile"], err
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_sweep_folder_in_use_by_another_sweep_is_one_line(tmp_path, capsys, monkeypatch):
+    import fcntl
+    import subprocess
+    import sys
+    import gemmlab.run.isolation as isolation
+    from gemmlab.cli.folders import LOCK_NAME
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, d: pytest.fail("a point ran"))
+    out = tmp_path / "s"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+                               "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(out / LOCK_NAME)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        rc = tune.main(["sweep", "--out", str(out), "--families", "tiny", "--baseline", "none"])
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"gemmlab-tune: error: --out: {out} is in use by another gemmlab command ("), err

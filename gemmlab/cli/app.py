@@ -34,6 +34,7 @@ from omegaconf import OmegaConf
 from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
+from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
@@ -61,6 +62,9 @@ class Invocation:
             line is said for the first only: a re-run sweep would repeat it for every point).
         run_mode: ``hydra.mode`` of the config the command line composes, when the pre-check could
             read it from the files it selects (:func:`run_mode`), else :data:`ASK_HYDRA`.
+        folder_errors: the sweep's points that could not create or write their own folder
+            (:func:`gemmlab.cli.folders.points_survive_folder_errors`): they have no record, so the
+            end of the sweep names them.
         hydra_full_error: the user's ``HYDRA_FULL_ERROR`` (None: unset). gemmlab sets the variable
             to 1 around its Hydra call (:func:`_hydra_raises`) and gives each point this value
             back, so the processes a point starts (its worker, compute-sanitizer's child
@@ -72,6 +76,7 @@ class Invocation:
     refused_existing: int = 0  # points refused because their folder already holds a result.json
     run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
     hydra_full_error: str | None = None
+    folder_errors: list[str] = field(default_factory=list)  # sweep points whose folder could not be written
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -148,6 +153,12 @@ def _values(o, options: list[str] | None = None) -> list[str] | None:
             return None
         return [str(v) for v in o.sweep_string_iterator()]
     return [o.get_value_element_as_str()]
+
+
+def _is_glob(o) -> bool:
+    """The override's value is Hydra's ``glob(...)``."""
+    from hydra.core.override_parser.types import Glob
+    return isinstance(o.value(), Glob)
 
 
 def _known_keys() -> dict[str, set[str] | None]:
@@ -232,6 +243,14 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     """
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
+    syntax = _yaml_syntax_error(exc)
+    if syntax is not None:
+        return syntax
+    composing = re.match(r"In '([^']+)': Config\w+Error raised while composing config", str(exc))
+    if composing:
+        not_mapping = _not_a_mapping(composing.group(1), list(args or []))
+        if not_mapping is not None:
+            return not_mapping
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -290,6 +309,57 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     return ConfigError(str(key), detail)
 
 
+def _field_of_file(path: Path) -> str:
+    """The config group a config file belongs to (its folder: ``experiment``, ``timing``, ...),
+    else ``config`` (a primary config)."""
+    from gemmlab.stages.config import TOP_LEVEL
+    return path.parent.name if path.parent.name in (*TOP_LEVEL, "experiment") else "config"
+
+
+def _yaml_syntax_error(exc: BaseException) -> ConfigError | None:
+    """The one line for a config file that is not valid YAML (PyYAML's error, raised while Hydra
+    loads the file, in ``exc`` or its causes): the file, the line and column, PyYAML's reason."""
+    import yaml
+    seen = 0
+    while exc is not None and seen < 8 and not isinstance(exc, yaml.MarkedYAMLError):
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return None
+    mark = exc.context_mark or exc.problem_mark
+    path = Path(str(getattr(mark, "name", "") or "?"))
+    reason = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
+    if exc.context_mark is not None and exc.problem_mark is not None and exc.problem_mark.line != mark.line:
+        reason += f" (at line {exc.problem_mark.line + 1})"
+    where = f"{path}, line {mark.line + 1} column {mark.column + 1}" if mark is not None else str(path)
+    return ConfigError(_field_of_file(path), f"{where}: not valid YAML: {reason}; a config file is a YAML mapping "
+                       "(key: value lines)")
+
+
+def _not_a_mapping(name: str, args: list[str]) -> ConfigError | None:
+    """The one line for the config file ``name`` (``experiment/mine``, as Hydra names it while
+    composing) when it is not a YAML mapping (a list, a plain value); the file is looked up in the
+    ``--config-dir`` folders of ``args`` and gemmlab's conf/. None when it is a mapping or not found."""
+    import yaml
+    dirs = []
+    for i, arg in enumerate(args):
+        for flag in ("--config-dir", "-cd"):
+            if arg == flag and i + 1 < len(args):
+                dirs.append(args[i + 1])
+            elif arg.startswith(flag + "="):
+                dirs.append(arg.split("=", 1)[1])
+    for folder in [*dirs, str(CONF_DIR)]:
+        path = Path(folder) / f"{name}.yaml"
+        try:
+            node = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if node is None or isinstance(node, dict):
+            return None
+        return ConfigError(_field_of_file(path), f"{path} holds a YAML {type(node).__name__}, but a config file must "
+                           "be a mapping (key: value lines)")
+    return None
+
+
 def _override_key(tb) -> str | None:
     """The key of the Hydra override being applied where ``tb`` ended (a local ``override`` of
     Hydra's override parser in one of its frames), if any."""
@@ -332,7 +402,9 @@ def _plugin_dirs(parsed: list) -> list[str]:
     for o in parsed:
         if o.key_or_group == "plugin_dirs" and o.package is None and not o.is_delete():
             if o.is_sweep_override() or not isinstance(o.value(), list):
-                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {o.input_line!r}")
+                value = o.input_line.split("=", 1)[-1]  # the value as typed, without the key
+                raise ConfigError("plugin_dirs", f"must be a list of directory paths like [dir1,dir2], got {value!r}"
+                                  + ("" if value.startswith("[") else f" (write plugin_dirs=[{value}])"))
             dirs = [str(d) for d in o.value()]
     return dirs
 
@@ -379,6 +451,9 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
         if key == "kernel" and not o.is_delete():
             kernels = _values(o, kernel_options) or []
+            if not kernels and _is_glob(o) and not custom_conf:  # Hydra would launch 0 jobs
+                raise ConfigError("kernel", f"{o.input_line.partition('=')[2]} matches no kernel; kernels: "
+                                  f"{', '.join(sorted(kernel_options))}")
         elif top == "kernel" and sub:
             if sub == "name":
                 raise ConfigError("kernel.name", "select the kernel with kernel=<name>, not kernel.name")
@@ -747,16 +822,28 @@ def main() -> None:
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
-        with _hydra_raises(), _known_run_mode(invocation.run_mode):
+        with _hydra_raises(), _known_run_mode(invocation.run_mode), points_survive_folder_errors(invocation.folder_errors):
             _hydra_app(invocation)()
+    except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
+        print(f"gemmlab: error: {refused.message}", file=sys.stderr)
+        sys.exit(refused.code)
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
-        sys.exit(done.outcome.exit_status_with(invocation.statuses))
+        for text in invocation.folder_errors:  # points without a record: not in the summary's table
+            print(f"gemmlab: error: hydra.sweep.dir: {text}; not in the summary (no record)", file=sys.stderr)
+        failed = [1] if invocation.folder_errors else []
+        sys.exit(done.outcome.exit_status_with([*invocation.statuses, *failed]))
     except KeyboardInterrupt as exc:
         advice = str(exc.args[0]) if exc.args else _interrupted_advice()
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"gemmlab: {how}; {advice}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:
+        unusable = output_folder_error(exc)  # e.g. a full disk while Hydra writes the run's .hydra/
+        if unusable is not None:
+            if full_error:
+                traceback.print_exc()
+            print(f"gemmlab: error: {unusable.message}", file=sys.stderr)
+            sys.exit(unusable.code)
         error = hydra_error(exc, sys.argv[1:])
         if error is None:
             raise

@@ -24,6 +24,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
+from gemmlab.console import count
 from gemmlab.stages.record_model import VALID_STATUSES, Record, find_records, read_record
 
 COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "vs_baseline", "max_abs_error",
@@ -228,11 +229,11 @@ def summarize(sweep_dir: Path, search: bool = False) -> SweepOutcome:
         if timed == 0 and len(failed) < len(rows):
             print("compile-only search: no trial was timed, so every valid trial scores 0.0 and the "
                   "optimizer's 'best' is only a valid tile set, not a fast one")
-        print(f"{len(rows)} trials: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
+        print(f"{count(len(rows), 'trial')}: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
               f"{len(failed)} pruned as failed trials (invalid parameters or failed checks); "
               f"summary: {sweep_dir / 'summary.md'}, optimizer: {sweep_dir / 'optimization_results.yaml'}")
     else:
-        print(f"{len(rows)} points: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
+        print(f"{count(len(rows), 'point')}: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
               f"{len(failed)} failed; summary: {sweep_dir / 'summary.md'}")
     return outcome
 

@@ -10,7 +10,9 @@ with no table) for every shape, then the family's variants, each point through
 :func:`gemmlab.run.pipeline.run_point` (verified, timed against the baseline in the same process),
 into ``OUT/<family>/<M>x<N>x<K>/<kernel>-<params>/result.json``. A time budget stops it between
 points; the rules' choices come first, then the variants of the cheapest shapes, so a cut sweep still covers
-every shape and drops the alternatives of the most expensive ones. Then
+every shape and drops the alternatives of the most expensive ones. Re-running resumes: valid points
+are skipped, failed ones run again (their old records kept aside); a point that finds no GPU stops
+the sweep (every point would say the same). Then
 ``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape.
 
 Candidates only name kernels that are registered and accept the shape (their ``check``); kernels
@@ -29,11 +31,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from gemmlab.console import OneLineParser, guard_stdout
+from gemmlab.console import OneLineParser, count, guard_stdout
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
-from gemmlab.errors import ConfigError
+from gemmlab.errors import ConfigError, NoGPUError
 
 # kernels of other branches, tried with their defaults where registered
 LARGE_KERNELS = ("sgemm_pipelined", "sgemm_warptile", "sgemm_block2d")
@@ -175,7 +177,9 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     the variants, cheapest shapes first (so a budget cuts the expensive shapes' alternatives).
 
     Args:
-        out: sweep folder (points already holding a result.json are skipped: re-running resumes).
+        out: sweep folder (re-running resumes: points whose result.json is a success are skipped; a
+            failed point runs again, its old record and artifacts kept as ``*.previous-<time>-<pid>*``
+            as ``resume=true`` does for ``gemmlab``).
         suite, families: the shapes (all families when empty).
         budget_s: stop starting new points after this many seconds (None: no limit).
         base_config: config fields for every point (baseline, timing, verify, mode, ...).
@@ -187,7 +191,9 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
             always measured); empty: all.
 
     Returns:
-        ``{"done": n, "skipped_existing": n, "cut": n, "failed": n, "seconds": s}``.
+        ``{"planned": n, "done": n, "skipped_existing": n, "retried": n, "cut": n, "failed": n,
+        "seconds": s}``, plus ``stopped`` (points not run) and ``stopped_by`` (the error) when a point
+        found no GPU: every further point would say the same, so the sweep stops there.
     """
     if run is None:
         try:  # fault isolation (a worker process with a watchdog) where this gemmlab has it
@@ -207,7 +213,7 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     rest = [(s.M * s.K + s.K * s.N + s.M * s.N, i, fam, s, *c) for fam, s, cands in per_shape
             for i, c in enumerate(cands[1:], 1) if not kernels or c[0] in kernels]
     plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
-    stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "cut": 0, "failed": 0}
+    stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "retried": 0, "cut": 0, "failed": 0}
     for n, (fam, s, kernel, params) in enumerate(plan):
         if budget_s is not None and time.monotonic() - start > budget_s:
             stats["cut"] = len(plan) - n
@@ -217,10 +223,14 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
                 f"first cut: {kernel} {dispatch._ptext(params)} at {s.M}x{s.N}x{s.K})")
             break
         d = point_dir(out, fam, s, kernel, params)
-        if (d / "result.json").exists():
+        retry = (d / "result.json").exists()
+        if retry and _succeeded(d / "result.json"):
             stats["skipped_existing"] += 1
             continue
         cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K], "precision": precision}
+        if retry:  # a failed point runs again; resume=true keeps its record aside as result.previous-*.json
+            cfg["resume"] = True
+            stats["retried"] += 1
         rec = run(cfg, d)
         stats["done"] += 1
         ratio = (rec.get("ratio_to_baseline") or {}).get("median_time")
@@ -231,8 +241,22 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
             + (f" {ms:.5f} ms" if isinstance(ms, float) else "")
             + (f", {100 / ratio:.1f}% of baseline" if isinstance(ratio, float) and ratio > 0 else "")
             + (f" ({rec.get('error')})" if rec.get("error") else ""))
+        if rec.get("status") == NoGPUError.status:  # every further point would say the same: stop here
+            stats["stopped"] = len(plan) - n - 1
+            stats["stopped_by"] = rec.get("error")
+            break
     stats["seconds"] = round(time.monotonic() - start, 1)
     return stats
+
+
+def _succeeded(path: Path) -> bool:
+    """The record at ``path`` is a success (valid, with a valid status); an unreadable one is not."""
+    from gemmlab.stages.record_model import VALID_STATUSES
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(rec, dict) and rec.get("valid") is True and rec.get("status") in VALID_STATUSES
 
 
 def parse_families(text: str | None, suite: Suite) -> list[str]:
@@ -258,12 +282,35 @@ def sweep_main(args) -> int:
     kernels = [k for k in (args.kernels or "").split(",") if k]
     unknown = sorted(set(kernels) - set(registry.kernels))
     if unknown:
-        from gemmlab.errors import ConfigError
         raise ConfigError("kernels", f"unknown kernel {unknown[0]!r}; registered: {', '.join(sorted(registry.kernels))}")
-    stats = run_sweep(args.out, suite, registry, parse_families(args.families, suite), args.budget, base,
-                      precision=args.precision, kernels=kernels)
+    missing = _baseline_missing(baseline, registry) if args.mode == "run" else None
+    if missing:  # every point would fail the same way (mode=compile notes and skips the baseline)
+        raise ConfigError("--baseline", f"{baseline} is not available here ({missing}); install it, or pass "
+                          "--baseline none (no baseline) or --mode compile")
+    families = parse_families(args.families, suite)
+    from gemmlab.cli.folders import FolderError, claim
+    try:
+        held = claim(Path(args.out), "--out")  # one sweep at a time in a folder (released when this one ends)
+    except FolderError as exc:
+        print(f"{dispatch.PROG}: error: {exc.message}", file=sys.stderr)
+        return exc.code
+    with held:
+        stats = run_sweep(args.out, suite, registry, families, args.budget, base, precision=args.precision,
+                          kernels=kernels)
     print(sweep_line(args.out, stats))
+    if stats.get("stopped_by"):
+        print(f"{dispatch.PROG}: error: {stats['stopped_by']}; the sweep stopped at its first point (every point "
+              "would say the same); run it where a GPU is, or with --mode compile", file=sys.stderr)
     return 1 if stats.get("failed") else 0
+
+
+def _baseline_missing(baseline: str | None, registry) -> str | None:
+    """Why the baseline kernel cannot run here (a library that is not installed), or None."""
+    if baseline is None:
+        return None
+    from gemmlab.gpu.backends import backend_for
+    spec = registry.get(baseline)
+    return backend_for("baseline", baseline, spec, dict(spec.defaults)).unavailable()
 
 
 #: ``--baseline`` values that switch the baseline off (the config's ``baseline=null``)
@@ -296,10 +343,15 @@ def _check_sweep_flags(args, registry) -> str | None:
 
 def sweep_line(out, stats: Mapping[str, Any]) -> str:
     """The final line of ``gemmlab-tune sweep``: the counts of :func:`run_sweep` in words."""
-    parts = [f"{stats.get('planned', 0)} points planned", f"{stats.get('done', 0)} run",
+    parts = [f"{count(stats.get('planned', 0), 'point')} planned", f"{stats.get('done', 0)} run",
              f"{stats.get('failed', 0)} failed"]
+    if stats.get("retried"):
+        parts.append(f"{stats['retried']} of them re-run after failing before (old records kept as "
+                     "result.previous-*.json)")
     if stats.get("skipped_existing"):
-        parts.append(f"{stats['skipped_existing']} skipped (result.json already there)")
+        parts.append(f"{stats['skipped_existing']} skipped (a valid result.json already there)")
+    if stats.get("stopped"):
+        parts.append(f"{stats['stopped']} not run (no GPU)")
     if stats.get("cut"):
         parts.append(f"{stats['cut']} not run (budget)")
     return f"{out}: " + ", ".join(parts) + f" in {stats.get('seconds', 0):g} s"
@@ -308,7 +360,8 @@ def sweep_line(out, stats: Mapping[str, Any]) -> str:
 def add_parser(sub) -> None:
     """Register ``gemmlab-tune sweep`` on an argparse subparsers object."""
     s = sub.add_parser("sweep", help="measure candidate kernels over the shape suite (records for build)")
-    s.add_argument("--out", required=True, help="sweep folder (re-running resumes: existing points are skipped)")
+    s.add_argument("--out", required=True, help="sweep folder (re-running resumes: valid points are skipped, "
+                   "failed ones run again)")
     s.add_argument("--families", help="comma-separated families (default: all)")
     s.add_argument("--kernels", help="comma-separated kernels: only their variants are measured (the rules' "
                    "choice of every shape always is; default: all)")

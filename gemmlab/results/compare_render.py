@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from typing import Sequence
 
+from gemmlab.console import count
 from gemmlab.results.compare_match import (FAILED, FAST, INVALID, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE, SAME,
                                            SETTINGS, SLOW, UNSURE, UNTIMED, VERDICTS, Pair)
 
@@ -82,7 +83,7 @@ def summary(pairs: Sequence[Pair], threshold: float = 0.05) -> str:
         parts.append(text)
     bad = [p for p in pairs if p.regression]
     gate = "FAIL" if bad else "pass"
-    return f"{len(pairs)} points: " + ", ".join(parts) + f"; regression gate: {gate}"
+    return f"{count(len(pairs), 'point')}: " + ", ".join(parts) + f"; regression gate: {gate}"
 
 
 def markdown(pairs: Sequence[Pair], before: str = "BEFORE", after: str = "AFTER",

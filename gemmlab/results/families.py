@@ -346,10 +346,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if taken:  # like gemmlab-report and gemmlab-compare: never overwrite written results
             print(f"{PROG}: error: out: {taken[0]} already exists; choose a new folder", file=sys.stderr)
             return 2
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "families.md").write_text(text)
-        write_csv(points, out / "families.csv")
-        plotted = plot(points, out / "families.png")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "families.md").write_text(text)
+            write_csv(points, out / "families.csv")
+            plotted = plot(points, out / "families.png")
+        except OSError as exc:  # a file in the way, a read-only or full file system: one line, as gemmlab-report
+            where = exc.filename if isinstance(exc.filename, str) else out
+            reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
+            print(f"{PROG}: error: out: cannot create or write {where}: {reason}; give --out a folder that can be "
+                  "created and written", file=sys.stderr)
+            return 2
         print(f"wrote {out / 'families.md'}, {out / 'families.csv'}" + (f", {out / 'families.png'}" if plotted else ""))
     return 0
 

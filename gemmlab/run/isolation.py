@@ -311,7 +311,10 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
     record = record_stage.new_record(cfg)
     record.update(status=error.status, valid=False, error=str(error), isolation=how)
     if not path.exists():
-        record_stage.write_record(record, out_dir)
+        try:
+            record_stage.write_record(record, out_dir)
+        except OSError:  # a full disk, a read-only folder: the record returned still says what happened
+            pass
     return record
 
 

@@ -110,7 +110,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         if adopted is not None:
             return adopted
     if record["status"] != "running":
-        record_stage.write_record(record, out_dir)
+        _write_record(record, out_dir)
         return record
     from gemmlab.stages import hostmem
     reset = hostmem.reset_peak()
@@ -121,17 +121,43 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     except GemmlabError as exc:
         record.update(status=exc.status, error=str(exc))
         if isinstance(exc, CompileError):
-            out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / "compile.log").write_text(exc.log)
+            _write_artifact(out_dir, "compile.log", exc.log)
     except Exception as exc:  # an unexpected failure still leaves a record behind
         from gemmlab.contract.registry import describe_exception
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "traceback.txt").write_text(traceback.format_exc())
+        _write_artifact(out_dir, "traceback.txt", traceback.format_exc())
         record.update(status="error", error=describe_exception(exc, out_dir / "traceback.txt"))
     record["valid"] = record["status"] in record_stage.VALID_STATUSES
     record["host_memory"] = hostmem.peak(reset)
-    record_stage.write_record(record, out_dir)
+    _write_record(record, out_dir)
     return record
+
+
+def _write_artifact(out_dir: Path, name: str, text: str) -> None:
+    """Write ``out_dir/name`` (a log beside the record); a folder that cannot be written costs only
+    this file (the record then says why it could not be written either)."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / name).write_text(text)
+    except OSError:
+        pass
+
+
+def _write_record(record: dict, out_dir: Path) -> None:
+    """Write ``record`` to ``out_dir/result.json``; never raises, so a point whose record cannot be
+    written (a full disk, a read-only folder, a record another process wrote meanwhile) still returns
+    its record, which then says so (status ``error``, or ``invalid`` for the folder taken meanwhile),
+    and a sweep goes on."""
+    try:
+        record_stage.write_record(record, out_dir)
+    except FileExistsError:
+        record.update(status=ConfigError.status, valid=False,
+                      error=f"out_dir: {out_dir} received a result.json from another process while this point ran; "
+                            "gemmlab never overwrites a result (give each command its own folder)")
+    except OSError as exc:
+        reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
+        record.update(status="error", valid=False,
+                      error=f"out_dir: cannot write {out_dir / 'result.json'}: {reason}; this point's record is not "
+                            f"kept (was: {record.get('status')}{': ' + record['error'] if record.get('error') else ''})")
 
 
 def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | None]:
@@ -343,9 +369,12 @@ class Run:
             if rc.mode == "compile" and backend.role == "baseline":  # nothing of it to compile: noted, skipped
                 self.backends.remove(backend)
                 self.record["baseline"] = {"name": backend.name, "params": backend.params,
-                                           "skipped": f"not available ({missing}); mode=compile needs it not"}
+                                           "skipped": f"not available ({missing}); not needed for mode=compile"}
                 continue
             raise UnavailableError(missing)
+        if rc.sanitizer and rc.mode == "compile":  # compute-sanitizer runs the kernel: noted, skipped
+            self.record["sanitizer"] = {"tool": rc.sanitizer,
+                                        "skipped": "it runs the kernel, so it needs mode=run; not run for mode=compile"}
 
     def compile_only(self) -> None:
         """``mode=compile``: compile for ``arch`` (default sm_90) with offline device facts."""

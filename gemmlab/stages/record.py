@@ -86,15 +86,28 @@ def write_record(record: dict, out_dir: Path) -> Path:
     """Write ``record`` to ``out_dir/result.json`` atomically.
 
     Raises:
-        FileExistsError: ``out_dir`` already holds a result (never overwritten).
+        FileExistsError: ``out_dir`` already holds a result (never overwritten, also not by a
+            write racing this one: the record is linked into place, which fails if one is there).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "result.json"
     if path.exists():
         raise FileExistsError(f"{path} exists; gemmlab never overwrites a result")
     tmp = out_dir / f".result.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    except OSError:  # a full disk: no partial file left behind
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        os.link(tmp, path)  # atomic and never over a record another process wrote meanwhile
+    except FileExistsError:
+        tmp.unlink()
+        raise FileExistsError(f"{path} exists; gemmlab never overwrites a result") from None
+    except OSError:  # a file system without hard links: the check above, then a rename
+        os.replace(tmp, path)
+        return path
+    tmp.unlink()
     return path
 
 
@@ -165,7 +178,9 @@ def summary(record: dict) -> str:
                          f"{record.get('inputs_unchanged')}, repeat stable {record.get('repeat_stable')}")
             break
     san = record.get("sanitizer")
-    if san:
+    if san and san.get("skipped"):
+        lines.append(f"  sanitizer {san.get('tool')}: skipped, {san['skipped']}")
+    elif san:
         counts = san.get("counts") or f"{san.get('errors')} errors"
         lines.append(f"  sanitizer {san['tool']}: {san['verdict']} ({counts}) {san.get('report') or ''}")
     return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""The output folder of a command: claimed by one ``gemmlab`` command at a time, and a folder that
+cannot be used said in one line.
+
+Before Hydra writes anything into ``hydra.run.dir`` (a run) or ``hydra.sweep.dir`` (a multirun),
+:class:`ClaimFolder` (a Hydra callback, first in ``hydra.callbacks`` of conf/config.yaml) creates
+the folder and takes an exclusive lock on its ``.gemmlab.lock`` file (``fcntl.lockf``, non-blocking:
+the operating system grants it to one process and drops it when that process ends, however it
+ends, so a killed command never leaves a folder blocked). A second command into a folder in use
+is refused before it writes a file there (:class:`FolderError`: one line naming the field, exit
+2); a command into a folder an earlier command finished proceeds as before (its records are
+never overwritten: :func:`gemmlab.run.pipeline.run_point`). A folder that cannot be created or
+written (a file in the way, a read-only file system, no permission, a full disk) is the same one
+line naming the field and the operating system's reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from pathlib import Path
+from typing import IO
+
+from hydra.experimental.callback import Callback
+from omegaconf import OmegaConf
+
+#: the lock file in a claimed folder (it stays: an unlocked one means "not in use")
+LOCK_NAME = ".gemmlab.lock"
+#: ``errno`` values that say the chosen folder is unusable (bad input, exit 2); any other (a full
+#: disk, an I/O error) is a failure of the machine (exit 1)
+CHOICE_ERRNOS = (errno.EEXIST, errno.ENOTDIR, errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR,
+                 errno.ENAMETOOLONG, errno.ELOOP)
+
+
+class FolderError(SystemExit):
+    """An output folder that cannot be used: ``message`` is the one line after ``gemmlab: error: ``
+    (``<field>: <reason>``), ``code`` the exit status. A ``SystemExit``, so it passes Hydra's
+    callback runner (which only warns about an ``Exception``) to :func:`gemmlab.cli.app.main`."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(code)
+        self.message = message
+
+
+def os_reason(exc: OSError) -> str:
+    """``[Errno N] text`` of ``exc`` without the file name (the message names the folder itself)."""
+    if exc.errno is None:
+        return str(exc)
+    return f"[Errno {exc.errno}] {exc.strerror or os.strerror(exc.errno)}"
+
+
+def folder_error(field: str, folder: Path | str, exc: OSError) -> FolderError:
+    """The :class:`FolderError` for ``exc`` raised while creating or writing ``folder`` (the value
+    of ``field``, e.g. ``hydra.run.dir``)."""
+    where = Path(folder)
+    culprit = Path(exc.filename) if isinstance(exc.filename, str) else where
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR) and culprit.exists() and not culprit.is_dir():
+        reason = f"{culprit} is a file, not a folder"
+    else:
+        reason = f"cannot create or write {culprit}: {os_reason(exc)}"
+    if culprit != where and where not in culprit.parents and Path(os.path.abspath(where)) not in culprit.parents:
+        reason += f" (making {where})"
+    code = 2 if exc.errno in CHOICE_ERRNOS else 1
+    advice = "give a folder gemmlab can create and write" if code == 2 else "free some space, or give another folder"
+    return FolderError(f"{field}: {reason}; {advice}", code)
+
+
+def claim(folder: Path, field: str) -> IO:
+    """Create ``folder`` and lock its :data:`LOCK_NAME` for this process; returns the open lock file
+    (closing it, or the end of the process, releases the folder). The file holds this process's id.
+
+    Raises:
+        FolderError: the folder is in use by another process (exit 2), or cannot be created or
+            written (:func:`folder_error`).
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / LOCK_NAME, "a+")
+    except OSError as exc:
+        raise folder_error(field, folder, exc) from None
+    try:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            raise FolderError(f"{field}: {folder} is in use by another gemmlab command ({who}); give another "
+                              "folder, or run it again when that command has ended") from None
+        raise folder_error(field, folder, exc) from None
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+    except OSError as exc:
+        handle.close()
+        raise folder_error(field, folder, exc) from None
+    return handle
+
+
+class ClaimFolder(Callback):
+    """Hydra callback: claim ``hydra.run.dir`` (a run) or ``hydra.sweep.dir`` (a multirun) before
+    any other callback or Hydra itself writes there (:func:`claim`); released when the command
+    ends."""
+
+    handle: IO | None = None  # the lock file while the folder is claimed
+
+    def __getstate__(self):  # launchers that pickle the callbacks (submitit) get one without the lock
+        return {}
+
+    def on_run_start(self, config, **kwargs) -> None:
+        self._claim(config, "run")
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        self._claim(config, "sweep")
+
+    def on_run_end(self, config, **kwargs) -> None:
+        self.release()
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        self.release()
+
+    def _claim(self, config, mode: str) -> None:
+        try:  # a directory that does not resolve is reported by Hydra itself
+            folder = Path(str(config.hydra[mode].dir))
+        except Exception:
+            return
+        self.release()
+        self.handle = claim(folder, f"hydra.{mode}.dir")
+
+    def release(self) -> None:
+        """Release the claimed folder (idempotent)."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            handle.close()
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The ``OSError`` that ``exc`` is or was caused by (logging's ``ValueError: Unable to configure
+    handler 'file'`` wraps the one of the log file), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+@contextlib.contextmanager
+def points_survive_folder_errors(failed: list[str]):
+    """Within: a point of a sweep run by Hydra's basic launcher (one process, points in turn) whose
+    own folder cannot be created or written (a file in the way, a read-only folder, a full disk)
+    costs that point only: Hydra's ``run_job`` raises before the point runs, which would end the
+    whole sweep; here the point is said in one line (``gemmlab: error: hydra.sweep.dir: point
+    #N: ...``), its text appended to ``failed``, and Hydra's launcher goes on with the next point
+    (its return value is None, a failed trial for a search, as :func:`gemmlab.cli.app.objective`
+    gives a failed point). Hydra's function is restored afterwards."""
+    import sys
+
+    from hydra._internal.core_plugins import basic_launcher
+    from hydra.core import utils as core_utils
+    from hydra.core.utils import JobReturn, JobStatus
+    own = core_utils.run_job
+
+    def run_job(*args, **kwargs):
+        try:
+            return own(*args, **kwargs)
+        except Exception as exc:
+            os_error = os_error_in(exc)
+            config = kwargs.get("config")
+            if os_error is None or config is None or kwargs.get("job_dir_key") != "hydra.sweep.dir":
+                raise
+            num = OmegaConf.select(config, "hydra.job.num", default="?")
+            try:
+                folder = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+            except Exception:
+                folder = Path(str(os_error.filename or "?"))
+            reason = folder_error("hydra.sweep.dir", folder, os_error).message.split(": ", 1)[1]
+            text = f"point #{num}: {reason.split('; give a folder')[0]}"
+            failed.append(text)
+            print(f"gemmlab: error: hydra.sweep.dir: {text}; it has no record, the sweep goes on",
+                  file=sys.stderr, flush=True)
+            ret = JobReturn()  # "completed" for Hydra's sweepers (a FAILED job would end the sweep),
+            ret.status, ret.return_value = JobStatus.COMPLETED, None  # None: Optuna's failed trial
+            return ret
+
+    # Hydra's plugin scan re-executes the launcher's module, which imports run_job from hydra.core.utils
+    core_utils.run_job = basic_launcher.run_job = run_job
+    try:
+        yield
+    finally:
+        core_utils.run_job = basic_launcher.run_job = own
+
+
+def output_folder_error(exc: BaseException) -> FolderError | None:
+    """The :class:`FolderError` for ``exc`` when it is (or was caused by) an ``OSError`` about a file
+    in the output folder of the Hydra job it ended (Hydra's ``run_job`` in its traceback: the job's
+    ``output_dir``), e.g. a full disk while Hydra writes ``.hydra/``; None for anything else."""
+    os_error = os_error_in(exc)
+    if os_error is None or not isinstance(os_error.filename, str):
+        return None
+    folder, key, tb = None, None, exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "run_job" and frame.f_globals.get("__name__") == "hydra.core.utils":
+            folder, key = frame.f_locals.get("output_dir"), frame.f_locals.get("job_dir_key")
+        tb = tb.tb_next
+    if not isinstance(folder, str):
+        return None
+    target, root = Path(os.path.abspath(os_error.filename)), Path(os.path.abspath(folder))
+    if target != root and root not in target.parents:
+        return None
+    return folder_error("hydra.sweep.dir" if key == "hydra.sweep.dir" else "hydra.run.dir", folder, os_error)

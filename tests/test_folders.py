@@ -1,0 +1,147 @@
+"""The output folder of a command (gemmlab.cli.folders): one command at a time, and a folder that
+cannot be used said in one line; in a sweep such a point costs only itself."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clirun import command_env
+from gemmlab.cli import folders
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("gemmlab: error: ")]
+
+
+def test_a_folder_in_use_by_another_command_is_refused_before_anything_is_written(tmp_path, cli):
+    folder = tmp_path / "runs" / "race"
+    folder.mkdir(parents=True)
+    (folder / "kernel.sass").write_text("the first command's SASS\n")
+    with open(folder / folders.LOCK_NAME, "a+") as held:  # another command holds the folder
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = cli(["kernel=naive", "mode=compile", "hydra.run.dir=runs/race"], tmp_path, in_process=False)
+        s = cli(["-m", "kernel=naive,tiled", "mode=compile", "hydra.sweep.dir=runs/race"], tmp_path,
+                in_process=False)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert _error_lines(r.stderr) == [r.stderr.strip()]
+    assert r.stderr.startswith("gemmlab: error: hydra.run.dir: runs/race is in use by another gemmlab command")
+    assert s.returncode == 2 and s.stderr.startswith("gemmlab: error: hydra.sweep.dir: runs/race is in use"), s.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [folders.LOCK_NAME, "kernel.sass"]  # nothing written
+    assert (folder / "kernel.sass").read_text() == "the first command's SASS\n"
+    # released (the holder ended): the folder is usable again
+    ok = cli(["kernel=naive", "mode=compile", "hydra.run.dir=runs/race"], tmp_path)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_two_commands_at_once_into_one_folder_leave_one_consistent_record(tmp_path):
+    """The tester's race: both exited 0 and the record said tiled over gemm_naive's SASS."""
+    procs = [subprocess.Popen([sys.executable, "-m", "gemmlab", f"kernel={k}", "mode=compile",
+                               "hydra.run.dir=runs/race2"], cwd=tmp_path, env=command_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in ("tiled", "naive")]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    loser = outs[[p.returncode for p in procs].index(2)]
+    assert "Traceback" not in loser[1] and len(_error_lines(loser[1])) == 1, loser
+    record = json.loads((tmp_path / "runs/race2/result.json").read_text())
+    sass = (tmp_path / "runs/race2/kernel.sass").read_text()
+    name = record["kernel"]["name"]
+    assert f"gemm_{name}" in sass and f"gemm_{'naive' if name == 'tiled' else 'tiled'}" not in sass
+
+
+def test_a_file_where_the_run_folder_goes_is_one_line(tmp_path, cli):
+    (tmp_path / "afile").write_text("x\n")
+    for value, says in (("afile", "afile is a file, not a folder"), ("afile/x", "[Errno 20] Not a directory")):
+        r = cli(["mode=compile", f"hydra.run.dir={value}"], tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()]
+        assert r.stderr.startswith("gemmlab: error: hydra.run.dir: ") and says in r.stderr, r.stderr
+    assert (tmp_path / "afile").read_text() == "x\n"
+
+
+def test_a_full_disk_while_hydra_writes_the_run_folder_names_the_folder(tmp_path, cli, monkeypatch):
+    from hydra.core import utils as hydra_utils
+
+    def full(cfg, filename, output_dir):
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(output_dir) / filename))
+    monkeypatch.setattr(hydra_utils, "_save_config", full)
+    r = cli(["mode=compile", "hydra.run.dir=runs/full"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()], r.stderr
+    assert r.stderr.startswith("gemmlab: error: hydra.run.dir: cannot create or write ") and "[Errno 28]" in r.stderr
+
+
+def test_a_sweep_point_whose_folder_cannot_be_made_costs_only_that_point(tmp_path, cli):
+    sweep = tmp_path / "runs" / "fz"
+    sweep.mkdir(parents=True)
+    (sweep / "1").write_text("x\n")
+    r = cli(["-m", "kernel=tiled,naive,small_tile", "mode=compile", "hydra.sweep.dir=runs/fz"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (sweep / "0" / "result.json").is_file() and (sweep / "2" / "result.json").is_file()
+    assert (sweep / "1").read_text() == "x\n"
+    lines = _error_lines(r.stderr)
+    assert lines and all(line.startswith("gemmlab: error: hydra.sweep.dir: point #1: runs/fz/1 is a file") for line in lines)
+    assert (sweep / "summary.md").is_file()
+
+
+@pytest.mark.parametrize("code,exit_status", [(errno.EROFS, 2), (errno.EACCES, 2), (errno.ENOSPC, 1)])
+def test_folder_error_names_the_field_and_the_os_reason(tmp_path, code, exit_status):
+    import os
+    err = folders.folder_error("hydra.sweep.dir", tmp_path / "x", OSError(code, os.strerror(code), str(tmp_path / "x")))
+    assert err.code == exit_status
+    assert err.message.startswith(f"hydra.sweep.dir: cannot create or write {tmp_path / 'x'}: [Errno {code}] ")
+
+
+def test_a_record_that_cannot_be_written_costs_only_its_point(tmp_path, cli, monkeypatch):
+    """The tester's full disk: the worker's write_record raised (a traceback) and the sweep died at
+    the next point. Now the point's record says why it is not kept and the next point runs."""
+    from gemmlab.stages import record as record_stage
+    own = record_stage.write_record
+
+    def full_for_point_0(record, out_dir):
+        if out_dir.name == "0":
+            raise OSError(errno.ENOSPC, "No space left on device", str(out_dir / ".result.json.tmp"))
+        return own(record, out_dir)
+    monkeypatch.setattr(record_stage, "write_record", full_for_point_0)
+    r = cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "isolation.process=false",
+             "hydra.sweep.dir=runs/full"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "runs/full/0/result.json").exists()
+    assert json.loads((tmp_path / "runs/full/1/result.json").read_text())["status"] == "compiled"
+    lines = _error_lines(r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: out_dir: cannot write ") and "[Errno 28]" in lines[0]
+    assert "this point's record is not kept (was: compiled)" in lines[0]
+
+
+def test_a_read_only_sweep_point_folder_costs_only_that_point(tmp_path, cli, monkeypatch):
+    """The tester's read-only point folder: Hydra's log file handler failed ('ValueError: Unable to
+    configure handler' from OSError errno 30) and the sweep died with a traceback."""
+    from hydra.core import utils as hydra_utils
+    own = hydra_utils.configure_log
+
+    def read_only_point_1(log_config, verbose_config=False):
+        from hydra.core.hydra_config import HydraConfig
+        if HydraConfig.initialized() and HydraConfig.get().job.get("num") == 1:
+            try:
+                raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "runs/ro/1/app.log"))
+            except OSError as exc:
+                raise ValueError("Unable to configure handler 'file'") from exc
+        return own(log_config, verbose_config)
+    monkeypatch.setattr(hydra_utils, "configure_log", read_only_point_1)
+    r = cli(["-m", "kernel=tiled,naive,small_tile", "mode=compile", "hydra.sweep.dir=runs/ro"], tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (tmp_path / "runs/ro/0/result.json").is_file() and (tmp_path / "runs/ro/2/result.json").is_file()
+    lines = _error_lines(r.stderr)
+    assert lines and all(line.startswith("gemmlab: error: hydra.sweep.dir: point #1: cannot create or write ")
+                         and "[Errno 30] Read-only file system" in line for line in lines), lines
