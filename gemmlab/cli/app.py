@@ -737,8 +737,8 @@ def _task(cfg, invocation: Invocation) -> float | None:
     status = exit_status(record)
     invocation.statuses.append(status)
     if record.get("resumed"):
-        source = f"the same point's valid result from {record['resumed_from']}" if record.get("resumed_from") \
-            else "it already holds a valid result"
+        source = (f"the same point's valid result from {record['resumed_from']}" if record.get("resumed_from")
+                  else "it already holds a valid result")
         print(f"{out_dir}: skipped, {source} (resume=true)", flush=True)
         return objective(record)
     if record["status"] not in (ConfigError.status, NoGPUError.status, UnavailableError.status):  # one line only
