@@ -567,7 +567,8 @@ def test_tf32_rule_picks_the_builtin_wgmma_kernel_for_either_layout_of_b():
     FULL.get("wgmma_tf32").check(Shape(4096, 4096, 4096), choice.params, dispatch_facts())
     row = dispatch.choose(Shape(4096, 4096, 4096), FULL, table, "tf32", ("row", "row"))
     assert row.kernel == "wgmma_tf32" and "transposed first" in row.reason, row.reason
-    assert dispatch.choose(Shape(512, 512, 512), FULL, table, "tf32", ("row", "row")).kernel == "mma_tf32"
+    small = dispatch.choose(Shape(512, 512, 512), FULL, table, "tf32", ("row", "row"))
+    assert small.kernel == "mma_tf32" and "transposed" not in small.reason and "smaller" not in small.reason, small.reason
 
 
 def test_tf32_rule_falls_back_to_mma_when_wgmma_refuses_or_is_absent():
@@ -676,3 +677,14 @@ def test_bf16_table_entry_exact_and_nearest_stay_in_precision_and_regime():
     assert _bf16((8, 4096, 4096), table=table, layout=("row", "col")).source == "rule"  # other layout
     assert dispatch.choose(Shape(8, 4096, 4096), FULL, table).kernel != "decode_bf16"  # fp32: not this entry
     assert _bf16((64, 4096, 4096), table=table).source == "rule"  # M 8x apart
+
+
+def test_a_rule_whose_first_candidates_do_not_fit_says_why_it_took_another():
+    """fp16 at 4095x4097x1023 (B column-major): the rule's text names wgmma 128x128, which does not
+    take fp16; the reason says so before naming mma_bf16, and each skip reason is listed once
+    (new-user finding 15: the explanation contradicted the choice, the skip was listed twice)."""
+    table = dispatch.Table(device={"sm_count": 132})
+    choice = dispatch.choose(Shape(4095, 4097, 1023), FULL, table, "fp16", ("row", "col"))
+    assert choice.kernel == "mma_bf16", choice
+    assert "(not taken: wgmma_bf16: supports bf16, not fp16) -> mma_bf16" in choice.reason, choice.reason
+    assert len(choice.skipped) == len(set(choice.skipped)), choice.skipped

@@ -540,15 +540,16 @@ def _tf32_rule(shape: Shape, sms: int, layout: tuple[str, str]) -> Rule:
     registered and its check accepts the problem (B column-major read directly; row-major B
     through a transpose into the workspace, counted in the time: 89.2% / 97.2% of cuBLAS TF32 at
     4096³ / 8192³ on the H200, docs/results/tc-ladder-h200.md "Relayout"), else ``mma_tf32``
-    (mma.sync, row- or column-major B, 29-34% of cuBLAS TF32 there). As for bf16, a problem without
-    a wave of 128x128 tiles tries ``mma_tf32`` first (its smaller tiles fill more SMs)."""
+    (mma.sync, row- or column-major B, 29-34% of cuBLAS TF32 there). A problem without a wave of
+    128x128 tiles tries ``mma_tf32`` first (its default 128x256 tile; B read as stored, no transpose)."""
     tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
-    how = "B column-major" if layout[1] == "col" else "B row-major, transposed first"
     if tiles128 >= sms:
+        how = "B column-major" if layout[1] == "col" else "B row-major, transposed first"
         return Rule("tensor_core", f"tensor cores (tf32, {how}): {tiles128} 128x128 tiles >= {sms} SMs: wgmma first",
                     (("wgmma_tf32", {}), ("mma_tf32", {})))
-    return Rule("tensor_core", f"tensor cores (tf32, {how}): {tiles128} 128x128 tiles < {sms} SMs: mma.sync's "
-                "smaller tiles first", (("mma_tf32", {}), ("wgmma_tf32", {})))
+    # mma_tf32 reads B in either layout as stored (no transpose), with its default 128x256 tile
+    return Rule("tensor_core", f"tensor cores (tf32, B {layout[1]}-major): {tiles128} 128x128 tiles < {sms} SMs: "
+                "mma_tf32 first (B read as stored), then wgmma_tf32", (("mma_tf32", {}), ("wgmma_tf32", {})))
 
 
 # --- choosing -------------------------------------------------------------------------------------
@@ -712,6 +713,7 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
         skipped.append(f"nearest table entry {list(near.shape)}: {why}")
     tried: set[str] = set()
     for rule in rules(shape, precision, layout, sms):
+        rule_skips: list[tuple[str, str]] = []  # (candidate, why) this rule passed over
         candidates = rule.candidates
         if rule.name == "any":
             candidates = tuple((name, {}) for name in registry.kernels)
@@ -722,10 +724,14 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
             if blocks is not None and blocks < rule.min_blocks:
                 full, why = None, f"{name} {_ptext(full)}: {blocks} blocks < {rule.min_blocks} SMs (a partial wave)"
             if full is not None:
-                return Choice(name, full, "rule", f"{rule.text} -> {name} {_ptext(full)}",
+                passed = [w for n, w in rule_skips if n != name]  # the rule's text names its first candidates
+                note = f" (not taken: {passed[0]})" if passed and rule.name != "any" else ""
+                return Choice(name, full, "rule", f"{rule.text}{note} -> {name} {_ptext(full)}",
                               table=table.path or None, skipped=tuple(skipped))
-            if rule.name != "any" or name not in tried:
-                skipped.append(f"rule {rule.name}: {why}")
+            line = f"rule {rule.name}: {why}"
+            if (rule.name != "any" or name not in tried) and line not in skipped:  # one line per distinct reason
+                skipped.append(line)
+                rule_skips.append((name, why))
             tried.add(name)
     raise ConfigError("kernel", f"auto: no registered kernel supports {precision} {'/'.join(layout)} "
                       f"{shape.M}x{shape.N}x{shape.K} ({'; '.join(skipped[-6:])})")
