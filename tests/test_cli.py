@@ -250,6 +250,14 @@ def test_a_plugin_kernel_of_an_earlier_command_is_not_offered_to_the_next(cli, t
     assert "sim_fault" not in after, [l for l in after.splitlines() if "sim_fault" in l]
 
 
+def test_help_with_a_broken_plugin_says_why_and_still_lists_the_builtin_kernels(cli, tmp_path):
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug" / "bad.py").write_text("def oops(:\n")
+    out = cli(["--help", f"plugin_dirs=[{tmp_path / 'plug'}]"], tmp_path).stdout
+    assert "plugins failed to load: plugin_dirs: could not import" in out and "SyntaxError" in out
+    assert re.search(r"^wgmma_bf16\s", out, re.M) and re.search(r"^tiled\s", out, re.M)
+
+
 def test_help_lists_kernels_and_groups(cli, tmp_path):
     proc = cli(["--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -89,11 +89,13 @@ def _gpu_count() -> int:
 
 
 def _kernels_help(plugin_dirs: list[str]) -> str:
+    failed = ""
     try:
         registry = registry_for({"plugin_dirs": plugin_dirs})
-    except ConfigError as exc:
-        return f"(plugins failed to load: {exc})"
-    lines = []
+    except ConfigError as exc:  # say why, and still list the built-in kernels
+        failed = f"(plugins failed to load: {exc}; the built-in kernels:)\n"
+        registry = registry_for({"plugin_dirs": []})
+    lines = [failed.rstrip("\n")] if failed else []
     for name, spec in registry.kernels.items():
         params = " ".join(f"{k}={v}" for k, v in spec.defaults.items())
         lines.append(f"{name:16s} {spec.description}\n{'':16s} defaults: {params or '-'}   [{registry.origins[name]}]")
