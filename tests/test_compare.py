@@ -247,6 +247,30 @@ def test_foreign_json_in_a_tree_is_skipped(tmp_path, run_cli):
         load_points(only)
 
 
+def test_a_damaged_record_in_a_tree_is_named_and_fails_the_gate_the_rest_is_compared(tmp_path, run_cli):
+    """A truncated result.json (or a JSON list) under AFTER: the other points are still compared, the
+    damaged file is named in a notice and counted in the summary, and the gate fails (exit 1), as
+    gemmlab-report lists it (new-user finding 10: one damaged file made compare exit 2, no verdicts)."""
+    before, after = tmp_path / "b", tmp_path / "a"
+    write(before, "0", record())
+    write(after, "0", record())
+    (after / "cut").mkdir()
+    (after / "cut" / "result.json").write_text('{"schema": "gemmlab.re')
+    (after / "list").mkdir()
+    (after / "list" / "result.json").write_text("[1, 2]")
+    proc = run_cli(before, after, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    notices = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab-compare: notice: unreadable ")]
+    assert len(notices) == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "1 SAME" in proc.stdout and "2 unreadable result.json files; regression gate: FAIL" in proc.stdout
+    with pytest.raises(CompareError, match="not a readable JSON record"):
+        load_points(after / "cut" / "result.json")  # named directly: refused
+    only = tmp_path / "only"
+    write(only, "x", {})
+    proc = run_cli(before, only, cwd=tmp_path)
+    assert proc.returncode == 2 and "(1 skipped: not a record, or not readable)" in proc.stderr, proc.stderr
+
+
 def test_real_records_load():
     points = load_points(H200)
     assert len(points) == 13

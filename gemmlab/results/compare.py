@@ -37,7 +37,9 @@ AFTER`` (no counterpart with the same key). When a side holds several records wi
 rerun), the newest (``created_utc``) is used and the note says so.
 
 Exit status: 0; 1 when any point is SLOW beyond the threshold, FAILED, or valid in BEFORE and
-missing from AFTER (unless ``--allow-missing``) — usable as a regression gate; 2 for bad arguments (a missing path, no ``result.json``, an unreadable record, threshold
+missing from AFTER (unless ``--allow-missing``), or an unreadable ``result.json`` in a searched directory (named in a
+notice; the other points are still compared) — usable as a regression gate; 2 for bad arguments (a missing path, no
+``result.json``, an unreadable record named directly, threshold
 outside [0, 1), confidence outside (0, 1), fewer than 100 resamples, a negative seed), as one
 line ``gemmlab-compare: error: ...`` on stderr. A ``result.json`` found in a directory that is no
 gemmlab record at all (``{}``, another tool's JSON) is skipped with a one-line notice naming it
@@ -118,23 +120,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a record of the right schema, wrong types
             raise CompareError(f"a record has a field of an unexpected type ({type(exc).__name__}: {exc})") from None
         finally:
-            for rec in skipped:  # a result.json in a tree that is no gemmlab record: one line each
-                print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
+            damaged = sum(1 for rec in skipped if rec.category == "unreadable")  # each fails the gate
+            for rec in skipped:  # a result.json in a tree that is no gemmlab record, or damaged: one line each
+                if rec.category == "unreadable":
+                    print(f"{PROG}: notice: unreadable {rec.path}: {rec.error} (its point is not compared; exit 1)",
+                          file=sys.stderr)
+                else:
+                    print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
         if args.out:
             out = Path(args.out)
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(markdown(pairs, args.before, args.after, args.threshold, args.confidence,
-                                        args.resamples, args.seed))
+                                        args.resamples, args.seed, unreadable=damaged))
             except OSError as exc:
                 raise CompareError(f"{out}: cannot write ({exc.strerror or exc})") from None
     except CompareError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    print_table(pairs, args.threshold, title=f"gemmlab-compare: {args.before} -> {args.after}")
+    print_table(pairs, args.threshold, title=f"gemmlab-compare: {args.before} -> {args.after}", unreadable=damaged)
     if args.out:
         print(f"markdown: {args.out}")
-    return 1 if any(p.regression for p in pairs) else 0
+    return 1 if damaged or any(p.regression for p in pairs) else 0
 
 
 def _script() -> None:

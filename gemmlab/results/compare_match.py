@@ -117,7 +117,9 @@ def load_points(paths: Path | str | Iterable[Path | str], skipped: list[Record] 
     one key, the newest (``created_utc``, then path order) is kept and its ``duplicates`` counts
     them all. A ``result.json`` found in a directory that is no gemmlab record at all (``{}``,
     another tool's JSON; :func:`gemmlab.stages.record_model.not_a_record`) is no point: it is appended to
-    ``skipped`` (when given) for the caller's notice.
+    ``skipped`` (when given) for the caller's notice; so is, with ``skipped`` given, one that is not
+    readable JSON (category ``unreadable``: a damaged file; the caller's gate fails for it, as
+    ``gemmlab-report`` lists it) — its siblings are still compared.
 
     Raises:
         CompareError: a path is missing, holds no ``result.json`` (none that is a gemmlab
@@ -136,6 +138,9 @@ def load_points(paths: Path | str | Iterable[Path | str], skipped: list[Record] 
                 if skipped is not None:
                     skipped.append(rec)
                 continue
+            if rec.category == "unreadable" and skipped is not None and Path(root).is_dir():
+                skipped.append(rec)
+                continue
             found += 1
             if rec.category == "unreadable":
                 raise CompareError(f"{f}: not a readable JSON record ({rec.error})")
@@ -148,7 +153,9 @@ def load_points(paths: Path | str | Iterable[Path | str], skipped: list[Record] 
             if old is None or p.created >= old.created:
                 newest[p.key] = p
         if not found:
-            raise CompareError(f"{root}: no result.json under it that is a gemmlab record")
+            passed = sum(1 for r in (skipped or []) if Path(root) in Path(r.path).parents)
+            raise CompareError(f"{root}: no result.json under it that is a gemmlab record"
+                               + (f" ({passed} skipped: not a record, or not readable)" if passed else ""))
     for k, p in newest.items():
         p.duplicates = counts[k]
     return list(newest.values())

@@ -71,8 +71,9 @@ def row(pair: Pair, threshold: float = 0.05, varying: Sequence[str] = ()) -> dic
     }
 
 
-def summary(pairs: Sequence[Pair], threshold: float = 0.05) -> str:
-    """One line: counts per verdict, SLOW/FAST beyond the threshold, and the gate's outcome."""
+def summary(pairs: Sequence[Pair], threshold: float = 0.05, unreadable: int = 0) -> str:
+    """One line: counts per verdict, SLOW/FAST beyond the threshold, and the gate's outcome
+    (``unreadable``: damaged ``result.json`` files found, each failing the gate)."""
     counts = Counter(p.verdict for p in pairs)
     parts = []
     for v in VERDICTS:
@@ -82,13 +83,14 @@ def summary(pairs: Sequence[Pair], threshold: float = 0.05) -> str:
             text += f" ({n} beyond {_pct(threshold)})"
         parts.append(text)
     bad = [p for p in pairs if p.regression]
-    gate = "FAIL" if bad else "pass"
-    return f"{count(len(pairs), 'point')}: " + ", ".join(parts) + f"; regression gate: {gate}"
+    gate = "FAIL" if bad or unreadable else "pass"
+    damaged = f", {count(unreadable, 'unreadable result.json', 'unreadable result.json files')}" if unreadable else ""
+    return f"{count(len(pairs), 'point')}: " + ", ".join(parts) + damaged + f"; regression gate: {gate}"
 
 
 def markdown(pairs: Sequence[Pair], before: str = "BEFORE", after: str = "AFTER",
              threshold: float = 0.05, confidence: float = 0.95, resamples: int = 2000,
-             seed: int = 0) -> str:
+             seed: int = 0, unreadable: int = 0) -> str:
     """The comparison as a Markdown document: settings, rule, table, summary line."""
     lines = [
         "# gemmlab-compare", "",
@@ -110,7 +112,7 @@ def markdown(pairs: Sequence[Pair], before: str = "BEFORE", after: str = "AFTER"
         if pair.regression:
             r["verdict"] = f"**{r['verdict']}**"
         lines.append("| " + " | ".join(r[c].replace("|", "\\|").replace("\n", " ") for c in COLUMNS) + " |")
-    lines += ["", summary(pairs, threshold), ""]
+    lines += ["", summary(pairs, threshold, unreadable), ""]
     return "\n".join(lines)
 
 
@@ -119,7 +121,7 @@ _STYLES = {SLOW: "red", FAILED: "bold red", FAST: "green", SAME: None, UNSURE: "
 
 
 def print_table(pairs: Sequence[Pair], threshold: float = 0.05, title: str = "gemmlab-compare",
-                file=None) -> None:
+                file=None, unreadable: int = 0) -> None:
     """Print the comparison as a rich table plus the summary line."""
     from rich.console import Console
     from rich.table import Table
@@ -141,4 +143,4 @@ def print_table(pairs: Sequence[Pair], threshold: float = 0.05, title: str = "ge
             style = "bold red"
         table.add_row(*(Text(r[c]) for c in COLUMNS), style=style)
     console.print(table)
-    console.print(Text(summary(pairs, threshold)))
+    console.print(Text(summary(pairs, threshold, unreadable)))
