@@ -328,3 +328,25 @@ def test_sigterm_stops_a_sweep_like_ctrl_c_with_the_resume_line(tmp_path):
     assert last.startswith("gemmlab: terminated (SIGTERM); ") and f"hydra.sweep.dir={sweep} resume=true" in last, err
     assert "Traceback" not in out + err
     assert json.loads((sweep / "0" / "result.json").read_text())["status"] == "compiled"
+
+
+def test_ctrl_c_while_the_worker_is_closed_at_exit_is_quiet(runner, tmp_path, monkeypatch):
+    """A Ctrl-C that lands in the atexit close (just after the last point): the worker is still
+    killed, and no KeyboardInterrupt escapes ("Exception ignored in atexit callback" before)."""
+    assert runner.run(sim(1), tmp_path / "a", IsolationOptions(timeout_s=60))["status"] == "compiled"
+    worker = runner.worker
+    real_wait = worker.proc.wait
+    calls = []
+
+    def wait(timeout=None):
+        calls.append(timeout)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real_wait(timeout=timeout)
+
+    monkeypatch.setattr(worker.proc, "wait", wait)
+    try:
+        runner.close()
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt escaped PointRunner.close")
+    assert runner.worker is None and worker.proc.poll() is not None and len(calls) >= 2

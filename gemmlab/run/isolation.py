@@ -240,15 +240,19 @@ class PointRunner:
             pass
 
     def close(self) -> None:
-        """Stop the worker (politely, then by force)."""
+        """Stop the worker (politely, then by force). A Ctrl-C meanwhile (this runs at exit, just
+        after the command's last point) only cuts the polite part short: no traceback."""
         worker = self.worker
         if worker is not None and worker.alive():
             try:
                 worker.conn.send(None)
                 worker.proc.wait(timeout=5)
-            except Exception:
+            except (Exception, KeyboardInterrupt):
                 pass
-        self.kill()
+        try:
+            self.kill()
+        except KeyboardInterrupt:  # a second Ctrl-C while reaping: the group was already sent SIGKILL
+            pass
 
     def run(self, cfg: dict, out_dir: Path, options: IsolationOptions) -> dict:
         """Run one point in the worker; see :func:`run_point`."""
