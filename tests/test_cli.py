@@ -250,6 +250,17 @@ def test_a_plugin_kernel_of_an_earlier_command_is_not_offered_to_the_next(cli, t
     assert "sim_fault" not in after, [l for l in after.splitlines() if "sim_fault" in l]
 
 
+def test_each_point_folder_keeps_its_console_lines_in_app_log(cli, tmp_path):
+    """Hydra's job log (app.log) was always empty (gemmlab prints); it now holds what the command
+    printed for the point: the summary, or the one-line error of an invalid point (finding 16)."""
+    sweep = tmp_path / "sw"
+    proc = cli(["-m", "kernel=tiled", "shape=[16,16,16],[8,8,0]", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    ok, bad = (sweep / "0" / "app.log").read_text(), (sweep / "1" / "app.log").read_text()
+    assert ok.startswith("tiled 16x16x16 ") and "  sass    " in ok and f"  result  {sweep / '0' / 'result.json'}" in ok
+    assert bad.startswith("gemmlab: error: shape") and len(bad.splitlines()) == 1, bad
+
+
 def test_help_with_a_broken_plugin_says_why_and_still_lists_the_builtin_kernels(cli, tmp_path):
     (tmp_path / "plug").mkdir()
     (tmp_path / "plug" / "bad.py").write_text("def oops(:\n")

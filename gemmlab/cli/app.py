@@ -744,8 +744,9 @@ def _task(cfg, invocation: Invocation) -> float | None:
         print(f"{out_dir}: skipped, {source} (resume=true)", flush=True)
         return objective(record)
     if record["status"] not in (ConfigError.status, NoGPUError.status, UnavailableError.status):  # one line only
-        print(record_stage.summary(record))
-        print(f"  result  {out_dir / 'result.json'}", flush=True)
+        text = record_stage.summary(record) + f"\n  result  {out_dir / 'result.json'}"
+        print(text, flush=True)
+        _log_point(out_dir, text)
     if record["status"] == NoGPUError.status:  # every further point would say the same: stop here
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
         sys.exit(1)
@@ -760,7 +761,23 @@ def _task(cfg, invocation: Invocation) -> float | None:
               "without this line" if multirun else ""), file=sys.stderr, flush=True)
     elif status:
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
+        if record["status"] in (ConfigError.status, NoGPUError.status, UnavailableError.status):
+            _log_point(out_dir, f"gemmlab: error: {record['error']}")
     return objective(record)
+
+
+def _log_point(out_dir: Path, text: str) -> None:
+    """Append what the command printed for a point to the point folder's Hydra job log
+    (``<job name>.log``, ``app.log``: Hydra creates it, gemmlab prints rather than logs), so the
+    folder keeps its console lines; a log that cannot be written costs nothing."""
+    try:
+        name = HydraConfig.get().job.name
+        if not out_dir.is_dir():  # never create a folder for it
+            return
+        with open(out_dir / f"{name}.log", "a", encoding="utf-8") as log:
+            log.write(text.rstrip("\n") + "\n")
+    except Exception:
+        pass
 
 
 def _holds_result(record: dict) -> bool:
