@@ -269,6 +269,26 @@ def test_help_with_a_broken_plugin_says_why_and_still_lists_the_builtin_kernels(
     assert re.search(r"^wgmma_bf16\s", out, re.M) and re.search(r"^tiled\s", out, re.M)
 
 
+def test_output_that_is_no_terminal_gets_no_colour_codes_from_libraries(monkeypatch, capsys):
+    """Optuna's log handler colours its lines whatever the stream; with stderr not a terminal the
+    command sets NO_COLOR (no-color.org), which colorlog honours (new-user finding 17)."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setattr("sys.argv", ["gemmlab", "--version"])
+    with pytest.raises(SystemExit):
+        gemmlab.cli.app.main()
+    assert __import__("os").environ.get("NO_COLOR") == "1"
+    colorlog = pytest.importorskip("colorlog", reason="colorlog comes with the search extra (Optuna)")
+    line = colorlog.ColoredFormatter("%(log_color)s%(message)s").format(
+        __import__("logging").LogRecord("optuna", 20, __file__, 1, "trial", None, None))
+    assert "\x1b[" not in line
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR")
+    with pytest.raises(SystemExit):
+        gemmlab.cli.app.main()
+    assert "NO_COLOR" not in __import__("os").environ  # asked for colour: left alone
+
+
 def test_help_lists_kernels_and_groups(cli, tmp_path):
     proc = cli(["--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -239,6 +239,7 @@ def test_optuna_search_cli(optuna_run):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Traceback" not in out
+    assert "alembic" not in out  # Optuna's database layer's INFO lines are not gemmlab's to show
     results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
     best = results["best_params"]
     assert set(best) == OPTUNA_PARAMS

@@ -823,6 +823,10 @@ def _interrupted_advice() -> str:
 def main() -> None:
     """Console entry point (``gemmlab``)."""
     guard_stdout()
+    if not sys.stderr.isatty() and "FORCE_COLOR" not in os.environ:
+        # libraries that colour their log lines whatever the stream (Optuna's colorlog handler) write
+        # escape codes into logs and pipes; NO_COLOR (no-color.org) turns them off
+        os.environ.setdefault("NO_COLOR", "1")
     if "--version" in sys.argv[1:]:
         from gemmlab import __version__
         print(f"gemmlab {__version__} (Hydra {hydra.__version__})")
