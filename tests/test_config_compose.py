@@ -505,8 +505,8 @@ def test_a_config_text_is_parsed_once_and_loads_as_omegaconf_loads_it(tmp_path, 
     for path in files:
         with open(path, encoding="utf-8") as f:
             from_stream = OmegaConf.load(f)
-        assert OmegaConf.to_container(OmegaConf.load(path)) == OmegaConf.to_container(from_stream) \
-            == OmegaConf.to_container(own(path)), path
+        assert (OmegaConf.to_container(OmegaConf.load(path)) == OmegaConf.to_container(from_stream)
+                == OmegaConf.to_container(own(path))), path
     mine = tmp_path / "mine.yaml"
     mine.write_text("a: 1\nb: [1, 2]\n")
     first = OmegaConf.load(mine)
