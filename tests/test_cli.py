@@ -317,7 +317,9 @@ def sweep_dirs(root: Path) -> list[Path]:
 
 
 def test_sweep_continues_past_invalid_point(cli, tmp_path):
-    proc = cli(["-m", "kernel=tiled", "kernel.BK=16,7", "mode=compile"], tmp_path, in_process=False)  # a real process
+    # in this process: the exit status of a real sweep process with a failed point is
+    # tests/test_sweep.py's (joblib with 2 workers, started from a real command) and tests/test_slurm.py's
+    proc = cli(["-m", "kernel=tiled", "kernel.BK=16,7", "mode=compile"], tmp_path)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 1, proc.stdout + proc.stderr
     errors = [line for line in stderr_lines(proc) if line.startswith("gemmlab: error: ")]
@@ -607,13 +609,16 @@ def test_run_mode_from_the_files_is_what_hydra_composes():
 @pytest.mark.parametrize("args, composes", [
     (["kernel=naive", "mode=compile", "shape=[1,2]"], 1),  # a single run: the run's compose only
     (["hydra.mode=RUN", "kernel=naive", "mode=compile", "shape=[1,2]"], 2),  # Hydra asked: get_mode + run
-    # a sweep of two points: the sweep's compose, then each job's twice (Hydra's batch check and the job)
-    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"], 5),
-], ids=["read", "asked", "sweep"])
+    # a sweep of two points: the sweep's compose, then each job's once (gemmlab's sweeper hands the
+    # config its batch check composed to the launcher; hydra_plugins/gemmlab_sweeper)
+    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"], 3),
+    # Hydra's own basic sweeper: each job's twice (its batch check, then the launcher)
+    (["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"], 5),
+], ids=["read", "asked", "sweep", "basic-sweeper"])
 def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, composes):
     """A single run composes the config once (Hydra's ``get_mode`` answered from the files), a
-    sweep once plus its jobs'; with ``hydra.mode`` on the command line Hydra composes to find it,
-    as before."""
+    sweep once plus each job's once; with ``hydra.mode`` on the command line Hydra composes to find
+    it, as before, and Hydra's basic sweeper composes each job twice."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     calls = []
     real = ConfigLoaderImpl.load_configuration  # every compose: get_mode's, the run's, each sweep job's

@@ -146,7 +146,7 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["-cn", "nope"], "--config-name: no primary config 'nope'"),
     (["--config-path=/nope"], "--config-path: /nope is not a config folder"),
     (["hydra/launcher=nope"], "hydra/launcher: unknown option 'nope'; available: basic, "),
-    (["hydra/sweeper=nope"], "hydra/sweeper: unknown option 'nope'; available: basic, optuna"),
+    (["hydra/sweeper=nope"], "hydra/sweeper: unknown option 'nope'; available: basic, gemmlab, optuna"),
     (["hydra/job_logging=nope"], "hydra/job_logging: unknown option 'nope'; available: default, "),
     (["hydra.mode=NOPE"], "hydra.mode: Error merging override hydra.mode=NOPE: Invalid value 'NOPE', expected one of"),
     (["hydra.job.chdir=maybe"], "hydra.job.chdir: "),

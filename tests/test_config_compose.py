@@ -481,3 +481,45 @@ def test_the_wgmma_kernels_list_their_code_parameters(registry):
         assert values["EPI"] == (1, 2, 3, 4, 5) and values["TAIL"] == (1, 2, 3) and values["SCHED"] == (1, 2)
         assert set(values) <= set(registry.get(name).defaults)
         assert all(registry.get(name).defaults[k] in v for k, v in values.items())
+
+
+def test_a_config_text_is_parsed_once_and_loads_as_omegaconf_loads_it(tmp_path, monkeypatch):
+    """``OmegaConf.load`` parses a YAML text once per process (gemmlab.cli.app.config_files_parsed_once):
+    every config file of conf/ loads (from a path and from an open file, as Hydra reads them) into
+    what OmegaConf's own parse gives; a loaded config is the caller's to change; loading the same
+    text again parses nothing; an edited file is parsed again; a text that does not parse raises
+    OmegaConf's own error naming the file."""
+    import io
+
+    import yaml
+    from omegaconf._utils import get_yaml_loader
+    gemmlab.cli.app.register_resolvers()
+    assert getattr(OmegaConf.load, "parsed_once", False)
+
+    def own(path):  # OmegaConf.load's parse, without the memo
+        obj = yaml.load(path.read_text(encoding="utf-8"), Loader=get_yaml_loader())
+        return OmegaConf.create() if obj is None else OmegaConf.create(obj)
+
+    files = sorted(gemmlab.paths.CONF_DIR.rglob("*.yaml"))
+    assert len(files) > 40
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            from_stream = OmegaConf.load(f)
+        assert (OmegaConf.to_container(OmegaConf.load(path)) == OmegaConf.to_container(from_stream)
+                == OmegaConf.to_container(own(path))), path
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("a: 1\nb: [1, 2]\n")
+    first = OmegaConf.load(mine)
+    first.b.append(3)
+    parses = []
+    real_load = yaml.load
+    monkeypatch.setattr(yaml, "load", lambda *a, **k: parses.append(a) or real_load(*a, **k))
+    assert OmegaConf.to_container(OmegaConf.load(mine)) == {"a": 1, "b": [1, 2]} and parses == []
+    mine.write_text("a: 2\n")
+    assert OmegaConf.to_container(OmegaConf.load(mine)) == {"a": 2} and len(parses) == 1
+    mine.write_text("a: [1\n")
+    with pytest.raises(yaml.YAMLError, match="mine.yaml"):
+        OmegaConf.load(mine)
+    with open(mine, encoding="utf-8") as f, pytest.raises(yaml.YAMLError, match="mine.yaml"):
+        OmegaConf.load(f)
+    assert OmegaConf.to_container(OmegaConf.load(io.StringIO("x: 3\n"))) == {"x": 3}

@@ -15,6 +15,7 @@ of a gemmlab module, at module level or inside a function, is an edge. The rules
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -49,12 +50,18 @@ def layer_of(mod: str) -> str:
     return parts[1]
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of the file ``path``, parsed once for this module's tests (only read)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports_of(path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
     """``(line, module)`` for every gemmlab module the file imports (anywhere in it)."""
     own = module_name(path) if path.is_relative_to(PKG) else ""
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "gemmlab"]
         elif isinstance(node, ast.ImportFrom):
@@ -157,7 +164,7 @@ def test_plugins_import_only_the_contract_and_base(plugin):
 
 @pytest.mark.parametrize("mod", sorted(all_modules()), ids=str)
 def test_module_docstring_says_what_it_owns(mod):
-    doc = ast.get_docstring(ast.parse(all_modules()[mod].read_text()))
+    doc = ast.get_docstring(parsed(all_modules()[mod]))
     assert doc and len(doc.splitlines()[0].split()) >= 4, f"{mod}: needs a docstring whose first line says what it owns"
 
 

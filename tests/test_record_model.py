@@ -28,8 +28,14 @@ def _path(name: str) -> Path:
     return PKG.joinpath(*name.split(".")).with_suffix(".py")
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path) -> ast.Module:
+    """The syntax tree of the file ``path``, parsed once for this module's tests (only read)."""
+    return ast.parse(path.read_text())
+
+
 def _tree(name: str) -> ast.Module:
-    return ast.parse(_path(name).read_text())
+    return _parsed(_path(name))
 
 
 def test_schema_defined_once_and_shared():
@@ -87,7 +93,7 @@ _MUTATORS = ("append", "extend", "insert", "pop", "popitem", "remove", "clear", 
 def _module_containers(path: Path) -> list[str]:
     """Names bound at module level to a list/dict/set display, comprehension or constructor."""
     found = []
-    for node in ast.parse(path.read_text()).body:
+    for node in _parsed(path).body:
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
         if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) or (
                 isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", None))
@@ -115,7 +121,7 @@ def test_no_module_level_mutable_state(path):
     bad = [f"{_name(path)}.{t}" for t in _module_containers(path)
            if t != "__all__" and f"{_name(path)}.{t}" not in CONSTANTS | PROCESS_RESOURCES]
     assert bad == [], "module-level mutable state: return it, or pass one small object (see CONSTANTS above)"
-    no_globals = [n.lineno for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Global)]
+    no_globals = [n.lineno for n in ast.walk(_parsed(path)) if isinstance(n, ast.Global)]
     assert no_globals == [], f"{_name(path)}: `global` statements at lines {no_globals}"
 
 
@@ -148,7 +154,7 @@ def _mutation_lines(tree: ast.Module) -> dict[str, list[int]]:
 
 
 def test_constants_stay_constant():
-    trees = {_name(p): ast.parse(p.read_text()) for p in _package_modules()}
+    trees = {_name(p): _parsed(p) for p in _package_modules()}
     listed = {c.rsplit(".", 1)[0] for c in CONSTANTS | PROCESS_RESOURCES if "." in c}
     assert listed <= set(trees), f"allowlist names modules that do not exist: {listed - set(trees)}"
     for constant in CONSTANTS - {"__all__"}:

@@ -412,6 +412,43 @@ def test_launcher_reports_failed_point(cli, tmp_path, launcher, joblib_2_workers
     assert sorted(statuses) == ["compiled", "invalid"]
 
 
+# --- gemmlab's sweeper (hydra_plugins/gemmlab_sweeper): each job composed once ----------------------
+
+def _job_files(sweep: Path) -> dict[str, str]:
+    """Each job's ``.hydra/config.yaml`` and ``overrides.yaml`` (by job folder) of a sweep."""
+    return {f"{p.parent.parent.name}/{p.name}": p.read_text()
+            for name in ("config.yaml", "overrides.yaml") for p in sorted(sweep.glob(f"*/.hydra/{name}"))}
+
+
+def test_gemmlab_sweeper_gives_each_job_hydras_config(cli, tmp_path):
+    """The sweeper that hands the batch check's composed configs to the launcher gives every job
+    the config Hydra's own basic sweeper composes for it (the same files, in every job folder), and
+    is the default of a plain sweep."""
+    common = ["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"]
+    ours, basic = tmp_path / "ours", tmp_path / "basic"
+    for extra, sweep_dir in (([], ours), (["hydra/sweeper=basic"], basic)):
+        proc = cli([*common, *extra, f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+        assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr  # shape: invalid
+    assert len(_job_files(ours)) == 4 and _job_files(ours) == _job_files(basic)
+    hydra = yaml.safe_load((ours / "0" / ".hydra" / "hydra.yaml").read_text())["hydra"]
+    assert hydra["sweeper"]["_target_"] == "hydra_plugins.gemmlab_sweeper.GemmlabSweeper"
+    assert hydra["runtime"]["choices"]["hydra/sweeper"] == "gemmlab"
+
+
+def test_a_job_that_does_not_compose_refuses_the_sweep_before_any_point(cli, tmp_path):
+    """Hydra's batch check stays: the second job's config does not compose (an unknown timing option
+    that gemmlab's pre-check leaves to Hydra under --config-dir), so no point runs, not even the
+    first: one line, exit 2."""
+    sweep_dir = tmp_path / "sw"
+    (tmp_path / "extra").mkdir()
+    proc = cli(["-m", "-cd", tmp_path / "extra", "kernel=naive", "mode=compile", "shape=[8,8,8]", "timing=seed,nope",
+                f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == ["gemmlab: error: timing: unknown option 'nope'; available: adaptive, "
+                                                "cold, graph, seed"], proc.stderr
+    assert not list(sweep_dir.glob("*/result.json")) and not (sweep_dir / "0").exists()
+
+
 def test_console_table_keeps_square_brackets(tmp_path):
     """Cells are plain text, not rich markup: ``pip install 'gemmlab[cublas]'`` stays whole."""
     import io

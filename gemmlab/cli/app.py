@@ -116,6 +116,7 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     ``ConfigStore`` (:func:`config_store_is_not_copied`)."""
     from gemmlab.stages.config import store_schema
     config_store_is_not_copied()
+    config_files_parsed_once()
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
@@ -141,6 +142,56 @@ def config_store_is_not_copied() -> None:
     from hydra.core.config_store import ConfigStore
     if "__deepcopy__" not in ConfigStore.__dict__:
         ConfigStore.__deepcopy__ = lambda self, memo: self
+
+
+def config_files_parsed_once() -> None:
+    """Let ``OmegaConf.load`` parse a YAML text once per process (idempotent).
+
+    Hydra 1.3 reads every config file a command line selects again for each compose (its cache
+    lives for one compose): ``conf/config.yaml``, the kernel, timing and experiment files, Hydra's
+    own ``hydra/*`` files; a sweep composes once per job. PyYAML's pure-Python parser is about a
+    tenth of a compose. Here the plain data parsed from a text (dicts, lists, scalars) is kept,
+    keyed by the text itself, and each load builds its config from a deep copy of it with
+    ``OmegaConf.create``, as ``OmegaConf.load`` does: an edited file is a new text, so what is
+    composed is unchanged. A text that does not parse is loaded by OmegaConf's own ``load`` from
+    the same stream or path, so its error (file name, line) is OmegaConf's, and nothing is kept."""
+    from omegaconf import OmegaConf
+    if getattr(OmegaConf.load, "parsed_once", False):
+        return
+    import copy
+    import io
+
+    import yaml
+    from omegaconf._utils import get_yaml_loader
+    real = OmegaConf.load
+    parsed: dict[str, object] = {}
+
+    def load(file_):
+        if isinstance(file_, (str, Path)):
+            with io.open(os.path.abspath(file_), "r", encoding="utf-8") as f:
+                text = f.read()
+        elif getattr(file_, "read", None) and getattr(file_, "seek", None):
+            start = file_.tell()
+            text = file_.read()
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+        else:
+            return real(file_)
+        if text not in parsed:
+            try:
+                obj = yaml.load(text, Loader=get_yaml_loader())
+            except yaml.YAMLError:
+                if not isinstance(file_, (str, Path)):
+                    file_.seek(start)
+                return real(file_)  # OmegaConf's own error, naming the file
+            if obj is not None and not isinstance(obj, (list, dict, str)):
+                return real(io.StringIO(text))
+            parsed[text] = obj
+        obj = copy.deepcopy(parsed[text])
+        return OmegaConf.create() if obj is None else OmegaConf.create(obj)
+
+    load.parsed_once = True
+    load.__doc__ = real.__doc__
+    OmegaConf.load = staticmethod(load)
 
 
 def _values(o, options: list[str] | None = None) -> list[str] | None:

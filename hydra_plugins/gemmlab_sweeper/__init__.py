@@ -1,0 +1,91 @@
+"""gemmlab's sweeper for ``gemmlab -m``: Hydra's basic sweeper, each job's config composed once.
+
+Hydra's ``BasicSweeper`` composes the config of every job of a batch before the launcher runs any
+(``Sweeper.validate_batch_is_legal``: a job whose overrides do not compose fails the sweep before
+a point runs), and the launcher then composes each job's config again. With Hydra's in-process
+``BasicLauncher`` (gemmlab's default) both composes happen in this process, about 0.1 CPU s each.
+:class:`GemmlabSweeper` keeps the check and gives the launcher the config the check composed
+(:class:`ComposedOnce`), so each job is composed once. The outcome is the same: the same config
+(composed from the same files and overrides, the sweep's resolver cache copied into it as
+Hydra's ``load_sweep_config`` does), the same refusal of a batch before any job runs. Launchers
+that compose in other processes (joblib, submitit) get Hydra's plain behaviour; so does every job
+after the first :data:`KEEP_AT_MOST` of a batch (they are composed again, as Hydra does: a batch of
+thousands of jobs keeps no more than that many configs in memory).
+
+Selected in gemmlab's conf/config.yaml (``conf/hydra/sweeper/gemmlab.yaml``); an experiment that
+picks another sweeper (``override /hydra/sweeper: optuna``) or ``hydra/sweeper=basic`` on the
+command line replaces it. A Hydra plugin module (``hydra_plugins``: Hydra instantiates sweepers
+from there only); it imports Hydra alone.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Sequence
+
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.types import HydraContext
+
+#: configs a batch's check keeps for the launcher at most (about 0.2 MB each); further jobs are composed again
+KEEP_AT_MOST = 128
+
+
+class ComposedOnce:
+    """Hydra's config loader (every attribute delegated) whose ``load_sweep_config`` for the sweep's
+    own config gives back, once each, the configs :meth:`keep` composed for a job's overrides."""
+
+    def __init__(self, loader: Any, master_config: Any) -> None:
+        self._loader = loader
+        self._master = master_config
+        self._kept: dict[tuple[str, ...], list] = defaultdict(list)
+        self._count = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def keep(self, overrides: Sequence[str]) -> None:
+        """Compose the job ``overrides`` (Hydra's ``load_sweep_config``: raises what it raises) and
+        keep the config for the launcher while fewer than :data:`KEEP_AT_MOST` are kept."""
+        config = self._loader.load_sweep_config(self._master, list(overrides))
+        if self._count < KEEP_AT_MOST:
+            self._kept[tuple(overrides)].append(config)
+            self._count += 1
+
+    def forget(self) -> None:
+        """Drop every kept config."""
+        self._kept.clear()
+        self._count = 0
+
+    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
+        """The kept config of these overrides (each given once), else Hydra's compose."""
+        kept = self._kept.get(tuple(sweep_overrides)) if master_config is self._master else None
+        if kept:
+            self._count -= 1
+            return kept.pop(0)
+        return self._loader.load_sweep_config(master_config, sweep_overrides)
+
+
+class GemmlabSweeper(BasicSweeper):
+    """Hydra's ``BasicSweeper`` (same parameters, same sweeps and batches) whose batch check hands
+    its composed configs to an in-process ``BasicLauncher`` (see the module docstring)."""
+
+    def setup(self, *, hydra_context: HydraContext, task_function: Any, config: Any) -> None:
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self.composed: ComposedOnce | None = None
+        if type(self.launcher) is BasicLauncher:  # it composes each job in this process
+            self.composed = ComposedOnce(hydra_context.config_loader, config)
+            self.launcher.hydra_context = HydraContext(config_loader=self.composed, callbacks=hydra_context.callbacks)
+
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        """Compose every job of ``batch`` (Hydra's check: raises for the first that does not
+        compose), keeping the configs for the launcher."""
+        if self.composed is None:
+            return super().validate_batch_is_legal(batch)
+        self.composed.forget()
+        try:
+            for overrides in batch:
+                self.composed.keep(overrides)
+        except BaseException:
+            self.composed.forget()
+            raise
