@@ -165,12 +165,8 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
     and was made with the same config; otherwise keep it aside (:func:`keep_previous`) and
     return ``(None, previous)``, ``previous`` being the new record's ``previous`` field (the point
     re-runs). Without ``resume=true``: ``(None, None)``, nothing touched."""
-    try:
-        wanted = _plain(cfg.get("resume", False)) is True
-        current = _plain(cfg)
-    except Exception:
-        return None, None
-    if not wanted:
+    current = _resuming(cfg)
+    if current is None:
         return None, None
     path = out_dir / "result.json"
     try:
@@ -179,29 +175,32 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
         old = None
     if not isinstance(old, dict):
         old = {}
-    same_config = (isinstance(old.get("config"), dict) and isinstance(current, dict)
-                   and _comparable(old["config"]) == _comparable(current))
+    same_config = isinstance(old.get("config"), dict) and _comparable(old["config"]) == _comparable(current)
     if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
         return old, None
     earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
     kept = [*earlier, keep_previous(out_dir)]
-    found = _matching_sibling(out_dir, _comparable(current)) if isinstance(current, dict) else None
+    found = _matching_sibling(out_dir, _comparable(current))
     if found is not None:  # the sweep's points were reordered: the same config measured in another folder
         return _adopt(found, out_dir, kept), None
     return None, kept
 
 
-def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
-    """With ``resume=true``, for a point folder without a record: the same config's valid record
-    from another folder of the sweep (:func:`_matching_sibling`), copied in (:func:`_adopt`); else None."""
+def _resuming(cfg: Mapping[str, Any]) -> dict | None:
+    """The plain config when it asks for ``resume=true``; None otherwise (or when it does not resolve)."""
     try:
-        if _plain(cfg.get("resume", False)) is not True:
-            return None
         current = _plain(cfg)
     except Exception:
         return None
-    if not isinstance(current, dict):
+    return current if isinstance(current, dict) and current.get("resume") is True else None
+
+
+def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
+    """With ``resume=true``, for a point folder without a record: the same config's valid record
+    from another folder of the sweep (:func:`_matching_sibling`), copied in (:func:`_adopt`); else None."""
+    current = _resuming(cfg)
+    if current is None:
         return None
     found = _matching_sibling(out_dir, _comparable(current))
     return _adopt(found, out_dir, []) if found is not None else None
@@ -238,17 +237,13 @@ def _adopt(path: Path, out_dir: Path, kept: list) -> dict:
     ``out_dir`` as its ``result.json``, marked ``resumed`` with ``resumed_from`` (the source, relative
     to the sweep folder) and this folder's moved-aside records under ``previous``; nothing is moved
     or deleted at the source."""
-    tag = path.name[len("result"):-len(".json")]  # "" or ".previous-<...>"
+    tag = path.name[len("result"):-len(".json")]  # "" or ".previous-<...>" (keep_previous's names)
     for item in sorted(path.parent.iterdir()):
-        name = item.name
-        if not record_stage.is_artifact(name.replace(tag, "", 1) if tag else name) or (not tag and ".previous-" in name):
-            continue
-        if tag and tag not in name:
-            continue
-        target = out_dir / (name.replace(tag, "", 1) if tag else name)
-        if target.exists():
-            continue
-        (shutil.copytree if item.is_dir() else shutil.copy2)(item, target)
+        if tag and tag not in item.name or not tag and ".previous-" in item.name:
+            continue  # another record's files
+        name = item.name.replace(tag, "", 1) if tag else item.name  # its name beside a current record
+        if record_stage.is_artifact(name) and not (out_dir / name).exists():
+            (shutil.copytree if item.is_dir() else shutil.copy2)(item, out_dir / name)
     rec = json.loads(path.read_text())
     rec.update(resumed=True, resumed_from=str(path.relative_to(out_dir.parent)), previous=kept)
     record_stage.write_record(rec, out_dir)
