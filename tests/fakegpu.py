@@ -199,8 +199,10 @@ def unpack(args: tuple) -> tuple[int, int, int, int, int, int]:
 
 
 def host_gemm(gpu: HostGpu, args: tuple) -> None:
-    """C = A @ B in float32 on the fake device memory (the GEMM ABI)."""
+    """C = A @ B on the fake device memory (the GEMM ABI): float32 in and out, the product taken in
+    float64 and rounded once, so the result (and every error figure a record derives from it) is the
+    same on every host CPU (a float32 BLAS GEMM's summation order depends on the CPU OpenBLAS picks)."""
     a, b, c, m, n, k = unpack(args)
-    A = gpu.floats(a, m * k).reshape(m, k)
-    B = gpu.floats(b, k * n).reshape(k, n)
-    gpu.floats(c, m * n).reshape(m, n)[:] = A @ B
+    A = gpu.floats(a, m * k).reshape(m, k).astype(np.float64)
+    B = gpu.floats(b, k * n).reshape(k, n).astype(np.float64)
+    gpu.floats(c, m * n).reshape(m, n)[:] = (A @ B).astype(np.float32)
