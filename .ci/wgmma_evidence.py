@@ -388,6 +388,20 @@ GROUPS_29 = {
 }
 SHARE_29 = {"b4096": 0.7, "b8192": 0.3}
 
+# thirty-first call (--set 31, session 12): EPI=7 (each tile's right half kept in a third accumulator
+# bank and stored during the CTA's next main loop, two m64n128k16 per k-step) interleaved with the
+# default, six rounds at 4096^3 row/col, three row/row, 8192^3 and TF32 twice; cuBLAS against itself
+MARK_31 = MARK_27[:6]
+GROUPS_31 = {
+    "b4096": [c for i, m in enumerate(MARK_31) for c in
+              _e("wgmma_bf16", "bf16", "col", B4, [{"EPI": 2, **m}, {"EPI": 7, **m}])
+              + (_e("wgmma_bf16", "bf16", "row", B4, [{"EPI": 2, **m}, {"EPI": 7, **m}]) if i % 2 == 0 else [])]
+    + [("cublas", "bf16", "col", B4, {}, True)],
+    "other": [c for m in MARK_31[:2] for c in _e("wgmma_bf16", "bf16", "col", B8, [{"EPI": 2, **m}, {"EPI": 7, **m}])
+              + _e("wgmma_tf32", "tf32", "col", B4, [{"EPI": 2, **m}, {"EPI": 7, **m}])],
+}
+SHARE_31 = {"b4096": 0.7, "other": 0.3}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -459,7 +473,8 @@ def main() -> None:
                 "15": (GROUPS_15, SHARE_15, None), "16": (GROUPS_16, SHARE_16, None),
                 "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None),
                 "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None), "22": (GROUPS_22, SHARE_22, None),
-                "27": (GROUPS_27, SHARE_27, None), "29": (GROUPS_29, SHARE_29, None)}
+                "27": (GROUPS_27, SHARE_27, None), "29": (GROUPS_29, SHARE_29, None),
+                "31": (GROUPS_31, SHARE_31, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS

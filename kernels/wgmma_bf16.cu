@@ -287,7 +287,10 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   static_assert(REDUCE == 0 || (REDUCE == 1 && SPLIT_K > 1 && TAIL == 0), "REDUCE = 1 (workspace slabs) needs SPLIT_K > 1 and no TAIL");
   static_assert((EPI != 1 && EPI != 4) || REDUCE == 0, "EPI 1/4 (TMA store into C) does not write REDUCE = 1's workspace slabs");
   static_assert(EPI != 4 || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG), "EPI 4 (held stage) is for whole tiles, cooperative");
-  constexpr bool TMA_EPI = EPI == 1 || EPI == 4;
+  constexpr bool DEFER = EPI == 5;  // EPI 5: TMA store, each tile's right half stored during the next tile's main loop
+  static_assert(!DEFER || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG && MI == 1 && BN == 256),
+                "EPI 5 (deferred right half) is for whole tiles, cooperative, BM = 128, BN = 256");
+  constexpr bool TMA_EPI = EPI == 1 || EPI == 4 || EPI == 5;
   constexpr bool HOLD = EPI == 4;  // the tile's last ring stage stays as extra staging until its boxes are read
   constexpr unsigned EPI_BUF = 16 * 128;  // EPI = 1: one staging buffer, 16 rows x 32 floats (128-byte swizzle); 2 per warp
   // SPLITS: whether this instance can have split tiles at all (else every item's role is 0: the
@@ -359,6 +362,112 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         }
       }
     }
+  } else if constexpr (DEFER) {
+    // EPI 5: the accumulators are three banks of m64n128 (64 floats): a tile's left half is always
+    // bank 0, its right half bank 1 or 2 by the item's parity, so the previous tile's right half
+    // can stay in the other bank while this tile computes. Each k-step issues two m64n128k16 (B's
+    // right half 128 rows / two 64-column boxes further); the epilogue stores the left half at once
+    // (4 TMA boxes per warp, as EPI 1) and leaves the right half pending when the CTA has a next
+    // item: its 4 boxes per warp go out during that item's main loop, one after the wgmma group of
+    // k-tiles 2, 4, 6, 8 (while the tensor cores run), the rest after the loop when it is shorter.
+    gemmlab::setmaxnreg_inc<232>();
+    const int wg = warpgroup - 1, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+    auto release = [&](int s) {
+      if (lane == 0) {
+        if constexpr (CLUSTER > 1) {
+#pragma unroll
+          for (int r = 0; r < CLUSTER; r++) gemmlab::mbarrier_arrive_cluster(&empty[s], r);
+        } else {
+          gemmlab::mbarrier_arrive(&empty[s]);
+        }
+      }
+    };
+    float b0[64], b1[64], b2[64];
+    int it = 0, epi_chunk = 0;
+    bool pending = false;
+    int prow = 0, pcol = 0;  // the pending half's first row (this warp's) and first column
+    unsigned char *const my_stage = ring + STAGES * STAGE_BYTES + (wg * 4 + warp) * 2 * EPI_BUF;
+    // one 16 x 32 box of a bank (columns 32 cc .. 32 cc + 31 of the half) through the warp's two buffers
+    auto store_box = [&](const float (&bank)[64], int cc, int col, int row) {
+      unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
+      if (lane == 0) gemmlab::bulk_wait_group_read<1>();
+      __syncwarp();
+      stage_box(gemmlab::smem_u32(buf), bank, cc, g, t);
+      gemmlab::fence_proxy_async();
+      __syncwarp();
+      if (lane == 0) {
+        gemmlab::tma_store_2d(tensor_c, buf, col, row);
+        gemmlab::bulk_commit_group();
+      }
+      epi_chunk++;
+    };
+    auto item_body = [&](float (&R)[64], float (&Q)[64], const WorkItem &w, int local) {
+      int m_blk, n_blk;
+      tile_of(w.unit, m_blk, n_blk);
+      const int m0 = m_blk * BM, n0 = n_blk * BN;
+#pragma unroll
+      for (int i = 0; i < 64; i++) b0[i] = 0.0f, R[i] = 0.0f;
+      const int nkt = w.ke - w.kb;
+      for (int kt = w.kb; kt < w.ke; kt++, it++) {
+        const int s = it % STAGES;
+        gemmlab::mbarrier_try_wait_parity(&full[s], (it / STAGES) & 1);
+        unsigned char *slot = ring + s * STAGE_BYTES;
+        gemmlab::wgmma_fence_operands(b0);
+        gemmlab::wgmma_fence_operands(R);
+        gemmlab::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; kk++) {
+          const unsigned long long db =
+              B_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + A_BYTES + kk * KSTEP * 128, BK * 128, 1024)
+                         : gemmlab::wgmma_desc_128b(slot + A_BYTES + kk * 32, 16, 1024);
+          const unsigned long long dbr =
+              B_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + A_BYTES + 2 * B_BOX_BYTES + kk * KSTEP * 128, BK * 128, 1024)
+                         : gemmlab::wgmma_desc_128b(slot + A_BYTES + 128 * 128 + kk * 32, 16, 1024);
+          const unsigned long long da = gemmlab::wgmma_desc_128b(slot + wg * WM * 128 + kk * 32, 16, 1024);
+          wgmma_step<ELEM, 128, B_MN_MAJOR>(b0, da, db);
+          wgmma_step<ELEM, 128, B_MN_MAJOR>(R, da, dbr);
+        }
+        gemmlab::wgmma_commit();
+        if (pending) {  // the previous tile's right half, one box per warp after k-tiles 2, 4, 6, 8
+          const int j = kt - w.kb;
+          if (j == 2) store_box(Q, 0, pcol, prow);
+          else if (j == 4) store_box(Q, 1, pcol + 32, prow);
+          else if (j == 6) store_box(Q, 2, pcol + 64, prow);
+          else if (j == 8) store_box(Q, 3, pcol + 96, prow);
+        }
+        gemmlab::wgmma_wait<1>();
+        gemmlab::wgmma_fence_operands(b0);
+        gemmlab::wgmma_fence_operands(R);
+        if (kt > w.kb) release((it - 1) % STAGES);
+      }
+      gemmlab::wgmma_wait<0>();
+      gemmlab::wgmma_fence_operands(b0);
+      gemmlab::wgmma_fence_operands(R);
+      if (nkt > 0) release((it - 1) % STAGES);
+      if (pending) {  // boxes the loop had no k-tile for
+        if (nkt <= 2) store_box(Q, 0, pcol, prow);
+        if (nkt <= 4) store_box(Q, 1, pcol + 32, prow);
+        if (nkt <= 6) store_box(Q, 2, pcol + 64, prow);
+        if (nkt <= 8) store_box(Q, 3, pcol + 96, prow);
+        pending = false;
+      }
+      const int row0 = m0 + wg * WM + warp * 16;
+#pragma unroll
+      for (int cc = 0; cc < 4; cc++) store_box(b0, cc, n0 + 32 * cc, row0);
+      WorkItem next;
+      if (sched.item(local + 1, next)) {  // the right half waits in Q (a register copy: fixed roles keep
+        // ptxas's wgmma hazard tracking exact; banks alternating by parity made it wait for every group)
+#pragma unroll
+        for (int i = 0; i < 64; i++) Q[i] = R[i];
+        pending = true, prow = row0, pcol = n0 + 128;
+      } else {
+#pragma unroll
+        for (int cc = 0; cc < 4; cc++) store_box(R, cc, n0 + 128 + 32 * cc, row0);
+      }
+    };
+    WorkItem w;
+    for (int local = 0; sched.item(local, w); local++) item_body(b1, b2, w, local);
+    if (tid % 32 == 0) gemmlab::bulk_wait_group<0>();  // each warp's last stores done before the CTA leaves
   } else {
     gemmlab::setmaxnreg_inc<232>();
     const int wg = warpgroup - 1, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -602,6 +711,6 @@ template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
                      const __grid_constant__ CUtensorMap tensor_c, float *C, int M, int N, int K) {
-  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD ? 4 : 1>(
+  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD == 2 ? 5 : HOLD ? 4 : 1>(
       &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
 }

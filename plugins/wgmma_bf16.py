@@ -17,7 +17,11 @@ registers; 1 registers straight to the row-major float32 C (masked at the edges)
 staging, then each lane reads back 16-byte units and the warp stores whole 128-byte lines
 (``st.global.v4``, no TMA); 3 every full-tile register store twice (a diagnostic: the time over
 ``EPI=1`` is what the stores cost); 5 as 2 with the tile's last ring stage held as 6 KiB more
-staging per warp (released per warp once its boxes are read; SCHED=1 whole tiles only). Split tiles' items (SPLIT_K, TAIL=2)
+staging per warp (released per warp once its boxes are read; SCHED=1 whole tiles only); 7 as 2 with
+each tile's right half (128 columns) left in a third bank of accumulators and stored during the
+CTA's next tile's main loop, one box per warp after the wgmma groups of k-tiles 2, 4, 6 and 8
+(two m64n128k16 per k-step instead of one m64n256k16; BM=128, BN=256, SCHED=1 whole tiles only;
+6 was session 11's refuted, unmerged ``hold2`` experiment). Split tiles' items (SPLIT_K, TAIL=2)
 in the TMA-store entry stage their boxes too: rank 0 TMA-stores, ranks >= 1 TMA reduce-add
 (``cp.reduce.async.bulk.tensor .add``) in the chain's order below; with ``EPI`` 1, 3, 4 they store
 from registers (``red.global.add``). Measured on the H200 at 4096³ BF16 (medians,
@@ -288,11 +292,15 @@ class WgmmaKernel(KernelSpec):
         epi = p.get("EPI", 1)
         require(epi in PARAM_VALUES["EPI"], "kernel.EPI",
                 f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory), 3 (registers, twice: "
-                f"diagnostic), 4 (shared-memory staging, coalesced 16-byte stores) or 5 (as 2, the tile's last ring "
-                f"stage held as more staging)")
+                f"diagnostic), 4 (shared-memory staging, coalesced 16-byte stores), 5 (as 2, the tile's last ring "
+                f"stage held as more staging) or 7 (as 2, each tile's right half stored during the next tile's main loop)")
         require(epi != 5 or (p["SCHED"] == 1 and p["SPLIT_K"] == 1 and p["TAIL"] == 1), "kernel.EPI",
                 f"EPI=5 needs whole tiles in the cooperative schedule: SCHED=1, SPLIT_K=1, TAIL=1 "
                 f"(got SCHED={p['SCHED']}, SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
+        require(epi != 7 or (p["SCHED"] == 1 and p["SPLIT_K"] == 1 and p["TAIL"] == 1 and p["BM"] == 128
+                             and p["BN"] == 256), "kernel.EPI",
+                f"EPI=7 needs whole 128x256 tiles in the cooperative schedule: BM=128, BN=256, SCHED=1, SPLIT_K=1, "
+                f"TAIL=1 (got BM={p['BM']}, BN={p['BN']}, SCHED={p['SCHED']}, SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
         staged = self.stages_c(problem, p)
         require(shared_bytes(p, staged) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p, staged)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024"
@@ -315,7 +323,7 @@ class WgmmaKernel(KernelSpec):
         that ran: ``gemm_wgmma_tma_store<...>`` or ``gemm_wgmma<...>``. In the TMA-store entry
         split tiles' items (SPLIT_K, TAIL=2) stage too: rank 0 TMA-stores, ranks >= 1 TMA
         reduce-add, in the chain's order."""
-        return params.get("EPI", 1) in (2, 5) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+        return params.get("EPI", 1) in (2, 5, 7) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
 
     def staged_stores(self, problem: Problem, params) -> bool:
         """Whether ``EPI=4`` runs (shared-memory staging, then st.global.v4 of whole 128-byte lines
@@ -336,7 +344,7 @@ class WgmmaKernel(KernelSpec):
         if self.tma_store(problem, p):
             return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
-                    f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}" + (", 1>" if p.get("EPI") == 5 else ">"))
+                    f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}" + {5: ", 1>", 7: ", 2>"}.get(p.get("EPI"), ">"))
         if p.get("EPI", 1) == 3 or self.staged_stores(problem, p):
             return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "
@@ -413,7 +421,7 @@ class WgmmaKernel(KernelSpec):
         stored from registers instead (N % 4 != 0: C's rows are not 16-byte aligned; REDUCE=2: the
         destination is the workspace's slabs); empty otherwise."""
         epi = params.get("EPI", 1)
-        if epi not in (2, 4, 5) or self.stages_c(problem, params):
+        if epi not in (2, 4, 5, 7) or self.stages_c(problem, params):
             return ""
         why = "REDUCE=2 writes slabs" if params.get("REDUCE", 1) == 2 else f"N={problem.N} is not a multiple of 4"
         return f"epilogue from registers: {why}; EPI={epi} stages where it can"
@@ -546,7 +554,7 @@ class WgmmaKernel(KernelSpec):
 #: The values of the parameters that are codes or a few sizes (the one-line error for a value outside
 #: 1..4096 lists them; :meth:`WgmmaKernel.check_problem` explains each value and checks combinations).
 PARAM_VALUES = {"BM": (64, 128, 192, 256), "BN": (64, 128, 256), "STAGES": (2, 3, 4, 5, 6, 7, 8),
-                "CLUSTER": (1, 2), "SCHED": (1, 2), "TAIL": (1, 2, 3), "REDUCE": (1, 2), "EPI": (1, 2, 3, 4, 5)}
+                "CLUSTER": (1, 2), "SCHED": (1, 2), "TAIL": (1, 2, 3), "REDUCE": (1, 2), "EPI": (1, 2, 3, 4, 5, 7)}
 
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 16, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,

@@ -147,6 +147,17 @@ E2 = {"EPI": 2}
     ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {"EPI": 5, "BN": 128, "STAGES": 6}),  # 2 held boxes of 4
     ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {"EPI": 5, "BN": 64, "STAGES": 8}),            # 1 held box of 2
     ("wgmma_tf32", "tf32", "col", MULTI[:1] + (2052, 1000), {"EPI": 5}),
+    # EPI=7: each tile's right half stored during the CTA's next main loop (one box per warp after
+    # k-tiles 2, 4, 6, 8; the rest after the loop when it has fewer k-tiles); the last tile's at once
+    ("wgmma_bf16", "bf16", "col", (31, 36, 24), {"EPI": 7}),                 # one item: both halves at once
+    ("wgmma_bf16", "bf16", "col", (4097, 4, 8), {"EPI": 7}),
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 1000), {"EPI": 7}),     # 16 k-tiles: boxes inside the loop
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 200), {"EPI": 7}),      # 4 k-tiles: two boxes after the loop
+    ("wgmma_bf16", "bf16", "col", MULTI[:1] + (2052, 64), {"EPI": 7}),       # 1 k-tile: all four after the loop
+    ("wgmma_bf16", "bf16", "row", (2100, 2056, 1000), {"EPI": 7, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "col", (4100, 4100, 520), {"EPI": 7}),            # 33 x 17 partial tiles, 4-5 per CTA
+    ("wgmma_tf32", "tf32", "col", MULTI[:1] + (2052, 1000), {"EPI": 7}),
+    ("wgmma_tf32", "tf32", "row", (300, 2052, 200), {"EPI": 7}),
 ], ids=str)
 def test_tma_store_epilogue(tmp_path, kernel, precision, layout_b, shape, params):
     """EPI=2: the accumulators leave through shared-memory staging and TMA stores (clipped at M, N):
@@ -205,6 +216,8 @@ def test_epilogue_fallback_and_diagnostic(tmp_path, shape, params, entry):
     ("wgmma_bf16", "bf16", "col", (65, 132, 200), E2, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 200), E4, "racecheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {"EPI": 5}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (2100, 2052, 200), {"EPI": 7}, "racecheck"),   # 153 tiles: deferred halves
+    ("wgmma_bf16", "bf16", "col", (2100, 2052, 136), {"EPI": 7}, "memcheck"),
     ("wgmma_bf16", "bf16", "col", (300, 132, 1000), {**E2, "SPLIT_K": 4}, "racecheck"),  # TMA store + reduce-add chain
     ("wgmma_bf16", "bf16", "col", (100, 132, 1000), {**E2, "SPLIT_K": 4}, "memcheck"),
     # the stream-K tail at shapes where every tile is split (fewer tiles than SMs): flag chain, TMA

@@ -52,7 +52,7 @@ def test_one_owner_per_output_over_the_persistent_grid(shape):
 
 
 @pytest.mark.parametrize("over", [{"EPI": 1}, {"EPI": 4}, {"EPI": 5, "CLUSTER": 2}, {"EPI": 4, "SCHED": 2, "BN": 128, "STAGES": 6},
-                                  {"EPI": 2, "TAIL": 2}], ids=str)
+                                  {"EPI": 2, "TAIL": 2}, {"EPI": 7}, {"EPI": 7, "CLUSTER": 2}], ids=str)
 def test_one_owner_per_output_with_each_epilogue(over):
     """The default (EPI=2) runs in the test above; the register epilogue, the staged coalesced
     stores, the held-stage TMA store and the mix of TMA-stored and split tiles here."""
@@ -346,6 +346,11 @@ def test_epilogue_entry_arguments_and_shared_memory():
     p5 = params("wgmma_bf16", EPI=5)  # the TMA-store entry with the held ring stage
     assert s.instance(good, p5) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 1, 0, 1>"
     assert s.arguments(good, p5, FACTS) == s.arguments(good, p2, FACTS)
+    p7 = params("wgmma_bf16", EPI=7)  # the TMA-store entry, each tile's right half stored during the next main loop
+    assert s.instance(good, p7) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 1, 0, 2>"
+    assert s.arguments(good, p7, FACTS) == s.arguments(good, p2, FACTS)
+    assert s.geometry(good, p7, FACTS).shared_bytes == s.geometry(good, p2, FACTS).shared_bytes
+    assert s.plan(odd, p7, FACTS)[-1].note.endswith("EPI=7 stages where it can")
 
 
 def problem_args(problem):
@@ -381,6 +386,9 @@ def test_declared_precisions_and_layouts():
      "cooperative"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 5, "TAIL": 2}, "kernel.EPI", "TAIL=1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 0}, "kernel.EPI", "4 (shared-memory staging"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 7, "BN": 128}, "kernel.EPI", "128x256"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 7, "TAIL": 3}, "kernel.EPI", "TAIL=1"),
+    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 7, "SPLIT_K": 2}, "kernel.EPI", "SPLIT_K=1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 2, "SCHED": 2, "BN": 128, "STAGES": 7},
      "kernel.STAGES", "EPI=2 staging"),
 ])
@@ -408,6 +416,7 @@ COMPILES = [
     ("wgmma_bf16", "bf16", "col", {"EPI": 4}, 4), ("wgmma_bf16", "bf16", "col", {"EPI": 5, "CLUSTER": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "EPI": 1}, 4), ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "CLUSTER": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"TAIL": 3}, 4),
+    ("wgmma_bf16", "bf16", "col", {"EPI": 7}, 8),  # two m64n128k16 per k-step; the deferred half's boxes between groups
 ]
 
 
@@ -427,7 +436,7 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     assert "C7508" not in compiled.log  # ptxas did not ignore setmaxnreg
     # one wgmma group in flight: gsb0 only on a group's last HGMMA (gemmlab.gpu.sass.wgmma_check)
     assert compiled.sass["wgmma"]["serialized"] == 0 and compiled.sass["warning"] is None, compiled.sass["wgmma"]
-    if over.get("EPI") in (2, 5):  # TMA-store epilogue: UTMASTG, and C leaves through no STG of its own
+    if over.get("EPI") in (2, 5, 7):  # TMA-store epilogue: UTMASTG, and C leaves through no STG of its own
         assert hist["UTMASTG"] >= 1 and "STG.E.64" not in compiled.sass_text, hist
     if over.get("EPI") == 4:  # staged stores: 16-byte shared loads and global stores only
         assert hist["LDS.128"] >= 1 and "STG.E.128" in compiled.sass_text and "STG.E.64" not in compiled.sass_text, hist
