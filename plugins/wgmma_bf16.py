@@ -20,8 +20,9 @@ staging, then each lane reads back 16-byte units and the warp stores whole 128-b
 staging per warp (released per warp once its boxes are read; SCHED=1 whole tiles only); 7 as 2 with
 each tile's right half (128 columns) left in a third bank of accumulators and stored during the
 CTA's next tile's main loop, one box per warp after the wgmma groups of k-tiles 2, 4, 6 and 8
-(two m64n128k16 per k-step instead of one m64n256k16; BM=128, BN=256, SCHED=1 whole tiles only;
-6 was session 11's refuted, unmerged ``hold2`` experiment). Split tiles' items (SPLIT_K, TAIL=2)
+(two m64n128k16 per k-step instead of one m64n256k16) where the tiles are whole 128x256 tiles of the
+cooperative schedule (BM=128, BN=256, SCHED=1, SPLIT_K=1, TAIL=1: :meth:`WgmmaKernel.defers`), else
+as 2 (the plan's note says why); 6 was session 11's refuted, unmerged ``hold2`` experiment. Split tiles' items (SPLIT_K, TAIL=2)
 in the TMA-store entry stage their boxes too: rank 0 TMA-stores, ranks >= 1 TMA reduce-add
 (``cp.reduce.async.bulk.tensor .add``) in the chain's order below; with ``EPI`` 1, 3, 4 they store
 from registers (``red.global.add``). Measured on the H200 at 4096³ BF16 (medians,
@@ -297,10 +298,6 @@ class WgmmaKernel(KernelSpec):
         require(epi != 5 or (p["SCHED"] == 1 and p["SPLIT_K"] == 1 and p["TAIL"] == 1), "kernel.EPI",
                 f"EPI=5 needs whole tiles in the cooperative schedule: SCHED=1, SPLIT_K=1, TAIL=1 "
                 f"(got SCHED={p['SCHED']}, SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
-        require(epi != 7 or (p["SCHED"] == 1 and p["SPLIT_K"] == 1 and p["TAIL"] == 1 and p["BM"] == 128
-                             and p["BN"] == 256), "kernel.EPI",
-                f"EPI=7 needs whole 128x256 tiles in the cooperative schedule: BM=128, BN=256, SCHED=1, SPLIT_K=1, "
-                f"TAIL=1 (got BM={p['BM']}, BN={p['BN']}, SCHED={p['SCHED']}, SPLIT_K={p['SPLIT_K']}, TAIL={p['TAIL']})")
         staged = self.stages_c(problem, p)
         require(shared_bytes(p, staged) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p, staged)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024"
@@ -325,6 +322,15 @@ class WgmmaKernel(KernelSpec):
         reduce-add, in the chain's order."""
         return params.get("EPI", 1) in (2, 5, 7) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
 
+    def defers(self, problem: Problem, params) -> bool:
+        """Whether ``EPI=7`` keeps each tile's right half for the next tile's main loop: the TMA-store
+        entry runs (:meth:`tma_store`) with whole 128x256 tiles in the cooperative schedule (BM=128,
+        BN=256, SCHED=1, SPLIT_K=1, TAIL=1); elsewhere ``EPI=7`` is ``EPI=2`` (the plan's note says
+        why). The instance is then ``gemm_wgmma_tma_store<..., 2>``."""
+        p = params
+        return (p.get("EPI", 1) == 7 and self.tma_store(problem, p) and p.get("BM") == 128 and p.get("BN") == 256
+                and p.get("SCHED", 1) == 1 and p.get("SPLIT_K", 1) == 1 and p.get("TAIL", 1) == 1)
+
     def staged_stores(self, problem: Problem, params) -> bool:
         """Whether ``EPI=4`` runs (shared-memory staging, then st.global.v4 of whole 128-byte lines
         per warp instruction, no TMA): N % 4 == 0 (16-byte aligned rows) and C the destination;
@@ -344,7 +350,7 @@ class WgmmaKernel(KernelSpec):
         if self.tma_store(problem, p):
             return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
-                    f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}" + {5: ", 1>", 7: ", 2>"}.get(p.get("EPI"), ">"))
+                    f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}" + (", 1>" if p.get("EPI") == 5 else ", 2>" if self.defers(problem, p) else ">"))
         if p.get("EPI", 1) == 3 or self.staged_stores(problem, p):
             return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "
@@ -421,6 +427,11 @@ class WgmmaKernel(KernelSpec):
         stored from registers instead (N % 4 != 0: C's rows are not 16-byte aligned; REDUCE=2: the
         destination is the workspace's slabs); empty otherwise."""
         epi = params.get("EPI", 1)
+        if epi == 7 and self.stages_c(problem, params) and not self.defers(problem, params):
+            p = params
+            why = ", ".join(f"{k}={p.get(k)}" for k, want in (("BM", 128), ("BN", 256), ("SCHED", 1), ("SPLIT_K", 1),
+                                                                ("TAIL", 1)) if p.get(k, want) != want)
+            return f"right half not deferred: {why} (needs BM=128, BN=256, SCHED=1, SPLIT_K=1, TAIL=1); EPI=7 defers where it can"
         if epi not in (2, 4, 5, 7) or self.stages_c(problem, params):
             return ""
         why = "REDUCE=2 writes slabs" if params.get("REDUCE", 1) == 2 else f"N={problem.N} is not a multiple of 4"

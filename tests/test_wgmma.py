@@ -351,6 +351,16 @@ def test_epilogue_entry_arguments_and_shared_memory():
     assert s.arguments(good, p7, FACTS) == s.arguments(good, p2, FACTS)
     assert s.geometry(good, p7, FACTS).shared_bytes == s.geometry(good, p2, FACTS).shared_bytes
     assert s.plan(odd, p7, FACTS)[-1].note.endswith("EPI=7 stages where it can")
+    assert s.plan(good, p7, FACTS)[-1].note == ""
+    # elsewhere EPI=7 is EPI=2 (same instance), and the plan's note says which parameter kept the half
+    for over, words in (({"BN": 128}, "BN=128"), ({"TAIL": 3}, "TAIL=3"), ({"SPLIT_K": 2}, "SPLIT_K=2"),
+                        ({"SCHED": 2, "BN": 128}, "BN=128, SCHED=2"), ({"BM": 256, "BN": 128}, "BM=256, BN=128")):
+        q7, q2 = params("wgmma_bf16", EPI=7, **over), params("wgmma_bf16", EPI=2, **over)
+        s.check_problem(good, q7, FACTS)
+        assert not s.defers(good, q7) and s.instance(good, q7) == s.instance(good, q2), over
+        note = s.plan(good, q7, FACTS)[-1].note
+        assert note.startswith(f"right half not deferred: {words} (needs") and "EPI=7 defers where it can" in note, note
+    assert s.defers(good, p7) and not s.defers(odd, p7) and not s.defers(good, p2)
 
 
 def problem_args(problem):
@@ -386,9 +396,6 @@ def test_declared_precisions_and_layouts():
      "cooperative"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 5, "TAIL": 2}, "kernel.EPI", "TAIL=1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 0}, "kernel.EPI", "4 (shared-memory staging"),
-    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 7, "BN": 128}, "kernel.EPI", "128x256"),
-    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 7, "TAIL": 3}, "kernel.EPI", "TAIL=1"),
-    ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 7, "SPLIT_K": 2}, "kernel.EPI", "SPLIT_K=1"),
     ("wgmma_bf16", Problem(Shape(64, 64, 64), "bf16", "row", "col"), {"EPI": 2, "SCHED": 2, "BN": 128, "STAGES": 7},
      "kernel.STAGES", "EPI=2 staging"),
 ])
