@@ -402,6 +402,33 @@ GROUPS_31 = {
 }
 SHARE_31 = {"b4096": 0.7, "other": 0.3}
 
+# thirty-second call (--set 32, session 13): EPI=7 made the default; the session-12 comparison measured
+# again (its records were lost with the machine) with the order alternating per round, more 8192^3
+# rounds, and the shapes of experiment=tc_ladder where the epilogue's share differs (2048^3: one item
+# per CTA, nothing deferred across tiles; 4096x4096x1024: 16 k-tiles per item); cuBLAS against itself
+MARK_32 = MARK_27[:6]
+E7 = {"EPI": 7}
+
+
+def _pair(i: int, m: dict) -> list[dict]:
+    """EPI=2 and EPI=7 with marker ``m``, EPI=7 first in odd rounds (order effects cancel)."""
+    pair = [{"EPI": 2, **m}, {**E7, **m}]
+    return pair[::-1] if i % 2 else pair
+
+
+GROUPS_32 = {
+    "b4096": [c for i, m in enumerate(MARK_32) for c in
+              _e("wgmma_bf16", "bf16", "col", B4, _pair(i, m))
+              + (_e("wgmma_bf16", "bf16", "row", B4, _pair(i // 2, m)) if i % 2 == 0 else [])]
+    + [("cublas", "bf16", "col", B4, {}, True)],
+    "b8192": [c for i, m in enumerate(MARK_32[:3]) for c in _e("wgmma_bf16", "bf16", "col", B8, _pair(i, m))],
+    "other": _e("wgmma_bf16", "bf16", "col", (2048, 2048, 2048), _pair(0, {}))
+    + _e("wgmma_bf16", "bf16", "col", (4096, 4096, 1024), _pair(1, {}))
+    + _e("wgmma_tf32", "tf32", "col", B4, _pair(0, {})) + _e("wgmma_tf32", "tf32", "row", B4, _pair(1, {}))
+    + _e("wgmma_bf16", "bf16", "col", (6144, 6144, 6144), _pair(0, {})),
+}
+SHARE_32 = {"b4096": 0.5, "b8192": 0.27, "other": 0.23}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -474,7 +501,7 @@ def main() -> None:
                 "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None),
                 "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None), "22": (GROUPS_22, SHARE_22, None),
                 "27": (GROUPS_27, SHARE_27, None), "29": (GROUPS_29, SHARE_29, None),
-                "31": (GROUPS_31, SHARE_31, None)}
+                "31": (GROUPS_31, SHARE_31, None), "32": (GROUPS_32, SHARE_32, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS

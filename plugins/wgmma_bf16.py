@@ -9,7 +9,7 @@ from ``DeviceFacts.sm_count``) walking the tiles in groups of GROUP_M tile rows 
 ``CLUSTER=2`` pairs CTAs of consecutive tile rows in a thread-block cluster that share the B tile
 by TMA multicast; ``SCHED=1`` (cooperative: the two consumer warpgroups split each tile's rows) or
 ``SCHED=2`` (ping-pong: they take alternate whole tiles, main loops strictly alternating, so one's
-epilogue overlaps the other's main loop). Epilogue (``EPI``): 2 (default) each consumer warp writes
+epilogue overlaps the other's main loop). Epilogue (``EPI``): 2 each consumer warp writes
 its float32 accumulators, 16 rows x 32 columns at a time, into one of its two 2 KiB shared-memory
 buffers (128-byte swizzle) and one lane TMA-stores the box (``cp.async.bulk.tensor`` global <-
 shared, clipped at M x N) while the warp goes on — where TMA can describe C (N % 4 == 0), else from
@@ -19,7 +19,7 @@ staging, then each lane reads back 16-byte units and the warp stores whole 128-b
 ``EPI=1`` is what the stores cost); 5 as 2 with the tile's last ring stage held as 6 KiB more
 staging per warp (released per warp once its boxes are read; SCHED=1 whole tiles only); 7 as 2 with
 each tile's right half (128 columns) left in a third bank of accumulators and stored during the
-CTA's next tile's main loop, one box per warp after the wgmma groups of k-tiles 2, 4, 6 and 8
+CTA's next tile's main loop (the default since session 13), one box per warp after the wgmma groups of k-tiles 2, 4, 6 and 8
 (two m64n128k16 per k-step instead of one m64n256k16) where the tiles are whole 128x256 tiles of the
 cooperative schedule (BM=128, BN=256, SCHED=1, SPLIT_K=1, TAIL=1: :meth:`WgmmaKernel.defers`), else
 as 2 (the plan's note says why); 6 was session 11's refuted, unmerged ``hold2`` experiment. Split tiles' items (SPLIT_K, TAIL=2)
@@ -569,7 +569,7 @@ PARAM_VALUES = {"BM": (64, 128, 192, 256), "BN": (64, 128, 256), "STAGES": (2, 3
 
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 16, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
-            "REDUCE": 1, "EPI": 2}
+            "REDUCE": 1, "EPI": 7}
 
 
 @hookimpl

@@ -115,8 +115,8 @@ def test_plan_per_shape_and_layout(name, precision, layout_b, shape):
     assert (a.kind, b.kind) == expected_kinds(precision, layout_b, shape)
     plan = s.plan(problem, p, FACTS)
     copies = [op.copy for op in (a, b) if op.copy is not None]
-    # the main step's note says where the default EPI=2 stores from registers (N % 4 != 0)
-    main = Main("" if shape.N % 4 == 0 else f"epilogue from registers: N={shape.N} is not a multiple of 4; EPI=2 stages where it can")
+    # the main step's note says where the default EPI=7 stores from registers (N % 4 != 0)
+    main = Main("" if shape.N % 4 == 0 else f"epilogue from registers: N={shape.N} is not a multiple of 4; EPI=7 stages where it can")
     assert plan == (*copies, main)
     ws = s.workspace_bytes(problem, p, FACTS)
     args = s.arguments(problem, p, FACTS)
@@ -125,7 +125,7 @@ def test_plan_per_shape_and_layout(name, precision, layout_b, shape):
     for step in copies:
         check_arguments(step.arguments, problem, ws, name)
     if not copies:  # TMA-describable: the v2 plan and arguments of before, no workspace
-        # C's map: the default EPI=2 (TMA-store epilogue) where N % 4 == 0
+        # C's map: the default EPI=7 (TMA-store epilogue) where N % 4 == 0
         assert plan == (main,) and ws == 0 and [m["matrix"] for m in maps] == ["A", "B"] + (["C"] if shape.N % 4 == 0 else [])
         return
     for op in (a, b):
@@ -263,7 +263,7 @@ def _host_wgmma(problem):
     stored = {m: problem.stored_shape(m) for m in "AB"}
 
     def run(gpu, args):
-        ta, tb, *rest = args  # EPI=2 (TMA-store entry): C's tensor map before the C pointer
+        ta, tb, *rest = args  # EPI=7 (TMA-store entry): C's tensor map before the C pointer
         c, m, n, k = (int(x) for x in rest[-4:])
         A = _through_map(gpu, ta, dtype, stored)[:m, :k].astype(np.float64)
         b = _through_map(gpu, tb, dtype, stored).astype(np.float64)

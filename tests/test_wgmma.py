@@ -324,7 +324,7 @@ def test_epilogue_entry_arguments_and_shared_memory():
     s = spec("wgmma_bf16")
     good, odd = Problem(Shape(300, 132, 200), "bf16", "row", "col"), Problem(Shape(300, 130, 200), "bf16", "row", "col")
     p1, p2, p3 = params("wgmma_bf16", EPI=1), params("wgmma_bf16", EPI=2), params("wgmma_bf16", EPI=3)
-    assert params("wgmma_bf16") == p2  # the shipped default
+    assert params("wgmma_bf16") == params("wgmma_bf16", EPI=7)  # the shipped default (EPI=2 before session 13)
     assert s.instance(good, p2) == "gemm_wgmma_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 1, 0>"
     assert s.instance(good, {**p2, "TAIL": 2}).endswith(", 1, 1>")  # split tiles of the tail: staged in this entry too
     r2 = {**p2, "SPLIT_K": 2, "REDUCE": 2}  # the slabs are no TMA target: the register entry
@@ -413,8 +413,9 @@ def test_refuses_other_gpus():
 
 
 COMPILES = [
-    ("wgmma_bf16", "bf16", "col", {}, 4), ("wgmma_bf16", "bf16", "row", {}, 4), ("wgmma_tf32", "tf32", "col", {}, 4),
-    ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 4), ("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "SCHED": 2, "BN": 128}, 8),
+    # the default EPI=7 defers at 4096^3: two m64n128k16 per k-step (8 HGMMA), as with EPI=7 named below
+    ("wgmma_bf16", "bf16", "col", {}, 8), ("wgmma_bf16", "bf16", "row", {}, 8), ("wgmma_tf32", "tf32", "col", {}, 8),
+    ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 8), ("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "SCHED": 2, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"BM": 256, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 4}, 4), ("wgmma_tf32", "tf32", "col", {"TAIL": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 16, "REDUCE": 2, "BN": 128}, 4), ("wgmma_tf32", "tf32", "col", {"SPLIT_K": 4, "REDUCE": 2}, 4),
@@ -443,7 +444,7 @@ def test_compiles_to_hgmma_without_spills(name, precision, layout_b, over, hgmma
     assert "C7508" not in compiled.log  # ptxas did not ignore setmaxnreg
     # one wgmma group in flight: gsb0 only on a group's last HGMMA (gemmlab.gpu.sass.wgmma_check)
     assert compiled.sass["wgmma"]["serialized"] == 0 and compiled.sass["warning"] is None, compiled.sass["wgmma"]
-    if over.get("EPI") in (2, 5, 7):  # TMA-store epilogue: UTMASTG, and C leaves through no STG of its own
+    if s.tma_store(problem, p):  # TMA-store epilogue (EPI 2, 5, 7: the default's too): UTMASTG, and C leaves through no STG of its own
         assert hist["UTMASTG"] >= 1 and "STG.E.64" not in compiled.sass_text, hist
     if over.get("EPI") == 4:  # staged stores: 16-byte shared loads and global stores only
         assert hist["LDS.128"] >= 1 and "STG.E.128" in compiled.sass_text and "STG.E.64" not in compiled.sass_text, hist
