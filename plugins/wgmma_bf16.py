@@ -27,7 +27,9 @@ in the TMA-store entry stage their boxes too: rank 0 TMA-stores, ranks >= 1 TMA 
 (``cp.reduce.async.bulk.tensor .add``) in the chain's order below; with ``EPI`` 1, 3, 4 they store
 from registers (``red.global.add``). Measured on the H200 at 4096³ BF16 (medians,
 docs/results/tc-ladder-h200.md "Session 6"): EPI=1 96.2%, EPI=2 98.6%, EPI=4 98.3%, EPI=5 98.6%
-(1.6 below EPI=2 in the same call) of cuBLAS.
+(1.6 below EPI=2 in the same call) of cuBLAS; sessions 12-13 ("Session 13": 18 interleaved runs in three
+device calls) EPI=7 100.75%, EPI=2 100.25% (4096³ row/col), EPI=7 102.3-103.5% at 8192³; Nsight
+Compute at 4096³ EPI=7 293.1k cycles, EPI=2 298.4k, cuBLAS 296.2k.
 
 Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts: A row-major;
 B column-major (K-major, both operands read untransposed) or row-major (N-major: wgmma's
