@@ -429,6 +429,27 @@ GROUPS_32 = {
 }
 SHARE_32 = {"b4096": 0.5, "b8192": 0.27, "other": 0.23}
 
+# thirty-third call (--set 33, session 13): kernel=auto adds the stream-K tail (TAIL=2) from 8 waves of
+# 128x256 tiles on, where EPI=7 then runs as EPI=2; is the tail still ahead of the EPI=7 default (TAIL=1)?
+# Interleaved pairs, order alternating; markers leave TAIL and EPI alone
+MARK_33 = [{}, {"SPLIT_K": 1}, {"SCHED": 1}]
+
+
+def _tail_pair(i: int, m: dict) -> list[dict]:
+    """The default (EPI=7, TAIL=1) and ``TAIL=2`` (what auto runs: EPI=7 as EPI=2) with marker ``m``."""
+    pair = [{**E7, **m}, {"TAIL": 2, **m}]
+    return pair[::-1] if i % 2 else pair
+
+
+GROUPS_33 = {
+    "tail": [c for i, m in enumerate(MARK_33) for c in _e("wgmma_bf16", "bf16", "col", B8, _tail_pair(i, m))]
+    + _e("wgmma_bf16", "bf16", "row", B8, _tail_pair(1, {}))
+    + [c for i, m in enumerate(MARK_33[:2]) for c in _e("wgmma_bf16", "bf16", "col", (6144, 6144, 6144), _tail_pair(i, m))]
+    + _e("wgmma_bf16", "bf16", "col", (8192, 8192, 4096), _tail_pair(0, {}))
+    + _e("wgmma_bf16", "bf16", "col", (10240, 10240, 4096), _tail_pair(1, {})),
+}
+SHARE_33 = {"tail": 1.0}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -501,7 +522,8 @@ def main() -> None:
                 "17": (GROUPS_17, SHARE_17, None), "18": (GROUPS_18, SHARE_18, None),
                 "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None), "22": (GROUPS_22, SHARE_22, None),
                 "27": (GROUPS_27, SHARE_27, None), "29": (GROUPS_29, SHARE_29, None),
-                "31": (GROUPS_31, SHARE_31, None), "32": (GROUPS_32, SHARE_32, None)}
+                "31": (GROUPS_31, SHARE_31, None), "32": (GROUPS_32, SHARE_32, None),
+                "33": (GROUPS_33, SHARE_33, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
