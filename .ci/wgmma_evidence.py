@@ -450,6 +450,16 @@ GROUPS_33 = {
 }
 SHARE_33 = {"tail": 1.0}
 
+# thirty-fourth call (--set 34, session 13): call 5 found EPI=7 ahead of TAIL=2 at K = 4096 (one pair each) and
+# behind at 8192^3: more pairs at K = 4096, and K = 6144, before auto's tail rule takes K into account
+GROUPS_34 = {
+    "tail": [c for i, m in enumerate(MARK_33) for c in _e("wgmma_bf16", "bf16", "col", (8192, 8192, 4096), _tail_pair(i + 1, m))]
+    + [c for i, m in enumerate(MARK_33[:2]) for c in _e("wgmma_bf16", "bf16", "col", (10240, 10240, 4096), _tail_pair(i, m))]
+    + [c for i, m in enumerate(MARK_33[:2]) for c in _e("wgmma_bf16", "bf16", "col", (8192, 8192, 6144), _tail_pair(i, m))]
+    + _e("wgmma_bf16", "bf16", "col", (16384, 4096, 4096), _tail_pair(1, {})),
+}
+SHARE_34 = {"tail": 1.0}
+
 
 def precompile(groups: dict, out: Path, workers: int) -> None:
     """Compile every distinct (kernel, precision, layout, params) of ``groups`` once, in parallel:
@@ -523,7 +533,7 @@ def main() -> None:
                 "19": (GROUPS_19, SHARE_19, None), "20": (GROUPS_20, SHARE_20, None), "22": (GROUPS_22, SHARE_22, None),
                 "27": (GROUPS_27, SHARE_27, None), "29": (GROUPS_29, SHARE_29, None),
                 "31": (GROUPS_31, SHARE_31, None), "32": (GROUPS_32, SHARE_32, None),
-                "33": (GROUPS_33, SHARE_33, None)}
+                "33": (GROUPS_33, SHARE_33, None), "34": (GROUPS_34, SHARE_34, None)}
         GROUPS, SHARE, sanitize_cases = sets[args[args.index("--set") + 1]]
         SANITIZE = sanitize_cases or SANITIZE
     tc.GROUPS = GROUPS
