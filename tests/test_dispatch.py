@@ -627,9 +627,12 @@ def test_bf16_rule_sizes_the_wgmma_tile_by_waves(shape, params):
     ((4096, 4096, 4096), 1),      # 512 128x256 tiles = 3.9 waves on 132 SMs: the tail loses (measured)
     ((8192, 4096, 4096), 1),      # 1024 tiles = 7.8 waves: just under WGMMA_TAIL_MIN_WAVES
     ((6144, 6144, 6144), 2),      # 1152 tiles = 8.7 waves
-    ((8192, 8192, 2048), 2),
+    ((8192, 8192, 2048), 1),      # K < WGMMA_TAIL_MIN_K: the EPI=7 default gains more than the tail (measured)
+    ((8192, 8192, 4096), 1),
+    ((8192, 8192, 5120), 2),      # K = WGMMA_TAIL_MIN_K
     ((8192, 8192, 8192), 2),
-    ((8192, 4224, 4096), 2),      # 1088 tiles, 89% of their waves: the rule's second branch says why too
+    ((8192, 4224, 8192), 2),      # 1088 tiles, 89% of their waves: the rule's second branch says why too
+    ((8192, 4224, 4096), 1),
 ])
 def test_bf16_rule_adds_the_stream_k_tail_from_eight_waves(shape, tail):
     choice = _bf16(shape)

@@ -422,6 +422,13 @@ WGMMA_TAIL_MIN_WAVES = 8  # the stream-K tail (TAIL=2) from this many waves of 1
 # 8192x8192x4096 103.7 vs 101.7, 10240x10240x4096 (24.2) 101.8 vs 100.5, 8192^3 104.0-105.3 vs
 # 101.6-103.4 (4 calls); below: 4096^3 (3.9 waves) 95.6-96.1 vs 98.3-99.7, 4096x4096x2048 96.5 vs 99.6 (the
 # tail's ~12-16 us of fixed cost outweighs the ~3% of a short launch it saves)
+WGMMA_TAIL_MIN_K = 5120  # ... and only from this K on: with TAIL=2 the EPI=7 default runs as EPI=2 (its deferred
+# right half needs whole tiles), and EPI=7 saves a fixed epilogue per tile, a larger share at small K. Measured on
+# the H200 (docs/results/tc-ladder-h200.md "Sessions 12-13", calls 5-6, EPI=7 / TAIL=2 in the same run, % of cuBLAS
+# BF16 row/col): K = 4096 EPI=7 ahead in 8 of 8 pairs (8192x8192x4096 104.0 / 103.2, 104.1 / 103.6, 104.1 / 103.4,
+# 103.9 / 103.4; 10240x10240x4096 102.8 / 100.6, 101.9 / 101.0, 102.2 / 100.9; 16384x4096x4096 103.8 / 103.2);
+# K = 6144 the tail ahead or even (8192x8192x6144 103.5 / 104.2, 103.7 / 104.4; 6144^3 101.2 / 101.9, 101.5 / 101.3);
+# 8192^3 the tail ahead in 4 of 4 (+0.1 to +2.3); K = 5120 lies between, not measured
 
 
 def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
@@ -429,8 +436,9 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
     estimated time, whole waves of the persistent grid (ceil(tiles / SMs)) times the tile area over
     its efficiency, so a shape with too few 128x256 tiles (512x4096: 64 tiles on 132 SMs) takes
     128x128, and a 64-wide side a 64-wide tile (65536x64: 128x64; 64x65536: 64x256 ping-pong).
-    With the 128x256 tile and at least :data:`WGMMA_TAIL_MIN_WAVES` waves of it, also ``TAIL=2``
-    (the stream-K tail over the last partial wave)."""
+    With the 128x256 tile, at least :data:`WGMMA_TAIL_MIN_WAVES` waves of it and K >=
+    :data:`WGMMA_TAIL_MIN_K`, also ``TAIL=2`` (the stream-K tail over the last partial wave; below
+    that K the default ``EPI=7`` epilogue gains more than the tail)."""
     best, best_cost = _WGMMA_TILES[0], math.inf
     for tile in _WGMMA_TILES:
         bm, bn, _, eff = tile
@@ -439,7 +447,8 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
         if cost < best_cost:
             best, best_cost = tile, cost
     params = {"BM": best[0], "BN": best[1], "SCHED": best[2]}
-    if best[:3] == (128, 256, 1) and _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= WGMMA_TAIL_MIN_WAVES * sms:
+    if (best[:3] == (128, 256, 1) and _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= WGMMA_TAIL_MIN_WAVES * sms
+            and shape.K >= WGMMA_TAIL_MIN_K):
         params["TAIL"] = 2
     return params
 
@@ -521,7 +530,7 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
     wg = ("wgmma_bf16", _wgmma_params(shape, sms))
     big = shape.M * shape.N * shape.K > TINY and min(shape.M, shape.N) >= 64
     tiles256 = _cdiv(shape.M, 128) * _cdiv(shape.N, 256)
-    tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves: stream-K tail (TAIL=2)"
+    tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves and K >= {WGMMA_TAIL_MIN_K}: stream-K tail (TAIL=2)"
             if wg[1].get("TAIL") == 2 else "")  # the record says why wherever _wgmma_params added the tail
     if tiles256 >= sms and eff >= FULL_WAVES:
         return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots{tail}",
