@@ -639,6 +639,7 @@ def test_bf16_rule_adds_the_stream_k_tail_from_eight_waves(shape, tail):
     assert choice.kernel == "wgmma_bf16" and (choice.params["BM"], choice.params["BN"]) == (128, 256), choice
     assert choice.params.get("TAIL", 1) == tail, choice.params
     assert ("stream-K tail (TAIL=2)" in choice.reason) == (tail == 2), choice.reason  # the record says why
+    assert ("but K < 5120: no tail" in choice.reason) == (tail == 1 and shape[0] * shape[1] >= 8 * 132 * 128 * 256), choice.reason
     FULL.get("wgmma_bf16").check_problem(Problem(Shape(*shape), "bf16"), choice.params, dispatch_facts())
 
 

@@ -531,7 +531,10 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
     big = shape.M * shape.N * shape.K > TINY and min(shape.M, shape.N) >= 64
     tiles256 = _cdiv(shape.M, 128) * _cdiv(shape.N, 256)
     tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves and K >= {WGMMA_TAIL_MIN_K}: stream-K tail (TAIL=2)"
-            if wg[1].get("TAIL") == 2 else "")  # the record says why wherever _wgmma_params added the tail
+            if wg[1].get("TAIL") == 2 else
+            f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves but K < {WGMMA_TAIL_MIN_K}: no tail, the EPI=7 epilogue gains more"
+            if (wg[1]["BM"], wg[1]["BN"]) == (128, 256) and tiles256 >= WGMMA_TAIL_MIN_WAVES * sms else "")
+    # the record says why wherever _wgmma_params added the tail, or left it out for K alone
     if tiles256 >= sms and eff >= FULL_WAVES:
         return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots{tail}",
                     (wg, ("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))
