@@ -12,6 +12,8 @@
 // ldmatrix phase start in 8 different 16-byte bank groups); the [k][n] tile of row-major B uses
 // BN+8 floats, so the scalar fragment reads (k = t, n = g) hit 32 distinct banks. A fragments
 // (and B_COL fragments) are read with ldmatrix.x4 (an 8x8 b16 matrix is 8 rows x 4 floats).
+// SWIZZLE = 1: unpadded rows with XOR-swizzled 16-byte chunks instead (gemmlab::smem_offset: layout 1
+// for the [m][k] / [n][k] tiles, layout 2 for the [k][n] tile's scalar reads), conflict-free alike.
 //
 // Loads: ALIGNED (every row stride a multiple of 4 floats, base 16-byte aligned) uses 16-byte
 // cp.async with the src-size operand zero-filling what lies past K, M or N; otherwise every
@@ -24,11 +26,11 @@ namespace {
 /// Stage a ROWS x COLS float tile (COLS contiguous, shared pitch PITCH) from a row-major source
 /// with `rows_valid` rows and `cols_valid` columns left from its origin; zero outside. ALIGNED:
 /// 16-byte cp.async (gemmlab/mma_sync.cuh); otherwise one 4-byte zero-filling cp.async each.
-template <int ROWS, int COLS, int PITCH, int THREADS, bool ALIGNED>
+template <int ROWS, int COLS, int PITCH, int THREADS, bool ALIGNED, int SWZ>
 __device__ __forceinline__ void load_tile_f32(float *dst, const float *src, long long ld, int rows_valid,
                                               int cols_valid, int tid) {
   if constexpr (ALIGNED) {
-    gemmlab::cp_async_tile_16<ROWS, COLS, PITCH, THREADS>(dst, src, ld, rows_valid, cols_valid, tid);
+    gemmlab::cp_async_tile_16<ROWS, COLS, PITCH, THREADS, SWZ>(dst, src, ld, rows_valid, cols_valid, tid);
   } else {
     constexpr int ELEMS = ROWS * COLS;
     static_assert(ELEMS % THREADS == 0, "load coverage: tile elements must be a multiple of the threads");
@@ -37,7 +39,8 @@ __device__ __forceinline__ void load_tile_f32(float *dst, const float *src, long
       const int e = tid + l * THREADS;
       const int r = e / COLS, c = e % COLS;
       const bool inside = r < rows_valid && c < cols_valid;
-      gemmlab::cp_async_4_zfill(dst + r * PITCH + c, inside ? src + r * ld + c : src, inside ? 4 : 0);
+      gemmlab::cp_async_4_zfill(dst + gemmlab::smem_offset<SWZ, COLS, PITCH, 4>(r, c), inside ? src + r * ld + c : src,
+                                inside ? 4 : 0);
     }
   }
 }
@@ -46,13 +49,15 @@ __device__ __forceinline__ unsigned tf32(unsigned bits) { return gemmlab::cvt_rn
 
 }  // namespace
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool B_COL, bool ALIGNED, int MIN_BLOCKS = 1>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool B_COL, bool ALIGNED, int MIN_BLOCKS = 1,
+          int SWIZZLE = 0>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 gemm_mma_tf32(const float *A, const float *B, float *C, int M, int N, int K) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * WARPS_N * 32;
   constexpr int MI = WM / 16, NI = WN / 8;
-  constexpr int A_PITCH = BK + 4;
-  constexpr int B_ROWS = B_COL ? BN : BK, B_PITCH = B_COL ? BK + 4 : BN + 8;
+  constexpr int A_PITCH = SWIZZLE ? BK : BK + 4;
+  constexpr int B_ROWS = B_COL ? BN : BK, B_PITCH = SWIZZLE ? (B_COL ? BK : BN) : (B_COL ? BK + 4 : BN + 8);
+  constexpr int B_SWZ = SWIZZLE ? (B_COL ? 1 : 2) : 0;  // gemmlab::smem_offset's layout of the B tile
   constexpr int A_STAGE = BM * A_PITCH, B_STAGE = B_ROWS * B_PITCH;
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0 && BK % 8 == 0,
                 "tiles: BM % WM, BN % WN, WM % 16, WN % 16, BK % 8 must be 0");
@@ -69,13 +74,13 @@ gemm_mma_tf32(const float *A, const float *B, float *C, int M, int N, int K) {
   const int k_tiles = (K + BK - 1) / BK;
 
   auto load_stage = [&](int slot, int k0) {
-    load_tile_f32<BM, BK, A_PITCH, THREADS, ALIGNED>(a_smem + slot * A_STAGE, A + (long long)m0 * K + k0, K,
+    load_tile_f32<BM, BK, A_PITCH, THREADS, ALIGNED, SWIZZLE>(a_smem + slot * A_STAGE, A + (long long)m0 * K + k0, K,
                                                      M - m0, K - k0, tid);
     if constexpr (B_COL)
-      load_tile_f32<BN, BK, B_PITCH, THREADS, ALIGNED>(b_smem + slot * B_STAGE, B + (long long)n0 * K + k0, K,
+      load_tile_f32<BN, BK, B_PITCH, THREADS, ALIGNED, B_SWZ>(b_smem + slot * B_STAGE, B + (long long)n0 * K + k0, K,
                                                        N - n0, K - k0, tid);
     else
-      load_tile_f32<BK, BN, B_PITCH, THREADS, ALIGNED>(b_smem + slot * B_STAGE, B + (long long)k0 * N + n0, N,
+      load_tile_f32<BK, BN, B_PITCH, THREADS, ALIGNED, B_SWZ>(b_smem + slot * B_STAGE, B + (long long)k0 * N + n0, N,
                                                        K - k0, N - n0, tid);
   };
 
@@ -108,7 +113,7 @@ gemm_mma_tf32(const float *A, const float *B, float *C, int M, int N, int K) {
 #pragma unroll
       for (int i = 0; i < MI; i++) {  // matrices: rows 0-7/8-15 x k 0-3/4-7 -> a0 (g,t) a1 (g+8,t) a2 (g,t+4) a3
         const int row = wm * WM + i * 16 + (lane % 16), col = ks * 8 + (lane / 16) * 4;
-        gemmlab::ldmatrix_x4(a_frag[i][0], a_frag[i][1], a_frag[i][2], a_frag[i][3], as + row * A_PITCH + col);
+        gemmlab::ldmatrix_x4(a_frag[i][0], a_frag[i][1], a_frag[i][2], a_frag[i][3], as + gemmlab::smem_offset<SWIZZLE, BK, A_PITCH, 4>(row, col));
 #pragma unroll
         for (int v = 0; v < 4; v++) a_frag[i][v] = tf32(a_frag[i][v]);
       }
@@ -117,14 +122,14 @@ gemm_mma_tf32(const float *A, const float *B, float *C, int M, int N, int K) {
         for (int j = 0; j < NI / 2; j++) {
           const int n = wn * WN + j * 16 + (lane % 8) + (lane / 16) * 8, k = ks * 8 + ((lane / 8) % 2) * 4;
           gemmlab::ldmatrix_x4(b_frag[2 * j][0], b_frag[2 * j][1], b_frag[2 * j + 1][0], b_frag[2 * j + 1][1],
-                               bs + n * B_PITCH + k);
+                               bs + gemmlab::smem_offset<B_SWZ, BK, B_PITCH, 4>(n, k));
         }
       } else {  // shared [k][n]: scalar reads b0 = (k t, n g), b1 = (k t+4, n g)
 #pragma unroll
         for (int j = 0; j < NI; j++) {
           const int n = wn * WN + j * 8 + g;
-          b_frag[j][0] = __float_as_uint(bs[(ks * 8 + t) * B_PITCH + n]);
-          b_frag[j][1] = __float_as_uint(bs[(ks * 8 + t + 4) * B_PITCH + n]);
+          b_frag[j][0] = __float_as_uint(bs[gemmlab::smem_offset<B_SWZ, BN, B_PITCH, 4>(ks * 8 + t, n)]);
+          b_frag[j][1] = __float_as_uint(bs[gemmlab::smem_offset<B_SWZ, BN, B_PITCH, 4>(ks * 8 + t + 4, n)]);
         }
       }
 #pragma unroll

@@ -16,13 +16,15 @@ from gemmlab.contract.hookspecs import Problem, hookimpl
 from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
 
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
-PAD = 8  # elements of row padding in shared memory (16 bytes)
+PAD = 8  # elements of row padding in shared memory (16 bytes; SWIZZLE=0)
 
 
 def shared_bytes(p, b_col: bool) -> int:
-    """Dynamic shared memory: STAGES x (A tile BM x (BK+8) + B tile, 2-byte elements)."""
-    b = p["BN"] * (p["BK"] + PAD) if b_col else p["BK"] * (p["BN"] + PAD)
-    return p["STAGES"] * (p["BM"] * (p["BK"] + PAD) + b) * 2
+    """Dynamic shared memory: STAGES x (A tile BM x (BK+8) + B tile, 2-byte elements); with
+    SWIZZLE=1 the rows are unpadded."""
+    pad = 0 if p.get("SWIZZLE", 0) else PAD
+    b = p["BN"] * (p["BK"] + pad) if b_col else p["BK"] * (p["BN"] + pad)
+    return p["STAGES"] * (p["BM"] * (p["BK"] + pad) + b) * 2
 
 
 class MmaBf16Kernel(MmaSyncKernel):
@@ -48,6 +50,7 @@ model = mma_model  # the ownership model of every load path (tests/test_tckernel
 def gemmlab_kernels():
     return [MmaBf16Kernel(name="mma_bf16", source="mma_bf16.cu",
                           defaults={"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3,
-                                    "MIN_BLOCKS": 1},
+                                    "MIN_BLOCKS": 1, "SWIZZLE": 0},
                           description="BF16/FP16 mma.sync m16n8k16 + ldmatrix, cp.async 3-stage, 128x256x32, 64x64 warps",
-                          precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")))]
+                          precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
+                          param_values={"SWIZZLE": (0, 1)})]

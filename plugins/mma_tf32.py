@@ -17,9 +17,11 @@ from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
 
 
 def shared_bytes(p, b_col: bool) -> int:
-    """Dynamic shared memory: STAGES x (A BM x (BK+4) + B (BN x (BK+4) or BK x (BN+8))) floats."""
-    b = p["BN"] * (p["BK"] + 4) if b_col else p["BK"] * (p["BN"] + 8)
-    return p["STAGES"] * (p["BM"] * (p["BK"] + 4) + b) * 4
+    """Dynamic shared memory: STAGES x (A BM x (BK+4) + B (BN x (BK+4) or BK x (BN+8))) floats;
+    with SWIZZLE=1 the rows are unpadded (BK, BN)."""
+    pa, pb = (0, 0) if p.get("SWIZZLE", 0) else (4, 4 if b_col else 8)
+    b = p["BN"] * (p["BK"] + pb) if b_col else p["BK"] * (p["BN"] + pb)
+    return p["STAGES"] * (p["BM"] * (p["BK"] + pa) + b) * 4
 
 
 class MmaTf32Kernel(MmaSyncKernel):
@@ -44,6 +46,7 @@ model = mma_model  # the ownership model of every load path (tests/test_tckernel
 def gemmlab_kernels():
     return [MmaTf32Kernel(name="mma_tf32", source="mma_tf32.cu",
                           defaults={"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 4,
-                                    "MIN_BLOCKS": 1},
+                                    "MIN_BLOCKS": 1, "SWIZZLE": 0},
                           description="TF32 mma.sync m16n8k8, cp.async 4-stage, padded smem, 128x256x32, 64x64 warps",
-                          precisions=("tf32",), layouts=(("row", "row"), ("row", "col")))]
+                          precisions=("tf32",), layouts=(("row", "row"), ("row", "col")),
+                          param_values={"SWIZZLE": (0, 1)})]

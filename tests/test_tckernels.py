@@ -246,6 +246,52 @@ def test_padded_pitches_are_bank_conflict_free():
         assert len(banks) == 32, pitch
 
 
+def swizzled(r: int, c: int, cols: int, per: int, layout: int) -> int:
+    """Python replica of gemmlab/mma_sync.cuh ``smem_offset`` for SWZ = 1 and 2 (element offset)."""
+    cpr = cols // per
+    x = (r & 3) << 1 if layout == 2 else (r & 7) if cpr >= 8 else (r // (8 // cpr)) & (cpr - 1)
+    return r * cols + ((c // per) ^ x) * per + c % per
+
+
+@pytest.mark.parametrize("cols, per, layout", [(32, 8, 1), (16, 8, 1), (64, 8, 1), (256, 8, 1), (32, 4, 1),
+                                               (16, 4, 1), (8, 4, 1), (256, 4, 2), (64, 4, 2)])
+def test_swizzled_layouts_are_bijective_and_bank_conflict_free(cols, per, layout):
+    """SWIZZLE=1: every (row, chunk) of a 64-row tile gets its own 16-byte slot in its row; layout 1:
+    the 8 rows of an ldmatrix phase (8-aligned) at one logical chunk lie in 8 distinct 16-byte bank
+    groups; layout 2 (mma_tf32's [k][n] tile): the scalar reads (k = t and t + 4, n = g, any 8-aligned
+    n base) hit 32 distinct 4-byte banks."""
+    esize = 16 // per
+    slots = {swizzled(r, c, cols, per, layout) // per for r in range(64) for c in range(0, cols, per)}
+    assert len(slots) == 64 * cols // per
+    if layout == 1:
+        for r0 in range(0, 64, 8):
+            for c in range(0, cols, per):
+                groups = {(swizzled(r0 + r, c, cols, per, 1) * esize // 16) % 8 for r in range(8)}
+                assert len(groups) == 8, (r0, c)
+    else:
+        for k0 in range(0, 16, 8):
+            for half in (0, 4):
+                for n0 in range(0, cols, 8):
+                    banks = {(swizzled(k0 + t + half, n0 + g, cols, per, 2) % 32) for t in range(4) for g in range(8)}
+                    assert len(banks) == 32, (k0, half, n0)
+
+
+@pytest.mark.parametrize("name, precision, layout_b", [("mma_bf16", "bf16", "col"), ("mma_tf32", "tf32", "row")])
+def test_swizzled_instances_compile_without_spills_and_less_shared_memory(name, precision, layout_b):
+    s = spec(name)
+    problem = Problem(Shape(4096, 4096, 4096), precision, "row", layout_b)
+    p0, p1 = params(name), params(name, SWIZZLE=1)
+    s.check_problem(problem, p1, FACTS)
+    assert s.instance(problem, p1) == s.instance(problem, p0)[:-1] + ", 1>"  # SWIZZLE=0: the instance of before
+    assert s.geometry(problem, p1, FACTS).shared_bytes < s.geometry(problem, p0, FACTS).shared_bytes
+    compiled = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p1),
+                              CompileOptions.for_kernel("90", s.options(problem, p1, FACTS)), persistent=True)
+    res = compiled.resources
+    assert res.spill_store_bytes == 0 and res.spill_load_bytes == 0 and res.stack_frame_bytes == 0
+    hist = compiled.sass["histogram"]
+    assert hist["HMMA"] > 0 and hist["LDSM"] > 0 and hist["LDGSTS"] > 0 and hist["LDL"] == 0, hist
+
+
 # --- compile + SASS ------------------------------------------------------------------------------
 
 def sass_classes(text):

@@ -212,11 +212,13 @@ class MmaSyncKernel(KernelSpec):
 
     def template_args(self, problem: Problem, params) -> str:
         """The kernel template's shared arguments ``BM, BN, BK, WM, WN, STAGES, B_COL, ALIGNED,
-        MIN_BLOCKS`` for ``problem`` (B_COL: B column-major; ALIGNED: :meth:`aligned`)."""
+        MIN_BLOCKS`` for ``problem`` (B_COL: B column-major; ALIGNED: :meth:`aligned`), then
+        ``SWIZZLE`` where it is 1 (so SWIZZLE=0 names the instances of before)."""
         p = params
         b_col = "true" if problem.layout_b == "col" else "false"
         return (f"{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, {p['STAGES']}, {b_col}, "
-                f"{'true' if self.aligned(problem) else 'false'}, {p['MIN_BLOCKS']}")
+                f"{'true' if self.aligned(problem) else 'false'}, {p['MIN_BLOCKS']}"
+                + (", 1" if p.get("SWIZZLE", 0) else ""))
 
     def aligned(self, problem: Problem) -> bool:
         """16-byte cp.async usable: the row strides lda and ldb are multiples of ``vector`` elements."""
@@ -225,6 +227,18 @@ class MmaSyncKernel(KernelSpec):
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
         check_mma_tiles(params, self.k_step, self.vector, device,
                         self.shared_bytes(params, problem.layout_b == "col"))
+        swizzle = params.get("SWIZZLE", 0)
+        require(swizzle in (0, 1), "kernel.SWIZZLE",
+                f"SWIZZLE={swizzle} must be 0 (rows padded by 16 bytes) or 1 (XOR-swizzled 16-byte chunks)")
+        if swizzle:  # gemmlab/mma_sync.cuh smem_offset: a row's chunks a power of two below 8 or a multiple of 8
+            b_row = problem.layout_b != "col"
+            for name, cols in (("BK", params["BK"]),) + ((("BN", params["BN"]),) if b_row else ()):
+                chunks = cols // self.vector
+                scalar_b = b_row and name == "BN" and self.vector == 4  # mma_tf32's row-major B: layout 2
+                ok = chunks % 8 == 0 if scalar_b else (chunks % 8 == 0 or chunks & (chunks - 1) == 0)
+                require(ok, f"kernel.{name}",
+                        f"SWIZZLE=1 needs {name}/{self.vector}={chunks} chunks per shared row "
+                        + ("a multiple of 8" if scalar_b else "a power of two below 8 or a multiple of 8"))
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.home_precision), params, device)

@@ -368,8 +368,8 @@ def _nvrtc_archs() -> list[int]:
 
 def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str,
                  values: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, int]:
-    """Merge ``given`` tile parameters over the kernel's defaults; every value an int in 1..4096.
-    A value that is not names, where the kernel lists them (``KernelBase.param_values``), the
+    """Merge ``given`` tile parameters over the kernel's defaults; every value an int in 1..4096 or
+    one of the values the kernel lists for that parameter. A value that is neither names, where the kernel lists them (``KernelBase.param_values``), the
     values its parameter allows instead of the generic range; values inside the range are left to
     the kernel's own check (its messages say what each value means).
 
@@ -382,6 +382,9 @@ def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], ker
             allowed = ", ".join(spec_defaults) or "none"
             raise ConfigError(f"kernel.{key}", f"kernel '{kernel}' has no parameter {key}; its parameters: {allowed}")
         listed = (values or {}).get(key)
+        if listed and isinstance(value, int) and not isinstance(value, bool) and value in listed:
+            params[key] = value  # a listed code, even outside 1..4096 (mma_*'s SWIZZLE=0)
+            continue
         try:
             params[key] = _int(value, f"kernel.{key}", 1, 4096)
         except ConfigError:

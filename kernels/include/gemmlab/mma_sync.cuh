@@ -11,14 +11,40 @@
 
 namespace gemmlab {
 
+/// Element offset of (r, c) in a shared-memory tile whose rows hold COLS elements of PER per
+/// 16-byte chunk. SWZ = 0: padded rows of PITCH elements (r * PITCH + c). SWZ = 1: unpadded rows
+/// (PITCH = COLS) with each row's 16-byte chunks XOR-swizzled by its place among the rows sharing
+/// one 128-byte line of banks: chunk ^ (r & 7) when a row has >= 8 chunks (CPR, a multiple of 8),
+/// else chunk ^ ((r / (8 / CPR)) & (CPR - 1)) (CPR a power of two), so the 8 rows an ldmatrix
+/// phase reads at one logical chunk (rows 8-aligned) lie in 8 different 16-byte bank groups.
+/// SWZ = 2: chunk ^ ((r & 3) << 1) (CPR a multiple of 8), for the scalar fragment reads of
+/// mma_tf32's row-major B (rows k = t and t+4, columns g: 4 rows x 2 chunks hit 8 groups).
+/// Swizzle: the XOR layout of CUTLASS's sm80 multistage GEMMs (cute::Swizzle), NVIDIA's
+/// "CUDA C++ Programming Guide", shared memory banks.
+template <int SWZ, int COLS, int PITCH, int PER>
+__device__ __forceinline__ int smem_offset(int r, int c) {
+  if constexpr (SWZ == 0) {
+    return r * PITCH + c;
+  } else {
+    constexpr int CPR = COLS / PER;
+    static_assert(PITCH == COLS && COLS % PER == 0, "swizzled tiles are unpadded whole chunks");
+    static_assert(CPR % 8 == 0 || (SWZ == 1 && (CPR & (CPR - 1)) == 0), "chunks per row: a multiple of 8 or a power of two");
+    int x;
+    if constexpr (SWZ == 2) x = (r & 3) << 1;
+    else if constexpr (CPR >= 8) x = r & 7;
+    else x = (r / (8 / CPR)) & (CPR - 1);
+    return r * COLS + (((c / PER) ^ x) * PER) + c % PER;
+  }
+}
+
 /// Stage a ROWS x COLS tile of T (4-byte float or 2-byte bf16/fp16 bits; COLS contiguous in
-/// memory and in shared memory, shared pitch PITCH elements) from a row-major source with
+/// memory and in shared memory, shared pitch PITCH elements, SWZ the layout of smem_offset) from a row-major source with
 /// leading dimension `ld`, `rows_valid` rows and `cols_valid` columns left from `src`: one
 /// 16-byte cp.async per chunk of 16/sizeof(T) elements, THREADS threads (thread `tid`) covering
 /// the chunks exactly once. The src-size operand zero-fills what lies past `cols_valid`; a chunk
 /// wholly outside copies 0 bytes from `src` (a valid address). Needs `src`, `ld` and PITCH
 /// 16-byte aligned (in elements: multiples of 16/sizeof(T)); the caller commits the group.
-template <int ROWS, int COLS, int PITCH, int THREADS, typename T>
+template <int ROWS, int COLS, int PITCH, int THREADS, int SWZ = 0, typename T>
 __device__ __forceinline__ void cp_async_tile_16(T *dst, const T *src, long long ld, int rows_valid, int cols_valid,
                                                  int tid) {
   constexpr int PER_CHUNK = 16 / static_cast<int>(sizeof(T));
@@ -30,7 +56,8 @@ __device__ __forceinline__ void cp_async_tile_16(T *dst, const T *src, long long
     const int r = chunk / CHUNKS_PER_ROW, c = (chunk % CHUNKS_PER_ROW) * PER_CHUNK;
     int valid = r < rows_valid ? cols_valid - c : 0;
     valid = valid < 0 ? 0 : (valid > PER_CHUNK ? PER_CHUNK : valid);
-    cp_async_16(dst + r * PITCH + c, valid > 0 ? src + r * ld + c : src, valid * static_cast<int>(sizeof(T)));
+    cp_async_16(dst + smem_offset<SWZ, COLS, PITCH, PER_CHUNK>(r, c), valid > 0 ? src + r * ld + c : src,
+                valid * static_cast<int>(sizeof(T)));
   }
 }
 
