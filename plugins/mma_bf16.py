@@ -35,6 +35,7 @@ class MmaBf16Kernel(MmaSyncKernel):
     home_precision = "bf16"
     k_step = 16
     vector = 8
+    scalar_b_reads = False  # row-major B through ldmatrix.trans
 
     def shared_bytes(self, params, b_col: bool) -> int:
         return shared_bytes(params, b_col)

@@ -205,6 +205,9 @@ class MmaSyncKernel(KernelSpec):
     home_precision = "tf32"
     k_step = 8
     vector = 4
+    #: row-major B's [k][n] shared tile read by scalar fragment loads (mma_tf32), not ldmatrix: with
+    #: SWIZZLE=1 it takes gemmlab/mma_sync.cuh ``smem_offset`` layout 2 (chunks per row a multiple of 8)
+    scalar_b_reads = True
 
     def shared_bytes(self, params: Mapping[str, int], b_col: bool) -> int:
         """Dynamic shared memory of all stages, in bytes."""
@@ -234,7 +237,7 @@ class MmaSyncKernel(KernelSpec):
             b_row = problem.layout_b != "col"
             for name, cols in (("BK", params["BK"]),) + ((("BN", params["BN"]),) if b_row else ()):
                 chunks = cols // self.vector
-                scalar_b = b_row and name == "BN" and self.vector == 4  # mma_tf32's row-major B: layout 2
+                scalar_b = name == "BN" and self.scalar_b_reads  # smem_offset layout 2
                 ok = chunks % 8 == 0 if scalar_b else (chunks % 8 == 0 or chunks & (chunks - 1) == 0)
                 require(ok, f"kernel.{name}",
                         f"SWIZZLE=1 needs {name}/{self.vector}={chunks} chunks per shared row "

@@ -447,10 +447,16 @@ def _wgmma_params(shape: Shape, sms: int) -> dict[str, int]:
         if cost < best_cost:
             best, best_cost = tile, cost
     params = {"BM": best[0], "BN": best[1], "SCHED": best[2]}
-    if (best[:3] == (128, 256, 1) and _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= WGMMA_TAIL_MIN_WAVES * sms
-            and shape.K >= WGMMA_TAIL_MIN_K):
+    if _tail_waves(shape, params, sms) and shape.K >= WGMMA_TAIL_MIN_K:
         params["TAIL"] = 2
     return params
+
+
+def _tail_waves(shape: Shape, params: Mapping[str, int], sms: int) -> bool:
+    """Whether ``params`` (wgmma_bf16's cooperative 128x256 tile) fill at least
+    :data:`WGMMA_TAIL_MIN_WAVES` waves of the ``sms`` SMs at ``shape``: where the tail is considered."""
+    return ((params["BM"], params["BN"], params.get("SCHED", 1)) == (128, 256, 1)
+            and _cdiv(shape.M, 128) * _cdiv(shape.N, 256) >= WGMMA_TAIL_MIN_WAVES * sms)
 
 
 WGMMA_MAX_SPLIT_K = 32  # wgmma_bf16 REDUCE=2 (workspace slabs + a parallel reduce step), measured on the
@@ -530,11 +536,12 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
     wg = ("wgmma_bf16", _wgmma_params(shape, sms))
     big = shape.M * shape.N * shape.K > TINY and min(shape.M, shape.N) >= 64
     tiles256 = _cdiv(shape.M, 128) * _cdiv(shape.N, 256)
-    tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves and K >= {WGMMA_TAIL_MIN_K}: stream-K tail (TAIL=2)"
-            if wg[1].get("TAIL") == 2 else
-            f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves but K < {WGMMA_TAIL_MIN_K}: no tail, the EPI=7 epilogue gains more"
-            if (wg[1]["BM"], wg[1]["BN"]) == (128, 256) and tiles256 >= WGMMA_TAIL_MIN_WAVES * sms else "")
-    # the record says why wherever _wgmma_params added the tail, or left it out for K alone
+    tail = ""  # the record says why wherever _wgmma_params added the tail, or left it out for K alone
+    if _tail_waves(shape, wg[1], sms):
+        tail = (f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves and K >= {WGMMA_TAIL_MIN_K}: stream-K tail (TAIL=2)"
+                if wg[1].get("TAIL") == 2 else
+                f"; {tiles256} tiles >= {WGMMA_TAIL_MIN_WAVES} waves but K < {WGMMA_TAIL_MIN_K}: no tail, "
+                "the EPI=7 epilogue gains more")
     if tiles256 >= sms and eff >= FULL_WAVES:
         return Rule("tensor_core", f"tensor cores: 128x256 tiles use {eff:.0%} of their waves' block slots{tail}",
                     (wg, ("wgmma_bf16", {}), ("mma_bf16", {}), ("tma_bf16", {}), _MMA16_128))

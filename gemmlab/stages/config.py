@@ -368,10 +368,11 @@ def _nvrtc_archs() -> list[int]:
 
 def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str,
                  values: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, int]:
-    """Merge ``given`` tile parameters over the kernel's defaults; every value an int in 1..4096 or
-    one of the values the kernel lists for that parameter. A value that is neither names, where the kernel lists them (``KernelBase.param_values``), the
-    values its parameter allows instead of the generic range; values inside the range are left to
-    the kernel's own check (its messages say what each value means).
+    """Merge ``given`` tile parameters over the kernel's defaults; every value an int in 1..4096, or
+    one of the values the kernel lists for that parameter (``KernelBase.param_values``, which may lie
+    outside that range, e.g. ``SWIZZLE=0``). A value that is neither is refused naming the listed
+    values where there are some, else the generic range; values inside the range are left to the
+    kernel's own check (its messages say what each value means).
 
     Raises:
         ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-int or out-of-range value.
