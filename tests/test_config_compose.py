@@ -523,3 +523,38 @@ def test_a_config_text_is_parsed_once_and_loads_as_omegaconf_loads_it(tmp_path, 
     with open(mine, encoding="utf-8") as f, pytest.raises(yaml.YAMLError, match="mine.yaml"):
         OmegaConf.load(f)
     assert OmegaConf.to_container(OmegaConf.load(io.StringIO("x: 3\n"))) == {"x": 3}
+
+
+def test_an_interpolation_is_parsed_once_and_resolves_as_omegaconf_resolves_it(monkeypatch):
+    """OmegaConf's grammar parse is memoized per process (gemmlab.cli.app.interpolations_parsed_once)
+    in every module that imported it: a whole composed config (Hydra's part included) is the same
+    with OmegaConf's own parse; interpolations resolve as before, the second time from the memo; a
+    string that does not parse raises OmegaConf's own error every time."""
+    import omegaconf._utils
+    import omegaconf.base
+    import omegaconf.grammar_parser
+    import omegaconf.resolvers.oc
+    from omegaconf.errors import GrammarParseError
+    gemmlab.cli.app.register_resolvers()
+    modules = (omegaconf.grammar_parser, omegaconf.base, omegaconf._utils, omegaconf.resolvers.oc)
+    parse = omegaconf.grammar_parser.parse
+    assert getattr(parse, "parsed_once", False) and all(m.parse is parse for m in modules)
+    line = ("kernel=wgmma_bf16", "experiment=shapes")
+
+    def composed():
+        with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
+            cfg = hydra.compose("config", overrides=list(line), return_hydra_config=True)
+        return OmegaConf.to_container(cfg, resolve=False)
+    with monkeypatch.context() as m:
+        for module in modules:
+            m.setattr(module, "parse", parse.__wrapped__)
+        own = composed()
+    hits = parse.cache_info().hits
+    assert composed() == own and parse.cache_info().hits > hits
+    monkeypatch.setenv("GEMMLAB_TEST_VALUE", "v")
+    cfg = OmegaConf.create({"a": 1, "b": "x_${a}_${oc.env:GEMMLAB_TEST_VALUE}", "c": "${oc.decode:'[1, 2]'}"})
+    for _ in range(2):
+        assert OmegaConf.to_container(cfg, resolve=True) == {"a": 1, "b": "x_1_v", "c": [1, 2]}
+    for _ in range(2):
+        with pytest.raises(GrammarParseError):
+            OmegaConf.create({"e": "${foo"}).e
