@@ -383,10 +383,11 @@ def test_family_section_from_the_h200_shapes_records(tmp_path):
     assert len(re.findall(r"<img alt=", page)) == 5
 
 
-def test_foreign_json_in_the_tree_is_skipped_not_failed(tmp_path, report_cli):
+def test_foreign_json_in_the_tree_is_skipped_not_failed(tmp_path, report_cli, plots_not_drawn):
     """A ``result.json`` that is no gemmlab record (``{}``, another tool's JSON) is skipped with a
     one-line notice naming it and counted nowhere; a damaged record (not JSON, not an object)
-    and an older gemmlab record without ``schema`` still count."""
+    and an older gemmlab record without ``schema`` still count. (The notices and tables only:
+    plots not drawn.)"""
     sweep, single = _layout(tmp_path / "data")
     foreign = {"empty": {}, "tool": {"name": "bench", "version": 3, "results": [1, 2]},
                "other": {"schema": "other-tool/2", "status": "ok", "config": {}}}
