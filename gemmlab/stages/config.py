@@ -196,9 +196,15 @@ SECTIONS = {name: tuple(_defaults(type(value))) for name, value in _defaults(Gem
 def store_schema() -> None:
     """Store :class:`GemmlabConfig` in Hydra's ConfigStore as ``base_config`` (idempotent), the
     schema conf/config.yaml's defaults list starts with (Hydra docs, "Structured Configs:
-    Extending Configs"). Call it before composing conf/ (``gemmlab.cli.app.register_resolvers`` does)."""
+    Extending Configs"). Call it before composing conf/ (``gemmlab.cli.app.register_resolvers`` does).
+
+    Stored once per process: the node is built from the dataclass (``OmegaConf.structured``, about
+    20 ms) and never changes (``ConfigStore.load`` gives each compose a copy of it); a process that
+    runs many commands (the tests, a long-lived caller) calls this for each."""
     from hydra.core.config_store import ConfigStore
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=GemmlabConfig)
+    store = ConfigStore.instance()
+    if f"{SCHEMA_NAME}.yaml" not in store.repo:
+        store.store(name=SCHEMA_NAME, node=GemmlabConfig)
 
 
 def unknown_key_error(key: str) -> ConfigError:
