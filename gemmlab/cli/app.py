@@ -152,10 +152,10 @@ def config_files_parsed_once() -> None:
     Hydra 1.3 reads every config file a command line selects again for each compose (its cache
     lives for one compose): ``conf/config.yaml``, the kernel, timing and experiment files, Hydra's
     own ``hydra/*`` files; a sweep composes once per job. PyYAML's pure-Python parser is about a
-    tenth of a compose. Here the plain data parsed from a text (dicts, lists, scalars) is kept,
-    keyed by the text itself, and each load builds its config from a deep copy of it with
-    ``OmegaConf.create``, as ``OmegaConf.load`` does: an edited file is a new text, so what is
-    composed is unchanged. A text that does not parse is loaded by OmegaConf's own ``load`` from
+    tenth of a compose. Here the config OmegaConf builds from a text (``OmegaConf.create`` of the
+    parsed data, as ``OmegaConf.load`` does) is kept, keyed by the text itself, and each load
+    returns a deep copy of it (about half the time of building it again): an edited file is a new
+    text, so what is composed is unchanged. A text that does not parse is loaded by OmegaConf's own ``load`` from
     the same stream or path, so its error (file name, line) is OmegaConf's, and nothing is kept."""
     from omegaconf import OmegaConf
     if getattr(OmegaConf.load, "parsed_once", False):
@@ -166,7 +166,7 @@ def config_files_parsed_once() -> None:
     import yaml
     from omegaconf._utils import get_yaml_loader
     real = OmegaConf.load
-    parsed: dict[str, object] = {}
+    parsed: dict[str, object] = {}  # text -> the DictConfig / ListConfig OmegaConf.load would return
 
     def load(file_):
         if isinstance(file_, (str, Path)):
@@ -187,9 +187,8 @@ def config_files_parsed_once() -> None:
                 return real(file_)  # OmegaConf's own error, naming the file
             if obj is not None and not isinstance(obj, (list, dict, str)):
                 return real(io.StringIO(text))
-            parsed[text] = obj
-        obj = copy.deepcopy(parsed[text])
-        return OmegaConf.create() if obj is None else OmegaConf.create(obj)
+            parsed[text] = OmegaConf.create() if obj is None else OmegaConf.create(obj)
+        return copy.deepcopy(parsed[text])
 
     load.parsed_once = True
     load.__doc__ = real.__doc__
