@@ -118,3 +118,19 @@ def test_cli_out_that_cannot_be_written_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"{families.PROG}: error: out: cannot create or write {tmp_path / 'afile' / 'out'}: "
                           "[Errno 20] Not a directory")
+
+
+def test_plot_leaves_matplotlib_as_the_caller_set_it(tmp_path, monkeypatch):
+    """families.png is drawn on an Agg canvas of its own: matplotlib's backend is not switched
+    (``matplotlib.use``), pyplot is not imported by the plot and its figure list is untouched."""
+    import sys
+
+    import matplotlib
+    monkeypatch.setattr(matplotlib, "use", lambda *a, **k: pytest.fail("families.plot switched matplotlib's backend"))
+    before = sys.modules.get("matplotlib.pyplot")
+    figures = before.get_fignums() if before else None
+    assert families.plot(families.collect([DATA]), tmp_path / "f.png")
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sys.modules.get("matplotlib.pyplot") is before
+    if before is not None:
+        assert before.get_fignums() == figures

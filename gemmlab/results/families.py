@@ -291,16 +291,20 @@ def write_csv(points: Sequence[Point], path: Path) -> None:
 
 def plot(points: Sequence[Point], path: Path) -> bool:
     """Bar chart: % of the baseline's speed per shape, coloured by family; lines at 100/90/50%.
-    Returns False when there is nothing to plot."""
+    Drawn on an Agg canvas of its own, as :mod:`gemmlab.results.report_plots` draws (never pyplot:
+    matplotlib's backend and figure list are the caller's). Returns False when there is nothing to plot."""
     pts = [p for p in points if p.pct is not None]
     if not pts:
         return False
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
     families = list(dict.fromkeys(p.family for p in pts))
-    colors = {f: plt.get_cmap("tab10")(i % 10) for i, f in enumerate(families)}
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.28 * len(pts) + 2), 5.5))
+    colors = {f: colormaps["tab10"](i % 10) for i, f in enumerate(families)}
+    fig = Figure(figsize=(max(8.0, 0.28 * len(pts) + 2), 5.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     ax.bar(range(len(pts)), [p.pct for p in pts], color=[colors[p.family] for p in pts])
     for y, style in ((100, "-"), (90, "--"), (50, ":")):
         ax.axhline(y, color="black", linestyle=style, linewidth=0.8)
@@ -310,11 +314,10 @@ def plot(points: Sequence[Point], path: Path) -> bool:
     ax.set_ylabel(f"% of {base} speed (same run)")
     ax.set_title(f"{', '.join(sorted({p.kernel for p in pts})) if len({p.kernel for p in pts}) < 4 else 'kernel'} "
                  f"vs {base} per shape")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[f]) for f in families]
+    handles = [Rectangle((0, 0), 1, 1, color=colors[f]) for f in families]
     ax.legend(handles, families, fontsize=7, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return True
 
 
