@@ -155,8 +155,9 @@ def config_files_parsed_once() -> None:
     tenth of a compose. Here the config OmegaConf builds from a text (``OmegaConf.create`` of the
     parsed data, as ``OmegaConf.load`` does) is kept, keyed by the text itself, and each load
     returns a deep copy of it (about half the time of building it again): an edited file is a new
-    text, so what is composed is unchanged. A text that does not parse is loaded by OmegaConf's own ``load`` from
-    the same stream or path, so its error (file name, line) is OmegaConf's, and nothing is kept."""
+    text, so what is composed is unchanged. A text that does not parse is loaded by OmegaConf's
+    own ``load`` from the same stream or path, so its error (file name, line) is OmegaConf's, and
+    nothing is kept."""
     from omegaconf import OmegaConf
     if getattr(OmegaConf.load, "parsed_once", False):
         return
