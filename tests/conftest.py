@@ -120,6 +120,7 @@ def memoize_disassembly() -> None:
         return copy.deepcopy(summary), text
 
     disassemble.memoized = True
+    disassemble.__wrapped__ = real  # functools' convention: the unmemoized function
     disassemble.__doc__ = real.__doc__
     sass.disassemble = disassemble
 

@@ -387,6 +387,54 @@ def test_missing_disassembler_says_why(tmp_path, monkeypatch):
     assert not (tmp_path / "p" / "kernel.sass").exists()
 
 
+SPILLS = r"""
+extern "C" __global__ void spills(float* c, const float* a, int n) {
+    float acc[48];
+    #pragma unroll
+    for (int i = 0; i < 48; ++i) acc[i] = a[i * n + threadIdx.x];
+    for (int k = 1; k < n; ++k) {
+        #pragma unroll
+        for (int i = 0; i < 48; ++i) acc[i] = acc[i] * a[k] + acc[(i + 7) % 48];
+    }
+    #pragma unroll
+    for (int i = 0; i < 48; ++i) c[i * n + threadIdx.x] = acc[i];
+}
+"""
+
+
+def test_needs_dataflow_only_for_local_memory_or_pre_volta_targets():
+    head = "\t.target\tsm_90a\n"
+    assert not sass._needs_dataflow(head + SASS.replace("STL", "STS").replace("LDL", "LDS"))
+    assert sass._needs_dataflow(head + SASS)  # LDL/STL: nvdisasm's analysis annotates spills and refills
+    assert sass._needs_dataflow(head + "        /*0000*/              @P0  LDL.LU.64 R2, [R1] ;")
+    assert sass._needs_dataflow("\t.target\tsm_61\n        /*0000*/                   FFMA R2, R3, R4, R2 ;")
+    assert sass._needs_dataflow("        /*0000*/                   FFMA R2, R3, R4, R2 ;")  # no target line
+
+
+@pytest.mark.parametrize("max_registers", [None, 32], ids=["no-spills", "spills"])
+def test_disassembly_is_nvdisasms_full_listing(tmp_path, monkeypatch, max_registers):
+    """nvdisasm -ndf first (gemmlab.gpu.sass): the text is still exactly `nvdisasm -c`'s."""
+    argv, described = sass.find_disassembler()
+    if argv is None or not described.startswith("nvdisasm"):
+        pytest.skip(f"needs nvdisasm: {described}")
+    source = tmp_path / "spills.cu"
+    source.write_text(SPILLS)
+    compiled = compile_kernel(source, "spills", CompileOptions(arch="90", max_registers=max_registers), disassemble=False)
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(compiled.object_code.code)
+    import subprocess
+    full = subprocess.run([*argv, str(cubin)], capture_output=True, text=True, check=True).stdout
+    runs = []
+    real_run = sass.subprocess.run
+    monkeypatch.setattr(sass.subprocess, "run", lambda args, **kw: runs.append(list(args)) or real_run(args, **kw))
+    summary, text = getattr(sass.disassemble, "__wrapped__", sass.disassemble)(compiled.object_code.code)
+    assert summary["error"] is None and text == full
+    spilled = compiled.resources.spill_store_bytes > 0
+    assert spilled == (max_registers is not None) and ("SpillRefill" in text) == spilled
+    assert summary["histogram"]["STL"] > 0 if spilled else summary["histogram"]["STL"] == 0
+    assert [("-ndf" in r) for r in runs] == ([True, False] if spilled else [True])
+
+
 # --- TMA rules ----------------------------------------------------------------------------------------
 
 def test_tensor_map_rules():
