@@ -10,7 +10,9 @@ a sweep (wrong result, safety net, compile error, CUDA error, no GPU, an invalid
 Ctrl-C, 143 on SIGTERM (a batch system's time limit), each with the line that resumes a sweep. A search (Optuna) exits 0 unless no trial was valid.
 
 One :class:`Invocation` per command carries what the pre-check learns (plugin folders) and what
-each point reports (exit statuses) to :func:`main`; no module-level state is written.
+each point reports (exit statuses) to :func:`main`; no module-level state is written. What Hydra
+raises becomes one line in :mod:`gemmlab.cli.hydra_errors`; :mod:`gemmlab.cli.hydra_patches`
+holds the parse-once speed-ups :func:`register_resolvers` installs.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -35,6 +36,8 @@ from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
+from gemmlab.cli.hydra_errors import hydra_error
+from gemmlab.cli.hydra_patches import config_files_parsed_once, config_store_is_not_copied, interpolations_parsed_once
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
@@ -129,101 +132,6 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
 
 
-def config_store_is_not_copied() -> None:
-    """Let a deep copy of Hydra's ``ConfigStore`` singleton be the singleton itself (idempotent).
-
-    Hydra 1.3's config loader deep-copies its config repository for every compose and for every
-    group listing (``CachingConfigRepository``); the repository's structured-config source holds
-    the ``ConfigStore``, so each copy also copied every stored config node (Hydra's own, the
-    launcher and sweeper plugins', gemmlab's schema): about 10 ms a copy, some 70 copies for
-    ``--help``, which lists every config group. Hydra's main branch no longer keeps the store in
-    the source and reads the live singleton instead (facebookresearch/hydra pull request 2928);
-    this gives Hydra 1.3 the same: a copied repository reads the one live store. What is composed
-    is unchanged: the store is only read while composing (``ConfigStore.load`` returns a copy of
-    the node), and gemmlab stores its nodes before Hydra composes."""
-    from hydra.core.config_store import ConfigStore
-    if "__deepcopy__" not in ConfigStore.__dict__:
-        ConfigStore.__deepcopy__ = lambda self, memo: self
-
-
-def config_files_parsed_once() -> None:
-    """Let ``OmegaConf.load`` parse a YAML text once per process (idempotent).
-
-    Hydra 1.3 reads every config file a command line selects again for each compose (its cache
-    lives for one compose): ``conf/config.yaml``, the kernel, timing and experiment files, Hydra's
-    own ``hydra/*`` files; a sweep composes once per job. PyYAML's pure-Python parser is about a
-    tenth of a compose. Here the config OmegaConf builds from a text (``OmegaConf.create`` of the
-    parsed data, as ``OmegaConf.load`` does) is kept, keyed by the text itself, and each load
-    returns a deep copy of it (about half the time of building it again): an edited file is a new
-    text, so what is composed is unchanged. A text that does not parse is loaded by OmegaConf's
-    own ``load`` from the same stream or path, so its error (file name, line) is OmegaConf's, and
-    nothing is kept."""
-    from omegaconf import OmegaConf
-    if getattr(OmegaConf.load, "parsed_once", False):
-        return
-    import copy
-    import io
-
-    import yaml
-    from omegaconf._utils import get_yaml_loader
-    real = OmegaConf.load
-    parsed: dict[str, object] = {}  # text -> the DictConfig / ListConfig OmegaConf.load would return
-
-    def load(file_):
-        if isinstance(file_, (str, Path)):
-            with io.open(os.path.abspath(file_), "r", encoding="utf-8") as f:
-                text = f.read()
-        elif getattr(file_, "read", None) and getattr(file_, "seek", None):
-            start = file_.tell()
-            text = file_.read()
-            text = text.decode("utf-8") if isinstance(text, bytes) else text
-        else:
-            return real(file_)
-        if text not in parsed:
-            try:
-                obj = yaml.load(text, Loader=get_yaml_loader())
-            except yaml.YAMLError:
-                if not isinstance(file_, (str, Path)):
-                    file_.seek(start)
-                return real(file_)  # OmegaConf's own error, naming the file
-            if obj is not None and not isinstance(obj, (list, dict, str)):
-                return real(io.StringIO(text))
-            parsed[text] = OmegaConf.create() if obj is None else OmegaConf.create(obj)
-        return copy.deepcopy(parsed[text])
-
-    load.parsed_once = True
-    load.__doc__ = real.__doc__
-    OmegaConf.load = staticmethod(load)
-
-
-def interpolations_parsed_once() -> None:
-    """Let OmegaConf parse an interpolation string once per process (idempotent).
-
-    OmegaConf 2.3 parses a string with its ANTLR grammar (``omegaconf.grammar_parser.parse``) each
-    time it checks or resolves an interpolation, and Hydra's compose checks and resolves the same
-    few strings of its defaults lists again for every config it composes (``${hydra.job...}``,
-    ``${gemmlab_unique:}``, ...): about a sixth of a compose's time. The parse tree is a function of
-    the string, the parser rule and the lexer mode only, and OmegaConf only reads it (its
-    ``GrammarVisitor`` walks it; a token's text is kept with the token), so the trees are memoized
-    (``functools.lru_cache``, 4096 strings) in every module that imported ``parse``. A string that
-    does not parse raises OmegaConf's own ``GrammarParseError`` each time (an exception is not
-    memoized)."""
-    import functools
-
-    import omegaconf._utils
-    import omegaconf.base
-    import omegaconf.grammar_parser
-    import omegaconf.resolvers.oc
-    real = omegaconf.grammar_parser.parse
-    if getattr(real, "parsed_once", False):
-        return
-    parse = functools.lru_cache(maxsize=4096)(real)
-    parse.parsed_once = True
-    for module in (omegaconf.grammar_parser, omegaconf.base, omegaconf._utils, omegaconf.resolvers.oc):
-        if getattr(module, "parse", None) is real:
-            module.parse = parse
-
-
 def _values(o, options: list[str] | None = None) -> list[str] | None:
     """The string value(s) of a group override (a sweep gives several; a glob is matched against
     ``options``); None when they cannot be enumerated here (an interval, a glob without options)."""
@@ -276,184 +184,6 @@ def _hydra_args(args: list[str]):
         if flag:
             raise ConfigError(flag.group(1), flag.group(2)) from None
         raise ConfigError("command line", f"{reason} (see gemmlab --help)") from None
-
-
-#: Hydra's own messages: lines that only locate an OmegaConf error (the field is named already)
-_LOCATOR = re.compile(r"^\s*(full_key:|object_type=|reference_type=)")
-
-
-def _one_line(text: str) -> str:
-    """Hydra's multi-line message as one line (its lines joined by ``; ``, locator lines dropped)."""
-    lines = [line.strip().rstrip(".") for line in str(text).splitlines() if line.strip() and not _LOCATOR.match(line)]
-    return "; ".join(lines)
-
-
-#: Hydra plugin options gemmlab's configs use -> (plugin in words, gemmlab's extra that installs it)
-PLUGIN_EXTRAS = MappingProxyType({
-    "hydra/launcher": MappingProxyType({"submitit_local": ("the submitit launcher", "cluster"),
-                                        "submitit_slurm": ("the submitit launcher", "cluster"),
-                                        "joblib": ("the joblib launcher", "cluster")}),
-    "hydra/sweeper": MappingProxyType({"optuna": ("the Optuna sweeper", "search")})})
-
-
-def _missing_plugin(group: str, option: str, args: list[str]) -> ConfigError | None:
-    """The one line for a Hydra plugin option that is not installed (:data:`PLUGIN_EXTRAS`),
-    naming what the user chose on ``args`` (``hydra/launcher=gemmlab_local``, an experiment)."""
-    plugin = PLUGIN_EXTRAS.get(group, {}).get(option)
-    if plugin is None:
-        return None
-    chosen = option
-    for arg in args:
-        key, _, value = arg.lstrip("+~").partition("=")
-        if key == group and value:
-            chosen = value
-        elif key == "experiment" and value and chosen == option:
-            chosen = f"experiment={value}"
-    return ConfigError(group, f"{chosen} needs {plugin[0]}, which is not installed: pip install 'gemmlab[{plugin[1]}]'")
-
-
-def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigError | None:
-    """The one-line :class:`ConfigError` for an error Hydra (or OmegaConf under it) raised about
-    the command line or the configs it composes: a missing ``--config-dir``/``--config-path``
-    folder, an unknown ``--config-name`` or group option (``hydra/launcher=nope``), an override
-    Hydra cannot merge (``hydra.mode=NOPE``), flags that cannot be combined. None for anything
-    else (an error of gemmlab's own code stays a traceback).
-
-    The field is the flag, the config group or the key; the message is Hydra's, in one line,
-    with what is allowed (the group's options, the expected values) where Hydra says it. A
-    launcher or sweeper plugin that is not installed names the extra that brings it, and the
-    option or experiment of ``args`` (the command line) that asked for it.
-    """
-    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
-    from omegaconf.errors import OmegaConfBaseException
-    syntax = _yaml_syntax_error(exc)
-    if syntax is not None:
-        return syntax
-    composing = re.match(r"In '([^']+)': Config\w+Error raised while composing config", str(exc))
-    if composing:
-        not_mapping = _not_a_mapping(composing.group(1), list(args or []))
-        if not_mapping is not None:
-            return not_mapping
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    origin = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
-    from_hydra = origin.split(".")[0] in ("hydra", "omegaconf")
-    if not isinstance(exc, (HydraException, OmegaConfBaseException)) and not from_hydra:
-        return None
-    text = str(exc)
-    if isinstance(exc, OverrideParseException):
-        return ConfigError(exc.override.split("=", 1)[0] or "override", _one_line(exc.message))
-    m = re.match(r"Additional config directory '(.*)' not found", text)
-    if m:
-        return ConfigError("--config-dir", f"{m.group(1)} is not a directory; give a folder of config files "
-                           "(added to the config search path)")
-    m = re.search(r"config directory '(.*)' exists|Primary config module '(.*)' not found", text)
-    if m:
-        where = m.group(1) or m.group(2)
-        return ConfigError("--config-path", f"{where} is not a config folder (or Python module with an __init__.py); "
-                           f"gemmlab's own is {CONF_DIR}")
-    if isinstance(exc, MissingConfigException):
-        missing = exc.missing_cfg_file or ""
-        m = re.match(r"Cannot find primary config '(.*?)'", text)
-        if m:
-            return ConfigError("--config-name", f"no primary config '{m.group(1)}' in the config search path "
-                               "(a YAML file in the config folder or --config-dir, named without .yaml; "
-                               "gemmlab's own is config)")
-        if "/" in missing:
-            group, _, option = missing.rpartition("/")
-            plugin = _missing_plugin(group, option, list(args or []))
-            if plugin is not None:
-                return plugin
-            options = ", ".join(exc.options or []) or "none"
-            return ConfigError(group, f"unknown option '{option}'; available: {options}")
-        return ConfigError(missing or "config", _one_line(text))
-    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
-    m = re.match(r"In '([^']+)': ConfigKeyError raised while composing config", text)
-    unknown = re.search(r"Key '([^']+)' not in '(\w+)'", text + "\n" + str(cause or ""))
-    if m and unknown:  # a config file (a user's experiment) sets a key the schema does not have
-        full = re.search(r"full_key: (\S+)", text)
-        key = str(getattr(cause, "full_key", None) or (full.group(1) if full else unknown.group(1)))
-        what = str(unknown_key_error(key)).split(": ", 1)[-1]
-        head, sep, known = what.partition("; known")
-        return ConfigError(key, f"{head} (in {m.group(1)}){sep}{known}")
-    key = getattr(cause or exc, "full_key", None)
-    m = re.search(r"(?:Error merging override |Could not override ')([^='\s]+)", text)
-    if not key and m:
-        key = m.group(1)
-    if not key:
-        key = _override_key(exc.__traceback__)
-    if not key:  # e.g. "The --resolve flag can only be used ..."; "Only one of --run, --multirun, ..."
-        m = re.match(r"The (--\w[\w-]*) flag", text)
-        key = m.group(1) if m else "command line"
-    detail = _one_line(text)
-    if cause is not None and str(cause).strip():
-        detail = f"{detail}: {_one_line(cause)}" if not detail.startswith(_one_line(cause)) else detail
-    return ConfigError(str(key), detail)
-
-
-def _field_of_file(path: Path) -> str:
-    """The config group a config file belongs to (its folder: ``experiment``, ``timing``, ...),
-    else ``config`` (a primary config)."""
-    from gemmlab.stages.config import TOP_LEVEL
-    return path.parent.name if path.parent.name in (*TOP_LEVEL, "experiment") else "config"
-
-
-def _yaml_syntax_error(exc: BaseException) -> ConfigError | None:
-    """The one line for a config file that is not valid YAML (PyYAML's error, raised while Hydra
-    loads the file, in ``exc`` or its causes): the file, the line and column, PyYAML's reason."""
-    import yaml
-    seen = 0
-    while exc is not None and seen < 8 and not isinstance(exc, yaml.MarkedYAMLError):
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    if not isinstance(exc, yaml.MarkedYAMLError):
-        return None
-    mark = exc.context_mark or exc.problem_mark
-    path = Path(str(getattr(mark, "name", "") or "?"))
-    reason = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
-    if exc.context_mark is not None and exc.problem_mark is not None and exc.problem_mark.line != mark.line:
-        reason += f" (at line {exc.problem_mark.line + 1})"
-    where = f"{path}, line {mark.line + 1} column {mark.column + 1}" if mark is not None else str(path)
-    return ConfigError(_field_of_file(path), f"{where}: not valid YAML: {reason}; a config file is a YAML mapping "
-                       "(key: value lines)")
-
-
-def _not_a_mapping(name: str, args: list[str]) -> ConfigError | None:
-    """The one line for the config file ``name`` (``experiment/mine``, as Hydra names it while
-    composing) when it is not a YAML mapping (a list, a plain value); the file is looked up in the
-    ``--config-dir`` folders of ``args`` and gemmlab's conf/. None when it is a mapping or not found."""
-    import yaml
-    dirs = []
-    for i, arg in enumerate(args):
-        for flag in ("--config-dir", "-cd"):
-            if arg == flag and i + 1 < len(args):
-                dirs.append(args[i + 1])
-            elif arg.startswith(flag + "="):
-                dirs.append(arg.split("=", 1)[1])
-    for folder in [*dirs, str(CONF_DIR)]:
-        path = Path(folder) / f"{name}.yaml"
-        try:
-            node = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            continue
-        if node is None or isinstance(node, dict):
-            return None
-        return ConfigError(_field_of_file(path), f"{path} holds a YAML {type(node).__name__}, but a config file must "
-                           "be a mapping (key: value lines)")
-    return None
-
-
-def _override_key(tb) -> str | None:
-    """The key of the Hydra override being applied where ``tb`` ended (a local ``override`` of
-    Hydra's override parser in one of its frames), if any."""
-    from hydra.core.override_parser.types import Override
-    key = None
-    while tb is not None:
-        value = tb.tb_frame.f_locals.get("override")
-        if isinstance(value, Override):
-            key = value.key_or_group
-        tb = tb.tb_next
-    return key
 
 
 def _parse_overrides(overrides: list[str]) -> list:

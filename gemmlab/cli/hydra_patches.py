@@ -1,0 +1,106 @@
+"""Speed-ups of Hydra 1.3 and OmegaConf 2.3 for one process, each a small patch with the same
+result: the config ``ConfigStore`` shared by Hydra's copies of its config repository, each YAML
+text and each interpolation string parsed once a process. Measured in the functions' docstrings;
+:func:`gemmlab.cli.app.register_resolvers` installs them before Hydra composes anything (each is
+idempotent), and ``tests/test_config_compose.py`` checks that what is composed is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def config_store_is_not_copied() -> None:
+    """Let a deep copy of Hydra's ``ConfigStore`` singleton be the singleton itself (idempotent).
+
+    Hydra 1.3's config loader deep-copies its config repository for every compose and for every
+    group listing (``CachingConfigRepository``); the repository's structured-config source holds
+    the ``ConfigStore``, so each copy also copied every stored config node (Hydra's own, the
+    launcher and sweeper plugins', gemmlab's schema): about 10 ms a copy, some 70 copies for
+    ``--help``, which lists every config group. Hydra's main branch no longer keeps the store in
+    the source and reads the live singleton instead (facebookresearch/hydra pull request 2928);
+    this gives Hydra 1.3 the same: a copied repository reads the one live store. What is composed
+    is unchanged: the store is only read while composing (``ConfigStore.load`` returns a copy of
+    the node), and gemmlab stores its nodes before Hydra composes."""
+    from hydra.core.config_store import ConfigStore
+    if "__deepcopy__" not in ConfigStore.__dict__:
+        ConfigStore.__deepcopy__ = lambda self, memo: self
+
+
+def config_files_parsed_once() -> None:
+    """Let ``OmegaConf.load`` parse a YAML text once per process (idempotent).
+
+    Hydra 1.3 reads every config file a command line selects again for each compose (its cache
+    lives for one compose): ``conf/config.yaml``, the kernel, timing and experiment files, Hydra's
+    own ``hydra/*`` files; a sweep composes once per job. PyYAML's pure-Python parser is about a
+    tenth of a compose. Here the config OmegaConf builds from a text (``OmegaConf.create`` of the
+    parsed data, as ``OmegaConf.load`` does) is kept, keyed by the text itself, and each load
+    returns a deep copy of it (about half the time of building it again): an edited file is a new
+    text, so what is composed is unchanged. A text that does not parse is loaded by OmegaConf's
+    own ``load`` from the same stream or path, so its error (file name, line) is OmegaConf's, and
+    nothing is kept."""
+    from omegaconf import OmegaConf
+    if getattr(OmegaConf.load, "parsed_once", False):
+        return
+    import copy
+    import io
+
+    import yaml
+    from omegaconf._utils import get_yaml_loader
+    real = OmegaConf.load
+    parsed: dict[str, object] = {}  # text -> the DictConfig / ListConfig OmegaConf.load would return
+
+    def load(file_):
+        if isinstance(file_, (str, Path)):
+            with io.open(os.path.abspath(file_), "r", encoding="utf-8") as f:
+                text = f.read()
+        elif getattr(file_, "read", None) and getattr(file_, "seek", None):
+            start = file_.tell()
+            text = file_.read()
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+        else:
+            return real(file_)
+        if text not in parsed:
+            try:
+                obj = yaml.load(text, Loader=get_yaml_loader())
+            except yaml.YAMLError:
+                if not isinstance(file_, (str, Path)):
+                    file_.seek(start)
+                return real(file_)  # OmegaConf's own error, naming the file
+            if obj is not None and not isinstance(obj, (list, dict, str)):
+                return real(io.StringIO(text))
+            parsed[text] = OmegaConf.create() if obj is None else OmegaConf.create(obj)
+        return copy.deepcopy(parsed[text])
+
+    load.parsed_once = True
+    load.__doc__ = real.__doc__
+    OmegaConf.load = staticmethod(load)
+
+
+def interpolations_parsed_once() -> None:
+    """Let OmegaConf parse an interpolation string once per process (idempotent).
+
+    OmegaConf 2.3 parses a string with its ANTLR grammar (``omegaconf.grammar_parser.parse``) each
+    time it checks or resolves an interpolation, and Hydra's compose checks and resolves the same
+    few strings of its defaults lists again for every config it composes (``${hydra.job...}``,
+    ``${gemmlab_unique:}``, ...): about a sixth of a compose's time. The parse tree is a function of
+    the string, the parser rule and the lexer mode only, and OmegaConf only reads it (its
+    ``GrammarVisitor`` walks it; a token's text is kept with the token), so the trees are memoized
+    (``functools.lru_cache``, 4096 strings) in every module that imported ``parse``. A string that
+    does not parse raises OmegaConf's own ``GrammarParseError`` each time (an exception is not
+    memoized)."""
+    import functools
+
+    import omegaconf._utils
+    import omegaconf.base
+    import omegaconf.grammar_parser
+    import omegaconf.resolvers.oc
+    real = omegaconf.grammar_parser.parse
+    if getattr(real, "parsed_once", False):
+        return
+    parse = functools.lru_cache(maxsize=4096)(real)
+    parse.parsed_once = True
+    for module in (omegaconf.grammar_parser, omegaconf.base, omegaconf._utils, omegaconf.resolvers.oc):
+        if getattr(module, "parse", None) is real:
+            module.parse = parse
