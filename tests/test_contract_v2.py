@@ -428,10 +428,10 @@ def test_disassembly_is_nvdisasms_full_listing(tmp_path, monkeypatch, max_regist
     real_run = sass.subprocess.run
     monkeypatch.setattr(sass.subprocess, "run", lambda args, **kw: runs.append(list(args)) or real_run(args, **kw))
     summary, text = getattr(sass.disassemble, "__wrapped__", sass.disassemble)(compiled.object_code.code)
-    assert summary["error"] is None and text == full
-    spilled = compiled.resources.spill_store_bytes > 0
-    assert spilled == (max_registers is not None) and ("SpillRefill" in text) == spilled
-    assert summary["histogram"]["STL"] > 0 if spilled else summary["histogram"]["STL"] == 0
+    assert summary["error"] is None and text == full  # nvdisasm 13.5 marks spills (*"SpillRefill"*), 13.0 does not
+    local = summary["histogram"]["STL"] + summary["histogram"]["LDL"]
+    spilled = max_registers is not None  # 48 live floats under a 32-register cap; ptxas's log is not always returned
+    assert (local > 0) == spilled, summary["histogram"]
     assert [("-ndf" in r) for r in runs] == ([True, False] if spilled else [True])
 
 

@@ -6,13 +6,14 @@ Disassembler: ``nvdisasm`` (pip ``nvidia-cuda-nvdisasm``), else ``cuobjdump -sas
 ``bin``), else ``/usr/local/cuda/bin``. Works without a GPU. When none is found, the summary's
 ``error`` says why and the run goes on.
 
-nvdisasm runs without its dataflow analysis (``-ndf``) first: on sm_70 and newer that analysis only
-annotates local-memory spills and refills (``(*"SpillRefill"*)`` after an ``LDL``/``STL``), yet it
-takes ~30% of nvdisasm's time (0.70 -> 0.50 s on a wgmma cubin, 0.59 -> 0.33 s on a small one; of
-the test suite's 78 disassemblies, the 75 without ``LDL``/``STL`` are byte-identical both ways). A
-listing with ``LDL``/``STL``, or for a target older than sm_70 (where the analysis also infers
-branch-stack targets), or a failed quick run, is disassembled again with the analysis: the text is
-always nvdisasm's full listing.
+nvdisasm runs without its dataflow analysis (``-ndf``) first: on sm_70 and newer that analysis
+only annotates local-memory spills and refills (nvdisasm 13.5 writes ``(*"SpillRefill"*)`` after
+such an ``LDL``/``STL``; 13.0's listings are the same either way), yet it takes ~30% of nvdisasm's
+time (0.70 -> 0.50 s on a wgmma cubin, 0.59 -> 0.33 s on a small one; of the test suite's 78
+disassemblies, the 75 without ``LDL``/``STL`` are byte-identical both ways). A listing with
+``LDL``/``STL``, or for a target older than sm_70 (where the analysis also infers branch-stack
+targets), or a failed quick run, is disassembled again with the analysis: the text is always
+nvdisasm's full listing.
 
 Classes (opcode mnemonics, predicates stripped; a class counts every variant of its opcode unless
 it names a width): FFMA (float32 FMA), HMMA (warp-level tensor core mma.sync), HGMMA (Hopper
