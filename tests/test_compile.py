@@ -101,3 +101,46 @@ def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
     c = compile_kernel(KERNELS_DIR / "naive.cu", "gemm_naive<16, 16>", CompileOptions(), True, str(tmp_path))
     assert c.resources is None and c.disk_cache == "miss"
     assert not list(tmp_path.glob("*.cubin"))  # a missing report is never made permanent
+
+
+def test_a_repeated_compile_keeps_its_ptxas_report(tmp_path, monkeypatch):
+    """NVRTC 13.0 (the H200's toolkit) returns an empty program log when a process compiles the
+    same inputs again (seen there: 303 characters, then ''). Emulated here with cuda.core's
+    ``Program`` dropping the log of a repeat: a compile after ``clear_cache`` (a renewed worker,
+    another cache folder) still has its registers and spills, from the first compile's report, and
+    compiles once (no retries), and the disk cache keeps it."""
+    import cuda.core
+
+    from gemmlab.gpu import compile as compile_stage
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.paths import KERNELS_DIR
+
+    real, seen, calls = cuda.core.Program, set(), []
+
+    class Nvrtc130(real):
+        def __init__(self, code, code_type, options=None):
+            super().__init__(code, code_type, options)
+            self.inputs = (code, repr(options))
+
+        def compile(self, target_type, name_expressions=(), logs=None):
+            import io
+            inputs, log = (*self.inputs, tuple(name_expressions)), io.StringIO()
+            calls.append(inputs)
+            code = super().compile(target_type, name_expressions=name_expressions, logs=log)
+            if logs is not None and inputs not in seen:
+                logs.write(log.getvalue())
+            seen.add(inputs)
+            return code
+
+    monkeypatch.setattr(cuda.core, "Program", Nvrtc130)
+    compile_stage.clear_cache()
+    args = (KERNELS_DIR / "tiled.cu", "gemm_tiled<64, 64, 8, 8, 1>", CompileOptions())
+    first = compile_kernel(*args, disassemble=False)
+    assert first.resources is not None and first.resources.registers > 0
+    compile_stage.clear_cache()
+    again = compile_kernel(*args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
+    assert len(calls) == 2 and calls[0] == calls[1]  # NVRTC ran twice on the same inputs, no retry
+    assert again.resources == first.resources and again.log == first.log and again.disk_cache == "miss"
+    compile_stage.clear_cache()
+    hit = compile_kernel(*args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
+    assert hit.disk_cache == "hit" and hit.resources == first.resources and len(calls) == 2
