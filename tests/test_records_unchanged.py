@@ -3,7 +3,7 @@ same value, of the records the pipeline wrote before the record model was refact
 (tests/data/records_before, written by commit 7de5bf4 with the same cases and normalization).
 
 Fields added later (new schema fields) are allowed; a field removed or changed fails. Volatile
-fields (creation time, git state, version, compile time, cache state) and paths are normalized.
+fields (creation time, git state, version, NVRTC version, compile time, cache state) and paths are normalized.
 The changes the plugin contract v2 (issue 7) made on purpose are listed in ``INTENDED``, each as
 (path, old value, new value): any other change still fails. The fake GEMM's float32 result once
 depended on the host CPU (a float32 OpenBLAS GEMM; a fresh machine got 4.97e-6 where the record
@@ -23,7 +23,9 @@ from gemmlab.run.pipeline import run_point
 
 from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
 BEFORE = REPO_ROOT / "tests" / "data" / "records_before"
-VOLATILE = {"created_utc", "git", "compile_ms", "gemmlab_version", "cache", "cache_hit_in_process", "disk_cache", "original_compile_ms"}
+# nvrtc_version: the NVRTC of the machine (13.5 from PyPI here, 13.0 in the H200 image), not the writer's
+VOLATILE = {"created_utc", "git", "compile_ms", "gemmlab_version", "cache", "cache_hit_in_process", "disk_cache",
+            "original_compile_ms", "nvrtc_version"}
 INTENDED = {
     # -default-device is always on, so plain constexpr helpers compile (issue 7, item 4)
     (".compile.options", "['-arch=sm_90', '-std=c++17', '-fmad=true', '-Xptxas=-v']",
@@ -86,7 +88,7 @@ def test_record_matches_the_record_written_before(case, tmp_path, monkeypatch):
         full[k] = {**full[k], **v} if isinstance(v, dict) and isinstance(full.get(k), dict) else v
     run_point(full, tmp_path / "point")
     now = _norm(json.loads((tmp_path / "point" / "result.json").read_text()), str(tmp_path))
-    before = json.loads((BEFORE / f"{case}.json").read_text())
+    before = _norm(json.loads((BEFORE / f"{case}.json").read_text()), str(tmp_path))  # a VOLATILE field kept there
     assert before["status"] == now["status"]
     assert [c for c in _missing_or_changed(before, now) if c not in _INTENDED_TEXT] == []
 
