@@ -297,3 +297,38 @@ def test_a_command_run_again_into_its_folders_keeps_the_earlier_hydra_files(cli,
         [kept] = (sweep / point).glob(".hydra.previous-*")
         assert (kept / "overrides.yaml").read_text() == text
         assert "resume=true" in (sweep / point / ".hydra" / "overrides.yaml").read_text().lower()
+
+
+def test_resume_reads_each_record_of_the_sweep_once_per_process(tmp_path, monkeypatch):
+    """A point without a valid record of its own looks through the sweep's other folders for the
+    same config (reordered sweeps). Each record file is parsed once a process: a second look reads
+    none, a record written since is read alone; invalid records, other configs and the point's own
+    folder never match; a record moved aside is still found."""
+    from gemmlab.run import pipeline
+    sweep = tmp_path / "sw"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+
+    def config(i: int) -> dict:
+        return {**BASE, "kernel": {"name": "tiled", "TM": i}}
+
+    for i in range(40):
+        (sweep / str(i)).mkdir()
+        rec = {"schema": "gemmlab.result/2", "status": "compiled", "valid": i != 7, "config": config(i)}
+        (sweep / str(i) / "result.json").write_text(json.dumps(rec))
+    parsed = []
+    real = json.loads
+    monkeypatch.setattr(pipeline.json, "loads", lambda text, *a, **k: parsed.append(1) or real(text, *a, **k))
+    pipeline.clear_cache()
+    me = sweep / "new"
+    me.mkdir()
+    assert pipeline._matching_sibling(me, pipeline._comparable(config(99))) is None and len(parsed) == 40
+    found = pipeline._matching_sibling(me, pipeline._comparable(config(23)))
+    assert found == sweep / "23" / "result.json" and len(parsed) == 40  # read no record again
+    assert pipeline._matching_sibling(me, pipeline._comparable(config(7))) is None  # not valid
+    assert pipeline._matching_sibling(sweep / "23", pipeline._comparable(config(23))) is None  # its own folder
+    (sweep / "40").mkdir()
+    (sweep / "40" / "result.previous-x.json").write_text(json.dumps(
+        {"status": "ok", "valid": True, "config": config(99)}))
+    assert pipeline._matching_sibling(me, pipeline._comparable(config(99))) == sweep / "40" / "result.previous-x.json"
+    assert len(parsed) == 41

@@ -9,6 +9,7 @@ the record gains ``ratio_to_baseline``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -46,9 +47,11 @@ def _registry(plugin_dirs: tuple[str, ...]) -> Registry:
 
 
 def clear_cache() -> None:
-    """Forget the loaded plugin registries (a plugin folder edited since is loaded again). For
+    """Forget the loaded plugin registries (a plugin folder edited since is loaded again) and the
+    configs of sweep records read for ``resume`` (:func:`_matching_sibling`). For
     tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
     _registry.cache_clear()
+    _valid_config_key.cache_clear()
 
 
 def registry_for(cfg: Mapping[str, Any]) -> Registry:
@@ -215,20 +218,52 @@ def _comparable(config: dict) -> dict:
 def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
     """In a sweep folder (Hydra's ``multirun.yaml`` beside the point folders), a valid record of
     another point folder — current (``result.json``) or moved aside (``result.previous-*.json``) —
-    made with the config ``wanted`` (compared as :func:`_resume` does); None elsewhere."""
+    made with the config ``wanted`` (compared as :func:`_resume` does, in the JSON form a record
+    keeps); None elsewhere.
+
+    Each point of a resumed sweep that has no valid record of its own looks through every other
+    folder: a sweep of N points read N records N times (quadratic: 250,000 JSON reads for 500
+    points left of 1,000). Each record file is read once a process (:func:`_valid_config_key`,
+    keyed by its path, inode, mtime and size: a record is written once and never rewritten in
+    place), so a later look costs a ``stat`` per file."""
     sweep = out_dir.parent
     if not (sweep / "multirun.yaml").exists():
         return None
-    for folder in sorted(p for p in sweep.iterdir() if p.is_dir() and p != out_dir):
-        for path in sorted(folder.glob("result*.json")):
+    key = _config_key(wanted)
+    with os.scandir(sweep) as entries:
+        folders = sorted(e.name for e in entries if e.is_dir() and e.name != out_dir.name)
+    for folder in folders:
+        try:
+            names = sorted(n for n in os.listdir(sweep / folder) if n.startswith("result") and n.endswith(".json"))
+        except OSError:
+            continue
+        for name in names:  # result.json, result.previous-<tag>.json
+            path = os.path.join(sweep, folder, name)
             try:
-                rec = json.loads(path.read_text())
-            except (OSError, ValueError):
+                st = os.stat(path)
+            except OSError:
                 continue
-            conf = rec.get("config") if isinstance(rec, dict) else None
-            if (isinstance(conf, dict) and rec.get("valid") and rec.get("status") in record_stage.VALID_STATUSES
-                    and _comparable(conf) == wanted):
-                return path
+            if _valid_config_key(path, st.st_ino, st.st_mtime_ns, st.st_size) == key:
+                return Path(path)
+    return None
+
+
+def _config_key(comparable: dict) -> str:
+    """A config as :func:`_comparable` leaves it, in the canonical JSON a record holds, hashed."""
+    return hashlib.sha256(json.dumps(comparable, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _valid_config_key(path: str, inode: int, mtime_ns: int, size: int) -> str | None:
+    """:func:`_config_key` of the record at ``path`` when it is valid (else None): read once per
+    file version (the other arguments tell a new file at the same path; :func:`_matching_sibling`)."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    conf = rec.get("config") if isinstance(rec, dict) else None
+    if isinstance(conf, dict) and rec.get("valid") and rec.get("status") in record_stage.VALID_STATUSES:
+        return _config_key(_comparable(conf))
     return None
 
 
