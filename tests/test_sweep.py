@@ -270,9 +270,12 @@ def test_optuna_search_cli(optuna_run):
     assert not (sweep / "best.txt").exists()  # no timed point, so no best verified point
 
 def test_optuna_failed_trials_are_failed_for_the_sweeper(optuna_run):
-    proc, _ = optuna_run
-    # Hydra's Optuna sweeper marks a None return as a failed trial (never best)
-    assert "Failed experiment" in proc.stdout + proc.stderr
+    proc, sweep = optuna_run
+    # Hydra's Optuna sweeper marks a None return as a failed trial (never best), in gemmlab's words
+    out = proc.stdout + proc.stderr
+    invalid = sum(v == "invalid" for v in _statuses(sweep).values())
+    assert "float-castable" not in out and invalid > 0
+    assert out.count("Failed experiment: the point gave no valid measurement (its error is above)") == invalid
 
 
 # --- best_row / count_jobs --------------------------------------------------------------------

@@ -14,6 +14,7 @@ Hooked into Hydra as callbacks (``hydra.callbacks`` in conf/config.yaml).
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import sys
 import time
@@ -321,6 +322,37 @@ def count_jobs(config) -> int | None:
         return None
 
 
+#: the logger of Hydra's Optuna sweeper (hydra-optuna-sweeper 1.2), which says why a trial failed
+OPTUNA_SWEEPER_LOGGER = "hydra_plugins.hydra_optuna_sweeper._impl"
+
+
+class FailedTrialLine(logging.Filter):
+    """The Optuna sweeper's line for a trial whose point returned no objective, in gemmlab's words.
+
+    gemmlab's objective (:func:`gemmlab.cli.app.objective`) is None for a point that failed or was
+    invalid, and the point's own line already said why; the sweeper then logs ``Failed
+    experiment: Return value must be float-castable. Got 'None'.``, which reads like a bug in the
+    objective. That one message becomes ``Failed experiment: the point gave no valid measurement
+    (its error is above); Optuna marks the trial failed and never picks it``; every other record
+    passes unchanged (a logging filter: Python's ``logging`` documentation, "Filter Objects")."""
+
+    SWEEPER_TEXT = "Failed experiment: Return value must be float-castable. Got 'None'."
+    TEXT = ("Failed experiment: the point gave no valid measurement (its error is above); Optuna marks the "
+            "trial failed and never picks it")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() == self.SWEEPER_TEXT:
+            record.msg, record.args = self.TEXT, ()
+        return True
+
+    @classmethod
+    def install(cls) -> None:
+        """Attach the filter to the sweeper's logger (once a process)."""
+        logger = logging.getLogger(OPTUNA_SWEEPER_LOGGER)
+        if not any(isinstance(f, cls) for f in logger.filters):
+            logger.addFilter(cls())
+
+
 class SweepProgress(Callback):
     """Hydra callback: sweep progress (points done / total, current point, ETA) with rich. A bar
     on a terminal, one line per finished point otherwise. Jobs that a launcher runs in other
@@ -331,6 +363,8 @@ class SweepProgress(Callback):
 
     def on_multirun_start(self, config, **kwargs) -> None:
         from rich.console import Console
+        if is_search(config):
+            FailedTrialLine.install()
         self.console = Console(stderr=True)
         self.total = count_jobs(config)
         self.done = 0
