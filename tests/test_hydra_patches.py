@@ -111,3 +111,24 @@ def test_an_interpolation_is_parsed_once_and_resolves_as_omegaconf_resolves_it(m
     for _ in range(2):
         with pytest.raises(GrammarParseError):
             OmegaConf.create({"e": "${foo"}).e
+
+
+def test_a_sweep_runs_where_hydras_plugin_scan_cannot_see_the_sweeper(tmp_path):
+    """A setuptools editable install maps ``hydra_plugins.gemmlab_sweeper`` with an import hook
+    that Hydra's plugin scan (``pkgutil.walk_packages`` over the ``hydra_plugins`` folders) does
+    not see: there ``gemmlab -m ...`` outside the checkout stopped with "Unknown plugin class"
+    (gemmlab.cli.hydra_patches.register_gemmlab_sweeper). Emulated in a fresh process by a walk that
+    skips the sweeper, with the module imported before Hydra's scan re-executes its base class."""
+    import subprocess
+    import sys
+    script = (
+        "import pkgutil, sys\n"
+        "real = pkgutil.walk_packages\n"
+        "pkgutil.walk_packages = lambda *a, **k: (i for i in real(*a, **k) if i.name != 'hydra_plugins.gemmlab_sweeper')\n"
+        "import hydra_plugins.gemmlab_sweeper\n"
+        "from gemmlab.cli.app import main\n"
+        f"sys.argv = ['gemmlab', '-m', 'kernel=naive', 'shape=[8,8,8]', 'mode=compile', 'hydra.sweep.dir={tmp_path / 'sw'}']\n"
+        "main()\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "sw" / "0" / "result.json").exists()

@@ -37,7 +37,8 @@ from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
 from gemmlab.cli.hydra_errors import hydra_error
-from gemmlab.cli.hydra_patches import config_files_parsed_once, config_store_is_not_copied, interpolations_parsed_once
+from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
+                                       interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
@@ -117,11 +118,13 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
     conf/config.yaml needs, and lets Hydra's copies of its config repository share the
     ``ConfigStore`` (:func:`config_store_is_not_copied`), each YAML text and each interpolation be
-    parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`)."""
+    parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`),
+    and registers gemmlab's sweeper with Hydra by class (:func:`register_gemmlab_sweeper`)."""
     from gemmlab.stages.config import store_schema
     config_store_is_not_copied()
     config_files_parsed_once()
     interpolations_parsed_once()
+    register_gemmlab_sweeper()
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)

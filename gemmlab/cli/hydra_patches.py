@@ -1,8 +1,10 @@
-"""Speed-ups of Hydra 1.3 and OmegaConf 2.3 for one process, each a small patch with the same
-result: the config ``ConfigStore`` shared by Hydra's copies of its config repository, each YAML
-text and each interpolation string parsed once a process. Measured in the functions' docstrings;
-:func:`gemmlab.cli.app.register_resolvers` installs them before Hydra composes anything (each is
-idempotent), and ``tests/test_config_compose.py`` checks that what is composed is unchanged.
+"""Adjustments of Hydra 1.3 and OmegaConf 2.3 for one process, each small, with the same result:
+the ``ConfigStore`` shared by Hydra's copies of its config repository, each YAML text and each
+interpolation string parsed once a process (speed-ups, measured in the functions' docstrings), and
+gemmlab's sweeper registered with Hydra by class (:func:`register_gemmlab_sweeper`: an editable
+install hides it from Hydra's plugin scan). :func:`gemmlab.cli.app.register_resolvers` installs
+them before Hydra composes anything (each is idempotent); ``tests/test_hydra_patches.py`` checks
+that what is composed is unchanged.
 """
 
 from __future__ import annotations
@@ -104,3 +106,29 @@ def interpolations_parsed_once() -> None:
     for module in (omegaconf.grammar_parser, omegaconf.base, omegaconf._utils, omegaconf.resolvers.oc):
         if getattr(module, "parse", None) is real:
             module.parse = parse
+
+
+def register_gemmlab_sweeper() -> None:
+    """Register gemmlab's sweeper (``hydra_plugins.gemmlab_sweeper.GemmlabSweeper``, the default
+    of ``-m``) with Hydra by class, through Hydra's own ``Plugins.instance().register`` (idempotent).
+
+    Hydra finds plugins by walking the folders of the ``hydra_plugins`` namespace package
+    (``pkgutil.walk_packages``). A setuptools editable install (``pip install -e .``) maps
+    ``hydra_plugins.gemmlab_sweeper`` with an import hook that the walk does not see, so outside
+    the checkout ``gemmlab -m ...`` stopped with "Unknown plugin class :
+    'hydra_plugins.gemmlab_sweeper.GemmlabSweeper'"; a plain ``pip install .`` was not affected.
+
+    Hydra's scan executes every module it walks again, in place (``exec_module`` on the module in
+    ``sys.modules``), so Hydra's own ``BasicSweeper`` is a new class after it: the sweeper module is
+    imported after the scan, and imported again when it was imported before it (its class would
+    derive from the replaced ``BasicSweeper``: "super(type, obj): obj must be an instance or
+    subtype of type")."""
+    import importlib
+
+    from hydra._internal.core_plugins import basic_sweeper
+    from hydra.core.plugins import Plugins
+    plugins = Plugins.instance()  # the scan (once a process), before the sweeper module is imported
+    module = importlib.import_module("hydra_plugins.gemmlab_sweeper")
+    if not issubclass(module.GemmlabSweeper, basic_sweeper.BasicSweeper):
+        module = importlib.reload(module)
+    plugins.register(module.GemmlabSweeper)
