@@ -192,19 +192,32 @@ def _hydra_args(args: list[str]):
 def _parse_overrides(overrides: list[str]) -> list:
     """Hydra's override parser, one override at a time; a parse error is one line.
 
+    The hint says what a shell did where that is the likely cause: a word with no ``=`` after an
+    override is most often the rest of a value with a space (``hydra.run.dir=/tmp/a b``), and an
+    unclosed ``[`` followed by such a word a list the shell split at a space (``shape=[8, 8, 8]``).
+
     Raises:
-        ConfigError: naming the key of the override that does not parse.
+        ConfigError: naming the key of the override that does not parse (the word, for a word).
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
     parser = OverridesParser.create()
     parsed = []
-    for text in overrides:
+    previous = None
+    for i, text in enumerate(overrides):
         try:
             parsed.extend(parser.parse_overrides([text]))
         except Exception as exc:  # Hydra's OverrideParseException: keep its first line only
+            if "=" not in text and previous is not None and "=" in previous:
+                raise ConfigError(text, f"not an override (key=value); if it belongs to {previous!r} (a value "
+                                  f"with a space, split by the shell), quote the whole override: "
+                                  f"'{previous} {text}'") from None
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(text.split("=", 1)[0].lstrip("+~") or "override", f"cannot parse override {text!r}: "
-                              f"{first} (lists are written [a,b,c]; quote them in the shell)") from None
+            split = text.count("[") > text.count("]") and i + 1 < len(overrides) and "=" not in overrides[i + 1]
+            hint = ("the shell split it at a space: write lists without spaces, [8,8,8], or quote the override"
+                    if split else "lists are written [a,b,c]; quote them in the shell")
+            raise ConfigError(text.split("=", 1)[0].lstrip("+~") or "override",
+                              f"cannot parse override {text!r}: {first} ({hint})") from None
+        previous = text
     return parsed
 
 
