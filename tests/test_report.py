@@ -473,3 +473,32 @@ def test_argparse_errors_are_one_line(capsys, argv):
         report.main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("gemmlab-report: error: "), err
+
+
+def test_hundreds_of_series_name_the_best_in_the_legend(tmp_path):
+    """A tuning sweep is one series per parameter set. Beyond report_plots.LEGEND_MAX series the
+    legend names those with the highest peak GFLOP/s and one grey entry stands for the rest, so the
+    figure keeps the height of LEGEND_MAX + 1 entries (120 series made the GFLOP/s plot 3300 px tall)."""
+    import copy
+    import struct
+
+    from gemmlab.results import report_plots
+    from gemmlab.stages.record_model import view
+    base = _record("tiled-1024")
+    rows = []
+    for i in range(120):
+        rec = copy.deepcopy(base)
+        rec["kernel"]["params"]["TM"] = i + 1
+        rec["timing"]["gflops"] = 1000.0 + 37.0 * ((i * 53) % 120)  # every series a different peak
+        rows.append(view(rec, tmp_path / str(i) / "result.json"))
+    styles = report_plots._series_styles(rows)["styles"]
+    named = {label for label, s in styles.items() if s["named"]}
+    best = sorted(rows, key=lambda r: -r.gflops)[:report_plots.LEGEND_MAX]
+    assert len(styles) == 120 and len(named) == report_plots.LEGEND_MAX
+    assert named == {report_plots._series_key(r, set()) for r in best}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a layout matplotlib gives up on fails the test
+        written, notes, text = report_plots.draw(rows, tmp_path)
+    assert text["gflops_vs_size"] == "120 points, 120 series", notes
+    height = struct.unpack(">I", written["gflops_vs_size"].read_bytes()[20:24])[0]
+    assert height == round(report_plots._legend_height(report_plots.LEGEND_MAX + 1) * 110), height

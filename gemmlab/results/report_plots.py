@@ -10,6 +10,7 @@ its median). :func:`draw` writes them; a plot without data is skipped with the r
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Sequence
 
 from gemmlab.stages.record_model import Record as Row
@@ -64,16 +65,55 @@ def _varying(rows: Sequence[Row]) -> set[str]:
     return {a for a in ("precision", "protocol", "l2", "device") if len({getattr(r, a) for r in rows}) > 1}
 
 
+#: at most this many series are named in a legend: those with the highest peak GFLOP/s; the others
+#: are drawn thin and grey under one entry (a tuning sweep is one series per parameter set: 300 of
+#: them made the GFLOP/s plot 66 inches tall for a legend of colours repeated 15 times)
+LEGEND_MAX = 40
+OTHERS = MappingProxyType({"color": "0.72", "marker": ".", "named": False})
+
+
 def _series_styles(rows: Sequence[Row]) -> dict[str, Any]:
-    """A fixed colour and marker per series label, shared by all plots."""
+    """A fixed colour and marker per series label, shared by all plots; beyond :data:`LEGEND_MAX`
+    series, the ones with the lower peak GFLOP/s share the style :data:`OTHERS` (``named`` false)."""
     from matplotlib import colormaps
     timed = [r for r in rows if r.category == "timed"]
     varying = _varying(timed)
-    labels = sorted({_series_key(r, varying) for r in timed})
+    peak: dict[str, float] = {}
+    for r in timed:
+        key = _series_key(r, varying)
+        peak[key] = max(peak.get(key, 0.0), r.gflops or 0.0)
+    named = set(sorted(peak, key=lambda label: (-peak[label], label))[:LEGEND_MAX])
+    labels = sorted(named)
     cmap = colormaps["tab10" if len(labels) <= 10 else "tab20"]
     markers = "osD^vP*Xh<>p"
-    styles = {lab: {"color": cmap(i % cmap.N), "marker": markers[i % len(markers)]} for i, lab in enumerate(labels)}
+    styles = {lab: {"color": cmap(i % cmap.N), "marker": markers[i % len(markers)], "named": True}
+              for i, lab in enumerate(labels)}
+    styles.update({lab: dict(OTHERS) for lab in peak if lab not in named})
     return {"varying": varying, "styles": styles}
+
+
+def _draw_series(ax, groups: dict[str, list[Row]], st, draw) -> int:
+    """Call ``draw(label, rows, style kwargs)`` for each series (named ones with their label and
+    style, the others thin, grey and unlabelled, below them) and add one legend entry for the
+    others; returns the number of legend entries made."""
+    others = 0
+    for label, g in sorted(groups.items()):
+        s = st["styles"].get(label, OTHERS)
+        if s.get("named", True):
+            draw(label, g, {"label": label, "color": s["color"], "marker": s["marker"]})
+        else:
+            others += 1
+            draw(label, g, {"label": "_nolegend_", "color": s["color"], "marker": s["marker"], "zorder": 1})
+    if others:
+        ax.plot([], [], color=OTHERS["color"], marker=OTHERS["marker"],
+                label=f"{others} more series, grey (the {LEGEND_MAX} with the highest peak GFLOP/s are named)")
+    return len(groups) - others + (1 if others else 0)
+
+
+def _entries(groups: dict[str, list[Row]], st) -> int:
+    """The legend entries :func:`_draw_series` will make for ``groups``."""
+    named = sum(st["styles"].get(label, OTHERS).get("named", True) for label in groups)
+    return named + (1 if named < len(groups) else 0)
 
 
 def _new_figure(width: float = 8.0, height: float = 5.5):
@@ -120,17 +160,16 @@ def _plot_gflops(rows, st, path):
     if not pts:
         return "skipped: no valid timed point"
     groups = _group(pts, st["varying"])
-    fig, ax = _new_figure(height=_legend_height(len(groups)))
-    for label, g in sorted(groups.items()):
-        s = st["styles"][label]
-        ax.plot([r.size for r in g], [r.gflops for r in g], label=label, color=s["color"], marker=s["marker"])
+    entries = _entries(groups, st)
+    fig, ax = _new_figure(height=_legend_height(entries))
+    _draw_series(ax, groups, st, lambda label, g, kw: ax.plot([r.size for r in g], [r.gflops for r in g], **kw))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("problem size (M·N·K)^(1/3)  (= N for N³)")
     ax.set_ylabel("GFLOP/s  (2·M·N·K / median time)")
     ax.set_title(f"GFLOP/s vs size: {len(pts)} valid timed points")
     ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, len(groups), outside=len(groups) > LEGEND_INSIDE_MAX)
+    _legend(ax, entries, outside=entries > LEGEND_INSIDE_MAX)
     fig.savefig(path)
     return [f"{len(pts)} points, {len(groups)} series"]
 
@@ -140,12 +179,14 @@ def _plot_ratio(rows, st, path):
     if not pts:
         return "skipped: no point has a baseline ratio recorded (run with `baseline=cublas`)"
     groups = _group(pts, st["varying"])
-    fig, ax = _new_figure(height=_legend_height(len(groups) + 1))
-    for label, g in sorted(groups.items()):
-        s = st["styles"][label]
-        bases = sorted({r.baseline or "?" for r in g})
-        ax.plot([r.size for r in g], [r.ratio_to_baseline_gflops for r in g], label=f"{label} vs {', '.join(bases)}",
-                color=s["color"], marker=s["marker"])
+    entries = _entries(groups, st) + 1
+    fig, ax = _new_figure(height=_legend_height(entries))
+
+    def draw(label, g, kw):
+        if kw["label"] != "_nolegend_":
+            kw["label"] = f"{label} vs {', '.join(sorted({r.baseline or '?' for r in g}))}"
+        ax.plot([r.size for r in g], [r.ratio_to_baseline_gflops for r in g], **kw)
+    _draw_series(ax, groups, st, draw)
     ax.axhline(1.0, color="black", lw=0.8, ls="--", label="parity with the baseline")
     ax.set_xscale("log", base=2)
     ax.set_ylim(bottom=0)
@@ -153,7 +194,7 @@ def _plot_ratio(rows, st, path):
     ax.set_ylabel("kernel GFLOP/s / baseline GFLOP/s  (> 1: faster)")
     ax.set_title("throughput relative to the baseline, same run and protocol")
     ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, len(groups) + 1, outside=len(groups) + 1 > LEGEND_INSIDE_MAX)
+    _legend(ax, entries, outside=entries > LEGEND_INSIDE_MAX)
     fig.savefig(path)
     return [f"{len(pts)} points vs {', '.join(sorted({r.baseline or '?' for r in pts}))}"]
 
@@ -165,7 +206,8 @@ def _plot_roofline(rows, st, path):
     if not pts:
         return "skipped: no valid timed point with an arithmetic intensity"
     groups = _group(pts, st["varying"])
-    fig, ax = _new_figure(height=6.0 + 0.2 * len(groups))
+    entries = _entries(groups, st)
+    fig, ax = _new_figure(height=6.0 + 0.2 * entries)
     notes = []
     devices: dict[str, list[Row]] = {}
     for r in pts:
@@ -197,17 +239,15 @@ def _plot_roofline(rows, st, path):
             notes.append(f"{dev}: no FP32 peak recorded; bandwidth line only")
         if not bw:
             notes.append(f"{dev}: no DRAM bandwidth recorded; FP32 peak line only")
-    for label, g in sorted(groups.items()):
-        s = st["styles"][label]
-        ax.scatter([r.arithmetic_intensity for r in g], [r.gflops for r in g], label=label, color=s["color"],
-                   marker=s["marker"], zorder=3)
+    _draw_series(ax, groups, st, lambda label, g, kw: ax.scatter(
+        [r.arithmetic_intensity for r in g], [r.gflops for r in g], **{"zorder": 3, **kw}))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of minimum DRAM traffic: A, B read once, C written once)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title("roofline: min(FP32 peak, intensity × DRAM bandwidth)")
     ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, len(groups) + len(roofs), outside=True)
+    _legend(ax, entries + len(roofs), outside=True)
     fig.savefig(path)
     return [f"{len(pts)} points"] + notes
 
