@@ -332,3 +332,21 @@ def test_resume_reads_each_record_of_the_sweep_once_per_process(tmp_path, monkey
         {"status": "ok", "valid": True, "config": config(99)}))
     assert pipeline._matching_sibling(me, pipeline._comparable(config(99))) == sweep / "40" / "result.previous-x.json"
     assert len(parsed) == 41
+
+
+def test_a_result_json_linked_to_nowhere_is_a_result(tmp_path):
+    """A ``result.json`` that is a symbolic link to a missing file is still a file in the point's
+    folder: without resume the point is refused (nothing overwritten); with resume=true it is moved
+    aside like any record that cannot be read, and the point runs (it crashed the point's worker
+    with a traceback before: the link looked like no record, and the exclusive create failed)."""
+    out = tmp_path / "point"
+    out.mkdir()
+    (out / "result.json").symlink_to(tmp_path / "nowhere.json")
+    refused = run_point(BASE, out)
+    assert refused["status"] == "invalid" and "already holds a result.json" in refused["error"]
+    assert (out / "result.json").is_symlink()
+    rec = run_point({**BASE, "resume": True}, out)
+    assert rec["status"] == "compiled" and rec["valid"], rec["error"]
+    moved = _previous(out)
+    assert len(moved) == 1 and moved[0].is_symlink() and rec["previous"][0]["record"] == moved[0].name
+    assert not (out / "result.json").is_symlink() and json.loads((out / "result.json").read_text())["valid"]

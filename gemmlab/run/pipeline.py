@@ -97,21 +97,26 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     except Exception as exc:  # e.g. an interpolation that does not resolve
         record = record_stage.new_record(None)
         record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
-    if (out_dir / "result.json").exists():  # never touch an earlier measurement
-        resumed, kept = _resume(plain, out_dir)
-        if resumed is not None:
-            return resumed
-        if kept is not None:
-            record["previous"] = kept
-        if (out_dir / "result.json").exists():
-            record.update(status=ConfigError.status, valid=False,
-                          error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
-                                "result (resume=true re-runs only failed points)")
-            return record
-    elif plain is not None:  # a new folder of a reordered sweep: the same point may be measured in another
-        adopted = _resume_elsewhere(plain, out_dir)
-        if adopted is not None:
-            return adopted
+    try:  # lexists: a result.json that is a link to nowhere is still a file gemmlab must not replace
+        if os.path.lexists(out_dir / "result.json"):  # never touch an earlier measurement
+            resumed, kept = _resume(plain, out_dir)
+            if resumed is not None:
+                return resumed
+            if kept is not None:
+                record["previous"] = kept
+            if os.path.lexists(out_dir / "result.json"):
+                record.update(status=ConfigError.status, valid=False,
+                              error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
+                                    "result (resume=true re-runs only failed points)")
+                return record
+        elif plain is not None:  # a new folder of a reordered sweep: the same point may be measured in another
+            adopted = _resume_elsewhere(plain, out_dir)
+            if adopted is not None:
+                return adopted
+    except OSError as exc:  # the folder changed under resume (a record written or removed meanwhile)
+        record.update(status="error", valid=False, error=f"out_dir: resume=true could not set {out_dir} aside "
+                      f"({type(exc).__name__}: {exc}); nothing was run or overwritten")
+        return record
     if record["status"] != "running":
         _write_record(record, out_dir)
         return record
