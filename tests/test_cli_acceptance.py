@@ -159,11 +159,15 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["--resolve"], "--resolve: "),
     (["=5"], "override: "),
     (["hydra.run.dir={tmp}/a", "b"], "b: not an override (key=value); if it belongs to 'hydra.run.dir="),
-    (["shape=[8,", "8,", "8]"], "shape: cannot parse override 'shape=[8,': no viable alternative at input '[8,' "
-                               "(the shell split it at a space: write lists without spaces, [8,8,8], or quote"),
+    (["kernel=naive", "foo"], "foo: not an override: an override is key=value, e.g. kernel=tiled"),
+    (["foo"], "foo: not an override: an override is key=value"),
+    (["shape=[8,", "8,", "8]"], "shape: cannot parse override 'shape=[8,': the shell split it at a space: write "
+                               "lists and sweeps without spaces, [8,8,8] or naive,tiled, or quote the override"),
+    (["-m", "kernel=naive,", "tiled"], "kernel: cannot parse override 'kernel=naive,': the shell split it at a space"),
     (["shape=[8,8,8"], "shape: cannot parse override 'shape=[8,8,8': no viable alternative at input '[8,8,8' "
                        "(lists are written [a,b,c]"),
-    (["kernel.BM=64)"], "kernel.BM: cannot parse override 'kernel.BM=64)': "),
+    (["kernel.BM=64)"], "kernel.BM: cannot parse override 'kernel.BM=64)': Hydra's override grammar does not "
+                        "accept it"),
     (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
     (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown option 'nope'; available: ladder, "),
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else "")

@@ -193,8 +193,11 @@ def _parse_overrides(overrides: list[str]) -> list:
     """Hydra's override parser, one override at a time; a parse error is one line.
 
     The hint says what a shell did where that is the likely cause: a word with no ``=`` after an
-    override is most often the rest of a value with a space (``hydra.run.dir=/tmp/a b``), and an
-    unclosed ``[`` followed by such a word a list the shell split at a space (``shape=[8, 8, 8]``).
+    override whose value is a path is most often the rest of a path with a space
+    (``hydra.run.dir=/tmp/a b``); a value ending inside a list (an unclosed ``[``) or after a comma,
+    followed by such a word, a list or sweep the shell split at a space (``shape=[8, 8, 8]``,
+    ``kernel=naive, tiled``). Other words are said to be no override; a list value gets the list
+    syntax; anything else Hydra's own reason alone.
 
     Raises:
         ConfigError: naming the key of the override that does not parse (the word, for a word).
@@ -207,18 +210,32 @@ def _parse_overrides(overrides: list[str]) -> list:
         try:
             parsed.extend(parser.parse_overrides([text]))
         except Exception as exc:  # Hydra's OverrideParseException: keep its first line only
-            if "=" not in text and previous is not None and "=" in previous:
-                raise ConfigError(text, f"not an override (key=value); if it belongs to {previous!r} (a value "
-                                  f"with a space, split by the shell), quote the whole override: "
-                                  f"'{previous} {text}'") from None
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            split = text.count("[") > text.count("]") and i + 1 < len(overrides) and "=" not in overrides[i + 1]
-            hint = ("the shell split it at a space: write lists without spaces, [8,8,8], or quote the override"
-                    if split else "lists are written [a,b,c]; quote them in the shell")
-            raise ConfigError(text.split("=", 1)[0].lstrip("+~") or "override",
-                              f"cannot parse override {text!r}: {first} ({hint})") from None
+            raise _override_error(text, previous, overrides[i + 1] if i + 1 < len(overrides) else None,
+                                  exc) from None
         previous = text
     return parsed
+
+
+def _override_error(text: str, previous: str | None, following: str | None, exc: Exception) -> ConfigError:
+    """The one line for the override ``text`` that Hydra could not parse (see :func:`_parse_overrides`)."""
+    if "=" not in text:
+        value = previous.split("=", 1)[1] if previous and "=" in previous else ""
+        if "/" in value:
+            return ConfigError(text, f"not an override (key=value); if it belongs to {previous!r} (a path with a "
+                               f"space, split by the shell), quote the whole override: '{previous} {text}'")
+        return ConfigError(text, "not an override: an override is key=value, e.g. kernel=tiled or shape=[63,65,33]")
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if first == f"Error parsing override '{text}'":  # Hydra names no reason
+        first = "Hydra's override grammar does not accept it"
+    value = text.split("=", 1)[1]
+    split = ((value.count("[") > value.count("]") or value.endswith(","))
+             and following is not None and "=" not in following)
+    key = text.split("=", 1)[0].lstrip("+~") or "override"
+    if split:  # the grammar's own words (what it expected at the end) say nothing useful here
+        return ConfigError(key, f"cannot parse override {text!r}: the shell split it at a space: write lists and "
+                           "sweeps without spaces, [8,8,8] or naive,tiled, or quote the override")
+    hint = " (lists are written [a,b,c]; quote them in the shell)" if "[" in value or "]" in value else ""
+    return ConfigError(key, f"cannot parse override {text!r}: {first}{hint}")
 
 
 def _plugin_dirs(parsed: list) -> list[str]:
