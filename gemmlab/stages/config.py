@@ -432,7 +432,8 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> Ru
     defaults = defaults_of(name) if defaults_of else {k: v for k, v in given.items()}
     params = parse_params(defaults, given, name, values_of(name) if values_of else None)
 
-    # a missing plain key takes the schema's default (shape has none to take: it must be given)
+    # a missing plain key takes the schema's default; shape does not (the command line's composed config
+    # has the schema's [256, 256, 256]; a config handed to run_point must name its shape)
     cfg = {**{k: v for k, v in _defaults(GemmlabConfig).items() if k not in SECTIONS and k not in ("kernel", "shape")},
            **cfg}
     mode = _choice(cfg["mode"], "mode", MODES)
