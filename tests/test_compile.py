@@ -104,11 +104,15 @@ def test_compile_without_ptxas_report_is_not_cached(tmp_path, monkeypatch):
 
 
 def test_a_repeated_compile_keeps_its_ptxas_report(tmp_path, monkeypatch):
-    """NVRTC 13.0 (the H200's toolkit) returns an empty program log when a process compiles the
-    same inputs again (seen there: 303 characters, then ''). Emulated here with cuda.core's
-    ``Program`` dropping the log of a repeat: a compile after ``clear_cache`` (a renewed worker,
-    another cache folder) still has its registers and spills, from the first compile's report, and
-    compiles once (no retries), and the disk cache keeps it."""
+    """NVRTC 13.0 (the H200's toolkit) returns an empty program log when a process compiles again
+    what it compiled before (seen there: 327 characters, then ''; also for a source that differs
+    only by a comment). Emulated here with cuda.core's ``Program`` dropping the log of a cubin it
+    made before: a compile after ``clear_cache`` (a renewed worker, another cache folder), and one
+    of the source with a comment added, still have their registers and spills, from the first
+    compile's report, and compile once each (no retries), and the disk cache keeps them."""
+    import hashlib
+    import shutil
+
     import cuda.core
 
     from gemmlab.gpu import compile as compile_stage
@@ -118,29 +122,32 @@ def test_a_repeated_compile_keeps_its_ptxas_report(tmp_path, monkeypatch):
     real, seen, calls = cuda.core.Program, set(), []
 
     class Nvrtc130(real):
-        def __init__(self, code, code_type, options=None):
-            super().__init__(code, code_type, options)
-            self.inputs = (code, repr(options))
-
         def compile(self, target_type, name_expressions=(), logs=None):
             import io
-            inputs, log = (*self.inputs, tuple(name_expressions)), io.StringIO()
-            calls.append(inputs)
+            log = io.StringIO()
+            calls.append(tuple(name_expressions))
             code = super().compile(target_type, name_expressions=name_expressions, logs=log)
-            if logs is not None and inputs not in seen:
+            made = hashlib.sha256(bytes(code.code)).hexdigest()
+            if logs is not None and made not in seen:
                 logs.write(log.getvalue())
-            seen.add(inputs)
+            seen.add(made)
             return code
 
     monkeypatch.setattr(cuda.core, "Program", Nvrtc130)
     compile_stage.clear_cache()
-    args = (KERNELS_DIR / "tiled.cu", "gemm_tiled<64, 64, 8, 8, 1>", CompileOptions())
-    first = compile_kernel(*args, disassemble=False)
+    source = tmp_path / "tiled.cu"
+    shutil.copy(KERNELS_DIR / "tiled.cu", source)
+    args = ("gemm_tiled<64, 64, 8, 8, 1>", CompileOptions())
+    first = compile_kernel(source, *args, disassemble=False)
     assert first.resources is not None and first.resources.registers > 0
     compile_stage.clear_cache()
-    again = compile_kernel(*args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
-    assert len(calls) == 2 and calls[0] == calls[1]  # NVRTC ran twice on the same inputs, no retry
+    again = compile_kernel(source, *args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
+    assert len(calls) == 2  # NVRTC ran again on the same inputs, once (no retry)
     assert again.resources == first.resources and again.log == first.log and again.disk_cache == "miss"
+    source.write_text(source.read_text() + "\n// a comment: new inputs, the same cubin\n")
+    commented = compile_kernel(source, *args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
+    assert len(calls) == 3 and commented.resources == first.resources and commented.disk_cache == "miss"
+    assert len(list((tmp_path / "cc").glob("*.cubin"))) == 2  # both kept: a report, so a cache entry
     compile_stage.clear_cache()
-    hit = compile_kernel(*args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
-    assert hit.disk_cache == "hit" and hit.resources == first.resources and len(calls) == 2
+    hit = compile_kernel(source, *args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
+    assert hit.disk_cache == "hit" and hit.resources == first.resources and len(calls) == 3

@@ -78,7 +78,7 @@ CONSTANTS = {
 PROCESS_RESOURCES = {
     "gpu.compile._CACHE",  # compiled modules keyed by every compile input (a memo; a hit is a copy
                        # marked cache_hit, which functools.lru_cache cannot express)
-    "gpu.compile._PTXAS_LOGS",  # ptxas reports by NVRTC input, mirroring NVRTC 13.0's own per-process
+    "gpu.compile._PTXAS_LOGS",  # ptxas reports by cubin SHA-256, mirroring NVRTC 13.0's own per-process
                               # state (a repeat returns no log): read and written by compile_kernel only
     "gpu.device._OPEN",  # the GPUs this process has opened (one CUDA context each, opened once)
     "gpu.device._HELD_LOCKS",  # flock handles of GPUs locked outside a lease scope: held for the

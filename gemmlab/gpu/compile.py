@@ -23,13 +23,14 @@ from gemmlab.paths import KERNELS_DIR
 
 _CACHE: dict[tuple, "CompiledKernel"] = {}
 
-#: ptxas's report (the NVRTC program log) of each compile this process made, keyed by NVRTC's
-#: inputs: NVRTC 13.0 (the H200's toolkit) returns an empty log when it compiles the same inputs a
-#: second time in a process (seen there: the same source, options and name expressions give a
-#: 303-character log, then ''; other inputs in between change nothing; NVRTC 13.5 logs every
-#: time). Such a repeat takes its report from here. Kept across :func:`clear_cache`, as NVRTC's own
+#: ptxas's report (the NVRTC program log) of each cubin this process compiled, keyed by the cubin's
+#: SHA-256: NVRTC 13.0 (the H200's toolkit) returns an empty log when it compiles again what it
+#: compiled before in the process (seen there: the same source, options and name expressions give a
+#: 327-character log, then ''; a source that differs only by a comment, too; NVRTC 13.5 logs every
+#: time). The report (registers, spills, shared and stack bytes of each function) is a property of
+#: the cubin, so such a repeat takes it from here. Kept across :func:`clear_cache`, as NVRTC's own
 #: state is: a renewed worker still runs in the process that compiled before.
-_PTXAS_LOGS: dict[tuple, str] = {}
+_PTXAS_LOGS: dict[str, str] = {}
 
 
 def clear_cache() -> None:
@@ -417,7 +418,6 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
 
     program_options = options.program_options(Path(source_path).name, include_dirs)
     resources = None
-    nvrtc_inputs = (sha, options, names, include_key, cuda_versions)
     for _attempt in range(3):  # NVRTC 13.0 returns an empty log for a repeat (_PTXAS_LOGS), at times for others
         log = io.StringIO()
         started = time.perf_counter()
@@ -435,11 +435,12 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
             symbols[n] = low.decode() if isinstance(low, bytes) else low
         lowered = symbols[name_expression]
         text = log.getvalue().replace("\x00", "")
-        if not text.strip() and nvrtc_inputs in _PTXAS_LOGS:
-            text = _PTXAS_LOGS[nvrtc_inputs]  # this process compiled the same inputs before
+        cubin_sha = hashlib.sha256(bytes(code.code)).hexdigest()
+        if not text.strip() and cubin_sha in _PTXAS_LOGS:
+            text = _PTXAS_LOGS[cubin_sha]  # this process compiled the same cubin before
         try:
             resources = parse_ptxas(text, lowered)
-            _PTXAS_LOGS[nvrtc_inputs] = text
+            _PTXAS_LOGS[cubin_sha] = text
             break
         except CompileError:
             continue
