@@ -118,13 +118,14 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
     conf/config.yaml needs, and lets Hydra's copies of its config repository share the
     ``ConfigStore`` (:func:`config_store_is_not_copied`), each YAML text and each interpolation be
-    parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`),
-    and registers gemmlab's sweeper with Hydra by class (:func:`register_gemmlab_sweeper`)."""
+    parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`).
+    (:func:`main` registers gemmlab's sweeper with Hydra, :func:`register_gemmlab_sweeper`, after its
+    pre-check: Hydra's plugin scan imports every installed plugin, Optuna's too, which a command
+    line refused before Hydra runs does not need.)"""
     from gemmlab.stages.config import store_schema
     config_store_is_not_copied()
     config_files_parsed_once()
     interpolations_parsed_once()
-    register_gemmlab_sweeper()
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
@@ -686,6 +687,7 @@ def main() -> None:
     except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
         print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
               file=sys.stderr)
+    register_gemmlab_sweeper()  # after the pre-check: a refused command line never pays Hydra's plugin scan
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:

@@ -3,8 +3,9 @@ the ``ConfigStore`` shared by Hydra's copies of its config repository, each YAML
 interpolation string parsed once a process (speed-ups, measured in the functions' docstrings), and
 gemmlab's sweeper registered with Hydra by class (:func:`register_gemmlab_sweeper`: an editable
 install hides it from Hydra's plugin scan). :func:`gemmlab.cli.app.register_resolvers` installs
-them before Hydra composes anything (each is idempotent); ``tests/test_hydra_patches.py`` checks
-that what is composed is unchanged.
+the speed-ups before Hydra composes anything, :func:`gemmlab.cli.app.main` the registration before
+Hydra runs (each is idempotent); ``tests/test_hydra_patches.py`` checks that what is composed is
+unchanged and that a sweep runs where Hydra's scan cannot see the sweeper.
 """
 
 from __future__ import annotations
