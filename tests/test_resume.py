@@ -85,6 +85,9 @@ def test_resume_reruns_failed_record_and_keeps_it(tmp_path):
     assert prev[0].read_bytes() == before
     now = json.loads((out / "result.json").read_text())
     assert now["status"] == "compiled" and now["valid"] is True and now["compile"]["name_expression"]
+    from gemmlab.stages.record import summary  # the point's lines say where the earlier record went
+    assert any(line.startswith(f"  earlier result.json kept as {prev[0].name} (resume=true: ")
+               for line in summary(rec).splitlines())
 
 
 def test_resume_keeps_the_previous_records_artifacts(tmp_path):

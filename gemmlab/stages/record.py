@@ -123,6 +123,10 @@ def summary(record: dict) -> str:
     lines = [f"{label} {params} [{record['status']}]" + (f" on {dev.get('name')} ({arch})" if dev else "")]
     if record.get("error"):
         lines.append(f"  error   {record['error']}")
+    previous = record.get("previous")
+    if isinstance(previous, list) and previous and isinstance(previous[-1], dict) and previous[-1].get("record"):
+        lines.append(f"  earlier result.json kept as {previous[-1]['record']} (resume=true: it was no valid "
+                     "result of this config, so the point ran again)")
     dispatch = record.get("dispatch")
     if isinstance(dispatch, dict):  # kernel=auto: what it chose and why (gemmlab.dispatch.auto)
         why = "table entry" if dispatch.get("source") == "table" else f"rule {dispatch.get('rule', '?')}"
