@@ -185,14 +185,17 @@ def _with_wgmma(summary: dict, text: str) -> dict:
 
 
 _TARGET = re.compile(r"^\s*\.target\s+sm_(\d+)", re.M)
-_LOCAL = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?(?:LDL|STL)\b")
 
 
 def _needs_dataflow(listing: str) -> bool:
     """Whether an ``nvdisasm -ndf`` listing could differ from the full one (module docstring): it
-    has local-memory instructions, or a target older than sm_70 (or none it can read)."""
+    has local-memory instructions (:func:`histogram`'s LDL/STL), or a target older than sm_70 (or
+    none it can read)."""
     target = _TARGET.search(listing)
-    return target is None or int(target.group(1)) < 70 or _LOCAL.search(listing) is not None
+    if target is None or int(target.group(1)) < 70:
+        return True
+    counts = histogram(listing)
+    return counts["LDL"] + counts["STL"] > 0
 
 
 def disassemble(cubin: bytes) -> tuple[dict, str]:

@@ -92,10 +92,10 @@ def _series_styles(rows: Sequence[Row]) -> dict[str, Any]:
     return {"varying": varying, "styles": styles}
 
 
-def _draw_series(ax, groups: dict[str, list[Row]], st, draw) -> int:
+def _draw_series(ax, groups: dict[str, list[Row]], st, draw) -> None:
     """Call ``draw(label, rows, style kwargs)`` for each series (named ones with their label and
     style, the others thin, grey and unlabelled, below them) and add one legend entry for the
-    others; returns the number of legend entries made."""
+    others (:func:`_entries` counts the entries this makes)."""
     others = 0
     for label, g in sorted(groups.items()):
         s = st["styles"].get(label, OTHERS)
@@ -107,7 +107,6 @@ def _draw_series(ax, groups: dict[str, list[Row]], st, draw) -> int:
     if others:
         ax.plot([], [], color=OTHERS["color"], marker=OTHERS["marker"],
                 label=f"{others} more series, grey (the {LEGEND_MAX} with the highest peak GFLOP/s are named)")
-    return len(groups) - others + (1 if others else 0)
 
 
 def _entries(groups: dict[str, list[Row]], st) -> int:
