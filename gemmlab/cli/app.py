@@ -36,7 +36,7 @@ from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
-from gemmlab.cli.hydra_errors import hydra_error
+from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
                                        interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
@@ -211,32 +211,10 @@ def _parse_overrides(overrides: list[str]) -> list:
         try:
             parsed.extend(parser.parse_overrides([text]))
         except Exception as exc:  # Hydra's OverrideParseException: keep its first line only
-            raise _override_error(text, previous, overrides[i + 1] if i + 1 < len(overrides) else None,
+            raise override_parse_error(text, previous, overrides[i + 1] if i + 1 < len(overrides) else None,
                                   exc) from None
         previous = text
     return parsed
-
-
-def _override_error(text: str, previous: str | None, following: str | None, exc: Exception) -> ConfigError:
-    """The one line for the override ``text`` that Hydra could not parse (see :func:`_parse_overrides`)."""
-    if "=" not in text:
-        value = previous.split("=", 1)[1] if previous and "=" in previous else ""
-        if "/" in value:
-            return ConfigError(text, f"not an override (key=value); if it belongs to {previous!r} (a path with a "
-                               f"space, split by the shell), quote the whole override: '{previous} {text}'")
-        return ConfigError(text, "not an override: an override is key=value, e.g. kernel=tiled or shape=[63,65,33]")
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if first == f"Error parsing override '{text}'":  # Hydra names no reason
-        first = "Hydra's override grammar does not accept it"
-    value = text.split("=", 1)[1]
-    split = ((value.count("[") > value.count("]") or value.endswith(","))
-             and following is not None and "=" not in following)
-    key = text.split("=", 1)[0].lstrip("+~") or "override"
-    if split:  # the grammar's own words (what it expected at the end) say nothing useful here
-        return ConfigError(key, f"cannot parse override {text!r}: the shell split it at a space: write lists and "
-                           "sweeps without spaces, [8,8,8] or naive,tiled, or quote the override")
-    hint = " (lists are written [a,b,c]; quote them in the shell)" if "[" in value or "]" in value else ""
-    return ConfigError(key, f"cannot parse override {text!r}: {first}{hint}")
 
 
 def _plugin_dirs(parsed: list) -> list[str]:

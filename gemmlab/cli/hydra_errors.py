@@ -191,3 +191,26 @@ def _override_key(tb) -> str | None:
             key = value.key_or_group
         tb = tb.tb_next
     return key
+
+
+def override_parse_error(text: str, previous: str | None, following: str | None, exc: Exception) -> ConfigError:
+    """The one line for the override ``text`` that Hydra's override parser refused (``exc``), given the
+    command-line words around it (:func:`gemmlab.cli.app._parse_overrides` says what the hints mean)."""
+    if "=" not in text:
+        value = previous.split("=", 1)[1] if previous and "=" in previous else ""
+        if "/" in value:
+            return ConfigError(text, f"not an override (key=value); if it belongs to {previous!r} (a path with a "
+                               f"space, split by the shell), quote the whole override: '{previous} {text}'")
+        return ConfigError(text, "not an override: an override is key=value, e.g. kernel=tiled or shape=[63,65,33]")
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if first == f"Error parsing override '{text}'":  # Hydra names no reason
+        first = "Hydra's override grammar does not accept it"
+    value = text.split("=", 1)[1]
+    split = ((value.count("[") > value.count("]") or value.endswith(","))
+             and following is not None and "=" not in following)
+    key = text.split("=", 1)[0].lstrip("+~") or "override"
+    if split:  # the grammar's own words (what it expected at the end) say nothing useful here
+        return ConfigError(key, f"cannot parse override {text!r}: the shell split it at a space: write lists and "
+                           "sweeps without spaces, [8,8,8] or naive,tiled, or quote the override")
+    hint = " (lists are written [a,b,c]; quote them in the shell)" if "[" in value or "]" in value else ""
+    return ConfigError(key, f"cannot parse override {text!r}: {first}{hint}")
