@@ -51,7 +51,7 @@ model = mma_model  # the ownership model of every load path (tests/test_tckernel
 def gemmlab_kernels():
     return [MmaBf16Kernel(name="mma_bf16", source="mma_bf16.cu",
                           defaults={"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3,
-                                    "MIN_BLOCKS": 1, "SWIZZLE": 0},
+                                    "MIN_BLOCKS": 1, "SWIZZLE": 1},
                           description="BF16/FP16 mma.sync m16n8k16 + ldmatrix, cp.async 3-stage, 128x256x32, 64x64 warps",
                           precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
                           param_values={"SWIZZLE": (0, 1)})]

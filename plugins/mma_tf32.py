@@ -46,7 +46,7 @@ model = mma_model  # the ownership model of every load path (tests/test_tckernel
 def gemmlab_kernels():
     return [MmaTf32Kernel(name="mma_tf32", source="mma_tf32.cu",
                           defaults={"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 4,
-                                    "MIN_BLOCKS": 1, "SWIZZLE": 0},
-                          description="TF32 mma.sync m16n8k8, cp.async 4-stage, padded smem, 128x256x32, 64x64 warps",
+                                    "MIN_BLOCKS": 1, "SWIZZLE": 1},
+                          description="TF32 mma.sync m16n8k8, cp.async 4-stage, XOR-swizzled smem, 128x256x32, 64x64 warps",
                           precisions=("tf32",), layouts=(("row", "row"), ("row", "col")),
                           param_values={"SWIZZLE": (0, 1)})]

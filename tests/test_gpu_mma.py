@@ -1,6 +1,6 @@
 """GPU tests of the mma.sync rungs (marker ``gpu``): mma_bf16 (bf16 and fp16) and mma_tf32, B row-
-and column-major, with shared-memory rows padded (``SWIZZLE=0``, the default) and XOR-swizzled
-(``SWIZZLE=1``, gemmlab/mma_sync.cuh ``smem_offset``), verified against float64 on the partial-tile
+and column-major, with shared-memory rows padded (``SWIZZLE=0``) and XOR-swizzled
+(``SWIZZLE=1``, the default; gemmlab/mma_sync.cuh ``smem_offset``), verified against float64 on the partial-tile
 suite (the 16-byte cp.async path where the row strides allow it, the element path elsewhere), on
 multi-block shapes whose K spans more k-tiles than stages (the ring wraps), with small tiles whose
 shared rows hold 2 or 4 chunks (the swizzle's rows-per-line branch); racecheck clean with the

@@ -151,9 +151,23 @@ def test_parameter_rules(name, bad, field):
     assert err.value.field == field
 
 
+def test_swizzle_row_rule_names_the_tile_field_and_the_way_out():
+    """SWIZZLE=1 (the default) needs each shared row's 16-byte chunks a power of two below 8 or a
+    multiple of 8 (gemmlab/mma_sync.cuh ``smem_offset``): BK=48 (6 chunks of 8 bf16) is refused
+    naming kernel.BK and SWIZZLE=0, whose padded rows take it."""
+    s, problem = spec("mma_bf16"), Problem(Shape(64, 64, 64), "bf16")
+    with pytest.raises(ParamError) as err:
+        s.check_problem(problem, params("mma_bf16", BK=48), FACTS)
+    assert err.value.field == "kernel.BK"
+    assert "BK/8=6 chunks" in str(err.value) and "kernel.SWIZZLE=0" in str(err.value), str(err.value)
+    s.check_problem(problem, params("mma_bf16", BK=48, SWIZZLE=0), FACTS)
+
+
 def test_instances_pick_type_layout_and_path():
     bf = spec("mma_bf16")
-    p = params("mma_bf16")
+    assert bf.instance(Problem(Shape(64, 64, 64), "bf16"), params("mma_bf16")) == (  # the default SWIZZLE=1
+        "gemm_mma16<__nv_bfloat16, 128, 256, 32, 64, 64, 3, false, true, 1, 1>")
+    p = params("mma_bf16", SWIZZLE=0)  # padded rows: the template's default, no argument
     assert bf.instance(Problem(Shape(64, 64, 64), "bf16"), p) == (
         "gemm_mma16<__nv_bfloat16, 128, 256, 32, 64, 64, 3, false, true, 1>")
     assert bf.instance(Problem(Shape(64, 64, 64), "fp16", "row", "col"), p) == (
@@ -161,8 +175,8 @@ def test_instances_pick_type_layout_and_path():
     assert bf.instance(Problem(Shape(64, 63, 64), "bf16"), p).endswith("false, false, 1>")  # ldb = 63
     assert bf.instance(Problem(Shape(64, 63, 64), "bf16", "row", "col"), p).endswith("true, true, 1>")  # ldb = K
     tf = spec("mma_tf32")
-    assert tf.instance(Problem(Shape(31, 33, 17), "tf32"), params("mma_tf32")).endswith("false, false, 1>")
-    assert tf.instance(Problem(Shape(32, 36, 64), "tf32"), params("mma_tf32")).endswith("false, true, 1>")
+    assert tf.instance(Problem(Shape(31, 33, 17), "tf32"), params("mma_tf32")).endswith("false, false, 1, 1>")
+    assert tf.instance(Problem(Shape(32, 36, 64), "tf32"), params("mma_tf32", SWIZZLE=0)).endswith("false, true, 1>")
 
 
 # --- mma.sync fragment addressing, simulated -----------------------------------------------------
@@ -280,7 +294,7 @@ def test_swizzled_layouts_are_bijective_and_bank_conflict_free(cols, per, layout
 def test_swizzled_instances_compile_without_spills_and_less_shared_memory(name, precision, layout_b):
     s = spec(name)
     problem = Problem(Shape(4096, 4096, 4096), precision, "row", layout_b)
-    p0, p1 = params(name), params(name, SWIZZLE=1)
+    p0, p1 = params(name, SWIZZLE=0), params(name)  # padded rows; the default, SWIZZLE=1
     s.check_problem(problem, p1, FACTS)
     assert s.instance(problem, p1) == s.instance(problem, p0)[:-1] + ", 1>"  # SWIZZLE=0: the instance of before
     assert s.geometry(problem, p1, FACTS).shared_bytes < s.geometry(problem, p0, FACTS).shared_bytes

@@ -241,7 +241,8 @@ class MmaSyncKernel(KernelSpec):
                 ok = chunks % 8 == 0 if scalar_b else (chunks % 8 == 0 or chunks & (chunks - 1) == 0)
                 require(ok, f"kernel.{name}",
                         f"SWIZZLE=1 needs {name}/{self.vector}={chunks} chunks per shared row "
-                        + ("a multiple of 8" if scalar_b else "a power of two below 8 or a multiple of 8"))
+                        + ("a multiple of 8" if scalar_b else "a power of two below 8 or a multiple of 8")
+                        + "; or kernel.SWIZZLE=0 (padded rows take any)")
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.home_precision), params, device)
