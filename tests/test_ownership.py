@@ -242,6 +242,8 @@ def test_count_hits_empty_after_mask():
     ("tiled", dict(TN=3), Shape(64, 64, 64), "kernel.TN", "ownership"),
     ("tiled", dict(BK=7), Shape(64, 64, 64), "kernel.BK", "load coverage"),
     ("tiled", dict(TM=1, TN=1), Shape(64, 64, 64), "kernel.TM", "exceeds the device limit 1024"),
+    ("tiled", dict(BM=2048), Shape(64, 64, 64), "kernel.TM",  # the values say which factor is out of line
+     "(BN/TN)*(BM/TM)=(64/2)*(2048/8)=8192 threads exceeds the device limit 1024; raise TM or TN, or lower BM or BN"),
     ("tiled", dict(BK=128), Shape(64, 64, 64), "kernel.BK", "shared memory"),
     ("naive", dict(BX=64, BY=64), Shape(64, 64, 64), "kernel.BX", "exceeds the device limit 1024"),
     ("ladder_strip", dict(TM=3), Shape(128, 128, 128), "kernel.TM", "ownership"),

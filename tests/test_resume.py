@@ -212,7 +212,7 @@ def test_cli_resume_skips_valid_points_and_reruns_failed(cli, tmp_path):
     again = cli(args + ["resume=true"], tmp_path)
     out = again.stdout + again.stderr
     assert again.returncode == 0, out
-    assert "Traceback" not in out
+    assert "Traceback" not in out and "holds no earlier result.json" not in out
     # point 0 skipped, point 1 re-run
     assert re.search(rf"{re.escape(str(sweep / '0'))}: skipped", again.stdout), again.stdout
     assert "skipped" not in "".join(l for l in again.stdout.splitlines() if str(sweep / "1") in l)
@@ -229,6 +229,19 @@ def test_cli_resume_skips_valid_points_and_reruns_failed(cli, tmp_path):
     assert [(r["point"], r["kernel"], r["status"]) for r in rows] == [("0", "naive", "compiled"),
                                                                        ("1", "tiled", "compiled")]
     assert "2 compiled only, 0 failed" in again.stdout
+
+
+@pytest.mark.parametrize("args, mode", [(["-m", "kernel=naive,tiled"], "sweep"), (["kernel=naive"], "run")])
+def test_cli_resume_into_a_new_folder_says_there_is_nothing_to_resume(cli, tmp_path, args, mode):
+    """resume=true without the earlier folder (hydra.sweep.dir / hydra.run.dir: a new timestamped
+    one) runs every point, as asked, and says once why nothing was skipped and what to give."""
+    proc = cli(args + ["shape=[8,8,8]", "mode=compile", "resume=true"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("resume=true: ")]
+    assert len(lines) == 1 and lines[0].endswith(f"holds no earlier result.json, so every point runs; to resume, "
+                                                  f"name the earlier folder: hydra.{mode}.dir=DIR resume=true"), lines
+    assert str(tmp_path / "outputs") in lines[0] or lines[0].startswith("resume=true: outputs/"), lines
+    assert "skipped" not in proc.stdout
 
 
 def test_cli_resume_after_reordering_the_sweep_reuses_each_points_own_record(cli, tmp_path):

@@ -285,7 +285,23 @@ class KeepEarlierHydraFiles(Callback):
             root, subdir = Path(str(config.hydra[mode].dir)), config.hydra.output_subdir
         except Exception:
             return
+        if config.get("resume") is True:
+            print(nothing_to_resume(root, mode) or "", end="", flush=True)
         keep_earlier_hydra_files(root, subdir, points_below)
+
+
+def nothing_to_resume(root: Path, mode: str) -> str | None:
+    """The line that says ``resume=true`` has no earlier record to resume in ``root`` (the
+    ``hydra.sweep.dir`` of a sweep, ``mode="sweep"``, or ``hydra.run.dir`` of one run), e.g. a new
+    timestamped folder because the command did not name the earlier one; None when ``root``
+    holds a ``result.json`` at any depth."""
+    try:
+        if root.is_dir() and next(root.rglob("result.json"), None) is not None:
+            return None
+    except OSError:
+        return None
+    return (f"resume=true: {root} holds no earlier result.json, so every point runs; to resume, name the "
+            f"earlier folder: hydra.{mode}.dir=DIR resume=true\n")
 
 
 class SweepSummary(Callback):

@@ -142,8 +142,8 @@ def check_tiled_tiles(params: Mapping[str, int], device: DeviceFacts, a_rows: in
     require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
     threads = tiled_threads(p)
     require(threads <= device.max_threads_per_block, "kernel.TM",
-            f"thread block (BN/TN)*(BM/TM)={threads} threads exceeds the device limit "
-            f"{device.max_threads_per_block}; raise TM or TN")
+            f"thread block (BN/TN)*(BM/TM)=({p['BN']}/{p['TN']})*({p['BM']}/{p['TM']})={threads} threads exceeds "
+            f"the device limit {device.max_threads_per_block}; raise TM or TN, or lower BM or BN")
     rows = p["BM"] if a_rows is None else a_rows
     for tile, size in ((a_label, rows * p["BK"]), ("B", p["BK"] * p["BN"])):
         require(size % threads == 0, "kernel.BK",
