@@ -267,6 +267,10 @@ def test_cli_resume_after_reordering_the_sweep_reuses_each_points_own_record(cli
     kept = sorted(json.loads(p.read_text())["kernel"]["name"] for p in sweep.glob("*/result.previous-*.json"))
     assert kept == ["naive", "tiled"]
     assert (sweep / "2" / "kernel.sass").exists()  # the record's artifacts came with it
+    third = cli(["-m", "kernel=small_tile,naive,tiled", *common, "resume=true"], tmp_path)
+    assert third.returncode == 0, third.stdout + third.stderr
+    for n in ("0", "1", "2"):  # each record is its own folder's now: the line does not name where it came from
+        assert f"{sweep / n}: skipped, it already holds a valid result (resume=true)" in third.stdout, third.stdout
 
 
 def test_cli_rerun_without_resume_refuses_and_keeps_results(cli, tmp_path):

@@ -186,6 +186,7 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
     same_config = isinstance(old.get("config"), dict) and _comparable(old["config"]) == _comparable(current)
     if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
         old["resumed"] = True
+        old.pop("resumed_from", None)  # adopted by an earlier resume: it is this folder's record now
         return old, None
     earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
     kept = [*earlier, keep_previous(out_dir)]
