@@ -170,7 +170,7 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
                         "accept it"),
     (["experiment=tc_ladder", "hydra.sweeper.params.tc_rung=mma_bf16_rr,mma_tf32_rr"],
      "hydra.sweeper.params.tc_rung: mma_bf16_rr,mma_tf32_rr is a comma list, i.e. a sweep, and Hydra does not "
-     "sweep its own hydra.* keys; to give the value a,b as one string, quote it: "
+     "sweep its own hydra.* keys; quote the value to give it as one string: "
      "\"hydra.sweeper.params.tc_rung='mma_bf16_rr,mma_tf32_rr'\""),
     (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
     (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown option 'nope'; available: ladder, "),

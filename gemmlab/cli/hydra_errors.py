@@ -84,8 +84,7 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     m = re.match(r"Sweeping over Hydra's configuration is not supported\s*:\s*'([^'=]+)=(.*)'", text)
     if m:  # hydra.sweeper.params.tc_rung=a,b: a comma list is a sweep, and Hydra keys are not swept
         return ConfigError(m.group(1), f"{m.group(2)} is a comma list, i.e. a sweep, and Hydra does not sweep its "
-                           f"own hydra.* keys; to give the value a,b as one string, quote it: "
-                           f"\"{m.group(1)}='{m.group(2)}'\"")
+                           f"own hydra.* keys; quote the value to give it as one string: \"{m.group(1)}='{m.group(2)}'\"")
     m = re.match(r"Additional config directory '(.*)' not found", text)
     if m:
         return ConfigError("--config-dir", f"{m.group(1)} is not a directory; give a folder of config files "

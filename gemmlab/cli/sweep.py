@@ -285,8 +285,9 @@ class KeepEarlierHydraFiles(Callback):
             root, subdir = Path(str(config.hydra[mode].dir)), config.hydra.output_subdir
         except Exception:
             return
-        if config.get("resume") is True:
-            print(nothing_to_resume(root, mode) or "", end="", flush=True)
+        line = nothing_to_resume(root, mode) if config.get("resume") is True else None
+        if line:
+            print(line, flush=True)
         keep_earlier_hydra_files(root, subdir, points_below)
 
 
@@ -301,7 +302,7 @@ def nothing_to_resume(root: Path, mode: str) -> str | None:
     except OSError:
         return None
     return (f"resume=true: {root} holds no earlier result.json, so every point runs; to resume, name the "
-            f"earlier folder: hydra.{mode}.dir=DIR resume=true\n")
+            f"earlier folder: hydra.{mode}.dir=DIR resume=true")
 
 
 class SweepSummary(Callback):
