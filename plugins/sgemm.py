@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides, warp_tile_geometry
+from gemmlab.contract.plugin_utils import (cdiv, count_hits, require, require_block_threads, require_divides,
+                                          warp_tile_geometry)
 
 MAX_THREADS_PER_SM = 2048  # sm_80 .. sm_90
 
@@ -36,11 +37,6 @@ def _vector_rules(p) -> None:
     for name in ("TM", "TN", "BK"):
         require(p[name] % 4 == 0, f"kernel.{name}",
                 f"{name}={p[name]} must be a multiple of 4 (float4 fragments and loads)")
-
-
-def _threads_rule(threads: int, device: DeviceFacts, field: str) -> None:
-    require(threads <= device.max_threads_per_block, field,
-            f"thread block of {threads} threads exceeds the device limit {device.max_threads_per_block}")
 
 
 def _coverage_rule(p, threads: int, a_unit: int) -> None:
@@ -74,8 +70,7 @@ def _warp_rules(p, device: DeviceFacts) -> int:
     require(lanes == 32, "kernel.TM",
             f"ownership: a warp has 32 lanes but (WM/TM)*(WN/TN)={lanes}; choose WM*WN = 32*TM*TN")
     _vector_rules(p)
-    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
-    _threads_rule(threads, device, "kernel.WM")
+    threads = require_block_threads(p, device, "WM", "WN", 32)
     return threads
 
 
@@ -88,8 +83,7 @@ class Block2dKernel(KernelSpec):
         require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
         require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
         _vector_rules(p)
-        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
-        _threads_rule(threads, device, "kernel.TM")
+        threads = require_block_threads(p, device, "TM", "TN")
         _coverage_rule(p, threads, 4)
         smem = 4 * p["BK"] * (p["BM"] + p["BN"])
         require(smem <= device.max_shared_per_block, "kernel.BK",

@@ -30,7 +30,8 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides, warp_tile_geometry
+from gemmlab.contract.plugin_utils import (cdiv, count_hits, require, require_block_threads, require_divides,
+                                          warp_tile_geometry)
 
 REDUCE_THREADS = 256
 FIXUP_THREADS = 256
@@ -56,9 +57,7 @@ def warp_rules(p, device: DeviceFacts) -> int:
             f"ownership: a warp has 32 lanes but (WM/TM)*(WN/TN)={lanes}; choose WM*WN = 32*TM*TN")
     for name in ("TM", "TN", "BK"):
         require(p[name] % 4 == 0, f"kernel.{name}", f"{name}={p[name]} must be a multiple of 4 (float4 fragments and loads)")
-    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
-    require(threads <= device.max_threads_per_block, "kernel.WM",
-            f"thread block of {threads} threads exceeds the device limit {device.max_threads_per_block}")
+    threads = require_block_threads(p, device, "WM", "WN", 32)
     for tile, units in (("A", p["BM"] * p["BK"] // 4), ("B", p["BK"] * p["BN"] // 4)):
         require(units % threads == 0, "kernel.BK",
                 f"load coverage: the {tile} tile has {units} float4, not a multiple of the {threads} threads that stage it")

@@ -93,6 +93,37 @@ def test_a_sweep_point_whose_folder_cannot_be_made_costs_only_that_point(tmp_pat
     assert (sweep / "summary.md").is_file()
 
 
+def test_a_sweep_into_a_runs_folder_and_a_run_into_a_sweeps_folder_are_refused(tmp_path, cli):
+    """A sweep's points inside one run's folder are that run's children, which the sweep's summary
+    does not list (new-user trial: '1 point' for a sweep that ran 2); a run into a sweep's folder
+    would adopt the sweep's points. Both refused in one line before anything is written; a resume
+    into either is refused the same way; the records there are untouched."""
+    run = cli(["kernel=naive", "mode=compile", "shape=[8,8,8]", "hydra.run.dir=runs/one"], tmp_path)
+    sweep = cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "hydra.sweep.dir=runs/sw"], tmp_path)
+    assert run.returncode == 0 and sweep.returncode == 0, run.stderr + sweep.stderr
+    before = {p: p.read_bytes() for p in (tmp_path / "runs").rglob("*") if p.is_file() and p.name != ".gemmlab.lock"}
+    for args, says in (
+            (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/one"], "hydra.sweep.dir: runs/one is one run's folder "
+             "(it holds result.json); give the sweep a folder of its own"),
+            (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/one", "resume=true"], "hydra.sweep.dir: runs/one is one run's"),
+            (["kernel=naive", "hydra.run.dir=runs/sw"], "hydra.run.dir: runs/sw is a sweep's folder (its points hold "
+             "result.json files); give the run a folder of its own"),
+            (["kernel=naive", "hydra.run.dir=runs/sw", "resume=true"], "hydra.run.dir: runs/sw is a sweep's folder")):
+        r = cli(args + ["mode=compile", "shape=[8,8,8]"], tmp_path)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()], r.stderr
+        assert r.stderr.startswith(f"gemmlab: error: {says}"), r.stderr
+    after = {p: p.read_bytes() for p in (tmp_path / "runs").rglob("*") if p.is_file() and p.name != ".gemmlab.lock"}
+    assert after == before
+
+
+def test_a_run_folder_under_a_missing_system_folder_is_bad_input(tmp_path):
+    """ENOENT while making the folder (its parent cannot be made, e.g. under /proc) is the user's
+    choice of folder, exit 2, not 'free some space'."""
+    err = folders.folder_error("hydra.run.dir", "/proc/nope/x", FileNotFoundError(errno.ENOENT, "No such file", "/proc/nope"))
+    assert err.code == 2 and err.message.endswith("give a folder gemmlab can create and write"), err.message
+
+
 @pytest.mark.parametrize("code,exit_status", [(errno.EROFS, 2), (errno.EACCES, 2), (errno.ENOSPC, 1)])
 def test_folder_error_names_the_field_and_the_os_reason(tmp_path, code, exit_status):
     import os

@@ -264,6 +264,26 @@ def test_check_rejects(name, overrides, shape, field, words):
     assert str(info.value).startswith(f"{field}: ")
 
 
+@pytest.mark.parametrize("name, field, factors", [
+    ("tiled", "kernel.TM", "(BN/TN)*(BM/TM)=(64/2)*(2048/8)=8192"),
+    ("sgemm_block2d", "kernel.TM", "(BN/TN)*(BM/TM)=(128/4)*(2048/8)=8192"),
+    ("sgemm_warptile", "kernel.WM", "(BN/WN)*(BM/WM)*32=(128/64)*(2048/32)*32=4096"),
+    ("sgemm_pipelined", "kernel.WM", "(BN/WN)*(BM/WM)*32=(128/64)*(2048/32)*32=4096"),
+    ("streamk", "kernel.WM", "(BN/WN)*(BM/WM)*32=(128/64)*(2048/32)*32=4096"),
+    ("mma_bf16", "kernel.WM", "(BN/WN)*(BM/WM)*32=(256/64)*(2048/64)*32=4096"),
+    ("mma_tf32", "kernel.WM", "(BN/WN)*(BM/WM)*32=(256/64)*(2048/64)*32=4096"),
+])
+def test_too_many_threads_shows_each_factor(name, field, factors):
+    """BM=2048 (new-user trial): the thread-limit error of every tiled and warp-tiled kernel shows
+    the factors with their values and names both ways out, not only the per-thread/warp tile."""
+    with pytest.raises(ParamError) as info:
+        spec(name).check(Shape(64, 64, 64), params(name, BM=2048), FACTS)
+    assert info.value.field == field
+    m, n = field[-2:], field[-2] + "N"
+    assert info.value.message == (f"thread block {factors} threads exceeds the device limit 1024; "
+                                  f"raise {m} or {n}, or lower BM or BN"), info.value.message
+
+
 @pytest.mark.parametrize("name, overrides, shape", [
     ("tiled", {}, Shape(1, 1, 1)),
     ("tiled", dict(BM=128, BN=128, BK=8, TM=8, TN=8), Shape(63, 65, 33)),

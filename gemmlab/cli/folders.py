@@ -30,7 +30,7 @@ LOCK_NAME = ".gemmlab.lock"
 #: ``errno`` values that say the chosen folder is unusable (bad input, exit 2); any other (a full
 #: disk, an I/O error) is a failure of the machine (exit 1)
 CHOICE_ERRNOS = (errno.EEXIST, errno.ENOTDIR, errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR,
-                 errno.ENAMETOOLONG, errno.ELOOP)
+                 errno.ENAMETOOLONG, errno.ELOOP, errno.ENOENT)
 
 
 class FolderError(SystemExit):
@@ -64,6 +64,23 @@ def folder_error(field: str, folder: Path | str, exc: OSError) -> FolderError:
     code = 2 if exc.errno in CHOICE_ERRNOS else 1
     advice = "give a folder gemmlab can create and write" if code == 2 else "free some space, or give another folder"
     return FolderError(f"{field}: {reason}; {advice}", code)
+
+
+def other_kind_of_folder(folder: Path, mode: str) -> str | None:
+    """Why ``folder`` cannot take a command of ``mode`` (``"sweep"`` or ``"run"``), or None: a
+    sweep into one run's folder (a ``result.json`` at its top) would put its points inside that
+    run, where a sweep's summary does not look (records inside another run's folder are that
+    run's, e.g. its sanitizer's); a run into a sweep's folder (records below, none at the top)
+    would make the sweep's points its own."""
+    try:
+        if mode == "sweep" and os.path.lexists(folder / "result.json"):
+            return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
+        if mode == "run" and folder.is_dir() and not os.path.lexists(folder / "result.json"):
+            if any(True for _ in folder.glob("*/result.json")) or any(True for _ in folder.glob("*/*/result.json")):
+                return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
+    except OSError:
+        return None
+    return None
 
 
 def claim(folder: Path, field: str) -> IO:
@@ -130,6 +147,9 @@ class ClaimFolder(Callback):
         except Exception:
             return
         self.release()
+        refusal = other_kind_of_folder(folder, mode)
+        if refusal:
+            raise FolderError(f"hydra.{mode}.dir: {refusal}")
         self.handle = claim(folder, f"hydra.{mode}.dir")
 
     def release(self) -> None:

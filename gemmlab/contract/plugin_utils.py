@@ -53,6 +53,20 @@ def require(condition: bool, field: str, message: str) -> None:
         raise ParamError(field, message)
 
 
+def require_block_threads(params: Mapping[str, int], device: DeviceFacts, m: str, n: str, lanes: int = 1) -> int:
+    """Require the thread block (BN/``n``)*(BM/``m``)*``lanes`` (``m``, ``n``: the per-thread tile
+    TM/TN, or the warp tile WM/WN with ``lanes`` = 32) within the device's threads per block; the
+    error (field ``kernel.<m>``) shows each factor with its value, so a large BM or BN is seen as
+    the cause as readily as a small TM/TN. Returns the thread count."""
+    p = params
+    threads = (p["BN"] // p[n]) * (p["BM"] // p[m]) * lanes
+    per = f"*{lanes}" if lanes != 1 else ""
+    require(threads <= device.max_threads_per_block, f"kernel.{m}",
+            f"thread block (BN/{n})*(BM/{m}){per}=({p['BN']}/{p[n]})*({p['BM']}/{p[m]}){per}={threads} threads "
+            f"exceeds the device limit {device.max_threads_per_block}; raise {m} or {n}, or lower BM or BN")
+    return threads
+
+
 def require_divides(params: Mapping[str, int], small: str, large: str, rule: str) -> None:
     """Require ``params[large] % params[small] == 0``, naming ``rule`` in the error."""
     require(params[large] % params[small] == 0, f"kernel.{small}",
@@ -108,9 +122,7 @@ def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device,
     require(p["STAGES"] >= 2, "kernel.STAGES", f"STAGES={p['STAGES']} must be at least 2")
     require(p.get("MIN_BLOCKS", 1) in (1, 2, 3, 4), "kernel.MIN_BLOCKS",
             f"MIN_BLOCKS={p.get('MIN_BLOCKS')} must be 1..4 (resident blocks per SM for __launch_bounds__)")
-    threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
-    require(threads <= device.max_threads_per_block, "kernel.WM",
-            f"(BM/WM)*(BN/WN)*32={threads} threads exceeds {device.max_threads_per_block}")
+    threads = require_block_threads(p, device, "WM", "WN", 32)
     for tile, size in (("A", p["BM"] * p["BK"]), ("B", p["BK"] * p["BN"])):
         require((size // vector) % threads == 0, "kernel.BK",
                 f"load coverage: the {tile} tile's {size // vector} 16-byte chunks are not a multiple of "
@@ -140,10 +152,7 @@ def check_tiled_tiles(params: Mapping[str, int], device: DeviceFacts, a_rows: in
     p = params
     require_divides(p, "TM", "BM", "ownership (each output row has exactly one owner)")
     require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
-    threads = tiled_threads(p)
-    require(threads <= device.max_threads_per_block, "kernel.TM",
-            f"thread block (BN/TN)*(BM/TM)=({p['BN']}/{p['TN']})*({p['BM']}/{p['TM']})={threads} threads exceeds "
-            f"the device limit {device.max_threads_per_block}; raise TM or TN, or lower BM or BN")
+    threads = require_block_threads(p, device, "TM", "TN")
     rows = p["BM"] if a_rows is None else a_rows
     for tile, size in ((a_label, rows * p["BK"]), ("B", p["BK"] * p["BN"])):
         require(size % threads == 0, "kernel.BK",
