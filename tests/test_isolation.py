@@ -74,6 +74,22 @@ def test_dead_worker_is_recorded_and_replaced(runner, tmp_path, mode, how):
     assert runner.started == 2
 
 
+@pytest.mark.parametrize("mode, status, options", [(4, "crashed", IsolationOptions()),
+                                                   (5, "timeout", IsolationOptions(timeout_s=1.0))])
+def test_a_lost_worker_after_resume_set_the_earlier_record_aside_names_it(runner, tmp_path, mode, status, options):
+    """resume=true re-runs a failed point: its worker moves the earlier record aside, then dies
+    (or hangs) before writing the new one. The record the parent writes names the earlier one in
+    ``previous``, as a record the worker wrote would (new-user trial: it said nothing)."""
+    first = runner.run(sim(mode), tmp_path / "a", options)
+    assert first["status"] == status and "previous" not in first
+    earlier = (tmp_path / "a" / "result.json").read_bytes()
+    again = runner.run(sim(mode, resume=True), tmp_path / "a", options)
+    assert again["status"] == status
+    [entry] = again["previous"]
+    assert (tmp_path / "a" / entry["record"]).read_bytes() == earlier
+    assert json.loads((tmp_path / "a" / "result.json").read_text())["previous"] == again["previous"]
+
+
 def test_watchdog_kills_a_hung_point(runner, tmp_path):
     started = time.monotonic()
     rec = runner.run(sim(5), tmp_path / "a", IsolationOptions(timeout_s=1.0))

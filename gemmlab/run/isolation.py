@@ -270,7 +270,7 @@ class PointRunner:
             if worker is not None:
                 worker.proc.kill()
             return _failure_record(cfg, out_dir, existed, WorkerDied(f"could not start a worker process: {exc}"),
-                                   {"exit_code": None})
+                                   {"exit_code": None}, None)
         worker = self.worker
         started = time.monotonic()
         try:
@@ -299,12 +299,17 @@ class PointRunner:
             self.kill()
             raise
         self.kill()
-        return _failure_record(cfg, out_dir, existed, error, dict(how, worker_pid=worker.pid, timeout_s=options.timeout_s))
+        return _failure_record(cfg, out_dir, existed, error, dict(how, worker_pid=worker.pid, timeout_s=options.timeout_s),
+                               worker.pid)
 
 
-def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError, how: dict) -> dict:
+def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError, how: dict,
+                    worker_pid: int | None) -> dict:
     """The record of a point whose worker was lost: the worker's own record if it wrote one,
-    else a new one saying what happened (written unless an older result is in the way)."""
+    else a new one saying what happened (written unless an older result is in the way). When
+    the worker had set an earlier record aside (``resume=true``), the new one's ``previous``
+    names it, as a record the worker wrote would
+    (:func:`gemmlab.run.pipeline.previous_kept_by`)."""
     path = out_dir / "result.json"
     if path.exists() and not existed:
         try:
@@ -314,6 +319,11 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
             pass
     record = record_stage.new_record(cfg)
     record.update(status=error.status, valid=False, error=str(error), isolation=how)
+    if existed and worker_pid is not None and not os.path.lexists(path):
+        from gemmlab.run.pipeline import previous_kept_by
+        kept = previous_kept_by(out_dir, worker_pid)
+        if kept:
+            record["previous"] = kept
     if not path.exists():
         try:
             record_stage.write_record(record, out_dir)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -325,6 +326,27 @@ def keep_previous(out_dir: Path) -> dict:
     record_name = f"result.{tag}.json"
     os.replace(out_dir / "result.json", out_dir / record_name)
     return {"record": record_name, "artifacts": moved}
+
+
+def previous_kept_by(out_dir: Path, pid: int) -> list | None:
+    """The ``previous`` field for a point whose worker (process ``pid``) set the earlier record
+    aside (``resume=true``, :func:`keep_previous`) and was then lost (a crash, the watchdog) before
+    writing the new record: the entry of the newest ``result.previous-<time>-<pid>[-<hex>].json``
+    that process made in ``out_dir`` (the files of its tag as artifacts), after the earlier
+    entries that record lists. None when that process set nothing aside there."""
+    pattern = re.compile(rf"result\.(previous-\d{{8}}T\d{{6}}-{pid}(?:-[0-9a-f]{{6}})?)\.json")
+    try:
+        tags = sorted(m.group(1) for m in map(pattern.fullmatch, os.listdir(out_dir)) if m)
+        if not tags:
+            return None
+        tag = tags[-1]
+        moved = {name.replace(f".{tag}", "", 1): name for name in sorted(os.listdir(out_dir))
+                 if f".{tag}" in name and name != f"result.{tag}.json"}
+        old = json.loads((out_dir / f"result.{tag}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    earlier = old.get("previous") if isinstance(old, dict) and isinstance(old.get("previous"), list) else []
+    return [*earlier, {"record": f"result.{tag}.json", "artifacts": moved}]
 
 
 @dataclass
