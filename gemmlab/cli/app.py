@@ -620,6 +620,12 @@ def _raise_terminated(signum, frame) -> None:
     raise Terminated()
 
 
+def sweep_resume_advice(sweep_dir: Path | str) -> str:
+    """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir``."""
+    return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+            f"hydra.sweep.dir={sweep_dir} resume=true")
+
+
 def _interrupted_advice() -> str:
     """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
     interrupted point: its output folder minus ``hydra.sweep.subdir``)."""
@@ -634,9 +640,7 @@ def _interrupted_advice() -> str:
     if out:
         try:
             depth = len(Path(str(HydraConfig.get().sweep.subdir)).parts)
-            sweep_dir = Path(out).parents[depth - 1] if depth else Path(out)
-            return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
-                    f"hydra.sweep.dir={sweep_dir} resume=true")
+            return sweep_resume_advice(Path(out).parents[depth - 1] if depth else Path(out))
         except Exception:
             pass
     return ("finished points keep their result.json; to finish a sweep, re-run the same command with "

@@ -77,6 +77,18 @@ class GemmlabSweeper(BasicSweeper):
             self.composed = ComposedOnce(hydra_context.config_loader, config)
             self.launcher.hydra_context = HydraContext(config_loader=self.composed, callbacks=hydra_context.callbacks)
 
+    def sweep(self, arguments: list[str]) -> Any:
+        """Hydra's sweep; Ctrl-C (or SIGTERM) between points, where no job's config names the
+        folder, gets the resume line with this sweep's folder (an interrupt inside a point already
+        carries it: gemmlab.cli.app._task)."""
+        try:
+            return super().sweep(arguments)
+        except KeyboardInterrupt as exc:
+            if exc.args:
+                raise
+            from gemmlab.cli.app import sweep_resume_advice
+            raise type(exc)(sweep_resume_advice(self.config.hydra.sweep.dir)) from None
+
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         """Compose every job of ``batch`` (Hydra's check: raises for the first that does not
         compose), keeping the configs for the launcher."""
