@@ -32,7 +32,7 @@ class TmaBf16Kernel(KernelSpec):
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
         p = params
         require(device.arch == "90", "kernel",
-                f"tma_bf16 needs an sm_90 GPU (wgmma, sm_90a); {device.name} is sm_{device.arch}")
+                f"tma_bf16 needs an sm_90 GPU (wgmma, sm_90a); the compile target is sm_{device.arch} on {device.name}")
         require(p["BN"] in BN_VALUES, "kernel.BN", f"BN={p['BN']} must be 64 or 128 (wgmma m64n64 / m64n128)")
         require(2 <= p["STAGES"] <= 8, "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
         require(problem.K % 8 == 0, "shape",

@@ -266,7 +266,7 @@ class WgmmaKernel(KernelSpec):
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
         p = params
         require(device.arch == "90", "kernel",
-                f"{self.name} needs an sm_90 GPU (wgmma, setmaxnreg: sm_90a); {device.name} is sm_{device.arch}")
+                f"{self.name} needs an sm_90 GPU (wgmma, setmaxnreg: sm_90a); the compile target is sm_{device.arch} on {device.name}")
         require(p["SCHED"] in PARAM_VALUES["SCHED"], "kernel.SCHED",
                 f"SCHED={p['SCHED']} must be 1 (cooperative) or 2 (ping-pong)")
         rows = p["BM"] if p["SCHED"] == 2 else p["BM"] // 2  # rows per consumer warpgroup

@@ -191,6 +191,14 @@ def test_invalid_resume_value_leaves_result_untouched(tmp_path):
     assert not _previous(out)
 
 
+@pytest.mark.parametrize("value, says", [("maybe", "'maybe'"), ("null", "null"), ("1", "1"), ("[true]", "[True]")])
+def test_a_resume_value_that_is_not_a_boolean_is_one_line(cli, tmp_path, value, says):
+    """resume=null says null (the command line's spelling), not Python's None."""
+    proc = cli(["kernel=naive", "mode=compile", "shape=[8,8,8]", f"resume={value}"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == f"gemmlab: error: resume: must be true or false, got {says}", proc.stderr
+
+
 # --- CLI: re-run a sweep into its own directory ------------------------------------------------
 
 def test_cli_resume_skips_valid_points_and_reruns_failed(cli, tmp_path):
@@ -262,7 +270,7 @@ def test_cli_resume_after_reordering_the_sweep_reuses_each_points_own_record(cli
     for rec, name in ((recs[1], "naive"), (recs[2], "tiled")):
         assert rec.get("resumed") and rec["resumed_from"].endswith(".json"), again.stdout
         assert json.loads((sweep / rec["resumed_from"]).read_text()) == json.loads(made[name])
-    assert re.search(rf"{re.escape(str(sweep / '1'))}: skipped, the same point's valid result from ", again.stdout)
+    assert re.search(rf"{re.escape(str(sweep / '1'))}: skipped, took the same point's valid result from ", again.stdout)
     # the records that were in folders 0 and 1 are kept, moved aside, not overwritten
     kept = sorted(json.loads(p.read_text())["kernel"]["name"] for p in sweep.glob("*/result.previous-*.json"))
     assert kept == ["naive", "tiled"]

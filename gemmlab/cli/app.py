@@ -562,7 +562,7 @@ def _task(cfg, invocation: Invocation) -> float | None:
     status = exit_status(record)
     invocation.statuses.append(status)
     if record.get("resumed"):
-        source = (f"the same point's valid result from {record['resumed_from']}" if record.get("resumed_from")
+        source = (f"took the same point's valid result from {record['resumed_from']}" if record.get("resumed_from")
                   else "it already holds a valid result")
         print(f"{out_dir}: skipped, {source} (resume=true)", flush=True)
         return objective(record)

@@ -108,7 +108,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
             if os.path.lexists(out_dir / "result.json"):
                 record.update(status=ConfigError.status, valid=False,
                               error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
-                                    "result (resume=true re-runs only failed points)")
+                                    "result (resume=true keeps the valid results of the same config and re-runs the rest)")
                 return record
         elif plain is not None:  # a new folder of a reordered sweep: the same point may be measured in another
             adopted = _resume_elsewhere(plain, out_dir)

@@ -282,7 +282,7 @@ def _number(value: Any, field_name: str, low: float, high: float) -> float:
 
 def _bool(value: Any, field_name: str) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(field_name, f"must be true or false, got {value!r}")
+        raise ConfigError(field_name, f"must be true or false, got {'null' if value is None else repr(value)}")
     return value
 
 
