@@ -328,7 +328,8 @@ def test_sigterm_stops_a_sweep_like_ctrl_c_with_the_resume_line(tmp_path):
     import subprocess
     import sys
     sweep = tmp_path / "sw"
-    env = dict(__import__("os").environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    from clirun import command_env
+    env = command_env()  # the checkout first on PYTHONPATH, the environment's own entries kept
     proc = subprocess.Popen([sys.executable, "-m", "gemmlab", "-m", "kernel=sim_fault", "kernel.MODE=1,5",
                              "mode=compile", "shape=[8,8,8]", "isolation.timeout_s=600", f"plugin_dirs=[{FAULTY}]",
                              f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from clirun import REPO_ROOT as REPO  # noqa: E402  (the checkout, defined once)
+from clirun import REPO_ROOT as REPO, command_env  # noqa: E402  (the checkout, defined once)
 PKG = REPO / "gemmlab"
 
 # The layer order, lowest first: written once, here (README "Layout" draws the same picture).
@@ -196,6 +196,6 @@ def test_a_drop_in_plugin_of_the_old_import_paths_loads(tmp_path):
             "import gemmlab.hookspecs, gemmlab.contract.hookspecs; "
             "assert gemmlab.hookspecs is gemmlab.contract.hookspecs; print(type(spec).__name__, spec.defaults)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+                          env=command_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "NaiveKernel {'BX': 16, 'BY': 16}"

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from clirun import REPO_ROOT  # noqa: E402  (the checkout, defined once)
+from clirun import REPO_ROOT, command_env  # noqa: E402  (the checkout, defined once)
 
 
 def run_into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """Run gemmlab with stdout a pipe whose read end is already closed (every write: EPIPE)."""
     read_end, write_end = os.pipe()
     os.close(read_end)
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    env = command_env()
     try:
         proc = subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=cwd, env=env, stdout=write_end,
                               stderr=subprocess.PIPE, text=True, timeout=300)
@@ -48,7 +48,7 @@ def test_help_into_a_closed_pipe(tmp_path, args):
 def _module_into_closed_pipe(module: str, args: list, cwd: Path) -> subprocess.CompletedProcess:
     read_end, write_end = os.pipe()
     os.close(read_end)
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), MPLBACKEND="Agg")
+    env = command_env()  # matplotlib on Agg
     try:
         return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=env, stdout=write_end,
                               stderr=subprocess.PIPE, text=True, timeout=300)
