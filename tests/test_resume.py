@@ -236,6 +236,9 @@ def test_cli_resume_skips_valid_points_and_reruns_failed(cli, tmp_path):
         rows = list(csv.DictReader(f))
     assert [(r["point"], r["kernel"], r["status"]) for r in rows] == [("0", "naive", "compiled"),
                                                                        ("1", "tiled", "compiled")]
+    # the earlier sweep's definition is kept beside the new one (Hydra rewrites multirun.yaml)
+    [kept] = sweep.glob("multirun.previous-*.yaml")
+    assert "resume=true" not in kept.read_text() and "resume=true" in (sweep / "multirun.yaml").read_text()
     assert "2 compiled only, 0 failed" in again.stdout
 
 

@@ -289,6 +289,25 @@ class KeepEarlierHydraFiles(Callback):
         if line:
             print(line, flush=True)
         keep_earlier_hydra_files(root, subdir, points_below)
+        if mode == "sweep":
+            keep_earlier_multirun_yaml(root)
+
+
+def keep_earlier_multirun_yaml(root: Path) -> Path | None:
+    """Move the ``multirun.yaml`` an earlier sweep left in ``root`` (Hydra writes the sweep's own at
+    its start) aside as ``multirun.previous-<time>-<pid>.yaml``, so a re-run (``resume=true``) keeps
+    the definition of the sweep its records came from. Returns the new path; errors only cost the
+    copy (never raises)."""
+    old = root / "multirun.yaml"
+    if not old.is_file():
+        return None
+    from gemmlab.run.pipeline import previous_tag
+    try:
+        target = root / f"multirun.{previous_tag(root)}.yaml"
+        os.replace(old, target)
+    except OSError:
+        return None
+    return target
 
 
 def nothing_to_resume(root: Path, mode: str) -> str | None:
