@@ -278,6 +278,7 @@ def test_cli_resume_after_reordering_the_sweep_reuses_each_points_own_record(cli
     kept = sorted(json.loads(p.read_text())["kernel"]["name"] for p in sweep.glob("*/result.previous-*.json"))
     assert kept == ["naive", "tiled"]
     assert (sweep / "2" / "kernel.sass").exists()  # the record's artifacts came with it
+    assert "skipped, took the same point's valid result from " in (sweep / "1" / "app.log").read_text()
     third = cli(["-m", "kernel=small_tile,naive,tiled", *common, "resume=true"], tmp_path)
     assert third.returncode == 0, third.stdout + third.stderr
     for n in ("0", "1", "2"):  # each record is its own folder's now: the line does not name where it came from

@@ -564,7 +564,9 @@ def _task(cfg, invocation: Invocation) -> float | None:
     if record.get("resumed"):
         source = (f"took the same point's valid result from {record['resumed_from']}" if record.get("resumed_from")
                   else "it already holds a valid result")
-        print(f"{out_dir}: skipped, {source} (resume=true)", flush=True)
+        line = f"{out_dir}: skipped, {source} (resume=true)"
+        print(line, flush=True)
+        _log_point(out_dir, line)  # the folder's log says which command kept or brought its record
         return objective(record)
     if record["status"] not in (ConfigError.status, NoGPUError.status, UnavailableError.status):  # one line only
         text = record_stage.summary(record) + f"\n  result  {out_dir / 'result.json'}"
