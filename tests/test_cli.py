@@ -448,7 +448,7 @@ def test_cublas_without_nvmath_is_unavailable(cli, tmp_path, args):
     assert proc.returncode == 1, text
     lines = stderr_lines(proc)
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("gemmlab: error: ")
+    assert lines[0].startswith("gemmlab: error: kernel: kernel cublas needs nvmath-python"), lines  # field first
     assert "gemmlab[cublas]" in lines[0]
     (path,) = results(tmp_path)
     record = load(path)
@@ -474,6 +474,16 @@ def test_cublas_baseline_without_nvmath_is_skipped_in_compile_mode(cli, tmp_path
     assert record["status"] == "compiled"
     assert "gemmlab[cublas]" in record["baseline"]["skipped"]
     assert (path.parent / "kernel.sass").exists()
+
+
+def test_cublas_baseline_without_nvmath_names_the_baseline_field(cli, tmp_path):
+    """A timed run (mode=run) needs the baseline: one line whose field is baseline, exit 1."""
+    if nvmath_installed():
+        pytest.skip("nvmath-python is installed: this test covers its absence")
+    proc = cli(["kernel=naive", "baseline=cublas", "shape=[8,8,8]"], tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = stderr_lines(proc)
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: baseline: kernel cublas needs nvmath-python"), lines
 
 
 def test_cublas_bad_parameter_is_invalid_before_availability(cli, tmp_path):

@@ -429,7 +429,7 @@ class Run:
                 self.record["baseline"] = {"name": backend.name, "params": backend.params,
                                            "skipped": f"not available ({missing}); not needed for mode=compile"}
                 continue
-            raise UnavailableError(missing)
+            raise UnavailableError(f"{backend.role}: {missing}")  # the field: kernel= or baseline=
         if rc.sanitizer and rc.mode == "compile":  # compute-sanitizer runs the kernel: noted, skipped
             self.record["sanitizer"] = {"tool": rc.sanitizer,
                                         "skipped": "it runs the kernel, so it needs mode=run; not run for mode=compile"}
