@@ -117,6 +117,20 @@ def test_a_sweep_into_a_runs_folder_and_a_run_into_a_sweeps_folder_are_refused(t
     assert after == before
 
 
+def test_a_runs_own_sanitizer_record_does_not_make_its_folder_a_sweeps():
+    """A run folder whose record was set aside but whose sanitizer child run's record is there
+    (``sanitizer-<tool>/run/result.json``) is still a run's folder."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        run = Path(d)
+        (run / "sanitizer-racecheck" / "run").mkdir(parents=True)
+        (run / "sanitizer-racecheck" / "run" / "result.json").write_text("{}")
+        assert folders.other_kind_of_folder(run, "run") is None
+        (run / "0").mkdir()
+        (run / "0" / "result.json").write_text("{}")
+        assert "is a sweep's folder" in folders.other_kind_of_folder(run, "run")
+
+
 def test_a_run_folder_under_a_missing_system_folder_is_bad_input(tmp_path):
     """ENOENT while making the folder (its parent cannot be made, e.g. under /proc) is the user's
     choice of folder, exit 2, not 'free some space'."""

@@ -76,7 +76,8 @@ def other_kind_of_folder(folder: Path, mode: str) -> str | None:
         if mode == "sweep" and os.path.lexists(folder / "result.json"):
             return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
         if mode == "run" and folder.is_dir() and not os.path.lexists(folder / "result.json"):
-            if any(True for _ in folder.glob("*/result.json")) or any(True for _ in folder.glob("*/*/result.json")):
+            below = (*folder.glob("*/result.json"), *folder.glob("*/*/result.json"))
+            if any(not r.relative_to(folder).parts[0].startswith("sanitizer-") for r in below):  # not a run's own
                 return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
     except OSError:
         return None

@@ -269,9 +269,11 @@ def keep_earlier_hydra_files(root: Path, subdir: str | None, points_below: bool 
 
 class KeepEarlierHydraFiles(Callback):
     """Hydra callback: before a run or a sweep starts, keep the ``.hydra`` folders an earlier
-    command left in its directories (:func:`keep_earlier_hydra_files`): Hydra rewrites them at
-    the start of every job, before gemmlab sees the point (the records themselves are never
-    rewritten: :func:`gemmlab.run.pipeline.keep_previous`)."""
+    command left in its directories (:func:`keep_earlier_hydra_files`) and a sweep's
+    ``multirun.yaml`` (:func:`keep_earlier_multirun_yaml`): Hydra rewrites them at the start of
+    every job or sweep, before gemmlab sees the point (the records themselves are never
+    rewritten: :func:`gemmlab.run.pipeline.keep_previous`). With ``resume=true``, a folder that
+    holds no record to resume is said in one line (:func:`nothing_to_resume`)."""
 
     def on_run_start(self, config, **kwargs) -> None:
         self._keep(config, "run", False)
