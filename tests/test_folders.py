@@ -117,6 +117,36 @@ def test_a_sweep_into_a_runs_folder_and_a_run_into_a_sweeps_folder_are_refused(t
     assert after == before
 
 
+def test_refused_commands_write_nothing_into_earlier_results(tmp_path, cli):
+    """Second new-user trial: a run into a run's folder or a sweep into a sweep's, both without
+    resume=true, a run into a sweep whose points lie 3 folders deep or into one point's folder,
+    were refused only after Hydra had moved the earlier .hydra aside and rewritten it (and
+    multirun.yaml): each is now one line, exit 2, every file byte-identical."""
+    deep = "hydra.sweep.subdir=a/b/${hydra.job.num}"
+    made = [cli(["kernel=naive", "mode=compile", "shape=[8,8,8]", "hydra.run.dir=runs/one"], tmp_path),
+            cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "hydra.sweep.dir=runs/sw"], tmp_path),
+            cli(["-m", "kernel=naive", "mode=compile", "shape=[8,8,8]", "hydra.sweep.dir=runs/deep", deep], tmp_path)]
+    assert [r.returncode for r in made] == [0, 0, 0], [r.stderr for r in made]
+    snapshot = lambda: {p: p.read_bytes() for p in (tmp_path / "runs").rglob("*")  # noqa: E731
+                        if p.is_file() and p.name != ".gemmlab.lock"}
+    before = snapshot()
+    for args, says in (
+            (["kernel=tiled", "hydra.run.dir=runs/one"], "hydra.run.dir: runs/one already holds a result.json; gemmlab "
+             "never overwrites a result: add resume=true"),
+            (["-m", "kernel=tiled,naive", "hydra.sweep.dir=runs/sw"], "hydra.sweep.dir: runs/sw already holds a "
+             "result.json of an earlier sweep; gemmlab never overwrites a result: add resume=true"),
+            (["kernel=naive", "hydra.run.dir=runs/deep"], "hydra.run.dir: runs/deep is a sweep's folder"),
+            (["kernel=naive", "hydra.run.dir=runs/sw/7"], "hydra.run.dir: runs/sw/7 is inside the sweep folder ")):
+        r = cli(args + ["mode=compile", "shape=[8,8,8]"], tmp_path)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()], r.stderr
+        assert r.stderr.startswith(f"gemmlab: error: {says}"), r.stderr
+    assert snapshot() == before and not (tmp_path / "runs" / "sw" / "7").exists()
+    again = cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "hydra.sweep.dir=runs/sw", "resume=true"],
+                tmp_path)
+    assert again.returncode == 0 and again.stdout.count("skipped, it already holds a valid result") == 2, again.stdout
+
+
 def test_a_runs_own_sanitizer_record_does_not_make_its_folder_a_sweeps():
     """A run folder whose record was set aside but whose sanitizer child run's record is there
     (``sanitizer-<tool>/run/result.json``) is still a run's folder."""

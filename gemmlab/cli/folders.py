@@ -66,19 +66,41 @@ def folder_error(field: str, folder: Path | str, exc: OSError) -> FolderError:
     return FolderError(f"{field}: {reason}; {advice}", code)
 
 
-def other_kind_of_folder(folder: Path, mode: str) -> str | None:
-    """Why ``folder`` cannot take a command of ``mode`` (``"sweep"`` or ``"run"``), or None: a
-    sweep into one run's folder (a ``result.json`` at its top) would put its points inside that
-    run, where a sweep's summary does not look (records inside another run's folder are that
-    run's, e.g. its sanitizer's); a run into a sweep's folder (records below, none at the top)
-    would make the sweep's points its own."""
+def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str | None:
+    """Why ``folder`` cannot take a command of ``mode`` (``"sweep"`` or ``"run"``), or None; said
+    before anything is written there (Hydra rewrites ``.hydra``, ``multirun.yaml`` and the
+    summary at the start of a command, before gemmlab sees a point):
+
+    - a sweep into one run's folder (a ``result.json`` at its top and no ``multirun.yaml``) would
+      put its points inside that run, where a sweep's summary does not look (records inside
+      another run's folder are that run's, e.g. its sanitizer's);
+    - a run into a sweep's folder (its ``multirun.yaml``, or records below and none at the top)
+      or into a folder inside a sweep's (a point's folder) would make the sweep's points its own
+      or take a point's place;
+    - without ``resume=true`` (``resume`` False), a run into a folder that holds a result, or a
+      sweep into one whose points hold results: gemmlab never overwrites a result.
+
+    A ``resume`` that is neither True nor False is left to the config's own check."""
     try:
-        if mode == "sweep" and os.path.lexists(folder / "result.json"):
-            return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
-        if mode == "run" and folder.is_dir() and not os.path.lexists(folder / "result.json"):
-            below = (*folder.glob("*/result.json"), *folder.glob("*/*/result.json"))
-            if any(not r.relative_to(folder).parts[0].startswith("sanitizer-") for r in below):  # not a run's own
-                return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
+        has_record = os.path.lexists(folder / "result.json")
+        is_sweep = (folder / "multirun.yaml").is_file()
+        if mode == "sweep":
+            if has_record and not is_sweep:
+                return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
+            if resume is False and folder.is_dir() and next(folder.rglob("result.json"), None) is not None:
+                return (f"{folder} already holds a result.json of an earlier sweep; gemmlab never overwrites a result: "
+                        f"add resume=true to keep the valid ones and run the rest, or give a new folder")
+            return None
+        if is_sweep or (folder.is_dir() and not has_record and any(
+                not r.relative_to(folder).parts[0].startswith("sanitizer-")  # not a run's own child record
+                for r in (*folder.glob("*/result.json"), *folder.glob("*/*/result.json")))):
+            return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
+        inside = next((p for p in Path(os.path.abspath(folder)).parents if (p / "multirun.yaml").is_file()), None)
+        if inside is not None:
+            return f"{folder} is inside the sweep folder {inside} (a point's place); give the run a folder of its own"
+        if resume is False and has_record:
+            return (f"{folder} already holds a result.json; gemmlab never overwrites a result: add resume=true to keep a "
+                    f"valid one of the same config and run otherwise, or give a new folder")
     except OSError:
         return None
     return None
@@ -148,7 +170,7 @@ class ClaimFolder(Callback):
         except Exception:
             return
         self.release()
-        refusal = other_kind_of_folder(folder, mode)
+        refusal = other_kind_of_folder(folder, mode, config.get("resume"))
         if refusal:
             raise FolderError(f"hydra.{mode}.dir: {refusal}")
         self.handle = claim(folder, f"hydra.{mode}.dir")
