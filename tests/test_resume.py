@@ -366,6 +366,31 @@ def test_resume_reads_each_record_of_the_sweep_once_per_process(tmp_path, monkey
     assert len(parsed) == 41
 
 
+@pytest.mark.parametrize("same_config", [True, False])
+def test_a_resume_interrupted_after_it_set_the_record_aside(tmp_path, same_config):
+    """Ctrl-C after resume=true moved a point's record aside and before a new one was written (the
+    hanging point of the second new-user trial) leaves the folder without result.json. The next
+    resume takes the same config's valid record back from there (resumed_from) instead of measuring
+    again; with another config the point runs and its record names the set-aside one in previous."""
+    from gemmlab.run import pipeline
+    sweep = tmp_path / "sw"
+    (sweep / "0").mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    first = run_point(BASE, sweep / "0")
+    assert first["status"] == "compiled"
+    entry = pipeline.keep_previous(sweep / "0")  # what the interrupted resume did before it was stopped
+    pipeline.clear_cache()
+    cfg = BASE if same_config else {**BASE, "kernel": {"name": "naive", "BX": 8}}
+    rec = run_point({**cfg, "resume": True}, sweep / "0")
+    kept = json.loads((sweep / "0" / entry["record"]).read_text())
+    if same_config:
+        assert rec["resumed_from"] == f"0/{entry['record']}" and kept == first, rec
+        assert json.loads((sweep / "0" / "result.json").read_text())["config"] == first["config"]
+    else:
+        assert rec["status"] == "compiled" and not rec.get("resumed_from")
+        assert rec["previous"] == [entry], rec.get("previous")
+
+
 def test_a_result_json_linked_to_nowhere_is_a_result(tmp_path):
     """A ``result.json`` that is a symbolic link to a missing file is still a file in the point's
     folder: without resume the point is refused (nothing overwritten); with resume=true it is moved

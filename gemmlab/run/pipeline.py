@@ -114,6 +114,10 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
             adopted = _resume_elsewhere(plain, out_dir)
             if adopted is not None:
                 return adopted
+            if _resuming(plain) is not None:  # a resume interrupted after it set this folder's record aside
+                kept = previous_kept_by(out_dir)
+                if kept:
+                    record["previous"] = kept
     except OSError as exc:  # the folder changed under resume (a record written or removed meanwhile)
         record.update(status="error", valid=False, error=f"out_dir: resume=true could not set {out_dir} aside "
                       f"({type(exc).__name__}: {exc}); nothing was run or overwritten")
@@ -225,6 +229,7 @@ def _comparable(config: dict) -> dict:
 def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
     """In a sweep folder (Hydra's ``multirun.yaml`` beside the point folders), a valid record of
     another point folder — current (``result.json``) or moved aside (``result.previous-*.json``) —
+    or one set aside in ``out_dir`` itself (a resume interrupted after it moved the record),
     made with the config ``wanted`` (compared as :func:`_resume` does, in the JSON form a record
     keeps); None elsewhere.
 
@@ -237,14 +242,16 @@ def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
     if not (sweep / "multirun.yaml").exists():
         return None
     key = _config_key(wanted)
-    with os.scandir(sweep) as entries:
-        folders = sorted(e.name for e in entries if e.is_dir() and e.name != out_dir.name)
+    with os.scandir(sweep) as entries:  # its own folder first: records an interrupted resume set aside there
+        folders = [out_dir.name] + sorted(e.name for e in entries if e.is_dir() and e.name != out_dir.name)
     for folder in folders:
         try:
             names = sorted(n for n in os.listdir(sweep / folder) if n.startswith("result") and n.endswith(".json"))
         except OSError:
             continue
         for name in names:  # result.json, result.previous-<tag>.json
+            if folder == out_dir.name and name == "result.json":
+                continue
             path = os.path.join(sweep, folder, name)
             try:
                 st = os.stat(path)
@@ -328,13 +335,15 @@ def keep_previous(out_dir: Path) -> dict:
     return {"record": record_name, "artifacts": moved}
 
 
-def previous_kept_by(out_dir: Path, pid: int) -> list | None:
-    """The ``previous`` field for a point whose worker (process ``pid``) set the earlier record
-    aside (``resume=true``, :func:`keep_previous`) and was then lost (a crash, the watchdog) before
-    writing the new record: the entry of the newest ``result.previous-<time>-<pid>[-<hex>].json``
-    that process made in ``out_dir`` (the files of its tag as artifacts), after the earlier
-    entries that record lists. None when that process set nothing aside there."""
-    pattern = re.compile(rf"result\.(previous-\d{{8}}T\d{{6}}-{pid}(?:-[0-9a-f]{{6}})?)\.json")
+def previous_kept_by(out_dir: Path, pid: int | None = None) -> list | None:
+    """The ``previous`` field for a point whose worker (process ``pid``; None: any process) set
+    the earlier record aside (``resume=true``, :func:`keep_previous`) and was then lost (a crash,
+    the watchdog, Ctrl-C) before writing the new record: the entry of the newest
+    ``result.previous-<time>-<pid>[-<hex>].json`` that process made in ``out_dir`` (the files of
+    its tag as artifacts), after the earlier entries that record lists. None when nothing was
+    set aside there."""
+    who = r"\d+" if pid is None else str(pid)
+    pattern = re.compile(rf"result\.(previous-\d{{8}}T\d{{6}}-{who}(?:-[0-9a-f]{{6}})?)\.json")
     try:
         tags = sorted(m.group(1) for m in map(pattern.fullmatch, os.listdir(out_dir)) if m)
         if not tags:
