@@ -369,6 +369,14 @@ def test_ctrl_c_between_points_names_the_sweep_folder(cli, tmp_path, monkeypatch
     assert not (sweep / "1").exists()
 
 
+def test_the_resume_line_quotes_a_folder_with_a_space():
+    """The resume line can be pasted: a folder with a space is quoted for the shell and for
+    Hydra's override grammar (second new-user trial)."""
+    from gemmlab.cli.app import sweep_resume_advice
+    assert sweep_resume_advice("/tmp/a/b").endswith(" hydra.sweep.dir=/tmp/a/b resume=true")
+    assert sweep_resume_advice("/tmp/with space/x").endswith(" \"hydra.sweep.dir='/tmp/with space/x'\" resume=true")
+
+
 def test_ctrl_c_while_the_worker_is_closed_at_exit_is_quiet(runner, tmp_path, monkeypatch):
     """A Ctrl-C that lands in the atexit close (just after the last point): the worker is still
     killed, and no KeyboardInterrupt escapes ("Exception ignored in atexit callback" before)."""

@@ -623,9 +623,17 @@ def _raise_terminated(signum, frame) -> None:
 
 
 def sweep_resume_advice(sweep_dir: Path | str) -> str:
-    """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir``."""
+    """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir`` (quoted for the
+    shell and Hydra's override grammar where it holds a space or other special character)."""
+    import shlex
+    value = str(sweep_dir)
+    if shlex.quote(value) != value:
+        plain = not any(c in value for c in "'\"$`\\!")  # then "hydra.sweep.dir='<value>'" reads as typed
+        value = f"\"hydra.sweep.dir='{value}'\"" if plain else shlex.quote(f"hydra.sweep.dir='{value}'")
+        return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+                f"{value} resume=true")
     return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
-            f"hydra.sweep.dir={sweep_dir} resume=true")
+            f"hydra.sweep.dir={value} resume=true")
 
 
 def _interrupted_advice() -> str:
