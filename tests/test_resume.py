@@ -407,3 +407,19 @@ def test_a_result_json_linked_to_nowhere_is_a_result(tmp_path):
     moved = _previous(out)
     assert len(moved) == 1 and moved[0].is_symlink() and rec["previous"][0]["record"] == moved[0].name
     assert not (out / "result.json").is_symlink() and json.loads((out / "result.json").read_text())["valid"]
+
+
+def test_previous_tag_pattern_matches_the_tags_previous_tag_makes(tmp_path):
+    """previous_kept_by finds set-aside records by :func:`previous_tag_pattern`: it must match what
+    :func:`previous_tag` makes, also with the suffix of a second move in the same second."""
+    import os
+    import re
+
+    from gemmlab.run.pipeline import previous_tag, previous_tag_pattern
+    first = previous_tag(tmp_path)
+    (tmp_path / f"result.{first}.json").write_text("{}")
+    second = previous_tag(tmp_path)
+    assert second != first
+    for tag in (first, second):
+        assert re.fullmatch(previous_tag_pattern(os.getpid()), tag) and re.fullmatch(previous_tag_pattern(), tag)
+    assert not re.fullmatch(previous_tag_pattern(os.getpid() + 1), first)

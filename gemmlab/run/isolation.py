@@ -257,7 +257,7 @@ class PointRunner:
     def run(self, cfg: dict, out_dir: Path, options: IsolationOptions) -> dict:
         """Run one point in the worker; see :func:`run_point`."""
         result_path = out_dir / "result.json"
-        existed = result_path.exists()
+        existed = os.path.lexists(result_path)  # as run_point sees it: a link to nowhere is a record in the way
         try:
             renew, self.renew_due = self.renew_due, False
             if self.worker is not None and self.worker.alive() and renew:

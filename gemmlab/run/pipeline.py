@@ -308,6 +308,12 @@ def previous_tag(folder: Path) -> str:
     return tag
 
 
+def previous_tag_pattern(pid: int | None = None) -> str:
+    """A regular expression of the tags :func:`previous_tag` makes (in process ``pid``; None: any)."""
+    who = r"\d+" if pid is None else str(pid)
+    return rf"previous-\d{{8}}T\d{{6}}-{who}(?:-[0-9a-f]{{6}})?"
+
+
 def keep_previous(out_dir: Path) -> dict:
     """Move the point's ``result.json`` and every artifact of it (:data:`gemmlab.stages.record.ARTIFACTS`:
     ``compile*.log``, ``kernel*.sass``, ``traceback.txt``, ``sanitizer-*``) aside under one tag
@@ -342,8 +348,7 @@ def previous_kept_by(out_dir: Path, pid: int | None = None) -> list | None:
     ``result.previous-<time>-<pid>[-<hex>].json`` that process made in ``out_dir`` (the files of
     its tag as artifacts), after the earlier entries that record lists. None when nothing was
     set aside there."""
-    who = r"\d+" if pid is None else str(pid)
-    pattern = re.compile(rf"result\.(previous-\d{{8}}T\d{{6}}-{who}(?:-[0-9a-f]{{6}})?)\.json")
+    pattern = re.compile(rf"result\.({previous_tag_pattern(pid)})\.json")
     try:
         tags = sorted(m.group(1) for m in map(pattern.fullmatch, os.listdir(out_dir)) if m)
         if not tags:
