@@ -308,3 +308,41 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
     assert "1 point: 0 verified and timed, 1 compiled only, 0 failed" in proc.stdout, proc.stdout
     from gemmlab.console import count
     assert (count(0, "point"), count(1, "point"), count(2, "trial")) == ("0 points", "1 point", "2 trials")
+
+
+@pytest.mark.parametrize("override, line", [
+    ("resume=maybe", "resume: must be true or false, got 'maybe'"),
+    ("timing.repeat=0", "timing.repeat: must be an integer >= 1 and <= 100000, got 0"),
+    ("timing.mode=events,fast", "timing.mode: must be one of events, graph, both, got 'fast'"),
+    ("device=-1", "device: must be a GPU index >= 0 or auto, got -1"),
+    ("baseline=none", "baseline: unknown kernel 'none'; registered kernels: "),
+])
+def test_a_bad_value_of_a_field_checked_alone_refuses_the_sweep_before_any_point(cli, tmp_path, override, line):
+    """A value no point could accept (also one value of a sweep) is one line and exit 2 before
+    Hydra makes a folder, not a failed record in every point (a new-user trial: a sweep with
+    resume=maybe ran every point as invalid and exited 1)."""
+    proc = cli(["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile", override], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: " + line), lines
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+
+
+def test_the_point_check_and_the_command_line_check_say_the_same(tmp_path):
+    """Both read gemmlab.stages.config.FIELD_RULES: a bad value in a config handed to parse_config
+    (a point, gemmlab-tune) gets the message the command line gives."""
+    from gemmlab.errors import ConfigError
+    from gemmlab.stages.config import FIELD_RULES, check_field, parse_config
+    base = {"kernel": {"name": "naive", "BX": 16, "BY": 16}, "shape": [64, 64, 64]}
+    bad = {"resume": "maybe", "timing.repeat": 0, "verify.trials": 0, "layout.b": "diag", "isolation.timeout_s": -1,
+           "sanitizer": "leakcheck", "timing.budget_s": "long", "cache.enabled": "yes"}
+    assert set(bad) <= set(FIELD_RULES)
+    for key, value in bad.items():
+        top, _, sub = key.partition(".")
+        cfg = {**base, top: {sub: value} if sub else value}
+        with pytest.raises(ConfigError) as from_point:
+            parse_config(cfg)
+        with pytest.raises(ConfigError) as from_line:
+            check_field(key, value)
+        assert str(from_point.value) == str(from_line.value) and from_line.value.field == key
+    assert check_field("timing.max_repeat", None) is None and check_field("shape", "anything") == "anything"

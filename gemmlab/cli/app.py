@@ -242,7 +242,8 @@ def _is_multirun(ns, parsed: list) -> bool:
                and str(o.value()).upper().endswith("MULTIRUN") for o in parsed)
 
 
-def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: list[str]) -> tuple[list[str], list[str]]:
+def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: list[str],
+             registry) -> tuple[list[str], list[str]]:
     """Return (kernel names, kernel parameter names) named by the parsed command-line overrides
     and reject, in one line, what Hydra would only reject with a multi-line message: unknown
     gemmlab keys (also added with ``+``), unknown group options, sweeps without -m. ``hydra.*``
@@ -272,6 +273,8 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                     if value not in available:
                         raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
                     check_config_file(CONF_DIR / top / f"{value}.yaml", top)  # its keys, in one line
+        if not custom_conf and not o.is_delete():
+            _check_values(o, registry)
         if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
         if key == "kernel" and not o.is_delete():
@@ -287,6 +290,41 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         for value in _values(experiment[0]) or []:
             kernels += [k for k in _experiment_kernels(value) if k not in kernels]
     return kernels, params
+
+
+def _typed_values(o) -> list:
+    """The value(s) of an override as the composed config would hold them (a discrete sweep gives
+    each of its values); [] where they are not known here: a range, an interval, a glob, a
+    function such as ``shuffle(...)``, an interpolation."""
+    from hydra.core.override_parser.types import ChoiceSweep, Sweep
+    value = o.value()
+    if isinstance(value, ChoiceSweep):
+        values = list(value.list)
+    elif isinstance(value, Sweep) or o.is_sweep_override():
+        return []
+    else:
+        values = [value]
+    return [v for v in values if not (isinstance(v, str) and "${" in v) and not isinstance(v, Sweep)]
+
+
+def _check_values(o, registry) -> None:
+    """Check each value the command line gives a field that is checked alone (``resume``,
+    ``timing.repeat``, ...: :data:`gemmlab.stages.config.FIELD_RULES`) and ``baseline`` (a kernel
+    or null), so that a bad value (also one value of a sweep) is one line before any point runs
+    rather than a failed record in every point.
+
+    Raises:
+        ConfigError: naming the field, as the point's own check would (:func:`gemmlab.stages.config.parse_config`).
+    """
+    from gemmlab.stages.config import FIELD_RULES, check_baseline, check_field
+    key = o.key_or_group
+    if key not in FIELD_RULES and key != "baseline":
+        return
+    for value in _typed_values(o):
+        if key == "baseline":
+            check_baseline(value, lambda name: registry.get(name).defaults)
+        else:
+            check_field(key, value)
 
 
 def _experiment_kernels(name: str) -> list[str]:
@@ -468,7 +506,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
     invocation.run_mode = run_mode(parsed, custom_conf)
     options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
-    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options)
+    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry)
     if custom_conf and not kernels:
         return  # another primary config may select another default kernel
     for name in kernels or [_default_kernel()]:

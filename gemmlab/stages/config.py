@@ -305,6 +305,82 @@ def _tolerance(value: Any, field_name: str) -> float:
     return float(value)
 
 
+def _rule(parse, *args, optional: bool = False):
+    """A field rule for :data:`FIELD_RULES`: ``field -> (value -> parse(value, field, *args))``;
+    ``optional``: None passes as None."""
+    def for_field(field_name: str):
+        def check(value: Any) -> Any:
+            return None if optional and value is None else parse(value, field_name, *args)
+        return check
+    return for_field
+
+
+#: the fields whose values are checked alone (no other field decides whether a value is valid):
+#: field -> ``check(value)`` returning the parsed value or raising ConfigError naming the field.
+#: :func:`parse_config` parses these fields with them, and the command line checks a value given
+#: there (each value of a sweep) before any point runs (:func:`check_field`)
+FIELD_RULES: dict[str, Any] = {name: rule(name) for name, rule in {
+    "mode": _rule(_choice, MODES),
+    "precision": _rule(_choice, PRECISIONS),
+    "resume": _rule(_bool),
+    "device": lambda name: _device,
+    "sanitizer": _rule(_choice, SANITIZER_TOOLS, optional=True),
+    "timing.mode": _rule(_choice, TIMING_MODES),
+    "timing.l2": _rule(_choice, L2_MODES),
+    "timing.warmup": _rule(_int, 0, 100_000),
+    "timing.repeat": _rule(_int, 1, 100_000),
+    "timing.max_repeat": _rule(_int, 1, 1_000_000, optional=True),
+    "timing.target_rel_spread": _rule(_number, 0.0, 1.0, optional=True),
+    "timing.budget_s": _rule(_number, 0.0, 86_400.0, optional=True),
+    "timing.batch": _rule(_int, 1, 100_000),
+    "timing.floor": _rule(_bool),
+    "verify.tolerance": _rule(_choice, TOLERANCE_RULES),
+    "verify.atol": _rule(_tolerance),
+    "verify.rtol": _rule(_tolerance),
+    "verify.safety": _rule(_number, 1.0, 1000.0),
+    "verify.method": _rule(_choice, VERIFY_METHODS),
+    "verify.max_full": _rule(_int, 1),
+    "verify.sample": _rule(_int, 1, 1_000_000),
+    "verify.trials": _rule(_int, 1, 100),
+    "inputs.distribution": _rule(_choice, DISTRIBUTIONS),
+    "inputs.seed": _rule(_int, 0, 2**63 - 1),
+    "layout.a": _rule(_choice, LAYOUTS),
+    "layout.b": _rule(_choice, LAYOUTS),
+    "cache.enabled": _rule(_bool),
+    "isolation.process": _rule(_bool),
+    "isolation.timeout_s": _rule(_number, 0.001, 7 * 86_400.0),
+}.items()}
+
+
+def check_field(key: str, value: Any) -> Any:
+    """Check one value of a field of :data:`FIELD_RULES` (as the composed config holds it: bool,
+    int, float, str or None) and return it parsed; a key without a rule is returned unchecked.
+
+    Raises:
+        ConfigError: naming the field, with what it allows (the message :func:`parse_config` gives).
+    """
+    rule = FIELD_RULES.get(key)
+    return value if rule is None else rule(value)
+
+
+def check_baseline(value: Any, defaults_of=None) -> str | None:
+    """Check ``baseline``: a kernel name (``defaults_of(name)``, as in :func:`parse_config`, raises
+    ConfigError for an unknown one; None: names are not checked) or None; returns it.
+
+    Raises:
+        ConfigError: field ``baseline``.
+    """
+    if value is not None and not isinstance(value, str):
+        raise ConfigError("baseline", f"must be a kernel name or null, got {value!r}")
+    if value is not None and defaults_of is not None:
+        try:
+            defaults_of(value)
+        except ConfigError as exc:
+            hint = "; baseline=null measures no baseline" if value.lower() in ("none", "no", "off", "") else ""
+            raise ConfigError("baseline", str(exc).split(": ", 1)[-1] + hint) from None
+    return value
+
+
 def parse_isolation(value: Any) -> IsolationOptions:
     """Validate the ``isolation`` section (missing keys take the defaults).
 
@@ -320,8 +396,8 @@ def parse_isolation(value: Any) -> IsolationOptions:
     if extra:
         raise ConfigError(f"isolation.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['isolation'])}")
     value = {**_defaults(IsolationOptions), **value}
-    return IsolationOptions(process=_bool(value["process"], "isolation.process"),
-                            timeout_s=_number(value["timeout_s"], "isolation.timeout_s", 0.001, 7 * 86_400.0))
+    return IsolationOptions(process=FIELD_RULES["isolation.process"](value["process"]),
+                            timeout_s=FIELD_RULES["isolation.timeout_s"](value["timeout_s"]))
 
 
 def parse_shape(value: Any) -> Shape:
@@ -436,63 +512,33 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> Ru
     # has the schema's [256, 256, 256]; a config handed to run_point must name its shape)
     cfg = {**{k: v for k, v in _defaults(GemmlabConfig).items() if k not in SECTIONS and k not in ("kernel", "shape")},
            **cfg}
-    mode = _choice(cfg["mode"], "mode", MODES)
+    mode = FIELD_RULES["mode"](cfg["mode"])
 
     timing_cfg = {**_defaults(TimingOptions), **(cfg.get("timing") or {})}
-    timing = TimingOptions(
-        mode=_choice(timing_cfg["mode"], "timing.mode", TIMING_MODES),
-        l2=_choice(timing_cfg["l2"], "timing.l2", L2_MODES),
-        warmup=_int(timing_cfg["warmup"], "timing.warmup", 0, 100_000),
-        repeat=_int(timing_cfg["repeat"], "timing.repeat", 1, 100_000),
-        max_repeat=_optional(timing_cfg["max_repeat"], lambda v: _int(v, "timing.max_repeat", 1, 1_000_000)),
-        target_rel_spread=_optional(timing_cfg["target_rel_spread"],
-                                    lambda v: _number(v, "timing.target_rel_spread", 0.0, 1.0)),
-        budget_s=_optional(timing_cfg["budget_s"], lambda v: _number(v, "timing.budget_s", 0.0, 86_400.0)),
-        batch=_int(timing_cfg["batch"], "timing.batch", 1, 100_000),
-        floor=_bool(timing_cfg["floor"], "timing.floor"),
-    )
+    timing = TimingOptions(**{k: FIELD_RULES[f"timing.{k}"](timing_cfg[k]) for k in _defaults(TimingOptions)})
     if timing.max_repeat is not None and timing.max_repeat < timing.repeat:
         raise ConfigError("timing.max_repeat", f"must be >= timing.repeat ({timing.repeat}), got {timing.max_repeat}")
     verify_cfg = {**_defaults(VerifyOptions), **(cfg.get("verify") or {})}
-    verify = VerifyOptions(
-        tolerance=_choice(verify_cfg["tolerance"], "verify.tolerance", TOLERANCE_RULES),
-        atol=_tolerance(verify_cfg["atol"], "verify.atol"),
-        rtol=_tolerance(verify_cfg["rtol"], "verify.rtol"),
-        safety=_number(verify_cfg["safety"], "verify.safety", 1.0, 1000.0),
-        method=_choice(verify_cfg["method"], "verify.method", VERIFY_METHODS),
-        max_full=_int(verify_cfg["max_full"], "verify.max_full", 1),
-        sample=_int(verify_cfg["sample"], "verify.sample", 1, 1_000_000),
-        trials=_int(verify_cfg["trials"], "verify.trials", 1, 100),
-    )
+    verify = VerifyOptions(**{k: FIELD_RULES[f"verify.{k}"](verify_cfg[k]) for k in _defaults(VerifyOptions)})
     inputs_cfg = {**_defaults(InputOptions), **(cfg.get("inputs") or {})}
-    distribution = _choice(inputs_cfg["distribution"], "inputs.distribution", DISTRIBUTIONS)
-    inputs = InputOptions(seed=_int(inputs_cfg["seed"], "inputs.seed", 0, 2**63 - 1),
+    distribution = FIELD_RULES["inputs.distribution"](inputs_cfg["distribution"])
+    inputs = InputOptions(seed=FIELD_RULES["inputs.seed"](inputs_cfg["seed"]),
                           distribution=distribution)
-    precision = _choice(cfg["precision"], "precision", PRECISIONS)
+    precision = FIELD_RULES["precision"](cfg["precision"])
     layout_cfg = {**_defaults(LayoutOptions), **(cfg.get("layout") or {})}
-    layout_a = _choice(layout_cfg["a"], "layout.a", LAYOUTS)
-    layout_b = _choice(layout_cfg["b"], "layout.b", LAYOUTS)
-    baseline = cfg.get("baseline")
-    if baseline is not None and not isinstance(baseline, str):
-        raise ConfigError("baseline", f"must be a kernel name or null, got {baseline!r}")
-    if baseline is not None and defaults_of is not None:
-        try:
-            defaults_of(baseline)
-        except ConfigError as exc:
-            hint = "; baseline=null measures no baseline" if baseline.lower() in ("none", "no", "off", "") else ""
-            raise ConfigError("baseline", str(exc).split(": ", 1)[-1] + hint) from None
-    sanitizer = cfg.get("sanitizer")
-    if sanitizer is not None:
-        sanitizer = _choice(sanitizer, "sanitizer", SANITIZER_TOOLS)
+    layout_a = FIELD_RULES["layout.a"](layout_cfg["a"])
+    layout_b = FIELD_RULES["layout.b"](layout_cfg["b"])
+    baseline = check_baseline(cfg.get("baseline"), defaults_of)
+    sanitizer = FIELD_RULES["sanitizer"](cfg.get("sanitizer"))
     plugin_dirs = cfg.get("plugin_dirs") or []
     if isinstance(plugin_dirs, str) or not all(isinstance(p, str) for p in plugin_dirs):
         raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {plugin_dirs!r}")
     cache_cfg = {**_defaults(CacheOptions), **(cfg.get("cache") or {})}
-    cache_enabled = _bool(cache_cfg["enabled"], "cache.enabled")
+    cache_enabled = FIELD_RULES["cache.enabled"](cache_cfg["enabled"])
     cache_dir = cache_cfg["dir"]
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise ConfigError("cache.dir", f"must be a folder path or null, got {cache_dir!r}")
-    resume = _bool(cfg["resume"], "resume")
+    resume = FIELD_RULES["resume"](cfg["resume"])
     parse_isolation(cfg.get("isolation"))
     shape = parse_shape(cfg.get("shape"))
     if distribution == "integers" and shape.K > MAX_EXACT_K:
@@ -501,7 +547,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> Ru
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
-                     arch=parse_arch(cfg["arch"]), device=_device(cfg["device"]),
+                     arch=parse_arch(cfg["arch"]), device=FIELD_RULES["device"](cfg["device"]),
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
                      baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
                      sanitizer=sanitizer,
