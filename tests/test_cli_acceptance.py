@@ -346,3 +346,15 @@ def test_the_point_check_and_the_command_line_check_say_the_same(tmp_path):
             check_field(key, value)
         assert str(from_point.value) == str(from_line.value) and from_line.value.field == key
     assert check_field("timing.max_repeat", None) is None and check_field("shape", "anything") == "anything"
+
+
+def test_an_unknown_option_in_an_experiments_group_sweep_is_refused_before_a_folder(cli, tmp_path):
+    """``hydra.sweeper.params.tc_rung='a,bogus'``: Hydra refused it only after making the sweep's
+    folder and writing multirun.yaml there (a new-user trial); now one line, nothing written."""
+    proc = cli(["-m", "experiment=tc_ladder", "mode=compile", "hydra.sweeper.params.tc_rung='mma_bf16_rr,bogus'"],
+               tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "gemmlab: error: tc_rung: unknown option 'bogus' in hydra.sweeper.params.tc_rung; available: mma_bf16_rc,"), lines
+    assert not (tmp_path / "outputs").exists()

@@ -258,6 +258,8 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
     for o in parsed:
         key = o.key_or_group
         top, _, sub = key.partition(".")
+        if key.startswith(_SWEPT_GROUP) and not custom_conf and not o.is_delete():
+            _check_swept_group(o, kernel_options)
         if o.is_hydra_override() or top == "hydra" or o.package is not None:
             continue
         if not custom_conf:
@@ -290,6 +292,34 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         for value in _values(experiment[0]) or []:
             kernels += [k for k in _experiment_kernels(value) if k not in kernels]
     return kernels, params
+
+
+_SWEPT_GROUP = "hydra.sweeper.params."
+
+
+def _check_swept_group(o, kernel_options: list[str]) -> None:
+    """``hydra.sweeper.params.<group>=<options>`` (an experiment's sweep of a config group, e.g.
+    tc_ladder's ``tc_rung``, replaced on the command line): each option must be a file of
+    ``conf/<group>/`` (or a kernel); Hydra would refuse an unknown one only after it made the
+    sweep's folder and wrote multirun.yaml there (a new-user trial).
+
+    Raises:
+        ConfigError: field ``<group>``, naming the unknown option and the available ones.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    group = o.key_or_group[len(_SWEPT_GROUP):]
+    folder = CONF_DIR / group
+    value = o.value()
+    if group == "hydra" or "/" in group or not folder.is_dir() or not isinstance(value, str) or "${" in value:
+        return
+    available = sorted({p.stem for p in folder.glob("*.yaml")} | (set(kernel_options) if group == "kernel" else set()))
+    try:
+        swept = OverridesParser.create().parse_overrides([f"{group}={value}"])[0]
+    except Exception:
+        return  # Hydra says what does not parse
+    for option in _values(swept, available) or []:
+        if option not in available:
+            raise ConfigError(group, f"unknown option '{option}' in {o.key_or_group}; available: {', '.join(available)}")
 
 
 def _typed_values(o) -> list:
