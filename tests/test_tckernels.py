@@ -163,6 +163,36 @@ def test_swizzle_row_rule_names_the_tile_field_and_the_way_out():
     s.check_problem(problem, params("mma_bf16", BK=48, SWIZZLE=0), FACTS)
 
 
+def test_the_swizzle_rule_comes_before_the_shared_memory_total():
+    """mma_tf32 BK=48 (12 chunks of 4 floats) at the default 4 stages breaks both the SWIZZLE=1
+    row rule and the shared memory limit: the row rule is said first (it names kernel.BK and
+    SWIZZLE=0); with SWIZZLE=0 the shared memory total is what is left (a new-user trial met the
+    total first, then the row rule after lowering STAGES)."""
+    s, problem = spec("mma_tf32"), Problem(Shape(64, 64, 64), "tf32")
+    with pytest.raises(ParamError) as err:
+        s.check_problem(problem, params("mma_tf32", BK=48), FACTS)
+    assert err.value.field == "kernel.BK" and "kernel.SWIZZLE=0" in str(err.value), str(err.value)
+    with pytest.raises(ParamError) as err:
+        s.check_problem(problem, params("mma_tf32", BK=48, SWIZZLE=0), FACTS)
+    assert err.value.field == "kernel.STAGES" and "dynamic shared memory" in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("value", [2, -1, 7])
+def test_a_swizzle_value_is_refused_in_one_form_inside_and_outside_the_parameter_range(value):
+    """SWIZZLE=-1 is refused by the core's list of values (param_values), SWIZZLE=2 or 7 by the
+    kernel's own check: both say ``must be one of 0, 1, got N`` (the kernel adds what each means)."""
+    from gemmlab.errors import ConfigError
+    from gemmlab.stages.config import parse_params
+    s = spec("mma_bf16")
+    try:
+        p = parse_params(s.defaults, {"SWIZZLE": value}, "mma_bf16", s.param_values)
+        s.check_problem(Problem(Shape(64, 64, 64), "bf16"), p, FACTS)
+    except (ConfigError, ParamError) as exc:
+        assert exc.field == "kernel.SWIZZLE" and str(exc).startswith(f"kernel.SWIZZLE: must be one of 0, 1, got {value}")
+    else:
+        pytest.fail(f"SWIZZLE={value} accepted")
+
+
 def test_instances_pick_type_layout_and_path():
     bf = spec("mma_bf16")
     assert bf.instance(Problem(Shape(64, 64, 64), "bf16"), params("mma_bf16")) == (  # the default SWIZZLE=1

@@ -104,10 +104,11 @@ def chunk_loads(rows: int, cols: int, vector: int, threads: int) -> np.ndarray:
     return count_hits((rows, cols), chunk // per_row, (chunk % per_row) * vector + v)
 
 
-def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device, shared_bytes: int) -> int:
+def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device, shared_bytes: int | None) -> int:
     """Parameter rules shared by the mma.sync kernels (BM, BN, BK, WM, WN, STAGES, MIN_BLOCKS); returns the
     thread count. ``k_step`` is the MMA's K (8 for TF32, 16 for BF16/FP16), ``vector`` the
-    elements per 16-byte cp.async chunk (4 or 8), ``shared_bytes`` the dynamic shared memory.
+    elements per 16-byte cp.async chunk (4 or 8), ``shared_bytes`` the dynamic shared memory
+    (None: the caller checks it later with :func:`require_shared_memory`, after its own layout rules).
 
     Raises:
         ParamError: naming the parameter and the rule.
@@ -127,10 +128,17 @@ def check_mma_tiles(params: Mapping[str, int], k_step: int, vector: int, device,
         require((size // vector) % threads == 0, "kernel.BK",
                 f"load coverage: the {tile} tile's {size // vector} 16-byte chunks are not a multiple of "
                 f"the {threads} threads that stage them")
+    if shared_bytes is not None:
+        require_shared_memory(shared_bytes, device)
+    return threads
+
+
+def require_shared_memory(shared_bytes: int, device) -> None:
+    """Require ``shared_bytes`` of dynamic shared memory within the device's opt-in limit per block
+    (field ``kernel.STAGES``: the stages multiply it)."""
     require(shared_bytes <= device.max_shared_per_block_optin, "kernel.STAGES",
             f"dynamic shared memory {shared_bytes} bytes exceeds {device.max_shared_per_block_optin}; "
             "lower STAGES, BK or the block tile")
-    return threads
 
 
 def tiled_threads(params: Mapping[str, int]) -> int:
@@ -237,11 +245,10 @@ class MmaSyncKernel(KernelSpec):
         return problem.lda % self.vector == 0 and problem.ldb % self.vector == 0
 
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
-        check_mma_tiles(params, self.k_step, self.vector, device,
-                        self.shared_bytes(params, problem.layout_b == "col"))
+        check_mma_tiles(params, self.k_step, self.vector, device, None)
         swizzle = params.get("SWIZZLE", 0)
         require(swizzle in (0, 1), "kernel.SWIZZLE",
-                f"SWIZZLE={swizzle} must be 0 (rows padded by 16 bytes) or 1 (XOR-swizzled 16-byte chunks)")
+                f"must be one of 0, 1, got {swizzle!r} (0: rows padded by 16 bytes; 1: XOR-swizzled 16-byte chunks)")
         if swizzle:  # gemmlab/mma_sync.cuh smem_offset: a row's chunks a power of two below 8 or a multiple of 8
             b_row = problem.layout_b != "col"
             for name, cols in (("BK", params["BK"]),) + ((("BN", params["BN"]),) if b_row else ()):
@@ -252,6 +259,8 @@ class MmaSyncKernel(KernelSpec):
                         f"SWIZZLE=1 needs {name}/{self.vector}={chunks} chunks per shared row "
                         + ("a multiple of 8" if scalar_b else "a power of two below 8 or a multiple of 8")
                         + "; or kernel.SWIZZLE=0 (padded rows take any)")
+        # last: a layout rule above names the parameter to change before the stages' total does
+        require_shared_memory(self.shared_bytes(params, problem.layout_b == "col"), device)
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, self.home_precision), params, device)
