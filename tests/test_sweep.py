@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 import re
 from pathlib import Path
 
@@ -145,6 +146,33 @@ def test_progress_label_is_the_job_number():
         progress.on_job_start(cfg)
         progress.done += 1
     assert progress.bar.descriptions == ["point #0: kernel=naive", "point #1: kernel=tiled"]
+
+def test_progress_line_says_what_each_point_left(tmp_path, capsys):
+    """The plain progress line names the outcome: ``done`` for a valid record, ``failed
+    (<status>)``, ``skipped (...)`` where the job kept an earlier record (resume=true or a refusal)
+    instead of ``done`` for every point (a new-user trial)."""
+    import os
+    progress = sweep.SweepProgress()
+    progress.bar, progress.total, progress.done, progress.started = None, 5, 0, time.perf_counter()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "result.json").write_text(json.dumps({"status": "ok", "valid": True}))
+    os.utime(kept / "result.json", ns=(time.time_ns() - 10**10, time.time_ns() - 10**10))  # 10 s before the job
+    cases = {"ok": {"status": "compiled", "valid": True}, "bad": {"status": "compile_error", "valid": False},
+             "resumed": {"status": "ok", "valid": True, "resumed": True, "resumed_from": "3"}}
+    for name, record in [*cases.items(), ("kept", None), ("empty", None)]:
+        cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(tmp_path / name)},
+                                          "overrides": {"task": [f"point={name}"]}}})
+        progress.on_job_start(cfg)
+        if record is not None:
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "result.json").write_text(json.dumps(record))
+        progress.on_job_end(cfg, None)
+    lines = capsys.readouterr().err.splitlines()
+    assert [l.split(" (")[0] if "failed" not in l and "skipped" not in l else l.split(": point")[0] for l in lines] == [
+        "[1/5] done: point=ok", "[2/5] failed (compile_error)", "[3/5] skipped (resume=true)",
+        "[4/5] skipped (kept its earlier record)", "[5/5] no record: point=empty"], lines
+
 
 def make_sweep(root, n=3):
     for i in range(n):

@@ -14,6 +14,7 @@ Hooked into Hydra as callbacks (``hydra.callbacks`` in conf/config.yaml).
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 import sys
@@ -419,6 +420,7 @@ class SweepProgress(Callback):
         return " ".join(OmegaConf.select(config, "hydra.overrides.task", default=[]))
 
     def on_job_start(self, config, **kwargs) -> None:
+        self.job_started_ns = time.time_ns()
         if getattr(self, "bar", None) is not None:  # the job number: the point's folder and summary row
             num = OmegaConf.select(config, "hydra.job.num", default=None)
             self.bar.update(self.task, description=f"point #{num if num is not None else self.done}: {self._label(config)}")
@@ -434,8 +436,29 @@ class SweepProgress(Callback):
         eta = ""
         if self.total:
             eta = f", ETA {elapsed / self.done * (self.total - self.done):.0f} s"
-        print(f"[{self.done}/{self.total or '?'}] done: {self._label(config)} ({elapsed:.0f} s elapsed{eta})",
-              file=sys.stderr, flush=True)  # one plain line per point in logs (no wrapping)
+        print(f"[{self.done}/{self.total or '?'}] {self._outcome(config)}: {self._label(config)} "
+              f"({elapsed:.0f} s elapsed{eta})", file=sys.stderr, flush=True)  # one plain line per point in logs
+
+    #: a record written this long (ns) before the job's start still counts as the job's (file
+    #: times come from the kernel's coarse clock, a tick behind)
+    CLOCK_SLACK_NS = 50_000_000
+
+    def _outcome(self, config) -> str:
+        """What the point left: ``done`` (a valid record), ``failed (<status>)``, ``skipped (kept
+        its earlier record)`` where the folder's record was not written by this job (resume=true,
+        or a refusal), ``no record``."""
+        out_dir = OmegaConf.select(config, "hydra.runtime.output_dir", default=None)
+        path = Path(str(out_dir)) / "result.json" if out_dir else None
+        try:
+            fresh = path.stat().st_mtime_ns >= getattr(self, "job_started_ns", 0) - self.CLOCK_SLACK_NS
+            record = json.loads(path.read_text())
+        except (OSError, ValueError, AttributeError):
+            return "no record"
+        if not fresh or not isinstance(record, dict):
+            return "skipped (kept its earlier record)"
+        if record.get("resumed"):
+            return "skipped (resume=true)"
+        return "done" if record.get("valid") else f"failed ({record.get('status')})"
 
     def on_multirun_end(self, config, **kwargs) -> None:
         if getattr(self, "bar", None) is not None:
