@@ -102,6 +102,16 @@ def test_summary_minimal_records():
     assert record_stage.summary({"status": "error", "config": {}}).startswith("?")
 
 
+def test_summary_of_a_lost_workers_record_names_the_points_parameters():
+    """A record the pipeline never filled (the parent writes it for a crashed or hung worker:
+    config only) still shows the point's parameters, so a sweep's summary line says which point
+    crashed (a new-user trial saw ``sim_fault 64x64x64  [crashed]``)."""
+    rec = record_stage.new_record({"kernel": {"name": "sim_fault", "MODE": 5}, "shape": [64, 64, 64]})
+    rec.update(status="crashed", error="the point's worker died (signal 11)")
+    first = record_stage.summary(rec).splitlines()[0]
+    assert first.startswith("sim_fault 64x64x64 MODE=5 [crashed]"), first
+
+
 def test_precision_text():
     assert record_stage.precision_text("fp32").startswith("fp32: ")
     assert "no TF32" in record_stage.precision_text("fp32")

@@ -14,7 +14,6 @@ Hooked into Hydra as callbacks (``hydra.callbacks`` in conf/config.yaml).
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import os
 import sys
@@ -447,18 +446,19 @@ class SweepProgress(Callback):
         """What the point left: ``done`` (a valid record), ``failed (<status>)``, ``skipped (kept
         its earlier record)`` where the folder's record was not written by this job (resume=true,
         or a refusal), ``no record``."""
+        from gemmlab.stages.record_model import read_record
         out_dir = OmegaConf.select(config, "hydra.runtime.output_dir", default=None)
         path = Path(str(out_dir)) / "result.json" if out_dir else None
         try:
             fresh = path.stat().st_mtime_ns >= getattr(self, "job_started_ns", 0) - self.CLOCK_SLACK_NS
-            record = json.loads(path.read_text())
-        except (OSError, ValueError, AttributeError):
+        except (OSError, AttributeError):
             return "no record"
-        if not fresh or not isinstance(record, dict):
+        if not fresh:
             return "skipped (kept its earlier record)"
-        if record.get("resumed"):
+        record = read_record(path)
+        if isinstance(record.raw, dict) and record.raw.get("resumed") is True:
             return "skipped (resume=true)"
-        return "done" if record.get("valid") else f"failed ({record.get('status')})"
+        return "done" if record.is_valid else f"failed ({record.status})"
 
     def on_multirun_end(self, config, **kwargs) -> None:
         if getattr(self, "bar", None) is not None:

@@ -18,6 +18,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from gemmlab.errors import ConfigError
@@ -319,7 +320,7 @@ def _rule(parse, *args, optional: bool = False):
 #: field -> ``check(value)`` returning the parsed value or raising ConfigError naming the field.
 #: :func:`parse_config` parses these fields with them, and the command line checks a value given
 #: there (each value of a sweep) before any point runs (:func:`check_field`)
-FIELD_RULES: dict[str, Any] = {name: rule(name) for name, rule in {
+FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, rule in {
     "mode": _rule(_choice, MODES),
     "precision": _rule(_choice, PRECISIONS),
     "resume": _rule(_bool),
@@ -349,7 +350,7 @@ FIELD_RULES: dict[str, Any] = {name: rule(name) for name, rule in {
     "cache.enabled": _rule(_bool),
     "isolation.process": _rule(_bool),
     "isolation.timeout_s": _rule(_number, 0.001, 7 * 86_400.0),
-}.items()}
+}.items()})
 
 
 def check_field(key: str, value: Any) -> Any:

@@ -116,7 +116,7 @@ def summary(record: dict) -> str:
     v = view(record)
     cfg = record.get("config") if isinstance(record.get("config"), dict) else {}
     label = f"{v.kernel or '?'} " + (v.shape_text or str(cfg.get("shape")))
-    params = v.params_text if isinstance(record.get("kernel"), dict) else ""
+    params = v.params_text  # a record the pipeline never filled (a lost worker's) has them from its config
     dev = record.get("device", {})
     built = (record.get("compile") or {}).get("arch") if isinstance(record.get("compile"), dict) else None
     arch = built if record.get("mode") == "compile" and built else dev.get("arch") if dev else None  # sm_90a
