@@ -278,6 +278,9 @@ def test_cli_resume_after_reordering_the_sweep_reuses_each_points_own_record(cli
     kept = sorted(json.loads(p.read_text())["kernel"]["name"] for p in sweep.glob("*/result.previous-*.json"))
     assert kept == ["naive", "tiled"]
     assert (sweep / "2" / "kernel.sass").exists()  # the record's artifacts came with it
+    # "previous" lists what was set aside in the folder itself, and is absent where nothing was (not [])
+    assert [e["record"] for e in recs[1]["previous"]] == [p.name for p in (sweep / "1").glob("result.previous-*.json")]
+    assert "previous" not in recs[2], recs[2].get("previous")
     assert "skipped, took the same point's valid result from " in (sweep / "1" / "app.log").read_text()
     third = cli(["-m", "kernel=small_tile,naive,tiled", *common, "resume=true"], tmp_path)
     assert third.returncode == 0, third.stdout + third.stderr

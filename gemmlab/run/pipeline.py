@@ -294,7 +294,10 @@ def _adopt(path: Path, out_dir: Path, kept: list) -> dict:
         if record_stage.is_artifact(name) and not (out_dir / name).exists():
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, out_dir / name)
     rec = json.loads(path.read_text())
-    rec.update(resumed=True, resumed_from=str(path.relative_to(out_dir.parent)), previous=kept)
+    rec.update(resumed=True, resumed_from=str(path.relative_to(out_dir.parent)))
+    rec.pop("previous", None)  # the source's own set-aside records lie in its folder, not in this one
+    if kept:  # as everywhere: no "previous" key when nothing was set aside here
+        rec["previous"] = kept
     record_stage.write_record(rec, out_dir)
     return rec
 
