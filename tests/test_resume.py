@@ -426,3 +426,22 @@ def test_previous_tag_pattern_matches_the_tags_previous_tag_makes(tmp_path):
     for tag in (first, second):
         assert re.fullmatch(previous_tag_pattern(os.getpid()), tag) and re.fullmatch(previous_tag_pattern(), tag)
     assert not re.fullmatch(previous_tag_pattern(os.getpid() + 1), first)
+
+
+def test_resume_finds_folders_named_by_their_overrides(cli, tmp_path):
+    """``hydra.sweep.subdir=${hydra.job.override_dirname}`` names each point folder by its
+    overrides; resume=true (and the cache and isolation settings) change no measurement and are
+    left out of the name, so the resumed sweep finds the same folders (a new-user trial got new
+    folders named ``...,resume=True`` and every point measured again)."""
+    sweep = tmp_path / "sw"
+    common = ["-m", "kernel=naive", "kernel.BX=16,32", "shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}",
+              "hydra.sweep.subdir=${hydra.job.override_dirname}"]
+    first = cli(common, tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    folders = sorted(p.parent.name for p in sweep.glob("*/result.json"))
+    assert folders == ["kernel.BX=16,kernel=naive,mode=compile,shape=[8,8,8]",
+                       "kernel.BX=32,kernel=naive,mode=compile,shape=[8,8,8]"], folders
+    again = cli([*common, "resume=true", "cache.enabled=false", "isolation.timeout_s=600"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted(p.parent.name for p in sweep.glob("*/result.json")) == folders
+    assert again.stdout.count("skipped, it already holds a valid result (resume=true)") == 2, again.stdout
