@@ -640,3 +640,37 @@ def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, co
     else:
         assert_invalid(proc, "shape", tmp_path)
     assert len(calls) == composes, calls
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(cli, tmp_path, monkeypatch):
+    """Ctrl-C while gemmlab still reads the command line and loads the plugins: one line, exit 130,
+    nothing written (a new-user trial pressed it in the first half second and got a traceback)."""
+    from gemmlab.cli import app
+
+    def interrupted(args, invocation):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "_prepare", interrupted)
+    proc = cli(["kernel=naive", "mode=compile"], tmp_path)
+    assert proc.returncode == 130 and proc.stderr.strip() == "gemmlab: interrupted while starting; nothing was run"
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("script", ["gemmlab", "gemmlab_report", "gemmlab_compare", "gemmlab_tune"])
+def test_ctrl_c_while_a_console_script_imports_its_command_is_one_line(script, monkeypatch, capsys):
+    """The console scripts (pyproject.toml) import their command inside gemmlab.cli.entry's guard:
+    Ctrl-C during those imports (Hydra, numpy, rich: about half a second) is one line and exit 130."""
+    import importlib
+
+    from gemmlab.cli import entry
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        getattr(entry, script)()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == f"{script.replace('_', '-')}: interrupted while starting; nothing was run\n"
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert f'{script.replace("_", "-")} = "gemmlab.cli.entry:{script}"' in text

@@ -744,6 +744,9 @@ def main() -> None:
     except ConfigError as exc:
         print(f"gemmlab: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # still reading the command line and the plugins: nothing ran
+        print("gemmlab: interrupted while starting; nothing was run", file=sys.stderr)
+        sys.exit(130)
     except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
         print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
               file=sys.stderr)
