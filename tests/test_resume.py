@@ -445,3 +445,32 @@ def test_resume_finds_folders_named_by_their_overrides(cli, tmp_path):
     assert again.returncode == 0, again.stdout + again.stderr
     assert sorted(p.parent.name for p in sweep.glob("*/result.json")) == folders
     assert again.stdout.count("skipped, it already holds a valid result (resume=true)") == 2, again.stdout
+
+
+def test_cli_resume_after_reordering_finds_records_of_points_nested_deeper(cli, tmp_path):
+    """``hydra.sweep.subdir=a/b/${hydra.job.num}`` puts the points two levels below the sweep
+    folder: a reordered resume still finds each config's record there (``resumed_from`` relative
+    to the sweep folder) instead of measuring again (a new-user trial)."""
+    sweep = tmp_path / "sw"
+    common = ["shape=[8,8,8]", "mode=compile", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=a/b/${hydra.job.num}"]
+    first = cli(["-m", "kernel=naive,tiled", *common], tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = cli(["-m", "kernel=small_tile,naive,tiled", *common, "resume=true"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    recs = [json.loads((sweep / "a" / "b" / n / "result.json").read_text()) for n in ("0", "1", "2")]
+    assert [r["kernel"]["name"] for r in recs] == ["small_tile", "naive", "tiled"]
+    assert not recs[0].get("resumed")
+    for rec, n in ((recs[1], "0"), (recs[2], "1")):
+        assert rec.get("resumed") and rec["resumed_from"].startswith(f"a/b/{n}/result.previous-"), rec.get("resumed_from")
+        assert (sweep / rec["resumed_from"]).is_file()
+
+
+def test_a_sweep_whose_subdir_names_one_folder_for_every_point_is_refused(cli, tmp_path):
+    """``hydra.sweep.subdir=.`` (or any name without an interpolation) puts every point into one
+    folder: the second point found the first's result and the sweep ended half-done; now one line
+    before anything is written."""
+    proc = cli(["-m", "kernel=naive,tiled", "mode=compile", f"hydra.sweep.dir={tmp_path / 'sw'}", "hydra.sweep.subdir=."],
+               tmp_path)
+    assert proc.returncode == 2 and not (tmp_path / "sw").exists(), proc.stdout + proc.stderr
+    assert proc.stderr.strip().startswith("gemmlab: error: hydra.sweep.subdir: '.' names the same folder for every "
+                                          "point"), proc.stderr

@@ -260,6 +260,12 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         top, _, sub = key.partition(".")
         if key.startswith(_SWEPT_GROUP) and not custom_conf and not o.is_delete():
             _check_swept_group(o, kernel_options)
+        if key == "hydra.sweep.subdir" and multirun and not o.is_delete() and not o.is_sweep_override():
+            subdir = o.value()
+            if subdir is None or (isinstance(subdir, (str, int, float)) and "${" not in str(subdir)):
+                raise ConfigError("hydra.sweep.subdir", f"{o.input_line.partition('=')[2]!r} names the same folder "
+                                  "for every point of the sweep (the second would find the first's result); name "
+                                  "each point's own: ${hydra.job.num} (the default) or ${hydra.job.override_dirname}")
         if o.is_hydra_override() or top == "hydra" or o.package is not None:
             continue
         if not custom_conf:

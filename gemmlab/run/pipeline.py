@@ -238,19 +238,21 @@ def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
     points left of 1,000). Each record file is read once a process (:func:`_valid_config_key`,
     keyed by its path, inode, mtime and size: a record is written once and never rewritten in
     place), so a later look costs a ``stat`` per file."""
-    sweep = out_dir.parent
-    if not (sweep / "multirun.yaml").exists():
+    sweep = sweep_root(out_dir)
+    if sweep is None:
         return None
     key = _config_key(wanted)
-    with os.scandir(sweep) as entries:  # its own folder first: records an interrupted resume set aside there
-        folders = [out_dir.name] + sorted(e.name for e in entries if e.is_dir() and e.name != out_dir.name)
+    own = str(out_dir.relative_to(sweep))
+    # its own folder first (records an interrupted resume set aside there), then every point folder
+    # of the sweep, also those a hydra.sweep.subdir of several levels puts deeper (a/b/${hydra.job.num})
+    folders = [own] + sorted(f for f in _point_folders(sweep) if f != own)
     for folder in folders:
         try:
             names = sorted(n for n in os.listdir(sweep / folder) if n.startswith("result") and n.endswith(".json"))
         except OSError:
             continue
         for name in names:  # result.json, result.previous-<tag>.json
-            if folder == out_dir.name and name == "result.json":
+            if folder == own and name == "result.json":
                 continue
             path = os.path.join(sweep, folder, name)
             try:
@@ -260,6 +262,32 @@ def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
             if _valid_config_key(path, st.st_ino, st.st_mtime_ns, st.st_size) == key:
                 return Path(path)
     return None
+
+
+#: levels above a point folder searched for its sweep's multirun.yaml (hydra.sweep.subdir a/b/c/N)
+SWEEP_DEPTH = 8
+
+
+def sweep_root(out_dir: Path) -> Path | None:
+    """The sweep folder ``out_dir`` is a point of: the nearest folder above it, at most
+    :data:`SWEEP_DEPTH` levels up, that holds Hydra's ``multirun.yaml``; None for a single run."""
+    for level, folder in enumerate(out_dir.parents):
+        if level >= SWEEP_DEPTH:
+            break
+        if (folder / "multirun.yaml").exists():
+            return folder
+    return None
+
+
+def _point_folders(sweep: Path) -> list[str]:
+    """Every folder below ``sweep`` (relative paths) holding a ``result*.json``; the sanitizer's
+    child folders and hidden ones (``.hydra``) are not walked into."""
+    found = []
+    for folder, dirs, files in os.walk(sweep):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "sanitizer-"))]
+        if folder != str(sweep) and any(n.startswith("result") and n.endswith(".json") for n in files):
+            found.append(os.path.relpath(folder, sweep))
+    return found
 
 
 def _config_key(comparable: dict) -> str:
@@ -294,7 +322,7 @@ def _adopt(path: Path, out_dir: Path, kept: list) -> dict:
         if record_stage.is_artifact(name) and not (out_dir / name).exists():
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, out_dir / name)
     rec = json.loads(path.read_text())
-    rec.update(resumed=True, resumed_from=str(path.relative_to(out_dir.parent)))
+    rec.update(resumed=True, resumed_from=str(path.relative_to(sweep_root(out_dir) or out_dir.parent)))
     rec.pop("previous", None)  # the source's own set-aside records lie in its folder, not in this one
     if kept:  # as everywhere: no "previous" key when nothing was set aside here
         rec["previous"] = kept
