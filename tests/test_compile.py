@@ -47,8 +47,8 @@ def test_builtin_kernels_compile_to_cubin(registry, kernel, arch, sass_not_read)
     assert compiled.object_code.code[:4] == b"\x7fELF"  # a cubin, not PTX
     assert f"-arch=sm_{arch}" in compiled.options.flags()
     assert len(compiled.source_sha256) == 64
-    if compiled.resources is None:  # seen with NVRTC 13.0 on the H200: empty program log; CI's NVRTC has it
-        pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
+    if compiled.resources is None and compiled.nvrtc_version == "13.0":  # the H200 image's NVRTC: empty log at times
+        pytest.xfail("NVRTC 13.0 returned no ptxas report (a known fault of that NVRTC; CI's NVRTC has it)")
     assert compiled.resources.registers > 0
     assert compiled.resources.spill_store_bytes == 0  # the seed kernels do not spill
     if kernel == "tiled":
