@@ -531,3 +531,24 @@ def test_a_refused_point_shows_its_shape_as_the_others_do(tmp_path):
     odd.pop("shape")
     _put(tmp_path / "2", odd)
     assert [r["shape"] for r in collect(tmp_path)] == ["8x8x8", "256x256x256", "[64, -1, 64]"]
+
+
+@pytest.mark.parametrize("subdir, says", [
+    ("${hydra.job.name}", "gives point #0 and point #1 the same folder"),
+    ("${now:%Y}", "gives point #0 and point #1 the same folder"),
+    ("${hydra.job.num}/..", "the sweep folder itself"),
+    ("../up${hydra.job.num}", "outside the sweep folder"),
+    ("{abs}/${hydra.job.num}", "outside the sweep folder"),
+])
+def test_a_subdir_that_resolves_to_a_shared_or_outside_folder_is_refused_before_any_point(cli, tmp_path, subdir, says):
+    """The sweeper resolves each job's folder before any job runs: one folder for two points (the
+    second found the first's result, Hydra rewrote that folder's .hydra/, the progress line said
+    done) or a folder outside the sweep (its summary then found nothing) is one line, exit 2, and
+    no point runs (a new-user trial)."""
+    outside = tmp_path / "abs"
+    proc = cli(["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile", f"hydra.sweep.dir={tmp_path / 'sw'}",
+                "hydra.sweep.subdir=" + subdir.replace("{abs}", str(outside))], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:")]
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: hydra.sweep.subdir: ") and says in lines[0], lines
+    assert not list(tmp_path.rglob("result.json")) and not outside.exists() and not (tmp_path / "up0").exists()

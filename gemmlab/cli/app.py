@@ -765,6 +765,11 @@ def main() -> None:
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)
         sys.exit(refused.code)
+    except ConfigError as exc:  # refused inside Hydra's run before any point (the sweeper's folder check)
+        if full_error:
+            traceback.print_exc()
+        print(f"gemmlab: error: {exc}", file=sys.stderr)
+        sys.exit(2)
     except sweep.SweepFinished as done:  # a multirun: the summary's outcome, from the records on disk
         for text in invocation.folder_errors:  # points without a record: not in the summary's table
             print(f"gemmlab: error: hydra.sweep.dir: {text}; not in the summary (no record)", file=sys.stderr)

@@ -44,13 +44,14 @@ class ComposedOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
-    def keep(self, overrides: Sequence[str]) -> None:
+    def keep(self, overrides: Sequence[str]) -> Any:
         """Compose the job ``overrides`` (Hydra's ``load_sweep_config``: raises what it raises) and
-        keep the config for the launcher while fewer than :data:`KEEP_AT_MOST` are kept."""
+        keep the config for the launcher while fewer than :data:`KEEP_AT_MOST` are kept; returns it."""
         config = self._loader.load_sweep_config(self._master, list(overrides))
         if self._count < KEEP_AT_MOST:
             self._kept[tuple(overrides)].append(config)
             self._count += 1
+        return config
 
     def forget(self) -> None:
         """Drop every kept config."""
@@ -73,6 +74,8 @@ class GemmlabSweeper(BasicSweeper):
     def setup(self, *, hydra_context: HydraContext, task_function: Any, config: Any) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         self.composed: ComposedOnce | None = None
+        self.folders: dict[str, int] = {}  # each point folder of this sweep -> the job number that has it
+        self.jobs_checked = 0  # jobs of earlier batches (the launcher numbers a sweep's jobs on)
         if type(self.launcher) is BasicLauncher:  # it composes each job in this process
             self.composed = ComposedOnce(hydra_context.config_loader, config)
             self.launcher.hydra_context = HydraContext(config_loader=self.composed, callbacks=hydra_context.callbacks)
@@ -91,13 +94,65 @@ class GemmlabSweeper(BasicSweeper):
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         """Compose every job of ``batch`` (Hydra's check: raises for the first that does not
-        compose), keeping the configs for the launcher."""
+        compose), keeping the configs for the launcher; then check the jobs' folders
+        (:meth:`check_folders`)."""
         if self.composed is None:
-            return super().validate_batch_is_legal(batch)
-        self.composed.forget()
-        try:
-            for overrides in batch:
-                self.composed.keep(overrides)
-        except BaseException:
+            loader = self.hydra_context.config_loader
+            configs = [loader.load_sweep_config(self.config, list(overrides)) for overrides in batch]
+        else:
             self.composed.forget()
-            raise
+            try:
+                configs = [self.composed.keep(overrides) for overrides in batch]
+            except BaseException:
+                self.composed.forget()
+                raise
+        self.check_folders(configs)
+
+    def check_folders(self, configs: Sequence[Any]) -> None:
+        """Each job's folder (``hydra.sweep.dir``/``hydra.sweep.subdir``, resolved with the job
+        number the launcher gives it) must lie inside the sweep folder and be no other job's: a
+        subdir such as ``${hydra.job.name}`` or ``${now:%H}`` gave every point one folder (the second
+        point found the first's result, and Hydra rewrote that folder's ``.hydra/``), and an absolute
+        one or one with ``..`` put points outside the sweep, where its summary does not look.
+
+        Raises:
+            gemmlab.errors.ConfigError: field ``hydra.sweep.subdir``, naming the two points or the
+                folder outside.
+        """
+        import os
+
+        from omegaconf import OmegaConf, open_dict
+        first = self.jobs_checked
+        self.jobs_checked += len(configs)
+        for i, config in enumerate(configs):
+            num = first + i
+            job = config.hydra.job
+            with open_dict(job):
+                kept = OmegaConf.to_container(job, resolve=False)  # "???" (missing) until the launcher sets them
+                before = (kept.get("id"), kept.get("num"))
+                job.id, job.num = num, num  # what BasicLauncher sets (a job's folder may name it)
+                try:
+                    raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+                    root = os.path.normpath(str(config.hydra.sweep.dir))
+                    folder = os.path.normpath(os.path.join(root, str(config.hydra.sweep.subdir)))
+                except Exception:  # a resolver that needs the running job: Hydra's own errors say it later
+                    continue
+                finally:
+                    job.id, job.num = before
+            if folder == root or not folder.startswith(root + os.sep):
+                raise _subdir_error(f"{raw!r} puts point #{num} at {folder}, "
+                                    + ("the sweep folder itself" if folder == root else f"outside the sweep folder {root}")
+                                    + "; each point needs its own folder inside it: ${hydra.job.num} (the default) "
+                                      "or ${hydra.job.override_dirname}")
+            if folder in self.folders:
+                other = self.folders[folder]
+                raise _subdir_error(f"{raw!r} gives point #{other} and point #{num} the same folder {folder} (the "
+                                    "second would find the first's result); name each point's own: ${hydra.job.num} "
+                                    "(the default) or ${hydra.job.override_dirname} with every swept key")
+            self.folders[folder] = num
+
+
+def _subdir_error(message: str) -> Exception:
+    """gemmlab's one-line error for ``hydra.sweep.subdir`` (imported here only when raised)."""
+    from gemmlab.errors import ConfigError
+    return ConfigError("hydra.sweep.subdir", message)
