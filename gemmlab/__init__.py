@@ -18,21 +18,24 @@ Public API (import from the modules):
 
 __version__ = "0.1.0"
 
-from gemmlab.errors import ConfigError, GemmlabError, NoGPUError  # noqa: E402
-from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Shape, hookimpl  # noqa: E402
+#: the names this module re-exports, and the module each comes from; imported when first used
+#: (PEP 562 ``__getattr__``), so ``import gemmlab`` itself costs nothing: the console scripts
+#: (gemmlab.cli.entry) then load the rest with Ctrl-C held back
+_EXPORTS = (("gemmlab.errors", ("ConfigError", "GemmlabError", "NoGPUError")),
+            ("gemmlab.contract.hookspecs", ("DeviceFacts", "KernelSpec", "Launch", "ParamError", "Shape", "hookimpl")))
 
 
-def _alias_plugin_contract() -> None:
-    """Name the contract's modules by their old paths too (``sys.modules``: one module object each)."""
-    import sys
-
-    from gemmlab.contract import hookspecs, plugin_utils
-    for old, module in (("hookspecs", hookspecs), ("plugin_utils", plugin_utils)):
-        sys.modules.setdefault(f"{__name__}.{old}", module)
-        globals().setdefault(old, module)
-
-
-_alias_plugin_contract()
+def __getattr__(name: str):
+    """The re-exported plugin API (:data:`_EXPORTS`) and the old module paths ``gemmlab.hookspecs``
+    and ``gemmlab.plugin_utils`` (the contract's very modules: ``gemmlab/hookspecs.py`` and
+    ``gemmlab/plugin_utils.py`` put them in their own place in ``sys.modules``)."""
+    import importlib
+    for module, names in _EXPORTS:
+        if name in names:
+            return getattr(importlib.import_module(module), name)
+    if name in ("hookspecs", "plugin_utils"):
+        return importlib.import_module(f"gemmlab.contract.{name}")
+    raise AttributeError(f"module 'gemmlab' has no attribute {name!r}")
 
 __all__ = [
     "ConfigError", "GemmlabError", "NoGPUError", "DeviceFacts", "KernelSpec", "Launch",

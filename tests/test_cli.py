@@ -15,7 +15,9 @@ import csv
 import functools
 import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -642,35 +644,87 @@ def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, co
     assert len(calls) == composes, calls
 
 
-def test_ctrl_c_while_the_command_starts_is_one_line(cli, tmp_path, monkeypatch):
-    """Ctrl-C while gemmlab still reads the command line and loads the plugins: one line, exit 130,
-    nothing written (a new-user trial pressed it in the first half second and got a traceback)."""
+@pytest.mark.parametrize("signum, code, word", [(signal.SIGINT, 130, "interrupted"),
+                                               (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_ctrl_c_while_the_command_starts_is_one_line(cli, tmp_path, monkeypatch, signum, code, word):
+    """Ctrl-C (or SIGTERM) while gemmlab still reads the command line and loads the plugins is
+    held back until that is done: one line, exit 130 (143), nothing written (a new-user trial
+    pressed it in the first half second and got a traceback, or an OmegaConf error the interrupt
+    left behind)."""
     from gemmlab.cli import app
+    real = app._prepare
 
-    def interrupted(args, invocation):
-        raise KeyboardInterrupt
+    def signalled(args, invocation):
+        os.kill(os.getpid(), signum)  # a real signal, in the middle of the start
+        return real(args, invocation)
 
-    monkeypatch.setattr(app, "_prepare", interrupted)
+    monkeypatch.setattr(app, "_prepare", signalled)
     proc = cli(["kernel=naive", "mode=compile"], tmp_path)
-    assert proc.returncode == 130 and proc.stderr.strip() == "gemmlab: interrupted while starting; nothing was run"
+    assert proc.returncode == code and proc.stderr.strip() == f"gemmlab: {word} while starting; nothing was run"
     assert not (tmp_path / "outputs").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers given back
 
 
 @pytest.mark.parametrize("script", ["gemmlab", "gemmlab_report", "gemmlab_compare", "gemmlab_tune"])
 def test_ctrl_c_while_a_console_script_imports_its_command_is_one_line(script, monkeypatch, capsys):
-    """The console scripts (pyproject.toml) import their command inside gemmlab.cli.entry's guard:
-    Ctrl-C during those imports (Hydra, numpy, rich: about half a second) is one line and exit 130."""
+    """The console scripts (pyproject.toml) import their command with SIGINT held back
+    (gemmlab.cli.entry): Ctrl-C during those imports (Hydra, numpy, rich: about half a second) is
+    one line and exit 130 once they are done."""
     import importlib
 
     from gemmlab.cli import entry
+    real = importlib.import_module
 
-    def interrupted(name):
-        raise KeyboardInterrupt
+    def signalled(name):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(name)
 
-    monkeypatch.setattr(importlib, "import_module", interrupted)
+    monkeypatch.setattr(importlib, "import_module", signalled)
     with pytest.raises(SystemExit) as stop:
         getattr(entry, script)()
     assert stop.value.code == 130
     assert capsys.readouterr().err == f"{script.replace('_', '-')}: interrupted while starting; nothing was run\n"
     text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert f'{script.replace("_", "-")} = "gemmlab.cli.entry:{script}"' in text
+
+
+def test_an_interrupt_a_command_does_not_handle_is_one_line(monkeypatch, capsys):
+    """gemmlab-tune's sweep (and report, compare) do not handle Ctrl-C themselves: the console
+    script turns it, or an error a library raised while handling it, into one line and exit 130."""
+    import importlib
+    import types
+
+    from gemmlab.cli import entry
+
+    def broken_cleanup():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    module = types.SimpleNamespace(main=broken_cleanup)
+    monkeypatch.setattr(importlib, "import_module", lambda name: module)
+    with pytest.raises(SystemExit) as stop:
+        entry.gemmlab_tune()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "gemmlab-tune: interrupted; what it had finished is kept\n"
+    module.main = lambda: (_ for _ in ()).throw(ValueError("a real bug"))  # other errors stay tracebacks
+    with pytest.raises(ValueError):
+        entry.gemmlab_tune()
+
+
+def test_an_error_left_by_ctrl_c_inside_hydra_is_the_interrupt(cli, tmp_path, monkeypatch):
+    """Ctrl-C inside Hydra's or OmegaConf's code can leave their state half-built, so their clean-up
+    raises another error (seen: ``'NoneType' object has no attribute '_invalidate_flags_cache'``),
+    which gemmlab took for bad input (exit 2). An error raised while handling an interrupt is the
+    interrupt: exit 130 and the interrupt's line."""
+    def broken(cfg, out_dir):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    monkeypatch.setattr(isolation, "run_point", broken)
+    proc = cli(["kernel=naive", "mode=compile", f"hydra.run.dir={tmp_path / 'r'}"], tmp_path)
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("gemmlab: interrupted; "), proc.stderr

@@ -35,6 +35,7 @@ from omegaconf import OmegaConf
 from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
+from gemmlab.cli.entry import signals_deferred, was_interrupted
 from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
 from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
@@ -745,18 +746,16 @@ def main() -> None:
     invocation = Invocation()
     register_resolvers(invocation)
     signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        _prepare(sys.argv[1:], invocation)
-    except ConfigError as exc:
-        print(f"gemmlab: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:  # still reading the command line and the plugins: nothing ran
-        print("gemmlab: interrupted while starting; nothing was run", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
-        print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
-              file=sys.stderr)
-    register_gemmlab_sweeper()  # after the pre-check: a refused command line never pays Hydra's plugin scan
+    with signals_deferred("gemmlab"):  # Ctrl-C or SIGTERM here: one line once this is done (nothing ran)
+        try:
+            _prepare(sys.argv[1:], invocation)
+        except ConfigError as exc:
+            print(f"gemmlab: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
+            print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
+        register_gemmlab_sweeper()  # after the pre-check: a refused command line never pays Hydra's plugin scan
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
@@ -781,6 +780,9 @@ def main() -> None:
         print(f"gemmlab: {how}; {advice}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:
+        if was_interrupted(exc):  # Ctrl-C inside Hydra or OmegaConf, whose clean-up then failed on the state it left
+            print(f"gemmlab: interrupted; {_interrupted_advice()}", file=sys.stderr)
+            sys.exit(130)
         unusable = output_folder_error(exc)  # e.g. a full disk while Hydra writes the run's .hydra/
         if unusable is not None:
             if full_error:

@@ -1,23 +1,75 @@
-"""The console scripts (``[project.scripts]`` in pyproject.toml): each imports its command inside
-a guard, so Ctrl-C while Python still loads gemmlab, Hydra, numpy and the rest (about half a
-second on a cold start) ends with one line and exit status 130 instead of a traceback. Once a
-command runs, it handles Ctrl-C itself (``gemmlab``: the resume line of a sweep)."""
+"""The console scripts (``[project.scripts]`` in pyproject.toml) and the start of a command.
+
+Each script imports its command with Ctrl-C (SIGINT) and SIGTERM held back
+(:func:`signals_deferred`): a signal that comes while Python still loads gemmlab, Hydra, numpy
+and the rest (about half a second on a cold start) stops the command right after, with one line
+and exit status 130 (143 for SIGTERM), instead of a traceback from inside an import, or an error
+from a library whose state the interrupt left half-built (OmegaConf's, seen in a new-user
+trial). ``gemmlab`` holds them back the same way while it checks the command line and loads the
+plugins (:func:`gemmlab.cli.app.main`) and handles them itself once it runs (the resume line of a
+sweep); in the other commands an interrupt while they run is one line and exit 130 too.
+The window before this module runs (the interpreter and ``import gemmlab``, about a tenth of a
+second) is Python's own.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import signal
 import sys
+from types import MappingProxyType
+
+#: exit status and word of each signal held back
+STOPPED = MappingProxyType({signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")})
+
+
+@contextlib.contextmanager
+def signals_deferred(command: str):
+    """Hold SIGINT and SIGTERM back inside the block; if one came, print ``<command>: interrupted
+    while starting; nothing was run`` after the block and exit 130 (SIGTERM: 143). Outside the main
+    thread (signal handlers cannot be set there) the block runs as it is."""
+    pending: list[int] = []
+    try:
+        before = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in STOPPED}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    if pending:
+        code, word = STOPPED[pending[0]]
+        print(f"{command}: {word} while starting; nothing was run", file=sys.stderr)
+        sys.exit(code)
+
+
+def was_interrupted(exc: BaseException | None) -> bool:
+    """``exc`` is a KeyboardInterrupt or was raised while handling one (a library's clean-up that
+    failed on the state the interrupt left)."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _start(command: str, module: str, function: str):
-    """Import ``module`` and call ``function()`` (the command's ``main``); returns its exit status.
-    Ctrl-C during the import: one line on stderr, exit 130."""
-    try:
+    """Import ``module`` with the signals held back, then call ``function()`` (the command's
+    ``main``) and return its exit status. An interrupt the command does not handle itself: one
+    line, exit 130."""
+    with signals_deferred(command):
         main = getattr(importlib.import_module(module), function)
-    except KeyboardInterrupt:
-        print(f"{command}: interrupted while starting; nothing was run", file=sys.stderr)
+    try:
+        return main()
+    except BaseException as exc:
+        if isinstance(exc, SystemExit) or not was_interrupted(exc):
+            raise
+        print(f"{command}: interrupted; what it had finished is kept", file=sys.stderr)
         sys.exit(130)
-    return main()
 
 
 def gemmlab():
@@ -36,5 +88,6 @@ def gemmlab_compare():
 
 
 def gemmlab_tune():
-    """``gemmlab-tune``: :func:`gemmlab.cli.tune._entry`."""
-    return _start("gemmlab-tune", "gemmlab.cli.tune", "_entry")
+    """``gemmlab-tune``: :func:`gemmlab.cli.tune.main` (a sweep interrupted keeps its finished
+    points; running it again resumes)."""
+    return _start("gemmlab-tune", "gemmlab.cli.tune", "main")

@@ -77,7 +77,10 @@ def _serve(fd: int) -> None:
     _watch_parent(os.getppid())
     conn = Connection(socket.socket(fileno=fd).detach())
     import gemmlab.run.pipeline  # noqa: F401  (imported before the first point, outside its watchdog time)
-    conn.send("ready")
+    try:
+        conn.send("ready")
+    except OSError:  # the parent stopped meanwhile (Ctrl-C while this worker started)
+        return
     while True:
         try:
             job = conn.recv()
