@@ -72,3 +72,17 @@ class WorkerDied(GemmlabError):
     returned a record."""
 
     status = "crashed"
+
+
+def was_interrupted(exc: BaseException | None) -> bool:
+    """``exc`` is a KeyboardInterrupt or was raised while handling one (through ``__cause__`` or
+    ``__context__``): a library's clean-up that failed on the state Ctrl-C left half-built (seen in
+    OmegaConf: ``'NoneType' object has no attribute '_invalidate_flags_cache'``). Such an error is
+    the interrupt, not bad input."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+

@@ -692,3 +692,25 @@ def test_a_rule_whose_first_candidates_do_not_fit_says_why_it_took_another():
     assert choice.kernel == "mma_bf16", choice
     assert "(not taken: wgmma_bf16: supports bf16, not fp16) -> mma_bf16" in choice.reason, choice.reason
     assert len(choice.skipped) == len(set(choice.skipped)), choice.skipped
+
+
+def test_ctrl_c_inside_the_suite_load_is_the_interrupt_not_a_bad_file(tmp_path, monkeypatch):
+    """Ctrl-C inside OmegaConf while the shape suite loads left its state half-built, and the error
+    that followed was reported as ``shape_suite.yaml: not valid YAML`` (a new-user trial, in
+    gemmlab-report and gemmlab-tune): it is the interrupt."""
+    from omegaconf import OmegaConf
+
+    from gemmlab.dispatch import shapes
+
+    def broken(path):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    monkeypatch.setattr(OmegaConf, "load", broken)
+    with pytest.raises(KeyboardInterrupt):
+        shapes._load(str(tmp_path / "suite.yaml"))
+    monkeypatch.setattr(OmegaConf, "load", lambda path: (_ for _ in ()).throw(ValueError("bad: line 3")))
+    with pytest.raises(ConfigError, match="not valid YAML: bad: line 3"):
+        shapes._load(str(tmp_path / "other.yaml"))

@@ -35,7 +35,7 @@ from omegaconf import OmegaConf
 from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
-from gemmlab.cli.entry import signals_deferred, was_interrupted
+from gemmlab.cli.entry import signals_deferred
 from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
 from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
@@ -43,7 +43,7 @@ from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import check_config_file, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
-from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError
+from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, was_interrupted
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
 

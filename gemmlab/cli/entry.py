@@ -20,6 +20,8 @@ import signal
 import sys
 from types import MappingProxyType
 
+from gemmlab.errors import was_interrupted
+
 #: exit status and word of each signal held back
 STOPPED = MappingProxyType({signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")})
 
@@ -44,17 +46,6 @@ def signals_deferred(command: str):
         code, word = STOPPED[pending[0]]
         print(f"{command}: {word} while starting; nothing was run", file=sys.stderr)
         sys.exit(code)
-
-
-def was_interrupted(exc: BaseException | None) -> bool:
-    """``exc`` is a KeyboardInterrupt or was raised while handling one (a library's clean-up that
-    failed on the state the interrupt left)."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
 
 
 def _start(command: str, module: str, function: str):
