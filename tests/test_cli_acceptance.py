@@ -358,3 +358,34 @@ def test_an_unknown_option_in_an_experiments_group_sweep_is_refused_before_a_fol
     assert len(lines) == 1 and lines[0].startswith(
         "gemmlab: error: tc_rung: unknown option 'bogus' in hydra.sweeper.params.tc_rung; available: mma_bf16_rc,"), lines
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("override, line", [
+    ("+hydra.sweeper.params.resume=maybe", "resume: must be true or false, got 'maybe'"),
+    ("+hydra.sweeper.params.timing.repeat='1,0'", "timing.repeat: must be an integer >= 1"),
+    ("hydra.sweeper.params.tc_rung='glob(bogus*)'", "tc_rung: glob(bogus*) in hydra.sweeper.params.tc_rung matches no "
+                                                    "option; available: mma_bf16_rc,"),
+    ("timing.repeat=range(0,2)", "timing.repeat: must be an integer >= 1"),
+    ("timing.repeat=tag(a,range(0,2))", "timing.repeat: must be an integer >= 1"),
+])
+def test_values_of_a_sweepers_params_and_ranges_are_checked_before_any_folder(cli, tmp_path, override, line):
+    """A field's values in ``hydra.sweeper.params`` and in a ``range()`` are checked as the
+    command line's own are, and a glob over a group's options must match one (a new-user trial:
+    these ran every point as invalid, or launched 0 jobs into a new folder)."""
+    proc = cli(["-m", "experiment=tc_ladder", "mode=compile", override], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: " + line), lines
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_an_experiment_files_own_sweep_values_are_checked(cli, tmp_path, monkeypatch):
+    """The sweep an experiment file declares (``hydra.sweeper.params``) is checked too, unless the
+    command line gives that key itself."""
+    from gemmlab.cli import app
+    real = app._experiment_sweeps
+    monkeypatch.setattr(app, "_experiment_sweeps", lambda name: {**real(name), "resume": "true,maybe"})
+    proc = cli(["-m", "experiment=seed_lab", "mode=compile"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == "gemmlab: error: resume: must be true or false, got 'maybe'"
+    assert not (tmp_path / "outputs").exists()
+    assert real("seed_lab")["kernel"] and real("no_such_experiment") == {}

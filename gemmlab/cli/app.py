@@ -260,7 +260,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         key = o.key_or_group
         top, _, sub = key.partition(".")
         if key.startswith(_SWEPT_GROUP) and not custom_conf and not o.is_delete():
-            _check_swept_group(o, kernel_options)
+            _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry)
         if key == "hydra.sweep.subdir" and multirun and not o.is_delete() and not o.is_sweep_override():
             subdir = o.value()
             if subdir is None or (isinstance(subdir, (str, int, float)) and "${" not in str(subdir)):
@@ -298,47 +298,88 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
     if experiment and not kernels and not custom_conf:
         for value in _values(experiment[0]) or []:
             kernels += [k for k in _experiment_kernels(value) if k not in kernels]
+    if experiment and not custom_conf:  # the experiment's own sweep, where the command line leaves it
+        given = {o.key_or_group.removeprefix(_SWEPT_GROUP) for o in parsed}
+        for name in _values(experiment[0]) or []:
+            for key, value in _experiment_sweeps(name).items():
+                if key not in given:
+                    _check_swept(key, value, f"experiment {name}'s hydra.sweeper.params.{key}", kernel_options, registry)
     return kernels, params
 
 
 _SWEPT_GROUP = "hydra.sweeper.params."
 
 
-def _check_swept_group(o, kernel_options: list[str]) -> None:
-    """``hydra.sweeper.params.<group>=<options>`` (an experiment's sweep of a config group, e.g.
-    tc_ladder's ``tc_rung``, replaced on the command line): each option must be a file of
-    ``conf/<group>/`` (or a kernel); Hydra would refuse an unknown one only after it made the
-    sweep's folder and wrote multirun.yaml there (a new-user trial).
+def _check_swept(key: str, value: object, where: str, kernel_options: list[str], registry) -> None:
+    """One entry of a sweeper's ``params`` (``hydra.sweeper.params.<key>=<value>`` on the command
+    line, or an experiment file's ``hydra.sweeper.params``): for a config group (tc_ladder's
+    ``tc_rung``, ``kernel``, ``timing``) each option must be a file of ``conf/<group>/`` (or a
+    kernel), and a glob must match one; for a field checked alone (``resume``, ``timing.repeat``,
+    ``baseline``, ...) each value must be one it allows. Hydra would refuse an unknown option only
+    after it made the sweep's folder and wrote multirun.yaml there, and a bad field value made every
+    point a failed record (a new-user trial).
 
     Raises:
-        ConfigError: field ``<group>``, naming the unknown option and the available ones.
+        ConfigError: naming the field (the group or key), the value and what is allowed.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    group = o.key_or_group[len(_SWEPT_GROUP):]
-    folder = CONF_DIR / group
-    value = o.value()
-    if group == "hydra" or "/" in group or not folder.is_dir() or not isinstance(value, str) or "${" in value:
+    folder = CONF_DIR / key
+    group = key != "hydra" and "/" not in key and "." not in key and folder.is_dir()
+    if not group and key not in _field_rules() and key != "baseline":
         return
-    available = sorted({p.stem for p in folder.glob("*.yaml")} | (set(kernel_options) if group == "kernel" else set()))
+    if not isinstance(value, (str, int, float, bool)) or "${" in str(value):
+        return
     try:
-        swept = OverridesParser.create().parse_overrides([f"{group}={value}"])[0]
+        swept = OverridesParser.create().parse_overrides([f"{key}={str(value).lower() if isinstance(value, bool) else value}"])[0]
     except Exception:
         return  # Hydra says what does not parse
-    for option in _values(swept, available) or []:
+    if not group:
+        _check_values(swept, registry)
+        return
+    available = sorted({p.stem for p in folder.glob("*.yaml")} | (set(kernel_options) if key == "kernel" else set()))
+    options = _values(swept, available)
+    if options == [] and _is_glob(swept):
+        raise ConfigError(key, f"{swept.input_line.partition('=')[2]} in {where} matches no option; available: "
+                          f"{', '.join(available)}")
+    for option in options or []:
         if option not in available:
-            raise ConfigError(group, f"unknown option '{option}' in {o.key_or_group}; available: {', '.join(available)}")
+            raise ConfigError(key, f"unknown option '{option}' in {where}; available: {', '.join(available)}")
+
+
+def _field_rules():
+    from gemmlab.stages.config import FIELD_RULES
+    return FIELD_RULES
+
+
+def _experiment_sweeps(name: str) -> dict:
+    """An experiment file's ``hydra.sweeper.params`` (key -> value as written), or {} (no file, no
+    sweep, a file that does not read: the experiment check names that)."""
+    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    try:
+        params = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("sweeper", {}).get("params")
+    except Exception:
+        return {}
+    return params if isinstance(params, dict) else {}
 
 
 def _typed_values(o) -> list:
     """The value(s) of an override as the composed config would hold them (a discrete sweep gives
     each of its values); [] where they are not known here: a range, an interval, a glob, a
     function such as ``shuffle(...)``, an interpolation."""
-    from hydra.core.override_parser.types import ChoiceSweep, Sweep
+    from hydra.core.override_parser.types import Glob, RangeSweep, Sweep
     value = o.value()
-    if isinstance(value, ChoiceSweep):
-        values = list(value.list)
-    elif isinstance(value, Sweep) or o.is_sweep_override():
+    if isinstance(value, Glob):
         return []
+    if o.is_sweep_override():
+        if not o.is_discrete_sweep():
+            return []
+        values = []
+        for v in o.sweep_iterator():  # choice, range, tag(...), shuffle(...), sort(...)
+            if isinstance(v, RangeSweep):  # a range inside a list: range(1,3),0 (integer ranges only)
+                ints = all(isinstance(x, int) for x in (v.start, v.stop, v.step))
+                values += list(range(v.start, v.stop, v.step)) if ints else []
+            else:
+                values.append(v)
     else:
         values = [value]
     return [v for v in values if not (isinstance(v, str) and "${" in v) and not isinstance(v, Sweep)]
