@@ -316,6 +316,7 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
     ("timing.mode=events,fast", "timing.mode: must be one of events, graph, both, got 'fast'"),
     ("device=-1", "device: must be a GPU index >= 0 or auto, got -1"),
     ("baseline=none", "baseline: unknown kernel 'none'; registered kernels: "),
+    ("hydra.sweeper.max_batch_size=0", "hydra.sweeper.max_batch_size: must be an integer >= 1 (jobs per batch) or null"),
 ])
 def test_a_bad_value_of_a_field_checked_alone_refuses_the_sweep_before_any_point(cli, tmp_path, override, line):
     """A value no point could accept (also one value of a sweep) is one line and exit 2 before

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 import time
 import re
 from pathlib import Path
@@ -79,6 +80,18 @@ def test_summarize_returns_the_outcome_and_the_callback_exits_with_it(tmp_path, 
         sweep.SweepSummary().on_multirun_end(cfg)
     assert info.value.code == 1 and info.value.outcome.failed == ["a/0"]
     assert isinstance(info.value, SystemExit) and not isinstance(info.value, Exception)  # Hydra lets it pass
+
+
+def test_the_summary_with_stdout_closed_keeps_the_sweeps_exit_status(tmp_path, monkeypatch):
+    """``gemmlab -m ... >&-`` (stdout closed: ``sys.stdout`` is None): the summary's flush raised,
+    Hydra only warned, and the sweep exited 2 instead of its records' status (a new-user trial)."""
+    from omegaconf import OmegaConf
+    _put(tmp_path / "0", _rec(status="wrong_result"))
+    monkeypatch.setattr(sys, "stdout", None)
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {"_target_": "basic"}}})
+    with pytest.raises(SweepFinished) as info:
+        sweep.SweepSummary().on_multirun_end(cfg)
+    assert info.value.code == 1 and (tmp_path / "summary.csv").is_file()
 
 
 def test_a_failing_summary_fails_the_sweep(tmp_path, monkeypatch, capsys):

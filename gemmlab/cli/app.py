@@ -261,6 +261,10 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         top, _, sub = key.partition(".")
         if key.startswith(_SWEPT_GROUP) and not custom_conf and not o.is_delete():
             _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry)
+        if key == "hydra.sweeper.max_batch_size" and not o.is_delete():
+            for size in _typed_values(o):  # Hydra's basic sweeper asserts it > 0, after making the sweep's folder
+                if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+                    raise ConfigError(key, f"must be an integer >= 1 (jobs per batch) or null (all at once), got {size!r}")
         if key == "hydra.sweep.subdir" and multirun and not o.is_delete() and not o.is_sweep_override():
             subdir = o.value()
             if subdir is None or (isinstance(subdir, (str, int, float)) and "${" not in str(subdir)):

@@ -338,7 +338,8 @@ class SweepSummary(Callback):
             print(f"gemmlab: error: the summary of {sweep_dir} failed ({type(exc).__name__}: {exc})",
                   file=sys.stderr)
             outcome = SweepOutcome(sweep_dir, [], search)
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: the command was started with stdout closed (>&-)
+            sys.stdout.flush()
         raise SweepFinished(outcome)
 
 
