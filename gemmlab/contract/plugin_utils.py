@@ -255,10 +255,16 @@ class MmaSyncKernel(KernelSpec):
                 chunks = cols // self.vector
                 scalar_b = name == "BN" and self.scalar_b_reads  # smem_offset layout 2
                 ok = chunks % 8 == 0 if scalar_b else (chunks % 8 == 0 or chunks & (chunks - 1) == 0)
-                require(ok, f"kernel.{name}",
-                        f"SWIZZLE=1 needs {name}/{self.vector}={chunks} chunks per shared row "
-                        + ("a multiple of 8" if scalar_b else "a power of two below 8 or a multiple of 8")
-                        + "; or kernel.SWIZZLE=0 (padded rows take any)")
+                if not ok:  # the way out: padded rows, with fewer stages where those need more shared memory
+                    padded = self.shared_bytes({**params, "SWIZZLE": 0}, problem.layout_b == "col")
+                    limit = device.max_shared_per_block_optin
+                    way_out = ("kernel.SWIZZLE=0 (padded rows take any)" if padded <= limit else
+                               f"kernel.SWIZZLE=0 with fewer STAGES (padded rows take any, but at STAGES={params['STAGES']} "
+                               f"they need {padded} bytes of shared memory, over the {limit} limit)")
+                    require(ok, f"kernel.{name}",
+                            f"SWIZZLE=1 needs {name}/{self.vector}={chunks} chunks per shared row "
+                            + ("a multiple of 8" if scalar_b else "a power of two below 8 or a multiple of 8")
+                            + f"; or {way_out}")
         # last: a layout rule above names the parameter to change before the stages' total does
         require_shared_memory(self.shared_bytes(params, problem.layout_b == "col"), device)
 
