@@ -347,6 +347,9 @@ def test_the_point_check_and_the_command_line_check_say_the_same(tmp_path):
             check_field(key, value)
         assert str(from_point.value) == str(from_line.value) and from_line.value.field == key
     assert check_field("timing.max_repeat", None) is None and check_field("shape", "anything") == "anything"
+    with pytest.raises(ConfigError, match=r"^sanitizer: must be one of memcheck, racecheck, synccheck, initcheck or "
+                                          r"null, got 'leak'$"):  # a field that may be null says so
+        check_field("sanitizer", "leak")
 
 
 def test_an_unknown_option_in_an_experiments_group_sweep_is_refused_before_a_folder(cli, tmp_path):

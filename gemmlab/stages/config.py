@@ -311,7 +311,15 @@ def _rule(parse, *args, optional: bool = False):
     ``optional``: None passes as None."""
     def for_field(field_name: str):
         def check(value: Any) -> Any:
-            return None if optional and value is None else parse(value, field_name, *args)
+            if optional and value is None:
+                return None
+            try:
+                return parse(value, field_name, *args)
+            except ConfigError as exc:
+                if not optional:
+                    raise
+                head, _, got = str(exc).partition(": ")[2].rpartition(", got ")
+                raise ConfigError(field_name, f"{head} or null, got {got}") from None
         return check
     return for_field
 
