@@ -565,3 +565,20 @@ def test_a_subdir_that_resolves_to_a_shared_or_outside_folder_is_refused_before_
     lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:")]
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: hydra.sweep.subdir: ") and says in lines[0], lines
     assert not list(tmp_path.rglob("result.json")) and not outside.exists() and not (tmp_path / "up0").exists()
+    assert not (tmp_path / "sw").exists()  # the folder the refused sweep made is not left behind
+
+
+def test_a_refused_sweep_leaves_a_folder_it_did_not_make_and_anything_more_as_it_was(cli, tmp_path):
+    """Only a folder this command made, holding only its lock and multirun.yaml, is removed after a
+    refusal; a folder the user made before, or one with anything else in it, stays."""
+    from gemmlab.cli import folders
+    made_before = tmp_path / "mine"
+    made_before.mkdir()
+    proc = cli(["-m", "kernel=naive,tiled", "mode=compile", f"hydra.sweep.dir={made_before}",
+                "hydra.sweep.subdir=${hydra.job.name}"], tmp_path)
+    assert proc.returncode == 2 and made_before.is_dir()
+    busy = tmp_path / "busy"
+    handle = folders.claim(busy, "hydra.sweep.dir")
+    (busy / "notes.txt").write_text("mine")
+    assert not folders.discard_refused_sweep(busy) and (busy / "notes.txt").exists()
+    handle.close()

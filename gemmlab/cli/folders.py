@@ -116,6 +116,7 @@ def claim(folder: Path, field: str) -> IO:
     """
     folder = Path(folder)
     try:
+        made = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         handle = open(folder / LOCK_NAME, "a+")
     except OSError as exc:
@@ -124,7 +125,7 @@ def claim(folder: Path, field: str) -> IO:
         fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         handle.seek(0)
-        holder = handle.read().strip()
+        holder = (handle.read().split() or [""])[0]
         handle.close()
         if exc.errno in (errno.EACCES, errno.EAGAIN):
             who = f"process {holder}" if holder.isdigit() else "another process"
@@ -134,12 +135,36 @@ def claim(folder: Path, field: str) -> IO:
     try:
         handle.seek(0)
         handle.truncate()
-        handle.write(f"{os.getpid()}\n")
+        handle.write(f"{os.getpid()}\n" + ("made\n" if made else ""))  # made: this command made the folder
         handle.flush()
     except OSError as exc:
         handle.close()
         raise folder_error(field, folder, exc) from None
     return handle
+
+
+def discard_refused_sweep(folder: Path | str) -> bool:
+    """Remove the sweep folder this process made (:func:`claim` wrote ``made`` into its lock) when
+    the sweep was refused before any point ran: it holds nothing but the lock and Hydra's
+    ``multirun.yaml``. Anything else in it, a folder another process locked, or one that existed
+    before: left as it is. Returns True when removed.
+
+    For a sweep Hydra or gemmlab refuses after Hydra made its folder (an override value Hydra's
+    grammar refuses, two points given one folder): a new-user trial found folders holding only
+    ``.gemmlab.lock`` after such refusals."""
+    folder = Path(folder)
+    try:
+        lines = (folder / LOCK_NAME).read_text().split()
+        if lines[:1] != [str(os.getpid())] or "made" not in lines[1:]:
+            return False
+        if not set(os.listdir(folder)) <= {LOCK_NAME, "multirun.yaml"}:
+            return False
+        (folder / "multirun.yaml").unlink(missing_ok=True)
+        (folder / LOCK_NAME).unlink()
+        folder.rmdir()
+        return True
+    except (OSError, IndexError):
+        return False
 
 
 class ClaimFolder(Callback):

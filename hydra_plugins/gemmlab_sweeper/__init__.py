@@ -83,7 +83,8 @@ class GemmlabSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         """Hydra's sweep; Ctrl-C (or SIGTERM) between points, where no job's config names the
         folder, gets the resume line with this sweep's folder (an interrupt inside a point already
-        carries it: gemmlab.cli.app._task)."""
+        carries it: gemmlab.cli.app._task). A sweep refused before any point ran leaves no folder
+        it made (:func:`gemmlab.cli.folders.discard_refused_sweep`)."""
         try:
             return super().sweep(arguments)
         except KeyboardInterrupt as exc:
@@ -91,6 +92,10 @@ class GemmlabSweeper(BasicSweeper):
                 raise
             from gemmlab.cli.app import sweep_resume_advice
             raise type(exc)(sweep_resume_advice(self.config.hydra.sweep.dir)) from None
+        except Exception:  # refused before a point ran (a value Hydra's grammar refuses, two points in one
+            from gemmlab.cli.folders import discard_refused_sweep  # folder): no folder of its own making is left
+            discard_refused_sweep(str(self.config.hydra.sweep.dir))
+            raise
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         """Compose every job of ``batch`` (Hydra's check: raises for the first that does not
