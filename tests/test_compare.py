@@ -365,7 +365,11 @@ def test_markdown_marks_regressions(tmp_path):
 
 def test_entry_point_declared():
     text = (REPO_ROOT / "pyproject.toml").read_text()
-    assert 'gemmlab-compare = "gemmlab.results.compare:main"' in text
+    assert 'gemmlab-compare = "gemmlab.cli.entry:gemmlab_compare"' in text  # starts gemmlab.results.compare.main
+    import inspect
+
+    from gemmlab.cli import entry
+    assert '"gemmlab.results.compare", "main"' in inspect.getsource(entry.gemmlab_compare)
 
 
 # --- gate and output rules added after a fresh-user trial ----------------------------------------
