@@ -74,15 +74,20 @@ class WorkerDied(GemmlabError):
     status = "crashed"
 
 
-def was_interrupted(exc: BaseException | None) -> bool:
-    """``exc`` is a KeyboardInterrupt or was raised while handling one (through ``__cause__`` or
-    ``__context__``): a library's clean-up that failed on the state Ctrl-C left half-built (seen in
-    OmegaConf: ``'NoneType' object has no attribute '_invalidate_flags_cache'``). Such an error is
-    the interrupt, not bad input."""
+def in_chain(exc: BaseException | None, kind: type, limit: int = 20) -> BaseException | None:
+    """The first exception of type ``kind`` among ``exc`` and the ones it was raised from or while
+    handling (``__cause__``, else ``__context__``), at most ``limit`` deep; None if none."""
     seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
+    while exc is not None and seen < limit:
+        if isinstance(exc, kind):
+            return exc
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    return None
 
+
+def was_interrupted(exc: BaseException | None) -> bool:
+    """``exc`` is a KeyboardInterrupt or was raised while handling one (:func:`in_chain`): a
+    library's clean-up that failed on the state Ctrl-C left half-built (seen in OmegaConf:
+    ``'NoneType' object has no attribute '_invalidate_flags_cache'``). Such an error is the
+    interrupt, not bad input."""
+    return in_chain(exc, KeyboardInterrupt) is not None

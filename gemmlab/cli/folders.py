@@ -25,6 +25,8 @@ from typing import IO
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
+from gemmlab.errors import in_chain
+
 #: the lock file in a claimed folder (it stays: an unlocked one means "not in use")
 LOCK_NAME = ".gemmlab.lock"
 #: ``errno`` values that say the chosen folder is unusable (bad input, exit 2); any other (a full
@@ -210,12 +212,7 @@ class ClaimFolder(Callback):
 def os_error_in(exc: BaseException) -> OSError | None:
     """The ``OSError`` that ``exc`` is or was caused by (logging's ``ValueError: Unable to configure
     handler 'file'`` wraps the one of the log file), if any."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, OSError):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
+    return in_chain(exc, OSError, limit=8)
 
 
 @contextlib.contextmanager
