@@ -41,7 +41,7 @@ from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
                                        interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
-from gemmlab.stages.config import check_config_file, unknown_key_error
+from gemmlab.stages.config import FIELD_RULES, check_baseline, check_config_file, check_field, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, was_interrupted
 from gemmlab.paths import CONF_DIR
@@ -329,7 +329,7 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
     from hydra.core.override_parser.overrides_parser import OverridesParser
     folder = CONF_DIR / key
     group = key != "hydra" and "/" not in key and "." not in key and folder.is_dir()
-    if not group and key not in _field_rules() and key != "baseline":
+    if not group and key not in FIELD_RULES and key != "baseline":
         return
     if not isinstance(value, (str, int, float, bool)) or "${" in str(value):
         return
@@ -350,11 +350,6 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
             raise ConfigError(key, f"unknown option '{option}' in {where}; available: {', '.join(available)}")
 
 
-def _field_rules():
-    from gemmlab.stages.config import FIELD_RULES
-    return FIELD_RULES
-
-
 def _experiment_sweeps(name: str) -> dict:
     """An experiment file's ``hydra.sweeper.params`` (key -> value as written), or {} (no file, no
     sweep, a file that does not read: the experiment check names that)."""
@@ -367,9 +362,10 @@ def _experiment_sweeps(name: str) -> dict:
 
 
 def _typed_values(o) -> list:
-    """The value(s) of an override as the composed config would hold them (a discrete sweep gives
-    each of its values); [] where they are not known here: a range, an interval, a glob, a
-    function such as ``shuffle(...)``, an interpolation."""
+    """The value(s) of an override as the composed config would hold them: a discrete sweep gives
+    each of its values (a list, ``choice``, an integer ``range``, also inside ``tag``, ``shuffle``
+    or ``sort``); left out where they are not known here: an interval, a glob, a float range, an
+    interpolation."""
     from hydra.core.override_parser.types import Glob, RangeSweep, Sweep
     value = o.value()
     if isinstance(value, Glob):
@@ -398,7 +394,6 @@ def _check_values(o, registry) -> None:
     Raises:
         ConfigError: naming the field, as the point's own check would (:func:`gemmlab.stages.config.parse_config`).
     """
-    from gemmlab.stages.config import FIELD_RULES, check_baseline, check_field
     key = o.key_or_group
     if key not in FIELD_RULES and key != "baseline":
         return
