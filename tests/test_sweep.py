@@ -568,6 +568,14 @@ def test_a_subdir_that_resolves_to_a_shared_or_outside_folder_is_refused_before_
     assert not (tmp_path / "sw").exists()  # the folder the refused sweep made is not left behind
 
 
+def test_a_sweep_into_the_working_directory_is_not_taken_for_one_outside_it(cli, tmp_path):
+    """``hydra.sweep.dir=.``: the points' folders 0 and 1 lie inside it (a second trial found it refused
+    as 'outside the sweep folder .')."""
+    proc = cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "hydra.sweep.dir=."], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "0" / "result.json").is_file() and (tmp_path / "1" / "result.json").is_file()
+
+
 def test_a_refused_sweep_leaves_a_folder_it_did_not_make_and_anything_more_as_it_was(cli, tmp_path):
     """Only a folder this command made, holding only its lock and multirun.yaml, is removed after a
     refusal; a folder the user made before, or one with anything else in it, stays."""

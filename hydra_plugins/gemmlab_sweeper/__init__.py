@@ -138,8 +138,8 @@ class GemmlabSweeper(BasicSweeper):
                 job.id, job.num = num, num  # what BasicLauncher sets (a job's folder may name it)
                 try:
                     raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-                    root = os.path.normpath(str(config.hydra.sweep.dir))
-                    folder = os.path.normpath(os.path.join(root, str(config.hydra.sweep.subdir)))
+                    root = os.path.abspath(str(config.hydra.sweep.dir))  # absolute: hydra.sweep.dir=. too
+                    folder = os.path.abspath(os.path.join(root, str(config.hydra.sweep.subdir)))
                 except Exception:  # a resolver that needs the running job: Hydra's own errors say it later
                     continue
                 finally:
