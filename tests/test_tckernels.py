@@ -171,12 +171,31 @@ def test_the_swizzle_rule_comes_before_the_shared_memory_total():
     s, problem = spec("mma_tf32"), Problem(Shape(64, 64, 64), "tf32")
     with pytest.raises(ParamError) as err:
         s.check_problem(problem, params("mma_tf32", BK=48), FACTS)
-    assert err.value.field == "kernel.BK" and "kernel.SWIZZLE=0 with fewer STAGES" in str(err.value), str(err.value)
+    assert err.value.field == "kernel.BK", str(err.value)
+    assert "kernel.SWIZZLE=0 with kernel.STAGES=3 or fewer" in str(err.value), str(err.value)
     assert "at STAGES=4 they need 309248 bytes of shared memory" in str(err.value)  # the advice alone would not do
     s.check_problem(problem, params("mma_tf32", BK=48, SWIZZLE=0, STAGES=3), FACTS)  # what it says works
     with pytest.raises(ParamError) as err:
         s.check_problem(problem, params("mma_tf32", BK=48, SWIZZLE=0), FACTS)
     assert err.value.field == "kernel.STAGES" and "dynamic shared memory" in str(err.value), str(err.value)
+
+
+def test_the_swizzle_rule_never_advises_stages_that_cannot_fit():
+    """mma_tf32 BK=80 (20 chunks): padded rows need 254976 bytes even at STAGES=2, the fewest the
+    kernel takes, so the way out is a smaller block tile, not fewer STAGES (a new-user trial
+    followed "fewer STAGES" down to 2 and was still refused); with BN=128 STAGES=2 fits and is named."""
+    s, problem = spec("mma_tf32"), Problem(Shape(64, 64, 64), "tf32")
+    with pytest.raises(ParamError) as err:
+        s.check_problem(problem, params("mma_tf32", BK=80), FACTS)
+    assert "STAGES=" not in str(err.value).split("; or ")[1].split("(")[0], str(err.value)
+    assert "a smaller block tile" in str(err.value) and "even at STAGES=2" in str(err.value), str(err.value)
+    for stages in (2, 3):
+        with pytest.raises(ParamError):  # what it rules out is really out
+            s.check_problem(problem, params("mma_tf32", BK=80, SWIZZLE=0, STAGES=stages), FACTS)
+    with pytest.raises(ParamError) as err:
+        s.check_problem(problem, params("mma_tf32", BK=80, BN=128), FACTS)
+    assert "kernel.SWIZZLE=0 with kernel.STAGES=2 (" in str(err.value), str(err.value)
+    s.check_problem(problem, params("mma_tf32", BK=80, BN=128, SWIZZLE=0, STAGES=2), FACTS)  # what it says works
 
 
 @pytest.mark.parametrize("value", [2, -1, 7])

@@ -256,11 +256,17 @@ class MmaSyncKernel(KernelSpec):
                 scalar_b = name == "BN" and self.scalar_b_reads  # smem_offset layout 2
                 ok = chunks % 8 == 0 if scalar_b else (chunks % 8 == 0 or chunks & (chunks - 1) == 0)
                 if not ok:  # the way out: padded rows, with fewer stages where those need more shared memory
-                    padded = self.shared_bytes({**params, "SWIZZLE": 0}, problem.layout_b == "col")
+                    col = problem.layout_b == "col"
                     limit = device.max_shared_per_block_optin
+                    padded = self.shared_bytes({**params, "SWIZZLE": 0}, col)
+                    fits = [s for s in range(2, params["STAGES"]) if self.shared_bytes(
+                        {**params, "SWIZZLE": 0, "STAGES": s}, col) <= limit]
                     way_out = ("kernel.SWIZZLE=0 (padded rows take any)" if padded <= limit else
-                               f"kernel.SWIZZLE=0 with fewer STAGES (padded rows take any, but at STAGES={params['STAGES']} "
-                               f"they need {padded} bytes of shared memory, over the {limit} limit)")
+                               f"kernel.SWIZZLE=0 with kernel.STAGES={max(fits)}{' or fewer' if max(fits) > 2 else ''} (padded rows take any, but "
+                               f"at STAGES={params['STAGES']} they need {padded} bytes of shared memory, over the "
+                               f"{limit} limit)" if fits else
+                               f"a smaller block tile (kernel.SWIZZLE=0's padded rows need more than the {limit}-byte "
+                               "shared-memory limit even at STAGES=2)")
                     require(ok, f"kernel.{name}",
                             f"SWIZZLE=1 needs {name}/{self.vector}={chunks} chunks per shared row "
                             + ("a multiple of 8" if scalar_b else "a power of two below 8 or a multiple of 8")
