@@ -100,6 +100,25 @@ def test_watchdog_kills_a_hung_point(runner, tmp_path):
     assert runner.run(sim(1), tmp_path / "b", IsolationOptions(timeout_s=60))["status"] == "compiled"
 
 
+def test_a_worker_killed_while_disassembling_leaves_no_temporary_folder(runner, tmp_path, monkeypatch):
+    """A point's worker holds a temporary folder while nvdisasm reads the cubin from it
+    (gemmlab.gpu.sass.disassemble); killed there (the watchdog, Ctrl-C: SIGKILL) it cleans nothing
+    up, so the runner removes what that worker left once it has ended (a new-user trial found
+    $TMPDIR/gemmlab-sass-* folders after Ctrl-C)."""
+    import tempfile
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    rec = runner.run(sim(6), tmp_path / "a", IsolationOptions(timeout_s=1.0))
+    assert rec["status"] == "timeout", rec
+    assert list(temp.iterdir()) == [], list(temp.iterdir())
+    other = temp / "gemmlab-sass-1-kept"  # another process's folder is not this worker's to remove
+    other.mkdir()
+    assert runner.run(sim(6), tmp_path / "b", IsolationOptions(timeout_s=1.0))["status"] == "timeout"
+    assert list(temp.iterdir()) == [other]
+
+
 def test_hung_point_in_a_cli_sweep(cli, tmp_path):
     sweep = tmp_path / "sw"
     proc = cli(["-m", "kernel=sim_fault", "kernel.MODE=5,1", "mode=compile", "shape=[8,8,8]",

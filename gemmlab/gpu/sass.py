@@ -198,6 +198,21 @@ def _needs_dataflow(listing: str) -> bool:
     return counts["LDL"] + counts["STL"] > 0
 
 
+#: name prefix of the temporary folder holding a cubin while it is disassembled (``<prefix><pid>-...``)
+TEMP_PREFIX = "gemmlab-sass-"
+
+
+def remove_temporary_files_of(pid: int) -> int:
+    """Remove the temporary folders :func:`disassemble` left in process ``pid`` (one killed while
+    nvdisasm ran: a point worker the watchdog or Ctrl-C killed with SIGKILL cleans nothing up);
+    call once that process has ended. Returns how many were removed; never raises."""
+    removed = 0
+    for folder in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}{pid}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += not folder.exists()
+    return removed
+
+
 def disassemble(cubin: bytes) -> tuple[dict, str]:
     """Disassemble ``cubin``; return ``(summary, sass_text)``.
 
@@ -209,7 +224,7 @@ def disassemble(cubin: bytes) -> tuple[dict, str]:
     if argv is None:
         return {"file": None, "histogram": None, "disassembler": None, "error": described}, ""
     quick = described.startswith("nvdisasm")  # module docstring: -ndf first, the full listing where it differs
-    with tempfile.TemporaryDirectory(prefix="gemmlab-sass-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
         try:

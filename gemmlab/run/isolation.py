@@ -241,6 +241,9 @@ class PointRunner:
             worker.proc.wait(timeout=30)
         except Exception:
             pass
+        else:  # what a worker killed mid-disassembly left in the temporary folder
+            from gemmlab.gpu.sass import remove_temporary_files_of
+            remove_temporary_files_of(worker.pid)
 
     def close(self) -> None:
         """Stop the worker (politely, then by force). A Ctrl-C meanwhile (this runs at exit, just

@@ -5,7 +5,9 @@ CUDA kernel does to the process that runs it, from inside ``check()`` (called in
 - ``MODE=2`` a *sticky* CUDA error: this point fails with CUDA_ERROR_MISALIGNED_ADDRESS and every
   later point in the same process fails the same way (a poisoned CUDA context);
 - ``MODE=3`` the process dies (``os._exit(3)``); ``MODE=4`` a segfault (SIGSEGV);
-- ``MODE=5`` a hang (sleeps for an hour; only a watchdog ends it).
+- ``MODE=5`` a hang (sleeps for an hour; only a watchdog ends it);
+- ``MODE=6`` the same hang inside a temporary folder like the one ``gemmlab.gpu.sass.disassemble``
+  holds while nvdisasm runs (a worker killed there: who removes the folder?).
 """
 
 import os
@@ -33,6 +35,12 @@ class SimFault(NaiveKernel):
             os.kill(os.getpid(), signal.SIGSEGV)
         if mode == 5:
             time.sleep(3600)
+        if mode == 6:
+            import tempfile
+
+            from gemmlab.gpu import sass
+            tempfile.mkdtemp(prefix=f"{sass.TEMP_PREFIX}{os.getpid()}-")
+            time.sleep(3600)
         super().check(shape, params, device)
 
     def entry(self, params):
@@ -42,4 +50,4 @@ class SimFault(NaiveKernel):
 @hookimpl
 def gemmlab_kernels():
     return [SimFault(name="sim_fault", source="naive.cu", defaults={"BX": 16, "BY": 16, "MODE": 1},
-                     description="test plugin: MODE 2 sticky CUDA error, 3 exit, 4 segfault, 5 hang")]
+                     description="test plugin: MODE 2 sticky CUDA error, 3 exit, 4 segfault, 5 hang, 6 hang in a temp folder")]
