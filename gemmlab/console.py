@@ -23,14 +23,24 @@ class PipeSafeStream:
     """A text stream wrapper for stdout: once the reader has gone (``gemmlab ... | head -3``),
     writes are dropped instead of raising ``BrokenPipeError``, so a sweep still runs to the end
     and writes every record and its summary. The file descriptor is pointed at /dev/null so the
-    interpreter's final flush stays quiet too (Python docs, "Note on SIGPIPE")."""
+    interpreter's final flush stays quiet too (Python docs, "Note on SIGPIPE"). Any other write
+    error (``> /dev/full``, a full disk under a redirected file: ``ENOSPC``, ``EIO``) is said once
+    on stderr, ``<command>: warning: standard output: <reason>; ...``, and the rest of the output is
+    dropped the same way; the command's exit status stays its own (its records are files)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, command: str = "gemmlab"):
         self._stream = stream
+        self._command = command
         self.broken = False
 
-    def _gone(self) -> None:
+    def _gone(self, exc: OSError) -> None:
         self.broken = True
+        if not isinstance(exc, BrokenPipeError):
+            try:
+                print(f"{self._command}: warning: standard output: {exc.strerror or exc}; the rest of it is "
+                      "dropped (records and report files are written as usual)", file=sys.stderr, flush=True)
+            except (OSError, ValueError, AttributeError):
+                pass
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self._stream.fileno())
@@ -42,27 +52,36 @@ class PipeSafeStream:
         if not self.broken:
             try:
                 return self._stream.write(text)
-            except BrokenPipeError:
-                self._gone()
+            except OSError as exc:
+                self._gone(exc)
         return len(text)
 
     def flush(self) -> None:
         if not self.broken:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
-                self._gone()
+            except OSError as exc:
+                self._gone(exc)
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
 
 
-def guard_stdout() -> None:
-    """Wrap ``sys.stdout`` in :class:`PipeSafeStream` (once; idempotent): call first in every
-    command's entry point, so output into a closed pipe ends quietly with the command's own exit
-    status instead of a ``BrokenPipeError`` traceback."""
+def guard_streams(command: str = "gemmlab") -> None:
+    """Call first in every command's entry point (``command``: its name, for the one warning
+    line). Wraps ``sys.stdout`` in :class:`PipeSafeStream` (once; idempotent), so output into a
+    closed pipe or a full device ends quietly with the command's own exit status instead of a
+    traceback. A standard stream the command was started without (``>&-``, ``2>&-``: Python's
+    ``sys.stdout``/``sys.stderr`` are then None) becomes one that writes to /dev/null, so the
+    command still runs and its exit status says how it went (it had been exit 1 with nothing said)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            try:
+                setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+            except OSError:
+                pass
     if sys.stdout is not None and not isinstance(sys.stdout, PipeSafeStream):
-        sys.stdout = PipeSafeStream(sys.stdout)
+        sys.stdout = PipeSafeStream(sys.stdout, command)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -91,3 +91,14 @@ def was_interrupted(exc: BaseException | None) -> bool:
     ``'NoneType' object has no attribute '_invalidate_flags_cache'``). Such an error is the
     interrupt, not bad input."""
     return in_chain(exc, KeyboardInterrupt) is not None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (e.g. Slurm's time limit, ``kill``) turned into an interrupt (:func:`raise_terminated`):
+    a command stops as on Ctrl-C (a sweep's point worker is killed, finished points keep their
+    records), says so in one line and exits 143 (128 + SIGTERM)."""
+
+
+def raise_terminated(signum, frame) -> None:
+    """SIGTERM handler (``signal.signal(signal.SIGTERM, raise_terminated)``): raise :class:`Terminated`."""
+    raise Terminated()

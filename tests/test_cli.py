@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -711,6 +712,42 @@ def test_an_interrupt_a_command_does_not_handle_is_one_line(monkeypatch, capsys)
     module.main = lambda: (_ for _ in ()).throw(ValueError("a real bug"))  # other errors stay tracebacks
     with pytest.raises(ValueError):
         entry.gemmlab_tune()
+
+
+@pytest.mark.parametrize("script", ["gemmlab_report", "gemmlab_compare", "gemmlab_tune"])
+def test_sigterm_stops_a_command_with_one_line(monkeypatch, capsys, script):
+    """SIGTERM (``kill``, a batch system's time limit) to gemmlab-report, -compare or -tune ended
+    it with nothing said (Python's default action); the console script turns it into an interrupt:
+    one line, exit 143, the interrupt's own text when it carries one (the report removed its
+    partial folder). The handler is put back when the command returns."""
+    import importlib
+    import signal
+    import types
+
+    from gemmlab.cli import entry
+    from gemmlab.errors import Terminated
+
+    def terminated_while_running():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # the handler raises before this ends
+
+    module = types.SimpleNamespace(main=terminated_while_running)
+    monkeypatch.setattr(importlib, "import_module", lambda name: module)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stop:
+        getattr(entry, script)()
+    assert stop.value.code == 143
+    name = script.replace("_", "-")
+    assert capsys.readouterr().err == f"{name}: terminated (SIGTERM); what it had finished is kept\n"
+    assert signal.getsignal(signal.SIGTERM) is before
+
+    def carries_its_text():
+        raise Terminated("nothing was written (the partial report R was removed)")
+    module.main = carries_its_text
+    with pytest.raises(SystemExit) as stop:
+        getattr(entry, script)()
+    assert stop.value.code == 143
+    assert capsys.readouterr().err == f"{name}: terminated (SIGTERM); nothing was written (the partial report R was removed)\n"
 
 
 def test_an_error_left_by_ctrl_c_inside_hydra_is_the_interrupt(cli, tmp_path, monkeypatch):

@@ -72,3 +72,70 @@ def test_every_command_into_a_closed_pipe(tmp_path, module, args, code):
     proc = _module_into_closed_pipe(module, [str(a).replace("{tmp}", str(tmp_path)) for a in args], tmp_path)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.returncode == code, proc.stderr
+
+
+# --- a standard stream closed (>&-, 2>&-) or on a full device (> /dev/full) --------------------------
+
+def test_closed_stderr_runs_the_command(tmp_path):
+    """``gemmlab ... 2>&-``: Python starts with ``sys.stderr`` None; every command exited 1 with
+    nothing said (its first ``sys.stderr.isatty()``). Now the point runs and the exit status says
+    how it went: 0 for a good run (its record written), 2 for bad input."""
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "gemmlab", *args], cwd=tmp_path, env=command_env(),
+                              stdout=subprocess.PIPE, text=True, timeout=300, preexec_fn=lambda: os.close(2))
+    proc = run("kernel=tiled", "mode=compile", "shape=[63,65,33]", f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 0, proc.stdout
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "compiled"
+    assert run("kernel=nosuch", "mode=compile").returncode == 2
+
+
+def test_output_onto_a_full_device_is_one_warning(tmp_path):
+    """``gemmlab ... > /dev/full`` (or a full disk under a redirected file): one warning line on
+    stderr instead of an ``OSError: [Errno 28]`` traceback; the point still runs and keeps its
+    record, the exit status is the command's own."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "gemmlab", "kernel=tiled", "mode=compile", "shape=[63,65,33]",
+                               f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, env=command_env(), stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr and proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "standard output" in line]
+    assert warnings == ["gemmlab: warning: standard output: No space left on device; the rest of it is dropped "
+                        "(records and report files are written as usual)"], proc.stderr
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "compiled"
+
+
+def test_guard_streams_gives_a_missing_stream_a_sink_and_says_a_write_error_once(monkeypatch, capsys):
+    """In-process: a stream Python started without (None) becomes /dev/null; a stdout write that
+    fails with anything but EPIPE is said once on stderr, then dropped (EPIPE stays silent)."""
+    import errno
+
+    from gemmlab.console import PipeSafeStream, guard_streams
+    monkeypatch.setattr(sys, "stdout", None)
+    monkeypatch.setattr(sys, "stderr", None)
+    guard_streams("gemmlab-report")
+    assert isinstance(sys.stdout, PipeSafeStream)
+    print("dropped")
+    print("dropped too", file=sys.stderr)
+
+    class Failing:
+        def __init__(self, code):
+            self.code = code
+
+        def write(self, text):
+            raise (BrokenPipeError if self.code == errno.EPIPE else OSError)(self.code, os.strerror(self.code))
+
+        def flush(self):
+            self.write("")
+
+        def fileno(self):
+            raise ValueError("no descriptor")
+
+    monkeypatch.undo()
+    for code, said in ((errno.ENOSPC, 1), (errno.EPIPE, 0), (errno.EIO, 1)):
+        stream = PipeSafeStream(Failing(code), "gemmlab-report")
+        assert stream.write("a line\n") == 7 and stream.write("another\n") == 8
+        stream.flush()
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == said and all(line.startswith("gemmlab-report: warning: standard output: ") for line in err), err

@@ -194,6 +194,41 @@ def test_odd_values_do_not_crash(tmp_path):
     assert "shape (taken from config.shape)" in row.unread
 
 
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm", "disk full"])
+def test_an_unfinished_report_leaves_no_folder_in_the_way(tmp_path, monkeypatch, stop):
+    """A report stopped while it writes (Ctrl-C, SIGTERM, a full disk) removes its new --out folder,
+    so the same command works again (a new-user trial's retry was refused: "already exists");
+    an interrupt says so in its text (the console script prints it, exit 130/143), a write error is
+    one line and exit 1."""
+    import errno
+
+    from gemmlab.errors import Terminated
+    sweep, _ = _layout(tmp_path / "data")
+    out = tmp_path / "rep"
+
+    def stopped(rows, folder, **kwargs):
+        (folder / "report.csv").write_text("partial")
+        if stop == "disk full":
+            raise OSError(errno.ENOSPC, "No space left on device", str(folder / "report.md"))
+        raise KeyboardInterrupt if stop == "ctrl-c" else Terminated
+
+    monkeypatch.setattr(report, "write_report", stopped)
+    if stop == "disk full":
+        assert report.main([str(sweep), "--out", str(out)]) == 1
+    else:
+        with pytest.raises(KeyboardInterrupt) as interrupt:
+            report.main([str(sweep), "--out", str(out)])
+        assert isinstance(interrupt.value, Terminated) == (stop == "sigterm")
+        assert interrupt.value.args == (f"nothing was written (the partial report {out} was removed)",)
+    assert not out.exists()
+
+    def quick(rows, folder, **kwargs):  # the retry's own report (the real one: test_cli_exit_codes)
+        (folder / "report.md").write_text("# report")
+        return {"md": folder / "report.md"}
+    monkeypatch.setattr(report, "write_report", quick)
+    assert report.main([str(sweep), "--out", str(out)]) == 0 and (out / "report.md").is_file()
+
+
 def test_cli_exit_codes(tmp_path, report_cli):
     sweep, single = _layout(tmp_path / "data")
     out = tmp_path / "rep"

@@ -20,7 +20,7 @@ import signal
 import sys
 from types import MappingProxyType
 
-from gemmlab.errors import was_interrupted
+from gemmlab.errors import Terminated, in_chain, raise_terminated, was_interrupted
 
 #: exit status and word of each signal held back
 STOPPED = MappingProxyType({signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")})
@@ -50,17 +50,26 @@ def signals_deferred(command: str):
 
 def _start(command: str, module: str, function: str):
     """Import ``module`` with the signals held back, then call ``function()`` (the command's
-    ``main``) and return its exit status. An interrupt the command does not handle itself: one
-    line, exit 130."""
+    ``main``) with SIGTERM turned into :class:`~gemmlab.errors.Terminated` (an interrupt), and
+    return its exit status. An interrupt the command does not handle itself: one line,
+    ``<command>: interrupted; <what happened to its output>`` (the interrupt's own text when it
+    carries one, e.g. gemmlab-report's removed partial report), exit 130; SIGTERM says
+    ``terminated (SIGTERM)`` and exits 143 (before, SIGTERM ended these commands with nothing said)."""
     with signals_deferred(command):
         main = getattr(importlib.import_module(module), function)
+    before = signal.signal(signal.SIGTERM, raise_terminated)  # after the block, which puts the earlier ones back
     try:
         return main()
     except BaseException as exc:
         if isinstance(exc, SystemExit) or not was_interrupted(exc):
             raise
-        print(f"{command}: interrupted; what it had finished is kept", file=sys.stderr)
-        sys.exit(130)
+        interrupt = in_chain(exc, KeyboardInterrupt)
+        advice = str(interrupt.args[0]) if interrupt is not None and interrupt.args else "what it had finished is kept"
+        terminated = isinstance(interrupt, Terminated)
+        print(f"{command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}; {advice}", file=sys.stderr)
+        sys.exit(143 if terminated else 130)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def gemmlab():

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from gemmlab.console import OneLineParser, count, guard_stdout
+from gemmlab.console import OneLineParser, count, guard_streams
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
@@ -406,7 +406,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 1 when a sweep point failed,
     2 with one line on bad input (flags checked before any point runs)."""
-    guard_stdout()
+    guard_streams(dispatch.PROG)
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "sweep":

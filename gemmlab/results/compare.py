@@ -60,7 +60,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gemmlab.console import OneLineParser, guard_stdout
+from gemmlab.console import OneLineParser, guard_streams
 from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE,
                                            SETTINGS, UNTIMED, VERDICTS, CompareError, Pair, Point, compare,
                                            compare_pair, load_points, point_from_record)
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gemmlab-compare``; returns (and, as a script, exits with) the status:
     0, 1 (a point SLOW beyond the threshold, FAILED, or valid before and missing after), 2 (bad
     arguments)."""
-    guard_stdout()
+    guard_streams(PROG)
     args = build_parser().parse_args(argv)
     skipped: list = []
     try:

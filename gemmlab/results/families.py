@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_stdout
+from gemmlab.console import OneLineParser, guard_streams
 from gemmlab.errors import ConfigError
 from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
@@ -323,7 +323,7 @@ def plot(points: Sequence[Point], path: Path) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: print the family table and targets; with --out write md/csv/png. Exit 0; 2 on bad input."""
-    guard_stdout()
+    guard_streams(PROG)
     ap = OneLineParser(prog=PROG, description="Per-family view of shape-suite results: a kernel (usually "
                        "kernel=auto) against its baseline (cuBLAS), grouped by the shape suite's families, with the "
                        "targets. Prints the table and the target checks; with --out also writes families.md, "

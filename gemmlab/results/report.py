@@ -30,8 +30,10 @@ This module owns the command line and :func:`write_report`; records are found an
 :mod:`gemmlab.results.report_tables`, the plots :mod:`gemmlab.results.report_plots`, the page
 :mod:`gemmlab.results.report_html`.
 
-Exit status: 0 the report was written; 1 no ``result.json`` was found; 2 bad arguments (a path
-that does not exist, an ``--out`` directory that exists).
+Exit status: 0 the report was written; 1 it could not be written (a full disk: the partial
+report is removed); 2 bad arguments (a path that does not exist or holds no ``result.json``, an
+``--out`` directory that exists). Interrupted (Ctrl-C 130, SIGTERM 143): the partial report is
+removed, so the same ``--out`` works again.
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_stdout
+from gemmlab.console import OneLineParser, guard_streams
+from gemmlab.errors import in_chain
 from gemmlab.results import families, report_html, report_plots, report_tables
 
 from gemmlab.stages import record_model as results
@@ -133,9 +137,14 @@ def _default_out() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point (``gemmlab-report``). Returns the exit status: 0 report written,
-    1 no ``result.json`` found, 2 bad arguments."""
-    guard_stdout()
+    """Console entry point (``gemmlab-report``). Returns the exit status (see the module
+    docstring): 0 report written, 1 it could not be written, 2 bad arguments or no ``result.json``.
+
+    Raises:
+        KeyboardInterrupt: interrupted while writing (:class:`~gemmlab.errors.Terminated` for
+            SIGTERM); the partial report was removed, the interrupt's text says so.
+    """
+    guard_streams(PROG)
     args = _parser().parse_args(argv)
 
     def fail(code: int, msg: str) -> int:
@@ -178,7 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:  # pragma: no cover
             return fail(2, f"{base}: already exists; use --out")
 
-    written = write_report(rows, out, sources=args.paths)
+    try:
+        written = write_report(rows, out, sources=args.paths)
+    except BaseException as exc:  # the folder is this command's own, made just above: a partial report goes
+        shutil.rmtree(out, ignore_errors=True)  # with it, so the same --out works again
+        interrupt = in_chain(exc, KeyboardInterrupt)
+        if interrupt is not None:
+            raise type(interrupt)(f"nothing was written (the partial report {out} was removed)") from None
+        os_error = in_chain(exc, OSError)
+        if os_error is None:
+            raise
+        return fail(1, f"{out}: cannot write the report: {os_error.strerror or os_error}; the partial report was removed")
     from rich.console import Console
     console = Console(width=None if sys.stdout.isatty() else 160)
     print_table(rows, console)
