@@ -750,6 +750,26 @@ def test_sigterm_stops_a_command_with_one_line(monkeypatch, capsys, script):
     assert capsys.readouterr().err == f"{name}: terminated (SIGTERM); nothing was written (the partial report R was removed)\n"
 
 
+def test_a_single_run_stopped_before_its_point_gets_no_sweep_advice(monkeypatch):
+    """Ctrl-C in the half second before Hydra starts a single run's point (no job config yet): the
+    line said how to resume a sweep (a new-user trial); the command line's own reading
+    (``Invocation.multirun``, set by the pre-check) tells a run from a sweep."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from gemmlab.cli.app import Invocation, _interrupted_advice
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)
+    assert _interrupted_advice(Invocation(multirun=False)) == "the run stopped before its point started; nothing was measured"
+    for sweep_or_unknown in (Invocation(multirun=True), Invocation(), None):
+        assert "resume=true" in _interrupted_advice(sweep_or_unknown)
+    invocation = Invocation()
+    gemmlab.cli.app._prepare(["kernel=tiled", "mode=compile"], invocation)
+    assert invocation.multirun is False
+    gemmlab.cli.app._prepare(["-m", "kernel=tiled,naive", "mode=compile"], invocation)
+    assert invocation.multirun is True
+    gemmlab.cli.app._prepare(["experiment=seed_lab", "mode=compile"], invocation)  # the file sets hydra.mode
+    assert invocation.multirun is True
+
+
 def test_an_error_left_by_ctrl_c_inside_hydra_is_the_interrupt(cli, tmp_path, monkeypatch):
     """Ctrl-C inside Hydra's or OmegaConf's code can leave their state half-built, so their clean-up
     raises another error (seen: ``'NoneType' object has no attribute '_invalidate_flags_cache'``),

@@ -590,3 +590,80 @@ def test_a_refused_sweep_leaves_a_folder_it_did_not_make_and_anything_more_as_it
     (busy / "notes.txt").write_text("mine")
     assert not folders.discard_refused_sweep(busy) and (busy / "notes.txt").exists()
     handle.close()
+
+
+@pytest.mark.parametrize("value, says", [
+    ("range(5,1)", "range(5,1) gives no value, so the sweep would run no point"),
+    ("range(2,4),8", "Hydra does not expand a range or choice inside a comma list"),
+])
+def test_a_sweep_value_hydra_would_mishandle_is_one_line_before_any_folder(cli, tmp_path, value, says):
+    """``kernel.TM=range(5,1)``: Hydra launched 0 jobs, left a folder with its lock and exited 1 with
+    'no result.json found'; ``range(2,4),8``: Hydra failed with 'tags: Unexpected type annotation:
+    Set[str]'. Both: one line naming the field, exit 2, no folder."""
+    proc = cli(["-m", "kernel=tiled", f"kernel.TM={value}", "mode=compile", f"hydra.sweep.dir={tmp_path / 'sw'}"],
+               tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: kernel.TM: ") and says in lines[0], lines
+    assert not (tmp_path / "sw").exists()
+
+
+def _tree(folder: Path) -> dict:
+    """Every file under ``folder`` (relative name -> bytes) but the lock, which names the last command."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".gemmlab.lock"}
+
+
+@pytest.mark.parametrize("refusal", [["hydra.sweep.subdir=${hydra.job.name}"], ["+hydra.sweeper.foo=1"]],
+                         ids=["shared-subdir", "sweeper-argument"])
+def test_a_sweep_refused_in_an_earlier_sweeps_folder_leaves_it_as_it_was(cli, tmp_path, refusal):
+    """resume=true into an earlier sweep's folder, refused before any point ran (two points given one
+    folder; an argument the sweeper does not take, refused when Hydra makes the sweeper): the
+    earlier multirun.yaml and each point's .hydra were moved aside at the start and stayed so (a
+    new-user trial found the refused command's multirun.yaml in their place); now the folder is
+    byte for byte what it was. In a new folder the refusal leaves none (the sweeper's argument
+    left one holding only .gemmlab.lock)."""
+    sweep = tmp_path / "sw"
+    first = cli(["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = _tree(sweep)
+    proc = cli(["-m", "kernel=naive", "kernel.BX=16,8", "mode=compile", f"hydra.sweep.dir={sweep}", "resume=true",
+                *refusal], tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert _tree(sweep) == before
+    proc = cli(["-m", "kernel=naive", "kernel.BX=16,8", "mode=compile", f"hydra.sweep.dir={tmp_path / 'new'}",
+                *refusal], tmp_path)
+    assert proc.returncode == 2 and not (tmp_path / "new").exists(), proc.stdout + proc.stderr
+
+
+def test_hydras_basic_sweeper_stops_before_a_point_would_share_a_folder(cli, tmp_path):
+    """``hydra/sweeper=basic`` (or Optuna's) does not check the points' folders before they run as
+    gemmlab's sweeper does: with ``${hydra.job.name}`` the second point wrote into the first's
+    folder (its record replaced, the summary said 1 point). Now the second point is refused as it
+    starts, before Hydra writes there: one line, exit 2, the first point's folder untouched."""
+    sweep = tmp_path / "sw"
+    proc = cli(["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=16,32", "mode=compile",
+                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.name}"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:")]
+    assert len(lines) == 1 and "gives point #0 and point #1 the same folder" in lines[0], lines
+    assert "the sweep stopped before point #1 (the points before it keep their records)" in lines[0]
+    record = json.loads((sweep / "app" / "result.json").read_text())
+    assert record["kernel"]["params"]["BX"] == 16 and record["status"] == "compiled"
+    assert "kernel.BX=16" in (sweep / "app" / ".hydra" / "overrides.yaml").read_text()
+
+
+def test_a_search_whose_every_trial_failed_is_one_line_with_its_summary(cli, tmp_path):
+    """Every Optuna trial invalid: the sweeper's ``study.best_trial`` raised Optuna's
+    'No trials are completed yet.' (a traceback, exit 1). Now the summary of the failed trials,
+    one line saying no trial gave a measurement, exit 1."""
+    sweep = tmp_path / "opt"
+    proc = cli(["experiment=optuna_tiled", "mode=compile", "hydra.sweeper.n_trials=2",
+                'hydra.sweeper.params={kernel.TM:"choice(3,5)"}', f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "2 trials: 0 verified and timed, 0 compiled only, 2 pruned as failed trials" in proc.stdout
+    assert "optimizer:" not in proc.stdout  # Optuna wrote no optimization_results.yaml
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:") and "kernel.TM: " not in l]
+    assert lines == ["gemmlab: error: hydra.sweeper: no trial of the search gave a valid measurement (each failed "
+                     "or was invalid; the summary above says why), so there is no best one"], proc.stderr
+    assert (sweep / "summary.md").is_file() and len(list(sweep.glob("*/result.json"))) == 2

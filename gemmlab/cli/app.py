@@ -36,14 +36,15 @@ from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.entry import signals_deferred
-from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors
+from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors, sweep_guard
 from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
                                        interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import FIELD_RULES, check_baseline, check_config_file, check_field, unknown_key_error
-from gemmlab.console import PipeSafeStream, guard_stdout  # noqa: F401  (PipeSafeStream: re-exported)
-from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, was_interrupted
+from gemmlab.console import PipeSafeStream, guard_streams  # noqa: F401  (PipeSafeStream: re-exported)
+from gemmlab.errors import (CompileError, ConfigError, NoGPUError, Terminated, UnavailableError, raise_terminated,
+                            was_interrupted)
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
 
@@ -70,6 +71,10 @@ class Invocation:
         folder_errors: the sweep's points that could not create or write their own folder
             (:func:`gemmlab.cli.folders.points_survive_folder_errors`): they have no record, so the
             end of the sweep names them.
+        multirun: the pre-check's reading of the command: True a sweep (``-m``, or ``hydra.mode``
+            set by the command line or a file it selects), False a single run, None not known.
+        sweep_dir: ``hydra.sweep.dir`` of a multirun, set when Hydra starts its sweeper
+            (:func:`gemmlab.cli.folders.sweep_guard`); None for a run or before.
         hydra_full_error: the user's ``HYDRA_FULL_ERROR`` (None: unset). gemmlab sets the variable
             to 1 around its Hydra call (:func:`_hydra_raises`) and gives each point this value
             back, so the processes a point starts (its worker, compute-sanitizer's child
@@ -82,6 +87,8 @@ class Invocation:
     run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
     hydra_full_error: str | None = None
     folder_errors: list[str] = field(default_factory=list)  # sweep points whose folder could not be written
+    sweep_dir: str | None = None  # hydra.sweep.dir once Hydra starts a multirun's sweeper (folders.sweep_guard)
+    multirun: bool | None = None  # the pre-check's: a sweep (-m or a file's hydra.mode), a single run, None unknown
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -271,6 +278,10 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                 raise ConfigError("hydra.sweep.subdir", f"{o.input_line.partition('=')[2]!r} names the same folder "
                                   "for every point of the sweep (the second would find the first's result); name "
                                   "each point's own: ${hydra.job.num} (the default) or ${hydra.job.override_dirname}")
+        if multirun and top != "hydra" and not o.is_delete():
+            problem = _sweep_values_error(o)
+            if problem:
+                raise ConfigError(key, problem)
         if o.is_hydra_override() or top == "hydra" or o.package is not None:
             continue
         if not custom_conf:
@@ -383,6 +394,29 @@ def _typed_values(o) -> list:
     else:
         values = [value]
     return [v for v in values if not (isinstance(v, str) and "${" in v) and not isinstance(v, Sweep)]
+
+
+def _sweep_values_error(o) -> str | None:
+    """What is wrong with the values of a command-line sweep that Hydra's basic sweeper would
+    take and mishandle, or None: no value at all (an empty ``range(5,1)``: Hydra launches 0 jobs
+    after making the sweep's folder), or a sweep inside a comma list (``range(2,4),8``: not
+    expanded, Hydra then fails with ``tags: Unexpected type annotation: Set[str]``)."""
+    from hydra.core.override_parser.types import Glob, Sweep
+    if not o.is_sweep_override() or not o.is_discrete_sweep() or isinstance(o.value(), Glob):
+        return None  # a glob is matched against a group's options later (kernel: _prescan)
+    try:
+        values = list(o.sweep_iterator())
+    except Exception:  # what Hydra cannot expand here, it says itself
+        return None
+    text = o.input_line.partition("=")[2]
+    if not values:
+        return (f"{text} gives no value, so the sweep would run no point; give at least one (range(START,STOP) "
+                "stops before STOP, and counts down only with a negative step: range(5,1,-1))")
+    inner = next((v for v in values if isinstance(v, Sweep)), None)
+    if inner is not None:
+        return (f"{text}: Hydra does not expand a range or choice inside a comma list; sweep one range alone "
+                "or write the values out (e.g. 2,3,8)")
+    return None
 
 
 def _check_values(o, registry) -> None:
@@ -582,6 +616,9 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     _check_suite_families(args)
     custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
     invocation.run_mode = run_mode(parsed, custom_conf)
+    from hydra.types import RunMode
+    invocation.multirun = (True if _is_multirun(ns, parsed) or invocation.run_mode == RunMode.MULTIRUN
+                           else False if invocation.run_mode in (RunMode.RUN, None) else None)
     options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
     kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry)
     if custom_conf and not kernels:
@@ -727,16 +764,6 @@ def _holds_result(record: dict) -> bool:
             and "already holds a result.json" in error)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (e.g. Slurm's time limit) turned into an interrupt: the command stops as on Ctrl-C
-    (the point's worker is killed, finished points keep their records), prints the same resume
-    advice and exits 143 (128 + SIGTERM)."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated()
-
-
 def sweep_resume_advice(sweep_dir: Path | str) -> str:
     """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir`` (quoted for the
     shell and Hydra's override grammar where it holds a space or other special character)."""
@@ -751,17 +778,21 @@ def sweep_resume_advice(sweep_dir: Path | str) -> str:
             f"hydra.sweep.dir={value} resume=true")
 
 
-def _interrupted_advice() -> str:
+def _interrupted_advice(invocation: Invocation | None = None) -> str:
     """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
-    interrupted point: its output folder minus ``hydra.sweep.subdir``)."""
+    interrupted point: its output folder minus ``hydra.sweep.subdir``). Before Hydra started a
+    point, ``invocation.multirun`` tells a single run (nothing to resume) from a sweep."""
     try:
         hc = HydraConfig.get()
         out = hc.runtime.output_dir
         multirun = str(hc.mode).upper().endswith("MULTIRUN")
     except Exception:
-        out, multirun = None, True
+        out = None
+        multirun = invocation is None or invocation.multirun is not False
     if out and not multirun:
         return f"the run's folder {out} holds no result for it"
+    if not multirun:
+        return "the run stopped before its point started; nothing was measured"
     if out:
         try:
             depth = len(Path(str(HydraConfig.get().sweep.subdir)).parts)
@@ -774,7 +805,7 @@ def _interrupted_advice() -> str:
 
 def main() -> None:
     """Console entry point (``gemmlab``)."""
-    guard_stdout()
+    guard_streams("gemmlab")
     if not sys.stderr.isatty() and "FORCE_COLOR" not in os.environ:
         # libraries that colour their log lines whatever the stream (Optuna's colorlog handler) write
         # escape codes into logs and pipes; NO_COLOR (no-color.org) turns them off
@@ -785,7 +816,7 @@ def main() -> None:
         sys.exit(0)
     invocation = Invocation()
     register_resolvers(invocation)
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)
     with signals_deferred("gemmlab"):  # Ctrl-C or SIGTERM here: one line once this is done (nothing ran)
         try:
             _prepare(sys.argv[1:], invocation)
@@ -799,7 +830,8 @@ def main() -> None:
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
-        with _hydra_raises(), _known_run_mode(invocation.run_mode), points_survive_folder_errors(invocation.folder_errors):
+        with (_hydra_raises(), _known_run_mode(invocation.run_mode), sweep_guard(invocation),
+              points_survive_folder_errors(invocation.folder_errors)):
             _hydra_app(invocation)()
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)
@@ -815,13 +847,13 @@ def main() -> None:
         failed = [1] if invocation.folder_errors else []
         sys.exit(done.outcome.exit_status_with([*invocation.statuses, *failed]))
     except KeyboardInterrupt as exc:
-        advice = str(exc.args[0]) if exc.args else _interrupted_advice()
+        advice = str(exc.args[0]) if exc.args else _interrupted_advice(invocation)
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"gemmlab: {how}; {advice}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:
         if was_interrupted(exc):  # Ctrl-C inside Hydra or OmegaConf, whose clean-up then failed on the state it left
-            print(f"gemmlab: interrupted; {_interrupted_advice()}", file=sys.stderr)
+            print(f"gemmlab: interrupted; {_interrupted_advice(invocation)}", file=sys.stderr)
             sys.exit(130)
         unusable = output_folder_error(exc)  # e.g. a full disk while Hydra writes the run's .hydra/
         if unusable is not None:
@@ -829,14 +861,39 @@ def main() -> None:
                 traceback.print_exc()
             print(f"gemmlab: error: {unusable.message}", file=sys.stderr)
             sys.exit(unusable.code)
+        sweep_dir = invocation.sweep_dir
+        if sweep_dir is not None and _search_found_no_best(exc):  # every trial failed: Optuna has no best one
+            if full_error:
+                traceback.print_exc()
+            outcome = sweep.summarize(Path(sweep_dir), search=True)
+            print("gemmlab: error: hydra.sweeper: no trial of the search gave a valid measurement (each failed or "
+                  "was invalid; the summary above says why), so there is no best one", file=sys.stderr)
+            sys.exit(outcome.exit_status_with(invocation.statuses))
         error = hydra_error(exc, sys.argv[1:])
         if error is None:
             raise
+        if sweep_dir is not None:  # refused after Hydra made the sweep's folder (its sweeper's own arguments)
+            from gemmlab.cli.folders import undo_refused_sweep
+            undo_refused_sweep(sweep_dir)
         if full_error:  # the traceback the user asked for, and the same exit status as without it
             traceback.print_exc()
         print(f"gemmlab: error: {error}", file=sys.stderr)
         sys.exit(2)
     sys.exit(invocation.exit_status())
+
+
+def _search_found_no_best(exc: BaseException) -> bool:
+    """``exc`` is Optuna's ``ValueError: No trials are completed yet.``, raised when Hydra's Optuna
+    sweeper asks the study for its best trial after every trial failed (gemmlab's objective is None
+    for a failed or invalid point: :func:`objective`)."""
+    from gemmlab.errors import in_chain
+    found = in_chain(exc, ValueError)
+    if found is None or str(found) != "No trials are completed yet.":
+        return False
+    tb = found.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("optuna")
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from typing import IO
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
-from gemmlab.errors import in_chain
+from gemmlab.errors import ConfigError, in_chain
 
 #: the lock file in a claimed folder (it stays: an unlocked one means "not in use")
 LOCK_NAME = ".gemmlab.lock"
@@ -169,6 +169,16 @@ def discard_refused_sweep(folder: Path | str) -> bool:
         return False
 
 
+def undo_refused_sweep(folder: Path | str) -> None:
+    """A sweep refused before any point ran leaves ``folder`` as it found it: what gemmlab moved
+    aside at its start is put back (:func:`gemmlab.cli.sweep.put_back_kept`: an earlier sweep's
+    ``multirun.yaml``, its points' ``.hydra``), and a folder this process made is removed
+    (:func:`discard_refused_sweep`). Never raises."""
+    from gemmlab.cli.sweep import put_back_kept
+    put_back_kept(Path(folder))
+    discard_refused_sweep(folder)
+
+
 class ClaimFolder(Callback):
     """Hydra callback: claim ``hydra.run.dir`` (a run) or ``hydra.sweep.dir`` (a multirun) before
     any other callback or Hydra itself writes there (:func:`claim`); released when the command
@@ -259,6 +269,78 @@ def points_survive_folder_errors(failed: list[str]):
         yield
     finally:
         core_utils.run_job = basic_launcher.run_job = own
+
+
+def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: dict[str, int]) -> str | None:
+    """What is wrong with point ``num``'s folder in a sweep, or None (and the folder is then noted
+    in ``taken``, folder -> job number). ``raw``: ``hydra.sweep.subdir`` as written; ``root`` and
+    ``folder``: the sweep's folder and the point's, both absolute. A point folder must lie inside
+    the sweep's folder (its summary looks nowhere else) and be no other point's (the second point
+    would find the first's result, and Hydra would rewrite that folder's ``.hydra/``): a subdir
+    such as ``${hydra.job.name}`` or ``${now:%H}`` gives every point one folder, an absolute one or
+    one with ``..`` puts points outside. Used by gemmlab's sweeper before any point runs
+    (``hydra_plugins/gemmlab_sweeper``) and by :func:`sweep_guard` as each point starts under
+    another sweeper (Hydra's basic, Optuna)."""
+    if folder == root or not folder.startswith(root + os.sep):
+        return (f"{raw!r} puts point #{num} at {folder}, "
+                + ("the sweep folder itself" if folder == root else f"outside the sweep folder {root}")
+                + "; each point needs its own folder inside it: ${hydra.job.num} (the default) or "
+                  "${hydra.job.override_dirname}")
+    if folder in taken and taken[folder] != num:
+        return (f"{raw!r} gives point #{taken[folder]} and point #{num} the same folder {folder} (the second would "
+                "find the first's result); name each point's own: ${hydra.job.num} (the default) or "
+                "${hydra.job.override_dirname} with every swept key")
+    taken[folder] = num
+    return None
+
+
+@contextlib.contextmanager
+def sweep_guard(invocation):
+    """Within (a ``gemmlab`` command): ``invocation.sweep_dir`` is set to ``hydra.sweep.dir`` when
+    Hydra starts a multirun's sweeper (so :func:`gemmlab.cli.app.main` can remove the folder of a
+    sweep refused before any point ran: :func:`discard_refused_sweep`), and a point that Hydra's
+    in-process launcher is about to run in a folder :func:`point_folder_problem` refuses stops the
+    sweep there, before Hydra writes into that folder: :class:`~gemmlab.errors.ConfigError` for
+    ``hydra.sweep.subdir`` (gemmlab's own sweeper refuses such a sweep before its first point; this
+    covers ``hydra/sweeper=basic`` and Optuna's). Hydra's functions are restored afterwards."""
+    from hydra._internal.core_plugins import basic_launcher
+    from hydra.core import utils as core_utils
+    from hydra.core.plugins import Plugins
+    plugins = Plugins.instance()
+    own_sweeper, own_run_job = plugins.instantiate_sweeper, core_utils.run_job
+    taken: dict[str, int] = {}
+
+    def instantiate_sweeper(*args, **kwargs):
+        try:
+            invocation.sweep_dir = str(kwargs["config"].hydra.sweep.dir)
+        except Exception:  # a folder that does not resolve: Hydra says so itself
+            pass
+        return own_sweeper(*args, **kwargs)
+
+    def run_job(*args, **kwargs):
+        config = kwargs.get("config")
+        if config is not None and kwargs.get("job_dir_key") == "hydra.sweep.dir":
+            try:
+                raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+                root = os.path.abspath(str(config.hydra.sweep.dir))
+                folder = os.path.abspath(os.path.join(root, str(config.hydra.sweep.subdir)))
+                num = int(config.hydra.job.num)
+            except Exception:  # Hydra's own errors say it
+                raw = None
+            if raw is not None:
+                problem = point_folder_problem(raw, root, folder, num, taken)
+                if problem:
+                    raise ConfigError("hydra.sweep.subdir", f"{problem}; the sweep stopped before point #{num} "
+                                      "(the points before it keep their records)")
+        return own_run_job(*args, **kwargs)
+
+    plugins.instantiate_sweeper = instantiate_sweeper  # the instance's attribute, over the class's method
+    core_utils.run_job = basic_launcher.run_job = run_job
+    try:
+        yield
+    finally:
+        del plugins.instantiate_sweeper
+        core_utils.run_job = basic_launcher.run_job = own_run_job
 
 
 def output_folder_error(exc: BaseException) -> FolderError | None:

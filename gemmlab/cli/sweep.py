@@ -232,7 +232,8 @@ def summarize(sweep_dir: Path, search: bool = False) -> SweepOutcome:
                   "optimizer's 'best' is only a valid tile set, not a fast one")
         print(f"{count(len(rows), 'trial')}: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
               f"{len(failed)} pruned as failed trials (invalid parameters or failed checks); "
-              f"summary: {sweep_dir / 'summary.md'}, optimizer: {sweep_dir / 'optimization_results.yaml'}")
+              f"summary: {sweep_dir / 'summary.md'}"
+              + (f", optimizer: {optimizer}" if (optimizer := sweep_dir / "optimization_results.yaml").exists() else ""))
     else:
         print(f"{count(len(rows), 'point')}: {timed} verified and timed, {len(rows) - len(failed) - timed} compiled only, "
               f"{len(failed)} failed; summary: {sweep_dir / 'summary.md'}")
@@ -310,6 +311,32 @@ def keep_earlier_multirun_yaml(root: Path) -> Path | None:
     except OSError:
         return None
     return target
+
+
+def put_back_kept(root: Path) -> list[Path]:
+    """Undo in the sweep folder ``root`` what this process's :class:`KeepEarlierHydraFiles` moved
+    aside at the start of a sweep that was then refused before any point ran (a bad sweeper
+    argument, two points given one folder): the earlier sweep's ``multirun.yaml`` goes back over
+    the one Hydra wrote for the refused command, each point's ``.hydra`` folder back to its name.
+    Returns the paths put back; errors leave the kept copies where they are (never raises)."""
+    import re
+
+    from gemmlab.run.pipeline import previous_tag_pattern
+    tag = previous_tag_pattern(os.getpid())
+    back: list[Path] = []
+    try:
+        kept = sorted(p for p in root.glob("multirun.previous-*.yaml") if re.fullmatch(rf"multirun\.{tag}\.yaml", p.name))
+        if kept:
+            os.replace(kept[-1], root / "multirun.yaml")
+            back.append(root / "multirun.yaml")
+        for moved in sorted(root.rglob("*.previous-*")):
+            name = re.fullmatch(rf"(.+)\.{tag}", moved.name)
+            if name and moved.is_dir() and not os.path.lexists(moved.parent / name.group(1)):
+                os.replace(moved, moved.parent / name.group(1))
+                back.append(moved.parent / name.group(1))
+    except OSError:
+        pass
+    return back
 
 
 def nothing_to_resume(root: Path, mode: str) -> str | None:

@@ -76,6 +76,7 @@ class GemmlabSweeper(BasicSweeper):
         self.composed: ComposedOnce | None = None
         self.folders: dict[str, int] = {}  # each point folder of this sweep -> the job number that has it
         self.jobs_checked = 0  # jobs of earlier batches (the launcher numbers a sweep's jobs on)
+        self.batches_launched = 0  # batches that passed the check (the launcher then ran them)
         if type(self.launcher) is BasicLauncher:  # it composes each job in this process
             self.composed = ComposedOnce(hydra_context.config_loader, config)
             self.launcher.hydra_context = HydraContext(config_loader=self.composed, callbacks=hydra_context.callbacks)
@@ -84,7 +85,8 @@ class GemmlabSweeper(BasicSweeper):
         """Hydra's sweep; Ctrl-C (or SIGTERM) between points, where no job's config names the
         folder, gets the resume line with this sweep's folder (an interrupt inside a point already
         carries it: gemmlab.cli.app._task). A sweep refused before any point ran leaves no folder
-        it made (:func:`gemmlab.cli.folders.discard_refused_sweep`)."""
+        it made, and a folder of an earlier sweep (``resume=true``) is left as it was
+        (:func:`gemmlab.cli.folders.undo_refused_sweep`)."""
         try:
             return super().sweep(arguments)
         except KeyboardInterrupt as exc:
@@ -93,8 +95,9 @@ class GemmlabSweeper(BasicSweeper):
             from gemmlab.cli.app import sweep_resume_advice
             raise type(exc)(sweep_resume_advice(self.config.hydra.sweep.dir)) from None
         except Exception:  # refused before a point ran (a value Hydra's grammar refuses, two points in one
-            from gemmlab.cli.folders import discard_refused_sweep  # folder): no folder of its own making is left
-            discard_refused_sweep(str(self.config.hydra.sweep.dir))
+            if self.batches_launched == 0:  # folder): no folder of its own making is left, an earlier one as it was
+                from gemmlab.cli.folders import undo_refused_sweep
+                undo_refused_sweep(str(self.config.hydra.sweep.dir))
             raise
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
@@ -112,13 +115,12 @@ class GemmlabSweeper(BasicSweeper):
                 self.composed.forget()
                 raise
         self.check_folders(configs)
+        self.batches_launched += 1  # what comes next is the launcher running it
 
     def check_folders(self, configs: Sequence[Any]) -> None:
         """Each job's folder (``hydra.sweep.dir``/``hydra.sweep.subdir``, resolved with the job
-        number the launcher gives it) must lie inside the sweep folder and be no other job's: a
-        subdir such as ``${hydra.job.name}`` or ``${now:%H}`` gave every point one folder (the second
-        point found the first's result, and Hydra rewrote that folder's ``.hydra/``), and an absolute
-        one or one with ``..`` put points outside the sweep, where its summary does not look.
+        number the launcher gives it) must lie inside the sweep folder and be no other job's
+        (:func:`gemmlab.cli.folders.point_folder_problem`).
 
         Raises:
             gemmlab.errors.ConfigError: field ``hydra.sweep.subdir``, naming the two points or the
@@ -127,6 +129,8 @@ class GemmlabSweeper(BasicSweeper):
         import os
 
         from omegaconf import OmegaConf, open_dict
+
+        from gemmlab.cli.folders import point_folder_problem
         first = self.jobs_checked
         self.jobs_checked += len(configs)
         for i, config in enumerate(configs):
@@ -144,17 +148,9 @@ class GemmlabSweeper(BasicSweeper):
                     continue
                 finally:
                     job.id, job.num = before
-            if folder == root or not folder.startswith(root + os.sep):
-                raise _subdir_error(f"{raw!r} puts point #{num} at {folder}, "
-                                    + ("the sweep folder itself" if folder == root else f"outside the sweep folder {root}")
-                                    + "; each point needs its own folder inside it: ${hydra.job.num} (the default) "
-                                      "or ${hydra.job.override_dirname}")
-            if folder in self.folders:
-                other = self.folders[folder]
-                raise _subdir_error(f"{raw!r} gives point #{other} and point #{num} the same folder {folder} (the "
-                                    "second would find the first's result); name each point's own: ${hydra.job.num} "
-                                    "(the default) or ${hydra.job.override_dirname} with every swept key")
-            self.folders[folder] = num
+            problem = point_folder_problem(raw, root, folder, num, self.folders)
+            if problem:
+                raise _subdir_error(problem)
 
 
 def _subdir_error(message: str) -> Exception:
