@@ -317,6 +317,10 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
     ("device=-1", "device: must be a GPU index >= 0 or auto, got -1"),
     ("baseline=none", "baseline: unknown kernel 'none'; registered kernels: "),
     ("hydra.sweeper.max_batch_size=0", "hydra.sweeper.max_batch_size: must be an integer >= 1 (jobs per batch) or null"),
+    ("mode=null", "mode: must be one of run, compile, got null"),  # was "got None"
+    ("resume=true,false", "resume: true,false is a sweep; resume is one choice for the whole command"),
+    ("experiment=seed_lab,ladder", "experiment: seed_lab,ladder is a sweep of experiments, and seed_lab, ladder sweep "
+                                   "points of their own, which Hydra would not expand"),
 ])
 def test_a_bad_value_of_a_field_checked_alone_refuses_the_sweep_before_any_point(cli, tmp_path, override, line):
     """A value no point could accept (also one value of a sweep) is one line and exit 2 before
@@ -327,6 +331,24 @@ def test_a_bad_value_of_a_field_checked_alone_refuses_the_sweep_before_any_point
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: " + line), lines
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.parametrize("value", ["bogus", "none", "auto"])
+def test_a_bad_baseline_names_null_and_not_auto(value):
+    """The unknown-baseline line listed the kernels, then "or auto" (a kernel choice, not a
+    baseline: baseline=auto was refused by a line offering auto) and never null, which measures
+    no baseline."""
+    from gemmlab.contract.registry import load_registry
+    from gemmlab.errors import ConfigError
+    from gemmlab.stages.config import check_baseline
+    registry = load_registry()
+    with pytest.raises(ConfigError) as err:
+        check_baseline(value, lambda name: registry.get(name).defaults)
+    text = str(err.value)
+    assert text.startswith(f"baseline: unknown kernel '{value}'; registered kernels: ") and "or auto" not in text, text
+    assert "; or null (no baseline)" in text and ("a baseline is one fixed kernel" in text) == (value == "auto"), text
+    assert ("baseline=null measures no baseline" in text) == (value == "none"), text
+    assert check_baseline(None, lambda name: registry.get(name).defaults) is None
 
 
 def test_the_point_check_and_the_command_line_check_say_the_same(tmp_path):

@@ -355,6 +355,18 @@ def test_count_jobs_optuna_is_n_trials():
         "params": {"kernel.BM": "choice(32, 64)"}}, "overrides": {"task": ["experiment=optuna_tiled"]}}})
     assert count_jobs(cfg) == 17
 
+def test_count_jobs_expands_a_kernel_glob():
+    """``kernel=glob(*ladder*)``: the progress lines said ``[1/?]``; the glob is matched against the
+    kernel group's options, as Hydra does (a glob over another group stays unknown)."""
+    cfg = OmegaConf.create({"hydra": {"sweeper": {"_target_": BASIC, "params": None},
+                                      "overrides": {"task": ["kernel=glob(*ladder*)", "shape=[8,8,8],[16,16,16]"]}}})
+    assert count_jobs(cfg) == 3 * 2  # ladder_starter, ladder_strip, ladder_tile2d
+    cfg.hydra.overrides.task = ["kernel=glob(sgemm_*,exclude=sgemm_block2d)"]
+    assert count_jobs(cfg) == 2  # sgemm_warptile, sgemm_pipelined
+    cfg.hydra.overrides.task = ["timing=glob(*)"]
+    assert count_jobs(cfg) is None
+
+
 def test_count_jobs_grid_without_sweeper_params():
     for params in (None, {}):
         cfg = OmegaConf.create({"hydra": {"sweeper": {"_target_": BASIC, "params": params},

@@ -278,6 +278,10 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                 raise ConfigError("hydra.sweep.subdir", f"{o.input_line.partition('=')[2]!r} names the same folder "
                                   "for every point of the sweep (the second would find the first's result); name "
                                   "each point's own: ${hydra.job.num} (the default) or ${hydra.job.override_dirname}")
+        if key == "resume" and o.is_sweep_override():  # every point would run twice, in two folders
+            raise ConfigError("resume", f"{o.input_line.partition('=')[2]} is a sweep; resume is one choice for the "
+                              "whole command (true: keep the valid records already in its folders and run the rest), "
+                              "give one value")
         if multirun and top != "hydra" and not o.is_delete():
             problem = _sweep_values_error(o)
             if problem:
@@ -291,12 +295,19 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                 raise unknown_key_error(key)
             if top in _FILE_GROUPS and not sub and not o.is_delete():
                 available = sorted(p.stem for p in (CONF_DIR / top).glob("*.yaml"))
-                for value in _values(o, available) or []:
+                chosen = _values(o, available) or []
+                for value in chosen:
                     if value == "null" and top == "experiment":
                         raise ConfigError("experiment", "null is the default; leave experiment out")
                     if value not in available:
                         raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
                     check_config_file(CONF_DIR / top / f"{value}.yaml", top)  # its keys, in one line
+                sweeping = [v for v in chosen if _experiment_sweeps(v)] if top == "experiment" and len(chosen) > 1 else []
+                if sweeping:  # each job composes one experiment; its own sweep is not expanded (Hydra sweeps once)
+                    raise ConfigError("experiment", f"{o.input_line.partition('=')[2]} is a sweep of experiments, and "
+                                      f"{', '.join(sweeping)} sweep{'s' if len(sweeping) == 1 else ''} points of "
+                                      f"{'its' if len(sweeping) == 1 else 'their'} own, which Hydra would not expand "
+                                      "(one point per experiment); run one experiment per command")
         if not custom_conf and not o.is_delete():
             _check_values(o, registry)
         if o.is_sweep_override() and not multirun and not experiment and not custom_conf:

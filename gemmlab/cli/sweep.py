@@ -378,14 +378,40 @@ def count_jobs(config) -> int | None:
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.core.override_parser.types import Glob
         raw = OmegaConf.select(config, "hydra.sweeper.params", default=None)
         params = OmegaConf.to_container(raw) if raw is not None else {}
         task = {o.split("=", 1)[0]: o for o in OmegaConf.select(config, "hydra.overrides.task", default=[])}
         strings = [task.pop(k, f"{k}={v}") for k, v in params.items()] + list(task.values())
         parsed = OverridesParser.create().parse_overrides(strings)
+        if any(isinstance(o.value(), Glob) for o in parsed):  # Hydra matches a glob against the group's options
+            strings = [_glob_as_list(o) if isinstance(o.value(), Glob) else o.input_line for o in parsed]
+            parsed = OverridesParser.create().parse_overrides(strings)
         return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
     except Exception:
         return None
+
+
+def _glob_as_list(o) -> str:
+    """A ``kernel=glob(...)`` override as the comma list of the kernels it matches (gemmlab's
+    ``conf/kernel`` files and the kernel nodes in Hydra's ConfigStore, which are the group's options
+    Hydra matches it against; a progress line's total, ``[1/3]``, came out ``[1/?]``).
+
+    Raises:
+        ValueError: a glob over another group (its options are not listed here) or one that
+            matches nothing."""
+    from hydra.core.config_store import ConfigStore
+
+    from gemmlab.paths import CONF_DIR
+    if o.key_or_group != "kernel":
+        raise ValueError(f"options of {o.key_or_group} not listed")
+    options = {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")}
+    stored = ConfigStore.instance().repo.get("kernel", {})  # plugin kernels without a file (gemmlab.cli.app._prepare)
+    options |= {name.removesuffix(".yaml") for name in stored}
+    matched = o.value().filter(sorted(options))
+    if not matched:
+        raise ValueError("the glob matches nothing")
+    return f"{o.input_line.split('=', 1)[0]}={','.join(matched)}"
 
 
 #: the logger of Hydra's Optuna sweeper (hydra-optuna-sweeper 1.2), which says why a trial failed

@@ -26,6 +26,10 @@ BUILTIN_PACKAGE = "gemmlab_plugins"
 NAME_RULE = re.compile(r"[a-z][a-z0-9_]*")
 
 
+#: the end of the unknown-kernel message (:meth:`Registry.get`): ``kernel=auto`` is a kernel choice too
+AUTO_HINT = "; or auto (gemmlab chooses one per shape)"
+
+
 class Registry:
     """The kernels known to this process, with the plugin that provided each.
 
@@ -69,7 +73,7 @@ class Registry:
             return self.kernels[name]
         except KeyError:
             raise ConfigError("kernel", f"unknown kernel '{name}'; registered kernels: "
-                              f"{', '.join(self.kernels) or 'none'}; or auto (gemmlab chooses one per shape)") from None
+                              f"{', '.join(self.kernels) or 'none'}{AUTO_HINT}") from None
 
     def source_path(self, spec: KernelSpec) -> Path:
         """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""

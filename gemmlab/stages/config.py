@@ -264,20 +264,31 @@ def _int(value: Any, field_name: str, minimum: int, maximum: int | None = None) 
     upper = f" and <= {maximum}" if maximum is not None else ""
     if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
             or (maximum is not None and value > maximum)):
-        raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {value!r}")
+        raise ConfigError(field_name, f"must be an integer >= {minimum}{upper}, got {typed(value)}")
     return value
+
+
+def typed(value: Any) -> str:
+    """``value`` as a command line or a YAML file writes it, for error messages: ``null``, ``true``,
+    ``false``; anything else as Python's ``repr`` (a string quoted). (``mode=null`` was said as
+    ``got None``.)"""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def _choice(value: Any, field_name: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise ConfigError(field_name, f"must be one of {', '.join(allowed)}, got {value!r}")
+        raise ConfigError(field_name, f"must be one of {', '.join(allowed)}, got {typed(value)}")
     return value
 
 
 def _number(value: Any, field_name: str, low: float, high: float) -> float:
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
             or not low <= value <= high):
-        raise ConfigError(field_name, f"must be a number in [{low:g}, {high:g}], got {value!r}")
+        raise ConfigError(field_name, f"must be a number in [{low:g}, {high:g}], got {typed(value)}")
     return float(value)
 
 
@@ -291,7 +302,7 @@ def _device(value: Any) -> int | str:
     if value == "auto":
         return "auto"
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError("device", f"must be a GPU index >= 0 or auto, got {value!r}")
+        raise ConfigError("device", f"must be a GPU index >= 0 or auto, got {typed(value)}")
     return value
 
 
@@ -302,7 +313,7 @@ def _optional(value: Any, parse):
 def _tolerance(value: Any, field_name: str) -> float:
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
             or not 0 <= value <= 1):
-        raise ConfigError(field_name, f"must be a number in [0, 1], got {value!r}")
+        raise ConfigError(field_name, f"must be a number in [0, 1], got {typed(value)}")
     return float(value)
 
 
@@ -380,13 +391,16 @@ def check_baseline(value: Any, defaults_of=None) -> str | None:
         ConfigError: field ``baseline``.
     """
     if value is not None and not isinstance(value, str):
-        raise ConfigError("baseline", f"must be a kernel name or null, got {value!r}")
+        raise ConfigError("baseline", f"must be a kernel name or null, got {typed(value)}")
     if value is not None and defaults_of is not None:
         try:
             defaults_of(value)
         except ConfigError as exc:
-            hint = "; baseline=null measures no baseline" if value.lower() in ("none", "no", "off", "") else ""
-            raise ConfigError("baseline", str(exc).split(": ", 1)[-1] + hint) from None
+            from gemmlab.contract.registry import AUTO_HINT
+            text = str(exc).split(": ", 1)[-1].removesuffix(AUTO_HINT)  # auto picks per shape: no fixed baseline
+            why = (": kernel=auto chooses per shape, a baseline is one fixed kernel" if value == "auto" else
+                   ": baseline=null measures no baseline" if value.lower() in ("none", "no", "off", "") else "")
+            raise ConfigError("baseline", f"{text}; or null (no baseline){why}") from None
     return value
 
 
@@ -400,7 +414,7 @@ def parse_isolation(value: Any) -> IsolationOptions:
     if value is None:
         return IsolationOptions()
     if not isinstance(value, Mapping):
-        raise ConfigError("isolation", f"must be a mapping with keys process, timeout_s, got {value!r}")
+        raise ConfigError("isolation", f"must be a mapping with keys process, timeout_s, got {typed(value)}")
     extra = sorted(set(value) - set(SECTIONS["isolation"]))
     if extra:
         raise ConfigError(f"isolation.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['isolation'])}")
@@ -417,10 +431,10 @@ def parse_shape(value: Any) -> Shape:
     """
     value = _plain(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 3:
-        raise ConfigError("shape", f"must be a list [M, N, K] of three positive integers, got {value!r}")
+        raise ConfigError("shape", f"must be a list [M, N, K] of three positive integers, got {typed(value)}")
     for name, dim in zip("MNK", value):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ConfigError("shape", f"{name} must be a positive integer, got {dim!r} "
+            raise ConfigError("shape", f"{name} must be a positive integer, got {typed(dim)} "
                               "(shape is [M, N, K] of three positive integers)")
     m, n, k = value
     for name, count in (("A = M*K", m * k), ("B = K*N", k * n), ("C = M*N", m * n)):
@@ -439,7 +453,7 @@ def parse_arch(value: Any) -> str | None:
         return None
     match = re.fullmatch(r"(?:sm_)?(\d{2,3})([af]?)", str(value))
     if isinstance(value, bool) or not match:
-        raise ConfigError("arch", f"must be a CUDA SM target like sm_90 (or null for the device's own), got {value!r}")
+        raise ConfigError("arch", f"must be a CUDA SM target like sm_90 (or null for the device's own), got {typed(value)}")
     supported = _nvrtc_archs()
     if supported and int(match.group(1)) not in supported:
         raise ConfigError("arch", f"sm_{match.group(1)} is not supported by this NVRTC; supported: "
@@ -482,7 +496,7 @@ def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], ker
         except ConfigError:
             if not listed:
                 raise
-            raise ConfigError(f"kernel.{key}", f"must be one of {', '.join(map(str, listed))}, got {value!r}") from None
+            raise ConfigError(f"kernel.{key}", f"must be one of {', '.join(map(str, listed))}, got {typed(value)}") from None
     return params
 
 
@@ -505,7 +519,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> Ru
     for section, keys in SECTIONS.items():
         value = cfg.get(section, {})
         if value is None or not isinstance(value, Mapping):
-            raise ConfigError(section, f"must be a mapping with keys {', '.join(keys)}, got {value!r}")
+            raise ConfigError(section, f"must be a mapping with keys {', '.join(keys)}, got {typed(value)}")
         extra = sorted(set(value) - set(keys))
         if extra:
             raise ConfigError(f"{section}.{extra[0]}", f"unknown key; known: {', '.join(keys)}")
@@ -546,7 +560,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> Ru
     cache_enabled = FIELD_RULES["cache.enabled"](cache_cfg["enabled"])
     cache_dir = cache_cfg["dir"]
     if cache_dir is not None and not isinstance(cache_dir, str):
-        raise ConfigError("cache.dir", f"must be a folder path or null, got {cache_dir!r}")
+        raise ConfigError("cache.dir", f"must be a folder path or null, got {typed(cache_dir)}")
     resume = FIELD_RULES["resume"](cfg["resume"])
     parse_isolation(cfg.get("isolation"))
     shape = parse_shape(cfg.get("shape"))
