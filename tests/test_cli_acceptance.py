@@ -254,6 +254,33 @@ def test_an_experiment_choosing_its_kernel_in_the_defaults_list_yields_to_the_co
         assert json.loads((run / "result.json").read_text())["kernel"]["name"] == name
 
 
+MINE_SWEEPS = ("# @package _global_\ndefaults:\n  - override /kernel: naive\nhydra:\n  mode: MULTIRUN\n"
+               "  sweeper:\n    params:\n      kernel.BX: 16,32\n      timing.repeat: {repeat}\n")
+
+
+def test_a_config_dir_experiments_own_sweep_is_checked_before_any_folder(cli, tmp_path):
+    """``--config-dir DIR experiment=mine``: the sweep DIR/experiment/mine.yaml defines had no
+    up-front check (every point a failed record for a bad value, a new-user trial); with only a
+    config folder added, gemmlab's config is still the one composed, so its experiment sweeps and
+    the fields checked alone (resume, timing.*, ...) get the one line, exit 2, no folder. A good
+    sweep there runs."""
+    extra = tmp_path / "extra"
+    (extra / "experiment").mkdir(parents=True)
+    mine = extra / "experiment" / "mine.yaml"
+    mine.write_text(MINE_SWEEPS.format(repeat="5,0"))
+    proc = cli([f"--config-dir={extra}", "experiment=mine", "mode=compile", f"hydra.sweep.dir={tmp_path / 'bad'}"],
+               tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == ["gemmlab: error: timing.repeat: must be an integer >= 1 and <= 100000, got 0"]
+    assert not (tmp_path / "bad").exists()
+    proc = cli([f"--config-dir={extra}", "kernel=naive", "resume=maybe", "mode=compile"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == ["gemmlab: error: resume: must be true or false, got 'maybe'"]
+    mine.write_text(MINE_SWEEPS.format(repeat="5"))
+    proc = cli([f"--config-dir={extra}", "experiment=mine", "mode=compile", "shape=[8,8,8]",
+                f"hydra.sweep.dir={tmp_path / 'good'}"], tmp_path)
+    assert proc.returncode == 0 and len(list((tmp_path / "good").glob("*/result.json"))) == 2, proc.stdout + proc.stderr
+
+
 def test_hydra_full_error_adds_the_traceback_and_keeps_the_exit_status(cli, tmp_path):
     """HYDRA_FULL_ERROR=1 (Hydra's documented switch) shows Hydra's traceback; the exit status and
     the closing one-line error stay those of the plain run (2), so a script's check does not change."""
@@ -410,7 +437,7 @@ def test_an_experiment_files_own_sweep_values_are_checked(cli, tmp_path, monkeyp
     command line gives that key itself."""
     from gemmlab.cli import app
     real = app._experiment_sweeps
-    monkeypatch.setattr(app, "_experiment_sweeps", lambda name: {**real(name), "resume": "true,maybe"})
+    monkeypatch.setattr(app, "_experiment_sweeps", lambda name, *dirs: {**real(name, *dirs), "resume": "true,maybe"})
     proc = cli(["-m", "experiment=seed_lab", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip() == "gemmlab: error: resume: must be true or false, got 'maybe'"
     assert not (tmp_path / "outputs").exists()

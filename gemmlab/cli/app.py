@@ -251,11 +251,15 @@ def _is_multirun(ns, parsed: list) -> bool:
 
 
 def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: list[str],
-             registry) -> tuple[list[str], list[str]]:
+             registry, conf_dirs: tuple[Path, ...] | None = (CONF_DIR,)) -> tuple[list[str], list[str]]:
     """Return (kernel names, kernel parameter names) named by the parsed command-line overrides
     and reject, in one line, what Hydra would only reject with a multi-line message: unknown
     gemmlab keys (also added with ``+``), unknown group options, sweeps without -m. ``hydra.*``
-    keys and overrides with a package are Hydra's and never checked.
+    keys and overrides with a package are Hydra's and never checked. ``conf_dirs``: the config
+    folders whose files the command composes, in Hydra's search order (``--config-dir DIR`` adds
+    DIR after gemmlab's ``conf/``), None where another primary config is named (``--config-name``/``--config-path``):
+    the values of fields checked alone and the sweeps of experiment files are checked only then;
+    with ``custom_conf`` (any of the three) gemmlab's own key and option lists are not.
 
     Raises:
         ConfigError: naming the field.
@@ -266,8 +270,8 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
     for o in parsed:
         key = o.key_or_group
         top, _, sub = key.partition(".")
-        if key.startswith(_SWEPT_GROUP) and not custom_conf and not o.is_delete():
-            _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry)
+        if key.startswith(_SWEPT_GROUP) and conf_dirs is not None and not o.is_delete():
+            _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry, conf_dirs)
         if key == "hydra.sweeper.max_batch_size" and not o.is_delete():
             for size in _typed_values(o):  # Hydra's basic sweeper asserts it > 0, after making the sweep's folder
                 if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
@@ -308,7 +312,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                                       f"{', '.join(sweeping)} sweep{'s' if len(sweeping) == 1 else ''} points of "
                                       f"{'its' if len(sweeping) == 1 else 'their'} own, which Hydra would not expand "
                                       "(one point per experiment); run one experiment per command")
-        if not custom_conf and not o.is_delete():
+        if conf_dirs is not None and not o.is_delete():  # the fields' rules are the point's own (FIELD_RULES)
             _check_values(o, registry)
         if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
@@ -324,19 +328,21 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
     if experiment and not kernels and not custom_conf:
         for value in _values(experiment[0]) or []:
             kernels += [k for k in _experiment_kernels(value) if k not in kernels]
-    if experiment and not custom_conf:  # the experiment's own sweep, where the command line leaves it
+    if experiment and conf_dirs is not None:  # the experiment's own sweep, where the command line leaves it
         given = {o.key_or_group.removeprefix(_SWEPT_GROUP) for o in parsed}
         for name in _values(experiment[0]) or []:
-            for key, value in _experiment_sweeps(name).items():
+            for key, value in _experiment_sweeps(name, conf_dirs).items():
                 if key not in given:
-                    _check_swept(key, value, f"experiment {name}'s hydra.sweeper.params.{key}", kernel_options, registry)
+                    _check_swept(key, value, f"experiment {name}'s hydra.sweeper.params.{key}", kernel_options, registry,
+                                 conf_dirs)
     return kernels, params
 
 
 _SWEPT_GROUP = "hydra.sweeper.params."
 
 
-def _check_swept(key: str, value: object, where: str, kernel_options: list[str], registry) -> None:
+def _check_swept(key: str, value: object, where: str, kernel_options: list[str], registry,
+                 conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> None:
     """One entry of a sweeper's ``params`` (``hydra.sweeper.params.<key>=<value>`` on the command
     line, or an experiment file's ``hydra.sweeper.params``): for a config group (tc_ladder's
     ``tc_rung``, ``kernel``, ``timing``) each option must be a file of ``conf/<group>/`` (or a
@@ -349,8 +355,8 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
         ConfigError: naming the field (the group or key), the value and what is allowed.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    folder = CONF_DIR / key
-    group = key != "hydra" and "/" not in key and "." not in key and folder.is_dir()
+    folders = [d / key for d in conf_dirs if (d / key).is_dir()]  # the group's options: files of every folder
+    group = key != "hydra" and "/" not in key and "." not in key and bool(folders)
     if not group and key not in FIELD_RULES and key != "baseline":
         return
     if not isinstance(value, (str, int, float, bool)) or "${" in str(value):
@@ -362,7 +368,8 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
     if not group:
         _check_values(swept, registry)
         return
-    available = sorted({p.stem for p in folder.glob("*.yaml")} | (set(kernel_options) if key == "kernel" else set()))
+    available = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}
+                       | (set(kernel_options) if key == "kernel" else set()))
     options = _values(swept, available)
     if options == [] and _is_glob(swept):
         raise ConfigError(key, f"{swept.input_line.partition('=')[2]} in {where} matches no option; available: "
@@ -372,10 +379,13 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
             raise ConfigError(key, f"unknown option '{option}' in {where}; available: {', '.join(available)}")
 
 
-def _experiment_sweeps(name: str) -> dict:
+def _experiment_sweeps(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> dict:
     """An experiment file's ``hydra.sweeper.params`` (key -> value as written), or {} (no file, no
-    sweep, a file that does not read: the experiment check names that)."""
-    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    sweep, a file that does not read: the experiment check names that). The file is the first
+    ``<dir>/experiment/<name>.yaml`` of ``conf_dirs``, in Hydra's search order (gemmlab's ``conf/``,
+    then a ``--config-dir``)."""
+    path = next((p for d in conf_dirs if (p := d / "experiment" / f"{name}.yaml").is_file()),
+                CONF_DIR / "experiment" / f"{name}.yaml")
     try:
         params = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("sweeper", {}).get("params")
     except Exception:
@@ -631,7 +641,9 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     invocation.multirun = (True if _is_multirun(ns, parsed) or invocation.run_mode == RunMode.MULTIRUN
                            else False if invocation.run_mode in (RunMode.RUN, None) else None)
     options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
-    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry)
+    conf_dirs = (None if ns.config_path is not None or ns.config_name is not None else
+                 (CONF_DIR, Path(ns.config_dir).absolute()) if ns.config_dir is not None else (CONF_DIR,))
+    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry, conf_dirs)
     if custom_conf and not kernels:
         return  # another primary config may select another default kernel
     for name in kernels or [_default_kernel()]:
