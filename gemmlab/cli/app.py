@@ -43,8 +43,8 @@ from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import FIELD_RULES, check_baseline, check_config_file, check_field, unknown_key_error
 from gemmlab.console import PipeSafeStream, guard_streams  # noqa: F401  (PipeSafeStream: re-exported)
-from gemmlab.errors import (CompileError, ConfigError, NoGPUError, Terminated, UnavailableError, raise_terminated,
-                            was_interrupted)
+from gemmlab.errors import (CompileError, ConfigError, NoGPUError, Terminated, UnavailableError, in_chain,
+                            raise_terminated, was_interrupted)
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
 
@@ -895,8 +895,8 @@ def main() -> None:
         error = hydra_error(exc, sys.argv[1:])
         if error is None:
             raise
-        if sweep_dir is not None:  # refused after Hydra made the sweep's folder (its sweeper's own arguments)
-            from gemmlab.cli.folders import undo_refused_sweep
+        if sweep_dir is not None and not invocation.statuses:  # refused after Hydra made the sweep's folder, before
+            from gemmlab.cli.folders import undo_refused_sweep  # a point ran (the sweeper's own arguments)
             undo_refused_sweep(sweep_dir)
         if full_error:  # the traceback the user asked for, and the same exit status as without it
             traceback.print_exc()
@@ -909,7 +909,6 @@ def _search_found_no_best(exc: BaseException) -> bool:
     """``exc`` is Optuna's ``ValueError: No trials are completed yet.``, raised when Hydra's Optuna
     sweeper asks the study for its best trial after every trial failed (gemmlab's objective is None
     for a failed or invalid point: :func:`objective`)."""
-    from gemmlab.errors import in_chain
     found = in_chain(exc, ValueError)
     if found is None or str(found) != "No trials are completed yet.":
         return False

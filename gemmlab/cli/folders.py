@@ -297,12 +297,13 @@ def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: d
 @contextlib.contextmanager
 def sweep_guard(invocation):
     """Within (a ``gemmlab`` command): ``invocation.sweep_dir`` is set to ``hydra.sweep.dir`` when
-    Hydra starts a multirun's sweeper (so :func:`gemmlab.cli.app.main` can remove the folder of a
-    sweep refused before any point ran: :func:`discard_refused_sweep`), and a point that Hydra's
-    in-process launcher is about to run in a folder :func:`point_folder_problem` refuses stops the
-    sweep there, before Hydra writes into that folder: :class:`~gemmlab.errors.ConfigError` for
-    ``hydra.sweep.subdir`` (gemmlab's own sweeper refuses such a sweep before its first point; this
-    covers ``hydra/sweeper=basic`` and Optuna's). Hydra's functions are restored afterwards."""
+    Hydra starts a multirun's sweeper (so :func:`gemmlab.cli.app.main` can leave the folder of a
+    sweep refused before any point ran as it was: :func:`undo_refused_sweep`), and a point that
+    Hydra's in-process launcher is about to run in a folder :func:`point_folder_problem` refuses
+    stops the sweep there, before Hydra writes into that folder: :class:`~gemmlab.errors.ConfigError`
+    for ``hydra.sweep.subdir`` (gemmlab's own sweeper refuses such a sweep before its first point;
+    this covers ``hydra/sweeper=basic`` and Optuna's; launchers that run points in other processes,
+    joblib's and submitit's, are not covered). Hydra's functions are restored afterwards."""
     from hydra._internal.core_plugins import basic_launcher
     from hydra.core import utils as core_utils
     from hydra.core.plugins import Plugins
