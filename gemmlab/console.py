@@ -28,14 +28,15 @@ class PipeSafeStream:
     on stderr, ``<command>: warning: standard output: <reason>; ...``, and the rest of the output is
     dropped the same way; the command's exit status stays its own (its records are files)."""
 
-    def __init__(self, stream, command: str = "gemmlab"):
+    def __init__(self, stream, command: str = "gemmlab", warn: bool = True):
         self._stream = stream
         self._command = command
+        self._warn = warn  # False for stderr itself: there is nowhere to say it
         self.broken = False
 
     def _gone(self, exc: OSError) -> None:
         self.broken = True
-        if not isinstance(exc, BrokenPipeError):
+        if self._warn and not isinstance(exc, BrokenPipeError):
             try:
                 print(f"{self._command}: warning: standard output: {exc.strerror or exc}; the rest of it is "
                       "dropped (records and report files are written as usual)", file=sys.stderr, flush=True)
@@ -71,7 +72,9 @@ def guard_streams(command: str = "gemmlab") -> None:
     """Call first in every command's entry point (``command``: its name, for the one warning
     line). Wraps ``sys.stdout`` in :class:`PipeSafeStream` (once; idempotent), so output into a
     closed pipe or a full device ends quietly with the command's own exit status instead of a
-    traceback. A standard stream the command was started without (``>&-``, ``2>&-``: Python's
+    traceback; ``sys.stderr`` likewise, without a warning (``2>/dev/full``: a bad input's one line
+    cannot be written, but its exit status stays 2, where Python's failed traceback made it 1).
+    A standard stream the command was started without (``>&-``, ``2>&-``: Python's
     ``sys.stdout``/``sys.stderr`` are then None) becomes one that writes to /dev/null, so the
     command still runs and its exit status says how it went (it had been exit 1 with nothing said)."""
     for name in ("stdout", "stderr"):
@@ -82,6 +85,8 @@ def guard_streams(command: str = "gemmlab") -> None:
                 pass
     if sys.stdout is not None and not isinstance(sys.stdout, PipeSafeStream):
         sys.stdout = PipeSafeStream(sys.stdout, command)
+    if sys.stderr is not None and not isinstance(sys.stderr, PipeSafeStream):
+        sys.stderr = PipeSafeStream(sys.stderr, command, warn=False)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -348,6 +348,11 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
     ("resume=true,false", "resume: true,false is a sweep; resume is one choice for the whole command"),
     ("experiment=seed_lab,ladder", "experiment: seed_lab,ladder is a sweep of experiments, and seed_lab, ladder sweep "
                                    "points of their own, which Hydra would not expand"),
+    ("experiment=glob(seed*)", "experiment: glob(seed*) is a sweep of experiments, and seed_lab sweeps points of its "
+                               "own, which Hydra would not expand (one point per experiment); name it alone: "
+                               "experiment=seed_lab"),  # ran 1 point of tiled, exit 0
+    ("kernel.TM=glob(*)", "kernel.TM: glob(*): a glob picks options of a config group (experiment, kernel, tc_rung, "
+                          "timing); kernel.TM is a value"),  # Hydra launched 0 jobs
 ])
 def test_a_bad_value_of_a_field_checked_alone_refuses_the_sweep_before_any_point(cli, tmp_path, override, line):
     """A value no point could accept (also one value of a sweep) is one line and exit 2 before

@@ -497,3 +497,19 @@ def test_allow_missing_does_not_outlive_its_call(before_after, capsys):
     assert main([str(a), str(b)]) == 1
     pairs = compare(a, b, allow_missing=True)
     assert not any(p.regression for p in pairs) and any(p.verdict == ONLY_BEFORE for p in pairs)
+
+
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_a_path_that_is_no_file_or_folder_is_one_line(tmp_path, command, capsys):
+    """``gemmlab-compare DIR /dev/null``: a traceback ending in FileNotFoundError (a second trial);
+    gemmlab-report said "no such file or directory" for a path that exists. Both: one line naming
+    what the path is, exit 2."""
+    from gemmlab.results import compare, report
+    run = Path(__file__).resolve().parent / "data" / "h200" / "naive-256"  # a folder of records
+    if command == "compare":
+        code = compare.main([str(run), "/dev/null"])
+    else:
+        code = report.main(["/dev/null", "--out", str(tmp_path / "rep")])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"gemmlab-{command}: error: /dev/null: not a file or folder of results "
+                                 "(a device, a pipe or a socket)\n"), err

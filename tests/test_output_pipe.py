@@ -139,3 +139,18 @@ def test_guard_streams_gives_a_missing_stream_a_sink_and_says_a_write_error_once
         stream.flush()
         err = capsys.readouterr().err.splitlines()
         assert len(err) == said and all(line.startswith("gemmlab-report: warning: standard output: ") for line in err), err
+
+
+@pytest.mark.parametrize("module, args", [
+    ("gemmlab", ["kernel=nope", "mode=compile"]),
+    ("gemmlab.results.report", ["/nonexistent", "--out", "R"]),
+])
+def test_bad_input_with_stderr_on_a_full_device_still_exits_2(tmp_path, module, args):
+    """``2>/dev/full``: the one-line error cannot be written; Python's attempt to print the failure
+    made the exit status 1 (a second trial). The status stays 2, bad input."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, env=command_env(),
+                              stdout=subprocess.PIPE, stderr=full, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout

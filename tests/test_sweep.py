@@ -558,21 +558,34 @@ def test_a_refused_point_shows_its_shape_as_the_others_do(tmp_path):
     assert [r["shape"] for r in collect(tmp_path)] == ["8x8x8", "256x256x256", "[64, -1, 64]"]
 
 
-@pytest.mark.parametrize("subdir, says", [
-    ("${hydra.job.name}", "gives point #0 and point #1 the same folder"),
-    ("${now:%Y}", "gives point #0 and point #1 the same folder"),
-    ("${hydra.job.num}/..", "the sweep folder itself"),
-    ("../up${hydra.job.num}", "outside the sweep folder"),
-    ("{abs}/${hydra.job.num}", "outside the sweep folder"),
-])
-def test_a_subdir_that_resolves_to_a_shared_or_outside_folder_is_refused_before_any_point(cli, tmp_path, subdir, says):
-    """The sweeper resolves each job's folder before any job runs: one folder for two points (the
-    second found the first's result, Hydra rewrote that folder's .hydra/, the progress line said
-    done) or a folder outside the sweep (its summary then found nothing) is one line, exit 2, and
-    no point runs (a new-user trial)."""
+EXCLUDE_BX = "hydra.job.config.override_dirname.exclude_keys=[kernel.BX]"
+
+
+SUBDIR_REFUSALS = [
+    ("${hydra.job.name}", "names the same folder for every point of the sweep"),
+    ("${now:%Y}", "names the same folder for every point of the sweep"),
+    ("${hydra.job.num}/..", "puts points in the sweep's folder itself"),
+    ("../up${hydra.job.num}", "puts points outside the sweep's folder"),
+    ("{abs}/${hydra.job.num}", "puts points outside the sweep's folder"),
+    ("${hydra.job.override_dirname}", "gives point #0 and point #1 the same folder"),  # BX left out of the name
+]
+
+
+@pytest.mark.parametrize("sweeper, subdir, says", [
+    (sweeper, subdir, says) for sweeper in ("gemmlab", "basic") for subdir, says in SUBDIR_REFUSALS
+    # Hydra's basic sweeper resolves no job folder before its jobs: test_hydras_basic_sweeper_stops_...
+    if not (sweeper == "basic" and "override_dirname" in subdir)])
+def test_a_subdir_that_resolves_to_a_shared_or_outside_folder_is_refused_before_any_point(cli, tmp_path, subdir, says,
+                                                                                         sweeper):
+    """One folder for two points (the second found the first's result, Hydra rewrote that folder's
+    .hydra/, the progress line said done) or a folder outside the sweep (its summary then found
+    nothing) is one line, exit 2, and no point runs (a new-user trial): what the subdir's text
+    tells, for every sweeper, before Hydra starts; what only each job's resolved folder tells
+    (override_dirname without the swept key), by gemmlab's sweeper before any job runs."""
     outside = tmp_path / "abs"
-    proc = cli(["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile", f"hydra.sweep.dir={tmp_path / 'sw'}",
-                "hydra.sweep.subdir=" + subdir.replace("{abs}", str(outside))], tmp_path)
+    proc = cli(["-m", f"hydra/sweeper={sweeper}", "kernel=naive", "kernel.BX=16,32", "mode=compile", EXCLUDE_BX,
+                f"hydra.sweep.dir={tmp_path / 'sw'}", "hydra.sweep.subdir=" + subdir.replace("{abs}", str(outside))],
+               tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:")]
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: hydra.sweep.subdir: ") and says in lines[0], lines
@@ -626,8 +639,8 @@ def _tree(folder: Path) -> dict:
             if p.is_file() and p.name != ".gemmlab.lock"}
 
 
-@pytest.mark.parametrize("refusal", [["hydra.sweep.subdir=${hydra.job.name}"], ["+hydra.sweeper.foo=1"]],
-                         ids=["shared-subdir", "sweeper-argument"])
+@pytest.mark.parametrize("refusal", [["hydra.sweep.subdir=${hydra.job.override_dirname}", EXCLUDE_BX],
+                                     ["+hydra.sweeper.foo=1"]], ids=["shared-subdir", "sweeper-argument"])
 def test_a_sweep_refused_in_an_earlier_sweeps_folder_leaves_it_as_it_was(cli, tmp_path, refusal):
     """resume=true into an earlier sweep's folder, refused before any point ran (two points given one
     folder; an argument the sweeper does not take, refused when Hydra makes the sweeper): the
@@ -649,20 +662,23 @@ def test_a_sweep_refused_in_an_earlier_sweeps_folder_leaves_it_as_it_was(cli, tm
 
 
 def test_hydras_basic_sweeper_stops_before_a_point_would_share_a_folder(cli, tmp_path):
-    """``hydra/sweeper=basic`` (or Optuna's) does not check the points' folders before they run as
-    gemmlab's sweeper does: with ``${hydra.job.name}`` the second point wrote into the first's
-    folder (its record replaced, the summary said 1 point). Now the second point is refused as it
-    starts, before Hydra writes there: one line, exit 2, the first point's folder untouched."""
+    """``hydra/sweeper=basic`` (or Optuna's) does not resolve the points' folders before they run as
+    gemmlab's sweeper does: with ``${hydra.job.override_dirname}`` and the swept key left out of it
+    (``${hydra.job.name}`` in the new-user trial, now refused from its text) the second point wrote
+    into the first's folder (its record replaced, the summary said 1 point). Now the second point
+    is refused as it starts, before Hydra writes there: one line, exit 2, the first point's folder
+    untouched."""
     sweep = tmp_path / "sw"
-    proc = cli(["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=16,32", "mode=compile",
-                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.name}"], tmp_path)
+    proc = cli(["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=16,32", "mode=compile", EXCLUDE_BX,
+                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.override_dirname}"], tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:")]
     assert len(lines) == 1 and "gives point #0 and point #1 the same folder" in lines[0], lines
     assert "the sweep stopped before point #1 (the points before it keep their records)" in lines[0]
-    record = json.loads((sweep / "app" / "result.json").read_text())
+    point = sweep / "kernel=naive,mode=compile"
+    record = json.loads((point / "result.json").read_text())
     assert record["kernel"]["params"]["BX"] == 16 and record["status"] == "compiled"
-    assert "kernel.BX=16" in (sweep / "app" / ".hydra" / "overrides.yaml").read_text()
+    assert "kernel.BX=16" in (point / ".hydra" / "overrides.yaml").read_text()
 
 
 def test_a_search_whose_every_trial_failed_is_one_line_with_its_summary(cli, tmp_path):

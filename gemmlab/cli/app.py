@@ -265,6 +265,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         ConfigError: naming the field.
     """
     known = _known_keys()
+    groups = None if conf_dirs is None else {p.name for d in conf_dirs if d.is_dir() for p in d.iterdir() if p.is_dir()}
     experiment = [o for o in parsed if o.key_or_group == "experiment" and not o.is_delete()]
     kernels, params = [], []
     for o in parsed:
@@ -277,17 +278,17 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                 if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
                     raise ConfigError(key, f"must be an integer >= 1 (jobs per batch) or null (all at once), got {size!r}")
         if key == "hydra.sweep.subdir" and multirun and not o.is_delete() and not o.is_sweep_override():
-            subdir = o.value()
-            if subdir is None or (isinstance(subdir, (str, int, float)) and "${" not in str(subdir)):
-                raise ConfigError("hydra.sweep.subdir", f"{o.input_line.partition('=')[2]!r} names the same folder "
-                                  "for every point of the sweep (the second would find the first's result); name "
-                                  "each point's own: ${hydra.job.num} (the default) or ${hydra.job.override_dirname}")
+            problem = _subdir_problem(o.value())
+            if problem:
+                raise ConfigError("hydra.sweep.subdir", f"{o.input_line.partition('=')[2]!r} {problem}; name each point's "
+                                  "own folder inside the sweep's: ${hydra.job.num} (the default) or "
+                                  "${hydra.job.override_dirname}")
         if key == "resume" and o.is_sweep_override():  # every point would run twice, in two folders
             raise ConfigError("resume", f"{o.input_line.partition('=')[2]} is a sweep; resume is one choice for the "
                               "whole command (true: keep the valid records already in its folders and run the rest), "
                               "give one value")
         if multirun and top != "hydra" and not o.is_delete():
-            problem = _sweep_values_error(o)
+            problem = _sweep_values_error(o, groups)
             if problem:
                 raise ConfigError(key, problem)
         if o.is_hydra_override() or top == "hydra" or o.package is not None:
@@ -306,12 +307,14 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                     if value not in available:
                         raise ConfigError(top, f"unknown {top} '{value}'; available: {', '.join(available)}")
                     check_config_file(CONF_DIR / top / f"{value}.yaml", top)  # its keys, in one line
-                sweeping = [v for v in chosen if _experiment_sweeps(v)] if top == "experiment" and len(chosen) > 1 else []
+                sweeping = ([v for v in chosen if _experiment_sweeps(v, conf_dirs or (CONF_DIR,))]
+                            if top == "experiment" and o.is_sweep_override() else [])
                 if sweeping:  # each job composes one experiment; its own sweep is not expanded (Hydra sweeps once)
+                    one = f"name it alone: experiment={chosen[0]}" if len(chosen) == 1 else "run one experiment per command"
                     raise ConfigError("experiment", f"{o.input_line.partition('=')[2]} is a sweep of experiments, and "
                                       f"{', '.join(sweeping)} sweep{'s' if len(sweeping) == 1 else ''} points of "
                                       f"{'its' if len(sweeping) == 1 else 'their'} own, which Hydra would not expand "
-                                      "(one point per experiment); run one experiment per command")
+                                      f"(one point per experiment); {one}")
         if conf_dirs is not None and not o.is_delete():  # the fields' rules are the point's own (FIELD_RULES)
             _check_values(o, registry)
         if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
@@ -417,19 +420,55 @@ def _typed_values(o) -> list:
     return [v for v in values if not (isinstance(v, str) and "${" in v) and not isinstance(v, Sweep)]
 
 
-def _sweep_values_error(o) -> str | None:
+#: interpolations that are the same for every point of a sweep (Hydra's job name, the clock)
+_SAME_FOR_EVERY_POINT = re.compile(r"\$\{(?:hydra:)?(?:hydra\.job\.name|hydra\.runtime\.[\w.]+|now:[^}]*)\}")
+
+
+def _subdir_problem(subdir: object) -> str | None:
+    """What makes ``hydra.sweep.subdir`` wrong for every sweeper, told from its text alone, or
+    None: a constant, or interpolations that are the same for every point (``${hydra.job.name}``,
+    ``${now:%H}``), give all points one folder; a path that leaves the sweep's folder (absolute,
+    or ``..`` past it: ``../x${hydra.job.num}``) or is that folder (``${hydra.job.num}/..``) puts
+    points where its summary does not look. gemmlab's sweeper also resolves each job's folder
+    (``hydra_plugins/gemmlab_sweeper``); this catches these cases for Hydra's basic and Optuna
+    sweepers before any point runs."""
+    same = "names the same folder for every point of the sweep (the second would find the first's result)"
+    if subdir is None:
+        return same
+    if not isinstance(subdir, (str, int, float)):
+        return None
+    text = str(subdir)
+    if "${" not in _SAME_FOR_EVERY_POINT.sub("", text):  # a constant, or only what every point shares
+        return same
+    shape = os.path.normpath(re.sub(r"\$\{[^}]*\}", "x", text))
+    if os.path.isabs(shape) or shape == ".." or shape.startswith(".." + os.sep):
+        return "puts points outside the sweep's folder, where its summary does not look"
+    if shape == ".":
+        return "puts points in the sweep's folder itself"
+    return None
+
+
+def _sweep_values_error(o, groups: set[str] | None) -> str | None:
     """What is wrong with the values of a command-line sweep that Hydra's basic sweeper would
     take and mishandle, or None: no value at all (an empty ``range(5,1)``: Hydra launches 0 jobs
-    after making the sweep's folder), or a sweep inside a comma list (``range(2,4),8``: not
-    expanded, Hydra then fails with ``tags: Unexpected type annotation: Set[str]``)."""
+    after making the sweep's folder), a sweep inside a comma list (``range(2,4),8``: not
+    expanded, Hydra then fails with ``tags: Unexpected type annotation: Set[str]``), or a glob
+    over a key that is no config group (``kernel.TM=glob(*)``: no options to match, 0 jobs).
+    ``groups``: the config groups of the composed config's folders (None: not known)."""
     from hydra.core.override_parser.types import Glob, Sweep
-    if not o.is_sweep_override() or not o.is_discrete_sweep() or isinstance(o.value(), Glob):
-        return None  # a glob is matched against a group's options later (kernel: _prescan)
+    text = o.input_line.partition("=")[2]
+    if isinstance(o.value(), Glob):  # a group's glob is matched against its options later (kernel: _prescan)
+        key = o.key_or_group
+        if groups is None or "/" in key or key in groups:
+            return None
+        return (f"{text}: a glob picks options of a config group ({', '.join(sorted(groups - {'hydra'}))}); {key} is a value: "
+                "list the values (e.g. 2,4,8) or give a range(START,STOP)")
+    if not o.is_sweep_override() or not o.is_discrete_sweep():
+        return None
     try:
         values = list(o.sweep_iterator())
     except Exception:  # what Hydra cannot expand here, it says itself
         return None
-    text = o.input_line.partition("=")[2]
     if not values:
         return (f"{text} gives no value, so the sweep would run no point; give at least one (range(START,STOP) "
                 "stops before STOP, and counts down only with a negative step: range(5,1,-1))")
@@ -859,7 +898,10 @@ def main() -> None:
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)
         sys.exit(refused.code)
-    except ConfigError as exc:  # refused inside Hydra's run before any point (the sweeper's folder check)
+    except ConfigError as exc:  # refused inside Hydra's run (the sweepers' folder checks)
+        if invocation.sweep_dir is not None and not invocation.statuses:  # before any point: the folder as it was
+            from gemmlab.cli.folders import undo_refused_sweep
+            undo_refused_sweep(invocation.sweep_dir)
         if full_error:
             traceback.print_exc()
         print(f"gemmlab: error: {exc}", file=sys.stderr)

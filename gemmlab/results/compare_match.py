@@ -23,7 +23,7 @@ import numpy as np
 
 from gemmlab.results.compare_stats import FAST, SAME, SLOW, UNSURE, beyond_threshold, bootstrap_ratio, verdict
 from gemmlab.errors import GemmlabError
-from gemmlab.stages.record_model import SCHEMA, Record, find_records, read_record
+from gemmlab.stages.record_model import SCHEMA, Record, find_records, path_problem, read_record
 
 MIN_SAMPLES = 3
 MIN_RESAMPLES = 100
@@ -103,8 +103,9 @@ def point_from_record(rec: Record, path: Path | None = None) -> Point:
 
 
 def _record_files(path: Path) -> list[Path]:
-    if not path.exists():
-        raise CompareError(f"{path}: no such file or directory")
+    problem = path_problem(path)
+    if problem:
+        raise CompareError(f"{path}: {problem}")
     files = find_records([path], children=False)
     if not files:
         raise CompareError(f"{path}: no result.json under it")

@@ -121,7 +121,7 @@ def collect(paths: Iterable[str | os.PathLike], suite: Suite | None = None) -> l
     try:
         files = find_records(list(paths), children=False)
     except FileNotFoundError as exc:
-        raise ConfigError("paths", f"{exc}: no such file or directory") from None
+        raise ConfigError("paths", str(exc)) from None
     records = [read_record(f) for f in files]
     for rec in records:
         if rec.foreign is not None:

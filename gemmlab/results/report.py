@@ -53,7 +53,7 @@ from gemmlab.results import families, report_html, report_plots, report_tables
 from gemmlab.stages import record_model as results
 from gemmlab.results.report_plots import PLOTS
 from gemmlab.results.report_tables import CSV_COLUMNS, counts, print_table
-from gemmlab.stages.record_model import CATEGORIES, RECORD_NAME, SCHEMA, find_records, read_record
+from gemmlab.stages.record_model import CATEGORIES, RECORD_NAME, SCHEMA, find_records, path_problem, read_record
 from gemmlab.stages.record_model import Record as Row
 
 PROG = "gemmlab-report"
@@ -152,8 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     for p in args.paths:
-        if not os.path.exists(p):
-            return fail(2, f"{p}: no such file or directory")
+        problem = path_problem(p)
+        if problem:
+            return fail(2, f"{p}: {problem}")
     if args.out is not None and os.path.lexists(args.out):
         return fail(2, f"{args.out}: already exists; give --out a new directory (a report is never overwritten)")
 
@@ -161,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rows = collect(args.paths, skipped)
     except FileNotFoundError as exc:  # removed between the check and the walk
-        return fail(2, f"{exc}: no such file or directory")
+        return fail(2, str(exc))
     for rec in skipped:
         print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
     if not rows:

@@ -164,6 +164,17 @@ def is_child_record(path: Path, root: Path | None = None) -> bool:
     return False
 
 
+def path_problem(path: Path | str) -> str | None:
+    """Why ``path`` cannot hold records (``no such file or directory``, or ``not a file or folder``
+    for a device, a pipe, a socket: ``/dev/null`` as a results path), or None."""
+    path = Path(path)
+    if not os.path.lexists(path) or (path.is_symlink() and not path.exists()):
+        return "no such file or directory"
+    if not (path.is_file() or path.is_dir()):
+        return "not a file or folder of results (a device, a pipe or a socket)"
+    return None
+
+
 def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, children: bool = True) -> list[Path]:
     """Every record file under ``paths``, in argument order, each directory's files sorted
     naturally (job ``2`` before ``10``). A directory contributes every ``result.json`` at any
@@ -176,10 +187,15 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
             a file named directly is always listed.
 
     Raises:
-        FileNotFoundError: a path does not exist.
+        FileNotFoundError: a path does not exist or is neither a file nor a folder; its text is
+            ``<path>: <why>`` (:func:`path_problem`).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    for p in map(Path, paths):
+        problem = path_problem(p)
+        if problem:
+            raise FileNotFoundError(f"{p}: {problem}")
     found: list[Path] = []
     seen: set[Path] = set()
     for p in map(Path, paths):
@@ -194,8 +210,8 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
             candidates.sort(key=lambda c: [natural_key(part) for part in c.parts])
             if not children:
                 candidates = [c for c in candidates if not is_child_record(c, p)]
-        else:
-            raise FileNotFoundError(str(p))
+        else:  # removed since the check above
+            raise FileNotFoundError(f"{p}: no such file or directory")
         for c in candidates:
             key = c.resolve()
             if key not in seen:
