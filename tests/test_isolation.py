@@ -119,6 +119,17 @@ def test_a_worker_killed_while_disassembling_leaves_no_temporary_folder(runner, 
     assert list(temp.iterdir()) == [other]
 
 
+def test_a_keyboardinterrupt_raised_by_a_plugin_is_its_points_error(runner, tmp_path):
+    """A point's worker ignores Ctrl-C (the parent handles it), so a KeyboardInterrupt there comes
+    from the plugin's own code: the point's error naming the plugin method, like any exception of
+    it (a second trial saw the worker's traceback and 'killed by SIGINT'); the next point runs."""
+    rec = runner.run(sim(7), tmp_path / "a", IsolationOptions(timeout_s=60))
+    assert rec["status"] == "error" and rec["valid"] is False, rec
+    assert rec["error"].startswith("plugin error: kernel 'sim_fault' raised KeyboardInterrupt in SimFault.check() ("), rec
+    assert "KeyboardInterrupt" in (tmp_path / "a" / "traceback.txt").read_text()
+    assert runner.run(sim(1), tmp_path / "b", IsolationOptions(timeout_s=60))["status"] == "compiled"
+
+
 def test_hung_point_in_a_cli_sweep(cli, tmp_path):
     sweep = tmp_path / "sw"
     proc = cli(["-m", "kernel=sim_fault", "kernel.MODE=5,1", "mode=compile", "shape=[8,8,8]",

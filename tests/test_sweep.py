@@ -367,6 +367,16 @@ def test_count_jobs_expands_a_kernel_glob():
     assert count_jobs(cfg) is None
 
 
+def test_count_jobs_resolves_a_sweep_a_resolver_gives():
+    """experiment=shapes sweeps ``shape: ${gemmlab_suite:}``: counted unresolved it was one value,
+    and the progress lines went [1/1], [2/1], ... with a negative ETA (a second trial)."""
+    from gemmlab.cli.app import register_resolvers
+    register_resolvers()
+    cfg = OmegaConf.create({"hydra": {"sweeper": {"_target_": BASIC, "params": {"shape": "${gemmlab_suite:tiny}"}},
+                                      "overrides": {"task": ["kernel=naive,tiled"]}}})
+    assert count_jobs(cfg) == 6 * 2
+
+
 def test_count_jobs_grid_without_sweeper_params():
     for params in (None, {}):
         cfg = OmegaConf.create({"hydra": {"sweeper": {"_target_": BASIC, "params": params},

@@ -228,3 +228,18 @@ def test_a_sweep_folder_in_use_by_another_sweep_is_one_line(tmp_path, capsys, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith(f"gemmlab-tune: error: --out: {out} is in use by another gemmlab command ("), err
+
+
+def test_a_sweep_into_one_runs_folder_is_one_line(tmp_path, capsys, monkeypatch):
+    """``gemmlab-tune sweep --out <a run's folder>`` nested 60 records inside that run (a second
+    trial), where ``gemmlab -m`` refuses the same folder: one line, exit 2, no point."""
+    import gemmlab.run.isolation as isolation
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, d: pytest.fail("a point ran"))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text("{}")
+    rc = tune.main(["sweep", "--out", str(run), "--families", "tiny", "--baseline", "none", "--mode", "compile"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"gemmlab-tune: error: --out: {run} is one run's folder (it holds result.json); give "
+                               "the sweep a folder of its own"], err
+    assert sorted(p.name for p in run.iterdir()) == ["result.json"]

@@ -380,7 +380,10 @@ def count_jobs(config) -> int | None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from hydra.core.override_parser.types import Glob
         raw = OmegaConf.select(config, "hydra.sweeper.params", default=None)
-        params = OmegaConf.to_container(raw) if raw is not None else {}
+        try:  # a value from a resolver, e.g. experiment=shapes' ${gemmlab_suite:}, is the sweep it gives
+            params = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
+        except Exception:
+            params = OmegaConf.to_container(raw) if raw is not None else {}
         task = {o.split("=", 1)[0]: o for o in OmegaConf.select(config, "hydra.overrides.task", default=[])}
         strings = [task.pop(k, f"{k}={v}") for k, v in params.items()] + list(task.values())
         parsed = OverridesParser.create().parse_overrides(strings)
@@ -482,6 +485,8 @@ class SweepProgress(Callback):
         if not hasattr(self, "started"):
             return
         self.done += 1
+        if self.total is not None and self.done > self.total:  # a count that was wrong: say it is not known
+            self.total = None
         if self.bar is not None:
             self.bar.advance(self.task)
             return

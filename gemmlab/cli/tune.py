@@ -288,7 +288,10 @@ def sweep_main(args) -> int:
         raise ConfigError("--baseline", f"{baseline} is not available here ({missing}); install it, or pass "
                           "--baseline none (no baseline) or --mode compile")
     families = parse_families(args.families, suite)
-    from gemmlab.cli.folders import FolderError, claim
+    from gemmlab.cli.folders import FolderError, claim, other_kind_of_folder
+    run_folder = other_kind_of_folder(Path(args.out), "sweep", resume=True)  # a re-run resumes: only a run's folder
+    if run_folder:
+        raise ConfigError("--out", run_folder)
     try:
         held = claim(Path(args.out), "--out")  # one sweep at a time in a folder (released when this one ends)
     except FolderError as exc:

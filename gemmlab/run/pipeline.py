@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -135,7 +136,11 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         record.update(status=exc.status, error=str(exc))
         if isinstance(exc, CompileError):
             _write_artifact(out_dir, "compile.log", exc.log)
-    except Exception as exc:  # an unexpected failure still leaves a record behind
+    except (Exception, KeyboardInterrupt) as exc:  # an unexpected failure still leaves a record behind
+        if isinstance(exc, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            raise  # a real Ctrl-C (a point run in the command's own process): the command stops
+        # in a point's worker Ctrl-C is ignored (gemmlab.run.isolation), so an interrupt there is raised
+        # by the plugin's own code: its point's error, like any other exception of the plugin
         from gemmlab.contract.registry import describe_exception
         _write_artifact(out_dir, "traceback.txt", traceback.format_exc())
         record.update(status="error", error=describe_exception(exc, out_dir / "traceback.txt"))

@@ -7,7 +7,8 @@ CUDA kernel does to the process that runs it, from inside ``check()`` (called in
 - ``MODE=3`` the process dies (``os._exit(3)``); ``MODE=4`` a segfault (SIGSEGV);
 - ``MODE=5`` a hang (sleeps for an hour; only a watchdog ends it);
 - ``MODE=6`` the same hang inside a temporary folder like the one ``gemmlab.gpu.sass.disassemble``
-  holds while nvdisasm runs (a worker killed there: who removes the folder?).
+  holds while nvdisasm runs (a worker killed there: who removes the folder?);
+- ``MODE=7`` ``check()`` raises KeyboardInterrupt itself (no signal: the plugin's own code).
 """
 
 import os
@@ -41,6 +42,8 @@ class SimFault(NaiveKernel):
             from gemmlab.gpu import sass
             tempfile.mkdtemp(prefix=f"{sass.TEMP_PREFIX}{os.getpid()}-")
             time.sleep(3600)
+        if mode == 7:
+            raise KeyboardInterrupt
         super().check(shape, params, device)
 
     def entry(self, params):
@@ -50,4 +53,4 @@ class SimFault(NaiveKernel):
 @hookimpl
 def gemmlab_kernels():
     return [SimFault(name="sim_fault", source="naive.cu", defaults={"BX": 16, "BY": 16, "MODE": 1},
-                     description="test plugin: MODE 2 sticky CUDA error, 3 exit, 4 segfault, 5 hang, 6 hang in a temp folder")]
+                     description="test plugin: MODE 2 sticky CUDA error, 3 exit, 4 segfault, 5 hang, 6 hang in a temp folder, 7 raises KeyboardInterrupt")]
