@@ -147,6 +147,9 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["--config-path=/nope"], "--config-path: /nope is not a config folder"),
     (["hydra/launcher=nope"], "hydra/launcher: unknown option 'nope'; available: basic, "),
     (["hydra/sweeper=nope"], "hydra/sweeper: unknown option 'nope'; available: basic, gemmlab, optuna"),
+    (["-m", "kernel=naive,tiled", "+hydra.sweeper.foo=1"],  # was "command line: Error in call to target ..."
+     "hydra.sweeper.foo: GemmlabSweeper takes no argument 'foo'; its arguments: max_batch_size, params"),
+    (["-m", "kernel=naive,tiled", "+hydra.launcher.foo=1"], "hydra.launcher.foo: BasicLauncher takes no argument 'foo'"),
     (["hydra/job_logging=nope"], "hydra/job_logging: unknown option 'nope'; available: default, "),
     (["hydra.mode=NOPE"], "hydra.mode: Error merging override hydra.mode=NOPE: Invalid value 'NOPE', expected one of"),
     (["hydra.job.chdir=maybe"], "hydra.job.chdir: "),

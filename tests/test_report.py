@@ -204,7 +204,7 @@ def test_an_unfinished_report_leaves_no_folder_in_the_way(tmp_path, monkeypatch,
 
     from gemmlab.errors import Terminated
     sweep, _ = _layout(tmp_path / "data")
-    out = tmp_path / "rep"
+    out = tmp_path / "new" / "a" / "rep"  # the folders above it are the command's too
 
     def stopped(rows, folder, **kwargs):
         (folder / "report.csv").write_text("partial")
@@ -220,7 +220,7 @@ def test_an_unfinished_report_leaves_no_folder_in_the_way(tmp_path, monkeypatch,
             report.main([str(sweep), "--out", str(out)])
         assert isinstance(interrupt.value, Terminated) == (stop == "sigterm")
         assert interrupt.value.args == (f"nothing was written (the partial report {out} was removed)",)
-    assert not out.exists()
+    assert not out.exists() and not (tmp_path / "new").exists()
 
     def quick(rows, folder, **kwargs):  # the retry's own report (the real one: test_cli_exit_codes)
         (folder / "report.md").write_text("# report")

@@ -119,6 +119,7 @@ def claim(folder: Path, field: str) -> IO:
     folder = Path(folder)
     try:
         made = not folder.exists()
+        levels = next(i for i, p in enumerate(Path(os.path.abspath(folder)).parents) if p.exists()) + 1 if made else 0
         folder.mkdir(parents=True, exist_ok=True)
         handle = open(folder / LOCK_NAME, "a+")
     except OSError as exc:
@@ -137,7 +138,8 @@ def claim(folder: Path, field: str) -> IO:
     try:
         handle.seek(0)
         handle.truncate()
-        handle.write(f"{os.getpid()}\n" + ("made\n" if made else ""))  # made: this command made the folder
+        # made: this command made the folder, and how many levels of it (outputs/multirun/<day>/<time>: 4)
+        handle.write(f"{os.getpid()}\n" + (f"made\nlevels={levels}\n" if made else ""))
         handle.flush()
     except OSError as exc:
         handle.close()
@@ -148,7 +150,8 @@ def claim(folder: Path, field: str) -> IO:
 def discard_refused_sweep(folder: Path | str) -> bool:
     """Remove the sweep folder this process made (:func:`claim` wrote ``made`` into its lock) when
     the sweep was refused before any point ran: it holds nothing but the lock and Hydra's
-    ``multirun.yaml``. Anything else in it, a folder another process locked, or one that existed
+    ``multirun.yaml``; also the folders above it that it made (``outputs/multirun/<day>/``), those
+    left empty. Anything else in it, a folder another process locked, or one that existed
     before: left as it is. Returns True when removed.
 
     For a sweep Hydra or gemmlab refuses after Hydra made its folder (an override value Hydra's
@@ -161,9 +164,15 @@ def discard_refused_sweep(folder: Path | str) -> bool:
             return False
         if not set(os.listdir(folder)) <= {LOCK_NAME, "multirun.yaml"}:
             return False
+        levels = next((int(w.split("=", 1)[1]) for w in lines[1:] if w.startswith("levels=")), 1)
         (folder / "multirun.yaml").unlink(missing_ok=True)
         (folder / LOCK_NAME).unlink()
         folder.rmdir()
+        for parent in list(Path(os.path.abspath(folder)).parents)[:levels - 1]:  # what it made above, if left empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
         return True
     except (OSError, IndexError):
         return False

@@ -85,6 +85,9 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if m:  # hydra.sweeper.params.tc_rung=a,b: a comma list is a sweep, and Hydra keys are not swept
         return ConfigError(m.group(1), f"{m.group(2)} is a comma list, i.e. a sweep, and Hydra does not sweep its "
                            f"own hydra.* keys; quote the value to give it as one string: \"{m.group(1)}='{m.group(2)}'\"")
+    m = re.search(r"Error in call to target '([\w.]+)'.*unexpected keyword argument '(\w+)'", text, re.DOTALL)
+    if m:  # +hydra.sweeper.foo=1: the plugin's class takes no such argument
+        return _unknown_plugin_argument(m.group(1), m.group(2))
     m = re.match(r"Additional config directory '(.*)' not found", text)
     if m:
         return ConfigError("--config-dir", f"{m.group(1)} is not a directory; give a folder of config files "
@@ -131,6 +134,23 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if cause is not None and str(cause).strip():
         detail = f"{detail}: {_one_line(cause)}" if not detail.startswith(_one_line(cause)) else detail
     return ConfigError(str(key), detail)
+
+
+def _unknown_plugin_argument(target: str, name: str) -> ConfigError:
+    """``+hydra.sweeper.foo=1`` (or ``hydra.launcher``): Hydra's 'Error in call to target ...
+    TypeError(... unexpected keyword argument ...)' as the key and the arguments the plugin's class
+    takes (its ``__init__``, read with :mod:`inspect`)."""
+    import importlib
+    import inspect
+    node = "hydra.sweeper" if "sweeper" in target.lower() else "hydra.launcher" if "launcher" in target.lower() else "hydra"
+    module, _, cls = target.rpartition(".")
+    try:
+        params = inspect.signature(getattr(importlib.import_module(module), cls).__init__).parameters.values()
+        taken = [p.name for p in params if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except Exception:
+        taken = []
+    return ConfigError(f"{node}.{name}", f"{cls} takes no argument {name!r}"
+                       + (f"; its arguments: {', '.join(taken)}" if taken else ""))
 
 
 def _field_of_file(path: Path) -> str:
