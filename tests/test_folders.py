@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,9 @@ def test_a_sweep_point_whose_folder_cannot_be_made_costs_only_that_point(tmp_pat
     lines = _error_lines(r.stderr)
     assert lines and all(line.startswith("gemmlab: error: hydra.sweep.dir: point #1: runs/fz/1 is a file") for line in lines)
     assert (sweep / "summary.md").is_file()
+    progress = [line.split("]")[0] + "]" for line in r.stderr.splitlines() if re.match(r"\[\d+/", line)]
+    assert progress == ["[1/3]", "[2/3]", "[3/3]"], r.stderr  # the point without a folder is counted (was [2/3] last)
+    assert "] no record: " in r.stderr
 
 
 def test_a_sweep_into_a_runs_folder_and_a_run_into_a_sweeps_folder_are_refused(tmp_path, cli):

@@ -270,6 +270,12 @@ def points_survive_folder_errors(failed: list[str]):
                   file=sys.stderr, flush=True)
             ret = JobReturn()  # "completed" for Hydra's sweepers (a FAILED job would end the sweep),
             ret.status, ret.return_value = JobStatus.COMPLETED, None  # None: Optuna's failed trial
+            context = kwargs.get("hydra_context")
+            if context is not None:  # the progress line counts it (Hydra's run_job raised before its own call)
+                try:
+                    context.callbacks.on_job_end(config=config, job_return=ret)
+                except Exception:
+                    pass
             return ret
 
     # Hydra's plugin scan re-executes the launcher's module, which imports run_job from hydra.core.utils
