@@ -262,7 +262,8 @@ class MmaSyncKernel(KernelSpec):
                     fits = [s for s in range(2, params["STAGES"]) if self.shared_bytes(
                         {**params, "SWIZZLE": 0, "STAGES": s}, col) <= limit]
                     way_out = ("kernel.SWIZZLE=0 (padded rows take any)" if padded <= limit else
-                               f"kernel.SWIZZLE=0 with kernel.STAGES={max(fits)}{' or fewer' if max(fits) > 2 else ''} (padded rows take any, but "
+                               f"kernel.SWIZZLE=0 with kernel.STAGES={max(fits)}{' or fewer' if max(fits) > 2 else ''} "
+                               f"(padded rows take any, but "
                                f"at STAGES={params['STAGES']} they need {padded} bytes of shared memory, over the "
                                f"{limit} limit)" if fits else
                                f"a smaller block tile (kernel.SWIZZLE=0's padded rows need more than the {limit}-byte "

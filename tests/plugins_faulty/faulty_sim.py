@@ -53,4 +53,5 @@ class SimFault(NaiveKernel):
 @hookimpl
 def gemmlab_kernels():
     return [SimFault(name="sim_fault", source="naive.cu", defaults={"BX": 16, "BY": 16, "MODE": 1},
-                     description="test plugin: MODE 2 sticky CUDA error, 3 exit, 4 segfault, 5 hang, 6 hang in a temp folder, 7 raises KeyboardInterrupt")]
+                     description="test plugin: MODE 2 sticky CUDA error, 3 exit, 4 segfault, 5 hang, "
+                                 "6 hang in a temp folder, 7 raises KeyboardInterrupt")]
