@@ -150,6 +150,8 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["-m", "kernel=naive,tiled", "+hydra.sweeper.foo=1"],  # was "command line: Error in call to target ..."
      "hydra.sweeper.foo: GemmlabSweeper takes no argument 'foo'; its arguments: max_batch_size, params"),
     (["-m", "kernel=naive,tiled", "+hydra.launcher.foo=1"], "hydra.launcher.foo: BasicLauncher takes no argument 'foo'"),
+    (["-m", "kernel=naive,tiled", "hydra/launcher=gemmlab_local", "+hydra.launcher.foo=1"],  # was submitit's traceback
+     "hydra.launcher.foo: submitit's local executor takes no argument 'foo'; its arguments: setup"),
     (["hydra/job_logging=nope"], "hydra/job_logging: unknown option 'nope'; available: default, "),
     (["hydra.mode=NOPE"], "hydra.mode: Error merging override hydra.mode=NOPE: Invalid value 'NOPE', expected one of"),
     (["hydra.job.chdir=maybe"], "hydra.job.chdir: "),
@@ -278,6 +280,12 @@ def test_a_config_dir_experiments_own_sweep_is_checked_before_any_folder(cli, tm
     assert not (tmp_path / "bad").exists()
     proc = cli([f"--config-dir={extra}", "kernel=naive", "resume=maybe", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.splitlines() == ["gemmlab: error: resume: must be true or false, got 'maybe'"]
+    mine.write_text(MINE_SWEEPS.format(repeat="5").replace("kernel.BX: 16,32", "kernel.BX: range(4,2)"))
+    proc = cli([f"--config-dir={extra}", "experiment=mine", "mode=compile", f"hydra.sweep.dir={tmp_path / 'empty'}"],
+               tmp_path)  # Hydra launched 0 jobs, left the folder and exited 1
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gemmlab: error: kernel.BX: range(4,2) gives no value"), proc.stderr
+    assert "(in experiment mine's hydra.sweeper.params.kernel.BX)" in proc.stderr and not (tmp_path / "empty").exists()
     mine.write_text(MINE_SWEEPS.format(repeat="5"))
     proc = cli([f"--config-dir={extra}", "experiment=mine", "mode=compile", "shape=[8,8,8]",
                 f"hydra.sweep.dir={tmp_path / 'good'}"], tmp_path)
@@ -356,6 +364,9 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
                                "experiment=seed_lab"),  # ran 1 point of tiled, exit 0
     ("kernel.TM=glob(*)", "kernel.TM: glob(*): a glob picks options of a config group (experiment, kernel, tc_rung, "
                           "timing); kernel.TM is a value"),  # Hydra launched 0 jobs
+    ("timing=glob(zzz*)", "timing: glob(zzz*) matches no timing; available: "),  # 0 jobs, folder left
+    ("kernel.BX=range(1,100000000)", "kernel.BX: range(1,100000000) gives 99999999 values; a sweep takes at most "
+                                     "100000 per key"),  # grew to 18 GB before a point ran
 ])
 def test_a_bad_value_of_a_field_checked_alone_refuses_the_sweep_before_any_point(cli, tmp_path, override, line):
     """A value no point could accept (also one value of a sweep) is one line and exit 2 before

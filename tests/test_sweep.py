@@ -578,6 +578,7 @@ SUBDIR_REFUSALS = [
     ("../up${hydra.job.num}", "puts points outside the sweep's folder"),
     ("{abs}/${hydra.job.num}", "puts points outside the sweep's folder"),
     ("${hydra.job.override_dirname}", "gives point #0 and point #1 the same folder"),  # BX left out of the name
+    ("summary.md/${hydra.job.num}", "puts points under summary.md, a file of the sweep's own"),  # its summary failed
 ]
 
 

@@ -301,6 +301,9 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
             if top in _FILE_GROUPS and not sub and not o.is_delete():
                 available = sorted(p.stem for p in (CONF_DIR / top).glob("*.yaml"))
                 chosen = _values(o, available) or []
+                if not chosen and _is_glob(o):  # Hydra would launch 0 jobs
+                    raise ConfigError(top, f"{o.input_line.partition('=')[2]} matches no {top}; available: "
+                                      f"{', '.join(available)}")
                 for value in chosen:
                     if value == "null" and top == "experiment":
                         raise ConfigError("experiment", "null is the default; leave experiment out")
@@ -360,14 +363,18 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
     from hydra.core.override_parser.overrides_parser import OverridesParser
     folders = [d / key for d in conf_dirs if (d / key).is_dir()]  # the group's options: files of every folder
     group = key != "hydra" and "/" not in key and "." not in key and bool(folders)
-    if not group and key not in FIELD_RULES and key != "baseline":
-        return
     if not isinstance(value, (str, int, float, bool)) or "${" in str(value):
         return
     try:
         swept = OverridesParser.create().parse_overrides([f"{key}={str(value).lower() if isinstance(value, bool) else value}"])[0]
     except Exception:
         return  # Hydra says what does not parse
+    groups = {p.name for d in conf_dirs if d.is_dir() for p in d.iterdir() if p.is_dir()}
+    problem = _sweep_values_error(swept, groups) if swept.is_sweep_override() else None
+    if problem:  # range(4,2), glob(*) over a value: 0 jobs, as on the command line
+        raise ConfigError(key, f"{problem} (in {where})")
+    if not group and key not in FIELD_RULES and key != "baseline":
+        return
     if not group:
         _check_values(swept, registry)
         return
@@ -420,6 +427,9 @@ def _typed_values(o) -> list:
     return [v for v in values if not (isinstance(v, str) and "${" in v) and not isinstance(v, Sweep)]
 
 
+#: the files a sweep keeps at its top (a point folder there collides with them)
+SWEEP_FILES = frozenset({"multirun.yaml", "summary.csv", "summary.md", "best.txt", "optimization_results.yaml",
+                         ".gemmlab.lock", ".submitit"})
 #: interpolations that are the same for every point of a sweep (Hydra's job name, the clock)
 _SAME_FOR_EVERY_POINT = re.compile(r"\$\{(?:hydra:)?(?:hydra\.job\.name|hydra\.runtime\.[\w.]+|now:[^}]*)\}")
 
@@ -441,11 +451,18 @@ def _subdir_problem(subdir: object) -> str | None:
     if "${" not in _SAME_FOR_EVERY_POINT.sub("", text):  # a constant, or only what every point shares
         return same
     shape = os.path.normpath(re.sub(r"\$\{[^}]*\}", "x", text))
+    first = shape.split(os.sep)[0]
+    if first in SWEEP_FILES:
+        return f"puts points under {first}, a file of the sweep's own"
     if os.path.isabs(shape) or shape == ".." or shape.startswith(".." + os.sep):
         return "puts points outside the sweep's folder, where its summary does not look"
     if shape == ".":
         return "puts points in the sweep's folder itself"
     return None
+
+
+#: values one key of a sweep may take (``range(1,100000000)`` grew to 18 GB before a point ran)
+MAX_SWEEP_VALUES = 100_000
 
 
 def _sweep_values_error(o, groups: set[str] | None) -> str | None:
@@ -455,7 +472,7 @@ def _sweep_values_error(o, groups: set[str] | None) -> str | None:
     expanded, Hydra then fails with ``tags: Unexpected type annotation: Set[str]``), or a glob
     over a key that is no config group (``kernel.TM=glob(*)``: no options to match, 0 jobs).
     ``groups``: the config groups of the composed config's folders (None: not known)."""
-    from hydra.core.override_parser.types import Glob, Sweep
+    from hydra.core.override_parser.types import Glob, RangeSweep, Sweep
     text = o.input_line.partition("=")[2]
     if isinstance(o.value(), Glob):  # a group's glob is matched against its options later (kernel: _prescan)
         key = o.key_or_group
@@ -465,6 +482,12 @@ def _sweep_values_error(o, groups: set[str] | None) -> str | None:
                 "list the values (e.g. 2,4,8) or give a range(START,STOP)")
     if not o.is_sweep_override() or not o.is_discrete_sweep():
         return None
+    value = o.value()
+    ints = isinstance(value, RangeSweep) and all(isinstance(x, int) for x in (value.start, value.stop, value.step))
+    size = len(range(value.start, value.stop, value.step)) if ints and value.step else 0
+    if size > MAX_SWEEP_VALUES:
+        return (f"{text} gives {size} values; a sweep takes at most {MAX_SWEEP_VALUES} per key (Hydra lists every "
+                "point before the first runs)")
     try:
         values = list(o.sweep_iterator())
     except Exception:  # what Hydra cannot expand here, it says itself
@@ -934,7 +957,7 @@ def main() -> None:
             print("gemmlab: error: hydra.sweeper: no trial of the search gave a valid measurement (each failed or "
                   "was invalid; the summary above says why), so there is no best one", file=sys.stderr)
             sys.exit(outcome.exit_status_with(invocation.statuses))
-        error = hydra_error(exc, sys.argv[1:])
+        error = hydra_error(exc, sys.argv[1:]) or _launcher_argument_error(exc)
         if error is None:
             raise
         if sweep_dir is not None and not invocation.statuses:  # refused after Hydra made the sweep's folder, before
@@ -945,6 +968,18 @@ def main() -> None:
         print(f"gemmlab: error: {error}", file=sys.stderr)
         sys.exit(2)
     sys.exit(invocation.exit_status())
+
+
+def _launcher_argument_error(exc: BaseException) -> ConfigError | None:
+    """submitit's ``NameError: Unknown argument 'foo' for executor 'local' ... Valid arguments: ...``
+    (``+hydra.launcher.foo=1`` with hydra/launcher=gemmlab_local or gemmlab_slurm, raised when the
+    launcher sets up its executor) as one line naming the key; None for anything else."""
+    found = in_chain(exc, NameError)
+    m = re.search(r"Unknown argument '(\w+)' for executor '(\w+)'[^\n]*?Valid arguments: ([^\n]*)", str(found or ""))
+    if m is None:
+        return None
+    return ConfigError(f"hydra.launcher.{m.group(1)}", f"submitit's {m.group(2)} executor takes no argument "
+                       f"{m.group(1)!r}; its arguments: {m.group(3)}")
 
 
 def _search_found_no_best(exc: BaseException) -> bool:

@@ -149,8 +149,8 @@ def claim(folder: Path, field: str) -> IO:
 
 def discard_refused_sweep(folder: Path | str) -> bool:
     """Remove the sweep folder this process made (:func:`claim` wrote ``made`` into its lock) when
-    the sweep was refused before any point ran: it holds nothing but the lock and Hydra's
-    ``multirun.yaml``; also the folders above it that it made (``outputs/multirun/<day>/``), those
+    the sweep was refused before any point ran: it holds nothing but the lock, Hydra's
+    ``multirun.yaml`` and an empty ``.submitit`` (submitit's launchers); also the folders above it that it made (``outputs/multirun/<day>/``), those
     left empty. Anything else in it, a folder another process locked, or one that existed
     before: left as it is. Returns True when removed.
 
@@ -162,9 +162,13 @@ def discard_refused_sweep(folder: Path | str) -> bool:
         lines = (folder / LOCK_NAME).read_text().split()
         if lines[:1] != [str(os.getpid())] or "made" not in lines[1:]:
             return False
-        if not set(os.listdir(folder)) <= {LOCK_NAME, "multirun.yaml"}:
+        if not set(os.listdir(folder)) <= {LOCK_NAME, "multirun.yaml", ".submitit"}:
+            return False
+        if (folder / ".submitit").exists() and any((folder / ".submitit").iterdir()):  # a job was submitted
             return False
         levels = next((int(w.split("=", 1)[1]) for w in lines[1:] if w.startswith("levels=")), 1)
+        if (folder / ".submitit").exists():  # the empty folder submitit's launcher makes as it starts
+            (folder / ".submitit").rmdir()
         (folder / "multirun.yaml").unlink(missing_ok=True)
         (folder / LOCK_NAME).unlink()
         folder.rmdir()
