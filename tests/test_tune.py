@@ -243,3 +243,22 @@ def test_a_sweep_into_one_runs_folder_is_one_line(tmp_path, capsys, monkeypatch)
     assert rc == 2 and err == [f"gemmlab-tune: error: --out: {run} is one run's folder (it holds result.json); give "
                                "the sweep a folder of its own"], err
     assert sorted(p.name for p in run.iterdir()) == ["result.json"]
+
+
+def test_a_sweep_into_a_gemmlab_sweeps_folder_or_inside_anothers_is_one_line(tmp_path, capsys, monkeypatch):
+    """``--out`` a ``gemmlab -m`` sweep's folder, or a folder inside a run's or a sweep's: the tuning
+    points were added to that folder's summary and report (a third trial: "63 points")."""
+    import gemmlab.run.isolation as isolation
+    monkeypatch.setattr(isolation, "run_point", lambda cfg, d: pytest.fail("a point ran"))
+    sweep, run = tmp_path / "sweep", tmp_path / "run"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    run.mkdir()
+    (run / "result.json").write_text("{}")
+    for out, says in ((sweep, f"{sweep} is a gemmlab -m sweep's folder (it holds multirun.yaml)"),
+                      (sweep / "x", f"{sweep / 'x'} lies inside {sweep}, the folder of another command's sweep"),
+                      (run / "inner", f"{run / 'inner'} lies inside {run}, the folder of another command's run")):
+        rc = tune.main(["sweep", "--out", str(out), "--families", "tiny", "--baseline", "none", "--mode", "compile"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and err[0].startswith(f"gemmlab-tune: error: --out: {says}"), err
+    assert not (sweep / "x").exists() and not (run / "inner").exists()
