@@ -364,6 +364,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # Ctrl-C and SIGTERM: one line, exit 130/143, as the console scripts
-    from gemmlab.cli.entry import _start
-    sys.exit(_start(PROG, "gemmlab.results.families", "main"))
+if __name__ == "__main__":
+    sys.exit(main())
