@@ -513,3 +513,14 @@ def test_a_path_that_is_no_file_or_folder_is_one_line(tmp_path, command, capsys)
     err = capsys.readouterr().err
     assert code == 2 and err == (f"gemmlab-{command}: error: /dev/null: not a file or folder of results "
                                  "(a device, a pipe or a socket)\n"), err
+
+
+def test_out_under_a_file_names_the_file(tmp_path, capsys):
+    """``--out nj.json/sub`` where nj.json is a file said "cannot write (File exists)" (a third trial)."""
+    from gemmlab.results import compare
+    run = Path(__file__).resolve().parent / "data" / "h200" / "naive-256"
+    (tmp_path / "nj.json").write_text("{}")
+    code = compare.main([str(run), str(run), "--out", str(tmp_path / "nj.json" / "sub.md")])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"gemmlab-compare: error: {tmp_path / 'nj.json' / 'sub.md'}: cannot write "
+                                 f"({tmp_path / 'nj.json'} is a file, not a folder)\n"), err

@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             damaged = sum(1 for rec in skipped if rec.category == "unreadable")  # each fails the gate
             for rec in skipped:  # a result.json in a tree that is no gemmlab record, or damaged: one line each
                 if rec.category == "unreadable":
-                    print(f"{PROG}: notice: unreadable {rec.path}: {rec.error} (its point is not compared; exit 1)",
+                    print(f"{PROG}: notice: unreadable {rec.path}: {rec.error} (its point is not compared, which fails the comparison)",
                           file=sys.stderr)
                 else:
                     print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
@@ -134,7 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 out.write_text(markdown(pairs, args.before, args.after, args.threshold, args.confidence,
                                         args.resamples, args.seed, unreadable=damaged))
             except OSError as exc:
-                raise CompareError(f"{out}: cannot write ({exc.strerror or exc})") from None
+                blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+                why = f"{blocking} is a file, not a folder" if blocking is not None else exc.strerror or exc
+                raise CompareError(f"{out}: cannot write ({why})") from None
     except CompareError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
