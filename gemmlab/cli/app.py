@@ -265,14 +265,14 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         ConfigError: naming the field.
     """
     known = _known_keys()
-    groups = None if conf_dirs is None else {p.name for d in conf_dirs if d.is_dir() for p in d.iterdir() if p.is_dir()}
+    groups = None if conf_dirs is None else _config_groups(conf_dirs)
     experiment = [o for o in parsed if o.key_or_group == "experiment" and not o.is_delete()]
     kernels, params = [], []
     for o in parsed:
         key = o.key_or_group
         top, _, sub = key.partition(".")
         if key.startswith(_SWEPT_GROUP) and conf_dirs is not None and not o.is_delete():
-            _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry, conf_dirs)
+            _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry, conf_dirs, groups)
         if key == "hydra.sweeper.max_batch_size" and not o.is_delete():
             for size in _typed_values(o):  # Hydra's basic sweeper asserts it > 0, after making the sweep's folder
                 if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
@@ -340,15 +340,20 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
             for key, value in _experiment_sweeps(name, conf_dirs).items():
                 if key not in given:
                     _check_swept(key, value, f"experiment {name}'s hydra.sweeper.params.{key}", kernel_options, registry,
-                                 conf_dirs)
+                                 conf_dirs, groups)
     return kernels, params
 
 
 _SWEPT_GROUP = "hydra.sweeper.params."
 
 
+def _config_groups(conf_dirs: tuple[Path, ...]) -> set[str]:
+    """The config groups (sub-folders) of ``conf_dirs``: what a ``glob(...)`` can pick options of."""
+    return {p.name for d in conf_dirs if d.is_dir() for p in d.iterdir() if p.is_dir()}
+
+
 def _check_swept(key: str, value: object, where: str, kernel_options: list[str], registry,
-                 conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> None:
+                 conf_dirs: tuple[Path, ...] = (CONF_DIR,), groups: set[str] | None = None) -> None:
     """One entry of a sweeper's ``params`` (``hydra.sweeper.params.<key>=<value>`` on the command
     line, or an experiment file's ``hydra.sweeper.params``): for a config group (tc_ladder's
     ``tc_rung``, ``kernel``, ``timing``) each option must be a file of ``conf/<group>/`` (or a
@@ -369,7 +374,8 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
         swept = OverridesParser.create().parse_overrides([f"{key}={str(value).lower() if isinstance(value, bool) else value}"])[0]
     except Exception:
         return  # Hydra says what does not parse
-    groups = {p.name for d in conf_dirs if d.is_dir() for p in d.iterdir() if p.is_dir()}
+    if groups is None:
+        groups = _config_groups(conf_dirs)
     problem = _sweep_values_error(swept, groups) if swept.is_sweep_override() else None
     if problem:  # range(4,2), glob(*) over a value: 0 jobs, as on the command line
         raise ConfigError(key, f"{problem} (in {where})")
