@@ -692,6 +692,23 @@ def test_hydras_basic_sweeper_stops_before_a_point_would_share_a_folder(cli, tmp
     assert "kernel.BX=16" in (point / ".hydra" / "overrides.yaml").read_text()
 
 
+@pytest.mark.parametrize("sweeper", ["gemmlab", "basic"])
+def test_a_subdir_reaching_a_sweep_file_only_once_resolved_is_refused(cli, tmp_path, sweeper):
+    """``summary.md/${hydra.job.num}`` is refused from its text; the same folder reached through an
+    interpolation (``${oc.env:SUB}/${hydra.job.num}`` with SUB=summary.md) passes that check, so
+    the check of each resolved point folder (gemmlab's sweeper: before any point; Hydra's basic:
+    as the point starts) refuses it too: one line, exit 2, no record under summary.md."""
+    sweep = tmp_path / "sw"
+    proc = cli(["-m", f"hydra/sweeper={sweeper}", "kernel=naive", "kernel.BX=16,32", "mode=compile",
+                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${oc.env:SUB}/${hydra.job.num}"], tmp_path,
+               env={"SUB": "summary.md"})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:")]
+    assert len(lines) == 1 and "under summary.md, a file of the sweep's own" in lines[0], lines
+    assert "Traceback" not in proc.stderr
+    assert not list(sweep.rglob("result.json"))
+
+
 def test_a_search_whose_every_trial_failed_is_one_line_with_its_summary(cli, tmp_path):
     """Every Optuna trial invalid: the sweeper's ``study.best_trial`` raised Optuna's
     'No trials are completed yet.' (a traceback, exit 1). Now the summary of the failed trials,

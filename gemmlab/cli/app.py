@@ -36,7 +36,7 @@ from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.entry import signals_deferred
-from gemmlab.cli.folders import FolderError, output_folder_error, points_survive_folder_errors, sweep_guard
+from gemmlab.cli.folders import SWEEP_FILES, FolderError, output_folder_error, sweep_guard
 from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
                                        interpolations_parsed_once, register_gemmlab_sweeper)
@@ -69,7 +69,7 @@ class Invocation:
         run_mode: ``hydra.mode`` of the config the command line composes, when the pre-check could
             read it from the files it selects (:func:`run_mode`), else :data:`ASK_HYDRA`.
         folder_errors: the sweep's points that could not create or write their own folder
-            (:func:`gemmlab.cli.folders.points_survive_folder_errors`): they have no record, so the
+            (:func:`gemmlab.cli.folders.sweep_guard`): they have no record, so the
             end of the sweep names them.
         multirun: the pre-check's reading of the command: True a sweep (``-m``, or ``hydra.mode``
             set by the command line or a file it selects), False a single run, None not known.
@@ -433,9 +433,6 @@ def _typed_values(o) -> list:
     return [v for v in values if not (isinstance(v, str) and "${" in v) and not isinstance(v, Sweep)]
 
 
-#: the files a sweep keeps at its top (a point folder there collides with them)
-SWEEP_FILES = frozenset({"multirun.yaml", "summary.csv", "summary.md", "best.txt", "optimization_results.yaml",
-                         ".gemmlab.lock", ".submitit"})
 #: interpolations that are the same for every point of a sweep (Hydra's job name, the clock)
 _SAME_FOR_EVERY_POINT = re.compile(r"\$\{(?:hydra:)?(?:hydra\.job\.name|hydra\.runtime\.[\w.]+|now:[^}]*)\}")
 
@@ -921,8 +918,7 @@ def main() -> None:
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
-        with (_hydra_raises(), _known_run_mode(invocation.run_mode), sweep_guard(invocation),
-              points_survive_folder_errors(invocation.folder_errors)):
+        with (_hydra_raises(), _known_run_mode(invocation.run_mode), sweep_guard(invocation)):
             _hydra_app(invocation)()
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)

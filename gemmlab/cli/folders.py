@@ -238,66 +238,20 @@ def os_error_in(exc: BaseException) -> OSError | None:
     return in_chain(exc, OSError, limit=8)
 
 
-@contextlib.contextmanager
-def points_survive_folder_errors(failed: list[str]):
-    """Within: a point of a sweep run by Hydra's basic launcher (one process, points in turn) whose
-    own folder cannot be created or written (a file in the way, a read-only folder, a full disk)
-    costs that point only: Hydra's ``run_job`` raises before the point runs, which would end the
-    whole sweep; here the point is said in one line (``gemmlab: error: hydra.sweep.dir: point
-    #N: ...``), its text appended to ``failed``, and Hydra's launcher goes on with the next point
-    (its return value is None, a failed trial for a search, as :func:`gemmlab.cli.app.objective`
-    gives a failed point). Hydra's function is restored afterwards."""
-    import sys
-
-    from hydra._internal.core_plugins import basic_launcher
-    from hydra.core import utils as core_utils
-    from hydra.core.utils import JobReturn, JobStatus
-    own = core_utils.run_job
-
-    def run_job(*args, **kwargs):
-        try:
-            return own(*args, **kwargs)
-        except Exception as exc:
-            os_error = os_error_in(exc)
-            config = kwargs.get("config")
-            if os_error is None or config is None or kwargs.get("job_dir_key") != "hydra.sweep.dir":
-                raise
-            num = OmegaConf.select(config, "hydra.job.num", default="?")
-            try:
-                folder = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
-            except Exception:
-                folder = Path(str(os_error.filename or "?"))
-            reason = folder_error("hydra.sweep.dir", folder, os_error).message.split(": ", 1)[1]
-            text = f"point #{num}: {reason.split('; give a folder')[0]}"
-            failed.append(text)
-            print(f"gemmlab: error: hydra.sweep.dir: {text}; it has no record, the sweep goes on",
-                  file=sys.stderr, flush=True)
-            ret = JobReturn()  # "completed" for Hydra's sweepers (a FAILED job would end the sweep),
-            ret.status, ret.return_value = JobStatus.COMPLETED, None  # None: Optuna's failed trial
-            context = kwargs.get("hydra_context")
-            if context is not None:  # the progress line counts it (Hydra's run_job raised before its own call)
-                try:
-                    context.callbacks.on_job_end(config=config, job_return=ret)
-                except Exception:
-                    pass
-            return ret
-
-    # Hydra's plugin scan re-executes the launcher's module, which imports run_job from hydra.core.utils
-    core_utils.run_job = basic_launcher.run_job = run_job
-    try:
-        yield
-    finally:
-        core_utils.run_job = basic_launcher.run_job = own
+#: the files a sweep keeps at its top (a point folder there collides with them)
+SWEEP_FILES = frozenset({"multirun.yaml", "summary.csv", "summary.md", "best.txt", "optimization_results.yaml",
+                         LOCK_NAME, ".submitit"})
 
 
 def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: dict[str, int]) -> str | None:
     """What is wrong with point ``num``'s folder in a sweep, or None (and the folder is then noted
     in ``taken``, folder -> job number). ``raw``: ``hydra.sweep.subdir`` as written; ``root`` and
     ``folder``: the sweep's folder and the point's, both absolute. A point folder must lie inside
-    the sweep's folder (its summary looks nowhere else) and be no other point's (the second point
-    would find the first's result, and Hydra would rewrite that folder's ``.hydra/``): a subdir
-    such as ``${hydra.job.name}`` or ``${now:%H}`` gives every point one folder, an absolute one or
-    one with ``..`` puts points outside. Used by gemmlab's sweeper before any point runs
+    the sweep's folder (its summary looks nowhere else), not under one of the sweep's own files
+    (:data:`SWEEP_FILES`: ``summary.md/3`` broke the summary), and be no other point's (the second
+    point would find the first's result, and Hydra would rewrite that folder's ``.hydra/``): a
+    subdir such as ``${hydra.job.name}`` or ``${now:%H}`` gives every point one folder, an absolute
+    one or one with ``..`` puts points outside. Used by gemmlab's sweeper before any point runs
     (``hydra_plugins/gemmlab_sweeper``) and by :func:`sweep_guard` as each point starts under
     another sweeper (Hydra's basic, Optuna)."""
     if folder == root or not folder.startswith(root + os.sep):
@@ -305,6 +259,10 @@ def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: d
                 + ("the sweep folder itself" if folder == root else f"outside the sweep folder {root}")
                 + "; each point needs its own folder inside it: ${hydra.job.num} (the default) or "
                   "${hydra.job.override_dirname}")
+    first = folder[len(root) + 1:].split(os.sep)[0]
+    if first in SWEEP_FILES:
+        return (f"{raw!r} puts point #{num} at {folder}, under {first}, a file of the sweep's own; each point "
+                "needs its own folder inside the sweep's: ${hydra.job.num} (the default) or ${hydra.job.override_dirname}")
     if folder in taken and taken[folder] != num:
         return (f"{raw!r} gives point #{taken[folder]} and point #{num} the same folder {folder} (the second would "
                 "find the first's result); name each point's own: ${hydra.job.num} (the default) or "
@@ -315,17 +273,30 @@ def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: d
 
 @contextlib.contextmanager
 def sweep_guard(invocation):
-    """Within (a ``gemmlab`` command): ``invocation.sweep_dir`` is set to ``hydra.sweep.dir`` when
-    Hydra starts a multirun's sweeper (so :func:`gemmlab.cli.app.main` can leave the folder of a
-    sweep refused before any point ran as it was: :func:`undo_refused_sweep`), and a point that
-    Hydra's in-process launcher is about to run in a folder :func:`point_folder_problem` refuses
-    stops the sweep there, before Hydra writes into that folder: :class:`~gemmlab.errors.ConfigError`
-    for ``hydra.sweep.subdir`` (gemmlab's own sweeper refuses such a sweep before its first point;
-    this covers ``hydra/sweeper=basic`` and Optuna's; launchers that run points in other processes,
-    joblib's and submitit's, are not covered). Hydra's functions are restored afterwards."""
+    """Within (a ``gemmlab`` command), Hydra's sweeper start and its in-process ``run_job`` (the
+    basic launcher's: one process, points in turn) are watched, each point's folder before Hydra
+    writes there, and restored afterwards:
+
+    - ``invocation.sweep_dir`` is set to ``hydra.sweep.dir`` when Hydra starts a multirun's
+      sweeper (so :func:`gemmlab.cli.app.main` can leave the folder of a sweep refused before any
+      point ran as it was: :func:`undo_refused_sweep`);
+    - a point whose folder :func:`point_folder_problem` refuses stops the sweep there:
+      :class:`~gemmlab.errors.ConfigError` for ``hydra.sweep.subdir`` (gemmlab's own sweeper
+      refuses such a sweep before its first point; this covers ``hydra/sweeper=basic`` and
+      Optuna's; launchers that run points in other processes, joblib's and submitit's, get the
+      check of the subdir's text only, :func:`gemmlab.cli.app._subdir_problem`);
+    - a point whose own folder cannot be created or written (a file in the way, a read-only
+      folder, a full disk) costs that point only: Hydra's ``run_job`` raises before the point
+      runs, which would end the whole sweep; here the point is said in one line (``gemmlab:
+      error: hydra.sweep.dir: point #N: ...``), its text appended to ``invocation.folder_errors``,
+      and the launcher goes on with the next point (its return value is None, a failed trial for
+      a search, as :func:`gemmlab.cli.app.objective` gives a failed point)."""
+    import sys
+
     from hydra._internal.core_plugins import basic_launcher
     from hydra.core import utils as core_utils
     from hydra.core.plugins import Plugins
+    from hydra.core.utils import JobReturn, JobStatus
     plugins = Plugins.instance()
     own_sweeper, own_run_job = plugins.instantiate_sweeper, core_utils.run_job
     taken: dict[str, int] = {}
@@ -337,24 +308,54 @@ def sweep_guard(invocation):
             pass
         return own_sweeper(*args, **kwargs)
 
+    def check_folder(config) -> None:
+        try:
+            raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+            root = os.path.abspath(str(config.hydra.sweep.dir))
+            folder = os.path.abspath(os.path.join(root, str(config.hydra.sweep.subdir)))
+            num = int(config.hydra.job.num)
+        except Exception:  # Hydra's own errors say it
+            return
+        problem = point_folder_problem(raw, root, folder, num, taken)
+        if problem:
+            raise ConfigError("hydra.sweep.subdir", f"{problem}; the sweep stopped before point #{num} "
+                              "(the points before it keep their records)")
+
+    def folder_failed(config, os_error: OSError, context) -> JobReturn:
+        num = OmegaConf.select(config, "hydra.job.num", default="?")
+        try:
+            folder = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+        except Exception:
+            folder = Path(str(os_error.filename or "?"))
+        reason = folder_error("hydra.sweep.dir", folder, os_error).message.split(": ", 1)[1]
+        text = f"point #{num}: {reason.split('; give a folder')[0]}"
+        invocation.folder_errors.append(text)
+        print(f"gemmlab: error: hydra.sweep.dir: {text}; it has no record, the sweep goes on",
+              file=sys.stderr, flush=True)
+        ret = JobReturn()  # "completed" for Hydra's sweepers (a FAILED job would end the sweep),
+        ret.status, ret.return_value = JobStatus.COMPLETED, None  # None: Optuna's failed trial
+        if context is not None:  # the progress line counts it (Hydra's run_job raised before its own call)
+            try:
+                context.callbacks.on_job_end(config=config, job_return=ret)
+            except Exception:
+                pass
+        return ret
+
     def run_job(*args, **kwargs):
         config = kwargs.get("config")
-        if config is not None and kwargs.get("job_dir_key") == "hydra.sweep.dir":
-            try:
-                raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-                root = os.path.abspath(str(config.hydra.sweep.dir))
-                folder = os.path.abspath(os.path.join(root, str(config.hydra.sweep.subdir)))
-                num = int(config.hydra.job.num)
-            except Exception:  # Hydra's own errors say it
-                raw = None
-            if raw is not None:
-                problem = point_folder_problem(raw, root, folder, num, taken)
-                if problem:
-                    raise ConfigError("hydra.sweep.subdir", f"{problem}; the sweep stopped before point #{num} "
-                                      "(the points before it keep their records)")
-        return own_run_job(*args, **kwargs)
+        if config is None or kwargs.get("job_dir_key") != "hydra.sweep.dir":
+            return own_run_job(*args, **kwargs)
+        check_folder(config)
+        try:
+            return own_run_job(*args, **kwargs)
+        except Exception as exc:
+            os_error = os_error_in(exc)
+            if os_error is None:
+                raise
+            return folder_failed(config, os_error, kwargs.get("hydra_context"))
 
     plugins.instantiate_sweeper = instantiate_sweeper  # the instance's attribute, over the class's method
+    # Hydra's plugin scan re-executes the launcher's module, which imports run_job from hydra.core.utils
     core_utils.run_job = basic_launcher.run_job = run_job
     try:
         yield
