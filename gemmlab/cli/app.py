@@ -705,7 +705,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     from hydra.types import RunMode
     invocation.multirun = (True if _is_multirun(ns, parsed) or invocation.run_mode == RunMode.MULTIRUN
                            else False if invocation.run_mode in (RunMode.RUN, None) else None)
-    options = sorted(set(registry.kernels) | {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")})
+    options = sweep.kernel_options()  # registry.kernels: each a conf/kernel file or a node stored above
     conf_dirs = (None if ns.config_path is not None or ns.config_name is not None else
                  (CONF_DIR, Path(ns.config_dir).absolute()) if ns.config_dir is not None else (CONF_DIR,))
     kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry, conf_dirs)

@@ -395,23 +395,29 @@ def count_jobs(config) -> int | None:
         return None
 
 
+def kernel_options() -> list[str]:
+    """The options of the ``kernel`` config group as Hydra sees them, sorted: gemmlab's
+    ``conf/kernel`` files and the kernel nodes in Hydra's ConfigStore (a plugin kernel without a
+    file gets one from :func:`gemmlab.cli.app._prepare`, which calls this after storing them)."""
+    from hydra.core.config_store import ConfigStore
+
+    from gemmlab.paths import CONF_DIR
+    options = {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")}
+    options |= {name.removesuffix(".yaml") for name in ConfigStore.instance().repo.get("kernel", {})}
+    return sorted(options)
+
+
 def _glob_as_list(o) -> str:
-    """A ``kernel=glob(...)`` override as the comma list of the kernels it matches (gemmlab's
-    ``conf/kernel`` files and the kernel nodes in Hydra's ConfigStore, which are the group's options
-    Hydra matches it against; a progress line's total, ``[1/3]``, came out ``[1/?]``).
+    """A ``kernel=glob(...)`` override as the comma list of the kernels it matches
+    (:func:`kernel_options`, the group's options Hydra matches it against; a progress line's total,
+    ``[1/3]``, came out ``[1/?]``).
 
     Raises:
         ValueError: a glob over another group (its options are not listed here) or one that
             matches nothing."""
-    from hydra.core.config_store import ConfigStore
-
-    from gemmlab.paths import CONF_DIR
     if o.key_or_group != "kernel":
         raise ValueError(f"options of {o.key_or_group} not listed")
-    options = {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")}
-    stored = ConfigStore.instance().repo.get("kernel", {})  # plugin kernels without a file (gemmlab.cli.app._prepare)
-    options |= {name.removesuffix(".yaml") for name in stored}
-    matched = o.value().filter(sorted(options))
+    matched = o.value().filter(kernel_options())
     if not matched:
         raise ValueError("the glob matches nothing")
     return f"{o.input_line.split('=', 1)[0]}={','.join(matched)}"
