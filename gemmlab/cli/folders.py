@@ -69,9 +69,10 @@ def folder_error(field: str, folder: Path | str, exc: OSError) -> FolderError:
 
 
 def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str | None:
-    """Why ``folder`` cannot take a command of ``mode`` (``"sweep"`` or ``"run"``), or None; said
-    before anything is written there (Hydra rewrites ``.hydra``, ``multirun.yaml`` and the
-    summary at the start of a command, before gemmlab sees a point):
+    """Why ``folder`` cannot take a command of ``mode`` (``"sweep"``, ``"run"``, or ``"tune"``: a
+    ``gemmlab-tune sweep --out``), or None; said before anything is written there (Hydra rewrites
+    ``.hydra``, ``multirun.yaml`` and the summary at the start of a command, before gemmlab sees a
+    point):
 
     - a sweep into one run's folder (a ``result.json`` at its top and no ``multirun.yaml``) would
       put its points inside that run, where a sweep's summary does not look (records inside
@@ -80,12 +81,25 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
       or into a folder inside a sweep's (a point's folder) would make the sweep's points its own
       or take a point's place;
     - without ``resume=true`` (``resume`` False), a run into a folder that holds a result, or a
-      sweep into one whose points hold results: gemmlab never overwrites a result.
+      sweep into one whose points hold results: gemmlab never overwrites a result;
+    - a tuning sweep (it resumes when run again) into a run's folder, a ``gemmlab -m`` sweep's, or
+      a folder inside either (their report and summary would count its points as their own).
 
     A ``resume`` that is neither True nor False is left to the config's own check."""
     try:
         has_record = os.path.lexists(folder / "result.json")
         is_sweep = (folder / "multirun.yaml").is_file()
+        if mode == "tune":
+            if has_record and not is_sweep:
+                return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
+            if is_sweep:
+                return (f"{folder} is a gemmlab -m sweep's folder (it holds multirun.yaml); give the tuning sweep a "
+                        "folder of its own")
+            owner = _enclosing_folder(folder, runs=True)
+            if owner is not None:
+                return (f"{folder} lies inside {owner}, the folder of another command's "
+                        f"{'sweep' if (owner / 'multirun.yaml').is_file() else 'run'}; give a folder outside it")
+            return None
         if mode == "sweep":
             if has_record and not is_sweep:
                 return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
@@ -97,7 +111,7 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
                 not r.relative_to(folder).parts[0].startswith("sanitizer-")  # not a run's own child record
                 for r in (*folder.glob("*/result.json"), *folder.glob("*/*/result.json")))):
             return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
-        inside = next((p for p in Path(os.path.abspath(folder)).parents if (p / "multirun.yaml").is_file()), None)
+        inside = _enclosing_folder(folder, runs=False)
         if inside is not None:
             return f"{folder} is inside the sweep folder {inside} (a point's place); give the run a folder of its own"
         if resume is False and has_record:
@@ -106,6 +120,13 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
     except OSError:
         return None
     return None
+
+
+def _enclosing_folder(folder: Path, runs: bool) -> Path | None:
+    """The nearest folder above ``folder`` that is a sweep's (its ``multirun.yaml``), or with
+    ``runs`` also a run's (its ``result.json``); None when there is none."""
+    return next((p for p in Path(os.path.abspath(folder)).parents
+                 if (p / "multirun.yaml").is_file() or (runs and (p / "result.json").exists())), None)
 
 
 def claim(folder: Path, field: str) -> IO:

@@ -290,17 +290,9 @@ def sweep_main(args) -> int:
     families = parse_families(args.families, suite)
     from gemmlab.cli.folders import FolderError, claim, other_kind_of_folder
     out = Path(args.out)
-    run_folder = other_kind_of_folder(out, "sweep", resume=True)  # a re-run resumes: only a run's folder
-    if run_folder:
-        raise ConfigError("--out", run_folder)
-    if (out / "multirun.yaml").is_file():
-        raise ConfigError("--out", f"{out} is a gemmlab -m sweep's folder (it holds multirun.yaml); give the tuning "
-                          "sweep a folder of its own")
-    owner = next((p for p in Path(os.path.abspath(out)).parents
-                  if (p / "result.json").exists() or (p / "multirun.yaml").is_file()), None)
-    if owner is not None:  # its report and summary would count these points as its own
-        raise ConfigError("--out", f"{out} lies inside {owner}, the folder of another command's "
-                          f"{'sweep' if (owner / 'multirun.yaml').is_file() else 'run'}; give a folder outside it")
+    refusal = other_kind_of_folder(out, "tune")  # a run's or a -m sweep's folder, or one inside either
+    if refusal:
+        raise ConfigError("--out", refusal)
     try:
         held = claim(Path(args.out), "--out")  # one sweep at a time in a folder (released when this one ends)
     except FolderError as exc:
