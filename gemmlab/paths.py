@@ -2,11 +2,14 @@
 
 In a source checkout they are top-level folders beside ``gemmlab/``; in an installed wheel they
 are ``gemmlab/conf``, ``gemmlab/kernels`` and the package ``gemmlab_plugins`` (see
-pyproject.toml's package-dir mapping).
+pyproject.toml's package-dir mapping). Also the two helpers every command that makes its output
+folder uses to leave no empty folders behind when it gives up (:func:`missing_parents`,
+:func:`remove_empty_parents`).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -24,3 +27,20 @@ KERNELS_DIR = _first(_PKG / "kernels", _PKG.parent / "kernels")
 PLUGINS_DIR = _first(_PKG.parent / "gemmlab_plugins", _PKG.parent / "plugins")
 DATA_DIR = _PKG / "data"  # package data: the shape suite and the tuning tables
 SOURCE_ROOT = _PKG.parent if (_PKG.parent / "pyproject.toml").is_file() else None
+
+
+def missing_parents(folder: Path | str) -> int:
+    """How many folders above ``folder`` do not exist yet: what ``mkdir(parents=True)`` of it makes
+    above it (``outputs/multirun/<day>/<time>`` in a new working directory: 3)."""
+    return sum(1 for p in Path(os.path.abspath(folder)).parents if not p.exists())
+
+
+def remove_empty_parents(folder: Path | str, count: int) -> None:
+    """Remove up to ``count`` folders above ``folder``, nearest first, while they are empty (the
+    ones a command made with it, :func:`missing_parents`, once ``folder`` itself is gone); stops at
+    the first that is not empty or cannot be removed. Never raises."""
+    for parent in list(Path(os.path.abspath(folder)).parents)[:max(0, count)]:
+        try:
+            parent.rmdir()
+        except OSError:
+            break

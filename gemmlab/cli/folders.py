@@ -26,6 +26,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 from gemmlab.errors import ConfigError, in_chain
+from gemmlab.paths import missing_parents, remove_empty_parents
 
 #: the lock file in a claimed folder (it stays: an unlocked one means "not in use")
 LOCK_NAME = ".gemmlab.lock"
@@ -140,7 +141,7 @@ def claim(folder: Path, field: str) -> IO:
     folder = Path(folder)
     try:
         made = not folder.exists()
-        levels = next(i for i, p in enumerate(Path(os.path.abspath(folder)).parents) if p.exists()) + 1 if made else 0
+        levels = missing_parents(folder) + 1 if made else 0  # the folder and those made above it
         folder.mkdir(parents=True, exist_ok=True)
         handle = open(folder / LOCK_NAME, "a+")
     except OSError as exc:
@@ -193,11 +194,7 @@ def discard_refused_sweep(folder: Path | str) -> bool:
         (folder / "multirun.yaml").unlink(missing_ok=True)
         (folder / LOCK_NAME).unlink()
         folder.rmdir()
-        for parent in list(Path(os.path.abspath(folder)).parents)[:levels - 1]:  # what it made above, if left empty
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        remove_empty_parents(folder, levels - 1)  # what it made above, if left empty
         return True
     except (OSError, IndexError):
         return False

@@ -48,6 +48,7 @@ from typing import Iterable, Sequence
 
 from gemmlab.console import OneLineParser, guard_streams
 from gemmlab.errors import in_chain
+from gemmlab.paths import missing_parents, remove_empty_parents
 from gemmlab.results import families, report_html, report_plots, report_tables
 
 from gemmlab.stages import record_model as results
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.out is not None:
         out = Path(args.out)
-        made_above = [p for p in Path(os.path.abspath(out)).parents if not p.exists()]  # what mkdir makes above it
+        made_above = missing_parents(out)  # what mkdir makes above it
         try:
             out.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
@@ -178,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             return fail(2, f"{args.out}: cannot create: {exc.strerror or exc}")
     else:
-        made_above = []
+        made_above = 0
         base = _default_out()
         for i in range(1, 1000):
             out = base if i == 1 else base.with_name(f"{base.name}-{i}")
@@ -194,11 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = write_report(rows, out, sources=args.paths)
     except BaseException as exc:  # the folder is this command's own, made just above: a partial report goes
         shutil.rmtree(out, ignore_errors=True)  # with it, so the same --out works again, and so do the folders
-        for parent in made_above:  # it made above it, left empty (--out new/a/b)
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        remove_empty_parents(out, made_above)  # it made above it, left empty (--out new/a/b)
         interrupt = in_chain(exc, KeyboardInterrupt)
         if interrupt is not None:
             raise type(interrupt)(f"nothing was written (the partial report {out} was removed)") from None
