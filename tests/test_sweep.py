@@ -693,6 +693,23 @@ def test_hydras_basic_sweeper_stops_before_a_point_would_share_a_folder(cli, tmp
 
 
 @pytest.mark.parametrize("sweeper", ["gemmlab", "basic"])
+def test_a_constant_subdir_is_fine_for_a_one_point_sweep(cli, tmp_path, sweeper):
+    """A constant ``hydra.sweep.subdir`` gives every point one folder, so a sweep of several points is
+    refused (above); a multirun of one point (nothing swept, no experiment, a grid sweeper) has no
+    second point to collide with: it runs into that folder (it was refused, a new-user trial)."""
+    sweep = tmp_path / "sw"
+    proc = cli(["-m", f"hydra/sweeper={sweeper}", "kernel=naive", "mode=compile", "shape=[8,8,8]",
+                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=one"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((sweep / "one" / "result.json").read_text())["status"] == "compiled"
+    assert "1 point: 0 verified and timed, 1 compiled only, 0 failed" in proc.stdout
+    proc = cli(["-m", f"hydra/sweeper={sweeper}", "kernel=naive", "kernel.BX=16,32", "mode=compile",
+                f"hydra.sweep.dir={tmp_path / 'sw2'}", "hydra.sweep.subdir=one"], tmp_path)
+    assert proc.returncode == 2 and "names the same folder for every point" in proc.stderr, proc.stderr
+    assert not (tmp_path / "sw2").exists()
+
+
+@pytest.mark.parametrize("sweeper", ["gemmlab", "basic"])
 def test_a_subdir_reaching_a_sweep_file_only_once_resolved_is_refused(cli, tmp_path, sweeper):
     """``summary.md/${hydra.job.num}`` is refused from its text; the same folder reached through an
     interpolation (``${oc.env:SUB}/${hydra.job.num}`` with SUB=summary.md) passes that check, so

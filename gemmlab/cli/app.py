@@ -278,7 +278,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                 if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
                     raise ConfigError(key, f"must be an integer >= 1 (jobs per batch) or null (all at once), got {size!r}")
         if key == "hydra.sweep.subdir" and multirun and not o.is_delete() and not o.is_sweep_override():
-            problem = _subdir_problem(o.value())
+            problem = _subdir_problem(o.value(), one_point=_one_point(parsed))
             if problem:
                 raise ConfigError("hydra.sweep.subdir", f"{o.input_line.partition('=')[2]!r} {problem}; name each point's "
                                   "own folder inside the sweep's: ${hydra.job.num} (the default) or "
@@ -437,21 +437,29 @@ def _typed_values(o) -> list:
 _SAME_FOR_EVERY_POINT = re.compile(r"\$\{(?:hydra:)?(?:hydra\.job\.name|hydra\.runtime\.[\w.]+|now:[^}]*)\}")
 
 
-def _subdir_problem(subdir: object) -> str | None:
+def _one_point(parsed) -> bool:
+    """Whether the command line's multirun has one point for sure: no swept value, no experiment
+    (its file may sweep), no sweeper but a grid one (Hydra's basic, gemmlab's: a search has
+    trials) and nothing set under ``hydra.sweeper`` (its params, its trials)."""
+    return not any(o.is_sweep_override() or o.key_or_group == "experiment" or o.key_or_group.startswith("hydra.sweeper")
+                   or (o.key_or_group == "hydra/sweeper" and o.value() not in ("basic", "gemmlab")) for o in parsed)
+
+
+def _subdir_problem(subdir: object, one_point: bool = False) -> str | None:
     """What makes ``hydra.sweep.subdir`` wrong for every sweeper, told from its text alone, or
     None: a constant, or interpolations that are the same for every point (``${hydra.job.name}``,
-    ``${now:%H}``), give all points one folder; a path that leaves the sweep's folder (absolute,
-    or ``..`` past it: ``../x${hydra.job.num}``) or is that folder (``${hydra.job.num}/..``) puts
-    points where its summary does not look. gemmlab's sweeper also resolves each job's folder
-    (``hydra_plugins/gemmlab_sweeper``); this catches these cases for Hydra's basic and Optuna
-    sweepers before any point runs."""
+    ``${now:%H}``), give all points one folder (unless the sweep has ``one_point``); a path that
+    leaves the sweep's folder (absolute, or ``..`` past it: ``../x${hydra.job.num}``) or is that
+    folder (``${hydra.job.num}/..``) puts points where its summary does not look. gemmlab's
+    sweeper also resolves each job's folder (``hydra_plugins/gemmlab_sweeper``); this catches
+    these cases for Hydra's basic and Optuna sweepers before any point runs."""
     same = "names the same folder for every point of the sweep (the second would find the first's result)"
     if subdir is None:
         return same
     if not isinstance(subdir, (str, int, float)):
         return None
     text = str(subdir)
-    if "${" not in _SAME_FOR_EVERY_POINT.sub("", text):  # a constant, or only what every point shares
+    if "${" not in _SAME_FOR_EVERY_POINT.sub("", text) and not one_point:  # a constant, or what every point shares
         return same
     shape = os.path.normpath(re.sub(r"\$\{[^}]*\}", "x", text))
     first = shape.split(os.sep)[0]
