@@ -489,8 +489,13 @@ def _sweep_values_error(o, groups: set[str] | None) -> str | None:
         key = o.key_or_group
         if groups is None or "/" in key or key in groups:
             return None
-        return (f"{text}: a glob picks options of a config group ({', '.join(sorted(groups - {'hydra'}))}); {key} is a value: "
-                "list the values (e.g. 2,4,8) or give a range(START,STOP)")
+        if key == "shape":
+            how = "list the shapes (e.g. [64,64,64],[128,128,128])"
+        elif key.startswith("kernel.") or key.startswith("timing."):
+            how = "list the values (e.g. 2,4,8) or give a range(START,STOP)"
+        else:
+            how = f"list the values, comma-separated ({key}=A,B)"
+        return f"{text}: a glob picks options of a config group ({', '.join(sorted(groups - {'hydra'}))}); {key} is a value: {how}"
     if not o.is_sweep_override() or not o.is_discrete_sweep():
         return None
     value = o.value()
