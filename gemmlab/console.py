@@ -1,16 +1,80 @@
 """What every gemmlab command line shares (``gemmlab``, ``gemmlab-tune``, ``gemmlab-report``,
 ``gemmlab-compare``, ``python -m gemmlab.results.families``): a standard output that survives a
-reader that went away (``... | head -1``), and argparse errors in one line.
+reader that went away (``... | head -1``), argparse errors in one line, and Ctrl-C (SIGINT) and
+SIGTERM said in one line with exit status 130 or 143 (:func:`signals_deferred` while a command
+starts, :func:`run_command` while it runs).
 
-Base layer (no gemmlab imports): the command modules of ``results`` and ``cli`` use it alike.
+Base layer (imports only ``gemmlab.errors``): the command modules of ``results`` and ``cli`` use it
+alike (``gemmlab.cli.entry``'s console scripts, each command module's ``python -m`` block).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
+import signal
 import sys
+from types import MappingProxyType
+from typing import Callable
+
+from gemmlab.errors import Terminated, in_chain, raise_terminated, was_interrupted
+
+#: exit status and word of each signal a command says in one line
+STOPPED = MappingProxyType({signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")})
+
+
+@contextlib.contextmanager
+def signals_deferred(command: str):
+    """Hold SIGINT and SIGTERM back inside the block; if one came, print ``<command>: interrupted
+    while starting; nothing was run`` after the block and exit 130 (SIGTERM: 143). Outside the main
+    thread (signal handlers cannot be set there) the block runs as it is."""
+    pending: list[int] = []
+    try:
+        before = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in STOPPED}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    if pending:
+        code, word = STOPPED[pending[0]]
+        print(f"{command}: {word} while starting; nothing was run", file=sys.stderr)
+        sys.exit(code)
+
+
+#: what an interrupted command that only reads records says it kept (:func:`run_command`)
+KEPT_RECORDS = "no record was changed"
+
+
+def run_command(command: str, main: Callable[[], int | None], advice: str | None = None):
+    """Call ``main()`` (a command's ``main``) with SIGTERM turned into
+    :class:`~gemmlab.errors.Terminated` (an interrupt) and return its exit status. An interrupt
+    the command does not handle itself: one line, ``<command>: interrupted; <advice>`` (default
+    :data:`KEPT_RECORDS`; the interrupt's own text instead when it carries one, e.g.
+    gemmlab-report's removed partial report), exit 130; SIGTERM says ``terminated (SIGTERM)`` and exits 143 (Python's default
+    handler ended the command with nothing said). Outside the main thread ``main()`` runs as it is.
+    """
+    try:
+        before = signal.signal(signal.SIGTERM, raise_terminated)
+    except ValueError:  # not the main thread
+        return main()
+    try:
+        return main()
+    except BaseException as exc:
+        if isinstance(exc, SystemExit) or not was_interrupted(exc):
+            raise
+        interrupt = in_chain(exc, KeyboardInterrupt)
+        said = str(interrupt.args[0]) if interrupt is not None and interrupt.args else (advice or KEPT_RECORDS)
+        terminated = isinstance(interrupt, Terminated)
+        print(f"{command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}; {said}", file=sys.stderr)
+        sys.exit(143 if terminated else 130)
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

@@ -703,12 +703,14 @@ def test_an_interrupt_a_command_does_not_handle_is_one_line(monkeypatch, capsys)
         except KeyboardInterrupt:
             raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
 
-    module = types.SimpleNamespace(main=broken_cleanup)
+    from gemmlab.cli import tune
+    module = types.SimpleNamespace(main=broken_cleanup, INTERRUPTED=tune.INTERRUPTED)
     monkeypatch.setattr(importlib, "import_module", lambda name: module)
     with pytest.raises(SystemExit) as stop:
         entry.gemmlab_tune()
     assert stop.value.code == 130
-    assert capsys.readouterr().err == "gemmlab-tune: interrupted; what it had finished is kept\n"
+    assert capsys.readouterr().err == ("gemmlab-tune: interrupted; the points it finished keep their records; run the "
+                                       "same command again to resume\n")
     module.main = lambda: (_ for _ in ()).throw(ValueError("a real bug"))  # other errors stay tracebacks
     with pytest.raises(ValueError):
         entry.gemmlab_tune()
@@ -731,14 +733,19 @@ def test_sigterm_stops_a_command_with_one_line(monkeypatch, capsys, script):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)  # the handler raises before this ends
 
-    module = types.SimpleNamespace(main=terminated_while_running)
+    real = {"gemmlab_report": "gemmlab.results.report", "gemmlab_compare": "gemmlab.results.compare",
+            "gemmlab_tune": "gemmlab.cli.tune"}[script]
+    module = types.SimpleNamespace(main=terminated_while_running,
+                                   INTERRUPTED=getattr(importlib.import_module(real), "INTERRUPTED", None))
     monkeypatch.setattr(importlib, "import_module", lambda name: module)
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as stop:
         getattr(entry, script)()
     assert stop.value.code == 143
     name = script.replace("_", "-")
-    assert capsys.readouterr().err == f"{name}: terminated (SIGTERM); what it had finished is kept\n"
+    said = ("no record was changed" if name != "gemmlab-tune" else  # what each keeps: tune its finished points
+            "the points it finished keep their records; run the same command again to resume")
+    assert capsys.readouterr().err == f"{name}: terminated (SIGTERM); {said}\n"
     assert signal.getsignal(signal.SIGTERM) is before
 
     def carries_its_text():

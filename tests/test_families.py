@@ -86,10 +86,52 @@ def test_cli_out_never_overwrites(tmp_path, capsys):
     out = tmp_path / "out"
     assert families.main([str(DATA), "--out", str(out)]) == 0
     before = (out / "families.md").read_bytes()
+    capsys.readouterr()
     assert families.main([str(DATA), "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    said = capsys.readouterr()
+    err = said.err.strip().splitlines()
     assert len(err) == 1 and "out:" in err[0] and "already exists" in err[0]
+    assert said.out == ""  # refused before the table (it was printed, then the refusal)
     assert (out / "families.md").read_bytes() == before
+
+
+def test_an_interrupt_while_writing_leaves_no_partial_output(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) while families.png is drawn left families.md and .csv behind, so the same
+    command then refused its --out; now the files and the folders it made go, and the interrupt
+    says so."""
+    out = tmp_path / "new" / "out"
+
+    def interrupted(points, path):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(families, "plot", interrupted)
+    with pytest.raises(KeyboardInterrupt) as stop:
+        families.main([str(DATA), "--out", str(out)])
+    assert str(stop.value) == f"nothing was written (the partial files in {out} were removed)"
+    assert not (tmp_path / "new").exists()
+    monkeypatch.undo()
+    assert families.main([str(DATA), "--out", str(out)]) == 0 and (out / "families.png").is_file()
+
+
+def test_sigterm_to_the_module_is_one_line(tmp_path):
+    """``python -m gemmlab.results.families`` has no console script: SIGTERM ended it with Python's
+    default (nothing said, status -15), Ctrl-C with a traceback; its ``python -m`` block now runs it
+    through gemmlab.console.run_command: one line, exit 143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from clirun import command_env
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, time, runpy; import gemmlab.stages.record_model as m; "
+                             "m.find_records = lambda *a, **k: time.sleep(60); sys.argv = ['families', '.']; "
+                             "print('ready', flush=True); runpy.run_module('gemmlab.results.families', run_name='__main__')"],
+                            cwd=tmp_path, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip() == "python -m gemmlab.results.families: terminated (SIGTERM); no record was changed", err
 
 
 def test_help_is_plain_text(capsys):

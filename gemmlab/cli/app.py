@@ -35,14 +35,14 @@ from omegaconf import OmegaConf
 from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
-from gemmlab.cli.entry import signals_deferred
+
 from gemmlab.cli.folders import SWEEP_FILES, FolderError, output_folder_error, sweep_guard
 from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
                                        interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import FIELD_RULES, check_baseline, check_config_file, check_field, unknown_key_error
-from gemmlab.console import PipeSafeStream, guard_streams  # noqa: F401  (PipeSafeStream: re-exported)
+from gemmlab.console import PipeSafeStream, guard_streams, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import (CompileError, ConfigError, NoGPUError, Terminated, UnavailableError, in_chain,
                             raise_terminated, was_interrupted)
 from gemmlab.paths import CONF_DIR

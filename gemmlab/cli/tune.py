@@ -31,12 +31,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from gemmlab.console import OneLineParser, count, guard_streams
+from gemmlab.console import OneLineParser, count, guard_streams, run_command
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
 from gemmlab.errors import ConfigError, NoGPUError
 
+#: what an interrupted ``gemmlab-tune`` keeps (:func:`gemmlab.console.run_command`)
+INTERRUPTED = "the points it finished keep their records; run the same command again to resume"
 # kernels of other branches, tried with their defaults where registered
 LARGE_KERNELS = ("sgemm_pipelined", "sgemm_warptile", "sgemm_block2d")
 SPLIT_KERNELS = ("splitk",)
@@ -451,8 +453,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _entry() -> None:  # console script
-    sys.exit(main())
+def _entry() -> None:
+    """``python -m gemmlab.cli.tune``: :func:`main`, an interrupt in one line (:func:`gemmlab.console.run_command`)."""
+    sys.exit(run_command(dispatch.PROG, main, INTERRUPTED))
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gemmlab.console import OneLineParser, guard_streams
+from gemmlab.console import OneLineParser, guard_streams, run_command
 from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE,
                                            SETTINGS, UNTIMED, VERDICTS, CompareError, Pair, Point, compare,
                                            compare_pair, load_points, point_from_record)
@@ -147,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _script() -> None:
-    sys.exit(main())
+    """``python -m gemmlab.results.compare``: :func:`main`, an interrupt in one line (:func:`gemmlab.console.run_command`)."""
+    sys.exit(run_command(PROG, main))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ report (:func:`report_section`: the records of ``kernel=auto`` whose shapes are 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
@@ -24,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams
-from gemmlab.errors import ConfigError
+from gemmlab.console import OneLineParser, guard_streams, run_command
+from gemmlab.errors import ConfigError, in_chain
+from gemmlab.paths import missing_parents, remove_empty_parents
 from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
 
@@ -340,29 +342,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    names = ("families.md", "families.csv", "families.png")
+    out = Path(args.out) if args.out else None
+    taken = [out / n for n in names if (out / n).exists()] if out is not None else []
+    if taken:  # like gemmlab-report and gemmlab-compare: never overwrite written results (said before the table)
+        print(f"{PROG}: error: out: {taken[0]} already exists; choose a new folder", file=sys.stderr)
+        return 2
     rows, checks = summarize(points, suite)
     text = markdown(points, rows, checks)
     print("\n".join(text.split("\n\n| family | shape")[0].splitlines()))
-    if args.out:
-        out = Path(args.out)
-        taken = [out / n for n in ("families.md", "families.csv", "families.png") if (out / n).exists()]
-        if taken:  # like gemmlab-report and gemmlab-compare: never overwrite written results
-            print(f"{PROG}: error: out: {taken[0]} already exists; choose a new folder", file=sys.stderr)
-            return 2
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "families.md").write_text(text)
-            write_csv(points, out / "families.csv")
-            plotted = plot(points, out / "families.png")
-        except OSError as exc:  # a file in the way, a read-only or full file system: one line, as gemmlab-report
-            where = exc.filename if isinstance(exc.filename, str) else out
-            reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
-            print(f"{PROG}: error: out: cannot create or write {where}: {reason}; give --out a folder that can be "
-                  "created and written", file=sys.stderr)
-            return 2
-        print(f"wrote {out / 'families.md'}, {out / 'families.csv'}" + (f", {out / 'families.png'}" if plotted else ""))
+    if out is None:
+        return 0
+    made = 0 if out.exists() else missing_parents(out) + 1  # the folders this command makes
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "families.md").write_text(text)
+        write_csv(points, out / "families.csv")
+        plotted = plot(points, out / "families.png")
+    except BaseException as exc:  # a partial set of files goes (none was there: taken above), so the command works again
+        for name in names:
+            with contextlib.suppress(OSError):
+                (out / name).unlink()
+        if made:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+            remove_empty_parents(out, made - 1)
+        interrupt = in_chain(exc, KeyboardInterrupt)
+        if interrupt is not None:
+            raise type(interrupt)(f"nothing was written (the partial files in {out} were removed)") from None
+        if not isinstance(exc, OSError):
+            raise
+        # a file in the way, a read-only or full file system: one line, as gemmlab-report
+        where = exc.filename if isinstance(exc.filename, str) else out
+        reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
+        print(f"{PROG}: error: out: cannot create or write {where}: {reason}; give --out a folder that can be "
+              "created and written", file=sys.stderr)
+        return 2
+    print(f"wrote {out / 'families.md'}, {out / 'families.csv'}" + (f", {out / 'families.png'}" if plotted else ""))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(PROG, main))
