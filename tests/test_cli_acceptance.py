@@ -179,6 +179,7 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
      "\"hydra.sweeper.params.tc_rung='mma_bf16_rr,mma_tf32_rr'\""),
     (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
     (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown option 'nope'; available: ladder, "),
+    (["--experimental-rerun", "{tmp}/nope.pickle"], "--experimental-rerun: "),  # Hydra's UserWarning came first
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else "")
 def test_hydra_errors_are_one_line(cli, tmp_path, args, start):
     """Hydra's own errors (config folders and names, group options, overrides it cannot merge,

@@ -693,6 +693,10 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     # config, so an unknown key or kernel, which Hydra refuses too, gets gemmlab's one line.
     passive = bool(ns.shell_completion or ns.info is not None or ns.help or ns.hydra_help
                    or ns.experimental_rerun)
+    if ns.experimental_rerun is not None and not os.path.isfile(ns.experimental_rerun):
+        # Hydra would warn that the option is experimental, then fail on the missing file
+        raise ConfigError("--experimental-rerun", f"{ns.experimental_rerun} is not a file; give the .hydra/config.pickle "
+                          "of a run (Hydra's PickleJobInfoCallback writes it)")
     invocation.run_mode = ASK_HYDRA
     try:
         parsed = _parse_overrides(ns.overrides or [])
