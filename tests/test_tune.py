@@ -5,6 +5,7 @@ resuming, with a fake run_point."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -33,7 +34,13 @@ def test_candidates_valid_rules_first_no_duplicates(family, shape):
 
 
 def fake_run(calls):
+    """A ``run_point`` that writes a valid record; with ``resume`` and a valid record there it returns
+    that one marked resumed, as the pipeline does for the same config (calls are only the runs)."""
     def run(cfg, out_dir):
+        if cfg.get("resume") and (out_dir / "result.json").exists():
+            old = json.loads((out_dir / "result.json").read_text())
+            if old.get("valid"):
+                return {**old, "resumed": True}
         calls.append((cfg["kernel"]["name"], tuple(cfg["shape"])))
         out_dir.mkdir(parents=True)
         rec = {"status": "ok", "valid": True, "timing": {"median_ms": 0.01}, "ratio_to_baseline": {"median_time": 1.25}}
@@ -177,6 +184,31 @@ def test_a_rerun_sweep_runs_failed_points_again_and_keeps_their_records(tmp_path
         assert len(kept) == 1 and json.loads(kept[0].read_text())["status"] == "unavailable"
     assert tune.main(argv) == 0  # all valid now: nothing runs again
     assert f"0 run, 0 failed, {first['planned']} skipped" in capsys.readouterr().out
+
+
+def test_a_rerun_with_other_settings_measures_again(tmp_path, capsys):
+    """A new-user trial: ``--precision bf16`` then ``--precision fp16`` into one --out said "6
+    skipped" (the records were bf16: fp16 never measured), as did a compile dry run followed by the
+    GPU run. A valid record counts only for the same config (gemmlab's resume=true policy); the
+    others run again, their records kept as result.previous-*.json; the same settings again skip."""
+    suite_file = _one_shape_suite(tmp_path)
+    out = tmp_path / "s"
+    argv = ["sweep", "--out", str(out), "--suite", suite_file, "--mode", "compile", "--baseline", "none"]
+    assert tune.main([*argv, "--precision", "bf16"]) == 0
+    capsys.readouterr()
+    records = sorted(out.rglob("result.json"))
+    assert records and all(json.loads(p.read_text())["config"]["precision"] == "bf16" for p in records)
+    assert tune.main([*argv, "--precision", "fp16"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    n = int(re.search(r"(\d+) points planned", line).group(1))  # fp16's candidates: a subset of bf16's folders
+    assert f"{n} run, 0 failed, {n} of them re-run as their valid records came from other settings" in line, line
+    redone = [p for p in records if json.loads(p.read_text())["config"]["precision"] == "fp16"]
+    assert len(redone) == n > 0
+    for p in redone:
+        kept = list(p.parent.glob("result.previous-*.json"))
+        assert len(kept) == 1 and json.loads(kept[0].read_text())["config"]["precision"] == "bf16"
+    assert tune.main([*argv, "--precision", "fp16"]) == 0
+    assert f"0 run, 0 failed, {n} skipped" in capsys.readouterr().out
 
 
 def test_a_sweep_without_a_gpu_stops_at_its_first_point_in_one_line(tmp_path, capsys, monkeypatch):

@@ -10,8 +10,9 @@ with no table) for every shape, then the family's variants, each point through
 :func:`gemmlab.run.pipeline.run_point` (verified, timed against the baseline in the same process),
 into ``OUT/<family>/<M>x<N>x<K>/<kernel>-<params>/result.json``. A time budget stops it between
 points; the rules' choices come first, then the variants of the cheapest shapes, so a cut sweep still covers
-every shape and drops the alternatives of the most expensive ones. Re-running resumes: valid points
-are skipped, failed ones run again (their old records kept aside); a point that finds no GPU stops
+every shape and drops the alternatives of the most expensive ones. Re-running resumes (as ``resume=true``
+does for ``gemmlab``): valid points of the same settings are skipped, failed ones and ones measured
+with other settings (``--mode``, ``--precision``, ...) run again (their old records kept aside); a point that finds no GPU stops
 the sweep (every point would say the same). Then
 ``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape.
 
@@ -179,9 +180,10 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     the variants, cheapest shapes first (so a budget cuts the expensive shapes' alternatives).
 
     Args:
-        out: sweep folder (re-running resumes: points whose result.json is a success are skipped; a
-            failed point runs again, its old record and artifacts kept as ``*.previous-<time>-<pid>*``
-            as ``resume=true`` does for ``gemmlab``).
+        out: sweep folder (re-running resumes as ``resume=true`` does for ``gemmlab``: a point whose
+            result.json is a success of the same config is skipped; a failed point, or one measured
+            with other settings (``--mode``, ``--precision``, the baseline, ...), runs again, its old
+            record and artifacts kept as ``*.previous-<time>-<pid>*``).
         suite, families: the shapes (all families when empty).
         budget_s: stop starting new points after this many seconds (None: no limit).
         base_config: config fields for every point (baseline, timing, verify, mode, ...).
@@ -193,8 +195,9 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
             always measured); empty: all.
 
     Returns:
-        ``{"planned": n, "done": n, "skipped_existing": n, "retried": n, "cut": n, "failed": n,
-        "seconds": s}``, plus ``stopped`` (points not run) and ``stopped_by`` (the error) when a point
+        ``{"planned": n, "done": n, "skipped_existing": n, "retried": n, "replaced": n, "cut": n,
+        "failed": n, "seconds": s}`` (``retried``: re-run after failing; ``replaced``: a valid record
+        of other settings re-run), plus ``stopped`` (points not run) and ``stopped_by`` (the error) when a point
         found no GPU: every further point would say the same, so the sweep stops there.
     """
     if run is None:
@@ -215,7 +218,8 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     rest = [(s.M * s.K + s.K * s.N + s.M * s.N, i, fam, s, *c) for fam, s, cands in per_shape
             for i, c in enumerate(cands[1:], 1) if not kernels or c[0] in kernels]
     plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
-    stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "retried": 0, "cut": 0, "failed": 0}
+    stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "retried": 0, "replaced": 0, "cut": 0,
+             "failed": 0}
     for n, (fam, s, kernel, params) in enumerate(plan):
         if budget_s is not None and time.monotonic() - start > budget_s:
             stats["cut"] = len(plan) - n
@@ -225,15 +229,17 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
                 f"first cut: {kernel} {dispatch._ptext(params)} at {s.M}x{s.N}x{s.K})")
             break
         d = point_dir(out, fam, s, kernel, params)
-        retry = (d / "result.json").exists()
-        if retry and _succeeded(d / "result.json"):
+        cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K], "precision": precision}
+        earlier = os.path.lexists(d / "result.json")
+        if earlier:  # gemmlab's resume=true decides: a valid record of the same config is kept, any other
+            cfg["resume"] = True  # (failed, or made with another --mode/--precision/...) is set aside and re-run
+            succeeded = _succeeded(d / "result.json")
+        rec = run(cfg, d)
+        if earlier and rec.get("resumed"):
             stats["skipped_existing"] += 1
             continue
-        cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K], "precision": precision}
-        if retry:  # a failed point runs again; resume=true keeps its record aside as result.previous-*.json
-            cfg["resume"] = True
-            stats["retried"] += 1
-        rec = run(cfg, d)
+        if earlier:
+            stats["retried" if not succeeded else "replaced"] += 1
         stats["done"] += 1
         ratio = (rec.get("ratio_to_baseline") or {}).get("median_time")
         ms = (rec.get("timing") or {}).get("median_ms")
@@ -354,6 +360,9 @@ def sweep_line(out, stats: Mapping[str, Any]) -> str:
     if stats.get("retried"):
         parts.append(f"{stats['retried']} of them re-run after failing before (old records kept as "
                      "result.previous-*.json)")
+    if stats.get("replaced"):
+        parts.append(f"{stats['replaced']} of them re-run as their valid records came from other settings "
+                     "(--mode, --precision, --baseline, ...; kept as result.previous-*.json)")
     if stats.get("skipped_existing"):
         parts.append(f"{stats['skipped_existing']} skipped (a valid result.json already there)")
     if stats.get("stopped"):
@@ -366,8 +375,8 @@ def sweep_line(out, stats: Mapping[str, Any]) -> str:
 def add_parser(sub) -> None:
     """Register ``gemmlab-tune sweep`` on an argparse subparsers object."""
     s = sub.add_parser("sweep", help="measure candidate kernels over the shape suite (records for build)")
-    s.add_argument("--out", required=True, help="sweep folder (re-running resumes: valid points are skipped, "
-                   "failed ones run again)")
+    s.add_argument("--out", required=True, help="sweep folder (re-running resumes: valid points of the same "
+                   "settings are skipped; failed ones, and ones measured with other settings, run again)")
     s.add_argument("--families", help="comma-separated families (default: all)")
     s.add_argument("--kernels", help="comma-separated kernels: only their variants are measured (the rules' "
                    "choice of every shape always is; default: all)")
