@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,8 @@ from gemmlab.contract.registry import load_registry
 from gemmlab.dispatch.shapes import load_suite, parse_suite
 
 REGISTRY = load_registry(entry_points=False)
+#: real H200 records (a table builds from them)
+DATA = Path(__file__).resolve().parent / "data" / "h200"
 
 
 @pytest.mark.parametrize("family, shape", [(f, s) for f, shapes in load_suite().families.items() for s in shapes[:2]])
@@ -294,3 +297,26 @@ def test_a_sweep_into_a_gemmlab_sweeps_folder_or_inside_anothers_is_one_line(tmp
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and len(err) == 1 and err[0].startswith(f"gemmlab-tune: error: --out: {says}"), err
     assert not (sweep / "x").exists() and not (run / "inner").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devnull", "folder", "under-a-file", "empty"])
+def test_build_out_must_be_a_regular_file(tmp_path, capsys, kind):
+    """A new-user trial: ``build -o <fifo or device> --force`` turned it into a table file (as root,
+    /dev/null itself); ``-o <folder> --force`` and ``-o <file>/x.json`` were tracebacks (a stray
+    .tmp left). Each is one line naming out, exit 2, nothing written."""
+    import os
+    target = {"fifo": tmp_path / "ff", "devnull": Path(os.devnull), "folder": tmp_path / "dd",
+              "under-a-file": tmp_path / "plain" / "x.json", "empty": ""}[kind]
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "folder":
+        target.mkdir()
+    elif kind == "under-a-file":
+        (tmp_path / "plain").write_text("x")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert tune.main(["build", str(DATA), "-o", str(target), "--force"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gemmlab-tune: error: out: "), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    if kind == "fifo":
+        assert not (tmp_path / "ff").is_file()

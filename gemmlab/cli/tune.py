@@ -25,6 +25,7 @@ SPLITS variants).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -418,6 +419,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _table_out(text: str, force: bool) -> Path:
+    """The ``build -o`` path checked before any record is read: a regular file it may write (an
+    existing one only with ``--force``), never a folder, a device, a pipe or a socket (``--force``
+    turned /dev/null into a table, a folder into a traceback).
+
+    Raises:
+        ConfigError: ``out``, naming what is wrong and what is allowed."""
+    if not text.strip():
+        raise ConfigError("out", "is empty; give the table file to write, e.g. -o table.json")
+    out = Path(text)
+    if out.is_dir():
+        raise ConfigError("out", f"{out} is a folder; give a table file, e.g. -o {out / 'table.json'}")
+    if os.path.lexists(out) and not out.is_file():
+        raise ConfigError("out", f"{out} is not a regular file (a device, a pipe, a socket or a broken link); "
+                          "give a table file")
+    if out.exists() and not force:
+        raise ConfigError("out", f"{out} exists; pass --force to replace it")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``gemmlab-tune sweep|build|show|choose``. Exit 0 on success, 1 when a sweep point failed,
     2 with one line on bad input (flags checked before any point runs)."""
@@ -427,14 +448,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "sweep":
             return sweep_main(args)
         if args.cmd == "build":
-            out = Path(args.out)
-            if out.exists() and not args.force:
-                raise ConfigError("out", f"{out} exists; pass --force to replace it")
+            out = _table_out(args.out, args.force)
             table, stats = dispatch.build_table(args.paths, args.device, args.records_dir)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text(json.dumps(table.as_json(), indent=1) + "\n")
-            os.replace(tmp, out)
+            tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(json.dumps(table.as_json(), indent=1) + "\n")
+                os.replace(tmp, out)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+                blocking = next((q for q in out.parents if q.exists() and not q.is_dir()), None)
+                why = f"{blocking} is a file, not a folder" if blocking is not None else exc.strerror or str(exc)
+                raise ConfigError("out", f"cannot write {out} ({why}); give a table file in a folder that can be "
+                                  "written") from None
             skipped = ", ".join(f"{v} {k}" for k, v in stats["skipped"].items()) or "none"
             print(f"{out}: {len(table.entries)} entries from {stats['used']} of {stats['records']} records "
                   f"(skipped: {skipped}); device {table.device.get('name')}")
