@@ -305,10 +305,12 @@ def test_build_out_must_be_a_regular_file(tmp_path, capsys, kind):
     /dev/null itself); ``-o <folder> --force`` and ``-o <file>/x.json`` were tracebacks (a stray
     .tmp left). Each is one line naming out, exit 2, nothing written."""
     import os
-    target = {"fifo": tmp_path / "ff", "devnull": Path(os.devnull), "folder": tmp_path / "dd",
+    target = {"fifo": tmp_path / "ff", "devnull": tmp_path / "null", "folder": tmp_path / "dd",
               "under-a-file": tmp_path / "plain" / "x.json", "empty": ""}[kind]
     if kind == "fifo":
         os.mkfifo(target)
+    elif kind == "devnull":  # a link to the device: the old code's os.replace took the link, never /dev/null
+        target.symlink_to(os.devnull)
     elif kind == "folder":
         target.mkdir()
     elif kind == "under-a-file":
@@ -318,5 +320,4 @@ def test_build_out_must_be_a_regular_file(tmp_path, capsys, kind):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gemmlab-tune: error: out: "), err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
-    if kind == "fifo":
-        assert not (tmp_path / "ff").is_file()
+    assert not (tmp_path / "ff").is_file() and not (tmp_path / "null").is_file()
