@@ -121,6 +121,40 @@ def test_a_sweep_into_a_runs_folder_and_a_run_into_a_sweeps_folder_are_refused(t
     assert after == before
 
 
+def test_a_sweep_inside_another_commands_folder_is_refused(tmp_path, cli):
+    """A new-user trial: a sweep into sw/newsweep (inside another sweep), r1/sub (inside a run),
+    tune/newsw (inside a tuning sweep) and gemmlab-tune sweep --out tune/tiny ran, and the outer
+    sweep's resume then summarised 8 points instead of 6; a run straight into a tuning sweep's
+    folder (its points 3 levels down) ran too, and the tuning tools no longer saw the sweep. Each is
+    one line, exit 2, before anything is written; the earlier records are untouched."""
+    from gemmlab.cli import tune
+    made = [cli(["kernel=naive", "mode=compile", "shape=[8,8,8]", "hydra.run.dir=runs/r1"], tmp_path),
+            cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "hydra.sweep.dir=runs/sw"], tmp_path)]
+    assert [r.returncode for r in made] == [0, 0], [r.stderr for r in made]
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("families:\n  tiny: [[16, 16, 16]]\n")
+    tune_argv = ["sweep", "--suite", str(suite), "--mode", "compile", "--baseline", "none", "--kernels", "tiled"]
+    assert tune.main([*tune_argv, "--out", str(tmp_path / "runs" / "tune")]) == 0
+    snapshot = lambda: {p: p.read_bytes() for p in (tmp_path / "runs").rglob("*")  # noqa: E731
+                        if p.is_file() and p.name != ".gemmlab.lock"}
+    before = snapshot()
+    for args, says in (
+            (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/sw/newsweep"],
+             "hydra.sweep.dir: runs/sw/newsweep lies inside {root}/runs/sw, the folder of another command's sweep"),
+            (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/r1/sub"],
+             "hydra.sweep.dir: runs/r1/sub lies inside {root}/runs/r1, the folder of another command's run"),
+            (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/tune/newsw"],
+             "hydra.sweep.dir: runs/tune/newsw lies inside {root}/runs/tune, the folder of another command's output folder"),
+            (["kernel=naive", "hydra.run.dir=runs/tune"], "hydra.run.dir: runs/tune is a sweep's folder")):
+        r = cli(args + ["mode=compile", "shape=[8,8,8]"], tmp_path)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()], r.stderr
+        assert r.stderr.startswith(f"gemmlab: error: {says.format(root=tmp_path)}"), r.stderr
+    assert tune.main([*tune_argv, "--out", str(tmp_path / "runs" / "tune" / "tiny")]) == 2
+    assert snapshot() == before
+    assert not (tmp_path / "runs" / "sw" / "newsweep").exists() and not (tmp_path / "runs" / "r1" / "sub").exists()
+
+
 def test_refused_commands_write_nothing_into_earlier_results(tmp_path, cli):
     """Second new-user trial: a run into a run's folder or a sweep into a sweep's, both without
     resume=true, a run into a sweep whose points lie 3 folders deep or into one point's folder,

@@ -83,8 +83,9 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
       or take a point's place;
     - without ``resume=true`` (``resume`` False), a run into a folder that holds a result, or a
       sweep into one whose points hold results: gemmlab never overwrites a result;
-    - a tuning sweep (it resumes when run again) into a run's folder, a ``gemmlab -m`` sweep's, or
-      a folder inside either (their report and summary would count its points as their own).
+    - a sweep or a tuning sweep (it resumes when run again) inside another command's folder (a
+      run's, a sweep's, a tuning sweep's: their report and summary would count its points as their
+      own), and a tuning sweep into a run's or a ``gemmlab -m`` sweep's folder.
 
     A ``resume`` that is neither True nor False is left to the config's own check."""
     try:
@@ -98,23 +99,26 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
                         "folder of its own")
             owner = _enclosing_folder(folder, runs=True)
             if owner is not None:
-                return (f"{folder} lies inside {owner}, the folder of another command's "
-                        f"{'sweep' if (owner / 'multirun.yaml').is_file() else 'run'}; give a folder outside it")
+                return f"{folder} lies inside {owner[0]}, the folder of another command's {owner[1]}; give a folder outside it"
             return None
         if mode == "sweep":
             if has_record and not is_sweep:
                 return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
+            owner = _enclosing_folder(folder, runs=True)
+            if owner is not None:
+                return (f"{folder} lies inside {owner[0]}, the folder of another command's {owner[1]} (its summary and "
+                        "report would count these points as its own); give the sweep a folder outside it")
             if resume is False and folder.is_dir() and next(folder.rglob("result.json"), None) is not None:
                 return (f"{folder} already holds a result.json of an earlier sweep; gemmlab never overwrites a result: "
                         f"add resume=true to keep the valid ones and run the rest, or give a new folder")
             return None
         if is_sweep or (folder.is_dir() and not has_record and any(
                 not r.relative_to(folder).parts[0].startswith("sanitizer-")  # not a run's own child record
-                for r in (*folder.glob("*/result.json"), *folder.glob("*/*/result.json")))):
+                for r in folder.rglob("result.json"))):  # a tuning sweep's points lie 3 levels down
             return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
         inside = _enclosing_folder(folder, runs=False)
         if inside is not None:
-            return f"{folder} is inside the sweep folder {inside} (a point's place); give the run a folder of its own"
+            return f"{folder} is inside the sweep folder {inside[0]} (a point's place); give the run a folder of its own"
         if resume is False and has_record:
             return (f"{folder} already holds a result.json; gemmlab never overwrites a result: add resume=true to keep a "
                     f"valid one of the same config and run otherwise, or give a new folder")
@@ -123,11 +127,20 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
     return None
 
 
-def _enclosing_folder(folder: Path, runs: bool) -> Path | None:
-    """The nearest folder above ``folder`` that is a sweep's (its ``multirun.yaml``), or with
-    ``runs`` also a run's (its ``result.json``); None when there is none."""
-    return next((p for p in Path(os.path.abspath(folder)).parents
-                 if (p / "multirun.yaml").is_file() or (runs and (p / "result.json").exists())), None)
+def _enclosing_folder(folder: Path, runs: bool) -> tuple[Path, str] | None:
+    """``(folder, kind)`` of the nearest folder above ``folder`` that is a ``gemmlab -m`` sweep's
+    (its ``multirun.yaml``: kind ``"sweep"``), or with ``runs`` also a run's (its ``result.json``:
+    ``"run"``) or another command's claimed folder (its :data:`LOCK_NAME`, e.g. a tuning sweep's:
+    ``"output folder"``); None when there is none. Runs are not refused inside a claimed folder:
+    a point's compute-sanitizer child is a run inside its point's folder."""
+    for p in Path(os.path.abspath(folder)).parents:
+        if (p / "multirun.yaml").is_file():
+            return p, "sweep"
+        if runs and os.path.lexists(p / "result.json"):
+            return p, "run"
+        if runs and (p / LOCK_NAME).is_file():
+            return p, "output folder"
+    return None
 
 
 def claim(folder: Path, field: str) -> IO:
