@@ -4,7 +4,8 @@ In a source checkout they are top-level folders beside ``gemmlab/``; in an insta
 are ``gemmlab/conf``, ``gemmlab/kernels`` and the package ``gemmlab_plugins`` (see
 pyproject.toml's package-dir mapping). Also the two helpers every command that makes its output
 folder uses to leave no empty folders behind when it gives up (:func:`missing_parents`,
-:func:`remove_empty_parents`).
+:func:`remove_empty_parents`), and the check every reader of a user's file makes first, so a fifo
+or a device never blocks a command (:func:`not_a_regular_file`).
 """
 
 from __future__ import annotations
@@ -44,3 +45,14 @@ def remove_empty_parents(folder: Path | str, count: int) -> None:
             parent.rmdir()
         except OSError:
             break
+
+
+def not_a_regular_file(path: Path | str) -> str | None:
+    """Why ``path``, which exists, must not be read as a file (``"not a regular file (a pipe, a
+    device or a socket)"``; ``"a folder"``), or None for a regular file or one that does not exist
+    (its reader says that itself). A fifo named ``result.json`` or given as a table blocked the
+    readers forever (a new-user trial)."""
+    p = Path(path)
+    if not os.path.exists(p) or p.is_file():
+        return None
+    return "a folder" if p.is_dir() else "not a regular file (a pipe, a device or a socket)"

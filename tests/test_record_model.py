@@ -230,3 +230,43 @@ def test_measurement_settings_defaults_and_values():
     assert measurement_settings(same_arch)["target"] is None  # the device's own arch is the default
     text = {"precision": "tf32: float32 inputs ..."}
     assert measurement_settings(text)["precision"] == "tf32"
+
+
+def _within(seconds: float, call):
+    """``call()``'s result, or a failure if it has not returned within ``seconds`` (run in a daemon
+    thread: a reader blocked on a fifo must fail the test, not hang it)."""
+    import threading
+    box = {}
+
+    def target():
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the test
+            box["error"] = exc
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still reading after {seconds} s (blocked on a fifo)"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_a_fifo_is_never_read_as_a_record_a_table_or_a_suite(tmp_path):
+    """A new-user trial: a fifo named result.json inside a results folder blocked gemmlab-report,
+    -compare, -tune build and families forever, as did a fifo given as kernel.table, --table or a
+    suite. A record there is unreadable (listed, the command goes on); a table or suite is one line."""
+    import os
+
+    from gemmlab.dispatch.auto import load_table
+    from gemmlab.dispatch.shapes import load_suite
+    from gemmlab.errors import ConfigError
+    (tmp_path / "p").mkdir()
+    os.mkfifo(tmp_path / "p" / "result.json")
+    os.mkfifo(tmp_path / "tab")
+    rec = _within(10, lambda: read_record(tmp_path / "p" / "result.json"))
+    assert rec.category == "unreadable" and "not a regular file" in rec.error, rec.error
+    for load, field in ((lambda: load_table(tmp_path / "tab"), "kernel.table"), (lambda: load_suite(tmp_path / "tab"), "shapes")):
+        with pytest.raises(ConfigError) as err:
+            _within(10, load)
+        assert err.value.field == field and "not a regular file" in str(err.value), str(err.value)

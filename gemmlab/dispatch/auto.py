@@ -47,7 +47,7 @@ from typing import Any, Iterable, Mapping
 
 from gemmlab.stages import record_model as results
 from gemmlab.errors import ConfigError
-from gemmlab.paths import DATA_DIR
+from gemmlab.paths import DATA_DIR, not_a_regular_file
 from gemmlab.contract.hookspecs import (LAYOUTS, PRECISIONS, DeviceFacts, KernelBase, LibraryKernelSpec, ParamError,
                                         Problem, Shape)
 
@@ -182,6 +182,9 @@ def load_table(path: str | os.PathLike | None = None, field_name: str = "kernel.
         ConfigError: ``field_name``: missing or unreadable file, invalid JSON, or a broken rule.
     """
     p = Path(path).expanduser() if path is not None else DEFAULT_TABLE
+    odd = not_a_regular_file(p)
+    if odd:  # a fifo would block the reader
+        raise ConfigError(field_name, f"{p}: {odd}; give a table file (JSON)")
     try:
         text = p.read_text()
     except FileNotFoundError:

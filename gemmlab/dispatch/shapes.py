@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from gemmlab.errors import ConfigError, was_interrupted
-from gemmlab.paths import DATA_DIR
+from gemmlab.paths import DATA_DIR, not_a_regular_file
 from gemmlab.contract.hookspecs import Shape
 
 SUITE_FILE = DATA_DIR / "shape_suite.yaml"
@@ -122,6 +122,9 @@ def clear_cache() -> None:
 @lru_cache(maxsize=8)
 def _load(path: str) -> Suite:
     from omegaconf import OmegaConf
+    odd = not_a_regular_file(path)
+    if odd:  # a fifo would block the reader
+        raise ConfigError("shapes", f"{path}: {odd}; give a suite file (YAML)")
     try:
         data = OmegaConf.to_container(OmegaConf.load(path))
     except FileNotFoundError:

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from gemmlab.gpu import compile as compile_stage
+from gemmlab.paths import not_a_regular_file
 from gemmlab.gpu import guards
 from gemmlab.stages import inputs as inputs_stage
 from gemmlab.stages import record as record_stage
@@ -188,7 +189,7 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
         return None, None
     path = out_dir / "result.json"
     try:
-        old = json.loads(path.read_text())
+        old = None if not_a_regular_file(path) else json.loads(path.read_text())  # a fifo would block
     except (OSError, ValueError):
         old = None
     if not isinstance(old, dict):
@@ -305,7 +306,7 @@ def _valid_config_key(path: str, inode: int, mtime_ns: int, size: int) -> str | 
     """:func:`_config_key` of the record at ``path`` when it is valid (else None): read once per
     file version (the other arguments tell a new file at the same path; :func:`_matching_sibling`)."""
     try:
-        rec = json.loads(Path(path).read_text())
+        rec = None if not_a_regular_file(path) else json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
     conf = rec.get("config") if isinstance(rec, dict) else None

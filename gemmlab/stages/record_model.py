@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from gemmlab.paths import not_a_regular_file
+
 SCHEMA = "gemmlab.result/1"
 SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"  # every version of the record schema starts so
 VALID_STATUSES = ("ok", "compiled", "checked")
@@ -249,6 +251,9 @@ def collect(paths, children: bool = True, skipped: list[Record] | None = None) -
 def read_record(path: str | os.PathLike) -> Record:
     """Read one record file into a :class:`Record` (best-effort for other schemas; never raises)."""
     path = Path(path)
+    odd = not_a_regular_file(path)
+    if odd:  # a fifo would block the reader
+        return Record(path=str(path), status="unreadable", category="unreadable", error=f"cannot read the file: {odd}")
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
