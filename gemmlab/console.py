@@ -153,6 +153,15 @@ def guard_streams(command: str = "gemmlab") -> None:
         sys.stderr = PipeSafeStream(sys.stderr, command, warn=False)
 
 
+def output_path(text: str) -> str:
+    """argparse ``type`` of an output path option (``--out``): refuses an empty or blank one (``--out
+    ''`` wrote a tuning sweep into the working directory and gave gemmlab-report ``error: : already
+    exists``); the parser's error line then names the option."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a path")
+    return text
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ``argparse.ArgumentParser`` whose errors are one line, ``PROG: error: MESSAGE (see
     --help)``, exit status 2 (argparse itself prints the usage first). A subcommand's parser

@@ -180,6 +180,8 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
     (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown option 'nope'; available: ladder, "),
     (["--experimental-rerun", "{tmp}/nope.pickle"], "--experimental-rerun: "),  # Hydra's UserWarning came first
+    (["-m", "kernel=naive", "hydra.sweep.dir="], "hydra.sweep.dir: is empty; give a folder"),  # swept into the cwd
+    (["kernel=naive", "hydra.run.dir=''"], "hydra.run.dir: is empty; give a folder"),
 ], ids=lambda a: " ".join(a) if isinstance(a, list) else "")
 def test_hydra_errors_are_one_line(cli, tmp_path, args, start):
     """Hydra's own errors (config folders and names, group options, overrides it cannot merge,
@@ -466,3 +468,21 @@ def test_an_experiment_files_own_sweep_values_are_checked(cli, tmp_path, monkeyp
     assert proc.returncode == 2 and proc.stderr.strip() == "gemmlab: error: resume: must be true or false, got 'maybe'"
     assert not (tmp_path / "outputs").exists()
     assert real("seed_lab")["kernel"] and real("no_such_experiment") == {}
+
+
+@pytest.mark.parametrize("module, args, start", [
+    ("gemmlab.results.report", ["{data}", "--out", ""], "gemmlab-report: error: argument --out: is empty"),
+    ("gemmlab.results.compare", ["{data}", "{data}", "--out", " "], "gemmlab-compare: error: argument --out: is empty"),
+    ("gemmlab.results.families", ["{data}", "--out", ""], "python -m gemmlab.results.families: error: argument --out: is empty"),
+    ("gemmlab.cli.tune", ["sweep", "--mode", "compile", "--out", ""], "gemmlab-tune: error: sweep: argument --out: is empty"),
+    ("gemmlab.cli.tune", ["build", "{data}", "-o", ""], "gemmlab-tune: error: build: argument -o/--out: is empty"),
+])
+def test_an_empty_output_path_is_one_line(cli, tmp_path, module, args, start):
+    """A new-user trial: ``gemmlab-tune sweep --out ''`` wrote 316 points into the working folder,
+    ``gemmlab-report --out ''`` said ``error: : already exists``. An empty (or blank) output path is
+    refused by each command's parser: one line naming the option, exit 2, nothing written."""
+    data = Path(__file__).resolve().parent / "data" / "h200"
+    proc = cli([a.replace("{data}", str(data)) for a in args], tmp_path, module=module)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(start), proc.stderr
+    assert list(tmp_path.iterdir()) == []

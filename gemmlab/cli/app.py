@@ -277,6 +277,10 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
             for size in _typed_values(o):  # Hydra's basic sweeper asserts it > 0, after making the sweep's folder
                 if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
                     raise ConfigError(key, f"must be an integer >= 1 (jobs per batch) or null (all at once), got {size!r}")
+        if (key in ("hydra.run.dir", "hydra.sweep.dir") and not o.is_delete() and not o.is_sweep_override()
+                and isinstance(o.value(), str) and not o.value().strip()):  # '' was the working directory itself
+            raise ConfigError(key, "is empty; give a folder for the command's output (leave it out for Hydra's "
+                              "dated default)")
         if key == "hydra.sweep.subdir" and multirun and not o.is_delete() and not o.is_sweep_override():
             problem = _subdir_problem(o.value(), one_point=_one_point(parsed))
             if problem:

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from gemmlab.console import OneLineParser, count, guard_streams, run_command
+from gemmlab.console import OneLineParser, count, guard_streams, output_path, run_command
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
@@ -376,7 +376,7 @@ def sweep_line(out, stats: Mapping[str, Any]) -> str:
 def add_parser(sub) -> None:
     """Register ``gemmlab-tune sweep`` on an argparse subparsers object."""
     s = sub.add_parser("sweep", help="measure candidate kernels over the shape suite (records for build)")
-    s.add_argument("--out", required=True, help="sweep folder (re-running resumes: valid points of the same "
+    s.add_argument("--out", type=output_path, required=True, help="sweep folder (re-running resumes: valid points of the same "
                    "settings are skipped; failed ones, and ones measured with other settings, run again)")
     s.add_argument("--families", help="comma-separated families (default: all)")
     s.add_argument("--kernels", help="comma-separated kernels: only their variants are measured (the rules' "
@@ -399,7 +399,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a table from sweep records (result.json under the paths)")
     b.add_argument("paths", nargs="+")
-    b.add_argument("-o", "--out", required=True, help="table file to write (refused if it exists unless --force)")
+    b.add_argument("-o", "--out", type=output_path, required=True, help="table file to write (refused if it exists unless --force)")
     b.add_argument("--device", help="use only records of this GPU name")
     b.add_argument("--force", action="store_true", help="overwrite --out")
     b.add_argument("--records-dir", dest="records_dir",
@@ -426,9 +426,7 @@ def _table_out(text: str, force: bool) -> Path:
 
     Raises:
         ConfigError: ``out``, naming what is wrong and what is allowed."""
-    if not text.strip():
-        raise ConfigError("out", "is empty; give the table file to write, e.g. -o table.json")
-    out = Path(text)
+    out = Path(text)  # an empty one is refused by the parser (gemmlab.console.output_path)
     if out.is_dir():
         raise ConfigError("out", f"{out} is a folder; give a table file, e.g. -o {out / 'table.json'}")
     if os.path.lexists(out) and not out.is_file():

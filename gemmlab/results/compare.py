@@ -60,7 +60,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, run_command
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command
 from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE,
                                            SETTINGS, UNTIMED, VERDICTS, CompareError, Pair, Point, compare,
                                            compare_pair, load_points, point_from_record)
@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=2000,
                    help=f"bootstrap resamples, >= {MIN_RESAMPLES} (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="base seed of the bootstrap (default 0)")
-    p.add_argument("--out", metavar="FILE.md", help="also write the comparison as Markdown here (a new file)")
+    p.add_argument("--out", type=output_path, metavar="FILE.md", help="also write the comparison as Markdown here (a new file)")
     p.add_argument("--allow-missing", action="store_true",
                    help="do not fail the gate for points valid in BEFORE and missing from AFTER")
     return p

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, run_command
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command
 from gemmlab.errors import ConfigError, in_chain
 from gemmlab.paths import missing_parents, remove_empty_parents
 from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "targets. Prints the table and the target checks; with --out also writes families.md, "
                        "families.csv and families.png.")
     ap.add_argument("paths", nargs="+", help="run or sweep folders, or result.json files")
-    ap.add_argument("--out", help="folder for families.md, families.csv, families.png")
+    ap.add_argument("--out", type=output_path, help="folder for families.md, families.csv, families.png")
     ap.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
     args = ap.parse_args(argv)
     try:

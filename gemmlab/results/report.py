@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, run_command
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command
 from gemmlab.errors import in_chain
 from gemmlab.paths import missing_parents, remove_empty_parents
 from gemmlab.results import families, report_html, report_plots, report_tables
@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description="One table (CSV + Markdown) and plots from gemmlab result.json records: "
         "run directories, sweep directories (any nesting), or result.json files.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="run/sweep directory or result.json file")
-    p.add_argument("--out", metavar="DIR", help="new report directory (default: ./gemmlab-report-<UTC time>); "
+    p.add_argument("--out", type=output_path, metavar="DIR", help="new report directory (default: ./gemmlab-report-<UTC time>); "
                    "an existing directory is refused")
     return p
 
