@@ -326,3 +326,14 @@ def test_build_out_must_be_a_regular_file(tmp_path, capsys, kind):
     assert len(err) == 1 and err[0].startswith(said), err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert not (tmp_path / "ff").is_file() and not (tmp_path / "null").is_file()
+
+
+def test_build_from_a_missing_or_odd_path_says_why_once(tmp_path, capsys):
+    """``build /nonexistent`` said "no such file or directory: no such file or directory", and a fifo
+    "not a file or folder of results (...): no such file or directory": the reason once."""
+    import os
+    os.mkfifo(tmp_path / "ff")
+    for path, why in ((tmp_path / "nope", "no such file or directory"),
+                      (tmp_path / "ff", "not a file or folder of results (a device, a pipe or a socket)")):
+        assert tune.main(["build", str(path), "-o", str(tmp_path / "t.json")]) == 2
+        assert capsys.readouterr().err == f"gemmlab-tune: error: paths: {path}: {why}\n"

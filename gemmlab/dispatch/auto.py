@@ -802,12 +802,13 @@ def find_records(paths: Iterable[str | os.PathLike]) -> list[Path]:
     left out).
 
     Raises:
-        ConfigError: field ``paths``: a path that does not exist.
+        ConfigError: field ``paths``: a path that does not exist or holds no records (a device, a
+            fifo), in find_records' words (``<path>: <why>``).
     """
     try:
         return results.find_records(list(paths), children=False)
     except FileNotFoundError as exc:
-        raise ConfigError("paths", f"{exc}: no such file or directory") from None
+        raise ConfigError("paths", str(exc)) from None
 
 
 def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
