@@ -156,7 +156,8 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["hydra.mode=NOPE"], "hydra.mode: Error merging override hydra.mode=NOPE: Invalid value 'NOPE', expected one of"),
     (["hydra.job.chdir=maybe"], "hydra.job.chdir: "),
     (["-m", "hydra/launcher=basic", "hydra.launcher.foo=1"], "hydra.launcher.foo: Could not override"),
-    (["hydra.run.dir=${oc.env:GEMMLAB_TEST_NO_SUCH_VAR}"], "hydra.run.dir: "),
+    (["hydra.run.dir=${oc.env:GEMMLAB_TEST_NO_SUCH_VAR}"], "hydra.run.dir: the environment variable "
+     "GEMMLAB_TEST_NO_SUCH_VAR is not set (in ${oc.env:GEMMLAB_TEST_NO_SUCH_VAR}); set it, or give a default"),
     (["--cfg", "nope"], "--cfg: invalid choice: 'nope' (choose from 'job', 'hydra', 'all')"),
     (["--info", "nope"], "--info: invalid choice: 'nope'"),
     (["--nope"], "command line: unrecognized arguments: --nope"),

@@ -133,6 +133,10 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     detail = _one_line(text)
     if cause is not None and str(cause).strip():
         detail = f"{detail}: {_one_line(cause)}" if not detail.startswith(_one_line(cause)) else detail
+    env = re.search(r"Environment variable '([^']+)' not found", detail)
+    if env:  # ${oc.env:X} of a variable that is not set: say how to give it (OmegaConf's oc.env resolver)
+        return ConfigError(str(key), f"the environment variable {env.group(1)} is not set (in ${{oc.env:{env.group(1)}}}); "
+                           f"set it, or give a default: ${{oc.env:{env.group(1)},<default>}}")
     return ConfigError(str(key), detail)
 
 
