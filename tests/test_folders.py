@@ -144,8 +144,15 @@ def test_a_sweep_inside_another_commands_folder_is_refused(tmp_path, cli):
             (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/r1/sub"],
              "hydra.sweep.dir: runs/r1/sub lies inside {root}/runs/r1, the folder of another command's run"),
             (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/tune/newsw"],
-             "hydra.sweep.dir: runs/tune/newsw lies inside {root}/runs/tune, the folder of another command's output folder"),
-            (["kernel=naive", "hydra.run.dir=runs/tune"], "hydra.run.dir: runs/tune is a sweep's folder")):
+             "hydra.sweep.dir: runs/tune/newsw lies inside {root}/runs/tune, the folder of another command's tuning sweep"),
+            (["kernel=naive", "hydra.run.dir=runs/tune"], "hydra.run.dir: runs/tune is a sweep's folder"),
+            (["-m", "kernel=naive,tiled", "hydra.sweep.dir=runs/tune", "resume=true"],  # took over the tuning sweep
+             "hydra.sweep.dir: runs/tune is a tuning sweep's folder (gemmlab-tune sweep --out)"),
+            (["kernel=naive", "hydra.run.dir=runs/tune/tiny/16x16x16/x", "resume=true"],
+             "hydra.run.dir: runs/tune/tiny/16x16x16/x lies inside {root}/runs/tune, the folder of another command's "
+             "tuning sweep"),
+            (["kernel=naive", "hydra.run.dir=runs/r1/x"],
+             "hydra.run.dir: runs/r1/x lies inside {root}/runs/r1, the folder of another command's run")):
         r = cli(args + ["mode=compile", "shape=[8,8,8]"], tmp_path)
         assert r.returncode == 2, r.stdout + r.stderr
         assert "Traceback" not in r.stderr and _error_lines(r.stderr) == [r.stderr.strip()], r.stderr

@@ -337,3 +337,24 @@ def test_build_from_a_missing_or_odd_path_says_why_once(tmp_path, capsys):
                       (tmp_path / "ff", "not a file or folder of results (a device, a pipe or a socket)")):
         assert tune.main(["build", str(path), "-o", str(tmp_path / "t.json")]) == 2
         assert capsys.readouterr().err == f"gemmlab-tune: error: paths: {path}: {why}\n"
+
+
+def test_a_fifo_in_a_points_place_does_not_block_a_rerun(tmp_path, capsys):
+    """A new-user trial: a fifo as a point's result.json blocked gemmlab-tune sweep forever (its
+    check of the earlier record opened the fifo). The pipeline's resume sets it aside and the point
+    runs; the sweep ends."""
+    import os
+    import threading
+    suite_file = _one_shape_suite(tmp_path)
+    argv = ["sweep", "--out", str(tmp_path / "s"), "--suite", suite_file, "--mode", "compile", "--baseline", "none",
+            "--kernels", "tiled"]
+    assert tune.main(argv) == 0
+    record = sorted((tmp_path / "s").rglob("result.json"))[0]
+    record.unlink()
+    os.mkfifo(record)
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("code", tune.main(argv)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "gemmlab-tune sweep blocked on the fifo"
+    assert box["code"] == 0 and record.is_file() and json.loads(record.read_text())["status"] == "compiled"

@@ -79,10 +79,12 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
       put its points inside that run, where a sweep's summary does not look (records inside
       another run's folder are that run's, e.g. its sanitizer's);
     - a run into a sweep's folder (its ``multirun.yaml``, or records below and none at the top)
-      or into a folder inside a sweep's (a point's folder) would make the sweep's points its own
-      or take a point's place;
+      or into a folder inside another command's (a sweep's point folder, a run's, a tuning
+      sweep's) would make the sweep's points its own or take a point's place;
     - without ``resume=true`` (``resume`` False), a run into a folder that holds a result, or a
       sweep into one whose points hold results: gemmlab never overwrites a result;
+    - a sweep into a tuning sweep's folder (also with ``resume=true``: its points would become
+      the sweep's, and the tuning sweep could not resume);
     - a sweep or a tuning sweep (it resumes when run again) inside another command's folder (a
       run's, a sweep's, a tuning sweep's: their report and summary would count its points as their
       own), and a tuning sweep into a run's or a ``gemmlab -m`` sweep's folder.
@@ -104,6 +106,9 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
         if mode == "sweep":
             if has_record and not is_sweep:
                 return f"{folder} is one run's folder (it holds result.json); give the sweep a folder of its own"
+            if not is_sweep and _is_tuning_folder(folder):  # resume=true would make its points a -m sweep's
+                return (f"{folder} is a tuning sweep's folder (gemmlab-tune sweep --out); give the sweep a folder of "
+                        "its own")
             owner = _enclosing_folder(folder, runs=True)
             if owner is not None:
                 return (f"{folder} lies inside {owner[0]}, the folder of another command's {owner[1]} (its summary and "
@@ -116,9 +121,12 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
                 not r.relative_to(folder).parts[0].startswith("sanitizer-")  # not a run's own child record
                 for r in folder.rglob("result.json"))):  # a tuning sweep's points lie 3 levels down
             return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
-        inside = _enclosing_folder(folder, runs=False)
-        if inside is not None:
+        inside = _enclosing_folder(folder, runs=True)
+        if inside is not None and inside[1] == "sweep":
             return f"{folder} is inside the sweep folder {inside[0]} (a point's place); give the run a folder of its own"
+        if inside is not None:  # e.g. a tuning sweep's point folder: resume=true set its record aside
+            return (f"{folder} lies inside {inside[0]}, the folder of another command's {inside[1]}; give the run a "
+                    "folder of its own")
         if resume is False and has_record:
             return (f"{folder} already holds a result.json; gemmlab never overwrites a result: add resume=true to keep a "
                     f"valid one of the same config and run otherwise, or give a new folder")
@@ -130,17 +138,24 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
 def _enclosing_folder(folder: Path, runs: bool) -> tuple[Path, str] | None:
     """``(folder, kind)`` of the nearest folder above ``folder`` that is a ``gemmlab -m`` sweep's
     (its ``multirun.yaml``: kind ``"sweep"``), or with ``runs`` also a run's (its ``result.json``:
-    ``"run"``) or another command's claimed folder (its :data:`LOCK_NAME`, e.g. a tuning sweep's:
-    ``"output folder"``); None when there is none. Runs are not refused inside a claimed folder:
-    a point's compute-sanitizer child is a run inside its point's folder."""
+    ``"run"``) or another command's claimed folder (its :data:`LOCK_NAME` alone: a tuning sweep's,
+    ``"tuning sweep"``); None when there is none. (A point's compute-sanitizer child runs inside the
+    point's folder through ``gemmlab.run.sanitizer_child``, which claims no folder.)"""
     for p in Path(os.path.abspath(folder)).parents:
         if (p / "multirun.yaml").is_file():
             return p, "sweep"
         if runs and os.path.lexists(p / "result.json"):
             return p, "run"
         if runs and (p / LOCK_NAME).is_file():
-            return p, "output folder"
+            return p, "tuning sweep"
     return None
+
+
+def _is_tuning_folder(folder: Path) -> bool:
+    """``folder`` is a tuning sweep's (``gemmlab-tune sweep --out``): claimed (:data:`LOCK_NAME`), no
+    ``result.json`` or ``multirun.yaml`` of its own, records below."""
+    return ((folder / LOCK_NAME).is_file() and not os.path.lexists(folder / "result.json")
+            and not (folder / "multirun.yaml").is_file() and next(folder.rglob("result.json"), None) is not None)
 
 
 def claim(folder: Path, field: str) -> IO:

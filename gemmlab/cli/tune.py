@@ -260,7 +260,10 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
 
 def _succeeded(path: Path) -> bool:
     """The record at ``path`` is a success (valid, with a valid status); an unreadable one is not."""
+    from gemmlab.paths import not_a_regular_file
     from gemmlab.stages.record_model import VALID_STATUSES
+    if not_a_regular_file(path):  # a fifo would block: the pipeline's resume sets it aside
+        return False
     try:
         rec = json.loads(path.read_text())
     except (OSError, ValueError):
