@@ -524,3 +524,13 @@ def test_out_under_a_file_names_the_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err == (f"gemmlab-compare: error: {tmp_path / 'nj.json' / 'sub.md'}: cannot write "
                                  f"({tmp_path / 'nj.json'} is a file, not a folder)\n"), err
+
+
+def test_out_through_a_link_to_nowhere_is_refused(tmp_path, capsys):
+    """A new-user trial: ``--out dang`` (a link to a missing file) wrote the comparison through the
+    link and created its target; it is an existing name like any other: refused, exit 2."""
+    from gemmlab.results import compare
+    data = Path(__file__).resolve().parent / "data" / "h200"
+    (tmp_path / "dang").symlink_to(tmp_path / "nowhere.md")
+    assert compare.main([str(data), str(data), "--out", str(tmp_path / "dang")]) == 2
+    assert "--out:" in capsys.readouterr().err and not (tmp_path / "nowhere.md").exists()

@@ -358,3 +358,14 @@ def test_a_fifo_in_a_points_place_does_not_block_a_rerun(tmp_path, capsys):
     worker.join(60)
     assert not worker.is_alive(), "gemmlab-tune sweep blocked on the fifo"
     assert box["code"] == 0 and record.is_file() and json.loads(record.read_text())["status"] == "compiled"
+
+
+@pytest.mark.parametrize("option", ["--kernels", "--families"])
+def test_an_empty_kernel_or_family_list_is_one_line(tmp_path, capsys, option):
+    """A new-user trial: ``--kernels ''`` ran all 316 points (an empty list meant all); now one line
+    naming the option, exit 2, before any point."""
+    assert tune.main(["sweep", "--out", str(tmp_path / "s"), "--mode", "compile", option, " "]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gemmlab-tune: error: {option[2:]}: is empty; name {option[2:]}, comma-separated, or leave the "
+                   "option out for all\n"), err
+    assert not (tmp_path / "s").exists()

@@ -273,7 +273,9 @@ def _succeeded(path: Path) -> bool:
 
 def parse_families(text: str | None, suite: Suite) -> list[str]:
     """``"decode,tiny"`` -> the names, checked against the suite (ConfigError ``families``)."""
-    names = [t for t in (text or "").split(",") if t]
+    names = [t for t in (text or "").split(",") if t.strip()]
+    if text is not None and not names:  # '' had meant every family
+        raise ConfigError("families", "is empty; name families, comma-separated, or leave the option out for all")
     suite.select(names)
     return names
 
@@ -291,7 +293,9 @@ def sweep_main(args) -> int:
                             "verify": {"max_full": args.max_full}, "plugin_dirs": list(args.plugin_dirs)}
     if baseline is None:
         base["baseline"] = None  # --baseline none: no baseline (the config's baseline=null)
-    kernels = [k for k in (args.kernels or "").split(",") if k]
+    kernels = [k for k in (args.kernels or "").split(",") if k.strip()]
+    if args.kernels is not None and not kernels:  # '' had meant every kernel
+        raise ConfigError("kernels", "is empty; name kernels, comma-separated, or leave the option out for all")
     unknown = sorted(set(kernels) - set(registry.kernels))
     if unknown:
         raise ConfigError("kernels", f"unknown kernel {unknown[0]!r}; registered: {', '.join(sorted(registry.kernels))}")

@@ -56,6 +56,7 @@ Public API (re-exported here): :func:`bootstrap_ratio`, :func:`verdict`, :func:`
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     skipped: list = []
     try:
-        if args.out and Path(args.out).exists():
+        if args.out and os.path.lexists(args.out):  # also a link to nowhere: writing would create its target
             raise CompareError(f"--out: {args.out} already exists; give a new file name")
         try:
             pairs = compare(args.before, args.after, args.threshold, args.confidence, args.resamples, args.seed,
