@@ -56,3 +56,9 @@ def not_a_regular_file(path: Path | str) -> str | None:
     if not os.path.exists(p) or p.is_file():
         return None
     return "a folder" if p.is_dir() else "not a regular file (a pipe, a device or a socket)"
+
+
+def file_in_the_way(path: Path | str) -> Path | None:
+    """The nearest existing folder above ``path`` that is a file (``plain/x.json``: ``plain``), which
+    makes writing ``path`` fail; None when there is none."""
+    return next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)

@@ -38,6 +38,7 @@ from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
 from gemmlab.errors import ConfigError, NoGPUError
+from gemmlab.paths import file_in_the_way, not_a_regular_file
 
 #: what an interrupted ``gemmlab-tune`` keeps (:func:`gemmlab.console.run_command`)
 INTERRUPTED = "the points it finished keep their records; run the same command again to resume"
@@ -259,16 +260,10 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
 
 
 def _succeeded(path: Path) -> bool:
-    """The record at ``path`` is a success (valid, with a valid status); an unreadable one is not."""
-    from gemmlab.paths import not_a_regular_file
-    from gemmlab.stages.record_model import VALID_STATUSES
-    if not_a_regular_file(path):  # a fifo would block: the pipeline's resume sets it aside
-        return False
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(rec, dict) and rec.get("valid") is True and rec.get("status") in VALID_STATUSES
+    """The record at ``path`` is a success (valid, with a valid status); an unreadable one (also a
+    fifo in its place) is not (:func:`gemmlab.stages.record_model.read_record`)."""
+    from gemmlab.stages.record_model import read_record
+    return read_record(path).is_valid
 
 
 def parse_families(text: str | None, suite: Suite) -> list[str]:
@@ -436,9 +431,9 @@ def _table_out(text: str, force: bool) -> Path:
     out = Path(text)  # an empty one is refused by the parser (gemmlab.console.output_path)
     if out.is_dir():
         raise ConfigError("out", f"{out} is a folder; give a table file, e.g. -o {out / 'table.json'}")
-    if os.path.lexists(out) and not out.is_file():
-        raise ConfigError("out", f"{out} is not a regular file (a device, a pipe, a socket or a broken link); "
-                          "give a table file")
+    odd = "a broken link" if out.is_symlink() and not out.exists() else not_a_regular_file(out)
+    if odd:
+        raise ConfigError("out", f"{out} is {odd}; give a table file")
     if out.exists() and not force:
         raise ConfigError("out", f"{out} exists; pass --force to replace it")
     return out
@@ -463,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     tmp.unlink(missing_ok=True)
-                blocking = next((q for q in out.parents if q.exists() and not q.is_dir()), None)
+                blocking = file_in_the_way(out)
                 why = f"{blocking} is a file, not a folder" if blocking is not None else exc.strerror or str(exc)
                 raise ConfigError("out", f"cannot write {out} ({why}); give a table file in a folder that can be "
                                   "written") from None

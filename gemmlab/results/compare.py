@@ -67,6 +67,7 @@ from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_S
                                            compare_pair, load_points, point_from_record)
 from gemmlab.results.compare_render import COLUMNS, markdown, print_table, row, summary, varying_settings
 from gemmlab.results.compare_stats import FAST, SAME, SLOW, UNSURE, beyond_threshold, bootstrap_ratio, verdict
+from gemmlab.paths import file_in_the_way
 from gemmlab.stages.record_model import SCHEMA
 
 PROG = "gemmlab-compare"
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 out.write_text(markdown(pairs, args.before, args.after, args.threshold, args.confidence,
                                         args.resamples, args.seed, unreadable=damaged))
             except OSError as exc:
-                blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+                blocking = file_in_the_way(out)
                 why = f"{blocking} is a file, not a folder" if blocking is not None else exc.strerror or exc
                 raise CompareError(f"{out}: cannot write ({why})") from None
     except CompareError as exc:
