@@ -51,11 +51,12 @@ def signals_deferred(command: str):
 KEPT_RECORDS = "no record was changed"
 
 
-def run_command(command: str, main: Callable[[], int | None], advice: str | None = None):
+def run_command(command: str, main: Callable[[], int | None], advice: str | Callable[[], str] | None = None):
     """Call ``main()`` (a command's ``main``) with SIGTERM turned into
     :class:`~gemmlab.errors.Terminated` (an interrupt) and return its exit status. An interrupt
     the command does not handle itself: one line, ``<command>: interrupted; <advice>`` (default
-    :data:`KEPT_RECORDS`; the interrupt's own text instead when it carries one, e.g.
+    :data:`KEPT_RECORDS`; a callable is asked at that moment, e.g. gemmlab's resume line for the
+    sweep it was running; the interrupt's own text instead when it carries one, e.g.
     gemmlab-report's removed partial report), exit 130; SIGTERM says ``terminated (SIGTERM)`` and exits 143 (Python's default
     handler ended the command with nothing said). Outside the main thread ``main()`` runs as it is.
     """
@@ -69,7 +70,10 @@ def run_command(command: str, main: Callable[[], int | None], advice: str | None
         if isinstance(exc, SystemExit) or not was_interrupted(exc):
             raise
         interrupt = in_chain(exc, KeyboardInterrupt)
-        said = str(interrupt.args[0]) if interrupt is not None and interrupt.args else (advice or KEPT_RECORDS)
+        if interrupt is not None and interrupt.args:
+            said = str(interrupt.args[0])
+        else:
+            said = (advice() if callable(advice) else advice) or KEPT_RECORDS
         terminated = isinstance(interrupt, Terminated)
         print(f"{command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}; {said}", file=sys.stderr)
         sys.exit(143 if terminated else 130)

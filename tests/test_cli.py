@@ -792,3 +792,37 @@ def test_an_error_left_by_ctrl_c_inside_hydra_is_the_interrupt(cli, tmp_path, mo
     proc = cli(["kernel=naive", "mode=compile", f"hydra.run.dir={tmp_path / 'r'}"], tmp_path)
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("gemmlab: interrupted; "), proc.stderr
+
+
+def test_gemmlab_main_runs_outside_the_main_thread(tmp_path, monkeypatch):
+    """``gemmlab.cli.app.main`` called from another thread (a notebook's or a tool's worker thread)
+    stopped at once with ``ValueError: signal only works in main thread`` (it set its own SIGTERM
+    handler); its interrupt handling is now gemmlab.console.run_command's, which leaves signals
+    alone outside the main thread, so the command runs and writes its record."""
+    import threading
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    import gemmlab
+    gemmlab.clear_caches()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["gemmlab", "kernel=tiled", "mode=compile", "shape=[63,65,33]", "hydra.run.dir=r"])
+    outcome = {}
+
+    def command():
+        try:
+            gemmlab.cli.app.main()
+        except SystemExit as exc:
+            outcome["code"] = exc.code
+        except BaseException as exc:  # what the old code raised
+            outcome["raised"] = repr(exc)
+
+    try:
+        thread = threading.Thread(target=command)
+        thread.start()
+        thread.join(timeout=120)
+    finally:
+        isolation.end_command()
+        GlobalHydra.instance().clear()
+    assert outcome == {"code": 0}
+    assert json.loads((tmp_path / "r" / "result.json").read_text())["status"] == "compiled"

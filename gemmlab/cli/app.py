@@ -21,7 +21,6 @@ import contextlib
 import os
 import re
 import secrets
-import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -42,9 +41,8 @@ from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is
                                        interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import FIELD_RULES, check_baseline, check_config_file, check_field, unknown_key_error
-from gemmlab.console import PipeSafeStream, guard_streams, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
-from gemmlab.errors import (CompileError, ConfigError, NoGPUError, Terminated, UnavailableError, in_chain,
-                            raise_terminated, was_interrupted)
+from gemmlab.console import PipeSafeStream, guard_streams, run_command, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
+from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
 
@@ -913,7 +911,10 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
 
 
 def main() -> None:
-    """Console entry point (``gemmlab``)."""
+    """Console entry point (``gemmlab``): the command line in ``sys.argv``; exits with the
+    command's status (:meth:`Invocation.exit_status`; 2 for a refused command line). An interrupt
+    (Ctrl-C, or SIGTERM) is one line through :func:`gemmlab.console.run_command`, saying what was
+    kept and how to resume a sweep (:func:`_interrupted_advice`), exit 130 (143)."""
     guard_streams("gemmlab")
     if not sys.stderr.isatty() and "FORCE_COLOR" not in os.environ:
         # libraries that colour their log lines whatever the stream (Optuna's colorlog handler) write
@@ -925,7 +926,12 @@ def main() -> None:
         sys.exit(0)
     invocation = Invocation()
     register_resolvers(invocation)
-    signal.signal(signal.SIGTERM, raise_terminated)
+    sys.exit(run_command("gemmlab", lambda: _run(invocation), advice=lambda: _interrupted_advice(invocation)))
+
+
+def _run(invocation: Invocation) -> int:
+    """The command of :func:`main`: check the command line, then Hydra's run or multirun; returns
+    (or exits with) the exit status. An interrupt propagates to :func:`main`'s handler."""
     with signals_deferred("gemmlab"):  # Ctrl-C or SIGTERM here: one line once this is done (nothing ran)
         try:
             _prepare(sys.argv[1:], invocation)
@@ -957,15 +963,9 @@ def main() -> None:
             print(f"gemmlab: error: hydra.sweep.dir: {text}; not in the summary (no record)", file=sys.stderr)
         failed = [1] if invocation.folder_errors else []
         sys.exit(done.outcome.exit_status_with([*invocation.statuses, *failed]))
-    except KeyboardInterrupt as exc:
-        advice = str(exc.args[0]) if exc.args else _interrupted_advice(invocation)
-        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        print(f"gemmlab: {how}; {advice}", file=sys.stderr)
-        sys.exit(143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:
-        if was_interrupted(exc):  # Ctrl-C inside Hydra or OmegaConf, whose clean-up then failed on the state it left
-            print(f"gemmlab: interrupted; {_interrupted_advice(invocation)}", file=sys.stderr)
-            sys.exit(130)
+        if was_interrupted(exc):  # Ctrl-C inside Hydra or OmegaConf, whose clean-up then failed on the state it
+            raise  # left: main's handler says it (run_command finds the interrupt in the chain)
         unusable = output_folder_error(exc)  # e.g. a full disk while Hydra writes the run's .hydra/
         if unusable is not None:
             if full_error:
@@ -990,7 +990,7 @@ def main() -> None:
             traceback.print_exc()
         print(f"gemmlab: error: {error}", file=sys.stderr)
         sys.exit(2)
-    sys.exit(invocation.exit_status())
+    return invocation.exit_status()
 
 
 def _launcher_argument_error(exc: BaseException) -> ConfigError | None:

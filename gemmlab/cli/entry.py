@@ -6,9 +6,9 @@ and the rest (about half a second on a cold start) stops the command right after
 and exit status 130 (143 for SIGTERM), instead of a traceback from inside an import, or an error
 from a library whose state the interrupt left half-built (OmegaConf's, seen in a new-user
 trial). ``gemmlab`` holds them back the same way while it checks the command line and loads the
-plugins (:func:`gemmlab.cli.app.main`) and handles them itself once it runs (the resume line of a
-sweep); in the other commands an interrupt while they run is one line and exit 130 too
-(:func:`gemmlab.console.run_command`, which their ``python -m`` blocks use as well).
+plugins (:func:`gemmlab.cli.app.main`). An interrupt while a command runs is one line and exit 130
+(143 for SIGTERM) through :func:`gemmlab.console.run_command`, in every command and in their
+``python -m`` blocks; ``gemmlab``'s line says how to resume the sweep it was running.
 The window before this module runs (the interpreter and ``import gemmlab``, about a tenth of a
 second) is Python's own.
 """
