@@ -81,6 +81,25 @@ def run_command(command: str, main: Callable[[], int | None], advice: str | Call
         signal.signal(signal.SIGTERM, before)
 
 
+@contextlib.contextmanager
+def settled_exit():
+    """Around a process's last call (a ``python -m`` block or a console script, never a command
+    run inside another program): once the block ends (its ``sys.exit`` included), SIGINT and SIGTERM
+    are ignored for the interpreter's clean-up (atexit handlers such as the point worker's close,
+    which kills the worker after 5 s at most, then Python's own shutdown). The command's outcome is
+    settled and its files written by then; a Ctrl-C pressed as it ends printed "Exception ignored
+    in: <module 'threading'> ... KeyboardInterrupt" from inside Python's shutdown, or ended the
+    process by SIGINT, instead of the command's own exit status. Main thread only."""
+    try:
+        yield
+    finally:
+        try:
+            for stop in STOPPED:
+                signal.signal(stop, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            pass
+
+
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun`` in the number ``n`` takes: ``count(1, "point")`` is ``1 point``,
     ``count(2, "point")`` ``2 points`` (``plural``: the plural when it is not ``noun + "s"``)."""

@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -559,6 +560,47 @@ def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
     assert "<its directory>" not in last
     assert f"hydra.sweep.dir={sweep_dir} resume=true" in last, last
     assert json.loads((sweep_dir / "0" / "result.json").read_text())["status"] == "compiled"
+
+
+
+@pytest.mark.parametrize("where", ["after-the-record", "after-hydra"])
+def test_an_interrupt_after_the_runs_record_was_written_names_it(cli, tmp_path, monkeypatch, where):
+    """A Ctrl-C landing after a single run's point ended (its result.json on disk) said "the run's
+    folder ... holds no result for it" while gemmlab logged the point, and "the run stopped before
+    its point started; nothing was measured" once Hydra had let go of the job's config (found by
+    sending SIGINT right after result.json appeared). It now names the record that was kept."""
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if where == "after-the-record":  # while gemmlab logs the finished point, inside Hydra's job
+        monkeypatch.setattr(gemmlab.cli.app, "_log_point", stop)
+    else:  # Hydra's run returned (its job config reset); gemmlab works out the exit status
+        monkeypatch.setattr(gemmlab.cli.app.Invocation, "exit_status", stop)
+    proc = cli(["kernel=naive", "mode=compile", "hydra.run.dir=r"], tmp_path)
+    record = tmp_path / "r" / "result.json"
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"gemmlab: interrupted; the run's record was written before the interrupt: {record}")
+    assert json.loads(record.read_text())["status"] == "compiled"
+
+
+def test_a_late_ctrl_c_leaves_a_finished_commands_exit_status(tmp_path):
+    """console.settled_exit around the process's last call (``python -m gemmlab`` and the console
+    scripts): a SIGINT once the command has ended (in Python's clean-up, as a Ctrl-C pressed while
+    the command finishes) no longer prints "Exception ignored ... KeyboardInterrupt" from Python's
+    shutdown or ends the process by SIGINT: the exit status stays the command's."""
+    from clirun import REPO_ROOT, command_env
+    code = ("import os, signal, sys\n"
+            "from gemmlab.console import settled_exit\n"
+            "import atexit\n"
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), print('clean-up done', flush=True)))\n"
+            "with settled_exit():\n"
+            "    sys.exit(3)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=command_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "clean-up done\n", "")
+    for module in ("gemmlab/__main__.py", "gemmlab/cli/entry.py"):
+        assert "with settled_exit():" in (REPO_ROOT / module).read_text(), module
 
 
 def test_objective():

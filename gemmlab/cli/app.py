@@ -41,7 +41,7 @@ from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is
                                        interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.stages.config import FIELD_RULES, check_baseline, check_config_file, check_field, unknown_key_error
-from gemmlab.console import PipeSafeStream, guard_streams, run_command, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
+from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
@@ -69,6 +69,8 @@ class Invocation:
         folder_errors: the sweep's points that could not create or write their own folder
             (:func:`gemmlab.cli.folders.sweep_guard`): they have no record, so the
             end of the sweep names them.
+        point_dirs: the output folder of each point started in this process, in run order (where
+            an interrupt landed once Hydra has let go of the point's config, :func:`_interrupted_advice`).
         multirun: the pre-check's reading of the command: True a sweep (``-m``, or ``hydra.mode``
             set by the command line or a file it selects), False a single run, None not known.
         sweep_dir: ``hydra.sweep.dir`` of a multirun, set when Hydra starts its sweeper
@@ -81,6 +83,7 @@ class Invocation:
 
     plugin_dirs: list[str] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
+    point_dirs: list[Path] = field(default_factory=list)
     refused_existing: int = 0  # points refused because their folder already holds a result.json
     run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
     hydra_full_error: str | None = None
@@ -804,6 +807,7 @@ def _task(cfg, invocation: Invocation) -> float | None:
     """Run one point (a Hydra job) and print its summary; its exit status goes to
     ``invocation.statuses``. Returns the sweeper's :func:`objective`."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    invocation.point_dirs.append(out_dir)
     mismatch = _kernel_choice_error(cfg, HydraConfig.get().runtime.choices.get("kernel"))
     if mismatch is not None:  # every point of the command would say the same: stop here
         if not (out_dir / "result.json").exists():  # an invalid record, as for any refused input
@@ -888,17 +892,21 @@ def sweep_resume_advice(sweep_dir: Path | str) -> str:
 def _interrupted_advice(invocation: Invocation | None = None) -> str:
     """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
     interrupted point: its output folder minus ``hydra.sweep.subdir``). Before Hydra started a
-    point, ``invocation.multirun`` tells a single run (nothing to resume) from a sweep."""
+    point, ``invocation.multirun`` tells a single run (nothing to resume) from a sweep. A single
+    run whose record was written before the interrupt (its point ended; the interrupt came while
+    gemmlab or Hydra finished up) names the record."""
     try:
         hc = HydraConfig.get()
         out = hc.runtime.output_dir
         multirun = str(hc.mode).upper().endswith("MULTIRUN")
-    except Exception:
-        out = None
+    except Exception:  # not in Hydra's job (before it, or after: Hydra resets its config as the job ends)
+        out = invocation.point_dirs[-1] if invocation is not None and invocation.point_dirs else None
         multirun = invocation is None or invocation.multirun is not False
-    if out and not multirun:
-        return f"the run's folder {out} holds no result for it"
     if not multirun:
+        if out and (Path(out) / "result.json").is_file():  # a run's folder never holds an earlier one (folders.py)
+            return f"the run's record was written before the interrupt: {Path(out) / 'result.json'}"
+        if out:
+            return f"the run's folder {out} holds no result for it"
         return "the run stopped before its point started; nothing was measured"
     if out:
         try:
@@ -906,6 +914,8 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
             return sweep_resume_advice(Path(out).parents[depth - 1] if depth else Path(out))
         except Exception:
             pass
+    if invocation is not None and invocation.sweep_dir is not None:
+        return sweep_resume_advice(Path(invocation.sweep_dir))
     return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
             "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
 
@@ -1043,4 +1053,5 @@ def _hydra_raises():
 
 
 if __name__ == "__main__":
-    main()
+    with settled_exit():
+        main()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from gemmlab.console import run_command, signals_deferred
+from gemmlab.console import run_command, settled_exit, signals_deferred
 
 def _start(command: str, module: str, function: str):
     """Import ``module`` with the signals held back (:func:`gemmlab.console.signals_deferred`), then
@@ -26,7 +26,8 @@ def _start(command: str, module: str, function: str):
     module's ``INTERRUPTED`` says was kept (default: :data:`gemmlab.console.KEPT_RECORDS`)."""
     with signals_deferred(command):
         loaded = importlib.import_module(module)
-    return run_command(command, getattr(loaded, function), getattr(loaded, "INTERRUPTED", None))
+    with settled_exit():  # the process ends after this: a late Ctrl-C leaves its exit status as it is
+        return run_command(command, getattr(loaded, function), getattr(loaded, "INTERRUPTED", None))
 
 
 def gemmlab():

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from gemmlab.console import OneLineParser, count, guard_streams, output_path, run_command
+from gemmlab.console import OneLineParser, count, guard_streams, output_path, run_command, settled_exit
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
@@ -495,4 +495,5 @@ def _entry() -> None:
 
 
 if __name__ == "__main__":
-    _entry()
+    with settled_exit():
+        _entry()

@@ -61,7 +61,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, output_path, run_command
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit
 from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE,
                                            SETTINGS, UNTIMED, VERDICTS, CompareError, Pair, Point, compare,
                                            compare_pair, load_points, point_from_record)
@@ -154,4 +154,5 @@ def _script() -> None:
 
 
 if __name__ == "__main__":
-    _script()
+    with settled_exit():
+        _script()

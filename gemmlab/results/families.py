@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, output_path, run_command
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit
 from gemmlab.errors import ConfigError, in_chain
 from gemmlab.paths import missing_parents, remove_empty_parents
 from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
@@ -383,4 +383,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(PROG, main))
+    with settled_exit():
+        sys.exit(run_command(PROG, main))

@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, output_path, run_command
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit
 from gemmlab.errors import in_chain
 from gemmlab.paths import missing_parents, remove_empty_parents
 from gemmlab.results import families, report_html, report_plots, report_tables
@@ -217,4 +217,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(PROG, main))
+    with settled_exit():
+        sys.exit(run_command(PROG, main))
