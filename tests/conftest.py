@@ -249,3 +249,21 @@ def run_module(cli):
     def run(module: str, *args, cwd, timeout: float = 240, in_process: bool = True):
         return cli(args, cwd, module=module, timeout=timeout, in_process=in_process)
     return run
+
+
+@pytest.fixture
+def odd_result_entries():
+    """``odd_result_entries(root)``: puts under ``root`` a folder named result.json and a
+    result.json that is a link to nowhere (a new-user trial put both in a results folder) and
+    returns their paths, ``{"folder": ..., "link": ...}`` (the target is ``root/nowhere.json``).
+    The finder, the report and compare are tested on the same entries."""
+    def make(root):
+        from pathlib import Path
+        root = Path(root)
+        folder = root / "odd-folder" / "result.json"
+        folder.mkdir(parents=True)
+        link = root / "dangling" / "result.json"
+        link.parent.mkdir(parents=True)
+        link.symlink_to(root / "nowhere.json")
+        return {"folder": folder, "link": link}
+    return make

@@ -271,6 +271,25 @@ def test_a_damaged_record_in_a_tree_is_named_and_fails_the_gate_the_rest_is_comp
     assert proc.returncode == 2 and "(1 skipped: not a record, or not readable)" in proc.stderr, proc.stderr
 
 
+def test_a_folder_and_a_link_to_nowhere_named_result_json_are_named_and_counted_as_the_report_does(
+        tmp_path, run_cli, odd_result_entries):
+    """A new-user trial: a folder named result.json was passed over in silence; it and a link to
+    nowhere are now each one notice with the reason the report gives (tests/test_report.py),
+    counted as unreadable, failing the gate as a damaged record does."""
+    before, after = tmp_path / "b", tmp_path / "a"
+    write(before, "0", record())
+    write(after, "0", record())
+    odd = odd_result_entries(after)
+    proc = run_cli(before, after, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    why = {odd["folder"]: "cannot read the file: a folder",
+           odd["link"]: f"cannot read the file: a link to nowhere (-> {after / 'nowhere.json'})"}
+    assert sorted(proc.stderr.splitlines()) == sorted(
+        f"gemmlab-compare: notice: unreadable {path}: {text} (its point is not compared, which fails the comparison)"
+        for path, text in why.items()), proc.stderr
+    assert "1 SAME" in proc.stdout and "2 unreadable result.json files; regression gate: FAIL" in proc.stdout
+
+
 def test_real_records_load():
     points = load_points(H200)
     assert len(points) == 13

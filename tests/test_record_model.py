@@ -196,6 +196,19 @@ def test_find_records_children_and_natural_order(tmp_path):
         find_records(tmp_path / "missing")
 
 
+def test_a_folder_or_a_link_to_nowhere_named_result_json_is_found_and_unreadable(tmp_path, odd_result_entries):
+    """The one finder lists both odd entries (the folder was passed over in silence), and the one
+    reader gives each one reason (the link said "No such file or directory")."""
+    real = _put(tmp_path / "ok", {"status": "ok", "config": {}})
+    odd = odd_result_entries(tmp_path)
+    assert find_records(tmp_path) == [odd["link"], odd["folder"], real]
+    assert find_records(tmp_path, children=False) == [odd["link"], odd["folder"], real]
+    folder, link = read_record(odd["folder"]), read_record(odd["link"])
+    assert folder.category == link.category == "unreadable"
+    assert folder.error == "cannot read the file: a folder"
+    assert link.error == f"cannot read the file: a link to nowhere (-> {tmp_path / 'nowhere.json'})"
+
+
 def test_view_fallbacks_are_named():
     rec = view({"schema": "gemmlab.result/1", "status": "invalid", "valid": False, "error": "kernel.TM: bad",
                 "config": {"kernel": {"name": "tiled", "TM": 3}, "shape": [8, 8, 8]}}, "x/result.json")

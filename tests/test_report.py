@@ -455,6 +455,30 @@ def test_foreign_json_in_the_tree_is_skipped_not_failed(tmp_path, report_cli, pl
     assert not (tmp_path / "rep2").exists()
 
 
+def test_a_folder_and_a_link_to_nowhere_named_result_json_are_named_and_counted_as_compare_does(
+        tmp_path, report_cli, plots_not_drawn, odd_result_entries):
+    """A new-user trial: a folder named result.json was passed over in silence and a link to
+    nowhere was "No such file or directory"; each is now an unreadable row with one reason, named
+    in a notice, counted as unreadable (gemmlab-compare names and counts them the same:
+    tests/test_compare.py)."""
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "naive-256", data / "naive-256")
+    odd = odd_result_entries(data)
+    rows = report.collect([data])
+    unreadable = {r.path: r.error for r in rows if r.category == "unreadable"}
+    assert unreadable == {str(odd["folder"]): "cannot read the file: a folder",
+                          str(odd["link"]): f"cannot read the file: a link to nowhere (-> {data / 'nowhere.json'})"}
+    assert report.counts(rows)["unreadable"] == 2 and report.counts(rows)["timed"] == 1
+    out = tmp_path / "rep"
+    proc = report_cli([data, "--out", out], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [f"gemmlab-report: notice: unreadable {path}: {why} (listed and counted as "
+                                        "unreadable)" for path, why in unreadable.items()], proc.stderr
+    md = (out / "report.md").read_text()
+    assert "1 valid timed" in md and "2 unreadable" in md
+    assert f"- `{odd['folder']}`: cannot read the file: a folder" in md
+
+
 def test_console_table_keeps_square_brackets(tmp_path):
     """Cells are plain text, not rich markup: ``gemmlab[cublas]`` in an error stays whole."""
     import io

@@ -23,7 +23,10 @@ Only files are read: it works without a GPU, on results copied from another mach
 of another schema than ``gemmlab.result/1`` (or none) are read best-effort; every field that
 cannot be read is named in ``report.md`` rather than raising. A JSON object that is no gemmlab
 record at all (``{}``, another tool's ``result.json`` in the tree) is skipped with a one-line
-notice on stderr naming it, and counted nowhere.
+notice on stderr naming it, and counted nowhere. A file that cannot be read as JSON, and an entry
+named ``result.json`` that is no file (a folder, a link to nowhere, a fifo), is a row of category
+``unreadable`` with its reason (:func:`gemmlab.stages.record_model.read_record`), named in a notice
+on stderr as ``gemmlab-compare`` names it.
 
 This module owns the command line and :func:`write_report`; records are found and read by
 :mod:`gemmlab.stages.record_model` (a report lists every record file, a sanitizer child's too), the tables are
@@ -166,6 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(2, str(exc))
     for rec in skipped:
         print(f"{PROG}: notice: skipped {rec.path}: not a gemmlab record ({rec.foreign})", file=sys.stderr)
+    for rec in rows:  # a damaged record, a folder or a link to nowhere named result.json: one line each, as compare
+        if rec.category == "unreadable":
+            print(f"{PROG}: notice: unreadable {rec.path}: {rec.error} (listed and counted as unreadable)",
+                  file=sys.stderr)
     if not rows:
         return fail(2, f"no {RECORD_NAME} found under " + ", ".join(args.paths))  # bad input, like compare
 

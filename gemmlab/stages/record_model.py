@@ -17,7 +17,10 @@ such a record is its own decision (``gemmlab-compare`` refuses other schemas, th
 them).
 
 Where records are found: every ``result.json`` below a directory at any depth (natural order,
-job ``2`` before ``10``, symlinked directories not followed), or a file named directly. A record
+job ``2`` before ``10``, symlinked directories not followed), or a file named directly. An entry
+named ``result.json`` that is no readable file (a folder, a link to nowhere, a fifo) is found too
+and reads as ``unreadable`` with one reason (:func:`read_record`), so every reader names and counts
+it the same way. A record
 inside another run's directory (the sanitizer child's ``sanitizer-<tool>/run/result.json``) is
 part of that run, not a point of its own: :func:`find_records` leaves it out unless asked.
 
@@ -181,7 +184,9 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
     """Every record file under ``paths``, in argument order, each directory's files sorted
     naturally (job ``2`` before ``10``). A directory contributes every ``result.json`` at any
     depth (symlinked directories are not followed); a file is taken as a record whatever its
-    name. A file reached twice is listed once.
+    name. An entry named ``result.json`` that is not a file (a folder, also a linked one, or a
+    link to nowhere) is listed as well: :func:`read_record` reads it as ``unreadable`` with the
+    reason. A file reached twice is listed once.
 
     Args:
         paths: run or sweep directories and record files.
@@ -207,7 +212,7 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
             candidates = []
             for root, dirs, files in os.walk(p):
                 dirs.sort(key=natural_key)
-                if RECORD_NAME in files:
+                if RECORD_NAME in files or RECORD_NAME in dirs:  # dirs: a folder named so (never a record)
                     candidates.append(Path(root) / RECORD_NAME)
             candidates.sort(key=lambda c: [natural_key(part) for part in c.parts])
             if not children:
@@ -249,9 +254,14 @@ def collect(paths, children: bool = True, skipped: list[Record] | None = None) -
 
 
 def read_record(path: str | os.PathLike) -> Record:
-    """Read one record file into a :class:`Record` (best-effort for other schemas; never raises)."""
+    """Read one record file into a :class:`Record` (best-effort for other schemas; never raises).
+    What is no readable file is category ``unreadable`` with one reason in ``error``:
+    ``cannot read the file: a folder``, ``... a link to nowhere (-> <target>)``, ``... not a
+    regular file (...)`` (a fifo, never opened: it would block the reader)."""
     path = Path(path)
     odd = not_a_regular_file(path)
+    if path.is_symlink() and not path.exists():
+        odd = f"a link to nowhere (-> {os.readlink(path)})"
     if odd:  # a fifo would block the reader
         return Record(path=str(path), status="unreadable", category="unreadable", error=f"cannot read the file: {odd}")
     try:
