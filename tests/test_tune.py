@@ -214,6 +214,28 @@ def test_a_rerun_with_other_settings_measures_again(tmp_path, capsys):
     assert f"0 run, 0 failed, {n} skipped" in capsys.readouterr().out
 
 
+def test_records_copied_anywhere_into_out_compete_without_being_measured_again(tmp_path, capsys):
+    """The README: "copy earlier records into --out and they compete without being measured again".
+    A trial found them reused only at their exact point path: copied in another layout (a whole
+    earlier sweep in a subfolder) every point was measured again. Now a valid record of the same
+    settings anywhere under --out counts as the point's; one of other settings does not; build
+    reads the copies where they lie."""
+    import shutil
+    suite_file = _one_shape_suite(tmp_path)
+    argv = ["sweep", "--suite", suite_file, "--mode", "compile", "--baseline", "none", "--kernels", "tiled"]
+    assert tune.main([*argv, "--out", str(tmp_path / "old")]) == 0
+    n = int(re.search(r"(\d+) points planned", capsys.readouterr().out).group(1))
+    new = tmp_path / "new"
+    shutil.copytree(tmp_path / "old" / "tiny", new / "earlier" / "tiny")
+    assert tune.main([*argv, "--out", str(new)]) == 0
+    assert f"{n} points planned, 0 run, 0 failed, {n} skipped" in capsys.readouterr().out
+    assert not (new / "tiny").exists()  # nothing measured, nothing copied again
+    assert len(dispatch.find_records([new])) == n  # what build reads: the copies, where they lie
+    assert tune.main([*argv, "--out", str(new), "--precision", "bf16"]) == 0  # other settings: measured
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "skipped" not in line and len(list((new / "tiny").rglob("result.json"))) > 0, line
+
+
 def test_a_sweep_without_a_gpu_stops_at_its_first_point_in_one_line(tmp_path, capsys, monkeypatch):
     import gemmlab.run.isolation as isolation
     calls = []

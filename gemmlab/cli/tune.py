@@ -11,7 +11,9 @@ with no table) for every shape, then the family's variants, each point through
 into ``OUT/<family>/<M>x<N>x<K>/<kernel>-<params>/result.json``. A time budget stops it between
 points; the rules' choices come first, then the variants of the cheapest shapes, so a cut sweep still covers
 every shape and drops the alternatives of the most expensive ones. Re-running resumes (as ``resume=true``
-does for ``gemmlab``): valid points of the same settings are skipped, failed ones and ones measured
+does for ``gemmlab``): valid points of the same settings are skipped, also where such a record was
+copied into OUT in another folder layout (:func:`copied_records`: it competes in ``build`` where it
+lies), failed ones and ones measured
 with other settings (``--mode``, ``--precision``, ...) run again (their old records kept aside); a point that finds no GPU stops
 the sweep (every point would say the same). Then
 ``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape.
@@ -183,7 +185,8 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
 
     Args:
         out: sweep folder (re-running resumes as ``resume=true`` does for ``gemmlab``: a point whose
-            result.json is a success of the same config is skipped; a failed point, or one measured
+            result.json is a success of the same config is skipped, as is one whose valid record of
+            the same config lies elsewhere under ``out`` (copied in: :func:`copied_records`); a failed point, or one measured
             with other settings (``--mode``, ``--precision``, the baseline, ...), runs again, its old
             record and artifacts kept as ``*.previous-<time>-<pid>*``).
         suite, families: the shapes (all families when empty).
@@ -222,6 +225,9 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
     stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "retried": 0, "replaced": 0, "cut": 0,
              "failed": 0}
+    from gemmlab.run.pipeline import resume_key
+    copied = copied_records(out, {point_dir(out, fam, s, kernel, params) / "result.json"
+                                  for fam, s, kernel, params in plan})
     for n, (fam, s, kernel, params) in enumerate(plan):
         if budget_s is not None and time.monotonic() - start > budget_s:
             stats["cut"] = len(plan) - n
@@ -233,6 +239,9 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
         d = point_dir(out, fam, s, kernel, params)
         cfg = {**base, "kernel": {"name": kernel, **params}, "shape": [s.M, s.N, s.K], "precision": precision}
         earlier = os.path.lexists(d / "result.json")
+        if not earlier and copied.get(resume_key(cfg)):  # copied into --out elsewhere: it competes in build
+            stats["skipped_existing"] += 1
+            continue
         if earlier:  # gemmlab's resume=true decides: a valid record of the same config is kept, any other
             cfg["resume"] = True  # (failed, or made with another --mode/--precision/...) is set aside and re-run
             succeeded = _succeeded(d / "result.json")
@@ -257,6 +266,26 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
             break
     stats["seconds"] = round(time.monotonic() - start, 1)
     return stats
+
+
+def copied_records(out: Path, own: set[Path]) -> dict[str, Path]:
+    """The valid records under ``out`` that lie elsewhere than at a planned point's own path
+    (``own``): records copied in from an earlier sweep, in any folder layout. Keyed by
+    :func:`gemmlab.run.pipeline.valid_record_key`, so a planned point of the same config (same
+    settings) finds its record among them and is not measured again; ``build`` ranks them with the
+    rest (it reads every record under the folder). Each is read once, through the one record model
+    (:mod:`gemmlab.stages.record_model`); a point's own record is left to the pipeline's resume."""
+    from gemmlab.run.pipeline import valid_record_key
+    from gemmlab.stages.record_model import find_records, read_record
+    if not out.is_dir():
+        return {}
+    found: dict[str, Path] = {}
+    for path in find_records([out], children=False):
+        if path not in own:
+            key = valid_record_key(read_record(path).raw)
+            if key is not None:
+                found.setdefault(key, path)
+    return found
 
 
 def _succeeded(path: Path) -> bool:

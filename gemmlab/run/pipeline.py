@@ -301,18 +301,36 @@ def _config_key(comparable: dict) -> str:
     return hashlib.sha256(json.dumps(comparable, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@lru_cache(maxsize=None)
-def _valid_config_key(path: str, inode: int, mtime_ns: int, size: int) -> str | None:
-    """:func:`_config_key` of the record at ``path`` when it is valid (else None): read once per
-    file version (the other arguments tell a new file at the same path; :func:`_matching_sibling`)."""
+def resume_key(cfg: Mapping[str, Any]) -> str | None:
+    """The key ``resume=true`` matches a point's records by: ``cfg`` resolved as :func:`run_point`
+    records it, without the settings that cannot change a measurement (:func:`_comparable`),
+    hashed; None when it does not resolve. Equal to :func:`valid_record_key` of a valid record
+    this config made (``gemmlab-tune sweep`` finds records copied into its folder by it)."""
     try:
-        rec = None if not_a_regular_file(path) else json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        plain = _plain(cfg)
+    except Exception:
         return None
+    return _config_key(_comparable(plain)) if isinstance(plain, dict) else None
+
+
+def valid_record_key(rec: Any) -> str | None:
+    """:func:`resume_key` of the config a parsed record was made with, when the record is valid
+    (``resume=true`` keeps it); None otherwise."""
     conf = rec.get("config") if isinstance(rec, dict) else None
     if isinstance(conf, dict) and rec.get("valid") and rec.get("status") in record_stage.VALID_STATUSES:
         return _config_key(_comparable(conf))
     return None
+
+
+@lru_cache(maxsize=None)
+def _valid_config_key(path: str, inode: int, mtime_ns: int, size: int) -> str | None:
+    """:func:`valid_record_key` of the record at ``path``: read once per file version (the other
+    arguments tell a new file at the same path; :func:`_matching_sibling`)."""
+    try:
+        rec = None if not_a_regular_file(path) else json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return valid_record_key(rec)
 
 
 def _adopt(path: Path, out_dir: Path, kept: list) -> dict:
