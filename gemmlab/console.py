@@ -4,8 +4,11 @@ reader that went away (``... | head -1``), argparse errors in one line, and Ctrl
 SIGTERM said in one line with exit status 130 or 143 (:func:`signals_deferred` while a command
 starts, :func:`run_command` while it runs).
 
-Base layer (imports only ``gemmlab.errors``): the command modules of ``results`` and ``cli`` use it
-alike (``gemmlab.cli.entry``'s console scripts, each command module's ``python -m`` block).
+Also the one way a command that writes an output folder gives up on it (:func:`undo_partial_output`:
+the partial files go, and an interrupt says so).
+
+Base layer (imports only ``gemmlab.errors`` and ``gemmlab.paths``): the command modules of ``results``
+and ``cli`` use it alike (``gemmlab.cli.entry``'s console scripts, each command module's ``python -m`` block).
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ import argparse
 import contextlib
 import functools
 import os
+import shutil
 import signal
 import sys
+from pathlib import Path
 from types import MappingProxyType
-from typing import Callable
+from typing import Callable, Sequence
 
 from gemmlab.errors import Terminated, in_chain, raise_terminated, was_interrupted
+from gemmlab.paths import remove_empty_parents
 
 #: exit status and word of each signal a command says in one line
 STOPPED = MappingProxyType({signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)")})
@@ -98,6 +104,40 @@ def settled_exit():
                 signal.signal(stop, signal.SIG_IGN)
         except ValueError:  # not the main thread
             pass
+
+
+def undo_partial_output(exc: BaseException, folder: Path | str, made: int, files: Sequence[str] | None,
+                        removed: str) -> None:
+    """Give up on a command's output ``folder`` after ``exc`` stopped the writing (Ctrl-C, SIGTERM,
+    a full disk), so the same command works again: remove what was written, then the folders the
+    command made, while empty (:func:`gemmlab.paths.remove_empty_parents`). An interrupt in
+    ``exc``'s chain is raised again, as its own type (:class:`~gemmlab.errors.Terminated` stays
+    one), with the text ``nothing was written (<removed>)``, which :func:`run_command` prints;
+    otherwise this returns and the caller says the error its own way.
+
+    Args:
+        exc: what stopped the writing.
+        folder: the output folder.
+        made: how many folders the command made: ``folder`` and those above it (0: ``folder``
+            existed before).
+        files: the names in ``folder`` the command writes, removed one by one; None: ``folder`` is
+            the command's own, removed with everything in it.
+        removed: what went, for the interrupt's text (``the partial report out/ was removed``).
+    """
+    folder = Path(folder)
+    if files is None:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        for name in files:
+            with contextlib.suppress(OSError):
+                (folder / name).unlink()
+    if made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # gone already after rmtree; left when not empty (someone else's files)
+        remove_empty_parents(folder, made - 1)
+    interrupt = in_chain(exc, KeyboardInterrupt)
+    if interrupt is not None:
+        raise type(interrupt)(f"nothing was written ({removed})") from None
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:

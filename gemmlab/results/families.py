@@ -16,7 +16,6 @@ report (:func:`report_section`: the records of ``kernel=auto`` whose shapes are 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import math
 import os
@@ -25,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit
-from gemmlab.errors import ConfigError, in_chain
-from gemmlab.paths import missing_parents, remove_empty_parents
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit, undo_partial_output
+from gemmlab.errors import ConfigError
+from gemmlab.paths import missing_parents
 from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
 
@@ -360,16 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_csv(points, out / "families.csv")
         plotted = plot(points, out / "families.png")
     except BaseException as exc:  # a partial set of files goes (none was there: taken above), so the command works again
-        for name in names:
-            with contextlib.suppress(OSError):
-                (out / name).unlink()
-        if made:
-            with contextlib.suppress(OSError):
-                out.rmdir()
-            remove_empty_parents(out, made - 1)
-        interrupt = in_chain(exc, KeyboardInterrupt)
-        if interrupt is not None:
-            raise type(interrupt)(f"nothing was written (the partial files in {out} were removed)") from None
+        undo_partial_output(exc, out, made, names, f"the partial files in {out} were removed")
         if not isinstance(exc, OSError):
             raise
         # a file in the way, a read-only or full file system: one line, as gemmlab-report

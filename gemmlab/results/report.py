@@ -44,14 +44,13 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit
+from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit, undo_partial_output
 from gemmlab.errors import in_chain
-from gemmlab.paths import missing_parents, remove_empty_parents
+from gemmlab.paths import missing_parents
 from gemmlab.results import families, report_html, report_plots, report_tables
 
 from gemmlab.stages import record_model as results
@@ -201,11 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         written = write_report(rows, out, sources=args.paths)
     except BaseException as exc:  # the folder is this command's own, made just above: a partial report goes
-        shutil.rmtree(out, ignore_errors=True)  # with it, so the same --out works again, and so do the folders
-        remove_empty_parents(out, made_above)  # it made above it, left empty (--out new/a/b)
-        interrupt = in_chain(exc, KeyboardInterrupt)
-        if interrupt is not None:
-            raise type(interrupt)(f"nothing was written (the partial report {out} was removed)") from None
+        # with it, so the same --out works again, and so do the folders it made above it (--out new/a/b)
+        undo_partial_output(exc, out, made_above + 1, None, f"the partial report {out} was removed")
         os_error = in_chain(exc, OSError)
         if os_error is None:
             raise
