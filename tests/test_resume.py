@@ -33,6 +33,20 @@ def valid_point(tmp_path) -> Path:
     return out
 
 
+def test_a_set_aside_record_says_why(tmp_path):
+    """resume=true says in the new record's last ``previous`` entry why the earlier record was set
+    aside (``not valid``; ``other config`` for a valid record of another config), from its one read
+    of it, so gemmlab-tune sweep counts a re-run without reading the record again."""
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps(FAILED))
+    first = run_point({**BASE, "resume": True}, out)
+    assert first["valid"] and [e["why"] for e in first["previous"]] == ["not valid"], first.get("previous")
+    again = run_point({**BASE, "resume": True, "kernel": {"name": "naive", "BX": 8}}, out)
+    assert [e["why"] for e in again["previous"]] == ["not valid", "other config"], again.get("previous")
+    assert json.loads((out / "result.json").read_text())["previous"] == again["previous"]
+
+
 def test_existing_result_without_resume_is_refused_and_untouched(valid_point):
     path = valid_point / "result.json"
     before = path.read_bytes()

@@ -236,6 +236,30 @@ def test_records_copied_anywhere_into_out_compete_without_being_measured_again(t
     assert "skipped" not in line and len(list((new / "tiny").rglob("result.json"))) > 0, line
 
 
+def test_a_rerun_reads_each_earlier_record_once(tmp_path, capsys, monkeypatch):
+    """A re-run read each point's earlier record twice: tune's own check (failed, or other
+    settings?) and then the pipeline's resume. The resume's word (``previous[-1]["why"]``) now gives
+    the count, so the sweep itself reads none of them; the counts are as before."""
+    from gemmlab.stages import record_model
+    suite_file = _one_shape_suite(tmp_path)
+    out = tmp_path / "s"
+    argv = ["sweep", "--out", str(out), "--suite", suite_file, "--mode", "compile", "--baseline", "none"]
+    assert tune.main([*argv, "--precision", "bf16"]) == 0
+    points = {p.parent for p in out.rglob("result.json")}
+    capsys.readouterr()
+    read: list = []
+    real = record_model.read_record
+    monkeypatch.setattr(record_model, "read_record", lambda path: read.append(Path(path).parent) or real(path))
+    assert tune.main([*argv, "--precision", "fp16"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    n = int(re.search(r"(\d+) points planned", line).group(1))
+    assert f"{n} run, 0 failed, {n} of them re-run as their valid records came from other settings" in line, line
+    redone = {p.parent for p in out.rglob("result.json") if json.loads(p.read_text())["config"]["precision"] == "fp16"}
+    assert len(redone) == n and redone <= points  # the pipeline's resume read each of them once
+    assert not redone & set(read), sorted(redone & set(read))  # (the others, no fp16 point, are read once by
+    # copied_records, which looks for copies of the planned points)
+
+
 def test_a_sweep_without_a_gpu_stops_at_its_first_point_in_one_line(tmp_path, capsys, monkeypatch):
     import gemmlab.run.isolation as isolation
     calls = []

@@ -244,13 +244,12 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
             continue
         if earlier:  # gemmlab's resume=true decides: a valid record of the same config is kept, any other
             cfg["resume"] = True  # (failed, or made with another --mode/--precision/...) is set aside and re-run
-            succeeded = _succeeded(d / "result.json")
         rec = run(cfg, d)
         if earlier and rec.get("resumed"):
             stats["skipped_existing"] += 1
             continue
         if earlier:
-            stats["retried" if not succeeded else "replaced"] += 1
+            stats["replaced" if _set_aside_was_valid(rec, d) else "retried"] += 1
         stats["done"] += 1
         ratio = (rec.get("ratio_to_baseline") or {}).get("median_time")
         ms = (rec.get("timing") or {}).get("median_ms")
@@ -288,11 +287,22 @@ def copied_records(out: Path, own: set[Path]) -> dict[str, Path]:
     return found
 
 
-def _succeeded(path: Path) -> bool:
-    """The record at ``path`` is a success (valid, with a valid status); an unreadable one (also a
-    fifo in its place) is not (:func:`gemmlab.stages.record_model.read_record`)."""
+def _set_aside_was_valid(rec: Mapping[str, Any], folder: Path) -> bool:
+    """Whether the earlier record a re-run point's resume set aside was valid (then it was of other
+    settings: ``replaced``; else ``retried``), as the pipeline's resume decided it from its one
+    read: the ``why`` of the new record's last ``previous`` entry
+    (:data:`gemmlab.run.pipeline.SET_ASIDE`). Only where the resume's word was lost (its worker
+    died after setting the record aside: the entry names the kept file alone; or it could not set
+    it aside: no entry) is the earlier record read here (:func:`gemmlab.stages.record_model.read_record`;
+    an unreadable one, also a fifo, is not valid)."""
+    from gemmlab.run.pipeline import SET_ASIDE
     from gemmlab.stages.record_model import read_record
-    return read_record(path).is_valid
+    previous = rec.get("previous")
+    entry = previous[-1] if isinstance(previous, list) and previous and isinstance(previous[-1], Mapping) else {}
+    if entry.get("why") in SET_ASIDE.values():
+        return entry["why"] == SET_ASIDE[True]
+    kept = entry.get("record")
+    return read_record(folder / (kept if isinstance(kept, str) else "result.json")).is_valid
 
 
 def parse_families(text: str | None, suite: Suite) -> list[str]:

@@ -21,6 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
@@ -183,7 +184,9 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
     """With ``resume=true``: return ``(existing record marked resumed, None)`` when it is valid
     and was made with the same config; otherwise keep it aside (:func:`keep_previous`) and
     return ``(None, previous)``, ``previous`` being the new record's ``previous`` field (the point
-    re-runs). Without ``resume=true``: ``(None, None)``, nothing touched."""
+    re-runs), whose last entry says why in ``why`` (:data:`SET_ASIDE`: ``not valid``, or ``other
+    config`` for a valid record of another config; ``gemmlab-tune sweep`` counts by it). Without
+    ``resume=true``: ``(None, None)``, nothing touched."""
     current = _resuming(cfg)
     if current is None:
         return None, None
@@ -195,16 +198,21 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
     if not isinstance(old, dict):
         old = {}
     same_config = isinstance(old.get("config"), dict) and _comparable(old["config"]) == _comparable(current)
-    if old.get("valid") and old.get("status") in record_stage.VALID_STATUSES and same_config:
+    valid = bool(old.get("valid")) and old.get("status") in record_stage.VALID_STATUSES
+    if valid and same_config:
         old["resumed"] = True
         old.pop("resumed_from", None)  # adopted by an earlier resume: it is this folder's record now
         return old, None
     earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
-    kept = [*earlier, keep_previous(out_dir)]
+    kept = [*earlier, {**keep_previous(out_dir), "why": SET_ASIDE[valid]}]
     found = _matching_sibling(out_dir, _comparable(current))
     if found is not None:  # the sweep's points were reordered: the same config measured in another folder
         return _adopt(found, out_dir, kept), None
     return None, kept
+
+
+#: why :func:`_resume` set a point's record aside (the ``why`` of its ``previous`` entry), by its validity
+SET_ASIDE = MappingProxyType({False: "not valid", True: "other config"})
 
 
 def _resuming(cfg: Mapping[str, Any]) -> dict | None:
