@@ -583,9 +583,7 @@ SUBDIR_REFUSALS = [
 
 
 @pytest.mark.parametrize("sweeper, subdir, says", [
-    (sweeper, subdir, says) for sweeper in ("gemmlab", "basic") for subdir, says in SUBDIR_REFUSALS
-    # Hydra's basic sweeper resolves no job folder before its jobs: test_hydras_basic_sweeper_stops_...
-    if not (sweeper == "basic" and "override_dirname" in subdir)])
+    (sweeper, subdir, says) for sweeper in ("gemmlab", "basic") for subdir, says in SUBDIR_REFUSALS])
 def test_a_subdir_that_resolves_to_a_shared_or_outside_folder_is_refused_before_any_point(cli, tmp_path, subdir, says,
                                                                                          sweeper):
     """One folder for two points (the second found the first's result, Hydra rewrote that folder's
@@ -672,24 +670,20 @@ def test_a_sweep_refused_in_an_earlier_sweeps_folder_leaves_it_as_it_was(cli, tm
     assert proc.returncode == 2 and not (tmp_path / "new").exists(), proc.stdout + proc.stderr
 
 
-def test_hydras_basic_sweeper_stops_before_a_point_would_share_a_folder(cli, tmp_path):
-    """``hydra/sweeper=basic`` (or Optuna's) does not resolve the points' folders before they run as
-    gemmlab's sweeper does: with ``${hydra.job.override_dirname}`` and the swept key left out of it
-    (``${hydra.job.name}`` in the new-user trial, now refused from its text) the second point wrote
-    into the first's folder (its record replaced, the summary said 1 point). Now the second point
-    is refused as it starts, before Hydra writes there: one line, exit 2, the first point's folder
-    untouched."""
+def test_hydras_basic_sweeper_refuses_points_sharing_a_folder_before_any_point(cli, tmp_path):
+    """``hydra/sweeper=basic`` resolves no job folder before its jobs as gemmlab's sweeper does: with
+    a subdir whose text cannot tell (``${kernel.name}`` over a sweep of shapes) the first point ran
+    and the second was refused as it started (a new-user trial). The launcher gets the whole
+    batch, so now the batch is refused before any point runs, as with gemmlab's sweeper: one line,
+    exit 2, no record, no folder left."""
     sweep = tmp_path / "sw"
-    proc = cli(["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=16,32", "mode=compile", EXCLUDE_BX,
-                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.override_dirname}"], tmp_path)
+    proc = cli(["-m", "hydra/sweeper=basic", "kernel=tiled", "shape=[63,65,33],[31,33,20]", "mode=compile",
+                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${kernel.name}"], tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [l for l in proc.stderr.splitlines() if l.startswith("gemmlab:")]
     assert len(lines) == 1 and "gives point #0 and point #1 the same folder" in lines[0], lines
-    assert "the sweep stopped before point #1 (the points before it keep their records)" in lines[0]
-    point = sweep / "kernel=naive,mode=compile"
-    record = json.loads((point / "result.json").read_text())
-    assert record["kernel"]["params"]["BX"] == 16 and record["status"] == "compiled"
-    assert "kernel.BX=16" in (point / ".hydra" / "overrides.yaml").read_text()
+    assert "Launching" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.rglob("result.json")) and not sweep.exists()
 
 
 @pytest.mark.parametrize("sweeper", ["gemmlab", "basic"])

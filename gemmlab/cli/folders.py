@@ -298,8 +298,8 @@ def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: d
     point would find the first's result, and Hydra would rewrite that folder's ``.hydra/``): a
     subdir such as ``${hydra.job.name}`` or ``${now:%H}`` gives every point one folder, an absolute
     one or one with ``..`` puts points outside. Used by gemmlab's sweeper before any point runs
-    (``hydra_plugins/gemmlab_sweeper``) and by :func:`sweep_guard` as each point starts under
-    another sweeper (Hydra's basic, Optuna)."""
+    (``hydra_plugins/gemmlab_sweeper``) and by :func:`sweep_guard` under another sweeper (Hydra's
+    basic, Optuna): for each batch as the launcher gets it, and again as each point starts."""
     if folder == root or not folder.startswith(root + os.sep):
         return (f"{raw!r} puts point #{num} at {folder}, "
                 + ("the sweep folder itself" if folder == root else f"outside the sweep folder {root}")
@@ -317,6 +317,30 @@ def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: d
     return None
 
 
+def job_folder(config, num: int) -> tuple[object, str, str] | None:
+    """``(raw, root, folder)`` of job ``num`` of a sweep, for :func:`point_folder_problem`: the job's
+    ``hydra.sweep.subdir`` as written, the sweep's folder and the job's, both absolute, resolved in
+    ``config`` (the job's composed config) with ``hydra.job.id`` and ``hydra.job.num`` set to
+    ``num`` as Hydra's launchers set them (restored afterwards); None when the folder does not
+    resolve yet (a resolver that needs the running job: Hydra's own errors say it later)."""
+    from omegaconf import open_dict
+    try:
+        job = config.hydra.job
+        with open_dict(job):
+            kept = OmegaConf.to_container(job, resolve=False)  # "???" (missing) until the launcher sets them
+            before = (kept.get("id"), kept.get("num"))
+            job.id, job.num = num, num
+            try:
+                raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+                root = os.path.abspath(str(config.hydra.sweep.dir))  # absolute: hydra.sweep.dir=. too
+                folder = os.path.abspath(os.path.join(root, str(config.hydra.sweep.subdir)))
+            finally:
+                job.id, job.num = before
+    except Exception:
+        return None
+    return raw, root, folder
+
+
 @contextlib.contextmanager
 def sweep_guard(invocation):
     """Within (a ``gemmlab`` command), Hydra's sweeper start and its in-process ``run_job`` (the
@@ -326,11 +350,15 @@ def sweep_guard(invocation):
     - ``invocation.sweep_dir`` is set to ``hydra.sweep.dir`` when Hydra starts a multirun's
       sweeper (so :func:`gemmlab.cli.app.main` can leave the folder of a sweep refused before any
       point ran as it was: :func:`undo_refused_sweep`);
-    - a point whose folder :func:`point_folder_problem` refuses stops the sweep there:
-      :class:`~gemmlab.errors.ConfigError` for ``hydra.sweep.subdir`` (gemmlab's own sweeper
-      refuses such a sweep before its first point; this covers ``hydra/sweeper=basic`` and
-      Optuna's; launchers that run points in other processes, joblib's and submitit's, get the
-      check of the subdir's text only, :func:`gemmlab.cli.app._subdir_problem`);
+    - a batch of points one of whose folders :func:`point_folder_problem` refuses (two points in
+      one folder, one outside the sweep's) is refused before the launcher runs any point of it:
+      :class:`~gemmlab.errors.ConfigError` for ``hydra.sweep.subdir``. gemmlab's own sweeper
+      checks its batches itself (``hydra_plugins/gemmlab_sweeper``); under another sweeper
+      (``hydra/sweeper=basic``, Optuna's) the ``launch`` of the launcher its setup made (Hydra's
+      ``Plugins.instantiate_launcher``), which gets the whole batch and its first job number, is
+      wrapped (:func:`_check_batch_first`), whatever the launcher;
+    - a point whose folder :func:`point_folder_problem` refuses as it starts (a later batch of a
+      search, whose points are chosen as it goes) stops the sweep there (the same error);
     - a point whose own folder cannot be created or written (a file in the way, a read-only
       folder, a full disk) costs that point only: Hydra's ``run_job`` raises before the point
       runs, which would end the whole sweep; here the point is said in one line (``gemmlab:
@@ -344,25 +372,37 @@ def sweep_guard(invocation):
     from hydra.core.plugins import Plugins
     from hydra.core.utils import JobReturn, JobStatus
     plugins = Plugins.instance()
-    own_sweeper, own_run_job = plugins.instantiate_sweeper, core_utils.run_job
+    own_sweeper, own_launcher, own_run_job = plugins.instantiate_sweeper, plugins.instantiate_launcher, core_utils.run_job
     taken: dict[str, int] = {}
+    launchers: list = []  # those a sweeper's setup made
 
     def instantiate_sweeper(*args, **kwargs):
         try:
             invocation.sweep_dir = str(kwargs["config"].hydra.sweep.dir)
         except Exception:  # a folder that does not resolve: Hydra says so itself
             pass
-        return own_sweeper(*args, **kwargs)
+        launchers.clear()
+        sweeper = own_sweeper(*args, **kwargs)  # its setup makes its launcher (Optuna's: in an inner sweeper)
+        from hydra_plugins.gemmlab_sweeper import GemmlabSweeper
+        if not isinstance(sweeper, GemmlabSweeper):  # it checks its batches itself
+            for launcher in launchers:  # the instance's attribute: this sweep's launcher only
+                launcher.launch = _check_batch_first(launcher, taken)
+        return sweeper
+
+    def instantiate_launcher(*args, **kwargs):
+        launcher = own_launcher(*args, **kwargs)
+        launchers.append(launcher)
+        return launcher
 
     def check_folder(config) -> None:
         try:
-            raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-            root = os.path.abspath(str(config.hydra.sweep.dir))
-            folder = os.path.abspath(os.path.join(root, str(config.hydra.sweep.subdir)))
             num = int(config.hydra.job.num)
         except Exception:  # Hydra's own errors say it
             return
-        problem = point_folder_problem(raw, root, folder, num, taken)
+        located = job_folder(config, num)
+        if located is None:
+            return
+        problem = point_folder_problem(*located, num, taken)
         if problem:
             raise ConfigError("hydra.sweep.subdir", f"{problem}; the sweep stopped before point #{num} "
                               "(the points before it keep their records)")
@@ -400,14 +440,58 @@ def sweep_guard(invocation):
                 raise
             return folder_failed(config, os_error, kwargs.get("hydra_context"))
 
-    plugins.instantiate_sweeper = instantiate_sweeper  # the instance's attribute, over the class's method
+    plugins.instantiate_sweeper = instantiate_sweeper  # the instance's attributes, over the class's methods
+    plugins.instantiate_launcher = instantiate_launcher
     # Hydra's plugin scan re-executes the launcher's module, which imports run_job from hydra.core.utils
     core_utils.run_job = basic_launcher.run_job = run_job
     try:
         yield
     finally:
-        del plugins.instantiate_sweeper
+        del plugins.instantiate_sweeper, plugins.instantiate_launcher
         core_utils.run_job = basic_launcher.run_job = own_run_job
+
+
+def _check_batch_first(launcher, taken: dict[str, int]):
+    """``launcher.launch`` (a Hydra launcher's: ``launch(job_overrides, initial_job_idx)``, the whole
+    batch) that first composes each job's config as the launcher will (Hydra's
+    ``load_sweep_config``) and checks its folder (:func:`job_folder`, :func:`point_folder_problem`
+    with ``taken``, the sweep's folders so far), then launches the batch. Hydra's in-process
+    ``BasicLauncher`` is handed the configs the check composed
+    (``hydra_plugins.gemmlab_sweeper.ComposedOnce``, as gemmlab's sweeper does), so each job is
+    still composed once there. A job that does not compose is left to the launcher, which says it.
+
+    Raises:
+        ConfigError: ``hydra.sweep.subdir``: a job's folder is another job's or outside the sweep's
+            folder; no point of the batch has run.
+    """
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+    from hydra.types import HydraContext
+
+    from hydra_plugins.gemmlab_sweeper import ComposedOnce
+    own_launch = launcher.launch
+
+    def launch(job_overrides, initial_job_idx):
+        context = launcher.hydra_context
+        composed = ComposedOnce(context.config_loader, launcher.config) if type(launcher) is BasicLauncher else None
+        for i, overrides in enumerate(job_overrides):
+            try:
+                config = (composed.keep(overrides) if composed is not None
+                          else context.config_loader.load_sweep_config(launcher.config, list(overrides)))
+            except Exception:  # the launcher composes it again and says what is wrong
+                break
+            num = initial_job_idx + i
+            located = job_folder(config, num)
+            problem = point_folder_problem(*located, num, taken) if located is not None else None
+            if problem:
+                raise ConfigError("hydra.sweep.subdir", problem)
+        if composed is None:
+            return own_launch(job_overrides, initial_job_idx)
+        launcher.hydra_context = HydraContext(config_loader=composed, callbacks=context.callbacks)
+        try:
+            return own_launch(job_overrides, initial_job_idx)
+        finally:
+            launcher.hydra_context = context
+    return launch
 
 
 def output_folder_error(exc: BaseException) -> FolderError | None:

@@ -126,29 +126,15 @@ class GemmlabSweeper(BasicSweeper):
             gemmlab.errors.ConfigError: field ``hydra.sweep.subdir``, naming the two points or the
                 folder outside.
         """
-        import os
-
-        from omegaconf import OmegaConf, open_dict
-
-        from gemmlab.cli.folders import point_folder_problem
+        from gemmlab.cli.folders import job_folder, point_folder_problem
         first = self.jobs_checked
         self.jobs_checked += len(configs)
         for i, config in enumerate(configs):
             num = first + i
-            job = config.hydra.job
-            with open_dict(job):
-                kept = OmegaConf.to_container(job, resolve=False)  # "???" (missing) until the launcher sets them
-                before = (kept.get("id"), kept.get("num"))
-                job.id, job.num = num, num  # what BasicLauncher sets (a job's folder may name it)
-                try:
-                    raw = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-                    root = os.path.abspath(str(config.hydra.sweep.dir))  # absolute: hydra.sweep.dir=. too
-                    folder = os.path.abspath(os.path.join(root, str(config.hydra.sweep.subdir)))
-                except Exception:  # a resolver that needs the running job: Hydra's own errors say it later
-                    continue
-                finally:
-                    job.id, job.num = before
-            problem = point_folder_problem(raw, root, folder, num, self.folders)
+            located = job_folder(config, num)  # with the job number the launcher gives it
+            if located is None:  # a resolver that needs the running job: Hydra's own errors say it later
+                continue
+            problem = point_folder_problem(*located, num, self.folders)
             if problem:
                 raise _subdir_error(problem)
 
