@@ -488,3 +488,42 @@ def test_a_sweep_whose_subdir_names_one_folder_for_every_point_is_refused(cli, t
     assert proc.returncode == 2 and not (tmp_path / "sw").exists(), proc.stdout + proc.stderr
     assert proc.stderr.strip().startswith("gemmlab: error: hydra.sweep.subdir: '.' names the same folder for every "
                                           "point"), proc.stderr
+
+
+@pytest.mark.parametrize("meanwhile", ["rewritten", "moved"])
+def test_a_reordered_resume_with_points_running_at_once_adopts_only_its_own_config(tmp_path, monkeypatch, meanwhile):
+    """A swapped sweep resumed with points running at once (hydra/launcher=joblib): point 1 found
+    its config's record in folder 0, and before it copied it, point 0 set that record aside and
+    adopted point 1's old one there ("rewritten"), or only set it aside ("moved"). Point 1 then
+    copied the other config's record (the summary listed it twice and dropped a point) or failed
+    with FileNotFoundError and wrote no record (a point dropped). Now an adopted record is checked
+    to be of the point's own config as read, and the search is made again: each folder holds its
+    own config's record, the summary lists each point once, in the sweep's order."""
+    from gemmlab.cli.sweep import collect
+    from gemmlab.run import pipeline
+    sweep = tmp_path / "sw"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    a, b = BASE, {**BASE, "shape": [9, 9, 9]}
+    assert run_point(a, sweep / "0")["valid"] and run_point(b, sweep / "1")["valid"]
+    pipeline.clear_cache()
+    real = pipeline._matching_sibling
+    interleaved = []
+
+    def matching_sibling(out_dir, wanted):
+        found = real(out_dir, wanted)
+        if out_dir.name == "1" and found is not None and not interleaved:  # point 0 runs right now
+            interleaved.append(found)
+            if meanwhile == "rewritten":
+                assert run_point({**b, "resume": True}, sweep / "0")["resumed_from"].startswith("1/result.previous-")
+            else:
+                pipeline.keep_previous(sweep / "0")
+        return found
+
+    monkeypatch.setattr(pipeline, "_matching_sibling", matching_sibling)
+    rec = run_point({**a, "resume": True}, sweep / "1")
+    assert interleaved == [sweep / "0" / "result.json"]
+    assert rec["valid"] and rec["config"]["shape"] == [8, 8, 8], rec.get("error")
+    assert json.loads((sweep / "1" / "result.json").read_text())["config"]["shape"] == [8, 8, 8]
+    if meanwhile == "rewritten":
+        assert [r["shape"] for r in collect(sweep)] == ["9x9x9", "8x8x8"]

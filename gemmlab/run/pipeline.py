@@ -205,10 +205,8 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
         return old, None
     earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
     kept = [*earlier, {**keep_previous(out_dir), "why": SET_ASIDE[valid]}]
-    found = _matching_sibling(out_dir, _comparable(current))
-    if found is not None:  # the sweep's points were reordered: the same config measured in another folder
-        return _adopt(found, out_dir, kept), None
-    return None, kept
+    adopted = _adopt_matching(out_dir, _comparable(current), kept)  # the sweep's points were reordered:
+    return (adopted, None) if adopted is not None else (None, kept)  # the same config measured elsewhere
 
 
 #: why :func:`_resume` set a point's record aside (the ``why`` of its ``previous`` entry), by its validity
@@ -230,8 +228,7 @@ def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
     current = _resuming(cfg)
     if current is None:
         return None
-    found = _matching_sibling(out_dir, _comparable(current))
-    return _adopt(found, out_dir, []) if found is not None else None
+    return _adopt_matching(out_dir, _comparable(current), [])
 
 
 def _comparable(config: dict) -> dict:
@@ -341,19 +338,78 @@ def _valid_config_key(path: str, inode: int, mtime_ns: int, size: int) -> str | 
     return valid_record_key(rec)
 
 
-def _adopt(path: Path, out_dir: Path, kept: list) -> dict:
+#: searches :func:`_adopt_matching` makes for a record that changed as it was copied
+ADOPT_TRIES = 4
+
+
+class _SourceChanged(Exception):
+    """The record :func:`_adopt` was to copy is gone or holds another config now (a point of the
+    same sweep running alongside set it aside or adopted another record in its place)."""
+
+
+def _adopt_matching(out_dir: Path, wanted: dict, kept: list) -> dict | None:
+    """With ``resume=true``: copy the sweep's valid record of the config ``wanted`` (as
+    :func:`_comparable` leaves it) from another folder into ``out_dir`` (:func:`_matching_sibling`,
+    :func:`_adopt`) and return it; None when there is none (the point runs).
+
+    Points of a sweep run at once (``hydra/launcher=joblib``) move and adopt records in each
+    other's folders: the record found may be set aside, or replaced by another config's, before it
+    is copied (a swapped sweep then listed one point twice and dropped the other, or the point
+    failed without a record). So what is copied is checked to be the config found, and the search
+    is made again (up to :data:`ADOPT_TRIES` times; the record set aside is found under its new
+    name); after that the point runs."""
+    key = _config_key(wanted)
+    for _ in range(ADOPT_TRIES):
+        found = _matching_sibling(out_dir, wanted)
+        if found is None:
+            return None
+        try:
+            return _adopt(found, out_dir, kept, key)
+        except _SourceChanged:
+            _valid_config_key.cache_clear()  # what was read of that folder is stale
+    return None
+
+
+def _adopt(path: Path, out_dir: Path, kept: list, key: str | None = None) -> dict:
     """Copy the record at ``path`` (and its artifacts: the same ``previous-<tag>`` or none) into
     ``out_dir`` as its ``result.json``, marked ``resumed`` with ``resumed_from`` (the source, relative
     to the sweep folder) and this folder's moved-aside records under ``previous``; nothing is moved
-    or deleted at the source."""
+    or deleted at the source.
+
+    Raises:
+        _SourceChanged: the record is gone, is no longer valid or of the config ``key``
+            (:func:`_config_key`), or changed while its artifacts were copied; the artifacts copied
+            are removed again and nothing is written.
+    """
+    try:
+        before = os.stat(path)
+        rec = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise _SourceChanged(path) from None
+    except ValueError:  # a record being written: read again
+        raise _SourceChanged(path) from None
+    conf = rec.get("config") if isinstance(rec, dict) else None
+    if key is not None and not (isinstance(conf, dict) and rec.get("valid")
+                                and rec.get("status") in record_stage.VALID_STATUSES
+                                and _config_key(_comparable(conf)) == key):
+        raise _SourceChanged(path)
     tag = path.name[len("result"):-len(".json")]  # "" or ".previous-<...>" (keep_previous's names)
-    for item in sorted(path.parent.iterdir()):
-        if tag and tag not in item.name or not tag and ".previous-" in item.name:
-            continue  # another record's files
-        name = item.name.replace(tag, "", 1) if tag else item.name  # its name beside a current record
-        if record_stage.is_artifact(name) and not (out_dir / name).exists():
-            (shutil.copytree if item.is_dir() else shutil.copy2)(item, out_dir / name)
-    rec = json.loads(path.read_text())
+    copied: list[Path] = []
+    try:
+        for item in sorted(path.parent.iterdir()):
+            if tag and tag not in item.name or not tag and ".previous-" in item.name:
+                continue  # another record's files
+            name = item.name.replace(tag, "", 1) if tag else item.name  # its name beside a current record
+            if record_stage.is_artifact(name) and not (out_dir / name).exists():
+                (shutil.copytree if item.is_dir() else shutil.copy2)(item, out_dir / name)
+                copied.append(out_dir / name)
+        after = os.stat(path)
+        if (after.st_ino, after.st_mtime_ns, after.st_size) != (before.st_ino, before.st_mtime_ns, before.st_size):
+            raise _SourceChanged(path)  # the artifacts may be another record's
+    except (FileNotFoundError, _SourceChanged):
+        for item in copied:
+            shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink(missing_ok=True)
+        raise _SourceChanged(path) from None
     rec.update(resumed=True, resumed_from=str(path.relative_to(sweep_root(out_dir) or out_dir.parent)))
     rec.pop("previous", None)  # the source's own set-aside records lie in its folder, not in this one
     if kept:  # as everywhere: no "previous" key when nothing was set aside here
