@@ -265,3 +265,48 @@ def test_a_read_only_sweep_point_folder_costs_only_that_point(tmp_path, cli, mon
     lines = _error_lines(r.stderr)
     assert lines and all(line.startswith("gemmlab: error: hydra.sweep.dir: point #1: cannot create or write ")
                          and "[Errno 30] Read-only file system" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("where", ["the-folder", "above-it", "link-to-nowhere"])
+def test_a_file_in_a_points_place_is_said_as_such(tmp_path, where):
+    """A point whose folder is a regular file (or lies under one; a link to nowhere) cannot keep a
+    record: run_point said it "received a result.json from another process while this point ran",
+    a wrong cause (a tuning sweep's points come straight here). Now one line saying the file is in
+    the way, nothing run, the file untouched."""
+    from gemmlab.run.pipeline import run_point
+    plain = tmp_path / "p"
+    if where == "link-to-nowhere":
+        plain.symlink_to(tmp_path / "nowhere")
+    else:
+        plain.write_text("mine")
+    out = plain if where != "above-it" else plain / "a" / "0"
+    rec = run_point({"kernel": {"name": "naive"}, "shape": [8, 8, 8], "mode": "compile"}, out)
+    assert rec["status"] == "invalid" and not rec["valid"]
+    assert rec["error"].startswith(f"out_dir: {plain} is a file, not a folder") and "another process" not in rec["error"]
+    assert "\n" not in rec["error"] and "compile" not in rec
+    assert plain.is_symlink() if where == "link-to-nowhere" else plain.read_text() == "mine"
+
+
+def test_a_point_folder_that_becomes_a_file_as_it_runs_costs_only_that_point(tmp_path, cli, monkeypatch):
+    """Point 0's folder replaced by a regular file while it ran: its record could not be written and
+    the line blamed "a result.json from another process". Now the line says the folder is a file;
+    the next point runs and keeps its record."""
+    import shutil
+
+    from gemmlab.run import pipeline
+    own = pipeline.Run.execute
+
+    def folder_becomes_a_file(self):
+        own(self)
+        if self.out_dir.name == "0":
+            shutil.rmtree(self.out_dir)
+            self.out_dir.write_text("in the way")
+    monkeypatch.setattr(pipeline.Run, "execute", folder_becomes_a_file)
+    r = cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", "isolation.process=false",
+             "hydra.sweep.dir=runs/f"], tmp_path)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    lines = _error_lines(r.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"gemmlab: error: out_dir: {tmp_path / 'runs/f/0'} is a file, not a "
+                                                   "folder"), lines
+    assert (tmp_path / "runs/f/0").read_text() == "in the way"
+    assert json.loads((tmp_path / "runs/f/1/result.json").read_text())["status"] == "compiled"

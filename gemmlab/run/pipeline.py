@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from gemmlab.gpu import compile as compile_stage
-from gemmlab.paths import not_a_regular_file
+from gemmlab.paths import file_in_the_way, not_a_regular_file
 from gemmlab.gpu import guards
 from gemmlab.stages import inputs as inputs_stage
 from gemmlab.stages import record as record_stage
@@ -101,6 +101,10 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     except Exception as exc:  # e.g. an interpolation that does not resolve
         record = record_stage.new_record(None)
         record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
+    blocking = _file_in_place(out_dir)
+    if blocking is not None:  # nothing can be written there: said before anything runs
+        record.update(status=ConfigError.status, valid=False, error=_file_in_place_error(out_dir, blocking))
+        return record
     try:  # lexists: a result.json that is a link to nowhere is still a file gemmlab must not replace
         if os.path.lexists(out_dir / "result.json"):  # never touch an earlier measurement
             resumed, kept = _resume(plain, out_dir)
@@ -169,7 +173,11 @@ def _write_record(record: dict, out_dir: Path) -> None:
     and a sweep goes on."""
     try:
         record_stage.write_record(record, out_dir)
-    except FileExistsError:
+    except (FileExistsError, NotADirectoryError):
+        blocking = _file_in_place(out_dir)
+        if blocking is not None:  # the point's folder (or one above it) became a file as it ran
+            record.update(status=ConfigError.status, valid=False, error=_file_in_place_error(out_dir, blocking))
+            return
         record.update(status=ConfigError.status, valid=False,
                       error=f"out_dir: {out_dir} received a result.json from another process while this point ran; "
                             "gemmlab never overwrites a result (give each command its own folder)")
@@ -178,6 +186,22 @@ def _write_record(record: dict, out_dir: Path) -> None:
         record.update(status="error", valid=False,
                       error=f"out_dir: cannot write {out_dir / 'result.json'}: {reason}; this point's record is not "
                             f"kept (was: {record.get('status')}{': ' + record['error'] if record.get('error') else ''})")
+
+
+def _file_in_place(out_dir: Path) -> Path | None:
+    """``out_dir`` itself when it is a file (or a link to nowhere) rather than a folder, else the
+    nearest folder above it that is a file (:func:`gemmlab.paths.file_in_the_way`); None when the
+    point's folder can be made."""
+    if os.path.lexists(out_dir) and not out_dir.is_dir():
+        return out_dir
+    return file_in_the_way(out_dir)
+
+
+def _file_in_place_error(out_dir: Path, blocking: Path) -> str:
+    """The point's one-line error for a file where its folder goes (:func:`_file_in_place`)."""
+    where = "" if blocking == out_dir else f" (making {out_dir})"
+    return (f"out_dir: {blocking} is a file, not a folder{where}, so this point cannot keep a record; move the "
+            "file away or give the point another folder")
 
 
 def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | None]:
