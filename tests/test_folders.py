@@ -310,3 +310,26 @@ def test_a_point_folder_that_becomes_a_file_as_it_runs_costs_only_that_point(tmp
                                                    "folder"), lines
     assert (tmp_path / "runs/f/0").read_text() == "in the way"
     assert json.loads((tmp_path / "runs/f/1/result.json").read_text())["status"] == "compiled"
+
+
+def test_a_run_into_a_big_folder_walks_only_as_deep_as_a_tuning_sweeps_points(tmp_path, monkeypatch):
+    """A run's folder without a record of its own is a sweep's when records lie below it (a tuning
+    sweep's 3 levels down). The check walked the whole tree (rglob): on a huge unrelated folder
+    that was start-up work. Now nothing deeper than 3 levels is listed, and a record there still
+    makes the folder a sweep's."""
+    import os
+    big = tmp_path / "big"
+    deep = big / "a" / "b" / "c" / "d" / "e"
+    deep.mkdir(parents=True)
+    (deep / "result.json").write_text("{}")  # 5 levels down: no tuning sweep's point
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": listed.append(os.path.abspath(path)) or real(path))
+    assert folders.other_kind_of_folder(big, "run") is None
+    assert listed and max(len(Path(p).relative_to(big).parts) for p in listed) <= 3, listed
+    assert str(big / "a" / "b" / "c" / "d") not in listed
+    point = big / "fam" / "8x8x8" / "tiled"  # a tuning sweep's point, 3 levels down
+    point.mkdir(parents=True)
+    (point / "result.json").write_text("{}")
+    assert "is a sweep's folder" in folders.other_kind_of_folder(big, "run")
+    assert [p.relative_to(big).as_posix() for p in folders.records_below(big, 3)] == ["fam/8x8x8/tiled/result.json"]

@@ -119,7 +119,7 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
             return None
         if is_sweep or (folder.is_dir() and not has_record and any(
                 not r.relative_to(folder).parts[0].startswith("sanitizer-")  # not a run's own child record
-                for r in folder.rglob("result.json"))):  # a tuning sweep's points lie 3 levels down
+                for r in records_below(folder, TUNING_DEPTH))):  # a tuning sweep's points lie 3 levels down
             return f"{folder} is a sweep's folder (its points hold result.json files); give the run a folder of its own"
         inside = _enclosing_folder(folder, runs=True)
         if inside is not None and inside[1] == "sweep":
@@ -133,6 +133,26 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
     except OSError:
         return None
     return None
+
+
+#: how deep below a tuning sweep's folder its records lie (``<family>/<shape>/<kernel>/result.json``:
+#: :func:`gemmlab.cli.tune.point_dir`)
+TUNING_DEPTH = 3
+
+
+def records_below(folder: Path, depth: int):
+    """The ``result.json`` files in the folders 1 to ``depth`` levels below ``folder`` (not its own),
+    found without looking deeper (a walk pruned at ``depth``; links to folders are not followed):
+    a huge unrelated folder given as a run's costs only its top levels. A folder that cannot be
+    read is skipped."""
+    top = os.path.abspath(folder)
+    base = top.count(os.sep) - (1 if top.endswith(os.sep) else 0)  # the root "/" ends with one
+    for root, dirs, files in os.walk(top):
+        level = root.count(os.sep) - base
+        if level >= depth:
+            dirs[:] = []  # its records are listed below; nothing deeper is walked
+        if level >= 1 and "result.json" in files:
+            yield Path(folder) / os.path.relpath(os.path.join(root, "result.json"), top)
 
 
 def _enclosing_folder(folder: Path, runs: bool) -> tuple[Path, str] | None:
