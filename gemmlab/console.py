@@ -225,6 +225,15 @@ def output_path(text: str) -> str:
     return text
 
 
+def folder_path(text: str) -> str:
+    """argparse ``type`` of an input folder option (``gemmlab-tune --plugin-dir``): refuses an empty or
+    blank one (``--plugin-dir ''`` loaded the working directory as a plugin folder); the parser's
+    error line then names the option."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a folder of drop-in plugins (*.py)")
+    return text
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ``argparse.ArgumentParser`` whose errors are one line, ``PROG: error: MESSAGE (see
     --help)``, exit status 2 (argparse itself prints the usage first). A subcommand's parser

@@ -242,6 +242,20 @@ def test_plugin_dir_that_is_a_file_is_config_error(tmp_path):
     assert info.value.field == "plugin_dirs"
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+def test_empty_plugin_dir_is_config_error(tmp_path, monkeypatch, blank):
+    """A new-user trial: ``plugin_dirs=['']`` loaded the working directory as a plugin folder
+    (every ``*.py`` there imported); an empty or blank entry is refused, naming plugin_dirs."""
+    (tmp_path / "stray.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_registry([blank], entry_points=False)
+    assert info.value.field == "plugin_dirs"
+    assert str(info.value) == (f"plugin_dirs: {blank!r} is {'blank' if blank else 'empty'}; each entry must be a "
+                               "folder of drop-in plugins (*.py), e.g. plugin_dirs=[./myplugins]; leave plugin_dirs "
+                               "out for none")
+
+
 def test_duplicate_of_builtin_is_config_error(tmp_path):
     folder = tmp_path / "plugins"
     py = write_dropin(folder, name="tiled", filename="shadow")
@@ -411,6 +425,16 @@ def test_cli_unknown_dropin_dir_is_invalid(cli, tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: plugin_dirs: ")
+
+
+def test_cli_empty_plugin_dir_is_one_line_before_any_folder(cli, tmp_path):
+    """``plugin_dirs=['']`` compiled and exited 0 with the working directory loaded as a plugin
+    folder; now one line naming plugin_dirs, exit 2, nothing written."""
+    proc = cli(["kernel=tiled", "mode=compile", "plugin_dirs=['']"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: plugin_dirs: '' is empty; "), lines
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_cli_plugin_hook_raising_is_one_line_error(cli, tmp_path):

@@ -415,3 +415,18 @@ def test_an_empty_kernel_or_family_list_is_one_line(tmp_path, capsys, option):
     assert err == (f"gemmlab-tune: error: {option[2:]}: is empty; name {option[2:]}, comma-separated, or leave the "
                    "option out for all\n"), err
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("command", [["sweep", "--out", "s", "--mode", "compile"], ["choose", "64", "64", "64"]],
+                         ids=["sweep", "choose"])
+def test_an_empty_plugin_dir_is_one_line(tmp_path, capsys, monkeypatch, command):
+    """``--plugin-dir ''`` loaded the working directory as a plugin folder; now one line naming the
+    option, exit 2, before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        tune.main([*command, "--plugin-dir", ""])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (f"gemmlab-tune: error: {command[0]}: argument --plugin-dir: is empty; give a folder of drop-in "
+                   "plugins (*.py) (see --help)\n"), err
+    assert not (tmp_path / "s").exists()

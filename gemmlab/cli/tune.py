@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from gemmlab.console import OneLineParser, count, guard_streams, output_path, run_command, settled_exit
+from gemmlab.console import OneLineParser, count, folder_path, guard_streams, output_path, run_command, settled_exit
 from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
@@ -431,7 +431,7 @@ def add_parser(sub) -> None:
     s.add_argument("--max-full", type=int, default=2 ** 32, dest="max_full",
                    help="full float64 check up to this M*N*K, sampled rows/columns + Freivalds above (default 2^32)")
     s.add_argument("--precision", default=dispatch.DEFAULT_PRECISION, choices=dispatch.PRECISION_NAMES)
-    s.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")
+    s.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs", type=folder_path)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -455,7 +455,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--table", help="table file (default: the shipped H200 table)")
     c.add_argument("--precision", default=dispatch.DEFAULT_PRECISION, choices=dispatch.PRECISION_NAMES)
     c.add_argument("--layout", default="row,row", help="a,b: each row or col")
-    c.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs")
+    c.add_argument("--plugin-dir", action="append", default=[], dest="plugin_dirs", type=folder_path)
     add_parser(sub)
     return p
 

@@ -179,7 +179,7 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
     ``*.py`` file (not starting with ``_``) in each folder of ``plugin_dirs``.
 
     Raises:
-        ConfigError: a plugin folder is missing or a plugin file fails to import
+        ConfigError: a plugin folder is empty or blank, is missing, or a plugin file fails to import
             (field ``plugin_dirs``); an entry point fails to load, a hook raises, a kernel name
             breaks the rule ``[a-z][a-z0-9_]*`` or is provided twice (field ``plugin``).
     """
@@ -196,6 +196,9 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
             raise ConfigError("plugin", f"an entry point in group '{ENTRY_POINT_GROUP}' failed to load: "
                               f"{type(exc).__name__}: {exc}") from None
     for folder in plugin_dirs:
+        if not str(folder).strip():  # '' resolved to the working directory, which was loaded as a plugin folder
+            raise ConfigError("plugin_dirs", f"{str(folder)!r} is {'blank' if folder else 'empty'}; each entry must be a folder of drop-in "
+                              "plugins (*.py), e.g. plugin_dirs=[./myplugins]; leave plugin_dirs out for none")
         folder = Path(folder).expanduser().resolve()
         if not folder.is_dir():
             raise ConfigError("plugin_dirs", f"{folder} is not a directory")
