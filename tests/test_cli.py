@@ -136,6 +136,37 @@ def test_bad_input_compile_mode(cli, tmp_path, args, field):
     assert_invalid(cli([*args, "mode=compile"], tmp_path), field, tmp_path)
 
 
+@pytest.mark.parametrize("args, field", [
+    (["cache.dir=' '"], "cache.dir"),
+    (["cache.dir=''"], "cache.dir"),
+    (["kernel=auto", "kernel.table=''"], "kernel.table"),
+    (["kernel=auto", "kernel.table=' '"], "kernel.table"),
+    (["-m", "cache.dir=FOLDER,' '"], "cache.dir"),  # one value of a sweep, quoted
+], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_a_blank_path_value_is_one_line_before_any_folder(cli, tmp_path, args, field):
+    """A new-user trial: ``cache.dir=' '`` made a folder named blank in the working directory (and
+    ``kernel.table=''`` read the working directory as a table); a blank path is refused up front, as
+    ``hydra.run.dir=''`` is: one line naming the key, exit 2, nothing written."""
+    args = [a.replace("FOLDER", str(tmp_path / "cache")) for a in args]
+    proc = cli([*args, *([] if "kernel=auto" in args else ["kernel=tiled"]), "mode=compile"], tmp_path)
+    assert_invalid(proc, field, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_quoted_sweep_values_are_checked_as_hydra_composes_them():
+    """The early value check read a quoted value of a sweep as Hydra's parse object, so a valid one
+    was refused (``-m sanitizer='memcheck',null``: ``got QuotedString(text='memcheck', ...)``) and a
+    blank one passed; a value with an interpolation inside a list is left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    app = gemmlab.cli.app
+    parse = OverridesParser.create().parse_overrides
+    (swept,) = parse(["sanitizer='memcheck',null"])
+    assert app._typed_values(swept) == ["memcheck", None]
+    app._check_values(swept, None)  # valid: no error
+    (listed,) = parse(["shape=[${oc.env:M},8,8],[8,8,8]"])
+    assert app._typed_values(listed) == [[8, 8, 8]]
+
+
 def test_bad_mode(cli, tmp_path):
     proc = cli(["mode=fast"], tmp_path, in_process=False)  # exit 2 and one line from a real process
     assert_invalid(proc, "mode", tmp_path)

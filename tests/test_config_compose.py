@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import re
 
 import hydra
 import pytest
@@ -273,6 +274,30 @@ def test_parse_rejects_composed_bad_values(registry, override, field):
         parse_config(compose(override), defaults_of=defaults_of(registry))
     assert info.value.field == field
     assert str(info.value).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize("value", ["''", "' '", "'\t'"])
+def test_a_blank_cache_dir_is_refused(registry, value):
+    """``cache.dir=' '`` made a folder named blank, ``''`` silently meant the default: a blank path
+    is refused as ``hydra.run.dir=''`` is, naming the key and what it takes."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(compose(f"cache.dir={value}"), defaults_of=defaults_of(registry))
+    assert info.value.field == "cache.dir"
+    assert re.fullmatch(r"cache\.dir: is (empty|blank); give a folder for the compile cache, or null \(the default: "
+                        r"\$GEMMLAB_CACHE_DIR, else ~/\.cache/gemmlab/compile\)", str(info.value)), str(info.value)
+    assert parse_config(compose("cache.dir=/tmp/x"), defaults_of=defaults_of(registry)).cache_dir == "/tmp/x"
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_a_blank_tuning_table_is_refused(registry, value):
+    """``kernel=auto kernel.table=''`` read the working directory as the table (``kernel.table: .: a
+    folder``): a blank path is refused naming kernel.table (the point's check: dispatch.auto)."""
+    from gemmlab.dispatch.auto import resolve_config
+    cfg = {"kernel": {"name": "auto", "table": value}, "shape": [64, 64, 64]}
+    with pytest.raises(ConfigError) as info:
+        resolve_config(cfg, registry)
+    assert str(info.value) == (f"kernel.table: is {'blank' if value else 'empty'}; give a tuning table file (JSON), "
+                               "or null (the shipped table)")
 
 
 def test_parse_arch_forms(registry):

@@ -417,9 +417,10 @@ def _experiment_sweeps(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> 
 def _typed_values(o) -> list:
     """The value(s) of an override as the composed config would hold them: a discrete sweep gives
     each of its values (a list, ``choice``, an integer ``range``, also inside ``tag``, ``shuffle``
-    or ``sort``); left out where they are not known here: an interval, a glob, a float range, an
-    interpolation."""
-    from hydra.core.override_parser.types import Glob, RangeSweep, Sweep
+    or ``sort``), a quoted one as its text (``'a b'`` as ``a b``, as Hydra composes it); left out
+    where they are not known here: an interval, a glob, a float range, an interpolation (also one
+    inside a list: ``[${x},2,3]``)."""
+    from hydra.core.override_parser.types import Glob, Override, RangeSweep, Sweep
     value = o.value()
     if isinstance(value, Glob):
         return []
@@ -427,7 +428,7 @@ def _typed_values(o) -> list:
         if not o.is_discrete_sweep():
             return []
         values = []
-        for v in o.sweep_iterator():  # choice, range, tag(...), shuffle(...), sort(...)
+        for v in o.sweep_iterator(Override._convert_value):  # choice, range, tag(...), shuffle(...), sort(...)
             if isinstance(v, RangeSweep):  # a range inside a list: range(1,3),0 (integer ranges only)
                 ints = all(isinstance(x, int) for x in (v.start, v.stop, v.step))
                 values += list(range(v.start, v.stop, v.step)) if ints else []
@@ -435,7 +436,19 @@ def _typed_values(o) -> list:
                 values.append(v)
     else:
         values = [value]
-    return [v for v in values if not (isinstance(v, str) and "${" in v) and not isinstance(v, Sweep)]
+    return [v for v in values if not _interpolated(v) and not isinstance(v, Sweep)]
+
+
+def _interpolated(value) -> bool:
+    """``value`` (a string, or a list or mapping holding one) has an interpolation ``${...}``: what
+    it composes to is known only to Hydra."""
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, (list, tuple)):
+        return any(_interpolated(v) for v in value)
+    if isinstance(value, dict):
+        return any(_interpolated(k) or _interpolated(v) for k, v in value.items())
+    return False
 
 
 #: interpolations that are the same for every point of a sweep (Hydra's job name, the clock)

@@ -770,7 +770,7 @@ def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]
         ConfigError: ``kernel.<key>`` other than ``table``; ``kernel.table`` bad file; ``shape``;
             ``kernel`` when no kernel supports the problem.
     """
-    from gemmlab.stages.config import _plain, parse_shape
+    from gemmlab.stages.config import _plain, check_field, parse_shape
     plain = _plain(cfg)
     kernel = plain.get("kernel") if isinstance(plain, Mapping) else None
     if not isinstance(kernel, Mapping) or kernel.get("name") != AUTO:
@@ -779,9 +779,7 @@ def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]
     if extra:
         raise ConfigError(f"kernel.{extra[0]}", "kernel=auto chooses the parameters itself; it accepts only "
                           "kernel.table=<tuning table file> (pick a kernel by name to set parameters)")
-    table_path = kernel.get("table")
-    if table_path is not None and not isinstance(table_path, str):
-        raise ConfigError("kernel.table", f"must be a tuning table file (JSON) or null, got {table_path!r}")
+    table_path = check_field("kernel.table", kernel.get("table"))  # a file name or null, never blank
     table = load_table(table_path)
     shape = parse_shape(plain.get("shape"))
     precision = plain.get("precision", DEFAULT_PRECISION)

@@ -317,6 +317,24 @@ def _tolerance(value: Any, field_name: str) -> float:
     return float(value)
 
 
+def _path(value: Any, field_name: str, what: str, null_means: str) -> str | None:
+    """A path-valued field: a string that names a path (``what``), or None (``null_means``). An empty
+    or blank string is refused, as ``hydra.run.dir=''`` is (``cache.dir=' '`` made a folder named
+    blank; ``''`` silently meant the default)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(field_name, f"must be {what} or null ({null_means}), got {typed(value)}")
+    if not value.strip():
+        raise ConfigError(field_name, f"is {'blank' if value else 'empty'}; give {what}, or null ({null_means})")
+    return value
+
+
+def _path_rule(what: str, null_means: str):
+    """A field rule for :data:`FIELD_RULES` of a path-valued field (:func:`_path`)."""
+    return lambda field_name: lambda value: _path(value, field_name, what, null_means)
+
+
 def _rule(parse, *args, optional: bool = False):
     """A field rule for :data:`FIELD_RULES`: ``field -> (value -> parse(value, field, *args))``;
     ``optional``: None passes as None."""
@@ -337,7 +355,8 @@ def _rule(parse, *args, optional: bool = False):
 
 #: the fields whose values are checked alone (no other field decides whether a value is valid):
 #: field -> ``check(value)`` returning the parsed value or raising ConfigError naming the field.
-#: :func:`parse_config` parses these fields with them, and the command line checks a value given
+#: :func:`parse_config` parses these fields with them (``kernel.table``: kernel=auto's
+#: ``gemmlab.dispatch.auto.resolve_config``), and the command line checks a value given
 #: there (each value of a sweep) before any point runs (:func:`check_field`)
 FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, rule in {
     "mode": _rule(_choice, MODES),
@@ -367,6 +386,9 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "layout.a": _rule(_choice, LAYOUTS),
     "layout.b": _rule(_choice, LAYOUTS),
     "cache.enabled": _rule(_bool),
+    "cache.dir": _path_rule("a folder for the compile cache",
+                            "the default: $GEMMLAB_CACHE_DIR, else ~/.cache/gemmlab/compile"),
+    "kernel.table": _path_rule("a tuning table file (JSON)", "the shipped table"),  # kernel=auto's (dispatch.auto)
     "isolation.process": _rule(_bool),
     "isolation.timeout_s": _rule(_number, 0.001, 7 * 86_400.0),
 }.items()})
@@ -558,9 +580,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> Ru
         raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {plugin_dirs!r}")
     cache_cfg = {**_defaults(CacheOptions), **(cfg.get("cache") or {})}
     cache_enabled = FIELD_RULES["cache.enabled"](cache_cfg["enabled"])
-    cache_dir = cache_cfg["dir"]
-    if cache_dir is not None and not isinstance(cache_dir, str):
-        raise ConfigError("cache.dir", f"must be a folder path or null, got {typed(cache_dir)}")
+    cache_dir = FIELD_RULES["cache.dir"](cache_cfg["dir"])
     resume = FIELD_RULES["resume"](cfg["resume"])
     parse_isolation(cfg.get("isolation"))
     shape = parse_shape(cfg.get("shape"))
