@@ -411,6 +411,25 @@ def test_cli_compiles_dropin_kernel(cli, tmp_path):
     assert record["launch"]["grid"] == [1, 31, 1] and record["launch"]["block"] == [64, 1, 1]
 
 
+def test_cli_a_plugins_invalid_default_names_the_plugin(cli, tmp_path):
+    """A drop-in declaring ``BX: 0`` was refused as ``kernel.BX: must be ..., got 0``, blaming the
+    user as if they had typed kernel.BX=0; the line (and the record) now say it is the plugin's
+    default, naming the kernel and the plugin's file. A valid kernel.BX still runs it."""
+    folder = tmp_path / "myplugins"
+    py = write_dropin(folder, name="cli_bad_default")
+    py.write_text(py.read_text().replace('defaults={"BX": 32}', 'defaults={"BX": 0}'))
+    proc = cli(["kernel=cli_bad_default", f"plugin_dirs=['{folder}']", "mode=compile"], cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    line = (f"kernel.BX: kernel 'cli_bad_default' declares an invalid default BX=0 (plugin {py.resolve()}): must be "
+            "an integer >= 1 and <= 4096; fix the plugin's defaults, or give kernel.BX=<value>")
+    assert proc.stderr.strip().splitlines() == [f"gemmlab: error: {line}"], proc.stderr
+    (record,) = [json.loads(p.read_text()) for p in (tmp_path / "outputs").rglob("result.json")]
+    assert record["status"] == "invalid" and record["error"] == line
+    proc = cli(["kernel=cli_bad_default", f"plugin_dirs=['{folder}']", "mode=compile", "kernel.BX=32",
+                "shape=[8,8,8]"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_cli_help_lists_dropin_kernel(cli, tmp_path):
     folder = tmp_path / "myplugins"
     write_dropin(folder, name="help_dropin")

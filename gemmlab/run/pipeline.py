@@ -563,7 +563,8 @@ class Run:
         if dispatch is not None:
             self.record["dispatch"] = dispatch
         rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults,
-                                    values_of=lambda name: registry.get(name).param_values)
+                                    values_of=lambda name: registry.get(name).param_values,
+                                    origin_of=registry.origins.get)
         self.backends = [backend_for("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
         if rc.baseline is not None:
             base = registry.get(rc.baseline)

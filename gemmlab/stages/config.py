@@ -493,41 +493,76 @@ def _nvrtc_archs() -> list[int]:
         return []
 
 
+def _param(value: Any, key: str, listed: tuple[int, ...] | None) -> int:
+    """One tile parameter's value: one of ``listed`` (the kernel's codes, which may lie outside
+    1..4096), else an int in 1..4096.
+
+    Raises:
+        ConfigError: field ``kernel.<key>``, naming the listed values where there are some.
+    """
+    if listed and isinstance(value, int) and not isinstance(value, bool) and value in listed:
+        return value  # a listed code, even outside 1..4096 (mma_*'s SWIZZLE=0)
+    try:
+        return _int(value, f"kernel.{key}", 1, 4096)
+    except ConfigError:
+        if not listed:
+            raise
+        raise ConfigError(f"kernel.{key}", f"must be one of {', '.join(map(str, listed))}, got {typed(value)}") from None
+
+
+def _bad_default(kernel: str, key: str, default: Any, exc: ConfigError, origin: str | None) -> ConfigError:
+    """The error for a kernel whose own default of ``key`` breaks the rule ``exc`` states: the
+    plugin is at fault, not the user (``kernel.BX: must be ..., got 0`` read as if they had typed
+    ``kernel.BX=0``)."""
+    rule = str(exc).partition(": ")[2].rpartition(", got ")[0] or str(exc).partition(": ")[2]
+    where = f" (plugin {origin})" if origin else ""
+    return ConfigError(f"kernel.{key}", f"kernel '{kernel}' declares an invalid default {key}={typed(default)}"
+                       f"{where}: {rule}; fix the plugin's defaults, or give kernel.{key}=<value>")
+
+
 def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], kernel: str,
-                 values: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, int]:
+                 values: Mapping[str, tuple[int, ...]] | None = None, origin: str | None = None) -> dict[str, int]:
     """Merge ``given`` tile parameters over the kernel's defaults; every value an int in 1..4096, or
     one of the values the kernel lists for that parameter (``KernelBase.param_values``, which may lie
     outside that range, e.g. ``SWIZZLE=0``). A value that is neither is refused naming the listed
     values where there are some, else the generic range; values inside the range are left to the
     kernel's own check (its messages say what each value means).
 
+    The kernel's own defaults obey the same rule. One that does not is said to be the plugin's
+    (``origin``: its name or file, :attr:`gemmlab.contract.registry.Registry.origins`), also when
+    the composed config holds it as given (Hydra's kernel node is built from the defaults, so a
+    default arrives in ``given`` unchanged: a value of the default's type equal to it is taken for
+    the default).
+
     Raises:
-        ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-int or out-of-range value.
+        ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-int or out-of-range value
+            (given, or the plugin's default).
     """
     params = dict(spec_defaults)
     for key, value in given.items():
         if key not in spec_defaults:
             allowed = ", ".join(spec_defaults) or "none"
             raise ConfigError(f"kernel.{key}", f"kernel '{kernel}' has no parameter {key}; its parameters: {allowed}")
+    for key, default in spec_defaults.items():
         listed = (values or {}).get(key)
-        if listed and isinstance(value, int) and not isinstance(value, bool) and value in listed:
-            params[key] = value  # a listed code, even outside 1..4096 (mma_*'s SWIZZLE=0)
-            continue
+        value = given.get(key, default)
         try:
-            params[key] = _int(value, f"kernel.{key}", 1, 4096)
-        except ConfigError:
-            if not listed:
-                raise
-            raise ConfigError(f"kernel.{key}", f"must be one of {', '.join(map(str, listed))}, got {typed(value)}") from None
+            params[key] = _param(value, key, listed)
+        except ConfigError as exc:
+            if type(value) is type(default) and value == default:
+                raise _bad_default(kernel, key, default, exc, origin) from None
+            raise
     return params
 
 
-def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> RunConfig:
+def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origin_of=None) -> RunConfig:
     """Validate the composed config ``cfg`` (keys as in :class:`GemmlabConfig`).
 
     ``defaults_of(kernel_name)`` returns that kernel's default parameters (the registry's
     ``get(name).defaults``); it raises ConfigError for an unknown kernel. ``values_of(kernel_name)``
-    (optional) returns the values its parameters allow where it lists them (``get(name).param_values``).
+    (optional) returns the values its parameters allow where it lists them (``get(name).param_values``);
+    ``origin_of(kernel_name)`` (optional) the plugin that provides it (``registry.origins[name]``),
+    named when one of its own defaults is invalid.
 
     Raises:
         ConfigError: naming the first invalid field.
@@ -551,7 +586,8 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None) -> Ru
     name = kernel_cfg["name"]
     given = {k: v for k, v in kernel_cfg.items() if k != "name"}
     defaults = defaults_of(name) if defaults_of else {k: v for k, v in given.items()}
-    params = parse_params(defaults, given, name, values_of(name) if values_of else None)
+    params = parse_params(defaults, given, name, values_of(name) if values_of else None,
+                          origin_of(name) if origin_of else None)
 
     # a missing plain key takes the schema's default; shape does not (the command line's composed config
     # has the schema's [256, 256, 256]; a config handed to run_point must name its shape)
