@@ -528,27 +528,25 @@ def parse_params(spec_defaults: Mapping[str, int], given: Mapping[str, Any], ker
     values where there are some, else the generic range; values inside the range are left to the
     kernel's own check (its messages say what each value means).
 
-    The kernel's own defaults obey the same rule. One that does not is said to be the plugin's
-    (``origin``: its name or file, :attr:`gemmlab.contract.registry.Registry.origins`), also when
-    the composed config holds it as given (Hydra's kernel node is built from the defaults, so a
-    default arrives in ``given`` unchanged: a value of the default's type equal to it is taken for
-    the default).
+    A refused value that is the kernel's own default (Hydra's kernel node of a plugin is built from
+    its defaults, so the composed config holds them as given: a value of the default's type equal
+    to it) is said to be the plugin's, naming it (``origin``: its name or file,
+    :attr:`gemmlab.contract.registry.Registry.origins`), not the user's. Defaults not in ``given``
+    are taken as they are (a config handed to ``run_point`` from Python).
 
     Raises:
         ConfigError: field ``kernel.<P>`` for an unknown parameter or a non-int or out-of-range value
-            (given, or the plugin's default).
+            (given, or the plugin's default composed as given).
     """
     params = dict(spec_defaults)
     for key, value in given.items():
         if key not in spec_defaults:
             allowed = ", ".join(spec_defaults) or "none"
             raise ConfigError(f"kernel.{key}", f"kernel '{kernel}' has no parameter {key}; its parameters: {allowed}")
-    for key, default in spec_defaults.items():
-        listed = (values or {}).get(key)
-        value = given.get(key, default)
         try:
-            params[key] = _param(value, key, listed)
+            params[key] = _param(value, key, (values or {}).get(key))
         except ConfigError as exc:
+            default = spec_defaults[key]
             if type(value) is type(default) and value == default:
                 raise _bad_default(kernel, key, default, exc, origin) from None
             raise
