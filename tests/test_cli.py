@@ -167,6 +167,15 @@ def test_quoted_sweep_values_are_checked_as_hydra_composes_them():
     assert app._typed_values(listed) == [[8, 8, 8]]
 
 
+def test_a_listed_parameters_bad_sweep_value_is_one_line_before_any_point(cli, tmp_path):
+    """A tile parameter that takes a few codes (mma_bf16's SWIZZLE: 0, 1) is checked up front by
+    its own list, as the point would: ``kernel.SWIZZLE=1,-1`` ran point 0 and failed point 1."""
+    proc = cli(["-m", "kernel=mma_bf16", "precision=bf16", "mode=compile", "kernel.SWIZZLE=1,-1"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert stderr_lines(proc) == ["gemmlab: error: kernel.SWIZZLE: must be one of 0, 1, got -1"], proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_bad_mode(cli, tmp_path):
     proc = cli(["mode=fast"], tmp_path, in_process=False)  # exit 2 and one line from a real process
     assert_invalid(proc, "mode", tmp_path)
@@ -693,13 +702,13 @@ def test_run_mode_from_the_files_is_what_hydra_composes():
 
 
 @pytest.mark.parametrize("args, composes", [
-    (["kernel=naive", "mode=compile", "shape=[1,2]"], 1),  # a single run: the run's compose only
-    (["hydra.mode=RUN", "kernel=naive", "mode=compile", "shape=[1,2]"], 2),  # Hydra asked: get_mode + run
+    (["kernel=naive", "mode=compile", "verify.tolerance=exact"], 1),  # a single run: the run's compose only
+    (["hydra.mode=RUN", "kernel=naive", "mode=compile", "verify.tolerance=exact"], 2),  # Hydra asked: get_mode + run
     # a sweep of two points: the sweep's compose, then each job's once (gemmlab's sweeper hands the
     # config its batch check composed to the launcher; hydra_plugins/gemmlab_sweeper)
-    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"], 3),
+    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "verify.tolerance=exact"], 3),
     # Hydra's own basic sweeper: each job's twice (its batch check, then the launcher)
-    (["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=7,8", "mode=compile", "shape=[1,2]"], 5),
+    (["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=7,8", "mode=compile", "verify.tolerance=exact"], 5),
 ], ids=["read", "asked", "sweep", "basic-sweeper"])
 def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, composes):
     """A single run composes the config once (Hydra's ``get_mode`` answered from the files), a
@@ -713,8 +722,8 @@ def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, co
     proc = cli(args, tmp_path)
     if "-m" in args:  # a sweep: its invalid points fail it (exit 1), each with its one line
         assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
-    else:
-        assert_invalid(proc, "shape", tmp_path)
+    else:  # a rule across fields (exact needs integer inputs): the point's, after composing
+        assert_invalid(proc, "verify.tolerance", tmp_path)
     assert len(calls) == composes, calls
 
 

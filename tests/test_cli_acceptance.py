@@ -126,8 +126,11 @@ def test_cfg_gets_gemmlab_one_line_for_what_hydra_refuses_too(cli, tmp_path, arg
 
 
 def test_cfg_still_prints_what_hydra_accepts(cli, tmp_path):
-    proc = cli(["--cfg", "job", "shape=abc"], tmp_path)  # values are checked per point, not here
-    assert proc.returncode == 0 and "gemmlab: error" not in proc.stderr
+    """``--cfg`` prints the config Hydra composes and runs no point: values Hydra accepts are not
+    refused (the value checks of a command that runs points refused ``--cfg job timing.repeat=0``)."""
+    proc = cli(["--cfg", "job", "shape=abc", "timing.repeat=0", "kernel.BK=0", "arch=sm_xx"], tmp_path)
+    assert proc.returncode == 0 and "gemmlab: error" not in proc.stderr, proc.stderr
+    assert "shape: abc" in proc.stdout and "BK: 0" in proc.stdout
 
 
 @pytest.mark.parametrize("args", [["experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:bogus}"],
@@ -375,6 +378,14 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
     ("timing=glob(zzz*)", "timing: glob(zzz*) matches no timing; available: "),  # 0 jobs, folder left
     ("kernel.BX=range(1,100000000)", "kernel.BX: range(1,100000000) gives 99999999 values; a sweep takes at most "
                                      "100000 per key"),  # grew to 18 GB before a point ran
+    # a new-user trial: a bad shape, tile parameter or arch of a sweep became a failed point after the others ran
+    ("shape=[63,65,33],[4,5]", "shape: must be a list [M, N, K] of three positive integers, got [4, 5]"),
+    ("shape=[63,65,33],[0,65,33]", "shape: M must be a positive integer, got 0 in [0, 65, 33] (shape is [M, N, K]"),
+    ("hydra.sweeper.params.shape='[8,8,8],[4,5]'", "shape: must be a list [M, N, K] of three positive integers, "
+                                                  "got [4, 5]"),
+    ("kernel.BY=16,0", "kernel.BY: must be an integer >= 1 and <= 4096, got 0"),
+    ("kernel.BY=range(0,2)", "kernel.BY: must be an integer >= 1 and <= 4096, got 0"),
+    ("arch=sm_90,sm_xx", "arch: must be a CUDA SM target like sm_90 (or null for the device's own), got 'sm_xx'"),
 ])
 def test_a_bad_value_of_a_field_checked_alone_refuses_the_sweep_before_any_point(cli, tmp_path, override, line):
     """A value no point could accept (also one value of a sweep) is one line and exit 2 before
@@ -422,7 +433,7 @@ def test_the_point_check_and_the_command_line_check_say_the_same(tmp_path):
         with pytest.raises(ConfigError) as from_line:
             check_field(key, value)
         assert str(from_point.value) == str(from_line.value) and from_line.value.field == key
-    assert check_field("timing.max_repeat", None) is None and check_field("shape", "anything") == "anything"
+    assert check_field("timing.max_repeat", None) is None and check_field("plugin_dirs", "anything") == "anything"
     with pytest.raises(ConfigError, match=r"^sanitizer: must be one of memcheck, racecheck, synccheck, initcheck or "
                                           r"null, got 'leak'$"):  # a field that may be null says so
         check_field("sanitizer", "leak")

@@ -40,7 +40,8 @@ from gemmlab.cli.hydra_errors import hydra_error, override_parse_error
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
                                        interpolations_parsed_once, register_gemmlab_sweeper)
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
-from gemmlab.stages.config import FIELD_RULES, check_baseline, check_config_file, check_field, unknown_key_error
+from gemmlab.stages.config import (FIELD_RULES, check_baseline, check_config_file, check_field, parse_params,
+                                   unknown_key_error)
 from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
@@ -252,7 +253,8 @@ def _is_multirun(ns, parsed: list) -> bool:
 
 
 def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: list[str],
-             registry, conf_dirs: tuple[Path, ...] | None = (CONF_DIR,)) -> tuple[list[str], list[str]]:
+             registry, conf_dirs: tuple[Path, ...] | None = (CONF_DIR,),
+             values: bool = True) -> tuple[list[str], list[str]]:
     """Return (kernel names, kernel parameter names) named by the parsed command-line overrides
     and reject, in one line, what Hydra would only reject with a multi-line message: unknown
     gemmlab keys (also added with ``+``), unknown group options, sweeps without -m. ``hydra.*``
@@ -260,7 +262,9 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
     folders whose files the command composes, in Hydra's search order (``--config-dir DIR`` adds
     DIR after gemmlab's ``conf/``), None where another primary config is named (``--config-name``/``--config-path``):
     the values of fields checked alone and the sweeps of experiment files are checked only then;
-    with ``custom_conf`` (any of the three) gemmlab's own key and option lists are not.
+    with ``custom_conf`` (any of the three) gemmlab's own key and option lists are not. ``values``
+    False (``--cfg``, which prints the config Hydra composes and runs nothing): values Hydra
+    accepts (``shape=abc``) are not checked either.
 
     Raises:
         ConfigError: naming the field.
@@ -273,7 +277,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         key = o.key_or_group
         top, _, sub = key.partition(".")
         if key.startswith(_SWEPT_GROUP) and conf_dirs is not None and not o.is_delete():
-            _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry, conf_dirs, groups)
+            _check_swept(key[len(_SWEPT_GROUP):], o.value(), key, kernel_options, registry, conf_dirs, groups, values)
         if key == "hydra.sweeper.max_batch_size" and not o.is_delete():
             for size in _typed_values(o):  # Hydra's basic sweeper asserts it > 0, after making the sweep's folder
                 if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
@@ -323,7 +327,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                                       f"{', '.join(sweeping)} sweep{'s' if len(sweeping) == 1 else ''} points of "
                                       f"{'its' if len(sweeping) == 1 else 'their'} own, which Hydra would not expand "
                                       f"(one point per experiment); {one}")
-        if conf_dirs is not None and not o.is_delete():  # the fields' rules are the point's own (FIELD_RULES)
+        if conf_dirs is not None and values and not o.is_delete():  # the fields' rules are the point's own (FIELD_RULES)
             _check_values(o, registry)
         if o.is_sweep_override() and not multirun and not experiment and not custom_conf:
             raise ConfigError(key, f"{o.input_line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
@@ -345,7 +349,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
             for key, value in _experiment_sweeps(name, conf_dirs).items():
                 if key not in given:
                     _check_swept(key, value, f"experiment {name}'s hydra.sweeper.params.{key}", kernel_options, registry,
-                                 conf_dirs, groups)
+                                 conf_dirs, groups, values)
     return kernels, params
 
 
@@ -358,14 +362,16 @@ def _config_groups(conf_dirs: tuple[Path, ...]) -> set[str]:
 
 
 def _check_swept(key: str, value: object, where: str, kernel_options: list[str], registry,
-                 conf_dirs: tuple[Path, ...] = (CONF_DIR,), groups: set[str] | None = None) -> None:
+                 conf_dirs: tuple[Path, ...] = (CONF_DIR,), groups: set[str] | None = None,
+                 values: bool = True) -> None:
     """One entry of a sweeper's ``params`` (``hydra.sweeper.params.<key>=<value>`` on the command
     line, or an experiment file's ``hydra.sweeper.params``): for a config group (tc_ladder's
     ``tc_rung``, ``kernel``, ``timing``) each option must be a file of ``conf/<group>/`` (or a
     kernel), and a glob must match one; for a field checked alone (``resume``, ``timing.repeat``,
     ``baseline``, ...) each value must be one it allows. Hydra would refuse an unknown option only
     after it made the sweep's folder and wrote multirun.yaml there, and a bad field value made every
-    point a failed record (a new-user trial).
+    point a failed record (a new-user trial). ``values`` False (``--cfg``): the fields' values are
+    not checked (:func:`_prescan`).
 
     Raises:
         ConfigError: naming the field (the group or key), the value and what is allowed.
@@ -387,7 +393,8 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
     if not group and key not in FIELD_RULES and key != "baseline":
         return
     if not group:
-        _check_values(swept, registry)
+        if values:
+            _check_values(swept, registry)
         return
     available = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}
                        | (set(kernel_options) if key == "kernel" else set()))
@@ -743,7 +750,8 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     options = sweep.kernel_options()  # registry.kernels: each a conf/kernel file or a node stored above
     conf_dirs = (None if ns.config_path is not None or ns.config_name is not None else
                  (CONF_DIR, Path(ns.config_dir).absolute()) if ns.config_dir is not None else (CONF_DIR,))
-    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry, conf_dirs)
+    values = ns.cfg is None  # --cfg prints what Hydra composes: values it accepts are not refused
+    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry, conf_dirs, values)
     if custom_conf and not kernels:
         return  # another primary config may select another default kernel
     for name in kernels or [_default_kernel()]:
@@ -758,6 +766,28 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
             if p not in spec.defaults:
                 raise ConfigError(f"kernel.{p}", f"kernel '{name}' has no parameter {p}; its parameters: "
                                   f"{', '.join(spec.defaults) or 'none'}")
+        if values:
+            _check_params(parsed, name, spec, registry.origins.get(name))
+
+
+def _check_params(parsed: list, name: str, spec, origin: str | None) -> None:
+    """Check each value the command line gives a parameter of kernel ``name`` (``kernel.BK=8``,
+    each value of a sweep ``kernel.BK=8,0``) by the point's own rule
+    (:func:`gemmlab.stages.config.parse_params`: an integer 1..4096 or one of the values the kernel
+    lists), so that a bad one is one line before any point runs, not a failed point of the sweep.
+    What depends on other values (the kernel's own ``check``: tile ownership, load coverage) stays
+    with the point.
+
+    Raises:
+        ConfigError: naming ``kernel.<P>``, the bad value and what is allowed.
+    """
+    for o in parsed:
+        top, _, p = o.key_or_group.partition(".")
+        if top != "kernel" or p not in spec.defaults or o.is_delete() or o.package is not None:
+            continue
+        listed = {p: spec.param_values[p]} if p in spec.param_values else None
+        for value in _typed_values(o):
+            parse_params({p: spec.defaults[p]}, {p: value}, name, listed, origin)
 
 
 _SUITE_REF = re.compile(r"\$\{gemmlab_suite:([^}]*)\}")

@@ -359,6 +359,8 @@ def _rule(parse, *args, optional: bool = False):
 #: ``gemmlab.dispatch.auto.resolve_config``), and the command line checks a value given
 #: there (each value of a sweep) before any point runs (:func:`check_field`)
 FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, rule in {
+    "shape": lambda name: lambda value: parse_shape(value),
+    "arch": lambda name: lambda value: parse_arch(value),
     "mode": _rule(_choice, MODES),
     "precision": _rule(_choice, PRECISIONS),
     "resume": _rule(_bool),
@@ -454,14 +456,15 @@ def parse_shape(value: Any) -> Shape:
     value = _plain(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 3:
         raise ConfigError("shape", f"must be a list [M, N, K] of three positive integers, got {typed(value)}")
-    for name, dim in zip("MNK", value):
+    for name, dim in zip("MNK", value):  # the whole shape is named too: a sweep's values differ
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ConfigError("shape", f"{name} must be a positive integer, got {typed(dim)} "
+            raise ConfigError("shape", f"{name} must be a positive integer, got {typed(dim)} in {typed(list(value))} "
                               "(shape is [M, N, K] of three positive integers)")
     m, n, k = value
     for name, count in (("A = M*K", m * k), ("B = K*N", k * n), ("C = M*N", m * n)):
         if count > MAX_ELEMENTS:
-            raise ConfigError("shape", f"{name} has {count} elements; at most {MAX_ELEMENTS} are allowed")
+            raise ConfigError("shape", f"{name} has {count} elements in {list(value)}; at most {MAX_ELEMENTS} "
+                              "are allowed")
     return Shape(m, n, k)
 
 
@@ -617,14 +620,14 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
     cache_dir = FIELD_RULES["cache.dir"](cache_cfg["dir"])
     resume = FIELD_RULES["resume"](cfg["resume"])
     parse_isolation(cfg.get("isolation"))
-    shape = parse_shape(cfg.get("shape"))
+    shape = FIELD_RULES["shape"](cfg.get("shape"))
     if distribution == "integers" and shape.K > MAX_EXACT_K:
         raise ConfigError("inputs.distribution", f"integers are exact in float32 only for K <= {MAX_EXACT_K}; "
                           f"got K = {shape.K} (use normal or uniform)")
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
-                     arch=parse_arch(cfg["arch"]), device=FIELD_RULES["device"](cfg["device"]),
+                     arch=FIELD_RULES["arch"](cfg["arch"]), device=FIELD_RULES["device"](cfg["device"]),
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
                      baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
                      sanitizer=sanitizer,
