@@ -298,11 +298,13 @@ def test_each_point_folder_keeps_its_console_lines_in_app_log(cli, tmp_path):
     """Hydra's job log (app.log) was always empty (gemmlab prints); it now holds what the command
     printed for the point: the summary, or the one-line error of an invalid point (finding 16)."""
     sweep = tmp_path / "sw"
-    proc = cli(["-m", "kernel=tiled", "shape=[16,16,16],[8,8,0]", "mode=compile", f"hydra.sweep.dir={sweep}"], tmp_path)
+    # tf32 is a point's error (the kernel's precisions), not one the command line refuses up front
+    proc = cli(["-m", "kernel=tiled", "shape=[16,16,16]", "precision=fp32,tf32", "mode=compile",
+                f"hydra.sweep.dir={sweep}"], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     ok, bad = (sweep / "0" / "app.log").read_text(), (sweep / "1" / "app.log").read_text()
     assert ok.startswith("tiled 16x16x16 ") and "  sass    " in ok and f"  result  {sweep / '0' / 'result.json'}" in ok
-    assert bad.startswith("gemmlab: error: shape") and len(bad.splitlines()) == 1, bad
+    assert bad == "gemmlab: error: precision: kernel tiled supports fp32; got tf32\n", bad
 
 
 def test_help_with_a_broken_plugin_says_why_and_still_lists_the_builtin_kernels(cli, tmp_path):
@@ -640,7 +642,7 @@ def test_a_late_ctrl_c_leaves_a_finished_commands_exit_status(tmp_path):
                           timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "clean-up done\n", "")
     for module in ("gemmlab/__main__.py", "gemmlab/cli/entry.py"):
-        assert "with settled_exit():" in (REPO_ROOT / module).read_text(), module
+        assert "settled_exit()" in (REPO_ROOT / module).read_text(), module
 
 
 def test_objective():
@@ -908,3 +910,21 @@ def test_gemmlab_main_runs_outside_the_main_thread(tmp_path, monkeypatch):
         GlobalHydra.instance().clear()
     assert outcome == {"code": 0}
     assert json.loads((tmp_path / "r" / "result.json").read_text())["status"] == "compiled"
+
+
+def test_an_interrupt_past_gemmlabs_own_handling_is_not_said_to_have_changed_nothing(monkeypatch, capsys):
+    """The ``gemmlab`` console script wraps gemmlab.cli.app.main, which handles every interrupt
+    while the command runs; one that reaches the script came as the command ended (a Ctrl-C sent
+    right after a run's result.json appeared): it said "no record was changed" beside a written
+    record. It now says the command had ended and what it wrote is complete."""
+    from gemmlab.cli import app, entry
+
+    def ended_then_interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "main", ended_then_interrupted)
+    with pytest.raises(SystemExit) as stop:
+        entry.gemmlab()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == f"gemmlab: interrupted; {app.INTERRUPTED}\n"
+    assert "record was changed" not in app.INTERRUPTED

@@ -963,6 +963,11 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
             "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
 
 
+#: what the console script (:mod:`gemmlab.cli.entry`) says of an interrupt that reaches it: :func:`main`
+#: handles every interrupt while the command runs, so one that gets past it came as the command ended
+INTERRUPTED = "it came as the command ended: what the command wrote is complete"
+
+
 def main() -> None:
     """Console entry point (``gemmlab``): the command line in ``sys.argv``; exits with the
     command's status (:meth:`Invocation.exit_status`; 2 for a refused command line). An interrupt

@@ -15,7 +15,10 @@ second) is Python's own.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import sys
+from pathlib import Path
 
 from gemmlab.console import run_command, settled_exit, signals_deferred
 
@@ -26,7 +29,10 @@ def _start(command: str, module: str, function: str):
     module's ``INTERRUPTED`` says was kept (default: :data:`gemmlab.console.KEPT_RECORDS`)."""
     with signals_deferred(command):
         loaded = importlib.import_module(module)
-    with settled_exit():  # the process ends after this: a late Ctrl-C leaves its exit status as it is
+    # the installed script (pip's wrapper, the process's __main__) ends the process after this: a late
+    # Ctrl-C leaves its exit status as it is; called from other code (tests), signals are left alone
+    script = Path(getattr(sys.modules.get("__main__"), "__file__", None) or "").name == command
+    with settled_exit() if script else contextlib.nullcontext():
         return run_command(command, getattr(loaded, function), getattr(loaded, "INTERRUPTED", None))
 
 
