@@ -478,6 +478,23 @@ def test_launcher_reports_failed_point(cli, tmp_path, launcher, joblib_2_workers
     assert sorted(statuses) == ["compiled", "invalid"]
 
 
+
+def test_a_file_in_a_points_place_under_joblib_workers_is_one_line(cli, tmp_path):
+    """Under a launcher whose points run in other processes (joblib's loky workers), Hydra's
+    run_job in the worker met a file where point #0's folder goes and the sweep ended with the
+    worker's traceback (FileExistsError: 'S/0'); gemmlab's in-process guard cannot make that cost
+    one point there, so it is one line naming the file, and the sweep stops (exit 2)."""
+    sweep = tmp_path / "S"
+    sweep.mkdir()
+    (sweep / "0").write_text("not a folder")
+    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], "kernel=naive,tiled", "mode=compile", "hydra.sweep.dir=S"],
+               tmp_path, in_process=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "gemmlab: error: hydra.sweep.dir: S/0 is a file, not a folder; give a folder gemmlab can create and write; "
+        "the sweep stopped there (its points run in other processes: the points that finished keep their records)")
+    assert (sweep / "0").read_text() == "not a folder"
+
 # --- gemmlab's sweeper (hydra_plugins/gemmlab_sweeper): each job composed once ----------------------
 
 def _job_files(sweep: Path) -> dict[str, str]:

@@ -1024,7 +1024,7 @@ def _run(invocation: Invocation) -> int:
     except Exception as exc:
         if was_interrupted(exc):  # Ctrl-C inside Hydra or OmegaConf, whose clean-up then failed on the state it
             raise  # left: main's handler says it (run_command finds the interrupt in the chain)
-        unusable = output_folder_error(exc)  # e.g. a full disk while Hydra writes the run's .hydra/
+        unusable = output_folder_error(exc, invocation.sweep_dir)  # e.g. a full disk while Hydra writes .hydra/
         if unusable is not None:
             if full_error:
                 traceback.print_exc()

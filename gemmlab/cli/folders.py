@@ -514,10 +514,16 @@ def _check_batch_first(launcher, taken: dict[str, int]):
     return launch
 
 
-def output_folder_error(exc: BaseException) -> FolderError | None:
+def output_folder_error(exc: BaseException, sweep_dir: str | None = None) -> FolderError | None:
     """The :class:`FolderError` for ``exc`` when it is (or was caused by) an ``OSError`` about a file
     in the output folder of the Hydra job it ended (Hydra's ``run_job`` in its traceback: the job's
-    ``output_dir``), e.g. a full disk while Hydra writes ``.hydra/``; None for anything else."""
+    ``output_dir``), e.g. a full disk while Hydra writes ``.hydra/``; None for anything else.
+
+    With ``sweep_dir`` (a multirun's ``hydra.sweep.dir``), an ``OSError`` about a path inside it
+    without Hydra's ``run_job`` in this process's traceback (a launcher that runs points in other
+    processes, e.g. ``hydra/launcher=joblib``, raises the worker's error here, so :func:`sweep_guard`
+    could not make it cost one point) is one too: it ended the sweep, whose finished points keep
+    their records."""
     os_error = os_error_in(exc)
     if os_error is None or not isinstance(os_error.filename, str):
         return None
@@ -527,6 +533,12 @@ def output_folder_error(exc: BaseException) -> FolderError | None:
         if frame.f_code.co_name == "run_job" and frame.f_globals.get("__name__") == "hydra.core.utils":
             folder, key = frame.f_locals.get("output_dir"), frame.f_locals.get("job_dir_key")
         tb = tb.tb_next
+    if not isinstance(folder, str) and sweep_dir is not None:
+        target, root = Path(os.path.abspath(os_error.filename)), Path(os.path.abspath(sweep_dir))
+        if root in target.parents:
+            refused = folder_error("hydra.sweep.dir", os_error.filename, os_error)
+            return FolderError(f"{refused.message}; the sweep stopped there (its points run in other processes: "
+                               "the points that finished keep their records)", refused.code)
     if not isinstance(folder, str):
         return None
     target, root = Path(os.path.abspath(os_error.filename)), Path(os.path.abspath(folder))
