@@ -177,6 +177,11 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
                        "(lists are written [a,b,c]"),
     (["kernel.BM=64)"], "kernel.BM: cannot parse override 'kernel.BM=64)': Hydra's override grammar does not "
                         "accept it"),
+    # a new-user trial: "quote them in the shell" did not help; Hydra's quotes inside the list do
+    (["plugin_dirs=[~/x]"], "plugin_dirs: cannot parse override 'plugin_dirs=[~/x]': LexerNoViableAltException: "
+                            "plugin_dirs=[~/x] (an element with characters the grammar does not take bare, such as ~ "
+                            "or a space, is quoted for Hydra inside the list and the whole override for the shell: "
+                            "'plugin_dirs=[\"~/x\"]')"),
     (["experiment=tc_ladder", "hydra.sweeper.params.tc_rung=mma_bf16_rr,mma_tf32_rr"],
      "hydra.sweeper.params.tc_rung: mma_bf16_rr,mma_tf32_rr is a comma list, i.e. a sweep, and Hydra does not "
      "sweep its own hydra.* keys; quote the value to give it as one string: "

@@ -240,5 +240,13 @@ def override_parse_error(text: str, previous: str | None, following: str | None,
     if split:  # the grammar's own words (what it expected at the end) say nothing useful here
         return ConfigError(key, f"cannot parse override {text!r}: the shell split it at a space: write lists and "
                            "sweeps without spaces, [8,8,8] or naive,tiled, or quote the override")
-    hint = " (lists are written [a,b,c]; quote them in the shell)" if "[" in value or "]" in value else ""
+    hint = ""
+    if "[" in value or "]" in value:
+        inner = value[1:-1] if value.startswith("[") and value.endswith("]") else None
+        if inner and not any(q in inner for q in "'\"[]"):  # e.g. plugin_dirs=[~/x]: ~ is no bare value
+            quoted = ",".join(f'"{element}"' for element in inner.split(","))
+            hint = (f" (an element with characters the grammar does not take bare, such as ~ or a space, is quoted "
+                    f"for Hydra inside the list and the whole override for the shell: '{text.split('=', 1)[0]}=[{quoted}]')")
+        else:
+            hint = " (lists are written [a,b,c]; quote them in the shell)"
     return ConfigError(key, f"cannot parse override {text!r}: {first}{hint}")
