@@ -476,3 +476,25 @@ def test_tile_error_names_the_parameter_the_user_set(tmp_path):
     assert rec["status"] == "invalid" and rec["error"].startswith("kernel.BM: "), rec["error"]
     rec = run_point({"kernel": {"name": "sgemm_pipelined", "WM": 24}, "mode": "compile", "shape": [256, 256, 256]}, tmp_path / "b")
     assert rec["status"] == "invalid" and rec["error"].startswith("kernel.WM: "), rec["error"]
+
+
+def test_cli_param_values_are_the_values_allowed(cli, tmp_path):
+    """``param_values`` lists a parameter's values (hookspecs.KernelBase); help shows them as the
+    rule, yet a drop-in whose check did not repeat the list compiled with any other value in
+    1..4096 (a new-user trial: RPT listed as 2|8, kernel.RPT=16 and the default 4 both ran). The
+    core now refuses a value outside the list after the kernel's own check (which keeps the first
+    word: built-ins explain their codes), a default outside it as the plugin's."""
+    folder = tmp_path / "myplugins"
+    py = write_dropin(folder, name="listed_values")
+    py.write_text(py.read_text().replace('defaults={"BX": 32}', 'defaults={"BX": 32}, param_values={"BX": (32, 64)}'))
+    assert "param_values" in py.read_text()
+    base = ["kernel=listed_values", f"plugin_dirs=['{folder}']", "mode=compile", "shape=[8,8,8]"]
+    proc = cli([*base, "kernel.BX=16", "hydra.run.dir=a"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == ("gemmlab: error: kernel.BX: must be one of 32, 64 (kernel "
+                                                    "listed_values's param_values), got 16")
+    assert cli([*base, "kernel.BX=64", "hydra.run.dir=b"], cwd=tmp_path).returncode == 0
+    py.write_text(py.read_text().replace("(32, 64)", "(64, 128)"))
+    proc = cli([*base, "hydra.run.dir=c"], cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "got 32 (the kernel's own default: fix the plugin)"), proc.stderr

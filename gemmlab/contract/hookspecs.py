@@ -441,8 +441,9 @@ class KernelBase:
             integer 1..4096 (the core's rule for every parameter), the values allowed, e.g.
             ``{"EPI": (1, 2, 3, 4, 5)}``: a value the core's rule refuses (0, -1, 5000, 2.5, "x")
             is then refused with ``kernel.EPI: must be one of 1, 2, 3, 4, 5, got 0`` instead of
-            the generic range; values inside 1..4096 go to :meth:`check_problem`, whose message
-            says what the values mean.
+            the generic range; values inside 1..4096 go to :meth:`check_problem` first, whose
+            message says what the values mean, and a value it lets pass that is not listed is
+            refused by the core after it (the list is the rule ``gemmlab --help`` shows).
     """
 
     name: str

@@ -106,6 +106,11 @@ class Backend:
             spec.check_problem(problem, self.params, facts)
         except ParamError as exc:
             raise ConfigError(blamed_field(exc.field, exc.message, self.params, spec.defaults), exc.message) from None
+        for key, listed in (getattr(spec, "param_values", None) or {}).items():  # the values allowed (hookspecs):
+            if key in self.params and self.params[key] not in listed:  # a check that let another one pass
+                own = " (the kernel's own default: fix the plugin)" if self.params[key] == spec.defaults.get(key) else ""
+                raise ConfigError(f"kernel.{key}", f"must be one of {', '.join(map(str, listed))} "
+                                  f"(kernel {self.name}'s param_values), got {self.params[key]}{own}")
         self.record["precision_detail"] = precision_detail(problem)
 
     def unavailable(self) -> str | None:
