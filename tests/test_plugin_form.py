@@ -5,6 +5,7 @@ method and the file holding the traceback; a zero-sized grid blames the plugin, 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -71,7 +72,8 @@ def gemmlab_kernels():
 """
 
 
-@pytest.mark.parametrize("method", ["check", "launch", "entry"])
+@pytest.mark.parametrize("method", ["check", "launch", "entry", "arguments", "options", "plan", "workspace_bytes",
+                                    "geometry", "check_problem"])
 def test_exception_in_plugin_method_names_plugin_method_and_traceback(tmp_path, method):
     path = write(tmp_path / "p", f"raising_{method}", RAISING.format(method=method))
     out = tmp_path / "run"
@@ -83,6 +85,91 @@ def test_exception_in_plugin_method_names_plugin_method_and_traceback(tmp_path, 
     assert f"kernel 'raising' raised KeyError: 'BQ' in Raising.{method}() ({path}:" in err, err
     assert f"traceback: {out / 'traceback.txt'}" in err
     assert "KeyError" in (out / "traceback.txt").read_text()
+
+
+NOT_A_TUPLE = """\
+from gemmlab.contract.hookspecs import Main, Matrix
+
+
+class Bare(NaiveKernel):
+    def {method}(self, problem, params, device):
+        return {value}
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [Bare(name="bare", source="naive.cu", defaults={{"BX": 16, "BY": 16}})]
+"""
+
+
+@pytest.mark.parametrize("method,value", [("arguments", "Matrix('A')"), ("plan", "Main()")])
+def test_a_method_returning_no_tuple_blames_the_plugin_method(tmp_path, method, value):
+    """arguments() returning a bare Matrix('A') was "TypeError: 'Matrix' object is not iterable"
+    with a traceback (a new-user trial); it names the kernel, the method, the file and what to return."""
+    path = write(tmp_path / "p", f"bare_{method}", NOT_A_TUPLE.format(method=method, value=value))
+    rec = run_point({"kernel": {"name": "bare"}, "shape": [8, 8, 8], "mode": "compile",
+                     "plugin_dirs": [str(tmp_path / "p")]}, tmp_path / "run")
+    assert rec["status"] == "invalid", rec
+    assert rec["error"].startswith(f"plugin: kernel 'bare': Bare.{method}() ({path}:"), rec["error"]
+    assert "it must return a tuple, e.g. (" in rec["error"] and "\n" not in rec["error"]
+
+
+# --- what a plugin declares: checked when it is loaded, blamed on its file -------------------------
+
+DECLARED = """\
+@hookimpl
+def gemmlab_kernels():
+    return [NaiveKernel(name="declared", source="naive.cu", defaults={defaults}, {extra})]
+"""
+
+DECLARATIONS = {  # the trial's cases: each was blamed on the command line, or crashed later
+    "precision_name": ("precisions=('float32',)", "declares precisions=('float32',); it must be a tuple of one "
+                       "or more of fp32, tf32, bf16, fp16"),
+    "precision_str": ("precisions='fp32'", "declares precisions='fp32'; it must be a tuple of one or more of"),
+    "layout_name": ("layouts=(('row', 'column'),)", "declares layouts=(('row', 'column'),); it must be a tuple of "
+                    "(layout.a, layout.b) pairs, each row or col"),
+    "layout_one_pair": ("layouts=('row', 'col')", "declares layouts=('row', 'col'); it must be a tuple of "
+                        "(layout.a, layout.b) pairs"),
+    "param_name": ("description=''", "a parameter may not be called 'name'"),
+    "source_type": ("source=3", "declares source=3; give the .cu file as a str"),
+}
+
+
+def _declared(name: str) -> str:
+    extra, _ = DECLARATIONS[name]
+    defaults = {"BX": 16, "BY": 16, **({"name": 1} if name == "param_name" else {})}
+    body = DECLARED.format(defaults=defaults, extra=extra)
+    return body.replace('source="naive.cu", ', "") if extra.startswith("source=") else body
+
+
+@pytest.mark.parametrize("name", sorted(DECLARATIONS))
+def test_a_bad_declaration_is_refused_at_load_naming_the_file_and_field(tmp_path, name):
+    path = write(tmp_path / "p", name, _declared(name))
+    with pytest.raises(ConfigError) as info:
+        load_registry([tmp_path / "p"], entry_points=False)
+    text = str(info.value)
+    assert info.value.field == "plugin_dirs" and "\n" not in text, text
+    assert text.startswith(f"plugin_dirs: {path}: kernel 'declared' ") and DECLARATIONS[name][1] in text, text
+
+
+def test_one_layout_pair_without_its_own_parentheses_says_how_to_write_it(tmp_path):
+    write(tmp_path / "p", "one_pair", _declared("layout_one_pair"))
+    with pytest.raises(ConfigError, match=r"one pair is written layouts=\(\('row', 'col'\),\)"):
+        load_registry([tmp_path / "p"], entry_points=False)
+
+
+@pytest.mark.parametrize("name", ["precision_name", "layout_one_pair", "param_name"])
+def test_a_bad_declaration_on_the_command_line_and_in_help(cli, tmp_path, name):
+    """Not 'precision: kernel declared supports float32; got fp32' (the user's fault), not a
+    ValueError traceback, not 'kernel: must select a kernel config'; --help still lists the kernels."""
+    path = write(tmp_path / "p", name, _declared(name))
+    proc = cli(["kernel=declared", f"plugin_dirs=[{tmp_path / 'p'}]", "mode=compile"], tmp_path)
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"gemmlab: error: plugin_dirs: {path}: kernel 'declared' declares "), lines
+    out = cli(["--help", f"plugin_dirs=[{tmp_path / 'p'}]"], tmp_path).stdout
+    assert f"plugins failed to load: plugin_dirs: {path}: kernel 'declared' declares" in out, out
+    assert re.search(r"^tiled\s", out, re.M) and re.search(r"^wgmma_bf16\s", out, re.M)
 
 
 ZERO_GRID = """\

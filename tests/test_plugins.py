@@ -498,3 +498,78 @@ def test_cli_param_values_are_the_values_allowed(cli, tmp_path):
     proc = cli([*base, "hydra.run.dir=c"], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "got 32 (the kernel's own default: fix the plugin)"), proc.stderr
+
+
+# --- a drop-in's source: beside its file first, then gemmlab's kernels/ ----------------------------
+
+def copy_builtin_tiled(folder: Path, with_source: bool, marker: str = "") -> Path:
+    """plugins/tiled.py copied into ``folder`` as kernel ``mytiled`` (bare ``source="tiled.cu"``),
+    with a copy of kernels/tiled.cu beside it (``marker`` appended) when ``with_source``."""
+    from gemmlab.paths import PLUGINS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    text = (PLUGINS_DIR / "tiled.py").read_text()
+    assert 'name="tiled", source="tiled.cu"' in text
+    (folder / "tiled.py").write_text(text.replace('name="tiled"', 'name="mytiled"'))
+    if with_source:
+        (folder / "tiled.cu").write_text((KERNELS_DIR / "tiled.cu").read_text() + marker)
+    return folder / "tiled.cu"
+
+
+def test_a_dropin_copied_with_its_source_compiles_its_own_copy(tmp_path):
+    """A new-user trial: the copy's bare source="tiled.cu" compiled gemmlab's kernels/tiled.cu, not
+    the (broken) copy beside the plugin."""
+    from gemmlab.run.pipeline import run_point
+    copy = copy_builtin_tiled(tmp_path / "p", with_source=True, marker="\n#error THIS IS MY COPY\n")
+    registry = load_registry([tmp_path / "p"], entry_points=False)
+    assert registry.source_path(registry.get("mytiled")) == copy.resolve()
+    assert registry.source_path(registry.get("tiled")) == KERNELS_DIR / "tiled.cu"  # the built-in keeps its own
+    rec = run_point({"kernel": {"name": "mytiled"}, "shape": [64, 64, 64], "mode": "compile",
+                     "plugin_dirs": [str(tmp_path / "p")]}, tmp_path / "run")
+    assert rec["status"] == "compile_error" and "THIS IS MY COPY" in rec["error"], rec["error"]
+
+
+@pytest.mark.parametrize("with_source", [True, False])
+def test_the_record_names_the_source_really_compiled(tmp_path, with_source):
+    """Without a file beside it, a bare name reuses gemmlab's kernels/ source (on purpose)."""
+    from gemmlab.run.pipeline import run_point
+    copy = copy_builtin_tiled(tmp_path / "p", with_source=with_source)
+    rec = run_point({"kernel": {"name": "mytiled"}, "shape": [64, 64, 64], "mode": "compile",
+                     "plugin_dirs": [str(tmp_path / "p")]}, tmp_path / "run")
+    assert rec["status"] == "compiled", rec.get("error")
+    assert rec["compile"]["source_file"] == str(copy.resolve() if with_source else KERNELS_DIR / "tiled.cu")
+
+
+# --- one message for an unknown kernel, with a plugin_dirs hint -------------------------------------
+
+def test_unknown_kernel_without_plugin_dirs_says_a_dropin_needs_them():
+    with pytest.raises(ConfigError) as info:
+        load_registry(entry_points=False).get("mytile")
+    assert str(info.value).startswith("kernel: unknown kernel 'mytile'; registered kernels: cluster_tiled, ")
+    assert str(info.value).endswith("; no plugin_dirs: a drop-in kernel needs plugin_dirs=[the folder of its .py file]")
+
+
+def test_unknown_kernel_says_what_each_plugin_folder_registered(tmp_path):
+    (tmp_path / "empty").mkdir()
+    write_dropin(tmp_path / "full", name="rowwise_test")
+    with pytest.raises(ConfigError) as info:
+        load_registry([tmp_path / "empty", tmp_path / "full"], entry_points=False).get("mytile")
+    text = str(info.value)
+    assert text.startswith("kernel: unknown kernel 'mytile'; registered kernels: "), text
+    assert text.endswith(f"; plugin_dirs folder {(tmp_path / 'empty').resolve()} registered no kernel"
+                         f"; plugin_dirs folder {(tmp_path / 'full').resolve()} registered rowwise_test"), text
+
+
+@pytest.mark.parametrize("dirs", [None, "[]", "[{tmp}/empty]"])
+def test_unknown_kernel_is_one_message_wherever_it_is_named(cli, tmp_path, dirs):
+    """kernel=mytile said 'unknown kernel', a sweeper's params 'unknown option ...; available:'."""
+    (tmp_path / "empty").mkdir()
+    extra = [] if dirs is None else [f"plugin_dirs={dirs.format(tmp=tmp_path)}"]
+    hint = ("no plugin_dirs: a drop-in kernel needs plugin_dirs=" if dirs != "[{tmp}/empty]" else
+            f"plugin_dirs folder {(tmp_path / 'empty').resolve()} registered no kernel")
+    for args, where in ((["kernel=mytile"], ""),
+                        (["-m", "hydra.sweeper.params.kernel=mytile"], " in hydra.sweeper.params.kernel")):
+        proc = cli([*args, *extra, "mode=compile"], tmp_path)
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith(f"gemmlab: error: kernel: unknown kernel 'mytile'{where}; registered kernels: "), lines
+        assert hint in lines[0], lines

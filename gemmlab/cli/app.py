@@ -404,6 +404,8 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
                           f"{', '.join(available)}")
     for option in options or []:
         if option not in available:
+            if key == "kernel" and registry is not None:  # the one unknown-kernel message, with its plugin_dirs hint
+                raise registry.unknown(option, f" in {where}")
             raise ConfigError(key, f"unknown option '{option}' in {where}; available: {', '.join(available)}")
 
 

@@ -429,9 +429,13 @@ class KernelBase:
 
     Attributes:
         name: the kernel's config name (``kernel=<name>``); lowercase, ``[a-z][a-z0-9_]*``.
-        source: the ``.cu`` file (NVRTC kernels). A bare file name is looked up in gemmlab's
-            ``kernels/`` folder; a plugin shipping its own source gives an absolute path.
-            Library kernels leave it empty.
+        source: the ``.cu`` file (NVRTC kernels). A relative name of a drop-in or entry-point
+            plugin is looked up beside the plugin's file first (a plugin copied with its source
+            compiles its copy), then in gemmlab's ``kernels/`` folder (where built-ins find theirs,
+            and a drop-in may reuse one on purpose); an absolute path is taken as given. The
+            record's ``compile.source_file`` names the file compiled. Library kernels leave it empty.
+        (``precisions``, ``layouts`` and the parameter names of ``defaults`` are checked when the
+        plugin is loaded: a mistake there is one line naming the plugin's file.)
         defaults: tile parameters and their default values (ints), e.g. ``{"BM": 64, ...}``.
             These are the only keys accepted under ``kernel.`` in the config.
         description: one line for ``gemmlab --help``.

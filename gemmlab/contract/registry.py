@@ -9,10 +9,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import pluggy
 
@@ -37,9 +38,14 @@ class Registry:
         pm: the ``pluggy.PluginManager`` (project ``gemmlab``).
         kernels: ``{name: KernelSpec}``, sorted by name.
         origins: ``{name: plugin name}`` (module name, entry point or file path).
+        plugin_dirs: ``{folder: [kernel names its drop-ins registered]}`` for each ``plugin_dirs``
+            folder (resolved), in the order given (for the unknown-kernel message's hint).
+
+    Each spec's declaration is checked here (:func:`check_declaration`), and a relative ``source``
+    of a drop-in or entry-point plugin is resolved beside the plugin's file (:func:`resolve_source`).
     """
 
-    def __init__(self, pm: pluggy.PluginManager):
+    def __init__(self, pm: pluggy.PluginManager, plugin_dirs: Iterable[Path] = ()):
         self.pm = pm
         self.kernels: dict[str, KernelSpec] = {}
         self.origins: dict[str, str] = {}
@@ -59,35 +65,125 @@ class Registry:
                 if spec.name in self.kernels:
                     raise ConfigError("plugin", f"kernel '{spec.name}' is provided twice: by "
                                       f"{self.origins[spec.name]} and by {impl.plugin_name}")
+                check_declaration(spec, impl.plugin_name)
+                if not impl.plugin_name.startswith(f"{BUILTIN_PACKAGE}."):
+                    resolve_source(spec, getattr(impl.plugin, "__file__", None))
                 self.kernels[spec.name] = spec
                 self.origins[spec.name] = impl.plugin_name
         self.kernels = dict(sorted(self.kernels.items()))
+        self.plugin_dirs: dict[Path, list[str]] = {
+            Path(folder): [n for n, origin in self.origins.items() if Path(origin).parent == Path(folder)]
+            for folder in plugin_dirs}
 
     def get(self, name: str) -> KernelSpec:
         """Return the spec of kernel ``name``.
 
         Raises:
-            ConfigError: ``kernel.name`` is not registered (the message lists those that are).
+            ConfigError: ``kernel.name`` is not registered (:meth:`unknown`).
         """
         try:
             return self.kernels[name]
         except KeyError:
-            raise ConfigError("kernel", f"unknown kernel '{name}'; registered kernels: "
-                              f"{', '.join(self.kernels) or 'none'}{AUTO_HINT}") from None
+            raise self.unknown(name) from None
+
+    def unknown(self, name: str, where: str = "") -> ConfigError:
+        """The one error for a kernel name that is not registered, wherever it was named (``where``:
+        e.g. ``" in hydra.sweeper.params.kernel"``): the registered kernels, and a hint about
+        drop-ins: without ``plugin_dirs`` that a drop-in needs it, else what each folder registered.
+        """
+        if not self.plugin_dirs:
+            hint = "; no plugin_dirs: a drop-in kernel needs plugin_dirs=[the folder of its .py file]"
+        else:
+            hint = "".join(f"; plugin_dirs folder {folder} registered " + (", ".join(names) if names else "no kernel")
+                           for folder, names in self.plugin_dirs.items())
+        return ConfigError("kernel", f"unknown kernel '{name}'{where}; registered kernels: "
+                           f"{', '.join(self.kernels) or 'none'}{AUTO_HINT}{hint}")
 
     def source_path(self, spec: KernelSpec) -> Path:
-        """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
+        """The ``.cu`` file of ``spec`` (:func:`source_path`)."""
         return source_path(spec)
 
 
 def source_path(spec: KernelSpec) -> Path:
-    """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/``."""
+    """The ``.cu`` file of ``spec``: an absolute path as given, else under ``kernels/`` (a drop-in's
+    or entry point's relative source found beside its plugin file was made absolute when the
+    registry was built, :func:`resolve_source`)."""
     p = Path(spec.source)
     return p if p.is_absolute() else KERNELS_DIR / p
 
 
-#: the KernelSpec methods the core calls (a plugin's code runs inside them)
-PLUGIN_METHODS = ("check", "entry", "launch", "ownership", "available", "library_version", "enqueue_function")
+def resolve_source(spec: KernelBase, plugin_file: str | None) -> None:
+    """Make a relative ``spec.source`` of a drop-in or entry-point plugin absolute when that file
+    exists beside ``plugin_file`` (the plugin's module): a plugin copied from a built-in together
+    with its ``.cu`` compiles its own copy. Where no such file exists the name is left as it is and
+    stays gemmlab's ``kernels/<source>`` (a drop-in that reuses a built-in's source on purpose).
+    """
+    source = spec.source
+    if not plugin_file or not isinstance(source, (str, os.PathLike)) or not str(source).strip():
+        return
+    if Path(source).is_absolute():
+        return
+    beside = Path(plugin_file).resolve().parent / source
+    if beside.is_file():
+        spec.source = str(beside)
+
+
+#: parameter names a kernel may not declare: ``name`` is its config node's own key (``kernel=<name>``)
+RESERVED_PARAMS = ("name",)
+PARAM_RULE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def check_declaration(spec: KernelBase, where: str) -> None:
+    """Check what a plugin declares for ``spec`` (``source``, ``precisions``, ``layouts``,
+    ``defaults``), when the registry is built: a mistake there is the plugin's, not the command
+    line's.
+
+    Raises:
+        ConfigError: one line naming the plugin (``where``: its file, entry point or module),
+            the kernel, the field and what is allowed (field ``plugin_dirs`` for a drop-in file,
+            else ``plugin``).
+    """
+    def bad(field: str, value, allowed: str) -> ConfigError:
+        return _form_error(where, f"kernel '{spec.name}' declares {field}={value!r}; {allowed}")
+
+    source = spec.source
+    if not isinstance(source, (str, os.PathLike)):
+        raise bad("source", source, "give the .cu file as a str: a file name (beside the plugin file, else in "
+                  "gemmlab's kernels/ folder) or an absolute path")
+    precisions = spec.precisions
+    if (not isinstance(precisions, (tuple, list)) or not precisions
+            or not all(isinstance(p, str) and p in hookspecs.PRECISIONS for p in precisions)):
+        raise bad("precisions", precisions, f"it must be a tuple of one or more of {', '.join(hookspecs.PRECISIONS)}, "
+                  "e.g. precisions=(\"fp32\",)")
+    layouts = spec.layouts
+    if (not isinstance(layouts, (tuple, list)) or not layouts
+            or not all(isinstance(pair, (tuple, list)) and len(pair) == 2
+                       and all(isinstance(x, str) and x in hookspecs.LAYOUTS for x in pair) for pair in layouts)):
+        one_pair = (isinstance(layouts, (tuple, list)) and len(layouts) == 2
+                    and all(isinstance(x, str) and x in hookspecs.LAYOUTS for x in layouts))
+        raise bad("layouts", layouts, "it must be a tuple of (layout.a, layout.b) pairs, each "
+                  f"{' or '.join(hookspecs.LAYOUTS)}, e.g. layouts=((\"row\", \"row\"), (\"row\", \"col\"))"
+                  + (f"; one pair is written layouts=({tuple(layouts)!r},)" if one_pair else ""))
+    defaults = spec.defaults
+    if not isinstance(defaults, Mapping):
+        raise bad("defaults", defaults, "it must be a dict of parameter names and int defaults, e.g. {\"BM\": 64}")
+    for key in defaults:
+        if not isinstance(key, str) or not PARAM_RULE.fullmatch(key):
+            raise bad("defaults", dict(defaults), f"parameter name {key!r} is not allowed; use letters, digits, "
+                      "'_' and '-' (starting with a letter or '_')")
+        if key in RESERVED_PARAMS:
+            raise bad("defaults", dict(defaults), f"a parameter may not be called {key!r} (the kernel config's "
+                      f"own key: kernel=<name>); rename it")
+
+
+#: the KernelSpec methods the core calls (a plugin's code runs inside them): v1, the v2 problem-level
+#: ones and the library kernels'
+PLUGIN_METHODS = ("check", "entry", "launch", "ownership", "check_problem", "geometry", "instance", "options",
+                  "arguments", "workspace_bytes", "plan", "available", "library_version", "types",
+                  "enqueue_function", "enqueue_problem")
+
+
+HOOKSPECS_FILE = Path(hookspecs.__file__).resolve()
 
 
 def describe_exception(exc: BaseException, traceback_path: Path) -> str:
@@ -100,7 +196,8 @@ def describe_exception(exc: BaseException, traceback_path: Path) -> str:
     what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     for frame, lineno in _tb.walk_tb(exc.__traceback__):  # the outermost plugin frame: the call the core made
         spec = frame.f_locals.get("self")
-        if frame.f_code.co_name in PLUGIN_METHODS and isinstance(spec, KernelSpec):
+        if (frame.f_code.co_name in PLUGIN_METHODS and isinstance(spec, KernelBase)
+                and Path(frame.f_code.co_filename).resolve() != HOOKSPECS_FILE):  # not a default calling a v1 method
             return (f"plugin error: kernel '{spec.name}' raised {what} in {type(spec).__name__}."
                     f"{frame.f_code.co_name}() ({frame.f_code.co_filename}:{lineno}); traceback: {traceback_path}")
     return f"{what} (traceback: {traceback_path})"
@@ -183,6 +280,7 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
             (field ``plugin_dirs``); an entry point fails to load, a hook raises, a kernel name
             breaks the rule ``[a-z][a-z0-9_]*`` or is provided twice (field ``plugin``).
     """
+    plugin_dirs = list(plugin_dirs)
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs.KernelHooks)
     package = _import_builtin_package()
@@ -217,4 +315,4 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
         pm.check_pending()  # hookimpls that match no hookspec (entry points, built-ins)
     except pluggy.PluginValidationError as exc:
         raise _form_error(str(getattr(exc, "plugin", "plugin")), _validation_message(exc)) from None
-    return Registry(pm)
+    return Registry(pm, [Path(f).expanduser().resolve() for f in plugin_dirs])

@@ -303,6 +303,21 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
     return maps
 
 
+def returned_tuple(spec: KernelBase, method: str, value: Any, example: str) -> tuple:
+    """``value``, what ``spec.<method>()`` returned, as a tuple; it must be a tuple or list (a bare
+    ``Matrix('A')`` or a generator is a plugin bug).
+
+    Raises:
+        ConfigError: field ``plugin``, naming the kernel, the method, its file and line, and an example.
+    """
+    if isinstance(value, (tuple, list)):
+        return tuple(value)
+    code = getattr(getattr(type(spec), method, None), "__code__", None)
+    at = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    raise ConfigError("plugin", f"kernel '{spec.name}': {type(spec).__name__}.{method}(){at} returned "
+                      f"{type(value).__name__} {value!r}; it must return a tuple, e.g. {example}")
+
+
 @dataclass
 class NvrtcBackend(Backend):
     """An NVRTC-compiled kernel (:class:`KernelSpec`): compile, load, launch its plan."""
@@ -321,12 +336,15 @@ class NvrtcBackend(Backend):
         spec, params = self.spec, self.params
         try:
             launch = spec.geometry(problem, params, facts)
-            self.arguments = tuple(spec.arguments(problem, params, facts))
+            arguments = spec.arguments(problem, params, facts)
             self.workspace_bytes = int(spec.workspace_bytes(problem, params, facts))
-            self.steps = tuple(spec.plan(problem, params, facts))
+            steps = spec.plan(problem, params, facts)
             self.options = spec.options(problem, params, facts)
         except ParamError as exc:
             raise ConfigError(exc.field, exc.message) from None
+        self.arguments = returned_tuple(spec, "arguments", arguments, "(Matrix('A'), Matrix('B'), Matrix('C'), "
+                                        "Dim('M'), Dim('N'), Dim('K'))")
+        self.steps = returned_tuple(spec, "plan", steps, "(Main(),)")
         if not all(isinstance(n, numbers.Integral) and n >= 1 for n in (*launch.grid, *launch.block)):
             method = "geometry" if type(spec).geometry is not KernelSpec.geometry else "launch"
             raise ConfigError("plugin", f"kernel {self.name}: {type(spec).__name__}.{method}() returned grid "
@@ -355,7 +373,7 @@ class NvrtcBackend(Backend):
         from gemmlab.contract.registry import source_path
         if not source_path(spec).is_file():
             raise ConfigError("kernel", f"{self.name}: source {source_path(spec)} is not a file (KernelSpec.source: "
-                              "a file name in gemmlab's kernels/ folder or an absolute path)")
+                              "a file name beside the plugin's file or in gemmlab's kernels/ folder, or an absolute path)")
         self.launch = launch
         self.record["launch"] = launch_record(launch)
         self.record["arguments"] = [describe_argument(a) for a in self.arguments]
@@ -369,10 +387,13 @@ class NvrtcBackend(Backend):
         from gemmlab.contract.registry import source_path
         options = compile_stage.CompileOptions.for_kernel(arch, self.options)
         extra = tuple(dict.fromkeys(s.entry for s in self.steps if isinstance(s, Extra)))  # once per name
+        source = source_path(self.spec)
         self.compiled = compile_stage.compile_kernel(
-            source_path(self.spec), self.spec.instance(problem, self.params), options, persistent=cache_enabled,
+            source, self.spec.instance(problem, self.params), options, persistent=cache_enabled,
             cache_folder=cache_dir, driver_version=driver_version, extra_names=extra)
-        self.record["compile"] = self.compiled.record()
+        # the file this point compiled: a cache entry found by content may have been made from an
+        # identical copy elsewhere (a drop-in's copy of a built-in source)
+        self.record["compile"] = dict(self.compiled.record(), source_file=str(source))
         out_dir.mkdir(parents=True, exist_ok=True)
         suffix = "" if self.role == "kernel" else f"-{self.role}"
         (out_dir / f"compile{suffix}.log").write_text(self.compiled.log)

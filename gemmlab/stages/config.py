@@ -421,7 +421,7 @@ def check_baseline(value: Any, defaults_of=None) -> str | None:
             defaults_of(value)
         except ConfigError as exc:
             from gemmlab.contract.registry import AUTO_HINT
-            text = str(exc).split(": ", 1)[-1].removesuffix(AUTO_HINT)  # auto picks per shape: no fixed baseline
+            text = str(exc).split(": ", 1)[-1].replace(AUTO_HINT, "")  # auto picks per shape: no fixed baseline
             why = (": kernel=auto chooses per shape, a baseline is one fixed kernel" if value == "auto" else
                    ": baseline=null measures no baseline" if value.lower() in ("none", "no", "off", "") else "")
             raise ConfigError("baseline", f"{text}; or null (no baseline){why}") from None
