@@ -155,3 +155,76 @@ def test_a_repeated_compile_keeps_its_ptxas_report(tmp_path, monkeypatch):
     compile_stage.clear_cache()
     hit = compile_kernel(source, *args, disassemble=False, persistent=True, cache_folder=str(tmp_path / "cc"))
     assert hit.disk_cache == "hit" and hit.resources == first.resources and len(calls) == 3
+
+
+# --- includes NVRTC would compile, compile errors as one line (new-user trial 22) -------------------
+
+GOOD = "template <int X> __global__ void k(float *c) { c[threadIdx.x] = X; }\n"
+
+
+@pytest.mark.parametrize("guard", ['#if 0\n#include "nothere.cuh"\n#endif\n',
+                                   "#ifndef __CUDACC_RTC__\n#include <host_only_header.h>\n#endif\n",
+                                   '#if 0\n#include "/etc/hostname"\n#else\n#endif\n'])
+def test_guarded_include_that_nvrtc_skips_is_not_refused(tmp_path, guard, sass_not_read):
+    from gemmlab.gpu.compile import scan_includes
+    src = tmp_path / "k.cu"
+    src.write_text(guard + GOOD)
+    assert scan_includes(src) == []
+    assert compile_kernel(src, "k<1>", CompileOptions()).resources is not None
+
+
+def test_header_missing_everywhere_is_left_to_nvrtc_and_found_ones_are_still_hashed(tmp_path, sass_not_read):
+    from gemmlab.gpu.compile import scan_includes
+    (tmp_path / "here.cuh").write_text("#pragma once\n")
+    src = tmp_path / "k.cu"
+    src.write_text('#include "here.cuh"\n#ifdef SOME_HOST_BUILD\n#include "nothere.cuh"\n#endif\n' + GOOD)
+    assert [i["name"] for i in scan_includes(src)] == ["here.cuh"]
+
+
+def test_header_nvrtc_takes_from_the_current_folder_is_refused(tmp_path, monkeypatch):
+    """NVRTC looks for the source's quoted includes beside its program name (no folder: the current
+    one) first: a same-named header there is what it compiles, outside the allowed folders."""
+    from gemmlab.errors import ConfigError
+    from gemmlab.gpu.compile import scan_includes
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "helper.cuh").write_text("#pragma once\n")
+    (tmp_path / "helper.cuh").write_text("#pragma once\n#error the current folder's\n")
+    src = tmp_path / "src" / "k.cu"
+    src.write_text('#include "helper.cuh"\n' + GOOD)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        scan_includes(src)
+    assert info.value.field == "include" and str(tmp_path / "helper.cuh") in str(info.value)
+    monkeypatch.chdir(tmp_path / "src")
+    assert [i["file"] for i in scan_includes(src)] == [str(tmp_path / "src" / "helper.cuh")]
+
+
+def test_ptxas_error_has_no_nul_bytes(tmp_path):
+    src = tmp_path / "big.cu"
+    src.write_text("template <int X> __global__ void k(float *c) {\n  __shared__ float s[X];\n"
+                   "  s[threadIdx.x] = 1.f; __syncthreads(); c[threadIdx.x] = s[X - 1 - threadIdx.x];\n}\n")
+    with pytest.raises(CompileError) as info:
+        compile_kernel(src, "k<32768>", CompileOptions())
+    assert "\x00" not in str(info.value) and "\x00" not in info.value.log
+    assert "ptxas error" in str(info.value) and "too much shared data" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_compile_error_names_the_source_by_its_path(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    bad = tmp_path / "sub" / "broken.cu"
+    bad.write_text("template <int X>\n__global__ void g(float *c) {\n  c[0] = nope;\n}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CompileError) as info:
+        compile_kernel(bad, "g<1>", CompileOptions(arch="90"))
+    message = str(info.value)
+    assert "\n" not in message and "sub/broken.cu(3): error" in message
+    assert "broken.cu(3): error" in info.value.log  # the log itself as NVRTC wrote it
+
+
+def test_wrong_template_arity_hints_at_entry(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text(GOOD)
+    with pytest.raises(CompileError) as info:
+        compile_kernel(src, "k<1, 2>", CompileOptions())
+    assert "entry()" in str(info.value) and "more or fewer arguments" in str(info.value)

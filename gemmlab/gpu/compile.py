@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -239,6 +240,37 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
+_CONDITIONAL = re.compile(r'^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[ \t]*([^\n]*)', re.M)
+
+
+def _live_text(body: str) -> str:
+    """``body`` without comments and without the lines of ``#if 0`` groups (nested groups inside
+    them too; an ``#else`` of such a group is kept, an ``#elif`` is kept as possibly live). Every
+    other conditional is kept whole: the scan cannot know which branch NVRTC takes."""
+    out, dead_at = [], None  # dead_at: nesting depth of the #if 0 being skipped
+    depth = 0
+    for line in _COMMENTS.sub("", body).splitlines():
+        m = _CONDITIONAL.match(line)
+        if m:
+            word, rest = m.group(1), m.group(2).strip()
+            if word in ("if", "ifdef", "ifndef"):
+                depth += 1
+                if dead_at is None and word == "if" and re.fullmatch(r"0+[uUlL]*|\(\s*0+\s*\)", rest):
+                    dead_at = depth
+                continue
+            if word == "endif":
+                if dead_at == depth:
+                    dead_at = None
+                depth = max(depth - 1, 0)
+                continue
+            if dead_at == depth:  # #else / #elif of the #if 0 itself: possibly live
+                dead_at = None
+            continue
+        if dead_at is None:
+            out.append(line)
+    return "\n".join(out)
+
+
 def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
     """Every file ``source_path`` includes, recursively through gemmlab's and the source's own
     headers, as ``{"name": as written, "file": resolved path, "sha256": hex}``.
@@ -246,11 +278,16 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
     Allowed folders: the source's own folder (and below), gemmlab's shared headers
     (:func:`shared_include_dir`) and CUDA's pip-wheel headers (:func:`cuda_include_dirs`; not
     scanned further: their wheel versions are part of the cache key). Quoted includes are looked
-    up beside the including file first, then in those folders; angle includes in the shared and
-    CUDA folders. An angle include found nowhere is left to NVRTC (its built-in headers).
+    up where NVRTC looks first (beside the including file; for the source itself, whose program
+    name has no folder, that is the current folder), then in those folders; angle includes in the
+    shared and CUDA folders. Includes in comments and in ``#if 0`` groups are ignored.
+
+    The scan never refuses what NVRTC would compile: a header found nowhere is left out (it may sit
+    in a branch NVRTC skips, e.g. ``#ifndef __CUDACC_RTC__``, or be one of NVRTC's built-in headers;
+    if NVRTC really needs it, its own error names it). Every header found is hashed (the cache key).
 
     Raises:
-        ConfigError: field ``include``: a header is missing, or resolves outside the allowed folders.
+        ConfigError: field ``include``: a header found resolves outside the allowed folders.
     """
     source_path = Path(source_path).resolve()
     own = source_path.parent
@@ -262,10 +299,11 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
     pending = [(source_path, text if text is not None else source_path.read_text(encoding="utf-8"))]
     while pending:
         current, body = pending.pop(0)
-        for match in _INCLUDE.finditer(_COMMENTS.sub("", body)):
+        for match in _INCLUDE.finditer(_live_text(body)):
             kind, name = match.group(1), match.group(2).strip()
             where = f"{name!r} (included by {current.name})"
-            candidates = (([current.parent] if kind == '"' else [])
+            beside = Path.cwd() if current == source_path else current.parent  # NVRTC's "beside"
+            candidates = (([beside] if kind == '"' else [])
                           + ([own, shared] if kind == '"' else [shared]) + cuda_dirs)
             resolved = None
             for base in candidates:
@@ -274,13 +312,7 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
                     resolved = path
                     break
             if resolved is None:
-                if kind == "<" and not cuda_dirs:
-                    continue
-                if kind == "<" and not name.endswith((".cuh", ".h", ".hpp")) and "/" not in name:
-                    continue  # e.g. <cstdint>: NVRTC's built-in headers
-                raise ConfigError("include", f"{where} not found; allowed folders: the source's folder "
-                                  f"{own}, gemmlab's shared headers {shared} (as \"gemmlab/<file>.cuh\"), and "
-                                  f"CUDA's headers {', '.join(map(str, cuda_dirs)) or '(none installed)'}")
+                continue  # NVRTC's built-in header, a skipped branch, or NVRTC's own error names it
             if not any(_inside(resolved, r) for r in roots):
                 raise ConfigError("include", f"{where} resolves to {resolved}, outside the allowed folders (the "
                                   f"source's folder, {shared}, CUDA's pip-wheel headers)")
@@ -302,6 +334,39 @@ def _first_error(text: str) -> str:
             return line.strip()
     return next((ln.strip() for ln in text.splitlines() if "error" in ln and "(" in ln),
                 text.splitlines()[0] if text else "NVRTC error")
+
+
+def shown_path(path) -> str:
+    """``path`` as given, or relative to the current folder when that is shorter (for messages)."""
+    given = str(path)
+    try:
+        rel = os.path.relpath(Path(path).resolve())
+    except ValueError:  # another drive (Windows)
+        return given
+    return rel if len(rel) < len(given) else given
+
+
+def compile_error_line(source_path, name_expression: str, options: CompileOptions, log: str) -> str:
+    """The one-line message of a failed compile: the source (:func:`shown_path`), the name
+    expression, the options and the log's first error (:func:`_first_error`; a line naming the
+    source by its program name names it by that path), plus a hint where NVRTC's words point
+    at the plugin's ``entry()`` rather than at the source."""
+    first = _first_error(log)
+    shown = shown_path(source_path)
+    program = Path(source_path).name
+    if first.startswith(program + "("):
+        first = shown + first[len(program):]
+    line = (f"NVRTC failed on {shown} for {name_expression} (options: {' '.join(options.flags())}): {first}")
+    if "cannot open source file" in first:
+        line += (f"; headers are looked up in the source's folder {Path(source_path).resolve().parent}, gemmlab's "
+                 f"shared headers {shared_include_dir()} (as \"gemmlab/<file>.cuh\") and CUDA's pip-wheel headers")
+    elif first.startswith("__nv_name_map"):
+        if "cannot determine which instance of function template" in first:
+            line += (f"; hint: the kernel's entry() names {name_expression}, which matches no instance of the "
+                     "template: it gives the template more or fewer arguments than it takes (or of other kinds)")
+        else:
+            line += f"; hint: the kernel's entry() names {name_expression}, which the source does not declare so"
+    return line
 
 
 def nvrtc_version() -> str:
@@ -422,10 +487,10 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     try:
         code = Program(source, "c++", program_options).compile("cubin", name_expressions=names, logs=log)
     except Exception as exc:  # cuda.core raises NVRTCError (a RuntimeError) with the log inside
-        text = str(exc)
-        first = _first_error(text) if text else type(exc).__name__
-        raise CompileError(f"NVRTC failed on {Path(source_path).name} for {name_expression} "
-                           f"(options: {' '.join(options.flags())}): {first}", text) from None
+        text = str(exc).replace("\x00", "")  # NVRTC ends its log parts with NUL bytes
+        raise CompileError(compile_error_line(source_path, name_expression, options, text)
+                           if text else f"NVRTC failed on {shown_path(source_path)} for {name_expression}: "
+                           f"{type(exc).__name__}", text) from None
     compile_ms = (time.perf_counter() - started) * 1e3
     symbols = {}
     for n in names:
