@@ -929,3 +929,35 @@ def test_an_interrupt_past_gemmlabs_own_handling_is_not_said_to_have_changed_not
     assert stop.value.code == 130
     assert capsys.readouterr().err == f"gemmlab: interrupted; {app.INTERRUPTED}\n"
     assert "record was changed" not in app.INTERRUPTED
+
+
+BROKEN_PLUGIN = '''from pathlib import Path
+from gemmlab.contract.hookspecs import KernelSpec, Launch, hookimpl
+class Broken(KernelSpec):
+    def entry(self, params):
+        return f"gemm_broken<{params['T']}>"
+    def launch(self, shape, params, device):
+        return Launch(grid=(1, 1, 1), block=(32, 1, 1))
+@hookimpl
+def gemmlab_kernels():
+    return [Broken(name="broken", source=str(Path(__file__).with_name("broken.cu")), defaults={"T": 2})]
+'''
+
+
+def test_compile_error_is_one_line_naming_the_log(cli, tmp_path):
+    """A compile error prints NVRTC's first error (the source named by its path) and where the whole
+    log is, not the log itself (warnings and all: new-user trial 22); compile.log keeps it whole."""
+    plug = tmp_path / "plug"
+    plug.mkdir()
+    (plug / "broken.py").write_text(BROKEN_PLUGIN)
+    (plug / "broken.cu").write_text("template <int T>\n__global__ void gemm_broken(float *c) {\n"
+                                    "  int unused = 1;\n  float x = {}\n  c[0] = T;\n}\n")
+    proc = cli(["kernel=broken", f"plugin_dirs=[{plug}]", "mode=compile"], tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (path,) = results(tmp_path)
+    lines = stderr_lines(proc)
+    assert len(lines) == 1 and lines[0].startswith("gemmlab: error: NVRTC failed on "), proc.stderr
+    assert "plug/broken.cu(5): error" in lines[0] and f"(full NVRTC log: {path.parent / 'compile.log'})" in lines[0]
+    log = (path.parent / "compile.log").read_text()
+    assert "warning" in log and "broken.cu(5): error" in log and "\x00" not in log
+    assert "\x00" not in path.read_text() and "\\u0000" not in path.read_text()

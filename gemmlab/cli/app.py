@@ -883,8 +883,6 @@ def _task(cfg, invocation: Invocation) -> float | None:
     if record["status"] == NoGPUError.status:  # every further point would say the same: stop here
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
         sys.exit(1)
-    if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
-        print((out_dir / "compile.log").read_text().rstrip(), file=sys.stderr)  # NVRTC log, line numbers
     if status and _holds_result(record):
         invocation.refused_existing += 1
         if invocation.refused_existing > 1:
@@ -893,7 +891,10 @@ def _task(cfg, invocation: Invocation) -> float | None:
         print(f"gemmlab: error: {record['error']}" + ("; further points whose folder holds one are refused "
               "without this line" if multirun else ""), file=sys.stderr, flush=True)
     elif status:
-        print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
+        where = ""  # a compile error's whole NVRTC log (warnings, every error) stays in the point's compile.log
+        if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
+            where = f" (full NVRTC log: {out_dir / 'compile.log'})"
+        print(f"gemmlab: error: {record['error']}{where}", file=sys.stderr, flush=True)
         if record["status"] in (ConfigError.status, NoGPUError.status, UnavailableError.status):
             _log_point(out_dir, f"gemmlab: error: {record['error']}")
     return objective(record)
