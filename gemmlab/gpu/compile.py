@@ -429,7 +429,7 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     Raises:
         CompileError: NVRTC or ptxas failed; the message names the file (an included header's
             name when the error is there), line and options; ``log`` holds the full NVRTC log.
-        ConfigError: field ``include``: a missing header or one outside the allowed folders.
+        ConfigError: field ``include``: a header found outside the allowed folders (:func:`scan_includes`).
     """
     from cuda.core import Program
 
