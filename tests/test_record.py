@@ -102,6 +102,12 @@ def test_summary_minimal_records():
     assert record_stage.summary({"status": "error", "config": {}}).startswith("?")
 
 
+def test_summary_of_a_kernel_without_parameters_has_single_spaces():
+    rec = record_stage.new_record({"kernel": {"name": "plain"}, "shape": [256, 256, 256]})
+    rec.update(status="compiled", kernel={"name": "plain", "params": {}}, shape={"M": 256, "N": 256, "K": 256})
+    assert record_stage.summary(rec).splitlines()[0] == "plain 256x256x256 [compiled]"
+
+
 def test_summary_of_a_lost_workers_record_names_the_points_parameters():
     """A record the pipeline never filled (the parent writes it for a crashed or hung worker:
     config only) still shows the point's parameters, so a sweep's summary line says which point

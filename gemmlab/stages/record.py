@@ -120,7 +120,8 @@ def summary(record: dict) -> str:
     dev = record.get("device", {})
     built = (record.get("compile") or {}).get("arch") if isinstance(record.get("compile"), dict) else None
     arch = built if record.get("mode") == "compile" and built else dev.get("arch") if dev else None  # sm_90a
-    lines = [f"{label} {params} [{record['status']}]" + (f" on {dev.get('name')} ({arch})" if dev else "")]
+    lines = [" ".join(p for p in (label, params, f"[{record['status']}]") if p)
+             + (f" on {dev.get('name')} ({arch})" if dev else "")]
     if record.get("error"):
         lines.append(f"  error   {record['error']}")
     previous = record.get("previous")
