@@ -384,7 +384,9 @@ def test_sweep_continues_past_invalid_point(cli, tmp_path):
     assert (first["status"], first["valid"]) == ("compiled", True)
     assert (second["status"], second["valid"]) == ("invalid", False)
     assert "2 points: 0 verified and timed, 1 compiled only, 1 failed" in proc.stdout
-    assert rows[0]["vs_baseline"] == "" and "vs_baseline" in md
+    # a compile-only sweep: what compiling reports, not the (always empty) timing columns
+    assert "vs_baseline" not in md and "median_ms" not in rows[0]
+    assert int(rows[0]["registers"]) > 0 and rows[0]["occupancy"] and rows[1]["registers"] == ""
 
 
 def test_seed_lab_experiment_compiles_six_points(seed_lab_sweep):

@@ -751,3 +751,43 @@ def test_a_search_whose_every_trial_failed_is_one_line_with_its_summary(cli, tmp
     assert lines == ["gemmlab: error: hydra.sweeper: no trial of the search gave a valid measurement (each failed "
                      "or was invalid; the summary above says why), so there is no best one"], proc.stderr
     assert (sweep / "summary.md").is_file() and len(list(sweep.glob("*/result.json"))) == 2
+
+
+def make_compile_sweep(root, modes=("compile", "compile", "compile")):
+    for i, mode in enumerate(modes):
+        (root / str(i)).mkdir(parents=True)
+        rec = {"status": "compile_error" if i == 1 else "compiled", "mode": mode,
+               "kernel": {"name": "mytile", "params": {"TILE": 32, "RPT": 4}}, "shape": {"M": 256, "N": 256, "K": 256},
+               "config": {"mode": mode}, "launch": {"shared_bytes": 1024},
+               "compile": None if i == 1 else {"resources": {"registers": 40, "spill_store_bytes": 8, "spill_load_bytes": 4,
+                                                             "stack_frame_bytes": 0, "static_shared_bytes": 8192}},
+               "occupancy": None if i == 1 else {"theoretical_occupancy": 0.75},
+               "error": "NVRTC failed on mytile.cu" if i == 1 else None}
+        (root / str(i) / "result.json").write_text(json.dumps(rec))
+
+
+def test_compile_only_summary_shows_what_compiling_reports(tmp_path):
+    """A mode=compile sweep's summary had only empty timing columns (new-user trial 22): it has the
+    registers, spills, shared memory per block and occupancy of each compiled point instead."""
+    make_compile_sweep(tmp_path)
+    rows = sweep.write_summary(tmp_path, console=Console(file=io.StringIO(), width=200))
+    header = (tmp_path / "summary.csv").read_text().splitlines()[0].split(",")
+    assert header == ["point", "kernel", "shape", "params", "status", "registers", "spills", "smem_bytes", "occupancy",
+                      "error"]
+    with open(tmp_path / "summary.csv") as f:
+        first, failed = list(csv.DictReader(f))[:2]
+    assert (first["registers"], first["spills"], first["smem_bytes"], first["occupancy"]) == ("40", "8/4", "9216", "0.75")
+    assert failed["registers"] == "" and failed["status"] == "compile_error"
+    assert "| 40 | 8/4 | 9216 | 0.75 |" in (tmp_path / "summary.md").read_text()
+    out = io.StringIO()
+    sweep.write_summary(tmp_path, console=Console(file=out, width=80, force_terminal=True, color_system=None))
+    assert all(len(line) <= 80 for line in out.getvalue().splitlines()) and "registers" in out.getvalue()
+    assert len(rows) == 3
+
+
+def test_sweep_of_runs_and_compiles_keeps_timing_and_adds_compile_columns(tmp_path):
+    make_compile_sweep(tmp_path, modes=("run", "compile", "compile"))
+    cols = sweep.columns(sweep.collect(tmp_path))
+    assert set(sweep.TIMING_COLUMNS) <= set(cols) and cols.index("occupancy") < cols.index("error")
+    make_sweep(tmp_path / "runs")
+    assert sweep.columns(sweep.collect(tmp_path / "runs")) == sweep.COLUMNS  # a run sweep's summary as it was

@@ -32,6 +32,27 @@ COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops"
            "error")
 
 
+#: what a compiled point reports (mode=compile has no timing): registers per thread, spill stores/loads
+#: in bytes, shared memory per block in bytes (static + the launch's dynamic), theoretical occupancy
+COMPILE_COLUMNS = ("registers", "spills", "smem_bytes", "occupancy")
+#: what only a run (mode=run) fills: left out of a summary whose points were all compiled only
+TIMING_COLUMNS = ("median_ms", "gflops", "vs_baseline", "max_abs_error")
+
+
+def _int_text(value: float | None) -> str:
+    return "" if value is None else str(int(value))
+
+
+def _compile_cells(rec: Record) -> dict[str, str]:
+    """The :data:`COMPILE_COLUMNS` cells of ``rec`` (empty where it has no ptxas report)."""
+    spills = ("" if rec.spill_store_bytes is None and rec.spill_load_bytes is None
+              else f"{_int_text(rec.spill_store_bytes) or '?'}/{_int_text(rec.spill_load_bytes) or '?'}")
+    smem = ("" if rec.static_shared_bytes is None
+            else _int_text(rec.static_shared_bytes + (rec.dynamic_shared_bytes or 0)))
+    return {"registers": _int_text(rec.registers), "spills": spills, "smem_bytes": smem,
+            "occupancy": f"{rec.occupancy:.2f}" if rec.occupancy is not None else ""}
+
+
 def _row(rec: Record, root: Path) -> dict[str, Any]:
     """One summary row (strings) of the record view ``rec`` found under ``root``."""
     point = Path(rec.path).parent.relative_to(root).as_posix()
@@ -50,7 +71,7 @@ def _row(rec: Record, root: Path) -> dict[str, Any]:
             "gflops": f"{rec.gflops:.1f}" if rec.gflops is not None else "",
             "vs_baseline": (f"{ratio['median_time']:.3f}x {ratio['baseline']}" if ratio else ""),
             "max_abs_error": f"{max_abs:.3g}" if isinstance(max_abs, float) else str(max_abs),
-            "error": raw.get("error") or ""}
+            "error": raw.get("error") or "", "mode": rec.mode or "", **_compile_cells(rec)}
 
 
 def collect(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -69,11 +90,19 @@ SETTING_COLUMNS = ("precision", "layout")
 
 def columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """:data:`COLUMNS`, plus ``precision`` and ``layout`` (A/B) after ``shape`` when any point is
-    not fp32 with row-major A and B (a sweep of fp32 row/row points keeps its summary as it was)."""
+    not fp32 with row-major A and B (a sweep of fp32 row/row points keeps its summary as it was);
+    when any point was compiled only (``mode=compile``), :data:`COMPILE_COLUMNS` before ``error``,
+    and when every point was, without :data:`TIMING_COLUMNS` (always empty there)."""
+    cols = COLUMNS
+    compiled = [r.get("mode") == "compile" for r in rows]
+    if any(compiled):
+        keep = [c for c in cols if not (all(compiled) and c in TIMING_COLUMNS)]
+        i = keep.index("error")
+        cols = tuple(keep[:i]) + COMPILE_COLUMNS + tuple(keep[i:])
     if all(r.get("precision", "fp32") == "fp32" and r.get("layout", "row/row") == "row/row" for r in rows):
-        return COLUMNS
-    i = COLUMNS.index("shape") + 1
-    return COLUMNS[:i] + SETTING_COLUMNS + COLUMNS[i:]
+        return cols
+    i = cols.index("shape") + 1
+    return cols[:i] + SETTING_COLUMNS + cols[i:]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -87,6 +116,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 #: columns shown on a terminal narrower than the full table, most important first
 NARROW_COLUMNS = ("point", "kernel", "shape", "status", "gflops", "error", "median_ms", "params", "vs_baseline")
+#: the same order with the settings (after shape) and what a compiled point reports (after gflops)
+_NARROW_ORDER = (NARROW_COLUMNS[:3] + SETTING_COLUMNS + NARROW_COLUMNS[3:5] + ("registers", "occupancy")
+                 + NARROW_COLUMNS[5:7] + ("spills", "smem_bytes") + NARROW_COLUMNS[7:])
 
 
 def _fit_columns(rows: list[dict[str, Any]], width: int) -> tuple[tuple[str, ...], int]:
@@ -97,7 +129,7 @@ def _fit_columns(rows: list[dict[str, Any]], width: int) -> tuple[tuple[str, ...
 
     chosen: list[str] = []
     all_columns = columns(rows)
-    narrow = NARROW_COLUMNS if all_columns == COLUMNS else NARROW_COLUMNS[:3] + SETTING_COLUMNS + NARROW_COLUMNS[3:]
+    narrow = tuple(c for c in _NARROW_ORDER if c in all_columns)
     for c in narrow:
         trial = chosen + [c]
         used = sum(natural(x) for x in trial if x != "error") + 3 * len(trial) + 1

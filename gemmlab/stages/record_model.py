@@ -99,6 +99,13 @@ class Record:
     fp32_peak_gflops: float | None = None
     dram_peak_bytes_per_s: float | None = None
     error: str | None = None
+    mode: str | None = None  # "run" or "compile" (the record's, else its config's)
+    registers: float | None = None  # ptxas's report of the main kernel: registers per thread
+    spill_store_bytes: float | None = None
+    spill_load_bytes: float | None = None
+    static_shared_bytes: float | None = None  # per block
+    dynamic_shared_bytes: float | None = None  # per block, the launch's
+    occupancy: float | None = None  # theoretical occupancy (0..1) of the launch
     created: str = ""
     shape_from: str | None = None  # "shape" or "config.shape": where M, N, K were read
     settings: dict[str, Any] = field(default_factory=dict)  # measurement_settings() of the record
@@ -421,6 +428,16 @@ class _Reader:
         passed = self.get("verification.passed")
         row.verification_passed = passed if isinstance(passed, bool) else None
         self._roofline(row, ok)
+        # what compiling reports (mode=compile records have nothing else); never required
+        mode = self.get("mode")
+        mode = mode if isinstance(mode, str) else self.get("config.mode")
+        row.mode = mode if isinstance(mode, str) else None
+        row.registers = self.num("compile.resources.registers")
+        row.spill_store_bytes = self.num("compile.resources.spill_store_bytes")
+        row.spill_load_bytes = self.num("compile.resources.spill_load_bytes")
+        row.static_shared_bytes = self.num("compile.resources.static_shared_bytes")
+        row.dynamic_shared_bytes = self.num("launch.shared_bytes")
+        row.occupancy = self.num("occupancy.theoretical_occupancy")
 
         if status == "ok" or (status is None and valid):
             row.category = "timed" if row.median_ms is not None else "other"
