@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -336,23 +335,14 @@ def _first_error(text: str) -> str:
                 text.splitlines()[0] if text else "NVRTC error")
 
 
-def shown_path(path) -> str:
-    """``path`` as given, or relative to the current folder when that is shorter (for messages)."""
-    given = str(path)
-    try:
-        rel = os.path.relpath(Path(path).resolve())
-    except ValueError:  # another drive (Windows)
-        return given
-    return rel if len(rel) < len(given) else given
-
-
 def compile_error_line(source_path, name_expression: str, options: CompileOptions, log: str) -> str:
-    """The one-line message of a failed compile: the source (:func:`shown_path`), the name
+    """The one-line message of a failed compile: the source (its path as the plugin gave it, the same
+    in the record whatever folder the command ran from), the name
     expression, the options and the log's first error (:func:`_first_error`; a line naming the
     source by its program name names it by that path), plus a hint where NVRTC's words point
     at the plugin's ``entry()`` rather than at the source."""
     first = _first_error(log)
-    shown = shown_path(source_path)
+    shown = str(source_path)
     program = Path(source_path).name
     if first.startswith(program + "("):
         first = shown + first[len(program):]
@@ -489,7 +479,7 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     except Exception as exc:  # cuda.core raises NVRTCError (a RuntimeError) with the log inside
         text = str(exc).replace("\x00", "")  # NVRTC ends its log parts with NUL bytes
         raise CompileError(compile_error_line(source_path, name_expression, options, text)
-                           if text else f"NVRTC failed on {shown_path(source_path)} for {name_expression}: "
+                           if text else f"NVRTC failed on {source_path} for {name_expression}: "
                            f"{type(exc).__name__}", text) from None
     compile_ms = (time.perf_counter() - started) * 1e3
     symbols = {}
