@@ -283,3 +283,29 @@ def test_a_fifo_is_never_read_as_a_record_a_table_or_a_suite(tmp_path):
         with pytest.raises(ConfigError) as err:
             _within(10, load)
         assert err.value.field == field and "not a regular file" in str(err.value), str(err.value)
+
+
+def test_a_bf16_record_whose_min_bytes_counted_4_byte_inputs_gets_the_intensity_of_2_byte_ones(tmp_path):
+    """A new-user trial: records written before gemmlab counted 2-byte A and B (the committed
+    docs/results/contract-h200 run) carry roofline.min_bytes = 4(MK + KN + MN) for bf16, and the
+    report drew them at intensity 682.7 instead of 1024 (4096^3). The reader takes the intensity
+    from the shape with the precision's element size and says so; an fp32 record is read as written."""
+    from gemmlab.stages.record_model import read_record
+    M = N = K = 4096
+    old = {"schema": "gemmlab.result/1", "status": "ok", "valid": True,
+           "config": {"kernel": {"name": "k"}, "shape": [M, N, K], "precision": "bf16"},
+           "kernel": {"name": "k", "params": {}}, "shape": {"M": M, "N": N, "K": K},
+           "timing": {"median_ms": 0.5}, "roofline": {"min_bytes": 4 * (M * K + K * N + M * N),
+                                                       "arithmetic_intensity": 682.667}}
+    path = tmp_path / "a" / "result.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(old))
+    row = read_record(path)
+    assert row.arithmetic_intensity == 1024.0 and any("4-byte" in d for d in row.derived), row.derived
+    fp32 = {**old, "config": {**old["config"], "precision": "fp32"}}
+    path.write_text(json.dumps(fp32))
+    assert read_record(path).arithmetic_intensity == 682.667
+    written_right = {**old, "roofline": {"min_bytes": 2 * (M * K + K * N) + 4 * M * N, "arithmetic_intensity": 1024.0}}
+    path.write_text(json.dumps(written_right))
+    row = read_record(path)
+    assert row.arithmetic_intensity == 1024.0 and not any("intensity" in d for d in row.derived)

@@ -561,3 +561,19 @@ def test_hundreds_of_series_name_the_best_in_the_legend(tmp_path):
     assert text["gflops_vs_size"] == "120 points, 120 series", notes
     height = struct.unpack(">I", written["gflops_vs_size"].read_bytes()[20:24])[0]
     assert height == round(report_plots._legend_height(report_plots.LEGEND_MAX + 1) * 110), height
+
+
+def test_the_roofline_says_its_fp32_peak_is_no_ceiling_for_tensor_core_points(tmp_path):
+    """A new-user trial: bf16 points sat far above the roofline's FP32 peak with no word (the
+    record's roofline.note says it, the plot did not); the plot's notes now say it."""
+    from gemmlab.results import report_plots
+    from gemmlab.stages.record_model import view
+    fp32 = _record("tiled-1024")
+    bf16 = json.loads(json.dumps(fp32))
+    bf16["config"]["precision"] = "bf16"
+    rows = [view(fp32, tmp_path / "a" / "result.json"), view(bf16, tmp_path / "b" / "result.json")]
+    written, notes, text = report_plots.draw(rows, tmp_path)
+    assert "bf16 points run on tensor cores: the FP32 peak line (CUDA cores) is not their ceiling" in text["roofline"]
+    (tmp_path / "fp32").mkdir()
+    written, notes, text = report_plots.draw(rows[:1], tmp_path / "fp32")
+    assert "roofline" in written and "tensor cores" not in text["roofline"], text

@@ -238,6 +238,10 @@ def _plot_roofline(rows, st, path):
             notes.append(f"{dev}: no FP32 peak recorded; bandwidth line only")
         if not bw:
             notes.append(f"{dev}: no DRAM bandwidth recorded; FP32 peak line only")
+    tensor = sorted({r.precision for r in pts if r.precision and r.precision != "fp32"})
+    if tensor:  # the record's roofline.note says the same of each point
+        notes.append(f"{', '.join(tensor)} points run on tensor cores: the FP32 peak line (CUDA cores) is not "
+                     "their ceiling")
     _draw_series(ax, groups, st, lambda label, g, kw: ax.scatter(
         [r.arithmetic_intensity for r in g], [r.gflops for r in g], **{"zorder": 3, **kw}))
     ax.set_xscale("log")

@@ -37,6 +37,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable
 
 from gemmlab.paths import not_a_regular_file
@@ -48,6 +49,9 @@ RECORD_NAME = "result.json"
 CATEGORIES = ("timed", "compiled", "failed", "other", "unreadable")
 
 _MISSING = object()
+
+#: bytes per element of A and B by ``precision`` (C is float32), for the roofline's minimum traffic
+AB_BYTES = MappingProxyType({"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2})
 
 
 @dataclass
@@ -547,7 +551,10 @@ class _Reader:
             self.unread.append(f"ratio_to_baseline (config.baseline is {row.baseline})")
 
     def _roofline(self, row: Record, ok: bool) -> None:
-        """Roofline; fallback: intensity from the shape (float32, A, B read and C written once)."""
+        """Roofline; fallback: intensity from the shape (A and B read once in the precision's element
+        size, :data:`AB_BYTES`; C, float32, written once). A bf16/fp16 record whose ``min_bytes``
+        counted 4-byte A and B (written before gemmlab counted a 2-byte input's size,
+        :mod:`gemmlab.stages.roofline`) gets its intensity from the shape, said in ``derived``."""
         roof = self.get("roofline")
         if isinstance(roof, dict):
             row.arithmetic_intensity = self.num("roofline.arithmetic_intensity", required=True)
@@ -558,10 +565,19 @@ class _Reader:
             self._bad("roofline", roof, True, "not an object")
         elif ok and row.median_ms is not None:
             self.unread.append("roofline.arithmetic_intensity")
-        if row.arithmetic_intensity is None and row.M is not None and row.median_ms is not None:
-            M, N, K = row.M, row.N, row.K
-            row.arithmetic_intensity = 2 * M * N * K / (4 * (M * K + K * N + M * N))
-            row.derived.append("arithmetic intensity from the shape (float32, A and B read once, C written once)")
+        if row.M is None or row.median_ms is None:
+            return
+        M, N, K = row.M, row.N, row.K
+        ab = AB_BYTES.get(row.precision or "fp32", 4)
+        min_bytes = ab * (M * K + K * N) + 4 * M * N
+        if row.arithmetic_intensity is None:
+            row.arithmetic_intensity = 2 * M * N * K / min_bytes
+            row.derived.append(f"arithmetic intensity from the shape ({ab}-byte A and B read once, float32 C "
+                               "written once)")
+        elif ab != 4 and self.num("roofline.min_bytes") == 4 * (M * K + K * N + M * N):
+            row.arithmetic_intensity = 2 * M * N * K / min_bytes
+            row.derived.append(f"arithmetic intensity from the shape: the record's roofline.min_bytes counted 4-byte "
+                               f"A and B for {row.precision} ({ab} bytes; written before gemmlab counted them so)")
         if row.dram_peak_bytes_per_s is None:
             row.dram_peak_bytes_per_s = self.num("device.dram_peak_bytes_per_s")
         if row.fp32_peak_gflops is None:
