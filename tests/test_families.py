@@ -176,3 +176,25 @@ def test_plot_leaves_matplotlib_as_the_caller_set_it(tmp_path, monkeypatch):
     assert sys.modules.get("matplotlib.pyplot") is before
     if before is not None:
         assert before.get_fignums() == figures
+
+
+def test_mixed_precisions_and_fixed_kernels_are_said():
+    """A new-user trial: fp32 and bf16 kernel=auto records given together were pooled in each
+    family's geomean with no word (the per-shape table has no precision column), and records of
+    fixed kernels (cuBLAS among them) were read as kernel=auto's; the notes now say both."""
+    from gemmlab.results.families import Point, mixture_notes
+    auto = dict(family="square", shape=(64, 64, 64), kernel="tiled", dispatch="table", status="ok", valid=True)
+    same = [Point("a", precision="fp32", **auto), Point("b", precision="fp32", **auto)]
+    assert mixture_notes(same) == []
+    mixed = [*same, Point("c", precision="bf16", **{**auto, "kernel": "wgmma_bf16"})]
+    assert mixture_notes(mixed) == ["records of 2 precisions (bf16, fp32) are pooled in each family's figures; give "
+                                    "one precision's records for its verdicts"]
+    fixed = [*same, Point("d", precision="fp32", **{**auto, "kernel": "cublas", "dispatch": ""})]
+    assert mixture_notes(fixed) == ["1 of 3 points are not kernel=auto's (no dispatch field: cublas x1); the targets "
+                                    "are kernel=auto's"]
+
+
+def test_the_cli_says_the_records_are_not_kernel_autos(capsys):
+    from gemmlab.results import families
+    assert families.main([str(DATA)]) == 0
+    assert "points are not kernel=auto's (no dispatch field" in capsys.readouterr().out

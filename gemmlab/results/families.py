@@ -20,6 +20,7 @@ import csv
 import math
 import os
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -50,6 +51,7 @@ class Point:
     baseline: str = ""
     baseline_ms: float | None = None
     error: str = ""
+    precision: str = ""
 
     @property
     def pct(self) -> float | None:
@@ -97,7 +99,26 @@ def point_of(rec: Record, suite: Suite) -> Point:
     return Point(path=rec.path, family=(suite.family_of(mnk) if mnk else None) or "other", shape=mnk,
                  kernel=rec.kernel or "?", params=rec.params_text, dispatch=_dispatch_text(raw),
                  status=rec.status, valid=rec.is_valid, median_ms=rec.median_ms,
-                 baseline=str(base.get("name") or ""), baseline_ms=bms, error=(rec.error or "")[:160])
+                 baseline=str(base.get("name") or ""), baseline_ms=bms, error=(rec.error or "")[:160],
+                 precision=rec.precision or "fp32")
+
+
+def mixture_notes(points: Sequence[Point]) -> list[str]:
+    """What makes the family figures of ``points`` mean less than they say: records of several
+    precisions pooled in one family's geomean (the view is meant for one precision's records), and
+    records that are not ``kernel=auto``'s (no ``dispatch`` field: the targets are auto's). Empty
+    when neither holds."""
+    read = [p for p in points if p.status != "unreadable"]
+    notes = []
+    precisions = sorted({p.precision for p in read if p.precision})
+    if len(precisions) > 1:
+        notes.append(f"records of {len(precisions)} precisions ({', '.join(precisions)}) are pooled in each "
+                     "family's figures; give one precision's records for its verdicts")
+    fixed = Counter(p.kernel for p in read if not p.dispatch)
+    if fixed:
+        notes.append(f"{sum(fixed.values())} of {len(read)} points are not kernel=auto's (no dispatch field: "
+                     + ", ".join(f"{k} x{n}" for k, n in fixed.most_common()) + "); the targets are kernel=auto's")
+    return notes
 
 
 def read_point(path: Path, suite: Suite) -> Point:
@@ -245,7 +266,7 @@ def tables(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> 
                 _f(checks["min_pct"]), "", ""])
     notes = [f"tiny: max time ratio {_f(checks['tiny_max_time_ratio'], '.2f')} over {checks['tiny_points']} points; "
              f"decode M <= 16: min {_f(checks['decode_m16_min_pct'])}%, geomean "
-             f"{_f(checks['decode_m16_geomean_pct'])}%"]
+             f"{_f(checks['decode_m16_geomean_pct'])}%", *mixture_notes(points)]
     pts = []
     for p in points:
         status = p.status if p.valid else f"{p.status}: {p.error}"
