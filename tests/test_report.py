@@ -577,3 +577,22 @@ def test_the_roofline_says_its_fp32_peak_is_no_ceiling_for_tensor_core_points(tm
     (tmp_path / "fp32").mkdir()
     written, notes, text = report_plots.draw(rows[:1], tmp_path / "fp32")
     assert "roofline" in written and "tensor cores" not in text["roofline"], text
+
+
+def test_records_of_another_schema_are_said_once(tmp_path, capsys):
+    """A new-user trial: records whose schema was gemmlab.result/2, /0 or none were read silently
+    (only report.csv's schema column showed it; gemmlab-compare refuses them): one notice now
+    counts them by schema."""
+    for name, schema in (("naive-256", "gemmlab.result/2"), ("tiled-256", None), ("cublas-256", report.SCHEMA)):
+        rec = _record(name)
+        if schema is None:
+            rec.pop("schema")
+        else:
+            rec["schema"] = schema
+        (tmp_path / "in" / name).mkdir(parents=True)
+        (tmp_path / "in" / name / "result.json").write_text(json.dumps(rec))
+    assert report.main([str(tmp_path / "in"), "--out", str(tmp_path / "out")]) == 0
+    notices = [line for line in capsys.readouterr().err.splitlines() if "schema" in line]
+    assert notices == [f"gemmlab-report: notice: 2 records of another schema than this gemmlab's {report.SCHEMA} "
+                       "(gemmlab.result/2 x1, none x1): read with the record model's fallbacks; report.md lists the "
+                       "fields that could not be read"], notices

@@ -45,10 +45,11 @@ import argparse
 import datetime as _dt
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit, undo_partial_output
+from gemmlab.console import OneLineParser, count, guard_streams, output_path, run_command, settled_exit, undo_partial_output
 from gemmlab.errors import in_chain
 from gemmlab.paths import missing_parents
 from gemmlab.results import families, report_html, report_plots, report_tables
@@ -172,6 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rec.category == "unreadable":
             print(f"{PROG}: notice: unreadable {rec.path}: {rec.error} (listed and counted as unreadable)",
                   file=sys.stderr)
+    others = Counter(rec.schema or "none" for rec in rows if rec.category != "unreadable" and rec.schema != SCHEMA)
+    if others:  # read with the record model's fallbacks, yet figures of another writer: said once
+        print(f"{PROG}: notice: {count(sum(others.values()), 'record')} of another schema than this gemmlab's "
+              f"{SCHEMA} (" + ", ".join(f"{s} x{n}" for s, n in sorted(others.items())) + "): read with the record "
+              "model's fallbacks; report.md lists the fields that could not be read", file=sys.stderr)
     if not rows:
         return fail(2, f"no {RECORD_NAME} found under " + ", ".join(args.paths))  # bad input, like compare
 
