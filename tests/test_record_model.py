@@ -209,6 +209,18 @@ def test_a_folder_or_a_link_to_nowhere_named_result_json_is_found_and_unreadable
     assert link.error == f"cannot read the file: a link to nowhere (-> {tmp_path / 'nowhere.json'})"
 
 
+
+def test_two_links_to_one_missing_target_are_two_entries(tmp_path):
+    """A new-user trial: ``result.json -> /nonexistent`` and ``q/result.json -> /nonexistent`` were
+    one entry (both resolve to the same missing path), so the top-level one was never named; a
+    file reached twice is still listed once."""
+    (tmp_path / "q").mkdir()
+    for link in (tmp_path / "result.json", tmp_path / "q" / "result.json"):
+        link.symlink_to(tmp_path / "nonexistent.json")
+    assert find_records(tmp_path) == [tmp_path / "q" / "result.json", tmp_path / "result.json"]
+    real = _put(tmp_path / "r", {"status": "ok", "config": {}})
+    assert find_records([real, real.parent]) == [real]
+
 def test_view_fallbacks_are_named():
     rec = view({"schema": "gemmlab.result/1", "status": "invalid", "valid": False, "error": "kernel.TM: bad",
                 "config": {"kernel": {"name": "tiled", "TM": 3}, "shape": [8, 8, 8]}}, "x/result.json")

@@ -197,7 +197,8 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
     depth (symlinked directories are not followed); a file is taken as a record whatever its
     name. An entry named ``result.json`` that is not a file (a folder, also a linked one, or a
     link to nowhere) is listed as well: :func:`read_record` reads it as ``unreadable`` with the
-    reason. A file reached twice is listed once.
+    reason. A file reached twice is listed once (two links to nowhere are two entries, even to
+    one missing target).
 
     Args:
         paths: run or sweep directories and record files.
@@ -231,7 +232,7 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
         else:  # removed since the check above
             raise FileNotFoundError(f"{p}: no such file or directory")
         for c in candidates:
-            key = c.resolve()
+            key = c.resolve() if c.exists() else Path(os.path.abspath(c))  # links to nowhere: each its own entry
             if key not in seen:
                 seen.add(key)
                 found.append(c)
