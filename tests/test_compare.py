@@ -553,3 +553,57 @@ def test_out_through_a_link_to_nowhere_is_refused(tmp_path, capsys):
     (tmp_path / "dang").symlink_to(tmp_path / "nowhere.md")
     assert compare.main([str(data), str(data), "--out", str(tmp_path / "dang")]) == 2
     assert "--out:" in capsys.readouterr().err and not (tmp_path / "nowhere.md").exists()
+
+
+# --- gate reasons and notices added after a second new-user trial --------------------------------
+
+def test_no_point_matched_fails_the_gate_naming_what_differs(tmp_path, capsys):
+    """fp32 records against bf16 ones, --allow-missing: 0 points compared used to pass the gate."""
+    from gemmlab.results.compare import what_differs
+    b, a = tmp_path / "b", tmp_path / "a"
+    s = noisy(10, 0.1, seed=6)
+    write(b, "0", with_config(record(samples=s), precision="fp32"))
+    write(a, "0", with_config(record(samples=s), precision="bf16"))
+    assert main([str(b), str(a), "--allow-missing"]) == 1
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "regression gate" in x]
+    assert line.endswith("regression gate: FAIL (no point of BEFORE matches one of AFTER, they differ in "
+                         "precision fp32 vs bf16)"), line
+    assert what_differs(compare(b, a)) == "precision fp32 vs bf16"
+
+
+def test_the_gate_line_names_the_rules_that_failed(tmp_path):
+    from gemmlab.results.compare import gate_failures, summary
+    b, a = tmp_path / "b", tmp_path / "a"
+    s = noisy(10, 0.1, seed=7)
+    write(b, "slow", record("tiled", samples=s))
+    write(a, "slow", record("tiled", samples=s * 1.5))
+    write(b, "failed", record("naive", samples=s))
+    write(a, "failed", record("naive", status="failed"))
+    write(b, "gone", record("small_tile", samples=s))
+    pairs = compare(b, a)
+    assert gate_failures(pairs) == ["1 SLOW beyond 5%", "1 FAILED (valid in BEFORE, failed in AFTER)",
+                                    "1 valid point of BEFORE missing from AFTER (--allow-missing allows that)"]
+    assert summary(pairs).endswith("regression gate: FAIL (1 SLOW beyond 5%; 1 FAILED (valid in BEFORE, failed in "
+                                   "AFTER); 1 valid point of BEFORE missing from AFTER (--allow-missing allows that))")
+    assert summary(compare(b, a, allow_missing=True), unreadable=2).endswith(
+        "; 2 unreadable result.json files)")
+    assert summary(compare(b, b)).endswith("regression gate: pass")
+
+
+def test_the_real_contract_runs_name_the_missing_points(run_cli, tmp_path):
+    runs = REPO_ROOT / "docs" / "results" / "contract-h200"
+    proc = run_cli(runs / "run1", runs / "run2", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "regression gate: FAIL (22 valid points of BEFORE missing from AFTER" in proc.stdout
+
+
+def test_comparing_the_same_records_is_a_notice(before_after, capsys):
+    a, b = before_after
+    assert main([str(a), str(a) + "/"]) == 0
+    err = capsys.readouterr().err
+    assert "gemmlab-compare: notice: BEFORE and AFTER are the same records (the same 13 files)" in err
+    assert main([str(a / "naive-256" / "result.json"), str(a / "naive-256")]) == 0
+    assert "same records (the same file)" in capsys.readouterr().err
+    assert main([str(a), str(b)]) == 0  # copies: other files
+    assert "same records" not in capsys.readouterr().err

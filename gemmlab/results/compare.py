@@ -38,10 +38,13 @@ rerun), the newest (``created_utc``) is used and the note says so.
 
 Exit status: 0; 1 when any point is SLOW beyond the threshold, FAILED, or valid in BEFORE and
 missing from AFTER (unless ``--allow-missing``), or an unreadable ``result.json`` in a searched directory (named in a
-notice; the other points are still compared) — usable as a regression gate; 2 for bad arguments (a missing path, no
-``result.json``, an unreadable record named directly, threshold
+notice; the other points are still compared), or no point of BEFORE matches one of AFTER (nothing
+was compared; the fields that tell the two sides apart are named) — usable as a regression gate,
+whose summary line names the rules that failed (``regression gate: FAIL (...)``); 2 for bad
+arguments (a missing path, no ``result.json``, an unreadable record named directly, threshold
 outside [0, 1), confidence outside (0, 1), fewer than 100 resamples, a negative seed), as one
-line ``gemmlab-compare: error: ...`` on stderr. A ``result.json`` found in a directory that is no
+line ``gemmlab-compare: error: ...`` on stderr. BEFORE and AFTER that are the same records (one
+folder twice, by any path) get a one-line notice on stderr. A ``result.json`` found in a directory that is no
 gemmlab record at all (``{}``, another tool's JSON) is skipped with a one-line notice naming it
 (a file named directly must be a gemmlab record).
 
@@ -65,7 +68,8 @@ from gemmlab.console import OneLineParser, guard_streams, output_path, run_comma
 from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE,
                                            SETTINGS, UNTIMED, VERDICTS, CompareError, Pair, Point, compare,
                                            compare_pair, load_points, point_from_record)
-from gemmlab.results.compare_render import COLUMNS, markdown, print_table, row, summary, varying_settings
+from gemmlab.results.compare_render import (COLUMNS, gate_failures, markdown, print_table, row, same_records, summary,
+                                            varying_settings, what_differs)
 from gemmlab.results.compare_stats import FAST, SAME, SLOW, UNSURE, beyond_threshold, bootstrap_ratio, verdict
 from gemmlab.paths import file_in_the_way
 from gemmlab.stages.record_model import SCHEMA
@@ -73,7 +77,8 @@ from gemmlab.stages.record_model import SCHEMA
 PROG = "gemmlab-compare"
 
 __all__ = ["bootstrap_ratio", "verdict", "beyond_threshold", "load_points", "point_from_record", "compare",
-           "compare_pair", "summary", "markdown", "print_table", "row", "varying_settings", "main", "build_parser",
+           "compare_pair", "summary", "gate_failures", "same_records", "what_differs", "markdown", "print_table", "row",
+           "varying_settings", "main", "build_parser",
            "CompareError", "Point", "Pair", "COLUMNS", "VERDICTS", "SETTINGS", "SCHEMA", "MIN_SAMPLES",
            "MIN_RESAMPLES", "FAST", "SAME", "SLOW", "UNSURE", "FAILED", "INVALID", "UNTIMED", "ONLY_BEFORE",
            "ONLY_AFTER"]
@@ -106,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gemmlab-compare``; returns (and, as a script, exits with) the status:
-    0, 1 (a point SLOW beyond the threshold, FAILED, or valid before and missing after), 2 (bad
-    arguments)."""
+    0, 1 (a rule of :func:`gate_failures` fails: a point SLOW beyond the threshold, FAILED, or
+    valid before and missing after, a damaged record, no point matched), 2 (bad arguments)."""
     guard_streams(PROG)
     args = build_parser().parse_args(argv)
     skipped: list = []
@@ -142,10 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CompareError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    same = same_records(pairs)
+    if same:
+        print(f"{PROG}: notice: BEFORE and AFTER are the same records ({same}): nothing changed between them",
+              file=sys.stderr)
     print_table(pairs, args.threshold, title=f"gemmlab-compare: {args.before} -> {args.after}", unreadable=damaged)
     if args.out:
         print(f"markdown: {args.out}")
-    return 1 if damaged or any(p.regression for p in pairs) else 0
+    return 1 if gate_failures(pairs, args.threshold, damaged) else 0
 
 
 def _script() -> None:

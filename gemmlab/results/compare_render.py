@@ -1,7 +1,8 @@
 """Rendering of ``gemmlab-compare``: one table model (:func:`row`) and one printer per format.
 
 This module owns the output: :data:`COLUMNS`, :func:`row` (a pair as strings), :func:`summary`
-(the one-line verdict counts and the gate), :func:`markdown` and :func:`print_table` (rich).
+(the one-line verdict counts and the gate, with the rules that failed: :func:`gate_failures`),
+:func:`same_records` (BEFORE and AFTER are one set of records), :func:`markdown` and :func:`print_table` (rich).
 A measurement setting that differs between the compared points (e.g. precision fp32 and tf32 of
 one kernel) is shown after the parameters, so that two rows never look alike.
 """
@@ -71,9 +72,68 @@ def row(pair: Pair, threshold: float = 0.05, varying: Sequence[str] = ()) -> dic
     }
 
 
+def _values(values: set) -> str:
+    return "/".join(sorted(values)) if len(values) <= 3 else f"{len(values)} values"
+
+
+def what_differs(pairs: Sequence[Pair]) -> str:
+    """What tells the BEFORE points from the AFTER points apart: each match field (kernel, shape,
+    device, arch, protocol, the measurement settings) whose values on one side are none of the
+    other side's, e.g. ``"precision fp32 vs bf16"``; ``""`` when no single field does (or a side
+    has no point)."""
+    fields = {"kernel": lambda p: p.kernel, "shape": lambda p: "x".join(map(str, p.shape)) if p.shape else None,
+              "device": lambda p: p.device, "arch": lambda p: p.arch, "protocol": lambda p: p.protocol}
+    fields.update({s: (lambda p, s=s: p.settings.get(s)) for s in SETTINGS})
+    befores = [p.before for p in pairs if p.before is not None]
+    afters = [p.after for p in pairs if p.after is not None]
+    out = []
+    for name, get in fields.items():
+        b = {str(v) for v in map(get, befores) if v is not None}
+        a = {str(v) for v in map(get, afters) if v is not None}
+        if b and a and not b & a:
+            out.append(f"{name} {_values(b)} vs {_values(a)}")
+    return ", ".join(out)
+
+
+def gate_failures(pairs: Sequence[Pair], threshold: float = 0.05, unreadable: int = 0) -> list[str]:
+    """The rules of the regression gate that fail, one short phrase each (none: the gate passes):
+    points SLOW beyond the threshold, FAILED points, valid points of BEFORE missing from AFTER
+    (unless ``--allow-missing``), ``unreadable`` damaged ``result.json`` files, and no point of
+    BEFORE matching one of AFTER (nothing was compared; :func:`what_differs` says why, where
+    one field does)."""
+    out = []
+    if not any(p.before is not None and p.after is not None for p in pairs):
+        apart = what_differs(pairs)
+        out.append("no point of BEFORE matches one of AFTER" + (f", they differ in {apart}" if apart else ""))
+    slow = sum(1 for p in pairs if p.verdict == SLOW and p.beyond_threshold)
+    if slow:
+        out.append(f"{slow} SLOW beyond {_pct(threshold)}")
+    failed = sum(1 for p in pairs if p.verdict == FAILED)
+    if failed:
+        out.append(f"{failed} FAILED (valid in BEFORE, failed in AFTER)")
+    missing = sum(1 for p in pairs if p.verdict == ONLY_BEFORE and p.regression)
+    if missing:
+        out.append(f"{count(missing, 'valid point')} of BEFORE missing from AFTER (--allow-missing allows that)")
+    if unreadable:
+        out.append(count(unreadable, "unreadable result.json", "unreadable result.json files"))
+    return out
+
+
+def same_records(pairs: Sequence[Pair]) -> str | None:
+    """Why BEFORE and AFTER are the same records, or None: every point matched and each pair is
+    one file (a folder compared with itself, by any path). Such a comparison says nothing about a
+    change."""
+    if not pairs or any(p.before is None or p.after is None for p in pairs):
+        return None
+    if all(p.before.path.resolve() == p.after.path.resolve() for p in pairs):
+        return "the same file" if len(pairs) == 1 else f"the same {len(pairs)} files"
+    return None
+
+
 def summary(pairs: Sequence[Pair], threshold: float = 0.05, unreadable: int = 0) -> str:
-    """One line: counts per verdict, SLOW/FAST beyond the threshold, and the gate's outcome
-    (``unreadable``: damaged ``result.json`` files found, each failing the gate)."""
+    """One line: counts per verdict, SLOW/FAST beyond the threshold, and the gate's outcome with
+    the rules that failed (:func:`gate_failures`; ``unreadable``: damaged ``result.json`` files
+    found, each failing the gate)."""
     counts = Counter(p.verdict for p in pairs)
     parts = []
     for v in VERDICTS:
@@ -82,8 +142,8 @@ def summary(pairs: Sequence[Pair], threshold: float = 0.05, unreadable: int = 0)
             n = sum(1 for p in pairs if p.verdict == v and p.beyond_threshold)
             text += f" ({n} beyond {_pct(threshold)})"
         parts.append(text)
-    bad = [p for p in pairs if p.regression]
-    gate = "FAIL" if bad or unreadable else "pass"
+    failures = gate_failures(pairs, threshold, unreadable)
+    gate = f"FAIL ({'; '.join(failures)})" if failures else "pass"
     damaged = f", {count(unreadable, 'unreadable result.json', 'unreadable result.json files')}" if unreadable else ""
     return f"{count(len(pairs), 'point')}: " + ", ".join(parts) + damaged + f"; regression gate: {gate}"
 
@@ -143,4 +203,4 @@ def print_table(pairs: Sequence[Pair], threshold: float = 0.05, title: str = "ge
             style = "bold red"
         table.add_row(*(Text(r[c]) for c in COLUMNS), style=style)
     console.print(table)
-    console.print(Text(summary(pairs, threshold, unreadable)))
+    console.print(Text(summary(pairs, threshold, unreadable)), soft_wrap=True)  # one line, however long
