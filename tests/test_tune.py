@@ -430,3 +430,17 @@ def test_an_empty_plugin_dir_is_one_line(tmp_path, capsys, monkeypatch, command)
     assert err == (f"gemmlab-tune: error: {command[0]}: argument --plugin-dir: is empty; give a folder of drop-in "
                    "plugins (*.py) (see --help)\n"), err
     assert not (tmp_path / "s").exists()
+
+
+def test_show_and_choose_say_the_ratio_is_a_time_ratio(capsys):
+    """``show`` printed ``(1.369 x cublas)``, read as 1.37x faster: it is 1.369x cuBLAS's time (73% of
+    its speed). Both commands now say so; choose's JSON keeps its fields and adds the words."""
+    assert dispatch.ratio_text(1.369, "cublas") == "time / cublas 1.369 = 73.0% of cublas's speed"
+    assert dispatch.ratio_text(0.5, None) == "time / baseline 0.500 = 200.0% of baseline's speed"
+    assert tune.main(["show"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "fp32 row/row 64x4096x4096:" in x]
+    assert line.endswith("(time / cublas 1.369 = 73.1% of cublas's speed)") and "x cublas" not in line, line
+    assert tune.main(["choose", "64", "4096", "4096"]) == 0
+    entry = json.loads(capsys.readouterr().out)["entry"]
+    assert entry["ratio_to_baseline"] == pytest.approx(1.3686, abs=1e-4)
+    assert entry["ratio_to_baseline_means"] == "time / cublas 1.369 = 73.1% of cublas's speed"

@@ -510,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for e in table.entries:
                 ratio = e.extra.get("ratio_to_baseline")
                 print(f"  {e.precision} {'/'.join(e.layout)} {e.shape.M}x{e.shape.N}x{e.shape.K}: {e.kernel} "
-                      f"{dispatch._ptext(e.params)}" + (f"  ({ratio:.3f} x {e.extra.get('baseline')})"
+                      f"{dispatch._ptext(e.params)}" + (f"  ({dispatch.ratio_text(ratio, e.extra.get('baseline'))})"
                                                         if isinstance(ratio, (int, float)) else ""))
         else:
             from gemmlab.stages.config import parse_shape
@@ -521,7 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             table = dispatch.load_table(args.table, field_name="table")
             choice = dispatch.choose(parse_shape([args.M, args.N, args.K]), load_registry(args.plugin_dirs), table,
                                      args.precision, layout)
-            print(json.dumps(choice.record(), indent=1))
+            shown = choice.record()
+            entry = shown.get("entry") or {}
+            if isinstance(entry.get("ratio_to_baseline"), (int, float)):  # a time ratio, not a speed-up: say so
+                entry["ratio_to_baseline_means"] = dispatch.ratio_text(entry["ratio_to_baseline"], entry.get("baseline"))
+            print(json.dumps(shown, indent=1))
     except ConfigError as exc:
         print(f"{dispatch.PROG}: error: {exc}", file=sys.stderr)
         return 2

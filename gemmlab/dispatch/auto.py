@@ -668,6 +668,15 @@ def _ptext(params: Mapping[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "(no parameters)"
 
 
+def ratio_text(ratio: float, baseline: str | None) -> str:
+    """A table entry's ``ratio_to_baseline`` (kernel median time / baseline median time, > 1:
+    slower) in words that cannot be read as a speed-up: ``ratio_text(1.369, "cublas")`` is
+    ``"time / cublas 1.369 = 73.0% of cublas's speed"``."""
+    base = baseline or "baseline"
+    speed = f" = {100 / ratio:.1f}% of {base}'s speed" if ratio > 0 else ""
+    return f"time / {base} {ratio:.3f}{speed}"
+
+
 NEAREST_FACTOR = 1.5  # a table entry stands in for a shape whose M, N and K are each within this factor
 
 
