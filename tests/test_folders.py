@@ -333,3 +333,23 @@ def test_a_run_into_a_big_folder_walks_only_as_deep_as_a_tuning_sweeps_points(tm
     (point / "result.json").write_text("{}")
     assert "is a sweep's folder" in folders.other_kind_of_folder(big, "run")
     assert [p.relative_to(big).as_posix() for p in folders.records_below(big, 3)] == ["fam/8x8x8/tiled/result.json"]
+
+
+def test_an_optuna_searchs_folder_is_no_tuning_sweeps(tmp_path):
+    """A new-user trial: an Optuna search (Hydra's Optuna sweeper writes no multirun.yaml) stopped
+    with Ctrl-C said to re-run with hydra.sweep.dir=... resume=true, and that was refused as "a
+    tuning sweep's folder (gemmlab-tune sweep --out)" (claimed, records below, no multirun.yaml);
+    its points' .hydra folders, or its summary, tell it from a tuning sweep's, which has neither."""
+    from gemmlab.cli.folders import other_kind_of_folder
+    search = tmp_path / "search"
+    (search / "0" / ".hydra").mkdir(parents=True)
+    (search / "0" / "result.json").write_text("{}")
+    (search / ".gemmlab.lock").write_text("")
+    assert other_kind_of_folder(search, "sweep", resume=True) is None  # interrupted: no summary yet
+    (search / "summary.md").write_text("")
+    assert other_kind_of_folder(search, "sweep", resume=True) is None
+    tuning = tmp_path / "tune"
+    (tuning / "tiny" / "16x16x16" / "tiled-BM64").mkdir(parents=True)
+    (tuning / "tiny" / "16x16x16" / "tiled-BM64" / "result.json").write_text("{}")
+    (tuning / ".gemmlab.lock").write_text("")
+    assert "is a tuning sweep's folder" in other_kind_of_folder(tuning, "sweep", resume=True)

@@ -167,15 +167,28 @@ def _enclosing_folder(folder: Path, runs: bool) -> tuple[Path, str] | None:
         if runs and os.path.lexists(p / "result.json"):
             return p, "run"
         if runs and (p / LOCK_NAME).is_file():
-            return p, "tuning sweep"
+            return p, "sweep" if _hydra_sweep_signs(p) else "tuning sweep"
     return None
+
+
+def _hydra_sweep_signs(folder: Path) -> bool:
+    """``folder`` shows it is a ``gemmlab -m`` sweep's though it has no ``multirun.yaml`` (Optuna's
+    sweeper writes none): one of the sweep's own files (:data:`SWEEP_FILES` other than the lock:
+    the summary, Optuna's results), or a point folder with Hydra's ``.hydra`` one or two levels
+    down (a tuning sweep's points, written by ``gemmlab-tune``, have none)."""
+    if any(os.path.lexists(folder / name) for name in SWEEP_FILES - {LOCK_NAME}):
+        return True
+    return next(folder.glob("*/.hydra"), None) is not None or next(folder.glob("*/*/.hydra"), None) is not None
 
 
 def _is_tuning_folder(folder: Path) -> bool:
     """``folder`` is a tuning sweep's (``gemmlab-tune sweep --out``): claimed (:data:`LOCK_NAME`), no
-    ``result.json`` or ``multirun.yaml`` of its own, records below."""
+    ``result.json`` or ``multirun.yaml`` of its own, records below, and none of a ``gemmlab -m``
+    sweep's signs (:func:`_hydra_sweep_signs`: an Optuna search's folder, which has no
+    ``multirun.yaml``, was taken for a tuning sweep's and its resume refused)."""
     return ((folder / LOCK_NAME).is_file() and not os.path.lexists(folder / "result.json")
-            and not (folder / "multirun.yaml").is_file() and next(folder.rglob("result.json"), None) is not None)
+            and not (folder / "multirun.yaml").is_file() and not _hydra_sweep_signs(folder)
+            and next(folder.rglob("result.json"), None) is not None)
 
 
 def claim(folder: Path, field: str) -> IO:
