@@ -503,3 +503,23 @@ def test_an_empty_output_path_is_one_line(cli, tmp_path, module, args, start):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(start), proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_own_config_with_the_name_of_gemmlabs_is_refused(cli, tmp_path):
+    """A new-user trial: ``-cd myconf experiment=seed_lab`` with their own
+    ``myconf/experiment/seed_lab.yaml`` (compile mode, one small shape) ran gemmlab's seed_lab
+    instead, silently: Hydra's search path puts gemmlab's conf/ before a --config-dir. One line,
+    exit 2, nothing run; a name of one's own still runs."""
+    conf = tmp_path / "myconf" / "experiment"
+    conf.mkdir(parents=True)
+    text = "# @package _global_\ndefaults:\n  - override /kernel: naive\nmode: compile\nshape: [48, 48, 48]\n"
+    (conf / "seed_lab.yaml").write_text(text)
+    proc = cli(["-cd", str(tmp_path / "myconf"), "experiment=seed_lab"], tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"gemmlab: error: experiment: seed_lab: {conf / 'seed_lab.yaml'} has the name of "
+                                  "gemmlab's own experiment seed_lab"), proc.stderr
+    assert not (tmp_path / "outputs").exists()
+    (conf / "mine.yaml").write_text(text)
+    proc = cli(["-cd", str(tmp_path / "myconf"), "experiment=mine", "hydra.run.dir=r"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "r" / "result.json").read_text())["shape"] == {"M": 48, "N": 48, "K": 48}

@@ -423,6 +423,33 @@ def _experiment_sweeps(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> 
     return params if isinstance(params, dict) else {}
 
 
+def _shadowed_option(parsed: list, conf_dirs: tuple[Path, ...] | None) -> None:
+    """Refuse a group option the command names (``experiment=seed_lab``) whose file a
+    ``--config-dir`` holds under the name of one of gemmlab's own: Hydra's search path puts
+    gemmlab's ``conf/`` first, so the user's file was silently not used (a new-user trial's own
+    ``experiment/seed_lab.yaml`` ran gemmlab's seed_lab, on a GPU, instead of theirs).
+
+    Raises:
+        ConfigError: the group, naming both files and how to use one's own.
+    """
+    if not conf_dirs or len(conf_dirs) < 2:
+        return
+    for o in parsed:
+        if o.is_delete() or o.package is not None or "." in o.key_or_group or "/" in o.key_or_group:
+            continue
+        group = o.key_or_group
+        names = _typed_values(o) if o.is_sweep_override() else [o.value()]
+        for name in names:
+            if not isinstance(name, str):
+                continue
+            ours = CONF_DIR / group / f"{name}.yaml"
+            theirs = [d / group / f"{name}.yaml" for d in conf_dirs[1:] if (d / group / f"{name}.yaml").is_file()]
+            if ours.is_file() and theirs:
+                raise ConfigError(group, f"{name}: {theirs[0]} has the name of gemmlab's own {group} {name} "
+                                  f"({ours}), which Hydra takes first (gemmlab's configs come before --config-dir in "
+                                  f"its search path); give yours another name")
+
+
 def _typed_values(o) -> list:
     """The value(s) of an override as the composed config would hold them: a discrete sweep gives
     each of its values (a list, ``choice``, an integer ``range``, also inside ``tag``, ``shuffle``
@@ -753,6 +780,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     conf_dirs = (None if ns.config_path is not None or ns.config_name is not None else
                  (CONF_DIR, Path(ns.config_dir).absolute()) if ns.config_dir is not None else (CONF_DIR,))
     values = ns.cfg is None  # --cfg prints what Hydra composes: values it accepts are not refused
+    _shadowed_option(parsed, conf_dirs)
     kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry, conf_dirs, values)
     if custom_conf and not kernels:
         return  # another primary config may select another default kernel
