@@ -604,28 +604,31 @@ def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
     assert "<its directory>" not in last
     assert f"hydra.sweep.dir={sweep_dir} resume=true" in last, last
     assert json.loads((sweep_dir / "0" / "result.json").read_text())["status"] == "compiled"
+    # Hydra's end-of-sweep callback never runs after Ctrl-C: the summary of the points so far is written
+    assert last.endswith(f"; the summary of the 1 points so far: {sweep_dir / 'summary.md'}"), last
+    assert "| 0 |" in (sweep_dir / "summary.md").read_text() and (sweep_dir / "summary.csv").is_file()
 
 
+def test_an_interrupt_before_the_sweeps_first_point_names_no_folder_to_resume(tmp_path, monkeypatch):
+    """A new-user trial: Ctrl-C while a long sweep was still being composed (no point run yet)
+    said to re-run with hydra.sweep.dir=<that folder> resume=true, which then said the folder
+    holds no earlier result. The line now says no point had finished (the folder made or not)."""
+    from hydra.core.hydra_config import HydraConfig
 
-@pytest.mark.parametrize("where", ["after-the-record", "after-hydra"])
-def test_an_interrupt_after_the_runs_record_was_written_names_it(cli, tmp_path, monkeypatch, where):
-    """A Ctrl-C landing after a single run's point ended (its result.json on disk) said "the run's
-    folder ... holds no result for it" while gemmlab logged the point, and "the run stopped before
-    its point started; nothing was measured" once Hydra had let go of the job's config (found by
-    sending SIGINT right after result.json appeared). It now names the record that was kept."""
-    def stop(*args, **kwargs):
-        raise KeyboardInterrupt
+    from gemmlab.cli.app import Invocation, _interrupted_advice
 
-    if where == "after-the-record":  # while gemmlab logs the finished point, inside Hydra's job
-        monkeypatch.setattr(gemmlab.cli.app, "_log_point", stop)
-    else:  # Hydra's run returned (its job config reset); gemmlab works out the exit status
-        monkeypatch.setattr(gemmlab.cli.app.Invocation, "exit_status", stop)
-    proc = cli(["kernel=naive", "mode=compile", "hydra.run.dir=r"], tmp_path)
-    record = tmp_path / "r" / "result.json"
-    assert proc.returncode == 130, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == (
-        f"gemmlab: interrupted; the run's record was written before the interrupt: {record}")
-    assert json.loads(record.read_text())["status"] == "compiled"
+    def outside_a_job(*args):
+        raise ValueError("HydraConfig was not set")
+
+    monkeypatch.setattr(HydraConfig, "get", outside_a_job)
+    sweep_dir = tmp_path / "sw"
+    invocation = Invocation(multirun=True, sweep_dir=str(sweep_dir))
+    assert _interrupted_advice(invocation) == (f"no point of the sweep had finished, so nothing was measured (its folder "
+                                               f"{sweep_dir} was not made)")
+    (sweep_dir / "0").mkdir(parents=True)
+    assert _interrupted_advice(invocation).endswith(f"(its folder {sweep_dir} holds no record)")
+    (sweep_dir / "0" / "result.json").write_text(json.dumps({"schema": "gemmlab.result/1", "status": "compiled"}))
+    assert _interrupted_advice(invocation).startswith("finished points keep their result.json; to finish the sweep")
 
 
 def test_a_late_ctrl_c_leaves_a_finished_commands_exit_status(tmp_path):

@@ -982,16 +982,33 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
         if out:
             return f"the run's folder {out} holds no result for it"
         return "the run stopped before its point started; nothing was measured"
+    folder = None
     if out:
         try:
             depth = len(Path(str(HydraConfig.get().sweep.subdir)).parts)
-            return sweep_resume_advice(Path(out).parents[depth - 1] if depth else Path(out))
+            folder = Path(out).parents[depth - 1] if depth else Path(out)
         except Exception:
             pass
-    if invocation is not None and invocation.sweep_dir is not None:
-        return sweep_resume_advice(Path(invocation.sweep_dir))
-    return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
-            "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
+    if folder is None and invocation is not None and invocation.sweep_dir is not None:
+        folder = Path(invocation.sweep_dir)
+    if folder is None:
+        return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
+                "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
+    if not folder.is_dir() or next(folder.rglob("result.json"), None) is None:  # e.g. while the sweeper composed
+        where = "holds no record" if folder.is_dir() else "was not made"   # its points (a long sweep takes seconds)
+        return f"no point of the sweep had finished, so nothing was measured (its folder {folder} {where})"
+    return sweep_resume_advice(folder) + _summary_of_interrupted(folder)
+
+
+def _summary_of_interrupted(folder: Path) -> str:
+    """Write the summary of an interrupted sweep's finished points (:func:`gemmlab.cli.sweep.save_summary`:
+    Hydra's end-of-sweep callback that writes it never runs after Ctrl-C) and say where, as the
+    tail of the interrupt's line; '' when no point finished or it cannot be written."""
+    try:
+        rows = sweep.save_summary(folder) if next(folder.rglob("result.json"), None) is not None else []
+    except (OSError, ValueError):
+        return ""
+    return f"; the summary of the {len(rows)} points so far: {folder / 'summary.md'}" if rows else ""
 
 
 #: what the console script (:mod:`gemmlab.cli.entry`) says of an interrupt that reaches it: :func:`main`

@@ -141,6 +141,18 @@ def _fit_columns(rows: list[dict[str, Any]], width: int) -> tuple[tuple[str, ...
     return tuple(c for c in all_columns if c in chosen), max(width - used, 0)
 
 
+def save_summary(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Collect the records of ``sweep_dir`` and save ``summary.csv`` and ``summary.md`` (every
+    column); return the rows. Also after an interrupt (the points that finished so far)."""
+    rows = collect(sweep_dir)
+    with open(Path(sweep_dir) / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns(rows), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (Path(sweep_dir) / "summary.md").write_text(markdown(rows))
+    return rows
+
+
 def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
     """Collect, save (``summary.csv``, ``summary.md``: every column) and print the summary of
     ``sweep_dir``; return the rows. On a terminal the table fits its width, one line per point
@@ -153,12 +165,7 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
     from rich.table import Table
     from rich.text import Text  # cells are plain text: "[cublas]" in an error is no markup
 
-    rows = collect(sweep_dir)
-    with open(Path(sweep_dir) / "summary.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns(rows), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    (Path(sweep_dir) / "summary.md").write_text(markdown(rows))
+    rows = save_summary(sweep_dir)
     console = console or Console()
     if not console.is_terminal:
         console = Console(file=console.file, width=200)
