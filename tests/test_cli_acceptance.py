@@ -187,7 +187,7 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
      "sweep its own hydra.* keys; quote the value to give it as one string: "
      "\"hydra.sweeper.params.tc_rung='mma_bf16_rr,mma_tf32_rr'\""),
     (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
-    (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown option 'nope'; available: ladder, "),
+    (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown experiment 'nope'; available: ladder, "),  # as without -cd
     (["--experimental-rerun", "{tmp}/nope.pickle"], "--experimental-rerun: "),  # Hydra's UserWarning came first
     (["-m", "kernel=naive", "hydra.sweep.dir="], "hydra.sweep.dir: is empty; give a folder"),  # swept into the cwd
     (["kernel=naive", "hydra.run.dir=''"], "hydra.run.dir: is empty; give a folder"),
@@ -216,6 +216,53 @@ def test_unknown_key_in_a_users_experiment_file_is_named(cli, tmp_path, body, wa
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(want), proc.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+_SWEEP = "hydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
+
+
+@pytest.mark.parametrize("body, want", [
+    # a new-user trial: Hydra's "Could not override 'kernel.FOO'; To append to your config use +kernel.FOO=1"
+    (_SWEEP + "      kernel.FOO: 1,2\n", "kernel.FOO: kernel 'tiled' has no parameter FOO (in experiment/bad's "
+     "hydra.sweeper.params); its parameters: BM, BN, BK, TM, TN"),
+    (_SWEEP + "      kernel: tiled,naive\n      kernel.BK: 8\n", "kernel.BK: kernel 'naive' has no parameter BK (in "
+     "experiment/bad's hydra.sweeper.params); its parameters: "),
+    (_SWEEP + "      timing.repeats: 1,2\n", "timing.repeats: unknown key in timing (in experiment/bad's "
+     "hydra.sweeper.params); known: batch, "),
+    (_SWEEP + "      foo: 1,2\n", "foo: unknown config key (in experiment/bad's hydra.sweeper.params); known: arch, "),
+    # errors of the file that were the "command line"'s
+    ("defaults:\n  - /kernel: naive\n  - _self_\n", "kernel: experiment/bad's defaults list has '- /kernel: naive', "
+     "but the config already chose a kernel; write '- override /kernel: naive' to replace it"),
+    ("timing: [1, 2]\n", "timing: a list ([1, 2]) where a group of fields is expected (in experiment/bad); write its "
+     "fields as key: value lines under 'timing:'; known: batch, "),
+    (_SWEEP + "      kernel.BK: ${foo}\n", "kernel.BK: the interpolation ${foo} names no key of the config (in "
+     "experiment/bad's hydra.sweeper.params)"),
+    ("defaults:\n  - override /kernel: tiledd\n", "kernel: unknown option 'tiledd' (in experiment/bad's defaults); "
+     "available: auto, "),
+    (None, "experiment: unknown config key (in experiment/bad); known: arch, "),
+], ids=["param", "param-of-one-kernel", "section-key", "top-key", "no-override", "section-list", "interpolation",
+        "group-option", "no-package"])
+def test_an_experiment_files_error_names_the_file_and_key(cli, tmp_path, body, want):
+    """Errors Hydra raises about a user's experiment file (also while it composes a point of the
+    file's sweep) name the file and the key, with what is allowed, never the command line or
+    Hydra's '+key' advice (a new-user trial)."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    text = "mode: compile\nshape: [32, 32, 32]\n" if body is None else "# @package _global_\nmode: compile\n" + body
+    (tmp_path / "conf" / "experiment" / "bad.yaml").write_text(text)
+    proc = cli(["-cd", str(tmp_path / "conf"), "experiment=bad", "mode=compile"], tmp_path)
+    lines = [l for l in proc.stderr.strip().splitlines() if l.startswith("gemmlab: error: ")]
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("gemmlab: error: " + want), proc.stderr
+    assert "command line" not in lines[0] and "+" not in lines[0], lines[0]
+    if body is None:
+        assert lines[0].endswith("an experiment file starts with the line '# @package _global_' (its keys are then "
+                                 "the config's own, not the experiment's)"), lines[0]
+
+
+def test_an_unknown_kernel_parameter_under_a_config_folder_lists_the_parameters(cli, tmp_path):
+    """With -cd the pre-check leaves keys to Hydra: its '+kernel.FOO=1' advice was the answer."""
+    proc = cli(["-cd", str(tmp_path), "kernel.FOO=1", "mode=compile"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == ("gemmlab: error: kernel.FOO: kernel 'tiled' has no "
+                                                            "parameter FOO; its parameters: BM, BN, BK, TM, TN"), proc.stderr
 
 
 def test_an_unavailable_kernel_is_said_once(cli, tmp_path, monkeypatch):

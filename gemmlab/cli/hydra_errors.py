@@ -85,6 +85,9 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if m:  # hydra.sweeper.params.tc_rung=a,b: a comma list is a sweep, and Hydra keys are not swept
         return ConfigError(m.group(1), f"{m.group(2)} is a comma list, i.e. a sweep, and Hydra does not sweep its "
                            f"own hydra.* keys; quote the value to give it as one string: \"{m.group(1)}='{m.group(2)}'\"")
+    m = re.match(r"Could not override '([^'=\s]+)'", text)
+    if m and not m.group(1).startswith("hydra."):  # a key the schema lacks, from the command line or a sweep's params
+        return _cannot_override(m.group(1), exc, list(args or []))
     m = re.search(r"Error in call to target '([\w.]+)'.*unexpected keyword argument '(\w+)'", text, re.DOTALL)
     if m:  # +hydra.sweeper.foo=1: the plugin's class takes no such argument
         return _unknown_plugin_argument(m.group(1), m.group(2))
@@ -110,7 +113,12 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
             if plugin is not None:
                 return plugin
             options = ", ".join(exc.options or []) or "none"
-            return ConfigError(group, f"unknown option '{option}'; available: {options}")
+            what = f"experiment '{option}'" if group == "experiment" else f"option '{option}'"  # as the pre-check
+            where = ""
+            experiment = _experiment_file(list(args or []))
+            if group != "experiment" and experiment is not None and _in_defaults(experiment[1], group, option):
+                where = f" (in experiment/{experiment[0]}'s defaults)"
+            return ConfigError(group, f"unknown {what}{where}; available: {options}")
         return ConfigError(missing or "config", _one_line(text))
     cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
     m = re.match(r"In '([^']+)': ConfigKeyError raised while composing config", text)
@@ -120,6 +128,9 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
         key = str(getattr(cause, "full_key", None) or (full.group(1) if full else unknown.group(1)))
         what = str(unknown_key_error(key)).split(": ", 1)[-1]
         head, sep, known = what.partition("; known")
+        if key == "experiment" and m.group(1).startswith("experiment/"):  # its keys landed under experiment.*
+            known += ("; an experiment file starts with the line '# @package _global_' (its keys are then the "
+                      "config's own, not the experiment's)")
         return ConfigError(key, f"{head} (in {m.group(1)}){sep}{known}")
     key = getattr(cause or exc, "full_key", None)
     m = re.search(r"(?:Error merging override |Could not override ')([^='\s]+)", text)
@@ -127,6 +138,10 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
         key = m.group(1)
     if not key:
         key = _override_key(exc.__traceback__)
+    if not key:  # an experiment file's error Hydra names no key of: the file and the key, not the command line
+        in_file = _experiment_error(text, list(args or []))
+        if in_file is not None:
+            return in_file
     if not key:  # e.g. "The --resolve flag can only be used ..."; "Only one of --run, --multirun, ..."
         m = re.match(r"The (--\w[\w-]*) flag", text)
         key = m.group(1) if m else "command line"
@@ -138,6 +153,137 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
         return ConfigError(str(key), f"the environment variable {env.group(1)} is not set (in ${{oc.env:{env.group(1)}}}); "
                            f"set it, or give a default: ${{oc.env:{env.group(1)},<default>}}")
     return ConfigError(str(key), detail)
+
+
+def _config_dirs(args: list[str]) -> list[str]:
+    """The ``--config-dir``/``-cd`` folders of the command line ``args``."""
+    dirs = []
+    for i, arg in enumerate(args):
+        for flag in ("--config-dir", "-cd"):
+            if arg == flag and i + 1 < len(args):
+                dirs.append(args[i + 1])
+            elif arg.startswith(flag + "="):
+                dirs.append(arg.split("=", 1)[1])
+    return dirs
+
+
+def _experiment_file(args: list[str]) -> tuple[str, dict] | None:
+    """(name, its YAML content as a mapping) of the one experiment the command line ``args``
+    chooses (``experiment=NAME``), looked up as Hydra does (gemmlab's conf/, then ``--config-dir``
+    folders); None for none, a sweep of experiments, or a file that does not read."""
+    import yaml
+    names = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("experiment=")]
+    if not names or not re.fullmatch(r"[\w.\-/]+", names[-1]):
+        return None
+    for folder in [str(CONF_DIR), *_config_dirs(args)]:
+        try:
+            node = yaml.safe_load((Path(folder) / "experiment" / f"{names[-1]}.yaml").read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        return (names[-1], node) if isinstance(node, dict) else None
+    return None
+
+
+def _sweep_params(node: dict) -> dict:
+    """A config file's ``hydra.sweeper.params`` (key -> value as written), or {}."""
+    params = ((node.get("hydra") or {}).get("sweeper") or {}).get("params") if isinstance(node.get("hydra"), dict) else None
+    return params if isinstance(params, dict) else {}
+
+
+def _in_defaults(node: dict, group: str, option: str) -> bool:
+    """The config file ``node``'s defaults list chooses ``option`` of ``group``."""
+    for entry in node.get("defaults") or []:
+        if isinstance(entry, dict):
+            for k, v in entry.items():
+                if str(k).split()[-1].lstrip("/") == group and str(v) == option:
+                    return True
+    return False
+
+
+def _cannot_override(key: str, exc: BaseException, args: list[str]) -> ConfigError:
+    """Hydra's "Could not override 'kernel.FOO'. To append to your config use +kernel.FOO=1" for a
+    key the config has no place for, from the command line (a custom config folder, which gemmlab's
+    pre-check leaves to Hydra) or from the ``hydra.sweeper.params`` of the experiment file: the
+    kernel's parameters or the section's known keys, as the command-line check says them, naming
+    the experiment file where the key is its; never Hydra's "+key" advice (gemmlab has no such keys)."""
+    from hydra.core.override_parser.types import Override
+    cfg, tb = None, exc.__traceback__
+    while tb is not None:  # Hydra's _apply_overrides_to_config(overrides, cfg): the point's composed config
+        if isinstance(tb.tb_frame.f_locals.get("override"), Override):
+            cfg = tb.tb_frame.f_locals.get("cfg", cfg)
+        tb = tb.tb_next
+    where = ""
+    experiment = _experiment_file(args)
+    given = {a.lstrip("+~").split("=", 1)[0] for a in args}
+    if experiment is not None and key in _sweep_params(experiment[1]) and key not in given:
+        where = f" (in experiment/{experiment[0]}'s hydra.sweeper.params)"
+    top, _, sub = key.partition(".")
+    kernel = None
+    try:
+        kernel = cfg.kernel if top == "kernel" and sub and "." not in sub else None
+        name = str(kernel.name)
+        params = [str(k) for k in kernel.keys() if k != "name"]
+    except Exception:
+        kernel = None
+    if kernel is not None:
+        return ConfigError(key, f"kernel '{name}' has no parameter {sub}{where}; its parameters: "
+                           f"{', '.join(params) or 'none'}")
+    what = str(unknown_key_error(key)).split(": ", 1)[-1]
+    head, sep, known = what.partition("; known")
+    return ConfigError(key, f"{head}{where}{sep}{known}")
+
+
+def _find_interpolation(node, name: str, path: str = "") -> str | None:
+    """The dotted key of the first value of ``node`` (a YAML mapping or list) that interpolates
+    ``${name}`` (also ``${name.sub}``, ``${name:...}``), or None."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        key = f"{path}.{k}" if path else str(k)
+        if isinstance(v, str) and re.search(r"\$\{\s*" + re.escape(name) + r"\s*[.:}\[]", v):
+            return key
+        found = _find_interpolation(v, name, key)
+        if found:
+            return found
+    return None
+
+
+def _experiment_error(text: str, args: list[str]) -> ConfigError | None:
+    """Hydra's errors about the experiment file the command line chose that name no key (they read
+    as the command line's): a group chosen without ``override`` in its defaults list, a section
+    given a list or a value, an interpolation of a key the config lacks. The key and the file;
+    None where ``text`` is none of these or names another file."""
+    from gemmlab.stages.config import SECTIONS
+    experiment = _experiment_file(args)
+    m = re.match(r"Multiple values for ([\w/]+)\. To override a value use 'override ([\w/]+): (\S+)'", text)
+    if m:
+        group, option = m.group(1), m.group(3)
+        if experiment is not None and _in_defaults(experiment[1], group, option):
+            return ConfigError(group, f"experiment/{experiment[0]}'s defaults list has '- /{group}: {option}', but the "
+                               f"config already chose a {group}; write '- override /{group}: {option}' to replace it")
+        return ConfigError(group, f"a defaults list chooses {group} '{option}' while the config already chose a {group}; "
+                           f"write '- override /{group}: {option}' to replace it")
+    m = re.match(r"In '(experiment/[^']+)': (\w+) raised while composing config:?\s*(.*)", text, re.DOTALL)
+    if m and experiment is not None and m.group(1) == f"experiment/{experiment[0]}":
+        detail = _one_line(m.group(3))
+        merge = re.match(r"Merge error: (\w+) is not a subclass of (\w+)\. value: (.*)", detail)
+        section = next((k for k, v in experiment[1].items() if k in SECTIONS and not isinstance(v, dict)
+                        and merge and type(v).__name__ == merge.group(1)), None) if merge else None
+        if section is not None:
+            kind = {"list": "a list", "str": "a string", "int": "a number", "float": "a number",
+                    "bool": "a boolean"}.get(merge.group(1), f"a {merge.group(1)}")
+            return ConfigError(section, f"{kind} ({merge.group(3)}) where a group of fields is expected (in "
+                               f"{m.group(1)}); write its fields as key: value lines under '{section}:'; known: "
+                               f"{', '.join(sorted(SECTIONS[section]))}")
+        return ConfigError("experiment", f"{detail} (in {m.group(1)})")
+    m = re.match(r"Interpolation key '([^']+)' not found", text)
+    if m and experiment is not None:
+        params = _sweep_params(experiment[1])
+        found = _find_interpolation(params, m.group(1))
+        where = f"experiment/{experiment[0]}'s hydra.sweeper.params" if found else f"experiment/{experiment[0]}"
+        found = found or _find_interpolation({k: v for k, v in experiment[1].items() if k != "defaults"}, m.group(1))
+        if found:
+            return ConfigError(found, f"the interpolation ${{{m.group(1)}}} names no key of the config (in {where})")
+    return None
 
 
 def _unknown_plugin_argument(target: str, name: str) -> ConfigError:
@@ -188,14 +334,7 @@ def _not_a_mapping(name: str, args: list[str]) -> ConfigError | None:
     composing) when it is not a YAML mapping (a list, a plain value); the file is looked up in the
     ``--config-dir`` folders of ``args`` and gemmlab's conf/. None when it is a mapping or not found."""
     import yaml
-    dirs = []
-    for i, arg in enumerate(args):
-        for flag in ("--config-dir", "-cd"):
-            if arg == flag and i + 1 < len(args):
-                dirs.append(args[i + 1])
-            elif arg.startswith(flag + "="):
-                dirs.append(arg.split("=", 1)[1])
-    for folder in [*dirs, str(CONF_DIR)]:
+    for folder in [*_config_dirs(args), str(CONF_DIR)]:
         path = Path(folder) / f"{name}.yaml"
         try:
             node = yaml.safe_load(path.read_text(encoding="utf-8"))
