@@ -82,10 +82,15 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if isinstance(exc, OverrideParseException):
         return ConfigError(exc.override.split("=", 1)[0] or "override", _one_line(exc.message))
     m = re.match(r"Sweeping over Hydra's configuration is not supported\s*:\s*'([^'=]+)=(.*)'", text)
+    if m and _dotted_param(m.group(1)):
+        return _dotted_param_error(m.group(1), m.group(2))
     if m:  # hydra.sweeper.params.tc_rung=a,b: a comma list is a sweep, and Hydra keys are not swept
         return ConfigError(m.group(1), f"{m.group(2)} is a comma list, i.e. a sweep, and Hydra does not sweep its "
                            f"own hydra.* keys; quote the value to give it as one string: \"{m.group(1)}='{m.group(2)}'\"")
     m = re.match(r"Could not override '([^'=\s]+)'", text)
+    if m and _dotted_param(m.group(1)):  # "hydra.sweeper.params.kernel.BK='8,16'": Key 'kernel' is not in struct
+        value = next((a.split("=", 1)[1] for a in args or [] if a.lstrip("+").split("=", 1)[0] == m.group(1)), None)
+        return _dotted_param_error(m.group(1), value)
     if m and not m.group(1).startswith("hydra."):  # a key the schema lacks, from the command line or a sweep's params
         return _cannot_override(m.group(1), exc, list(args or []))
     m = re.search(r"Error in call to target '([\w.]+)'.*unexpected keyword argument '(\w+)'", text, re.DOTALL)
@@ -153,6 +158,27 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
         return ConfigError(str(key), f"the environment variable {env.group(1)} is not set (in ${{oc.env:{env.group(1)}}}); "
                            f"set it, or give a default: ${{oc.env:{env.group(1)},<default>}}")
     return ConfigError(str(key), detail)
+
+
+_SWEPT = "hydra.sweeper.params."
+
+
+def _dotted_param(key: str) -> bool:
+    """``key`` is ``hydra.sweeper.params.<a key with a dot>`` (``kernel.BK``): a sweep's params
+    entry that no override path reaches (Hydra reads each dot as a level)."""
+    return key.startswith(_SWEPT) and "." in key[len(_SWEPT):]
+
+
+def _dotted_param_error(key: str, value: str | None) -> ConfigError:
+    """The one line for ``hydra.sweeper.params.kernel.BK=...`` on the command line: unquoted it is a
+    sweep of a Hydra key, quoted it is a path through a key ``kernel`` that params does not hold,
+    and Hydra's '+...' advice adds ``params.kernel.BK``, which no sweeper reads. What works: sweep
+    the key itself, or give params an entry as a mapping."""
+    swept = key[len(_SWEPT):]
+    value = (value or "").strip("'\"") or "a,b"
+    return ConfigError(key, f"the sweep's params key {swept} has a dot, which an override path reads as a level "
+                       f"(params has no {swept.split('.')[0]}); sweep the key itself: gemmlab -m {swept}={value}, "
+                       f"or give params the entry as a mapping: \"hydra.sweeper.params={{{swept}:'{value}'}}\"")
 
 
 def _config_dirs(args: list[str]) -> list[str]:
