@@ -586,3 +586,38 @@ def test_an_own_config_with_the_name_of_gemmlabs_is_refused(cli, tmp_path):
     proc = cli(["-cd", str(tmp_path / "myconf"), "experiment=mine", "hydra.run.dir=r"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "r" / "result.json").read_text())["shape"] == {"M": 48, "N": 48, "K": 48}
+
+
+_FILE_SWEEP = "# @package _global_\nmode: compile\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n      {param}\n"
+
+
+@pytest.mark.parametrize("param, line", [
+    # each value of the file's sweep by the kernel's parameter rule, as on the command line (a new-user trial:
+    # 10 points, 3 invalid records, exit 1)
+    ("kernel.BK: range(4090,4100)", "gemmlab: error: kernel.BK: must be an integer >= 1 and <= 4096, got 4097 "
+     "(in experiment sw's hydra.sweeper.params.kernel.BK)"),
+    # every point composed one by one for over a minute, a folder holding only .gemmlab.lock
+    ("kernel.BK: range(1,100000)", "gemmlab: error: kernel.BK: must be an integer >= 1 and <= 4096, got 4097 "
+     "(in experiment sw's hydra.sweeper.params.kernel.BK)"),
+    ("kernel.BX: 8,16", "gemmlab: error: kernel.BX: kernel 'tiled' has no parameter BX (in experiment sw's "
+     "hydra.sweeper.params.kernel.BX); its parameters: BM, BN, BK, TM, TN"),
+    # a YAML list is one value to Hydra's sweepers: one bogus invalid point each
+    ("kernel.BK: []", "gemmlab: error: kernel.BK: {file} gives hydra.sweeper.params.kernel.BK an empty YAML list ([]); "
+     "a sweep is written as one comma string, e.g. kernel.BK: 8,16"),
+    ("shape: [[32,32,32],[64,64,64]]", "gemmlab: error: shape: {file} gives hydra.sweeper.params.shape a YAML list "
+     "([[32, 32, 32], [64, 64, 64]]); a sweep is written as one comma string, e.g. shape: \"[32,32,32],[64,64,64]\""),
+    ("kernel: [tiled, naive]", "gemmlab: error: kernel: {file} gives hydra.sweeper.params.kernel a YAML list "
+     "([\"tiled\", \"naive\"]); a sweep is written as one comma string, e.g. kernel: tiled,naive"),
+])
+def test_experiment_file_sweep_values_checked_up_front(cli, tmp_path, param, line):
+    """An experiment file's ``hydra.sweeper.params`` gets the command line's value checks (kernel
+    parameter rules; a YAML list refused): one line, exit 2, no sweep folder."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    path = conf / "experiment" / "sw.yaml"
+    path.write_text(_FILE_SWEEP.format(param=param))
+    proc = cli(["-cd", str(conf), "experiment=sw", f"hydra.sweep.dir={tmp_path / 'out'}"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [line.format(file=path)]
+    assert not (tmp_path / "out").exists()
+

@@ -254,7 +254,7 @@ def _is_multirun(ns, parsed: list) -> bool:
 
 def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: list[str],
              registry, conf_dirs: tuple[Path, ...] | None = (CONF_DIR,),
-             values: bool = True) -> tuple[list[str], list[str]]:
+             values: bool = True, experiment_params: list | None = None) -> tuple[list[str], list[str]]:
     """Return (kernel names, kernel parameter names) named by the parsed command-line overrides
     and reject, in one line, what Hydra would only reject with a multi-line message: unknown
     gemmlab keys (also added with ``+``), unknown group options, sweeps without -m. ``hydra.*``
@@ -264,7 +264,9 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
     the values of fields checked alone and the sweeps of experiment files are checked only then;
     with ``custom_conf`` (any of the three) gemmlab's own key and option lists are not. ``values``
     False (``--cfg``, which prints the config Hydra composes and runs nothing): values Hydra
-    accepts (``shape=abc``) are not checked either.
+    accepts (``shape=abc``) are not checked either. ``experiment_params``: where given, the
+    kernel parameters (``kernel.<P>``) an experiment file sweeps and the command line leaves alone
+    are appended to it as ``(where, override)``, for :func:`_check_experiment_params`.
 
     Raises:
         ConfigError: naming the field.
@@ -347,10 +349,45 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
         given = {o.key_or_group.removeprefix(_SWEPT_GROUP) for o in parsed}
         for name in _values(experiment[0]) or []:
             for key, value in _experiment_sweeps(name, conf_dirs).items():
-                if key not in given:
-                    _check_swept(key, value, f"experiment {name}'s hydra.sweeper.params.{key}", kernel_options, registry,
-                                 conf_dirs, groups, values)
+                if key in given:
+                    continue
+                where = f"experiment {name}'s hydra.sweeper.params.{key}"
+                if not isinstance(value, (str, int, float, bool)):  # Hydra would make one bogus point of it
+                    raise ConfigError(key, _not_a_sweep_string(key, value, _experiment_file(name, conf_dirs)))
+                _check_swept(key, value, where, kernel_options, registry, conf_dirs, groups, values)
+                if experiment_params is not None and key.startswith("kernel.") and "${" not in str(value):
+                    with contextlib.suppress(Exception):  # what does not parse, Hydra says
+                        from hydra.core.override_parser.overrides_parser import OverridesParser
+                        text = str(value).lower() if isinstance(value, bool) else value
+                        experiment_params.append((where, OverridesParser.create().parse_overrides([f"{key}={text}"])[0]))
     return kernels, params
+
+
+def _not_a_sweep_string(key: str, value: object, path: Path) -> str:
+    """The message for a value under an experiment file's ``hydra.sweeper.params`` that is no
+    string or number (a YAML list, a mapping, null): Hydra's sweepers take ``<key>=<value>`` as
+    text, so a list is one value (one point with ``shape=[[32,32,32],[64,64,64]]``, an empty list
+    one point with ``[]``), not the sweep it looks like."""
+    def text(v):
+        return "[" + ",".join(text(x) for x in v) + "]" if isinstance(v, (list, tuple)) else str(v)
+    if isinstance(value, list) and value:
+        joined = ",".join(text(v) for v in value)
+        got, example = "a YAML list", f'{key}: "{joined}"' if joined.startswith("[") else f"{key}: {joined}"
+    else:
+        got = ("an empty YAML list" if isinstance(value, list) else "a mapping" if isinstance(value, dict)
+               else "null")
+        example = f"{key}: \"[32,32,32],[64,64,64]\"" if key == "shape" else f"{key}: 8,16"
+    return (f"{path} gives hydra.sweeper.params.{key} {got} ({_json_text(value)}); a sweep is written as one "
+            f"comma string, e.g. {example}")
+
+
+def _json_text(value: object) -> str:
+    """``value`` as it reads in YAML's flow style (``[[32, 32, 32], [64, 64, 64]]``, ``[]``, ``null``)."""
+    import json
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 _SWEPT_GROUP = "hydra.sweeper.params."
@@ -414,8 +451,7 @@ def _experiment_sweeps(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> 
     sweep, a file that does not read: the experiment check names that). The file is the first
     ``<dir>/experiment/<name>.yaml`` of ``conf_dirs``, in Hydra's search order (gemmlab's ``conf/``,
     then a ``--config-dir``)."""
-    path = next((p for d in conf_dirs if (p := d / "experiment" / f"{name}.yaml").is_file()),
-                CONF_DIR / "experiment" / f"{name}.yaml")
+    path = _experiment_file(name, conf_dirs)
     try:
         params = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("sweeper", {}).get("params")
     except Exception:
@@ -448,6 +484,13 @@ def _shadowed_option(parsed: list, conf_dirs: tuple[Path, ...] | None) -> None:
                 raise ConfigError(group, f"{name}: {theirs[0]} has the name of gemmlab's own {group} {name} "
                                   f"({ours}), which Hydra takes first (gemmlab's configs come before --config-dir in "
                                   f"its search path); give yours another name")
+
+
+def _experiment_file(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> Path:
+    """The file of experiment ``name``: the first ``<dir>/experiment/<name>.yaml`` of ``conf_dirs``
+    (Hydra's search order), else gemmlab's own path for it (which may not exist)."""
+    return next((p for d in conf_dirs if (p := d / "experiment" / f"{name}.yaml").is_file()),
+                CONF_DIR / "experiment" / f"{name}.yaml")
 
 
 def _typed_values(o) -> list:
@@ -591,14 +634,14 @@ def _check_values(o, registry) -> None:
             check_field(key, value)
 
 
-def _experiment_kernels(name: str) -> list[str]:
+def _experiment_kernels(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> list[str]:
     """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``) or selects
-    (``defaults: [override /kernel: X]``), if it names any.
+    (``defaults: [override /kernel: X]``), if it names any (the file: :func:`_experiment_file`).
 
     Raises:
         ConfigError: the experiment file is not valid YAML.
     """
-    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    path = _experiment_file(name, conf_dirs)
     if not path.is_file():
         return []
     try:
@@ -781,7 +824,15 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
                  (CONF_DIR, Path(ns.config_dir).absolute()) if ns.config_dir is not None else (CONF_DIR,))
     values = ns.cfg is None  # --cfg prints what Hydra composes: values it accepts are not refused
     _shadowed_option(parsed, conf_dirs)
-    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry, conf_dirs, values)
+    swept: list = []  # kernel parameters an experiment file sweeps: (where, override)
+    kernels, params = _prescan(parsed, _is_multirun(ns, parsed), custom_conf, options, registry, conf_dirs, values,
+                               experiment_params=swept)
+    if swept and values:
+        chosen = kernels
+        if not chosen:  # conf_dirs is gemmlab's conf/ (and a --config-dir after it): its config.yaml is the primary
+            names = [n for o in parsed if o.key_or_group == "experiment" and not o.is_delete() for n in _values(o) or []]
+            chosen = [k for n in names for k in _experiment_kernels(n, conf_dirs)] or [_default_kernel()]
+        _check_experiment_params(swept, chosen, registry)
     if custom_conf and not kernels:
         return  # another primary config may select another default kernel
     for name in kernels or [_default_kernel()]:
@@ -818,6 +869,31 @@ def _check_params(parsed: list, name: str, spec, origin: str | None) -> None:
         listed = {p: spec.param_values[p]} if p in spec.param_values else None
         for value in _typed_values(o):
             parse_params({p: spec.defaults[p]}, {p: value}, name, listed, origin)
+
+
+def _check_experiment_params(swept: list, kernels: list[str], registry) -> None:
+    """Check the kernel parameters an experiment file sweeps (``hydra.sweeper.params.kernel.BK``:
+    ``swept`` holds ``(where, override)``) for each of ``kernels`` as :func:`_prepare` checks the
+    command line's: the kernel has the parameter, and each value passes the point's own rule
+    (:func:`gemmlab.stages.config.parse_params`). Kernels gemmlab's registry does not hold (an
+    option file of a ``--config-dir``), and ``auto``, are left to the point.
+
+    Raises:
+        ConfigError: naming ``kernel.<P>``, the value and the experiment file's key.
+    """
+    for name in kernels:
+        if name == AUTO or name not in registry.kernels:
+            continue
+        spec = registry.get(name)
+        for where, o in swept:
+            p = o.key_or_group.partition(".")[2]
+            if p not in spec.defaults:
+                raise ConfigError(o.key_or_group, f"kernel '{name}' has no parameter {p} (in {where}); its parameters: "
+                                  f"{', '.join(spec.defaults) or 'none'}")
+            try:
+                _check_params([o], name, spec, registry.origins.get(name))
+            except ConfigError as exc:
+                raise ConfigError(exc.field, f"{str(exc).partition(': ')[2]} (in {where})") from None
 
 
 _SUITE_REF = re.compile(r"\$\{gemmlab_suite:([^}]*)\}")
