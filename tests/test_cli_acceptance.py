@@ -621,3 +621,19 @@ def test_experiment_file_sweep_values_checked_up_front(cli, tmp_path, param, lin
     assert proc.stderr.splitlines() == [line.format(file=path)]
     assert not (tmp_path / "out").exists()
 
+
+def test_experiment_sweep_in_single_run_warns(cli, tmp_path):
+    """A file's sweeper params without -m or ``hydra.mode: MULTIRUN`` ran one point silently: now
+    one warning line says the sweep is ignored (the point still runs)."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "experiment" / "sw.yaml").write_text(
+        _FILE_SWEEP.format(param="kernel: tiled,naive").replace("  mode: MULTIRUN\n", ""))
+    proc = cli(["-cd", str(conf), "experiment=sw", f"hydra.run.dir={tmp_path / 'one'}"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warnings = [s for s in proc.stderr.splitlines() if s.startswith("gemmlab: warning:")]
+    assert warnings == ["gemmlab: warning: hydra.sweeper.params sweeps kernel, but this command is a single run, which "
+                        "ignores the sweep (one point of the config's own values): run it with -m (gemmlab -m ...) "
+                        "or set hydra.mode: MULTIRUN in the experiment file to sweep"], proc.stderr
+    proc = cli(["-m", "-cd", str(conf), "experiment=sw", f"hydra.sweep.dir={tmp_path / 'two'}"], tmp_path)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr

@@ -966,6 +966,9 @@ def _task(cfg, invocation: Invocation) -> float | None:
             record_stage.write_record(record, out_dir)
         print(f"gemmlab: error: {mismatch}", file=sys.stderr, flush=True)
         sys.exit(2)
+    ignored = _ignored_sweep(HydraConfig.get())
+    if ignored:
+        print(f"gemmlab: warning: {ignored}", file=sys.stderr, flush=True)
     try:
         with _environ("HYDRA_FULL_ERROR", invocation.hydra_full_error):  # the user's, not _hydra_raises's
             record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
@@ -1002,6 +1005,24 @@ def _task(cfg, invocation: Invocation) -> float | None:
         if record["status"] in (ConfigError.status, NoGPUError.status, UnavailableError.status):
             _log_point(out_dir, f"gemmlab: error: {record['error']}")
     return objective(record)
+
+
+def _ignored_sweep(hc) -> str | None:
+    """What a single run (no ``-m``, no ``hydra.mode: MULTIRUN``) leaves out: the sweep of
+    ``hydra.sweeper.params`` (an experiment file's, or the command line's), which only a multirun
+    expands; None for a multirun or no params. Said as a warning, not refused: the composed
+    config (Hydra's, ``hc``) is the only reading of the mode that holds for every config (the
+    pre-check cannot tell it for another primary config or a ``--config-dir``), and a single run of
+    an experiment's own values is a command one may mean."""
+    if str(hc.mode).upper().endswith("MULTIRUN"):
+        return None
+    params = OmegaConf.select(hc, "sweeper.params", default=None)
+    keys = list(params.keys()) if hasattr(params, "keys") else []
+    if not keys:
+        return None
+    return (f"hydra.sweeper.params sweeps {', '.join(map(str, keys))}, but this command is a single run, which "
+            "ignores the sweep (one point of the config's own values): run it with -m (gemmlab -m ...) or set "
+            "hydra.mode: MULTIRUN in the experiment file to sweep")
 
 
 def _log_point(out_dir: Path, text: str) -> None:
