@@ -223,10 +223,11 @@ _SWEEP = "hydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
 
 @pytest.mark.parametrize("body, want", [
     # a new-user trial: Hydra's "Could not override 'kernel.FOO'; To append to your config use +kernel.FOO=1"
-    (_SWEEP + "      kernel.FOO: 1,2\n", "kernel.FOO: kernel 'tiled' has no parameter FOO (in experiment/bad's "
-     "hydra.sweeper.params); its parameters: BM, BN, BK, TM, TN"),
+    # the command line's check reads the file's sweep first (its words); Hydra's own error is the fallback
+    (_SWEEP + "      kernel.FOO: 1,2\n", "kernel.FOO: kernel 'tiled' has no parameter FOO (in experiment bad's "
+     "hydra.sweeper.params.kernel.FOO); its parameters: BM, BN, BK, TM, TN"),
     (_SWEEP + "      kernel: tiled,naive\n      kernel.BK: 8\n", "kernel.BK: kernel 'naive' has no parameter BK (in "
-     "experiment/bad's hydra.sweeper.params); its parameters: "),
+     "experiment bad's hydra.sweeper.params.kernel.BK); its parameters: "),
     (_SWEEP + "      timing.repeats: 1,2\n", "timing.repeats: unknown key in timing (in experiment/bad's "
      "hydra.sweeper.params); known: batch, "),
     (_SWEEP + "      foo: 1,2\n", "foo: unknown config key (in experiment/bad's hydra.sweeper.params); known: arch, "),
