@@ -158,13 +158,13 @@ def test_quoted_sweep_values_are_checked_as_hydra_composes_them():
     was refused (``-m sanitizer='memcheck',null``: ``got QuotedString(text='memcheck', ...)``) and a
     blank one passed; a value with an interpolation inside a list is left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    app = gemmlab.cli.app
+    from gemmlab.cli import precheck
     parse = OverridesParser.create().parse_overrides
     (swept,) = parse(["sanitizer='memcheck',null"])
-    assert app._typed_values(swept) == ["memcheck", None]
-    app._check_values(swept, None)  # valid: no error
+    assert precheck._typed_values(swept) == ["memcheck", None]
+    precheck._check_values(swept, None)  # valid: no error
     (listed,) = parse(["shape=[${oc.env:M},8,8],[8,8,8]"])
-    assert app._typed_values(listed) == [[8, 8, 8]]
+    assert precheck._typed_values(listed) == [[8, 8, 8]]
 
 
 def test_a_listed_parameters_bad_sweep_value_is_one_line_before_any_point(cli, tmp_path):
@@ -665,7 +665,7 @@ def test_objective():
 # --- the run mode read from the files (Hydra's get_mode without composing) ---------------------
 
 def _mode_command_lines() -> list[list[str]]:
-    """Command lines whose run mode :func:`gemmlab.cli.app.run_mode` reads from the files: none,
+    """Command lines whose run mode :func:`gemmlab.cli.precheck.run_mode` reads from the files: none,
     a kernel, every experiment (alone and with a kernel), every tensor-core rung, a launcher."""
     from gemmlab.paths import CONF_DIR
     lines = [[], ["kernel=naive", "mode=compile"], ["timing=graph"], ["hydra/launcher=basic"]]
@@ -681,7 +681,7 @@ def _mode_command_lines() -> list[list[str]]:
 def test_run_mode_from_the_files_is_what_hydra_composes():
     """For every experiment and tensor-core rung (and plain command lines), the ``hydra.mode`` the
     CLI reads from the selected files is the one Hydra's ``get_mode`` finds by composing the
-    whole config, so skipping that compose (:func:`gemmlab.cli.app._known_run_mode`) changes
+    whole config, so skipping that compose (:func:`gemmlab.cli.precheck._known_run_mode`) changes
     nothing; the experiments that sweep say MULTIRUN."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -690,22 +690,23 @@ def test_run_mode_from_the_files_is_what_hydra_composes():
 
     from gemmlab.paths import CONF_DIR
     app = gemmlab.cli.app
+    from gemmlab.cli import precheck
     app.register_resolvers()
     parser = OverridesParser.create()
     lines = _mode_command_lines()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         hydra = GlobalHydra.instance().hydra
         for line in lines:
-            ours = app.run_mode(parser.parse_overrides(line), custom_conf=False)
-            assert ours is not app.ASK_HYDRA, line
+            ours = precheck.run_mode(parser.parse_overrides(line), custom_conf=False)
+            assert ours is not precheck.ASK_HYDRA, line
             assert ours == hydra.get_mode(config_name="config", overrides=list(line)), line
     parse = parser.parse_overrides
-    assert app.run_mode(parse(["experiment=shapes"]), False) == RunMode.MULTIRUN
-    assert app.run_mode(parse([]), False) is None
+    assert precheck.run_mode(parse(["experiment=shapes"]), False) == RunMode.MULTIRUN
+    assert precheck.run_mode(parse([]), False) is None
     # where only composing tells, Hydra is asked
     for line in (["hydra.mode=MULTIRUN"], ["~experiment"], ["experiment@x=shapes"], ["hydra/help=default"]):
-        assert app.run_mode(parse(line), False) is app.ASK_HYDRA, line
-    assert app.run_mode(parse([]), custom_conf=True) is app.ASK_HYDRA
+        assert precheck.run_mode(parse(line), False) is precheck.ASK_HYDRA, line
+    assert precheck.run_mode(parse([]), custom_conf=True) is precheck.ASK_HYDRA
 
 
 @pytest.mark.parametrize("args, composes", [

@@ -388,7 +388,7 @@ def _override_key(tb) -> str | None:
 
 def override_parse_error(text: str, previous: str | None, following: str | None, exc: Exception) -> ConfigError:
     """The one line for the override ``text`` that Hydra's override parser refused (``exc``), given the
-    command-line words around it (:func:`gemmlab.cli.app._parse_overrides` says what the hints mean)."""
+    command-line words around it (:func:`gemmlab.cli.precheck._parse_overrides` says what the hints mean)."""
     if "=" not in text:
         value = previous.split("=", 1)[1] if previous and "=" in previous else ""
         if "/" in value:

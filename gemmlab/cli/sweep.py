@@ -437,7 +437,7 @@ def count_jobs(config) -> int | None:
 def kernel_options() -> list[str]:
     """The options of the ``kernel`` config group as Hydra sees them, sorted: gemmlab's
     ``conf/kernel`` files and the kernel nodes in Hydra's ConfigStore (a plugin kernel without a
-    file gets one from :func:`gemmlab.cli.app._prepare`, which calls this after storing them)."""
+    file gets one from :func:`gemmlab.cli.precheck._prepare`, which calls this after storing them)."""
     from hydra.core.config_store import ConfigStore
 
     from gemmlab.paths import CONF_DIR
