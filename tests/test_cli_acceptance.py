@@ -352,7 +352,8 @@ def test_a_config_dir_experiments_own_sweep_is_checked_before_any_folder(cli, tm
     proc = cli([f"--config-dir={extra}", "experiment=mine", "mode=compile", f"hydra.sweep.dir={tmp_path / 'bad'}"],
                tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.splitlines() == ["gemmlab: error: timing.repeat: must be an integer >= 1 and <= 100000, got 0"]
+    assert proc.stderr.splitlines() == ["gemmlab: error: timing.repeat: must be an integer >= 1 and <= 100000, got 0 "
+                                        "(in experiment mine's hydra.sweeper.params.timing.repeat)"]  # the file named
     assert not (tmp_path / "bad").exists()
     proc = cli([f"--config-dir={extra}", "kernel=naive", "resume=maybe", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.splitlines() == ["gemmlab: error: resume: must be true or false, got 'maybe'"]
@@ -546,7 +547,8 @@ def test_an_experiment_files_own_sweep_values_are_checked(cli, tmp_path, monkeyp
     real = precheck._experiment_sweeps
     monkeypatch.setattr(precheck, "_experiment_sweeps", lambda name, *dirs: {**real(name, *dirs), "resume": "true,maybe"})
     proc = cli(["-m", "experiment=seed_lab", "mode=compile"], tmp_path)
-    assert proc.returncode == 2 and proc.stderr.strip() == "gemmlab: error: resume: must be true or false, got 'maybe'"
+    assert proc.returncode == 2 and proc.stderr.strip() == ("gemmlab: error: resume: must be true or false, got 'maybe' "
+                                                            "(in experiment seed_lab's hydra.sweeper.params.resume)")
     assert not (tmp_path / "outputs").exists()
     assert real("seed_lab")["kernel"] and real("no_such_experiment") == {}
 

@@ -365,7 +365,13 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
         return
     if not group:
         if values:
-            _check_values(swept, registry)
+            try:
+                _check_values(swept, registry)
+            except ConfigError as exc:
+                if not where.startswith("experiment "):  # the command line's own key: it names itself
+                    raise
+                text = str(exc).partition(": ")[2]  # the file's sweep: say which file (a new-user trial)
+                raise ConfigError(exc.field, f"{text} (in {where})") from None
         return
     available = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}
                        | (set(kernel_options) if key == "kernel" else set()))
