@@ -609,6 +609,24 @@ def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
     assert "| 0 |" in (sweep_dir / "summary.md").read_text() and (sweep_dir / "summary.csv").is_file()
 
 
+def test_ctrl_c_while_gemmlabs_sweeper_checks_its_points_says_nothing_was_measured(cli, tmp_path, monkeypatch):
+    """The trial's case end to end: Ctrl-C while gemmlab's sweeper composes and checks its points
+    (no point run) was given the sweeper's own resume line; the sweeper now says what
+    gemmlab.cli.app.sweep_interrupted says, like an interrupt inside a point."""
+    from gemmlab.cli import folders
+
+    def stopped(*args, **kwargs):  # the sweeper checks each point's folder as it composes the batch
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(folders, "job_folder", stopped)
+    sweep_dir = tmp_path / "sw"
+    proc = cli(["-m", "mode=compile", "kernel=naive,tiled", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("gemmlab: interrupted; no point of the sweep had finished, "
+                                                           "so nothing was measured"), proc.stderr
+    assert not list(sweep_dir.rglob("result.json"))
+
+
 def test_an_interrupt_before_the_sweeps_first_point_names_no_folder_to_resume(tmp_path, monkeypatch):
     """A new-user trial: Ctrl-C while a long sweep was still being composed (no point run yet)
     said to re-run with hydra.sweep.dir=<that folder> resume=true, which then said the folder

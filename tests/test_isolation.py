@@ -394,7 +394,8 @@ def test_ctrl_c_between_points_names_the_sweep_folder(cli, tmp_path, monkeypatch
     assert proc.returncode == 130, proc.stdout + proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last == (f"gemmlab: interrupted; finished points keep their result.json; to finish the sweep, re-run the "
-                    f"same command with hydra.sweep.dir={sweep} resume=true"), proc.stderr
+                    f"same command with hydra.sweep.dir={sweep} resume=true; the summary of the 1 points so far: "
+                    f"{sweep / 'summary.md'}"), proc.stderr  # the same line as an interrupt inside a point
     assert json.loads((sweep / "0" / "result.json").read_text())["status"] == "compiled"
     assert not (sweep / "1").exists()
 

@@ -343,6 +343,16 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
     if folder is None:
         return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
                 "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
+    return sweep_interrupted(folder)
+
+
+def sweep_interrupted(folder: Path | str) -> str:
+    """The line after an interrupt in the sweep whose folder is ``folder``, wherever it landed (in a
+    point: :func:`_interrupted_advice`; between points or while the sweeper composed them:
+    ``hydra_plugins.gemmlab_sweeper``): the resume line (:func:`sweep_resume_advice`) with the
+    summary of the points so far, written now (:func:`_summary_of_interrupted`), or, when no point
+    had finished, that nothing was measured (no resume to advise)."""
+    folder = Path(folder)
     if not folder.is_dir() or next(folder.rglob("result.json"), None) is None:  # e.g. while the sweeper composed
         where = "holds no record" if folder.is_dir() else "was not made"   # its points (a long sweep takes seconds)
         return f"no point of the sweep had finished, so nothing was measured (its folder {folder} {where})"

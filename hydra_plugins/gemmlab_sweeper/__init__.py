@@ -83,7 +83,8 @@ class GemmlabSweeper(BasicSweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         """Hydra's sweep; Ctrl-C (or SIGTERM) between points, where no job's config names the
-        folder, gets the resume line with this sweep's folder (an interrupt inside a point already
+        folder, gets the line for this sweep's folder (:func:`gemmlab.cli.app.sweep_interrupted`: the
+        resume line and the summary so far, or that no point had finished; an interrupt inside a point already
         carries it: gemmlab.cli.app._task). A sweep refused before any point ran leaves no folder
         it made, and a folder of an earlier sweep (``resume=true``) is left as it was
         (:func:`gemmlab.cli.folders.undo_refused_sweep`)."""
@@ -92,8 +93,8 @@ class GemmlabSweeper(BasicSweeper):
         except KeyboardInterrupt as exc:
             if exc.args:
                 raise
-            from gemmlab.cli.app import sweep_resume_advice
-            raise type(exc)(sweep_resume_advice(self.config.hydra.sweep.dir)) from None
+            from gemmlab.cli.app import sweep_interrupted
+            raise type(exc)(sweep_interrupted(self.config.hydra.sweep.dir)) from None
         except Exception:  # refused before a point ran (a value Hydra's grammar refuses, two points in one
             if self.batches_launched == 0:  # folder): no folder of its own making is left, an earlier one as it was
                 from gemmlab.cli.folders import undo_refused_sweep
