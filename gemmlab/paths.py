@@ -62,3 +62,11 @@ def file_in_the_way(path: Path | str) -> Path | None:
     """The nearest existing folder above ``path`` that is a file (``plain/x.json``: ``plain``), which
     makes writing ``path`` fail; None when there is none."""
     return next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
+
+
+def config_file(group: str, name: str, conf_dirs: "tuple[Path, ...] | list[Path]" = (CONF_DIR,)) -> Path:
+    """The file of config group option ``group/name`` (``experiment/seed_lab``): the first
+    ``<dir>/<group>/<name>.yaml`` of ``conf_dirs``, in Hydra's search order (gemmlab's ``conf/``,
+    then ``--config-dir`` folders), else gemmlab's own path for it (which may not exist)."""
+    return next((p for d in conf_dirs if (p := Path(d) / group / f"{name}.yaml").is_file()),
+                CONF_DIR / group / f"{name}.yaml")

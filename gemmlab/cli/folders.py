@@ -188,7 +188,7 @@ def _is_tuning_folder(folder: Path) -> bool:
     ``multirun.yaml``, was taken for a tuning sweep's and its resume refused)."""
     return ((folder / LOCK_NAME).is_file() and not os.path.lexists(folder / "result.json")
             and not (folder / "multirun.yaml").is_file() and not _hydra_sweep_signs(folder)
-            and next(folder.rglob("result.json"), None) is not None)
+            and next(records_below(folder, TUNING_DEPTH), None) is not None)
 
 
 def claim(folder: Path, field: str) -> IO:

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gemmlab.errors import ConfigError
-from gemmlab.paths import CONF_DIR
-from gemmlab.stages.config import unknown_key_error
+from gemmlab.paths import CONF_DIR, config_file
+from gemmlab.stages.config import sweeper_params, unknown_key_error
 
 
 #: Hydra's own messages: lines that only locate an OmegaConf error (the field is named already)
@@ -201,19 +201,12 @@ def _experiment_file(args: list[str]) -> tuple[str, dict] | None:
     names = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("experiment=")]
     if not names or not re.fullmatch(r"[\w.\-/]+", names[-1]):
         return None
-    for folder in [str(CONF_DIR), *_config_dirs(args)]:
-        try:
-            node = yaml.safe_load((Path(folder) / "experiment" / f"{names[-1]}.yaml").read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            continue
-        return (names[-1], node) if isinstance(node, dict) else None
-    return None
-
-
-def _sweep_params(node: dict) -> dict:
-    """A config file's ``hydra.sweeper.params`` (key -> value as written), or {}."""
-    params = ((node.get("hydra") or {}).get("sweeper") or {}).get("params") if isinstance(node.get("hydra"), dict) else None
-    return params if isinstance(params, dict) else {}
+    try:
+        path = config_file("experiment", names[-1], [CONF_DIR, *map(Path, _config_dirs(args))])
+        node = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return (names[-1], node) if isinstance(node, dict) else None
 
 
 def _in_defaults(node: dict, group: str, option: str) -> bool:
@@ -241,7 +234,7 @@ def _cannot_override(key: str, exc: BaseException, args: list[str]) -> ConfigErr
     where = ""
     experiment = _experiment_file(args)
     given = {a.lstrip("+~").split("=", 1)[0] for a in args}
-    if experiment is not None and key in _sweep_params(experiment[1]) and key not in given:
+    if experiment is not None and key in sweeper_params(experiment[1]) and key not in given:
         where = f" (in experiment/{experiment[0]}'s hydra.sweeper.params)"
     top, _, sub = key.partition(".")
     kernel = None
@@ -303,7 +296,7 @@ def _experiment_error(text: str, args: list[str]) -> ConfigError | None:
         return ConfigError("experiment", f"{detail} (in {m.group(1)})")
     m = re.match(r"Interpolation key '([^']+)' not found", text)
     if m and experiment is not None:
-        params = _sweep_params(experiment[1])
+        params = sweeper_params(experiment[1])
         found = _find_interpolation(params, m.group(1))
         where = f"experiment/{experiment[0]}'s hydra.sweeper.params" if found else f"experiment/{experiment[0]}"
         found = found or _find_interpolation({k: v for k, v in experiment[1].items() if k != "defaults"}, m.group(1))

@@ -24,10 +24,10 @@ from gemmlab.cli.folders import SWEEP_FILES
 from gemmlab.cli.hydra_errors import override_parse_error
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.errors import ConfigError
-from gemmlab.paths import CONF_DIR
+from gemmlab.paths import CONF_DIR, config_file
 from gemmlab.run.pipeline import registry_for
 from gemmlab.stages.config import (FIELD_RULES, check_baseline, check_config_file, check_field, parse_params,
-                                   unknown_key_error)
+                                   sweeper_params, unknown_key_error)
 
 _FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
 
@@ -117,7 +117,6 @@ def _hydra_args(args: list[str]):
         ConfigError: Hydra's parser refuses it (``--cfg nope``, ``-cd`` without a folder):
             argparse's own reason in one line, the field being the flag.
     """
-    import contextlib
     import io
 
     from hydra._internal.utils import get_args_parser
@@ -287,13 +286,10 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                     continue
                 where = f"experiment {name}'s hydra.sweeper.params.{key}"
                 if not isinstance(value, (str, int, float, bool)):  # Hydra would make one bogus point of it
-                    raise ConfigError(key, _not_a_sweep_string(key, value, _experiment_file(name, conf_dirs)))
-                _check_swept(key, value, where, kernel_options, registry, conf_dirs, groups, values)
-                if experiment_params is not None and key.startswith("kernel.") and "${" not in str(value):
-                    with contextlib.suppress(Exception):  # what does not parse, Hydra says
-                        from hydra.core.override_parser.overrides_parser import OverridesParser
-                        text = str(value).lower() if isinstance(value, bool) else value
-                        experiment_params.append((where, OverridesParser.create().parse_overrides([f"{key}={text}"])[0]))
+                    raise ConfigError(key, _not_a_sweep_string(key, value, config_file("experiment", name, conf_dirs)))
+                swept = _check_swept(key, value, where, kernel_options, registry, conf_dirs, groups, values)
+                if experiment_params is not None and key.startswith("kernel.") and swept is not None:
+                    experiment_params.append((where, swept))
     return kernels, params
 
 
@@ -334,7 +330,7 @@ def _config_groups(conf_dirs: tuple[Path, ...]) -> set[str]:
 
 def _check_swept(key: str, value: object, where: str, kernel_options: list[str], registry,
                  conf_dirs: tuple[Path, ...] = (CONF_DIR,), groups: set[str] | None = None,
-                 values: bool = True) -> None:
+                 values: bool = True):
     """One entry of a sweeper's ``params`` (``hydra.sweeper.params.<key>=<value>`` on the command
     line, or an experiment file's ``hydra.sweeper.params``): for a config group (tc_ladder's
     ``tc_rung``, ``kernel``, ``timing``) each option must be a file of ``conf/<group>/`` (or a
@@ -344,6 +340,10 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
     point a failed record (a new-user trial). ``values`` False (``--cfg``): the fields' values are
     not checked (:func:`_prescan`).
 
+    Returns:
+        the entry as Hydra's parsed override, or None where it is left to Hydra (no plain value,
+        an interpolation, a text its grammar refuses).
+
     Raises:
         ConfigError: naming the field (the group or key), the value and what is allowed.
     """
@@ -351,18 +351,18 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
     folders = [d / key for d in conf_dirs if (d / key).is_dir()]  # the group's options: files of every folder
     group = key != "hydra" and "/" not in key and "." not in key and bool(folders)
     if not isinstance(value, (str, int, float, bool)) or "${" in str(value):
-        return
+        return None
     try:
         swept = OverridesParser.create().parse_overrides([f"{key}={str(value).lower() if isinstance(value, bool) else value}"])[0]
     except Exception:
-        return  # Hydra says what does not parse
+        return None  # Hydra says what does not parse
     if groups is None:
         groups = _config_groups(conf_dirs)
     problem = _sweep_values_error(swept, groups) if swept.is_sweep_override() else None
     if problem:  # range(4,2), glob(*) over a value: 0 jobs, as on the command line
         raise ConfigError(key, f"{problem} (in {where})")
     if not group and key not in FIELD_RULES and key != "baseline":
-        return
+        return swept
     if not group:
         if values:
             try:
@@ -370,9 +370,8 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
             except ConfigError as exc:
                 if not where.startswith("experiment "):  # the command line's own key: it names itself
                     raise
-                text = str(exc).partition(": ")[2]  # the file's sweep: say which file (a new-user trial)
-                raise ConfigError(exc.field, f"{text} (in {where})") from None
-        return
+                raise _said_in(exc, where) from None  # the file's sweep: say which file (a new-user trial)
+        return swept
     available = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")}
                        | (set(kernel_options) if key == "kernel" else set()))
     options = _values(swept, available)
@@ -384,6 +383,12 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
             if key == "kernel" and registry is not None:  # the one unknown-kernel message, with its plugin_dirs hint
                 raise registry.unknown(option, f" in {where}")
             raise ConfigError(key, f"unknown option '{option}' in {where}; available: {', '.join(available)}")
+    return swept
+
+
+def _said_in(exc: ConfigError, where: str) -> ConfigError:
+    """``exc`` with where its value was given appended (``(in experiment X's hydra.sweeper.params.K)``)."""
+    return ConfigError(exc.field, f"{str(exc).partition(': ')[2]} (in {where})")
 
 
 def _experiment_sweeps(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> dict:
@@ -391,12 +396,11 @@ def _experiment_sweeps(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> 
     sweep, a file that does not read: the experiment check names that). The file is the first
     ``<dir>/experiment/<name>.yaml`` of ``conf_dirs``, in Hydra's search order (gemmlab's ``conf/``,
     then a ``--config-dir``)."""
-    path = _experiment_file(name, conf_dirs)
+    path = config_file("experiment", name, conf_dirs)
     try:
-        params = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("sweeper", {}).get("params")
+        return sweeper_params(OmegaConf.to_container(OmegaConf.load(path)))
     except Exception:
         return {}
-    return params if isinstance(params, dict) else {}
 
 
 def _shadowed_option(parsed: list, conf_dirs: tuple[Path, ...] | None) -> None:
@@ -424,13 +428,6 @@ def _shadowed_option(parsed: list, conf_dirs: tuple[Path, ...] | None) -> None:
                 raise ConfigError(group, f"{name}: {theirs[0]} has the name of gemmlab's own {group} {name} "
                                   f"({ours}), which Hydra takes first (gemmlab's configs come before --config-dir in "
                                   f"its search path); give yours another name")
-
-
-def _experiment_file(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> Path:
-    """The file of experiment ``name``: the first ``<dir>/experiment/<name>.yaml`` of ``conf_dirs``
-    (Hydra's search order), else gemmlab's own path for it (which may not exist)."""
-    return next((p for d in conf_dirs if (p := d / "experiment" / f"{name}.yaml").is_file()),
-                CONF_DIR / "experiment" / f"{name}.yaml")
 
 
 def _typed_values(o) -> list:
@@ -576,12 +573,12 @@ def _check_values(o, registry) -> None:
 
 def _experiment_kernels(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> list[str]:
     """The kernels an experiment file sweeps (``hydra.sweeper.params.kernel``) or selects
-    (``defaults: [override /kernel: X]``), if it names any (the file: :func:`_experiment_file`).
+    (``defaults: [override /kernel: X]``), if it names any (the file: :func:`gemmlab.paths.config_file`).
 
     Raises:
         ConfigError: the experiment file is not valid YAML.
     """
-    path = _experiment_file(name, conf_dirs)
+    path = config_file("experiment", name, conf_dirs)
     if not path.is_file():
         return []
     try:
@@ -833,7 +830,7 @@ def _check_experiment_params(swept: list, kernels: list[str], registry) -> None:
             try:
                 _check_params([o], name, spec, registry.origins.get(name))
             except ConfigError as exc:
-                raise ConfigError(exc.field, f"{str(exc).partition(': ')[2]} (in {where})") from None
+                raise _said_in(exc, where) from None
 
 
 _SUITE_REF = re.compile(r"\$\{gemmlab_suite:([^}]*)\}")

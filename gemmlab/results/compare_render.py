@@ -105,13 +105,12 @@ def gate_failures(pairs: Sequence[Pair], threshold: float = 0.05, unreadable: in
     if not any(p.before is not None and p.after is not None for p in pairs):
         apart = what_differs(pairs)
         out.append("no point of BEFORE matches one of AFTER" + (f", they differ in {apart}" if apart else ""))
-    slow = sum(1 for p in pairs if p.verdict == SLOW and p.beyond_threshold)
+    regressions = Counter(p.verdict for p in pairs if p.regression)  # the one rule: Pair.regression
+    slow, failed, missing = regressions[SLOW], regressions[FAILED], regressions[ONLY_BEFORE]
     if slow:
         out.append(f"{slow} SLOW beyond {_pct(threshold)}")
-    failed = sum(1 for p in pairs if p.verdict == FAILED)
     if failed:
         out.append(f"{failed} FAILED (valid in BEFORE, failed in AFTER)")
-    missing = sum(1 for p in pairs if p.verdict == ONLY_BEFORE and p.regression)
     if missing:
         out.append(f"{count(missing, 'valid point')} of BEFORE missing from AFTER (--allow-missing allows that)")
     if unreadable:

@@ -412,10 +412,7 @@ def _adopt(path: Path, out_dir: Path, kept: list, key: str | None = None) -> dic
         raise _SourceChanged(path) from None
     except ValueError:  # a record being written: read again
         raise _SourceChanged(path) from None
-    conf = rec.get("config") if isinstance(rec, dict) else None
-    if key is not None and not (isinstance(conf, dict) and rec.get("valid")
-                                and rec.get("status") in record_stage.VALID_STATUSES
-                                and _config_key(_comparable(conf)) == key):
+    if key is not None and valid_record_key(rec) != key:  # gone invalid, or another config's now
         raise _SourceChanged(path)
     tag = path.name[len("result"):-len(".json")]  # "" or ".previous-<...>" (keep_previous's names)
     copied: list[Path] = []

@@ -396,6 +396,15 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
 }.items()})
 
 
+def sweeper_params(node: Any) -> dict:
+    """A config file's ``hydra.sweeper.params`` (key -> value as written) from its parsed YAML
+    mapping ``node``, or {} (none, or not a mapping)."""
+    hydra = node.get("hydra") if isinstance(node, dict) else None
+    sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
+    params = sweeper.get("params") if isinstance(sweeper, dict) else None
+    return params if isinstance(params, dict) else {}
+
+
 def check_field(key: str, value: Any) -> Any:
     """Check one value of a field of :data:`FIELD_RULES` (as the composed config holds it: bool,
     int, float, str or None) and return it parsed; a key without a rule is returned unchecked.
