@@ -225,7 +225,7 @@ def _task(cfg, invocation: Invocation) -> float | None:
         with _environ("HYDRA_FULL_ERROR", invocation.hydra_full_error):  # the user's, not _hydra_raises's
             record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
     except KeyboardInterrupt as exc:  # Hydra's job config is still set here: name the real folder
-        raise type(exc)(_interrupted_advice()) from None
+        raise type(exc)(_interrupted_advice(invocation)) from None
     status = exit_status(record)
     invocation.statuses.append(status)
     if record.get("resumed"):

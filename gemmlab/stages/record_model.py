@@ -37,7 +37,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Iterable
 
 from gemmlab.paths import not_a_regular_file
@@ -49,9 +48,6 @@ RECORD_NAME = "result.json"
 CATEGORIES = ("timed", "compiled", "failed", "other", "unreadable")
 
 _MISSING = object()
-
-#: bytes per element of A and B by ``precision`` (C is float32), for the roofline's minimum traffic
-AB_BYTES = MappingProxyType({"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2})
 
 
 @dataclass
@@ -553,7 +549,7 @@ class _Reader:
 
     def _roofline(self, row: Record, ok: bool) -> None:
         """Roofline; fallback: intensity from the shape (A and B read once in the precision's element
-        size, :data:`AB_BYTES`; C, float32, written once). A bf16/fp16 record whose ``min_bytes``
+        size, the contract's ``Problem.ab_bytes``; C, float32, written once). A bf16/fp16 record whose ``min_bytes``
         counted 4-byte A and B (written before gemmlab counted a 2-byte input's size,
         :mod:`gemmlab.stages.roofline`) gets its intensity from the shape, said in ``derived``."""
         roof = self.get("roofline")
@@ -569,7 +565,8 @@ class _Reader:
         if row.M is None or row.median_ms is None:
             return
         M, N, K = row.M, row.N, row.K
-        ab = AB_BYTES.get(row.precision or "fp32", 4)
+        from gemmlab.contract.hookspecs import AB_DTYPES, Problem, Shape
+        ab = Problem(Shape(M, N, K), row.precision).ab_bytes if row.precision in AB_DTYPES else 4
         min_bytes = ab * (M * K + K * N) + 4 * M * N
         if row.arithmetic_intensity is None:
             row.arithmetic_intensity = 2 * M * N * K / min_bytes
