@@ -13,7 +13,10 @@ time (0.70 -> 0.50 s on a wgmma cubin, 0.59 -> 0.33 s on a small one; of the tes
 disassemblies, the 75 without ``LDL``/``STL`` are byte-identical both ways). A listing with
 ``LDL``/``STL``, or for a target older than sm_70 (where the analysis also infers branch-stack
 targets), or a failed quick run, is disassembled again with the analysis: the text is always
-nvdisasm's full listing.
+nvdisasm's full listing. A cubin whose ELF gives a function a local-memory frame (``.nv.info``'s
+``EIATTR_FRAME_SIZE`` above 0: where spills and stack arrays live, so its listing has the
+``LDL``/``STL`` that need the analysis) is disassembled with the analysis at once, without the
+quick run its listing would be thrown away after (:func:`_has_local_frame`).
 
 Classes (opcode mnemonics, predicates stripped; a class counts every variant of its opcode unless
 it names a width): FFMA (float32 FMA), HMMA (warp-level tensor core mma.sync), HGMMA (Hopper
@@ -198,6 +201,43 @@ def _needs_dataflow(listing: str) -> bool:
     return counts["LDL"] + counts["STL"] > 0
 
 
+#: ``.nv.info`` attribute of a function's local-memory frame in bytes (``EIATTR_FRAME_SIZE``)
+_EIATTR_FRAME_SIZE = 0x11
+
+
+def _has_local_frame(cubin: bytes) -> bool:
+    """Whether the cubin's ELF gives any function a local-memory frame (the ``.nv.info`` section's
+    ``EIATTR_FRAME_SIZE`` entries: symbol index, frame bytes). False where it cannot tell (not a
+    64-bit little-endian ELF, an attribute format it does not know): then :func:`disassemble`
+    takes the quick run first, as it does without a frame. Never raises."""
+    import struct
+    try:
+        if cubin[:6] != b"\x7fELF\x02\x01":
+            return False
+        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+        names = headers[shstrndx][4]
+        for name, _, _, _, offset, size in headers:
+            if cubin[names + name:cubin.index(b"\0", names + name)] != b".nv.info":
+                continue
+            data, i = cubin[offset:offset + size], 0
+            while i + 4 <= len(data):
+                fmt, attr = data[i], data[i + 1]
+                if fmt == 4:  # EIFMT_SVAL: a 16-bit size, then the value
+                    (n,) = struct.unpack_from("<H", data, i + 2)
+                    if attr == _EIATTR_FRAME_SIZE and n >= 8 and struct.unpack_from("<I", data, i + 8)[0] > 0:
+                        return True
+                    i += 4 + n
+                elif fmt == 3:  # EIFMT_HVAL: a 16-bit value
+                    i += 4
+                else:
+                    break
+    except (struct.error, ValueError, IndexError):
+        return False
+    return False
+
+
 #: name prefix of the temporary folder holding a cubin while it is disassembled (``<prefix><pid>-...``)
 TEMP_PREFIX = "gemmlab-sass-"
 
@@ -223,7 +263,8 @@ def disassemble(cubin: bytes) -> tuple[dict, str]:
     argv, described = find_disassembler()
     if argv is None:
         return {"file": None, "histogram": None, "disassembler": None, "error": described}, ""
-    quick = described.startswith("nvdisasm")  # module docstring: -ndf first, the full listing where it differs
+    # module docstring: -ndf first, the full listing where it differs (at once for a cubin with a local frame)
+    quick = described.startswith("nvdisasm") and not _has_local_frame(cubin)
     with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
