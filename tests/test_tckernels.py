@@ -341,7 +341,16 @@ def test_swizzled_layouts_are_bijective_and_bank_conflict_free(cols, per, layout
                     assert len(banks) == 32, (k0, half, n0)
 
 
-@pytest.mark.parametrize("name, precision, layout_b", [("mma_bf16", "bf16", "col"), ("mma_tf32", "tf32", "row")])
+def same_program(tag: str):
+    """The pytest-xdist group of the tests here that compile the same program (instance and
+    options; e.g. a compile below and the mode=compile run of the same instance at another shape):
+    one worker compiles it once and the others read the session's disk cache (tests/conftest.py),
+    rather than two workers compiling it at the same time."""
+    return pytest.mark.xdist_group(f"test_tckernels::{tag}")
+
+
+@pytest.mark.parametrize("name, precision, layout_b", [
+    ("mma_bf16", "bf16", "col"), pytest.param("mma_tf32", "tf32", "row", marks=same_program("mma_tf32_row"))])
 def test_swizzled_instances_compile_without_spills_and_less_shared_memory(name, precision, layout_b):
     s = spec(name)
     problem = Problem(Shape(4096, 4096, 4096), precision, "row", layout_b)
@@ -370,13 +379,17 @@ def sass_classes(text):
 
 COMPILES = [
     ("mma_bf16", Problem(Shape(4096, 4096, 4096), "bf16"), {"HMMA", "LDSM", "LDGSTS"}),
-    ("mma_bf16", Problem(Shape(4096, 4096, 4096), "fp16", "row", "col"), {"HMMA", "LDSM", "LDGSTS"}),
-    ("mma_bf16", Problem(Shape(100, 100, 100), "bf16"), {"HMMA", "LDSM"}),
-    ("mma_tf32", Problem(Shape(4096, 4096, 4096), "tf32"), {"HMMA", "LDSM", "LDGSTS"}),
+    pytest.param("mma_bf16", Problem(Shape(4096, 4096, 4096), "fp16", "row", "col"), {"HMMA", "LDSM", "LDGSTS"},
+                 marks=same_program("mma_bf16_fp16_col")),
+    pytest.param("mma_bf16", Problem(Shape(100, 100, 100), "bf16"), {"HMMA", "LDSM"}, marks=same_program("mma_bf16_unaligned")),
+    pytest.param("mma_tf32", Problem(Shape(4096, 4096, 4096), "tf32"), {"HMMA", "LDSM", "LDGSTS"},
+                 marks=same_program("mma_tf32_row")),
     ("mma_tf32", Problem(Shape(31, 33, 17), "tf32", "row", "col"), {"HMMA", "LDSM", "LDGSTS"}),
-    ("splitk", Problem(Shape(64, 64, 4096)), {"FFMA"}),
-    ("tma_bf16", Problem(Shape(4096, 4096, 4096), "bf16", "row", "col"), {"HGMMA", "UTMALDG", "SYNCS"}),
-    ("cluster_tiled", Problem(Shape(256, 256, 256)), {"FFMA", "UCGABAR_ARV", "UCGABAR_WAIT"}),
+    pytest.param("splitk", Problem(Shape(64, 64, 4096)), {"FFMA"}, marks=same_program("splitk")),
+    pytest.param("tma_bf16", Problem(Shape(4096, 4096, 4096), "bf16", "row", "col"), {"HGMMA", "UTMALDG", "SYNCS"},
+                 marks=same_program("tma_bf16")),
+    pytest.param("cluster_tiled", Problem(Shape(256, 256, 256)), {"FFMA", "UCGABAR_ARV", "UCGABAR_WAIT"},
+                 marks=same_program("cluster_tiled")),
 ]
 
 
@@ -403,12 +416,12 @@ def test_compiles_with_expected_sass(name, problem, must):
 
 
 RUN_POINT_COMPILES = [
-    ("mma_bf16", "bf16", "row", [100, 100, 100], {"HMMA"}),
-    ("mma_bf16", "fp16", "col", [256, 256, 256], {"HMMA", "LDGSTS"}),
+    pytest.param("mma_bf16", "bf16", "row", [100, 100, 100], {"HMMA"}, marks=same_program("mma_bf16_unaligned")),
+    pytest.param("mma_bf16", "fp16", "col", [256, 256, 256], {"HMMA", "LDGSTS"}, marks=same_program("mma_bf16_fp16_col")),
     ("mma_tf32", "tf32", "row", [31, 33, 17], {"HMMA", "LDGSTS"}),
-    ("splitk", "fp32", "row", [64, 64, 4096], {"FFMA"}),
-    ("tma_bf16", "bf16", "col", [256, 256, 256], {"HGMMA", "UTMALDG"}),
-    ("cluster_tiled", "fp32", "row", [63, 65, 33], {"FFMA"}),
+    pytest.param("splitk", "fp32", "row", [64, 64, 4096], {"FFMA"}, marks=same_program("splitk")),
+    pytest.param("tma_bf16", "bf16", "col", [256, 256, 256], {"HGMMA", "UTMALDG"}, marks=same_program("tma_bf16")),
+    pytest.param("cluster_tiled", "fp32", "row", [63, 65, 33], {"FFMA"}, marks=same_program("cluster_tiled")),
 ]
 
 

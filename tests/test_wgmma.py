@@ -412,19 +412,30 @@ def test_refuses_other_gpus():
     assert err.value.field == "kernel" and "sm_90" in str(err.value)
 
 
+def same_program(tag: str):
+    """The pytest-xdist group of the tests here that compile the same program (instance and
+    options): one worker compiles it once and the others read the session's disk cache
+    (tests/conftest.py), rather than two workers compiling it at the same time."""
+    return pytest.mark.xdist_group(f"test_wgmma::{tag}")
+
+
 COMPILES = [
     # the default EPI=7 defers at 4096^3: two m64n128k16 per k-step (8 HGMMA), as with EPI=7 named below
-    ("wgmma_bf16", "bf16", "col", {}, 8), ("wgmma_bf16", "bf16", "row", {}, 8), ("wgmma_tf32", "tf32", "col", {}, 8),
-    ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 8), ("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "SCHED": 2, "BN": 128}, 8),
+    pytest.param("wgmma_bf16", "bf16", "col", {}, 8, marks=same_program("bf16_col_default")),
+    pytest.param("wgmma_bf16", "bf16", "row", {}, 8, marks=same_program("bf16_row_default")),
+    ("wgmma_tf32", "tf32", "col", {}, 8), ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}, 8),
+    pytest.param("wgmma_bf16", "bf16", "row", {"CLUSTER": 2, "SCHED": 2, "BN": 128}, 8,
+                 marks=same_program("bf16_row_cluster_pingpong")),
     ("wgmma_bf16", "bf16", "col", {"BM": 256, "BN": 128}, 8),
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 4}, 4), ("wgmma_tf32", "tf32", "col", {"TAIL": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 16, "REDUCE": 2, "BN": 128}, 4), ("wgmma_tf32", "tf32", "col", {"SPLIT_K": 4, "REDUCE": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"EPI": 2}, 4), ("wgmma_tf32", "tf32", "col", {"EPI": 2}, 4),
-    ("wgmma_bf16", "bf16", "row", {"EPI": 2, "SCHED": 2, "BN": 128, "CLUSTER": 2}, 8),
+    pytest.param("wgmma_bf16", "bf16", "row", {"EPI": 2, "SCHED": 2, "BN": 128, "CLUSTER": 2}, 8,
+                 marks=same_program("bf16_row_cluster_pingpong")),  # the same program as the case with EPI unset
     ("wgmma_bf16", "bf16", "col", {"EPI": 4}, 4), ("wgmma_bf16", "bf16", "col", {"EPI": 5, "CLUSTER": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "EPI": 1}, 4), ("wgmma_bf16", "bf16", "col", {"TAIL": 2, "CLUSTER": 2}, 4),
     ("wgmma_bf16", "bf16", "col", {"TAIL": 3}, 4),
-    ("wgmma_bf16", "bf16", "col", {"EPI": 7}, 8),  # two m64n128k16 per k-step; the deferred half's boxes between groups
+    pytest.param("wgmma_bf16", "bf16", "col", {"EPI": 7}, 8, marks=same_program("bf16_col_default")),  # two m64n128k16 per k-step; the deferred half's boxes between groups
 ]
 
 
@@ -489,7 +500,8 @@ def test_a_printf_in_the_kernel_serializes_its_wgmmas_and_the_record_says_so(tmp
 
 
 @pytest.mark.parametrize("kernel, precision, layout_b, shape", [
-    ("wgmma_bf16", "bf16", "col", [35, 79, 24]), ("wgmma_bf16", "bf16", "row", [63, 72, 40]),
+    ("wgmma_bf16", "bf16", "col", [35, 79, 24]),
+    pytest.param("wgmma_bf16", "bf16", "row", [63, 72, 40], marks=same_program("bf16_row_default")),
     ("wgmma_tf32", "tf32", "col", [31, 33, 20])], ids=str)
 def test_mode_compile_record(tmp_path, kernel, precision, layout_b, shape):
     """gemmlab's own pipeline in mode=compile: sm_90a, HGMMA + UTMALDG, no LDL/STL, the TMA maps
