@@ -263,16 +263,21 @@ def test_optuna_search_space_contains_invalid_tile_sets(optuna_cfg):
             bad += 1
     assert 0 < bad < len(list(itertools.product(*space.values())))
 
-#: trials of the search run below: with seed 0 the first two are invalid tile sets and the next two
-#: valid ones (so the search survives failed trials and picks its best among valid ones)
-OPTUNA_TRIALS = 4
+#: trials of the search run below and the sampler's seed: with seed 239 the first trial is an invalid
+#: tile set and the next two valid ones (so the search survives a failed trial, and a failed trial
+#: counted as a value, the 0.0 of a compile-only point, would be the best: it comes first). The
+#: experiment's own seed 0 (checked above) needs 4 trials for that, whose two valid tile sets
+#: (BK=32 TM=8 TN=8: 2048 unrolled FFMAs a thread) take about 3 CPU s more of NVRTC than seed 239's
+#: two small ones (BK*TM*TN = 128 each); the seed is incidental to what the tests below check
+OPTUNA_TRIALS = 3
+OPTUNA_SEED = 239
 
 @pytest.fixture(scope="module")
 def optuna_run(tmp_path_factory, cli):
     tmp = tmp_path_factory.mktemp("optuna")
     sweep = tmp / "opt"
     proc = cli(["experiment=optuna_tiled", "mode=compile", f"hydra.sweeper.n_trials={OPTUNA_TRIALS}",
-                 f"hydra.sweep.dir={sweep}"], tmp)
+                f"hydra.sweeper.sampler.seed={OPTUNA_SEED}", f"hydra.sweep.dir={sweep}"], tmp)
     return proc, sweep
 
 def test_optuna_search_cli(optuna_run):
@@ -292,7 +297,7 @@ def test_optuna_search_cli(optuna_run):
     assert len(statuses) == OPTUNA_TRIALS
     assert set(statuses.values()) <= {"compiled", "invalid"}
     invalid = sorted(k for k, v in statuses.items() if v == "invalid")
-    assert invalid, f"seed 0 with {OPTUNA_TRIALS} trials must hit an invalid tile set"
+    assert invalid, f"seed {OPTUNA_SEED} with {OPTUNA_TRIALS} trials must hit an invalid tile set"
     assert len(invalid) < OPTUNA_TRIALS - 1, "and at least two valid ones, to pick the best among"
     # the best trial is one of the valid ones
     best_dirs = [p.parent.name for p in sweep.glob("*/result.json")
