@@ -742,6 +742,10 @@ def test_a_subdir_reaching_a_sweep_file_only_once_resolved_is_refused(cli, tmp_p
     assert not list(sweep.rglob("result.json"))
 
 
+# The xdist worker that runs the module's Optuna search (optuna_run) runs this one too: importing
+# Hydra's Optuna sweeper (Optuna with SciPy, SQLAlchemy, Alembic, matplotlib) costs about 2.5 CPU s
+# a process, paid once there instead of in both workers; the test itself is unchanged.
+@pytest.mark.xdist_group(f"{__name__}::optuna_run")
 def test_a_search_whose_every_trial_failed_is_one_line_with_its_summary(cli, tmp_path):
     """Every Optuna trial invalid: the sweeper's ``study.best_trial`` raised Optuna's
     'No trials are completed yet.' (a traceback, exit 1). Now the summary of the failed trials,
