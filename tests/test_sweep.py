@@ -447,8 +447,27 @@ LAUNCHERS = {"submitit_local": ["hydra/launcher=gemmlab_local"],
 IN_PROCESS_LAUNCHERS = {"submitit_local", "joblib"}
 
 
+#: seconds between two checks of the test process on a submitit job being done (submitit's own: 1)
+SUBMITIT_POLL_S = 0.05
+
+
+@pytest.fixture
+def quick_submitit_polls(monkeypatch, launcher):
+    """Under submitit's local launcher, its ``Job.wait`` (what Hydra's launcher waits on, through
+    ``job.results()``) checks whether the job's result file is there every SUBMITIT_POLL_S s
+    instead of every second: the test then ends when the jobs do, not up to a second later, and
+    a check is a stat of one file. The jobs, their processes and what they leave are submitit's own."""
+    if launcher == "submitit_local":
+        from submitit.core import core
+
+        def wait(self) -> None:
+            while not self.done():
+                time.sleep(SUBMITIT_POLL_S)
+        monkeypatch.setattr(core.Job, "wait", wait)
+
+
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-def test_launcher_runs_compile_sweep(cli, tmp_path, launcher):
+def test_launcher_runs_compile_sweep(cli, tmp_path, launcher, quick_submitit_polls):
     sweep = tmp_path / "sw"
     proc = cli(["-m", *LAUNCHERS[launcher], "kernel=naive,tiled", "mode=compile",
                 f"hydra.sweep.dir={sweep}"], tmp_path, in_process=launcher in IN_PROCESS_LAUNCHERS)
@@ -468,7 +487,7 @@ def test_launcher_runs_compile_sweep(cli, tmp_path, launcher):
         assert "Joblib.Parallel(n_jobs=" in out
 
 @pytest.mark.parametrize("launcher", ["submitit_local", "joblib_2_workers"])
-def test_launcher_reports_failed_point(cli, tmp_path, launcher, joblib_2_workers_failing_sweep):
+def test_launcher_reports_failed_point(cli, tmp_path, launcher, joblib_2_workers_failing_sweep, quick_submitit_polls):
     """A failing point in a worker process still fails the sweep (the summary reads the files).
     joblib with 2 workers: the module's run of that sweep (nested layout,
     :func:`joblib_2_workers_failing_sweep`); submitit: its own run (flat layout)."""
