@@ -410,8 +410,14 @@ def test_seed_lab_experiment_compiles_six_points(seed_lab_sweep):
 
 # --- concurrency ----------------------------------------------------------------------------------
 
+#: two commands at once, each a real process; their points run in the command's own process
+#: (``isolation.process=false``, left out of the folder's name): the folders are chosen by the command,
+#: so a point worker per command (another interpreter, about 0.6 CPU s each) proves nothing more here
+IN_THE_COMMAND = "isolation.process=false"
+
+
 def test_simultaneous_runs_get_separate_directories(tmp_path, gemmlab_cmd, cli_env):
-    procs = [subprocess.Popen(gemmlab_cmd + ["kernel=naive", "mode=compile"], cwd=tmp_path, env=cli_env,
+    procs = [subprocess.Popen(gemmlab_cmd + ["kernel=naive", "mode=compile", IN_THE_COMMAND], cwd=tmp_path, env=cli_env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
@@ -423,7 +429,10 @@ def test_simultaneous_runs_get_separate_directories(tmp_path, gemmlab_cmd, cli_e
 
 
 def test_simultaneous_sweeps_get_separate_directories(tmp_path, gemmlab_cmd, cli_env):
-    procs = [subprocess.Popen(gemmlab_cmd + ["-m", "kernel=naive", "kernel.BX=16,32", "mode=compile"], cwd=tmp_path,
+    # two points of one kernel (two shapes): one compile a command (the kernel's is what the sweep's folders
+    # need, not two kernels)
+    procs = [subprocess.Popen(gemmlab_cmd + ["-m", "kernel=naive", "shape=[31,33,17],[63,65,33]", "mode=compile",
+                                             IN_THE_COMMAND], cwd=tmp_path,
                               env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
