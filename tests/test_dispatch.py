@@ -392,14 +392,17 @@ def test_cli_auto_bad_input_is_one_line(cli, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_cli_experiment_shapes_one_family_compile(cli, tmp_path):
+def test_cli_experiment_shapes_one_family_compile(cli, tmp_path, sass_not_read):
     """experiment=shapes sweeps the suite (here: the tiny family) with kernel=auto and records the choice."""
     table = tmp_path / "t.json"
     table.write_text(json.dumps(table_with(entry((16, 16, 16), "naive", BX=8, BY=8)).as_json()))
     # baseline=null: the experiment's cublas baseline needs the optional cublas extra (absent in CI);
-    # that the experiment sets baseline=cublas is checked from its file below
+    # that the experiment sets baseline=cublas is checked from its file below.
+    # The points run in this process (isolation.process=false) with sass_not_read: the choice and the
+    # record are the command's whatever process compiles, and no SASS is read here (each of the four
+    # kernels' nvdisasm run, about 0.4 s, skipped)
     proc = cli(["experiment=shapes", "mode=compile", "hydra.sweeper.params.shape=${gemmlab_suite:tiny}",
-                "hydra.sweep.dir=sweep", f"kernel.table={table}", "baseline=null"], tmp_path)
+                "hydra.sweep.dir=sweep", f"kernel.table={table}", "baseline=null", "isolation.process=false"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     recs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep").glob("*/result.json"))]
     assert len(recs) == len(load_suite().families["tiny"])
