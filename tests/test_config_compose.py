@@ -104,6 +104,53 @@ def test_composed_task_config_has_no_hydra_node():
                                "isolation"}
 
 
+def _node_state(node) -> dict:
+    """A config node as data: its type, metadata, flags and content (children recursively), each
+    child checked to name ``node`` as its parent."""
+    d = node.__dict__
+    content = d["_content"] if "_content" in d else d["_val"]
+    if isinstance(content, dict):
+        for child in content.values():
+            assert child._get_parent() is node
+        content = {k: _node_state(v) for k, v in content.items()}
+    elif isinstance(content, list):
+        for child in content:
+            assert child._get_parent() is node
+        content = [_node_state(v) for v in content]
+    return {"type": type(node).__name__, "meta": repr(d["_metadata"]), "flags": d["_flags_cache"],
+            "content": repr(content) if not isinstance(content, (dict, list)) else content}
+
+
+@pytest.mark.parametrize("overrides", [(), ("experiment=seed_lab",)])  # composed by other tests here too
+def test_a_jobs_task_config_is_hydras_copy_without_its_hydra_node(overrides):
+    """Hydra's ``run_job`` copies the job's config and deletes the copy's ``hydra`` node
+    (gemmlab.cli.hydra_patches.job_config_copied_without_hydra leaves that node out of the copy):
+    the task's config is node for node the one a whole copy gives, the job's config keeps its
+    ``hydra`` node (its parent unchanged), and the ``hydra`` node's own copy is a whole one."""
+    import hydra.core.utils
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict, read_write
+    gemmlab.cli.app.register_resolvers()
+    assert getattr(hydra.core.utils.copy, "without_hydra", False)
+    config = compose(*overrides, return_hydra_config=True)
+    before = HydraConfig.instance().cfg
+    HydraConfig.instance().set_config(config)  # as run_job sets it before its copies
+    try:
+        own = config._get_node("hydra")
+        task, whole = hydra.core.utils.copy.deepcopy(config), copy.deepcopy(config)
+        for cfg in (task, whole):
+            with read_write(cfg), open_dict(cfg):
+                del cfg["hydra"]
+        assert _node_state(task) == _node_state(whole)
+        assert OmegaConf.to_yaml(task) == OmegaConf.to_yaml(whole) and task.mode == whole.mode
+        assert config._get_node("hydra") is own and own._get_parent() is config
+        hydra_cfg = hydra.core.utils.copy.deepcopy(HydraConfig.instance().cfg)
+        assert OmegaConf.to_yaml(hydra_cfg) == OmegaConf.to_yaml(copy.deepcopy(HydraConfig.instance().cfg))
+        assert hydra_cfg.hydra.job.name == config.hydra.job.name
+    finally:
+        HydraConfig.instance().cfg = before
+
+
 # --- overrides ------------------------------------------------------------------------------------
 
 def test_kernel_naive_group():

@@ -38,7 +38,8 @@ from gemmlab.cli.folders import FolderError, output_folder_error, sweep_guard
 from gemmlab.cli.hydra_errors import hydra_error
 from gemmlab.cli.precheck import Invocation, _known_run_mode, _prepare
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
-                                       interpolations_parsed_once, register_gemmlab_sweeper)
+                                       interpolations_parsed_once, job_config_copied_without_hydra,
+                                       register_gemmlab_sweeper)
 from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
@@ -80,7 +81,9 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
     conf/config.yaml needs, and lets Hydra's copies of its config repository share the
     ``ConfigStore`` (:func:`config_store_is_not_copied`), each YAML text and each interpolation be
-    parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`).
+    parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`), and
+    Hydra's ``run_job`` copy a job's config without the ``hydra`` node it deletes from the copy
+    (:func:`job_config_copied_without_hydra`).
     (:func:`main` registers gemmlab's sweeper with Hydra, :func:`register_gemmlab_sweeper`, after its
     pre-check: Hydra's plugin scan imports every installed plugin, Optuna's too, which a command
     line refused before Hydra runs does not need.)"""
@@ -88,6 +91,7 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     config_store_is_not_copied()
     config_files_parsed_once()
     interpolations_parsed_once()
+    job_config_copied_without_hydra()
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
