@@ -574,3 +574,70 @@ def test_unknown_kernel_is_one_message_wherever_it_is_named(cli, tmp_path, dirs)
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith(f"gemmlab: error: kernel: unknown kernel 'mytile'{where}; registered kernels: "), lines
         assert hint in lines[0], lines
+
+
+def test_the_plugin_manager_finds_the_hookimpls_pluggy_finds(tmp_path):
+    """load_registry's plugin manager (gemmlab.contract.registry._PluginManager) reads a plain
+    module's attributes from its ``__dict__`` instead of pluggy's ``inspect.getattr_static`` (a
+    speed-up): for every name of every built-in and test plugin module, and of a module holding
+    each kind of attribute pluggy tells apart, its answer is pluggy's own."""
+    import importlib
+    import types
+
+    import pluggy
+
+    from gemmlab.contract import hookspecs, registry
+    hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
+    odd = types.ModuleType("odd_plugin")
+
+    @hookimpl
+    def gemmlab_kernels():
+        return []
+
+    def carries_func():
+        pass
+
+    carries_func.__func__ = gemmlab_kernels  # pluggy falls back to __func__'s marker
+
+    def not_a_dict():
+        pass
+
+    not_a_dict.gemmlab_impl = "yes"
+
+    class Holder:
+        @hookimpl
+        def method(self):
+            pass
+
+        @staticmethod
+        @hookimpl
+        def static():
+            pass
+
+        @classmethod
+        @hookimpl
+        def cls(cls):
+            pass
+
+    odd.__dict__.update(gemmlab_kernels=gemmlab_kernels, carries_func=carries_func, not_a_dict=not_a_dict,
+                        Holder=Holder, static=Holder.__dict__["static"], cls=Holder.__dict__["cls"],
+                        bound=Holder().method, number=3, module=types, __annotations__={"number": int},
+                        marked_lambda=hookimpl(lambda: None))
+    odd.__dir__ = lambda: ["gemmlab_kernels", "not_in_the_dict", "__class__", "__dict__"]
+    subclass = type("Sub", (types.ModuleType,), {})("sub_plugin")
+    subclass.__dict__.update(odd.__dict__)
+    plugins = [importlib.import_module(f"{registry.BUILTIN_PACKAGE}.{name}")
+               for name in sorted(registry._import_builtin_package().BUILTIN_MODULES)]
+    folders = [Path(__file__).parent / "plugins_faulty", Path(__file__).parent / "v2plugins"]
+    plugins += [registry._load_file(path) for folder in folders for path in sorted(folder.glob("[!_]*.py"))]
+    plugins += [odd, subclass, Holder, Holder()]
+    ours, theirs = registry._PluginManager(hookspecs.PROJECT), pluggy.PluginManager(hookspecs.PROJECT)
+    names = 0
+    for plugin in plugins:
+        for name in sorted(set(dir(plugin)) | set(vars(plugin)) | {"__class__", "__dict__", "absent"}):
+            assert ours.parse_hookimpl_opts(plugin, name) == theirs.parse_hookimpl_opts(plugin, name), (plugin, name)
+            names += 1
+    assert names > 500
+    assert ours.parse_hookimpl_opts(odd, "gemmlab_kernels") == {"hookwrapper": False, "optionalhook": False,
+                                                                "tryfirst": False, "trylast": False,
+                                                                "specname": None, "wrapper": False}
