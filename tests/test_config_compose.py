@@ -151,6 +151,34 @@ def test_a_jobs_task_config_is_hydras_copy_without_its_hydra_node(overrides):
         HydraConfig.instance().cfg = before
 
 
+def test_a_defaults_list_composes_the_same_with_its_interpolation_map_made_only_when_read(tmp_path, monkeypatch):
+    """Hydra makes a defaults list's interpolation map only where the list has an interpolation
+    (gemmlab.cli.hydra_patches.interpolation_map_made_when_used): gemmlab's config and a sweeping
+    experiment compose to what Hydra's own function gives, and an interpolated default (``server:
+    ${db}_srv``) is still resolved."""
+    import hydra._internal.defaults_list as defaults_list
+    gemmlab.cli.app.register_resolvers()
+    ours = defaults_list._create_interpolation_map
+    assert getattr(ours, "made_when_used", False)
+    (tmp_path / "db").mkdir()
+    (tmp_path / "server").mkdir()
+    (tmp_path / "config.yaml").write_text("defaults:\n  - db: mysql\n  - server: ${db}_srv\n  - _self_\n")
+    (tmp_path / "db" / "mysql.yaml").write_text("name: mysql\n")
+    (tmp_path / "server" / "mysql_srv.yaml").write_text("port: 3306\n")
+
+    def composed():
+        with hydra.initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
+            interpolated = OmegaConf.to_yaml(hydra.compose("config", overrides=["db=mysql"]))
+        with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
+            return interpolated, [OmegaConf.to_yaml(hydra.compose("config", overrides=line, return_hydra_config=True))
+                                  for line in ([], ["experiment=seed_lab", "kernel=naive"])]
+
+    interpolated, ours_composed = composed()
+    assert interpolated == "db:\n  name: mysql\nserver:\n  port: 3306\n"
+    monkeypatch.setattr(defaults_list, "_create_interpolation_map", ours.__wrapped__)  # Hydra's own
+    assert composed() == (interpolated, ours_composed)
+
+
 # --- overrides ------------------------------------------------------------------------------------
 
 def test_kernel_naive_group():

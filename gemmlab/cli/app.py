@@ -38,8 +38,8 @@ from gemmlab.cli.folders import FolderError, output_folder_error, sweep_guard
 from gemmlab.cli.hydra_errors import hydra_error
 from gemmlab.cli.precheck import Invocation, _known_run_mode, _prepare
 from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
-                                       interpolations_parsed_once, job_config_copied_without_hydra,
-                                       register_gemmlab_sweeper)
+                                       interpolation_map_made_when_used, interpolations_parsed_once,
+                                       job_config_copied_without_hydra, register_gemmlab_sweeper)
 from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
@@ -83,7 +83,8 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     ``ConfigStore`` (:func:`config_store_is_not_copied`), each YAML text and each interpolation be
     parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`), and
     Hydra's ``run_job`` copy a job's config without the ``hydra`` node it deletes from the copy
-    (:func:`job_config_copied_without_hydra`).
+    (:func:`job_config_copied_without_hydra`), and a defaults list's interpolation map be made only
+    where the list has an interpolation (:func:`interpolation_map_made_when_used`).
     (:func:`main` registers gemmlab's sweeper with Hydra, :func:`register_gemmlab_sweeper`, after its
     pre-check: Hydra's plugin scan imports every installed plugin, Optuna's too, which a command
     line refused before Hydra runs does not need.)"""
@@ -92,6 +93,7 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     config_files_parsed_once()
     interpolations_parsed_once()
     job_config_copied_without_hydra()
+    interpolation_map_made_when_used()
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
