@@ -153,9 +153,9 @@ def test_a_jobs_task_config_is_hydras_copy_without_its_hydra_node(overrides):
 
 def test_a_defaults_list_composes_the_same_with_its_interpolation_map_made_only_when_read(tmp_path, monkeypatch):
     """Hydra makes a defaults list's interpolation map only where the list has an interpolation
-    (gemmlab.cli.hydra_patches.interpolation_map_made_when_used): gemmlab's config and a sweeping
-    experiment compose to what Hydra's own function gives, and an interpolated default (``server:
-    ${db}_srv``) is still resolved."""
+    (gemmlab.cli.hydra_patches.interpolation_map_made_when_used): gemmlab's config with a sweeping
+    experiment (its defaults list and the experiment's) composes to what Hydra's own function gives,
+    and an interpolated default (``server: ${db}_srv``) is still resolved."""
     import hydra._internal.defaults_list as defaults_list
     gemmlab.cli.app.register_resolvers()
     ours = defaults_list._create_interpolation_map
@@ -170,8 +170,8 @@ def test_a_defaults_list_composes_the_same_with_its_interpolation_map_made_only_
         with hydra.initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
             interpolated = OmegaConf.to_yaml(hydra.compose("config", overrides=["db=mysql"]))
         with hydra.initialize_config_dir(config_dir=str(gemmlab.paths.CONF_DIR), version_base="1.3"):
-            return interpolated, [OmegaConf.to_yaml(hydra.compose("config", overrides=line, return_hydra_config=True))
-                                  for line in ([], ["experiment=seed_lab", "kernel=naive"])]
+            line = ["experiment=seed_lab", "kernel=naive"]
+            return interpolated, OmegaConf.to_yaml(hydra.compose("config", overrides=line, return_hydra_config=True))
 
     interpolated, ours_composed = composed()
     assert interpolated == "db:\n  name: mysql\nserver:\n  port: 3306\n"
