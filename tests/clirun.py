@@ -12,8 +12,11 @@ command memoised carries over), Hydra's global state cleared after, and the comm
 worker (``gemmlab.run.isolation``) told that the command ended (:func:`~gemmlab.run.isolation.end_command`):
 a healthy worker is renewed before the next command's first point (its memos cleared, drop-in
 plugins forgotten, this command's environment and ``cwd``), as a newly started one would be,
-without the start of a new interpreter. So a point still runs in a worker process, never in the
-test process; a worker a point broke (crash, timeout, CUDA error) is replaced as in any sweep.
+without the start of a new interpreter. So a point still runs in a worker process, not in the
+test process, unless the test passes ``isolation.process=false`` (gemmlab's own switch, not part
+of the folder name) because what it checks does not depend on the worker (the folders of
+concurrent commands, a dispatch choice, a compile's report); a worker a point broke (crash,
+timeout, CUDA error) is replaced as in any sweep.
 """
 
 from __future__ import annotations
