@@ -100,6 +100,13 @@ def test_sweep_bad_flags_one_line_before_any_point(tmp_path, capsys, monkeypatch
     assert not (tmp_path / "s").exists()
 
 
+#: the kernels of the re-run tests with other settings (bf16, then fp16): besides the rules' choice
+#: (mma_bf16 64x64, always measured), decode_bf16 (both precisions) and wgmma_bf16 (bf16 only: a
+#: point fp16 leaves alone); all candidates of the tiny shape were 4 bf16 and 3 fp16 kernels to
+#: compile, 2 of them the costliest (mma_bf16 128x256)
+RERUN_KERNELS = "decode_bf16,wgmma_bf16"
+
+
 def _one_shape_suite(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text("families:\n  tiny: [[16, 16, 16]]\n")
@@ -193,10 +200,13 @@ def test_a_rerun_with_other_settings_measures_again(tmp_path, capsys):
     """A new-user trial: ``--precision bf16`` then ``--precision fp16`` into one --out said "6
     skipped" (the records were bf16: fp16 never measured), as did a compile dry run followed by the
     GPU run. A valid record counts only for the same config (gemmlab's resume=true policy); the
-    others run again, their records kept as result.previous-*.json; the same settings again skip."""
+    others run again, their records kept as result.previous-*.json; the same settings again skip.
+    (:data:`RERUN_KERNELS` only: the re-run rule is per point, and those kernels give points of both
+    precisions and one of bf16 only.)"""
     suite_file = _one_shape_suite(tmp_path)
     out = tmp_path / "s"
-    argv = ["sweep", "--out", str(out), "--suite", suite_file, "--mode", "compile", "--baseline", "none"]
+    argv = ["sweep", "--out", str(out), "--suite", suite_file, "--mode", "compile", "--baseline", "none",
+            "--kernels", RERUN_KERNELS]
     assert tune.main([*argv, "--precision", "bf16"]) == 0
     capsys.readouterr()
     records = sorted(out.rglob("result.json"))
@@ -239,11 +249,13 @@ def test_records_copied_anywhere_into_out_compete_without_being_measured_again(t
 def test_a_rerun_reads_each_earlier_record_once(tmp_path, capsys, monkeypatch):
     """A re-run read each point's earlier record twice: tune's own check (failed, or other
     settings?) and then the pipeline's resume. The resume's word (``previous[-1]["why"]``) now gives
-    the count, so the sweep itself reads none of them; the counts are as before."""
+    the count, so the sweep itself reads none of them; the counts are as before. (The points of
+    :data:`RERUN_KERNELS`: test_a_rerun_with_other_settings_measures_again's.)"""
     from gemmlab.stages import record_model
     suite_file = _one_shape_suite(tmp_path)
     out = tmp_path / "s"
-    argv = ["sweep", "--out", str(out), "--suite", suite_file, "--mode", "compile", "--baseline", "none"]
+    argv = ["sweep", "--out", str(out), "--suite", suite_file, "--mode", "compile", "--baseline", "none",
+            "--kernels", RERUN_KERNELS]
     assert tune.main([*argv, "--precision", "bf16"]) == 0
     points = {p.parent for p in out.rglob("result.json")}
     capsys.readouterr()
