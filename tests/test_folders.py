@@ -4,7 +4,6 @@ cannot be used said in one line; in a sweep such a point costs only itself."""
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import re
 import subprocess
@@ -21,15 +20,34 @@ def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("gemmlab: error: ")]
 
 
+#: a process holding the lock of the folder given as its argument (as a running command does,
+#: fcntl.lockf) until its standard input closes; says "held" once it holds it
+LOCK_HOLDER = """import fcntl, sys
+with open(sys.argv[1], "a+") as held:
+    fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
 def test_a_folder_in_use_by_another_command_is_refused_before_anything_is_written(tmp_path, cli):
+    """The folder's lock held by another process (a running command's: fcntl.lockf locks are a
+    process's, so one held by this process would not refuse a command run in it): a run and a
+    sweep into it are refused in one line, exit 2, nothing written; once the holder ends, a run
+    there works. The commands run in this process (``cli``'s default; two gemmlab processes cost
+    about 1 CPU s each), the holder is a small Python process."""
     folder = tmp_path / "runs" / "race"
     folder.mkdir(parents=True)
     (folder / "kernel.sass").write_text("the first command's SASS\n")
-    with open(folder / folders.LOCK_NAME, "a+") as held:  # another command holds the folder
-        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        r = cli(["kernel=naive", "mode=compile", "hydra.run.dir=runs/race"], tmp_path, in_process=False)
-        s = cli(["-m", "kernel=naive,tiled", "mode=compile", "hydra.sweep.dir=runs/race"], tmp_path,
-                in_process=False)
+    holder = subprocess.Popen([sys.executable, "-I", "-c", LOCK_HOLDER, str(folder / folders.LOCK_NAME)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:  # another command holds the folder
+        assert holder.stdout.readline() == "held\n"
+        r = cli(["kernel=naive", "mode=compile", "hydra.run.dir=runs/race"], tmp_path)
+        s = cli(["-m", "kernel=naive,tiled", "mode=compile", "hydra.sweep.dir=runs/race"], tmp_path)
+    finally:
+        holder.communicate(timeout=60)  # its stdin closed: it ends, and its lock with it
+    assert holder.returncode == 0
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert _error_lines(r.stderr) == [r.stderr.strip()]
