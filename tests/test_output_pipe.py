@@ -57,13 +57,16 @@ def _module_into_closed_pipe(module: str, args: list, cwd: Path) -> subprocess.C
 
 
 H200 = REPO_ROOT / "tests" / "data" / "h200"
+#: the report's input: one record, a failed point (its table and notes go to the closed pipe as the
+#: 13 records' do; no plot to draw: matplotlib's 4 plots of the 13 records were ~1.8 of its 2.3 CPU s)
+REPORTED = H200 / "broken-tiled_drop_last_chunk"
 
 
 @pytest.mark.parametrize("module, args, code", [
     ("gemmlab.cli.tune", ["show"], 0),
     ("gemmlab.cli.tune", ["choose", "1", "4096", "4096"], 0),
     ("gemmlab.results.families", [H200], 0),
-    ("gemmlab.results.report", [H200, "--out", "{tmp}/rep"], 0),
+    ("gemmlab.results.report", [REPORTED, "--out", "{tmp}/rep"], 0),
     ("gemmlab.results.compare", [H200 / "naive-256", H200 / "naive-256"], 0),
 ], ids=["tune-show", "tune-choose", "families", "report", "compare"])
 def test_every_command_into_a_closed_pipe(tmp_path, module, args, code):
