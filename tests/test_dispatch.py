@@ -717,3 +717,25 @@ def test_ctrl_c_inside_the_suite_load_is_the_interrupt_not_a_bad_file(tmp_path, 
     monkeypatch.setattr(OmegaConf, "load", lambda path: (_ for _ in ()).throw(ValueError("bad: line 3")))
     with pytest.raises(ConfigError, match="not valid YAML: bad: line 3"):
         shapes._load(str(tmp_path / "other.yaml"))
+
+
+def test_sigterm_inside_the_suite_load_stays_sigterm(tmp_path, monkeypatch):
+    """SIGTERM (gemmlab.errors.Terminated) inside OmegaConf while the shape suite loads: the
+    half-built state's error was turned into a plain KeyboardInterrupt, so ``python -m
+    gemmlab.results.families`` said "interrupted" and exited 130 for a SIGTERM (seen 4 times in 25
+    under load, tests/test_families.py's SIGTERM test): the interrupt raised is the one that came."""
+    from omegaconf import OmegaConf
+
+    from gemmlab.dispatch import shapes
+    from gemmlab.errors import Terminated
+
+    def broken(path):
+        try:
+            raise Terminated()
+        except KeyboardInterrupt:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    monkeypatch.setattr(OmegaConf, "load", broken)
+    with pytest.raises(KeyboardInterrupt) as stopped:  # (a plain one escaping would stop pytest itself)
+        shapes._load(str(tmp_path / "suite.yaml"))
+    assert type(stopped.value) is Terminated

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from gemmlab.errors import ConfigError, was_interrupted
+from gemmlab.errors import ConfigError, in_chain, was_interrupted
 from gemmlab.paths import DATA_DIR, not_a_regular_file
 from gemmlab.contract.hookspecs import Shape
 
@@ -130,8 +130,8 @@ def _load(path: str) -> Suite:
     except FileNotFoundError:
         raise ConfigError("shapes", f"{path}: no such file") from None
     except Exception as exc:
-        if was_interrupted(exc):  # Ctrl-C inside OmegaConf: the interrupt, not a bad file
-            raise KeyboardInterrupt from None
+        if was_interrupted(exc):  # Ctrl-C or SIGTERM inside OmegaConf: the interrupt itself, not a bad file
+            raise in_chain(exc, KeyboardInterrupt) from None  # (SIGTERM stays Terminated: exit 143, not 130)
         raise ConfigError("shapes", f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     return parse_suite(data, path)
 
