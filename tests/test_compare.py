@@ -382,6 +382,27 @@ def test_markdown_marks_regressions(tmp_path):
     assert "**SLOW >5%**" in text and "regression gate: FAIL" in text
 
 
+
+def test_the_stated_gate_names_every_rule_that_fails_it(tmp_path, capsys):
+    """A new-user trial read the Markdown's rule, "Exit 1 when any point is SLOW beyond 5% ... or
+    FAILED", and was surprised by a gate failed for missing points: the Markdown and --help state
+    every rule of gemmlab.results.compare_render.gate_failures."""
+    from gemmlab.results import compare as compare_module
+    b, a = tmp_path / "b", tmp_path / "a"
+    write(b, "0", record(samples=noisy(10, 0.1, seed=5)))
+    write(b, "1", record(samples=noisy(10, 0.1, seed=6), shape=[64, 64, 64]))
+    write(a, "0", record(samples=noisy(10, 0.1, seed=5)))
+    pairs = compare(b, a)
+    text = markdown(pairs, "b", "a")
+    assert "regression gate: FAIL (1 valid point of BEFORE missing from AFTER" in text  # the rule applies here
+    with pytest.raises(SystemExit):
+        compare_module.main(["--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    for stated in (" ".join(text.split()), helped):
+        for rule in ("SLOW beyond", "FAILED", "missing from AFTER (unless --allow-missing)",
+                     "an unreadable result.json", "no point of BEFORE matching one of AFTER"):
+            assert rule in stated, (rule, stated[:400])
+
 def test_entry_point_declared():
     text = (REPO_ROOT / "pyproject.toml").read_text()
     assert 'gemmlab-compare = "gemmlab.cli.entry:gemmlab_compare"' in text  # starts gemmlab.results.compare.main

@@ -68,7 +68,7 @@ from gemmlab.console import OneLineParser, guard_streams, output_path, run_comma
 from gemmlab.results.compare_match import (FAILED, INVALID, MIN_RESAMPLES, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE,
                                            SETTINGS, UNTIMED, VERDICTS, CompareError, Pair, Point, compare,
                                            compare_pair, load_points, point_from_record)
-from gemmlab.results.compare_render import (COLUMNS, gate_failures, markdown, print_table, row, same_records, summary,
+from gemmlab.results.compare_render import (COLUMNS, gate_failures, gate_rule, markdown, print_table, row, same_records, summary,
                                             varying_settings, what_differs)
 from gemmlab.results.compare_stats import FAST, SAME, SLOW, UNSURE, beyond_threshold, bootstrap_ratio, verdict
 from gemmlab.paths import file_in_the_way
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line parser of ``gemmlab-compare``."""
     p = _Parser(prog=PROG, description="Compare two gemmlab runs/sweeps point by point: ratio of "
                 "medians AFTER/BEFORE with a bootstrap confidence interval and a verdict per point. "
-                "Exit 1 when a point is SLOW beyond the threshold or FAILED.")
+                f"Exit 1 when the regression gate fails: {gate_rule()}.")
     p.add_argument("before", metavar="BEFORE", help="run/sweep directory or result.json (the reference)")
     p.add_argument("after", metavar="AFTER", help="run/sweep directory or result.json (the candidate)")
     p.add_argument("--threshold", type=float, default=0.05,

@@ -95,6 +95,14 @@ def what_differs(pairs: Sequence[Pair]) -> str:
     return ", ".join(out)
 
 
+def gate_rule(threshold: float | None = None) -> str:
+    """The regression gate's rules in one phrase (those :func:`gate_failures` checks), for the
+    Markdown document (with its ``threshold``) and ``--help`` (None: "the threshold")."""
+    beyond = "beyond the threshold" if threshold is None else f"beyond {_pct(threshold)} (CI low > {1 + threshold:g})"
+    return (f"a point SLOW {beyond} or FAILED, a point valid in BEFORE missing from AFTER (unless "
+            "--allow-missing), an unreadable result.json, or no point of BEFORE matching one of AFTER")
+
+
 def gate_failures(pairs: Sequence[Pair], threshold: float = 0.05, unreadable: int = 0) -> list[str]:
     """The rules of the regression gate that fail, one short phrase each (none: the gate passes):
     points SLOW beyond the threshold, FAILED points, valid points of BEFORE missing from AFTER
@@ -159,7 +167,7 @@ def markdown(pairs: Sequence[Pair], before: str = "BEFORE", after: str = "AFTER"
         f"seed {seed}; Efron & Tibshirani 1993)",
         f"- SLOW: CI low > 1; FAST: CI high < 1; SAME: CI within [{1 - threshold:g}, {1 + threshold:g}]; "
         f"UNSURE: otherwise or < {MIN_SAMPLES} samples; FAILED: valid before, failed after. "
-        f"Exit 1 when any point is SLOW beyond {_pct(threshold)} (CI low > {1 + threshold:g}) or FAILED.",
+        f"Regression gate (exit 1): {gate_rule(threshold)}.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---:" if c in ("before median ms", "after median ms", "ratio", "CI low", "CI high")
