@@ -285,6 +285,20 @@ def test_a_dotted_sweep_param_on_the_command_line_says_what_works(cli, tmp_path,
     assert sorted(r["config"]["kernel"]["BK"] for r in records(sweep_dir)) == [8, 16]
 
 
+
+@pytest.mark.parametrize("override", ["+hydra.sweeper.params.kernel.BK=", "+hydra.sweeper.params.kernel.BK=8,16",
+                                      "++hydra.sweeper.params.kernel.BK='8,16'"])
+def test_a_dotted_sweep_param_added_with_a_plus_says_what_works(cli, tmp_path, override):
+    """A new-user trial typed Hydra's own '+' advice by hand, ``+hydra.sweeper.params.kernel.BK=``:
+    Hydra nests it (params.kernel.BK, which no sweeper reads) and the sweeper then failed with
+    "kernel: no viable alternative at input '{'BK''"; it gets the dotted key's advice now."""
+    proc = cli(["-m", override, "mode=compile"], tmp_path)
+    value = override.split("=", 1)[1].strip("'") or "a,b"
+    want = ("gemmlab: error: hydra.sweeper.params.kernel.BK: the sweep's params key kernel.BK has a dot, which an "
+            f"override path reads as a level (params has no kernel); sweep the key itself: gemmlab -m kernel.BK={value}, "
+            f"or give params the entry as a mapping: \"hydra.sweeper.params={{kernel.BK:'{value}'}}\"")
+    assert proc.returncode == 2 and proc.stderr.strip() == want, proc.stderr
+
 def test_an_unavailable_kernel_is_said_once(cli, tmp_path, monkeypatch):
     """``gemmlab kernel=cublas mode=compile`` without the cuBLAS extra: the reason once (the
     ``gemmlab: error:`` line), not also in the run block."""

@@ -79,6 +79,10 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if not isinstance(exc, (HydraException, OmegaConfBaseException)) and not from_hydra:
         return None
     text = str(exc)
+    dotted = next((a.lstrip("+").split("=", 1) for a in args or [] if "=" in a and _dotted_param(a.lstrip("+").split("=", 1)[0])),
+                  None)
+    if dotted is not None:  # +hydra.sweeper.params.kernel.BK=...: Hydra nests it (params.kernel.BK), no sweeper reads that
+        return _dotted_param_error(*dotted)
     if isinstance(exc, OverrideParseException):
         return ConfigError(exc.override.split("=", 1)[0] or "override", _one_line(exc.message))
     m = re.match(r"Sweeping over Hydra's configuration is not supported\s*:\s*'([^'=]+)=(.*)'", text)
