@@ -79,22 +79,19 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if not isinstance(exc, (HydraException, OmegaConfBaseException)) and not from_hydra:
         return None
     text = str(exc)
-    dotted = next((a.lstrip("+").split("=", 1) for a in args or [] if "=" in a and _dotted_param(a.lstrip("+").split("=", 1)[0])),
-                  None)
-    if dotted is not None:  # +hydra.sweeper.params.kernel.BK=...: Hydra nests it (params.kernel.BK), no sweeper reads that
+    # hydra.sweeper.params.kernel.BK=... in any form (unquoted: a sweep of a Hydra key; quoted: Key 'kernel'
+    # is not in struct; with '+': nested as params.kernel.BK, which no sweeper reads): what works instead
+    overrides = [a.lstrip("+").split("=", 1) for a in args or [] if "=" in a]
+    dotted = next((kv for kv in overrides if _dotted_param(kv[0])), None)
+    if dotted is not None:
         return _dotted_param_error(*dotted)
     if isinstance(exc, OverrideParseException):
         return ConfigError(exc.override.split("=", 1)[0] or "override", _one_line(exc.message))
     m = re.match(r"Sweeping over Hydra's configuration is not supported\s*:\s*'([^'=]+)=(.*)'", text)
-    if m and _dotted_param(m.group(1)):
-        return _dotted_param_error(m.group(1), m.group(2))
     if m:  # hydra.sweeper.params.tc_rung=a,b: a comma list is a sweep, and Hydra keys are not swept
         return ConfigError(m.group(1), f"{m.group(2)} is a comma list, i.e. a sweep, and Hydra does not sweep its "
                            f"own hydra.* keys; quote the value to give it as one string: \"{m.group(1)}='{m.group(2)}'\"")
     m = re.match(r"Could not override '([^'=\s]+)'", text)
-    if m and _dotted_param(m.group(1)):  # "hydra.sweeper.params.kernel.BK='8,16'": Key 'kernel' is not in struct
-        value = next((a.split("=", 1)[1] for a in args or [] if a.lstrip("+").split("=", 1)[0] == m.group(1)), None)
-        return _dotted_param_error(m.group(1), value)
     if m and not m.group(1).startswith("hydra."):  # a key the schema lacks, from the command line or a sweep's params
         return _cannot_override(m.group(1), exc, list(args or []))
     m = re.search(r"Error in call to target '([\w.]+)'.*unexpected keyword argument '(\w+)'", text, re.DOTALL)
