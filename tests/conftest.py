@@ -71,12 +71,17 @@ def memoize_disassembly() -> None:
     a real run; one that patches ``disassemble`` itself replaces the memo. In this process, and
     as JSON files in the folder ``$GEMMLAB_TEST_SASS_MEMO`` that the session's test processes
     share (written to a temporary name, then renamed; an unreadable file is a miss). Each hit is
-    a copy; a failed disassembly is never memoized."""
+    a copy; a failed disassembly is never memoized. Before the disassembler runs, the listing
+    recorded for the same cubin bytes, disassembler binary and flags in tests/data/sass_memo
+    (tests/sass_memo.py: content-addressed, so only a byte-identical input reads it) is read and
+    summarized by :func:`gemmlab.gpu.sass.summarize`, as a fresh listing is; with
+    ``GEMMLAB_TEST_SASS_RECORD=1`` a miss is recorded there."""
     import copy
     import hashlib
     import json
     from pathlib import Path
 
+    import sass_memo
     from gemmlab.gpu import sass
     real = sass.disassemble
     if getattr(real, "memoized", False):
@@ -101,7 +106,7 @@ def memoize_disassembly() -> None:
             pass
 
     def disassemble(cubin: bytes):
-        argv, _ = sass.find_disassembler()
+        argv, described = sass.find_disassembler()
         if argv is None:
             return real(cubin)
         key = (tuple(argv), sass.tool_id(), hashlib.sha256(cubin).hexdigest())
@@ -109,11 +114,17 @@ def memoize_disassembly() -> None:
             name = hashlib.sha256(repr(key).encode()).hexdigest() + ".json"
             found = shared(name) if folder else None
             if found is None:
+                text = sass_memo.lookup(argv, cubin)
+                if text is not None:  # recorded: gemmlab's analysis of the disassembler's own listing
+                    found = sass.summarize(text, described), text
+            if found is None:
                 summary, text = real(cubin)
                 if summary.get("error"):
                     return summary, text
                 if folder:
                     share(name, summary, text)
+                if sass_memo.recording():
+                    sass_memo.record(argv, cubin, text)
                 found = summary, text
             seen[key] = found
         summary, text = seen[key]

@@ -280,7 +280,15 @@ def disassemble(cubin: bytes) -> tuple[dict, str]:
         first = (proc.stderr.strip().splitlines() or ["no output"])[0]
         return {"file": None, "histogram": None, "disassembler": described,
                 "error": f"{described} exited {proc.returncode}: {first}"}, ""
-    summary = {"file": "kernel.sass", "histogram": histogram(proc.stdout), "wgmma": wgmma_check(proc.stdout),
+    return summarize(proc.stdout, described), proc.stdout
+
+
+def summarize(listing: str, described: str) -> dict:
+    """The summary :func:`disassemble` gives for a successful run of the disassembler
+    ``described`` (:func:`find_disassembler`'s description) that printed ``listing``: the
+    instruction classes (:func:`histogram`), the wgmma check (:func:`wgmma_check`) and its
+    warning (:func:`serialization_note`). Pure: the same listing gives the same summary."""
+    summary = {"file": "kernel.sass", "histogram": histogram(listing), "wgmma": wgmma_check(listing),
                "disassembler": described, "error": None}
     summary["warning"] = serialization_note(summary)
-    return summary, proc.stdout
+    return summary
