@@ -65,17 +65,20 @@ def memoize_disassembly() -> None:
     """``gemmlab.gpu.sass.disassemble`` memoized for the test session: nvdisasm's listing is a
     function of the cubin's bytes and the disassembler binary only, and the tests compile the
     same kernel again and again outside the disk cache (each cache test has its own cache
-    folder; ``compile_kernel(persistent=False)``), in both xdist workers, at about 0.5 CPU s a
-    run. Keyed by the disassembler found (:func:`~gemmlab.gpu.sass.find_disassembler`), its
-    :func:`~gemmlab.gpu.sass.tool_id` and the cubin's SHA-256, so a test that patches either gets
-    a real run; one that patches ``disassemble`` itself replaces the memo. In this process, and
-    as JSON files in the folder ``$GEMMLAB_TEST_SASS_MEMO`` that the session's test processes
-    share (written to a temporary name, then renamed; an unreadable file is a miss). Each hit is
-    a copy; a failed disassembly is never memoized. Before the disassembler runs, the listing
-    recorded for the same cubin bytes, disassembler binary and flags in tests/data/sass_memo
-    (tests/sass_memo.py: content-addressed, so only a byte-identical input reads it) is read and
-    summarized by :func:`gemmlab.gpu.sass.summarize`, as a fresh listing is; with
-    ``GEMMLAB_TEST_SASS_RECORD=1`` a miss is recorded there."""
+    folder; ``compile_kernel(persistent=False)``), in both xdist workers, at about 0.3-0.5 CPU s
+    a run. In this process, and as JSON files in the folder ``$GEMMLAB_TEST_SASS_MEMO`` that the
+    session's test processes share (written to a temporary name, then renamed; an unreadable file
+    is a miss), keyed by the disassembler found (:func:`~gemmlab.gpu.sass.find_disassembler`), its
+    :func:`~gemmlab.gpu.sass.tool_id` and the cubin's SHA-256. Before the disassembler runs, the
+    listing recorded in tests/data/sass_memo is read (tests/sass_memo.py: keyed by the bytes of
+    the cubin, of the disassembler binary found and of ``gemmlab/gpu/sass.py``, so a patched
+    ``tool_id`` alone still reads it) and summarized by :func:`gemmlab.gpu.sass.summarize`, as a
+    fresh listing is; with ``GEMMLAB_TEST_SASS_VERIFY=1`` the disassembler runs as well and the
+    test fails where they differ; with ``GEMMLAB_TEST_SASS_RECORD=1`` a miss is recorded there. A
+    test that needs the disassembler itself calls ``sass.disassemble.__wrapped__`` (the
+    unmemoized function) or patches ``find_disassembler`` to another binary; one that patches
+    ``disassemble`` replaces the memo. Each hit is a copy; a failed disassembly is never
+    memoized."""
     import copy
     import hashlib
     import json
@@ -117,6 +120,10 @@ def memoize_disassembly() -> None:
                 text = sass_memo.lookup(argv, cubin)
                 if text is not None:  # recorded: gemmlab's analysis of the disassembler's own listing
                     found = sass.summarize(text, described), text
+                    if sass_memo.verifying():
+                        fresh = real(cubin)
+                        assert fresh == found, (f"tests/data/sass_memo/{sass_memo.key(argv, cubin)}.sass.xz differs "
+                                                "from the disassembler's listing of its cubin: record it again")
             if found is None:
                 summary, text = real(cubin)
                 if summary.get("error"):

@@ -1,40 +1,59 @@
 """Recorded disassemblies for the test suite (not a test module; tests/conftest.py uses it).
 
-What the disassembler prints for a cubin is a function of three things only: the cubin's bytes,
-the disassembler binary, and the flags gemmlab passes it (:func:`gemmlab.gpu.sass.disassemble`
-decides its ``-ndf`` run from the cubin and the listing alone). Each run costs about 0.3 CPU s
-of fixed start-up (nvdisasm 13.x on the 2-core CI machine) however small the cubin, and the suite
-disassembles some 80 distinct cubins: about 30 CPU s a run. So the listings are kept here,
-content-addressed, one xz file each in ``tests/data/sass_memo/``, named by the SHA-256 of
-(disassembler file name, its flags, the SHA-256 of the disassembler binary's bytes, the SHA-256 of
-the cubin). A test still compiles every cubin it checks with NVRTC; only a byte-identical cubin
-disassembled by a byte-identical binary reads the recorded listing, and gemmlab's own analysis
-(:func:`gemmlab.gpu.sass.summarize`) runs on it as on a fresh one. Any change to a kernel, a
-header, an option, NVRTC or the disassembler gives another name: the disassembler runs (a miss
-costs time, never a wrong answer).
+What the disassembler prints for a cubin is a function of the cubin's bytes, the disassembler
+binary, and how gemmlab runs it (:func:`gemmlab.gpu.sass.disassemble`: its flags, and the ``-ndf``
+run it decides from the cubin and the listing). Each run costs about 0.3 CPU s of fixed start-up
+(nvdisasm 13.x on the 2-core CI machine) however small the cubin, and the suite disassembles some
+80 distinct cubins: about 30 CPU s a run. So the listings are kept here, one xz file each in
+``tests/data/sass_memo/``, named by :func:`key`: the SHA-256 of the disassembler's file name and
+flags, the SHA-256 of the disassembler binary's bytes, the SHA-256 of ``gemmlab/gpu/sass.py``
+(the code that decides the runs) and the SHA-256 of the cubin. A test still compiles every cubin
+it checks with NVRTC; only a byte-identical cubin, disassembled by a byte-identical binary through
+an unchanged ``sass.py``, reads the recorded listing, and gemmlab's own analysis
+(:func:`gemmlab.gpu.sass.summarize`) runs on it as on a fresh one. Any other change gives another
+name: the disassembler runs (a miss costs time).
 
-Recording: ``GEMMLAB_TEST_SASS_RECORD=1 python -m pytest`` writes the listing of each miss here.
-To drop entries no test reads any more, record into an empty folder:
-``rm -r tests/data/sass_memo && GEMMLAB_TEST_SASS_RECORD=1 python -m pytest`` (an unchanged
-listing gives the same file, byte for byte, so git sees only the kernels that changed).
-tests/test_sass_memo.py checks a recorded listing against the disassembler itself.
+A recorded file is used only when it holds what its name says (:func:`lookup`): its first line
+repeats the key and the inputs behind it (a file copied over another name is refused), and the
+listing's code sections are the cubin's, by name and size (its ELF ``.text.*`` sections, the
+listing's last instruction address in each). Anything else, or an xz file that fails its CRC, is
+a miss. ``GEMMLAB_TEST_SASS_VERIFY=1`` also runs the disassembler for each hit and fails the test
+where the recorded listing differs (tests/conftest.py); tests/test_sass_memo.py checks one entry
+that way in every run.
+
+Recording: ``GEMMLAB_TEST_SASS_RECORD=1 python -m pytest`` writes the listing of each miss here and
+adds the toolchain to ``RECORDED.json`` (:func:`recorded_with`). To drop entries no test reads any
+more, record into an empty folder: ``rm -r tests/data/sass_memo && GEMMLAB_TEST_SASS_RECORD=1
+python -m pytest`` on a machine without a GPU (the CI's; gpu tests there skip, so their cubins are
+left to the disassembler). An unchanged listing gives the same file, byte for byte, with the same
+xz library, so git sees only the kernels that changed.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import lzma
 import os
+import re
+import struct
 from pathlib import Path
 
-#: the folder of recorded listings (``<key>.sass.xz``, :func:`key`)
+#: the folder of recorded listings (``<key>.sass.xz``, :func:`key`) and of RECORDED.json (read when
+#: called: a test may point it elsewhere)
 MEMO_DIR = Path(__file__).resolve().parent / "data" / "sass_memo"
 #: set to 1 to write the listing of each miss into :data:`MEMO_DIR`
 RECORD_ENV = "GEMMLAB_TEST_SASS_RECORD"
+#: set to 1 to run the disassembler for each hit as well and fail where the listing differs
+VERIFY_ENV = "GEMMLAB_TEST_SASS_VERIFY"
+#: the first line of a recorded file: this prefix, then the JSON of its :func:`inputs`
+HEADER = "// gemmlab recorded disassembly "
+#: the toolchains the folder was recorded with (:func:`recorded_with`)
+MANIFEST = "RECORDED.json"
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=16)
 def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -43,35 +62,95 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     return h.hexdigest()
 
 
-def tool_digest(path: str) -> str | None:
-    """SHA-256 of the disassembler binary at ``path`` (hashed once a process while its size and
-    mtime stay), or None where it cannot be read."""
+def file_digest(path: str | Path) -> str | None:
+    """SHA-256 of the file at ``path`` (hashed once a process while its size and mtime stay), or
+    None where it cannot be read."""
     try:
-        st = os.stat(path)
-        return _file_digest(os.path.realpath(path), st.st_size, st.st_mtime_ns)
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        return _file_digest(real, st.st_size, st.st_mtime_ns)
     except OSError:
         return None
 
 
+def inputs(argv: list[str], cubin: bytes) -> dict | None:
+    """What a listing of ``cubin`` by the disassembler command ``argv`` (path, then flags;
+    :func:`gemmlab.gpu.sass.find_disassembler`) depends on, or None where a file cannot be read."""
+    from gemmlab.gpu import sass
+    tool, procedure = file_digest(argv[0]), file_digest(sass.__file__)
+    if tool is None or procedure is None:
+        return None
+    return {"tool": os.path.basename(argv[0]), "flags": list(argv[1:]), "tool_sha256": tool,
+            "sass_py_sha256": procedure, "cubin_sha256": hashlib.sha256(cubin).hexdigest()}
+
+
 def key(argv: list[str], cubin: bytes) -> str | None:
-    """The name of ``cubin``'s listing by the disassembler command ``argv`` (path, then flags;
-    :func:`gemmlab.gpu.sass.find_disassembler`), or None where the binary cannot be read."""
-    tool = tool_digest(argv[0])
-    if tool is None:
-        return None
-    parts = [os.path.basename(argv[0]), *argv[1:], tool, hashlib.sha256(cubin).hexdigest()]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    """The name (without ``.sass.xz``) of ``cubin``'s listing by ``argv``: SHA-256 of :func:`inputs`."""
+    found = inputs(argv, cubin)
+    return None if found is None else hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
 
 
-def lookup(argv: list[str], cubin: bytes, folder: Path = MEMO_DIR) -> str | None:
-    """The recorded listing of ``cubin`` by ``argv``, or None (none recorded, unreadable)."""
-    name = key(argv, cubin)
-    if name is None:
-        return None
+_SECTION = re.compile(r"^\s*\.section\s+(\.text\.[^,\s]+)")
+_ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
+
+
+def code_sections(cubin: bytes) -> dict[str, int] | None:
+    """``{".text.<function>": bytes}`` of a 64-bit little-endian ELF cubin, or None (not one)."""
     try:
-        return lzma.decompress((folder / f"{name}.sass.xz").read_bytes()).decode("utf-8")
+        if cubin[:6] != b"\x7fELF\x02\x01":
+            return None
+        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+        names = headers[shstrndx][4]
+        found = {}
+        for name, _, _, _, _, size in headers:
+            text = cubin[names + name:cubin.index(b"\0", names + name)].decode("ascii", "replace")
+            if text.startswith(".text."):
+                found[text] = size
+        return found
+    except (struct.error, ValueError, IndexError):
+        return None
+
+
+def listed_sections(listing: str) -> dict[str, int]:
+    """``{".text.<function>": bytes}`` of an nvdisasm listing: each code section's last instruction
+    address plus 16 (one sm_70+ instruction)."""
+    found, current = {}, None
+    for line in listing.splitlines():
+        section = _SECTION.match(line)
+        if section:
+            current = section.group(1)
+            found[current] = 0
+        elif current is not None:
+            address = _ADDRESS.search(line)
+            if address:
+                found[current] = int(address.group(1), 16) + 16
+    return found
+
+
+def lookup(argv: list[str], cubin: bytes, folder: Path | None = None) -> str | None:
+    """The recorded listing of ``cubin`` by ``argv``, or None: none recorded, an xz file that fails
+    its check, a first line that is not this key's (a file copied over another name), or code
+    sections other than the cubin's (module docstring)."""
+    found = inputs(argv, cubin)
+    if found is None:
+        return None
+    name = key(argv, cubin)
+    try:
+        text = lzma.decompress((Path(folder or MEMO_DIR) / f"{name}.sass.xz").read_bytes()).decode("utf-8")
     except (OSError, lzma.LZMAError, UnicodeDecodeError):
         return None
+    first, _, listing = text.partition("\n")
+    try:
+        if not first.startswith(HEADER) or json.loads(first[len(HEADER):]) != found:
+            return None
+    except ValueError:
+        return None
+    sections = code_sections(cubin)
+    if sections is not None and listed_sections(listing) != sections:
+        return None
+    return listing
 
 
 def recording() -> bool:
@@ -79,16 +158,51 @@ def recording() -> bool:
     return os.environ.get(RECORD_ENV) == "1"
 
 
-def record(argv: list[str], cubin: bytes, listing: str, folder: Path = MEMO_DIR) -> None:
-    """Write ``listing`` as the recorded listing of ``cubin`` by ``argv`` (to a temporary name,
-    then renamed: the xdist workers may record the same cubin at once). Never raises."""
-    name = key(argv, cubin)
-    if name is None or not listing:
+def verifying() -> bool:
+    """Whether each hit is checked against the disassembler (``GEMMLAB_TEST_SASS_VERIFY=1``)."""
+    return os.environ.get(VERIFY_ENV) == "1"
+
+
+def toolchain(argv: list[str]) -> dict | None:
+    """The disassembler binary, NVRTC version and ``sass.py`` in use (an entry of :data:`MANIFEST`)."""
+    from gemmlab.gpu import sass
+    from gemmlab.gpu.compile import nvrtc_version
+    tool, procedure = file_digest(argv[0]), file_digest(sass.__file__)
+    if tool is None or procedure is None:
+        return None
+    return {"tool_sha256": tool, "nvrtc": nvrtc_version(), "sass_py_sha256": procedure}
+
+
+def recorded_with(folder: Path | None = None) -> list[dict]:
+    """The toolchains (:func:`toolchain`) the folder's listings were recorded with ([] if none)."""
+    try:
+        found = json.loads((Path(folder or MEMO_DIR) / MANIFEST).read_text())
+        return found if isinstance(found, list) else []
+    except (OSError, ValueError):
+        return []
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def record(argv: list[str], cubin: bytes, listing: str, folder: Path | None = None) -> None:
+    """Write ``listing`` as the recorded listing of ``cubin`` by ``argv`` (its first line the key's
+    inputs; to a temporary name, then renamed: the xdist workers may record the same cubin at
+    once) and add the toolchain to :data:`MANIFEST`. Never raises."""
+    found, name, chain = inputs(argv, cubin), key(argv, cubin), toolchain(argv)
+    if found is None or name is None or not listing:
         return
+    folder = Path(folder or MEMO_DIR)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{name}.{os.getpid()}.tmp"
-        tmp.write_bytes(lzma.compress(listing.encode("utf-8"), preset=9))
-        os.replace(tmp, folder / f"{name}.sass.xz")
+        text = HEADER + json.dumps(found, sort_keys=True) + "\n" + listing
+        _replace(folder / f"{name}.sass.xz", lzma.compress(text.encode("utf-8"), preset=9))
+        chains = recorded_with(folder)
+        if chain is not None and chain not in chains:
+            chains = sorted([*chains, chain], key=lambda c: json.dumps(c, sort_keys=True))
+            _replace(folder / MANIFEST, (json.dumps(chains, indent=1, sort_keys=True) + "\n").encode())
     except OSError:
         pass

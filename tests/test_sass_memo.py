@@ -1,9 +1,13 @@
 """The recorded disassemblies of the test suite (tests/sass_memo.py): a recorded listing is the
-disassembler's own output for the same cubin bytes, and anything else (one byte of the cubin,
-another disassembler binary, other flags) reads nothing. No GPU needed (NVRTC and nvdisasm)."""
+disassembler's own output for the same cubin bytes; a file is read only for the inputs its name
+and first line say, with the cubin's code sections; anything else reads nothing. No GPU needed
+(NVRTC and nvdisasm)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import lzma
 from pathlib import Path
 
 import pytest
@@ -13,30 +17,41 @@ from gemmlab.gpu import sass
 from gemmlab.gpu.compile import CompileOptions, compile_kernel
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-#: the kernel every check here disassembles (its first instance in the suite: tests/test_sass_memo.py)
 SOURCE = REPO_ROOT / "kernels" / "naive.cu"
+
+
+def _compiled(name: str):
+    """``(argv, described, cubin)``: naive.cu's ``name`` for sm_90 and the disassembler found here."""
+    argv, described = sass.find_disassembler()
+    if argv is None:
+        pytest.skip(f"no disassembler here: {described}")
+    compiled = compile_kernel(SOURCE, name, CompileOptions(arch="90"), disassemble=False)
+    return argv, described, bytes(compiled.object_code.code)
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    """``(argv, described, cubin)``: naive.cu for sm_90 and the disassembler found here."""
-    argv, described = sass.find_disassembler()
-    if argv is None:
-        pytest.skip(f"no disassembler here: {described}")
-    compiled = compile_kernel(SOURCE, "gemm_naive<16, 16>", CompileOptions(arch="90"), disassemble=False)
-    return argv, described, bytes(compiled.object_code.code)
+    """naive.cu at its defaults (16 x 16): the entry this module checks against the disassembler."""
+    return _compiled("gemm_naive<16, 16>")
 
 
 def test_the_committed_listing_is_the_disassemblers_own(compiled):
     """The committed entry for this cubin (recorded with ``GEMMLAB_TEST_SASS_RECORD=1``) is what
     the disassembler prints now, byte for byte, and the memoized ``disassemble`` of the tests
-    gives the unmemoized one's summary and text."""
+    gives the unmemoized one's summary and text. Where the folder was recorded with this very
+    toolchain (RECORDED.json) the entry must be there; with another one the test says which."""
     argv, described, cubin = compiled
     memoized = sass.disassemble(cubin)  # with GEMMLAB_TEST_SASS_RECORD=1 a miss is recorded here
     recorded = sass_memo.lookup(argv, cubin)
     if recorded is None:
-        pytest.skip(f"no listing recorded for this cubin by this disassembler ({described}): "
-                    "another NVRTC or disassembler build; record with GEMMLAB_TEST_SASS_RECORD=1")
+        chain = sass_memo.toolchain(argv)
+        chains = sass_memo.recorded_with()
+        assert chain not in chains, (f"tests/data/sass_memo was recorded with this toolchain ({chain}) but has no "
+                                     f"readable entry {sass_memo.key(argv, cubin)}.sass.xz for naive.cu: record "
+                                     "it again (GEMMLAB_TEST_SASS_RECORD=1)")
+        differs = sorted({k for c in chains for k in c if c[k] != chain[k]}) or ["no recordings"]
+        pytest.skip(f"tests/data/sass_memo holds no listing of this toolchain ({described}; differs in: "
+                    f"{', '.join(differs)}); record with GEMMLAB_TEST_SASS_RECORD=1")
     real = getattr(sass.disassemble, "__wrapped__", sass.disassemble)
     summary, text = real(cubin)
     assert summary["error"] is None and text == recorded
@@ -44,12 +59,33 @@ def test_the_committed_listing_is_the_disassemblers_own(compiled):
     assert memoized == (summary, text)
 
 
-def test_a_recording_is_read_back_only_for_the_same_input(compiled, tmp_path, monkeypatch):
+def test_every_committed_entry_is_named_by_the_inputs_it_records():
+    """Each committed file's first line holds the inputs its name is the hash of (a file copied or
+    renamed over another entry's name fails here), and the folder says what recorded it."""
+    files = sorted(sass_memo.MEMO_DIR.glob("*.sass.xz"))
+    if not files:
+        pytest.skip("tests/data/sass_memo holds no recordings")
+    assert sass_memo.recorded_with(), "tests/data/sass_memo/RECORDED.json is missing or empty"
+    for path in files:
+        head = lzma.LZMADecompressor().decompress(path.read_bytes(), max_length=4096).decode("utf-8", "replace")
+        first = head.partition("\n")[0]
+        assert first.startswith(sass_memo.HEADER), path.name
+        found = json.loads(first[len(sass_memo.HEADER):])
+        assert hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest() + ".sass.xz" == path.name
+
+
+def test_a_recording_is_read_back_only_for_the_same_input(compiled, tmp_path):
     """A listing recorded into a folder is read back for the same cubin, disassembler binary and
-    flags, and for nothing else: one changed byte of the cubin, another binary, other flags."""
+    flags, and for nothing else: one changed byte of the cubin, another binary, other flags, a
+    file copied over another key's name, a listing whose code sections are not the cubin's."""
     argv, _, cubin = compiled
-    sass_memo.record(argv, cubin, "LISTING", folder=tmp_path)
-    assert sass_memo.lookup(argv, cubin, folder=tmp_path) == "LISTING"
+    real = getattr(sass.disassemble, "__wrapped__", sass.disassemble)
+    _, listing = real(cubin)
+    sass_memo.record(argv, cubin, listing, folder=tmp_path)
+    assert sass_memo.lookup(argv, cubin, folder=tmp_path) == listing
+    name = tmp_path / f"{sass_memo.key(argv, cubin)}.sass.xz"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name.name, sass_memo.MANIFEST])
+    assert sass_memo.recorded_with(tmp_path) == [sass_memo.toolchain(argv)]
     changed = bytes([cubin[0] ^ 1]) + cubin[1:]
     assert sass_memo.lookup(argv, changed, folder=tmp_path) is None
     assert sass_memo.lookup([*argv, "-hex"], cubin, folder=tmp_path) is None
@@ -57,12 +93,41 @@ def test_a_recording_is_read_back_only_for_the_same_input(compiled, tmp_path, mo
     other.parent.mkdir()
     other.write_bytes(Path(argv[0]).read_bytes() + b"\0")
     assert sass_memo.lookup([str(other), *argv[1:]], cubin, folder=tmp_path) is None
-    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == [f"{sass_memo.key(argv, cubin)}.sass.xz"]
+    # another kernel's file copied over this one's name: its first line gives it away
+    argv2, _, cubin2 = _compiled("gemm_naive<8, 32>")
+    sass_memo.record(argv2, cubin2, real(cubin2)[1], folder=tmp_path / "b")
+    name.write_bytes((tmp_path / "b" / f"{sass_memo.key(argv2, cubin2)}.sass.xz").read_bytes())
+    assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None
+    # the right first line over another kernel's listing: its code sections give it away
+    sass_memo.record(argv, cubin, real(cubin2)[1], folder=tmp_path)
+    assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None
+    name.write_bytes(name.read_bytes()[:-40])  # a damaged file (xz's check) is a miss too
+    assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None
 
 
-def test_recording_is_off_unless_asked(monkeypatch):
-    """Misses are written into the committed folder only with ``GEMMLAB_TEST_SASS_RECORD=1``."""
-    monkeypatch.delenv(sass_memo.RECORD_ENV, raising=False)
-    assert not sass_memo.recording()
-    monkeypatch.setenv(sass_memo.RECORD_ENV, "1")
-    assert sass_memo.recording()
+def test_verify_runs_the_disassembler_for_a_hit_and_fails_on_a_difference(tmp_path, monkeypatch):
+    """With ``GEMMLAB_TEST_SASS_VERIFY=1`` the tests' ``disassemble`` compares a recorded listing
+    with the disassembler's: an entry whose text was edited (same first line, same code sections)
+    fails the test that reads it (without it such an edit is trusted: the files are reviewed like
+    tests/data/sass_digests.json)."""
+    argv, _, cubin = _compiled("gemm_naive<4, 64>")  # no other test disassembles it: not memoized yet
+    real = getattr(sass.disassemble, "__wrapped__", sass.disassemble)
+    _, listing = real(cubin)
+    edited = listing.replace(" EXIT ", " EXIT  ", 1)
+    assert edited != listing
+    sass_memo.record(argv, cubin, edited, folder=tmp_path)
+    monkeypatch.setattr(sass_memo, "MEMO_DIR", tmp_path)
+    monkeypatch.setenv(sass_memo.VERIFY_ENV, "1")
+    assert sass_memo.lookup(argv, cubin) == edited  # first line and code sections are right
+    with pytest.raises(AssertionError, match="differs from the disassembler's listing"):
+        sass.disassemble(cubin)
+
+
+def test_recording_and_verifying_are_off_unless_asked(monkeypatch):
+    """Misses are written into the committed folder only with ``GEMMLAB_TEST_SASS_RECORD=1``; hits
+    are checked against the disassembler only with ``GEMMLAB_TEST_SASS_VERIFY=1``."""
+    for env, on in ((sass_memo.RECORD_ENV, sass_memo.recording), (sass_memo.VERIFY_ENV, sass_memo.verifying)):
+        monkeypatch.delenv(env, raising=False)
+        assert not on()
+        monkeypatch.setenv(env, "1")
+        assert on()
