@@ -35,6 +35,15 @@ def compiled():
     return _compiled("gemm_naive<16, 16>")
 
 
+@pytest.fixture(scope="module")
+def second():
+    """``(argv, cubin, listing)`` of naive.cu at 4 x 64, which no other test disassembles (so the
+    tests' memoized ``disassemble`` has not seen it): the disassembler's own listing."""
+    argv, _, cubin = _compiled("gemm_naive<4, 64>")
+    real = getattr(sass.disassemble, "__wrapped__", sass.disassemble)
+    return argv, cubin, real(cubin)[1]
+
+
 def test_the_committed_listing_is_the_disassemblers_own(compiled):
     """The committed entry for this cubin (recorded with ``GEMMLAB_TEST_SASS_RECORD=1``) is what
     the disassembler prints now, byte for byte, and the memoized ``disassemble`` of the tests
@@ -74,13 +83,12 @@ def test_every_committed_entry_is_named_by_the_inputs_it_records():
         assert hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest() + ".sass.xz" == path.name
 
 
-def test_a_recording_is_read_back_only_for_the_same_input(compiled, tmp_path):
+def test_a_recording_is_read_back_only_for_the_same_input(compiled, second, tmp_path):
     """A listing recorded into a folder is read back for the same cubin, disassembler binary and
     flags, and for nothing else: one changed byte of the cubin, another binary, other flags, a
     file copied over another key's name, a listing whose code sections are not the cubin's."""
     argv, _, cubin = compiled
-    real = getattr(sass.disassemble, "__wrapped__", sass.disassemble)
-    _, listing = real(cubin)
+    _, listing = sass.disassemble(cubin)  # nvdisasm's own (the test above)
     sass_memo.record(argv, cubin, listing, folder=tmp_path)
     assert sass_memo.lookup(argv, cubin, folder=tmp_path) == listing
     name = tmp_path / f"{sass_memo.key(argv, cubin)}.sass.xz"
@@ -94,25 +102,23 @@ def test_a_recording_is_read_back_only_for_the_same_input(compiled, tmp_path):
     other.write_bytes(Path(argv[0]).read_bytes() + b"\0")
     assert sass_memo.lookup([str(other), *argv[1:]], cubin, folder=tmp_path) is None
     # another kernel's file copied over this one's name: its first line gives it away
-    argv2, _, cubin2 = _compiled("gemm_naive<8, 32>")
-    sass_memo.record(argv2, cubin2, real(cubin2)[1], folder=tmp_path / "b")
+    argv2, cubin2, listing2 = second
+    sass_memo.record(argv2, cubin2, listing2, folder=tmp_path / "b")
     name.write_bytes((tmp_path / "b" / f"{sass_memo.key(argv2, cubin2)}.sass.xz").read_bytes())
     assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None
     # the right first line over another kernel's listing: its code sections give it away
-    sass_memo.record(argv, cubin, real(cubin2)[1], folder=tmp_path)
+    sass_memo.record(argv, cubin, listing2, folder=tmp_path)
     assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None
     name.write_bytes(name.read_bytes()[:-40])  # a damaged file (xz's check) is a miss too
     assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None
 
 
-def test_verify_runs_the_disassembler_for_a_hit_and_fails_on_a_difference(tmp_path, monkeypatch):
+def test_verify_runs_the_disassembler_for_a_hit_and_fails_on_a_difference(second, tmp_path, monkeypatch):
     """With ``GEMMLAB_TEST_SASS_VERIFY=1`` the tests' ``disassemble`` compares a recorded listing
     with the disassembler's: an entry whose text was edited (same first line, same code sections)
     fails the test that reads it (without it such an edit is trusted: the files are reviewed like
     tests/data/sass_digests.json)."""
-    argv, _, cubin = _compiled("gemm_naive<4, 64>")  # no other test disassembles it: not memoized yet
-    real = getattr(sass.disassemble, "__wrapped__", sass.disassemble)
-    _, listing = real(cubin)
+    argv, cubin, listing = second
     edited = listing.replace(" EXIT ", " EXIT  ", 1)
     assert edited != listing
     sass_memo.record(argv, cubin, edited, folder=tmp_path)
