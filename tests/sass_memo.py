@@ -37,7 +37,6 @@ import json
 import lzma
 import os
 import re
-import struct
 from pathlib import Path
 
 #: the folder of recorded listings (``<key>.sass.xz``, :func:`key`) and of RECORDED.json (read when
@@ -95,21 +94,12 @@ _ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/")
 
 
 def code_sections(cubin: bytes) -> dict[str, int] | None:
-    """``{".text.<function>": bytes}`` of a 64-bit little-endian ELF cubin, or None (not one)."""
+    """``{".text.<function>": bytes}`` of a cubin (:func:`gemmlab.gpu.sass.elf_sections`), or None
+    (not an ELF it reads)."""
+    from gemmlab.gpu.sass import elf_sections
     try:
-        if cubin[:6] != b"\x7fELF\x02\x01":
-            return None
-        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-        headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
-        names = headers[shstrndx][4]
-        found = {}
-        for name, _, _, _, _, size in headers:
-            text = cubin[names + name:cubin.index(b"\0", names + name)].decode("ascii", "replace")
-            if text.startswith(".text."):
-                found[text] = size
-        return found
-    except (struct.error, ValueError, IndexError):
+        return {name: size for name, _, size in elf_sections(cubin) if name.startswith(".text.")}
+    except ValueError:
         return None
 
 

@@ -212,14 +212,8 @@ def _has_local_frame(cubin: bytes) -> bool:
     takes the quick run first, as it does without a frame. Never raises."""
     import struct
     try:
-        if cubin[:6] != b"\x7fELF\x02\x01":
-            return False
-        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-        headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
-        names = headers[shstrndx][4]
-        for name, _, _, _, offset, size in headers:
-            if cubin[names + name:cubin.index(b"\0", names + name)] != b".nv.info":
+        for name, offset, size in elf_sections(cubin):
+            if name != ".nv.info":
                 continue
             data, i = cubin[offset:offset + size], 0
             while i + 4 <= len(data):
@@ -236,6 +230,27 @@ def _has_local_frame(cubin: bytes) -> bool:
     except (struct.error, ValueError, IndexError):
         return False
     return False
+
+
+def elf_sections(cubin: bytes) -> list[tuple[str, int, int]]:
+    """``(name, file offset, size in bytes)`` of each section of a 64-bit little-endian ELF cubin,
+    in its section-header order (the ELF-64 section header table; names from ``.shstrtab``).
+
+    Raises:
+        ValueError: bytes that are not such an ELF, or a truncated one.
+    """
+    import struct
+    if cubin[:6] != b"\x7fELF\x02\x01":
+        raise ValueError("not a 64-bit little-endian ELF")
+    try:
+        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+        names = headers[shstrndx][4]
+        return [(cubin[names + name:cubin.index(b"\0", names + name)].decode("ascii", "replace"), offset, size)
+                for name, _, _, _, offset, size in headers]
+    except (struct.error, IndexError) as exc:
+        raise ValueError(f"truncated ELF: {exc}") from None
 
 
 #: name prefix of the temporary folder holding a cubin while it is disassembled (``<prefix><pid>-...``)
