@@ -72,21 +72,33 @@ def file_digest(path: str | Path) -> str | None:
         return None
 
 
+def _digests(argv: list[str]) -> dict | None:
+    """SHA-256 of the disassembler binary ``argv[0]`` and of ``gemmlab/gpu/sass.py`` (None where
+    either cannot be read)."""
+    from gemmlab.gpu import sass
+    tool, procedure = file_digest(argv[0]), file_digest(sass.__file__)
+    return None if tool is None or procedure is None else {"tool_sha256": tool, "sass_py_sha256": procedure}
+
+
 def inputs(argv: list[str], cubin: bytes) -> dict | None:
     """What a listing of ``cubin`` by the disassembler command ``argv`` (path, then flags;
     :func:`gemmlab.gpu.sass.find_disassembler`) depends on, or None where a file cannot be read."""
-    from gemmlab.gpu import sass
-    tool, procedure = file_digest(argv[0]), file_digest(sass.__file__)
-    if tool is None or procedure is None:
+    digests = _digests(argv)
+    if digests is None:
         return None
-    return {"tool": os.path.basename(argv[0]), "flags": list(argv[1:]), "tool_sha256": tool,
-            "sass_py_sha256": procedure, "cubin_sha256": hashlib.sha256(cubin).hexdigest()}
+    return {"tool": os.path.basename(argv[0]), "flags": list(argv[1:]), **digests,
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest()}
+
+
+def name_of(found: dict) -> str:
+    """The file name (without ``.sass.xz``) of a listing with these :func:`inputs`: their SHA-256."""
+    return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
 
 
 def key(argv: list[str], cubin: bytes) -> str | None:
-    """The name (without ``.sass.xz``) of ``cubin``'s listing by ``argv``: SHA-256 of :func:`inputs`."""
+    """The name (without ``.sass.xz``) of ``cubin``'s listing by ``argv`` (:func:`name_of`)."""
     found = inputs(argv, cubin)
-    return None if found is None else hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
+    return None if found is None else name_of(found)
 
 
 _SECTION = re.compile(r"^\s*\.section\s+(\.text\.[^,\s]+)")
@@ -126,7 +138,7 @@ def lookup(argv: list[str], cubin: bytes, folder: Path | None = None) -> str | N
     found = inputs(argv, cubin)
     if found is None:
         return None
-    name = key(argv, cubin)
+    name = name_of(found)
     try:
         text = lzma.decompress((Path(folder or MEMO_DIR) / f"{name}.sass.xz").read_bytes()).decode("utf-8")
     except (OSError, lzma.LZMAError, UnicodeDecodeError):
@@ -155,12 +167,9 @@ def verifying() -> bool:
 
 def toolchain(argv: list[str]) -> dict | None:
     """The disassembler binary, NVRTC version and ``sass.py`` in use (an entry of :data:`MANIFEST`)."""
-    from gemmlab.gpu import sass
     from gemmlab.gpu.compile import nvrtc_version
-    tool, procedure = file_digest(argv[0]), file_digest(sass.__file__)
-    if tool is None or procedure is None:
-        return None
-    return {"tool_sha256": tool, "nvrtc": nvrtc_version(), "sass_py_sha256": procedure}
+    digests = _digests(argv)
+    return None if digests is None else {**digests, "nvrtc": nvrtc_version()}
 
 
 def recorded_with(folder: Path | None = None) -> list[dict]:
@@ -182,9 +191,10 @@ def record(argv: list[str], cubin: bytes, listing: str, folder: Path | None = No
     """Write ``listing`` as the recorded listing of ``cubin`` by ``argv`` (its first line the key's
     inputs; to a temporary name, then renamed: the xdist workers may record the same cubin at
     once) and add the toolchain to :data:`MANIFEST`. Never raises."""
-    found, name, chain = inputs(argv, cubin), key(argv, cubin), toolchain(argv)
-    if found is None or name is None or not listing:
+    found, chain = inputs(argv, cubin), toolchain(argv)
+    if found is None or not listing:
         return
+    name = name_of(found)
     folder = Path(folder or MEMO_DIR)
     try:
         folder.mkdir(parents=True, exist_ok=True)
