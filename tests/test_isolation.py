@@ -37,6 +37,15 @@ def runner():
     r.close()
 
 
+def wait_for(path: Path, timeout_s: float = 60) -> None:
+    """Return once ``path`` exists (a MODE=5 point creates its GEMMLAB_TEST_HANG_MARKER file just
+    before it hangs, tests/plugins_faulty/faulty_sim.py); fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} not created within {timeout_s} s"
+        time.sleep(0.02)
+
+
 def statuses(sweep: Path) -> list[str]:
     return [json.loads((sweep / str(i) / "result.json").read_text())["status"]
             for i in range(len(list(sweep.glob("*/result.json"))))]
@@ -75,7 +84,7 @@ def test_dead_worker_is_recorded_and_replaced(runner, tmp_path, mode, how):
 
 
 @pytest.mark.parametrize("mode, status, options", [(4, "crashed", IsolationOptions()),
-                                                   (5, "timeout", IsolationOptions(timeout_s=1.0))])
+                                                   (5, "timeout", IsolationOptions(timeout_s=0.5))])
 def test_a_lost_worker_after_resume_set_the_earlier_record_aside_names_it(runner, tmp_path, mode, status, options):
     """resume=true re-runs a failed point: its worker moves the earlier record aside, then dies
     (or hangs) before writing the new one. The record the parent writes names the earlier one in
@@ -92,10 +101,10 @@ def test_a_lost_worker_after_resume_set_the_earlier_record_aside_names_it(runner
 
 def test_watchdog_kills_a_hung_point(runner, tmp_path):
     started = time.monotonic()
-    rec = runner.run(sim(5), tmp_path / "a", IsolationOptions(timeout_s=1.0))
+    rec = runner.run(sim(5), tmp_path / "a", IsolationOptions(timeout_s=0.5))  # a hang: any limit ends it
     assert time.monotonic() - started < 30
     assert rec["status"] == "timeout" and rec["valid"] is False
-    assert "isolation.timeout_s" in rec["error"] and rec["isolation"]["timeout_s"] == 1.0
+    assert "isolation.timeout_s" in rec["error"] and rec["isolation"]["timeout_s"] == 0.5
     assert rec["config"]["kernel"]["MODE"] == 5
     assert runner.run(sim(1), tmp_path / "b", IsolationOptions(timeout_s=60))["status"] == "compiled"
 
@@ -329,9 +338,11 @@ def test_a_worker_whose_parent_is_killed_ends_during_its_point(tmp_path):
               "from gemmlab.stages.config import IsolationOptions\n"
               "r = isolation.PointRunner(); r._start(); print(r.worker.pid, flush=True)\n"
               f"r.run({sim(5)!r}, Path({str(tmp_path / 'p')!r}), IsolationOptions(timeout_s=600))\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    hanging = tmp_path / "hanging"
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, GEMMLAB_TEST_HANG_MARKER=str(hanging)))
     worker = int(parent.stdout.readline())
-    time.sleep(1.0)  # the worker is inside its (hanging) point
+    wait_for(hanging)  # the worker is inside its (hanging) point
     parent.send_signal(signal.SIGKILL)
     parent.wait()
 
@@ -360,14 +371,13 @@ def test_sigterm_stops_a_sweep_like_ctrl_c_with_the_resume_line(tmp_path):
     sweep = tmp_path / "sw"
     from clirun import command_env
     env = command_env()  # the checkout first on PYTHONPATH, the environment's own entries kept
+    hanging = tmp_path / "hanging"
+    env["GEMMLAB_TEST_HANG_MARKER"] = str(hanging)
     proc = subprocess.Popen([sys.executable, "-m", "gemmlab", "-m", "kernel=sim_fault", "kernel.MODE=1,5",
                              "mode=compile", "shape=[8,8,8]", "isolation.timeout_s=600", f"plugin_dirs=[{FAULTY}]",
                              f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (sweep / "0" / "result.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)  # point 1 (the hanging one) is running
+    wait_for(hanging)  # point 1 (the hanging one) is running
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, out + err

@@ -5,7 +5,8 @@ CUDA kernel does to the process that runs it, from inside ``check()`` (called in
 - ``MODE=2`` a *sticky* CUDA error: this point fails with CUDA_ERROR_MISALIGNED_ADDRESS and every
   later point in the same process fails the same way (a poisoned CUDA context);
 - ``MODE=3`` the process dies (``os._exit(3)``); ``MODE=4`` a segfault (SIGSEGV);
-- ``MODE=5`` a hang (sleeps for an hour; only a watchdog ends it);
+- ``MODE=5`` a hang (sleeps for an hour; only a watchdog ends it); where the environment names a
+  file in ``GEMMLAB_TEST_HANG_MARKER``, it is created first (a test then knows the point hangs);
 - ``MODE=6`` the same hang inside a temporary folder like the one ``gemmlab.gpu.sass.disassemble``
   holds while nvdisasm runs (a worker killed there: who removes the folder?);
 - ``MODE=7`` ``check()`` raises KeyboardInterrupt itself (no signal: the plugin's own code).
@@ -20,6 +21,8 @@ from gemmlab.contract.hookspecs import hookimpl
 from gemmlab_plugins.naive import NaiveKernel
 
 POISONED = []  # this process's simulated CUDA context state
+#: environment variable: a file that a MODE=5 point creates just before it hangs
+HANG_MARKER_ENV = "GEMMLAB_TEST_HANG_MARKER"
 
 
 class SimFault(NaiveKernel):
@@ -35,6 +38,8 @@ class SimFault(NaiveKernel):
         if mode == 4:
             os.kill(os.getpid(), signal.SIGSEGV)
         if mode == 5:
+            if os.environ.get(HANG_MARKER_ENV):
+                open(os.environ[HANG_MARKER_ENV], "a").close()
             time.sleep(3600)
         if mode == 6:
             import tempfile
