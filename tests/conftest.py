@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,8 +28,9 @@ def pytest_configure(config):
     """Keep the persistent compile cache of the test session out of the user's home (one folder
     for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
     output for the session's test processes (:func:`memoize_disassembly`, its folder
-    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way). The folders this process made are
-    removed when it ends (:func:`pytest_unconfigure`: the xdist controller, after its workers).
+    ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way); read NVRTC's recorded outputs
+    (:func:`memoize_nvrtc`). The folders this process made are removed when it ends
+    (:func:`pytest_unconfigure`: the xdist controller, after its workers).
 
     Bytecode is left as the environment has it. Where its writing is off
     (``PYTHONDONTWRITEBYTECODE``), a session folder for it (``PYTHONPYCACHEPREFIX``) would cost
@@ -48,6 +50,7 @@ def pytest_configure(config):
         made.append(os.environ[SASS_MEMO_ENV])
     config.stash[MADE_FOLDERS] = made
     memoize_disassembly()
+    memoize_nvrtc()
 
 
 def pytest_unconfigure(config):
@@ -84,7 +87,6 @@ def memoize_disassembly() -> None:
     import copy
     import hashlib
     import json
-    from pathlib import Path
 
     import sass_memo
     from gemmlab.gpu import sass
@@ -143,6 +145,55 @@ def memoize_disassembly() -> None:
     disassemble.__wrapped__ = real  # functools' convention: the unmemoized function
     disassemble.__doc__ = real.__doc__
     sass.disassemble = disassemble
+
+
+def memoize_nvrtc() -> None:
+    """``gemmlab.gpu.compile.run_nvrtc`` (the one NVRTC call) reads the compilations recorded in
+    tests/data/nvrtc_memo (tests/nvrtc_memo.py: keyed by the source, every header it includes, the
+    options, the name expressions, the NVRTC library's bytes and ``run_nvrtc``'s code) before it
+    runs NVRTC: the suite's ~130 distinct kernel instances cost ~30 CPU s to compile. A hit is
+    cuda.core's ``ObjectCode`` of the recorded cubin with the recorded symbols, and the recorded
+    log; everything after NVRTC runs on it as on a fresh compilation. With
+    ``GEMMLAB_TEST_NVRTC_VERIFY=1`` NVRTC runs as well and the test fails where they differ; with
+    ``GEMMLAB_TEST_NVRTC_RECORD=1`` a miss is recorded there. Where cuda.core's ``Program`` is
+    patched (a test emulating NVRTC) the patch runs, never a recording. A test that needs NVRTC
+    itself calls ``compile.run_nvrtc.__wrapped__``."""
+    import cuda.core
+    import nvrtc_memo
+    from gemmlab.gpu import compile as nvrtc
+    real = nvrtc.run_nvrtc
+    if getattr(real, "memoized", False):
+        return
+    real_program = cuda.core.Program
+
+    def run_nvrtc(source_path, source, options, include_dirs, names):
+        if cuda.core.Program is not real_program:
+            return real(source_path, source, options, include_dirs, names)
+        found = nvrtc_memo.inputs(source_path, source, options, include_dirs, names)
+        hit = nvrtc_memo.lookup(found)
+        if hit is None:
+            code, log = real(source_path, source, options, include_dirs, names)
+            if nvrtc_memo.recording() and not nvrtc_memo.local(source_path, include_dirs, bytes(code.code), log):
+                symbols = {n: (v.decode() if isinstance(v, bytes) else v) for n, v in code.symbol_mapping.items()}
+                nvrtc_memo.record(found, bytes(code.code), symbols, log)
+            return code, log
+        cubin, symbols, log = hit
+        if nvrtc_memo.verifying():
+            code, fresh = real(source_path, source, options, include_dirs, names)
+            fresh_symbols = {n: (v.decode() if isinstance(v, bytes) else v) for n, v in code.symbol_mapping.items()}
+            assert ((bytes(code.code), fresh_symbols, nvrtc_memo.timeless(fresh))
+                    == (cubin, symbols, nvrtc_memo.timeless(log))), (
+                f"tests/data/nvrtc_memo/{nvrtc_memo.name_of(found)}.nvrtc.xz differs from what NVRTC returns "
+                f"for {names} of {source_path}: record it again")
+        from cuda.core import ObjectCode
+        code = ObjectCode.from_cubin(cubin, name=Path(source_path).name,
+                                     symbol_mapping={n: v.encode() for n, v in symbols.items()})
+        return code, log
+
+    run_nvrtc.memoized = True
+    run_nvrtc.__wrapped__ = real  # functools' convention: the unmemoized function
+    run_nvrtc.__doc__ = real.__doc__
+    nvrtc.run_nvrtc = run_nvrtc
 
 
 #: allocations between two young-generation collections of the test processes (Python's default: 700)

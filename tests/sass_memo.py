@@ -181,7 +181,9 @@ def recorded_with(folder: Path | None = None) -> list[dict]:
         return []
 
 
-def _replace(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary name in the same folder, then rename (a
+    reader in another process sees the old file or the new one, never a part)."""
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     tmp.write_bytes(data)
     os.replace(tmp, path)
@@ -199,10 +201,10 @@ def record(argv: list[str], cubin: bytes, listing: str, folder: Path | None = No
     try:
         folder.mkdir(parents=True, exist_ok=True)
         text = HEADER + json.dumps(found, sort_keys=True) + "\n" + listing
-        _replace(folder / f"{name}.sass.xz", lzma.compress(text.encode("utf-8"), preset=9))
+        write_atomically(folder / f"{name}.sass.xz", lzma.compress(text.encode("utf-8"), preset=9))
         chains = recorded_with(folder)
         if chain is not None and chain not in chains:
             chains = sorted([*chains, chain], key=lambda c: json.dumps(c, sort_keys=True))
-            _replace(folder / MANIFEST, (json.dumps(chains, indent=1, sort_keys=True) + "\n").encode())
+            write_atomically(folder / MANIFEST, (json.dumps(chains, indent=1, sort_keys=True) + "\n").encode())
     except OSError:
         pass

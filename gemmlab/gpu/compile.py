@@ -391,6 +391,32 @@ def parse_ptxas(log: str, lowered_name: str) -> Resources:
                      static_shared_bytes=grab(r"(\d+) bytes smem"))
 
 
+def run_nvrtc(source_path: Path, source: str, options: CompileOptions, include_dirs: list[str],
+              names: tuple[str, ...]) -> tuple[object, str]:
+    """One NVRTC compilation of ``source`` (the text of ``source_path``, which names the program)
+    to a cubin holding the template instances ``names``: cuda.core's
+    ``Program(source, "c++", options.program_options(...)).compile("cubin", name_expressions=names)``.
+    The one place gemmlab calls NVRTC (:func:`compile_kernel` does the keying, caching and errors).
+
+    Args:
+        include_dirs: the folders NVRTC searches for headers, in order.
+
+    Returns:
+        ``(object_code, log)``: cuda.core's ``ObjectCode`` (the cubin bytes in ``.code``, each name
+        expression's lowered name in ``.symbol_mapping``) and NVRTC's program log as it returns it
+        (ptxas's ``-v`` report; parts may end in NUL bytes).
+
+    Raises:
+        Whatever cuda.core raises for a failed compilation (``NVRTCError``, a RuntimeError with the
+        log in its message); :func:`compile_kernel` turns it into a CompileError.
+    """
+    from cuda.core import Program
+    log = io.StringIO()
+    code = Program(source, "c++", options.program_options(Path(source_path).name, include_dirs)).compile(
+        "cubin", name_expressions=names, logs=log)
+    return code, log.getvalue()
+
+
 def compile_kernel(source_path: Path, name_expression: str, options: CompileOptions,
                    persistent: bool = False, cache_folder: str | None = None,
                    driver_version: str = "none", extra_names: tuple[str, ...] = (),
@@ -421,8 +447,6 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
             name when the error is there), line and options; ``log`` holds the full NVRTC log.
         ConfigError: field ``include``: a header found outside the allowed folders (:func:`scan_includes`).
     """
-    from cuda.core import Program
-
     source = Path(source_path).read_text(encoding="utf-8")
     sha = hashlib.sha256(source.encode()).hexdigest()
     includes = scan_includes(Path(source_path), source)
@@ -471,11 +495,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
             _CACHE[key] = compiled
             return compiled
 
-    program_options = options.program_options(Path(source_path).name, include_dirs)
-    log = io.StringIO()
     started = time.perf_counter()
     try:
-        code = Program(source, "c++", program_options).compile("cubin", name_expressions=names, logs=log)
+        code, nvrtc_log = run_nvrtc(source_path, source, options, include_dirs, names)
     except Exception as exc:  # cuda.core raises NVRTCError (a RuntimeError) with the log inside
         text = str(exc).replace("\x00", "")  # NVRTC ends its log parts with NUL bytes
         raise CompileError(compile_error_line(source_path, name_expression, options, text)
@@ -487,7 +509,7 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         low = code.symbol_mapping.get(n, n)
         symbols[n] = low.decode() if isinstance(low, bytes) else low
     lowered = symbols[name_expression]
-    text = log.getvalue().replace("\x00", "")
+    text = nvrtc_log.replace("\x00", "")
     cubin_sha = hashlib.sha256(bytes(code.code)).hexdigest()
     if not text.strip() and cubin_sha in _PTXAS_LOGS:
         # NVRTC 13.0 returns an empty program log for a cubin this process made before (session 16 on

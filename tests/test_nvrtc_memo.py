@@ -1,0 +1,196 @@
+"""The recorded NVRTC compilations of the test suite (tests/nvrtc_memo.py): a recorded output is
+NVRTC's own for the same inputs; a file is read only for the inputs its name and first line say,
+with the cubin it says; anything else reads nothing and compiles. No GPU needed (NVRTC)."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+
+import cuda.core
+import nvrtc_memo
+from gemmlab.gpu import compile as nvrtc
+from gemmlab.gpu.compile import CompileOptions, compile_kernel
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SOURCE = REPO_ROOT / "kernels" / "naive.cu"
+NAIVE = ("gemm_naive<16, 16>",)
+
+
+def _dirs(source: Path) -> list[str]:
+    """The include folders :func:`gemmlab.gpu.compile.compile_kernel` gives NVRTC for ``source``."""
+    return [str(source.resolve().parent), str(nvrtc.shared_include_dir()), *nvrtc.cuda_include_dirs()[0]]
+
+
+def _args(source: Path = SOURCE, names: tuple[str, ...] = NAIVE, **options):
+    """``run_nvrtc``'s arguments for ``source`` (naive.cu's 16 x 16 instance for sm_90 by default)."""
+    return source, source.read_text(), CompileOptions(arch="90", **options), _dirs(source), names
+
+
+def _real(*args):
+    """``(cubin, symbols, log)`` from NVRTC itself (the tests' memo bypassed)."""
+    code, log = getattr(nvrtc.run_nvrtc, "__wrapped__", nvrtc.run_nvrtc)(*args)
+    return bytes(code.code), {n: v.decode() for n, v in code.symbol_mapping.items()}, log
+
+
+def test_the_committed_entry_is_nvrtcs_own():
+    """The committed entry for naive.cu's 16 x 16 instance (recorded with
+    ``GEMMLAB_TEST_NVRTC_RECORD=1``) is what NVRTC returns now: the same cubin bytes and symbols,
+    the same log but for ptxas's compile time; and compile_kernel through the memo reports what it
+    reports from NVRTC. Where the folder was recorded with this very toolchain (RECORDED.json) the
+    entry must be there; with another one the test says what differs."""
+    args = _args()
+    found = nvrtc_memo.inputs(*args)
+    assert found is not None, "NVRTC or an include folder not found here"
+    recorded = nvrtc_memo.lookup(found)
+    if recorded is None:
+        chain = {"nvrtc_version": nvrtc.nvrtc_version(), "nvrtc": found["nvrtc"], "cuda_headers": found["cuda_headers"]}
+        chains = nvrtc_memo.recorded_with()
+        assert chain not in chains, (f"tests/data/nvrtc_memo was recorded with this toolchain ({chain}) but has no "
+                                     f"readable entry {nvrtc_memo.name_of(found)}.nvrtc.xz for naive.cu: record "
+                                     "it again (GEMMLAB_TEST_NVRTC_RECORD=1)")
+        differs = sorted({k for c in chains for k in c if c[k] != chain[k]}) or ["no recordings"]
+        pytest.skip(f"tests/data/nvrtc_memo holds no compilation of this toolchain (NVRTC {chain['nvrtc_version']}; "
+                    f"differs in: {', '.join(differs)}); record with GEMMLAB_TEST_NVRTC_RECORD=1")
+    cubin, symbols, log = _real(*args)
+    assert (recorded[0], recorded[1]) == (cubin, symbols)
+    assert nvrtc_memo.timeless(recorded[2]) == nvrtc_memo.timeless(log) and "Compiling entry function" in log
+    memo = compile_kernel(SOURCE, NAIVE[0], CompileOptions(arch="90"), disassemble=False)
+    assert bytes(memo.object_code.code) == cubin and memo.lowered_name == symbols[NAIVE[0]]
+    assert memo.resources == nvrtc.parse_ptxas(log, symbols[NAIVE[0]]) and memo.resources.registers > 0
+
+
+def test_every_committed_entry_is_named_by_the_inputs_it_records():
+    """Each committed file's first line holds the inputs its name is the hash of (a file copied or
+    renamed over another entry's name fails here), and the folder says what recorded it."""
+    files = sorted(nvrtc_memo.MEMO_DIR.glob("*.nvrtc.xz"))
+    if not files:
+        pytest.skip("tests/data/nvrtc_memo holds no recordings")
+    assert nvrtc_memo.recorded_with(), "tests/data/nvrtc_memo/RECORDED.json is missing or empty"
+    for path in files:
+        head = lzma.LZMADecompressor().decompress(path.read_bytes(), max_length=1 << 16)
+        first = head.partition(b"\n")[0].decode("utf-8")
+        assert first.startswith(nvrtc_memo.HEADER), path.name
+        assert nvrtc_memo.name_of(json.loads(first[len(nvrtc_memo.HEADER):])) + ".nvrtc.xz" == path.name
+
+
+@pytest.fixture(scope="module")
+def naive():
+    """``(args, inputs, (cubin, symbols, log))``: naive.cu's 16 x 16 instance from NVRTC itself."""
+    args = _args()
+    return args, nvrtc_memo.inputs(*args), _real(*args)
+
+
+def test_a_recording_is_read_back_only_for_the_same_inputs(naive, tmp_path, monkeypatch):
+    """A compilation recorded into a folder is read back for the same inputs and for nothing else:
+    a source changed by a comment, other options (a register cap), other name expressions, a
+    changed header, another NVRTC library; nor from a file copied over another's name, with a
+    cubin other than the one recorded beside it, without a code section for a lowered name, or
+    damaged."""
+    args, found, output = naive
+    assert nvrtc_memo.record(found, *output, folder=tmp_path)
+    assert nvrtc_memo.lookup(found, folder=tmp_path) == output
+    name = tmp_path / f"{nvrtc_memo.name_of(found)}.nvrtc.xz"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name.name, nvrtc_memo.MANIFEST])
+    assert [c["nvrtc_version"] for c in nvrtc_memo.recorded_with(tmp_path)] == [nvrtc.nvrtc_version()]
+    source, text, options, dirs, names = args
+    assert nvrtc_memo.lookup(nvrtc_memo.inputs(source, text + "// x\n", options, dirs, names), tmp_path) is None
+    assert nvrtc_memo.lookup(nvrtc_memo.inputs(*_args(max_registers=32)), tmp_path) is None
+    assert nvrtc_memo.lookup(nvrtc_memo.inputs(*_args(names=("gemm_naive<4, 64>",))), tmp_path) is None
+    # a header: the source beside it includes it; one changed byte of it is another input
+    own = tmp_path / "src"
+    own.mkdir()
+    (own / "tile.cuh").write_text("#define TILE 16\n")
+    (own / "k.cu").write_text('#include "tile.cuh"\n' + text)
+    with_header = nvrtc_memo.inputs(*_args(own / "k.cu"))
+    assert nvrtc_memo.record(with_header, *_real(*_args(own / "k.cu")), folder=tmp_path)
+    assert nvrtc_memo.lookup(with_header, tmp_path) is not None
+    (own / "tile.cuh").write_text("#define TILE 17\n")
+    assert nvrtc_memo.lookup(nvrtc_memo.inputs(*_args(own / "k.cu")), tmp_path) is None
+    # an include folder of no known role: nothing to key, nothing read
+    assert nvrtc_memo.inputs(source, text, options, [*dirs, str(tmp_path)], names) is None
+    # another NVRTC library (its builtins here): another input
+    other = {**found["nvrtc"], next(iter(found["nvrtc"])): "0" * 64}
+    monkeypatch.setattr(nvrtc_memo, "nvrtc_files", lambda: other)
+    assert nvrtc_memo.lookup(nvrtc_memo.inputs(*args), tmp_path) is None
+    monkeypatch.undo()
+    # another compilation's file copied over this one's name: its first line gives it away
+    name.write_bytes((tmp_path / f"{nvrtc_memo.name_of(with_header)}.nvrtc.xz").read_bytes())
+    assert nvrtc_memo.lookup(found, tmp_path) is None
+    cubin, symbols, log = output
+    # the right first line with another cubin than the one recorded beside it
+    data = lzma.decompress(_recorded(found, output, tmp_path / "c"))
+    head, meta, body = data.split(b"\n", 2)
+    name.write_bytes(lzma.compress(b"\n".join([head, meta, body[:-1] + bytes([body[-1] ^ 1])])))
+    assert nvrtc_memo.lookup(found, tmp_path) is None
+    # symbols naming a function the cubin has no code for
+    assert nvrtc_memo.record(found, cubin, {n: v + "x" for n, v in symbols.items()}, log, folder=tmp_path)
+    assert nvrtc_memo.lookup(found, tmp_path) is None
+    assert nvrtc_memo.record(found, *output, folder=tmp_path)
+    name.write_bytes(name.read_bytes()[:-40])  # a damaged file (xz's check) is a miss too
+    assert nvrtc_memo.lookup(found, tmp_path) is None
+
+
+def _recorded(found, output, folder: Path) -> bytes:
+    assert nvrtc_memo.record(found, *output, folder=folder)
+    return (folder / f"{nvrtc_memo.name_of(found)}.nvrtc.xz").read_bytes()
+
+
+def test_what_is_never_recorded(naive, tmp_path):
+    """Not recorded: an empty log (NVRTC 13.0's for a repeat), inputs that cannot be told, and an
+    output that names a folder of this machine."""
+    args, found, (cubin, symbols, log) = naive
+    assert not nvrtc_memo.record(found, cubin, symbols, "", folder=tmp_path)
+    assert not nvrtc_memo.record(None, cubin, symbols, log, folder=tmp_path)
+    assert not list(tmp_path.iterdir())
+    source, _, _, dirs, _ = args
+    assert not nvrtc_memo.local(source, dirs, cubin, log)
+    assert nvrtc_memo.local(source, dirs, cubin, log + f"{dirs[1]}/gemmlab/x.cuh(3): warning")
+    assert nvrtc_memo.local(source, dirs, cubin + str(source.resolve()).encode(), log)
+
+
+def test_verify_compiles_a_hit_and_fails_on_a_difference(naive, tmp_path, monkeypatch):
+    """With ``GEMMLAB_TEST_NVRTC_VERIFY=1`` the tests' ``run_nvrtc`` compares a recorded output with
+    NVRTC's: an entry whose log was edited (another register count; same first line, same cubin)
+    fails the call that reads it. Without it such an edit is trusted (the files are reviewed like
+    tests/data/sass_memo): compile_kernel then reports the edited count."""
+    args, found, (cubin, symbols, log) = naive
+    edited = log.replace("Used ", "Used 1", 1)
+    assert edited != log
+    assert nvrtc_memo.record(found, cubin, symbols, edited, folder=tmp_path)
+    monkeypatch.setattr(nvrtc_memo, "MEMO_DIR", tmp_path)
+    monkeypatch.delenv(nvrtc_memo.VERIFY_ENV, raising=False)
+    assert nvrtc.run_nvrtc(*args)[1] == edited
+    monkeypatch.setenv(nvrtc_memo.VERIFY_ENV, "1")
+    with pytest.raises(AssertionError, match="differs from what NVRTC returns"):
+        nvrtc.run_nvrtc(*args)
+
+
+def test_a_patched_program_is_always_run(naive, tmp_path, monkeypatch):
+    """Where a test patches cuda.core's ``Program`` (an emulated NVRTC), the tests' ``run_nvrtc``
+    runs the patch, even for a recorded compilation."""
+    args, found, output = naive
+    assert nvrtc_memo.record(found, *output, folder=tmp_path)
+    monkeypatch.setattr(nvrtc_memo, "MEMO_DIR", tmp_path)
+    assert bytes(nvrtc.run_nvrtc(*args)[0].code) == output[0]
+
+    class Emulated:
+        def __init__(self, *a, **k):
+            raise RuntimeError("emulated NVRTC")
+
+    monkeypatch.setattr(cuda.core, "Program", Emulated)
+    with pytest.raises(RuntimeError, match="emulated NVRTC"):
+        nvrtc.run_nvrtc(*args)
+
+
+def test_recording_and_verifying_are_off_unless_asked(monkeypatch):
+    """Misses are recorded into the committed folder only with ``GEMMLAB_TEST_NVRTC_RECORD=1``; hits
+    are compiled again and compared only with ``GEMMLAB_TEST_NVRTC_VERIFY=1``."""
+    for env, on in ((nvrtc_memo.RECORD_ENV, nvrtc_memo.recording), (nvrtc_memo.VERIFY_ENV, nvrtc_memo.verifying)):
+        monkeypatch.delenv(env, raising=False)
+        assert not on()
+        monkeypatch.setenv(env, "1")
+        assert on()
