@@ -2,32 +2,42 @@
 
 What NVRTC returns for a source (the cubin, each name expression's lowered name, the program log
 with ptxas's ``-v`` report) is a function of the source text, every header it includes, the
-options, the name expressions and the NVRTC library. The suite compiles ~130 distinct kernel
+options, the name expressions and the NVRTC library. The suite compiles ~100 distinct kernel
 instances, 0.2-1.9 CPU s each (~30 CPU s a run on the 2-core CI machine). So their outputs are
 kept here, one xz file each in ``tests/data/nvrtc_memo/``, named by the SHA-256 of
-:func:`inputs`: the SHA-256 of each ``libnvrtc*`` file beside the NVRTC library loaded, of the
-source, of every header :func:`gemmlab.gpu.compile.scan_includes` finds (gemmlab's and the
-source's own), the CUDA header wheels' versions, the program name, every field of cuda.core's
-``ProgramOptions`` for the options, the include folders by role, the name expressions, and the SHA-256 of the code of
-:func:`gemmlab.gpu.compile.run_nvrtc` (the one NVRTC call). Only the same inputs read a recording;
-anything else compiles (a miss costs time). Everything after NVRTC (lowered names, ptxas report
-parsing, the disassembly and its analysis, loading on a GPU) runs on a recorded output as on a
-fresh one.
+:func:`inputs`: the SHA-256 of each ``libnvrtc*`` file beside the NVRTC library loaded (the
+library and its builtins), of the source, of every header :func:`gemmlab.gpu.compile.scan_includes`
+finds (the source's own folder's and gemmlab's shared ones; CUDA's by their pip wheels' versions),
+the program name, every field of cuda.core's ``ProgramOptions`` for the options and the flags
+cuda.core gives NVRTC for them, cuda.core's version, the include folders by role, the name
+expressions, and the SHA-256 of the code of :func:`gemmlab.gpu.compile.run_nvrtc` (the one NVRTC
+call). Only the same inputs read a recording; anything else compiles (a miss costs time). Where the
+inputs cannot be told (:func:`inputs`: e.g. ``#include NAME`` or ``__has_include`` in the source
+or a header, CUDA headers not from their wheels) NVRTC always runs. Everything after NVRTC (lowered
+names, ptxas report parsing, the disassembly and its analysis, loading on a GPU) runs on a recorded
+output as on a fresh one.
 
 A recorded file is used only when it holds what its name says (:func:`lookup`): its first line
 repeats the inputs (a file copied over another name is refused), the cubin's SHA-256 is the one
-recorded beside it, and the cubin is an ELF with a code section for each lowered name. Anything
-else, or an xz file that fails its CRC, is a miss. Not recorded: failed compilations, an empty log
-(NVRTC 13.0 returns one for a repeat), outputs that mention a folder of this machine (an absolute
-include folder or the source's path in the log or the cubin), sources with an include folder other
-than the source's own, gemmlab's shared headers and CUDA's.
+recorded beside it, the symbols are for the name expressions asked, and each lowered name holds its
+function's name and has a code section in the cubin and ptxas's report in the log. Anything else,
+or an xz file that fails its CRC, is a miss. Not recorded: failed compilations, an empty log (NVRTC
+13.0 returns one for a repeat), outputs that mention a folder of this machine (an include folder or
+the source's path in the log or the cubin, e.g. a header's ``__FILE__``).
 
 ``GEMMLAB_TEST_NVRTC_VERIFY=1`` also compiles each hit and fails the test where the cubin, symbols
-or log differ (the log's ``Compile time`` lines apart: :func:`timeless`; tests/conftest.py); tests/test_nvrtc_memo.py checks one entry that way in every
-run. ``GEMMLAB_TEST_NVRTC_RECORD=1 python -m pytest`` records each miss and adds the toolchain to
-``RECORDED.json``; to drop entries no test reads any more, record into an empty folder (``rm -r
-tests/data/nvrtc_memo`` first) on a machine without a GPU, as for tests/sass_memo.py. A test that
-patches cuda.core's ``Program`` (an emulated NVRTC) always gets its patch, never a recording.
+or log differ (the log's ``Compile time`` lines apart: :func:`timeless`; tests/conftest.py);
+tests/test_nvrtc_memo.py checks one entry that way in every run. An edit that keeps all the checks
+above (e.g. another register count in the log) is trusted otherwise: the files are reviewed like
+tests/data/sass_memo.
+
+Recording: ``GEMMLAB_TEST_NVRTC_RECORD=1 python -m pytest`` records each miss and adds the
+toolchain to ``RECORDED.json``. To drop entries no test reads any more, record into an empty folder
+(``rm -r tests/data/nvrtc_memo`` first) on a machine without a GPU, as for tests/sass_memo.py. The
+recordings save CI's time only if made with the NVRTC and CUDA header wheels CI installs (those
+RECORDED.json names; pyproject.toml allows a range): with others every kernel compiles there, which
+is slower, never wrong. A test that patches cuda.core's ``Program`` (an emulated NVRTC) always gets
+its patch, never a recording.
 """
 
 from __future__ import annotations
@@ -78,26 +88,45 @@ def _roles(source_path: Path, include_dirs: list[str]) -> list[str] | None:
     return None if None in roles else roles
 
 
+#: what the header scan cannot follow: an include whose name a macro gives, ``__has_include``
+_UNFOLLOWED = re.compile(r'#\s*include\s*[^\s"<]|__has_include')
+
+
 def inputs(source_path: Path, source: str, options, include_dirs: list[str],
            names: tuple[str, ...]) -> dict | None:
     """What :func:`gemmlab.gpu.compile.run_nvrtc` returns for these arguments depends on (module
-    docstring), or None where it cannot be told here (NVRTC not found, an include folder of
-    another role, a header outside the allowed folders): then nothing is read or recorded."""
+    docstring), as plain JSON data, or None where it cannot be told here: NVRTC not found, CUDA's
+    headers not from their pip wheels, an include folder of another role, a header outside the
+    allowed folders, an include the scan does not follow (a macro's name, ``__has_include``) in
+    the source or one of its headers, a cuda.core without ``ProgramOptions.as_bytes``. Then nothing
+    is read or recorded."""
+    import cuda.core
     from gemmlab.errors import ConfigError
     from gemmlab.gpu import compile as nvrtc
     libraries, roles = nvrtc_files(), _roles(source_path, include_dirs)
-    if libraries is None or roles is None:
+    cuda_dirs, cuda_headers = nvrtc.cuda_include_dirs()
+    if libraries is None or roles is None or "absent" in cuda_headers:
         return None
     try:
-        headers = [[i["name"], i["sha256"]] for i in nvrtc.scan_includes(Path(source_path), source)]
+        scanned = nvrtc.scan_includes(Path(source_path), source)
+        texts = [source, *(Path(i["file"]).read_text(encoding="utf-8", errors="replace") for i in scanned
+                           if not any(Path(i["file"]).is_relative_to(Path(d).resolve()) for d in cuda_dirs))]
     except (ConfigError, OSError):
         return None
+    if any(_UNFOLLOWED.search(text) for text in texts):
+        return None
     program = Path(source_path).name
-    return {"nvrtc": libraries, "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
-            "headers": headers, "cuda_headers": nvrtc.cuda_include_dirs()[1], "program": program,
-            "program_options": dataclasses.asdict(options.program_options(program, [])), "include_dirs": roles,
-            "names": list(names),
-            "run_nvrtc_sha256": hashlib.sha256(inspect.getsource(nvrtc.run_nvrtc).encode()).hexdigest()}
+    program_options = options.program_options(program, [])
+    try:
+        flags = [flag.decode() for flag in program_options.as_bytes("nvrtc", "cubin")]
+    except AttributeError:
+        return None
+    found = {"nvrtc": libraries, "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+             "headers": [[i["name"], i["sha256"]] for i in scanned], "cuda_headers": cuda_headers,
+             "program": program, "program_options": dataclasses.asdict(program_options), "nvrtc_flags": flags,
+             "cuda_core": cuda.core.__version__, "include_dirs": roles, "names": list(names),
+             "run_nvrtc_sha256": hashlib.sha256(inspect.getsource(nvrtc.run_nvrtc).encode()).hexdigest()}
+    return json.loads(json.dumps(found))  # as a recorded first line reads back (tuples become lists)
 
 
 def name_of(found: dict) -> str:
@@ -105,20 +134,24 @@ def name_of(found: dict) -> str:
     return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
 
 
-def _holds_code_for(cubin: bytes, symbols: dict[str, str]) -> bool:
+def _consistent(cubin: bytes, symbols: dict[str, str], log: str) -> bool:
+    """Whether the cubin has a code section, and the log ptxas's report, for each lowered name, and
+    each lowered name holds its name expression's function name (``ns::f<1>``: ``f``)."""
     from gemmlab.gpu.sass import elf_sections
     try:
         sections = {name for name, _, size in elf_sections(cubin) if size > 0}
     except ValueError:
         return False
-    return all(f".text.{lowered}" in sections for lowered in symbols.values())
+    return all(f".text.{lowered}" in sections and f"Compiling entry function '{lowered}'" in log
+               and name.split("<")[0].split("::")[-1].strip() in lowered for name, lowered in symbols.items())
 
 
 def lookup(found: dict | None, folder: Path | None = None) -> tuple[bytes, dict[str, str], str] | None:
     """``(cubin, {name expression: lowered name}, log)`` recorded for the :func:`inputs`
     ``found``, or None: none recorded, an xz file that fails its check, a first line that is not
-    these inputs, a cubin whose SHA-256 is not the one recorded or that lacks a code section for a
-    lowered name (module docstring)."""
+    these inputs, a cubin whose SHA-256 is not the one recorded, symbols for other name expressions,
+    a lowered name without a code section in the cubin or a report in the log, or that does not hold
+    its function's name (module docstring)."""
     if found is None:
         return None
     try:
@@ -132,7 +165,7 @@ def lookup(found: dict | None, folder: Path | None = None) -> tuple[bytes, dict[
             return None
     except (OSError, lzma.LZMAError, ValueError, KeyError, TypeError):
         return None
-    return (cubin, symbols, log) if _holds_code_for(cubin, symbols) else None
+    return (cubin, symbols, log) if _consistent(cubin, symbols, log) else None
 
 
 _COMPILE_TIME = re.compile(r"^ptxas info\s*: Compile time = [0-9.]+ ms$", re.M)
@@ -155,8 +188,7 @@ def verifying() -> bool:
 
 
 def recorded_with(folder: Path | None = None) -> list[dict]:
-    """The toolchains (NVRTC version, its files' SHA-256, CUDA header wheels) the folder's
-    compilations were recorded with ([] if none)."""
+    """The toolchains (:func:`toolchain`) the folder's compilations were recorded with ([] if none)."""
     try:
         found = json.loads((Path(folder or MEMO_DIR) / MANIFEST).read_text())
         return found if isinstance(found, list) else []
@@ -170,6 +202,13 @@ def local(source_path: Path, include_dirs: list[str], cubin: bytes, log: str) ->
     return any(p in log or p.encode() in cubin for p in paths)
 
 
+def toolchain(found: dict) -> dict:
+    """The toolchain of the :func:`inputs` ``found`` (an entry of :data:`MANIFEST`): NVRTC's version
+    and files, the CUDA header wheels, cuda.core's version."""
+    from gemmlab.gpu.compile import nvrtc_version
+    return {"nvrtc_version": nvrtc_version(), **{k: found[k] for k in ("nvrtc", "cuda_headers", "cuda_core")}}
+
+
 def record(found: dict | None, cubin: bytes, symbols: dict[str, str], log: str,
            folder: Path | None = None) -> bool:
     """Write a compilation with the :func:`inputs` ``found`` (to a temporary name, then renamed:
@@ -177,11 +216,10 @@ def record(found: dict | None, cubin: bytes, symbols: dict[str, str], log: str,
     :data:`MANIFEST`. Nothing for no inputs or an empty log. Never raises; True when written."""
     if found is None or not log.strip():
         return False
-    from gemmlab.gpu.compile import nvrtc_version
     folder = Path(folder or MEMO_DIR)
     meta = {"cubin_sha256": hashlib.sha256(cubin).hexdigest(), "symbols": symbols, "log": log}
     data = (HEADER + json.dumps(found, sort_keys=True) + "\n" + json.dumps(meta, sort_keys=True) + "\n").encode()
-    chain = {"nvrtc_version": nvrtc_version(), "nvrtc": found["nvrtc"], "cuda_headers": found["cuda_headers"]}
+    chain = toolchain(found)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomically(folder / f"{name_of(found)}.nvrtc.xz", lzma.compress(data + cubin, preset=9))

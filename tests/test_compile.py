@@ -199,6 +199,25 @@ def test_header_nvrtc_takes_from_the_current_folder_is_refused(tmp_path, monkeyp
     assert [i["file"] for i in scan_includes(src)] == [str(tmp_path / "src" / "helper.cuh")]
 
 
+def test_angle_include_beside_the_source_is_hashed_and_keys_the_disk_cache(tmp_path, sass_not_read):
+    """NVRTC searches its ``-I`` folders in order for ``#include <...>`` too, the source's own folder
+    first: a header there is what it compiles, so the scan hashes it and the disk cache misses when it
+    changes (it used to look in the shared and CUDA folders only: a stale hit, found by a review)."""
+    from gemmlab.gpu.compile import clear_cache, scan_includes
+    (tmp_path / "src").mkdir()
+    header = tmp_path / "src" / "tile.cuh"
+    header.write_text("#define TILE 16\n")
+    src = tmp_path / "src" / "k.cu"
+    src.write_text("#include <tile.cuh>\n__global__ void k(float *c) { c[threadIdx.x] = TILE; }\n")
+    assert [i["file"] for i in scan_includes(src)] == [str(header)]
+    first = compile_kernel(src, "k", CompileOptions(), persistent=True, cache_folder=str(tmp_path / "cache"))
+    header.write_text("#define TILE 17\n")
+    clear_cache()
+    second = compile_kernel(src, "k", CompileOptions(), persistent=True, cache_folder=str(tmp_path / "cache"))
+    assert (first.disk_cache, second.disk_cache) == ("miss", "miss")
+    assert bytes(first.object_code.code) != bytes(second.object_code.code)
+
+
 def test_ptxas_error_has_no_nul_bytes(tmp_path):
     src = tmp_path / "big.cu"
     src.write_text("template <int X> __global__ void k(float *c) {\n  __shared__ float s[X];\n"

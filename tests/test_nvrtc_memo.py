@@ -47,7 +47,7 @@ def test_the_committed_entry_is_nvrtcs_own():
     assert found is not None, "NVRTC or an include folder not found here"
     recorded = nvrtc_memo.lookup(found)
     if recorded is None:
-        chain = {"nvrtc_version": nvrtc.nvrtc_version(), "nvrtc": found["nvrtc"], "cuda_headers": found["cuda_headers"]}
+        chain = nvrtc_memo.toolchain(found)
         chains = nvrtc_memo.recorded_with()
         assert chain not in chains, (f"tests/data/nvrtc_memo was recorded with this toolchain ({chain}) but has no "
                                      f"readable entry {nvrtc_memo.name_of(found)}.nvrtc.xz for naive.cu: record "
@@ -117,6 +117,17 @@ def test_a_recording_is_read_back_only_for_the_same_inputs(naive, tmp_path, monk
     monkeypatch.setattr(nvrtc_memo, "nvrtc_files", lambda: other)
     assert nvrtc_memo.lookup(nvrtc_memo.inputs(*args), tmp_path) is None
     monkeypatch.undo()
+    # options given as tuples (defines) read back as the JSON of a first line does
+    defined = nvrtc_memo.inputs(*_args(defines=(("TILE_UNUSED", "3"),)))
+    assert defined is not None and defined != found
+    assert nvrtc_memo.record(defined, *_real(*_args(defines=(("TILE_UNUSED", "3"),))), folder=tmp_path)
+    assert nvrtc_memo.lookup(defined, tmp_path) is not None
+    # what the scan cannot follow: no inputs, NVRTC always runs
+    (own / "m.cu").write_text('#define HDR "tile.cuh"\n#include HDR\n' + text)
+    (own / "h.cu").write_text('#if __has_include("extra.cuh")\n#endif\n' + text)
+    assert nvrtc_memo.inputs(*_args(own / "m.cu")) is None and nvrtc_memo.inputs(*_args(own / "h.cu")) is None
+    # NVRTC's builtins library is an input as well as NVRTC itself
+    assert any("builtins" in f for f in found["nvrtc"]) and len(found["nvrtc"]) >= 2
     # another compilation's file copied over this one's name: its first line gives it away
     name.write_bytes((tmp_path / f"{nvrtc_memo.name_of(with_header)}.nvrtc.xz").read_bytes())
     assert nvrtc_memo.lookup(found, tmp_path) is None
@@ -126,8 +137,13 @@ def test_a_recording_is_read_back_only_for_the_same_inputs(naive, tmp_path, monk
     head, meta, body = data.split(b"\n", 2)
     name.write_bytes(lzma.compress(b"\n".join([head, meta, body[:-1] + bytes([body[-1] ^ 1])])))
     assert nvrtc_memo.lookup(found, tmp_path) is None
-    # symbols naming a function the cubin has no code for
+    # symbols naming a function the cubin has no code for, for other name expressions, or a log
+    # without ptxas's report of the function
     assert nvrtc_memo.record(found, cubin, {n: v + "x" for n, v in symbols.items()}, log, folder=tmp_path)
+    assert nvrtc_memo.lookup(found, tmp_path) is None
+    assert nvrtc_memo.record(found, cubin, {**symbols, "k<2>": next(iter(symbols.values()))}, log, folder=tmp_path)
+    assert nvrtc_memo.lookup(found, tmp_path) is None
+    assert nvrtc_memo.record(found, cubin, symbols, log.replace("Compiling entry function", "x"), folder=tmp_path)
     assert nvrtc_memo.lookup(found, tmp_path) is None
     assert nvrtc_memo.record(found, *output, folder=tmp_path)
     name.write_bytes(name.read_bytes()[:-40])  # a damaged file (xz's check) is a miss too
@@ -167,6 +183,36 @@ def test_verify_compiles_a_hit_and_fails_on_a_difference(naive, tmp_path, monkey
     monkeypatch.setenv(nvrtc_memo.VERIFY_ENV, "1")
     with pytest.raises(AssertionError, match="differs from what NVRTC returns"):
         nvrtc.run_nvrtc(*args)
+    # another cubin with the same symbols and log (no FMA contraction): consistent, and still caught
+    other, _, _ = _real(*_args(fma=False))
+    assert other != cubin
+    assert nvrtc_memo.record(found, other, symbols, log, folder=tmp_path)
+    with pytest.raises(AssertionError, match="differs from what NVRTC returns"):
+        nvrtc.run_nvrtc(*args)
+    monkeypatch.delenv(nvrtc_memo.VERIFY_ENV)
+    assert bytes(nvrtc.run_nvrtc(*args)[0].code) == other
+
+
+def test_record_mode_writes_a_miss_and_never_a_local_output(tmp_path, monkeypatch):
+    """With ``GEMMLAB_TEST_NVRTC_RECORD=1`` the tests' ``run_nvrtc`` records a miss, which the next
+    call reads; an output that names this machine's folders (a header's ``__FILE__`` in the cubin)
+    is compiled every time and never recorded."""
+    memo = tmp_path / "memo"
+    monkeypatch.setattr(nvrtc_memo, "MEMO_DIR", memo)
+    monkeypatch.setenv(nvrtc_memo.RECORD_ENV, "1")
+    args = _args()
+    nvrtc.run_nvrtc(*args)
+    assert nvrtc_memo.lookup(nvrtc_memo.inputs(*args)) is not None
+    own = tmp_path / "src"
+    own.mkdir()
+    (own / "where.cuh").write_text("__device__ const char *where() { return __FILE__; }\n")
+    (own / "k.cu").write_text('#include "where.cuh"\n'
+                              "__global__ void k(const char **out) { *out = where(); }\n")
+    local = _args(own / "k.cu", names=("k",))
+    code, log = nvrtc.run_nvrtc(*local)
+    assert str(own / "where.cuh").encode() in bytes(code.code)
+    assert nvrtc_memo.inputs(*local) is not None and nvrtc_memo.lookup(nvrtc_memo.inputs(*local)) is None
+    assert len(list(memo.glob("*.nvrtc.xz"))) == 1
 
 
 def test_a_patched_program_is_always_run(naive, tmp_path, monkeypatch):

@@ -278,8 +278,11 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
     (:func:`shared_include_dir`) and CUDA's pip-wheel headers (:func:`cuda_include_dirs`; not
     scanned further: their wheel versions are part of the cache key). Quoted includes are looked
     up where NVRTC looks first (beside the including file; for the source itself, whose program
-    name has no folder, that is the current folder), then in those folders; angle includes in the
-    shared and CUDA folders. Includes in comments and in ``#if 0`` groups are ignored.
+    name has no folder, that is the current folder), then in those folders in :func:`compile_kernel`'s
+    ``-I`` order (the source's folder, shared, CUDA); angle includes in those folders in that order
+    (a header beside the source shadows a shared or CUDA one of the same name, as in NVRTC).
+    Includes in comments and in ``#if 0`` groups are ignored; an include whose name a macro gives
+    (``#include NAME``) and ``__has_include`` are not followed.
 
     The scan never refuses what NVRTC would compile: a header found nowhere is left out (it may sit
     in a branch NVRTC skips, e.g. ``#ifndef __CUDACC_RTC__``, or be one of NVRTC's built-in headers;
@@ -302,8 +305,7 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
             kind, name = match.group(1), match.group(2).strip()
             where = f"{name!r} (included by {current.name})"
             beside = Path.cwd() if current == source_path else current.parent  # NVRTC's "beside"
-            candidates = (([beside] if kind == '"' else [])
-                          + ([own, shared] if kind == '"' else [shared]) + cuda_dirs)
+            candidates = ([beside] if kind == '"' else []) + [own, shared, *cuda_dirs]  # then NVRTC's -I order
             resolved = None
             for base in candidates:
                 path = (base / name).resolve()
