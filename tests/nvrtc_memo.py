@@ -51,7 +51,7 @@ import os
 import re
 from pathlib import Path
 
-from sass_memo import file_digest, write_atomically
+from sass_memo import MANIFEST, add_to_manifest, file_digest, read_manifest, write_atomically
 
 #: the folder of recorded compilations (``<name>.nvrtc.xz``, :func:`name_of`) and RECORDED.json
 MEMO_DIR = Path(__file__).resolve().parent / "data" / "nvrtc_memo"
@@ -61,8 +61,6 @@ RECORD_ENV = "GEMMLAB_TEST_NVRTC_RECORD"
 VERIFY_ENV = "GEMMLAB_TEST_NVRTC_VERIFY"
 #: the first line of a recorded file: this prefix, then the JSON of its :func:`inputs`
 HEADER = "// gemmlab recorded NVRTC output "
-#: the toolchains the folder was recorded with (:func:`recorded_with`)
-MANIFEST = "RECORDED.json"
 
 
 def nvrtc_files() -> dict[str, str] | None:
@@ -189,11 +187,7 @@ def verifying() -> bool:
 
 def recorded_with(folder: Path | None = None) -> list[dict]:
     """The toolchains (:func:`toolchain`) the folder's compilations were recorded with ([] if none)."""
-    try:
-        found = json.loads((Path(folder or MEMO_DIR) / MANIFEST).read_text())
-        return found if isinstance(found, list) else []
-    except (OSError, ValueError):
-        return []
+    return read_manifest(folder or MEMO_DIR)
 
 
 def local(source_path: Path, include_dirs: list[str], cubin: bytes, log: str) -> bool:
@@ -223,10 +217,7 @@ def record(found: dict | None, cubin: bytes, symbols: dict[str, str], log: str,
     try:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomically(folder / f"{name_of(found)}.nvrtc.xz", lzma.compress(data + cubin, preset=9))
-        chains = recorded_with(folder)
-        if chain not in chains:
-            chains = sorted([*chains, chain], key=lambda c: json.dumps(c, sort_keys=True))
-            write_atomically(folder / MANIFEST, (json.dumps(chains, indent=1, sort_keys=True) + "\n").encode())
+        add_to_manifest(folder, chain)
     except OSError:
         return False
     return True

@@ -172,13 +172,27 @@ def toolchain(argv: list[str]) -> dict | None:
     return None if digests is None else {**digests, "nvrtc": nvrtc_version()}
 
 
-def recorded_with(folder: Path | None = None) -> list[dict]:
-    """The toolchains (:func:`toolchain`) the folder's listings were recorded with ([] if none)."""
+def read_manifest(folder: Path) -> list[dict]:
+    """The toolchains listed in ``folder``'s :data:`MANIFEST` ([] if none or unreadable)."""
     try:
-        found = json.loads((Path(folder or MEMO_DIR) / MANIFEST).read_text())
+        found = json.loads((Path(folder) / MANIFEST).read_text())
         return found if isinstance(found, list) else []
     except (OSError, ValueError):
         return []
+
+
+def add_to_manifest(folder: Path, chain: dict | None) -> None:
+    """Add the toolchain ``chain`` to ``folder``'s :data:`MANIFEST` (kept sorted; written
+    atomically). Raises OSError where it cannot be written."""
+    chains = read_manifest(folder)
+    if chain is not None and chain not in chains:
+        chains = sorted([*chains, chain], key=lambda c: json.dumps(c, sort_keys=True))
+        write_atomically(Path(folder) / MANIFEST, (json.dumps(chains, indent=1, sort_keys=True) + "\n").encode())
+
+
+def recorded_with(folder: Path | None = None) -> list[dict]:
+    """The toolchains (:func:`toolchain`) the folder's listings were recorded with ([] if none)."""
+    return read_manifest(folder or MEMO_DIR)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -202,9 +216,6 @@ def record(argv: list[str], cubin: bytes, listing: str, folder: Path | None = No
         folder.mkdir(parents=True, exist_ok=True)
         text = HEADER + json.dumps(found, sort_keys=True) + "\n" + listing
         write_atomically(folder / f"{name}.sass.xz", lzma.compress(text.encode("utf-8"), preset=9))
-        chains = recorded_with(folder)
-        if chain is not None and chain not in chains:
-            chains = sorted([*chains, chain], key=lambda c: json.dumps(c, sort_keys=True))
-            write_atomically(folder / MANIFEST, (json.dumps(chains, indent=1, sort_keys=True) + "\n").encode())
+        add_to_manifest(folder, chain)
     except OSError:
         pass
