@@ -86,10 +86,6 @@ def _roles(source_path: Path, include_dirs: list[str]) -> list[str] | None:
     return None if None in roles else roles
 
 
-#: what the header scan cannot follow: an include whose name a macro gives, ``__has_include``
-_UNFOLLOWED = re.compile(r'#\s*include\s*[^\s"<]|__has_include')
-
-
 def inputs(source_path: Path, source: str, options, include_dirs: list[str],
            names: tuple[str, ...]) -> dict | None:
     """What :func:`gemmlab.gpu.compile.run_nvrtc` returns for these arguments depends on (module
@@ -102,16 +98,14 @@ def inputs(source_path: Path, source: str, options, include_dirs: list[str],
     from gemmlab.errors import ConfigError
     from gemmlab.gpu import compile as nvrtc
     libraries, roles = nvrtc_files(), _roles(source_path, include_dirs)
-    cuda_dirs, cuda_headers = nvrtc.cuda_include_dirs()
+    cuda_headers = nvrtc.cuda_include_dirs()[1]
     if libraries is None or roles is None or "absent" in cuda_headers:
         return None
     try:
         scanned = nvrtc.scan_includes(Path(source_path), source)
-        texts = [source, *(Path(i["file"]).read_text(encoding="utf-8", errors="replace") for i in scanned
-                           if not any(Path(i["file"]).is_relative_to(Path(d).resolve()) for d in cuda_dirs))]
     except (ConfigError, OSError):
         return None
-    if any(_UNFOLLOWED.search(text) for text in texts):
+    if nvrtc.has_unfollowed_include(source, scanned):
         return None
     program = Path(source_path).name
     program_options = options.program_options(program, [])

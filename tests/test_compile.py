@@ -218,6 +218,31 @@ def test_angle_include_beside_the_source_is_hashed_and_keys_the_disk_cache(tmp_p
     assert bytes(first.object_code.code) != bytes(second.object_code.code)
 
 
+@pytest.mark.parametrize("include", ['#define HDR "tile.cuh"\n#include HDR\n',
+                                     '#if __has_include("tile.cuh")\n#include "tile.cuh"\n#endif\n'],
+                         ids=["macro-name", "has-include"])
+def test_a_source_with_an_include_the_scan_cannot_follow_is_never_cached(tmp_path, include, sass_not_read):
+    """``#include NAME`` and ``__has_include`` hide a header from the scan, so no cache key holds it:
+    compile_kernel caches nothing for such a source (in the process or on disk) and says why, and an
+    edit of that header is compiled (it used to be a stale hit, found by a review)."""
+    from gemmlab.gpu.compile import has_unfollowed_include, scan_includes
+    (tmp_path / "src").mkdir()
+    header = tmp_path / "src" / "tile.cuh"
+    header.write_text("#define TILE 16\n")
+    src = tmp_path / "src" / "k.cu"
+    src.write_text(include + "__global__ void k(float *c) { c[threadIdx.x] = TILE; }\n")
+    assert has_unfollowed_include(src.read_text(), scan_includes(src))
+    assert not has_unfollowed_include("// #include NAME, __has_include\n" + GOOD, [])
+    folder = str(tmp_path / "cache")
+    first = compile_kernel(src, "k", CompileOptions(), persistent=True, cache_folder=folder)
+    assert first.disk_cache == "off" and "#include NAME or __has_include" in first.disk_cache_error
+    header.write_text("#define TILE 17\n")
+    second = compile_kernel(src, "k", CompileOptions(), persistent=True, cache_folder=folder)
+    assert not second.cache_hit and second.disk_cache == "off"
+    assert bytes(first.object_code.code) != bytes(second.object_code.code)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.cubin"))
+
+
 def test_ptxas_error_has_no_nul_bytes(tmp_path):
     src = tmp_path / "big.cu"
     src.write_text("template <int X> __global__ void k(float *c) {\n  __shared__ float s[X];\n"

@@ -282,7 +282,8 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
     ``-I`` order (the source's folder, shared, CUDA); angle includes in those folders in that order
     (a header beside the source shadows a shared or CUDA one of the same name, as in NVRTC).
     Includes in comments and in ``#if 0`` groups are ignored; an include whose name a macro gives
-    (``#include NAME``) and ``__has_include`` are not followed.
+    (``#include NAME``) and ``__has_include`` are not followed (:func:`has_unfollowed_include`
+    tells; :func:`compile_kernel` then caches nothing).
 
     The scan never refuses what NVRTC would compile: a header found nowhere is left out (it may sit
     in a branch NVRTC skips, e.g. ``#ifndef __CUDACC_RTC__``, or be one of NVRTC's built-in headers;
@@ -326,6 +327,28 @@ def scan_includes(source_path: Path, text: str | None = None) -> list[dict]:
             if not any(_inside(resolved, d) for d in cuda_dirs):
                 pending.append((resolved, resolved.read_text(encoding="utf-8", errors="replace")))
     return order
+
+
+#: what :func:`scan_includes` cannot follow: an include whose name a macro gives, ``__has_include``
+_UNFOLLOWED = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[^ \t<"\n]|__has_include', re.M)
+
+
+def has_unfollowed_include(source: str, includes: list[dict]) -> bool:
+    """Whether ``source`` or one of the headers :func:`scan_includes` found for it (CUDA's apart)
+    has an include the scan cannot follow, outside comments: ``#include NAME`` (a macro's) or
+    ``__has_include``. The files NVRTC reads are then not all hashed, so no cache keyed by them can
+    be trusted (:func:`compile_kernel` caches nothing for such a source). A header that cannot be
+    read counts as one."""
+    cuda_dirs = [Path(d).resolve() for d in cuda_include_dirs()[0]]
+    texts = [source]
+    for entry in includes:
+        path = Path(entry["file"])
+        if not any(_inside(path, d) for d in cuda_dirs):
+            try:
+                texts.append(path.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                return True
+    return any(_UNFOLLOWED.search(_COMMENTS.sub("", text)) for text in texts)
 
 
 def _first_error(text: str) -> str:
@@ -441,7 +464,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     Returns:
         CompiledKernel; ``cache_hit`` is true when this process compiled the same inputs before
         (then ``compile_ms`` is that earlier call's time: the NVRTC time, or the load time of a
-        disk hit); ``disk_cache`` is ``hit``, ``miss`` or ``off``; ``original_compile_ms`` is
+        disk hit); ``disk_cache`` is ``hit``, ``miss`` or ``off`` (also for a source with an include
+        the scan cannot follow, :func:`has_unfollowed_include`: never cached, in this process or on
+        disk; ``disk_cache_error`` says why when the disk cache was asked for); ``original_compile_ms`` is
         the NVRTC time recorded with a disk entry.
 
     Raises:
@@ -456,7 +481,10 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     names = (name_expression, *[n for n in extra_names if n != name_expression])
     include_key = tuple((i["name"], i["sha256"]) for i in includes)
     key = (sha, options, names, include_key, cuda_versions, persistent, cache_folder, driver_version, disassemble)
-    if key in _CACHE:
+    uncached, disk_asked = has_unfollowed_include(source, includes), persistent  # uncached: the key misses a file
+    if uncached:
+        persistent = False
+    elif key in _CACHE:
         cached = _CACHE[key]
         return CompiledKernel(**{**cached.__dict__, "cache_hit": True})
     include_dirs = [str(Path(source_path).resolve().parent), str(shared_include_dir()), *cuda_dirs]
@@ -531,6 +559,9 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
         from gemmlab.gpu import sass
         compiled.sass, compiled.sass_text = (sass.reuse(bytes(code.code), None, folder) if persistent
                                              else sass.disassemble(bytes(code.code)))
+    if uncached and disk_asked:
+        compiled.disk_cache_error = ("the source or a header has an include the scan cannot follow (#include NAME "
+                                     "or __has_include): a cache key would miss a file NVRTC reads")
     if persistent:
         compiled.disk_cache = "miss"
     if persistent and resources is not None:  # never make a missing ptxas report permanent
@@ -540,5 +571,6 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
             "resources": asdict(resources) if resources else None, "log": text, "name_expression": name_expression,
             "source_file": str(source_path), "flags": options.flags(), "symbols": symbols, "includes": includes,
             "sass": sass.stored(compiled.sass, compiled.sass_text) if disassemble else None})
-    _CACHE[key] = compiled
+    if not uncached:
+        _CACHE[key] = compiled
     return compiled
