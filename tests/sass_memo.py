@@ -190,6 +190,38 @@ def add_to_manifest(folder: Path, chain: dict | None) -> None:
         write_atomically(Path(folder) / MANIFEST, (json.dumps(chains, indent=1, sort_keys=True) + "\n").encode())
 
 
+def misnamed_entries(folder: Path, suffix: str, header: str, name_of) -> list[str] | None:
+    """The files ``*<suffix>`` of ``folder`` whose first line is not ``header`` followed by the JSON
+    of inputs whose name (``name_of``) is the file's, or None where the folder holds none."""
+    files = sorted(Path(folder).glob(f"*{suffix}"))
+    if not files:
+        return None
+    wrong = []
+    for path in files:
+        first = lzma.LZMADecompressor().decompress(path.read_bytes(), max_length=1 << 16).partition(b"\n")[0]
+        try:
+            text = first.decode("utf-8")
+            if not text.startswith(header) or name_of(json.loads(text[len(header):])) + suffix != path.name:
+                wrong.append(path.name)
+        except ValueError:
+            wrong.append(path.name)
+    return wrong
+
+
+def missing_entry(folder: Path, entry: str, chain: dict, record_env: str, toolchain_words: str) -> None:
+    """For a test whose committed entry ``entry`` (a file name) of ``folder`` reads nothing: fail
+    where the folder was recorded with this very toolchain ``chain`` (the entry should be there),
+    else skip and name what differs from the toolchains it was recorded with."""
+    import pytest
+    chains = read_manifest(folder)
+    shown = f"tests/data/{Path(folder).name}"
+    assert chain not in chains, (f"{shown} was recorded with this toolchain ({chain}) but has no readable entry "
+                                 f"{entry} for naive.cu: record it again ({record_env}=1)")
+    differs = sorted({k for c in chains for k in c if c.get(k) != chain.get(k)}) or ["no recordings"]
+    pytest.skip(f"{shown} holds no recording of this toolchain ({toolchain_words}; differs in: "
+                f"{', '.join(differs)}); record with {record_env}=1")
+
+
 def recorded_with(folder: Path | None = None) -> list[dict]:
     """The toolchains (:func:`toolchain`) the folder's listings were recorded with ([] if none)."""
     return read_manifest(folder or MEMO_DIR)

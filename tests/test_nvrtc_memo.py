@@ -4,7 +4,6 @@ with the cubin it says; anything else reads nothing and compiles. No GPU needed 
 
 from __future__ import annotations
 
-import json
 import lzma
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 import cuda.core
 import nvrtc_memo
+import sass_memo
 from gemmlab.gpu import compile as nvrtc
 from gemmlab.gpu.compile import CompileOptions, compile_kernel
 
@@ -59,14 +59,8 @@ def test_the_committed_entry_is_nvrtcs_own():
     found = _keyed(args)
     recorded = nvrtc_memo.lookup(found)
     if recorded is None:
-        chain = nvrtc_memo.toolchain(found)
-        chains = nvrtc_memo.recorded_with()
-        assert chain not in chains, (f"tests/data/nvrtc_memo was recorded with this toolchain ({chain}) but has no "
-                                     f"readable entry {nvrtc_memo.name_of(found)}.nvrtc.xz for naive.cu: record "
-                                     "it again (GEMMLAB_TEST_NVRTC_RECORD=1)")
-        differs = sorted({k for c in chains for k in c if c[k] != chain[k]}) or ["no recordings"]
-        pytest.skip(f"tests/data/nvrtc_memo holds no compilation of this toolchain (NVRTC {chain['nvrtc_version']}; "
-                    f"differs in: {', '.join(differs)}); record with GEMMLAB_TEST_NVRTC_RECORD=1")
+        sass_memo.missing_entry(nvrtc_memo.MEMO_DIR, f"{nvrtc_memo.name_of(found)}.nvrtc.xz",
+                                nvrtc_memo.toolchain(found), nvrtc_memo.RECORD_ENV, f"NVRTC {nvrtc.nvrtc_version()}")
     cubin, symbols, log = _real(*args)
     assert (recorded[0], recorded[1]) == (cubin, symbols)
     assert nvrtc_memo.timeless(recorded[2]) == nvrtc_memo.timeless(log) and "Compiling entry function" in log
@@ -78,15 +72,11 @@ def test_the_committed_entry_is_nvrtcs_own():
 def test_every_committed_entry_is_named_by_the_inputs_it_records():
     """Each committed file's first line holds the inputs its name is the hash of (a file copied or
     renamed over another entry's name fails here), and the folder says what recorded it."""
-    files = sorted(nvrtc_memo.MEMO_DIR.glob("*.nvrtc.xz"))
-    if not files:
+    wrong = sass_memo.misnamed_entries(nvrtc_memo.MEMO_DIR, ".nvrtc.xz", nvrtc_memo.HEADER, nvrtc_memo.name_of)
+    if wrong is None:
         pytest.skip("tests/data/nvrtc_memo holds no recordings")
     assert nvrtc_memo.recorded_with(), "tests/data/nvrtc_memo/RECORDED.json is missing or empty"
-    for path in files:
-        head = lzma.LZMADecompressor().decompress(path.read_bytes(), max_length=1 << 16)
-        first = head.partition(b"\n")[0].decode("utf-8")
-        assert first.startswith(nvrtc_memo.HEADER), path.name
-        assert nvrtc_memo.name_of(json.loads(first[len(nvrtc_memo.HEADER):])) + ".nvrtc.xz" == path.name
+    assert wrong == []
 
 
 @pytest.fixture(scope="module")

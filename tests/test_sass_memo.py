@@ -5,8 +5,6 @@ and first line say, with the cubin's code sections; anything else reads nothing.
 
 from __future__ import annotations
 
-import json
-import lzma
 from pathlib import Path
 
 import pytest
@@ -52,14 +50,8 @@ def test_the_committed_listing_is_the_disassemblers_own(compiled):
     memoized = sass.disassemble(cubin)  # with GEMMLAB_TEST_SASS_RECORD=1 a miss is recorded here
     recorded = sass_memo.lookup(argv, cubin)
     if recorded is None:
-        chain = sass_memo.toolchain(argv)
-        chains = sass_memo.recorded_with()
-        assert chain not in chains, (f"tests/data/sass_memo was recorded with this toolchain ({chain}) but has no "
-                                     f"readable entry {sass_memo.key(argv, cubin)}.sass.xz for naive.cu: record "
-                                     "it again (GEMMLAB_TEST_SASS_RECORD=1)")
-        differs = sorted({k for c in chains for k in c if c[k] != chain[k]}) or ["no recordings"]
-        pytest.skip(f"tests/data/sass_memo holds no listing of this toolchain ({described}; differs in: "
-                    f"{', '.join(differs)}); record with GEMMLAB_TEST_SASS_RECORD=1")
+        sass_memo.missing_entry(sass_memo.MEMO_DIR, f"{sass_memo.key(argv, cubin)}.sass.xz",
+                                sass_memo.toolchain(argv), sass_memo.RECORD_ENV, described)
     real = getattr(sass.disassemble, "__wrapped__", sass.disassemble)
     summary, text = real(cubin)
     assert summary["error"] is None and text == recorded
@@ -70,15 +62,11 @@ def test_the_committed_listing_is_the_disassemblers_own(compiled):
 def test_every_committed_entry_is_named_by_the_inputs_it_records():
     """Each committed file's first line holds the inputs its name is the hash of (a file copied or
     renamed over another entry's name fails here), and the folder says what recorded it."""
-    files = sorted(sass_memo.MEMO_DIR.glob("*.sass.xz"))
-    if not files:
+    wrong = sass_memo.misnamed_entries(sass_memo.MEMO_DIR, ".sass.xz", sass_memo.HEADER, sass_memo.name_of)
+    if wrong is None:
         pytest.skip("tests/data/sass_memo holds no recordings")
     assert sass_memo.recorded_with(), "tests/data/sass_memo/RECORDED.json is missing or empty"
-    for path in files:
-        head = lzma.LZMADecompressor().decompress(path.read_bytes(), max_length=4096).decode("utf-8", "replace")
-        first = head.partition("\n")[0]
-        assert first.startswith(sass_memo.HEADER), path.name
-        assert sass_memo.name_of(json.loads(first[len(sass_memo.HEADER):])) + ".sass.xz" == path.name
+    assert wrong == []
 
 
 def test_a_recording_is_read_back_only_for_the_same_input(compiled, second, tmp_path):
@@ -135,3 +123,17 @@ def test_recording_and_verifying_are_off_unless_asked(monkeypatch):
         assert not on()
         monkeypatch.setenv(env, "1")
         assert on()
+
+
+def test_a_missing_committed_entry_fails_under_its_own_toolchain_and_skips_under_another(tmp_path):
+    """``sass_memo.missing_entry`` (both memos' committed-entry tests): a folder recorded with this
+    very toolchain must hold the entry (the test fails, saying to record again); under another
+    toolchain, or with no recordings, the test skips and names what differs."""
+    with pytest.raises(pytest.skip.Exception, match="differs in: no recordings"):
+        sass_memo.missing_entry(tmp_path, "x.sass.xz", {"tool": 1}, sass_memo.RECORD_ENV, "nvdisasm")
+    sass_memo.add_to_manifest(tmp_path, {"tool": 2, "nvrtc": "13.5"})
+    with pytest.raises(pytest.skip.Exception, match=r"differs in: tool\)"):
+        sass_memo.missing_entry(tmp_path, "x.sass.xz", {"tool": 1, "nvrtc": "13.5"}, sass_memo.RECORD_ENV, "nvdisasm")
+    sass_memo.add_to_manifest(tmp_path, {"tool": 1, "nvrtc": "13.5"})
+    with pytest.raises(AssertionError, match="record it again"):
+        sass_memo.missing_entry(tmp_path, "x.sass.xz", {"tool": 1, "nvrtc": "13.5"}, sass_memo.RECORD_ENV, "nvdisasm")
