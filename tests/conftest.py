@@ -149,9 +149,10 @@ def memoize_disassembly() -> None:
 
 def memoize_nvrtc() -> None:
     """``gemmlab.gpu.compile.run_nvrtc`` (the one NVRTC call) reads the compilations recorded in
-    tests/data/nvrtc_memo (tests/nvrtc_memo.py: keyed by the source, every header it includes, the
-    options, the name expressions, the NVRTC library's bytes and ``run_nvrtc``'s code) before it
-    runs NVRTC: the suite's ~130 distinct kernel instances cost ~30 CPU s to compile. A hit is
+    tests/data/nvrtc_memo (tests/nvrtc_memo.py: keyed by the source, the headers it includes, the
+    options and the flags cuda.core makes of them, the name expressions, the NVRTC library's bytes
+    and ``run_nvrtc``'s code; no key, so NVRTC, where those cannot be told) before it runs NVRTC:
+    the suite's ~100 distinct kernel instances cost ~30 CPU s to compile. A hit is
     cuda.core's ``ObjectCode`` of the recorded cubin with the recorded symbols, and the recorded
     log; everything after NVRTC runs on it as on a fresh compilation. With
     ``GEMMLAB_TEST_NVRTC_VERIFY=1`` NVRTC runs as well and the test fails where they differ; with
