@@ -175,14 +175,12 @@ def memoize_nvrtc() -> None:
         if hit is None:
             code, log = real(source_path, source, options, include_dirs, names)
             if nvrtc_memo.recording() and not nvrtc_memo.local(source_path, include_dirs, bytes(code.code), log):
-                symbols = {n: (v.decode() if isinstance(v, bytes) else v) for n, v in code.symbol_mapping.items()}
-                nvrtc_memo.record(found, bytes(code.code), symbols, log)
+                nvrtc_memo.record(found, bytes(code.code), nvrtc_memo.symbols_of(code), log)
             return code, log
         cubin, symbols, log = hit
         if nvrtc_memo.verifying():
             code, fresh = real(source_path, source, options, include_dirs, names)
-            fresh_symbols = {n: (v.decode() if isinstance(v, bytes) else v) for n, v in code.symbol_mapping.items()}
-            assert ((bytes(code.code), fresh_symbols, nvrtc_memo.timeless(fresh))
+            assert ((bytes(code.code), nvrtc_memo.symbols_of(code), nvrtc_memo.timeless(fresh))
                     == (cubin, symbols, nvrtc_memo.timeless(log))), (
                 f"tests/data/nvrtc_memo/{nvrtc_memo.name_of(found)}.nvrtc.xz differs from what NVRTC returns "
                 f"for {names} of {source_path}: record it again")
@@ -330,7 +328,6 @@ def odd_result_entries():
     returns their paths, ``{"folder": ..., "link": ...}`` (the target is ``root/nowhere.json``).
     The finder, the report and compare are tested on the same entries."""
     def make(root):
-        from pathlib import Path
         root = Path(root)
         folder = root / "odd-folder" / "result.json"
         folder.mkdir(parents=True)

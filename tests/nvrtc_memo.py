@@ -169,6 +169,12 @@ def timeless(log: str) -> str:
     return _COMPILE_TIME.sub("", log)
 
 
+def symbols_of(code) -> dict[str, str]:
+    """``{name expression: lowered name}`` of a cuda.core ``ObjectCode`` (its ``symbol_mapping``
+    holds bytes)."""
+    return {n: (v.decode() if isinstance(v, bytes) else v) for n, v in code.symbol_mapping.items()}
+
+
 def recording() -> bool:
     """Whether misses are recorded (``GEMMLAB_TEST_NVRTC_RECORD=1``)."""
     return os.environ.get(RECORD_ENV) == "1"

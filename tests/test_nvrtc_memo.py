@@ -46,7 +46,7 @@ def _keyed(args) -> dict:
 def _real(*args):
     """``(cubin, symbols, log)`` from NVRTC itself (the tests' memo bypassed)."""
     code, log = getattr(nvrtc.run_nvrtc, "__wrapped__", nvrtc.run_nvrtc)(*args)
-    return bytes(code.code), {n: v.decode() for n, v in code.symbol_mapping.items()}, log
+    return bytes(code.code), nvrtc_memo.symbols_of(code), log
 
 
 def test_the_committed_entry_is_nvrtcs_own():

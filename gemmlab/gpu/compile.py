@@ -340,15 +340,23 @@ def has_unfollowed_include(source: str, includes: list[dict]) -> bool:
     be trusted (:func:`compile_kernel` caches nothing for such a source). A header that cannot be
     read counts as one."""
     cuda_dirs = [Path(d).resolve() for d in cuda_include_dirs()[0]]
-    texts = [source]
-    for entry in includes:
-        path = Path(entry["file"])
-        if not any(_inside(path, d) for d in cuda_dirs):
-            try:
-                texts.append(path.read_text(encoding="utf-8", errors="replace"))
-            except OSError:
-                return True
-    return any(_UNFOLLOWED.search(_COMMENTS.sub("", text)) for text in texts)
+    return (_unfollowed_in(source)
+            or any(_header_has_unfollowed(entry["file"], entry["sha256"]) for entry in includes
+                   if not any(_inside(Path(entry["file"]), d) for d in cuda_dirs)))
+
+
+def _unfollowed_in(text: str) -> bool:
+    return bool(_UNFOLLOWED.search(_COMMENTS.sub("", text)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _header_has_unfollowed(file: str, sha256: str) -> bool:
+    """:func:`_unfollowed_in` of a header, read once per content (``sha256``, the scan's hash: a
+    sweep's compiles after the first read nothing)."""
+    try:
+        return _unfollowed_in(Path(file).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return True
 
 
 def _first_error(text: str) -> str:
