@@ -23,7 +23,7 @@ import numpy as np
 
 from gemmlab.results.compare_stats import FAST, SAME, SLOW, UNSURE, beyond_threshold, bootstrap_ratio, verdict
 from gemmlab.errors import GemmlabError
-from gemmlab.stages.record_model import SCHEMA, Record, find_records, path_problem, read_record
+from gemmlab.stages.record_model import SCHEMA, Record, find_records, is_collection, path_problem, read_record
 
 MIN_SAMPLES = 3
 MIN_RESAMPLES = 100
@@ -133,13 +133,14 @@ def load_points(paths: Path | str | Iterable[Path | str], skipped: list[Record] 
     counts: Counter = Counter()
     for root in paths:
         found = 0
+        many = is_collection(root)  # a folder, an archive or a folder inside one
         for f in _record_files(Path(root)):
             rec = read_record(f)
-            if rec.foreign is not None and Path(root).is_dir():
+            if rec.foreign is not None and many:
                 if skipped is not None:
                     skipped.append(rec)
                 continue
-            if rec.category == "unreadable" and skipped is not None and Path(root).is_dir():
+            if rec.category == "unreadable" and skipped is not None and many:
                 skipped.append(rec)
                 continue
             found += 1

@@ -19,6 +19,12 @@ its name) and writes, into a new directory (never an existing one):
   counts, the results table (click a column header to sort), the plots embedded as PNG data, and
   the failed points with their status and error.
 
+``gemmlab-report --archive OUT.jsonl.xz SWEEP`` writes no report: it packs every record file under
+the folder ``SWEEP`` into one new xz-compressed JSON-lines archive
+(:func:`gemmlab.stages.record_model.write_archive`, format :mod:`gemmlab.stages.archive`). An
+archive, or a folder inside one (``OUT.jsonl.xz/auto``), is read wherever a folder is: by this
+command, ``gemmlab-compare``, ``python -m gemmlab.results.families`` and ``gemmlab-tune build``.
+
 Only files are read: it works without a GPU, on results copied from another machine. Records
 of another schema than ``gemmlab.result/1`` (or none) are read best-effort; every field that
 cannot be read is named in ``report.md`` rather than raising. A JSON object that is no gemmlab
@@ -54,6 +60,7 @@ from gemmlab.errors import in_chain
 from gemmlab.paths import missing_parents
 from gemmlab.results import families, report_html, report_plots, report_tables
 
+from gemmlab.stages import archive
 from gemmlab.stages import record_model as results
 from gemmlab.results.report_plots import PLOTS
 from gemmlab.results.report_tables import CSV_COLUMNS, counts, print_table
@@ -129,7 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog=PROG, description="One table (CSV + Markdown) and plots from gemmlab result.json records: "
         "run directories, sweep directories (any nesting), or result.json files.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="run/sweep directory or result.json file")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="run/sweep directory, record archive (*.jsonl.xz, or a "
+                   "folder inside one: ARCHIVE/auto) or result.json file")
+    p.add_argument("--archive", type=output_path, metavar="OUT", help="write no report: pack the records of the one "
+                   "sweep folder PATH into the new archive OUT (*.jsonl.xz: JSON lines, xz)")
     p.add_argument("--out", type=output_path, metavar="DIR", help="new report directory (default: ./gemmlab-report-<UTC time>); "
                    "an existing directory is refused")
     return p
@@ -159,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = path_problem(p)
         if problem:
             return fail(2, f"{p}: {problem}")
+    if args.archive is not None:
+        return _archive(args, fail)
     if args.out is not None and os.path.lexists(args.out):
         return fail(2, f"{args.out}: already exists; give --out a new directory (a report is never overwritten)")
 
@@ -222,6 +234,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                   highlight=False)
     for name, path in written.items():
         console.print(f"  {name:20s} {path}", highlight=False, soft_wrap=True)
+    return 0
+
+
+def _archive(args: argparse.Namespace, fail) -> int:
+    """``--archive OUT``: pack the one sweep folder into OUT (see the module docstring)."""
+    if args.out is not None:
+        return fail(2, "--archive writes an archive, not a report: give no --out")
+    if len(args.paths) != 1:
+        return fail(2, f"--archive packs one sweep folder; got {len(args.paths)} paths")
+    if not args.archive.endswith(archive.SUFFIX):
+        return fail(2, f"--archive {args.archive}: name the archive *{archive.SUFFIX}")
+    if os.path.lexists(args.archive):
+        return fail(2, f"--archive {args.archive}: already exists (an archive is never overwritten)")
+    try:
+        n = results.write_archive(args.paths[0], args.archive)
+    except FileNotFoundError as exc:
+        return fail(2, str(exc))
+    except FileExistsError:
+        return fail(2, f"--archive {args.archive}: already exists (an archive is never overwritten)")
+    except OSError as exc:
+        return fail(1, f"--archive {args.archive}: cannot write: {exc.strerror or exc}")
+    print(f"{args.archive}: {count(n, 'record')} of {args.paths[0]}")
     return 0
 
 

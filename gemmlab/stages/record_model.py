@@ -17,7 +17,11 @@ such a record is its own decision (``gemmlab-compare`` refuses other schemas, th
 them).
 
 Where records are found: every ``result.json`` below a directory at any depth (natural order,
-job ``2`` before ``10``, symlinked directories not followed), or a file named directly. An entry
+job ``2`` before ``10``, symlinked directories not followed), or a file named directly; likewise
+every member of a record archive (:mod:`gemmlab.stages.archive`) or of a folder inside one
+(``runs.jsonl.xz/auto``), or one member named through it (``runs.jsonl.xz/auto/3/result.json``;
+the record's ``path`` is written so too). :func:`write_archive` packs a folder's records into an
+archive, :func:`records_of` yields them from a folder or an archive alike. An entry
 named ``result.json`` that is no readable file (a folder, a link to nowhere, a fifo) is found too
 and reads as ``unreadable`` with one reason (:func:`read_record`), so every reader names and counts
 it the same way. A record
@@ -36,10 +40,11 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable, Iterator
 
 from gemmlab.paths import not_a_regular_file
+from gemmlab.stages import archive
 
 SCHEMA = "gemmlab.result/1"
 SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"  # every version of the record schema starts so
@@ -164,6 +169,9 @@ def is_child_record(path: Path, root: Path | None = None) -> bool:
     path = Path(path)
     if path.parent.name == "run" and path.parent.parent.name.startswith("sanitizer-"):
         return True
+    inside = archive.locate(path) if not os.path.lexists(path) else None
+    if inside is not None:
+        return _is_child_member(inside, root)
     here = path.resolve().parent
     stop = Path(root).resolve() if root is not None else None
     if here == stop:
@@ -176,10 +184,44 @@ def is_child_record(path: Path, root: Path | None = None) -> bool:
     return False
 
 
+def _is_child_member(inside: tuple[Path, str], root: Path | None) -> bool:
+    """:func:`is_child_record` for a member of an archive: a ``result.json`` member in a folder
+    above it (up to ``root``'s place in the archive; without ``root`` the one folder above)."""
+    file, inner = inside
+    try:
+        members = archive.load(file).lines
+    except (archive.ArchiveError, OSError):
+        return False
+    stop = None
+    if root is not None:
+        there = archive.locate(root)
+        stop = there[1] if there is not None and Path(there[0]) == Path(file) else None
+    here = PurePosixPath(inner).parent
+    if stop is not None and here == PurePosixPath(stop or "."):
+        return False
+    for parent in here.parents:
+        if (parent / RECORD_NAME).as_posix() in members:
+            return True
+        if stop is None or parent == PurePosixPath(stop or "."):
+            break
+    return False
+
+
 def path_problem(path: Path | str) -> str | None:
     """Why ``path`` cannot hold records (``no such file or directory``, or ``not a file or folder``
-    for a device, a pipe, a socket: ``/dev/null`` as a results path), or None."""
+    for a device, a pipe, a socket: ``/dev/null`` as a results path; for an archive or a path
+    through one, why it is no readable archive or names nothing in it), or None."""
     path = Path(path)
+    inside = archive.locate(path)
+    if inside is not None:
+        file, inner = inside
+        try:
+            found = archive.load(file).under(inner)
+        except archive.ArchiveError as exc:
+            return f"not a readable record archive: {exc}"
+        except OSError as exc:
+            return f"cannot read the archive {file}: {exc.strerror or exc}"
+        return None if found else f"no record under {inner!r} in the archive {file}"
     if not os.path.lexists(path) or (path.is_symlink() and not path.exists()):
         return "no such file or directory"
     if not (path.is_file() or path.is_dir()):
@@ -214,7 +256,13 @@ def find_records(paths: Iterable[str | os.PathLike] | str | os.PathLike, childre
     found: list[Path] = []
     seen: set[Path] = set()
     for p in map(Path, paths):
-        if p.is_file():
+        inside = archive.locate(p)
+        if inside is not None:
+            members = archive.load(inside[0]).under(inside[1])
+            candidates = sorted((inside[0] / m for m in members), key=lambda c: [natural_key(part) for part in c.parts])
+            if not children and not (len(members) == 1 and members[0] == inside[1]):
+                candidates = [c for c in candidates if not is_child_record(c, p)]
+        elif p.is_file():
             candidates = [p]
         elif p.is_dir():
             candidates = []
@@ -267,6 +315,9 @@ def read_record(path: str | os.PathLike) -> Record:
     ``cannot read the file: a folder``, ``... a link to nowhere (-> <target>)``, ``... not a
     regular file (...)`` (a fifo, never opened: it would block the reader)."""
     path = Path(path)
+    inside = archive.locate(path) if not os.path.lexists(path) else None
+    if inside is not None and inside[1]:
+        return _read_member(path, *inside)
     odd = not_a_regular_file(path)
     if path.is_symlink() and not path.exists():
         odd = f"a link to nowhere (-> {os.readlink(path)})"
@@ -281,6 +332,68 @@ def read_record(path: str | os.PathLike) -> Record:
     except ValueError as exc:
         return Record(path=str(path), status="unreadable", category="unreadable", error=f"not valid JSON: {exc}")
     return view(rec, path)
+
+
+def _read_member(path: Path, file: Path, inner: str) -> Record:
+    """:func:`read_record` of the archive member ``inner`` of ``file`` (``path``: both joined)."""
+    try:
+        member = archive.load(file).member(inner)
+    except KeyError:
+        member = archive.Member(inner, unreadable=f"no such record in the archive {file}")
+    except (archive.ArchiveError, OSError) as exc:
+        member = archive.Member(inner, unreadable=f"cannot read the archive {file}: {exc}")
+    if member.unreadable is not None:
+        return Record(path=str(path), status="unreadable", category="unreadable", error=member.unreadable)
+    return view(member.record, path)
+
+
+def is_collection(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds records the way a folder does: a folder, an archive, or a folder
+    inside an archive (not one member named through it)."""
+    inside = archive.locate(path)
+    if inside is None:
+        return Path(path).is_dir()
+    try:
+        return archive.load(inside[0]).under(inside[1]) != [inside[1]]
+    except (archive.ArchiveError, OSError):
+        return False
+
+
+def records_of(source: str | os.PathLike, children: bool = True) -> Iterator[tuple[str, Record]]:
+    """``(relative path, record)`` for each record file under ``source``, a sweep folder, an
+    archive or a folder inside one, in :func:`find_records`' order; the path is POSIX and relative
+    to ``source`` (``"3/result.json"``; for one file or member named directly, its name).
+
+    Raises:
+        FileNotFoundError: ``source`` does not exist or is no readable archive
+            (:func:`path_problem`'s text).
+    """
+    problem = path_problem(source)
+    if problem:
+        raise FileNotFoundError(f"{source}: {problem}")
+    base = Path(source)
+    for path in find_records([base], children):
+        rel = path.relative_to(base).as_posix() if path != base else path.name
+        yield rel, read_record(path)
+
+
+def write_archive(source: str | os.PathLike, out_file: str | os.PathLike) -> int:
+    """Pack every record file under ``source`` (a sweep folder, an archive, or a folder inside one;
+    a sanitizer child's record too) into the new archive ``out_file`` (:mod:`gemmlab.stages.archive`),
+    each member's path relative to ``source``; returns how many records were written. A file that
+    is no readable JSON is kept as an ``unreadable`` member with its reason.
+
+    Raises:
+        FileNotFoundError: ``source`` does not exist, holds no record file, or is no readable
+            archive (``<source>: <why>``).
+        FileExistsError: ``out_file`` exists.
+        OSError: the archive cannot be written.
+    """
+    members = [archive.Member(rel, unreadable=rec.error) if rec.category == "unreadable" and rec.raw is None
+               else archive.Member(rel, rec.raw) for rel, rec in records_of(source)]
+    if not members:
+        raise FileNotFoundError(f"{source}: no {RECORD_NAME} under it")
+    return archive.write_members(members, out_file, source=Path(source).name)
 
 
 def view(rec: Any, path: str | os.PathLike = "") -> Record:
