@@ -47,7 +47,8 @@ class VerificationError(GemmlabError):
 
 class SafetyNetError(GemmlabError):
     """A safety net fired: ``status`` is ``out_of_bounds`` (guard bands), ``inputs_modified``,
-    ``unstable`` (repeat launches differ bitwise) or ``sanitizer_errors``."""
+    ``unstable`` (repeat launches differ bitwise), ``sanitizer_errors`` or ``missing_instructions``
+    (a SASS class the kernel declares is absent from its main kernel: ``gemmlab.gpu.sass_check``)."""
 
     def __init__(self, status: str, message: str):
         super().__init__(message)

@@ -40,6 +40,11 @@ v2 additions (defaults reproduce v1):
   builds both for the shared copy kernels of ``kernels/include/gemmlab/relayout.cuh``.
 - sources may ``#include`` files beside them, gemmlab's shared headers (``"gemmlab/ptx.cuh"``,
   folder ``kernels/include/gemmlab``) and CUDA's headers from the pip wheels.
+- ``sass_classes``: the SASS instruction classes the kernel is built around (:data:`SASS_CLASSES`,
+  e.g. ``("HGMMA", "UTMALDG")``; per problem: :meth:`KernelBase.sass_classes_for`); the core counts
+  them in the main kernel's SASS after every compile and a class with none there (wgmma compiled
+  out of a plain sm_90 build: 0 HGMMA) is flagged in ``mode=compile`` and refused in ``mode=run``
+  (status ``missing_instructions``; :mod:`gemmlab.gpu.sass_check`).
 
 Tile parameters are C++ template arguments, so they are compile-time constants in the generated
 code; :meth:`KernelSpec.entry` turns a parameter dict into the name expression, e.g.
@@ -67,6 +72,16 @@ COMPUTE = {"fp32": "float32", "tf32": "tf32 tensor core, float32 accumulate",
            "bf16": "float32 accumulate of bf16 products", "fp16": "float32 accumulate of fp16 products"}
 #: storage orders of A and B: ``row`` (row-major) or ``col`` (column-major).
 LAYOUTS = ("row", "col")
+#: how a TF32 kernel rounds float32 inputs (:attr:`KernelBase.tf32_rounding`), in the order an
+#: undeclared kernel's output is tried against them: truncation, to nearest with ties away, none
+TF32_ROUNDINGS = ("rz", "rna", "none")
+#: SASS instruction classes a kernel may declare in ``sass_classes`` (the opcode classes of
+#: :mod:`gemmlab.gpu.sass`'s histogram, without the local-memory LDL/STL): FFMA (float32 FMA), HMMA
+#: (mma.sync tensor cores), HGMMA (Hopper wgmma), LDS/LDS.128 and LDG/LDG.128 (shared and global
+#: loads, 128-bit ones), LDGSTS (cp.async), LDSM (ldmatrix), UTMALDG/UTMASTG/UTMAREDG (TMA loads,
+#: stores, reductions), BAR (barriers).
+SASS_CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "UTMASTG",
+                "UTMAREDG", "BAR")
 
 
 class Shape(NamedTuple):
@@ -448,6 +463,23 @@ class KernelBase:
             the generic range; values inside 1..4096 go to :meth:`check_problem` first, whose
             message says what the values mean, and a value it lets pass that is not listed is
             refused by the core after it (the list is the rule ``gemmlab --help`` shows).
+        sass_classes: the SASS instruction classes the kernel is built around, each one of
+            :data:`SASS_CLASSES` (e.g. ``("HGMMA", "UTMALDG")`` for a wgmma kernel fed by TMA,
+            ``("HMMA",)`` for mma.sync, ``("FFMA",)`` for float32 CUDA-core arithmetic; default
+            ``()``: nothing checked). After each compile the core counts every declared class in
+            the SASS of the main kernel (its own function, not a plan's :class:`Extra` kernels)
+            and records ``sass_check``; a class counted 0 times (e.g. wgmma helpers compiled out
+            under ``__CUDA_ARCH_FEAT_SM90_ALL`` of a plain sm_90 build) is flagged in
+            ``mode=compile`` and refuses the point in ``mode=run`` (status ``missing_instructions``,
+            before any launch). Checked when the plugin is loaded; library kernels declare none.
+            Classes that depend on the problem or parameters: override :meth:`sass_classes_for`.
+        tf32_rounding: how a ``precision=tf32`` kernel rounds float32 inputs to TF32 before its
+            tensor cores multiply them: ``"rna"`` (to nearest, ties away: ``cvt.rna.tf32.f32``),
+            ``"rz"`` (truncation: float32 bits fed to a TF32 MMA as they are), ``"none"`` (no
+            rounding: float32 CUDA-core products); ``None`` (default: undeclared, e.g. a library
+            that picks its own kernel) accepts an output that matches any one of the three. The
+            float64 reference multiplies the inputs rounded this way, so the TF32 bound covers
+            float32 accumulation only (:mod:`gemmlab.stages.verify`). Checked when the plugin is loaded.
     """
 
     name: str
@@ -457,6 +489,13 @@ class KernelBase:
     precisions: tuple[str, ...] = ("fp32",)
     layouts: tuple[tuple[str, str], ...] = (("row", "row"),)
     param_values: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    sass_classes: tuple[str, ...] = ()
+    tf32_rounding: str | None = None
+
+    def sass_classes_for(self, problem: Problem, params: Mapping[str, int]) -> tuple[str, ...]:
+        """The SASS classes the main kernel must contain for ``problem`` and ``params`` (default:
+        :attr:`sass_classes`); each one of :data:`SASS_CLASSES`, checked by the core."""
+        return self.sass_classes
 
     def check(self, shape: Shape, params: Mapping[str, int], device: DeviceFacts) -> None:
         """Reject parameters or shapes this kernel cannot run, before anything is compiled.

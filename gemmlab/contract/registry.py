@@ -136,7 +136,7 @@ PARAM_RULE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 def check_declaration(spec: KernelBase, where: str) -> None:
     """Check what a plugin declares for ``spec`` (``source``, ``precisions``, ``layouts``,
-    ``defaults``), when the registry is built: a mistake there is the plugin's, not the command
+    ``defaults``, ``sass_classes``), when the registry is built: a mistake there is the plugin's, not the command
     line's.
 
     Raises:
@@ -165,6 +165,9 @@ def check_declaration(spec: KernelBase, where: str) -> None:
         raise bad("layouts", layouts, "it must be a tuple of (layout.a, layout.b) pairs, each "
                   f"{' or '.join(hookspecs.LAYOUTS)}, e.g. layouts=((\"row\", \"row\"), (\"row\", \"col\"))"
                   + (f"; one pair is written layouts=({tuple(layouts)!r},)" if one_pair else ""))
+    rounding = getattr(spec, "tf32_rounding", None)
+    if rounding is not None and rounding not in hookspecs.TF32_ROUNDINGS:
+        raise bad("tf32_rounding", rounding, f"it must be None (undeclared) or one of {', '.join(hookspecs.TF32_ROUNDINGS)}")
     defaults = spec.defaults
     if not isinstance(defaults, Mapping):
         raise bad("defaults", defaults, "it must be a dict of parameter names and int defaults, e.g. {\"BM\": 64}")
@@ -175,12 +178,36 @@ def check_declaration(spec: KernelBase, where: str) -> None:
         if key in RESERVED_PARAMS:
             raise bad("defaults", dict(defaults), f"a parameter may not be called {key!r} (the kernel config's "
                       f"own key: kernel=<name>); rename it")
+    classes = getattr(spec, "sass_classes", ())
+    why = sass_classes_problem(classes)
+    if why is None and classes and isinstance(spec, hookspecs.LibraryKernelSpec):
+        why = "a library kernel has no SASS gemmlab compiles: leave sass_classes out"
+    if why is not None:
+        raise bad("sass_classes", classes, why)
+
+
+def sass_classes_problem(classes) -> str | None:
+    """Why ``classes`` is not a valid ``sass_classes`` declaration (a tuple of distinct names from
+    :data:`~gemmlab.contract.hookspecs.SASS_CLASSES`), or None when it is."""
+    allowed = hookspecs.SASS_CLASSES
+    hint = f"it must be a tuple of SASS instruction classes, each one of {', '.join(allowed)}, e.g. sass_classes=(\"HGMMA\",)"
+    if isinstance(classes, str):
+        return hint + (f"; one class is written sass_classes=({classes!r},)" if classes in allowed else "")
+    if not isinstance(classes, (tuple, list)):
+        return hint
+    for name in classes:
+        if not isinstance(name, str) or name not in allowed:
+            close = [a for a in allowed if isinstance(name, str) and a.upper() == name.upper()]
+            return hint + (f"; {name!r} is not one" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if len(set(classes)) != len(classes):
+        return hint + "; each class once"
+    return None
 
 
 #: the KernelSpec methods the core calls (a plugin's code runs inside them): v1, the v2 problem-level
 #: ones and the library kernels'
 PLUGIN_METHODS = ("check", "entry", "launch", "ownership", "check_problem", "geometry", "instance", "options",
-                  "arguments", "workspace_bytes", "plan", "available", "library_version", "types",
+                  "arguments", "workspace_bytes", "plan", "sass_classes_for", "available", "library_version", "types",
                   "enqueue_function", "enqueue_problem")
 
 

@@ -7,8 +7,9 @@ and for its baseline, with no branches on the kind of kernel:
    (precision, layouts, the plugin's own rules, launch geometry, cluster, arguments, TMA rules,
    the launch plan); one :class:`~gemmlab.errors.ConfigError` line on bad input.
 2. :meth:`Backend.unavailable` — a missing optional library, as a one-line reason.
-3. :meth:`Backend.compile` — NVRTC for compiled kernels (cubin, ptxas report, SASS), nothing
-   for libraries.
+3. :meth:`Backend.compile` — NVRTC for compiled kernels (cubin, ptxas report, SASS and the check
+   of the kernel's declared SASS classes, ``record["sass_check"]``: :mod:`gemmlab.gpu.sass_check`;
+   :meth:`Backend.missing_instructions` is the refusal ``mode=run`` raises), nothing for libraries.
 4. :meth:`Backend.prepare` — on the GPU: load, resolve arguments (device pointers, tensor maps,
    workspace), build the launch plan; then :meth:`Backend.enqueue` issues ONE launch (every step
    of the plan: memsets, the kernel, extra kernels) without synchronising, so the timing loop
@@ -31,6 +32,7 @@ import numpy as np
 
 from gemmlab.gpu import compile as compile_stage
 from gemmlab.gpu import guards
+from gemmlab.gpu import sass_check
 from gemmlab.gpu import tma
 from gemmlab.contract import tma_rules
 from gemmlab.errors import ConfigError
@@ -124,6 +126,12 @@ class Backend:
 
     def estimate_occupancy(self, facts: DeviceFacts) -> None:
         """``mode=compile``: record an occupancy estimate where one can be made."""
+
+    def missing_instructions(self) -> str | None:
+        """After :meth:`compile`: the one-line refusal when a declared SASS class is absent from the
+        main kernel (``record["sass_check"]``, :mod:`gemmlab.gpu.sass_check`), else None."""
+        check = self.record.get("sass_check")
+        return check.get("message") if isinstance(check, dict) and check.get("verdict") == "missing" else None
 
     def prepare(self, gpu, problem: Problem, buffers: Buffers) -> None:
         """Make :meth:`enqueue` ready on ``gpu`` for ``buffers``."""
@@ -303,6 +311,21 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
     return maps
 
 
+def declared_classes(spec: KernelBase, value: Any) -> tuple:
+    """``value``, what ``spec.sass_classes_for()`` returned, checked as the registry checks the
+    ``sass_classes`` field (:func:`gemmlab.contract.registry.sass_classes_problem`).
+
+    Raises:
+        ConfigError: field ``plugin``, naming the kernel, the method and what is allowed.
+    """
+    from gemmlab.contract.registry import sass_classes_problem
+    why = sass_classes_problem(value)
+    if why is not None:
+        raise ConfigError("plugin", f"kernel '{spec.name}': {type(spec).__name__}.sass_classes_for() returned "
+                          f"{value!r}; {why}")
+    return tuple(value)
+
+
 def returned_tuple(spec: KernelBase, method: str, value: Any, example: str) -> tuple:
     """``value``, what ``spec.<method>()`` returned, as a tuple; it must be a tuple or list (a bare
     ``Matrix('A')`` or a generator is a plugin bug).
@@ -328,6 +351,7 @@ class NvrtcBackend(Backend):
     workspace_bytes: int = 0
     compiled: compile_stage.CompiledKernel | None = None
     options: object = None
+    sass_classes: tuple = ()
     _workspace: guards.GuardedMatrix | None = None
     _calls: list = field(default_factory=list)
 
@@ -340,8 +364,10 @@ class NvrtcBackend(Backend):
             self.workspace_bytes = int(spec.workspace_bytes(problem, params, facts))
             steps = spec.plan(problem, params, facts)
             self.options = spec.options(problem, params, facts)
+            classes = spec.sass_classes_for(problem, params)
         except ParamError as exc:
             raise ConfigError(exc.field, exc.message) from None
+        self.sass_classes = declared_classes(spec, classes)
         self.arguments = returned_tuple(spec, "arguments", arguments, "(Matrix('A'), Matrix('B'), Matrix('C'), "
                                         "Dim('M'), Dim('N'), Dim('K'))")
         self.steps = returned_tuple(spec, "plan", steps, "(Main(),)")
@@ -401,6 +427,11 @@ class NvrtcBackend(Backend):
             sass_file = f"kernel{suffix}.sass"
             (out_dir / sass_file).write_text(self.compiled.sass_text)
             self.record["compile"]["sass"] = dict(self.compiled.sass, file=sass_file)
+        c = self.compiled
+        self.record["sass_check"] = sass_check.check(
+            self.sass_classes, c.sass, c.sass_text, c.lowered_name,
+            [c.symbols.get(n, n) for n in c.name_expressions if n != c.name_expression],
+            kernel=self.name, target=c.options.target, name_expression=c.name_expression)
 
     def estimate_occupancy(self, facts: DeviceFacts) -> None:
         from gemmlab.gpu.device import estimate_occupancy

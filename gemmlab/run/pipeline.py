@@ -90,7 +90,8 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         The record written to ``result.json``. ``record["status"]`` is ``ok`` (verified and
         timed), ``compiled`` (``mode=compile``), ``checked``, or a failure: ``invalid``,
         ``compile_error``, ``wrong_result``, ``out_of_bounds``, ``unstable``, ``inputs_modified``,
-        ``sanitizer_errors``, ``cuda_error``, ``no_gpu``, ``unavailable``, ``error``;
+        ``sanitizer_errors``, ``missing_instructions`` (a declared SASS class absent from the
+        main kernel, refused after compiling), ``cuda_error``, ``no_gpu``, ``unavailable``, ``error``;
         ``record["error"]`` holds the one-line reason. Failures never raise: a sweep goes on.
     """
     out_dir = Path(out_dir)
@@ -618,6 +619,11 @@ class Run:
         for backend in self.backends:
             backend.compile(self.problem, self.gpu.facts, arch, self.out_dir, self.rc.cache_enabled,
                             self.rc.cache_dir, driver_version=driver)
+            refused = backend.missing_instructions()  # a declared SASS class absent: nothing is launched
+            if refused:
+                _merge(self.record, self.backends)
+                self.record.setdefault("nets_fired", []).append("instruction classes")
+                raise SafetyNetError("missing_instructions", refused)
 
     def allocate(self) -> None:
         """Inputs drawn, rounded to the storage type, laid out and uploaded; each backend's C

@@ -158,6 +158,9 @@ def summary(record: dict) -> str:
                                          if hist else f"not disassembled: {sass.get('error')}"))
             if sass.get("warning"):  # e.g. wgmma serialized (gemmlab.gpu.sass.wgmma_check)
                 lines.append(f"  WARNING {sass['warning']}")
+        classes = _classes_line(record.get("sass_check"), record.get("mode"))
+        if classes:  # the declared SASS classes (gemmlab.gpu.sass_check)
+            lines.append(classes)
     launch = record.get("launch")
     if launch:
         occ = record.get("occupancy") or {}
@@ -189,6 +192,20 @@ def summary(record: dict) -> str:
         counts = san.get("counts") or f"{san.get('errors')} errors"
         lines.append(f"  sanitizer {san['tool']}: {san['verdict']} ({counts}) {san.get('report') or ''}")
     return "\n".join(lines)
+
+
+def _classes_line(check, mode) -> str | None:
+    """The summary's line for a record's ``sass_check`` (:mod:`gemmlab.gpu.sass_check`; None when
+    the kernel declares no class): the counts, or a WARNING that a declared class is missing (which
+    ``mode=run`` refuses) or was not counted."""
+    if not isinstance(check, dict) or not check.get("declared"):
+        return None
+    verdict, declared = check.get("verdict"), ", ".join(map(str, check.get("declared") or []))
+    if verdict == "present" and isinstance(check.get("counts"), dict):
+        return f"  classes {declared} declared: present ({', '.join(f'{c} {n}' for c, n in check['counts'].items())})"
+    if verdict == "missing":
+        return f"  WARNING {check.get('message')}" + ("; mode=run refuses this kernel" if mode == "compile" else "")
+    return f"  WARNING instruction classes {declared} not checked: {check.get('reason')}"
 
 
 def _measure_lines(rec: dict, indent: str) -> list[str]:
