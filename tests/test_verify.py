@@ -363,7 +363,8 @@ def test_bound_tolerance_formula():
     np.testing.assert_array_equal(tolerance("bound", opts, ref, abs_ab, 4096),
                                   2.0**-15 * abs_ab + U_FP32 * np.abs(ref) + TINY)
     tf32 = tolerance("bound", opts, ref, abs_ab, 4096, "tf32")
-    np.testing.assert_allclose(tf32, 8 * 64 * (2.0**-24 + 2 * 2.0**-11) * abs_ab + U_FP32 * np.abs(ref), rtol=1e-15)
+    # tensor cores: twice the accumulation unit; no input-rounding term (the reference holds the TF32 inputs)
+    np.testing.assert_allclose(tf32, 8 * 64 * 2 * 2.0**-24 * abs_ab + U_FP32 * np.abs(ref), rtol=1e-15)
     # larger K, larger allowance (sqrt(K) times |A||B|)
     assert (tolerance("bound", opts, ref, abs_ab, 16384) > tolerance("bound", opts, ref, abs_ab, 4096)).all()
     assert tolerance("exact", opts, ref, abs_ab, 4096) == 0.0
@@ -559,29 +560,94 @@ def test_sampled_exact_record_is_json_serialisable_strict():
 
 # --- TF32 precision ----------------------------------------------------------------------------------
 
-def to_tf32(x: np.ndarray) -> np.ndarray:
-    """Round float32 to TF32 (10 explicit mantissa bits), to nearest."""
-    bits = x.astype(np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+def serial_float32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` accumulated in float32 one k at a time: the least accurate order a kernel uses."""
+    products = a[:, :, None].astype(np.float32) * b[None, :, :].astype(np.float32)
+    return np.cumsum(products, axis=1, dtype=np.float32)[:, -1, :]
 
 
-def test_tf32_widens_the_bound():
+def keep_mantissa_bits(x: np.ndarray, bits: int) -> np.ndarray:
+    """float32 ``x`` with only ``bits`` explicit mantissa bits (toward zero)."""
+    mask = np.uint32((0xFFFFFFFF << (23 - bits)) & 0xFFFFFFFF)
+    return (x.astype(np.float32).view(np.uint32) & mask).view(np.float32)
+
+
+def test_round_tf32_ties_away_and_truncation():
+    from gemmlab.stages.verify import round_tf32
+    ulp = 2.0**-10  # TF32 keeps 10 explicit mantissa bits
+    x = np.array([1 + ulp / 2, 1 + 1.5 * ulp, -(1 + ulp / 2), 1 + ulp / 2 - 2.0**-23, 3.0], np.float32)
+    np.testing.assert_array_equal(round_tf32(x, "rna"), np.array([1 + ulp, 1 + 2 * ulp, -(1 + ulp), 1, 3], np.float32))
+    np.testing.assert_array_equal(round_tf32(x, "rz"), np.array([1, 1 + ulp, -1, 1, 3], np.float32))
+    assert round_tf32(x, "none") is x
+    with pytest.raises(ValueError, match="tf32 rounding"):
+        round_tf32(x, "rn")
+
+
+MUTANT_K = (256, 1024, 4096, 16384, 65536)
+
+
+@pytest.mark.parametrize("K", MUTANT_K)
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
+def test_every_precision_rejects_wrong_results_at_every_k(precision, K):
+    """A correct float32 accumulation passes; an all-zeros C, a doubled C, a dropped quarter of K,
+    a sign flip and inputs truncated to 3 mantissa bits all fail, for every precision from K = 256
+    to 65536 (issue 40: the TF32 rule accepted zeros and a doubled C at K >= 1024)."""
+    import ml_dtypes
+    from gemmlab.stages.verify import round_tf32
+    rng = np.random.default_rng(K)
+    a = rng.standard_normal((16, K)).astype(np.float32)
+    b = rng.standard_normal((K, 16)).astype(np.float32)
+    if precision in ("bf16", "fp16"):
+        dtype = ml_dtypes.bfloat16 if precision == "bf16" else np.float16
+        a, b = a.astype(dtype).astype(np.float32), b.astype(dtype).astype(np.float32)
+    ar, br = (round_tf32(a, "rz"), round_tf32(b, "rz")) if precision == "tf32" else (a, b)
+    good = serial_float32(ar, br)
+    q = K // 4
+    wrong = {"zeros": np.zeros_like(good), "doubled": 2 * good, "sign flip": -good,
+             "dropped quarter of K": (ar[:, q:].astype(np.float64) @ br[q:].astype(np.float64)).astype(np.float32),
+             "3-bit truncation": (keep_mantissa_bits(a, 3).astype(np.float64)
+                                  @ keep_mantissa_bits(b, 3).astype(np.float64)).astype(np.float32)}
+    verdict = check(good, a, b, VerifyOptions(), precision=precision)
+    assert verdict.passed, verdict.summary()
+    for name, c in wrong.items():
+        verdict = check(c, a, b, VerifyOptions(), precision=precision)
+        assert not verdict.passed, f"{precision} K={K}: {name} passed ({verdict.summary()})"
+        assert verdict.mismatches >= 0.6 * c.size, f"{precision} K={K}: {name}: only {verdict.mismatches} caught"
+
+
+def test_tf32_bound_no_longer_absorbs_input_rounding():
+    """A 1e-3 relative error (an input-rounding-sized term) fails as TF32 now: the reference holds
+    the TF32-rounded inputs, so the bound covers float32 accumulation only."""
     a, b = normal_inputs(16, 16, 64, seed=5)
-    c = ((a.astype(np.float64) @ b.astype(np.float64)) * (1 + 1e-3)).astype(np.float32)  # 1e-3 relative error
+    c = ((a.astype(np.float64) @ b.astype(np.float64)) * (1 + 1e-3)).astype(np.float32)
     tf32 = check(c, a, b, VerifyOptions(), precision="tf32")
-    fp32 = check(c, a, b, VerifyOptions(), precision="fp32")
-    assert tf32.passed, tf32.summary()
-    assert not fp32.passed
-    assert fp32.max_abs_error == tf32.max_abs_error
-    assert fp32.max_error_over_tolerance > 1 > tf32.max_error_over_tolerance
+    assert not tf32.passed
+    assert set(tf32.tf32["tried"]) == {"rz", "rna", "none"}  # undeclared: every rounding was tried
 
 
-def test_tf32_rounded_inputs_pass_only_as_tf32():
+@pytest.mark.parametrize("rounding", ["rz", "rna", "none"])
+def test_tf32_undeclared_rounding_passes_and_is_named(rounding):
+    from gemmlab.stages.verify import round_tf32
     a, b = normal_inputs(16, 16, 256, seed=6)
-    c = to_tf32(a) @ to_tf32(b)  # what TF32 tensor cores compute, float32 accumulation
-    assert check(c, a, b, VerifyOptions(), precision="tf32").passed
-    assert not check(c, a, b, VerifyOptions(), precision="fp32").passed
-    assert check(a @ b, a, b, VerifyOptions(), precision="tf32").passed  # a true fp32 result passes too
+    c = serial_float32(round_tf32(a, rounding), round_tf32(b, rounding))
+    verdict = check(c, a, b, VerifyOptions(), precision="tf32")
+    assert verdict.passed, verdict.summary()
+    assert verdict.tf32["rounding"] == rounding and verdict.tf32["declared"] is None
+    record = json.loads(json.dumps(verdict.record(), allow_nan=False))
+    assert record["tf32"]["rounding"] == rounding
+    assert check(c, a, b, VerifyOptions(), precision="fp32").passed is (rounding == "none")
+
+
+def test_tf32_declared_rounding_is_the_only_model():
+    from gemmlab.stages.verify import round_tf32
+    a, b = normal_inputs(16, 16, 256, seed=7)
+    rz = serial_float32(round_tf32(a, "rz"), round_tf32(b, "rz"))
+    assert check(rz, a, b, VerifyOptions(), precision="tf32", tf32_rounding="rz").passed
+    verdict = check(rz, a, b, VerifyOptions(), precision="tf32", tf32_rounding="rna")
+    assert not verdict.passed and verdict.tf32 == {"rounding": "rna", "declared": "rna",
+                                                   "tried": {"rna": verdict.max_error_over_tolerance}}
+    with pytest.raises(ValueError, match="tf32 rounding"):
+        check(rz, a, b, VerifyOptions(), precision="tf32", tf32_rounding="nearest")
 
 
 def test_integers_exact_catch_a_dropped_term_at_large_k():

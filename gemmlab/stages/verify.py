@@ -7,11 +7,21 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
 (NaN-filled beforehand) is caught and counted. Tolerance rules (``verify.tolerance``):
 
 - ``fixed``: ``|C - ref| <= atol + rtol*|ref|`` (seed 000: ``assert_allclose`` with 3e-4 each).
-- ``bound`` (default for float inputs): ``|C - ref| <= lam*sqrt(K)*(u + 2*u_in)*(|A||B|)_ij +
-  u*|ref_ij| + tiny``, with u = 2^-24 (float32 accumulation), u_in the rounding of the inputs
-  to the compute precision (0 for fp32, 2^-11 for TF32; 0 for bf16/fp16, whose inputs are
-  rounded to their storage type before the reference is formed and whose products are exact in
-  float32; their tensor-core accumulation uses 2u instead of u), lam = ``verify.safety`` (8). This is the
+- ``bound`` (default for float inputs): ``|C - ref| <= lam*sqrt(K)*u_acc*(|A||B|)_ij +
+  u*|ref_ij| + tiny``, with u = 2^-24, u_acc the accumulation unit (u for fp32 on CUDA cores; 2u
+  for tensor cores, which align and truncate inside each MMA), lam = ``verify.safety`` (8). The
+  reference always multiplies the operands the hardware multiplies, so the bound covers float32
+  accumulation only, never the rounding of the inputs: bf16/fp16 inputs are rounded to their
+  storage type before the reference is formed; for TF32 the reference multiplies the inputs
+  rounded to TF32 (10 explicit mantissa bits) the way the kernel rounds them
+  (``KernelBase.tf32_rounding``: ``rna``, round to nearest with ties away as ``cvt.rna.tf32.f32``
+  does; ``rz``, truncation, what a tensor core does with float32 bits it reads as TF32; ``none``,
+  no rounding: a float32 CUDA-core path). A kernel that declares no rounding (a library: cuBLAS
+  may pick a CUDA-core kernel for some shapes) passes if its whole output is within the bound of
+  one of the three references, tried in the order rz, rna, none; the verdict's ``tf32`` field
+  names the one that matched and the max error/tolerance of each tried. (Before this rule, TF32
+  added 2*2^-11*lam*sqrt(K)*|A||B| for input rounding, which at K >= 1024 exceeds |C| itself for
+  normal inputs: an all-zeros C passed.) This is the
   probabilistic rounding-error bound of Higham & Mary, "A New Approach to Probabilistic Rounding
   Error Analysis", SIAM J. Sci. Comput. 41(5), 2019 (deterministic form: gamma_K |A||B|,
   Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., §3.5). It grows with K and
@@ -37,13 +47,20 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from gemmlab.contract import hookspecs
+
 FIRST_MISMATCHES = 8
 U_FP32 = 2.0**-24
-U_INPUT = {"fp32": 0.0, "tf32": 2.0**-11, "bf16": 0.0, "fp16": 0.0}
-# accumulation unit per precision: float32 (2^-24); bf16/fp16 tensor cores align and truncate
-# inside each MMA instead of rounding (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of
-# NVIDIA tensor cores", PeerJ CS 7:e330, 2021), so they get twice the unit
-U_ACC = {"fp32": U_FP32, "tf32": U_FP32, "bf16": 2 * U_FP32, "fp16": 2 * U_FP32}
+#: rounding of the inputs the bound still covers, per precision: 0 everywhere, since the reference
+#: multiplies the operands as the hardware sees them (TF32: rounded by :func:`round_tf32`)
+U_INPUT = {"fp32": 0.0, "tf32": 0.0, "bf16": 0.0, "fp16": 0.0}
+# accumulation unit per precision: float32 (2^-24); tensor cores (TF32, BF16, FP16) align and
+# truncate inside each MMA instead of rounding (Fasi, Higham, Mikaitis, Pranesh, "Numerical
+# behavior of NVIDIA tensor cores", PeerJ CS 7:e330, 2021), so they get twice the unit
+U_ACC = {"fp32": U_FP32, "tf32": 2 * U_FP32, "bf16": 2 * U_FP32, "fp16": 2 * U_FP32}
+#: TF32 roundings of the inputs the reference can model (:func:`round_tf32`), in the order an
+#: undeclared kernel's output is tried against them (declared by kernels: ``KernelBase.tf32_rounding``)
+TF32_ROUNDINGS = hookspecs.TF32_ROUNDINGS
 TINY = 1e-30
 
 
@@ -68,6 +85,25 @@ class VerifyOptions:
     max_full: int = 2**37
     sample: int = 256
     trials: int = 2
+
+
+def round_tf32(x: np.ndarray, rounding: str) -> np.ndarray:
+    """``x`` (float32 array) rounded to TF32 (1 sign, 8 exponent, 10 explicit mantissa bits, kept in
+    float32 storage): ``rna`` to nearest with ties away from zero (PTX ``cvt.rna.tf32.f32``),
+    ``rz`` toward zero (the low 13 mantissa bits dropped: what a tensor core does with float32
+    bits it reads as TF32), ``none`` unchanged. Finite inputs only (gemmlab draws no inf/NaN).
+
+    Raises:
+        ValueError: an unknown ``rounding``.
+    """
+    if rounding == "none":
+        return x
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    if rounding == "rna":  # sign-magnitude bits: adding half an ulp of TF32 rounds the magnitude half away
+        bits = bits + np.uint32(0x1000)
+    elif rounding != "rz":
+        raise ValueError(f"tf32 rounding: one of {TF32_ROUNDINGS}, got {rounding!r}")
+    return (bits & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -121,6 +157,7 @@ class Verdict:
     max_error_over_tolerance: float = 0.0
     safety: float | None = None
     freivalds: dict | None = None
+    tf32: dict | None = None
 
     def record(self) -> dict:
         """JSON-ready fields for ``result.json`` (non-finite floats as strings)."""
@@ -130,6 +167,10 @@ class Verdict:
                 out[key] = str(out[key])
         if out["freivalds"] and not np.isfinite(out["freivalds"]["max_error_over_tolerance"]):
             out["freivalds"]["max_error_over_tolerance"] = str(out["freivalds"]["max_error_over_tolerance"])
+        if out["tf32"]:
+            out["tf32"]["tried"] = {k: v if np.isfinite(v) else str(v) for k, v in out["tf32"]["tried"].items()}
+        else:
+            del out["tf32"]
         return out
 
     def summary(self) -> str:
@@ -143,6 +184,8 @@ class Verdict:
             text += f"; first at (row {r}, col {c}): got {got}, expected {exp}"
         if self.freivalds and not self.freivalds["passed"]:
             text += "; Freivalds check failed"
+        if self.tf32:
+            text += f"; TF32 inputs rounded {self.tf32['rounding']}"
         return text
 
 
@@ -189,7 +232,39 @@ def _merge(parts: list[dict]) -> dict:
 
 def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, distribution: str = "normal",
           precision: str = "fp32", seed: int = 0, products: dict | None = None,
-          block_bytes: int = BLOCK_BYTES) -> Verdict:
+          block_bytes: int = BLOCK_BYTES, tf32_rounding: str | None = None) -> Verdict:
+    """Verify ``c`` (M, N) float32 against the float64 product of ``a`` (M, K) and ``b`` (K, N),
+    as :func:`_check` does; for ``precision="tf32"`` the operands are first rounded to TF32 the
+    way ``tf32_rounding`` says (:func:`round_tf32`), or, when it is None (undeclared), by each of
+    :data:`TF32_ROUNDINGS` in turn until the whole output passes (the verdict of the first that
+    passes, else of the one with the fewest mismatches; its ``tf32`` field names the rounding
+    used and the max error/tolerance of each tried).
+
+    Raises:
+        ValueError: inconsistent shapes, or an unknown ``tf32_rounding``.
+    """
+    if precision != "tf32":
+        return _check(c, a, b, options, distribution, precision, seed, products, block_bytes)
+    if tf32_rounding is not None and tf32_rounding not in TF32_ROUNDINGS:
+        raise ValueError(f"tf32 rounding: one of {TF32_ROUNDINGS}, got {tf32_rounding!r}")
+    tried, verdicts = {}, []
+    for rounding in (tf32_rounding,) if tf32_rounding else TF32_ROUNDINGS:
+        cache = None if products is None else products.setdefault(("tf32", rounding), {})
+        v = _check(c, round_tf32(a, rounding), round_tf32(b, rounding), options, distribution, precision, seed,
+                   cache, block_bytes)
+        tried[rounding] = v.max_error_over_tolerance
+        verdicts.append((v, rounding))
+        if v.passed:
+            break
+    verdict, rounding = next(((v, r) for v, r in verdicts if v.passed),
+                             min(verdicts, key=lambda vr: (vr[0].mismatches, vr[0].max_error_over_tolerance)))
+    verdict.tf32 = {"rounding": rounding, "declared": tf32_rounding, "tried": tried}
+    return verdict
+
+
+def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, distribution: str = "normal",
+           precision: str = "fp32", seed: int = 0, products: dict | None = None,
+           block_bytes: int = BLOCK_BYTES) -> Verdict:
     """Verify ``c`` (M, N) float32 against the float64 product of ``a`` (M, K) and ``b`` (K, N).
 
     The full method works in blocks of rows (:func:`block_rows`: at most ``block_bytes`` of
