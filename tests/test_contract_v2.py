@@ -646,5 +646,7 @@ def test_roofline_counts_two_byte_inputs_and_labels_tensor_core_precisions():
     from gemmlab.stages.roofline import roofline
     fp32 = roofline(64, 64, 64, 1.0, 132, "90", 1980.0, 4.8e12)
     bf16 = roofline(64, 64, 64, 1.0, 132, "90", 1980.0, 4.8e12, ab_bytes=2, precision="bf16")
-    assert fp32["min_bytes"] == 4 * 3 * 64 * 64 and "note" not in fp32
-    assert bf16["min_bytes"] == 2 * 2 * 64 * 64 + 4 * 64 * 64 and "not its ceiling" in bf16["note"]
+    assert fp32["min_bytes"] == 4 * 3 * 64 * 64 and fp32["units"] == "FP32 CUDA cores"
+    assert fp32["pct_peak"] == fp32["pct_fp32_peak"]
+    assert bf16["min_bytes"] == 2 * 2 * 64 * 64 + 4 * 64 * 64 and bf16["units"].startswith("BF16 tensor cores")
+    assert bf16["peak_gflops"] == 16 * bf16["fp32_peak_gflops"]  # sm_90: 4096 vs 256 FLOP/clk/SM
