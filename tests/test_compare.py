@@ -613,7 +613,7 @@ def test_the_gate_line_names_the_rules_that_failed(tmp_path):
 
 
 def test_the_real_contract_runs_name_the_missing_points(run_cli, tmp_path):
-    runs = REPO_ROOT / "docs" / "results" / "contract-h200"
+    runs = REPO_ROOT / "docs" / "results" / "contract-h200.jsonl.xz"  # the runs' records archive
     proc = run_cli(runs / "run1", runs / "run2", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "regression gate: FAIL (22 valid points of BEFORE missing from AFTER" in proc.stdout

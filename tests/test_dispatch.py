@@ -101,14 +101,15 @@ def test_shipped_table_loads():
 
 
 def test_shipped_table_entries_are_their_records():
-    """Each shipped entry points at its raw record under ``records_dir`` (docs/results/shapes-h200;
-    the BF16 entries' records under its bf16-pass1/tune and bf16-pass2/tune),
+    """Each shipped entry points at its raw record under ``records_dir`` (the archive
+    docs/results/shapes-h200.jsonl.xz, each ``record`` a member path inside it; the BF16 entries'
+    records under its bf16-pass1/tune and bf16-pass2/tune),
     a valid timed record of exactly that kernel, parameters and shape, with the entry's median and
     ratio; and building the table again from those records gives the same entries."""
     from gemmlab.stages.record_model import read_record
     table = dispatch.load_table()
     root = REPO / table.meta["records_dir"]
-    assert root == REPO / "docs" / "results" / "shapes-h200"
+    assert root == REPO / "docs" / "results" / "shapes-h200.jsonl.xz" and root.is_file()
     for e in table.entries:
         rec = read_record(root / e.extra["record"])
         assert rec.category == "timed" and rec.is_valid and rec.device == "NVIDIA H200", e.extra["record"]
@@ -129,7 +130,7 @@ def test_build_records_dir_is_checked(tmp_path):
     """``gemmlab-tune build --records-dir``: a record outside that folder is a one-line error
     naming the field (the relative path could not point at it)."""
     from gemmlab.cli import tune
-    root = REPO / "docs" / "results" / "shapes-h200"
+    root = REPO / "docs" / "results" / "shapes-h200.jsonl.xz"
     with pytest.raises(ConfigError) as info:
         dispatch.build_table([root / "tune"], records_dir=tmp_path)
     assert info.value.field == "records_dir" and "\n" not in str(info.value)

@@ -376,7 +376,7 @@ def test_html_table_sorts_in_a_headless_browser(built, tmp_path, column, clicks)
         assert names == sorted(names)
 
 
-SHAPES_H200 = REPO_ROOT / "docs" / "results" / "shapes-h200"
+SHAPES_H200 = REPO_ROOT / "docs" / "results" / "shapes-h200.jsonl.xz"  # the run's records archive
 
 
 def test_no_family_section_without_kernel_auto_records(built):

@@ -828,7 +828,8 @@ def _layout_of(rec: Mapping[str, Any]) -> tuple[str, str]:
 
 def build_table(paths: Iterable[str | os.PathLike], device: str | None = None,
                 records_dir: str | os.PathLike | None = None) -> tuple[Table, dict]:
-    """Build a tuning table from the records under ``paths``.
+    """Build a tuning table from the records under ``paths`` (folders, record files, record
+    archives or folders inside one: :mod:`gemmlab.stages.archive`).
 
     Per (precision, layout, shape) the fastest **valid, timed** record of an NVRTC kernel wins
     (library kernels and failed points never enter). "Fastest" is the smallest kernel/baseline
@@ -838,7 +839,9 @@ def build_table(paths: Iterable[str | os.PathLike], device: str | None = None,
 
     ``records_dir``: each entry's ``record`` is written relative to it and the table's meta names
     it (``records_dir``, as given), so a table shipped with its records (e.g. under docs/results)
-    points at them wherever the build ran; without it the paths are as found.
+    points at them wherever the build ran; without it the paths are as found. ``records_dir`` may be
+    an archive: each ``record`` is then a member's path inside it (``records_dir/record`` is read as
+    a path through the archive, as the shipped table's ``docs/results/shapes-h200.jsonl.xz``).
 
     Returns:
         ``(table, stats)``: stats counts records read, used and skipped (by reason).

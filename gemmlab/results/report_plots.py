@@ -153,7 +153,7 @@ def _group(rows: Iterable[Row], varying: set[str]) -> dict[str, list[Row]]:
 
 #: legend entries kept inside the axes; with more, the legend goes below them and the figure grows
 #: (:func:`_legend_height`): inside, 32 entries collapsed the axes (matplotlib's constrained layout
-#: gave up and warned; the 114 records of docs/results/shapes-h200 have 31 series)
+#: gave up and warned; the 114 records of docs/results/shapes-h200.jsonl.xz have 31 series)
 LEGEND_INSIDE_MAX = 10
 
 
