@@ -393,7 +393,7 @@ def write_archive(source: str | os.PathLike, out_file: str | os.PathLike) -> int
                else archive.Member(rel, rec.raw) for rel, rec in records_of(source)]
     if not members:
         raise FileNotFoundError(f"{source}: no {RECORD_NAME} under it")
-    return archive.write_members(members, out_file, source=Path(source).name)
+    return archive.write_members(members, out_file, source=Path(source).name.removesuffix(archive.SUFFIX))
 
 
 def view(rec: Any, path: str | os.PathLike = "") -> Record:
