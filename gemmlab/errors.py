@@ -47,8 +47,11 @@ class VerificationError(GemmlabError):
 
 class SafetyNetError(GemmlabError):
     """A safety net fired: ``status`` is ``out_of_bounds`` (guard bands), ``inputs_modified``,
-    ``unstable`` (repeat launches differ bitwise), ``sanitizer_errors`` or ``missing_instructions``
-    (a SASS class the kernel declares is absent from its main kernel: ``gemmlab.gpu.sass_check``)."""
+    ``unstable`` (repeat launches differ bitwise), ``sanitizer_errors``, ``missing_instructions``
+    (a SASS class the kernel declares is absent from its main kernel: ``gemmlab.gpu.sass_check``),
+    ``wrong_after_timing`` (the timed path's output on fresh inputs fails verification),
+    ``foreign_launch`` (a library kernel's work escapes the run's stream) or ``implausible``
+    (faster than the precision's peak or the memory floor: ``gemmlab.stages.roofline``)."""
 
     def __init__(self, status: str, message: str):
         super().__init__(message)

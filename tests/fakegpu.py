@@ -177,14 +177,22 @@ class HostGpu:
 
         return enqueue
 
-    def capture(self, enqueue, count: int):
+    def capture(self, enqueue, count: int, mode: str = "thread_local"):
         self.captures += 1
 
         def replay():
             for _ in range(count):
                 enqueue()
 
+        replay.graph = ("fake graph", count)
         return replay
+
+    def graph_nodes(self, graph) -> list[str]:
+        """One kernel node per captured launch (the fake captures no other work)."""
+        return ["kernel"] * graph[1]
+
+    def device_sync(self) -> None:
+        pass
 
     def release_graphs(self) -> None:
         pass

@@ -249,3 +249,93 @@ def test_zero_launch_floor_median(tmp_path, monkeypatch):
     assert rec["status"] == "ok", rec["error"]
     assert rec["launch_floor"]["events"]["median_ms"] == 0.0 and rec["launch_floor"]["events"]["gflops"] is None
     assert "median_over_floor" not in rec["timing"] and "launch_bound" not in rec["timing"]
+
+
+# --- after timing: the timed path verified on fresh inputs, the plausibility gate (issue 40) --------
+
+def lazy_after(launches: int):
+    """A kernel right on its first ``launches`` launches and idle afterwards."""
+    count = [0]
+
+    def behaviour(gpu, args):
+        count[0] += 1
+        if count[0] <= launches:
+            host_gemm(gpu, args)
+
+    return behaviour
+
+
+@pytest.mark.parametrize("mode", ["events", "graph"])
+@pytest.mark.parametrize("launches", [1, 1 + FAST["warmup"]])
+def test_lazy_kernel_fails_after_timing_and_its_figure_is_withheld(tmp_path, monkeypatch, mode, launches):
+    gpu = HostGpu(behaviour={"gemm_tiled": lazy_after(launches)})
+    rec, _ = run(tmp_path, monkeypatch, gpu, timing={"mode": mode})
+    assert rec["status"] == "wrong_after_timing" and exit_status(rec) == 1
+    assert rec["nets_fired"] == ["verification after timing"]
+    assert rec["verification"]["passed"] is True and rec["repeat_stable"] is True  # the older nets saw nothing
+    after = rec["verification_after_timing"]
+    assert after["passed"] is False and after["nan_outputs"] == SHAPE[0] * SHAPE[1]
+    assert after["inputs_seed"] != rec["inputs"]["seed"]
+    assert "timing" not in rec and "roofline" not in rec and rec["withheld"]["net"] == "verification after timing"
+    assert rec["withheld"]["timing"]["median_ms"] == 1.0
+    assert rec["error"].startswith("verification after timing: wrong result on fresh inputs") and "\n" not in rec["error"]
+
+
+def test_stash_keyed_by_pointers_fails_after_timing(tmp_path, monkeypatch):
+    stash = {}
+
+    def behaviour(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        if (a, b) not in stash:
+            host_gemm(gpu, args)
+            stash[(a, b)] = gpu.floats(c, m * n).copy()
+        gpu.floats(c, m * n)[:] = stash[(a, b)]
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": behaviour}))
+    assert rec["status"] == "wrong_after_timing" and rec["verification_after_timing"]["mismatches"] > 0
+
+
+def test_correct_kernel_passes_after_timing_with_the_graph_it_timed(tmp_path, monkeypatch):
+    gpu = HostGpu(durations={"gemm_tiled": 1.0, "gemm_naive": 2.0})
+    rec, gpu = run(tmp_path, monkeypatch, gpu, baseline="naive", timing={"mode": "graph"})
+    assert rec["status"] == "ok", rec.get("error")
+    for part in (rec, rec["baseline"]):
+        after = part["verification_after_timing"]
+        assert after["passed"] and after["path"] == "the graph of one timed batch, replayed"
+        assert part["plausibility"]["passed"]
+    assert rec["phase_s"]["after_timing"] >= 0 and "withheld" not in rec
+
+
+def test_faster_than_the_memory_floor_is_implausible(tmp_path, monkeypatch):
+    # 1e-9 ms for a 256^3 fp32 product: far above the fake's 4.8 TB/s DRAM and any L2 port
+    gpu = HostGpu(durations={"gemm_tiled": 1e-9})
+    rec, _ = run(tmp_path, monkeypatch, gpu, shape=[256, 256, 256])
+    assert rec["status"] == "implausible" and rec["nets_fired"] == ["plausibility"]
+    assert rec["error"].startswith("plausibility: tiled:") and "TB/s" in rec["error"] and "figure withheld" in rec["error"]
+    assert rec["withheld"]["timing"]["median_ms"] == pytest.approx(1e-9)
+    assert "timing" not in rec and "ratio_to_baseline" not in rec
+
+
+def test_faster_than_the_fp32_peak_is_implausible(tmp_path, monkeypatch):
+    # 1e-4 ms for 256^3 fp32 is 335 TFLOP/s: above 132 SMs x 256 FLOP/clk x 1980 MHz = 66.9 TFLOP/s,
+    # while its 786 KB at 7.9 TB/s fit in L2 and stay under the L2 ports' 33 TB/s
+    gpu = HostGpu(durations={"gemm_tiled": 1e-4}, l2_bytes=50 << 20)
+    gpu.record = lambda: {"index": 0, "name": gpu.facts.name, "arch": "sm_90", "sm_count": 132, "max_sm_mhz": 1980}
+    rec, _ = run(tmp_path, monkeypatch, gpu, shape=[256, 256, 256])
+    assert rec["status"] == "implausible"
+    assert "above the FP32 CUDA cores peak 66.91 TFLOP/s (132 SMs x 256 FLOP/clk x 1980 MHz)" in rec["error"]
+    assert rec["plausibility"]["clock_mhz"] == 1980 and rec["plausibility"]["memory_floor_level"].startswith("L2")
+
+
+def test_kernel_writing_its_input_only_in_later_launches_is_caught(tmp_path, monkeypatch):
+    count = [0]
+
+    def behaviour(gpu, args):
+        count[0] += 1
+        host_gemm(gpu, args)
+        if count[0] > 3:
+            a, *_ = unpack(args)
+            gpu.floats(a, 1)[0] += 1.0
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": behaviour}))
+    assert rec["status"] in ("inputs_modified", "wrong_after_timing") and rec["nets_fired"]

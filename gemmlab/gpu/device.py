@@ -139,8 +139,15 @@ class GpuLike(Protocol):
     def launcher(self, loaded: LoadedKernel, launch: Launch, args: tuple) -> Callable[[], None]:
         """A zero-argument function that enqueues one launch."""
 
-    def capture(self, enqueue: Callable[[], None], count: int) -> Callable[[], None]:
-        """A zero-argument function that replays ``count`` calls of ``enqueue`` (a CUDA graph)."""
+    def capture(self, enqueue: Callable[[], None], count: int, mode: str = "thread_local") -> Callable[[], None]:
+        """A zero-argument function that replays ``count`` calls of ``enqueue`` (a CUDA graph,
+        its ``graph`` attribute for :meth:`graph_nodes`); ``mode``: ``thread_local`` | ``global``."""
+
+    def graph_nodes(self, graph) -> list[str]:
+        """The kinds of a captured graph's nodes (``kernel``, ``memset``, ``memcpy device->device`` ...)."""
+
+    def device_sync(self) -> None:
+        """Wait for every stream of the context."""
 
     def release_graphs(self) -> None:
         """Destroy the graphs captured so far."""
@@ -235,17 +242,22 @@ class Gpu:
             return None
 
     # --- CUDA graphs (driver API through cuda.bindings) ---------------------------------------
-    def capture(self, enqueue, count: int):
+    def capture(self, enqueue, count: int, mode: str = "thread_local"):
         """Capture ``count`` calls of ``enqueue`` on the run's stream into an instantiated CUDA
-        graph; return a zero-argument function that launches the graph on the stream.
+        graph; return a zero-argument function that launches the graph on the stream (its
+        ``graph`` attribute is the ``CUgraph``, for :meth:`graph_nodes`).
+
+        ``mode``: the stream capture mode, ``thread_local`` or ``global`` (where an unsafe call
+        from any thread during the capture, e.g. a synchronisation, fails the capture).
 
         Raises:
             CudaError: capture or instantiation failed (e.g. the enqueue synchronised).
         """
         from cuda.bindings import driver
         handle = self.stream.handle
-        _driver_call(driver.cuStreamBeginCapture(
-            handle, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+        capture_mode = (driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL if mode == "global"
+                        else driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        _driver_call(driver.cuStreamBeginCapture(handle, capture_mode))
         try:
             for _ in range(count):
                 enqueue()
@@ -257,7 +269,50 @@ class Gpu:
         def launch_graph():
             _driver_call(driver.cuGraphLaunch(exec_graph, handle))
 
+        launch_graph.graph = graph
         return launch_graph
+
+    def graph_nodes(self, graph) -> list[str]:
+        """The kinds of the nodes of a captured ``CUgraph`` (child graphs expanded): ``kernel``,
+        ``memset``, ``memcpy device->device`` (or another direction: ``host``, ``array``,
+        ``unified`` per side, from the copy's memory types), ``host`` (a host function),
+        ``empty``, ``event record``, ``event wait``, ``mem alloc``, ``mem free``, or the
+        driver's type name for any other.
+
+        Raises:
+            CudaError: the driver refused a query.
+        """
+        from cuda.bindings import driver
+        T = driver.CUgraphNodeType
+        names = {T.CU_GRAPH_NODE_TYPE_KERNEL: "kernel", T.CU_GRAPH_NODE_TYPE_MEMSET: "memset",
+                 T.CU_GRAPH_NODE_TYPE_HOST: "host", T.CU_GRAPH_NODE_TYPE_EMPTY: "empty",
+                 T.CU_GRAPH_NODE_TYPE_EVENT_RECORD: "event record", T.CU_GRAPH_NODE_TYPE_WAIT_EVENT: "event wait",
+                 T.CU_GRAPH_NODE_TYPE_MEM_ALLOC: "mem alloc", T.CU_GRAPH_NODE_TYPE_MEM_FREE: "mem free"}
+        memory = {1: "host", 2: "device", 3: "array", 4: "unified"}
+        _, count = _driver_call(driver.cuGraphGetNodes(graph, 0))
+        nodes, count = _driver_call(driver.cuGraphGetNodes(graph, count)) if count else ([], 0)
+        kinds = []
+        for node in nodes[:count]:
+            kind = _driver_call(driver.cuGraphNodeGetType(node))
+            if kind == T.CU_GRAPH_NODE_TYPE_GRAPH:
+                kinds += self.graph_nodes(_driver_call(driver.cuGraphChildGraphNodeGetGraph(node)))
+            elif kind == T.CU_GRAPH_NODE_TYPE_MEMCPY:
+                params = _driver_call(driver.cuGraphMemcpyNodeGetParams(node))
+                src = memory.get(int(params.srcMemoryType), str(params.srcMemoryType))
+                dst = memory.get(int(params.dstMemoryType), str(params.dstMemoryType))
+                kinds.append(f"memcpy {src}->{dst}")
+            else:
+                kinds.append(names.get(kind, str(kind).rsplit(".", 1)[-1]))
+        return kinds
+
+    def device_sync(self) -> None:
+        """Wait for every stream of the context (``cuCtxSynchronize``): work enqueued anywhere.
+
+        Raises:
+            CudaError: an asynchronous fault, or the driver refused the call.
+        """
+        from cuda.bindings import driver
+        _driver_call(driver.cuCtxSynchronize())
 
     def release_graphs(self) -> None:
         """Destroy the graphs captured so far."""

@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import signal
+import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -38,11 +39,17 @@ from gemmlab.dispatch.auto import resolve_config as resolve_auto
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, VerificationError
 from gemmlab.gpu.backends import Buffers, backend_for
 from gemmlab.contract.hookspecs import Launch, ParamError, Problem
-from gemmlab.stages.roofline import roofline
+from gemmlab.stages.roofline import plausibility, roofline
 from gemmlab.contract.registry import Registry, load_registry
 
 EXIT_INVALID = 2
 EXIT_FAILED = 1
+#: the safety net each failure status comes from, named in the record's ``nets_fired``
+NETS = MappingProxyType({"wrong_result": "verification", "wrong_after_timing": "verification after timing",
+                         "implausible": "plausibility", "out_of_bounds": "guard bands",
+                         "inputs_modified": "inputs unchanged", "unstable": "repeat stability",
+                         "cuda_error": "cuda error", "missing_instructions": "instruction classes",
+                         "foreign_launch": "launch path", "sanitizer_errors": "sanitizer"})
 
 
 @lru_cache(maxsize=8)
@@ -90,7 +97,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         The record written to ``result.json``. ``record["status"]`` is ``ok`` (verified and
         timed), ``compiled`` (``mode=compile``), ``checked``, or a failure: ``invalid``,
         ``compile_error``, ``wrong_result``, ``out_of_bounds``, ``unstable``, ``inputs_modified``,
-        ``sanitizer_errors``, ``missing_instructions`` (a declared SASS class absent from the
+        ``sanitizer_errors``, ``wrong_after_timing``, ``foreign_launch``, ``implausible``, ``missing_instructions`` (a declared SASS class absent from the
         main kernel, refused after compiling), ``cuda_error``, ``no_gpu``, ``unavailable``, ``error``;
         ``record["error"]`` holds the one-line reason. Failures never raise: a sweep goes on.
     """
@@ -141,6 +148,9 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         record.update(status=ConfigError.status, error=str(exc))
     except GemmlabError as exc:
         record.update(status=exc.status, error=str(exc))
+        net = NETS.get(exc.status)
+        if net is not None and net not in record.setdefault("nets_fired", []):
+            record["nets_fired"].append(net)
         if isinstance(exc, CompileError):
             _write_artifact(out_dir, "compile.log", exc.log)
     except (Exception, KeyboardInterrupt) as exc:  # an unexpected failure still leaves a record behind
@@ -527,6 +537,8 @@ class Run:
     d_b: Any = None
     owned: list = field(default_factory=list)
     outputs: dict = field(default_factory=dict)
+    products: dict = field(default_factory=dict)
+    replay: dict = field(default_factory=dict)
 
     @property
     def problem(self) -> Problem:
@@ -546,8 +558,10 @@ class Run:
                 _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs)
                 self.record["status"] = "checked"
                 return
+            self.launch_paths()
             self.time()
             self.safety_nets()
+            self.after_timing()
             self.sanitize()
             self.record["status"] = "ok"
         finally:
@@ -651,7 +665,7 @@ class Run:
     def correctness(self) -> None:
         """NaN-fill each backend's own C, one launch (its whole plan), verify, check the bands."""
         gpu, rc, record, inp = self.gpu, self.rc, self.record, self.inputs
-        products = {}  # the float64 references, computed once for all backends
+        products = self.products  # the float64 references, computed once for all backends
         shape = rc.shape
         for backend in self.backends:
             c = backend.buffers.c
@@ -660,7 +674,8 @@ class Run:
             gpu.sync()
             self.outputs[backend.role] = guards.read(gpu, c)
             verdict = verify_stage.check(self.outputs[backend.role], inp.a, inp.b, rc.verify, rc.inputs.distribution,
-                                         rc.precision, rc.inputs.seed, products=products)
+                                         rc.precision, rc.inputs.seed, products=products,
+                                         tf32_rounding=backend.spec.tf32_rounding)
             backend.record["verification"] = verdict.record()
             _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
@@ -674,13 +689,137 @@ class Run:
             if not verdict.passed:
                 raise VerificationError(f"wrong result from {backend.name}: {verdict.summary()}")
 
+    def launch_paths(self) -> None:
+        """Library kernels enqueue their own work: each one's enqueue is captured once into a CUDA
+        graph on the run's stream (global capture mode), the graph's nodes must all be device work
+        (:data:`DEVICE_NODES`, at least one kernel), and the graph replayed on a NaN-filled C must
+        verify against the correctness launch's inputs. Work enqueued on another stream or in
+        another thread, a host function, a copy from or to host memory, or a synchronisation
+        escapes or breaks the capture: status ``foreign_launch`` (net "launch path")."""
+        gpu, rc = self.gpu, self.rc
+        for backend in self.backends:
+            if backend.kind != "library":
+                continue
+            try:
+                replay = gpu.capture(backend.enqueue, 1, mode="global")
+                nodes = gpu.graph_nodes(replay.graph)
+            except GemmlabError as exc:
+                raise SafetyNetError("foreign_launch", f"launch path: {backend.name}'s enqueue cannot be captured on "
+                                     f"the run's stream ({exc}); its work is not all device work on that stream") from None
+            foreign = sorted({n for n in nodes if n not in DEVICE_NODES})
+            check = {"captured_nodes": {n: nodes.count(n) for n in sorted(set(nodes))}}
+            backend.record["launch_path"] = check
+            if foreign or "kernel" not in nodes:
+                gpu.release_graphs()
+                _merge(self.record, self.backends)
+                what = f"foreign nodes {', '.join(foreign)}" if foreign else "no kernel on the run's stream"
+                raise SafetyNetError("foreign_launch", f"launch path: {backend.name}'s captured enqueue has {what} "
+                                     f"(nodes: {check['captured_nodes']}); only device work on the run's stream is timed")
+            c = backend.buffers.c
+            gpu.fill32(c.address, 0xFFFFFFFF, rc.shape.M * rc.shape.N)
+            replay()
+            gpu.sync()
+            gpu.release_graphs()
+            verdict = verify_stage.check(guards.read(gpu, c), self.inputs.a, self.inputs.b, rc.verify,
+                                         rc.inputs.distribution, rc.precision, rc.inputs.seed, products=self.products,
+                                         tf32_rounding=backend.spec.tf32_rounding)
+            check["replay_verified"] = verdict.passed
+            _merge(self.record, self.backends)
+            if not verdict.passed:
+                raise SafetyNetError("foreign_launch", f"launch path: {backend.name}'s captured enqueue, replayed, does "
+                                     f"not compute C ({verdict.summary()}): its work runs outside the run's stream")
+
     def time(self) -> None:
         gpu, rc = self.gpu, self.rc
         floor = _floor_enqueue(gpu) if rc.timing.floor else None
         flush = _flush_fn(gpu) if rc.timing.l2 == "cold" else None
+        idle = frozenset(b.role for b in self.backends if b.kind == "library") if "events" in rc.timing.protocols \
+            else frozenset()
+        started = time.perf_counter()
         measured = timing_stage.measure(gpu, {b.role: b.enqueue for b in self.backends}, rc.timing,
-                                        flush=flush, floor_enqueue=floor)
+                                        flush=flush, floor_enqueue=floor, replay=True, idle_check=idle)
+        self.replay = measured["replay"]
         _record_timing(self.record, self.backends, measured, rc, self.record["flops"], gpu)
+        self.record.setdefault("phase_s", {})["timing"] = round(time.perf_counter() - started, 4)
+
+    def after_timing(self) -> None:
+        """Verify what was timed, and the plausibility gate (README "What a figure guarantees").
+
+        Fresh inputs (a new, unpredictable seed, recorded) are written into the same A and B
+        buffers; each backend's C is NaN-filled and its workspace refilled with the canary it held
+        before its first launch; the path that was timed runs once more (the graph of the
+        primary protocol's batch, replayed; or the same batch of direct launches) and its output
+        is verified against a float64 reference of the new inputs by the rule of the first
+        verification. Then the guard bands and the new inputs are checked, the library kernels'
+        device-idle gaps (:data:`IDLE_GAP_MS`), and each median against the precision's compute
+        floor and the memory floor (:func:`gemmlab.stages.roofline.plausibility`). A net that fires
+        withholds the figures (moved under ``withheld``) and fails the point:
+        ``wrong_after_timing``, ``foreign_launch`` or ``implausible``, in that order.
+        """
+        gpu, rc, record, problem = self.gpu, self.rc, self.record, self.problem
+        started = time.perf_counter()
+        seed = secrets.randbits(62)
+        fresh = inputs_stage.make_problem_inputs(problem, inputs_stage.InputOptions(
+            seed=seed, distribution=rc.inputs.distribution))
+        gpu.upload(self.d_a.address, fresh.a_stored)
+        gpu.upload(self.d_b.address, fresh.b_stored)
+        products: dict = {}
+        failures, refusals = [], []
+        path = "the graph of one timed batch, replayed" if (rc.timing.mode != "events") else \
+            f"one batch of {rc.timing.launches_per_sample} direct launches, as timed"
+        for backend in self.backends:
+            c = backend.buffers.c
+            gpu.fill32(c.address, 0xFFFFFFFF, rc.shape.M * rc.shape.N)
+            for ws in backend.guarded():
+                gpu.fill32(ws.base + guards.GUARD_BYTES, guards.CANARY, -(-ws.nbytes // 4))
+            self.replay[backend.role]()
+            gpu.sync()
+            verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, rc.verify, rc.inputs.distribution,
+                                         rc.precision, seed, products=products, tf32_rounding=backend.spec.tf32_rounding)
+            backend.record["verification_after_timing"] = {**verdict.record(), "inputs_seed": seed, "path": path}
+            if not verdict.passed:
+                failures.append(f"{backend.name}: {verdict.summary()}")
+        gpu.release_graphs()
+        self.replay = {}
+        _merge(record, self.backends)
+        hit = _bands(gpu, record, [self.d_a, self.d_b] + [b.buffers.c for b in self.backends]
+                     + [g for b in self.backends for g in b.guarded()], after="the after-timing verification")
+        if hit:
+            record.setdefault("nets_fired", []).append("guard bands")
+            raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the after-timing verification)")
+        _check_inputs(gpu, record, self.d_a, self.d_b, fresh)
+        floor_gaps = (record.get("launch_floor") or {}).get("events", {}).get("idle_gaps_ms") or [0.0]
+        for backend in self.backends:
+            gaps = backend.record["timing"].get("idle_gaps_ms")
+            if gaps:
+                excess = statistics.median(gaps) - statistics.median(floor_gaps)
+                backend.record["timing"]["idle_gap_excess_ms"] = excess
+                if excess > IDLE_GAP_MS:
+                    refusals.append(("foreign_launch", "launch path", (
+                        f"launch path: {backend.name}: the device still had work a median {excess:.4g} ms after "
+                        f"each stop event (more than {IDLE_GAP_MS} ms beyond the empty kernel's gap): work on "
+                        f"another stream escaped the timed interval of {backend.record['timing']['median_ms']:.4g} ms")))
+        for backend in self.backends:
+            t = backend.record["timing"]
+            clock = t.get("max_sm_mhz") or (record.get("device") or {}).get("max_sm_mhz")
+            gate = plausibility(rc.shape.M, rc.shape.N, rc.shape.K, t["median_ms"], gpu.facts.sm_count,
+                                gpu.facts.arch, clock, gpu.dram_bytes_per_s(), problem.ab_bytes, rc.precision,
+                                rc.timing.l2, gpu.facts.l2_bytes)
+            backend.record["plausibility"] = gate
+            if not gate["passed"]:
+                refusals.append(("implausible", "plausibility", f"plausibility: {backend.name}: {gate['reason']}"))
+        record.setdefault("phase_s", {})["after_timing"] = round(time.perf_counter() - started, 4)
+        _merge(record, self.backends)
+        nets = (["verification after timing"] if failures else []) + [net for _, net, _ in refusals]
+        if not nets:
+            return
+        record.setdefault("nets_fired", []).extend(nets)
+        _withhold(record, self.backends, nets[0])
+        if failures:
+            raise SafetyNetError("wrong_after_timing", "verification after timing: wrong result on fresh inputs "
+                                 f"(seed {seed}, {path}) from " + "; ".join(failures) + "; figure withheld")
+        status, _, message = refusals[0]
+        raise SafetyNetError(status, message + "; figure withheld")
 
     def safety_nets(self) -> None:
         """After timing: bands, inputs, repeat stability (bitwise)."""
@@ -695,6 +834,7 @@ class Run:
             backend.record["repeat_stable"] = bool(same)
             if not same:
                 diff = int((last.view(np.uint32) != first.view(np.uint32)).sum())
+                record.setdefault("nets_fired", []).append("repeat stability")
                 _merge(record, self.backends)
                 raise SafetyNetError("unstable", f"{backend.name}: the last timed launch differs bitwise from the "
                                      f"correctness launch in {diff} element(s): likely a race")
@@ -715,6 +855,9 @@ class Run:
                                  f"report {result.get('report')})")
 
     def release(self) -> None:
+        if self.replay and self.gpu is not None:
+            self.gpu.release_graphs()
+            self.replay = {}
         for backend in self.backends:
             backend.close()
         guards.release(*self.owned)
@@ -776,6 +919,7 @@ def _check_inputs(gpu, record, d_a, d_b, inputs) -> None:
             changed = int((now.view(np.uint8).reshape(-1, item) != host.view(np.uint8).reshape(-1, item))
                           .any(axis=1).sum())
             record["inputs_unchanged"] = False
+            record.setdefault("nets_fired", []).append("inputs unchanged")
             raise SafetyNetError("inputs_modified", f"the kernel wrote its input {g.name}: {changed} element(s) changed")
     record["inputs_unchanged"] = True
 
@@ -800,7 +944,8 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
         sm_mhz = t.get("median_sm_mhz")
         cand.record["roofline"] = roofline(rc.shape.M, rc.shape.N, rc.shape.K, t["median_ms"], gpu.facts.sm_count,
                                            gpu.facts.arch, sm_mhz, gpu.dram_bytes_per_s(),
-                                           ab_bytes=rc.problem.ab_bytes, precision=rc.precision)
+                                           ab_bytes=rc.problem.ab_bytes, precision=rc.precision, l2=rc.timing.l2,
+                                           l2_bytes=gpu.facts.l2_bytes)
     if floor:
         record["launch_floor"] = floor
     if gpu.monitor.error:
@@ -811,6 +956,36 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
                                        "median_time": k["median_ms"] / bl["median_ms"],
                                        "gflops": k["gflops"] / bl["gflops"]}
     _merge(record, cands)
+
+
+#: node kinds a library kernel's captured enqueue may hold (:meth:`Run.launch_paths`): device work
+DEVICE_NODES = frozenset({"kernel", "memset", "memcpy device->device", "empty", "event record", "event wait",
+                          "mem alloc", "mem free"})
+#: how far beyond the empty kernel's device-idle gap (median, ms) a library kernel's may reach before
+#: the work it left on other streams is refused (host latency of cuCtxSynchronize and one event)
+IDLE_GAP_MS = 0.02
+#: the figures a refused point withholds (moved under ``withheld``), per backend and at the top level
+WITHHELD = ("timing", "roofline")
+
+
+def _withhold(record: dict, cands: list, net: str) -> None:
+    """Move every backend's timing figures (and the ratio) under ``withheld`` (with the net that
+    fired): a refused point's figure is never where a report reads a measurement."""
+    held: dict = {"net": net}
+    for cand in cands:
+        part = {k: cand.record.pop(k) for k in WITHHELD if k in cand.record}
+        if cand.role == "kernel":
+            for k in WITHHELD:
+                record.pop(k, None)
+            held.update(part)
+        else:
+            held["baseline"] = part
+            if isinstance(record.get("baseline"), dict):
+                for k in WITHHELD:
+                    record["baseline"].pop(k, None)
+    if "ratio_to_baseline" in record:
+        held["ratio_to_baseline"] = record.pop("ratio_to_baseline")
+    record["withheld"] = held
 
 
 def _merge(record: dict, cands: list) -> None:

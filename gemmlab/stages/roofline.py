@@ -31,15 +31,18 @@ attribute rounding, cannot be a measurement of the work: the point is refused as
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 FP32_LANES_PER_SM = {"90": 128, "89": 128, "86": 128, "80": 64, "75": 64, "70": 64}
 #: dense FLOP per clock per SM of the units each precision runs on, per architecture (see above)
-FLOP_PER_CLK_PER_SM = {
-    "90": {"fp32": 256, "tf32": 2048, "bf16": 4096, "fp16": 4096, "fp8": 8192},
-    "80": {"fp32": 128, "tf32": 1024, "bf16": 2048, "fp16": 2048},
-}
+FLOP_PER_CLK_PER_SM = MappingProxyType({
+    "90": MappingProxyType({"fp32": 256, "tf32": 2048, "bf16": 4096, "fp16": 4096, "fp8": 8192}),
+    "80": MappingProxyType({"fp32": 128, "tf32": 1024, "bf16": 2048, "fp16": 2048}),
+})
 #: which units a precision runs on, for the record
-UNITS = {"fp32": "FP32 CUDA cores", "tf32": "TF32 tensor cores (dense)", "bf16": "BF16 tensor cores (dense)",
-         "fp16": "FP16 tensor cores (dense)", "fp8": "FP8 tensor cores (dense)"}
+UNITS = MappingProxyType({"fp32": "FP32 CUDA cores", "tf32": "TF32 tensor cores (dense)",
+                          "bf16": "BF16 tensor cores (dense)", "fp16": "FP16 tensor cores (dense)",
+                          "fp8": "FP8 tensor cores (dense)"})
 #: bytes per clock per SM that can cross from L2 into an SM (an upper bound: one 128-byte line)
 L2_BYTES_PER_CLK_PER_SM = 128
 #: the plausibility gate's margin over each floor (clock reading error, attribute rounding)

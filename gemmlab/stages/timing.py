@@ -93,6 +93,7 @@ class Series:
 
     samples_ms: list[float] = field(default_factory=list)
     telemetry: list[dict | None] = field(default_factory=list)
+    idle_gaps_ms: list[float] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float:
@@ -108,16 +109,19 @@ class Series:
                 "max_ms": max(self.samples_ms), "rel_spread": rel_spread(self.samples_ms),
                 "gflops": flops / (med * 1e-3) / 1e9 if med > 0 else None, "throttled_samples": sum(throttled),
                 "median_unthrottled_ms": statistics.median(clean) if clean else None,
-                "median_sm_mhz": statistics.median(sm) if sm else None, "telemetry": self.telemetry}
+                "median_sm_mhz": statistics.median(sm) if sm else None, "max_sm_mhz": max(sm) if sm else None,
+                "telemetry": self.telemetry,
+                **({"idle_gaps_ms": self.idle_gaps_ms} if self.idle_gaps_ms else {})}
 
 
 class Sampler:
     """Times one enqueue function by one protocol on ``gpu``'s stream."""
 
     def __init__(self, gpu, enqueue: Callable[[], None], protocol: str, launches: int,
-                 flush: Callable[[], None] | None):
+                 flush: Callable[[], None] | None, idle_check: bool = False):
         from cuda.core import EventOptions
-        self.gpu, self.launches, self.flush = gpu, launches, flush
+        self.gpu, self.launches, self.flush, self.idle_check = gpu, launches, flush, idle_check
+        self.idle_gap_ms: float | None = None
         self.timed = EventOptions(timing_enabled=True)
         if protocol == "graph":
             self.body = gpu.capture(enqueue, launches)
@@ -137,11 +141,17 @@ class Sampler:
         self.body()
         stop = self.gpu.stream.record(options=self.timed)
         stop.sync()
+        if self.idle_check:  # device-wide completion: how long after the stop event the device was idle
+            self.gpu.device_sync()
+            idle = self.gpu.stream.record(options=self.timed)
+            idle.sync()
+            self.idle_gap_ms = idle - stop
         return (stop - start) / self.launches
 
 
 def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptions, flush=None,
-            floor_enqueue: Callable[[], None] | None = None) -> dict:
+            floor_enqueue: Callable[[], None] | None = None, replay: bool = False,
+            idle_check: frozenset = frozenset()) -> dict:
     """Warm up and sample every candidate (alternately) under each protocol of ``options``.
 
     Args:
@@ -149,10 +159,18 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
         candidates: ``{name: enqueue}``; each ``enqueue()`` issues exactly one launch.
         flush: L2 flush (required when ``options.l2 == "cold"``).
         floor_enqueue: launches the empty kernel (timed like the candidates when given).
+        replay: keep what the last protocol timed (the graph of a batch, or the batch of direct
+            launches) as ``out["replay"][name]``, a zero-argument function, so that the output of
+            exactly that path can be verified afterwards; its graphs are then not released (the
+            caller calls ``gpu.release_graphs()``).
+        idle_check: candidates whose every sample also measures the device-idle gap: after the
+            stop event completes, ``gpu.device_sync()`` waits for every stream and an event then
+            recorded gives how long after the stop the device still had work (``Series.idle_gaps_ms``;
+            the empty floor kernel gets the same, as the gap of work that stays on the stream).
 
     Returns:
         ``{"protocols": {protocol: {name: Series}}, "floor": {protocol: Series},
-        "stopped_by": {protocol: reason}}``.
+        "stopped_by": {protocol: reason}, "replay": {name: fn}}`` (``replay`` only when asked).
 
     Raises:
         CudaError: a launch, capture or synchronisation failed.
@@ -166,12 +184,15 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
             for _ in range(options.warmup):
                 enqueue()
         gpu.sync()
-        samplers = {name: Sampler(gpu, enq, protocol, launches, flush) for name, enq in candidates.items()}
+        samplers = {name: Sampler(gpu, enq, protocol, launches, flush, idle_check=name in idle_check)
+                    for name, enq in candidates.items()}
         series = {name: Series() for name in candidates}
         started = time.perf_counter()
         while True:
             for name, sampler in samplers.items():
                 series[name].samples_ms.append(sampler.take())
+                if sampler.idle_gap_ms is not None:
+                    series[name].idle_gaps_ms.append(sampler.idle_gap_ms)
                 reading = gpu.monitor.read()
                 series[name].telemetry.append(reading.record() if reading else None)
             n = len(next(iter(series.values())).samples_ms)
@@ -195,11 +216,19 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
         out["protocols"][protocol] = series
         out["stopped_by"][protocol] = reason
         if options.floor and floor_enqueue is not None:
-            floor = Sampler(gpu, floor_enqueue, protocol, launches, flush)
+            floor = Sampler(gpu, floor_enqueue, protocol, launches, flush, idle_check=bool(idle_check))
             for _ in range(options.warmup):
                 floor_enqueue()
-            out["floor"][protocol] = Series(samples_ms=[floor.take() for _ in range(options.repeat)])
-        gpu.release_graphs()
+            floor_series = Series()
+            for _ in range(options.repeat):
+                floor_series.samples_ms.append(floor.take())
+                if floor.idle_gap_ms is not None:
+                    floor_series.idle_gaps_ms.append(floor.idle_gap_ms)
+            out["floor"][protocol] = floor_series
+        if replay and protocol == options.protocols[-1]:
+            out["replay"] = {name: sampler.body for name, sampler in samplers.items()}
+        else:
+            gpu.release_graphs()
     gpu.sync()
     return out
 
