@@ -16,7 +16,8 @@ copied into OUT in another folder layout (:func:`copied_records`: it competes in
 lies), failed ones and ones measured
 with other settings (``--mode``, ``--precision``, ...) run again (their old records kept aside); a point that finds no GPU stops
 the sweep (every point would say the same). Then
-``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape.
+``gemmlab-tune build OUT -o table.json`` picks the fastest valid record per shape (``OUT`` may also be
+the sweep packed by ``gemmlab-report --archive``, read directly).
 
 Candidates only name kernels that are registered and accept the shape (their ``check``); kernels
 from other plugins are used when registered (``sgemm_*`` with their defaults, ``splitk`` with
@@ -439,13 +440,14 @@ def _parser() -> argparse.ArgumentParser:
                                 "kernel=auto's tuning table.")
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a table from sweep records (result.json under the paths)")
-    b.add_argument("paths", nargs="+")
+    b.add_argument("paths", nargs="+", help="sweep folders, record archives (*.jsonl.xz, or a folder inside one) "
+                   "or result.json files")
     b.add_argument("-o", "--out", type=output_path, required=True, help="table file to write (refused if it exists unless --force)")
     b.add_argument("--device", help="use only records of this GPU name")
     b.add_argument("--force", action="store_true", help="overwrite --out")
     b.add_argument("--records-dir", dest="records_dir",
-                   help="write each entry's record path relative to this folder and name it in the table "
-                        "(for a table shipped with its records)")
+                   help="write each entry's record path relative to this folder (or record archive) and name "
+                        "it in the table (for a table shipped with its records)")
     s = sub.add_parser("show", help="print a table's entries")
     s.add_argument("table", nargs="?", help="table file (default: the shipped H200 table)")
     c = sub.add_parser("choose", help="what kernel=auto picks for a shape (no GPU needed)")

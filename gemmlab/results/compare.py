@@ -1,6 +1,7 @@
 """``gemmlab-compare BEFORE AFTER``: did a change make kernels faster or slower, and is it sure?
 
-BEFORE and AFTER are run or sweep directories (every ``result.json`` below them, recursively) or
+BEFORE and AFTER are run or sweep directories (every ``result.json`` below them, recursively),
+record archives (``gemmlab-report --archive``; also a folder inside one, ``runs.jsonl.xz/run1``) or
 single ``result.json`` files; a record inside another run's directory (the sanitizer child's
 ``sanitizer-<tool>/run/result.json``) belongs to that run and is not a point. Points are matched
 by kernel name, kernel params, shape (M, N, K), device (name and arch), timing protocol (the
@@ -94,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Compare two gemmlab runs/sweeps point by point: ratio of "
                 "medians AFTER/BEFORE with a bootstrap confidence interval and a verdict per point. "
                 f"Exit 1 when the regression gate fails: {gate_rule()}.")
-    p.add_argument("before", metavar="BEFORE", help="run/sweep directory or result.json (the reference)")
-    p.add_argument("after", metavar="AFTER", help="run/sweep directory or result.json (the candidate)")
+    p.add_argument("before", metavar="BEFORE", help="run/sweep directory, record archive or result.json (the reference)")
+    p.add_argument("after", metavar="AFTER", help="run/sweep directory, record archive or result.json (the candidate)")
     p.add_argument("--threshold", type=float, default=0.05,
                    help="relative change that matters, in [0, 1) (default 0.05 = 5%%)")
     p.add_argument("--confidence", type=float, default=0.95,

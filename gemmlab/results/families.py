@@ -2,7 +2,7 @@
 (cuBLAS) grouped by the suite's families (:mod:`gemmlab.dispatch.shapes`), with issue 10's targets.
 
 ``python -m gemmlab.results.families PATH... [--out DIR] [--suite FILE]`` reads every ``result.json`` under
-the paths (run or sweep folders, copied from anywhere; no GPU needed), prints the per-family table
+the paths (run or sweep folders or record archives, copied from anywhere; no GPU needed), prints the per-family table
 and the target checks, and with ``--out`` writes ``families.md``, ``families.csv`` and
 ``families.png`` (% of the baseline's speed per shape, coloured by family).
 
@@ -350,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "kernel=auto) against its baseline (cuBLAS), grouped by the shape suite's families, with the "
                        "targets. Prints the table and the target checks; with --out also writes families.md, "
                        "families.csv and families.png.")
-    ap.add_argument("paths", nargs="+", help="run or sweep folders, or result.json files")
+    ap.add_argument("paths", nargs="+", help="run or sweep folders, record archives (*.jsonl.xz, or a folder inside one), or result.json files")
     ap.add_argument("--out", type=output_path, help="folder for families.md, families.csv, families.png")
     ap.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
     args = ap.parse_args(argv)
