@@ -94,7 +94,7 @@ class HostGpu:
         self.freed: list[int] = []
         self.clock_ms = 0.0
         self.durations = {"gemmlab_empty": 0.001, **(durations or {})}
-        self.behaviour = behaviour or {}
+        self.behaviour = {"gemmlab_l2_read": lambda gpu, args: None, **(behaviour or {})}  # the read flush
         self.launches: list[str] = []
         self.log: list[str] = []
         self.captures = 0

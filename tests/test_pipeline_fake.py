@@ -87,16 +87,30 @@ def test_correctness_launch_sees_nan_filled_output(tmp_path, monkeypatch):
     assert (seen[0] == 0xFFFFFFFF).all()
 
 
-def test_cold_l2_flushes_a_scratch_buffer(tmp_path, monkeypatch):
+def test_cold_l2_write_flush_memsets_a_scratch_buffer(tmp_path, monkeypatch):
     gpu = HostGpu(l2_bytes=1 << 20)
-    rec, gpu = run(tmp_path, monkeypatch, gpu, timing={"l2": "cold", "batch": 20, "floor": False})
+    rec, gpu = run(tmp_path, monkeypatch, gpu, timing={"l2": "cold", "batch": 20, "floor": False, "flush": "write"})
     assert rec["status"] == "ok"
     scratch = gpu._flush_buffer.handle
     assert gpu.memory[scratch].size == 2 << 20  # 2x the L2 size
-    flushes = [f for f in gpu.fills if f[0] == scratch]
+    flushes = [f for f in gpu.fills if f[0] == scratch][1:]  # after the one fill at allocation
     assert len(flushes) == 3 and [f[2] for f in flushes] == [(2 << 20) // 4] * 3  # before every sample
     assert len({f[1] for f in flushes}) == 3  # a new pattern each time
     assert rec["timing"]["batch"] == 1 and rec["timing"]["l2"] == "cold"
+    assert "is written (L2 left dirty)" in rec["timing"]["description"]
+
+
+def test_cold_l2_read_flush_reads_the_scratch_buffer_before_every_sample(tmp_path, monkeypatch):
+    gpu = HostGpu(l2_bytes=1 << 20)
+    rec, gpu = run(tmp_path, monkeypatch, gpu, timing={"l2": "cold", "batch": 20, "floor": False})
+    assert rec["status"] == "ok" and rec["timing"]["flush"] == "read"
+    scratch = gpu._flush_buffer.handle
+    assert [f[0] for f in gpu.fills].count(scratch) == 1  # filled once, never written again
+    reads = [name for name in gpu.launches if name.startswith("gemmlab_l2_read")]
+    timed = gpu.log[gpu.log.index("event") - 1:]  # from the first sample on: a flush, then start event, launch, stop
+    assert len(reads) == 3 and timed[:4] == [reads[0], "event", rec["kernel"]["name"] and timed[2], "event"]
+    assert timed[2].startswith("gemm_tiled")
+    assert "read by a kernel (L2 left clean)" in rec["timing"]["description"]
 
 
 def test_integer_inputs_exact_rule_and_sampled_method(tmp_path, monkeypatch):

@@ -732,7 +732,7 @@ class Run:
     def time(self) -> None:
         gpu, rc = self.gpu, self.rc
         floor = _floor_enqueue(gpu) if rc.timing.floor else None
-        flush = _flush_fn(gpu) if rc.timing.l2 == "cold" else None
+        flush = _flush_fn(gpu, rc.timing.flush) if rc.timing.l2 == "cold" else None
         idle = frozenset(b.role for b in self.backends if b.kind == "library") if "events" in rc.timing.protocols \
             else frozenset()
         started = time.perf_counter()
@@ -878,17 +878,27 @@ def _floor_enqueue(gpu):
     return gpu.launcher(loaded, Launch(grid=(1, 1, 1), block=(32, 1, 1)), ())
 
 
-def _flush_fn(gpu):
-    """L2 flush: memset a scratch buffer of 2x the L2 size (allocated once per process)."""
+def _flush_fn(gpu, how: str = "read"):
+    """L2 flush over a scratch buffer of 2x the L2 size (allocated once per process): ``write``
+    memsets it with a new word each time; ``read`` fills it once (one word, so the read kernel's
+    XOR never reaches its store) and reads it with ``gemmlab_l2_read`` (kernels/l2_flush.cu)."""
     nbytes = max(2 * gpu.facts.l2_bytes, 1 << 20)
     if getattr(gpu, "_flush_buffer", None) is None:
         gpu._flush_buffer = gpu.allocate(nbytes)
+        gpu._flush_sink = gpu.allocate(256)
+        gpu.fill32(int(gpu._flush_buffer.handle), 0x5A5A5A5A, nbytes // 4)
     address, words = int(gpu._flush_buffer.handle), nbytes // 4
+    if how == "read":
+        compiled = compile_stage.compile_kernel(timing_stage.FLUSH_SOURCE, timing_stage.FLUSH_ENTRY,
+                                                compile_stage.CompileOptions(arch=gpu.facts.arch), disassemble=False)
+        loaded = gpu.load(compiled.object_code, compiled.name_expression, 0)
+        launch = Launch(grid=(4 * gpu.facts.sm_count, 1, 1), block=(256, 1, 1))
+        return gpu.launcher(loaded, launch, (gpu._flush_buffer, np.int64(nbytes // 16), gpu._flush_sink))
     counter = [0]
 
     def flush():
         counter[0] += 1
-        gpu.fill32(address, counter[0], words)
+        gpu.fill32(address, 0x5A5A5A5A ^ counter[0], words)
 
     return flush
 
@@ -935,6 +945,8 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
                  warmup=rc.timing.warmup, repeat=len(t["samples_ms"]), min_repeat=rc.timing.repeat,
                  batch=rc.timing.launches_per_sample, l2=rc.timing.l2, stopped_by=measured["stopped_by"],
                  launch_floor_ms={p: f["median_ms"] for p, f in floor.items()})
+        if rc.timing.l2 == "cold":
+            t["flush"] = rc.timing.flush
         if rc.timing.mode == "both":
             t["host_overhead_per_launch_ms"] = per["events"]["median_ms"] - per["graph"]["median_ms"]
         if primary in floor and floor[primary]["median_ms"] > 0:  # a zero floor (clock resolution) gives no ratio

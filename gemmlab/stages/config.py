@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import LAYOUTS, PRECISIONS as hookspec_precisions, Problem, Shape
 from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
-from gemmlab.stages.timing import TimingOptions
+from gemmlab.stages.timing import FLUSHES, TimingOptions
 from gemmlab.stages.verify import VerifyOptions
 
 MODES = ("run", "compile")
@@ -375,6 +375,7 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "timing.budget_s": _rule(_number, 0.0, 86_400.0, optional=True),
     "timing.batch": _rule(_int, 1, 100_000),
     "timing.floor": _rule(_bool),
+    "timing.flush": _rule(_choice, FLUSHES),
     "verify.tolerance": _rule(_choice, TOLERANCE_RULES),
     "verify.atol": _rule(_tolerance),
     "verify.rtol": _rule(_tolerance),

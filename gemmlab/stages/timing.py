@@ -10,9 +10,12 @@ events around one graph launch, so host submission gaps disappear (the method of
 ``triton.testing.do_bench_cudagraph``). ``both`` runs the two and records the difference of the
 medians as the host/launch overhead per launch.
 
-``l2=cold`` writes a scratch buffer of 2x the device's L2 size (``cuMemsetD32Async``, as
-nvbench's L2 flush does) before every sample, outside the timed interval; each sample is then a
-single launch (``batch`` is ignored), since a later launch in a batch would find L2 warm.
+``l2=cold`` flushes L2 before every sample, outside the timed interval; each sample is then a
+single launch (``batch`` is ignored), since a later launch in a batch would find L2 warm. The flush
+(``flush``) is ``read`` (default): a kernel reads a scratch buffer of 2x the device's L2 size
+(kernels/l2_flush.cu), leaving L2 full of clean scratch lines; or ``write``: the buffer is written
+(``cuMemsetD32Async``, as nvbench's L2 flush does), which leaves 2x L2 of dirty lines that the
+timed kernel then writes back to DRAM as it evicts them (measured on the H100: docs/results/cold-flush.md).
 
 Adaptive stopping (after nvbench's stopping criterion): at least ``repeat`` samples; then stop
 once every candidate's relative standard deviation is at most ``target_rel_spread``, or
@@ -44,6 +47,9 @@ DESCRIPTIONS = {
 COMMON = "compilation, transfers and verification are excluded"
 FLOOR_SOURCE = KERNELS_DIR / "launch_floor.cu"
 FLOOR_ENTRY = "gemmlab_empty<0>"
+FLUSH_SOURCE = KERNELS_DIR / "l2_flush.cu"
+FLUSH_ENTRY = "gemmlab_l2_read<0>"
+FLUSHES = ("read", "write")
 ADAPTIVE_MAX = 1000  # max samples when target_rel_spread is set and max_repeat is null
 
 
@@ -57,7 +63,8 @@ class TimingOptions:
         warmup: launches before sampling. repeat: minimum samples. max_repeat: maximum samples
         (None: = repeat, or 1000 when target_rel_spread is set). target_rel_spread: stop when stdev/mean <= this (None: off).
         budget_s: stop sampling after this many seconds (None: no limit). batch: launches per
-        sample. floor: also time an empty kernel.
+        sample. floor: also time an empty kernel. flush: with ``l2=cold``, ``read`` (a read-only
+        kernel over a 2x-L2 buffer: L2 left clean) | ``write`` (a memset of it: L2 left dirty).
     """
 
     mode: str = "events"
@@ -69,6 +76,7 @@ class TimingOptions:
     budget_s: float | None = None
     batch: int = 20
     floor: bool = True
+    flush: str = "read"
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -236,7 +244,8 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
 def describe(options: TimingOptions) -> str:
     """One line saying what the recorded times include."""
     parts = [DESCRIPTIONS[p] for p in options.protocols]
-    l2 = ("L2 cold: a 2x-L2 scratch buffer is written before every sample (outside the interval), one "
+    how = "read by a kernel (L2 left clean)" if options.flush == "read" else "written (L2 left dirty)"
+    l2 = (f"L2 cold: a 2x-L2 scratch buffer is {how} before every sample (outside the interval), one "
           "launch per sample" if options.l2 == "cold" else "L2 warm: the same inputs every launch")
     return "; ".join(parts) + f"; {COMMON}; {l2}"
 
