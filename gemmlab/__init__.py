@@ -46,7 +46,7 @@ __all__ = [
 def clear_caches() -> None:
     """Forget what this process has memoised, so the next command starts as a new process would:
     compiled kernels (the in-process compile cache; the on-disk one stays), loaded plugin
-    registries, shape suites, the CUDA header folders and the git commit of the checkout.
+    registries, shape suites and shape sets, the CUDA header folders and the git commit of the checkout.
 
     For tests and long-lived processes that run several commands (a plugin folder edited in
     between, an environment variable changed); a plain ``gemmlab`` command never needs it. Modules
@@ -54,7 +54,8 @@ def clear_caches() -> None:
     """
     import sys
 
-    for name in ("gemmlab.gpu.compile", "gemmlab.run.pipeline", "gemmlab.dispatch.shapes", "gemmlab.stages.record"):
+    for name in ("gemmlab.gpu.compile", "gemmlab.run.pipeline", "gemmlab.dispatch.shapes", "gemmlab.dispatch.shapeset",
+                 "gemmlab.stages.record"):
         module = sys.modules.get(name)
         if module is not None:
             module.clear_cache()

@@ -77,7 +77,8 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     """Register gemmlab's OmegaConf resolvers (idempotent): ``gemmlab_unique`` (pid + random
     suffix, cached per config so a sweep keeps one directory), ``gemmlab_kernels`` (help: the
     kernels of the built-in plugins and of ``invocation.plugin_dirs``, read when the help is
-    shown) and ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.dispatch.shapes`); also
+    shown), ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.dispatch.shapes`) and
+    ``gemmlab_shapeset`` (a split of the public shape set, :mod:`gemmlab.dispatch.shapeset`); also
     stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
     conf/config.yaml needs, and lets Hydra's copies of its config repository share the
     ``ConfigStore`` (:func:`config_store_is_not_copied`), each YAML text and each interpolation be
@@ -102,6 +103,8 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
     from gemmlab.dispatch.shapes import suite_resolver
     OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
+    from gemmlab.dispatch.shapeset import shapeset_resolver
+    OmegaConf.register_new_resolver("gemmlab_shapeset", shapeset_resolver, replace=True)
 
 
 

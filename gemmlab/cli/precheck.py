@@ -751,6 +751,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     if passive:
         return
     _check_suite_families(args)
+    _check_shapeset_selection(args)
     custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
     invocation.run_mode = run_mode(parsed, custom_conf)
     from hydra.types import RunMode
@@ -851,3 +852,24 @@ def _check_suite_families(args: list[str]) -> None:
             except ConfigError as exc:
                 reason = str(exc).split(": ", 1)[-1]  # the message without its field
                 raise ConfigError("shape", f"${{gemmlab_suite:{names}}}: {reason}") from None
+
+
+_SHAPESET_REF = re.compile(r"\$\{gemmlab_shapeset:([^}]*)\}")
+
+
+def _check_shapeset_selection(args: list[str]) -> None:
+    """The split and region names in ``${gemmlab_shapeset:test,decode}`` on the command line exist in
+    the public shape set (:mod:`gemmlab.dispatch.shapeset`; Hydra resolves the sweep string later).
+
+    Raises:
+        ConfigError: field ``shape``: an unknown split or region, naming the known ones.
+    """
+    for arg in args:
+        for names in _SHAPESET_REF.findall(arg):
+            from gemmlab.dispatch.shapeset import load_shapeset
+            split, *regions = [n.strip() for n in names.split(",")]
+            try:
+                load_shapeset().select(split or "test", regions)
+            except ConfigError as exc:
+                reason = str(exc).split(": ", 1)[-1]  # the message without its field
+                raise ConfigError("shape", f"${{gemmlab_shapeset:{names}}}: {reason}") from None

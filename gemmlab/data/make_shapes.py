@@ -29,9 +29,9 @@ ordered by ``sha256(SPLIT_SALT + family)`` and alternate between train and test,
 the 1st and 3rd categories in train, of the 2nd and 4th in test (so odd-sized categories do not all
 tip the same way). Then every test shape whose weight matrix (N, K) also occurs in a train shape, or
 in the 45-shape suite kernel=auto was tuned on (``SUITE_WEIGHTS``), moves to train: the test split
-holds only weight matrices that tuning never saw. The odd/adversarial shapes are split per shape:
-within each kind, ordered by ``sha256(SPLIT_SALT + "MxNxK")``, alternating test, train, ... (they
-are not correlated like one model's layers, and every kind should be in both parts).
+holds only weight matrices that tuning never saw. The odd/adversarial shapes are split per weight: within
+each kind, their distinct (N, K) ordered by ``sha256(SPLIT_SALT + "NxK")`` alternate test, train, ...
+(they are not correlated like one model's layers, and every kind should be in both parts).
 """
 
 from __future__ import annotations
@@ -171,7 +171,8 @@ DCN_IN, DCN_RANK = 3456, 512
 DCN_TOP = (3456, 1024, 1024, 512, 256, 1)
 RECSYS_M = M_SET  # the batch
 
-GPT2 = "https://huggingface.co/openai-community/gpt2/blob/main/config.json"  # n_embd 768, vocab_size 50257
+GPT2 = ("https://huggingface.co/openai-community/gpt2/blob/main/config.json (n_embd 768), "
+        "https://huggingface.co/openai-community/gpt2-medium/blob/main/config.json (n_embd 1024); vocab_size 50257")
 
 
 # --- the shapes --------------------------------------------------------------------------------------
@@ -303,7 +304,8 @@ ODD = {
     "degenerate": [(1, 1, 1), (2, 2, 2), (3, 5, 7), (1, 2, 3), (2, 1, 1), (1, 17, 1)],
 }
 # real vocabularies that are not a multiple of 8 (GPT-2's 50257): an LM head no tile divides
-ODD_REAL = {"odd_vocab": [(1, 50257, 768), (333, 50257, 768), (64, 50257, 768), (2048, 50257, 768)]}
+# (GPT-2 n_embd 768 and GPT-2 medium n_embd 1024, both vocab_size 50257)
+ODD_REAL = {"odd_vocab": [(1, 50257, 768), (333, 50257, 768), (64, 50257, 1024), (2048, 50257, 1024)]}
 
 
 def families() -> dict[str, dict]:
@@ -387,7 +389,8 @@ def assign_splits(rows: list[Row]) -> list[Row]:
     """Split, then de-duplicate: returns one row per [M, N, K] with ``split`` set.
 
     1. model shapes take their family's split (:func:`family_splits`);
-    2. odd shapes: within each kind, ordered by sha256(SPLIT_SALT + "MxNxK"): test, train, test, ...;
+    2. odd shapes: within each kind, their distinct weights (N, K) ordered by sha256(SPLIT_SALT + "NxK"):
+       test, train, test, ... (every shape of one weight on the same side);
     3. a test shape whose weight matrix (N, K) occurs in any train shape, or in the 45-shape suite
        that kernel=auto was tuned on (``SUITE_WEIGHTS``), becomes train;
     4. duplicates [M, N, K] collapse into the first row (its other sources listed in ``also``),
@@ -402,8 +405,10 @@ def assign_splits(rows: list[Row]) -> list[Row]:
         if r.category == "odd":
             kinds.setdefault(r.kind, []).append(r)
     for group in kinds.values():
-        for i, r in enumerate(sorted(group, key=lambda r: _rank("x".join(map(str, r.key))))):
-            r.split = "test" if i % 2 == 0 else "train"
+        weights = sorted({(r.N, r.K) for r in group}, key=lambda w: _rank(f"{w[0]}x{w[1]}"))
+        side = {w: "test" if i % 2 == 0 else "train" for i, w in enumerate(weights)}
+        for r in group:
+            r.split = side[(r.N, r.K)]
     train_weights = {(r.N, r.K) for r in rows if r.split == "train"} | SUITE_WEIGHTS
     for r in rows:
         if r.split == "test" and (r.N, r.K) in train_weights:
@@ -450,7 +455,7 @@ def render(rows: list[Row]) -> str:
         "  whole model families held out: per category, families ordered by sha256('" + SPLIT_SALT + "' + family)",
         "  alternate (train first in the 1st and 3rd category); a test shape whose (N, K) weight occurs in train or in the",
         "  45-shape suite (shape_suite.yaml) moves to train;",
-        "  odd shapes per kind, ordered by sha256('" + SPLIT_SALT + "' + 'MxNxK'), alternate test, train, ...",
+        "  odd shapes: per kind, their weights (N, K) ordered by sha256('" + SPLIT_SALT + "' + 'NxK') alternate test, train",
         "families:",
     ]
     for name, spec in families().items():
