@@ -214,11 +214,15 @@ ARCHIVE_PATH = re.compile(r"([A-Za-z0-9_-]+\.jsonl\.xz)/((?:\{[^}\s]*\}|[^\s)`'\
 
 def _cited() -> list[tuple[str, str, str]]:
     """``(file, archive, inner path)`` for every path through an archive the docs and configs cite."""
-    files = sorted(RESULTS.glob("*.md")) + [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "conf").rglob("*.yaml"))
     out = []
-    for f in files:
-        for m in ARCHIVE_PATH.finditer(f.read_text()):
-            out.append((f.relative_to(REPO_ROOT).as_posix(), m.group(1), m.group(2)))
+    pages = sorted(RESULTS.glob("*.md"))
+    for f in pages + [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "conf").rglob("*.yaml")):
+        text = f.read_text()
+        for m in ARCHIVE_PATH.finditer(text):
+            # outside docs/results only a path written docs/results/<run>.jsonl.xz/... cites the
+            # committed archives (the README's examples name archives of the reader's own)
+            if f in pages or text[:m.start()].endswith("docs/results/"):
+                out.append((f.relative_to(REPO_ROOT).as_posix(), m.group(1), m.group(2)))
     return out
 
 
