@@ -93,7 +93,7 @@ def test_shipped_table_loads():
     assert table.device["name"] == "NVIDIA H200" and table.sm_count == 132
     full = load_registry(entry_points=False).kernels
     # the H200 shapes evidence: 34 of the 45 suite shapes have a measured fp32 candidate; the BF16
-    # pass (docs/results/shapes-h200/bf16-pass1) 26 of its 26 swept shapes
+    # pass (docs/results/shapes-h200.jsonl.xz/bf16-pass1) 26 of its 26 swept shapes
     assert [e.precision for e in table.entries].count("fp32") == 34
     assert [e.precision for e in table.entries].count("bf16") == 26 and len(table.entries) == 60
     for e in table.entries:  # each entry names a registered NVRTC kernel, never a library one

@@ -390,7 +390,7 @@ def test_family_section_from_the_h200_shapes_records(tmp_path):
     """The committed H200 run (45 kernel=auto records of the suite beside 69 tune records of fixed
     kernels): the report adds the per-family section with issue 10's verdicts over the 45 auto
     points only, in report.md and report.html, and families.png. (The BF16 pass beside them,
-    shapes-h200/bf16-pass1, is another precision: the report is given one precision's records.)"""
+    shapes-h200.jsonl.xz/bf16-pass1, is another precision: the report is given one precision's records.)"""
     rows = report.collect([SHAPES_H200 / "auto", SHAPES_H200 / "tune"])
     assert len(rows) == 114
     with warnings.catch_warnings():  # a layout matplotlib gives up on (its UserWarning) fails that plot
