@@ -60,4 +60,5 @@ class ClusterTiledKernel(KernelSpec):
 def gemmlab_kernels():
     return [ClusterTiledKernel(name="cluster_tiled", source="cluster_tiled.cu",
                                defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2},
-                               description="fp32 tiled GEMM in 2-CTA clusters sharing the A tile through DSMEM")]
+                               description="fp32 tiled GEMM in 2-CTA clusters sharing the A tile through DSMEM",
+                               sass_classes=("FFMA",))]

@@ -148,4 +148,5 @@ def gemmlab_kernels():
                                          "loads into registers, K split over warps and SPLITS blocks of one "
                                          "cluster (added in rank order over DSMEM, no atomics)",
                              precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
-                             param_values={"MT": MT_VALUES})]
+                             param_values={"MT": MT_VALUES},
+                             sass_classes=("HMMA",))]

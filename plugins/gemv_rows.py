@@ -93,4 +93,5 @@ class GemvRowsKernel(KernelSpec):
 def gemmlab_kernels():
     return [GemvRowsKernel(name="gemv_rows", source="gemv_rows.cu", defaults={"MT": 1, "NT": 32, "KW": 8, "U": 8},
                            param_values={"NT": NT_CHOICES},
-                           description="decode-like M <= 16: B streamed once (float4), K split over KW warps")]
+                           description="decode-like M <= 16: B streamed once (float4), K split over KW warps",
+                           sass_classes=("FFMA",))]

@@ -127,9 +127,12 @@ class LadderTile2d(KernelSpec):
 def gemmlab_kernels():
     return [
         LadderStarter(name="ladder_starter", source="ladder_starter.cu", defaults={"BK": 8},
-                      description="seed 002: 1-D grid of 64x64 tiles, one output per thread, 16 sub-passes"),
+                      description="seed 002: 1-D grid of 64x64 tiles, one output per thread, 16 sub-passes",
+                      sass_classes=("FFMA",)),
         LadderStrip(name="ladder_strip", source="ladder_strip.cu", defaults={"TM": 16, "BK": 8},
-                    description="seed 002: 1-D grid of 64x64 tiles, TM=16 column strip per thread"),
+                    description="seed 002: 1-D grid of 64x64 tiles, TM=16 column strip per thread",
+                    sass_classes=("FFMA",)),
         LadderTile2d(name="ladder_tile2d", source="ladder_tile2d.cu", defaults={"BK": 16},
-                     description="seed 002's next rung: 4x4 micro-tile per thread, float4 loads"),
+                     description="seed 002's next rung: 4x4 micro-tile per thread, float4 loads",
+                     sass_classes=("FFMA",)),
     ]

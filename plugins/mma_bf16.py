@@ -54,4 +54,5 @@ def gemmlab_kernels():
                                     "MIN_BLOCKS": 1, "SWIZZLE": 1},
                           description="BF16/FP16 mma.sync m16n8k16 + ldmatrix, cp.async 3-stage, 128x256x32, 64x64 warps",
                           precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
-                          param_values={"SWIZZLE": (0, 1)})]
+                          param_values={"SWIZZLE": (0, 1)},
+                          sass_classes=("HMMA",))]

@@ -49,4 +49,5 @@ def gemmlab_kernels():
                                     "MIN_BLOCKS": 1, "SWIZZLE": 1},
                           description="TF32 mma.sync m16n8k8, cp.async 4-stage, XOR-swizzled smem, 128x256x32, 64x64 warps",
                           precisions=("tf32",), layouts=(("row", "row"), ("row", "col")),
-                          param_values={"SWIZZLE": (0, 1)})]
+                          param_values={"SWIZZLE": (0, 1)},
+                          sass_classes=("HMMA",))]

@@ -35,4 +35,5 @@ class NaiveKernel(KernelSpec):
 @hookimpl
 def gemmlab_kernels():
     return [NaiveKernel(name="naive", source="naive.cu", defaults={"BX": 16, "BY": 16},
-                        description="seed 000: one output per thread, 16x16 block, masked")]
+                        description="seed 000: one output per thread, 16x16 block, masked",
+                        sass_classes=("FFMA",))]

@@ -229,14 +229,17 @@ def gemmlab_kernels():
         Block2dKernel(name="sgemm_block2d", source="sgemm_block2d.cu",
                       defaults={"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 4},
                       description="ladder 2: 64x128x16 block tile, 8x4 per thread, A transposed, "
-                                  "guarded float4 loads"),
+                                  "guarded float4 loads",
+                      sass_classes=("FFMA",)),
         WarptileKernel(name="sgemm_warptile", source="sgemm_warptile.cu",
                        defaults={"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8},
                        description="ladder 3: warp tiles, register double-buffered fragments, "
-                                   "double-buffered smem"),
+                                   "double-buffered smem",
+                       sass_classes=("FFMA",)),
         PipelinedKernel(name="sgemm_pipelined", source="sgemm_pipelined.cu",
                         defaults={"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
                                   "STAGES": 4, "GS": 8, "MINB": 4},
                         description="ladder 4: cp.async STAGES-deep pipeline, lean addressing, smem "
-                                    "epilogue, block swizzle, 4 blocks/SM"),
+                                    "epilogue, block swizzle, 4 blocks/SM",
+                        sass_classes=("FFMA",)),
     ]

@@ -101,4 +101,5 @@ def gemmlab_kernels():
     return [SlicedKKernel(name="slicedk", source="slicedk.cu",
                           defaults={"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4},
                           param_values={"TM": (4, 8, 12, 16), "TN": (4, 8, 12, 16)},
-                          description="few output tiles: TMxTN register tiles, K sliced over KS thread groups")]
+                          description="few output tiles: TMxTN register tiles, K sliced over KS thread groups",
+                          sass_classes=("FFMA",))]

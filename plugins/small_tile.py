@@ -57,4 +57,5 @@ class SmallTileKernel(KernelSpec):
 @hookimpl
 def gemmlab_kernels():
     return [SmallTileKernel(name="small_tile", source="small_tile.cu", defaults={"BX": 16, "BY": 16, "KS": 4},
-                            description="tiny/skinny: one output per thread, K split in KS slices (shared-memory sum)")]
+                            description="tiny/skinny: one output per thread, K split in KS slices (shared-memory sum)",
+                            sass_classes=("FFMA",))]

@@ -80,4 +80,5 @@ class SplitKKernel(KernelSpec):
 def gemmlab_kernels():
     return [SplitKKernel(name="splitk", source="splitk.cu",
                          defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2, "SPLITS": 4},
-                         description="split-K fp32: SPLITS partial 64x64 GEMMs into a workspace + reduction launch")]
+                         description="split-K fp32: SPLITS partial 64x64 GEMMs into a workspace + reduction launch",
+                         sass_classes=("FFMA",))]

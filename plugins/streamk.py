@@ -322,8 +322,10 @@ def gemmlab_kernels():
     return [
         SplitKWarptileKernel(name="splitk_warptile", source="splitk_warptile.cu", defaults={**WARPTILE, "SPLITS": 4},
                              description="split-K fp32 with the warp-tiled inner tile: SPLITS partial "
-                                         "128x128 tiles into a workspace + a reduction launch"),
+                                         "128x128 tiles into a workspace + a reduction launch",
+                             sass_classes=("FFMA",)),
         StreamKKernel(name="streamk", source="streamk.cu", defaults={**WARPTILE, "WPS": 2},
                       description="data-parallel + stream-K hybrid fp32 (warp-tiled 128x128), partial tiles "
-                                  "fixed up by a second launch"),
+                                  "fixed up by a second launch",
+                      sass_classes=("FFMA",)),
     ]

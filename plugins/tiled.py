@@ -39,4 +39,5 @@ class TiledKernel(KernelSpec):
 def gemmlab_kernels():
     return [TiledKernel(name="tiled", source="tiled.cu",
                         defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2},
-                        description="seed 000: 64x64 block tile, (32,8) threads, 8x2 per thread, BK=16")]
+                        description="seed 000: 64x64 block tile, (32,8) threads, 8x2 per thread, BK=16",
+                        sass_classes=("FFMA",))]

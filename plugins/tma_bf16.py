@@ -84,4 +84,5 @@ class TmaBf16Kernel(KernelSpec):
 def gemmlab_kernels():
     return [TmaBf16Kernel(name="tma_bf16", source="tma_bf16.cu", defaults={"BN": 128, "STAGES": 4},
                           description="BF16 sm_90a: TMA (128B swizzle) + mbarrier ring + wgmma m64n128k16, one warpgroup",
-                          precisions=("bf16",), layouts=(("row", "col"),), param_values={"BN": BN_VALUES})]
+                          precisions=("bf16",), layouts=(("row", "col"),), param_values={"BN": BN_VALUES},
+                          sass_classes=("HGMMA", "UTMALDG"))]

@@ -580,4 +580,5 @@ def gemmlab_kernels():
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")),
-                        param_values=PARAM_VALUES)]
+                        param_values=PARAM_VALUES,
+                        sass_classes=("HGMMA", "UTMALDG"))]

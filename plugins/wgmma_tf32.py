@@ -30,4 +30,5 @@ def gemmlab_kernels():
                         description="TF32 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k8 (layout.b=row: B transposed first)",
                         precisions=("tf32",), layouts=(("row", "col"), ("row", "row")),
-                        param_values=PARAM_VALUES)]
+                        param_values=PARAM_VALUES,
+                        sass_classes=("HGMMA", "UTMALDG"))]
