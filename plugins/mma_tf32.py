@@ -50,4 +50,4 @@ def gemmlab_kernels():
                           description="TF32 mma.sync m16n8k8, cp.async 4-stage, XOR-swizzled smem, 128x256x32, 64x64 warps",
                           precisions=("tf32",), layouts=(("row", "row"), ("row", "col")),
                           param_values={"SWIZZLE": (0, 1)},
-                          sass_classes=("HMMA",))]
+                          sass_classes=("HMMA",), tf32_rounding="rna")]  # cvt.rna.tf32.f32 before each MMA
