@@ -1,0 +1,360 @@
+"""Issue 41's held-out benchmark: kernel=auto against same-run cuBLAS over a split of the public shape set.
+
+    python .ci/heldout_bench.py OUTDIR [--precision fp32,tf32:col,bf16:col] [--layout-b row|col]
+                                [--split test] [--regions decode,odd] [--limit N] [--budget-s S]
+                                [--table FILE] [--mode run|compile] [--no-isolation] [--keep-points]
+
+For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
+and each precision, one point through gemmlab's own pipeline (``gemmlab.run.isolation.run_point``
+around ``gemmlab.run.pipeline.run_point``: NaN-filled C, float64 verification, ``kernel=auto``
+timed against ``baseline=cublas`` in the same process, graph timing as .ci/shapes-evidence's step 4:
+graph replay only, 10 samples of 10 launches, full float64 check up to M·N·K = 2^32), each point in
+its own folder. Each point runs in gemmlab's worker process (a CUDA fault or a hang costs only that
+point: the watchdog kills it and a fresh worker takes the next); a point that fails in any way is
+recorded with its status and the run goes on.
+
+``--precision``: a comma list; an item ``P:row`` or ``P:col`` fixes B's layout for that item, others
+take ``--layout-b`` (default row). Issue 41's six targets in one call:
+``--precision fp32,tf32:row,tf32:col,bf16:row,bf16:col,fp16:col``.
+
+Order: the shapes interleave the regions (decode, medium, large, odd; within a region in the order
+of sha256 of the shape), and every precision runs a shape before the next shape starts, so a run cut
+by ``--limit`` or by the budget still covers every region and precision alike. ``--budget-s``: no
+point starts once the time left is under twice the longest of the last points plus 15 s for the
+archive; the shapes not reached are listed in summary.json.
+
+Output: ``OUTDIR/records.jsonl.xz`` (one JSON object per point: the point's whole result.json plus a
+``heldout`` key with the shape's split, region, family, model, layer, the precision/layout item,
+the point's wall time and its order; lzma, written as ``records.jsonl`` while running and compressed
+at the end, so a run killed before the end still leaves its plain records), ``OUTDIR/summary.json``
+(the table's numbers), and the point folders are removed once archived (``--keep-points`` keeps
+them). The last thing printed is the table: per precision and layout, points, geomean % of cuBLAS
+(kernel GFLOP/s / cuBLAS GFLOP/s over the verified and timed points), min %, points under 70%,
+per-region geomeans, then the worst 10 shapes with the kernel auto chose and why (table entry or
+rule). ``--mode compile`` runs the same loop without a GPU (dispatch + compile only; no ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import lzma
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+LAYOUTS = ("row", "col")
+REGION_ORDER = ("decode", "medium", "large", "odd")
+TIMING = {"mode": "graph", "l2": "warm", "warmup": 5, "repeat": 10, "batch": 10, "floor": True}
+MAX_FULL = 2 ** 32  # full float64 check up to M*N*K = 2^32 (sampled rows/columns + Freivalds above)
+FINAL_RESERVE_S = 15.0  # compressing the archive, the table
+POINT_TIMEOUT_S = 300.0  # the watchdog's limit for one point
+UNDER = 0.70  # issue 41: no shape under 70% of cuBLAS
+ARCHIVE = "records.jsonl.xz"
+PLAIN = "records.jsonl"
+
+
+def parse_precisions(text: str, layout_b: str) -> list[tuple[str, str]]:
+    """``"fp32,tf32:col"`` -> ``[("fp32", layout_b), ("tf32", "col")]`` (duplicates dropped).
+
+    Raises:
+        ValueError: an unknown precision or layout.
+    """
+    out: list[tuple[str, str]] = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        p, _, lb = item.partition(":")
+        lb = lb or layout_b
+        if p not in PRECISIONS:
+            raise ValueError(f"--precision: unknown precision {p!r} (one of {', '.join(PRECISIONS)})")
+        if lb not in LAYOUTS:
+            raise ValueError(f"--precision: unknown layout {lb!r} in {item!r} (row or col)")
+        if (p, lb) not in out:
+            out.append((p, lb))
+    if not out:
+        raise ValueError("--precision: no precision given")
+    return out
+
+
+def interleave(entries) -> list:
+    """The entries in benchmark order: within each region ordered by sha256 of ``MxNxK``, then one
+    of each region in turn (decode, medium, large, odd), so any prefix covers every region."""
+    def key(e):
+        s = e.shape
+        return hashlib.sha256(f"{s.M}x{s.N}x{s.K}".encode()).hexdigest()
+    groups = [sorted((e for e in entries if e.region == r), key=key) for r in REGION_ORDER]
+    groups.append(sorted((e for e in entries if e.region not in REGION_ORDER), key=key))
+    out = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out += [g[i] for g in groups if i < len(g)]
+    return out
+
+
+def point_config(shape, precision: str, layout_b: str, mode: str, table: str | None, isolation: bool,
+                 timeout_s: float) -> dict:
+    """The config of one point (what ``gemmlab experiment=heldout precision=P layout.b=L`` composes,
+    with the benchmark's timing)."""
+    return {"kernel": {"name": "auto", "table": table}, "shape": [shape.M, shape.N, shape.K], "mode": mode,
+            "precision": precision, "layout": {"a": "row", "b": layout_b}, "baseline": "cublas",
+            "timing": dict(TIMING), "verify": {"max_full": MAX_FULL},
+            "isolation": {"process": isolation, "timeout_s": float(timeout_s)}}
+
+
+def default_runner(isolation: bool) -> Callable[[dict, Path], dict]:
+    """``run(cfg, out_dir) -> record``: gemmlab's worker-process isolation around the pipeline
+    (``isolation.process`` in the config says which), or the pipeline in this process."""
+    if isolation:
+        from gemmlab.run.isolation import run_point
+    else:
+        from gemmlab.run.pipeline import run_point
+    return run_point
+
+
+def ratio_of(rec: dict) -> float | None:
+    """kernel GFLOP/s / cuBLAS GFLOP/s of a verified and timed point, else None."""
+    if rec.get("status") != "ok":
+        return None
+    r = (rec.get("ratio_to_baseline") or {})
+    g = r.get("gflops") if isinstance(r, dict) else None
+    if g is None and isinstance(r, dict) and r.get("median_time"):
+        g = 1.0 / r["median_time"]
+    return float(g) if g and g > 0 and math.isfinite(g) else None
+
+
+def chosen_of(rec: dict) -> str:
+    """``kernel P=V ... [table exact|rule]``: what kernel=auto chose and from where."""
+    d = rec.get("dispatch") or {}
+    if not d:
+        return "-"
+    params = " ".join(f"{k}={v}" for k, v in (d.get("params") or {}).items())
+    src = d.get("source") or "?"
+    if src == "table" and d.get("match"):
+        src += f" {d['match']}"
+    return f"{d.get('chosen') or '-'} {params} [{src}]".replace("  ", " ")
+
+
+class Bench:
+    """Runs the points, appends each record to the plain archive, keeps the summary rows."""
+
+    def __init__(self, out: Path, budget_s: float | None, run: Callable[[dict, Path], dict], keep_points: bool,
+                 clock: Callable[[], float] = time.monotonic):
+        self.out, self.run, self.keep, self.clock = out, run, keep_points, clock
+        self.started = clock()
+        self.deadline = self.started + budget_s if budget_s else None
+        self.rows: list[dict] = []
+        self.not_run: list[str] = []
+        self.walls: list[float] = []
+        self.plain = out / PLAIN
+        self.fh = open(self.plain, "a", encoding="utf-8")
+
+    def time_left(self) -> float:
+        return math.inf if self.deadline is None else self.deadline - self.clock()
+
+    def next_fits(self) -> bool:
+        """Whether a point may start: the time left covers twice the longest of the last 5 points
+        (30 s before any) plus the archive's reserve."""
+        if self.deadline is None:
+            return True
+        guess = 2.0 * max(self.walls[-5:]) if self.walls else 30.0
+        return self.time_left() > guess + FINAL_RESERVE_S
+
+    def point(self, order: int, entry, precision: str, layout_b: str, cfg: dict) -> dict:
+        s = entry.shape
+        tag = f"{precision}-{layout_b}"
+        folder = self.out / "points" / tag / f"{order:04d}-{s.M}x{s.N}x{s.K}"
+        t0 = self.clock()
+        try:
+            rec = self.run(cfg, folder)
+            if not isinstance(rec, dict):
+                raise TypeError(f"run_point returned {type(rec).__name__}, not a record")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - one point never stops the run (SystemExit included)
+            if isinstance(exc, SystemExit) and getattr(exc, "code", None) == 143:
+                raise
+            rec = {"status": "bench_error", "valid": False, "shape": [s.M, s.N, s.K], "precision": precision,
+                   "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]}
+        wall = self.clock() - t0
+        self.walls.append(wall)
+        meta = {"split": entry.split, "region": entry.region, "family": entry.family, "model": entry.model,
+                "layer": entry.layer, "also": list(entry.also), "shape": [s.M, s.N, s.K], "precision": precision,
+                "layout_b": layout_b, "order": order, "wall_s": round(wall, 3), "folder": str(folder.relative_to(self.out))}
+        self.fh.write(json.dumps({"heldout": meta, **rec}, default=str) + "\n")
+        self.fh.flush()
+        if not self.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+        ratio = ratio_of(rec)
+        row = {"precision": precision, "layout_b": layout_b, "shape": f"{s.M}x{s.N}x{s.K}", "region": entry.region,
+               "model": entry.model, "layer": entry.layer, "status": rec.get("status"), "ratio": ratio,
+               "chosen": chosen_of(rec), "error": (rec.get("error") or "")[:160], "wall_s": round(wall, 2)}
+        self.rows.append(row)
+        pct = f"{100 * ratio:6.1f}%" if ratio else "     - "
+        print(f"[{len(self.rows):4d}] {tag:9s} {row['shape']:>20s} {entry.region:6s} {row['status'] or '?':13s} {pct} "
+              f"{wall:6.1f}s  {row['chosen']}" + (f"  ({row['error'][:100]})" if row["error"] and not ratio else ""),
+              flush=True)
+        return rec
+
+    def finish(self) -> Path | None:
+        """Compress the plain records into ``records.jsonl.xz`` (and remove the plain file)."""
+        self.fh.close()
+        if not self.plain.exists():
+            return None
+        target = self.out / ARCHIVE
+        with open(self.plain, "rb") as src, lzma.open(target, "wb", preset=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        self.plain.unlink()
+        if not self.keep:
+            shutil.rmtree(self.out / "points", ignore_errors=True)
+        return target
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def summarize(rows: list[dict], combos) -> list[dict]:
+    """Per (precision, layout): points, ok, failed, geomean, min, under 70%, per-region geomeans, worst 10."""
+    out = []
+    for p, lb in combos:
+        mine = [r for r in rows if r["precision"] == p and r["layout_b"] == lb]
+        rated = [r for r in mine if r["ratio"]]
+        worst = sorted(rated, key=lambda r: r["ratio"])[:10]
+        failed = [r for r in mine if not r["ratio"] and r["status"] not in ("compiled",)]
+        out.append({
+            "precision": p, "layout": f"row/{lb}", "points": len(mine), "timed": len(rated), "failed": len(failed),
+            "geomean_pct": _pct(geomean(r["ratio"] for r in rated)),
+            "min_pct": _pct(min((r["ratio"] for r in rated), default=None)),
+            "under_70": sum(r["ratio"] < UNDER for r in rated),
+            "regions": {g: {"n": sum(r["region"] == g for r in rated),
+                            "geomean_pct": _pct(geomean(r["ratio"] for r in rated if r["region"] == g))}
+                        for g in REGION_ORDER},
+            "worst": [{k: r[k] for k in ("shape", "model", "layer", "region", "chosen")} | {"pct": _pct(r["ratio"])}
+                      for r in worst],
+            "failures": [{k: r[k] for k in ("shape", "status", "error", "chosen")} for r in failed[:20]],
+        })
+    return out
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100.0 * x, 1)
+
+
+def table(summary: list[dict]) -> str:
+    """The short text table printed last."""
+    def f(x):
+        return "-" if x is None else f"{x:.1f}"
+    lines = ["precision | layout | points | timed | failed | geomean % cuBLAS | min % | <70% | "
+             + " | ".join(f"{g} (n, geomean %)" for g in REGION_ORDER)]
+    for s in summary:
+        reg = " | ".join(f"{s['regions'][g]['n']}, {f(s['regions'][g]['geomean_pct'])}" for g in REGION_ORDER)
+        lines.append(f"{s['precision']} | {s['layout']} | {s['points']} | {s['timed']} | {s['failed']} | "
+                     f"{f(s['geomean_pct'])} | {f(s['min_pct'])} | {s['under_70']} | {reg}")
+    for s in summary:
+        if s["worst"]:
+            lines.append(f"\nworst {len(s['worst'])}, {s['precision']} {s['layout']}: % of cuBLAS | shape | model layer | "
+                         "region | kernel=auto's choice [source]")
+            lines += [f"  {w['pct']:6.1f} | {w['shape']} | {w['model']} {w['layer']} | {w['region']} | {w['chosen']}"
+                      for w in s["worst"]]
+        if s["failures"]:
+            lines.append(f"\nnot timed, {s['precision']} {s['layout']}: {s['failed']}")
+            lines += [f"  {x['shape']} {x['status']}: {x['error'][:140]}" for x in s["failures"][:10]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None = None,
+         clock: Callable[[], float] = time.monotonic) -> int:
+    ap = argparse.ArgumentParser(prog=".ci/heldout_bench.py", description=__doc__.splitlines()[0])
+    ap.add_argument("outdir", type=Path)
+    ap.add_argument("--precision", default="fp32", help="comma list, items P or P:row|P:col (default fp32)")
+    ap.add_argument("--layout-b", default="row", choices=LAYOUTS, help="B's layout for items without :row/:col")
+    ap.add_argument("--split", default="test", help="test (default) | train | all")
+    ap.add_argument("--regions", default="", help="comma list of decode, medium, large, odd (default all)")
+    ap.add_argument("--limit", type=int, default=None, help="the first N shapes of the benchmark order")
+    ap.add_argument("--budget-s", type=float, default=None, help="start no point after this many seconds (less a margin)")
+    ap.add_argument("--table", default=None, help="kernel.table for kernel=auto (default: the shipped table)")
+    ap.add_argument("--mode", default="run", choices=("run", "compile"))
+    ap.add_argument("--no-isolation", action="store_true", help="run points in this process (no worker, no watchdog)")
+    ap.add_argument("--keep-points", action="store_true", help="keep each point's folder under OUTDIR/points")
+    args = ap.parse_args(argv)
+    try:
+        combos = parse_precisions(args.precision, args.layout_b)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.limit is not None and args.limit < 1:
+        ap.error("--limit must be >= 1")
+    from gemmlab.dispatch.shapeset import load_shapeset
+    from gemmlab.errors import ConfigError
+    try:
+        shapeset = load_shapeset()
+        entries = interleave(shapeset.select(args.split, [r for r in args.regions.split(",") if r]))
+    except ConfigError as exc:
+        print(f"heldout_bench: error: {exc}", file=sys.stderr)
+        return 2
+    if args.limit:
+        entries = entries[:args.limit]
+    out = args.outdir
+    if (out / ARCHIVE).exists() or (out / PLAIN).exists():
+        print(f"heldout_bench: error: {out} already holds {ARCHIVE} or {PLAIN}; give a new OUTDIR", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    table_path = str(Path(args.table).resolve()) if args.table else None
+    isolation = not args.no_isolation
+    bench = Bench(out, args.budget_s, run or default_runner(isolation), args.keep_points, clock)
+    print(f"heldout_bench: {len(entries)} shapes of split {args.split!r} x {len(combos)} precision/layout "
+          f"({', '.join(f'{p}:{lb}' for p, lb in combos)}), mode={args.mode}, budget "
+          f"{str(args.budget_s) + ' s' if args.budget_s else 'none'}, shape set sha256[{args.split}] {shapeset.split_digest(args.split)[:16]}"
+          if args.split in ("train", "test") else f"heldout_bench: {len(entries)} shapes", flush=True)
+
+    def on_term(signum, frame):  # a batch time limit: finish the archive and the table
+        raise SystemExit(143)
+    previous = signal.signal(signal.SIGTERM, on_term)
+    stopped = None
+    order = 0
+    try:
+        for entry in entries:
+            for p, lb in combos:
+                s = entry.shape
+                if stopped or not bench.next_fits():
+                    stopped = stopped or f"budget: {bench.clock() - bench.started:.0f} s spent"
+                    bench.not_run.append(f"{p}:{lb} {s.M}x{s.N}x{s.K}")
+                    continue
+                timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
+                cfg = point_config(s, p, lb, args.mode, table_path, isolation, timeout)
+                bench.point(order, entry, p, lb, cfg)
+                order += 1
+    except (KeyboardInterrupt, SystemExit) as exc:
+        stopped = f"interrupted ({type(exc).__name__})"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        archive = bench.finish()
+    summary = summarize(bench.rows, combos)
+    wall = bench.clock() - bench.started
+    info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
+            "mode": args.mode, "table": table_path or "shipped", "timing": TIMING, "verify_max_full": MAX_FULL,
+            "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_run": len(bench.rows),
+            "not_run": bench.not_run, "stopped": stopped, "wall_s": round(wall, 1),
+            "mean_point_s": round(sum(bench.walls) / len(bench.walls), 2) if bench.walls else None,
+            "archive": archive.name if archive else None, "summary": summary}
+    (out / "summary.json").write_text(json.dumps(info, indent=1))
+    print(f"\n# {len(bench.rows)} points in {wall:.0f} s (mean {info['mean_point_s']} s a point)"
+          + (f"; stopped: {stopped}; {len(bench.not_run)} points not run" if stopped else "")
+          + f"; records: {out / ARCHIVE}")
+    print(table(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
