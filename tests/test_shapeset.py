@@ -1,0 +1,326 @@
+"""The public shape set and its fixed train/test split (gemmlab/data/shapeset.yaml, made by
+gemmlab/data/make_shapes.py, read by gemmlab.dispatch.shapeset), experiment=heldout / train, and the
+held-out benchmark .ci/heldout_bench.py (its loop on the CPU: a fake point runner, and mode=compile)."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import json
+import lzma
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from gemmlab.contract.hookspecs import Shape
+from gemmlab.dispatch import shapeset as ss_mod
+from gemmlab.dispatch.shapes import parse_suite
+from gemmlab.dispatch.shapeset import (REGIONS, SHAPESET_FILE, SPLITS, load_shapes, load_shapeset, parse_shapeset,
+                                       region_of, shapeset_resolver, suite_family, suite_yaml)
+from gemmlab.errors import ConfigError
+from gemmlab.stages.config import parse_shape
+
+from clirun import REPO_ROOT as REPO  # noqa: E402
+
+# The split is fixed: any edit of the test split (a shape added, removed or moved between the parts)
+# changes this hash and fails test_split_is_fixed. Change it only with a documented reason (issue 41:
+# "a documented train/test split fixed before tuning"); the train split's hash is kept beside it.
+TEST_SPLIT_SHA256 = "ff68c6d7377c726175a726a63aa8f1e8a72f4927eb51e79eeafd18247d4c8057"
+TRAIN_SPLIT_SHA256 = "bfb93f664ae370f45e76c139e54ba7dfedf16d7d70bf12f3ef1d61e514492ea8"
+MIN_PER_REGION = 10  # each region (decode, medium, large, odd) has at least this many shapes in each part
+
+
+def _module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def make_shapes():
+    return _module(REPO / "gemmlab" / "data" / "make_shapes.py", "gemmlab_make_shapes")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _module(REPO / ".ci" / "heldout_bench.py", "gemmlab_heldout_bench")
+
+
+@pytest.fixture(scope="module")
+def shapeset():
+    return load_shapeset()
+
+
+# --- the set ---------------------------------------------------------------------------------------
+
+def test_committed_file_is_the_generators_output(make_shapes):
+    """shapeset.yaml is exactly what make_shapes.py writes (no hand edits), and the generator is
+    deterministic (two builds, same text)."""
+    text = make_shapes.build()
+    assert text == make_shapes.build()
+    assert SHAPESET_FILE.read_text() == text, "run: python gemmlab/data/make_shapes.py (and review the split)"
+
+
+def test_at_least_200_unique_valid_shapes(shapeset, make_shapes):
+    shapes = shapeset.shapes()
+    assert len(shapes) >= 200
+    assert len(set(shapes)) == len(shapes)
+    for s in shapes:  # gemmlab's own shape check (what a point's config goes through)
+        assert parse_shape(list(s)) == s
+        assert make_shapes.fits(*s), s  # within the benchmark caps (M·N·K <= 2^38, operands <= 2.5 GiB fp32)
+    raw = yaml.safe_load(SHAPESET_FILE.read_text())
+    assert raw["schema"] == "gemmlab.shapeset/1"
+    for e in raw["shapes"]:
+        assert e["model"] in raw["sources"], e  # every shape's model names its source
+    assert all(raw["sources"][m].startswith(("http", "adversarial")) for m in raw["sources"])
+
+
+def test_split_is_fixed(shapeset):
+    assert shapeset.split_digest("test") == TEST_SPLIT_SHA256
+    assert shapeset.split_digest("train") == TRAIN_SPLIT_SHA256
+
+
+def test_split_is_roughly_balanced_and_covers_every_region(shapeset):
+    n = len(shapeset.entries)
+    test = shapeset.select("test")
+    assert 0.35 <= len(test) / n <= 0.6
+    for split in SPLITS:
+        sel = shapeset.select(split)
+        for region in REGIONS:
+            assert sum(e.region == region for e in sel) >= MIN_PER_REGION, (split, region)
+        decode = [e for e in sel if e.region == "decode"]
+        assert {1, 64} & {e.shape.M for e in decode}
+        assert max(e.shape.M for e in sel if e.region == "large") >= 8192
+        cats = {shapeset.families[e.family]["category"] for e in sel}
+        assert cats == {"dense_llm", "moe_llm", "vision", "recsys", "odd"}, (split, cats)
+
+
+def test_test_split_holds_only_unseen_weights(shapeset, make_shapes):
+    """Whole families are held out, and no test shape's weight matrix (N, K) occurs in train or in the
+    45-shape suite kernel=auto was tuned on; every adversarial kind is in both parts."""
+    train = shapeset.select("train")
+    test = shapeset.select("test")
+    seen = {(e.shape.N, e.shape.K) for e in train} | make_shapes.SUITE_WEIGHTS
+    assert not [e for e in test if (e.shape.N, e.shape.K) in seen]
+    suite = yaml.safe_load((REPO / "gemmlab" / "data" / "shape_suite.yaml").read_text())
+    suite_weights = {(n, k) for shapes in suite["families"].values() for _, n, k in shapes}
+    assert suite_weights <= make_shapes.SUITE_WEIGHTS | {(e.shape.N, e.shape.K) for e in train}
+    fam = make_shapes.family_splits()
+    for e in test:
+        assert e.family == "odd" or fam[e.family] == "test", e
+    kinds = {e.layer for e in shapeset.entries if e.family == "odd"}
+    for split in SPLITS:
+        assert {e.layer for e in shapeset.select(split) if e.family == "odd"} == kinds, split
+
+
+def test_regions():
+    assert [region_of(m) for m in (1, 64, 65, 1024, 1025, 16384)] == ["decode", "decode", "medium", "medium",
+                                                                      "large", "large"]
+    assert region_of(2, "odd") == "odd"
+
+
+# --- the loader --------------------------------------------------------------------------------------
+
+def test_select_and_sweep_value(shapeset):
+    test = load_shapes("test")
+    assert test == shapeset.select("test") and len(test) + len(load_shapes("train")) == len(shapeset.entries)
+    odd = shapeset.select("test", ["odd"])
+    assert odd and all(e.region == "odd" and e.split == "test" for e in odd)
+    assert shapeset.select("all") == shapeset.entries == shapeset.select(None)
+    value = shapeset_resolver("test", "odd")
+    assert value == ",".join(f"[{e.shape.M},{e.shape.N},{e.shape.K}]" for e in odd)
+    assert shapeset_resolver("test").count("[") == len(test)
+    e = test[0]
+    assert shapeset.entry_of(tuple(e.shape)) == e and shapeset.entry_of((7, 7, 7)) is None
+    for bad, word in ((("nope",), "unknown split"), (("test", "huge"), "unknown region")):
+        with pytest.raises(ConfigError, match=word):
+            shapeset.select(bad[0], bad[1:])
+
+
+def test_parse_rejects_a_broken_file():
+    ok = {"M": 1, "N": 2, "K": 3, "split": "test", "region": "decode", "family": "x", "model": "m", "layer": "l"}
+
+    def data(*entries):
+        return {"schema": "gemmlab.shapeset/1", "shapes": list(entries)}
+    assert parse_shapeset(data(ok)).entries[0].shape == Shape(1, 2, 3)
+    cases = [(data(ok, ok), "appears twice"), (data({**ok, "split": "dev"}), "split must be"),
+             (data({**ok, "region": "large"}), "region 'large'"), (data({**ok, "M": 0}), "M must be"),
+             (data({**ok, "colour": 1}), "unknown key"), ({"shapes": [ok]}, "schema"), ({"schema": "x"}, "non-empty"),
+             (data({**ok, "N": 2 ** 31}), "elements")]
+    for bad, word in cases:
+        with pytest.raises(ConfigError, match=word):
+            parse_shapeset(bad, "f.yaml")
+
+
+def test_split_as_a_shape_suite(shapeset):
+    """A split exported as a gemmlab.shapes/1 suite (for gemmlab-tune sweep --suite) is a valid suite
+    holding exactly the split's shapes."""
+    suite = shapeset.to_suite("train")
+    text = suite_yaml(suite, "header")
+    parsed = parse_suite(yaml.safe_load(text), "train.yaml")
+    assert sorted(parsed.shapes) == sorted(shapeset.shapes("train"))
+    assert set(parsed.families) <= {"tiny", "decode", "k_heavy", "k_light", "tall_skinny", "short_wide", "odd",
+                                    "square", "prefill"}
+    assert suite_family(Shape(2, 2, 100000)) == "tiny" and suite_family(Shape(4096, 4096, 4096)) == "square"
+    assert suite_family(Shape(8, 4096, 4096)) == "decode" and suite_family(Shape(4095, 4097, 1023)) == "odd"
+    assert ss_mod.main(["suite", "--split", "test", "--regions", "odd", "-o", "/dev/null"]) == 0
+    assert ss_mod.main(["list", "--split", "bogus"]) == 2
+
+
+def test_shape_file_ships_as_package_data():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    globs = conf["package-data"]["gemmlab"]
+    assert any(fnmatch.fnmatch("data/shapeset.yaml", g) for g in globs)
+    assert "gemmlab.dispatch" in conf["packages"]
+
+
+# --- the experiments ---------------------------------------------------------------------------------
+
+def test_experiments_sweep_the_splits():
+    """experiment=heldout sweeps the test split and experiment=train the train split, with kernel=auto,
+    cuBLAS as the baseline and graph timing; a precision is a command-line override."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import gemmlab.cli.app
+    from gemmlab.paths import CONF_DIR
+    gemmlab.cli.app.register_resolvers()
+    shapeset = load_shapeset()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for name, split in (("heldout", "test"), ("train", "train")):
+            cfg = compose("config", overrides=[f"experiment={name}", "precision=bf16", "layout.b=col"],
+                          return_hydra_config=True)
+            assert cfg.kernel.name == "auto" and cfg.baseline == "cublas" and cfg.timing.mode == "both"
+            assert cfg.precision == "bf16" and cfg.layout.b == "col"
+            assert OmegaConf.select(cfg, "hydra.mode").name == "MULTIRUN"
+            assert OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True)["shape"] == shapeset.sweep_value(split)
+
+
+def test_precheck_names_an_unknown_split_or_region():
+    from gemmlab.cli import precheck
+    precheck._check_shapeset_selection(["shape=${gemmlab_shapeset:test,decode}", "mode=compile"])
+    for arg, word in (("shape=${gemmlab_shapeset:bogus}", "unknown split 'bogus'"),
+                      ("hydra.sweeper.params.shape=${gemmlab_shapeset:train,nope}", "unknown region 'nope'")):
+        with pytest.raises(ConfigError, match=word) as info:
+            precheck._check_shapeset_selection([arg])
+        assert str(info.value).startswith("shape: ${gemmlab_shapeset:")
+
+
+# --- the benchmark ---------------------------------------------------------------------------------
+
+def test_bench_precision_items(bench):
+    assert bench.parse_precisions("fp32,tf32:col,bf16", "row") == [("fp32", "row"), ("tf32", "col"), ("bf16", "row")]
+    assert bench.parse_precisions("bf16,bf16:col", "col") == [("bf16", "col")]
+    for bad in ("fp64", "bf16:diag", ","):
+        with pytest.raises(ValueError):
+            bench.parse_precisions(bad, "row")
+
+
+def test_bench_order_interleaves_regions(bench, shapeset):
+    order = bench.interleave(shapeset.select("test"))
+    assert sorted(order, key=lambda e: tuple(e.shape)) == sorted(shapeset.select("test"), key=lambda e: tuple(e.shape))
+    assert [e.region for e in order[:4]] == list(bench.REGION_ORDER)
+    assert order == bench.interleave(list(reversed(shapeset.select("test"))))  # a fixed order
+
+
+class FakeRun:
+    """A stand-in for gemmlab.run.isolation.run_point: writes result.json, fails some points."""
+
+    def __init__(self, fail_at=(), raise_at=()):
+        self.calls, self.fail_at, self.raise_at = [], set(fail_at), set(raise_at)
+
+    def __call__(self, cfg, out_dir):
+        i = len(self.calls)
+        self.calls.append(cfg)
+        out_dir.mkdir(parents=True)
+        if i in self.raise_at:
+            raise RuntimeError("worker exploded\nsecond line")
+        M, N, K = cfg["shape"]
+        ratio = 0.5 + 0.1 * (i % 7)
+        rec = {"status": "wrong_result" if i in self.fail_at else "ok", "shape": cfg["shape"],
+               "precision": cfg["precision"], "error": "max error 3e-2" if i in self.fail_at else None,
+               "dispatch": {"requested": "auto", "chosen": "tiled", "params": {"BM": 64}, "source": "rule"},
+               "ratio_to_baseline": {"baseline": "cublas", "gflops": ratio, "median_time": 1 / ratio}}
+        (out_dir / "result.json").write_text(json.dumps(rec))
+        return rec
+
+
+def _records(path):
+    with lzma.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_bench_loop_archive_and_table(bench, tmp_path, capsys):
+    """Several precisions per call; a point that raises or fails is recorded and the run goes on;
+    one records.jsonl.xz with every point (the record plus the heldout key); point folders removed;
+    the table names geomean, min and the worst shapes with auto's choice."""
+    run = FakeRun(fail_at={2}, raise_at={4})
+    rc = bench.main([str(tmp_path / "o"), "--precision", "fp32,bf16:col,tf32", "--limit", "3", "--mode", "compile"],
+                    run=run)
+    assert rc == 0 and len(run.calls) == 9
+    assert [c["precision"] for c in run.calls[:3]] == ["fp32", "bf16", "tf32"]  # precisions per shape
+    assert run.calls[1]["layout"] == {"a": "row", "b": "col"} and run.calls[0]["layout"]["b"] == "row"
+    cfg = run.calls[0]
+    assert cfg["kernel"] == {"name": "auto", "table": None} and cfg["baseline"] == "cublas"
+    assert cfg["timing"]["mode"] == "graph" and cfg["isolation"]["process"] is True
+    recs = _records(tmp_path / "o" / "records.jsonl.xz")
+    assert len(recs) == 9 and not (tmp_path / "o" / "records.jsonl").exists()
+    assert not (tmp_path / "o" / "points").exists()
+    assert recs[4]["status"] == "bench_error" and recs[4]["error"] == "RuntimeError: worker exploded"
+    assert recs[2]["status"] == "wrong_result"
+    assert {r["heldout"]["split"] for r in recs} == {"test"}
+    assert recs[0]["heldout"]["model"] and recs[0]["heldout"]["precision"] == "fp32"
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    fp32 = summary["summary"][0]
+    assert (fp32["precision"], fp32["points"], fp32["timed"]) == ("fp32", 3, 3)
+    bf16 = summary["summary"][1]
+    assert bf16["points"] == 3 and bf16["timed"] == 2 and bf16["failed"] == 1  # point 4 raised
+    out = capsys.readouterr().out
+    table = out[out.index("precision | layout"):]
+    assert "fp32 | row/row | 3 | 3 | 0 |" in table and "worst 3, fp32 row/row" in table and "tiled BM=64 [rule]" in table
+    # an existing archive is never overwritten
+    assert bench.main([str(tmp_path / "o"), "--limit", "1"], run=FakeRun()) == 2
+
+
+def test_bench_budget_stops_before_the_limit(bench, tmp_path):
+    """With a budget, no point starts once the time left is under twice the longest recent point
+    plus the archive's reserve; the points not run are listed and the archive is still written."""
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    class Slow(FakeRun):
+        def __call__(self, cfg, out_dir):
+            now[0] += 10.0
+            return super().__call__(cfg, out_dir)
+    run = Slow()
+    rc = bench.main([str(tmp_path / "o"), "--precision", "fp32,bf16", "--limit", "10", "--budget-s", "100"],
+                    run=run, clock=clock)
+    assert rc == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    # 30 s guess before the first point; then 2 x 10 s + 15 s reserve: points start while left > 35 s
+    assert len(run.calls) == 7 and summary["points_run"] == 7 and len(summary["not_run"]) == 13
+    assert summary["stopped"].startswith("budget")
+    assert len(_records(tmp_path / "o" / "records.jsonl.xz")) == 7
+
+
+def test_bench_compile_mode_runs_real_points(tmp_path):
+    """The script as the lead runs it, without a GPU: mode=compile, two precisions, in gemmlab's
+    worker process; kernel=auto's choice is in each record."""
+    proc = subprocess.run([sys.executable, str(REPO / ".ci" / "heldout_bench.py"), str(tmp_path / "o"),
+                           "--precision", "fp32,bf16:col", "--regions", "odd", "--limit", "1", "--mode", "compile"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recs = _records(tmp_path / "o" / "records.jsonl.xz")
+    assert [r["heldout"]["precision"] for r in recs] == ["fp32", "bf16"]
+    for r in recs:
+        assert r["status"] == "compiled", r.get("error")
+        assert r["dispatch"]["requested"] == "auto" and r["dispatch"]["chosen"]
+        assert r["heldout"]["region"] == "odd" and r["heldout"]["split"] == "test"
+    assert "precision | layout | points" in proc.stdout
