@@ -68,7 +68,7 @@ def test_default_shape_mode_arch_device():
 
 
 SEED_TIMING = {"mode": "events", "l2": "warm", "warmup": 5, "repeat": 10, "max_repeat": None,
-               "target_rel_spread": None, "budget_s": None, "batch": 20, "floor": True}
+               "target_rel_spread": None, "budget_s": None, "batch": 20, "floor": True, "flush": "read"}
 
 
 def test_default_timing_is_seed_protocol():

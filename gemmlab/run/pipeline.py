@@ -733,8 +733,8 @@ class Run:
         gpu, rc = self.gpu, self.rc
         floor = _floor_enqueue(gpu) if rc.timing.floor else None
         flush = _flush_fn(gpu, rc.timing.flush) if rc.timing.l2 == "cold" else None
-        idle = frozenset(b.role for b in self.backends if b.kind == "library") if "events" in rc.timing.protocols \
-            else frozenset()
+        on_events = "events" in rc.timing.protocols  # library kernels' device-idle gaps, events timing only
+        idle = frozenset(b.role for b in self.backends if b.kind == "library" and on_events)
         started = time.perf_counter()
         measured = timing_stage.measure(gpu, {b.role: b.enqueue for b in self.backends}, rc.timing,
                                         flush=flush, floor_enqueue=floor, replay=True, idle_check=idle)
@@ -765,8 +765,8 @@ class Run:
         gpu.upload(self.d_b.address, fresh.b_stored)
         products: dict = {}
         failures, refusals = [], []
-        path = "the graph of one timed batch, replayed" if (rc.timing.mode != "events") else \
-            f"one batch of {rc.timing.launches_per_sample} direct launches, as timed"
+        path = ("the graph of one timed batch, replayed" if rc.timing.mode != "events"
+                else f"one batch of {rc.timing.launches_per_sample} direct launches, as timed")
         for backend in self.backends:
             c = backend.buffers.c
             gpu.fill32(c.address, 0xFFFFFFFF, rc.shape.M * rc.shape.N)
