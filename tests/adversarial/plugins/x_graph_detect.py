@@ -4,7 +4,8 @@ a library plugin (LibraryKernelSpec) that asks the driver whether the stream it 
 captured (cuStreamIsCapturing, through cuda.bindings): outside a capture it launches a right GEMM on
 that stream; under capture (timing=graph) it enqueues nothing, so every timed graph replay is empty.
 
-Expected: foreign_launch (net 'launch path': it works only when not under graph capture). The graph
+Expected: foreign_launch (net 'launch path': its captured enqueue holds no kernel; it works only when
+not under graph capture). The graph
 replayed on new inputs after timing also leaves the NaN fill ('verification after timing')."""
 
 from pathlib import Path

@@ -4,8 +4,8 @@ a library plugin that launches no kernel: each call waits for the timed stream, 
 host with synchronous copies (the legacy stream, not the timed one), multiplies them with numpy
 (float64, rounded once) and copies C back. Its result is right and bitwise repeatable.
 
-Expected: foreign_launch (net 'launch path': the work is host computation, not a launch on the
-timed stream). Use timing=events: the synchronous calls cannot be captured into a graph."""
+Expected: foreign_launch (net 'launch path'): its synchronisation and host copies break the capture
+of its enqueue on the run's stream (host work, not device work on that stream)."""
 
 from pathlib import Path
 

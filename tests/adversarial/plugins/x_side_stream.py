@@ -4,7 +4,8 @@ a library plugin that launches its GEMM on a stream of its own (after waiting fo
 so it sees the NaN fill and the inputs) and joins that stream back into the timed stream only on its
 first call (the correctness launch); every later call's work runs outside the timed interval.
 
-Expected: foreign_launch (net 'launch path': work enqueued on another stream)."""
+Expected: foreign_launch (net 'launch path'): captured on the run's stream, its second call forks the
+capture onto its own stream and never joins it back, so the enqueue cannot be captured."""
 
 from pathlib import Path
 
@@ -24,22 +25,32 @@ class Exploit(LibraryKernelSpec):
         return "exploit (tests/adversarial)"
 
     def enqueue_function(self, shape, params, pointers, precision):
+        from cuda.bindings import driver
         lib = _xlib()
         gpu = lib.gpu_of(pointers.stream)
         loaded, launch, args = lib.gemm(gpu, shape, pointers)
         side = gpu.device.create_stream()
+        core, other = driver.CUstream(pointers.stream), driver.CUstream(int(side.handle))
+        flags = int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        ready, done = lib.check(driver.cuEventCreate(flags)), lib.check(driver.cuEventCreate(flags))
         calls = [0]
 
         def enqueue():
-            side.wait(gpu.stream)  # after the NaN fill and the inputs
+            lib.check(driver.cuEventRecord(ready, core))  # after the NaN fill and the inputs
+            lib.check(driver.cuStreamWaitEvent(other, ready, 0))
             lib.launch_on(side, loaded, launch, args)
             calls[0] += 1
-            if calls[0] == 1:
-                gpu.stream.wait(side)  # only the first call (the correctness launch) is joined back
+            if calls[0] == 1:  # only the first call (the correctness launch) is joined back
+                lib.check(driver.cuEventRecord(done, other))
+                lib.check(driver.cuStreamWaitEvent(core, done, 0))
 
-        def close():
-            side.sync()
-            side.close()
+        def close():  # never raises: a capture that failed may have left the side stream unusable
+            for call in (side.sync, lambda: driver.cuEventDestroy(ready), lambda: driver.cuEventDestroy(done),
+                         side.close):
+                try:
+                    call()
+                except Exception:
+                    pass
 
         return enqueue, close
 

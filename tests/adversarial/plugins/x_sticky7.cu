@@ -1,5 +1,5 @@
-// Exploit (a fault the run must survive): correct, except that its 7th launch (launch index 6: the
-// first timed launch after the correctness launch and 5 warm-up launches) stores far outside every
+// Exploit (a fault the run must survive): correct, except that its FAULT_AT-th launch (7: launch
+// index 6, the last of 6 warm-up launches after the correctness launch) stores far outside every
 // allocation: CUDA_ERROR_ILLEGAL_ADDRESS, sticky for the process.
 __device__ unsigned long long x_done_blocks;
 

@@ -1,6 +1,7 @@
 """Exploit x_sticky7 (tests/adversarial, issue 40 item 8).
 
-right, but its 7th launch (the first timed one after 5 warm-up launches) stores 2^40 elements past C.
+right, but its FAULT_AT-th launch (default 7: the last of 6 warm-up launches after the correctness
+launch) stores 2^40 elements past C.
 
 Expected: cuda_error (net 'cuda error'); with isolation the next point runs."""
 
@@ -10,7 +11,7 @@ from gemmlab.contract.plugin_utils import cdiv
 
 class Exploit(KernelSpec):
     def entry(self, params):
-        return "x_sticky7<16, 7>"
+        return f"x_sticky7<16, {params['FAULT_AT']}>"
 
     def launch(self, shape, params, device):
         return Launch(grid=(cdiv(shape.N, 16), cdiv(shape.M, 16), 1), block=(16, 16, 1))
@@ -18,5 +19,5 @@ class Exploit(KernelSpec):
 
 @hookimpl
 def gemmlab_kernels():
-    return [Exploit(name="x_sticky7", source="x_sticky7.cu", defaults={},
+    return [Exploit(name="x_sticky7", source="x_sticky7.cu", defaults={"FAULT_AT": 7},
                     description="exploit: illegal address on launch 7")]
