@@ -23,11 +23,14 @@ by ``--limit`` or by the budget still covers every region and precision alike. `
 point starts once the time left is under twice the longest of the last points plus 15 s for the
 archive; the shapes not reached are listed in summary.json.
 
-Output: ``OUTDIR/records.jsonl.xz`` (one JSON object per point: the point's whole result.json plus a
-``heldout`` key with the shape's split, region, family, model, layer, the precision/layout item,
-the point's wall time and its order; lzma, written as ``records.jsonl`` while running and compressed
-at the end, so a run killed before the end still leaves its plain records), ``OUTDIR/summary.json``
-(the table's numbers), and the point folders are removed once archived (``--keep-points`` keeps
+Output: ``OUTDIR/records.jsonl.xz``, gemmlab's record archive (:mod:`gemmlab.stages.archive`, what
+``gemmlab-report --archive`` writes: every reader, ``gemmlab-report``, ``gemmlab-compare``,
+``python -m gemmlab.results.families``, ``gemmlab-tune build``, reads it as a sweep folder): one member
+``<precision>-<layout>/<order>-<M>x<N>x<K>/result.json`` per point, the point's whole record plus a
+``heldout`` key (the shape's split, region, family, model, layer, the precision and layout, the
+point's wall time and order). It is written as plain JSON lines (``records.jsonl``) while running and
+packed at the end, so a run killed before the end still leaves its records. ``OUTDIR/summary.json``
+holds the table's numbers; the point folders are removed once archived (``--keep-points`` keeps
 them). The last thing printed is the table: per precision and layout, points, geomean % of cuBLAS
 (kernel GFLOP/s / cuBLAS GFLOP/s over the verified and timed points), min %, points under 70%,
 per-region geomeans, then the worst 10 shapes with the kernel auto chose and why (table entry or
@@ -39,7 +42,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import lzma
 import math
 import os
 import shutil
@@ -58,7 +60,7 @@ LAYOUTS = ("row", "col")
 REGION_ORDER = ("decode", "medium", "large", "odd")
 TIMING = {"mode": "graph", "l2": "warm", "warmup": 5, "repeat": 10, "batch": 10, "floor": True}
 MAX_FULL = 2 ** 32  # full float64 check up to M*N*K = 2^32 (sampled rows/columns + Freivalds above)
-FINAL_RESERVE_S = 15.0  # compressing the archive, the table
+FINAL_RESERVE_S = 20.0  # packing the archive (xz -9e: ~1.3 s for 419 records of 13 KB here), the table
 POINT_TIMEOUT_S = 300.0  # the watchdog's limit for one point
 UNDER = 0.70  # issue 41: no shape under 70% of cuBLAS
 ARCHIVE = "records.jsonl.xz"
@@ -184,14 +186,17 @@ class Bench:
         except BaseException as exc:  # noqa: BLE001 - one point never stops the run (SystemExit included)
             if isinstance(exc, SystemExit) and getattr(exc, "code", None) == 143:
                 raise
-            rec = {"status": "bench_error", "valid": False, "shape": [s.M, s.N, s.K], "precision": precision,
-                   "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]}
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
+            rec = {"schema": "gemmlab.result/1", "status": "error", "valid": False, "shape": [s.M, s.N, s.K],
+                   "precision": precision, "error": f"heldout_bench: the point raised {why}"}
         wall = self.clock() - t0
         self.walls.append(wall)
+        rel = folder.relative_to(self.out / "points").as_posix() + "/result.json"
         meta = {"split": entry.split, "region": entry.region, "family": entry.family, "model": entry.model,
                 "layer": entry.layer, "also": list(entry.also), "shape": [s.M, s.N, s.K], "precision": precision,
-                "layout_b": layout_b, "order": order, "wall_s": round(wall, 3), "folder": str(folder.relative_to(self.out))}
-        self.fh.write(json.dumps({"heldout": meta, **rec}, default=str) + "\n")
+                "layout_b": layout_b, "order": order, "wall_s": round(wall, 3)}
+        line = {"path": rel, "record": {**rec, "heldout": meta}}
+        self.fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
         self.fh.flush()
         if not self.keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -207,13 +212,24 @@ class Bench:
         return rec
 
     def finish(self) -> Path | None:
-        """Compress the plain records into ``records.jsonl.xz`` (and remove the plain file)."""
+        """Pack the plain records into ``records.jsonl.xz``, gemmlab's record archive
+        (:mod:`gemmlab.stages.archive`), and remove the plain file."""
+        from gemmlab.stages.archive import Member, write_members
         self.fh.close()
         if not self.plain.exists():
             return None
+        members = []
+        with open(self.plain, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except ValueError:  # a line cut by a kill: dropped
+                    continue
+                members.append(Member(entry["path"], entry["record"]))
+        if not members:
+            return None
         target = self.out / ARCHIVE
-        with open(self.plain, "rb") as src, lzma.open(target, "wb", preset=6) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        write_members(members, target, source=self.out.name)
         self.plain.unlink()
         if not self.keep:
             shutil.rmtree(self.out / "points", ignore_errors=True)
