@@ -43,6 +43,15 @@ INTENDED = {
      "'bae5a55c15313a33469250d3e40fcd838e45984898d1873cd639596ae16f3d13'"),  # tiled.cu
     (".compile.source_sha256", "'502404165f0035b4ca0e96a94d289766f44aae69adb3164a1cd4255500aa4bb4'",
      "'832776338a2bba1912738ddb0afb565b109d933222f9b478bc1273fb5c812f77'"),  # naive.cu
+    # issue 40 item 5: timing=cold reads its 2x-L2 scratch buffer by default (L2 left clean)
+    (".timing.description", "'CUDA events around each batch of back-to-back launches on one stream, divided by the "
+     "batch; host submission gaps between launches are included; compilation, transfers and verification are "
+     "excluded; L2 cold: a 2x-L2 scratch buffer is written before every sample (outside the interval), one launch "
+     "per sample'",
+     "'CUDA events around each batch of back-to-back launches on one stream, divided by the batch; host submission "
+     "gaps between launches are included; compilation, transfers and verification are excluded; L2 cold: a 2x-L2 "
+     "scratch buffer is read by a kernel (L2 left clean) before every sample (outside the interval), one launch per "
+     "sample'"),
 }
 CASES = {
     "ok_baseline_both": ({"baseline": "naive", "timing": {"mode": "both"}},
