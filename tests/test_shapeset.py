@@ -1,5 +1,5 @@
 """The public shape set and its fixed train/test split (gemmlab/data/shapeset.yaml, made by
-gemmlab/data/make_shapes.py, read by gemmlab.dispatch.shapeset), experiment=heldout / train, and the
+gemmlab/dispatch/make_shapeset.py, read by gemmlab.dispatch.shapeset), experiment=heldout / train, and the
 held-out benchmark .ci/heldout_bench.py (its loop on the CPU: a fake point runner, and mode=compile)."""
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def _module(path, name):
 
 @pytest.fixture(scope="module")
 def make_shapes():
-    return _module(REPO / "gemmlab" / "data" / "make_shapes.py", "gemmlab_make_shapes")
+    from gemmlab.dispatch import make_shapeset
+    return make_shapeset
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +58,11 @@ def shapeset():
 # --- the set ---------------------------------------------------------------------------------------
 
 def test_committed_file_is_the_generators_output(make_shapes):
-    """shapeset.yaml is exactly what make_shapes.py writes (no hand edits), and the generator is
+    """shapeset.yaml is exactly what make_shapeset.py writes (no hand edits), and the generator is
     deterministic (two builds, same text)."""
     text = make_shapes.build()
     assert text == make_shapes.build()
-    assert SHAPESET_FILE.read_text() == text, "run: python gemmlab/data/make_shapes.py (and review the split)"
+    assert SHAPESET_FILE.read_text() == text, "run: python -m gemmlab.dispatch.make_shapeset (and review the split)"
 
 
 def test_at_least_200_unique_valid_shapes(shapeset, make_shapes):
