@@ -3,7 +3,7 @@
 reads %globaltimer: computes on its first launch and after a gap of more than GAP_US microseconds
 (a verification after host work), returns at once when launched back to back (a timed graph replay).
 
-Expected: implausible (net 'plausibility' at 1024^3, timing=graph, batch 200): the verification after timing
+Expected: implausible (net 'plausibility' at 1024^3, timing=graph, batch 400): the verification after timing
 follows host work, so it computes there and passes."""
 
 from gemmlab.contract.hookspecs import KernelSpec, Launch, hookimpl

@@ -39,6 +39,7 @@ class Exploit(LibraryKernelSpec):
             lib.check(driver.cuMemcpyDtoH(b.ctypes.data, pointers.b, b.nbytes))
             c = np.ascontiguousarray((a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32))
             lib.check(driver.cuMemcpyHtoD(pointers.c, c.ctypes.data, c.nbytes))
+            lib.check(driver.cuCtxSynchronize())  # a pageable upload may still be in flight on return
 
         return enqueue, lambda: None
 
