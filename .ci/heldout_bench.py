@@ -338,29 +338,29 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         raise SystemExit(143)
     previous = signal.signal(signal.SIGTERM, on_term)
     stopped = None
+    plan = [(entry, p, lb) for entry in entries for p, lb in combos]  # every precision per shape, in turn
     order = 0
     try:
-        for entry in entries:
-            for p, lb in combos:
-                s = entry.shape
-                if stopped or not bench.next_fits():
-                    stopped = stopped or f"budget: {bench.clock() - bench.started:.0f} s spent"
-                    bench.not_run.append(f"{p}:{lb} {s.M}x{s.N}x{s.K}")
-                    continue
-                timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
-                cfg = point_config(s, p, lb, args.mode, table_path, isolation, timeout)
-                bench.point(order, entry, p, lb, cfg)
-                order += 1
+        for entry, p, lb in plan:
+            if not bench.next_fits():
+                stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
+                break
+            timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
+            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout)
+            bench.point(order, entry, p, lb, cfg)
+            order += 1
     except (KeyboardInterrupt, SystemExit) as exc:
         stopped = f"interrupted ({type(exc).__name__})"
     finally:
+        bench.not_run = [f"{p}:{lb} {e.shape.M}x{e.shape.N}x{e.shape.K}" for e, p, lb in plan[len(bench.rows):]]
         signal.signal(signal.SIGTERM, previous)
         archive = bench.finish()
     summary = summarize(bench.rows, combos)
     wall = bench.clock() - bench.started
     info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
             "mode": args.mode, "table": table_path or "shipped", "timing": TIMING, "verify_max_full": MAX_FULL,
-            "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_run": len(bench.rows),
+            "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_planned": len(plan),
+            "points_run": len(bench.rows),
             "not_run": bench.not_run, "stopped": stopped, "wall_s": round(wall, 1),
             "mean_point_s": round(sum(bench.walls) / len(bench.walls), 2) if bench.walls else None,
             "archive": archive.name if archive else None, "summary": summary}
