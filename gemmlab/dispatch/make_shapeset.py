@@ -19,9 +19,11 @@ keeps about a third of ``M_SET`` (positions rotating from layer to layer, so the
 every M) plus the largest M under the caps. Vision layers take M = tokens per image x batch
 (batch 1 … 64), classifier/projection heads M = batch. A shape is kept only if M·N·K <= ``MAX_MNK``
 (2^38 multiply-adds: ~11 ms for an H100 at 50 TFLOP/s of FP32, so one benchmark point stays well
-under 50 ms a launch) and A and B each hold at most ``MAX_OPERAND`` elements (2.5 GiB as float32;
-inputs are drawn on the host, and the largest LM heads, e.g. Llama-3-70B's 8192 x 128256, would cost
-more to draw than to measure).
+under 50 ms a launch) and A and B each hold at most ``MAX_OPERAND`` = 2^28 elements (1 GiB as
+float32: inputs are drawn and checked on the host, which costs more than the GPU time for a larger
+B). A weight over that cap (LM heads of large vocabularies, the 70B models' MLPs) is taken as its
+tensor-parallel shard, as those models are served: N / tp for a column-parallel layer, K / tp for a
+row-parallel one, tp the smallest of 2, 4, 8 that fits (layer ``lm_head_tp2`` ...).
 
 **Split** (fixed before any tuning; see :func:`assign_splits`): whole model families are held out.
 Within each category (dense LLM, MoE LLM, vision, recommendation, in that order) the families are
@@ -50,7 +52,7 @@ M_STRIDE = 5  # keep every fifth M of M_SET per (model, layer), rotating
 IMAGE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 VISION_STRIDE = 3  # every third batch size per (model, layer), rotating
 MAX_MNK = 2 ** 38
-MAX_OPERAND = 5 * 2 ** 27  # 671,088,640 elements = 2.5 GiB as float32
+MAX_OPERAND = 2 ** 28  # 268,435,456 elements = 1 GiB as float32
 CATEGORIES = ("dense_llm", "moe_llm", "vision", "recsys")
 # The weight matrices (N, K) of the 45-shape suite (gemmlab/data/shape_suite.yaml, issue 10) as of this
 # split: kernel=auto's rules and the shipped H200 table were tuned on them, so they count as train.
@@ -211,7 +213,7 @@ class Maker:
 
     def pick(self, n: int, k: int, ms=M_SET, stride: int = M_STRIDE) -> list[int]:
         allowed = [m for m in ms if fits(m, n, k)]
-        if not allowed or k * n > MAX_OPERAND:
+        if not allowed:
             return []
         chosen = [m for i, m in enumerate(ms) if (i + self.turn) % stride == 0 and m in allowed]
         self.turn += 1
@@ -220,24 +222,34 @@ class Maker:
         return chosen
 
     def layer(self, family: str, category: str, model: str, layer: str, n: int, k: int, ms=M_SET,
-              stride: int = M_STRIDE) -> None:
+              stride: int = M_STRIDE, parallel: str = "") -> None:
+        """One layer's shapes. A weight over ``MAX_OPERAND`` elements is taken as its tensor-parallel
+        shard, as such models run (Megatron-LM, vLLM): N / tp for a column-parallel layer
+        (``parallel="col"``: qkv, gate_up, lm_head), K / tp for a row-parallel one (``"row"``), with the
+        smallest tp of 2, 4, 8 that fits; the layer is then named ``<layer>_tp<tp>``."""
+        if k * n > MAX_OPERAND:
+            cut = n if parallel == "col" else k if parallel == "row" else 0
+            tp = next((tp for tp in (2, 4, 8) if cut % tp == 0 and k * n // tp <= MAX_OPERAND), 0) if cut else 0
+            if not tp:
+                return
+            n, k, layer = (n // tp, k, f"{layer}_tp{tp}") if parallel == "col" else (n, k // tp, f"{layer}_tp{tp}")
         for m in self.pick(n, k, ms, stride):
             self.rows.append(Row(m, n, k, family, model, layer, category))
 
     def llm(self, family: str, cfg: Llm) -> None:
         category = "moe_llm" if cfg.experts else "dense_llm"
         q = cfg.heads * cfg.head_dim
-        self.layer(family, category, cfg.name, "qkv", q + 2 * cfg.kv_heads * cfg.head_dim, cfg.hidden)
-        self.layer(family, category, cfg.name, "attn_out", cfg.hidden, q)
+        self.layer(family, category, cfg.name, "qkv", q + 2 * cfg.kv_heads * cfg.head_dim, cfg.hidden, parallel="col")
+        self.layer(family, category, cfg.name, "attn_out", cfg.hidden, q, parallel="row")
         if cfg.intermediate:
-            self.layer(family, category, cfg.name, "mlp_gate_up", 2 * cfg.intermediate, cfg.hidden)
-            self.layer(family, category, cfg.name, "mlp_down", cfg.hidden, cfg.intermediate)
+            self.layer(family, category, cfg.name, "mlp_gate_up", 2 * cfg.intermediate, cfg.hidden, parallel="col")
+            self.layer(family, category, cfg.name, "mlp_down", cfg.hidden, cfg.intermediate, parallel="row")
         if cfg.experts:
             self.layer(family, category, cfg.name, "router", cfg.experts, cfg.hidden)
-            self.layer(family, category, cfg.name, "expert_gate_up", 2 * cfg.moe_intermediate, cfg.hidden)
-            self.layer(family, category, cfg.name, "expert_down", cfg.hidden, cfg.moe_intermediate)
+            self.layer(family, category, cfg.name, "expert_gate_up", 2 * cfg.moe_intermediate, cfg.hidden, parallel="col")
+            self.layer(family, category, cfg.name, "expert_down", cfg.hidden, cfg.moe_intermediate, parallel="row")
         # LM head: fewer M points (the largest B matrices of the set)
-        self.layer(family, category, cfg.name, "lm_head", cfg.vocab, cfg.hidden, stride=2 * M_STRIDE)
+        self.layer(family, category, cfg.name, "lm_head", cfg.vocab, cfg.hidden, stride=2 * M_STRIDE, parallel="col")
 
     def deepseek_v3(self, family: str) -> None:
         d, name, cat = DSV3, "DeepSeek-V3", "moe_llm"
@@ -246,12 +258,12 @@ class Maker:
         self.layer(family, cat, name, "kv_a_proj", d["kv_lora"] + d["qk_rope"], d["hidden"])
         self.layer(family, cat, name, "kv_b_proj", d["heads"] * (d["qk_nope"] + d["v_head"]), d["kv_lora"])
         self.layer(family, cat, name, "attn_out", d["hidden"], d["heads"] * d["v_head"])
-        self.layer(family, cat, name, "mlp_gate_up", 2 * d["intermediate"], d["hidden"])  # dense layers 0-2
-        self.layer(family, cat, name, "mlp_down", d["hidden"], d["intermediate"])
+        self.layer(family, cat, name, "mlp_gate_up", 2 * d["intermediate"], d["hidden"], parallel="col")  # layers 0-2
+        self.layer(family, cat, name, "mlp_down", d["hidden"], d["intermediate"], parallel="row")
         self.layer(family, cat, name, "router", d["experts"], d["hidden"])
         self.layer(family, cat, name, "expert_gate_up", 2 * d["moe_intermediate"], d["hidden"])
         self.layer(family, cat, name, "expert_down", d["hidden"], d["moe_intermediate"])
-        self.layer(family, cat, name, "lm_head", d["vocab"], d["hidden"], stride=2 * M_STRIDE)
+        self.layer(family, cat, name, "lm_head", d["vocab"], d["hidden"], stride=2 * M_STRIDE, parallel="col")
 
     def vit(self, family: str, cfg: Vit) -> None:
         tok = [cfg.tokens * b for b in IMAGE_BATCHES]
