@@ -51,12 +51,6 @@ def refused(case, rec) -> None:
     assert not wrong, f"{case.name}: {wrong}"
 
 
-#: refusals raised by Run.safety_nets (inputs unchanged, repeat stability) keep the timing figures: only
-#: Run.after_timing moves them under ``withheld`` so far
-KEEPS_FIGURES = pytest.mark.xfail(strict=False, reason="needs the figures withheld for a refusal raised in "
-                                  "Run.safety_nets (inputs unchanged, repeat stability), as after_timing does")
-
-
 # --- twins of the CUDA sources -----------------------------------------------------------------------
 
 def gemm_of(gpu, args, transform=None) -> np.ndarray:
@@ -251,7 +245,6 @@ def test_lower_precision_than_declared(tmp_path, monkeypatch, name, rounding):
     refused(case, rec)
 
 
-@KEEPS_FIGURES
 def test_writing_the_input(tmp_path, monkeypatch):
     def behaviour(gpu, args):
         a, b, c, m, n, k = unpack(args)
@@ -337,7 +330,6 @@ def test_wgmma_compiled_out(tmp_path, monkeypatch):
     assert launched == []  # refused before any launch
 
 
-@KEEPS_FIGURES
 def test_drift_after_the_first_launch(tmp_path, monkeypatch):
     count = [0]
 

@@ -23,15 +23,9 @@ import corpus  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-#: cases refused with the right status and net whose record still breaks a rule of corpus.problems
-#: (reviewed against gemmlab/run/pipeline.py at 0341865): remove a mark once the pipeline does it
-KNOWN_GAPS = {
-    "write_input": "a refusal raised in Run.safety_nets keeps the timing figures (only after_timing withholds)",
-    "drift": "a refusal raised in Run.safety_nets keeps the timing figures (only after_timing withholds)",
-    "uninit_smem": "a refusal raised in Run.sanitize keeps the timing figures (only after_timing withholds)",
-    "sticky_in_sample": "a fault that surfaces at a sample's stop event (cuda.core Event.record/sync in "
-                        "timing.Sampler.take) is not turned into CudaError: status 'error' instead of 'cuda_error'",
-}
+#: cases refused with the right status and net whose record still breaks a rule of corpus.problems: none
+#: (the figures of every refusal after the samples are withheld, and a fault at a stop event is a CudaError)
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def marked(case: corpus.Case):

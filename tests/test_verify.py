@@ -577,10 +577,12 @@ def test_round_tf32_ties_away_and_truncation():
     ulp = 2.0**-10  # TF32 keeps 10 explicit mantissa bits
     x = np.array([1 + ulp / 2, 1 + 1.5 * ulp, -(1 + ulp / 2), 1 + ulp / 2 - 2.0**-23, 3.0], np.float32)
     np.testing.assert_array_equal(round_tf32(x, "rna"), np.array([1 + ulp, 1 + 2 * ulp, -(1 + ulp), 1, 3], np.float32))
+    # ties to even: 1 + ulp/2 goes down to 1 (even), 1 + 1.5 ulp up to 1 + 2 ulp (even)
+    np.testing.assert_array_equal(round_tf32(x, "rn"), np.array([1, 1 + 2 * ulp, -1, 1, 3], np.float32))
     np.testing.assert_array_equal(round_tf32(x, "rz"), np.array([1, 1 + ulp, -1, 1, 3], np.float32))
     assert round_tf32(x, "none") is x
     with pytest.raises(ValueError, match="tf32 rounding"):
-        round_tf32(x, "rn")
+        round_tf32(x, "nearest")
 
 
 MUTANT_K = (256, 1024, 4096, 16384, 65536)
@@ -622,10 +624,10 @@ def test_tf32_bound_no_longer_absorbs_input_rounding():
     c = ((a.astype(np.float64) @ b.astype(np.float64)) * (1 + 1e-3)).astype(np.float32)
     tf32 = check(c, a, b, VerifyOptions(), precision="tf32")
     assert not tf32.passed
-    assert set(tf32.tf32["tried"]) == {"rz", "rna", "none"}  # undeclared: every rounding was tried
+    assert set(tf32.tf32["tried"]) == {"rn", "rna", "rz", "none"}  # undeclared: every rounding was tried
 
 
-@pytest.mark.parametrize("rounding", ["rz", "rna", "none"])
+@pytest.mark.parametrize("rounding", ["rn", "rna", "rz", "none"])
 def test_tf32_undeclared_rounding_passes_and_is_named(rounding):
     from gemmlab.stages.verify import round_tf32
     a, b = normal_inputs(16, 16, 256, seed=6)

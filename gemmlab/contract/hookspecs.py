@@ -73,8 +73,9 @@ COMPUTE = {"fp32": "float32", "tf32": "tf32 tensor core, float32 accumulate",
 #: storage orders of A and B: ``row`` (row-major) or ``col`` (column-major).
 LAYOUTS = ("row", "col")
 #: how a TF32 kernel rounds float32 inputs (:attr:`KernelBase.tf32_rounding`), in the order an
-#: undeclared kernel's output is tried against them: truncation, to nearest with ties away, none
-TF32_ROUNDINGS = ("rz", "rna", "none")
+#: undeclared kernel's output is tried against them: to nearest with ties to even, with ties away,
+#: truncation, none
+TF32_ROUNDINGS = ("rn", "rna", "rz", "none")
 #: SASS instruction classes a kernel may declare in ``sass_classes`` (the opcode classes of
 #: :mod:`gemmlab.gpu.sass`'s histogram, without the local-memory LDL/STL): FFMA (float32 FMA), HMMA
 #: (mma.sync tensor cores), HGMMA (Hopper wgmma), LDS/LDS.128 and LDG/LDG.128 (shared and global
@@ -474,10 +475,11 @@ class KernelBase:
             before any launch). Checked when the plugin is loaded; library kernels declare none.
             Classes that depend on the problem or parameters: override :meth:`sass_classes_for`.
         tf32_rounding: how a ``precision=tf32`` kernel rounds float32 inputs to TF32 before its
-            tensor cores multiply them: ``"rna"`` (to nearest, ties away: ``cvt.rna.tf32.f32``),
+            tensor cores multiply them: ``"rn"`` (to nearest, ties to even: ``cvt.rn.tf32.f32``),
+            ``"rna"`` (to nearest, ties away: ``cvt.rna.tf32.f32``),
             ``"rz"`` (truncation: float32 bits fed to a TF32 MMA as they are), ``"none"`` (no
             rounding: float32 CUDA-core products); ``None`` (default: undeclared, e.g. a library
-            that picks its own kernel) accepts an output that matches any one of the three. The
+            that picks its own kernel) accepts an output that matches any one of the four. The
             float64 reference multiplies the inputs rounded this way, so the TF32 bound covers
             float32 accumulation only (:mod:`gemmlab.stages.verify`). Checked when the plugin is loaded.
     """

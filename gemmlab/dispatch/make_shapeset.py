@@ -38,6 +38,8 @@ each kind, their distinct (N, K) ordered by ``sha256(SPLIT_SALT + "NxK")`` alter
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import argparse
 import hashlib
 import sys
@@ -121,8 +123,8 @@ QWEN3_235B = Llm("Qwen3-235B-A22B", "https://huggingface.co/Qwen/Qwen3-235B-A22B
 # (MLA): q_a_proj 7168 -> 1536, q_b_proj 1536 -> 128 * (128 + 64), kv_a_proj_with_mqa 7168 -> 512 + 64,
 # kv_b_proj 512 -> 128 * (128 + 128), o_proj 128 * 128 -> 7168 (modeling_deepseek.py of the same repository).
 DEEPSEEK_V3 = "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json"
-DSV3 = dict(hidden=7168, intermediate=18432, moe_intermediate=2048, experts=256, shared=1, heads=128,
-            q_lora=1536, kv_lora=512, qk_nope=128, qk_rope=64, v_head=128, vocab=129280)
+DSV3 = MappingProxyType(dict(hidden=7168, intermediate=18432, moe_intermediate=2048, experts=256, shared=1, heads=128,
+            q_lora=1536, kv_lora=512, qk_nope=128, qk_rope=64, v_head=128, vocab=129280))
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,7 @@ class Maker:
 
 
 # Odd and adversarial shapes, by kind (each kind has >= 2 shapes: the split puts every kind in both parts).
-ODD = {
+ODD = MappingProxyType({
     "primes": [(127, 131, 137), (251, 509, 1021), (1009, 2003, 4001), (4093, 4099, 1019), (8191, 127, 2039),
                (97, 8209, 3001), (2039, 1021, 8191), (61, 67, 71)],
     "gemv_row": [(1, 50000, 1000), (1, 1, 65536), (1, 3001, 1337), (1, 100003, 64), (1, 24000, 11000)],
@@ -314,10 +316,10 @@ ODD = {
     "tall_skinny": [(100000, 16, 64), (262144, 8, 8), (65537, 33, 17), (50000, 3, 3000)],
     "short_wide": [(3, 100003, 64), (7, 65521, 128), (2, 262144, 32), (5, 40000, 999)],
     "degenerate": [(1, 1, 1), (2, 2, 2), (3, 5, 7), (1, 2, 3), (2, 1, 1), (1, 17, 1)],
-}
+})
 # real vocabularies that are not a multiple of 8 (GPT-2's 50257): an LM head no tile divides
 # (GPT-2 n_embd 768 and GPT-2 medium n_embd 1024, both vocab_size 50257)
-ODD_REAL = {"odd_vocab": [(1, 50257, 768), (333, 50257, 768), (64, 50257, 1024), (2048, 50257, 1024)]}
+ODD_REAL = MappingProxyType({"odd_vocab": ((1, 50257, 768), (333, 50257, 768), (64, 50257, 1024), (2048, 50257, 1024))})
 
 
 def families() -> dict[str, dict]:

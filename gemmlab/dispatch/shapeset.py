@@ -171,7 +171,7 @@ def suite_yaml(suite: Suite, header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-_ENTRY_KEYS = {"M", "N", "K", "split", "region", "family", "model", "layer", "also"}
+_ENTRY_KEYS = frozenset({"M", "N", "K", "split", "region", "family", "model", "layer", "also"})
 
 
 def parse_shapeset(data: object, source: str = "<shapeset>") -> ShapeSet:

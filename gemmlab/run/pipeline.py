@@ -559,10 +559,15 @@ class Run:
                 self.record["status"] = "checked"
                 return
             self.launch_paths()
-            self.time()
-            self.safety_nets()
-            self.after_timing()
-            self.sanitize()
+            try:
+                self.time()
+                self.safety_nets()
+                self.after_timing()
+                self.sanitize()
+            except GemmlabError as exc:  # a net that fired after the samples: their figures are not kept
+                if exc.status in NETS and "withheld" not in self.record:
+                    _withhold(self.record, self.backends, NETS.get(exc.status, exc.status))
+                raise
             self.record["status"] = "ok"
         finally:
             self.release()
@@ -796,8 +801,8 @@ class Run:
                 backend.record["timing"]["idle_gap_excess_ms"] = excess
                 if excess > IDLE_GAP_MS:
                     refusals.append(("foreign_launch", "launch path", (
-                        f"launch path: {backend.name}: the device still had work a median {excess:.4g} ms after "
-                        f"each stop event (more than {IDLE_GAP_MS} ms beyond the empty kernel's gap): work on "
+                        f"launch path: {backend.name}: its context still had work a median {excess:.4g} ms after "
+                        f"each stop event (more than {IDLE_GAP_MS} ms beyond the empty kernel's): work on "
                         f"another stream escaped the timed interval of {backend.record['timing']['median_ms']:.4g} ms")))
         for backend in self.backends:
             t = backend.record["timing"]
@@ -973,9 +978,10 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
 #: node kinds a library kernel's captured enqueue may hold (:meth:`Run.launch_paths`): device work
 DEVICE_NODES = frozenset({"kernel", "memset", "memcpy device->device", "empty", "event record", "event wait",
                           "mem alloc", "mem free"})
-#: how far beyond the empty kernel's device-idle gap (median, ms) a library kernel's may reach before
-#: the work it left on other streams is refused (host latency of cuCtxSynchronize and one event)
-IDLE_GAP_MS = 0.02
+#: how far beyond the empty kernel's device-idle gap (median, ms: the host time of cuCtxSynchronize
+#: after the stop event completed) a library kernel's may reach before the work it left on other
+#: streams is refused (the call itself takes a few microseconds; other processes' work is not waited for)
+IDLE_GAP_MS = 0.05
 #: the figures a refused point withholds (moved under ``withheld``), per backend and at the top level
 WITHHELD = ("timing", "roofline")
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from gemmlab.errors import CudaError
 from gemmlab.paths import KERNELS_DIR
 
 PROTOCOLS = ("events", "graph")
@@ -145,16 +146,21 @@ class Sampler:
         """One sample: ms per launch."""
         if self.flush is not None:
             self.flush()
-        start = self.gpu.stream.record(options=self.timed)
-        self.body()
-        stop = self.gpu.stream.record(options=self.timed)
-        stop.sync()
-        if self.idle_check:  # device-wide completion: how long after the stop event the device was idle
+        try:
+            start = self.gpu.stream.record(options=self.timed)
+            self.body()
+            stop = self.gpu.stream.record(options=self.timed)
+            stop.sync()
+            elapsed = stop - start
+        except CudaError:
+            raise
+        except Exception as exc:  # an asynchronous fault first seen at the stop event (cuda.core's CUDAError)
+            raise CudaError(f"kernel failed: {exc}") from None
+        if self.idle_check:  # device-wide completion: how long this context still had work after the stop
+            waited = time.perf_counter()
             self.gpu.device_sync()
-            idle = self.gpu.stream.record(options=self.timed)
-            idle.sync()
-            self.idle_gap_ms = idle - stop
-        return (stop - start) / self.launches
+            self.idle_gap_ms = (time.perf_counter() - waited) * 1e3
+        return elapsed / self.launches
 
 
 def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptions, flush=None,
@@ -172,9 +178,9 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
             exactly that path can be verified afterwards; its graphs are then not released (the
             caller calls ``gpu.release_graphs()``).
         idle_check: candidates whose every sample also measures the device-idle gap: after the
-            stop event completes, ``gpu.device_sync()`` waits for every stream and an event then
-            recorded gives how long after the stop the device still had work (``Series.idle_gaps_ms``;
-            the empty floor kernel gets the same, as the gap of work that stays on the stream).
+            stop event completes, the host times ``gpu.device_sync()`` (every stream of this
+            context; other processes' work does not count): how long this context still had work
+            (``Series.idle_gaps_ms``, ms; the empty floor kernel gets the same, the call's own cost).
 
     Returns:
         ``{"protocols": {protocol: {name: Series}}, "floor": {protocol: Series},

@@ -14,11 +14,12 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
   accumulation only, never the rounding of the inputs: bf16/fp16 inputs are rounded to their
   storage type before the reference is formed; for TF32 the reference multiplies the inputs
   rounded to TF32 (10 explicit mantissa bits) the way the kernel rounds them
-  (``KernelBase.tf32_rounding``: ``rna``, round to nearest with ties away as ``cvt.rna.tf32.f32``
-  does; ``rz``, truncation, what a tensor core does with float32 bits it reads as TF32; ``none``,
-  no rounding: a float32 CUDA-core path). A kernel that declares no rounding (a library: cuBLAS
-  may pick a CUDA-core kernel for some shapes) passes if its whole output is within the bound of
-  one of the three references, tried in the order rz, rna, none; the verdict's ``tf32`` field
+  (``KernelBase.tf32_rounding``: ``rn``, to nearest with ties to even as ``cvt.rn.tf32.f32``;
+  ``rna``, ties away as ``cvt.rna.tf32.f32``; ``rz``, truncation, what a tensor core does with
+  float32 bits it reads as TF32; ``none``, no rounding: a float32 CUDA-core path). A kernel that
+  declares no rounding (a library: cuBLAS may pick a CUDA-core kernel for some shapes) passes if
+  its whole output is within the bound of one of the four references, tried in the order rn,
+  rna, rz, none; the verdict's ``tf32`` field
   names the one that matched and the max error/tolerance of each tried. (Before this rule, TF32
   added 2*2^-11*lam*sqrt(K)*|A||B| for input rounding, which at K >= 1024 exceeds |C| itself for
   normal inputs: an all-zeros C passed.) This is the
@@ -89,7 +90,8 @@ class VerifyOptions:
 
 def round_tf32(x: np.ndarray, rounding: str) -> np.ndarray:
     """``x`` (float32 array) rounded to TF32 (1 sign, 8 exponent, 10 explicit mantissa bits, kept in
-    float32 storage): ``rna`` to nearest with ties away from zero (PTX ``cvt.rna.tf32.f32``),
+    float32 storage): ``rn`` to nearest with ties to even (PTX ``cvt.rn.tf32.f32``), ``rna`` to
+    nearest with ties away from zero (PTX ``cvt.rna.tf32.f32``),
     ``rz`` toward zero (the low 13 mantissa bits dropped: what a tensor core does with float32
     bits it reads as TF32), ``none`` unchanged. Finite inputs only (gemmlab draws no inf/NaN).
 
@@ -101,6 +103,8 @@ def round_tf32(x: np.ndarray, rounding: str) -> np.ndarray:
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     if rounding == "rna":  # sign-magnitude bits: adding half an ulp of TF32 rounds the magnitude half away
         bits = bits + np.uint32(0x1000)
+    elif rounding == "rn":  # half an ulp less one, plus the kept part's last bit: ties go to even
+        bits = bits + np.uint32(0xFFF) + ((bits >> np.uint32(13)) & np.uint32(1))
     elif rounding != "rz":
         raise ValueError(f"tf32 rounding: one of {TF32_ROUNDINGS}, got {rounding!r}")
     return (bits & np.uint32(0xFFFFE000)).view(np.float32)
