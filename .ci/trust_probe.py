@@ -1,0 +1,129 @@
+"""GPU evidence for issue 40 (trust), in one device call:
+
+    python .ci/trust_probe.py OUT_DIR [--only tf32,headline,overhead,cold]
+
+- tf32: every shipped TF32 kernel (mma_tf32, wgmma_tf32 B col and B row) and cuBLAS TF32 at a
+  small K where the roundings are told apart (512x512x256) and at 4096^3, re-verified under the new
+  rule; the record's verification.tf32 names the rounding that matched (and each tried).
+- headline: fp32, bf16 (B col) and tf32 (B col) 4096^3 with kernel=auto vs cuBLAS, graph timing,
+  with every new gate on (after-timing verification, plausibility, launch paths).
+- overhead: the after-timing phase's seconds against the whole point's, at 256^3 and 4096^3.
+- cold: cuBLAS and the shipped bf16 kernel at 1x4096x4096 and 16x8192x8192 bf16 (B col),
+  timing=cold with flush=read and flush=write, against the DRAM floor of reading A and B.
+Each point runs through gemmlab.run.pipeline.run_point in its own folder; every record goes into
+OUT_DIR/records.jsonl.xz (one JSON line each). The last thing printed is a short table per part.
+"""
+from __future__ import annotations
+
+import json
+import lzma
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from gemmlab.run.pipeline import run_point  # noqa: E402
+
+GRAPH = {"mode": "graph", "warmup": 5, "repeat": 20, "batch": 10}
+
+
+def point(out: Path, name: str, **cfg) -> dict:
+    full = {"mode": "run", "timing": dict(GRAPH), **cfg}
+    started = time.perf_counter()
+    rec = run_point(full, out / name)
+    rec["probe"] = {"name": name, "wall_s": round(time.perf_counter() - started, 3)}
+    return rec
+
+
+def tflops(rec, where=None):
+    t = (rec.get(where) or {}).get("timing") if where else rec.get("timing")
+    return t["gflops"] / 1e3 if t and t.get("gflops") else None
+
+
+def tf32_part(out):
+    rows = []
+    cases = [("mma_tf32", "row"), ("mma_tf32", "col"), ("wgmma_tf32", "col"), ("wgmma_tf32", "row"), ("cublas", "col"),
+             ("cublas", "row")]
+    for shape in ([512, 512, 256], [4096, 4096, 4096]):
+        for kernel, lb in cases:
+            rec = point(out, f"tf32-{kernel}-{lb}-{'x'.join(map(str, shape))}", kernel={"name": kernel},
+                        precision="tf32", layout={"a": "row", "b": lb}, shape=shape)
+            v = rec.get("verification") or {}
+            rows.append((rec, f"{kernel} B{lb} {'x'.join(map(str, shape))} | {rec['status']} | "
+                              f"{(v.get('tf32') or {}).get('rounding')} | {(v.get('tf32') or {}).get('tried')} | "
+                              f"{(rec.get('verification_after_timing') or {}).get('passed')} | {rec.get('error') or ''}"))
+    return rows, "tf32 case | status | rounding matched | max err/tol per rounding tried | after-timing passed | error"
+
+
+def headline_part(out):
+    rows = []
+    for precision, lb in (("fp32", "row"), ("bf16", "col"), ("tf32", "col")):
+        rec = point(out, f"headline-{precision}", kernel={"name": "auto"}, precision=precision,
+                    layout={"a": "row", "b": lb}, shape=[4096, 4096, 4096], baseline="cublas")
+        ratio = (rec.get("ratio_to_baseline") or {}).get("gflops")
+        gate = rec.get("plausibility") or {}
+        rows.append((rec, f"{precision} B{lb} 4096^3 | {rec['status']} | {rec['kernel']['name']} | {tflops(rec)} | "
+                          f"{tflops(rec, 'baseline')} | {ratio} | {(rec.get('roofline') or {}).get('pct_peak')} | "
+                          f"{gate.get('compute_floor_ms')} | {rec.get('error') or ''}"))
+    return rows, "headline | status | kernel | TFLOP/s | cuBLAS TFLOP/s | ratio | % of precision peak | compute floor ms | error"
+
+
+def overhead_part(out):
+    rows = []
+    for shape in ([256, 256, 256], [4096, 4096, 4096]):
+        for precision, kernel in (("fp32", "auto"), ("bf16", "auto")):
+            rec = point(out, f"overhead-{precision}-{shape[0]}", kernel={"name": kernel}, precision=precision,
+                        layout={"a": "row", "b": "col" if precision == "bf16" else "row"}, shape=shape,
+                        baseline="cublas")
+            phase = rec.get("phase_s") or {}
+            wall = rec["probe"]["wall_s"]
+            after = phase.get("after_timing")
+            rows.append((rec, f"{precision} {shape[0]}^3 | {rec['status']} | {wall} | {phase.get('timing')} | {after} | "
+                              f"{round(100 * after / (wall - after), 1) if after else None}"))
+    return rows, "overhead | status | point wall s | timing s | after-timing s | after-timing % of the rest"
+
+
+def cold_part(out):
+    rows = []
+    for shape in ([1, 4096, 4096], [16, 8192, 8192]):
+        for kernel in ("cublas", "auto"):
+            for flush in ("write", "read"):
+                rec = point(out, f"cold-{kernel}-{flush}-{shape[0]}", kernel={"name": kernel}, precision="bf16",
+                            layout={"a": "row", "b": "col"}, shape=shape,
+                            timing={"mode": "graph", "l2": "cold", "warmup": 5, "repeat": 30, "batch": 1, "flush": flush})
+                t, r = rec.get("timing") or {}, rec.get("roofline") or {}
+                rows.append((rec, f"{kernel} {'x'.join(map(str, shape))} | {flush} | {rec['status']} | "
+                                  f"{t.get('median_ms')} | {r.get('memory_floor_ms')} | {r.get('pct_memory_floor')} | "
+                                  f"{rec.get('error') or ''}"))
+    return rows, "cold bf16 case | flush | status | median ms | DRAM floor ms (A+B) | % of floor | error"
+
+
+PARTS = {"tf32": tf32_part, "headline": headline_part, "overhead": overhead_part, "cold": cold_part}
+
+
+def main():
+    out = Path(sys.argv[1])
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else list(PARTS)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = []
+    with lzma.open(out / "records.jsonl.xz", "wt") as archive:
+        archive.write(json.dumps({"schema": "gemmlab.archive/1", "source": "trust_probe"}) + "\n")
+        for part in only:
+            try:
+                rows, head = PARTS[part](out / part)
+            except Exception as exc:  # one part's crash never costs another
+                tables.append((f"{part}: crashed: {type(exc).__name__}: {exc}", []))
+                continue
+            for rec, _ in rows:
+                archive.write(json.dumps({"path": rec["probe"]["name"], "record": rec}, default=str) + "\n")
+            tables.append((head, [line for _, line in rows]))
+    for head, lines in tables:
+        print()
+        print(head)
+        for line in lines:
+            print(line)
+
+
+if __name__ == "__main__":
+    main()
