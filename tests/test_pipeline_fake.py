@@ -353,3 +353,23 @@ def test_kernel_writing_its_input_only_in_later_launches_is_caught(tmp_path, mon
 
     rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": behaviour}))
     assert rec["status"] in ("inputs_modified", "wrong_after_timing") and rec["nets_fired"]
+
+
+def test_after_timing_samples_a_large_product_with_the_new_seed(tmp_path, monkeypatch):
+    import gemmlab.run.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "AFTER_TIMING_FULL_MAX", 0)  # every product counts as large here
+    rows_of_first = [None]
+
+    def first_rows_only(gpu, args):  # right on the rows the first (full) check read, stale elsewhere later
+        a, b, c, m, n, k = unpack(args)
+        if rows_of_first[0] is None:
+            host_gemm(gpu, args)
+            rows_of_first[0] = True
+        else:
+            host_gemm(gpu, args)
+            gpu.floats(c, m * n).reshape(m, n)[1::2] = 0.0  # every other row wrong
+
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": first_rows_only}))
+    after = rec["verification_after_timing"]
+    assert after["method"].startswith("sampled") and rec["verification"]["method"].startswith("full")
+    assert rec["status"] == "wrong_after_timing" and after["freivalds"]["passed"] is False

@@ -9,6 +9,7 @@ the record gains ``ratio_to_baseline``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -750,12 +751,14 @@ class Run:
     def after_timing(self) -> None:
         """Verify what was timed, and the plausibility gate (README "What a figure guarantees").
 
-        Fresh inputs (a new, unpredictable seed, recorded) are written into the same A and B
-        buffers; each backend's C is NaN-filled and its workspace refilled with the canary it held
-        before its first launch; the path that was timed runs once more (the graph of the
-        primary protocol's batch, replayed; or the same batch of direct launches) and its output
-        is verified against a float64 reference of the new inputs by the rule of the first
-        verification. Then the guard bands and the new inputs are checked, the library kernels'
+        Fresh inputs (a new, unpredictable seed, recorded; float32 draws of the same
+        distribution) are written into the same A and B buffers; each backend's C is NaN-filled
+        and its workspace refilled with the canary it held before its first launch; the path that
+        was timed runs once more (the graph of the primary protocol's batch, replayed; or the same
+        batch of direct launches) and its output is verified against a float64 reference of the
+        new inputs by the rule of the first verification: every element while M·N·K <=
+        :data:`AFTER_TIMING_FULL_MAX` (or with ``verify.method=full``), else the sampled method
+        (whole rows and columns chosen by the new seed, and Freivalds' check of the whole product). Then the guard bands and the new inputs are checked, the library kernels'
         device-idle gaps (:data:`IDLE_GAP_MS`), and each median against the precision's compute
         floor and the memory floor (:func:`gemmlab.stages.roofline.plausibility`). A net that fires
         withholds the figures (moved under ``withheld``) and fails the point:
@@ -765,7 +768,10 @@ class Run:
         started = time.perf_counter()
         seed = secrets.randbits(62)
         fresh = inputs_stage.make_problem_inputs(problem, inputs_stage.InputOptions(
-            seed=seed, distribution=rc.inputs.distribution))
+            seed=seed, distribution=rc.inputs.distribution), fast=True)
+        options = rc.verify  # the first verification's rule; its method too, while the product is small
+        if rc.shape.M * rc.shape.N * rc.shape.K > AFTER_TIMING_FULL_MAX and rc.verify.method != "full":
+            options = dataclasses.replace(rc.verify, method="sampled")
         gpu.upload(self.d_a.address, fresh.a_stored)
         gpu.upload(self.d_b.address, fresh.b_stored)
         products: dict = {}
@@ -779,7 +785,7 @@ class Run:
                 gpu.fill32(ws.base + guards.GUARD_BYTES, guards.CANARY, -(-ws.nbytes // 4))
             self.replay[backend.role]()
             gpu.sync()
-            verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, rc.verify, rc.inputs.distribution,
+            verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, options, rc.inputs.distribution,
                                          rc.precision, seed, products=products, tf32_rounding=backend.spec.tf32_rounding)
             backend.record["verification_after_timing"] = {**verdict.record(), "inputs_seed": seed, "path": path}
             if not verdict.passed:
@@ -982,6 +988,10 @@ DEVICE_NODES = frozenset({"kernel", "memset", "memcpy device->device", "empty", 
 #: after the stop event completed) a library kernel's may reach before the work it left on other
 #: streams is refused (the call itself takes a few microseconds; other processes' work is not waited for)
 IDLE_GAP_MS = 0.05
+#: the largest M·N·K whose after-timing verification compares every element (2^33: 2048^3); above
+#: it, rows and columns drawn from the new seed plus Freivalds' check (float64 products of the whole
+#: problem cost seconds a point at 4096^3: 57-71% of the rest of the point on the H100 host, call 1)
+AFTER_TIMING_FULL_MAX = 2**33
 #: the figures a refused point withholds (moved under ``withheld``), per backend and at the top level
 WITHHELD = ("timing", "roofline")
 
