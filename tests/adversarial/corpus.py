@@ -128,6 +128,9 @@ CASES: tuple[Case, ...] = (
          why="its enqueue forks the capture onto another stream and never joins it: it cannot be captured"),
     Case("host_compute", "x_host_compute", "library plugin: no kernel; synchronous copies and numpy on the host",
          "foreign_launch", "launch path", why="its synchronisation and host copies break the capture"),
+    Case("host_callback", "x_host_callback", "library plugin: no kernel; async copies to pinned memory, numpy in a "
+         "`cuLaunchHostFunc` host function, async copy back", "foreign_launch", "launch path", shape=(64, 64, 64),
+         why="its enqueue captures (nothing synchronises), but the graph holds host and host<->device copy nodes, no kernel"),
     Case("timer_patch", "x_timer_patch", "library plugin: patches gemmlab's sample reader to report 1/1000 of each sample",
          "implausible", "plausibility", why="the faked median beats the FP32 peak at the measured clock"),
 )
