@@ -16,7 +16,6 @@ OUT_DIR/records.jsonl.xz (one JSON line each). The last thing printed is a short
 from __future__ import annotations
 
 import json
-import lzma
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from gemmlab.run.pipeline import run_point  # noqa: E402
+from gemmlab.stages.archive import Member, write_members  # noqa: E402
 
 GRAPH = {"mode": "graph", "warmup": 5, "repeat": 20, "batch": 10}
 
@@ -106,18 +106,17 @@ def main():
     out = Path(sys.argv[1])
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else list(PARTS)
     out.mkdir(parents=True, exist_ok=True)
-    tables = []
-    with lzma.open(out / "records.jsonl.xz", "wt") as archive:
-        archive.write(json.dumps({"schema": "gemmlab.archive/1", "source": "trust_probe"}) + "\n")
-        for part in only:
-            try:
-                rows, head = PARTS[part](out / part)
-            except Exception as exc:  # one part's crash never costs another
-                tables.append((f"{part}: crashed: {type(exc).__name__}: {exc}", []))
-                continue
-            for rec, _ in rows:
-                archive.write(json.dumps({"path": rec["probe"]["name"], "record": rec}, default=str) + "\n")
-            tables.append((head, [line for _, line in rows]))
+    tables, members = [], []
+    for part in only:
+        try:
+            rows, head = PARTS[part](out / part)
+        except Exception as exc:  # one part's crash never costs another
+            tables.append((f"{part}: crashed: {type(exc).__name__}: {exc}", []))
+            continue
+        for rec, _ in rows:
+            members.append(Member(f"{part}/{rec['probe']['name']}/result.json", json.loads(json.dumps(rec, default=str))))
+        tables.append((head, [line for _, line in rows]))
+    write_members(members, out / "records.jsonl.xz", source="trust_probe")
     for head, lines in tables:
         print()
         print(head)
