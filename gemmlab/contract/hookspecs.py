@@ -59,6 +59,9 @@ from typing import Mapping, NamedTuple, Union
 
 import pluggy
 
+from gemmlab.contract.space import (Choice, ParamDecl, PowerOfTwo, Range, Restriction, Space,  # noqa: F401 (contract)
+                                    derived_space, ordered_points)
+
 PROJECT = "gemmlab"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -482,6 +485,17 @@ class KernelBase:
             that picks its own kernel) accepts an output that matches any one of the four. The
             float64 reference multiplies the inputs rounded this way, so the TF32 bound covers
             float32 accumulation only (:mod:`gemmlab.stages.verify`). Checked when the plugin is loaded.
+        space: the parameters the kernel may be tuned over (issue 41): a
+            :class:`~gemmlab.contract.space.Space` of typed domains (:class:`Choice`,
+            :class:`PowerOfTwo`, :class:`Range`) and named :class:`Restriction` predicates over the
+            parameter dict; parameters it does not name stay at their defaults. ``None`` (default):
+            derived by :meth:`param_space` (each ``param_values`` list a choice, the rest fixed), so a
+            plugin that declares nothing keeps working. Checked when the plugin is loaded (an unknown
+            parameter, a value outside the core's rule or ``param_values``, a default outside its
+            domain, a restriction that is not callable or refuses the defaults: one line naming the
+            plugin). The core enumerates it through :meth:`candidates`
+            (:func:`gemmlab.dispatch.candidates.enumerate`); it does not limit what ``kernel.P=``
+            accepts on the command line.
     """
 
     name: str
@@ -493,6 +507,24 @@ class KernelBase:
     param_values: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     sass_classes: tuple[str, ...] = ()
     tf32_rounding: str | None = None
+    space: Space | None = None
+
+    def param_space(self) -> Space:
+        """The declared :attr:`space`, else the one derived from ``defaults`` and ``param_values``
+        (:func:`~gemmlab.contract.space.derived_space`)."""
+        return self.space if self.space is not None else derived_space(self.defaults, self.param_values)
+
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """Full parameter dicts worth trying for ``problem`` on ``device``, best guesses first.
+
+        Default (:func:`space_candidates`): the points of :meth:`param_space` that pass its
+        restrictions and :meth:`check_problem`, the defaults first, then by how many parameters
+        differ from them, at most :data:`CANDIDATE_LIMIT`. Override it to offer a shortlist for the
+        problem (e.g. split counts sized to the shape and the SM count); the core still checks
+        every offered dict (known parameters, the core's value rule, :meth:`check_problem`) and
+        drops the ones that fail, naming why.
+        """
+        return space_candidates(self, problem, device)
 
     def sass_classes_for(self, problem: Problem, params: Mapping[str, int]) -> tuple[str, ...]:
         """The SASS classes the main kernel must contain for ``problem`` and ``params`` (default:
@@ -527,6 +559,27 @@ class KernelBase:
             Return ``None`` when the kernel has no model.
         """
         return None
+
+
+#: at most this many candidates per kernel from the default :meth:`KernelBase.candidates`
+CANDIDATE_LIMIT = 48
+
+
+def space_candidates(spec: KernelBase, problem: Problem, device: DeviceFacts,
+                     limit: int = CANDIDATE_LIMIT) -> list[dict]:
+    """The default :meth:`KernelBase.candidates`: the points of ``spec.param_space()`` (restrictions
+    applied) ordered by distance from the defaults (:func:`~gemmlab.contract.space.ordered_points`),
+    kept where ``spec.check_problem`` raises no :class:`ParamError`, the first ``limit``."""
+    out = []
+    for params in ordered_points(spec.param_space(), spec.defaults):
+        try:
+            spec.check_problem(problem, params, device)
+        except ParamError:
+            continue
+        out.append(params)
+        if len(out) >= limit:
+            break
+    return out
 
 
 @dataclass

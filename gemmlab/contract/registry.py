@@ -21,6 +21,7 @@ import pluggy
 from gemmlab.contract import hookspecs
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import KernelBase, KernelSpec
+from gemmlab.contract.space import space_problem
 from gemmlab.paths import KERNELS_DIR, PLUGINS_DIR
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT
@@ -136,7 +137,7 @@ PARAM_RULE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 def check_declaration(spec: KernelBase, where: str) -> None:
     """Check what a plugin declares for ``spec`` (``source``, ``precisions``, ``layouts``,
-    ``defaults``, ``sass_classes``), when the registry is built: a mistake there is the plugin's, not the command
+    ``defaults``, ``space`` (:func:`gemmlab.contract.space.space_problem`), ``sass_classes``), when the registry is built: a mistake there is the plugin's, not the command
     line's.
 
     Raises:
@@ -178,6 +179,11 @@ def check_declaration(spec: KernelBase, where: str) -> None:
         if key in RESERVED_PARAMS:
             raise bad("defaults", dict(defaults), f"a parameter may not be called {key!r} (the kernel config's "
                       f"own key: kernel=<name>); rename it")
+    space = getattr(spec, "space", None)
+    if space is not None:  # issue 41: the declared tuning space (None: derived from defaults and param_values)
+        wrong = space_problem(space, defaults, getattr(spec, "param_values", None))
+        if wrong is not None:
+            raise _form_error(where, f"kernel '{spec.name}' declares {wrong[0]}: {wrong[1]}")
     classes = getattr(spec, "sass_classes", ())
     why = sass_classes_problem(classes)
     if why is None and classes and isinstance(spec, hookspecs.LibraryKernelSpec):
