@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Main, Problem, Shape, hookimpl
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, require
+from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 NT = 64  # columns of C per block
@@ -140,6 +141,18 @@ class DecodeBf16Kernel(KernelSpec):
         return stores, loads
 
 
+#: the declared tuning space (issue 41): :meth:`DecodeBf16Kernel.check_problem`'s parameter ranges as
+#: domains; the reduction buffer within sm_90's opt-in shared memory (the device's own limit, the cluster
+#: limit for SPLITS and the shape rules stay in check_problem)
+SPACE = Space(
+    params={"MT": Choice(MT_VALUES), "KW": PowerOfTwo(1, 16), "U": Range(1, 4), "SPLITS": Range(1, 8)},
+    restrictions=(
+        Restriction("reduction_buffer", lambda p: shared_bytes(p) <= SM90_SHARED_OPTIN_BYTES,
+                    "KW x 16*MT x 64 float32 of cross-warp partials within 227 KiB of shared memory",
+                    over=("MT", "KW")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
     return [DecodeBf16Kernel(name="decode_bf16", source="decode_bf16.cu",
@@ -148,5 +161,5 @@ def gemmlab_kernels():
                                          "loads into registers, K split over warps and SPLITS blocks of one "
                                          "cluster (added in rank order over DSMEM, no atomics)",
                              precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
-                             param_values={"MT": MT_VALUES},
+                             param_values={"MT": MT_VALUES}, space=SPACE,
                              sass_classes=("HMMA",))]

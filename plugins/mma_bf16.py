@@ -13,7 +13,7 @@ Any M, N, K: when every row stride is a multiple of 8 elements (16 bytes) the ti
 from __future__ import annotations
 
 from gemmlab.contract.hookspecs import Problem, hookimpl
-from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
+from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model, mma_space
 
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 PAD = 8  # elements of row padding in shared memory (16 bytes; SWIZZLE=0)
@@ -46,6 +46,10 @@ class MmaBf16Kernel(MmaSyncKernel):
 
 model = mma_model  # the ownership model of every load path (tests/test_tckernels.py)
 
+#: the declared tuning space (issue 41): :func:`gemmlab.contract.plugin_utils.mma_space` for k-step 16,
+#: 8-element 16-byte chunks; the SWIZZLE layout and shared-memory rules stay in check_problem
+SPACE = mma_space(16, 8, (2, 6))
+
 
 @hookimpl
 def gemmlab_kernels():
@@ -54,5 +58,5 @@ def gemmlab_kernels():
                                     "MIN_BLOCKS": 1, "SWIZZLE": 1},
                           description="BF16/FP16 mma.sync m16n8k16 + ldmatrix, cp.async 3-stage, 128x256x32, 64x64 warps",
                           precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
-                          param_values={"SWIZZLE": (0, 1)},
+                          param_values={"SWIZZLE": (0, 1)}, space=SPACE,
                           sass_classes=("HMMA",))]

@@ -13,7 +13,7 @@ with src-size 4 or 0 (zero-fill).
 from __future__ import annotations
 
 from gemmlab.contract.hookspecs import Problem, hookimpl
-from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model
+from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model, mma_space
 
 
 def shared_bytes(p, b_col: bool) -> int:
@@ -41,6 +41,10 @@ class MmaTf32Kernel(MmaSyncKernel):
 
 model = mma_model  # the ownership model of every load path (tests/test_tckernels.py)
 
+#: the declared tuning space (issue 41): :func:`gemmlab.contract.plugin_utils.mma_space` for k-step 8,
+#: 4-element 16-byte chunks; the SWIZZLE layout and shared-memory rules stay in check_problem
+SPACE = mma_space(8, 4, (2, 6))
+
 
 @hookimpl
 def gemmlab_kernels():
@@ -49,5 +53,5 @@ def gemmlab_kernels():
                                     "MIN_BLOCKS": 1, "SWIZZLE": 1},
                           description="TF32 mma.sync m16n8k8, cp.async 4-stage, XOR-swizzled smem, 128x256x32, 64x64 warps",
                           precisions=("tf32",), layouts=(("row", "row"), ("row", "col")),
-                          param_values={"SWIZZLE": (0, 1)},
+                          param_values={"SWIZZLE": (0, 1)}, space=SPACE,
                           sass_classes=("HMMA",), tf32_rounding="rna")]  # cvt.rna.tf32.f32 before each MMA

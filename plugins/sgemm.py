@@ -22,8 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import (cdiv, count_hits, require, require_block_threads, require_divides,
-                                          warp_tile_geometry)
+from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits, require,
+                                          require_block_threads, require_divides, warp_threads, warp_tile_geometry,
+                                          warp_tile_restrictions)
+from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 
 MAX_THREADS_PER_SM = 2048  # sm_80 .. sm_90
 
@@ -223,6 +225,48 @@ class PipelinedKernel(KernelSpec):
         return stores, loads
 
 
+# --- declared spaces (issue 41): each kernel's check() rules that need no device, as restrictions ---
+
+def _block2d_threads(p) -> int:
+    return (p["BN"] // p["TN"]) * (p["BM"] // p["TM"])
+
+
+BLOCK2D_SPACE = Space(
+    params={"BM": PowerOfTwo(32, 256), "BN": PowerOfTwo(32, 256), "BK": Choice((8, 16, 32)), "TM": Choice((4, 8)),
+            "TN": Choice((4, 8))},
+    restrictions=(
+        Restriction("ownership", lambda p: p["BM"] % p["TM"] == 0 and p["BN"] % p["TN"] == 0,
+                    "TM divides BM and TN divides BN (each output one owner)", over=("BM", "BN", "TM", "TN")),
+        Restriction("block_threads", lambda p: _block2d_threads(p) <= 1024, "(BN/TN)*(BM/TM) threads: at most 1024",
+                    over=("BM", "BN", "TM", "TN")),
+        Restriction("load_coverage", lambda p: (p["BM"] * p["BK"] // 4) % _block2d_threads(p) == 0
+                    and (p["BK"] * p["BN"] // 4) % _block2d_threads(p) == 0,
+                    "the A and B tiles' float4 split evenly over the threads", over=("BM", "BN", "BK", "TM", "TN")),
+        Restriction("static_shared", lambda p: 4 * p["BK"] * (p["BM"] + p["BN"]) <= STATIC_SHARED_BYTES,
+                    "4*BK*(BM+BN) bytes of static shared memory: at most 48 KiB", over=("BM", "BN", "BK")),
+    ))
+
+#: the warp tile's domains (sgemm_warptile, sgemm_pipelined)
+_WARP_PARAMS = {"BM": PowerOfTwo(32, 256), "BN": PowerOfTwo(32, 256), "BK": Choice((8, 16, 32)),
+                "WM": Choice((16, 32, 64)), "WN": Choice((32, 64, 128)), "TM": Choice((4, 8)), "TN": Choice((4, 8))}
+
+WARPTILE_SPACE = Space(
+    params=dict(_WARP_PARAMS),
+    restrictions=warp_tile_restrictions(4) + (
+        Restriction("static_shared", lambda p: 2 * 4 * p["BK"] * (p["BM"] + 4 + p["BN"]) <= STATIC_SHARED_BYTES,
+                    "2*4*BK*(BM+4+BN) bytes of double-buffered static shared memory: at most 48 KiB",
+                    over=("BM", "BN", "BK")),
+    ))
+
+PIPELINED_SPACE = Space(
+    params={**_WARP_PARAMS, "STAGES": Range(2, 6), "GS": Choice((4, 8, 16)), "MINB": Range(1, 4)},
+    restrictions=warp_tile_restrictions(1) + (
+        Restriction("resident_threads", lambda p: p["MINB"] * warp_threads(p) <= THREADS_PER_SM,
+                    "MINB blocks of (BM/WM)*(BN/WN)*32 threads fit one SM (2048 threads)",
+                    over=("BM", "BN", "WM", "WN", "MINB")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
     return [
@@ -230,16 +274,16 @@ def gemmlab_kernels():
                       defaults={"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 4},
                       description="ladder 2: 64x128x16 block tile, 8x4 per thread, A transposed, "
                                   "guarded float4 loads",
-                      sass_classes=("FFMA",)),
+                      sass_classes=("FFMA",), space=BLOCK2D_SPACE),
         WarptileKernel(name="sgemm_warptile", source="sgemm_warptile.cu",
                        defaults={"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8},
                        description="ladder 3: warp tiles, register double-buffered fragments, "
                                    "double-buffered smem",
-                       sass_classes=("FFMA",)),
+                       sass_classes=("FFMA",), space=WARPTILE_SPACE),
         PipelinedKernel(name="sgemm_pipelined", source="sgemm_pipelined.cu",
                         defaults={"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
                                   "STAGES": 4, "GS": 8, "MINB": 4},
                         description="ladder 4: cp.async STAGES-deep pipeline, lean addressing, smem "
                                     "epilogue, block swizzle, 4 blocks/SM",
-                        sass_classes=("FFMA",)),
+                        sass_classes=("FFMA",), space=PIPELINED_SPACE),
     ]

@@ -14,8 +14,9 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import (cdiv, check_tiled_tiles, count_hits, require, strided_loads, thread_tile_stores,
-                                  tiled_threads)
+from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, cdiv, check_tiled_tiles, count_hits, require, strided_loads,
+                                  thread_tile_stores, tiled_threads)
+from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 
 REDUCE_THREADS = 256
 
@@ -76,9 +77,28 @@ class SplitKKernel(KernelSpec):
         return stores, loads
 
 
+#: the declared tuning space (issue 41): the ``tiled`` scheme's rules (:func:`check_tiled_tiles`) as
+#: restrictions, SPLITS a power of two up to 64 (:meth:`SplitKKernel.candidates` adds the count sized to
+#: the problem)
+SPACE = Space(
+    params={"BM": PowerOfTwo(32, 128), "BN": PowerOfTwo(32, 128), "BK": Choice((8, 16, 32)), "TM": Choice((2, 4, 8)),
+            "TN": Choice((1, 2, 4)), "SPLITS": PowerOfTwo(1, 64)},
+    restrictions=(
+        Restriction("ownership", lambda p: p["BM"] % p["TM"] == 0 and p["BN"] % p["TN"] == 0,
+                    "TM divides BM and TN divides BN (each output one owner)", over=("BM", "BN", "TM", "TN")),
+        Restriction("block_threads", lambda p: tiled_threads(p) <= 1024, "(BN/TN)*(BM/TM) threads: at most 1024",
+                    over=("BM", "BN", "TM", "TN")),
+        Restriction("load_coverage", lambda p: (p["BM"] * p["BK"]) % tiled_threads(p) == 0
+                    and (p["BK"] * p["BN"]) % tiled_threads(p) == 0,
+                    "the A and B tiles split evenly over the threads", over=("BM", "BN", "BK", "TM", "TN")),
+        Restriction("static_shared", lambda p: 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"]) <= STATIC_SHARED_BYTES,
+                    "4*(BM*BK+BK*BN) bytes of static shared memory: at most 48 KiB", over=("BM", "BN", "BK")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
     return [SplitKKernel(name="splitk", source="splitk.cu",
                          defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2, "SPLITS": 4},
                          description="split-K fp32: SPLITS partial 64x64 GEMMs into a workspace + reduction launch",
-                         sass_classes=("FFMA",))]
+                         sass_classes=("FFMA",), space=SPACE)]

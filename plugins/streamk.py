@@ -30,8 +30,10 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import (cdiv, count_hits, require, require_block_threads, require_divides,
-                                          warp_tile_geometry)
+from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits, require,
+                                          require_block_threads, require_divides, warp_threads, warp_tile_geometry,
+                                          warp_tile_restrictions)
+from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 
 REDUCE_THREADS = 256
 FIXUP_THREADS = 256
@@ -317,15 +319,42 @@ class StreamKKernel(_WarpTileBase):
         return stores, loads
 
 
+# --- declared spaces (issue 41): warp_rules as restrictions ---------------------------------------
+
+#: the warp tile's domains (16-row tiles for decode-like M: gemmlab.dispatch.auto's STREAMK_16) and MINB
+_WARP_PARAMS = {"BM": PowerOfTwo(16, 128), "BN": PowerOfTwo(64, 128), "BK": Choice((8, 16)), "WM": Choice((16, 32)),
+                "WN": Choice((64, 32)), "TM": Choice((8, 4)), "TN": Choice((8, 4)), "MINB": PowerOfTwo(1, 8)}
+_WARP_RESTRICTIONS = warp_tile_restrictions(4) + (
+    Restriction("static_shared", lambda p: 2 * 4 * p["BK"] * (p["BM"] + 4 + p["BN"]) <= STATIC_SHARED_BYTES,
+                "2*4*BK*(BM+4+BN) bytes of static shared memory: at most 48 KiB", over=("BM", "BN", "BK")),
+    Restriction("resident_threads", lambda p: p["MINB"] * warp_threads(p) <= THREADS_PER_SM,
+                "MINB blocks of (BM/WM)*(BN/WN)*32 threads fit one SM (2048 threads)",
+                over=("BM", "BN", "WM", "WN", "MINB")),
+)
+
+#: splitk_warptile: the warp tile and SPLITS a power of two up to 64 (its candidates() adds the count
+#: that fills one wave for the problem)
+SPLITK_WARPTILE_SPACE = Space(params={**_WARP_PARAMS, "SPLITS": PowerOfTwo(1, 64)}, restrictions=_WARP_RESTRICTIONS)
+
+#: streamk: the warp tile and WPS workers per SM, at most the blocks MINB lets reside
+STREAMK_SPACE = Space(
+    params={**_WARP_PARAMS, "WPS": PowerOfTwo(1, 8)},
+    restrictions=_WARP_RESTRICTIONS + (
+        Restriction("workers_resident", lambda p: p["WPS"] <= p["MINB"],
+                    "WPS workers per SM no more than the MINB blocks __launch_bounds__ keeps resident",
+                    over=("MINB", "WPS")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
     return [
         SplitKWarptileKernel(name="splitk_warptile", source="splitk_warptile.cu", defaults={**WARPTILE, "SPLITS": 4},
                              description="split-K fp32 with the warp-tiled inner tile: SPLITS partial "
                                          "128x128 tiles into a workspace + a reduction launch",
-                             sass_classes=("FFMA",)),
+                             sass_classes=("FFMA",), space=SPLITK_WARPTILE_SPACE),
         StreamKKernel(name="streamk", source="streamk.cu", defaults={**WARPTILE, "WPS": 2},
                       description="data-parallel + stream-K hybrid fp32 (warp-tiled 128x128), partial tiles "
                                   "fixed up by a second launch",
-                      sass_classes=("FFMA",)),
+                      sass_classes=("FFMA",), space=STREAMK_SPACE),
     ]

@@ -75,7 +75,8 @@ from gemmlab.contract.relayout import tma_operand
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix,
                                         ParamError, Problem, Shape, TensorMap, Value, Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, require
+from gemmlab.contract.space import Choice, Range, Restriction, Space
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
 ROW_BYTES = 128  # one stage row: 128 bytes of K (the 128-byte swizzle span)
@@ -574,11 +575,48 @@ DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 16, "SCH
             "REDUCE": 1, "EPI": 7}
 
 
+def _rows(p) -> int:
+    """Rows per consumer warpgroup: the whole BM tile with SCHED=2 (ping-pong), half with SCHED=1."""
+    return p["BM"] if p["SCHED"] == 2 else p["BM"] // 2
+
+
+#: The declared tuning space of both wgmma kernels (issue 41): :meth:`WgmmaKernel.check_problem`'s rules
+#: that need no problem or device, as restrictions. Left out on purpose: the diagnostic and experimental
+#: epilogues (EPI 1, 3, 4, 5: accepted as kernel.EPI=..., never offered) and EPI=2 where EPI=7 already
+#: runs as EPI=2 (every tile but the cooperative whole 128x256 ones). SPLIT_K: the slice counts auto sizes
+#: to one wave (at most 32, ``WGMMA_MAX_SPLIT_K`` of gemmlab.dispatch.auto). TMA strides, the flags
+#: limit, CLUSTER=2 with row-major B and the device's shared memory stay in check_problem.
+SPACE = Space(
+    params={"BM": Choice((128, 64, 256, 192)), "BN": Choice((256, 128, 64)), "STAGES": Range(2, 8),
+            "CLUSTER": Choice((1, 2)), "GROUP_M": Choice((16, 8)), "SCHED": Choice((1, 2)),
+            "SPLIT_K": Choice((1, 2, 3, 4, 6, 8, 12, 16, 24, 32)), "TAIL": Choice((1, 2, 3)), "REDUCE": Choice((1, 2)),
+            "EPI": Choice((7, 2))},
+    restrictions=(
+        Restriction("m64_blocks", lambda p: p["BM"] <= 256 and _rows(p) % 64 == 0,
+                    "whole m64 blocks per consumer warpgroup: BM 128 or 256 with SCHED=1, 64..256 with SCHED=2",
+                    over=("BM", "SCHED")),
+        Restriction("accumulators", lambda p: _rows(p) * p["BN"] <= 64 * 256,
+                    "at most 128 float32 accumulators per consumer thread (rows per warpgroup x BN <= 16384)",
+                    over=("BM", "BN", "SCHED")),
+        Restriction("shared_memory", lambda p: shared_bytes(p, True) <= SM90_SHARED_OPTIN_BYTES,
+                    "STAGES x (BM+BN) x 128 B + 1 KiB + the epilogue's 16 KiB staging within sm_90's 227 KiB",
+                    over=("BM", "BN", "STAGES")),
+        Restriction("tail_unsplit", lambda p: p["TAIL"] == 1 or p["SPLIT_K"] == 1,
+                    "the stream-K tail (TAIL 2, 3) needs SPLIT_K=1", over=("SPLIT_K", "TAIL")),
+        Restriction("reduce_split", lambda p: p["REDUCE"] == 1 or p["SPLIT_K"] > 1,
+                    "REDUCE=2 (workspace slabs) needs SPLIT_K > 1", over=("SPLIT_K", "REDUCE")),
+        Restriction("epi2_distinct", lambda p: p["EPI"] == 7 or (p["BM"], p["BN"], p["SCHED"], p["SPLIT_K"], p["TAIL"])
+                    == (128, 256, 1, 1, 1),
+                    "EPI=2 only where EPI=7 defers (whole 128x256 cooperative tiles): elsewhere 7 runs as 2",
+                    over=("BM", "BN", "SCHED", "SPLIT_K", "TAIL", "EPI")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu", defaults=dict(DEFAULTS),
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16",), layouts=(("row", "col"), ("row", "row")),
-                        param_values=PARAM_VALUES,
+                        param_values=PARAM_VALUES, space=SPACE,
                         sass_classes=("HGMMA", "UTMALDG"))]

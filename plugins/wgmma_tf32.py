@@ -21,7 +21,7 @@ Parameters as ``wgmma_bf16`` (a stage holds 32 float32 of K per row: 128 bytes).
 from __future__ import annotations
 
 from gemmlab.contract.hookspecs import hookimpl
-from gemmlab_plugins.wgmma_bf16 import DEFAULTS, PARAM_VALUES, WgmmaKernel
+from gemmlab_plugins.wgmma_bf16 import DEFAULTS, PARAM_VALUES, SPACE, WgmmaKernel
 
 
 @hookimpl
@@ -30,6 +30,6 @@ def gemmlab_kernels():
                         description="TF32 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k8 (layout.b=row: B transposed first)",
                         precisions=("tf32",), layouts=(("row", "col"), ("row", "row")),
-                        param_values=PARAM_VALUES,
+                        param_values=PARAM_VALUES, space=SPACE,
                         sass_classes=("HGMMA", "UTMALDG"),
                         tf32_rounding="rz")]  # float32 bits read as TF32 by wgmma: truncated (measured: H100, docs/trust.md)

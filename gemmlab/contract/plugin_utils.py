@@ -312,3 +312,71 @@ def warp_tile_geometry(p: Mapping) -> tuple[np.ndarray, np.ndarray]:
     row = wy * wm + (i // 4) * (4 * lm_n) + 4 * lm + i % 4
     col = wx * wn + (j // 4) * (4 * ln_n) + 4 * ln + j % 4
     return row + 0 * col, col + 0 * row
+
+
+# --- declared parameter spaces (issue 41): restrictions the built-in kernels share ---------------
+
+#: static shared memory per block on every CUDA GPU (bytes): the limit of ``__shared__`` arrays
+STATIC_SHARED_BYTES = 48 * 1024
+#: the largest opt-in dynamic shared memory per block of any GPU gemmlab targets (sm_90, bytes): a
+#: necessary condition in a space; ``check_problem`` applies the device's own limit
+SM90_SHARED_OPTIN_BYTES = 227 * 1024
+#: resident threads per SM (sm_80 .. sm_90)
+THREADS_PER_SM = 2048
+
+
+def warp_threads(p: Mapping[str, int]) -> int:
+    """Threads of a block of (BM/WM) x (BN/WN) warps."""
+    return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+
+
+def warp_tile_restrictions(a_unit: int = 4):
+    """The restrictions of the warp-tiled float32 scheme (``sgemm_warptile``, ``sgemm_pipelined``,
+    ``splitk_warptile``, ``streamk``): warp tiles cover the block tile, a warp's 32 lanes cover the
+    warp tile with TM x TN thread tiles, at most 1024 threads, and the A tile (``a_unit`` elements
+    per copy: 4 for float4 loads, 1 for 4-byte cp.async) and the B tile (float4) split evenly over
+    the threads. The same rules as the kernels' ``check`` (``require_divides``, the 32-lane rule,
+    ``require_block_threads``, load coverage), stated on the parameter dict alone."""
+    from gemmlab.contract.space import Restriction
+    return (
+        Restriction("warps_cover_block", lambda p: p["BM"] % p["WM"] == 0 and p["BN"] % p["WN"] == 0,
+                    "ownership: WM divides BM and WN divides BN (warp tiles cover the block tile)",
+                    over=("BM", "BN", "WM", "WN")),
+        Restriction("block_threads", lambda p: warp_threads(p) <= 1024,
+                    "(BM/WM)*(BN/WN)*32 threads: at most 1024 per block", over=("BM", "BN", "WM", "WN")),
+        Restriction("lanes_cover_warp", lambda p: p["WM"] % p["TM"] == 0 and p["WN"] % p["TN"] == 0
+                    and (p["WM"] // p["TM"]) * (p["WN"] // p["TN"]) == 32,
+                    "ownership: (WM/TM)*(WN/TN) = 32 lanes, each a TM x TN thread tile", over=("WM", "WN", "TM", "TN")),
+        Restriction("load_coverage", lambda p: (p["BM"] * p["BK"] // a_unit) % warp_threads(p) == 0
+                    and (p["BK"] * p["BN"] // 4) % warp_threads(p) == 0,
+                    f"the A tile ({a_unit}-element copies) and the B tile (float4) split evenly over the threads",
+                    over=("BM", "BN", "BK", "WM", "WN")),
+    )
+
+
+def mma_space(k_step: int, vector: int, stages=(2, 6)):
+    """The space of the mma.sync kernels (``mma_tf32``: ``k_step`` 8, ``vector`` 4; ``mma_bf16``:
+    16, 8): block tiles 64..256, BK 32 or 64, warp tiles 32 or 64, STAGES in ``stages``,
+    MIN_BLOCKS 1 or 2, SWIZZLE 1 (XOR-swizzled rows) or 0 (padded); restrictions: warp tiles cover
+    the block, at most 1024 threads, the 16-byte chunks of both tiles split evenly over the threads
+    (:func:`check_mma_tiles`' rules); the SWIZZLE layout and shared-memory rules depend on the
+    layout and the device and stay in ``check_problem``."""
+    from gemmlab.contract.space import Choice, Range, Restriction, Space
+    bks = tuple(b for b in (32, 64) if b % k_step == 0 and b % vector == 0)
+    return Space(
+        params={"BM": Choice((64, 128, 256)), "BN": Choice((64, 128, 256)), "BK": Choice(bks),
+                "WM": Choice((32, 64)), "WN": Choice((32, 64)), "STAGES": Range(*stages),
+                "MIN_BLOCKS": Choice((1, 2)), "SWIZZLE": Choice((1, 0))},
+        restrictions=(
+            Restriction("warps_cover_block", lambda p: p["BM"] % p["WM"] == 0 and p["BN"] % p["WN"] == 0,
+                        "ownership: WM divides BM and WN divides BN", over=("BM", "BN", "WM", "WN")),
+            Restriction("block_threads", lambda p: warp_threads(p) <= 1024,
+                        "(BM/WM)*(BN/WN)*32 threads: at most 1024 per block", over=("BM", "BN", "WM", "WN")),
+            Restriction("load_coverage", lambda p: (p["BM"] * p["BK"] // vector) % warp_threads(p) == 0
+                        and (p["BK"] * p["BN"] // vector) % warp_threads(p) == 0,
+                        f"the A and B tiles' 16-byte chunks ({vector} elements) split evenly over the threads",
+                        over=("BM", "BN", "BK", "WM", "WN")),
+            Restriction("resident_blocks", lambda p: p["MIN_BLOCKS"] * warp_threads(p) <= THREADS_PER_SM,
+                        "__launch_bounds__: MIN_BLOCKS blocks of (BM/WM)*(BN/WN)*32 threads fit one SM (2048 threads)",
+                        over=("BM", "BN", "WM", "WN", "MIN_BLOCKS")),
+        ))
