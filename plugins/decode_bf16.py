@@ -73,6 +73,19 @@ class DecodeBf16Kernel(KernelSpec):
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, "bf16", "row", "row"), params, device)
 
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """Sized to the problem first: MT = the m16 tiles covering M (1, 2, 4), 4 warps (8 with
+        MT = 4), U = 2 (1 with MT = 4), SPLITS = the most K splits (at most 8) whose blocks fit one
+        wave of 4 blocks per SM (1 with MT = 4) with at least 2 load rounds of K per warp; then that
+        with twice the splits and with 8 warps and half the splits; then the declared space."""
+        mt = 1 if problem.M <= 16 else 2 if problem.M <= 32 else 4
+        u, kw, per_sm = (1, 8, 1) if mt == 4 else (2, 4, 4)
+        blocks = cdiv(problem.N, NT) * cdiv(problem.M, 16 * mt)
+        s = max(1, min(8, per_sm * device.sm_count // blocks, cdiv(problem.K, CHUNK) // (2 * kw * u)))
+        base = {"MT": mt, "KW": kw, "U": u, "SPLITS": s}
+        return [base, {**base, "SPLITS": min(8, 2 * s)}, {**base, "KW": 8, "SPLITS": max(1, s // 2)}] \
+            + super().candidates(problem, device)
+
     def instance(self, problem: Problem, params) -> str:
         p = params
         return (f"gemm_decode16<{ELEMENT[problem.precision]}, {p['MT']}, {p['KW']}, {p['U']}, "

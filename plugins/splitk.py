@@ -59,6 +59,14 @@ class SplitKKernel(KernelSpec):
         return (Main(), Extra("gemm_splitk_reduce", self.reduce_launch(problem, device),
                               (Workspace(), Matrix("C"), Dim("M"), Dim("N"), Value(params["SPLITS"], "int32"))))
 
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """The default tile with SPLITS sized to the problem first (enough K slices for two blocks
+        per SM, each slice >= 512 long; half and twice that), then the declared space's points."""
+        tiles = cdiv(problem.M, self.defaults["BM"]) * cdiv(problem.N, self.defaults["BN"])
+        s = max(1, min(cdiv(2 * device.sm_count, tiles), problem.K // 512))
+        sized = [{**self.defaults, "SPLITS": v} for v in dict.fromkeys((s, max(1, s // 2), 2 * s)) if v <= 4096]
+        return sized + super().candidates(problem, device)
+
     def ownership(self, shape: Shape, params):
         """Stores: C elements written by the reduction's grid-stride loop (with the default
         device's grid), after checking that every workspace element of every split is written

@@ -187,6 +187,15 @@ class SplitKWarptileKernel(_WarpTileBase):
     def entry(self, params) -> str:
         return f"gemm_splitk_warptile<{self._tparams(params)}>"
 
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """First :func:`sized_tile`'s tile with SPLITS = the most K slices whose blocks still fit one
+        wave of MINB blocks per SM, each slice >= 256 long (and half that), then the declared space."""
+        p = sized_tile(problem.shape)
+        tiles = cdiv(problem.M, p["BM"]) * cdiv(problem.N, p["BN"])
+        s = max(1, min(p["MINB"] * device.sm_count // tiles, problem.K // 256))
+        sized = [{**self.defaults, **p, "SPLITS": v} for v in dict.fromkeys((s, max(1, s // 2))) if v <= 4096]
+        return sized + super().candidates(problem, device)
+
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         p = params
         return Launch(grid=(cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]), p["SPLITS"]), block=(self._threads(p), 1, 1))
@@ -241,6 +250,15 @@ class StreamKKernel(_WarpTileBase):
 
     def entry(self, params) -> str:
         return f"gemm_streamk<{self._tparams(params)}>"
+
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """First :func:`sized_tile`'s tile (WPS = MINB) and, for 8 < M <= 16, the 16 x 128 tile of
+        4 workers per SM; then the declared space."""
+        out = [{**self.defaults, **sized_tile(problem.shape)}]
+        out[0]["WPS"] = out[0]["MINB"]
+        if 8 < problem.M <= 16:
+            out.insert(0, {**self.defaults, **TILE_16})
+        return out + super().candidates(problem, device)
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         s = schedule(shape, params, device.sm_count)
@@ -317,6 +335,19 @@ class StreamKKernel(_WarpTileBase):
             keys = sorted(set(written) | set(read))
             loads["slots"] = np.array([[int(written.get(k, 0) == 1 and read.get(k, 0) == 1) for k in keys]])
         return stores, loads
+
+
+#: blocks of each warp-tiled (BM, BN) tile (32x64 warps, 8x8 per thread) that fit one SM at <= 128 registers
+TILE_BLOCKS_PER_SM = {(128, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 8}
+#: the 16 x 128 tile for 8 < M <= 16 (2 warps of 16 x 64, 4 x 8 per thread, BK = 16, 4 blocks per SM)
+TILE_16 = {"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4, "WPS": 4}
+
+
+def sized_tile(shape: Shape) -> dict:
+    """The 128 x 128 warp tile halved to 64 along M or N where that side is at most 64 (no half-empty
+    tile), MINB the blocks of it that fit one SM (:data:`TILE_BLOCKS_PER_SM`)."""
+    bm, bn = (64 if shape.M <= 64 else 128), (64 if shape.N <= 64 else 128)
+    return {"BM": bm, "BN": bn, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINB": TILE_BLOCKS_PER_SM[(bm, bn)]}
 
 
 # --- declared spaces (issue 41): warp_rules as restrictions ---------------------------------------

@@ -316,6 +316,29 @@ class WgmmaKernel(KernelSpec):
             except ConfigError as exc:
                 raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
 
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """A shortlist for the problem, then the declared space's points (the core checks each):
+        the three tiles of :data:`TILES` with the least estimated time (whole waves of the persistent
+        grid x tile area / the tile's guessed efficiency), the first also with the stream-K tail
+        (TAIL=2) where it leaves a partial last wave; where even 64 x 128 tiles do not fill the SMs
+        and K is long, 64 x 128 ping-pong tiles with SPLIT_K = the most slices that still fit one
+        wave (each >= 8 k-tiles, at most 32), reduced through the workspace (REDUCE=2)."""
+        sms = device.sm_count
+
+        def tiles(bm, bn):
+            return cdiv(problem.M, bm) * cdiv(problem.N, bn)
+
+        ranked = sorted(TILES, key=lambda t: cdiv(tiles(t[0], t[1]), sms) * t[0] * t[1] / t[3])
+        out = [{**self.defaults, "BM": bm, "BN": bn, "SCHED": sched} for bm, bn, sched, _ in ranked[:3]]
+        first = tiles(ranked[0][0], ranked[0][1])
+        if first > sms and first % sms:
+            out.append({**out[0], "TAIL": 2})
+        k_tiles = cdiv(problem.K, ROW_BYTES // elem_bytes(problem.precision))
+        split = max(1, min(32, sms // tiles(64, 128), k_tiles // 8))
+        if split > 1:
+            out.insert(0, {**self.defaults, "BM": 64, "BN": 128, "SCHED": 2, "STAGES": 6, "SPLIT_K": split, "REDUCE": 2})
+        return out + super().candidates(problem, device)
+
     def tma_store(self, problem: Problem, params) -> bool:
         """Whether the TMA-store entry runs: ``EPI=2``, TMA can describe C (row stride N x 4 bytes
         a multiple of 16: N % 4 == 0) and C is the destination (not REDUCE=2's slabs); elsewhere
@@ -573,6 +596,13 @@ PARAM_VALUES = {"BM": (64, 128, 192, 256), "BN": (64, 128, 256), "STAGES": (2, 3
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 16, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
             "REDUCE": 1, "EPI": 7}
+
+
+#: tiles (BM, BN, SCHED) :meth:`WgmmaKernel.candidates` ranks, with a guessed relative efficiency per
+#: output element (bigger tiles reuse more of each staged byte; 64-row tiles need SCHED=2); the table of
+#: gemmlab.dispatch.auto's rules
+TILES = ((128, 256, 1, 1.0), (128, 128, 1, 0.85), (64, 256, 2, 0.8), (128, 64, 1, 0.65), (64, 128, 2, 0.6),
+         (64, 64, 2, 0.45))
 
 
 def _rows(p) -> int:
