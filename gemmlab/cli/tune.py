@@ -22,7 +22,9 @@ the sweep packed by ``gemmlab-report --archive``, read directly).
 Candidates only name kernels that are registered and accept the shape (their ``check``); kernels
 from other plugins are used when registered (``sgemm_*`` with their defaults, ``splitk`` with
 SPLITS sized by the SM count; ``streamk`` and ``splitk_warptile`` with the rules' tile, WPS and
-SPLITS variants).
+SPLITS variants). Kernels of drop-in and entry-point plugins add what their declared spaces (or
+their own ``candidates()``) offer for the shape (:func:`plugin_candidates`, issue 41), with no
+change here.
 """
 
 from __future__ import annotations
@@ -163,6 +165,7 @@ def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DE
         pass
     extra = (variants(shape, family) if precision == "fp32"
              else variants_tc(shape, family) or [(name, {}) for name in registry.kernels])
+    extra += plugin_candidates(shape, registry, precision, facts)
     if any(k in registry.kernels for k in LARGE_KERNELS) and family not in ("tiny", "k_heavy", "decode"):
         extra = [(k, p) for k, p in extra if k != "tiled"]  # the sgemm rungs beat it (docs/results/ladder-h200.md)
     for name, params in extra:
@@ -170,6 +173,28 @@ def candidates(shape: Shape, family: str, registry, table_sms: int = dispatch.DE
         if full is not None and (name, full) not in out:
             out.append((name, full))
     return out
+
+
+#: candidates per shape of each kernel from a plugin other than the built-in ones (each is a measured point)
+PLUGIN_CANDIDATES = 8
+
+
+def plugin_candidates(shape: Shape, registry, precision: str, facts, limit: int = PLUGIN_CANDIDATES
+                      ) -> list[tuple[str, dict]]:
+    """What the kernels of drop-in and entry-point plugins offer for ``shape`` (issue 41: their
+    declared spaces or their own ``candidates()``, through :func:`gemmlab.dispatch.candidates.enumerate`),
+    at most ``limit`` each: a new kernel takes part in the sweep with no change here. The built-in
+    kernels keep the hand-picked :func:`variants` / :func:`variants_tc` (their measured tables and
+    tests rest on them)."""
+    from gemmlab.contract.hookspecs import Problem
+    from gemmlab.contract.registry import BUILTIN_PACKAGE
+    from gemmlab.dispatch.candidates import enumerate as enumerate_candidates
+    origins = getattr(registry, "origins", None) or {}
+    others = [name for name, origin in origins.items() if not str(origin).startswith(f"{BUILTIN_PACKAGE}.")]
+    if not others:
+        return []
+    problem = Problem(shape, precision, *dispatch.DEFAULT_LAYOUT)
+    return [(c.kernel, dict(c.params)) for c in enumerate_candidates(registry, problem, facts, kernels=others, limit=limit)]
 
 
 def point_dir(out: Path, family: str, shape: Shape, kernel: str, params: Mapping[str, int]) -> Path:
