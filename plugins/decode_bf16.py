@@ -83,8 +83,8 @@ class DecodeBf16Kernel(KernelSpec):
         blocks = cdiv(problem.N, NT) * cdiv(problem.M, 16 * mt)
         s = max(1, min(8, per_sm * device.sm_count // blocks, cdiv(problem.K, CHUNK) // (2 * kw * u)))
         base = {"MT": mt, "KW": kw, "U": u, "SPLITS": s}
-        return [base, {**base, "SPLITS": min(8, 2 * s)}, {**base, "KW": 8, "SPLITS": max(1, s // 2)}] \
-            + super().candidates(problem, device)
+        sized = [base, {**base, "SPLITS": min(8, 2 * s)}, {**base, "KW": 8, "SPLITS": max(1, s // 2)}]
+        return sized + super().candidates(problem, device)
 
     def instance(self, problem: Problem, params) -> str:
         p = params
