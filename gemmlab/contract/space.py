@@ -274,8 +274,8 @@ def derived_space(defaults: Mapping[str, int], param_values: Mapping[str, tuple[
     drop-in plugin thus has a space without declaring one."""
     params = {}
     for k, values in (param_values or {}).items():
-        if k in defaults and isinstance(values, (tuple, list)) and values and all(_is_int(v) for v in values) \
-                and len(set(values)) == len(values):
+        if (k in defaults and isinstance(values, (tuple, list)) and values and all(_is_int(v) for v in values)
+                and len(set(values)) == len(values)):
             params[k] = Choice(tuple(values))
     return Space(params)
 
