@@ -292,3 +292,16 @@ def test_readme_kernel_table_lists_exactly_the_registered_kernels():
     registered = set(REGISTRY.kernels)
     assert set(listed) == registered, (f"README's kernel table lacks {sorted(registered - set(listed))}, "
                                        f"lists unregistered {sorted(set(listed) - registered)}")
+
+
+def test_kernel_config_yamls_match_the_registry():
+    """conf/kernel/<name>.yaml (where a built-in ships one) names a registered kernel and holds exactly
+    its defaults: the registry is the source, the files are checked against it (kernels without a
+    file get their config node from the registry's defaults)."""
+    import yaml
+    for path in sorted((README.parent / "conf" / "kernel").glob("*.yaml")):
+        node = yaml.safe_load(path.read_text())
+        if path.stem == "auto":
+            continue
+        assert node.pop("name") == path.stem and path.stem in REGISTRY.kernels, path
+        assert node == dict(REGISTRY.kernels[path.stem].defaults), f"{path} differs from the plugin's defaults"
