@@ -46,6 +46,13 @@ v2 additions (defaults reproduce v1):
   out of a plain sm_90 build: 0 HGMMA) is flagged in ``mode=compile`` and refused in ``mode=run``
   (status ``missing_instructions``; :mod:`gemmlab.gpu.sass_check`).
 
+- ``space`` (issue 41): the parameters a kernel may be tuned over, as typed domains and named
+  restrictions (:mod:`gemmlab.contract.space`: :class:`Choice`, :class:`PowerOfTwo`, :class:`Range`,
+  :class:`Restriction`, :class:`Space`; default: derived from ``defaults`` and ``param_values``),
+  checked when the plugin is loaded, and :meth:`KernelBase.candidates` (default: the space's points
+  that pass the restrictions and :meth:`~KernelSpec.check_problem`; a plugin may override it with a
+  shortlist per problem), which :func:`gemmlab.dispatch.candidates.enumerate` checks and names.
+
 Tile parameters are C++ template arguments, so they are compile-time constants in the generated
 code; :meth:`KernelSpec.entry` turns a parameter dict into the name expression, e.g.
 ``gemm_tiled<64, 64, 16, 8, 2>``.
