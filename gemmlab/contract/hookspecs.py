@@ -529,7 +529,8 @@ class KernelBase:
         differ from them, at most :data:`CANDIDATE_LIMIT`. Override it to offer a shortlist for the
         problem (e.g. split counts sized to the shape and the SM count); the core still checks
         every offered dict (known parameters, the core's value rule, :meth:`check_problem`) and
-        drops the ones that fail, naming why.
+        drops the ones that fail, naming why. An offered dict may leave the declared domains (a
+        split count sized to the problem); missing parameters take their defaults.
         """
         return space_candidates(self, problem, device)
 
