@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import STATIC_SHARED_BYTES, cdiv, count_hits, require
+from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 
 NT_CHOICES = (4, 8, 16, 32, 64, 128)
 
@@ -89,9 +90,24 @@ class GemvRowsKernel(KernelSpec):
         return stores, loads
 
 
+def _smem(p) -> int:
+    """Static shared memory in bytes: 4 * max(MT * KC, KW * MT * NT) (:meth:`GemvRowsKernel.check`)."""
+    return 4 * max(p["MT"] * _geometry(p)[3], p["KW"] * p["MT"] * p["NT"])
+
+
+#: the declared tuning space (issue 41): check()'s ranges as domains, its shared-memory rule as a restriction
+SPACE = Space(
+    params={"MT": Range(1, 16), "NT": Choice(NT_CHOICES), "KW": PowerOfTwo(1, 32), "U": PowerOfTwo(1, 16)},
+    restrictions=(
+        Restriction("static_shared", lambda p: _smem(p) <= STATIC_SHARED_BYTES,
+                    "4*max(MT*KC, KW*MT*NT) bytes of static shared memory (KC = U*32*KW/(NT/4)): at most 48 KiB",
+                    over=("MT", "NT", "KW", "U")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
     return [GemvRowsKernel(name="gemv_rows", source="gemv_rows.cu", defaults={"MT": 1, "NT": 32, "KW": 8, "U": 8},
-                           param_values={"NT": NT_CHOICES},
+                           param_values={"NT": NT_CHOICES}, space=SPACE,
                            description="decode-like M <= 16: B streamed once (float4), K split over KW warps",
                            sass_classes=("FFMA",))]

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require, require_divides
+from gemmlab.contract.plugin_utils import STATIC_SHARED_BYTES, cdiv, count_hits, require, require_divides
+from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 
 
 def _threads(p) -> tuple[int, int]:
@@ -96,10 +97,25 @@ class SlicedKKernel(KernelSpec):
         return stores, loads
 
 
+#: the declared tuning space (issue 41): check()'s rules as restrictions
+SPACE = Space(
+    params={"BM": PowerOfTwo(16, 64), "BN": PowerOfTwo(16, 64), "BK": Choice((16, 8)), "TM": Choice((4, 8)),
+            "TN": Choice((4, 8)), "KS": PowerOfTwo(1, 16)},
+    restrictions=(
+        Restriction("ownership", lambda p: p["BM"] % p["TM"] == 0 and p["BN"] % p["TN"] == 0,
+                    "TM divides BM and TN divides BN (each output one owner)", over=("BM", "BN", "TM", "TN")),
+        Restriction("block_threads", lambda p: _threads(p)[1] <= 1024, "KS*(BM/TM)*(BN/TN) threads: at most 1024",
+                    over=("BM", "BN", "TM", "TN", "KS")),
+        Restriction("static_shared", lambda p: smem_bytes(p) <= STATIC_SHARED_BYTES,
+                    "KS slices of BK*(BM+4)+BK*BN floats, or KS*BM*BN partials: at most 48 KiB",
+                    over=("BM", "BN", "BK", "KS")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
     return [SlicedKKernel(name="slicedk", source="slicedk.cu",
                           defaults={"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4},
-                          param_values={"TM": (4, 8, 12, 16), "TN": (4, 8, 12, 16)},
+                          param_values={"TM": (4, 8, 12, 16), "TN": (4, 8, 12, 16)}, space=SPACE,
                           description="few output tiles: TMxTN register tiles, K sliced over KS thread groups",
                           sass_classes=("FFMA",))]

@@ -13,6 +13,7 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.space import PowerOfTwo, Restriction, Space
 
 
 class SmallTileKernel(KernelSpec):
@@ -54,8 +55,17 @@ class SmallTileKernel(KernelSpec):
         return stores, {"K": k_hits, "partials": part}
 
 
+#: the declared tuning space (issue 41): check()'s thread rule as a restriction (KS <= 64 by its domain)
+SPACE = Space(
+    params={"BX": PowerOfTwo(8, 32), "BY": PowerOfTwo(4, 32), "KS": PowerOfTwo(1, 16)},
+    restrictions=(
+        Restriction("block_threads", lambda p: p["BX"] * p["BY"] * p["KS"] <= 1024, "BX*BY*KS threads: at most 1024",
+                    over=("BX", "BY", "KS")),
+    ))
+
+
 @hookimpl
 def gemmlab_kernels():
-    return [SmallTileKernel(name="small_tile", source="small_tile.cu", defaults={"BX": 16, "BY": 16, "KS": 4},
+    return [SmallTileKernel(name="small_tile", source="small_tile.cu", defaults={"BX": 16, "BY": 16, "KS": 4}, space=SPACE,
                             description="tiny/skinny: one output per thread, K split in KS slices (shared-memory sum)",
                             sass_classes=("FFMA",))]
