@@ -50,6 +50,7 @@ class SafetyNetError(GemmlabError):
     ``unstable`` (repeat launches differ bitwise), ``sanitizer_errors``, ``missing_instructions``
     (a SASS class the kernel declares is absent from its main kernel: ``gemmlab.gpu.sass_check``),
     ``wrong_after_timing`` (the timed path's output on fresh inputs fails verification),
+    ``cached_result`` (a launch on unseen inputs is much slower than the next on the same ones),
     ``foreign_launch`` (a library kernel's work escapes the run's stream) or ``implausible``
     (faster than the precision's peak or the memory floor: ``gemmlab.stages.roofline``)."""
 

@@ -358,18 +358,49 @@ def test_kernel_writing_its_input_only_in_later_launches_is_caught(tmp_path, mon
 def test_after_timing_samples_a_large_product_with_the_new_seed(tmp_path, monkeypatch):
     import gemmlab.run.pipeline as pipeline
     monkeypatch.setattr(pipeline, "AFTER_TIMING_FULL_MAX", 0)  # every product counts as large here
-    rows_of_first = [None]
+    first = []
 
-    def first_rows_only(gpu, args):  # right on the rows the first (full) check read, stale elsewhere later
+    def first_rows_only(gpu, args):  # right on the inputs it was first given, every other row wrong on others
         a, b, c, m, n, k = unpack(args)
-        if rows_of_first[0] is None:
-            host_gemm(gpu, args)
-            rows_of_first[0] = True
-        else:
-            host_gemm(gpu, args)
-            gpu.floats(c, m * n).reshape(m, n)[1::2] = 0.0  # every other row wrong
+        host_gemm(gpu, args)
+        key = float(gpu.floats(a, 1)[0])
+        first.append(key) if not first else None
+        if key != first[0]:
+            gpu.floats(c, m * n).reshape(m, n)[1::2] = 0.0
 
     rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": first_rows_only}))
     after = rec["verification_after_timing"]
     assert after["method"].startswith("sampled") and rec["verification"]["method"].startswith("full")
     assert rec["status"] == "wrong_after_timing" and after["freivalds"]["passed"] is False
+
+
+def stash_by_values(miss_ms: float):
+    """A kernel that keeps C for the inputs it has seen (keyed by their first values) and copies it
+    back, fast, when they come again; a miss computes, taking ``miss_ms`` more on the fake clock."""
+    stash = {}
+
+    def behaviour(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        key = (float(gpu.floats(a, 1)[0]), float(gpu.floats(b, 1)[0]))
+        if key not in stash:
+            host_gemm(gpu, args)
+            stash[key] = gpu.floats(c, m * n).copy()
+            gpu.clock_ms += miss_ms
+        gpu.floats(c, m * n)[:] = stash[key]
+
+    return behaviour
+
+
+def test_a_stash_keyed_by_input_values_is_a_cached_result(tmp_path, monkeypatch):
+    gpu = HostGpu(behaviour={"gemm_tiled": stash_by_values(10.0)})
+    rec, _ = run(tmp_path, monkeypatch, gpu, timing={"mode": "graph"})
+    assert rec["verification_after_timing"]["passed"]  # right on fresh inputs: it computes them once
+    assert rec["status"] == "cached_result" and rec["nets_fired"] == ["fresh-input timing"]
+    assert rec["fresh_input_timing_ms"] == [[11.0, 1.0], [11.0, 1.0]]
+    assert rec["error"].startswith("fresh-input timing: tiled: a launch on inputs it had not seen took 11 and 11 ms")
+    assert "timing" not in rec and rec["withheld"]["timing"]["median_ms"] == 1.0
+
+
+def test_an_honest_kernel_takes_the_same_time_on_fresh_inputs(tmp_path, monkeypatch):
+    rec, _ = run(tmp_path, monkeypatch, HostGpu())
+    assert rec["status"] == "ok" and rec["fresh_input_timing_ms"] == [[1.0, 1.0]]  # one round when nothing is odd

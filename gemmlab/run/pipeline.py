@@ -50,7 +50,8 @@ NETS = MappingProxyType({"wrong_result": "verification", "wrong_after_timing": "
                          "implausible": "plausibility", "out_of_bounds": "guard bands",
                          "inputs_modified": "inputs unchanged", "unstable": "repeat stability",
                          "cuda_error": "cuda error", "missing_instructions": "instruction classes",
-                         "foreign_launch": "launch path", "sanitizer_errors": "sanitizer"})
+                         "foreign_launch": "launch path", "sanitizer_errors": "sanitizer",
+                         "cached_result": "fresh-input timing"})
 
 
 @lru_cache(maxsize=8)
@@ -98,7 +99,8 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         The record written to ``result.json``. ``record["status"]`` is ``ok`` (verified and
         timed), ``compiled`` (``mode=compile``), ``checked``, or a failure: ``invalid``,
         ``compile_error``, ``wrong_result``, ``out_of_bounds``, ``unstable``, ``inputs_modified``,
-        ``sanitizer_errors``, ``wrong_after_timing``, ``foreign_launch``, ``implausible``, ``missing_instructions`` (a declared SASS class absent from the
+        ``sanitizer_errors``, ``wrong_after_timing``, ``cached_result``, ``foreign_launch``, ``implausible``,
+        ``missing_instructions`` (a declared SASS class absent from the
         main kernel, refused after compiling), ``cuda_error``, ``no_gpu``, ``unavailable``, ``error``;
         ``record["error"]`` holds the one-line reason. Failures never raise: a sweep goes on.
     """
@@ -748,6 +750,54 @@ class Run:
         _record_timing(self.record, self.backends, measured, rc, self.record["flops"], gpu)
         self.record.setdefault("phase_s", {})["timing"] = round(time.perf_counter() - started, 4)
 
+    def _novelty(self, fresh) -> str | None:
+        """Fresh-input timing: one launch on inputs the kernel has never seen against the next
+        launch on the same inputs, for each backend. A kernel that answers inputs it has seen from
+        a cache of results (a stash keyed by their values) is fast only on the second; an honest
+        one takes about the same time for both. Two sets are tried ((-A, B), then (2A, -B): values
+        no launch has seen); the point is refused only when both show the first launch
+        slower than :data:`NOVELTY_RATIO` x the second + :data:`NOVELTY_SLACK_MS`. Returns the
+        refusal's one line, or None. The inputs left in the buffers are recorded as checked
+        (inputs unchanged is checked against them)."""
+        gpu, rc = self.gpu, self.rc
+        words = rc.shape.M * rc.shape.N
+        suspects = list(self.backends)
+        a_st, b_st, a, b = fresh.a_stored, fresh.b_stored, fresh.a, fresh.b
+        seen: dict = {}
+        for round_ in (1, 2):  # (-A, B), then (2A, -B): values no launch has seen, exact in every storage type
+            if round_ == 1:
+                a_st, a = -a_st, -a
+            else:
+                a_st, a = (-2 * a_st).astype(a_st.dtype), -2 * a
+                b_st, b = -b_st, -b
+                gpu.upload(self.d_b.address, b_st)
+            gpu.upload(self.d_a.address, a_st)
+            flagged = []
+            for backend in suspects:
+                times = []
+                for _ in range(2):  # the first launch on these values, then the second
+                    gpu.fill32(backend.buffers.c.address, 0xFFFFFFFF, words)
+                    times.append(timing_stage.time_once(gpu, backend.enqueue))
+                seen.setdefault(backend.name, []).append(times)
+                if times[0] > NOVELTY_RATIO * times[1] + NOVELTY_SLACK_MS:
+                    flagged.append(backend)
+            suspects = flagged
+            if not suspects:
+                break
+        for backend in self.backends:
+            backend.record["fresh_input_timing_ms"] = seen.get(backend.name, [])
+        _merge(self.record, self.backends)
+        _check_inputs(gpu, self.record, self.d_a, self.d_b,
+                      inputs_stage.ProblemInputs(a=a, b=b, a_stored=a_st, b_stored=b_st))
+        if not suspects:
+            return None
+        backend = suspects[0]
+        (f1, s1), (f2, s2) = seen[backend.name][:2]
+        return (f"fresh-input timing: {backend.name}: a launch on inputs it had not seen took {f1:.4g} and {f2:.4g} ms, "
+                f"the next launch on the same inputs {s1:.4g} and {s2:.4g} ms (more than {NOVELTY_RATIO:g}x + "
+                f"{NOVELTY_SLACK_MS} ms): its timed median of {backend.record['timing']['median_ms']:.4g} ms measures "
+                "results cached from inputs it has seen, not the work")
+
     def after_timing(self) -> None:
         """Verify what was timed, and the plausibility gate (README "What a figure guarantees").
 
@@ -762,7 +812,8 @@ class Run:
         device-idle gaps (:data:`IDLE_GAP_MS`), and each median against the precision's compute
         floor and the memory floor (:func:`gemmlab.stages.roofline.plausibility`). A net that fires
         withholds the figures (moved under ``withheld``) and fails the point:
-        ``wrong_after_timing``, ``foreign_launch`` or ``implausible``, in that order.
+        ``wrong_after_timing``, ``cached_result`` (:meth:`_novelty`), ``foreign_launch`` or
+        ``implausible``, in that order.
         """
         gpu, rc, record, problem = self.gpu, self.rc, self.record, self.problem
         started = time.perf_counter()
@@ -799,6 +850,9 @@ class Run:
             record.setdefault("nets_fired", []).append("guard bands")
             raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the after-timing verification)")
         _check_inputs(gpu, record, self.d_a, self.d_b, fresh)
+        cached = self._novelty(fresh)
+        if cached:
+            refusals.append(("cached_result", "fresh-input timing", cached))
         floor_gaps = (record.get("launch_floor") or {}).get("events", {}).get("idle_gaps_ms") or [0.0]
         for backend in self.backends:
             gaps = backend.record["timing"].get("idle_gaps_ms")
@@ -822,6 +876,7 @@ class Run:
         record.setdefault("phase_s", {})["after_timing"] = round(time.perf_counter() - started, 4)
         _merge(record, self.backends)
         nets = (["verification after timing"] if failures else []) + [net for _, net, _ in refusals]
+        refusals.sort(key=lambda r: REFUSAL_ORDER.index(r[0]))
         if not nets:
             return
         record.setdefault("nets_fired", []).extend(nets)
@@ -992,6 +1047,13 @@ IDLE_GAP_MS = 0.05
 #: it, rows and columns drawn from the new seed plus Freivalds' check (float64 products of the whole
 #: problem cost seconds a point at 4096^3: 57-71% of the rest of the point on the H100 host, call 1)
 AFTER_TIMING_FULL_MAX = 2**33
+#: fresh-input timing (:meth:`Run._novelty`): a first launch on unseen inputs slower than this many
+#: times the next launch on the same inputs, plus the slack (single-launch event timing's noise, and
+#: another process's kernel time-sliced in), twice, is a cache of results
+NOVELTY_RATIO = 2.0
+NOVELTY_SLACK_MS = 0.05
+#: the order in which the nets after timing name the point's status
+REFUSAL_ORDER = ("cached_result", "foreign_launch", "implausible")
 #: the figures a refused point withholds (moved under ``withheld``), per backend and at the top level
 WITHHELD = ("timing", "roofline")
 

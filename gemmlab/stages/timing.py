@@ -247,6 +247,26 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
     return out
 
 
+def time_once(gpu, enqueue: Callable[[], None]) -> float:
+    """ms of one ``enqueue()`` between two CUDA events on ``gpu``'s stream (synchronised).
+
+    Raises:
+        CudaError: the launch or the events failed.
+    """
+    from cuda.core import EventOptions
+    timed = EventOptions(timing_enabled=True)
+    try:
+        start = gpu.stream.record(options=timed)
+        enqueue()
+        stop = gpu.stream.record(options=timed)
+        stop.sync()
+        return stop - start
+    except CudaError:
+        raise
+    except Exception as exc:
+        raise CudaError(f"kernel failed: {exc}") from None
+
+
 def describe(options: TimingOptions) -> str:
     """One line saying what the recorded times include."""
     parts = [DESCRIPTIONS[p] for p in options.protocols]

@@ -71,8 +71,9 @@ CASES: tuple[Case, ...] = (
          "wrong_after_timing", "verification after timing",
          why="new values in the same buffers: the stash is stale"),
     Case("stash_values", "x_stash_values", "copies a private __device__ C keyed by the first and last input values",
-         "implausible", "plausibility", shape=(1024, 1024, 1024), overrides={"timing": GRAPH},
-         why="new inputs are computed once (so verified right), but the timed copy beats the FP32 peak"),
+         "cached_result", "fresh-input timing", shape=(1024, 1024, 1024), overrides={"timing": GRAPH},
+         why="new inputs are computed once (so verified right) and the timed copy stays under the FP32 peak "
+             "(42.5 us, slower than the 32.1 us FP32 floor, on the H100); a launch on unseen inputs is ~25x slower than the next"),
     Case("sampled_rows", "x_sampled_rows", "computes only the rows and columns the sampled verifier compares (0 elsewhere)",
          "wrong_result", "verification", params={"SEED1": 1, "SAMPLE": 16},
          overrides={"verify": {"method": "sampled", "sample": 16}},
