@@ -72,7 +72,7 @@ def test_summary_full_record(full_record):
     assert "  baseline cublas (cuBLAS 13.0.2 via nvmath-python)" in lines
     assert "host/launch overhead 2.00 us per launch" in text  # the kernel's events - graph
     assert "host/launch overhead 1.00 us per launch" in text  # the baseline's
-    assert "682.7 FLOP/B" in text and "41.1% of FP32 peak (66908 GFLOP/s)" in text
+    assert "682.7 FLOP/B" in text and "41.1% of the FP32 CUDA cores peak (66908 GFLOP/s)" in text
     assert "floor 0.00500 ms" in text and "LAUNCH-BOUND" not in text
     assert "verify  PASS (bound)" in text
     assert "guard bands intact, inputs unchanged True, repeat stable True" in text
@@ -172,3 +172,20 @@ def test_compile_line_says_where_the_binary_came_from(full_record):
     assert fresh.startswith("  compile 812.0 ms NVRTC") and "cache" not in fresh and "earlier" not in fresh
     assert hit.startswith("  compile 1.0 ms (disk cache hit; compiled in 1392.4 ms) NVRTC")
     assert reuse.startswith("  compile 0.0 ms (compiled earlier in this process) NVRTC")
+
+
+def test_summary_gives_the_percent_of_the_precisions_own_peak(full_record):
+    from gemmlab.stages.roofline import roofline
+    # a bf16 point at 700 TFLOP/s: 52% of the BF16 tensor-core peak, not "521% of FP32 peak"
+    n = 4096
+    full_record["roofline"] = roofline(n, n, n, 2 * n**3 / 700e12 * 1e3, 132, "90", 1980, 3.35e12, ab_bytes=2,
+                                       precision="bf16")
+    text = record_stage.summary(full_record)
+    assert "% of the BF16 tensor cores (dense) peak (1070531 GFLOP/s)" in text and "of FP32 peak" not in text
+    assert "65.4% of the BF16" in text
+
+
+def test_summary_of_an_older_record_keeps_its_fp32_percent(full_record):
+    for key in ("pct_peak", "peak_gflops", "units"):
+        full_record["roofline"].pop(key, None)
+    assert "41.1% of FP32 peak (66908 GFLOP/s)" in record_stage.summary(full_record)

@@ -229,7 +229,11 @@ def _measure_lines(rec: dict, indent: str) -> list[str]:
         lines.append(f"{indent}          {t['throttled_samples']} throttled samples, median SM clock "
                      f"{t.get('median_sm_mhz')} MHz")
     roof = rec.get("roofline")
-    if roof and roof.get("pct_fp32_peak") is not None:
+    if roof and roof.get("pct_peak") is not None:  # the peak of the units the precision runs on
+        units = roof.get("units") or "FP32 CUDA cores"
+        lines.append(f"{indent}  roof    {roof['arithmetic_intensity']:.1f} FLOP/B, {roof['pct_peak']:.1f}% of the {units} "
+                     f"peak ({roof['peak_gflops']:.0f} GFLOP/s), {roof['pct_dram_bandwidth']}% of DRAM bandwidth")
+    elif roof and roof.get("pct_fp32_peak") is not None:  # a record from before each precision had its peak
         lines.append(f"{indent}  roof    {roof['arithmetic_intensity']:.1f} FLOP/B, {roof['pct_fp32_peak']:.1f}% of FP32 peak "
                      f"({roof['fp32_peak_gflops']:.0f} GFLOP/s), {roof['pct_dram_bandwidth']}% of DRAM bandwidth")
     return lines
