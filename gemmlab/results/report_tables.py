@@ -20,7 +20,8 @@ from gemmlab.stages.record_model import CATEGORIES, Record as Row
 CSV_COLUMNS = ("index", "path", "kernel", "params", "M", "N", "K", "device", "precision", "status", "valid",
                "median_ms", "gflops", "protocol", "l2", "n_samples", "throttled_samples", "ratio_to_baseline",
                "ratio_to_baseline_gflops", "baseline", "max_abs_error", "verification_rule",
-               "verification_passed", "arithmetic_intensity", "pct_fp32_peak", "schema", "error", "unread_fields")
+               "verification_passed", "arithmetic_intensity", "pct_fp32_peak", "pct_peak", "peak_units", "schema", "error",
+               "unread_fields")
 _CATEGORY_TEXT = {"timed": "valid timed", "compiled": "compiled only", "failed": "failed",
                   "other": "other valid (sanitizer check, or no readable timing)", "unreadable": "unreadable files"}
 

@@ -101,6 +101,8 @@ class Record:
     verification_passed: bool | None = None
     arithmetic_intensity: float | None = None  # FLOP per byte of minimum DRAM traffic
     pct_fp32_peak: float | None = None
+    pct_peak: float | None = None  # of the units the precision runs on (``peak_units``); None in older records
+    peak_units: str | None = None
     fp32_peak_gflops: float | None = None
     dram_peak_bytes_per_s: float | None = None
     error: str | None = None
@@ -670,6 +672,8 @@ class _Reader:
             row.arithmetic_intensity = self.num("roofline.arithmetic_intensity", required=True)
             row.fp32_peak_gflops = self.num("roofline.fp32_peak_gflops")
             row.pct_fp32_peak = self.num("roofline.pct_fp32_peak")
+            row.pct_peak = self.num("roofline.pct_peak")
+            row.peak_units = roof.get("units") if isinstance(roof.get("units"), str) else None
             row.dram_peak_bytes_per_s = self.num("roofline.dram_peak_bytes_per_s")
         elif roof is not _MISSING and roof is not None:
             self._bad("roofline", roof, True, "not an object")
