@@ -11,6 +11,7 @@ or a device never blocks a command (:func:`not_a_regular_file`).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -70,3 +71,56 @@ def config_file(group: str, name: str, conf_dirs: "tuple[Path, ...] | list[Path]
     then ``--config-dir`` folders), else gemmlab's own path for it (which may not exist)."""
     return next((p for d in conf_dirs if (p := Path(d) / group / f"{name}.yaml").is_file()),
                 CONF_DIR / group / f"{name}.yaml")
+
+
+def gemmlab_checkout(folder: Path | str) -> Path | None:
+    """``folder`` when it is a gemmlab source checkout (a ``pyproject.toml`` whose ``[project]``
+    names ``gemmlab``, and a ``kernels/`` folder), else None. Never raises."""
+    root = Path(folder)
+    try:
+        if not (root / "kernels").is_dir() or not (root / "pyproject.toml").is_file():
+            return None
+        text = (root / "pyproject.toml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    project = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    name = project and re.search(r"""^name\s*=\s*["']([^"']+)["']""", project.group(1), re.M)
+    return root if name and name.group(1).strip().lower() == "gemmlab" else None
+
+
+def stale_checkout_source(files, cwd: Path | str | None = None) -> dict | None:
+    """The edit->run check (issue 45, item 6): when a kernel compiled from gemmlab's own
+    ``kernels/`` (:data:`KERNELS_DIR`) while the current directory is a *different* gemmlab checkout
+    (a plain ``pip install .`` run from the checkout: the installed copy compiles, not the file the
+    user just edited), the files among ``files`` (the source and the headers it included) whose copy
+    under the checkout's ``kernels/`` differs, and the one line that says so; None when nothing
+    differs (or no checkout, or the kernels dir is the checkout's own, e.g. ``pip install -e .``).
+    Files outside :data:`KERNELS_DIR` (a drop-in's own source) and files the checkout lacks are not
+    compared. Never raises: this is a warning, never an error."""
+    try:
+        checkout = gemmlab_checkout(Path.cwd() if cwd is None else cwd)
+        if checkout is None:
+            return None
+        installed = Path(KERNELS_DIR).resolve()
+        mine = (checkout / "kernels").resolve()
+        if mine == installed:
+            return None
+        differ = []
+        for f in dict.fromkeys(Path(f).resolve() for f in files):
+            try:
+                rel = f.relative_to(installed)
+            except ValueError:
+                continue
+            copy = mine / rel
+            if f.is_file() and copy.is_file() and f.read_bytes() != copy.read_bytes():
+                differ.append(rel.as_posix())
+    except OSError:
+        return None
+    if not differ:
+        return None
+    names = ", ".join(f"kernels/{r}" for r in differ)
+    message = (f"compiled the installed copy of {names} ({installed}), which differs from this checkout's "
+               f"({checkout.resolve()}): edits in the checkout are not used; install it editable "
+               "(pip install -e .) to run them")
+    return {"installed": str(installed), "checkout": str(checkout.resolve()), "files": [f"kernels/{r}" for r in differ],
+            "message": message}

@@ -36,6 +36,7 @@ from gemmlab.gpu import sass_check
 from gemmlab.gpu import tma
 from gemmlab.contract import tma_rules
 from gemmlab.errors import ConfigError
+from gemmlab.paths import stale_checkout_source
 from gemmlab.contract.hookspecs import (VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
                                         Launch, LibraryKernelSpec, Main, Matrix, Memset, ParamError, Problem,
                                         TensorMap, Value, Workspace)
@@ -420,6 +421,12 @@ class NvrtcBackend(Backend):
         # the file this point compiled: a cache entry found by content may have been made from an
         # identical copy elsewhere (a drop-in's copy of a built-in source)
         self.record["compile"] = dict(self.compiled.record(), source_file=str(source))
+        # an installed copy compiled while the current folder is a checkout with another version of
+        # the file (issue 45, item 6): a warning in the record and the summary, never an error
+        stale = stale_checkout_source([source, *(inc.get("file") for inc in self.compiled.includes
+                                                 if isinstance(inc, dict) and inc.get("file"))])
+        if stale:
+            self.record["compile"]["stale_checkout_source"] = stale
         out_dir.mkdir(parents=True, exist_ok=True)
         suffix = "" if self.role == "kernel" else f"-{self.role}"
         (out_dir / f"compile{suffix}.log").write_text(self.compiled.log)

@@ -150,6 +150,9 @@ def summary(record: dict) -> str:
         if comp.get("disk_cache_error"):  # a miss that could not be stored: every later run misses too
             how += f" (disk cache not usable: {comp['disk_cache_error']})"
         lines.append(f"  compile {how} NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
+        stale = comp.get("stale_checkout_source")
+        if isinstance(stale, dict) and stale.get("message"):  # an installed copy, not the checkout's edit
+            lines.append(f"  WARNING {stale['message']}")
         sass = comp.get("sass")
         if sass:
             hist = sass.get("histogram")
