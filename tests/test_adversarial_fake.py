@@ -129,7 +129,7 @@ def at_peak_clock(gpu: HostGpu) -> HostGpu:
 # --- every corpus kernel compiles -------------------------------------------------------------------
 
 NVRTC_CASES = [c for c in corpus.CASES if c.kernel not in ("x_graph_detect", "x_side_stream", "x_host_compute",
-                                                            "x_host_callback", "x_timer_patch")]
+                                                            "x_host_callback", "x_timer_patch", "x_spin_worker")]
 
 
 @pytest.mark.parametrize("case", NVRTC_CASES, ids=lambda c: c.name)
@@ -141,7 +141,7 @@ def test_every_corpus_kernel_compiles(case, tmp_path):
 
 
 def test_library_cases_are_library_kernels(tmp_path):
-    for name in ("graph_detect", "side_stream", "host_compute", "host_callback", "timer_patch"):
+    for name in ("graph_detect", "side_stream", "host_compute", "host_callback", "timer_patch", "spin_worker"):
         case = corpus.BY_NAME[name]
         rec = run_point(corpus.config(case, mode="compile", isolation={"process": False}), tmp_path / name)
         assert rec["status"] == "compiled" and rec["kernel"]["backend"] == "library", rec.get("error")

@@ -703,11 +703,16 @@ class Run:
         (:data:`DEVICE_NODES`, at least one kernel), and the graph replayed on a NaN-filled C must
         verify against the correctness launch's inputs. Work enqueued on another stream or in
         another thread, a host function, a copy from or to host memory, or a synchronisation
-        escapes or breaks the capture: status ``foreign_launch`` (net "launch path")."""
+        escapes or breaks the capture, and once the replay has completed on the run's stream the
+        whole context must be idle (a worker left spinning on another stream is not): status
+        ``foreign_launch`` (net "launch path")."""
         gpu, rc = self.gpu, self.rc
+        idle_cost = None
         for backend in self.backends:
             if backend.kind != "library":
                 continue
+            if idle_cost is None:  # what waiting for an idle context costs by itself (the host's call)
+                idle_cost = _time_device_sync(gpu)
             try:
                 replay = gpu.capture(backend.enqueue, 1, mode="global")
                 nodes = gpu.graph_nodes(replay.graph)
@@ -732,17 +737,22 @@ class Run:
                                          rc.inputs.distribution, rc.precision, rc.inputs.seed, products=self.products,
                                          tf32_rounding=backend.spec.tf32_rounding)
             check["replay_verified"] = verdict.passed
+            # the replay has completed on the run's stream: the context must have nothing else running
+            check["context_busy_after_ms"] = busy = _time_device_sync(gpu) - idle_cost
             _merge(self.record, self.backends)
             if not verdict.passed:
                 raise SafetyNetError("foreign_launch", f"launch path: {backend.name}'s captured enqueue, replayed, does "
                                      f"not compute C ({verdict.summary()}): its work runs outside the run's stream")
+            if busy > IDLE_GAP_MS:
+                raise SafetyNetError("foreign_launch", f"launch path: {backend.name}: its context still had work "
+                                     f"{busy:.4g} ms after its replayed enqueue completed on the run's stream (more "
+                                     f"than {IDLE_GAP_MS} ms): work it left running on another stream")
 
     def time(self) -> None:
         gpu, rc = self.gpu, self.rc
         floor = _floor_enqueue(gpu) if rc.timing.floor else None
         flush = _flush_fn(gpu, rc.timing.flush) if rc.timing.l2 == "cold" else None
-        on_events = "events" in rc.timing.protocols  # library kernels' device-idle gaps, events timing only
-        idle = frozenset(b.role for b in self.backends if b.kind == "library" and on_events)
+        idle = frozenset(b.role for b in self.backends if b.kind == "library")  # every sample, every protocol
         started = time.perf_counter()
         measured = timing_stage.measure(gpu, {b.role: b.enqueue for b in self.backends}, rc.timing,
                                         flush=flush, floor_enqueue=floor, replay=True, idle_check=idle)
@@ -813,8 +823,9 @@ class Run:
         batch of direct launches) and its output is verified against a float64 reference of the
         new inputs by the rule of the first verification: every element while M·N·K <=
         :data:`AFTER_TIMING_FULL_MAX` (or with ``verify.method=full``), else the sampled method
-        (whole rows and columns chosen by the new seed, and Freivalds' check of the whole product). Then the guard bands and the new inputs are checked, the library kernels'
-        device-idle gaps (:data:`IDLE_GAP_MS`), and each median against the precision's compute
+        (whole rows and columns chosen by the new seed, and Freivalds' check of the whole product).
+        Then the guard bands and the new inputs are checked, the library kernels' context-idle gaps
+        after each sample (:data:`IDLE_GAP_MS`), and each median against the precision's compute
         floor and the memory floor (:func:`gemmlab.stages.roofline.plausibility`). A net that fires
         withholds the figures (moved under ``withheld``) and fails the point:
         ``wrong_after_timing``, ``cached_result`` (:meth:`_novelty`), ``foreign_launch`` or
@@ -858,7 +869,8 @@ class Run:
         cached = self._novelty(fresh)
         if cached:
             refusals.append(("cached_result", "fresh-input timing", cached))
-        floor_gaps = (record.get("launch_floor") or {}).get("events", {}).get("idle_gaps_ms") or [0.0]
+        primary = "graph" if rc.timing.mode == "both" else rc.timing.mode
+        floor_gaps = (record.get("launch_floor") or {}).get(primary, {}).get("idle_gaps_ms") or [0.0]
         for backend in self.backends:
             gaps = backend.record["timing"].get("idle_gaps_ms")
             if gaps:
@@ -940,6 +952,13 @@ def _layout_text(problem: Problem) -> str:
     if (problem.layout_a, problem.layout_b) == ("row", "row"):
         return "row-major"
     return f"A {problem.layout_a}-major, B {problem.layout_b}-major, C row-major"
+
+
+def _time_device_sync(gpu) -> float:
+    """ms the host waits in ``gpu.device_sync()`` (every stream of this context; not other processes')."""
+    waited = time.perf_counter()
+    gpu.device_sync()
+    return (time.perf_counter() - waited) * 1e3
 
 
 def _floor_enqueue(gpu):

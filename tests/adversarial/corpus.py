@@ -132,6 +132,10 @@ CASES: tuple[Case, ...] = (
     Case("host_callback", "x_host_callback", "library plugin: no kernel; async copies to pinned memory, numpy in a "
          "`cuLaunchHostFunc` host function, async copy back", "foreign_launch", "launch path", shape=(64, 64, 64),
          why="its enqueue captures (nothing synchronises), but the graph holds host and host<->device copy nodes, no kernel"),
+    Case("spin_worker", "x_spin_worker", "library plugin: a doorbell kernel on the timed stream; the GEMM done by a "
+         "persistent kernel spinning on its own stream", "foreign_launch", "launch path", shape=(64, 64, 64),
+         why="its captured enqueue replays and C is right, but the context still has work (the spinning worker) "
+             "long after the replay completed on the run's stream"),
     Case("timer_patch", "x_timer_patch", "library plugin: patches gemmlab's sample reader to report 1/1000 of each sample",
          "implausible", "plausibility", why="the faked median beats the FP32 peak at the measured clock"),
 )
