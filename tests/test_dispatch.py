@@ -411,7 +411,9 @@ def test_cli_experiment_shapes_one_family_compile(cli, tmp_path, sass_not_read):
     assert by_shape[(16, 16, 16)]["dispatch"]["source"] == "table" and by_shape[(16, 16, 16)]["kernel"] == (
         {"name": "naive", "params": {"BX": 8, "BY": 8}, "plugin": "gemmlab_plugins.naive", "backend": "nvrtc"})
     for shape, rec in by_shape.items():
-        assert rec["status"] == "compiled" and rec["config"]["kernel"] == {"name": "auto", "table": str(table)}
+        assert rec["status"] == "compiled" and rec["config"]["kernel"] == {  # conf/kernel/auto.yaml's defaults
+            "name": "auto", "table": str(table), "rank": "rules", "tune": "off", "tune_k": 4, "tune_budget_s": 60,
+            "tune_cache": None, "model": None}
         assert rec["config"]["baseline"] is None and rec["config"]["timing"]["mode"] == "both"
         if shape != (16, 16, 16):
             assert rec["dispatch"]["source"] == "rule" and rec["kernel"]["name"] in ("small_tile", "slicedk")

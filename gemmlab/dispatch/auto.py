@@ -56,7 +56,8 @@ TABLE_SCHEMA = "gemmlab.tuning/1"
 TABLE_DIR = DATA_DIR / "tuning"
 DEFAULT_TABLE = TABLE_DIR / "h200.json"
 DEFAULT_SM_COUNT = 132  # the sm_90 class (H100/H200 SXM) when the table names no GPU
-AUTO_KEYS = ("name", "table")  # what kernel=auto accepts under kernel.
+AUTO_KEYS = ("name", "table", "rank", "tune", "tune_k", "tune_budget_s", "tune_cache", "model")  # kernel=auto's keys
+RANK_KEYS = AUTO_KEYS[2:]  # the ranking path's (gemmlab.dispatch.tuning)
 PRECISION_NAMES = PRECISIONS  # the plugin contract's (gemmlab.contract.hookspecs), one source
 LAYOUT_NAMES = LAYOUTS
 DEFAULT_PRECISION = Problem.precision  # fp32: the contract's default problem, as the config schema's
@@ -768,15 +769,21 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
                       f"{shape.M}x{shape.N}x{shape.K} ({'; '.join(skipped[-6:])})")
 
 
-def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]:
+def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike | None = None
+                   ) -> tuple[dict, dict | None]:
     """Turn ``kernel=auto`` in a composed config into the chosen kernel and parameters.
 
     Returns ``(config, dispatch)``: for any other kernel the config unchanged (as a plain dict)
     and ``None``; for auto the config with ``kernel`` replaced by ``{"name": chosen, **params}``
     and the record's ``dispatch`` field. Called by the pipeline before validation.
 
+    With ``kernel.rank=model`` or ``kernel.tune=first_use`` the ranking path of
+    :mod:`gemmlab.dispatch.tuning` chooses (the table, the per-device cache, first-use tuning of
+    the model's top candidates under ``out_dir/tuning/``, the model); ``out_dir`` is the point's
+    folder (None: no first-use tuning).
+
     Raises:
-        ConfigError: ``kernel.<key>`` other than ``table``; ``kernel.table`` bad file; ``shape``;
+        ConfigError: ``kernel.<key>`` other than :data:`AUTO_KEYS`; ``kernel.table`` bad file; ``shape``;
             ``kernel`` when no kernel supports the problem.
     """
     from gemmlab.stages.config import _plain, check_field, parse_shape
@@ -787,7 +794,9 @@ def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]
     extra = sorted(set(kernel) - set(AUTO_KEYS))
     if extra:
         raise ConfigError(f"kernel.{extra[0]}", "kernel=auto chooses the parameters itself; it accepts only "
-                          "kernel.table=<tuning table file> (pick a kernel by name to set parameters)")
+                          "kernel.table=<tuning table file> and the ranking path's kernel.rank, kernel.tune, "
+                          "kernel.tune_k, kernel.tune_budget_s, kernel.tune_cache, kernel.model "
+                          "(pick a kernel by name to set parameters)")
     table_path = check_field("kernel.table", kernel.get("table"))  # a file name or null, never blank
     table = load_table(table_path)
     shape = parse_shape(plain.get("shape"))
@@ -795,8 +804,16 @@ def resolve_config(cfg: Mapping[str, Any], registry) -> tuple[dict, dict | None]
     layout_cfg = plain.get("layout") or {}
     layout = ((layout_cfg.get("a", DEFAULT_LAYOUT[0]), layout_cfg.get("b", DEFAULT_LAYOUT[1]))
               if isinstance(layout_cfg, Mapping) else DEFAULT_LAYOUT)
-    choice = choose(shape, registry, table, precision if isinstance(precision, str) else DEFAULT_PRECISION, layout)
+    from gemmlab.dispatch import tuning
+    opts = tuning.settings(kernel)
+    precision = precision if isinstance(precision, str) else DEFAULT_PRECISION
     resolved = dict(plain)
+    if opts["rank"] == "model" or opts["tune"] == "first_use":
+        name, params, record = tuning.choose_ranked(plain, registry, Problem(shape, precision, *layout), table, opts,
+                                                    out_dir)
+        resolved["kernel"] = {"name": name, **params}
+        return resolved, record
+    choice = choose(shape, registry, table, precision, layout)
     resolved["kernel"] = {"name": choice.kernel, **dict(choice.params)}
     return resolved, choice.record()
 

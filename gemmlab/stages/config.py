@@ -392,6 +392,15 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "cache.dir": _path_rule("a folder for the compile cache",
                             "the default: $GEMMLAB_CACHE_DIR, else ~/.cache/gemmlab/compile"),
     "kernel.table": _path_rule("a tuning table file (JSON)", "the shipped table"),  # kernel=auto's (dispatch.auto)
+    # kernel=auto's ranking path (gemmlab.dispatch.tuning): rules|model, off|first_use, top-k, budget, cache, model
+    "kernel.rank": _rule(_choice, ("rules", "model")),
+    "kernel.tune": _rule(_choice, ("off", "first_use")),
+    "kernel.tune_k": _rule(_int, 1, 64),
+    "kernel.tune_budget_s": _rule(_number, 0.0, 86_400.0),
+    "kernel.tune_cache": _path_rule("a folder for kernel=auto's first-use tuning cache",
+                                    "the default: $GEMMLAB_TUNING_CACHE, else ~/.cache/gemmlab/tuning"),
+    "kernel.model": _path_rule("a ranking model file (JSON, python -m gemmlab.dispatch.model fit)",
+                               "the shipped fit for the GPU"),
     "isolation.process": _rule(_bool),
     "isolation.timeout_s": _rule(_number, 0.001, 7 * 86_400.0),
 }.items()})
