@@ -1,6 +1,6 @@
 """gemmlab: verified and timed GPU GEMM kernels, one experiment per Hydra config.
 
-The package is grouped in layers, one folder each, imports flowing downward only (README
+The package is grouped in layers, one folder each, imports flowing downward only (docs/plugin-guide.md,
 "Layout", checked by tests/test_layout.py): ``cli`` > ``results`` > ``run`` > ``dispatch`` >
 ``stages`` > ``gpu`` > ``contract`` > the base (``errors``, ``paths``). This module re-exports the
 plugin API (errors and the contract's main types) for ``from gemmlab import hookimpl, KernelSpec``.

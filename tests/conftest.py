@@ -38,7 +38,7 @@ def pytest_configure(config):
     (both xdist workers at once) compile the standard library and every installed package they
     import (Hydra, Optuna, matplotlib, ...) from source again (a compile-mode command took 3.2-3.4
     CPU s instead of 1.6). What it would share, the checkout's own modules (~0.17 CPU s a command),
-    ``python3 -m compileall`` writes beside them before the run instead (.ci/run does; the README
+    ``python3 -m compileall`` writes beside them before the run instead (.ci/run does; the user guide
     says so for other machines where writing is off)."""
     import tempfile
     made = []

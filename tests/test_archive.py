@@ -216,11 +216,12 @@ def _cited() -> list[tuple[str, str, str]]:
     """``(file, archive, inner path)`` for every path through an archive the docs and configs cite."""
     out = []
     pages = sorted(RESULTS.glob("*.md"))
-    for f in pages + [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "conf").rglob("*.yaml")):
+    guides = [REPO_ROOT / "README.md", REPO_ROOT / "docs" / "user-guide.md", REPO_ROOT / "docs" / "plugin-guide.md"]
+    for f in pages + guides + sorted((REPO_ROOT / "conf").rglob("*.yaml")):
         text = f.read_text()
         for m in ARCHIVE_PATH.finditer(text):
             # outside docs/results only a path written docs/results/<run>.jsonl.xz/... cites the
-            # committed archives (the README's examples name archives of the reader's own)
+            # committed archives (the README's and the guides' examples name archives of the reader's own)
             if f in pages or text[:m.start()].endswith("docs/results/"):
                 out.append((f.relative_to(REPO_ROOT).as_posix(), m.group(1), m.group(2)))
     return out
@@ -241,7 +242,7 @@ def _expand(inner: str) -> list[str]:
 
 
 def test_every_cited_archive_path_names_records():
-    """Each ``<run>.jsonl.xz/<path>`` cited in docs/results/*.md, the README and conf/ is a
+    """Each ``<run>.jsonl.xz/<path>`` cited in docs/results/*.md, the README, the guides and conf/ is a
     record or a folder of records in the committed archive (the links replaced the old folders;
     a typo or a member missing from the archive fails here)."""
     cited = _cited()

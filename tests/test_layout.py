@@ -1,4 +1,4 @@
-"""The package layout (README "Layout"): gemmlab's folders are layers and imports flow one way.
+"""The package layout (docs/plugin-guide.md, "Layout"): gemmlab's folders are layers and imports flow one way.
 
 Read from the source with :mod:`ast` (nothing is imported): every ``import``/``from ... import``
 of a gemmlab module, at module level or inside a function, is an edge. The rules:
@@ -23,7 +23,7 @@ import pytest
 from clirun import REPO_ROOT as REPO, command_env  # noqa: E402  (the checkout, defined once)
 PKG = REPO / "gemmlab"
 
-# The layer order, lowest first: written once, here (README "Layout" draws the same picture).
+# The layer order, lowest first: written once, here (docs/plugin-guide.md, "Layout", draws the same picture).
 LAYERS = ("base", "contract", "gpu", "stages", "dispatch", "run", "results", "cli")
 ROOT_LAYER = {"gemmlab.errors": "base", "gemmlab.paths": "base", "gemmlab.console": "base",
               "gemmlab.hookspecs": "contract", "gemmlab.plugin_utils": "contract",  # the old paths (see those files)

@@ -3,7 +3,8 @@ restrictions and their enumeration; declarations checked when a plugin loads (on
 plugin and the field); every built-in default inside its space; gemmlab.dispatch.candidates'
 enumeration (restrictions, check_problem, the core's value rule, stable names); a drop-in plugin
 that declares a space offers candidates with no core change; the README's kernel table lists
-exactly the registered kernels."""
+exactly the registered kernels with their precisions and defaults, and the user guide's detailed
+table every one of them."""
 
 from __future__ import annotations
 
@@ -262,7 +263,7 @@ def test_the_default_candidates_method_is_the_space_enumeration():
     assert spec.candidates(Problem(Shape(64, 64, 64)), FACTS) == [dict(spec.defaults)]
 
 
-# --- listings and the README ---------------------------------------------------------------------
+# --- listings, the README and the user guide ---------------------------------------------------------------------
 
 def test_list_prints_every_kernel_space(capsys):
     assert cands.main(["--list"]) == 0
@@ -277,13 +278,27 @@ def test_list_prints_every_kernel_space(capsys):
     assert capsys.readouterr().err.strip().startswith("python -m gemmlab.dispatch.candidates: error: shape: ")
 
 
-def readme_kernel_table() -> list[str]:
-    """The kernel names of the README's "Built-in kernels" table, in order."""
-    text = README.read_text()
-    section = text.split("### Built-in kernels", 1)[1]
+USER_GUIDE = README.parent / "docs" / "user-guide.md"
+
+
+def kernel_table(path: Path, heading: str) -> list[list[str]]:
+    """The rows of the kernel table under ``heading`` in ``path``, in order, as lists of cells."""
+    section = path.read_text().split(heading, 1)[1]
     table_end = section.index("\n\n", section.index("| kernel |"))
     rows = [line for line in section[:table_end].splitlines() if line.startswith("| `")]
-    return [re.match(r"\| `([a-z][a-z0-9_]*)` \|", line).group(1) for line in rows]
+    return [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in rows]
+
+
+def readme_kernel_table() -> list[str]:
+    """The kernel names of the README's "Built-in kernels" table, in order."""
+    return [re.fullmatch(r"`([a-z][a-z0-9_]*)`", row[0]).group(1)
+            for row in kernel_table(README, "## Built-in kernels")]
+
+
+def registry_row(name: str) -> list[str]:
+    """The README row's first three cells as the registry says them: name, precisions, defaults."""
+    spec = REGISTRY.kernels[name]
+    return [f"`{name}`", " ".join(spec.precisions), " ".join(f"{k}={v}" for k, v in spec.defaults.items()) or "none"]
 
 
 def test_readme_kernel_table_lists_exactly_the_registered_kernels():
@@ -292,6 +307,22 @@ def test_readme_kernel_table_lists_exactly_the_registered_kernels():
     registered = set(REGISTRY.kernels)
     assert set(listed) == registered, (f"README's kernel table lacks {sorted(registered - set(listed))}, "
                                        f"lists unregistered {sorted(set(listed) - registered)}")
+
+
+def test_readme_kernel_table_says_what_the_registry_says():
+    """Each README row's precisions and defaults are the registry's (the expected row is printed,
+    so a kernel's new default is one copied line)."""
+    wrong = [f"{row[:3]} -> {registry_row(row[0].strip('`'))}" for row in kernel_table(README, "## Built-in kernels")
+             if row[:3] != registry_row(row[0].strip("`"))]
+    assert wrong == []
+
+
+def test_user_guide_describes_every_registered_kernel():
+    """The user guide's detailed table (moved from the README) lists exactly the registered kernels too."""
+    listed = [re.fullmatch(r"`([a-z][a-z0-9_]*)`", row[0]).group(1)
+              for row in kernel_table(USER_GUIDE, "## Built-in kernels in detail")]
+    assert len(listed) == len(set(listed)) and set(listed) == set(REGISTRY.kernels), sorted(
+        set(listed) ^ set(REGISTRY.kernels))
 
 
 def test_kernel_config_yamls_match_the_registry():

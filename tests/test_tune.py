@@ -225,7 +225,7 @@ def test_a_rerun_with_other_settings_measures_again(tmp_path, capsys):
 
 
 def test_records_copied_anywhere_into_out_compete_without_being_measured_again(tmp_path, capsys):
-    """The README: "copy earlier records into --out and they compete without being measured again".
+    """The user guide: "copy earlier records into --out and they compete without being measured again".
     A trial found them reused only at their exact point path: copied in another layout (a whole
     earlier sweep in a subfolder) every point was measured again. Now a valid record of the same
     settings anywhere under --out counts as the point's; one of other settings does not; build
