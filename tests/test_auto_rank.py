@@ -1,0 +1,293 @@
+"""kernel=auto's ranking path (issue 41, item 2): the fitted model (gemmlab/dispatch/model.py), the
+opt-in settings, first-use tuning through the pipeline on the host-memory fake GPU (tests/fakegpu.py)
+and the per-device cache (gemmlab/dispatch/tuning.py)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+
+import numpy as np
+import pytest
+
+import gemmlab.gpu.device
+from fakegpu import HostGpu
+from gemmlab.contract.hookspecs import DeviceFacts, Problem, Shape
+from gemmlab.contract.registry import load_registry
+from gemmlab.dispatch import candidates as cands, model as mdl, tuning
+from gemmlab.dispatch.auto import resolve_config
+from gemmlab.errors import ConfigError
+from gemmlab.run.pipeline import run_point
+
+SHAPE = [63, 65, 33]
+FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}
+REGISTRY = load_registry([])
+
+
+def auto_cfg(cache, **kernel):
+    return {"kernel": {"name": "auto", "rank": "model", "tune": "first_use", "tune_k": 3, "tune_cache": str(cache),
+                       **kernel}, "shape": SHAPE, "mode": "run", "timing": dict(FAST)}
+
+
+def top(k=3, name="fake H200"):
+    """The model's first k candidates for SHAPE fp32 on the fake GPU, and their launch names."""
+    problem = Problem(Shape(*SHAPE))
+    facts = HostGpu().facts
+    model, _ = mdl.model_for(name)
+    ranked = mdl.rank(cands.enumerate(REGISTRY, problem, facts), REGISTRY, problem, facts, model)[:k]
+    return [(r.candidate, REGISTRY.kernels[r.candidate.kernel].entry(dict(r.candidate.params))) for r in ranked]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def use(gpu):
+        monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+        return gpu
+    return use
+
+
+def test_top_candidates_have_distinct_launch_names():
+    names = [entry for _, entry in top()]
+    assert len(set(names)) == 3 and all(not a.startswith(b) for a in names for b in names if a != b)
+
+
+# --- first-use tuning -----------------------------------------------------------------------------
+
+def test_first_use_keeps_the_fastest_verified_and_the_second_run_hits_the_cache(tmp_path, fake):
+    (c0, e0), (c1, e1), (c2, e2) = top()
+    fake(HostGpu(durations={e0: 3.0, e1: 1.0, e2: 2.0}))
+    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    d = rec["dispatch"]
+    assert d["path"] == d["source"] == "first_use" and d["chosen"] == c1.kernel and d["params"] == dict(c1.params)
+    assert rec["kernel"]["name"] == c1.kernel and rec["kernel"]["params"] == dict(c1.params)
+    tried = d["tuning"]["tried"]
+    assert [t["name"] for t in tried] == [c0.name, c1.name, c2.name]
+    assert [t["median_ms"] for t in tried] == [3.0, 1.0, 2.0] and all(t["verified"] for t in tried)
+    assert all(t["predicted_ms"] > 0 for t in tried) and d["measured_ms"] == 1.0 and d["predicted_ms"] > 0
+    assert d["tuning"]["cache"]["hit"] is False and d["tuning"]["cache"]["stored"] is True
+    assert d["model"]["gpu"] == "NVIDIA H200" and len(d["top"]) >= 3
+    assert (tmp_path / "a" / "tuning" / "1" / "result.json").is_file()
+    cache_file = d["tuning"]["cache"]["file"]
+    data = json.loads(open(cache_file).read())
+    assert data["schema"] == tuning.CACHE_SCHEMA and data["key"]["gpu"] == "fake H200"
+    assert set(data["key"]) == {"gpu", "sm_count", "driver_version", "gemmlab_version", "kernel_sources_sha256"}
+    assert data["entries"]["fp32 row/row 63x65x33"]["name"] == c1.name
+    # the second run: the cache answers, no candidate is timed again
+    gpu = fake(HostGpu(durations={e0: 3.0, e1: 1.0, e2: 2.0}))
+    rec2 = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "b")
+    assert rec2["status"] == "ok", rec2["error"]
+    d2 = rec2["dispatch"]
+    assert d2["path"] == "cache" and d2["tuning"]["cache"]["hit"] is True and d2["chosen"] == c1.kernel
+    assert "cache hit" in d2["reason"] and not (tmp_path / "b" / "tuning").exists()
+    assert not any(n.startswith(e0) or n.startswith(e2) for n in gpu.launches)
+
+
+def test_a_wrong_candidate_never_wins(tmp_path, fake):
+    (c0, e0), (c1, e1), (c2, e2) = top()
+
+    def wrong(gpu, args):  # fast and wrong: writes zeros
+        c, m, n = int(args[2]), int(args[3]), int(args[4])
+        gpu.floats(c, m * n)[:] = 0.0
+
+    fake(HostGpu(durations={e0: 0.1, e1: 2.0, e2: 1.0}, behaviour={e0: wrong}))
+    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    d = rec["dispatch"]
+    assert d["chosen"] == c2.kernel and d["params"] == dict(c2.params)
+    first = d["tuning"]["tried"][0]
+    assert first["name"] == c0.name and first["verified"] is False and first["median_ms"] is None
+    assert first["status"] == "wrong_result" and first["error"]
+    entry = json.loads(open(d["tuning"]["cache"]["file"]).read())["entries"]["fp32 row/row 63x65x33"]
+    assert entry["name"] == c2.name
+
+
+def test_no_verified_candidate_falls_back_to_the_model(tmp_path, fake):
+    names = [e for _, e in top()]
+
+    def wrong(gpu, args):
+        gpu.floats(int(args[2]), int(args[3]) * int(args[4]))[:] = 0.0
+
+    fake(HostGpu(behaviour={e: wrong for e in names}))
+    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
+    d = rec["dispatch"]
+    assert d["path"] == "model" and "no candidate passed" in d["tuning"]["result"]
+    assert rec["status"] == "wrong_result"  # the point measures the model's choice and says it is wrong
+    assert not list((tmp_path / "cache").glob("*.json"))  # nothing stored
+
+
+def test_the_budget_stops_between_candidates(tmp_path, fake):
+    fake(HostGpu())
+    rec = run_point(auto_cfg(tmp_path / "cache", tune_budget_s=0), tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    t = rec["dispatch"]["tuning"]
+    assert len(t["tried"]) == 1 and t["stopped_by"].startswith("budget")
+
+
+def test_an_unknown_gpu_falls_back_to_the_default_fit(tmp_path, fake):
+    gpu = HostGpu()
+    gpu.facts = DeviceFacts(name="NVIDIA H999", arch="90", sm_count=144, l2_bytes=gpu.facts.l2_bytes)
+    fake(gpu)
+    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    d = rec["dispatch"]
+    assert "no fit for NVIDIA H999" in d["model"]["why"] and d["model"]["gpu"] == "NVIDIA H200"
+    assert d["device"] == {"name": "NVIDIA H999", "sm_count": 144} and d["path"] == "first_use"
+    assert d["tuning"]["cache"]["key"]["gpu"] == "NVIDIA H999"
+    model, why = mdl.model_for("NVIDIA H999")
+    assert model.gpu == "NVIDIA H200" and "no fit" in why
+
+
+def test_a_table_made_on_another_gpu_is_not_used(tmp_path, fake):
+    gpu = HostGpu()
+    fake(gpu)
+    rec = run_point({**auto_cfg(tmp_path / "cache"), "shape": [64, 64, 64]}, tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["dispatch"]["path"] == "first_use"
+    assert "made on NVIDIA H200, this GPU is fake H200" in rec["dispatch"]["table_skipped"]
+
+
+# --- the ranking without tuning -------------------------------------------------------------------
+
+def test_rank_model_in_compile_mode_uses_the_model(tmp_path):
+    cfg, d = resolve_config({"kernel": {"name": "auto", "rank": "model", "table": None}, "shape": [1, 2500, 7001],
+                             "mode": "compile"}, REGISTRY)
+    assert d["path"] == "model" and d["source"] == "model" and cfg["kernel"]["name"] == d["chosen"]
+    assert d["predicted_ms"] == d["top"][0]["predicted_ms"] and len(d["top"]) == tuning.TOP_IN_RECORD
+    assert [t["predicted_ms"] for t in d["top"]] == sorted(t["predicted_ms"] for t in d["top"])
+    assert d["chosen"] in REGISTRY.kernels and d["chosen"] != "cublas"
+
+
+def test_rank_model_takes_the_table_first(tmp_path):
+    # 2048x4096x4096 has an exact entry in the shipped H200 table
+    cfg, d = resolve_config({"kernel": {"name": "auto", "rank": "model"}, "shape": [2048, 4096, 4096],
+                             "mode": "compile"}, REGISTRY)
+    assert d["path"] == "table" and d["source"] == "table"
+
+
+def test_first_use_in_compile_mode_is_skipped():
+    _, d = resolve_config({"kernel": {"name": "auto", "tune": "first_use"}, "shape": [3, 5000, 3001],
+                           "mode": "compile"}, REGISTRY, "/nonexistent")
+    assert d["path"] == "model" and "needs mode=run" in d["tuning"]["skipped"]
+
+
+def test_defaults_keep_the_rules():
+    _, d = resolve_config({"kernel": {"name": "auto", "rank": "rules", "tune": False}, "shape": [4, 4096, 4096]},
+                          REGISTRY)
+    assert d["source"] == "rule"
+
+
+@pytest.mark.parametrize("key, value", [("rank", "best"), ("tune", "always"), ("tune_k", 0), ("tune_budget_s", -1),
+                                        ("tune_cache", ""), ("model", "/nonexistent/model.json"), ("bogus", 1)])
+def test_bad_settings_are_one_line_naming_the_field(key, value):
+    with pytest.raises(ConfigError) as info:
+        resolve_config({"kernel": {"name": "auto", "rank": "model", key: value}, "shape": [8, 8, 8],
+                        "mode": "compile"}, REGISTRY)
+    assert info.value.field == f"kernel.{key}" and "\n" not in str(info.value)
+
+
+# --- the cache under concurrent writers -----------------------------------------------------------
+
+def _writer(args):
+    path, key, who, n = args
+    from pathlib import Path
+    for i in range(n):
+        tuning.store(Path(path), key, f"fp32 row/row {who}x{i}x1", {"kernel": "tiled", "params": {}, "who": who})
+    return who
+
+
+def test_concurrent_writers_leave_a_valid_file_with_every_entry(tmp_path):
+    key = {"gpu": "fake", "sm_count": 1}
+    path = tuning.cache_file(key, tmp_path)
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        assert sorted(pool.map(_writer, [(str(path), key, w, 25) for w in range(4)])) == [0, 1, 2, 3]
+    entries, why = tuning.read_cache(path)
+    assert why is None and len(entries) == 100
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_unreadable_cache_is_treated_as_empty_and_rewritten(tmp_path):
+    key = {"gpu": "fake"}
+    path = tuning.cache_file(key, tmp_path)
+    path.write_text("{torn")
+    entries, why = tuning.read_cache(path)
+    assert entries == {} and "unreadable" in why
+    tuning.store(path, key, "k", {"kernel": "tiled"})
+    assert tuning.read_cache(path) == ({"k": {"kernel": "tiled"}}, None)
+
+
+def test_the_device_key_follows_the_kernel_sources(tmp_path):
+    dev = {"name": "NVIDIA H200", "sm_count": 132, "driver_version": "13.0"}
+    k1 = tuning.device_key(dev, REGISTRY)
+    assert k1 == tuning.device_key(dev, REGISTRY) and len(k1["kernel_sources_sha256"]) == 64
+    assert tuning.cache_file(k1, tmp_path) != tuning.cache_file({**k1, "driver_version": "13.1"}, tmp_path)
+    assert tuning.cache_file(k1, tmp_path).name.startswith("nvidia-h200-")
+
+
+def test_the_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("GEMMLAB_TUNING_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert tuning.default_cache_dir() == tmp_path / "gemmlab" / "tuning"
+    monkeypatch.setenv("GEMMLAB_TUNING_CACHE", str(tmp_path / "x"))
+    assert tuning.default_cache_dir() == tmp_path / "x"
+
+
+# --- the model --------------------------------------------------------------------------------------
+
+def test_the_fit_recovers_known_coefficients():
+    rng = np.random.default_rng(0)
+    truth = np.array([4.0, 1.3, 0.0, 0.9, 0.2, 1.0])
+    samples = []
+    for i in range(60):
+        f = np.abs(rng.normal(size=6)) * [1e-3, 0.05, 0.05, 0.02, 0.01, 0.005]
+        samples.append(mdl.Sample("k", "fp32", (i + 1, 8, 8), ("row", "row"), {}, float(truth @ f), f, "x"))
+    pooled, kernels, errors = mdl.fit(samples)
+    assert np.allclose(pooled["fp32"], truth, rtol=1e-3, atol=1e-3) and np.allclose(kernels[("k", "fp32")], truth, atol=1e-2)
+    assert errors["all"]["median_abs_rel_error"] < 1e-3
+
+
+def test_the_shipped_model_names_its_gpu_and_data():
+    m = mdl.load_model()
+    assert m.gpu == "NVIDIA H200" and m.meta["records_used"] > 1000
+    assert "test split" in m.meta["excluded"] and m.meta["archives"]
+    assert sum(a["used"] for a in m.meta["archives"].values()) == m.meta["records_used"]
+    assert sum(a["test_split"] for a in m.meta["archives"].values()) > 0
+    assert {"fp32", "tf32", "bf16"} <= set(m.pooled) and m.meta["fit_error"]["all"]["median_abs_rel_error"] < 0.5
+    assert all(v >= 0 for c in m.kernels.values() for v in c.values())
+
+
+def test_a_kernel_the_fit_never_saw_uses_its_precisions_pooled_fit():
+    m = mdl.load_model()
+    assert m.coefficients("dropin_kernel", "bf16")[1] == "pooled"
+    assert m.coefficients("dropin_kernel", "fp16")[1] == "pooled"  # fp16 borrows bf16's
+    assert m.coefficients("wgmma_bf16", "bf16")[1] == "kernel"
+
+
+def test_read_samples_leaves_out_the_test_weights(tmp_path):
+    from gemmlab.stages import archive
+    test_nk = sorted(mdl.test_weights())[0]
+    good = {"schema": "gemmlab.record/1", "status": "ok", "valid": True, "kernel": {"name": "tiled", "params": {}},
+            "shape": {"M": 64, "N": 64, "K": 64}, "device": {"name": "G", "sm_count": 132},
+            "timing": {"median_ms": 0.01, "samples_ms": [0.01]}, "config": {"precision": "fp32"}}
+    held = json.loads(json.dumps(good))
+    held["shape"] = {"M": 64, "N": test_nk[0], "K": test_nk[1]}
+    other = json.loads(json.dumps(good))
+    other["device"]["name"] = "H"
+    arc = tmp_path / "r.jsonl.xz"
+    archive.write_members([archive.Member("0/result.json", good), archive.Member("1/result.json", held),
+                           archive.Member("2/result.json", other)], arc)
+    counts = {}
+    samples = mdl.read_samples([arc], "G", REGISTRY, mdl.test_weights(), counts)
+    assert [s.shape for s in samples] == [(64, 64, 64)]
+    assert counts[str(arc)] == {"records": 3, "used": 1, "test_split": 1, "other_gpu": 1, "unusable": 0}
+
+
+def test_the_cli_fits_and_ranks(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert mdl.main(["fit", "docs/results/shapes-bf16-h200.jsonl.xz", "docs/results/session3-gpu-h200.jsonl.xz",
+                     "-o", str(out)]) == 0
+    m = mdl.load_model(out)
+    assert m.meta["records_used"] > 20 and m.gpu == "NVIDIA H200"
+    assert mdl.main(["rank", "64", "4096", "4096", "--precision", "bf16", "--model", str(out), "--top", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "records of NVIDIA H200" in text and "candidates" in text
