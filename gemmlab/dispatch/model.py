@@ -141,8 +141,8 @@ def waves_text(geo: Geometry, sm_count: int) -> str:
     """``"1.45 waves of 64x128 tiles x 2 splits (fill 73%)"``."""
     w = geo.work / sm_count
     fill = w / max(1, math.ceil(w))
-    return f"{w:.2f} waves of {geo.bm}x{geo.bn} tiles" + (f" x {geo.splits} splits" if geo.splits > 1 else "") + \
-        f" (fill {fill:.0%})"
+    splits = f" x {geo.splits} splits" if geo.splits > 1 else ""
+    return f"{w:.2f} waves of {geo.bm}x{geo.bn} tiles{splits} (fill {fill:.0%})"
 
 
 # --- the fitted model ----------------------------------------------------------------------------
