@@ -769,8 +769,23 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
                       f"{shape.M}x{shape.N}x{shape.K} ({'; '.join(skipped[-6:])})")
 
 
-def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike | None = None
-                   ) -> tuple[dict, dict | None]:
+def table_choice(problem: Problem, registry, table: Table, facts: DeviceFacts) -> Choice | None:
+    """The table's exact entry, else its nearest (:func:`nearest_entry`), for ``problem`` when its
+    kernel is registered and accepts the problem (as :func:`choose` takes them), else None."""
+    layout = (problem.layout_a, problem.layout_b)
+    for entry, match in ((table.lookup(problem.shape, problem.precision, layout), "exact"),
+                         (nearest_entry(table, problem.shape, problem.precision, layout), "nearest")):
+        if entry is None:
+            continue
+        full, _ = _try(registry, entry.kernel, entry.params, problem.shape, problem.precision, layout, facts)
+        if full is not None:
+            return Choice(entry.kernel, full, "table", f"{match} table entry {list(entry.shape)}",
+                          entry=entry.as_json(), table=table.path or None, match=match)
+    return None
+
+
+def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike | None = None,
+                   runner=None) -> tuple[dict, dict | None]:
     """Turn ``kernel=auto`` in a composed config into the chosen kernel and parameters.
 
     Returns ``(config, dispatch)``: for any other kernel the config unchanged (as a plain dict)
@@ -780,7 +795,7 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
     With ``kernel.rank=model`` or ``kernel.tune=first_use`` the ranking path of
     :mod:`gemmlab.dispatch.tuning` chooses (the table, the per-device cache, first-use tuning of
     the model's top candidates under ``out_dir/tuning/``, the model); ``out_dir`` is the point's
-    folder (None: no first-use tuning).
+    folder and ``runner`` the pipeline's ``run_point`` (either None: no first-use tuning).
 
     Raises:
         ConfigError: ``kernel.<key>`` other than :data:`AUTO_KEYS`; ``kernel.table`` bad file; ``shape``;
@@ -809,8 +824,9 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
     precision = precision if isinstance(precision, str) else DEFAULT_PRECISION
     resolved = dict(plain)
     if opts["rank"] == "model" or opts["tune"] == "first_use":
-        name, params, record = tuning.choose_ranked(plain, registry, Problem(shape, precision, *layout), table, opts,
-                                                    out_dir)
+        problem = Problem(shape, precision, *layout)
+        name, params, record = tuning.choose_ranked(plain, registry, problem, table, opts, out_dir, runner,
+                                                    lambda facts: table_choice(problem, registry, table, facts))
         resolved["kernel"] = {"name": name, **params}
         return resolved, record
     choice = choose(shape, registry, table, precision, layout)

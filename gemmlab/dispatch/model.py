@@ -51,6 +51,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -66,14 +67,14 @@ DEFAULT_MODEL = MODEL_DIR / "h200.json"
 TERMS = ("launch", "wave", "fluid", "dram", "l2", "kstep")
 #: dense peak FLOP/s of the sm_90 class (H100/H200 SXM, boost clock) per precision's units:
 #: CUDA-core FP32, TF32 / BF16 / FP16 tensor cores (NVIDIA H100 datasheet, dense figures)
-PEAK_FLOPS = {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp16": 989e12}
-AB_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+PEAK_FLOPS = MappingProxyType({"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp16": 989e12})
+AB_BYTES = MappingProxyType({"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2})
 DRAM_BW = 4.8e12  # H200 HBM3e; the record's device.dram_peak_bytes_per_s where known
 L2_BW = 12e12  # an order of magnitude for the sm_90 L2 (not a measured figure: c_l2 absorbs the error)
 PRIOR_WEIGHT = 0.3  # ridge weight towards the pooled fit, per coefficient (relative-error units)
 MIN_KERNEL_RECORDS = 6  # fewer: the kernel uses its precision's pooled fit
 MIN_POOLED_RECORDS = 20  # fewer records of a precision: no pooled fit of its own (fp16 borrows bf16's, tf32 fp32's)
-FALLBACK_PRECISION = {"fp16": "bf16", "tf32": "fp32", "bf16": "fp16"}  # a precision without a pooled fit borrows
+FALLBACK_PRECISION = MappingProxyType({"fp16": "bf16", "tf32": "fp32", "bf16": "fp16"})  # a precision without a pooled fit borrows
 SPLIT_KEYS = ("SPLIT_K", "SPLITS")  # parameters that split K across blocks (each a work item)
 
 
@@ -501,7 +502,7 @@ def fit_model(archives: Sequence[str | os.PathLike], gpu: str, registry=None, ex
             "archives": {rel(a): c for a, c in counts.items()},
             "per_precision": {p: sum(1 for s in samples if s.precision == p) for p in sorted({s.precision for s in samples})},
             "fit_error": errors,
-            "constants": {"peak_flops": PEAK_FLOPS, "dram_bytes_per_s_default": DRAM_BW, "l2_bytes_per_s": L2_BW}}
+            "constants": {"peak_flops": dict(PEAK_FLOPS), "dram_bytes_per_s_default": DRAM_BW, "l2_bytes_per_s": L2_BW}}
     return Model({k: dict(zip(TERMS, map(float, v))) for k, v in kernels.items()},
                  {p: dict(zip(TERMS, map(float, v))) for p, v in pooled.items()},
                  {"name": gpu, "arch": "sm_90"}, meta)

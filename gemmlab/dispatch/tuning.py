@@ -7,7 +7,7 @@ The ranking path (:func:`choose_ranked`), in this order:
 2. with ``tune=first_use``: the per-device cache's entry for this problem (``source: "cache"``), else
    the top ``tune_k`` candidates of the model's ranking, each run through gemmlab's own pipeline
    (:func:`gemmlab.run.pipeline.run_point`: the same inputs, verification, timing and safety nets as
-   any point; its record under ``<point>/tuning/<i>/``), stopping when ``tune_budget_s`` is spent
+   any point, run by the runner the pipeline passes; its record under ``<point>/tuning/<i>/``), stopping when ``tune_budget_s`` is spent
    (checked between candidates), the fastest *verified* one kept (a candidate whose point is not
    ``ok`` never wins) and stored in the cache (``source: "first_use"``);
 3. otherwise the model's first candidate (``source: "model"``).
@@ -41,7 +41,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from gemmlab.contract.hookspecs import DeviceFacts, LibraryKernelSpec, Problem, Shape
 from gemmlab.errors import ConfigError
@@ -184,22 +184,27 @@ def _device(plain: Mapping[str, Any], tune: str, out_dir) -> tuple[dict, DeviceF
 
 
 def choose_ranked(plain: Mapping[str, Any], registry, problem: Problem, table, opts: Mapping[str, Any],
-                  out_dir: str | os.PathLike | None = None) -> tuple[str, dict, dict]:
+                  out_dir: str | os.PathLike | None = None, runner: Callable | None = None,
+                  table_choice: Callable | None = None) -> tuple[str, dict, dict]:
     """The ranking path (module docstring). Returns ``(kernel, params, dispatch record)``.
+
+    ``runner(cfg, out_dir) -> record`` runs one candidate point (the pipeline passes its own
+    ``run_point``; None: no first-use tuning); ``table_choice(facts)`` returns the table's exact or
+    near :class:`gemmlab.dispatch.auto.Choice` for the problem, or None (the caller's table step).
 
     Raises:
         ConfigError: ``kernel``: no registered kernel offers a candidate for the problem.
     """
-    from gemmlab.dispatch import auto, candidates as cands, model as mdl
-    device_rec, facts, index = _device(plain, opts["tune"], out_dir)
+    from gemmlab.dispatch import candidates as cands, model as mdl
+    device_rec, facts, index = _device(plain, opts["tune"], out_dir if runner is not None else None)
     gpu_name = device_rec.get("name")
-    record: dict = {"requested": auto.AUTO, "path": None, "rank": opts["rank"], "tune": opts["tune"],
+    record: dict = {"requested": "auto", "path": None, "rank": opts["rank"], "tune": opts["tune"],
                     "table": table.path or None, "device": {"name": gpu_name or f"none ({facts.name})",
                                                             "sm_count": facts.sm_count}}
     # 1. the table, when it was made on this GPU (or the GPU is not known here)
     table_gpu = table.device.get("name") if isinstance(table.device, Mapping) else None
-    if table.entries and (gpu_name is None or table_gpu in (None, gpu_name)):
-        hit = _table_choice(problem, registry, table, facts)
+    if table.entries and table_choice is not None and (gpu_name is None or table_gpu in (None, gpu_name)):
+        hit = table_choice(facts)
         if hit is not None:
             record.update(hit.record(), path="table", rank=opts["rank"], tune=opts["tune"])
             return hit.kernel, dict(hit.params), record
@@ -219,29 +224,16 @@ def choose_ranked(plain: Mapping[str, Any], registry, problem: Problem, table, o
     best = ranked[0]
     if opts["tune"] == "first_use":
         if index is None:
-            record["tuning"] = {"skipped": "first-use tuning runs candidates on the GPU: it needs mode=run"}
+            record["tuning"] = {"skipped": "first-use tuning runs candidates on the GPU: it needs mode=run (and "
+                                           "the pipeline's point runner)"}
         else:
-            tuned = _first_use(plain, registry, problem, ranked, opts, device_rec, index, Path(out_dir), record)
+            tuned = _first_use(plain, registry, problem, ranked, opts, device_rec, index, Path(out_dir), record,
+                               runner)
             if tuned is not None:
                 return tuned
     record.update(path="model", source="model", chosen=best.candidate.kernel, params=dict(best.candidate.params),
                   predicted_ms=round(best.predicted_ms, 6))
     return best.candidate.kernel, dict(best.candidate.params), record
-
-
-def _table_choice(problem: Problem, registry, table, facts):
-    """The table's exact or near entry as :func:`gemmlab.dispatch.auto.choose` takes it, or None."""
-    from gemmlab.dispatch import auto
-    layout = (problem.layout_a, problem.layout_b)
-    for entry, match in ((table.lookup(problem.shape, problem.precision, layout), "exact"),
-                         (auto.nearest_entry(table, problem.shape, problem.precision, layout), "nearest")):
-        if entry is None:
-            continue
-        full, _ = auto._try(registry, entry.kernel, entry.params, problem.shape, problem.precision, layout, facts)
-        if full is not None:
-            return auto.Choice(entry.kernel, full, "table", f"{match} table entry {list(entry.shape)}",
-                               entry=entry.as_json(), table=table.path or None, match=match)
-    return None
 
 
 def _still_offered(registry, problem: Problem, facts: DeviceFacts, kernel: str, params: Mapping[str, int]) -> bool:
@@ -255,7 +247,8 @@ def _still_offered(registry, problem: Problem, facts: DeviceFacts, kernel: str, 
     return True
 
 
-def _first_use(plain, registry, problem, ranked, opts, device_rec, index, out_dir: Path, record: dict):
+def _first_use(plain, registry, problem, ranked, opts, device_rec, index, out_dir: Path, record: dict,
+               run_point: Callable):
     from gemmlab.gpu.device import open_gpu
     key = device_key(device_rec, registry)
     path = cache_file(key, opts["tune_cache"])
@@ -275,7 +268,6 @@ def _first_use(plain, registry, problem, ranked, opts, device_rec, index, out_di
                       reason=f"cache hit: {pkey} tuned {hit.get('created_utc', '?')} "
                              f"({hit.get('median_ms')} ms, best of {len(hit.get('tried') or [])} verified runs)")
         return hit["kernel"], dict(hit["params"]), record
-    from gemmlab.run.pipeline import run_point
     start = time.monotonic()
     tried: list[dict] = []
     for i, r in enumerate(ranked[:opts["tune_k"]]):

@@ -579,7 +579,7 @@ class Run:
     def validate(self) -> None:
         """Parse the config, build the backends, describe the point, run every static check."""
         registry = registry_for(self.cfg)
-        self.cfg, dispatch = resolve_auto(self.cfg, registry, self.out_dir)  # kernel=auto -> the chosen kernel
+        self.cfg, dispatch = resolve_auto(self.cfg, registry, self.out_dir, run_point)  # kernel=auto -> its choice
         if dispatch is not None:
             self.record["dispatch"] = dispatch
         rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults,
