@@ -85,3 +85,25 @@ def test_run_from_a_checkout_warns_in_one_line(tmp_path, installed, monkeypatch)
     rec = run_point(cfg, tmp_path / "run2")
     assert rec["status"] == "compiled" and "stale_checkout_source" not in rec["compile"]
     assert "WARNING" not in record_stage.summary(rec)
+
+
+def test_worker_imports_the_commands_gemmlab_not_the_checkouts(tmp_path, monkeypatch):
+    """The point's worker process (``python -c``, whose sys.path starts with the current folder)
+    imports the gemmlab the command runs, not a checkout's in the current folder: a user's plain
+    install run from the checkout compiled the checkout's kernels in the worker while the command
+    itself was the installed copy. Here the fake checkout's gemmlab cannot be imported at all, and
+    the command's (this checkout, another folder) compiles its own naive.cu and says that the
+    current folder's differs."""
+    from gemmlab.run import isolation
+    checkout = _checkout(tmp_path / "checkout")
+    (checkout / "gemmlab").mkdir()
+    (checkout / "gemmlab" / "__init__.py").write_text('raise ImportError("the checkout\'s gemmlab was imported")\n')
+    monkeypatch.chdir(checkout)
+    cfg = {"kernel": {"name": "naive"}, "shape": [31, 33, 17], "mode": "compile"}
+    try:
+        rec = isolation.run_point(cfg, tmp_path / "run")
+    finally:
+        isolation.stop_worker()
+    assert rec["status"] == "compiled", rec.get("error")
+    assert rec["compile"]["source_file"] == str(paths.KERNELS_DIR / "naive.cu")
+    assert rec["compile"]["stale_checkout_source"]["checkout"] == str(checkout.resolve())

@@ -176,7 +176,12 @@ class _Worker:
         from multiprocessing.connection import Connection
         ours, theirs = socket.socketpair()
         env = _worker_environ()
-        serve = f"from gemmlab.run.isolation import _serve; _serve({theirs.fileno()})"
+        # ``-c`` puts the current folder first on sys.path: run in a gemmlab checkout, the worker
+        # would import the checkout's gemmlab instead of the command's (an installed copy), and so
+        # compile the checkout's kernels behind the command's back. The command's own sys.path
+        # (PYTHONPATH above) decides, as for the command (issue 45, item 6).
+        serve = (f"import sys; sys.path[:] = [p for p in sys.path if p]; "
+                 f"from gemmlab.run.isolation import _serve; _serve({theirs.fileno()})")
         self.proc = subprocess.Popen([sys.executable, "-c", serve], pass_fds=(theirs.fileno(),), env=env,
                                      start_new_session=True)
         theirs.close()
