@@ -263,7 +263,9 @@ def model_for(gpu_name: str | None, path: str | os.PathLike | None = None) -> tu
         m = load_model(models[gpu_name])
         return m, f"shipped fit for {gpu_name} ({models[gpu_name].name})"
     m = load_model(DEFAULT_MODEL)
-    return m, f"no fit for {gpu_name or 'this GPU'}; the shipped {m.gpu} fit ({DEFAULT_MODEL.name}) with this GPU's SM count"
+    if not gpu_name:
+        return m, f"no GPU known here (mode=compile or no tuning): the shipped default fit, {m.gpu} ({DEFAULT_MODEL.name})"
+    return m, f"no fit for {gpu_name}; the shipped {m.gpu} fit ({DEFAULT_MODEL.name}) with this GPU's SM count"
 
 
 # --- ranking --------------------------------------------------------------------------------------
