@@ -348,3 +348,12 @@ def test_drift_after_the_first_launch(tmp_path, monkeypatch):
 
     case, rec = run_case(tmp_path, monkeypatch, "drift", behaviour)
     refused(case, rec)
+
+
+def test_the_readme_lists_each_exploit_with_its_net():
+    import re
+    readme = (corpus.PLUGINS.parents[2] / "README.md").read_text()
+    section = " ".join(readme[readme.index("## What a published figure guarantees"):readme.index("## Documentation")].split())
+    for case in corpus.CASES:
+        found = re.search(rf"\b{case.name}\b[^→]*→ ([a-z -]+)", section)
+        assert found and found.group(1).strip().startswith(case.net), f"README: {case.name} → {case.net}"
