@@ -322,7 +322,7 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     """The heuristic rules that apply to ``shape``, in the order auto tries them.
 
     Inputs: the shape, precision, layout and the GPU's SM count ``sms``. The rules (documented in
-    the README, "How kernel=auto decides"):
+    docs/user-guide.md, "How kernel=auto decides"):
 
     - ``decode``: M <= 16 with N*K >= 2^20, or M <= 64 with N*K >= 2^22 (rows times a weight
       matrix): M <= 8: gemv_rows (B streamed once with float4 loads, K split over 8 warps);

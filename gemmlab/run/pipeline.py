@@ -814,7 +814,7 @@ class Run:
                 "results cached from inputs it has seen, not the work")
 
     def after_timing(self) -> None:
-        """Verify what was timed, and the plausibility gate (README "What a figure guarantees").
+        """Verify what was timed, and the plausibility gate (docs/trust.md).
 
         Fresh inputs (a new, unpredictable seed, recorded; float32 draws of the same
         distribution) are written into the same A and B buffers; each backend's C is NaN-filled

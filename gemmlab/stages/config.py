@@ -165,7 +165,7 @@ class GemmlabConfig:
         resume: re-running a sweep into its own directory (``hydra.sweep.dir=<it>``) with
             resume=true skips the points that already hold a valid result and re-runs the rest
             (earlier failed results are kept as ``result.previous-<time>.json``).
-        isolation: :class:`IsolationOptions` (fault isolation, see README): every point runs in a
+        isolation: :class:`IsolationOptions` (fault isolation, see docs/user-guide.md): every point runs in a
             worker process that is replaced after a CUDA fault or a crash; a point still running
             after ``timeout_s`` seconds (a hung kernel) is killed and recorded as status timeout.
     """
