@@ -711,8 +711,8 @@ def _mode_command_lines() -> list[list[str]]:
 def test_run_mode_from_the_files_is_what_hydra_composes():
     """For every experiment and tensor-core rung (and plain command lines), the ``hydra.mode`` the
     CLI reads from the selected files is the one Hydra's ``get_mode`` finds by composing the
-    whole config, so skipping that compose (:func:`gemmlab.cli.precheck._known_run_mode`) changes
-    nothing; the experiments that sweep say MULTIRUN."""
+    whole config (the pre-check's reading of a sweep, :attr:`gemmlab.cli.precheck.Invocation.multirun`,
+    is Hydra's); the experiments that sweep say MULTIRUN."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -740,18 +740,19 @@ def test_run_mode_from_the_files_is_what_hydra_composes():
 
 
 @pytest.mark.parametrize("args, composes", [
-    (["kernel=naive", "mode=compile", "verify.tolerance=exact"], 1),  # a single run: the run's compose only
-    (["hydra.mode=RUN", "kernel=naive", "mode=compile", "verify.tolerance=exact"], 2),  # Hydra asked: get_mode + run
+    # a single run: Hydra's get_mode composes, then the run (before issue 45 a run-time replacement of
+    # Hydra's get_mode skipped the first: no public API answers the mode without composing)
+    (["kernel=naive", "mode=compile", "verify.tolerance=exact"], 2),
+    (["hydra.mode=RUN", "kernel=naive", "mode=compile", "verify.tolerance=exact"], 2),  # the same
     # a sweep of two points: the sweep's compose, then each job's once (gemmlab's sweeper hands the
     # config its batch check composed to the launcher; hydra_plugins/gemmlab_sweeper)
-    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "verify.tolerance=exact"], 3),
+    (["-m", "kernel=naive", "kernel.BX=7,8", "mode=compile", "verify.tolerance=exact"], 4),
     # Hydra's own basic sweeper: each job's twice (its batch check, then the launcher)
-    (["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=7,8", "mode=compile", "verify.tolerance=exact"], 5),
+    (["-m", "hydra/sweeper=basic", "kernel=naive", "kernel.BX=7,8", "mode=compile", "verify.tolerance=exact"], 6),
 ], ids=["read", "asked", "sweep", "basic-sweeper"])
 def test_a_command_composes_its_config_once(cli, tmp_path, monkeypatch, args, composes):
-    """A single run composes the config once (Hydra's ``get_mode`` answered from the files), a
-    sweep once plus each job's once; with ``hydra.mode`` on the command line Hydra composes to find
-    it, as before, and Hydra's basic sweeper composes each job twice."""
+    """A command composes its config for Hydra's ``get_mode`` and once more for the run (a sweep:
+    the sweep's config, then each job's once); Hydra's basic sweeper composes each job twice."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     calls = []
     real = ConfigLoaderImpl.load_configuration  # every compose: get_mode's, the run's, each sweep job's

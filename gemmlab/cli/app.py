@@ -13,7 +13,7 @@ The command line is checked first (:mod:`gemmlab.cli.precheck`: one line for a m
 runs). One :class:`~gemmlab.cli.precheck.Invocation` per command carries what the pre-check learns (plugin folders) and what
 each point reports (exit statuses) to :func:`main`; no module-level state is written. What Hydra
 raises becomes one line in :mod:`gemmlab.cli.hydra_errors`; :mod:`gemmlab.cli.hydra_patches`
-holds the parse-once speed-ups :func:`register_resolvers` installs.
+registers gemmlab's sweeper with Hydra.
 """
 
 from __future__ import annotations
@@ -36,18 +36,12 @@ from gemmlab.cli import sweep
 
 from gemmlab.cli.folders import FolderError, output_folder_error, sweep_guard
 from gemmlab.cli.hydra_errors import hydra_error
-from gemmlab.cli.precheck import Invocation, _known_run_mode, _prepare
-from gemmlab.cli.hydra_patches import (config_files_parsed_once, config_store_is_not_copied,
-                                       interpolation_map_made_when_used, interpolations_parsed_once,
-                                       job_config_copied_without_hydra, register_gemmlab_sweeper)
+from gemmlab.cli.precheck import Invocation, _prepare
+from gemmlab.cli.hydra_patches import register_gemmlab_sweeper
 from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.pipeline import exit_status, registry_for
-
-
-
-
 
 
 def _gpu_count() -> int:
@@ -80,21 +74,11 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     shown), ``gemmlab_suite`` (the shape suite's sweep string, :mod:`gemmlab.dispatch.shapes`) and
     ``gemmlab_shapeset`` (a split of the public shape set, :mod:`gemmlab.dispatch.shapeset`); also
     stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
-    conf/config.yaml needs, and lets Hydra's copies of its config repository share the
-    ``ConfigStore`` (:func:`config_store_is_not_copied`), each YAML text and each interpolation be
-    parsed once a process (:func:`config_files_parsed_once`, :func:`interpolations_parsed_once`), and
-    Hydra's ``run_job`` copy a job's config without the ``hydra`` node it deletes from the copy
-    (:func:`job_config_copied_without_hydra`), and a defaults list's interpolation map be made only
-    where the list has an interpolation (:func:`interpolation_map_made_when_used`).
+    conf/config.yaml needs.
     (:func:`main` registers gemmlab's sweeper with Hydra, :func:`register_gemmlab_sweeper`, after its
     pre-check: Hydra's plugin scan imports every installed plugin, Optuna's too, which a command
     line refused before Hydra runs does not need.)"""
     from gemmlab.stages.config import store_schema
-    config_store_is_not_copied()
-    config_files_parsed_once()
-    interpolations_parsed_once()
-    job_config_copied_without_hydra()
-    interpolation_map_made_when_used()
     store_schema()
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
@@ -105,76 +89,6 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
     from gemmlab.dispatch.shapeset import shapeset_resolver
     OmegaConf.register_new_resolver("gemmlab_shapeset", shapeset_resolver, replace=True)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def objective(record: dict) -> float | None:
@@ -419,7 +333,7 @@ def _run(invocation: Invocation) -> int:
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
-        with (_hydra_raises(), _known_run_mode(invocation.run_mode), sweep_guard(invocation)):
+        with _hydra_raises(), sweep_guard(invocation):
             _hydra_app(invocation)()
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)

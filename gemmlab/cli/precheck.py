@@ -685,27 +685,6 @@ def _launcher_or_sweeper(group: str) -> bool:
     return any(group == g or group.startswith(g + "/") for g in ("hydra/launcher", "hydra/sweeper"))
 
 
-@contextlib.contextmanager
-def _known_run_mode(mode):
-    """Within: Hydra's ``Hydra.get_mode`` answers ``mode`` (from :func:`run_mode`) instead of
-    composing the config to find it, so a command composes its config once; with
-    :data:`ASK_HYDRA`, Hydra's own method. Restored afterwards."""
-    from hydra._internal.hydra import Hydra
-    own = Hydra.__dict__.get("get_mode")
-    if mode is ASK_HYDRA or own is None:
-        yield
-        return
-
-    def get_mode(self, config_name, overrides):
-        return mode
-
-    Hydra.get_mode = get_mode
-    try:
-        yield
-    finally:
-        Hydra.get_mode = own
-
-
 def _default_kernel() -> str:
     defaults = OmegaConf.load(CONF_DIR / "config.yaml").get("defaults", [])
     return next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), "tiled")
