@@ -998,3 +998,18 @@ def test_compile_error_is_one_line_naming_the_log(cli, tmp_path):
     log = (path.parent / "compile.log").read_text()
     assert "warning" in log and "broken.cu(5): error" in log and "\x00" not in log
     assert "\x00" not in path.read_text() and "\\u0000" not in path.read_text()
+
+
+def test_the_pre_checks_argument_parser_is_hydras():
+    """gemmlab reads the command line with a copy of Hydra's parser (Hydra's own is private:
+    gemmlab.cli.precheck.hydra_args_parser); each flag is Hydra's, with the same names, values,
+    choices and defaults, so the pre-check reads a command line as Hydra will."""
+    from hydra._internal.utils import get_args_parser  # the test may read Hydra's private parser
+
+    from gemmlab.cli.precheck import hydra_args_parser
+
+    def flags(parser):
+        return sorted((a.dest, tuple(a.option_strings), type(a).__name__, str(a.nargs), repr(a.const),
+                       repr(a.default), tuple(a.choices or ())) for a in parser._actions)
+
+    assert flags(hydra_args_parser()) == flags(get_args_parser())

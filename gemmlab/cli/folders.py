@@ -497,15 +497,14 @@ def _check_batch_first(launcher, taken: dict[str, int]):
         ConfigError: ``hydra.sweep.subdir``: a job's folder is another job's or outside the sweep's
             folder; no point of the batch has run.
     """
-    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
     from hydra.types import HydraContext
 
-    from hydra_plugins.gemmlab_sweeper import ComposedOnce
+    from hydra_plugins.gemmlab_sweeper import ComposedOnce, in_process
     own_launch = launcher.launch
 
     def launch(job_overrides, initial_job_idx):
         context = launcher.hydra_context
-        composed = ComposedOnce(context.config_loader, launcher.config) if type(launcher) is BasicLauncher else None
+        composed = ComposedOnce(context.config_loader, launcher.config) if in_process(launcher) else None
         for i, overrides in enumerate(job_overrides):
             try:
                 config = (composed.keep(overrides) if composed is not None

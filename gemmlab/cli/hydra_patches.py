@@ -23,17 +23,11 @@ def register_gemmlab_sweeper() -> None:
     the checkout ``gemmlab -m ...`` stopped with "Unknown plugin class :
     'hydra_plugins.gemmlab_sweeper.GemmlabSweeper'"; a plain ``pip install .`` was not affected.
 
-    Hydra's scan executes every module it walks again, in place (``exec_module`` on the module in
-    ``sys.modules``), so Hydra's own ``BasicSweeper`` is a new class after it: the sweeper module is
-    imported after the scan, and imported again when it was imported before it (its class would
-    derive from the replaced ``BasicSweeper``: "super(type, obj): obj must be an instance or
-    subtype of type")."""
+    Hydra's scan executes every module it walks again, in place, so the class registered is the
+    one the module holds after the scan (:meth:`Plugins.instance` makes the scan, once a process).
+    The sweeper derives from Hydra's public ``Sweeper``, which the scan does not execute again."""
     import importlib
 
-    from hydra._internal.core_plugins import basic_sweeper
     from hydra.core.plugins import Plugins
-    plugins = Plugins.instance()  # the scan (once a process), before the sweeper module is imported
-    module = importlib.import_module("hydra_plugins.gemmlab_sweeper")
-    if not issubclass(module.GemmlabSweeper, basic_sweeper.BasicSweeper):
-        module = importlib.reload(module)
-    plugins.register(module.GemmlabSweeper)
+    plugins = Plugins.instance()  # the scan (once a process), before the sweeper module is read
+    plugins.register(importlib.import_module("hydra_plugins.gemmlab_sweeper").GemmlabSweeper)

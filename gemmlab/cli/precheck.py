@@ -109,6 +109,32 @@ def _known_keys() -> dict[str, set[str] | None]:
     return known
 
 
+def hydra_args_parser():
+    """Hydra 1.3's command-line parser, flag for flag (``@hydra.main``'s flags, ``-cd=DIR``,
+    optional values such as ``-i defaults``; help texts left out). Hydra's own
+    (``hydra._internal.utils.get_args_parser``) is private, so this is a copy:
+    ``tests/test_cli.py`` checks it against Hydra's installed parser, flag by flag."""
+    import argparse
+    parser = argparse.ArgumentParser(add_help=False, description="Hydra")
+    parser.add_argument("--help", "-h", action="store_true")
+    parser.add_argument("--hydra-help", action="store_true")
+    parser.add_argument("--version", action="version", version="Hydra")
+    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
+    parser.add_argument("--resolve", action="store_true")
+    parser.add_argument("--package", "-p")
+    parser.add_argument("--run", "-r", action="store_true")
+    parser.add_argument("--multirun", "-m", action="store_true")
+    parser.add_argument("--shell-completion", "-sc", action="store_true")
+    parser.add_argument("--config-path", "-cp")
+    parser.add_argument("--config-name", "-cn")
+    parser.add_argument("--config-dir", "-cd")
+    parser.add_argument("--experimental-rerun")
+    parser.add_argument("--info", "-i", const="all", nargs="?", action="store",
+                        choices=["all", "config", "defaults", "defaults-tree", "plugins", "searchpath"])
+    return parser
+
+
 def _hydra_args(args: list[str]):
     """The command line as Hydra's own argument parser reads it (flags, ``--flag=value``,
     ``-cd=DIR``, optional values such as ``-i defaults``).
@@ -118,12 +144,10 @@ def _hydra_args(args: list[str]):
             argparse's own reason in one line, the field being the flag.
     """
     import io
-
-    from hydra._internal.utils import get_args_parser
     err = io.StringIO()
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-            return get_args_parser().parse_args(args)
+            return hydra_args_parser().parse_args(args)
     except SystemExit:
         reason = (err.getvalue().strip().splitlines() or ["error: cannot parse the command line"])[-1]
         reason = reason.split("error: ", 1)[-1]  # argparse: "<prog>: error: <reason>"

@@ -415,7 +415,6 @@ def count_jobs(config) -> int | None:
     if is_search(config):
         return OmegaConf.select(config, "hydra.sweeper.n_trials", default=None)
     try:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from hydra.core.override_parser.types import Glob
         raw = OmegaConf.select(config, "hydra.sweeper.params", default=None)
@@ -429,7 +428,8 @@ def count_jobs(config) -> int | None:
         if any(isinstance(o.value(), Glob) for o in parsed):  # Hydra matches a glob against the group's options
             strings = [_glob_as_list(o) if isinstance(o.value(), Glob) else o.input_line for o in parsed]
             parsed = OverridesParser.create().parse_overrides(strings)
-        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+        from hydra_plugins.gemmlab_sweeper import grid  # Hydra's basic sweep, on its public API
+        return sum(len(batch) for batch in grid(parsed, None))
     except Exception:
         return None
 

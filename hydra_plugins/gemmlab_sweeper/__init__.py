@@ -1,4 +1,4 @@
-"""gemmlab's sweeper for ``gemmlab -m``: Hydra's basic sweeper, each job's config composed once.
+"""gemmlab's sweeper for ``gemmlab -m``: Hydra's basic sweep, each job's config composed once.
 
 Hydra's ``BasicSweeper`` composes the config of every job of a batch before the launcher runs any
 (``Sweeper.validate_batch_is_legal``: a job whose overrides do not compose fails the sweep before
@@ -12,6 +12,11 @@ that compose in other processes (joblib, submitit) get Hydra's plain behaviour; 
 after the first :data:`KEEP_AT_MOST` of a batch (they are composed again, as Hydra does: a batch of
 thousands of jobs keeps no more than that many configs in memory).
 
+It is written on Hydra's public plugin interface (``hydra.plugins.sweeper.Sweeper``) and override
+API; the grid is Hydra's ``BasicSweeper``'s (:func:`grid`: same order, same batches). Hydra's
+in-process launcher is known by its class's name (:func:`in_process`): that class lives in
+``hydra._internal``, which gemmlab does not import.
+
 Selected in gemmlab's conf/config.yaml (``conf/hydra/sweeper/gemmlab.yaml``); an experiment that
 picks another sweeper (``override /hydra/sweeper: optuna``) or ``hydra/sweeper=basic`` on the
 command line replaces it. A Hydra plugin module (``hydra_plugins``: Hydra instantiates sweepers
@@ -20,12 +25,48 @@ from there only); it imports Hydra alone.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Sequence
 
-from hydra._internal.core_plugins.basic_launcher import BasicLauncher
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.errors import HydraException
+from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext
+from omegaconf import OmegaConf
+
+#: Hydra's in-process launcher (``hydra/launcher=basic``, the ``_target_`` of its config)
+IN_PROCESS_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def in_process(launcher: Any) -> bool:
+    """``launcher`` is Hydra's in-process ``BasicLauncher`` itself (not a subclass): it composes
+    and runs each job in this process."""
+    return f"{type(launcher).__module__}.{type(launcher).__qualname__}" == IN_PROCESS_LAUNCHER
+
+
+def grid(overrides: Sequence[Any], max_batch_size: int | None) -> list[list[list[str]]]:
+    """The jobs of parsed ``overrides`` (Hydra ``Override`` objects) in batches of at most
+    ``max_batch_size`` (None: one batch), each job a list of ``key=value`` strings: the cartesian
+    product of the sweeps, in the order Hydra's ``BasicSweeper.split_arguments`` gives (a later
+    override of a key replaces an earlier one in its place)."""
+    values: dict[str, list[str]] = {}
+    for o in overrides:
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            if not o.is_discrete_sweep():
+                raise HydraException(f"GemmlabSweeper does not support sweep type : {o.value_type.name}")
+            values[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+        else:
+            values[key] = [f"{key}={o.get_value_element_as_str()}"]
+    jobs = [list(x) for x in itertools.product(*values.values())]
+    if max_batch_size is None or max_batch_size == -1:
+        return [jobs]
+    assert max_batch_size > 0
+    return [jobs[i:i + max_batch_size] for i in range(0, len(jobs), max_batch_size)]
+
 
 #: configs a batch's check keeps for the launcher at most (about 0.2 MB each); further jobs are composed again
 KEEP_AT_MOST = 128
@@ -67,19 +108,47 @@ class ComposedOnce:
         return self._loader.load_sweep_config(master_config, sweep_overrides)
 
 
-class GemmlabSweeper(BasicSweeper):
-    """Hydra's ``BasicSweeper`` (same parameters, same sweeps and batches) whose batch check hands
-    its composed configs to an in-process ``BasicLauncher`` (see the module docstring)."""
+class GemmlabSweeper(Sweeper):
+    """Hydra's basic sweep (same parameters ``max_batch_size`` and ``params``, same jobs and
+    batches) whose batch check hands its composed configs to an in-process launcher (see the
+    module docstring)."""
+
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.max_batch_size = max_batch_size
+        self.params = params or {}
 
     def setup(self, *, hydra_context: HydraContext, task_function: Any, config: Any) -> None:
-        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self.hydra_context, self.config = hydra_context, config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config)
         self.composed: ComposedOnce | None = None
         self.folders: dict[str, int] = {}  # each point folder of this sweep -> the job number that has it
         self.jobs_checked = 0  # jobs of earlier batches (the launcher numbers a sweep's jobs on)
         self.batches_launched = 0  # batches that passed the check (the launcher then ran them)
-        if type(self.launcher) is BasicLauncher:  # it composes each job in this process
+        if in_process(self.launcher):  # it composes each job in this process
             self.composed = ComposedOnce(hydra_context.config_loader, config)
             self.launcher.hydra_context = HydraContext(config_loader=self.composed, callbacks=hydra_context.callbacks)
+
+    def _sweep(self, arguments: list[str]) -> list:
+        """Hydra's ``BasicSweeper.sweep``: the sweep's ``multirun.yaml``, then each batch of
+        :func:`grid` checked (:meth:`validate_batch_is_legal`) and launched; a failed job's
+        exception is raised (its return value read)."""
+        strings = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        batches = grid(parser.parse_overrides(strings), self.max_batch_size)
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        returns, first = [], 0
+        for batch in batches:
+            self.validate_batch_is_legal(batch)
+            results = self.launcher.launch(batch, initial_job_idx=first)
+            for r in results:
+                _ = r.return_value  # raises the job's exception
+            first += len(batch)
+            returns.append(results)
+        return returns
 
     def sweep(self, arguments: list[str]) -> Any:
         """Hydra's sweep; Ctrl-C (or SIGTERM) between points, where no job's config names the
@@ -89,7 +158,7 @@ class GemmlabSweeper(BasicSweeper):
         it made, and a folder of an earlier sweep (``resume=true``) is left as it was
         (:func:`gemmlab.cli.folders.undo_refused_sweep`)."""
         try:
-            return super().sweep(arguments)
+            return self._sweep(arguments)
         except KeyboardInterrupt as exc:
             if exc.args:
                 raise
