@@ -44,7 +44,9 @@ BUILTINS = {
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
-ALL_BUILTINS = {**BUILTINS, **LIBRARY_BUILTINS}
+# built-in Triton kernels (issue 46: a .py source compiled by Triton, the optional extra)
+TRITON_BUILTINS = {"triton_matmul": "gemmlab_plugins.triton_matmul"}
+ALL_BUILTINS = {**BUILTINS, **LIBRARY_BUILTINS, **TRITON_BUILTINS}
 
 # A one-row-per-block-row GEMM: block (BX, 1), grid (ceil(N/BX), M). Same ABI as the built-ins.
 DROPIN_CU = """\

@@ -730,3 +730,57 @@ class KernelHooks:
         Called once when the registry is built. Names must be unique across all plugins; a
         duplicate is an error naming both plugins.
         """
+
+
+# --- Triton kernels (issue 46) -------------------------------------------------------------------
+
+#: parameters of a :class:`TritonKernelSpec` that are Triton compile options, not ``tl.constexpr``
+#: arguments of the kernel (``triton.compile(..., options={...})``)
+TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+
+
+@dataclass
+class TritonKernelSpec(KernelBase):
+    """A kernel written in Triton (a ``@triton.jit`` function); the core compiles it with Triton
+    for the point's target, launches the compiled kernel on the run's stream with the core's own
+    buffers, and verifies and times it like every other kernel (never Triton's timer or autotuner).
+
+    The plugin stays plain data: it names the function as ``source`` (a ``.py`` file: beside the
+    plugin file first, then gemmlab's ``kernels/`` folder, like a ``.cu`` source) and ``function``
+    (its name there), so neither the plugin nor the registry imports Triton; a drop-in that imports
+    Triton itself may pass the ``@triton.jit`` object as ``kernel`` instead. Triton is an optional
+    extra (``pip install 'gemmlab[triton]'``); without it the kernel is registered and a run of it
+    is refused in one line.
+
+    Parameters (``defaults``, ``space``): those named in :data:`TRITON_OPTIONS` (``num_warps``,
+    ``num_stages``, ``num_ctas``) are Triton compile options; every other one is passed as the
+    ``tl.constexpr`` argument of the same name (``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``...).
+
+    Override :meth:`grid` (required: blocks per axis for the problem and parameters), and where
+    needed :meth:`arguments` (the runtime arguments, in the order of the function's
+    non-constexpr parameters: :class:`Matrix`, :class:`Dim`, :class:`Value`; default
+    ``(A, B, C, M, N, K)``) and :meth:`constants` (constexpr values beyond the parameters, e.g. the
+    ``tl.dot`` input precision). The core specialises like Triton's JIT: pointers (256-byte aligned
+    buffers) and int arguments divisible by 16 are marked so, an int argument equal to 1 becomes a
+    constant.
+    """
+
+    function: str = ""
+    kernel: object = None
+
+    def grid(self, problem: Problem, params: Mapping[str, int]) -> tuple[int, ...]:
+        """Blocks (Triton programs) along x, y, z (1 to 3 ints >= 1) for ``problem`` and ``params``."""
+        raise NotImplementedError
+
+    def arguments(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> tuple:
+        """The runtime (non-constexpr) arguments in order (default: ``(A, B, C, M, N, K)``)."""
+        return DEFAULT_ARGUMENTS
+
+    def constants(self, problem: Problem, params: Mapping[str, int]) -> dict:
+        """``tl.constexpr`` values by name (default: the parameters that are not
+        :data:`TRITON_OPTIONS`); an override usually adds to ``super().constants(...)``."""
+        return {k: v for k, v in params.items() if k not in TRITON_OPTIONS}
+
+    def compile_options(self, problem: Problem, params: Mapping[str, int]) -> dict:
+        """Triton compile options (default: the parameters named in :data:`TRITON_OPTIONS`)."""
+        return {k: int(v) for k, v in params.items() if k in TRITON_OPTIONS}

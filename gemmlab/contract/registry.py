@@ -190,6 +190,36 @@ def check_declaration(spec: KernelBase, where: str) -> None:
         why = "a library kernel has no SASS gemmlab compiles: leave sass_classes out"
     if why is not None:
         raise bad("sass_classes", classes, why)
+    if isinstance(spec, hookspecs.TritonKernelSpec):
+        wrong = triton_problem(spec)
+        if wrong is not None:
+            raise bad(*wrong)
+
+
+def triton_problem(spec) -> tuple | None:
+    """``(field, value, what is allowed)`` for what is wrong in a
+    :class:`~gemmlab.contract.hookspecs.TritonKernelSpec`'s declaration (None when nothing is):
+    the function (``kernel``, a ``@triton.jit`` object, or ``source`` a ``.py`` file and
+    ``function`` its name), :meth:`grid` overridden, the option parameters' values. Imports no Triton."""
+    kernel, function, source = spec.kernel, spec.function, spec.source
+    if kernel is not None:
+        if not callable(getattr(kernel, "run", None)) or not hasattr(kernel, "params"):
+            return ("kernel", kernel, "give the @triton.jit function itself, or leave kernel out and name it with "
+                    "source='file.py' and function='name'")
+    else:
+        if not isinstance(function, str) or not function.isidentifier():
+            return ("function", function, "name the @triton.jit function in source (a Python identifier), e.g. "
+                    "function='matmul_kernel'")
+        if not isinstance(source, (str, os.PathLike)) or not str(source).endswith(".py"):
+            return ("source", source, "a Triton kernel's source is the .py file that defines its @triton.jit function "
+                    "(beside the plugin file, else in gemmlab's kernels/ folder, or an absolute path)")
+    if type(spec).grid is hookspecs.TritonKernelSpec.grid:
+        return ("grid", None, "override grid(self, problem, params) to return the blocks along x, y, z")
+    for name in hookspecs.TRITON_OPTIONS:
+        value = spec.defaults.get(name) if isinstance(spec.defaults, Mapping) else None
+        if name == "num_warps" and value is not None and value not in (1, 2, 4, 8, 16, 32):
+            return ("defaults", dict(spec.defaults), f"num_warps must be a power of two 1..32, got {value!r}")
+    return None
 
 
 def sass_classes_problem(classes) -> str | None:
@@ -214,7 +244,7 @@ def sass_classes_problem(classes) -> str | None:
 #: ones and the library kernels'
 PLUGIN_METHODS = ("check", "entry", "launch", "ownership", "check_problem", "geometry", "instance", "options",
                   "arguments", "workspace_bytes", "plan", "sass_classes_for", "available", "library_version", "types",
-                  "enqueue_function", "enqueue_problem")
+                  "enqueue_function", "enqueue_problem", "grid", "constants", "compile_options")
 
 
 HOOKSPECS_FILE = Path(hookspecs.__file__).resolve()

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
 
 from gemmlab.contract.hookspecs import (CANDIDATE_LIMIT, DeviceFacts, KernelBase, LibraryKernelSpec, ParamError, Problem,
+                                        TritonKernelSpec,
                                         Shape)
 from gemmlab.contract.space import PARAM_MAX, PARAM_MIN
 
@@ -179,7 +180,8 @@ def kernel_candidates(spec: KernelBase, problem: Problem, device: DeviceFacts, l
 
 
 def enumerate(registry, problem: Problem, device: DeviceFacts, *, kernels: Iterable[str] | None = None,
-              limit: int = CANDIDATE_LIMIT, library: bool = False, rejected: list | None = None) -> list[Candidate]:
+              limit: int = CANDIDATE_LIMIT, library: bool = False, rejected: list | None = None,
+              triton: bool = False) -> list[Candidate]:
     """Every candidate the registered kernels offer for ``problem`` on ``device``, kernel by kernel
     in the registry's order, each kernel's in its own order (best guesses first), at most
     ``limit`` per kernel.
@@ -192,6 +194,8 @@ def enumerate(registry, problem: Problem, device: DeviceFacts, *, kernels: Itera
         limit: per kernel.
         library: include library kernels (cuBLAS; default False: kernel=auto chooses only
             gemmlab's own kernels).
+        triton: include Triton kernels (:class:`TritonKernelSpec`; default False: an optional extra,
+            not yet chosen by kernel=auto, issue 46 item 3).
         rejected: a list to which each kernel or offered dict left out is appended as
             :class:`Rejected` (unsupported precision or layout, unknown parameter, a value outside
             the core's rule, ``check_problem`` refusing it, ``candidates()`` raising).
@@ -206,6 +210,8 @@ def enumerate(registry, problem: Problem, device: DeviceFacts, *, kernels: Itera
         if wanted is not None and name not in wanted:
             continue
         if isinstance(spec, LibraryKernelSpec) and not library:
+            continue
+        if isinstance(spec, TritonKernelSpec) and not triton:
             continue
         why = supports(spec, problem)
         if why:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numbers
 import re
 
-from dataclasses import dataclass, field
+from dataclasses import asdict as dataclasses_asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -39,7 +39,7 @@ from gemmlab.errors import ConfigError
 from gemmlab.paths import stale_checkout_source
 from gemmlab.contract.hookspecs import (VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
                                         Launch, LibraryKernelSpec, Main, Matrix, Memset, ParamError, Problem,
-                                        TensorMap, Value, Workspace)
+                                        TensorMap, TritonKernelSpec, Value, Workspace)
 
 GRID_LIMITS = (2**31 - 1, 65535, 65535)  # CUDA: max grid dimensions (x, y, z)
 BLOCK_LIMITS = (1024, 1024, 64)  # CUDA: max block dimensions (x, y, z)
@@ -152,7 +152,7 @@ class Backend:
 
 def backend_for(role: str, name: str, spec: KernelBase, params: dict) -> Backend:
     """The backend for ``spec``: :class:`LibraryBackend` for a :class:`LibraryKernelSpec`,
-    :class:`NvrtcBackend` for a :class:`KernelSpec`.
+    :class:`NvrtcBackend` for a :class:`KernelSpec`, :class:`TritonBackend` for a :class:`TritonKernelSpec`.
 
     Raises:
         ConfigError: the spec is neither.
@@ -161,7 +161,10 @@ def backend_for(role: str, name: str, spec: KernelBase, params: dict) -> Backend
         return LibraryBackend(role, name, spec, params, kind="library")
     if isinstance(spec, KernelSpec):
         return NvrtcBackend(role, name, spec, params, kind="nvrtc")
-    raise ConfigError("plugin", f"kernel {name}: {type(spec).__name__} is neither a KernelSpec nor a LibraryKernelSpec")
+    if isinstance(spec, TritonKernelSpec):
+        return TritonBackend(role, name, spec, params, kind="triton")
+    raise ConfigError("plugin", f"kernel {name}: {type(spec).__name__} is neither a KernelSpec, a LibraryKernelSpec "
+                      "nor a TritonKernelSpec")
 
 
 # --- library kernels -----------------------------------------------------------------------------
@@ -515,3 +518,164 @@ class NvrtcBackend(Backend):
         if self._workspace is not None:
             guards.release(self._workspace)
             self._workspace = None
+
+
+# --- Triton kernels (issue 46) -------------------------------------------------------------------
+
+@dataclass
+class TritonBackend(Backend):
+    """A Triton kernel (:class:`TritonKernelSpec`): Triton compiles it (for an explicit target, so
+    ``mode=compile`` needs no GPU), gemmlab disassembles the cubin and checks the declared SASS
+    classes, and :meth:`enqueue` issues ONE launch of the compiled kernel on the run's stream with the
+    core's buffers (raw device addresses): NaN fill, verification, timing (events, graph capture),
+    guard bands and the after-timing checks are the core's, unchanged. Triton's own timer and
+    autotuner are never used. Module :mod:`gemmlab.gpu.triton_compile` holds the Triton calls."""
+
+    launch: Launch | None = None
+    arguments: tuple = ()
+    constants: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    sass_classes: tuple = ()
+    compiled: Any = None
+    special: Any = None
+    _call: Callable[[], None] | None = None
+
+    def validate(self, problem: Problem, facts: DeviceFacts) -> None:
+        super().validate(problem, facts)
+        spec, params = self.spec, self.params
+        try:
+            grid = spec.grid(problem, params)
+            arguments = spec.arguments(problem, params, facts)
+            constants = spec.constants(problem, params)
+            options = spec.compile_options(problem, params)
+            classes = spec.sass_classes_for(problem, params)
+        except ParamError as exc:
+            raise ConfigError(exc.field, exc.message) from None
+        self.sass_classes = declared_classes(spec, classes)
+        grid = returned_tuple(spec, "grid", grid, "(cdiv(problem.M, params['BLOCK_M']) * cdiv(problem.N, params['BLOCK_N']),)")
+        if not 1 <= len(grid) <= 3 or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
+                                              for n in grid):
+            raise ConfigError("plugin", f"kernel {self.name}: {type(spec).__name__}.grid() returned {grid} for shape "
+                              f"{tuple(problem.shape)}; it must be 1 to 3 ints >= 1 (a rounded-down division?)")
+        if not isinstance(constants, Mapping) or not isinstance(options, Mapping):
+            raise ConfigError("plugin", f"kernel {self.name}: constants() and compile_options() must return dicts")
+        warps = options.get("num_warps", 4)
+        if not isinstance(warps, int) or warps not in (1, 2, 4, 8, 16, 32):
+            raise ConfigError("kernel.num_warps", f"must be a power of two 1..32, got {warps}")
+        launch = Launch(grid=tuple(int(n) for n in (*grid, 1, 1)[:3]), block=(32 * warps, 1, 1))
+        check_launch(launch, facts, self.name)
+        self.arguments = returned_tuple(spec, "arguments", arguments, "(Matrix('A'), Matrix('B'), Matrix('C'), "
+                                        "Dim('M'), Dim('N'), Dim('K'))")
+        for arg in self.arguments:
+            if not isinstance(arg, (Matrix, Dim, Value)):
+                raise ConfigError("kernel", f"{self.name}: argument {arg!r} is not allowed for a Triton kernel; use "
+                                  "Matrix('A'|'B'|'C'), Dim(...) or Value(...)")
+        check_arguments(self.arguments, problem, 0, self.name)
+        if spec.kernel is None:
+            from gemmlab.contract.registry import source_path
+            if not source_path(spec).is_file():
+                raise ConfigError("kernel", f"{self.name}: Triton source {source_path(spec)} is not a file "
+                                  "(TritonKernelSpec.source: a .py file beside the plugin's file or in gemmlab's "
+                                  "kernels/ folder, or an absolute path)")
+        self.constants, self.options, self.launch = dict(constants), dict(options), launch
+        self.record["launch"] = launch_record(launch)
+        self.record["arguments"] = [describe_argument(a) for a in self.arguments]
+        self.record["workspace_bytes"] = 0
+        self.record["plan"] = ["main kernel (Triton)"]
+
+    def unavailable(self) -> str | None:
+        from gemmlab.gpu import triton_compile
+        why = triton_compile.unavailable()
+        return None if why is None else f"kernel {self.name} is a Triton kernel: {why}"
+
+    def _values(self, problem: Problem, buffers: Buffers | None) -> list:
+        out = []
+        for arg in self.arguments:
+            if isinstance(arg, Matrix):
+                out.append(None if buffers is None else int({"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.name].address))
+            elif isinstance(arg, Dim):
+                out.append(int(getattr(problem, arg.name)))
+            else:
+                out.append(arg.value)
+        return out
+
+    def compile(self, problem: Problem, facts: DeviceFacts, arch: str, out_dir: Path, cache_enabled: bool,
+                cache_dir: str | None, driver_version: str = "none") -> None:
+        from gemmlab.contract.registry import source_path
+        from gemmlab.gpu import sass, triton_compile
+        spec = self.spec
+        source = None if spec.kernel is not None else source_path(spec)
+        fn = triton_compile.load_function(spec, source)
+        self.special = triton_compile.specialise(fn, self.name, self.arguments, self._values(problem, None),
+                                                 self.constants, problem)
+        tc = self.compiled = triton_compile.compile_kernel(fn, self.name, self.special, self.options, arch)
+        self.launch = Launch(grid=self.launch.grid, block=(32 * tc.num_warps, 1, 1), shared_bytes=tc.shared_bytes)
+        self.record["launch"] = launch_record(self.launch)
+        summary, text = sass.disassemble(tc.cubin) if tc.cubin else ({"file": None, "histogram": None,
+                                                                      "error": "Triton returned no cubin"}, "")
+        res = tc.resources
+        self.record["compile"] = {
+            "backend": "triton", "triton_version": tc.triton_version,
+            "source_file": str(source) if source is not None else _function_file(fn),
+            "function": fn.__name__, "name_expression": tc.name, "lowered_name": tc.name, "arch": tc.target,
+            "options": [f"{k}={v}" for k, v in sorted(self.options.items())],
+            "signature": dict(self.special.signature),
+            "constexprs": {k: v if isinstance(v, (int, float, str, bool)) else repr(v)
+                           for k, v in self.special.constexprs.items()},
+            "compile_ms": round(tc.compile_ms, 3), "cache_hit_in_process": tc.cache_hit, "disk_cache": "off",
+            "resources": dataclasses_asdict(res) if res is not None else None,
+            "shared_bytes": tc.shared_bytes, "num_warps": tc.num_warps}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        suffix = "" if self.role == "kernel" else f"-{self.role}"
+        (out_dir / f"compile{suffix}.log").write_text(tc.log)
+        if text:
+            sass_file = f"kernel{suffix}.sass"
+            (out_dir / sass_file).write_text(text)
+            self.record["compile"]["sass"] = dict(summary, file=sass_file)
+        else:
+            self.record["compile"]["sass"] = summary
+        if tc.shared_bytes > facts.max_shared_per_block_optin:
+            raise ConfigError("kernel", f"{self.name}: Triton's kernel needs {tc.shared_bytes} B shared memory per "
+                              f"block; the device allows {facts.max_shared_per_block_optin} B; use smaller blocks "
+                              "or fewer num_stages")
+        self.record["sass_check"] = sass_check.check(self.sass_classes, summary, text, tc.name, (), kernel=self.name,
+                                                     target=tc.target, name_expression=tc.name)
+
+    def estimate_occupancy(self, facts: DeviceFacts) -> None:
+        from gemmlab.gpu.device import estimate_occupancy
+        res = self.compiled.resources if self.compiled else None
+        if res is not None and facts.arch == "90":
+            self.record["occupancy"] = estimate_occupancy(res.registers, res.static_shared_bytes, self.launch,
+                                                          facts.sm_count)
+
+    def prepare(self, gpu, problem: Problem, buffers: Buffers) -> None:
+        kernel = self.compiled.compiled
+        meta = kernel.metadata
+        for scratch in ("global_scratch_size", "profile_scratch_size"):
+            if int(getattr(meta, scratch, 0) or 0) > 0:
+                raise ConfigError("kernel", f"{self.name}: the Triton kernel needs {scratch.removesuffix('_size')} "
+                                  f"({getattr(meta, scratch)} B per program), which gemmlab does not allocate yet")
+        values = self._values(problem, buffers)
+        args = tuple(values[ref] if how == "arg" else ref for how, ref in self.special.order)
+        stream = int(gpu.stream.handle)
+        runner = kernel[tuple(self.launch.grid)]  # loads the cubin into the current (primary) context now
+        self.record["compile"]["driver_attributes"] = {
+            "registers": getattr(kernel, "n_regs", None), "spills": getattr(kernel, "n_spills", None),
+            "max_threads": getattr(kernel, "n_max_threads", None), "dynamic_shared_bytes": int(meta.shared)}
+
+        def call(runner=runner, args=args, stream=stream):
+            runner(*args, stream=stream)
+
+        self._call = call
+
+    def enqueue(self) -> None:
+        self._call()
+
+    def close(self) -> None:
+        self._call = None
+
+
+def _function_file(fn) -> str | None:
+    """The file defining a ``@triton.jit`` function (its wrapped Python function's code object)."""
+    code = getattr(getattr(fn, "fn", None), "__code__", None)
+    return code.co_filename if code is not None else None

@@ -149,7 +149,12 @@ def summary(record: dict) -> str:
             how += " (compiled earlier in this process)"
         if comp.get("disk_cache_error"):  # a miss that could not be stored: every later run misses too
             how += f" (disk cache not usable: {comp['disk_cache_error']})"
-        lines.append(f"  compile {how} NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
+        if comp.get("backend") == "triton":  # a Triton kernel (issue 46): Triton's version, options, shared memory
+            res += f", Triton shared memory {comp.get('shared_bytes')} B"
+            lines.append(f"  compile {how} Triton {comp.get('triton_version')} {comp.get('arch')} "
+                         f"{' '.join(comp.get('options') or [])}: {res}")
+        else:
+            lines.append(f"  compile {how} NVRTC {comp['nvrtc_version']} {' '.join(comp['options'])}: {res}")
         stale = comp.get("stale_checkout_source")
         if isinstance(stale, dict) and stale.get("message"):  # an installed copy, not the checkout's edit
             lines.append(f"  WARNING {stale['message']}")
