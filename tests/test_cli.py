@@ -624,7 +624,7 @@ def test_interrupt_message_names_the_sweep_folder(cli, tmp_path, monkeypatch):
 def test_ctrl_c_while_gemmlabs_sweeper_checks_its_points_says_nothing_was_measured(cli, tmp_path, monkeypatch):
     """The trial's case end to end: Ctrl-C while gemmlab's sweeper composes and checks its points
     (no point run) was given the sweeper's own resume line; the sweeper now says what
-    gemmlab.cli.app.sweep_interrupted says, like an interrupt inside a point."""
+    gemmlab.cli.sweep.sweep_interrupted says, like an interrupt inside a point."""
     from gemmlab.cli import folders
 
     def stopped(*args, **kwargs):  # the sweeper checks each point's folder as it composes the batch

@@ -825,10 +825,10 @@ def test_sweep_of_runs_and_compiles_keeps_timing_and_adds_compile_columns(tmp_pa
                                          (["kernel=naive,tiled", "shape=[1,2,3],[4,5,6]"], 1)])
 def test_gemmlabs_grid_is_hydras_basic_sweep(line, batch):
     """gemmlab's sweeper expands a sweep on Hydra's public override API
-    (hydra_plugins.gemmlab_sweeper.grid): the same jobs, order and batches as Hydra's BasicSweeper."""
+    (gemmlab.cli.sweep.grid): the same jobs, order and batches as Hydra's BasicSweeper."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the test may read Hydra's private class
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from hydra_plugins.gemmlab_sweeper import grid
+    from gemmlab.cli.sweep import grid
     parsed = OverridesParser.create().parse_overrides(line)
     assert grid(parsed, batch) == BasicSweeper.split_arguments(parsed, batch)

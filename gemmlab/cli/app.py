@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
+from gemmlab.cli.sweep import sweep_interrupted, sweep_resume_advice  # noqa: F401  (re-exported)
 
 from gemmlab.cli.folders import FolderError, output_folder_error, sweep_guard
 from gemmlab.cli.hydra_errors import hydra_error
@@ -221,20 +222,6 @@ def _holds_result(record: dict) -> bool:
             and "already holds a result.json" in error)
 
 
-def sweep_resume_advice(sweep_dir: Path | str) -> str:
-    """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir`` (quoted for the
-    shell and Hydra's override grammar where it holds a space or other special character)."""
-    import shlex
-    value = str(sweep_dir)
-    if shlex.quote(value) != value:
-        plain = not any(c in value for c in "'\"$`\\!")  # then "hydra.sweep.dir='<value>'" reads as typed
-        value = f"\"hydra.sweep.dir='{value}'\"" if plain else shlex.quote(f"hydra.sweep.dir='{value}'")
-        return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
-                f"{value} resume=true")
-    return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
-            f"hydra.sweep.dir={value} resume=true")
-
-
 def _interrupted_advice(invocation: Invocation | None = None) -> str:
     """What to do after Ctrl-C, naming the real sweep directory (Hydra's job config of the
     interrupted point: its output folder minus ``hydra.sweep.subdir``). Before Hydra started a
@@ -267,30 +254,6 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
         return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
                 "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
     return sweep_interrupted(folder)
-
-
-def sweep_interrupted(folder: Path | str) -> str:
-    """The line after an interrupt in the sweep whose folder is ``folder``, wherever it landed (in a
-    point: :func:`_interrupted_advice`; between points or while the sweeper composed them:
-    ``hydra_plugins.gemmlab_sweeper``): the resume line (:func:`sweep_resume_advice`) with the
-    summary of the points so far, written now (:func:`_summary_of_interrupted`), or, when no point
-    had finished, that nothing was measured (no resume to advise)."""
-    folder = Path(folder)
-    if not folder.is_dir() or next(folder.rglob("result.json"), None) is None:  # e.g. while the sweeper composed
-        where = "holds no record" if folder.is_dir() else "was not made"   # its points (a long sweep takes seconds)
-        return f"no point of the sweep had finished, so nothing was measured (its folder {folder} {where})"
-    return sweep_resume_advice(folder) + _summary_of_interrupted(folder)
-
-
-def _summary_of_interrupted(folder: Path) -> str:
-    """Write the summary of an interrupted sweep's finished points (:func:`gemmlab.cli.sweep.save_summary`:
-    Hydra's end-of-sweep callback that writes it never runs after Ctrl-C) and say where, as the
-    tail of the interrupt's line; '' when no point finished or it cannot be written."""
-    try:
-        rows = sweep.save_summary(folder) if next(folder.rglob("result.json"), None) is not None else []
-    except (OSError, ValueError):
-        return ""
-    return f"; the summary of the {len(rows)} points so far: {folder / 'summary.md'}" if rows else ""
 
 
 #: what the console script (:mod:`gemmlab.cli.entry`) says of an interrupt that reaches it: :func:`main`

@@ -19,8 +19,9 @@ import contextlib
 import errno
 import fcntl
 import os
+from collections import defaultdict
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Sequence
 
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
@@ -416,8 +417,7 @@ def sweep_guard(invocation):
             pass
         launchers.clear()
         sweeper = own_sweeper(*args, **kwargs)  # its setup makes its launcher (Optuna's: in an inner sweeper)
-        from hydra_plugins.gemmlab_sweeper import GemmlabSweeper
-        if not isinstance(sweeper, GemmlabSweeper):  # it checks its batches itself
+        if not getattr(sweeper, "checks_batches", False):  # gemmlab's sweeper checks its batches itself
             for launcher in launchers:  # the instance's attribute: this sweep's launcher only
                 launcher.launch = _check_batch_first(launcher, taken)
         return sweeper
@@ -490,7 +490,7 @@ def _check_batch_first(launcher, taken: dict[str, int]):
     ``load_sweep_config``) and checks its folder (:func:`job_folder`, :func:`point_folder_problem`
     with ``taken``, the sweep's folders so far), then launches the batch. Hydra's in-process
     ``BasicLauncher`` is handed the configs the check composed
-    (``hydra_plugins.gemmlab_sweeper.ComposedOnce``, as gemmlab's sweeper does), so each job is
+    (:class:`ComposedOnce`, as gemmlab's sweeper does), so each job is
     still composed once there. A job that does not compose is left to the launcher, which says it.
 
     Raises:
@@ -498,8 +498,6 @@ def _check_batch_first(launcher, taken: dict[str, int]):
             folder; no point of the batch has run.
     """
     from hydra.types import HydraContext
-
-    from hydra_plugins.gemmlab_sweeper import ComposedOnce, in_process
     own_launch = launcher.launch
 
     def launch(job_overrides, initial_job_idx):
@@ -557,3 +555,53 @@ def output_folder_error(exc: BaseException, sweep_dir: str | None = None) -> Fol
     if target != root and root not in target.parents:
         return None
     return folder_error("hydra.sweep.dir" if key == "hydra.sweep.dir" else "hydra.run.dir", folder, os_error)
+
+
+#: Hydra's in-process launcher (``hydra/launcher=basic``, the ``_target_`` of its config)
+IN_PROCESS_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def in_process(launcher: Any) -> bool:
+    """``launcher`` is Hydra's in-process ``BasicLauncher`` itself (not a subclass): it composes
+    and runs each job in this process."""
+    return f"{type(launcher).__module__}.{type(launcher).__qualname__}" == IN_PROCESS_LAUNCHER
+
+
+#: configs a batch's check keeps for the launcher at most (about 0.2 MB each); further jobs are composed again
+KEEP_AT_MOST = 128
+
+
+class ComposedOnce:
+    """Hydra's config loader (every attribute delegated) whose ``load_sweep_config`` for the sweep's
+    own config gives back, once each, the configs :meth:`keep` composed for a job's overrides."""
+
+    def __init__(self, loader: Any, master_config: Any) -> None:
+        self._loader = loader
+        self._master = master_config
+        self._kept: dict[tuple[str, ...], list] = defaultdict(list)
+        self._count = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def keep(self, overrides: Sequence[str]) -> Any:
+        """Compose the job ``overrides`` (Hydra's ``load_sweep_config``: raises what it raises) and
+        keep the config for the launcher while fewer than :data:`KEEP_AT_MOST` are kept; returns it."""
+        config = self._loader.load_sweep_config(self._master, list(overrides))
+        if self._count < KEEP_AT_MOST:
+            self._kept[tuple(overrides)].append(config)
+            self._count += 1
+        return config
+
+    def forget(self) -> None:
+        """Drop every kept config."""
+        self._kept.clear()
+        self._count = 0
+
+    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
+        """The kept config of these overrides (each given once), else Hydra's compose."""
+        kept = self._kept.get(tuple(sweep_overrides)) if master_config is self._master else None
+        if kept:
+            self._count -= 1
+            return kept.pop(0)
+        return self._loader.load_sweep_config(master_config, sweep_overrides)

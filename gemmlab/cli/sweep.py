@@ -14,14 +14,16 @@ Hooked into Hydra as callbacks (``hydra.callbacks`` in conf/config.yaml).
 from __future__ import annotations
 
 import csv
+import itertools
 import logging
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
@@ -428,7 +430,6 @@ def count_jobs(config) -> int | None:
         if any(isinstance(o.value(), Glob) for o in parsed):  # Hydra matches a glob against the group's options
             strings = [_glob_as_list(o) if isinstance(o.value(), Glob) else o.input_line for o in parsed]
             parsed = OverridesParser.create().parse_overrides(strings)
-        from hydra_plugins.gemmlab_sweeper import grid  # Hydra's basic sweep, on its public API
         return sum(len(batch) for batch in grid(parsed, None))
     except Exception:
         return None
@@ -567,3 +568,62 @@ class SweepProgress(Callback):
     def on_multirun_end(self, config, **kwargs) -> None:
         if getattr(self, "bar", None) is not None:
             self.bar.stop()
+
+
+def grid(overrides: Sequence[Any], max_batch_size: int | None) -> list[list[list[str]]]:
+    """The jobs of parsed ``overrides`` (Hydra ``Override`` objects) in batches of at most
+    ``max_batch_size`` (None: one batch), each job a list of ``key=value`` strings: the cartesian
+    product of the sweeps, in the order Hydra's ``BasicSweeper.split_arguments`` gives (a later
+    override of a key replaces an earlier one in its place)."""
+    values: dict[str, list[str]] = {}
+    for o in overrides:
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            if not o.is_discrete_sweep():
+                raise HydraException(f"GemmlabSweeper does not support sweep type : {o.value_type.name}")
+            values[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+        else:
+            values[key] = [f"{key}={o.get_value_element_as_str()}"]
+    jobs = [list(x) for x in itertools.product(*values.values())]
+    if max_batch_size is None or max_batch_size == -1:
+        return [jobs]
+    assert max_batch_size > 0
+    return [jobs[i:i + max_batch_size] for i in range(0, len(jobs), max_batch_size)]
+
+
+def sweep_resume_advice(sweep_dir: Path | str) -> str:
+    """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir`` (quoted for the
+    shell and Hydra's override grammar where it holds a space or other special character)."""
+    import shlex
+    value = str(sweep_dir)
+    if shlex.quote(value) != value:
+        plain = not any(c in value for c in "'\"$`\\!")  # then "hydra.sweep.dir='<value>'" reads as typed
+        value = f"\"hydra.sweep.dir='{value}'\"" if plain else shlex.quote(f"hydra.sweep.dir='{value}'")
+        return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+                f"{value} resume=true")
+    return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+            f"hydra.sweep.dir={value} resume=true")
+
+
+def sweep_interrupted(folder: Path | str) -> str:
+    """The line after an interrupt in the sweep whose folder is ``folder``, wherever it landed (in a
+    point: :func:`gemmlab.cli.app._interrupted_advice`; between points or while the sweeper composed them:
+    ``hydra_plugins.gemmlab_sweeper``): the resume line (:func:`sweep_resume_advice`) with the
+    summary of the points so far, written now (:func:`_summary_of_interrupted`), or, when no point
+    had finished, that nothing was measured (no resume to advise)."""
+    folder = Path(folder)
+    if not folder.is_dir() or next(folder.rglob("result.json"), None) is None:  # e.g. while the sweeper composed
+        where = "holds no record" if folder.is_dir() else "was not made"   # its points (a long sweep takes seconds)
+        return f"no point of the sweep had finished, so nothing was measured (its folder {folder} {where})"
+    return sweep_resume_advice(folder) + _summary_of_interrupted(folder)
+
+
+def _summary_of_interrupted(folder: Path) -> str:
+    """Write the summary of an interrupted sweep's finished points (:func:`save_summary`:
+    Hydra's end-of-sweep callback that writes it never runs after Ctrl-C) and say where, as the
+    tail of the interrupt's line; '' when no point finished or it cannot be written."""
+    try:
+        rows = save_summary(folder) if next(folder.rglob("result.json"), None) is not None else []
+    except (OSError, ValueError):
+        return ""
+    return f"; the summary of the {len(rows)} points so far: {folder / 'summary.md'}" if rows else ""
