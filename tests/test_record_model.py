@@ -72,6 +72,7 @@ CONSTANTS = {
     "results.report_plots.TITLES", "results.report_plots._PLOTTERS", "results.report_tables._CATEGORY_TEXT",
     "stages.roofline.FP32_LANES_PER_SM", "stages.timing.DESCRIPTIONS", "cli.tune.SEED_TILE",
     "cli.tune.OPTUNA_TILE", "stages.verify.U_INPUT", "stages.verify.U_ACC",
+    "gpu.triton_compile.VALUE_TYPES", "gpu.triton_compile.POINTER_TYPES",
 }
 # Per-process resources, not channels: each is read and written by the one function that owns it
 # (plus a context manager, for the lease scopes), and no outcome of a point travels through them.
@@ -86,6 +87,7 @@ PROCESS_RESOURCES = {
     "gpu.device._SCOPES",  # open device.lease_scope() blocks (a dynamic scope, innermost last): the
                        # locks taken in a point are dropped when its with-block ends
     "run.isolation._RUNNERS",  # this process's worker-process runner, keyed by pid (a fork gets its own)
+    "gpu.triton_compile._CACHE",  # Triton compiles keyed by every compile input (a memo like gpu.compile._CACHE)
 }
 _CONTAINER_CALLS = ("list", "dict", "set", "defaultdict", "Counter", "OrderedDict", "deque")
 _MUTATORS = ("append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault",

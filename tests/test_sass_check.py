@@ -150,7 +150,8 @@ def test_a_library_kernel_declares_no_classes(tmp_path):
 def test_builtin_declarations():
     kernels = load_registry((), entry_points=False).kernels
     wanted = {"wgmma_bf16": ("HGMMA", "UTMALDG"), "wgmma_tf32": ("HGMMA", "UTMALDG"), "tma_bf16": ("HGMMA", "UTMALDG"),
-              "mma_tf32": ("HMMA",), "mma_bf16": ("HMMA",), "decode_bf16": ("HMMA",), "cublas": ()}
+              "mma_tf32": ("HMMA",), "mma_bf16": ("HMMA",), "decode_bf16": ("HMMA",), "cublas": (),
+              "triton_matmul": ()}  # per precision (sass_classes_for): FFMA for fp32, none for the tensor cores
     for name, spec in kernels.items():
         expected = wanted.get(name, ("FFMA",))  # every other built-in: float32 CUDA-core arithmetic
         assert tuple(spec.sass_classes) == expected, name
