@@ -401,6 +401,12 @@ def sweep_guard(invocation):
       a search, as :func:`gemmlab.cli.app.objective` gives a failed point)."""
     import sys
 
+    # PRIVATE HYDRA API, the last in gemmlab (issue 45): a point whose folder cannot be written
+    # costing that point only, and the folder check of a point a search chooses as it goes, need
+    # Hydra's run_job replaced where its in-process launcher calls it (the launcher's module global;
+    # Hydra has no hook before run_job makes the folder), and the sweeper's and launcher's
+    # instantiation watched (Plugins' methods, replaced on the instance). Without them: a gemmlab
+    # launcher plugin (hydra.plugins.launcher.Launcher) that runs each job itself.
     from hydra._internal.core_plugins import basic_launcher
     from hydra.core import utils as core_utils
     from hydra.core.plugins import Plugins
