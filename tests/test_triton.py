@@ -125,6 +125,7 @@ def test_dropin_triton_plugin_compiles_with_no_core_change(tmp_path):
     assert rec["compile"]["resources"]["registers"] > 0 and rec["sass_check"]["verdict"] == "present"
 
 
+@needs_triton  # the drop-in folder's kernel module imports triton (plugin_dirs loads every .py in it)
 @pytest.mark.parametrize("change, field", [
     ('function="rows_kernel"', "function"),                       # no function named
     ('source="rows_kernel.py"', "source"),                        # no .py source
