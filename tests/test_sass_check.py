@@ -289,3 +289,19 @@ def test_library_kernels_have_no_check():
     spec = load_registry((), entry_points=False).get("cublas")
     assert not isinstance(spec, KernelSpec) and spec.sass_classes == ()
     assert spec.sass_classes_for(Problem(Shape(1, 1, 1)), {}) == ()
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "RN", 3])
+def test_a_bad_tf32_rounding_is_refused_at_load_in_one_line(tmp_path, rounding):
+    path = write_plugin(tmp_path / "p", "bad_rounding", f"tf32_rounding={rounding!r}")
+    with pytest.raises(ConfigError) as info:
+        load_registry([tmp_path / "p"], entry_points=False)
+    text = str(info.value)
+    assert info.value.field == "plugin_dirs" and "\n" not in text and str(path) in text, text
+    assert f"declares tf32_rounding={rounding!r}; it must be None (undeclared) or one of rn, rna, rz, none" in text
+
+
+def test_the_tf32_kernels_declare_how_they_round():
+    kernels = load_registry((), entry_points=False)
+    assert kernels.get("mma_tf32").tf32_rounding == "rna" and kernels.get("wgmma_tf32").tf32_rounding == "rz"
+    assert kernels.get("cublas").tf32_rounding is None  # cuBLAS picks its kernel: any of the four roundings
