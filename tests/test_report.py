@@ -604,3 +604,64 @@ def test_records_of_another_schema_are_said_once(tmp_path, capsys, plots_not_dra
     assert notices == [f"gemmlab-report: notice: 2 records of another schema than this gemmlab's {report.SCHEMA} "
                        "(gemmlab.result/2 x1, none x1): read with the record model's fallbacks; report.md lists the "
                        "fields that could not be read"], notices
+
+
+def _md_table(md: str, heading: str = "## Results") -> list[dict[str, str]]:
+    """The first Markdown table after ``heading`` as one dict per row (header → cell text)."""
+    lines = [line for line in md.split(heading, 1)[1].split("\n## ", 1)[0].splitlines() if line.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    return [dict(zip(head, (c.strip() for c in line.strip("|").split(" | ")))) for line in lines[2:]]
+
+
+def test_compile_mode_report_shows_what_compile_mode_measures(seed_lab_sweep, tmp_path, report_cli, plots_not_drawn):
+    """Issue 45 (tried as a new user would): ``gemmlab-report`` of a ``mode=compile`` sweep (the only
+    kind without a GPU) showed empty timing columns and none of what compile mode measures. The
+    terminal table, report.md, report.csv and report.html now show registers, spills, local memory,
+    shared memory, occupancy, waves and the SASS classes of each point, read from its record, and
+    leave out the timing columns; a set that mixes compiled and timed points keeps both.
+    (conftest's session sweep ``experiment=seed_lab mode=compile``; the tables only.)"""
+    proc, _, sweep = seed_lab_sweep
+    assert sweep is not None, proc.stdout + proc.stderr
+    out = report_cli([str(sweep), "--out", str(tmp_path / "rep")], tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    head = next(line for line in out.stdout.splitlines() if "kernel" in line and "status" in line)
+    for title in ("regs", "spills", "smem B", "occupancy", "waves", "SASS classes"):
+        assert title in head, out.stdout
+    assert "median ms" not in head and "GFLOP/s" not in head
+    assert "FFMA present" in out.stdout  # naive and tiled declare FFMA (gemmlab.gpu.sass_check)
+
+    md = (tmp_path / "rep" / "report.md").read_text()
+    table = _md_table(md)
+    assert len(table) == 6 and not {"median ms", "GFLOP/s", "time / baseline", "verification"} & set(table[0])
+    assert "Compiled only (`mode=compile`, no GPU)" in md and "`time / baseline` =" not in md
+    with open(tmp_path / "rep" / "report.csv", newline="") as f:
+        csv_rows = list(csv.DictReader(f))
+    for cells, line in zip(table, csv_rows):
+        raw = json.loads(Path(line["path"]).read_text())
+        res, occ = raw["compile"]["resources"], raw["occupancy"]
+        smem = res["static_shared_bytes"] + raw["launch"]["shared_bytes"]
+        hist = {k: v for k, v in raw["compile"]["sass"]["histogram"].items() if v and k != "total"}
+        check = raw["sass_check"]
+        assert cells["registers"] == line["registers"] == str(res["registers"])
+        assert cells["spills st/ld B"] == f"{res['spill_store_bytes']}/{res['spill_load_bytes']}"
+        assert cells["local B"] == line["stack_frame_bytes"] == str(res["stack_frame_bytes"])
+        assert cells["smem B"] == str(smem) and line["static_shared_bytes"] == str(res["static_shared_bytes"])
+        assert cells["occupancy"] == f"{occ['theoretical_occupancy']:.2f}" and cells["waves"] == f"{occ['waves']:.2f}"
+        assert cells["blocks/SM"] == line["blocks_per_sm"] == str(occ["max_active_blocks_per_sm"])
+        assert cells["SASS classes"] == line["sass_classes"] == (
+            f"{', '.join(check['declared'])} present ({', '.join(f'{c} {n}' for c, n in check['counts'].items())})")
+        assert cells["SASS"] == line["sass_histogram"] == (
+            ", ".join(f"{k} {v}" for k, v in hist.items()) + f" of {raw['compile']['sass']['histogram']['total']}")
+    assert {c["kernel"]: c["smem B"] for c in table}["tiled"] != "0"  # the tiled kernel stages tiles in shared memory
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert ">registers</th>" in page and ">SASS classes</th>" in page and ">median ms</th>" not in page
+    assert re.search(r'<td class="num" data-sort="\d+\.0">\d+</td>', page)  # registers sort as numbers
+
+    (tmp_path / "timed" / "0").mkdir(parents=True)  # a timed record beside them: both sets of columns
+    shutil.copy(FIXTURES / "tiled-256" / "result.json", tmp_path / "timed" / "0" / "result.json")
+    report.write_report(report.collect([sweep, tmp_path / "timed"]), tmp_path / "mixed")
+    md = (tmp_path / "mixed" / "report.md").read_text()
+    mixed = _md_table(md)
+    assert {"median ms", "GFLOP/s", "registers", "SASS classes"} <= set(mixed[0])
+    assert mixed[-1]["median ms"] and mixed[-1]["registers"] and not mixed[0]["median ms"] and mixed[0]["registers"]
+    assert "`time / baseline` =" in md and "Compiled only (`mode=compile`, no GPU)" in md

@@ -6,7 +6,11 @@ its name) and writes, into a new directory (never an existing one):
 
 - ``report.csv`` and ``report.md``: one row per record, failed points included with their status
   and error; ``report.md`` also counts the records (valid timed, compiled only, failed, other,
-  unreadable), lists unreadable files with the reason and every field it could not read;
+  unreadable), lists unreadable files with the reason and every field it could not read; for
+  ``mode=compile`` points the tables (the terminal's too) show what compile mode measures:
+  registers, spills, local and shared memory, occupancy, waves, SASS classes and histogram
+  (:data:`gemmlab.results.report_tables.COMPILE_COLUMNS`), without the timing columns when every
+  point was compiled only;
 - ``gflops_vs_size.png``: GFLOP/s against (M·N·K)^(1/3), one series per kernel and parameters;
 - ``ratio_to_baseline.png``: kernel GFLOP/s / baseline GFLOP/s against size (only if recorded);
 - ``roofline.png``: arithmetic intensity against GFLOP/s with each device's roofline

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from gemmlab.results.families import verdict_word
 from gemmlab.results.report_plots import PLOTS, TITLES
-from gemmlab.results.report_tables import counts, md_columns
+from gemmlab.results.report_tables import counts, md_columns, results_notes, shared_bytes
 from gemmlab.stages.record_model import CATEGORIES, Record as Row
 
 CATEGORY_TEXT = {"timed": "valid timed", "compiled": "compiled only", "failed": "failed",
@@ -26,7 +26,14 @@ CATEGORY_TEXT = {"timed": "valid timed", "compiled": "compiled only", "failed": 
 SORT_VALUES = {"#": lambda r: r.index, "M": lambda r: r.M, "N": lambda r: r.N, "K": lambda r: r.K,
                "median ms": lambda r: r.median_ms, "GFLOP/s": lambda r: r.gflops,
                "time / baseline": lambda r: r.ratio_to_baseline, "max abs error": lambda r: r.max_abs_error,
-               "throttled": lambda r: r.throttled_samples}
+               "throttled": lambda r: r.throttled_samples,
+               # what compiling reports (report_tables.COMPILE_COLUMNS)
+               "registers": lambda r: r.registers, "spills st/ld B": lambda r: r.spill_store_bytes,
+               "local B": lambda r: r.stack_frame_bytes, "smem B": shared_bytes, "occupancy": lambda r: r.occupancy,
+               "blocks/SM": lambda r: r.blocks_per_sm, "waves": lambda r: r.waves}
+
+# columns whose cells may be long lists (a SASS histogram): wrapped, not one line
+WRAPPED = ("SASS classes", "SASS")
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -38,6 +45,7 @@ table.sortable th[aria-sort="ascending"]::after { content: " \\25B2"; }
 table.sortable th[aria-sort="descending"]::after { content: " \\25BC"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 #results td { white-space: nowrap; } #results td:last-child { white-space: normal; min-width: 30em; }
+#results td.wrap { white-space: normal; min-width: 16em; }
 div.scroll { overflow-x: auto; }
 tr.failed td, tr.unreadable td { background: #fde8e8; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
@@ -87,13 +95,19 @@ def _e(text: Any) -> str:
     return html.escape("" if text is None else str(text))
 
 
+def _md_code(text: str) -> str:
+    """A note written in Markdown (``report_tables.results_notes``) as HTML: escaped, `x` as <code>."""
+    parts = _e(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
 def _cell(row: Row, title: str, get) -> str:
     text = str(get(row))
     if title == "path":
         text = row.path
     sort = SORT_VALUES.get(title)
     if sort is None:
-        return f"<td>{_e(text)}</td>"
+        return f'<td class="wrap">{_e(text)}</td>' if title in WRAPPED else f"<td>{_e(text)}</td>"
     value = sort(row)
     return f'<td class="num" data-sort="{"" if value is None else _e(repr(float(value)))}">{_e(text)}</td>'
 
@@ -147,9 +161,7 @@ def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Pa
         out += _families(families, plots.get("families"))
     columns = md_columns(rows)
     out += ['<h2 id="results-title">Results</h2>',
-            "<p><code>time / baseline</code> = kernel median time / baseline median time (&gt; 1: slower than "
-            "the baseline); GFLOP/s = 2&middot;M&middot;N&middot;K / median time; the timing is the record's "
-            "primary protocol. Click a column header to sort.</p>",
+            *(f"<p>{_md_code(note)}</p>" for note in results_notes(rows)), "<p>Click a column header to sort.</p>",
             '<div class="scroll"><table id="results" class="sortable"><thead><tr>'
             + "".join(f'<th scope="col">{_e(t)}</th>' for t, _ in columns) + "</tr></thead><tbody>"]
     for r in rows:

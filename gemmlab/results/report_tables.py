@@ -20,8 +20,11 @@ from gemmlab.stages.record_model import CATEGORIES, Record as Row
 CSV_COLUMNS = ("index", "path", "kernel", "params", "M", "N", "K", "device", "precision", "status", "valid",
                "median_ms", "gflops", "protocol", "l2", "n_samples", "throttled_samples", "ratio_to_baseline",
                "ratio_to_baseline_gflops", "baseline", "max_abs_error", "verification_rule",
-               "verification_passed", "arithmetic_intensity", "pct_fp32_peak", "pct_peak", "peak_units", "schema", "error",
-               "unread_fields")
+               "verification_passed", "arithmetic_intensity", "pct_fp32_peak", "pct_peak", "peak_units",
+               # what compiling reports (every record that compiled; all a mode=compile record has)
+               "registers", "spill_store_bytes", "spill_load_bytes", "stack_frame_bytes", "static_shared_bytes",
+               "dynamic_shared_bytes", "occupancy", "blocks_per_sm", "waves", "sass_classes", "sass_histogram",
+               "schema", "error", "unread_fields")
 _CATEGORY_TEXT = {"timed": "valid timed", "compiled": "compiled only", "failed": "failed",
                   "other": "other valid (sanitizer check, or no readable timing)", "unreadable": "unreadable files"}
 
@@ -55,11 +58,19 @@ def csv_columns(rows: Sequence[Row]) -> tuple[str, ...]:
     return CSV_COLUMNS[:i] + ("layout",) + CSV_COLUMNS[i:]
 
 
+_INT_FIELDS = ("registers", "spill_store_bytes", "spill_load_bytes", "stack_frame_bytes", "static_shared_bytes",
+               "dynamic_shared_bytes", "blocks_per_sm")
+
+
 def as_csv(row: Row) -> dict[str, Any]:
     """The row as ``CSV_COLUMNS`` (and ``layout``) → value (full precision; ``""`` for unknown)."""
     out = {c: getattr(row, c, None) for c in CSV_COLUMNS}
     out.update(params=row.params_text, n_samples=len(row.samples_ms) or None, unread_fields="; ".join(row.unread),
-               layout=layout_text(row) if row.category != "unreadable" else None)
+               layout=layout_text(row) if row.category != "unreadable" else None,
+               sass_classes=sass_classes_text(row) or None, sass_histogram=sass_text(row) or None)
+    for k in _INT_FIELDS:  # counts of bytes, registers, blocks: read as numbers, written as integers
+        if isinstance(out.get(k), float) and out[k].is_integer():
+            out[k] = int(out[k])
     return {k: ("" if v is None else v) for k, v in out.items()}
 
 
@@ -81,6 +92,61 @@ def _fmt(value: Any, spec: str) -> str:
     return str(value)
 
 
+def _int(value: float | None) -> str:
+    return "" if value is None else str(int(value))
+
+
+def spills_text(row: Row) -> str:
+    """``"<store>/<load>"``: ptxas's spill stores and loads in bytes per thread (``""`` without a report)."""
+    if row.spill_store_bytes is None and row.spill_load_bytes is None:
+        return ""
+    return f"{_int(row.spill_store_bytes) or '?'}/{_int(row.spill_load_bytes) or '?'}"
+
+
+def shared_bytes(row: Row) -> float | None:
+    """Shared memory per block in bytes: ptxas's static plus the launch's dynamic (None without a report)."""
+    if row.static_shared_bytes is None and row.dynamic_shared_bytes is None:
+        return None
+    return (row.static_shared_bytes or 0) + (row.dynamic_shared_bytes or 0)
+
+
+def smem_text(row: Row) -> str:
+    """:func:`shared_bytes`, and ``static+dynamic`` when the launch asks for dynamic shared memory."""
+    total = shared_bytes(row)
+    if total is None:
+        return ""
+    if row.dynamic_shared_bytes:
+        return f"{int(total)} ({_int(row.static_shared_bytes) or 0}+{_int(row.dynamic_shared_bytes)})"
+    return str(int(total))
+
+
+def sass_classes_text(row: Row) -> str:
+    """The declared SASS classes' check (:mod:`gemmlab.gpu.sass_check`) in a few words:
+    ``"FFMA present (FFMA 256)"``, ``"HGMMA MISSING"``, ``"HGMMA not checked: <why>"``; ``""`` when
+    the kernel declares none or the record has no check."""
+    check = row.sass_check
+    declared = check.get("declared") if isinstance(check.get("declared"), list) else []
+    if not declared:
+        return ""
+    names, verdict = ", ".join(map(str, declared)), check.get("verdict")
+    if verdict == "present":
+        counts = check.get("counts") if isinstance(check.get("counts"), dict) else {}
+        return f"{names} present" + (f" ({', '.join(f'{c} {n}' for c, n in counts.items())})" if counts else "")
+    if verdict == "missing":
+        missing = check.get("missing") if isinstance(check.get("missing"), list) else declared
+        return f"{', '.join(map(str, missing))} MISSING (declared {names})"
+    return f"{names} not checked" + (f": {check['reason']}" if check.get("reason") else "")
+
+
+def sass_text(row: Row) -> str:
+    """The cubin's SASS histogram: ``"FFMA 256, LDS 64, ... of 672"`` (classes counted
+    more than 0 times, in the histogram's order, then the instruction total); ``""`` without one."""
+    if not row.sass_histogram and row.sass_total is None:
+        return ""
+    text = ", ".join(f"{k} {v}" for k, v in row.sass_histogram.items()) or "none of the counted classes"
+    return text + (f" of {row.sass_total}" if row.sass_total is not None else "")
+
+
 def _md_cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -99,6 +165,32 @@ MD_COLUMNS = (("#", lambda r: r.index), ("path", lambda r: f"`{r.path}`"), ("ker
                ("throttled", lambda r: _fmt(r.throttled_samples, "")),
                ("error", lambda r: r.error or ""))
 
+#: what compiling reports (the only measurement of ``mode=compile``): :func:`md_columns` adds them
+#: before ``error`` when any row was compiled only; registers, spills (store/load) and the stack
+#: frame (local memory) are ptxas's per thread, shared memory per block (static + the launch's
+#: dynamic), occupancy the theoretical one of the launch, waves its blocks over a full device
+COMPILE_COLUMNS = (("registers", lambda r: _int(r.registers)), ("spills st/ld B", spills_text),
+                   ("local B", lambda r: _int(r.stack_frame_bytes)), ("smem B", smem_text),
+                   ("occupancy", lambda r: _fmt(r.occupancy, ".2f")), ("blocks/SM", lambda r: _int(r.blocks_per_sm)),
+                   ("waves", lambda r: _fmt(r.waves, ".2f")), ("SASS classes", sass_classes_text),
+                   ("SASS", sass_text))
+#: what only a timed run fills: left out of a table whose rows were all compiled only
+TIMING_COLUMNS = ("median ms", "GFLOP/s", "protocol", "time / baseline", "baseline", "max abs error",
+                  "verification", "throttled")
+
+
+def compiled_only(row: Row) -> bool:
+    """The row is a ``mode=compile`` point (compiled, or failed while compiling): no timing."""
+    return row.category == "compiled" or (row.mode == "compile" and row.category != "unreadable")
+
+
+def compile_mode(rows: Sequence[Row]) -> tuple[bool, bool]:
+    """``(any, all)``: whether any, and whether every readable row is :func:`compiled_only`."""
+    readable = [r for r in rows if r.category != "unreadable"]
+    flags = [compiled_only(r) for r in readable]
+    return any(flags), bool(flags) and all(flags)
+
+
 #: the columns :func:`md_columns` adds after ``K`` for a set of mixed precisions or layouts
 SETTING_COLUMNS = (("precision", lambda r: r.precision or ""),
                    ("layout a/b", lambda r: layout_text(r) if r.category != "unreadable" else ""))
@@ -106,11 +198,37 @@ SETTING_COLUMNS = (("precision", lambda r: r.precision or ""),
 
 def md_columns(rows: Sequence[Row]) -> tuple:
     """:data:`MD_COLUMNS`, plus precision and layout after ``K`` when :func:`mixed_settings`
-    (``report.md`` and ``report.html``)."""
+    (``report.md`` and ``report.html``); when any row was compiled only (:func:`compile_mode`),
+    :data:`COMPILE_COLUMNS` before ``error``, and when every row was, without
+    :data:`TIMING_COLUMNS` (always empty there)."""
+    columns = MD_COLUMNS
+    any_compiled, all_compiled = compile_mode(rows)
+    if any_compiled:
+        keep = tuple(c for c in columns if not (all_compiled and c[0] in TIMING_COLUMNS))
+        i = [c for c, _ in keep].index("error")
+        columns = keep[:i] + COMPILE_COLUMNS + keep[i:]
     if not mixed_settings(rows):
-        return MD_COLUMNS
-    i = [c for c, _ in MD_COLUMNS].index("K") + 1
-    return MD_COLUMNS[:i] + SETTING_COLUMNS + MD_COLUMNS[i:]
+        return columns
+    i = [c for c, _ in columns].index("K") + 1
+    return columns[:i] + SETTING_COLUMNS + columns[i:]
+
+
+#: what the results table's columns mean, said above it (``report.md`` and ``report.html``)
+TIMING_NOTE = ("`time / baseline` = kernel median time / baseline median time (> 1: slower than the baseline); "
+               "GFLOP/s = 2·M·N·K / median time; the timing is the record's primary protocol.")
+COMPILE_NOTE = ("Compiled only (`mode=compile`, no GPU): `registers`, `spills st/ld B` (spill stores/loads) and "
+                "`local B` (stack frame, local memory) are ptxas's report per thread; `smem B` is shared memory per "
+                "block (static + the launch's dynamic); `occupancy` is the launch's theoretical occupancy "
+                "(`blocks/SM` resident blocks per SM, `waves` its blocks over the whole device); `SASS classes` is "
+                "the check of the SASS classes the kernel declares, counted in its main kernel; `SASS` is the cubin's "
+                "histogram of instruction classes (every function of the module), of its instruction total.")
+
+
+def results_notes(rows: Sequence[Row]) -> list[str]:
+    """The notes on the results table's columns (Markdown): the timing note unless every row was
+    compiled only, the compile note when any was."""
+    any_compiled, all_compiled = compile_mode(rows)
+    return ([] if all_compiled else [TIMING_NOTE]) + ([COMPILE_NOTE] if any_compiled else [])
 
 
 def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, plot_notes: dict[str, str],
@@ -147,10 +265,10 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
                   families_md.rstrip("\n"), ""]
         if "families" in written:
             lines += ["![kernel=auto vs the baseline per shape](families.png)", ""]
-    lines += ["## Results", "",
-              "`time / baseline` = kernel median time / baseline median time (> 1: slower than the baseline); "
-              "GFLOP/s = 2·M·N·K / median time; the timing is the record's primary protocol.", "",
-              "| " + " | ".join(c for c, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["## Results", ""]
+    for note in results_notes(rows):
+        lines += [note, ""]
+    lines += ["| " + " | ".join(c for c, _ in columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         lines.append("| " + " | ".join(_md_cell(get(r)) for _, get in columns) + " |")
     lines.append("")
@@ -180,16 +298,27 @@ def print_table(rows: Sequence[Row], console=None) -> None:
     from rich.text import Text
     console = console or Console()
     table = Table(title=f"gemmlab report: {len(rows)} records")
-    for c, kw in (("#", {"justify": "right"}), ("kernel", {}), ("params", {"max_width": 28}), ("shape", {}),
-                  ("status", {}), ("median ms", {"justify": "right"}), ("GFLOP/s", {"justify": "right"}),
-                  ("vs base", {"justify": "right"}), ("error", {"max_width": 40, "no_wrap": True, "overflow": "ellipsis"})):
-        kw.setdefault("overflow", "fold")
-        table.add_column(c, **kw)
+    right = {"justify": "right"}
+    columns = [("#", right, lambda r: str(r.index)), ("kernel", {}, lambda r: r.kernel or ""),
+               ("params", {"max_width": 28}, lambda r: r.params_text), ("shape", {}, lambda r: r.shape_text),
+               ("status", {}, lambda r: r.status)]
+    any_compiled, all_compiled = compile_mode(rows)
+    if not all_compiled:
+        columns += [("median ms", right, lambda r: _fmt(r.median_ms, ".5f")),
+                    ("GFLOP/s", right, lambda r: _fmt(r.gflops, ".1f")),
+                    ("vs base", right, lambda r: f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "")]
+    if any_compiled:  # what compiling reports: the whole measurement of mode=compile
+        columns += [("regs", right, lambda r: _int(r.registers)), ("spills", right, spills_text),
+                    ("smem B", right, smem_text), ("occupancy", right, lambda r: _fmt(r.occupancy, ".2f")),
+                    ("waves", right, lambda r: _fmt(r.waves, ".2f"))]
+    if all_compiled:
+        columns += [("SASS classes", {"max_width": 36}, sass_classes_text)]
+    columns += [("error", {"max_width": 40, "no_wrap": True, "overflow": "ellipsis"},
+                 lambda r: (r.error or "").splitlines()[0][:200] if r.error else "")]
+    for c, kw, _ in columns:
+        table.add_column(c, **{"overflow": "fold", **kw})
     for r in rows:
         style = "red" if r.category in ("failed", "unreadable") else None
-        cells = (str(r.index), r.kernel or "", r.params_text, r.shape_text, r.status,
-                 _fmt(r.median_ms, ".5f"), _fmt(r.gflops, ".1f"),
-                 f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "",
-                 (r.error or "").splitlines()[0][:200] if r.error else "")
+        cells = (get(r) for _, _, get in columns)
         table.add_row(*(Text(c) for c in cells), style=style)  # plain text: "[cublas]" is no markup
     console.print(table)

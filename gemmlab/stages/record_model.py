@@ -113,6 +113,13 @@ class Record:
     static_shared_bytes: float | None = None  # per block
     dynamic_shared_bytes: float | None = None  # per block, the launch's
     occupancy: float | None = None  # theoretical occupancy (0..1) of the launch
+    stack_frame_bytes: float | None = None  # ptxas's stack frame (local memory) per thread
+    # (registers, static shared memory and local memory: the driver's attributes where ptxas reported none)
+    blocks_per_sm: float | None = None  # resident blocks per SM the occupancy allows
+    waves: float | None = None  # the launch's blocks / (blocks per SM × SMs)
+    sass_histogram: dict[str, int] = field(default_factory=dict)  # the cubin's SASS classes counted (> 0)
+    sass_total: int | None = None  # instructions in the disassembly
+    sass_check: dict[str, Any] = field(default_factory=dict)  # the declared classes' check (gemmlab.gpu.sass_check)
     created: str = ""
     shape_from: str | None = None  # "shape" or "config.shape": where M, N, K were read
     settings: dict[str, Any] = field(default_factory=dict)  # measurement_settings() of the record
@@ -554,6 +561,15 @@ class _Reader:
         row.static_shared_bytes = self.num("compile.resources.static_shared_bytes")
         row.dynamic_shared_bytes = self.num("launch.shared_bytes")
         row.occupancy = self.num("occupancy.theoretical_occupancy")
+        row.stack_frame_bytes = self.num("compile.resources.stack_frame_bytes")
+        if self.get("compile.resources") in (None, _MISSING) and isinstance(self.get("compile.driver_attributes"), dict):
+            # a run without ptxas's report (no -Xptxas=-v): the driver's attributes of the loaded kernel
+            row.registers = self.num("compile.driver_attributes.registers")
+            row.static_shared_bytes = self.num("compile.driver_attributes.static_shared_bytes")
+            row.stack_frame_bytes = self.num("compile.driver_attributes.local_bytes")
+        row.blocks_per_sm = self.num("occupancy.max_active_blocks_per_sm")
+        row.waves = self.num("occupancy.waves")
+        self._sass(row)
 
         if status == "ok" or (status is None and valid):
             row.category = "timed" if row.median_ms is not None else "other"
@@ -565,6 +581,19 @@ class _Reader:
             row.category = "failed"
         row.unread = self.unread
         return row
+
+    def _sass(self, row: Record) -> None:
+        """The SASS histogram (``compile.sass.histogram``: classes counted more than 0 times, and the
+        total) and the declared classes' check (``sass_check``); never required, a malformed one is
+        left out."""
+        hist = self.get("compile.sass.histogram")
+        if isinstance(hist, dict):
+            counts = {str(k): v for k, v in hist.items() if isinstance(v, int) and not isinstance(v, bool)}
+            row.sass_total = counts.pop("total", None)
+            row.sass_histogram = {k: v for k, v in counts.items() if v > 0}
+        check = self.get("sass_check")
+        if isinstance(check, dict) and isinstance(check.get("verdict"), str):
+            row.sass_check = dict(check)
 
     def _kernel(self, row: Record, expect_point: bool) -> None:
         """Kernel name and parameters; fallback: the config, where parameters sit beside the name."""
