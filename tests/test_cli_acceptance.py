@@ -182,6 +182,13 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
                             "plugin_dirs=[~/x] (an element with characters the grammar does not take bare, such as ~ "
                             "or a space, is quoted for Hydra inside the list and the whole override for the shell: "
                             "'plugin_dirs=[\"~/x\"]')"),
+    # a new-user trial (issue 45): a non-ASCII path got Hydra's lexer error alone, the space case a quoting hint
+    (["hydra.run.dir=out/é"], "hydra.run.dir: cannot parse override 'hydra.run.dir=out/é': LexerNoViableAltException: "
+                              "hydra.run.dir=out/é (a value with characters the grammar does not take bare, such as é, "
+                              "is quoted for Hydra and the whole override for the shell: 'hydra.run.dir=\"out/é\"')"),
+    (["-m", "kernel=naive,tiled", "hydra.sweep.dir=ü/s"], "hydra.sweep.dir: cannot parse override "
+     "'hydra.sweep.dir=ü/s': LexerNoViableAltException: hydra.sweep.dir=ü/s (a value with characters the grammar does "
+     "not take bare, such as ü, is quoted for Hydra and the whole override for the shell: 'hydra.sweep.dir=\"ü/s\"')"),
     (["experiment=tc_ladder", "hydra.sweeper.params.tc_rung=mma_bf16_rr,mma_tf32_rr"],
      "hydra.sweeper.params.tc_rung: mma_bf16_rr,mma_tf32_rr is a comma list, i.e. a sweep, and Hydra does not "
      "sweep its own hydra.* keys; quote the value to give it as one string: "

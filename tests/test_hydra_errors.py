@@ -45,3 +45,21 @@ def test_a_missing_launcher_or_sweeper_names_the_extra(args, missing, want):
     assert str(err).startswith(want), str(err)
     extras = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert "cluster = [" in extras and "search = [" in extras
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("hydra.run.dir=out/é", "'hydra.run.dir=\"out/é\"'"),
+    ("kernel=naive,tiled€", "'kernel=\"naive\",\"tiled€\"'"),  # a sweep's elements are quoted each: still a sweep
+    ("hydra.run.dir=~/runs", None),  # quoted, ~ would be a folder named ~, not the home folder
+    ("hydra.run.dir='out/é", None),  # a quote of its own: Hydra's error as it is
+])
+def test_a_value_the_grammar_takes_only_quoted_gets_the_quoting_hint(text, hint):
+    """Issue 45: a non-ASCII value (``hydra.run.dir=out/é``) got Hydra's lexer error without the
+    quoting hint a path with a space gets; the line now says how to quote it, one line still."""
+    from gemmlab.cli.hydra_errors import override_parse_error
+    message = str(override_parse_error(text, None, None, Exception(f"LexerNoViableAltException: {text}")))
+    assert "\n" not in message and message.count(f"LexerNoViableAltException: {text}") == 1
+    if hint is None:
+        assert "quoted" not in message
+    else:
+        assert message.endswith(f"is quoted for Hydra and the whole override for the shell: {hint})"), message

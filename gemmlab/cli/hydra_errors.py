@@ -408,4 +408,20 @@ def override_parse_error(text: str, previous: str | None, following: str | None,
                     f"for Hydra inside the list and the whole override for the shell: '{text.split('=', 1)[0]}=[{quoted}]')")
         else:
             hint = " (lists are written [a,b,c]; quote them in the shell)"
+    elif _not_bare(value) and not any(c in value for c in "'\"{}()"):  # e.g. hydra.run.dir=out/é
+        quoted = ",".join(f'"{element}"' for element in value.split(","))  # a sweep's elements stay a sweep
+        hint = (f" (a value with characters the grammar does not take bare, such as {_not_bare(value)}, is quoted "
+                f"for Hydra and the whole override for the shell: '{text.split('=', 1)[0]}={quoted}')")
     return ConfigError(key, f"cannot parse override {text!r}: {first}{hint}")
+
+
+#: ASCII characters Hydra's override grammar refuses in a bare value that have no meaning of their
+#: own there (brackets, braces, parentheses, quotes and ``=`` do: they are left to their own errors;
+#: ``~`` too: quoted it is no home folder, ``~/runs`` would be a folder named ``~``)
+_NOT_BARE = "!#&;<>^`"
+
+
+def _not_bare(value: str) -> str | None:
+    """The first character of ``value`` that Hydra's grammar takes only quoted (any non-ASCII
+    character, or one of :data:`_NOT_BARE`), else None."""
+    return next((c for c in value if not c.isascii() or c in _NOT_BARE), None)
