@@ -288,13 +288,14 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
     method = options.method
     if method == "auto":
         method = "full" if M * N * K <= options.max_full else "sampled"
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
     need_abs = rule == "bound"
     step = block_rows(M, N, block_bytes)
     nan_outputs = sum(int(np.isnan(c[r:r + step]).sum()) for r in range(0, M, step))
     if method == "full":
         if step >= M:
             cache = products if products is not None else {}
+            if "ref" not in cache or need_abs and "abs_ab" not in cache:  # float64 copies only on a miss
+                a64, b64 = a.astype(np.float64), b.astype(np.float64)
             if "ref" not in cache:
                 cache["ref"] = a64 @ b64
             if need_abs and "abs_ab" not in cache:
@@ -303,6 +304,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
             tol = tolerance(rule, options, ref, cache["abs_ab"] if need_abs else None, K, precision)
             parts = [_compare(c, ref, tol)]
         else:
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
             abs_b = np.abs(b64) if need_abs else None
             blocks = []
             for r in range(0, M, step):
@@ -321,6 +323,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
         cache = products if products is not None else {}
         key = ("sampled", seed, options.sample, options.trials, rule, options.safety, options.atol, options.rtol)
         if key not in cache:
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
             rng = np.random.default_rng(seed + 1)
             rows = np.sort(rng.choice(M, size=min(M, options.sample), replace=False))
             cols = np.sort(rng.choice(N, size=min(N, options.sample), replace=False))
