@@ -712,7 +712,7 @@ class Run:
             if backend.kind != "library":
                 continue
             if idle_cost is None:  # what waiting for an idle context costs by itself (the host's call)
-                idle_cost = _time_device_sync(gpu)
+                idle_cost = timing_stage.time_device_sync(gpu)
             try:
                 replay = gpu.capture(backend.enqueue, 1, mode="global")
                 nodes = gpu.graph_nodes(replay.graph)
@@ -738,7 +738,7 @@ class Run:
                                          tf32_rounding=backend.spec.tf32_rounding)
             check["replay_verified"] = verdict.passed
             # the replay has completed on the run's stream: the context must have nothing else running
-            check["context_busy_after_ms"] = busy = _time_device_sync(gpu) - idle_cost
+            check["context_busy_after_ms"] = busy = timing_stage.time_device_sync(gpu) - idle_cost
             _merge(self.record, self.backends)
             if not verdict.passed:
                 raise SafetyNetError("foreign_launch", f"launch path: {backend.name}'s captured enqueue, replayed, does "
@@ -952,13 +952,6 @@ def _layout_text(problem: Problem) -> str:
     if (problem.layout_a, problem.layout_b) == ("row", "row"):
         return "row-major"
     return f"A {problem.layout_a}-major, B {problem.layout_b}-major, C row-major"
-
-
-def _time_device_sync(gpu) -> float:
-    """ms the host waits in ``gpu.device_sync()`` (every stream of this context; not other processes')."""
-    waited = time.perf_counter()
-    gpu.device_sync()
-    return (time.perf_counter() - waited) * 1e3
 
 
 def _floor_enqueue(gpu):

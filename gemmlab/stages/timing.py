@@ -146,21 +146,29 @@ class Sampler:
         """One sample: ms per launch."""
         if self.flush is not None:
             self.flush()
-        try:
-            start = self.gpu.stream.record(options=self.timed)
-            self.body()
-            stop = self.gpu.stream.record(options=self.timed)
-            stop.sync()
-            elapsed = stop - start
-        except CudaError:
-            raise
-        except Exception as exc:  # an asynchronous fault first seen at the stop event (cuda.core's CUDAError)
-            raise CudaError(f"kernel failed: {exc}") from None
+        elapsed = _between_events(self.gpu, self.timed, self.body)
         if self.idle_check:  # device-wide completion: how long this context still had work after the stop
-            waited = time.perf_counter()
-            self.gpu.device_sync()
-            self.idle_gap_ms = (time.perf_counter() - waited) * 1e3
+            self.idle_gap_ms = time_device_sync(self.gpu)
         return elapsed / self.launches
+
+
+def _between_events(gpu, timed, body: Callable[[], None]) -> float:
+    """ms between CUDA events recorded (with ``timed`` options) before and after ``body()`` on
+    ``gpu``'s stream, waited for.
+
+    Raises:
+        CudaError: a launch failed, or a fault first seen at the stop event (cuda.core's CUDAError).
+    """
+    try:
+        start = gpu.stream.record(options=timed)
+        body()
+        stop = gpu.stream.record(options=timed)
+        stop.sync()
+        return stop - start
+    except CudaError:
+        raise
+    except Exception as exc:
+        raise CudaError(f"kernel failed: {exc}") from None
 
 
 def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptions, flush=None,
@@ -254,17 +262,16 @@ def time_once(gpu, enqueue: Callable[[], None]) -> float:
         CudaError: the launch or the events failed.
     """
     from cuda.core import EventOptions
-    timed = EventOptions(timing_enabled=True)
-    try:
-        start = gpu.stream.record(options=timed)
-        enqueue()
-        stop = gpu.stream.record(options=timed)
-        stop.sync()
-        return stop - start
-    except CudaError:
-        raise
-    except Exception as exc:
-        raise CudaError(f"kernel failed: {exc}") from None
+    return _between_events(gpu, EventOptions(timing_enabled=True), enqueue)
+
+
+def time_device_sync(gpu) -> float:
+    """ms the host waits in ``gpu.device_sync()``: every stream of this context (other processes'
+    work is not waited for), so more than the call's own cost means this context still had work."""
+    waited = time.perf_counter()
+    gpu.device_sync()
+    return (time.perf_counter() - waited) * 1e3
+
 
 
 def describe(options: TimingOptions) -> str:
