@@ -7,15 +7,15 @@ Each case runs through ``gemmlab.run.isolation.run_point`` (``gemmlab.run.pipeli
 worker process: a sticky CUDA fault costs only its own point; the worker is renewed before every
 case, so no exploit finds another's loaded module or ``__device__`` state) in its own folder
 ``OUTDIR/points/<case>``. One table line per case (exploit | status | net | expected | PASS/FAIL) is
-printed and written to ``OUTDIR/corpus.md``; every record goes into ONE ``OUTDIR/corpus.jsonl.xz``
-(JSON lines, lzma): ``{"case", "kernel", "idea", "expected_status", "expected_net", "passed",
-"problems", "record"}``. Exit status 0 when every case passed, 1 otherwise.
+printed and written to ``OUTDIR/corpus.md``; every record goes into ONE ``OUTDIR/corpus.jsonl.xz``,
+gemmlab's record archive (gemmlab/stages/archive.py: member ``<case>/result.json``, the record with
+a ``corpus`` field holding the case, its idea, the expected status and net, passed, problems).
+Exit status 0 when every case passed, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import json
-import lzma
 import sys
 import time
 from pathlib import Path
@@ -40,7 +40,9 @@ def run(outdir: Path, names: list[str]) -> int:
     print(header, flush=True)
     lines, failed = [header], 0
     started = time.monotonic()
-    with lzma.open(outdir / "corpus.jsonl.xz", "wt", encoding="utf-8") as archive:
+    from gemmlab.stages.archive import Member, write_members
+    members = []
+    try:
         for case in cases:
             isolation.end_command()  # a renewed worker: fresh modules, no exploit state left behind
             record = isolation.run_point(corpus.config(case), outdir / "points" / case.name)
@@ -50,10 +52,12 @@ def run(outdir: Path, names: list[str]) -> int:
                     f"{case.status} / {case.net} | {'FAIL: ' + '; '.join(wrong) if wrong else 'PASS'} |")
             print(line, flush=True)
             lines.append(line)
-            archive.write(json.dumps({"case": case.name, "kernel": case.kernel, "idea": case.idea,
-                                      "expected_status": case.status, "expected_net": case.net,
-                                      "passed": not wrong, "problems": wrong, "record": record},
-                                     sort_keys=True, default=str) + "\n")
+            record["corpus"] = {"case": case.name, "kernel": case.kernel, "idea": case.idea,
+                                "expected_status": case.status, "expected_net": case.net, "passed": not wrong,
+                                "problems": wrong}
+            members.append(Member(f"{case.name}/result.json", json.loads(json.dumps(record, default=str))))
+    finally:  # what ran is archived, also when the run is cut short
+        write_members(members, outdir / "corpus.jsonl.xz", source="tests/adversarial/run_corpus.py")
     isolation.stop_worker()
     summary = (f"{len(cases) - failed} of {len(cases)} exploits refused as expected "
                f"({time.monotonic() - started:.0f} s)")
