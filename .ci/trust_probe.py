@@ -79,9 +79,11 @@ def overhead_part(out):
             phase = rec.get("phase_s") or {}
             wall = rec["probe"]["wall_s"]
             after = phase.get("after_timing")
+            parts = " ".join(f"{k}={v}" for k, v in (phase.get("after_timing_parts") or {}).items())
             rows.append((rec, f"{precision} {shape[0]}^3 | {rec['status']} | {wall} | {phase.get('timing')} | {after} | "
-                              f"{round(100 * after / (wall - after), 1) if after else None}"))
-    return rows, "overhead | status | point wall s | timing s | after-timing s | after-timing % of the rest"
+                              f"{round(100 * after / (wall - after), 1) if after else None} | {parts}"))
+    return rows, ("overhead | status | point wall s | timing s | after-timing s | after-timing % of the rest | "
+                  "after-timing parts s")
 
 
 def cold_part(out):

@@ -156,6 +156,10 @@ class GpuLike(Protocol):
         """Wait for the stream (an asynchronous kernel fault raises :class:`CudaError`)."""
 
 
+#: pinned staging kept by a :class:`Gpu` between transfers up to this size (larger ones allocate their own)
+STAGING_KEEP_BYTES = 1 << 30
+
+
 class Gpu:
     """One CUDA device with a non-blocking stream, kept for the whole process (sweeps reuse it).
 
@@ -206,26 +210,42 @@ class Gpu:
                 "driver_version": f"{d // 1000}.{(d % 1000) // 10}", "cuda_core_version": cuda.core.__version__}
 
     # --- raw device addresses (guard-banded buffers, see gemmlab.gpu.guards) -------------------------
-    def upload(self, address: int, array: np.ndarray) -> None:
-        """Copy a host array to device ``address`` (synchronous; pinned staging)."""
-        from cuda.bindings import driver
+    def _staging(self, nbytes: int):
+        """A pinned host buffer of at least ``nbytes`` for :meth:`upload`/:meth:`download`: one kept
+        for the process (grown to the largest transfer up to :data:`STAGING_KEEP_BYTES`; page-locking
+        64 MB costs tens of ms per call), or a new one for larger transfers. Returns ``(buffer, keep)``."""
         from cuda.core import LegacyPinnedMemoryResource
+        nbytes = max(nbytes, 1)
+        if nbytes > STAGING_KEEP_BYTES:
+            return LegacyPinnedMemoryResource().allocate(nbytes, stream=self.stream), False
+        kept = getattr(self, "_kept_staging", None)
+        if kept is None or kept.size < nbytes:
+            if kept is not None:
+                kept.close()
+            self._kept_staging = kept = LegacyPinnedMemoryResource().allocate(nbytes, stream=self.stream)
+        return kept, True
+
+    def upload(self, address: int, array: np.ndarray) -> None:
+        """Copy a host array to device ``address`` (synchronous; through pinned staging, :meth:`_staging`)."""
+        from cuda.bindings import driver
         array = np.ascontiguousarray(array)
-        staging = LegacyPinnedMemoryResource().allocate(array.nbytes, stream=self.stream)
-        np.from_dlpack(staging).view(np.uint8)[:] = array.view(np.uint8).ravel()
+        staging, keep = self._staging(array.nbytes)
+        np.from_dlpack(staging).view(np.uint8)[:array.nbytes] = array.view(np.uint8).ravel()
         _driver_call(driver.cuMemcpyHtoDAsync(address, int(staging.handle), array.nbytes, self.stream.handle))
         self.sync()
-        staging.close()
+        if not keep:
+            staging.close()
 
     def download(self, address: int, nbytes: int) -> np.ndarray:
-        """Copy ``nbytes`` from device ``address`` into a new host uint8 array (synchronous)."""
+        """Copy ``nbytes`` from device ``address`` into a new host uint8 array (synchronous; through
+        pinned staging, :meth:`_staging`)."""
         from cuda.bindings import driver
-        from cuda.core import LegacyPinnedMemoryResource
-        staging = LegacyPinnedMemoryResource().allocate(max(nbytes, 1), stream=self.stream)
+        staging, keep = self._staging(nbytes)
         _driver_call(driver.cuMemcpyDtoHAsync(int(staging.handle), address, nbytes, self.stream.handle))
         self.sync()
         out = np.from_dlpack(staging).view(np.uint8)[:nbytes].copy()
-        staging.close()
+        if not keep:
+            staging.close()
         return out
 
     def fill32(self, address: int, pattern: int, count: int) -> None:

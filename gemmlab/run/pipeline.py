@@ -833,14 +833,22 @@ class Run:
         """
         gpu, rc, record, problem = self.gpu, self.rc, self.record, self.problem
         started = time.perf_counter()
+        parts: dict = {}
+
+        def lap(name: str) -> None:  # where the after-timing seconds go: phase_s.after_timing_parts
+            now = time.perf_counter()
+            parts[name] = round(now - started - sum(parts.values()), 4)
+
         seed = secrets.randbits(62)
         fresh = inputs_stage.make_problem_inputs(problem, inputs_stage.InputOptions(
             seed=seed, distribution=rc.inputs.distribution), fast=True)
+        lap("draw")
         options = rc.verify  # the first verification's rule; its method too, while the product is small
         if rc.shape.M * rc.shape.N * rc.shape.K > AFTER_TIMING_FULL_MAX and rc.verify.method != "full":
             options = dataclasses.replace(rc.verify, method="sampled")
         gpu.upload(self.d_a.address, fresh.a_stored)
         gpu.upload(self.d_b.address, fresh.b_stored)
+        lap("upload")
         products: dict = {}
         failures, refusals = [], []
         path = ("the graph of one timed batch, replayed" if rc.timing.mode != "events"
@@ -859,6 +867,7 @@ class Run:
                 failures.append(f"{backend.name}: {verdict.summary()}")
         gpu.release_graphs()
         self.replay = {}
+        lap("replay_verify")
         _merge(record, self.backends)
         hit = _bands(gpu, record, [self.d_a, self.d_b] + [b.buffers.c for b in self.backends]
                      + [g for b in self.backends for g in b.guarded()], after="the after-timing verification")
@@ -866,7 +875,9 @@ class Run:
             record.setdefault("nets_fired", []).append("guard bands")
             raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the after-timing verification)")
         _check_inputs(gpu, record, self.d_a, self.d_b, fresh)
+        lap("bands_inputs")
         cached = self._novelty(fresh)
+        lap("fresh_input_timing")
         if cached:
             refusals.append(("cached_result", "fresh-input timing", cached))
         primary = "graph" if rc.timing.mode == "both" else rc.timing.mode
@@ -890,7 +901,9 @@ class Run:
             backend.record["plausibility"] = gate
             if not gate["passed"]:
                 refusals.append(("implausible", "plausibility", f"plausibility: {backend.name}: {gate['reason']}"))
+        lap("gates")
         record.setdefault("phase_s", {})["after_timing"] = round(time.perf_counter() - started, 4)
+        record["phase_s"]["after_timing_parts"] = parts
         _merge(record, self.backends)
         nets = (["verification after timing"] if failures else []) + [net for _, net, _ in refusals]
         refusals.sort(key=lambda r: REFUSAL_ORDER.index(r[0]))

@@ -10,14 +10,18 @@ seed 000, the real-device naive vs register-tiled GEMM lab gemmlab grew from). F
 
 from __future__ import annotations
 
-import numpy as np
-
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+import numpy as np
 
 from gemmlab.contract.hookspecs import AB_DTYPES, Problem, Shape
 
 INT_RANGE = 4
 MAX_EXACT_K = 2**19  # 16 * K < 2^24 keeps every partial sum exact in float32
+FAST_CHUNKS = 16  # row blocks of a ``fast`` draw, each its own child seed (the values never depend on the cores)
+FAST_THREADED_MIN = 1 << 20  # elements from which a ``fast`` draw fills its blocks in threads
 
 
 @dataclass(frozen=True)
@@ -39,25 +43,53 @@ def make_inputs(shape: Shape, options: InputOptions, fast: bool = False) -> tupl
 
     ``fast``: draw normal and uniform values in float32 directly (numpy's float32 ziggurat and
     ``random(dtype=float32)``: the same distributions, about 4x faster, other values for the same
-    seed), for the fresh inputs of the after-timing verification.
+    seed; in threads, :func:`_draw_fast`), for the fresh inputs of the after-timing verification.
 
     Raises:
         ValueError: an unknown distribution (config validation rejects it earlier).
     """
-    rng = np.random.default_rng(options.seed)
     sizes = ((shape.M, shape.K), (shape.K, shape.N))
+    if fast and options.distribution in ("normal", "uniform"):
+        return tuple(_draw_fast(s, options.seed, i, options.distribution) for i, s in enumerate(sizes))
+    rng = np.random.default_rng(options.seed)
     if options.distribution == "normal":
-        a, b = (rng.standard_normal(s, dtype=np.float32) if fast else rng.standard_normal(s).astype(np.float32)
-                for s in sizes)
+        a, b = (rng.standard_normal(s).astype(np.float32) for s in sizes)
     elif options.distribution == "uniform":
-        a, b = ((rng.random(s, dtype=np.float32) * 2 - 1) if fast else rng.uniform(-1.0, 1.0, s).astype(np.float32)
-                for s in sizes)
+        a, b = (rng.uniform(-1.0, 1.0, s).astype(np.float32) for s in sizes)
     elif options.distribution == "integers":
         # nonzero magnitudes 1..4 with random signs: never an all-zero matrix, even at 1x1x1
         a, b = ((rng.integers(1, INT_RANGE + 1, s) * rng.choice([-1, 1], s)).astype(np.float32) for s in sizes)
     else:
         raise ValueError(f"inputs.distribution: unknown {options.distribution!r}")
     return a, b
+
+
+def _draw_fast(size: tuple[int, int], seed: int, which: int, distribution: str) -> np.ndarray:
+    """float32 N(0, 1) or U[-1, 1) draws of ``size``, in :data:`FAST_CHUNKS` row blocks, each from
+    its own child of ``SeedSequence((seed, which))`` and filled in place by a thread (numpy's
+    "Multithreaded generation" recipe: the fill releases the GIL); the values depend on the seed
+    alone, not on the machine's cores."""
+    out = np.empty(size, dtype=np.float32)
+    flat = out.reshape(-1)
+    bounds = np.linspace(0, flat.size, FAST_CHUNKS + 1).astype(np.int64)
+    children = np.random.SeedSequence((seed, which)).spawn(FAST_CHUNKS)
+
+    def fill(i: int) -> None:
+        rng, part = np.random.default_rng(children[i]), flat[bounds[i]:bounds[i + 1]]
+        if distribution == "normal":
+            rng.standard_normal(dtype=np.float32, out=part)
+        else:
+            rng.random(dtype=np.float32, out=part)
+            part *= 2
+            part -= 1
+
+    if flat.size < FAST_THREADED_MIN:
+        for i in range(FAST_CHUNKS):
+            fill(i)
+    else:
+        with ThreadPoolExecutor(max_workers=min(FAST_CHUNKS, os.cpu_count() or 1)) as pool:
+            list(pool.map(fill, range(FAST_CHUNKS)))
+    return out
 
 
 def storage_dtype(precision: str) -> np.dtype:
