@@ -6,6 +6,12 @@ launch order so they share each B slice in L2), NT columns per block (4, 8, 16, 
 NT/4 lanes read float4s of a B row), KW warps splitting K inside the block (reduced through shared
 memory), U float4 loads of B in flight per thread per chunk. Any shape runs (edges are masked);
 it is fast only where B dominates the traffic (M <= 16 or so).
+
+Precisions fp32 and tf32 (issue 41): ``precision=tf32`` allows TF32 tensor-core math but does not
+require it (cuBLAS itself runs GEMV-like TF32 problems on FP32 units), so this kernel serves it
+as it is: the float32 inputs are read unrounded and multiplied on FP32 CUDA cores (FFMA), hence
+``tf32_rounding="none"`` (the TF32 verification's reference then rounds no input; the float32
+accumulation bound applies).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import STATIC_SHARED_BYTES, cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits, require
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 
 NT_CHOICES = (4, 8, 16, 32, 64, 128)
@@ -110,4 +116,4 @@ def gemmlab_kernels():
     return [GemvRowsKernel(name="gemv_rows", source="gemv_rows.cu", defaults={"MT": 1, "NT": 32, "KW": 8, "U": 8},
                            param_values={"NT": NT_CHOICES}, space=SPACE,
                            description="decode-like M <= 16: B streamed once (float4), K split over KW warps",
-                           sass_classes=("FFMA",))]
+                           sass_classes=("FFMA",), precisions=FP32_TF32, tf32_rounding="none")]

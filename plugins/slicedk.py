@@ -6,6 +6,12 @@ in shared memory.
 Parameters: BM x BN output tile per block, BK k rows per staged chunk, TM x TN micro-tile per
 thread (multiples of 4: float4 shared-memory reads), KS slices of (BM/TM)*(BN/TN) threads each.
 Block = KS*(BM/TM)*(BN/TN) threads (1-D); grid = (cdiv(N, BN), cdiv(M, BM)). Any shape.
+
+Precisions fp32 and tf32 (issue 41): ``precision=tf32`` allows TF32 tensor-core math but does not
+require it (cuBLAS itself runs GEMV-like TF32 problems on FP32 units), so this kernel serves it
+as it is: the float32 inputs are read unrounded and multiplied on FP32 CUDA cores (FFMA), hence
+``tf32_rounding="none"`` (the TF32 verification's reference then rounds no input; the float32
+accumulation bound applies).
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import STATIC_SHARED_BYTES, cdiv, count_hits, require, require_divides
+from gemmlab.contract.plugin_utils import (FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits, require,
+                                          require_divides)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 
 
@@ -118,4 +125,4 @@ def gemmlab_kernels():
                           defaults={"BM": 32, "BN": 32, "BK": 16, "TM": 4, "TN": 4, "KS": 4},
                           param_values={"TM": (4, 8, 12, 16), "TN": (4, 8, 12, 16)}, space=SPACE,
                           description="few output tiles: TMxTN register tiles, K sliced over KS thread groups",
-                          sass_classes=("FFMA",))]
+                          sass_classes=("FFMA",), precisions=FP32_TF32, tf32_rounding="none")]

@@ -5,6 +5,12 @@ real-device naive vs register-tiled GEMM lab gemmlab grew from) with the reducti
 KS contiguous slices along threadIdx.z, added in shared memory: the serial chain per thread is
 K/KS long, so a launch-bound tiny GEMM (or a K-heavy one with few outputs) finishes sooner.
 Block = (BX, BY, KS), at most 1024 threads; grid = (cdiv(N, BX), cdiv(M, BY)). Any shape.
+
+Precisions fp32 and tf32 (issue 41): ``precision=tf32`` allows TF32 tensor-core math but does not
+require it (cuBLAS itself runs GEMV-like TF32 problems on FP32 units), so this kernel serves it
+as it is: the float32 inputs are read unrounded and multiplied on FP32 CUDA cores (FFMA), hence
+``tf32_rounding="none"`` (the TF32 verification's reference then rounds no input; the float32
+accumulation bound applies).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
-from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.plugin_utils import FP32_TF32, cdiv, count_hits, require
 from gemmlab.contract.space import PowerOfTwo, Restriction, Space
 
 
@@ -68,4 +74,4 @@ SPACE = Space(
 def gemmlab_kernels():
     return [SmallTileKernel(name="small_tile", source="small_tile.cu", defaults={"BX": 16, "BY": 16, "KS": 4}, space=SPACE,
                             description="tiny/skinny: one output per thread, K split in KS slices (shared-memory sum)",
-                            sass_classes=("FFMA",))]
+                            sass_classes=("FFMA",), precisions=FP32_TF32, tf32_rounding="none")]

@@ -6,6 +6,12 @@ Launch plan: ``Main`` = ``gemm_splitk_partial<BM, BN, BK, TM, TN>`` over a grid
 (SPLITS*M*N float32, every element written once, so no Memset), then ``Extra`` =
 ``gemm_splitk_reduce`` summing the partials in fixed split order into C (deterministic).
 Parameters: BM, BN, BK, TM, TN as in ``tiled``; SPLITS >= 1.
+
+Precisions fp32 and tf32 (issue 41): ``precision=tf32`` allows TF32 tensor-core math but does not
+require it (cuBLAS itself runs GEMV-like TF32 problems on FP32 units), so this kernel serves it
+as it is: the float32 inputs are read unrounded and multiplied on FP32 CUDA cores (FFMA), hence
+``tf32_rounding="none"`` (the TF32 verification's reference then rounds no input; the float32
+accumulation bound applies).
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, cdiv, check_tiled_tiles, count_hits, require, strided_loads,
-                                  thread_tile_stores, tiled_threads)
+from gemmlab.contract.plugin_utils import (FP32_TF32, STATIC_SHARED_BYTES, cdiv, check_tiled_tiles, count_hits, require,
+                                  strided_loads, thread_tile_stores, tiled_threads)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 
 REDUCE_THREADS = 256
@@ -109,4 +115,4 @@ def gemmlab_kernels():
     return [SplitKKernel(name="splitk", source="splitk.cu",
                          defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2, "SPLITS": 4},
                          description="split-K fp32: SPLITS partial 64x64 GEMMs into a workspace + reduction launch",
-                         sass_classes=("FFMA",), space=SPACE)]
+                         sass_classes=("FFMA",), precisions=FP32_TF32, tf32_rounding="none", space=SPACE)]

@@ -20,6 +20,12 @@ Parameters: BM, BN, BK, WM, WN, TM, TN as ``sgemm_warptile`` (same rules: (WM/TM
 lanes, TM, TN, BK multiples of 4, float4 load coverage); ``SPLITS`` >= 1; ``WPS`` >= 1 workers
 per SM (the blocks of this tile that fit one SM: 2 for the 128x128 default); ``MINB`` the
 ``__launch_bounds__`` minimum blocks per SM (2: at most 128 registers for 256 threads).
+
+Precisions fp32 and tf32 (issue 41): ``precision=tf32`` allows TF32 tensor-core math but does not
+require it (cuBLAS itself runs GEMV-like TF32 problems on FP32 units), so each of the two kernels serves it
+as it is: the float32 inputs are read unrounded and multiplied on FP32 CUDA cores (FFMA), hence
+``tf32_rounding="none"`` (the TF32 verification's reference then rounds no input; the float32
+accumulation bound applies).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Launch, Main, Matrix, Problem, Shape, Value,
                                Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits, require,
+from gemmlab.contract.plugin_utils import (FP32_TF32, STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits, require,
                                           require_block_threads, require_divides, warp_threads, warp_tile_geometry,
                                           warp_tile_restrictions)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
@@ -383,9 +389,10 @@ def gemmlab_kernels():
         SplitKWarptileKernel(name="splitk_warptile", source="splitk_warptile.cu", defaults={**WARPTILE, "SPLITS": 4},
                              description="split-K fp32 with the warp-tiled inner tile: SPLITS partial "
                                          "128x128 tiles into a workspace + a reduction launch",
-                             sass_classes=("FFMA",), space=SPLITK_WARPTILE_SPACE),
+                             sass_classes=("FFMA",), precisions=FP32_TF32, tf32_rounding="none",
+                             space=SPLITK_WARPTILE_SPACE),
         StreamKKernel(name="streamk", source="streamk.cu", defaults={**WARPTILE, "WPS": 2},
                       description="data-parallel + stream-K hybrid fp32 (warp-tiled 128x128), partial tiles "
                                   "fixed up by a second launch",
-                      sass_classes=("FFMA",), space=STREAMK_SPACE),
+                      sass_classes=("FFMA",), precisions=FP32_TF32, tf32_rounding="none", space=STREAMK_SPACE),
     ]

@@ -10,6 +10,12 @@ import numpy as np
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Problem, Shape
 
 
+#: the precisions of a float32 CUDA-core kernel that also serves ``precision=tf32`` (issue 41): TF32 is
+#: allowed, not required, so FFMA on the unrounded float32 inputs is a valid TF32 GEMM; such a kernel
+#: declares ``precisions=FP32_TF32, tf32_rounding="none"`` (the reference then rounds no input)
+FP32_TF32 = ("fp32", "tf32")
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling of ``a / b`` for positive ints (number of tiles of size ``b`` covering ``a``)."""
     return -(-a // b)

@@ -57,10 +57,16 @@ class Buffers:
     c: guards.GuardedMatrix
 
 
-def precision_detail(problem: Problem, types: dict | None = None) -> dict:
-    """The record's precision fields: ``{"name", "a_dtype", "b_dtype", "c_dtype", "compute"}``."""
+#: ``compute`` of a ``precision=tf32`` point whose kernel declares ``tf32_rounding="none"`` (issue 41)
+TF32_ON_CUDA_CORES = "float32 FMA on CUDA cores (TF32 allowed, not used: inputs unrounded), float32 accumulate"
+
+
+def precision_detail(problem: Problem, types: dict | None = None, tf32_rounding: str | None = None) -> dict:
+    """The record's precision fields: ``{"name", "a_dtype", "b_dtype", "c_dtype", "compute"}``;
+    a tf32 kernel that declares ``tf32_rounding="none"`` computes :data:`TF32_ON_CUDA_CORES`."""
+    compute = (TF32_ON_CUDA_CORES if problem.precision == "tf32" and tf32_rounding == "none" else problem.compute)
     t = types or {"a_dtype": problem.ab_dtype, "b_dtype": problem.ab_dtype, "c_dtype": problem.c_dtype,
-                  "compute": problem.compute}
+                  "compute": compute}
     return {"name": problem.precision, **t}
 
 
@@ -114,7 +120,7 @@ class Backend:
                 own = " (the kernel's own default: fix the plugin)" if self.params[key] == spec.defaults.get(key) else ""
                 raise ConfigError(f"kernel.{key}", f"must be one of {', '.join(map(str, listed))} "
                                   f"(kernel {self.name}'s param_values), got {self.params[key]}{own}")
-        self.record["precision_detail"] = precision_detail(problem)
+        self.record["precision_detail"] = precision_detail(problem, tf32_rounding=getattr(spec, "tf32_rounding", None))
 
     def unavailable(self) -> str | None:
         """A one-line reason this kernel cannot run here (missing library), or None."""

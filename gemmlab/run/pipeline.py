@@ -593,7 +593,8 @@ class Run:
         self.record.update(kernel={"name": rc.kernel, "params": rc.params, "plugin": registry.origins[rc.kernel],
                                    "backend": self.backends[0].kind},
                            shape=rc.shape._asdict(), flops=flops, mode=rc.mode,
-                           precision=record_stage.precision_text(rc.precision),
+                           precision=record_stage.precision_text(
+                               rc.precision, getattr(self.backends[0].spec, "tf32_rounding", None)),
                            layout={"a": rc.layout_a, "b": rc.layout_b})
         from gemmlab.gpu.device import offline_facts
         for backend in self.backends:  # bad input fails before the GPU opens

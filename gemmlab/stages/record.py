@@ -42,9 +42,18 @@ ARTIFACTS = ("compile*.log", "kernel*.sass", "traceback.txt", "sanitizer-*")
 REFERENCE = "reference: float64 product of the same inputs (as stored) on the CPU"
 
 
-def precision_text(precision: str) -> str:
-    """The record's one-line precision policy for ``precision`` (fp32 | tf32 | bf16 | fp16)."""
-    return f"{precision}: {PRECISIONS[precision]}; {REFERENCE}"
+#: ``precision=tf32`` run by a kernel that declares ``tf32_rounding="none"`` (issue 41: TF32 is allowed,
+#: not required; e.g. the float32 CUDA-core decode kernels)
+TF32_UNROUNDED = ("float32 inputs and outputs; TF32 allowed, not used by this kernel: inputs multiplied unrounded "
+                  "on FP32 CUDA cores (tf32_rounding none), float32 accumulation")
+
+
+def precision_text(precision: str, tf32_rounding: str | None = None) -> str:
+    """The record's one-line precision policy for ``precision`` (fp32 | tf32 | bf16 | fp16);
+    ``tf32_rounding``: the kernel's declared TF32 rounding (``KernelBase.tf32_rounding``), which for
+    tf32 with ``"none"`` says the inputs are multiplied unrounded on CUDA cores (:data:`TF32_UNROUNDED`)."""
+    policy = TF32_UNROUNDED if precision == "tf32" and tf32_rounding == "none" else PRECISIONS[precision]
+    return f"{precision}: {policy}; {REFERENCE}"
 
 
 def is_artifact(name: str) -> bool:
