@@ -105,10 +105,10 @@ def interleave(entries) -> list:
 
 
 def point_config(shape, precision: str, layout_b: str, mode: str, table: str | None, isolation: bool,
-                 timeout_s: float) -> dict:
+                 timeout_s: float, auto: dict | None = None) -> dict:
     """The config of one point (what ``gemmlab experiment=heldout precision=P layout.b=L`` composes,
-    with the benchmark's timing)."""
-    return {"kernel": {"name": "auto", "table": table}, "shape": [shape.M, shape.N, shape.K], "mode": mode,
+    with the benchmark's timing); ``auto``: more of kernel=auto's keys (``rank``, ``tune``, ...)."""
+    return {"kernel": {"name": "auto", "table": table, **(auto or {})}, "shape": [shape.M, shape.N, shape.K], "mode": mode,
             "precision": precision, "layout": {"a": "row", "b": layout_b}, "baseline": "cublas",
             "timing": dict(TIMING), "verify": {"max_full": MAX_FULL},
             "isolation": {"process": isolation, "timeout_s": float(timeout_s)}}
@@ -302,6 +302,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--budget-s", type=float, default=None, help="start no point after this many seconds (less a margin)")
     ap.add_argument("--table", default=None, help="kernel.table for kernel=auto (default: the shipped table)")
     ap.add_argument("--mode", default="run", choices=("run", "compile"))
+    ap.add_argument("--auto", default="", help="more kernel=auto keys, comma list k=v (e.g. rank=model,tune=off)")
     ap.add_argument("--no-isolation", action="store_true", help="run points in this process (no worker, no watchdog)")
     ap.add_argument("--keep-points", action="store_true", help="keep each point's folder under OUTDIR/points")
     args = ap.parse_args(argv)
@@ -346,7 +347,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                 stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
-            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout)
+            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout,
+                               dict(kv.split("=", 1) for kv in args.auto.split(",") if kv))
             bench.point(order, entry, p, lb, cfg)
             order += 1
     except (KeyboardInterrupt, SystemExit) as exc:
