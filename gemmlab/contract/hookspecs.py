@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Mapping, NamedTuple, Union
 
 import pluggy
@@ -73,13 +74,37 @@ PROJECT = "gemmlab"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-#: ``precision`` values: storage of A and B, and how the products are formed (C is float32).
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-#: storage dtype (numpy / ml_dtypes name) of A and B per precision (tf32 stores float32).
-AB_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-#: compute description per precision (accumulation is float32 for all).
+#: ``precision`` values: storage of A and B, and how the products are formed (C is float32, or
+#: bf16 for fp8 with ``fp8.out=bf16``).
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+#: storage dtype (numpy / ml_dtypes name) of A and B per precision (tf32 stores float32; fp8: the
+#: default E4M3 format, per operand :attr:`Problem.a_dtype` / :attr:`Problem.b_dtype`).
+AB_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
+#: compute description per precision (accumulation is float32 for all but fp8, whose kernels
+#: declare theirs: :attr:`KernelBase.fp8_accumulation`).
 COMPUTE = {"fp32": "float32", "tf32": "tf32 tensor core, float32 accumulate",
-           "bf16": "float32 accumulate of bf16 products", "fp16": "float32 accumulate of fp16 products"}
+           "bf16": "float32 accumulate of bf16 products", "fp16": "float32 accumulate of fp16 products",
+           "fp8": "FP8 tensor-core products, accumulation as the kernel declares, scales applied in the epilogue"}
+
+# --- FP8 (issue 42) ------------------------------------------------------------------------------
+#: FP8 operand formats (config ``fp8.a`` / ``fp8.b``) and their ml_dtypes storage types (OCP FP8:
+#: E4M3 without infinities, max 448; E5M2 with, max 57344)
+FP8_FORMATS = MappingProxyType({"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"})
+#: the largest finite value of each format: a group's scale is its amax / this (production recipes')
+FP8_MAX = MappingProxyType({"e4m3": 448.0, "e5m2": 57344.0})
+#: how FP8 operands are scaled (config ``fp8.scaling``): ``tensor`` one float32 scale per operand;
+#: ``row`` one per row of A and one per column of B (over all of K); ``block`` one per 1 x 128
+#: group along K of A and one per 128 x 128 block of B (DeepSeek-V3's recipe)
+SCALINGS = ("tensor", "row", "block")
+#: the group length along K of ``block`` scaling (and the side of B's square blocks)
+SCALE_BLOCK = 128
+#: output (C) types of ``precision=fp8`` (config ``fp8.out``) and their storage names
+FP8_OUTPUTS = MappingProxyType({"float32": "float32", "bf16": "bfloat16"})
+#: names of the scale buffers of A and B (:class:`Matrix` / :class:`TensorMap` names; fp8 only)
+SCALE_MATRICES = ("A_scale", "B_scale")
+#: K elements one FP8 wgmma instruction reduces (``wgmma.mma_async.m64nNk32``): the step at
+#: which the tensor core adds to its accumulator, and the unit of a declared promotion interval
+FP8_MMA_K = 32
 #: storage orders of A and B: ``row`` (row-major) or ``col`` (column-major).
 LAYOUTS = ("row", "col")
 #: how a TF32 kernel rounds float32 inputs (:attr:`KernelBase.tf32_rounding`), in the order an
@@ -115,14 +140,39 @@ class Problem:
         layout_a: ``row``: A[m, k] at ``m*lda + k``; ``col``: at ``m + k*lda``.
         layout_b: ``row``: B[k, n] at ``k*ldb + n``; ``col`` (K-major, "B^T row-major"): at
             ``k + n*ldb``.
+        fp8_a, fp8_b: ``precision=fp8`` only: the format of A and of B, ``e4m3`` | ``e5m2``
+            (:data:`FP8_FORMATS`).
+        scaling: ``precision=fp8`` only: ``tensor`` | ``row`` | ``block`` (:data:`SCALINGS`); the
+            scale buffers' shapes and layouts: :meth:`stored_shape` of ``A_scale`` / ``B_scale``.
+        out: the type of C: ``float32`` (every precision) or ``bf16`` (fp8 only; the kernel's
+            epilogue applies the scales, then rounds to bf16).
 
     No leading-dimension padding: ``lda``/``ldb``/``ldc`` are the packed extents.
+
+    FP8 scale buffers (float32, device pointers ``Matrix("A_scale")`` / ``Matrix("B_scale")``, TMA maps
+    ``TensorMap("A_scale", box)``; :class:`DevicePointers` ``a_scale`` / ``b_scale`` for libraries):
+    logical value A[m, k] = a_q[m, k] * a_scale(m, k) and B[k, n] = b_q[k, n] * b_scale(k, n), with
+    L = ceil(K / 128) groups along K:
+
+    - ``tensor``: A_scale stored (1, 1), B_scale (1, 1): one value each.
+    - ``row``: A_scale stored (1, M), element m; B_scale stored (1, N), element n (cuBLASLt's
+      ``OUTER_VEC_32F``).
+    - ``block``: A_scale stored (L, M), element [k // 128, m] at ``(k // 128) * M + m`` (M-major:
+      cuBLASLt's ``VEC128_32F`` for a row-major A, a TMA box of M rows); B_scale stored
+      (ceil(N / 128), L4), element [n // 128, k // 128] at ``(n // 128) * L4 + k // 128`` with L4 = L
+      rounded up to a multiple of 4 (K-major, cuBLASLt's ``BLK128x128_32F``; the pad columns hold 1.0
+      and are never read). The last group along K (K not a multiple of 128) is partial: as if
+      zero-padded.
     """
 
     shape: Shape
     precision: str = "fp32"
     layout_a: str = "row"
     layout_b: str = "row"
+    fp8_a: str = "e4m3"
+    fp8_b: str = "e4m3"
+    scaling: str = "tensor"
+    out: str = "float32"
 
     @property
     def M(self) -> int:
@@ -153,17 +203,49 @@ class Problem:
 
     @property
     def ab_dtype(self) -> str:
-        """Storage type of A and B: ``float32`` | ``bfloat16`` | ``float16``."""
-        return AB_DTYPES[self.precision]
+        """Storage type of A and B: ``float32`` | ``bfloat16`` | ``float16``; for fp8 A's
+        (``float8_e4m3fn`` | ``float8_e5m2``: B's may differ, :attr:`b_dtype`)."""
+        return self.a_dtype
+
+    @property
+    def a_dtype(self) -> str:
+        """Storage type of A (numpy / ml_dtypes name)."""
+        return FP8_FORMATS[self.fp8_a] if self.precision == "fp8" else AB_DTYPES[self.precision]
+
+    @property
+    def b_dtype(self) -> str:
+        """Storage type of B (numpy / ml_dtypes name)."""
+        return FP8_FORMATS[self.fp8_b] if self.precision == "fp8" else AB_DTYPES[self.precision]
 
     @property
     def ab_bytes(self) -> int:
-        """Bytes per element of A and B (4 or 2)."""
-        return 4 if self.ab_dtype == "float32" else 2
+        """Bytes per element of A and B (4, 2, or 1 for fp8)."""
+        return {"float32": 4, "bfloat16": 2, "float16": 2}.get(self.ab_dtype, 1)
 
     @property
     def c_dtype(self) -> str:
-        return "float32"
+        """Storage type of C: ``float32``, or ``bfloat16`` (fp8 with ``out=bf16``)."""
+        return FP8_OUTPUTS.get(self.out, "float32")
+
+    @property
+    def c_bytes(self) -> int:
+        """Bytes per element of C (4 or 2)."""
+        return 2 if self.c_dtype == "bfloat16" else 4
+
+    @property
+    def scale_groups(self) -> int:
+        """L = ceil(K / 128): the groups along K of ``block`` scaling."""
+        return -(-self.K // SCALE_BLOCK)
+
+    def element_dtype(self, matrix: str) -> str:
+        """Element type name of ``matrix`` ("A" | "B" | "C" | "A_scale" | "B_scale")."""
+        if matrix in SCALE_MATRICES:
+            return "float32"
+        return {"A": self.a_dtype, "B": self.b_dtype, "C": self.c_dtype}[matrix]
+
+    def element_bytes(self, matrix: str) -> int:
+        """Bytes per element of ``matrix`` (scales: 4)."""
+        return {"float32": 4, "bfloat16": 2, "float16": 2}.get(self.element_dtype(matrix), 1)
 
     @property
     def compute(self) -> str:
@@ -171,15 +253,26 @@ class Problem:
         return COMPUTE[self.precision]
 
     def stored_shape(self, matrix: str) -> tuple[int, int]:
-        """(rows, cols) of ``matrix`` ("A" | "B" | "C") AS STORED (cols contiguous): a
-        column-major A is stored as K x M."""
+        """(rows, cols) of ``matrix`` ("A" | "B" | "C"; "A_scale" | "B_scale" for fp8, laid out as
+        the class docstring says) AS STORED (cols contiguous): a column-major A is stored as K x M.
+
+        Raises:
+            ValueError: another name, or a scale name for a precision other than fp8.
+        """
         if matrix == "A":
             return (self.M, self.K) if self.layout_a == "row" else (self.K, self.M)
         if matrix == "B":
             return (self.K, self.N) if self.layout_b == "row" else (self.N, self.K)
         if matrix == "C":
             return (self.M, self.N)
-        raise ValueError(f"matrix must be A, B or C, got {matrix!r}")
+        if matrix in SCALE_MATRICES and self.precision == "fp8":
+            if self.scaling == "tensor":
+                return (1, 1)
+            if self.scaling == "row":
+                return (1, self.M) if matrix == "A_scale" else (1, self.N)
+            L = self.scale_groups
+            return (L, self.M) if matrix == "A_scale" else (-(-self.N // SCALE_BLOCK), -(-L // 4) * 4)
+        raise ValueError(f"matrix must be A, B or C (A_scale, B_scale for precision=fp8), got {matrix!r}")
 
 
 @dataclass(frozen=True)
@@ -282,7 +375,10 @@ class KernelOptions:
 @dataclass(frozen=True)
 class Matrix:
     """A device pointer to matrix ``name`` ("A" | "B" | "C"): ``const T*`` for A and B (T the
-    precision's storage type), ``float*`` for C."""
+    precision's storage type: ``__nv_fp8_e4m3`` / ``__nv_fp8_e5m2`` for fp8), ``float*`` for C
+    (``__nv_bfloat16*`` for fp8 with ``out=bf16``). ``precision=fp8`` adds "A_scale" and "B_scale":
+    ``const float*`` to the scale buffers, laid out as :class:`Problem` says
+    (:meth:`Problem.stored_shape`); like A and B they are inputs the kernel must not write."""
 
     name: str
 
@@ -503,6 +599,16 @@ class KernelBase:
             plugin). The core enumerates it through :meth:`candidates`
             (:func:`gemmlab.dispatch.candidates.enumerate`); it does not limit what ``kernel.P=``
             accepts on the command line.
+        fp8_accumulation: how a ``precision=fp8`` kernel accumulates (issue 42): ``"float32"``
+            (every product added to a float32 accumulator), or an int P, a multiple of
+            :data:`FP8_MMA_K` (32): the tensor core accumulates P elements of K in its own
+            accumulator (about 14 significant bits on Hopper: DeepSeek-V3 report, §3.3.2) before
+            the kernel adds that partial sum to a float32 accumulator (DeepSeek-V3 promotes every
+            128); a kernel that never promotes declares nothing and gets P = K. ``None`` (default:
+            undeclared, e.g. a library that picks its own kernel): the bound assumes no promotion
+            (P = K), the loosest an FP8 tensor-core accumulator can be. With ``block`` scaling P must
+            divide 128 (the scales change every 128). The fp8 bound covers exactly this accumulation
+            (:mod:`gemmlab.stages.verify`). Checked when the plugin is loaded.
     """
 
     name: str
@@ -515,6 +621,7 @@ class KernelBase:
     sass_classes: tuple[str, ...] = ()
     tf32_rounding: str | None = None
     space: Space | None = None
+    fp8_accumulation: Union[int, str, None] = None
 
     def param_space(self) -> Space:
         """The declared :attr:`space`, else the one derived from ``defaults`` and ``param_values``
@@ -667,12 +774,15 @@ class KernelSpec(KernelBase):
 class DevicePointers:
     """Device addresses (plain ints) of the matrices of one launch, stored as
     :class:`Problem` says (dtype and layout), and the CUDA stream handle (an int) to enqueue on.
-    Given to library-backed kernels only."""
+    ``a_scale`` / ``b_scale``: the float32 scale buffers of ``precision=fp8`` (layouts:
+    :class:`Problem`), 0 for other precisions. Given to library-backed kernels only."""
 
     a: int
     b: int
     c: int
     stream: int
+    a_scale: int = 0
+    b_scale: int = 0
 
 
 @dataclass

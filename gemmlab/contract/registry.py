@@ -169,6 +169,12 @@ def check_declaration(spec: KernelBase, where: str) -> None:
     rounding = getattr(spec, "tf32_rounding", None)
     if rounding is not None and rounding not in hookspecs.TF32_ROUNDINGS:
         raise bad("tf32_rounding", rounding, f"it must be None (undeclared) or one of {', '.join(hookspecs.TF32_ROUNDINGS)}")
+    accumulation = getattr(spec, "fp8_accumulation", None)
+    if accumulation is not None and accumulation != "float32" and not (
+            isinstance(accumulation, int) and not isinstance(accumulation, bool) and accumulation >= hookspecs.FP8_MMA_K
+            and accumulation % hookspecs.FP8_MMA_K == 0):
+        raise bad("fp8_accumulation", accumulation, "it must be None (undeclared), \"float32\", or the promotion "
+                  f"interval in K elements, a multiple of {hookspecs.FP8_MMA_K} (FP8 wgmma's K), e.g. 128")
     defaults = spec.defaults
     if not isinstance(defaults, Mapping):
         raise bad("defaults", defaults, "it must be a dict of parameter names and int defaults, e.g. {\"BM\": 64}")

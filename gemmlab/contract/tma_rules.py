@@ -16,20 +16,21 @@ row stride and element type from the region; :func:`check_region` adds the regio
 from __future__ import annotations
 
 from gemmlab.errors import ConfigError
-from gemmlab.contract.hookspecs import (L2_PROMOTIONS, OOB_FILLS, REGION_DTYPES, SWIZZLES, Problem, Region,
-                                        TensorMap, Workspace)
+from gemmlab.contract.hookspecs import (L2_PROMOTIONS, OOB_FILLS, REGION_DTYPES, SCALE_MATRICES, SWIZZLES, Problem,
+                                        Region, TensorMap, Workspace)
 
 MAX_BOX = 256
 
 
 def element_bytes(problem: Problem, matrix: str) -> int:
-    """Bytes per element of ``matrix``: the precision's storage type for A and B, 4 for C."""
-    return 4 if matrix == "C" else problem.ab_bytes
+    """Bytes per element of ``matrix``: the precision's storage type for A and B (1 for fp8), C's
+    type (4, or 2 for an fp8 problem's bf16 output), 4 for the fp8 scale buffers."""
+    return problem.element_bytes(matrix)
 
 
 def element_dtype(problem: Problem, matrix: str) -> str:
-    """Element type name of ``matrix`` (float32 | bfloat16 | float16)."""
-    return "float32" if matrix == "C" else problem.ab_dtype
+    """Element type name of ``matrix`` (float32 | bfloat16 | float16 | float8_e4m3fn | float8_e5m2)."""
+    return problem.element_dtype(matrix)
 
 
 def _is_int(v) -> bool:
@@ -86,12 +87,14 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
         ConfigError: one line naming the rule: field ``shape`` when the problem's strides break
             it (another M, N or K would work), ``kernel`` when the plugin's box, swizzle or region does.
     """
-    if not isinstance(tm, TensorMap) or tm.matrix not in ("A", "B", "C", "workspace"):
-        raise ConfigError("kernel", f"tensor map over {getattr(tm, 'matrix', tm)!r}: matrix must be A, B, C or workspace")
+    scales = SCALE_MATRICES if getattr(problem, "precision", None) == "fp8" else ()
+    if not isinstance(tm, TensorMap) or tm.matrix not in ("A", "B", "C", "workspace", *scales):
+        allowed = "A, B, C, A_scale, B_scale or workspace" if scales else "A, B, C or workspace"
+        raise ConfigError("kernel", f"tensor map over {getattr(tm, 'matrix', tm)!r}: matrix must be {allowed}")
     what = f"TMA tensor map over {tm.matrix}"
     if (tm.matrix == "workspace") != (tm.region is not None):
         raise ConfigError("kernel", f"{what}: TensorMap.region is required with matrix='workspace' and not allowed "
-                          "with A, B or C")
+                          "with A, B, C or the scales")
     if tm.swizzle not in SWIZZLES:
         raise ConfigError("kernel", f"{what}: swizzle {tm.swizzle!r}; allowed: {', '.join(SWIZZLES)}")
     if tm.l2_promotion not in L2_PROMOTIONS:
@@ -113,8 +116,9 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
         rows, cols = problem.stored_shape(tm.matrix)
         stride = cols * elem
         dtype = element_dtype(problem, tm.matrix)
-    inner = ("M" if (tm.matrix == "A" and problem.layout_a == "col")
-             else "K" if tm.matrix == "A" or (tm.matrix == "B" and problem.layout_b == "col") else "N")
+    inner = ("M" if (tm.matrix == "A" and problem.layout_a == "col") or tm.matrix == "A_scale"
+             else "K" if tm.matrix == "A" or (tm.matrix == "B" and problem.layout_b == "col") or tm.matrix == "B_scale"
+             else "N")
     if stride % 16:
         raise ConfigError("shape", f"{what}: the row stride {cols} x {elem} B = {stride} B is not a multiple of 16 "
                           f"bytes (TMA rule); {inner} must be a multiple of {16 // elem} for this kernel")

@@ -37,6 +37,8 @@ def build(tm: TensorMap, problem: Problem, address: int):
     if dtype_name == "bfloat16":
         import ml_dtypes
         typestr, data_type = "<u2", np.dtype(ml_dtypes.bfloat16)
+    elif dtype_name.startswith("float8"):  # TMA moves FP8 as 8-bit words (CU_TENSOR_MAP_DATA_TYPE_UINT8)
+        typestr, data_type = "|u1", np.dtype(np.uint8)
     else:
         typestr, data_type = np.dtype(dtype_name).str, np.dtype(dtype_name)
     swizzle = {"none": TensorMapSwizzle.NONE, "32B": TensorMapSwizzle.SWIZZLE_32B,

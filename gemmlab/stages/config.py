@@ -22,7 +22,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from gemmlab.errors import ConfigError
-from gemmlab.contract.hookspecs import LAYOUTS, PRECISIONS as hookspec_precisions, Problem, Shape
+from gemmlab.contract.hookspecs import (FP8_FORMATS, FP8_OUTPUTS, LAYOUTS, PRECISIONS as hookspec_precisions, SCALINGS,
+                                        Problem, Shape)
 from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
 from gemmlab.stages.timing import FLUSHES, TimingOptions
 from gemmlab.stages.verify import VerifyOptions
@@ -59,6 +60,21 @@ class LayoutOptions:
 
 
 @dataclass(frozen=True)
+class Fp8Options:
+    """``precision=fp8`` only (issue 42): the formats of A (``a``) and B (``b``), ``e4m3`` | ``e5m2``;
+    ``scaling``: ``tensor`` | ``row`` | ``block`` (one float32 scale per operand; per row of A and
+    column of B; per 1 x 128 group along K of A and 128 x 128 block of B); ``out``: the type of C,
+    ``float32`` | ``bf16`` (the kernel's epilogue applies the scales). Each group's scale is its
+    amax / 448 (E4M3) or / 57344 (E5M2); inputs are drawn as float32 and quantised once
+    (:func:`gemmlab.stages.inputs.quantise`)."""
+
+    a: str = Problem.fp8_a
+    b: str = Problem.fp8_b
+    scaling: str = Problem.scaling
+    out: str = Problem.out
+
+
+@dataclass(frozen=True)
 class CacheOptions:
     """The persistent compile cache (``gemmlab.gpu.cache``): ``enabled``; ``dir`` null: the folder
     ``$GEMMLAB_CACHE_DIR`` or ``~/.cache/gemmlab/compile``."""
@@ -89,11 +105,13 @@ class RunConfig:
     cache_enabled: bool = CacheOptions.enabled
     cache_dir: str | None = CacheOptions.dir
     resume: bool = False
+    fp8: Fp8Options = field(default_factory=Fp8Options)
 
     @property
     def problem(self) -> Problem:
-        """The GEMM problem: shape, precision and layouts."""
-        return Problem(self.shape, self.precision, self.layout_a, self.layout_b)
+        """The GEMM problem: shape, precision, layouts (and for fp8 its formats, scaling, output)."""
+        f = self.fp8
+        return Problem(self.shape, self.precision, self.layout_a, self.layout_b, f.a, f.b, f.scaling, f.out)
 
     def label(self) -> str:
         """Short human label: ``tiled 63x65x33 BM=64 ...``."""
@@ -132,6 +150,7 @@ VerifyNode = _node(VerifyOptions, "VerifyNode")
 InputsNode = _node(InputOptions, "InputsNode")
 LayoutNode = _node(LayoutOptions, "LayoutNode")
 CacheNode = _node(CacheOptions, "CacheNode")
+Fp8Node = _node(Fp8Options, "Fp8Node")
 IsolationNode = _node(IsolationOptions, "IsolationNode")
 
 
@@ -152,9 +171,11 @@ class GemmlabConfig:
             hydra/launcher=gemmlab_gpus).
         baseline: a second kernel measured alternately with the same inputs and protocol (e.g.
             cublas), or null.
-        precision: ``fp32`` | ``tf32`` | ``bf16`` | ``fp16``: storage of A and B (bf16/fp16: 2 bytes;
-            tf32: float32 rounded by the tensor core); C is float32, accumulation float32. A kernel
+        precision: ``fp32`` | ``tf32`` | ``bf16`` | ``fp16`` | ``fp8``: storage of A and B (bf16/fp16:
+            2 bytes; tf32: float32 rounded by the tensor core; fp8: 1 byte, scaled, see ``fp8``); C is
+            float32 (fp8: or bf16), accumulation float32 (fp8: as the kernel declares). A kernel
             declares the precisions it supports.
+        fp8: :class:`Fp8Options` (``precision=fp8`` only: formats, scaling, output type).
         layout: :class:`LayoutOptions`.
         sanitizer: re-run the correctness launch under compute-sanitizer: null | memcheck |
             racecheck | synccheck | initcheck.
@@ -179,6 +200,7 @@ class GemmlabConfig:
     baseline: Any = RunConfig.baseline
     precision: Any = RunConfig.precision
     layout: Any = field(default_factory=LayoutNode)
+    fp8: Any = field(default_factory=Fp8Node)
     sanitizer: Any = RunConfig.sanitizer
     inputs: Any = field(default_factory=InputsNode)
     verify: Any = field(default_factory=VerifyNode)
@@ -388,6 +410,10 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "inputs.seed": _rule(_int, 0, 2**63 - 1),
     "layout.a": _rule(_choice, LAYOUTS),
     "layout.b": _rule(_choice, LAYOUTS),
+    "fp8.a": _rule(_choice, tuple(FP8_FORMATS)),
+    "fp8.b": _rule(_choice, tuple(FP8_FORMATS)),
+    "fp8.scaling": _rule(_choice, SCALINGS),
+    "fp8.out": _rule(_choice, tuple(FP8_OUTPUTS)),
     "cache.enabled": _rule(_bool),
     "cache.dir": _path_rule("a folder for the compile cache",
                             "the default: $GEMMLAB_CACHE_DIR, else ~/.cache/gemmlab/compile"),
@@ -464,6 +490,31 @@ def parse_isolation(value: Any) -> IsolationOptions:
     value = {**_defaults(IsolationOptions), **value}
     return IsolationOptions(process=FIELD_RULES["isolation.process"](value["process"]),
                             timeout_s=FIELD_RULES["isolation.timeout_s"](value["timeout_s"]))
+
+
+def parse_fp8(value: Any, precision: str) -> Fp8Options:
+    """Validate the ``fp8`` section (missing keys take the defaults) for ``precision``: a value other
+    than the default is refused for any precision but fp8 (it would be ignored).
+
+    Raises:
+        ConfigError: field ``fp8`` or ``fp8.<key>``, naming what is allowed.
+    """
+    value = _plain(value)
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ConfigError("fp8", f"must be a mapping with keys {', '.join(SECTIONS['fp8'])}, got {typed(value)}")
+    extra = sorted(set(value) - set(SECTIONS["fp8"]))
+    if extra:
+        raise ConfigError(f"fp8.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['fp8'])}")
+    defaults = _defaults(Fp8Options)
+    parsed = {k: FIELD_RULES[f"fp8.{k}"](v) for k, v in {**defaults, **value}.items()}
+    if precision != "fp8":
+        for key, v in parsed.items():
+            if v != defaults[key]:
+                raise ConfigError(f"fp8.{key}", f"applies to precision=fp8 only; got precision={precision} "
+                                  f"(leave fp8.{key} at {defaults[key]}, or add precision=fp8)")
+    return Fp8Options(**parsed)
 
 
 def parse_shape(value: Any) -> Shape:
@@ -629,6 +680,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
     layout_cfg = {**_defaults(LayoutOptions), **(cfg.get("layout") or {})}
     layout_a = FIELD_RULES["layout.a"](layout_cfg["a"])
     layout_b = FIELD_RULES["layout.b"](layout_cfg["b"])
+    fp8 = parse_fp8(cfg.get("fp8"), precision)
     baseline = check_baseline(cfg.get("baseline"), defaults_of)
     sanitizer = FIELD_RULES["sanitizer"](cfg.get("sanitizer"))
     plugin_dirs = cfg.get("plugin_dirs") or []
@@ -643,6 +695,9 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
     if distribution == "integers" and shape.K > MAX_EXACT_K:
         raise ConfigError("inputs.distribution", f"integers are exact in float32 only for K <= {MAX_EXACT_K}; "
                           f"got K = {shape.K} (use normal or uniform)")
+    if precision == "fp8" and distribution == "integers":
+        raise ConfigError("inputs.distribution", "precision=fp8 scales each group by its amax / 448 (E4M3) or / 57344 "
+                          "(E5M2), so integers are not exact; use normal or uniform")
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
@@ -650,4 +705,4 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
                      baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
                      sanitizer=sanitizer,
-                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume)
+                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume, fp8=fp8)

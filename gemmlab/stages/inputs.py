@@ -6,6 +6,15 @@ seed 000, the real-device naive vs register-tiled GEMM lab gemmlab grew from). F
 :class:`~gemmlab.contract.hookspecs.Problem` they are then rounded once to the precision's storage type
 (bf16 through ml_dtypes, fp16 through numpy) and stored in the problem's layout
 (:func:`make_problem_inputs`); the reference multiplies exactly the rounded values.
+
+``precision=fp8`` (issue 42): each group of A and B (the whole operand, a row of A / column of B,
+or a 1 x 128 group of A along K / 128 x 128 block of B: ``Problem.scaling``) gets the float32
+scale amax / 448 (E4M3) or amax / 57344 (E5M2), the recipe of production FP8 training and
+serving; A / scale is quantised once to the format with ml_dtypes (round to nearest even) and
+the reference multiplies the dequantised values q * scale (exact in float64). An element that
+quantises to zero is stored as the format's smallest subnormal of its sign (never a zero input).
+The quantisation error of the inputs is recorded apart from the kernel's error
+(:attr:`ProblemInputs.quantisation`).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import AB_DTYPES, Problem, Shape
+from gemmlab.contract.hookspecs import AB_DTYPES, FP8_FORMATS, FP8_MAX, SCALE_BLOCK, Problem, Shape
 
 INT_RANGE = 4
 MAX_EXACT_K = 2**19  # 16 * K < 2^24 keeps every partial sum exact in float32
@@ -100,15 +109,25 @@ def storage_dtype(precision: str) -> np.dtype:
         UnavailableError: bf16 without the ml_dtypes package.
     """
     name = AB_DTYPES[precision]
-    if name == "bfloat16":
+    if name == "bfloat16" or name.startswith("float8"):
         try:
             import ml_dtypes
         except ImportError:
             from gemmlab.errors import UnavailableError
             raise UnavailableError(
-                "precision=bf16 needs ml_dtypes for host-side bfloat16: pip install ml_dtypes") from None
-        return np.dtype(ml_dtypes.bfloat16)
+                f"precision={precision} needs ml_dtypes for host-side {name}: pip install ml_dtypes") from None
+        return np.dtype(getattr(ml_dtypes, name))
     return np.dtype(name)
+
+
+def fp8_dtype(fmt: str) -> np.dtype:
+    """ml_dtypes' numpy dtype of the FP8 format ``fmt`` (``e4m3``: float8_e4m3fn, ``e5m2``: float8_e5m2).
+
+    Raises:
+        KeyError: another format (config validation refuses it earlier).
+    """
+    import ml_dtypes
+    return np.dtype(getattr(ml_dtypes, FP8_FORMATS[fmt]))
 
 
 @dataclass(frozen=True)
@@ -120,12 +139,20 @@ class ProblemInputs:
             device gets (already rounded to the storage type): what the float64 reference multiplies.
         a_stored, b_stored: the device images: storage dtype, C-contiguous, in the problem's
             layout (a column-major A is stored as its transpose, K x M).
+        a_scale, b_scale: fp8 only: the float32 scale buffers as stored (shapes and layouts:
+            ``Problem.stored_shape("A_scale")``, see :class:`~gemmlab.contract.hookspecs.Problem`); else None.
+            For fp8, ``a`` and ``b`` are float64 (the dequantised values q * scale, exact).
+        quantisation: fp8 only: the recipe and the inputs' quantisation error
+            (:func:`quantise_problem`), for the record; else None.
     """
 
     a: np.ndarray
     b: np.ndarray
     a_stored: np.ndarray
     b_stored: np.ndarray
+    a_scale: np.ndarray | None = None
+    b_scale: np.ndarray | None = None
+    quantisation: dict | None = None
 
 
 def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = False) -> ProblemInputs:
@@ -137,6 +164,8 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
     allows for it), so ``precision=fp32`` row/row gives exactly :func:`make_inputs`' arrays.
     """
     a32, b32 = make_inputs(problem.shape, options, fast=fast)
+    if problem.precision == "fp8":
+        return quantise_problem(problem, a32, b32, stats=not fast)
     dtype = storage_dtype(problem.precision)
     a_st, b_st = a32.astype(dtype), b32.astype(dtype)
     a, b = a_st.astype(np.float32), b_st.astype(np.float32)
@@ -149,3 +178,151 @@ def logical(stored: np.ndarray, layout: str) -> np.ndarray:
     """The logical matrix of a stored image (its transpose for ``col``), as float32."""
     arr = stored.astype(np.float32)
     return arr if layout == "row" else arr.T
+
+
+# --- FP8 quantisation (issue 42) -----------------------------------------------------------------
+
+def _group_amax(x: np.ndarray, scaling: str, operand: str) -> np.ndarray:
+    """The amax of each scaling group of the logical operand ``x`` (A: M x K, B: K x N), shaped to
+    broadcast against :func:`_grouped`'s view: tensor (1, 1); row: A (M, 1), B (1, N); block: A
+    (M, L, 1), B (L, 1, NB, 1)."""
+    a = np.abs(_grouped(x, scaling, operand))
+    if scaling == "tensor":
+        return a.max(keepdims=True).reshape(1, 1)
+    if scaling == "row":
+        return a.max(axis=1 if operand == "A" else 0, keepdims=True)
+    return a.max(axis=2, keepdims=True) if operand == "A" else a.max(axis=(1, 3), keepdims=True)
+
+
+def _grouped(x: np.ndarray, scaling: str, operand: str) -> np.ndarray:
+    """``x`` as a view (block: a zero-padded copy) whose axes separate the scaling groups: tensor
+    and row as it is; block: A (M, L, 128), B (L, 128, NB, 128) with L = ceil(K / 128)."""
+    if scaling != "block":
+        return x
+    if operand == "A":
+        M, K = x.shape
+        L = -(-K // SCALE_BLOCK)
+        if K % SCALE_BLOCK:
+            x = np.pad(x, ((0, 0), (0, L * SCALE_BLOCK - K)))
+        return x.reshape(M, L, SCALE_BLOCK)
+    K, N = x.shape
+    L, NB = -(-K // SCALE_BLOCK), -(-N // SCALE_BLOCK)
+    if K % SCALE_BLOCK or N % SCALE_BLOCK:
+        x = np.pad(x, ((0, L * SCALE_BLOCK - K), (0, NB * SCALE_BLOCK - N)))
+    return x.reshape(L, SCALE_BLOCK, NB, SCALE_BLOCK)
+
+
+def _ungrouped(g: np.ndarray, shape: tuple[int, int], scaling: str, operand: str) -> np.ndarray:
+    """The inverse of :func:`_grouped`: the (rows, cols) = ``shape`` array, padding dropped."""
+    if scaling != "block":
+        return g
+    rows, cols = shape
+    if operand == "A":
+        return g.reshape(rows, -1)[:, :cols]
+    L, _, NB, _ = g.shape
+    return g.reshape(L * SCALE_BLOCK, NB * SCALE_BLOCK)[:rows, :cols]
+
+
+def quantise(x: np.ndarray, fmt: str, scaling: str, operand: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Quantise the logical float32 operand ``x`` (A: M x K, or B: K x N) to FP8 ``fmt``.
+
+    Each scaling group (``scaling``: tensor | row | block, as :class:`~gemmlab.contract.hookspecs.Problem`
+    says for ``operand`` "A" or "B") gets the float32 scale s = amax / 448 (E4M3) or amax / 57344
+    (E5M2) (1.0 for an all-zero group); q = fp8(x / s), x / s in float32, rounded to nearest even by
+    ml_dtypes' cast (|x / s| <= the format's max, so nothing saturates); an element that rounds to
+    zero is stored as the smallest subnormal of its sign (never a zero input: seed 000's rule).
+
+    Returns:
+        ``(q, deq, scales)``: q the FP8 array (logical shape of ``x``, ml_dtypes dtype); deq the
+        float64 dequantised values q * s (exact: a 4- or 3-bit mantissa times float32's 24 bits);
+        scales the float32 group scales as :func:`_group_amax` shapes them.
+    """
+    dtype = fp8_dtype(fmt)
+    g = _grouped(np.asarray(x, dtype=np.float32), scaling, operand)
+    amax = _group_amax(x, scaling, operand).astype(np.float32)
+    scales = np.where(amax > 0, amax / np.float32(FP8_MAX[fmt]), np.float32(1.0)).astype(np.float32)
+    q = (g / scales).astype(dtype)
+    bits = q.view(np.uint8)
+    zero = (bits & 0x7F) == 0  # +0 or -0: the smallest subnormal (bit pattern 1) of the draw's sign
+    if zero.any():
+        bits[zero] = np.where(np.signbit(g[zero]), np.uint8(0x81), np.uint8(0x01))
+    deq = q.astype(np.float64) * scales.astype(np.float64)
+    shape = x.shape
+    return _ungrouped(q, shape, scaling, operand), _ungrouped(deq, shape, scaling, operand), scales
+
+
+def scale_buffer(scales: np.ndarray, problem: Problem, operand: str) -> np.ndarray:
+    """The device image of ``operand``'s group scales (as :func:`quantise` returns them): float32,
+    C-contiguous, of shape ``problem.stored_shape(operand + "_scale")`` in the layouts the plugin
+    contract fixes (:class:`~gemmlab.contract.hookspecs.Problem`): block A (L, M) M-major, block B
+    (ceil(N/128), L4) K-major with 1.0 in the pad columns."""
+    rows, cols = problem.stored_shape(f"{operand}_scale")
+    if problem.scaling == "tensor":
+        out = scales.reshape(1, 1)
+    elif problem.scaling == "row":
+        out = scales.reshape(1, -1)
+    elif operand == "A":
+        out = scales.reshape(problem.M, -1).T  # (M, L, 1) -> (L, M)
+    else:
+        L, NB = scales.shape[0], scales.shape[2]
+        out = np.ones((rows, cols), dtype=np.float32)
+        out[:NB, :L] = scales.reshape(L, NB).T
+    out = np.ascontiguousarray(out, dtype=np.float32)
+    assert out.shape == (rows, cols), (out.shape, rows, cols)
+    return out
+
+
+#: rows of A whose products the record's product-level quantisation error is measured on
+QUANT_ERROR_ROWS = 8
+
+
+def quantise_problem(problem: Problem, a32: np.ndarray, b32: np.ndarray, stats: bool = True) -> ProblemInputs:
+    """FP8 inputs of ``problem`` from the float32 draws ``a32`` (M x K) and ``b32`` (K x N):
+    :func:`quantise` each operand in its format and scaling, lay the FP8 values out as the problem
+    says and build the scale buffers (:func:`scale_buffer`).
+
+    ``stats``: also measure the quantisation error for the record (``quantisation``): per operand
+    the RMS relative error ||deq - x|| / ||x||, the max |deq - x| and that over its group's amax, and for
+    the product, over :data:`QUANT_ERROR_ROWS` rows, ||A_deq B_deq - A B|| / ||A B|| (float64):
+    the error the inputs carry before any kernel runs, which the kernel's verification never sees
+    (its reference multiplies the dequantised values).
+    """
+    qa, a, sa = quantise(a32, problem.fp8_a, problem.scaling, "A")
+    qb, b, sb = quantise(b32, problem.fp8_b, problem.scaling, "B")
+    a_stored = np.ascontiguousarray(qa if problem.layout_a == "row" else qa.T)
+    b_stored = np.ascontiguousarray(qb if problem.layout_b == "row" else qb.T)
+    quant = None
+    if stats:
+        groups = {"tensor": ("one scale for all of A", "one scale for all of B"),
+                  "row": ("one scale per row of A (M)", "one scale per column of B (N)"),
+                  "block": (f"one scale per 1 x {SCALE_BLOCK} group of A along K (M x ceil(K/{SCALE_BLOCK}))",
+                            f"one scale per {SCALE_BLOCK} x {SCALE_BLOCK} block of B "
+                            f"(ceil(K/{SCALE_BLOCK}) x ceil(N/{SCALE_BLOCK}))")}[problem.scaling]
+        quant = {"recipe": (f"drawn as float32; scale per group = amax / {FP8_MAX[problem.fp8_a]:g} (A, "
+                            f"{problem.fp8_a}) and amax / {FP8_MAX[problem.fp8_b]:g} (B, {problem.fp8_b}), float32; "
+                            "q = fp8(x / scale), round to nearest even (ml_dtypes), a zero stored as the smallest "
+                            "subnormal of its sign; the reference multiplies q * scale in float64"),
+                 "scaling": problem.scaling, "formats": {"A": problem.fp8_a, "B": problem.fp8_b},
+                 "groups": {"A": groups[0], "B": groups[1]},
+                 "scales": {"A": list(problem.stored_shape("A_scale")), "B": list(problem.stored_shape("B_scale")),
+                            "dtype": "float32"},
+                 "A": _quant_error(a32, a, sa * np.float32(FP8_MAX[problem.fp8_a]), problem.scaling, "A"),
+                 "B": _quant_error(b32, b, sb * np.float32(FP8_MAX[problem.fp8_b]), problem.scaling, "B")}
+        rows = np.linspace(0, problem.M - 1, min(QUANT_ERROR_ROWS, problem.M)).astype(np.int64)
+        exact = a32[rows].astype(np.float64) @ b32.astype(np.float64)
+        quant["product_rms_relative_error"] = float(np.linalg.norm(a[rows] @ b - exact) / max(np.linalg.norm(exact),
+                                                                                             1e-300))
+        quant["product_rows"] = len(rows)
+    return ProblemInputs(a=a, b=b, a_stored=a_stored, b_stored=b_stored, a_scale=scale_buffer(sa, problem, "A"),
+                         b_scale=scale_buffer(sb, problem, "B"), quantisation=quant)
+
+
+def _quant_error(x: np.ndarray, deq: np.ndarray, amax: np.ndarray, scaling: str, operand: str) -> dict:
+    """RMS relative error, max absolute error and the max error over its group's amax (``amax``,
+    shaped as :func:`_group_amax`) of one quantised operand."""
+    diff = deq - x
+    rel_rms = float(np.linalg.norm(diff) / max(float(np.linalg.norm(x.astype(np.float64))), 1e-300))
+    err = _grouped(np.abs(diff), scaling, operand)
+    max_over_amax = float((err / amax.astype(np.float64)).max()) if err.size else 0.0
+    return {"rms_relative_error": rel_rms, "max_abs_error": float(np.abs(diff).max()),
+            "max_error_over_group_amax": max_over_amax}

@@ -33,6 +33,29 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
   any K <= 2^19.
 - ``exact``: ``C == ref`` (small-integer inputs: every product and partial sum is an integer
   below 2^24, so float32 arithmetic is exact and any difference is a bug).
+- ``bound`` for ``precision=fp8`` (issue 42; :class:`Fp8Bound`): the reference multiplies the
+  dequantised inputs (q * scale, exact in float64), so input quantisation is not in the bound
+  (the record gives it apart: ``inputs.quantisation``). FP8 tensor cores keep fewer bits in their
+  accumulator than float32 (DeepSeek-V3 technical report, arXiv:2412.19437, §3.3.2: about 14 bits
+  on H800); a kernel declares how it copes (``KernelBase.fp8_accumulation``): ``float32``, or a
+  promotion interval P (the tensor core accumulates P elements of K, then the kernel adds that
+  partial sum to float32; undeclared: P = K, no promotion). The model: at each wgmma step of 32
+  elements of K the tensor core adds the step's products to its accumulator and keeps
+  :data:`FP8_ACC_BITS` significant bits, truncating (Fasi et al. above: tensor cores truncate),
+  an error below u_tc·|s_j|, u_tc = 2^(1 - bits), s_j the exact partial sum since the last
+  promotion. The bound is
+  ``u_tc·T_ij + (lam·sqrt(ceil(K/P)) + 2)·u·(|A||B|)_ij + (3u + u_out)·|ref_ij| + tiny``, with
+  T_ij = sum over the steps j of |s_j| (the first-order deterministic bound of the truncations,
+  computed from the float64 partial sums: its cost is K/32 thin products, as many flops as the
+  reference), the float32 additions of the ceil(K/P) promoted partial sums (Higham–Mary, as above),
+  two float32 scale products per partial sum (block scaling applies the scales at each promotion)
+  and in the epilogue, and the rounding of C (u_out = 2^-8 for a bf16 C, else 0). A kernel that
+  declares P = 128 but never promotes has errors growing like u_tc·K·sqrt(K/32)·E|a b| against a
+  bound growing like u_tc·K·sqrt(128)... so it fails from K of a few thousand (tests: K = 16384
+  and 65536 fail, an honest P = 128 passes, in the emulation of tests/test_fp8.py). The number of
+  bits is an assumption from public measurements, not a documented fact: :data:`FP8_ACC_BITS` is
+  13 (one bit under DeepSeek's 14, a factor 2 of margin), and the GPU tests check cuBLASLt (fast
+  accumulation off) stays inside it at K = 16384.
 
 Method (``verify.method``): ``full`` compares every element; ``sampled`` (chosen by ``auto`` when
 M*N*K exceeds ``verify.max_full``) compares ``verify.sample`` random whole rows and whole
@@ -45,6 +68,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -54,11 +78,17 @@ FIRST_MISMATCHES = 8
 U_FP32 = 2.0**-24
 #: rounding of the inputs the bound still covers, per precision: 0 everywhere, since the reference
 #: multiplies the operands as the hardware sees them (TF32: rounded by :func:`round_tf32`)
-U_INPUT = {"fp32": 0.0, "tf32": 0.0, "bf16": 0.0, "fp16": 0.0}
+U_INPUT = {"fp32": 0.0, "tf32": 0.0, "bf16": 0.0, "fp16": 0.0, "fp8": 0.0}
 # accumulation unit per precision: float32 (2^-24); tensor cores (TF32, BF16, FP16) align and
 # truncate inside each MMA instead of rounding (Fasi, Higham, Mikaitis, Pranesh, "Numerical
 # behavior of NVIDIA tensor cores", PeerJ CS 7:e330, 2021), so they get twice the unit
-U_ACC = {"fp32": U_FP32, "tf32": 2 * U_FP32, "bf16": 2 * U_FP32, "fp16": 2 * U_FP32}
+U_ACC = {"fp32": U_FP32, "tf32": 2 * U_FP32, "bf16": 2 * U_FP32, "fp16": 2 * U_FP32, "fp8": U_FP32}
+#: significant bits the bound assumes an FP8 tensor-core accumulator keeps (DeepSeek-V3 report,
+#: §3.3.2: "around 14 bits" on H800; one less here as margin), and the unit of its truncation
+FP8_ACC_BITS = 13
+U_FP8_ACC = 2.0 ** (1 - FP8_ACC_BITS)
+#: rounding unit of the store of C beyond float32's (a bf16 C: 8 significant bits, to nearest)
+U_OUT = MappingProxyType({"float32": 0.0, "bfloat16": 2.0**-8})
 #: TF32 roundings of the inputs the reference can model (:func:`round_tf32`), in the order an
 #: undeclared kernel's output is tried against them (declared by kernels: ``KernelBase.tf32_rounding``)
 TF32_ROUNDINGS = hookspecs.TF32_ROUNDINGS
@@ -110,6 +140,59 @@ def round_tf32(x: np.ndarray, rounding: str) -> np.ndarray:
     return (bits & np.uint32(0xFFFFE000)).view(np.float32)
 
 
+@dataclass(frozen=True)
+class Fp8Bound:
+    """What the ``precision=fp8`` bound needs beyond the inputs (module docstring).
+
+    Attributes:
+        accumulation: the kernel's declared ``fp8_accumulation``: ``"float32"``, a promotion
+            interval in elements of K (a multiple of 32), or None (undeclared: no promotion, P = K).
+        c_dtype: the type of C, ``float32`` | ``bfloat16``.
+    """
+
+    accumulation: int | str | None = None
+    c_dtype: str = "float32"
+
+    def interval(self, K: int) -> int | None:
+        """The promotion interval P the bound assumes (None: float32 accumulation, no tensor-core term)."""
+        if self.accumulation == "float32":
+            return None
+        return K if self.accumulation is None else min(int(self.accumulation), K)
+
+    def record(self, K: int) -> dict:
+        """The verdict's ``fp8`` field: the accumulation assumed and the model's constants."""
+        P = self.interval(K)
+        return {"accumulation_declared": self.accumulation,
+                "assumed": "float32 accumulation" if P is None else
+                (f"tensor-core accumulator ({FP8_ACC_BITS} bits, truncated each {hookspecs.FP8_MMA_K} of K), "
+                 + ("never promoted (P = K)" if P >= K else f"promoted to float32 every {P} of K")),
+                "acc_bits": FP8_ACC_BITS, "c_dtype": self.c_dtype}
+
+
+def fp8_partial_sums(a: np.ndarray, b: np.ndarray, interval: int, step: int = hookspecs.FP8_MMA_K) -> np.ndarray:
+    """T = sum over the steps j of |s_j|, per element of A @ B: ``a`` (M, K) and ``b`` (K, N) float64,
+    s_j the exact partial sum from the last promotion (every ``interval`` elements of K) through
+    step j (steps of ``step`` = 32 elements of K: FP8 wgmma's K); returns (M, N) float64. K/step
+    products of (M, step) by (step, N): as many flops as ``a @ b``."""
+    M, K = a.shape
+    total = np.zeros((M, b.shape[1]))
+    partial = np.zeros_like(total)
+    for k0 in range(0, K, step):
+        if k0 % interval == 0:
+            partial[:] = 0.0
+        partial += a[:, k0:k0 + step] @ b[k0:k0 + step]
+        total += np.abs(partial)
+    return total
+
+
+def fp8_weights(K: int, interval: int, step: int = hookspecs.FP8_MMA_K) -> np.ndarray:
+    """w_k (K,) with sum_j |s_j| <= sum_k w_k |a_k b_k|: the steps from k's own through the end of
+    its promotion interval (Freivalds' row bound of the fp8 term: |A| diag(w) |B| 1)."""
+    k = np.arange(K)
+    end = np.minimum((k // interval + 1) * interval, K)  # one past the interval's last element
+    return ((end - 1) // step - k // step + 1).astype(np.float64)
+
+
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float64 product ``A @ B`` of float32 arrays (M, K) and (K, N); returns (M, N) float64."""
     return a.astype(np.float64) @ b.astype(np.float64)
@@ -123,14 +206,35 @@ def resolve_rule(options: VerifyOptions, distribution: str) -> str:
 
 
 def tolerance(rule: str, options: VerifyOptions, ref: np.ndarray, abs_ab: np.ndarray | None, K: int,
-              precision: str = "fp32") -> np.ndarray | float:
-    """Per-element allowed |C - ref| for ``rule`` (ref and abs_ab float64, same shape)."""
+              precision: str = "fp32", fp8: Fp8Bound | None = None,
+              partial: np.ndarray | None = None) -> np.ndarray | float:
+    """Per-element allowed |C - ref| for ``rule`` (ref and abs_ab float64, same shape); for the fp8
+    bound also ``fp8`` and ``partial`` (:func:`fp8_partial_sums` of the assumed interval; None for
+    float32 accumulation)."""
     if rule == "exact":
         return 0.0
     if rule == "fixed":
         return options.atol + options.rtol * np.abs(ref)
+    if precision == "fp8":
+        fp8 = fp8 or Fp8Bound()
+        return _fp8_abs_coefficient(options, K, fp8) * abs_ab + (
+            U_FP8_ACC * partial if partial is not None else 0.0) + _fp8_ref_coefficient(fp8) * np.abs(ref) + TINY
     scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
     return scale * abs_ab + U_FP32 * np.abs(ref) + TINY
+
+
+def _fp8_abs_coefficient(options: VerifyOptions, K: int, fp8: Fp8Bound) -> float:
+    """The fp8 bound's factor of |A||B|: float32 additions of the ceil(K/P) promoted partial sums
+    (all K products for float32 accumulation) and two scale products per partial sum."""
+    P = fp8.interval(K)
+    additions = K if P is None else -(-K // P)
+    return (options.safety * math.sqrt(additions) + 2) * U_FP32
+
+
+def _fp8_ref_coefficient(fp8: Fp8Bound) -> float:
+    """The fp8 bound's factor of |ref|: the epilogue's two scale products and float32 rounding, and
+    the rounding of a bf16 C."""
+    return 3 * U_FP32 + U_OUT.get(fp8.c_dtype, 0.0)
 
 
 @dataclass
@@ -162,6 +266,7 @@ class Verdict:
     safety: float | None = None
     freivalds: dict | None = None
     tf32: dict | None = None
+    fp8: dict | None = None
 
     def record(self) -> dict:
         """JSON-ready fields for ``result.json`` (non-finite floats as strings)."""
@@ -175,6 +280,8 @@ class Verdict:
             out["tf32"]["tried"] = {k: v if np.isfinite(v) else str(v) for k, v in out["tf32"]["tried"].items()}
         else:
             del out["tf32"]
+        if not out["fp8"]:
+            del out["fp8"]
         return out
 
     def summary(self) -> str:
@@ -236,17 +343,24 @@ def _merge(parts: list[dict]) -> dict:
 
 def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, distribution: str = "normal",
           precision: str = "fp32", seed: int = 0, products: dict | None = None,
-          block_bytes: int = BLOCK_BYTES, tf32_rounding: str | None = None) -> Verdict:
+          block_bytes: int = BLOCK_BYTES, tf32_rounding: str | None = None, fp8: Fp8Bound | None = None) -> Verdict:
     """Verify ``c`` (M, N) float32 against the float64 product of ``a`` (M, K) and ``b`` (K, N),
     as :func:`_check` does; for ``precision="tf32"`` the operands are first rounded to TF32 the
     way ``tf32_rounding`` says (:func:`round_tf32`), or, when it is None (undeclared), by each of
     :data:`TF32_ROUNDINGS` in turn until the whole output passes (the verdict of the first that
     passes, else of the one with the fewest mismatches; its ``tf32`` field names the rounding
-    used and the max error/tolerance of each tried).
+    used and the max error/tolerance of each tried). For ``precision="fp8"``, ``a`` and ``b`` are the
+    dequantised operands (float64) and ``fp8`` says the kernel's declared accumulation and C's type
+    (None: undeclared accumulation, float32 C); ``c`` may be bfloat16.
 
     Raises:
         ValueError: inconsistent shapes, or an unknown ``tf32_rounding``.
     """
+    if precision == "fp8":
+        fp8 = fp8 or Fp8Bound()
+        verdict = _check(c, a, b, options, distribution, precision, seed, products, block_bytes, fp8)
+        verdict.fp8 = fp8.record(a.shape[1])
+        return verdict
     if precision != "tf32":
         return _check(c, a, b, options, distribution, precision, seed, products, block_bytes)
     if tf32_rounding is not None and tf32_rounding not in TF32_ROUNDINGS:
@@ -268,7 +382,7 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, d
 
 def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, distribution: str = "normal",
            precision: str = "fp32", seed: int = 0, products: dict | None = None,
-           block_bytes: int = BLOCK_BYTES) -> Verdict:
+           block_bytes: int = BLOCK_BYTES, fp8: Fp8Bound | None = None) -> Verdict:
     """Verify ``c`` (M, N) float32 against the float64 product of ``a`` (M, K) and ``b`` (K, N).
 
     The full method works in blocks of rows (:func:`block_rows`: at most ``block_bytes`` of
@@ -289,19 +403,29 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
     if method == "auto":
         method = "full" if M * N * K <= options.max_full else "sampled"
     need_abs = rule == "bound"
-    step = block_rows(M, N, block_bytes)
+    # the fp8 bound's tensor-core term: partial sums of the assumed promotion interval (None: none)
+    interval = fp8.interval(K) if (fp8 is not None and need_abs) else None
+    step = block_rows(M, N, block_bytes * BYTES_PER_ELEMENT // (BYTES_PER_ELEMENT + (32 if interval else 0)))
+
+    def partial(a_rows, b_cols):
+        return fp8_partial_sums(a_rows, b_cols, interval) if interval else None
+
     nan_outputs = sum(int(np.isnan(c[r:r + step]).sum()) for r in range(0, M, step))
     if method == "full":
         if step >= M:
             cache = products if products is not None else {}
-            if "ref" not in cache or need_abs and "abs_ab" not in cache:  # float64 copies only on a miss
+            if ("ref" not in cache or need_abs and "abs_ab" not in cache  # float64 copies only on a miss
+                    or interval and ("fp8_partial", interval) not in cache):
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
             if "ref" not in cache:
                 cache["ref"] = a64 @ b64
             if need_abs and "abs_ab" not in cache:
                 cache["abs_ab"] = np.abs(a64) @ np.abs(b64)
+            if interval and ("fp8_partial", interval) not in cache:
+                cache[("fp8_partial", interval)] = partial(a64, b64)
             ref = cache["ref"]
-            tol = tolerance(rule, options, ref, cache["abs_ab"] if need_abs else None, K, precision)
+            tol = tolerance(rule, options, ref, cache["abs_ab"] if need_abs else None, K, precision, fp8,
+                            cache.get(("fp8_partial", interval)))
             parts = [_compare(c, ref, tol)]
         else:
             a64, b64 = a.astype(np.float64), b.astype(np.float64)
@@ -310,7 +434,8 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
             for r in range(0, M, step):
                 rows = np.arange(r, min(r + step, M))
                 ref = a64[r:r + step] @ b64
-                tol = tolerance(rule, options, ref, np.abs(a64[r:r + step]) @ abs_b if need_abs else None, K, precision)
+                tol = tolerance(rule, options, ref, np.abs(a64[r:r + step]) @ abs_b if need_abs else None, K, precision,
+                                fp8, partial(a64[r:r + step], b64))
                 blocks.append(_compare(c[r:r + step], ref, tol, rows=rows))
                 del ref, tol
             parts = [_merge(blocks)]
@@ -321,7 +446,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
     else:
         # what depends on the inputs only is computed once for a kernel and its baseline (``products``)
         cache = products if products is not None else {}
-        key = ("sampled", seed, options.sample, options.trials, rule, options.safety, options.atol, options.rtol)
+        key = ("sampled", seed, options.sample, options.trials, rule, options.safety, options.atol, options.rtol, fp8)
         if key not in cache:
             a64, b64 = a.astype(np.float64), b.astype(np.float64)
             rng = np.random.default_rng(seed + 1)
@@ -333,10 +458,10 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
             cache[key] = {
                 "rows": rows, "cols": cols, "others": others, "ref_r": ref_r, "ref_c": ref_c,
                 "tol_r": tolerance(rule, options, ref_r, np.abs(a64[rows]) @ np.abs(b64) if need_abs else None, K,
-                                   precision),
+                                   precision, fp8, partial(a64[rows], b64)),
                 "tol_c": tolerance(rule, options, ref_c, np.abs(a64[others]) @ np.abs(b64[:, cols]) if need_abs
-                                   else None, K, precision),
-                "freivalds": _freivalds_sides(a64, b64, rule, options, K, precision, rng, N)}
+                                   else None, K, precision, fp8, partial(a64[others], b64[:, cols])),
+                "freivalds": _freivalds_sides(a64, b64, rule, options, K, precision, rng, N, fp8)}
         s = cache[key]
         rows, cols, others = s["rows"], s["cols"], s["others"]
         parts = [_compare(c[rows], s["ref_r"], s["tol_r"], rows=rows),
@@ -353,14 +478,25 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
                    safety=options.safety if rule == "bound" else None, freivalds=freivalds)
 
 
-def _freivalds_sides(a64, b64, rule, options, K, precision, rng, N) -> dict:
+def _freivalds_sides(a64, b64, rule, options, K, precision, rng, N, fp8: Fp8Bound | None = None) -> dict:
     """What Freivalds' check needs of the inputs alone: ``options.trials`` random ±1 vectors x, each
-    right-hand side A·(B·x), and for the ``bound`` rule the row sums of the bound's |A||B| term."""
+    right-hand side A·(B·x), and for the ``bound`` rule the row sums of the bound's |A||B| term (fp8:
+    plus the tensor-core term's row sums bounded by |A| diag(w) |B| 1, :func:`fp8_weights`) and the
+    factor of |C|'s row sums."""
     xs = [rng.choice([-1.0, 1.0], size=N) for _ in range(options.trials)]
-    sides = {"xs": xs, "rhs": [a64 @ (b64 @ x) for x in xs], "N": N}
+    sides = {"xs": xs, "rhs": [a64 @ (b64 @ x) for x in xs], "N": N, "ref_coefficient": U_FP32}
     if rule == "bound":
-        scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
-        sides["bound_rows"] = scale * (np.abs(a64) @ (np.abs(b64) @ np.ones(N)))
+        abs_b_rows = np.abs(b64) @ np.ones(N)
+        if precision == "fp8":
+            fp8 = fp8 or Fp8Bound()
+            P = fp8.interval(K)
+            sides["bound_rows"] = _fp8_abs_coefficient(options, K, fp8) * (np.abs(a64) @ abs_b_rows)
+            if P is not None:
+                sides["bound_rows"] += U_FP8_ACC * (np.abs(a64) @ (fp8_weights(K, P) * abs_b_rows))
+            sides["ref_coefficient"] = _fp8_ref_coefficient(fp8)
+        else:
+            scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
+            sides["bound_rows"] = scale * (np.abs(a64) @ abs_b_rows)
     return sides
 
 
@@ -387,7 +523,7 @@ def _freivalds(c, sides: dict, rule, options, step: int | None = None) -> dict:
         elif rule == "fixed":
             tol = options.atol * N + options.rtol * abs_c_rows
         else:
-            tol = sides["bound_rows"] + U_FP32 * abs_c_rows
+            tol = sides["bound_rows"] + sides.get("ref_coefficient", U_FP32) * abs_c_rows
         err = np.abs(lhs_x - rhs)
         if not np.isfinite(err).all() or (err > tol + TINY).any():
             passed = False
