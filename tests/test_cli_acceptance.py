@@ -152,7 +152,7 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["hydra/sweeper=nope"], "hydra/sweeper: unknown option 'nope'; available: basic, gemmlab, optuna"),
     (["-m", "kernel=naive,tiled", "+hydra.sweeper.foo=1"],  # was "command line: Error in call to target ..."
      "hydra.sweeper.foo: GemmlabSweeper takes no argument 'foo'; its arguments: max_batch_size, params"),
-    (["-m", "kernel=naive,tiled", "+hydra.launcher.foo=1"], "hydra.launcher.foo: BasicLauncher takes no argument 'foo'"),
+    (["-m", "kernel=naive,tiled", "+hydra.launcher.foo=1"], "hydra.launcher.foo: GemmlabLauncher takes no argument 'foo'"),
     (["-m", "kernel=naive,tiled", "hydra/launcher=gemmlab_local", "+hydra.launcher.foo=1"],  # was submitit's traceback
      "hydra.launcher.foo: submitit's local executor takes no argument 'foo'; its arguments: setup"),
     (["hydra/job_logging=nope"], "hydra/job_logging: unknown option 'nope'; available: default, "),

@@ -12,8 +12,9 @@ Ctrl-C, 143 on SIGTERM (a batch system's time limit), each with the line that re
 The command line is checked first (:mod:`gemmlab.cli.precheck`: one line for a mistake, before Hydra
 runs). One :class:`~gemmlab.cli.precheck.Invocation` per command carries what the pre-check learns (plugin folders) and what
 each point reports (exit statuses) to :func:`main`; no module-level state is written. What Hydra
-raises becomes one line in :mod:`gemmlab.cli.hydra_errors`; :mod:`gemmlab.cli.hydra_patches`
-registers gemmlab's sweeper with Hydra.
+raises becomes one line in :mod:`gemmlab.cli.hydra_errors`. A sweep runs through gemmlab's sweeper
+and launcher (``hydra_plugins/``: Hydra's public plugin interfaces; :func:`register_plugins`); no
+Hydra or OmegaConf function is replaced at run time.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.sweep import sweep_interrupted, sweep_resume_advice  # noqa: F401  (re-exported)
 
-from gemmlab.cli.folders import FolderError, output_folder_error, sweep_guard
+from gemmlab.cli.folders import FolderError, output_folder_error
 from gemmlab.cli.hydra_errors import hydra_error
 from gemmlab.cli.precheck import Invocation, _prepare
-from gemmlab.cli.hydra_patches import register_gemmlab_sweeper
 from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
@@ -76,7 +76,7 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     ``gemmlab_shapeset`` (a split of the public shape set, :mod:`gemmlab.dispatch.shapeset`); also
     stores the config schema ``base_config`` (:func:`gemmlab.stages.config.store_schema`) that
     conf/config.yaml needs.
-    (:func:`main` registers gemmlab's sweeper with Hydra, :func:`register_gemmlab_sweeper`, after its
+    (:func:`main` registers gemmlab's sweeper and launcher with Hydra, :func:`register_plugins`, after its
     pre-check: Hydra's plugin scan imports every installed plugin, Optuna's too, which a command
     line refused before Hydra runs does not need.)"""
     from gemmlab.stages.config import store_schema
@@ -104,13 +104,34 @@ def objective(record: dict) -> float | None:
 
 def _hydra_app(invocation: Invocation):
     """The Hydra app of one command: :func:`_task` with ``invocation`` bound (a closure, so the
-    statuses of the points reach :func:`main` without module-level state)."""
+    statuses of the points reach :func:`main` without module-level state). The task function Hydra
+    hands to its sweeper and launcher carries it too (``gemmlab_invocation``): gemmlab's plugins note
+    the sweep's folder and the points whose folder could not be written there."""
 
-    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def task(cfg) -> float | None:
         return _task(cfg, invocation)
 
-    return task
+    task.gemmlab_invocation = invocation
+    return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(task)
+
+
+def register_plugins() -> None:
+    """Register gemmlab's sweeper and launcher (``hydra_plugins.gemmlab_sweeper.GemmlabSweeper``,
+    ``hydra_plugins.gemmlab_launcher.GemmlabLauncher``, the defaults of ``-m``) with Hydra by class,
+    through Hydra's public ``Plugins.instance().register`` (idempotent).
+
+    Hydra finds plugins by walking the folders of the ``hydra_plugins`` namespace package
+    (``pkgutil.walk_packages``). A setuptools editable install (``pip install -e .``) maps them with
+    an import hook that the walk does not see, so outside the checkout ``gemmlab -m ...`` stopped with
+    "Unknown plugin class"; a plain ``pip install .`` was not affected. :meth:`Plugins.instance`
+    makes the scan (once a process) before the modules are read here, so the classes registered are
+    the ones the modules hold after it."""
+    import importlib
+
+    from hydra.core.plugins import Plugins
+    plugins = Plugins.instance()
+    plugins.register(importlib.import_module("hydra_plugins.gemmlab_sweeper").GemmlabSweeper)
+    plugins.register(importlib.import_module("hydra_plugins.gemmlab_launcher").GemmlabLauncher)
 
 
 def _kernel_choice_error(cfg, choice: str | None) -> ConfigError | None:
@@ -292,11 +313,11 @@ def _run(invocation: Invocation) -> int:
         except Exception as exc:  # a prescan surprise must not hide Hydra's own, better message
             print(f"gemmlab: warning: could not pre-check the command line ({type(exc).__name__}: {exc})",
                   file=sys.stderr)
-        register_gemmlab_sweeper()  # after the pre-check: a refused command line never pays Hydra's plugin scan
+        register_plugins()  # after the pre-check: a refused command line never pays Hydra's plugin scan
     invocation.hydra_full_error = os.environ.get("HYDRA_FULL_ERROR")
     full_error = bool(invocation.hydra_full_error)  # the user asked for Hydra's tracebacks
     try:
-        with _hydra_raises(), sweep_guard(invocation):
+        with _hydra_raises():
             _hydra_app(invocation)()
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)
@@ -323,7 +344,7 @@ def _run(invocation: Invocation) -> int:
                 traceback.print_exc()
             print(f"gemmlab: error: {unusable.message}", file=sys.stderr)
             sys.exit(unusable.code)
-        sweep_dir = invocation.sweep_dir
+        sweep_dir = invocation.sweep_dir or _unmade_sweepers_folder(exc)
         if sweep_dir is not None and _search_found_no_best(exc):  # every trial failed: Optuna has no best one
             if full_error:
                 traceback.print_exc()
@@ -354,6 +375,23 @@ def _launcher_argument_error(exc: BaseException) -> ConfigError | None:
         return None
     return ConfigError(f"hydra.launcher.{m.group(1)}", f"submitit's {m.group(2)} executor takes no argument "
                        f"{m.group(1)!r}; its arguments: {m.group(3)}")
+
+
+def _unmade_sweepers_folder(exc: BaseException) -> str | None:
+    """``hydra.sweep.dir`` of a multirun whose sweeper Hydra could not make (an argument it does not
+    take: ``+hydra.sweeper.foo=1``), read from the ``config`` argument of Hydra's public
+    ``Plugins.instantiate_sweeper(*, hydra_context, task_function, config)`` in ``exc``'s traceback;
+    None elsewhere. (A sweeper that was made notes the folder itself: ``hydra_plugins``.)"""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "instantiate_sweeper" and frame.f_globals.get("__name__") == "hydra.core.plugins":
+            try:
+                return str(frame.f_locals["config"].hydra.sweep.dir)
+            except Exception:
+                return None
+        tb = tb.tb_next
+    return None
 
 
 def _search_found_no_best(exc: BaseException) -> bool:

@@ -15,13 +15,11 @@ line naming the field and the operating system's reason.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
-from collections import defaultdict
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO
 
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
@@ -331,9 +329,9 @@ def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: d
     (:data:`SWEEP_FILES`: ``summary.md/3`` broke the summary), and be no other point's (the second
     point would find the first's result, and Hydra would rewrite that folder's ``.hydra/``): a
     subdir such as ``${hydra.job.name}`` or ``${now:%H}`` gives every point one folder, an absolute
-    one or one with ``..`` puts points outside. Used by gemmlab's sweeper before any point runs
-    (``hydra_plugins/gemmlab_sweeper``) and by :func:`sweep_guard` under another sweeper (Hydra's
-    basic, Optuna): for each batch as the launcher gets it, and again as each point starts."""
+    one or one with ``..`` puts points outside. Used by gemmlab's launcher for each batch before
+    any point of it runs (``hydra_plugins/gemmlab_launcher``, under any sweeper) and by gemmlab's
+    sweeper under another launcher (``hydra_plugins/gemmlab_sweeper``)."""
     if folder == root or not folder.startswith(root + os.sep):
         return (f"{raw!r} puts point #{num} at {folder}, "
                 + ("the sweep folder itself" if folder == root else f"outside the sweep folder {root}")
@@ -375,161 +373,6 @@ def job_folder(config, num: int) -> tuple[object, str, str] | None:
     return raw, root, folder
 
 
-@contextlib.contextmanager
-def sweep_guard(invocation):
-    """Within (a ``gemmlab`` command), Hydra's sweeper start and its in-process ``run_job`` (the
-    basic launcher's: one process, points in turn) are watched, each point's folder before Hydra
-    writes there, and restored afterwards:
-
-    - ``invocation.sweep_dir`` is set to ``hydra.sweep.dir`` when Hydra starts a multirun's
-      sweeper (so :func:`gemmlab.cli.app.main` can leave the folder of a sweep refused before any
-      point ran as it was: :func:`undo_refused_sweep`);
-    - a batch of points one of whose folders :func:`point_folder_problem` refuses (two points in
-      one folder, one outside the sweep's) is refused before the launcher runs any point of it:
-      :class:`~gemmlab.errors.ConfigError` for ``hydra.sweep.subdir``. gemmlab's own sweeper
-      checks its batches itself (``hydra_plugins/gemmlab_sweeper``); under another sweeper
-      (``hydra/sweeper=basic``, Optuna's) the ``launch`` of the launcher its setup made (Hydra's
-      ``Plugins.instantiate_launcher``), which gets the whole batch and its first job number, is
-      wrapped (:func:`_check_batch_first`), whatever the launcher;
-    - a point whose folder :func:`point_folder_problem` refuses as it starts (a later batch of a
-      search, whose points are chosen as it goes) stops the sweep there (the same error);
-    - a point whose own folder cannot be created or written (a file in the way, a read-only
-      folder, a full disk) costs that point only: Hydra's ``run_job`` raises before the point
-      runs, which would end the whole sweep; here the point is said in one line (``gemmlab:
-      error: hydra.sweep.dir: point #N: ...``), its text appended to ``invocation.folder_errors``,
-      and the launcher goes on with the next point (its return value is None, a failed trial for
-      a search, as :func:`gemmlab.cli.app.objective` gives a failed point)."""
-    import sys
-
-    # PRIVATE HYDRA API, the last in gemmlab (issue 45): a point whose folder cannot be written
-    # costing that point only, and the folder check of a point a search chooses as it goes, need
-    # Hydra's run_job replaced where its in-process launcher calls it (the launcher's module global;
-    # Hydra has no hook before run_job makes the folder), and the sweeper's and launcher's
-    # instantiation watched (Plugins' methods, replaced on the instance). Without them: a gemmlab
-    # launcher plugin (hydra.plugins.launcher.Launcher) that runs each job itself.
-    from hydra._internal.core_plugins import basic_launcher
-    from hydra.core import utils as core_utils
-    from hydra.core.plugins import Plugins
-    from hydra.core.utils import JobReturn, JobStatus
-    plugins = Plugins.instance()
-    own_sweeper, own_launcher, own_run_job = plugins.instantiate_sweeper, plugins.instantiate_launcher, core_utils.run_job
-    taken: dict[str, int] = {}
-    launchers: list = []  # those a sweeper's setup made
-
-    def instantiate_sweeper(*args, **kwargs):
-        try:
-            invocation.sweep_dir = str(kwargs["config"].hydra.sweep.dir)
-        except Exception:  # a folder that does not resolve: Hydra says so itself
-            pass
-        launchers.clear()
-        sweeper = own_sweeper(*args, **kwargs)  # its setup makes its launcher (Optuna's: in an inner sweeper)
-        if not getattr(sweeper, "checks_batches", False):  # gemmlab's sweeper checks its batches itself
-            for launcher in launchers:  # the instance's attribute: this sweep's launcher only
-                launcher.launch = _check_batch_first(launcher, taken)
-        return sweeper
-
-    def instantiate_launcher(*args, **kwargs):
-        launcher = own_launcher(*args, **kwargs)
-        launchers.append(launcher)
-        return launcher
-
-    def check_folder(config) -> None:
-        try:
-            num = int(config.hydra.job.num)
-        except Exception:  # Hydra's own errors say it
-            return
-        located = job_folder(config, num)
-        if located is None:
-            return
-        problem = point_folder_problem(*located, num, taken)
-        if problem:
-            raise ConfigError("hydra.sweep.subdir", f"{problem}; the sweep stopped before point #{num} "
-                              "(the points before it keep their records)")
-
-    def folder_failed(config, os_error: OSError, context) -> JobReturn:
-        num = OmegaConf.select(config, "hydra.job.num", default="?")
-        try:
-            folder = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
-        except Exception:
-            folder = Path(str(os_error.filename or "?"))
-        reason = folder_error("hydra.sweep.dir", folder, os_error).message.split(": ", 1)[1]
-        text = f"point #{num}: {reason.split('; give a folder')[0]}"
-        invocation.folder_errors.append(text)
-        print(f"gemmlab: error: hydra.sweep.dir: {text}; it has no record, the sweep goes on",
-              file=sys.stderr, flush=True)
-        ret = JobReturn()  # "completed" for Hydra's sweepers (a FAILED job would end the sweep),
-        ret.status, ret.return_value = JobStatus.COMPLETED, None  # None: Optuna's failed trial
-        if context is not None:  # the progress line counts it (Hydra's run_job raised before its own call)
-            try:
-                context.callbacks.on_job_end(config=config, job_return=ret)
-            except Exception:
-                pass
-        return ret
-
-    def run_job(*args, **kwargs):
-        config = kwargs.get("config")
-        if config is None or kwargs.get("job_dir_key") != "hydra.sweep.dir":
-            return own_run_job(*args, **kwargs)
-        check_folder(config)
-        try:
-            return own_run_job(*args, **kwargs)
-        except Exception as exc:
-            os_error = os_error_in(exc)
-            if os_error is None:
-                raise
-            return folder_failed(config, os_error, kwargs.get("hydra_context"))
-
-    plugins.instantiate_sweeper = instantiate_sweeper  # the instance's attributes, over the class's methods
-    plugins.instantiate_launcher = instantiate_launcher
-    # Hydra's plugin scan re-executes the launcher's module, which imports run_job from hydra.core.utils
-    core_utils.run_job = basic_launcher.run_job = run_job
-    try:
-        yield
-    finally:
-        del plugins.instantiate_sweeper, plugins.instantiate_launcher
-        core_utils.run_job = basic_launcher.run_job = own_run_job
-
-
-def _check_batch_first(launcher, taken: dict[str, int]):
-    """``launcher.launch`` (a Hydra launcher's: ``launch(job_overrides, initial_job_idx)``, the whole
-    batch) that first composes each job's config as the launcher will (Hydra's
-    ``load_sweep_config``) and checks its folder (:func:`job_folder`, :func:`point_folder_problem`
-    with ``taken``, the sweep's folders so far), then launches the batch. Hydra's in-process
-    ``BasicLauncher`` is handed the configs the check composed
-    (:class:`ComposedOnce`, as gemmlab's sweeper does), so each job is
-    still composed once there. A job that does not compose is left to the launcher, which says it.
-
-    Raises:
-        ConfigError: ``hydra.sweep.subdir``: a job's folder is another job's or outside the sweep's
-            folder; no point of the batch has run.
-    """
-    from hydra.types import HydraContext
-    own_launch = launcher.launch
-
-    def launch(job_overrides, initial_job_idx):
-        context = launcher.hydra_context
-        composed = ComposedOnce(context.config_loader, launcher.config) if in_process(launcher) else None
-        for i, overrides in enumerate(job_overrides):
-            try:
-                config = (composed.keep(overrides) if composed is not None
-                          else context.config_loader.load_sweep_config(launcher.config, list(overrides)))
-            except Exception:  # the launcher composes it again and says what is wrong
-                break
-            num = initial_job_idx + i
-            located = job_folder(config, num)
-            problem = point_folder_problem(*located, num, taken) if located is not None else None
-            if problem:
-                raise ConfigError("hydra.sweep.subdir", problem)
-        if composed is None:
-            return own_launch(job_overrides, initial_job_idx)
-        launcher.hydra_context = HydraContext(config_loader=composed, callbacks=context.callbacks)
-        try:
-            return own_launch(job_overrides, initial_job_idx)
-        finally:
-            launcher.hydra_context = context
-    return launch
-
-
 def output_folder_error(exc: BaseException, sweep_dir: str | None = None) -> FolderError | None:
     """The :class:`FolderError` for ``exc`` when it is (or was caused by) an ``OSError`` about a file
     in the output folder of the Hydra job it ended (Hydra's ``run_job`` in its traceback: the job's
@@ -537,7 +380,7 @@ def output_folder_error(exc: BaseException, sweep_dir: str | None = None) -> Fol
 
     With ``sweep_dir`` (a multirun's ``hydra.sweep.dir``), an ``OSError`` about a path inside it
     without Hydra's ``run_job`` in this process's traceback (a launcher that runs points in other
-    processes, e.g. ``hydra/launcher=joblib``, raises the worker's error here, so :func:`sweep_guard`
+    processes, e.g. ``hydra/launcher=joblib``, raises the worker's error here, where gemmlab's launcher
     could not make it cost one point) is one too: it ended the sweep, whose finished points keep
     their records."""
     os_error = os_error_in(exc)
@@ -561,53 +404,3 @@ def output_folder_error(exc: BaseException, sweep_dir: str | None = None) -> Fol
     if target != root and root not in target.parents:
         return None
     return folder_error("hydra.sweep.dir" if key == "hydra.sweep.dir" else "hydra.run.dir", folder, os_error)
-
-
-#: Hydra's in-process launcher (``hydra/launcher=basic``, the ``_target_`` of its config)
-IN_PROCESS_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
-
-
-def in_process(launcher: Any) -> bool:
-    """``launcher`` is Hydra's in-process ``BasicLauncher`` itself (not a subclass): it composes
-    and runs each job in this process."""
-    return f"{type(launcher).__module__}.{type(launcher).__qualname__}" == IN_PROCESS_LAUNCHER
-
-
-#: configs a batch's check keeps for the launcher at most (about 0.2 MB each); further jobs are composed again
-KEEP_AT_MOST = 128
-
-
-class ComposedOnce:
-    """Hydra's config loader (every attribute delegated) whose ``load_sweep_config`` for the sweep's
-    own config gives back, once each, the configs :meth:`keep` composed for a job's overrides."""
-
-    def __init__(self, loader: Any, master_config: Any) -> None:
-        self._loader = loader
-        self._master = master_config
-        self._kept: dict[tuple[str, ...], list] = defaultdict(list)
-        self._count = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def keep(self, overrides: Sequence[str]) -> Any:
-        """Compose the job ``overrides`` (Hydra's ``load_sweep_config``: raises what it raises) and
-        keep the config for the launcher while fewer than :data:`KEEP_AT_MOST` are kept; returns it."""
-        config = self._loader.load_sweep_config(self._master, list(overrides))
-        if self._count < KEEP_AT_MOST:
-            self._kept[tuple(overrides)].append(config)
-            self._count += 1
-        return config
-
-    def forget(self) -> None:
-        """Drop every kept config."""
-        self._kept.clear()
-        self._count = 0
-
-    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
-        """The kept config of these overrides (each given once), else Hydra's compose."""
-        kept = self._kept.get(tuple(sweep_overrides)) if master_config is self._master else None
-        if kept:
-            self._count -= 1
-            return kept.pop(0)
-        return self._loader.load_sweep_config(master_config, sweep_overrides)

@@ -51,14 +51,14 @@ class Invocation:
         run_mode: ``hydra.mode`` of the config the command line composes, when the pre-check could
             read it from the files it selects (:func:`run_mode`), else :data:`ASK_HYDRA`.
         folder_errors: the sweep's points that could not create or write their own folder
-            (:func:`gemmlab.cli.folders.sweep_guard`): they have no record, so the
+            (gemmlab's launcher, ``hydra_plugins/gemmlab_launcher``): they have no record, so the
             end of the sweep names them.
         point_dirs: the output folder of each point started in this process, in run order (where
             an interrupt landed once Hydra has let go of the point's config, :func:`gemmlab.cli.app._interrupted_advice`).
         multirun: the pre-check's reading of the command: True a sweep (``-m``, or ``hydra.mode``
             set by the command line or a file it selects), False a single run, None not known.
-        sweep_dir: ``hydra.sweep.dir`` of a multirun, set when Hydra starts its sweeper
-            (:func:`gemmlab.cli.folders.sweep_guard`); None for a run or before.
+        sweep_dir: ``hydra.sweep.dir`` of a multirun, set when gemmlab's sweeper or launcher is set
+            up (``hydra_plugins``); None for a run or before.
         hydra_full_error: the user's ``HYDRA_FULL_ERROR`` (None: unset). gemmlab sets the variable
             to 1 around its Hydra call (:func:`_hydra_raises`) and gives each point this value
             back, so the processes a point starts (its worker, compute-sanitizer's child
@@ -72,7 +72,7 @@ class Invocation:
     run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
     hydra_full_error: str | None = None
     folder_errors: list[str] = field(default_factory=list)  # sweep points whose folder could not be written
-    sweep_dir: str | None = None  # hydra.sweep.dir once Hydra starts a multirun's sweeper (folders.sweep_guard)
+    sweep_dir: str | None = None  # hydra.sweep.dir once gemmlab's sweeper or launcher is set up
     multirun: bool | None = None  # the pre-check's: a sweep (-m or a file's hydra.mode), a single run, None unknown
 
     def exit_status(self) -> int:
