@@ -34,6 +34,7 @@ BUILTINS = {
     "tma_bf16": "gemmlab_plugins.tma_bf16",
     "cluster_tiled": "gemmlab_plugins.cluster_tiled",
     "gemv_rows": "gemmlab_plugins.gemv_rows",
+    "gemv_cols": "gemmlab_plugins.gemv_cols",
     "small_tile": "gemmlab_plugins.small_tile",
     "slicedk": "gemmlab_plugins.slicedk",
     "splitk_warptile": "gemmlab_plugins.streamk",
