@@ -70,8 +70,7 @@ CONSTANTS = {
     "contract.hookspecs.COMPUTE", "contract.hookspecs.SWIZZLES", "contract.hookspecs.REGION_DTYPES", "gpu.monitor.REASON_NAMES",
     "stages.record.PRECISIONS", "results.report_html.CATEGORY_TEXT", "results.report_html.SORT_VALUES",
     "results.report_plots.TITLES", "results.report_plots._PLOTTERS", "results.report_tables._CATEGORY_TEXT",
-    "stages.roofline.FP32_LANES_PER_SM", "stages.timing.DESCRIPTIONS", "cli.tune.SEED_TILE",
-    "cli.tune.OPTUNA_TILE", "stages.verify.U_INPUT", "stages.verify.U_ACC",
+    "stages.roofline.FP32_LANES_PER_SM", "stages.timing.DESCRIPTIONS", "stages.verify.U_INPUT", "stages.verify.U_ACC",
     "gpu.triton_compile.VALUE_TYPES", "gpu.triton_compile.POINTER_TYPES",
 }
 # Per-process resources, not channels: each is read and written by the one function that owns it

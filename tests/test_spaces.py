@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab.cli import tune
+from gemmlab.dispatch import suite_candidates
 from gemmlab.contract.hookspecs import KernelBase, Problem, Shape
 from gemmlab.contract.registry import load_registry
 from gemmlab.contract.space import (Choice, PowerOfTwo, Range, Restriction, Space, derived_space, ordered_points,
@@ -225,9 +225,9 @@ def test_a_dropin_plugin_declaring_a_space_takes_part_with_no_core_change(tmp_pa
     wide = [c for c in cands.enumerate(registry, Problem(Shape(64, 4096, 256)), FACTS) if c.kernel == "strip"]
     assert wide[0].params == {"BX": 128, "TN": 4} and len(wide) == 15  # 16 points, (256, 8) restricted away
     # gemmlab-tune sweeps it with no change there either
-    tuned = [p for k, p in tune.candidates(Shape(64, 4096, 256), "medium", registry) if k == "strip"]
-    assert tuned and tuned[0] == {"BX": 128, "TN": 4} and len(tuned) == tune.PLUGIN_CANDIDATES
-    assert not [k for k, _ in tune.candidates(Shape(64, 4096, 256), "medium", REGISTRY) if k == "strip"]
+    tuned = [p for k, p in suite_candidates.candidates(Shape(64, 4096, 256), "medium", registry) if k == "strip"]
+    assert tuned and tuned[0] == {"BX": 128, "TN": 4} and len(tuned) == suite_candidates.PLUGIN_CANDIDATES
+    assert not [k for k, _ in suite_candidates.candidates(Shape(64, 4096, 256), "medium", REGISTRY) if k == "strip"]
     # the listing shows its space
     lines = cands.describe_space(registry.kernels["strip"])
     assert lines[0] == "strip: space declared; 16 combinations, 15 pass the restrictions"

@@ -13,6 +13,8 @@ import pytest
 from gemmlab.dispatch import auto as dispatch
 
 from gemmlab.cli import tune
+from gemmlab.dispatch import suite_candidates
+from gemmlab.run import tune_sweep
 from gemmlab.gpu.device import offline_facts
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import Shape
@@ -26,7 +28,7 @@ DATA = Path(__file__).resolve().parent / "data" / "h200"
 
 @pytest.mark.parametrize("family, shape", [(f, s) for f, shapes in load_suite().families.items() for s in shapes[:2]])
 def test_candidates_valid_rules_first_no_duplicates(family, shape):
-    cands = tune.candidates(shape, family, REGISTRY)
+    cands = suite_candidates.candidates(shape, family, REGISTRY)
     assert cands, f"no candidate for {shape}"
     rule = dispatch.choose(shape, REGISTRY)
     assert cands[0] == (rule.kernel, dict(rule.params))
@@ -55,7 +57,7 @@ def fake_run(calls):
 def test_plan_order_budget_and_resume(tmp_path):
     suite = parse_suite({"families": {"tiny": [[256, 256, 256], [16, 16, 16]], "decode": [[1, 4096, 4096]]}})
     calls, lines = [], []
-    stats = tune.run_sweep(tmp_path, suite, REGISTRY, base_config={"baseline": "cublas"}, log=lines.append,
+    stats = tune_sweep.run_sweep(tmp_path, suite, REGISTRY, base_config={"baseline": "cublas"}, log=lines.append,
                            run=fake_run(calls))
     n_rules = 3
     assert [c[1] for c in calls[:n_rules]] == [(256, 256, 256), (16, 16, 16), (1, 4096, 4096)]
@@ -63,15 +65,15 @@ def test_plan_order_budget_and_resume(tmp_path):
     assert sizes == sorted(sizes)  # variants: cheapest shapes first
     assert stats["done"] == stats["planned"] == len(calls) and stats["cut"] == 0
     assert "80.0% of baseline" in lines[0]
-    again = tune.run_sweep(tmp_path, suite, REGISTRY, log=lines.append, run=fake_run(calls := []))
+    again = tune_sweep.run_sweep(tmp_path, suite, REGISTRY, log=lines.append, run=fake_run(calls := []))
     assert calls == [] and again["skipped_existing"] == stats["planned"]
-    cut = tune.run_sweep(tmp_path / "b", suite, REGISTRY, budget_s=0.0, log=lines.append, run=fake_run([]))
+    cut = tune_sweep.run_sweep(tmp_path / "b", suite, REGISTRY, budget_s=0.0, log=lines.append, run=fake_run([]))
     assert cut["done"] == 0 and cut["cut"] == cut["planned"] and "budget of 0 s reached" in lines[-1]
     assert f"the rules' choices of {len(suite.shapes)} shapes and every variant" in lines[-1]
 
 
 def test_point_dirs_are_distinct_and_readable(tmp_path):
-    d = tune.point_dir(tmp_path, "tiny", Shape(1, 2, 3), "slicedk", {"BM": 16, "KS": 8})
+    d = tune_sweep.point_dir(tmp_path, "tiny", Shape(1, 2, 3), "slicedk", {"BM": 16, "KS": 8})
     assert d == tmp_path / "tiny" / "1x2x3" / "slicedk-BM16-KS8"
 
 
@@ -82,10 +84,10 @@ def test_unknown_family_is_config_error():
 
 def test_other_precisions_measure_the_kernels_that_declare_them():
     from test_dispatch import FakeSpec, SubsetRegistry
-    assert tune.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(), precision="bf16") == []
+    assert suite_candidates.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(), precision="bf16") == []
     bf16 = FakeSpec(name="mma_fake", source="x.cu", defaults={"BM": 128})
     bf16.precisions = ("bf16",)
-    cands = tune.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(extra=[bf16]), precision="bf16")
+    cands = suite_candidates.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(extra=[bf16]), precision="bf16")
     assert cands == [("mma_fake", {"BM": 128})]
 
 
@@ -144,14 +146,14 @@ def test_bf16_candidates_vary_decode_bf16_and_the_wgmma_tile():
     64x64 (prefill); all accepted, no duplicates."""
     from gemmlab.contract.registry import load_registry
     reg = load_registry(entry_points=False)
-    dec = tune.candidates(Shape(64, 4096, 4096), "decode", reg, precision="bf16")
+    dec = suite_candidates.candidates(Shape(64, 4096, 4096), "decode", reg, precision="bf16")
     assert dec[0][0] == "decode_bf16" and sum(k == "decode_bf16" for k, _ in dec) >= 4
     assert all(k == "decode_bf16" or (k == "wgmma_bf16" and p["BM"] == 64 and p["SPLIT_K"] > 1) for k, p in dec)
     assert len({tuple(sorted(p.items())) for _, p in dec}) == len(dec)
-    pre = tune.candidates(Shape(512, 4096, 4096), "prefill", reg, precision="bf16")
+    pre = suite_candidates.candidates(Shape(512, 4096, 4096), "prefill", reg, precision="bf16")
     tiles = [(p["BM"], p["BN"], p["SCHED"]) for k, p in pre if k == "wgmma_bf16"]
     assert tiles[0] == (128, 128, 1) and len(tiles) == 3 and ("mma_bf16", {**reg.kernels["mma_bf16"].defaults,
-                                                                            **dict(tune.dispatch._MMA16_64[1])}) in pre
+                                                                            **dict(dispatch._MMA16_64[1])}) in pre
 
 
 def test_bf16_decode_candidates_include_the_workspace_split_wgmma_tile():
@@ -161,9 +163,9 @@ def test_bf16_decode_candidates_include_the_workspace_split_wgmma_tile():
     variant at 6 stages exceeds shared memory and is filtered out by the kernel's check)."""
     from gemmlab.contract.registry import load_registry
     reg = load_registry(entry_points=False)
-    small = [p for k, p in tune.candidates(Shape(16, 4096, 14336), "decode", reg, precision="bf16") if k == "wgmma_bf16"]
+    small = [p for k, p in suite_candidates.candidates(Shape(16, 4096, 14336), "decode", reg, precision="bf16") if k == "wgmma_bf16"]
     assert [(p["BM"], p["BN"], p["SCHED"], p["REDUCE"]) for p in small] == [(64, 128, 2, 2)] and small[0]["SPLIT_K"] > 1
-    big = [p for k, p in tune.candidates(Shape(64, 4096, 4096), "decode", reg, precision="bf16") if k == "wgmma_bf16"]
+    big = [p for k, p in suite_candidates.candidates(Shape(64, 4096, 4096), "decode", reg, precision="bf16") if k == "wgmma_bf16"]
     assert [(p["BN"], p["REDUCE"]) for p in big] == [(128, 2)]
 
 
@@ -179,7 +181,7 @@ def test_a_rerun_sweep_runs_failed_points_again_and_keeps_their_records(tmp_path
         (out_dir / "result.json").write_text(json.dumps(rec))
         return rec
 
-    first = tune.run_sweep(tmp_path / "s", suite, REGISTRY, log=[].append, run=unavailable, kernels=["tiled"])
+    first = tune_sweep.run_sweep(tmp_path / "s", suite, REGISTRY, log=[].append, run=unavailable, kernels=["tiled"])
     assert first["failed"] == first["planned"] > 0
     argv = ["sweep", "--out", str(tmp_path / "s"), "--suite", suite_file, "--kernels", "tiled", "--mode", "compile",
             "--baseline", "none"]

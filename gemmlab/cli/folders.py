@@ -135,7 +135,7 @@ def other_kind_of_folder(folder: Path, mode: str, resume: object = False) -> str
 
 
 #: how deep below a tuning sweep's folder its records lie (``<family>/<shape>/<kernel>/result.json``:
-#: :func:`gemmlab.cli.tune.point_dir`)
+#: :func:`gemmlab.run.tune_sweep.point_dir`)
 TUNING_DEPTH = 3
 
 

@@ -17,7 +17,7 @@ takes part with no change to the core.
 ``python -m gemmlab.dispatch.candidates M N K [--precision P] [--layout a,b]`` the candidates for a
 problem (no GPU needed: the sm_90 class's facts). ``kernel=auto`` reads this with ``kernel.rank=model``
 (:mod:`gemmlab.dispatch.tuning`, opt-in; its default is the rules of :mod:`gemmlab.dispatch.auto`); ``gemmlab-tune sweep`` measures the candidates of kernels
-from plugins other than the built-in ones (:func:`gemmlab.cli.tune.candidates`).
+from plugins other than the built-in ones (:func:`gemmlab.dispatch.suite_candidates.candidates`).
 """
 
 from __future__ import annotations
