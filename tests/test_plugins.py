@@ -42,6 +42,7 @@ BUILTINS = {
     "wgmma_bf16": "gemmlab_plugins.wgmma_bf16",
     "wgmma_tf32": "gemmlab_plugins.wgmma_tf32",
     "decode_bf16": "gemmlab_plugins.decode_bf16",
+    "splitk_dot": "gemmlab_plugins.splitk_dot",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
