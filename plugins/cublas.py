@@ -11,6 +11,19 @@ needs op T, with its own leading dimension (``Problem.lda``/``ldb``).
 - ``tf32``: ``cublasSgemm`` with CUBLAS_TF32_TENSOR_OP_MATH.
 - ``bf16`` / ``fp16``: ``cublasGemmEx`` with CUDA_R_16BF / CUDA_R_16F inputs, CUDA_R_32F output
   and CUBLAS_COMPUTE_32F (float32 accumulation), CUBLAS_GEMM_DEFAULT.
+- ``fp8`` (issue 42): ``cublasLtMatmul`` through nvmath-python's cuBLASLt bindings, CUDA_R_8F_E4M3 /
+  CUDA_R_8F_E5M2 inputs, float32 or bf16 D, CUBLAS_COMPUTE_32F, fast accumulation off (cuBLASLt
+  then "periodically promotes" its partial sums; the interval is undocumented, so the kernel
+  declares no ``fp8_accumulation`` and the bound assumes none). FP8 cuBLASLt on Hopper takes only
+  the "TN" form (its A transposed, its B not: both K-major), which for gemmlab's row-major C =
+  A·B (computed as Cᵀ = Bᵀ·Aᵀ) is ``layout.a=row layout.b=col``; other layouts are refused in one
+  line. Scaling (cuBLAS docs, "Scaling Mode Support Overview" and §3.1.4, cuBLAS 12.9+): ``tensor``
+  is CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F (compute capability 8.9+); ``row`` is OUTER_VEC_32F
+  and ``block`` is VEC128_32F for A with BLK128x128_32F for B (9.0 only; BLK128x128 on both is
+  not supported, and the scale layouts are the ones gemmlab's contract fixes, so no copy is
+  made). The descriptors, the heuristic query and a 32 MiB workspace are made once per point
+  (``enqueue_problem``, outside every timed interval); each launch is one ``cublasLtMatmul``.
+  No E5M2 x E5M2 (not in cuBLASLt's FP8 type table).
 
 Optional: ``pip install 'gemmlab[cublas]'`` brings nvmath-python.
 """
@@ -18,6 +31,7 @@ Optional: ``pip install 'gemmlab[cublas]'`` brings nvmath-python.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,13 +46,26 @@ def _cublas():
     return cublas
 
 
+def _cublaslt():
+    from nvmath.bindings import cublasLt
+    return cublasLt
+
+
+#: workspace cuBLASLt may use for an FP8 GEMM (cuBLAS docs, cublasSetWorkspace: 32 MiB on Hopper)
+LT_WORKSPACE_BYTES = 32 << 20
+#: cuBLASLt's scale mode of gemmlab's A and of its B, per ``fp8.scaling`` (names of
+#: ``cublasLtMatmulMatrixScale_t``)
+LT_SCALE_MODES = {"tensor": ("SCALAR_32F", "SCALAR_32F"), "row": ("OUTER_VEC_32F", "OUTER_VEC_32F"),
+                  "block": ("VEC128_32F", "BLK128x128_32F")}
+
+
 class CublasSgemm(LibraryKernelSpec):
     """cuBLAS GEMM: SGEMM for fp32/tf32 (TF32 tensor cores only with precision=tf32), GemmEx for
     bf16/fp16 inputs with float32 C and compute; any layout of A and B."""
 
     def available(self) -> str | None:
         try:
-            _cublas()
+            _cublas()  # cuBLASLt (precision=fp8) comes in the same nvmath-python package
         except Exception as exc:  # ImportError, or the cuBLAS library not found
             return f"kernel cublas needs nvmath-python's cuBLAS bindings ({type(exc).__name__}: {exc}); {INSTALL_HINT}"
         return None
@@ -46,7 +73,21 @@ class CublasSgemm(LibraryKernelSpec):
     def library_version(self) -> str:
         return _version()
 
+    def check_problem(self, problem: Problem, params, device) -> None:
+        """fp8: what cuBLASLt's FP8 GEMM takes (module docstring); other precisions: anything.
+
+        Raises:
+            ParamError: naming the field (``layout.a``/``layout.b``, ``fp8.b``, ``fp8.scaling``, ``shape``).
+        """
+        if problem.precision == "fp8":
+            fp8_refusal(problem, device.arch)
+
     def types(self, problem: Problem) -> dict:
+        if problem.precision == "fp8":
+            a_mode, b_mode = LT_SCALE_MODES[problem.scaling]
+            return {"a_dtype": problem.a_dtype, "b_dtype": problem.b_dtype, "c_dtype": problem.c_dtype,
+                    "compute": (f"cublasLtMatmul, FP8 tensor cores, CUBLAS_COMPUTE_32F, fast accumulation off; "
+                                f"scale modes A {a_mode}, B {b_mode}"), "scaling": problem.scaling}
         compute = {"fp32": "float32 (cublasSgemm, CUBLAS_DEFAULT_MATH: no TF32)",
                    "tf32": "TF32 tensor cores, float32 accumulate (cublasSgemm, CUBLAS_TF32_TENSOR_OP_MATH)",
                    "bf16": "float32 accumulate (cublasGemmEx, CUBLAS_COMPUTE_32F)",
@@ -62,6 +103,8 @@ class CublasSgemm(LibraryKernelSpec):
         precision = problem.precision
         if precision not in self.precisions:
             raise ParamError("precision", f"kernel cublas supports {', '.join(self.precisions)}, got {precision!r}")
+        if precision == "fp8":
+            return Fp8Plan.make(problem, pointers).functions()
         handle = cublas.create()
         cublas.set_stream(handle, pointers.stream)
         mode = cublas.Math.TF32_TENSOR_OP_MATH if precision == "tf32" else cublas.Math.DEFAULT_MATH
@@ -89,6 +132,143 @@ class CublasSgemm(LibraryKernelSpec):
             cublas.destroy(handle)
 
         return enqueue, close
+
+
+def fp8_refusal(problem: Problem, arch: str) -> None:
+    """Refuse, in one line naming the field, an fp8 problem cuBLASLt's FP8 GEMM does not take
+    (cuBLAS docs, cublasLtMatmul: "TN" only on Hopper, 16-byte aligned leading dimensions, the
+    FP8 type table, the scaling modes' compute capabilities and M, N multiples of 4 for block scales).
+
+    Raises:
+        ParamError: field ``layout.a``/``layout.b``, ``fp8.b``, ``fp8.scaling`` or ``shape``.
+    """
+    if (problem.layout_a, problem.layout_b) != ("row", "col"):
+        field = "layout.a" if problem.layout_a != "row" else "layout.b"
+        raise ParamError(field, "kernel cublas runs precision=fp8 through cuBLASLt, whose FP8 GEMM reads A and B "
+                         "K-major only (its 'TN' form): layout.a=row layout.b=col; got "
+                         f"{problem.layout_a}/{problem.layout_b}")
+    if problem.fp8_a == "e5m2" and problem.fp8_b == "e5m2":
+        raise ParamError("fp8.b", "cuBLASLt has no E5M2 x E5M2 FP8 GEMM (its FP8 type table); use e4m3 for A or B")
+    if problem.scaling != "tensor" and str(arch).rstrip("af") != "90":
+        raise ParamError("fp8.scaling", f"cuBLASLt has {problem.scaling} scaling (outer-vector / 128-element blocks) "
+                         f"on sm_90 only; this target is sm_{arch}: use fp8.scaling=tensor")
+    if problem.K % 16:
+        raise ParamError("shape", f"cuBLASLt FP8 needs K a multiple of 16 (16-byte aligned K-major rows of A and B); "
+                         f"got K = {problem.K}")
+    per_16 = 16 // problem.c_bytes
+    if problem.N % per_16:
+        raise ParamError("shape", f"cuBLASLt FP8 needs N a multiple of {per_16} (16-byte aligned rows of a "
+                         f"{problem.c_dtype} C); got N = {problem.N}")
+    if problem.scaling == "block" and (problem.M % 4 or problem.N % 4):
+        raise ParamError("shape", f"cuBLASLt's 128-element block scaling needs M and N multiples of 4; got "
+                         f"M = {problem.M}, N = {problem.N}")
+
+
+@dataclass
+class Fp8Plan:
+    """One point's cuBLASLt FP8 GEMM, planned once (descriptors, heuristic, workspace) and enqueued
+    as one ``cublasLtMatmul`` per launch. gemmlab's row-major C (M x N) = A (M x K, row-major) ·
+    B (K x N, K-major) is cuBLAS's column-major D (N x M) = op(A')·op(B') with A' = gemmlab's B
+    (transposed: K x N, ld K) and B' = gemmlab's A (K x M, ld K), so A' takes B's scales and B'
+    A's."""
+
+    handle: int
+    desc: int
+    layouts: tuple
+    pref: int
+    workspace: int
+    keep: tuple
+    algo: object
+    call: tuple
+
+    @classmethod
+    def make(cls, problem: Problem, pointers: DevicePointers) -> "Fp8Plan":
+        """Create the handle and descriptors, set the scale pointers and modes, allocate the
+        workspace and ask the heuristic for one algorithm.
+
+        Raises:
+            ParamError: field ``shape`` when cuBLASLt offers no algorithm for the problem.
+        """
+        lt, cublas = _cublaslt(), _cublas()
+        from cuda.bindings import driver
+        from cuda.bindings.runtime import cudaDataType
+        fmt = {"e4m3": int(cudaDataType.CUDA_R_8F_E4M3), "e5m2": int(cudaDataType.CUDA_R_8F_E5M2)}
+        out = int(cudaDataType.CUDA_R_16BF) if problem.c_dtype == "bfloat16" else int(cudaDataType.CUDA_R_32F)
+        M, N, K = problem.M, problem.N, problem.K
+        handle = lt.create()
+        desc = lt.matmul_desc_create(int(cublas.ComputeType.COMPUTE_32F), int(cudaDataType.CUDA_R_32F))
+        keep: list = []
+
+        def attr(name: str, value) -> None:
+            which = lt.MatmulDescAttribute[name]
+            arr = np.array([value], dtype=lt.get_matmul_desc_attribute_dtype(which))
+            keep.append(arr)
+            lt.matmul_desc_set_attribute(desc, int(which), arr.ctypes.data, arr.itemsize)
+
+        attr("TRANSA", int(cublas.Operation.T))
+        attr("TRANSB", int(cublas.Operation.N))
+        a_mode, b_mode = LT_SCALE_MODES[problem.scaling]  # gemmlab's A is cuBLAS's B', gemmlab's B its A'
+        attr("A_SCALE_MODE", int(lt.MatmulMatrixScale[b_mode]))
+        attr("B_SCALE_MODE", int(lt.MatmulMatrixScale[a_mode]))
+        attr("A_SCALE_POINTER", pointers.b_scale)
+        attr("B_SCALE_POINTER", pointers.a_scale)
+        attr("FAST_ACCUM", 0)
+        layouts = (lt.matrix_layout_create(fmt[problem.fp8_b], K, N, K),  # A' = B stored N x K: K x N col-major
+                   lt.matrix_layout_create(fmt[problem.fp8_a], K, M, K),  # B' = A stored M x K: K x M col-major
+                   lt.matrix_layout_create(out, N, M, N))                 # C = D: N x M col-major = row-major C
+        pref = lt.matmul_preference_create()
+        ws_bytes = np.array([LT_WORKSPACE_BYTES], dtype=lt.get_matmul_preference_attribute_dtype(
+            lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES))
+        keep.append(ws_bytes)
+        lt.matmul_preference_set_attribute(pref, int(lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES),
+                                           ws_bytes.ctypes.data, ws_bytes.itemsize)
+        err, workspace = driver.cuMemAlloc(LT_WORKSPACE_BYTES)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuMemAlloc of cuBLASLt's {LT_WORKSPACE_BYTES} B workspace failed: {err}")
+        plan = cls(handle, desc, layouts, pref, int(workspace), (), None, ())
+        results = lt.MatmulHeuristicResult(1)
+        count = np.zeros(1, dtype=np.int32)
+        try:
+            lt.matmul_algo_get_heuristic(handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref, 1,
+                                         results.ptr, count.ctypes.data)
+        except Exception as exc:  # cuBLASLt's refusal (CUBLAS_STATUS_NOT_SUPPORTED ...)
+            plan.close()
+            raise ParamError("shape", f"cuBLASLt offers no FP8 algorithm for {M}x{N}x{K} {problem.fp8_a}/"
+                             f"{problem.fp8_b} {problem.scaling} scaling, {problem.c_dtype} C "
+                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        if int(count[0]) < 1:
+            plan.close()
+            raise ParamError("shape", f"cuBLASLt offers no FP8 algorithm for {M}x{N}x{K} {problem.fp8_a}/"
+                             f"{problem.fp8_b} {problem.scaling} scaling, {problem.c_dtype} C")
+        scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta: host pointers (the default pointer mode)
+        plan.keep, plan.algo = (tuple(keep), scalars, count), results
+        plan.call = (handle, desc, scalars.ctypes.data, pointers.b, layouts[0], pointers.a, layouts[1],
+                     scalars.ctypes.data + 4, pointers.c, layouts[2], pointers.c, layouts[2], results.ptr,
+                     plan.workspace, LT_WORKSPACE_BYTES, pointers.stream)
+        return plan
+
+    def functions(self):
+        """``(enqueue, close)`` for the backend: one ``cublasLtMatmul`` on the run's stream, no sync."""
+        lt = _cublaslt()
+
+        def enqueue(plan=self):
+            lt.matmul(*plan.call)
+
+        return enqueue, self.close
+
+    def close(self) -> None:
+        """Destroy the descriptors and the handle and free the workspace (idempotent)."""
+        if self.handle is None:
+            return
+        lt = _cublaslt()
+        from cuda.bindings import driver
+        lt.matmul_preference_destroy(self.pref)
+        for layout in self.layouts:
+            lt.matrix_layout_destroy(layout)
+        lt.matmul_desc_destroy(self.desc)
+        lt.destroy(self.handle)
+        driver.cuMemFree(self.workspace)
+        self.handle = None
 
 
 def _data_types(precision: str) -> tuple[int, int]:
@@ -121,4 +301,5 @@ def gemmlab_kernels():
     return [CublasSgemm(name="cublas", source="", defaults={}, precisions=PRECISIONS,
                         layouts=tuple((a, b) for a in LAYOUTS for b in LAYOUTS),
                         description="cuBLAS SGEMM/GemmEx via nvmath-python (baseline; every precision "
-                                    "fp32/tf32/bf16/fp16 and layout, float32 C and accumulation)")]
+                                    "fp32/tf32/bf16/fp16 and layout, float32 C and accumulation; fp8 through "
+                                    "cuBLASLt, layout.a=row layout.b=col, tensor/row/block scaling)")]

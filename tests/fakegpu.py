@@ -83,7 +83,11 @@ class HostGpu:
     ``"gemm_tiled"``) to its fake duration per launch in ms; ``behaviour`` maps a prefix to a
     function ``(gpu, args) -> None`` that replaces the default host GEMM."""
 
+    #: the last HostGpu made: test-only library kernels (tests/plugins_fp8) compute on its memory
+    current = None
+
     def __init__(self, durations: dict | None = None, behaviour: dict | None = None, l2_bytes: int = 1 << 16):
+        HostGpu.current = self
         self.facts = DeviceFacts(name="fake H200", arch="90", sm_count=132, l2_bytes=l2_bytes)
         self.launch_configs: list = []
         self.index = 0

@@ -27,7 +27,7 @@ def spec():
 
 def test_is_a_library_kernel(spec):
     assert isinstance(spec, LibraryKernelSpec)
-    assert spec.precisions == ("fp32", "tf32", "bf16", "fp16")
+    assert spec.precisions == ("fp32", "tf32", "bf16", "fp16", "fp8")
     assert set(spec.layouts) == {("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")}
     assert dict(spec.defaults) == {}
 

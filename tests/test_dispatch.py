@@ -143,7 +143,7 @@ def test_build_records_dir_is_checked(tmp_path):
     ('{"schema": "x", "entries": []}', "schema must be 'gemmlab.tuning/1'"),
     ('{"schema": "gemmlab.tuning/1"}', "entries must be a list"),
     ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp32"}]}', "lacks 'layout'"),
-    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp8", "layout": ["row","row"], "shape": [1,1,1], '
+    ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp4", "layout": ["row","row"], "shape": [1,1,1], '
      '"kernel": "tiled", "params": {}}]}', "precision must be one of"),
     ('{"schema": "gemmlab.tuning/1", "entries": [{"precision": "fp32", "layout": ["row"], "shape": [1,1,1], '
      '"kernel": "tiled", "params": {}}]}', "layout must be"),

@@ -126,7 +126,7 @@ def test_library_builtins():
         assert registry.origins[name] == origin
         assert spec.description
         assert dict(spec.defaults) == {}
-    assert registry.get("cublas").precisions == ("fp32", "tf32", "bf16", "fp16")
+    assert registry.get("cublas").precisions == ("fp32", "tf32", "bf16", "fp16", "fp8")
     assert not isinstance(registry.get("tiled"), LibraryKernelSpec)
 
 

@@ -37,7 +37,7 @@ from gemmlab.gpu import tma
 from gemmlab.contract import tma_rules
 from gemmlab.errors import ConfigError
 from gemmlab.paths import stale_checkout_source
-from gemmlab.contract.hookspecs import (VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
+from gemmlab.contract.hookspecs import (SCALE_MATRICES, VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
                                         Launch, LibraryKernelSpec, Main, Matrix, Memset, ParamError, Problem,
                                         TensorMap, TritonKernelSpec, Value, Workspace)
 
@@ -50,11 +50,21 @@ NUMPY_CTYPES = {"int32": np.int32, "uint32": np.uint32, "float32": np.float32, "
 @dataclass
 class Buffers:
     """The device matrices of one point (guard-banded, see :mod:`gemmlab.gpu.guards`): A and B
-    shared by all candidates, C the candidate's own."""
+    (and for precision=fp8 their float32 scale buffers) shared by all candidates, C the candidate's own."""
 
     a: guards.GuardedMatrix
     b: guards.GuardedMatrix
     c: guards.GuardedMatrix
+    a_scale: guards.GuardedMatrix | None = None
+    b_scale: guards.GuardedMatrix | None = None
+
+    def matrix(self, name: str) -> guards.GuardedMatrix:
+        """The buffer a :class:`Matrix` / :class:`TensorMap` name points at ("A" | "B" | "C" |
+        "A_scale" | "B_scale"; the scales exist for precision=fp8 only)."""
+        found = {"A": self.a, "B": self.b, "C": self.c, "A_scale": self.a_scale, "B_scale": self.b_scale}.get(name)
+        if found is None:
+            raise ConfigError("kernel", f"argument names matrix {name!r}, which this point has no buffer for")
+        return found
 
 
 #: ``compute`` of a ``precision=tf32`` point whose kernel declares ``tf32_rounding="none"`` (issue 41)
@@ -65,9 +75,12 @@ def precision_detail(problem: Problem, types: dict | None = None, tf32_rounding:
     """The record's precision fields: ``{"name", "a_dtype", "b_dtype", "c_dtype", "compute"}``;
     a tf32 kernel that declares ``tf32_rounding="none"`` computes :data:`TF32_ON_CUDA_CORES`."""
     compute = (TF32_ON_CUDA_CORES if problem.precision == "tf32" and tf32_rounding == "none" else problem.compute)
-    t = types or {"a_dtype": problem.ab_dtype, "b_dtype": problem.ab_dtype, "c_dtype": problem.c_dtype,
+    t = types or {"a_dtype": problem.a_dtype, "b_dtype": problem.b_dtype, "c_dtype": problem.c_dtype,
                   "compute": compute}
-    return {"name": problem.precision, **t}
+    out = {"name": problem.precision, **t}
+    if problem.precision == "fp8":  # issue 42: how the FP8 operands are scaled
+        out.setdefault("scaling", problem.scaling)
+    return out
 
 
 def blamed_field(field_name: str, message: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
@@ -191,7 +204,9 @@ class LibraryBackend(Backend):
 
     def prepare(self, gpu, problem: Problem, buffers: Buffers) -> None:
         ptrs = DevicePointers(a=buffers.a.address, b=buffers.b.address, c=buffers.c.address,
-                              stream=int(gpu.stream.handle))
+                              stream=int(gpu.stream.handle),
+                              a_scale=buffers.a_scale.address if buffers.a_scale is not None else 0,
+                              b_scale=buffers.b_scale.address if buffers.b_scale is not None else 0)
         self.record["library"] = self.spec.library_version()
         try:
             self._enqueue, self._close = self.spec.enqueue_problem(problem, self.params, ptrs)
@@ -296,9 +311,10 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
             workspace or misaligned), or a TMA rule (see :func:`gemmlab.contract.tma_rules.check`).
     """
     maps = []
+    names = ("A", "B", "C") + (SCALE_MATRICES if problem.precision == "fp8" else ())
     for arg in args:
         if isinstance(arg, Matrix):
-            ok = arg.name in ("A", "B", "C")
+            ok = arg.name in names
         elif isinstance(arg, Dim):
             ok = arg.name in DIMS
         elif isinstance(arg, Workspace):
@@ -316,7 +332,7 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
         else:
             ok = False
         if not ok:
-            raise ConfigError("kernel", f"{what}: argument {arg!r} is not allowed; use Matrix('A'|'B'|'C'), "
+            raise ConfigError("kernel", f"{what}: argument {arg!r} is not allowed; use Matrix({'|'.join(map(repr, names))}), "
                               f"Dim({'|'.join(DIMS)}), Workspace(), Value(v, {'|'.join(VALUE_CTYPES)}) or TensorMap(...)")
     return maps
 
@@ -460,7 +476,7 @@ class NvrtcBackend(Backend):
         out = []
         for arg in args:
             if isinstance(arg, Matrix):
-                out.append(np.uint64({"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.name].address))
+                out.append(np.uint64(buffers.matrix(arg.name).address))
             elif isinstance(arg, Dim):
                 out.append(np.int32(getattr(problem, arg.name)))
             elif isinstance(arg, Workspace):
@@ -471,7 +487,7 @@ class NvrtcBackend(Backend):
                 if arg.matrix == "workspace":
                     address = self._workspace.address + arg.region.offset
                 else:
-                    address = {"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.matrix].address
+                    address = buffers.matrix(arg.matrix).address
                 out.append(gpu.tensor_map(arg, problem, address))
         return tuple(out)
 
@@ -504,7 +520,7 @@ class NvrtcBackend(Backend):
             if isinstance(step, Main):
                 calls.append(gpu.launcher(loaded, self.launch, self._resolve(gpu, problem, buffers, self.arguments)))
             elif isinstance(step, Memset):
-                address, words = ((buffers.c.address, problem.M * problem.N) if step.target == "C"
+                address, words = ((buffers.c.address, -(-buffers.c.nbytes // 4)) if step.target == "C"
                                   else (self._workspace.address, -(-self.workspace_bytes // 4)))
                 value = step.value & 0xFFFFFFFF
                 calls.append(lambda address=address, words=words, value=value: gpu.fill32(address, value, words))
@@ -598,7 +614,7 @@ class TritonBackend(Backend):
         out = []
         for arg in self.arguments:
             if isinstance(arg, Matrix):
-                out.append(None if buffers is None else int({"A": buffers.a, "B": buffers.b, "C": buffers.c}[arg.name].address))
+                out.append(None if buffers is None else int(buffers.matrix(arg.name).address))
             elif isinstance(arg, Dim):
                 out.append(int(getattr(problem, arg.name)))
             else:

@@ -56,6 +56,13 @@ def allocate(gpu, name: str, shape: tuple[int, int], host: np.ndarray | None = N
     return g
 
 
+def nan_fill(gpu, g: GuardedMatrix) -> None:
+    """Fill the matrix (not its bands) with all-ones words: NaN in float32 and in bfloat16 (two to a
+    word), so an element the kernel never writes is caught; whole words, as :func:`allocate` sizes
+    the matrix, never past it."""
+    gpu.fill32(g.address, 0xFFFFFFFF, -(-g.nbytes // 4))
+
+
 def read(gpu, g: GuardedMatrix) -> np.ndarray:
     """The matrix contents as an array of ``g.dtype`` and ``g.shape``."""
     return gpu.download(g.address, g.nbytes).view(g.dtype).reshape(g.shape)

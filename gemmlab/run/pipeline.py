@@ -35,7 +35,7 @@ from gemmlab.stages import inputs as inputs_stage
 from gemmlab.stages import record as record_stage
 from gemmlab.stages import timing as timing_stage
 from gemmlab.stages import verify as verify_stage
-from gemmlab.stages.config import RunConfig, _plain, parse_config
+from gemmlab.stages.config import Fp8Options, RunConfig, _plain, parse_config
 from gemmlab.dispatch.auto import resolve_config as resolve_auto
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, VerificationError
 from gemmlab.gpu.backends import Buffers, backend_for
@@ -52,6 +52,10 @@ NETS = MappingProxyType({"wrong_result": "verification", "wrong_after_timing": "
                          "cuda_error": "cuda error", "missing_instructions": "instruction classes",
                          "foreign_launch": "launch path", "sanitizer_errors": "sanitizer",
                          "cached_result": "fresh-input timing"})
+
+
+#: the fp8 section as records from before it had it are compared (``_comparable``): its defaults
+FP8_DEFAULTS = MappingProxyType(dataclasses.asdict(Fp8Options()))
 
 
 @lru_cache(maxsize=8)
@@ -272,7 +276,8 @@ def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
 def _comparable(config: dict) -> dict:
     """A record's config as :func:`_resume` compares it: without the settings that cannot change a
     measurement (resume, cache, isolation), with the layout records from before layouts lacked."""
-    return {"layout": {"a": "row", "b": "row"}, **{k: v for k, v in config.items() if k not in ("resume", "cache", "isolation")}}
+    return {"layout": {"a": "row", "b": "row"}, "fp8": FP8_DEFAULTS,
+            **{k: v for k, v in config.items() if k not in ("resume", "cache", "isolation")}}
 
 
 def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
@@ -542,6 +547,7 @@ class Run:
     outputs: dict = field(default_factory=dict)
     products: dict = field(default_factory=dict)
     replay: dict = field(default_factory=dict)
+    d_scales: tuple = ()  # precision=fp8: the scale buffers of A and B (guard-banded, inputs)
 
     @property
     def problem(self) -> Problem:
@@ -558,7 +564,7 @@ class Run:
             self.allocate()
             self.correctness()
             if self.check_only:
-                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs)
+                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales)
                 self.record["status"] = "checked"
                 return
             self.launch_paths()
@@ -665,30 +671,38 @@ class Run:
         self.owned.append(self.d_a)
         self.d_b = guards.allocate(gpu, "B", inp.b_stored.shape, inp.b_stored)
         self.owned.append(self.d_b)
+        if inp.a_scale is not None:  # fp8 (issue 42): the scale buffers, inputs like A and B
+            self.d_scales = (guards.allocate(gpu, "A_scale", inp.a_scale.shape, inp.a_scale),
+                             guards.allocate(gpu, "B_scale", inp.b_scale.shape, inp.b_scale))
+            self.owned.extend(self.d_scales)
+            self.record["inputs"].update(dtype={"A": problem.a_dtype, "B": problem.b_dtype},
+                                         quantisation=inp.quantisation)
+            self.record["inputs"].pop("rounding", None)
+        c_dtype = inputs_stage.c_storage_dtype(problem)
         for backend in self.backends:
-            c = guards.allocate(gpu, f"C ({backend.name})", (rc.shape.M, rc.shape.N))
+            c = guards.allocate(gpu, f"C ({backend.name})", (rc.shape.M, rc.shape.N), dtype=c_dtype)
             self.owned.append(c)
-            backend.buffers = Buffers(self.d_a, self.d_b, c)
+            backend.buffers = Buffers(self.d_a, self.d_b, c, *self.d_scales)
             backend.prepare(gpu, problem, backend.buffers)
 
     def correctness(self) -> None:
         """NaN-fill each backend's own C, one launch (its whole plan), verify, check the bands."""
-        gpu, rc, record, inp = self.gpu, self.rc, self.record, self.inputs
+        gpu, rc, record, inp, problem = self.gpu, self.rc, self.record, self.inputs, self.problem
         products = self.products  # the float64 references, computed once for all backends
-        shape = rc.shape
         for backend in self.backends:
             c = backend.buffers.c
-            gpu.fill32(c.address, 0xFFFFFFFF, shape.M * shape.N)  # never reuse another output
+            guards.nan_fill(gpu, c)  # never reuse another output
             backend.enqueue()
             gpu.sync()
             self.outputs[backend.role] = guards.read(gpu, c)
             verdict = verify_stage.check(self.outputs[backend.role], inp.a, inp.b, rc.verify, rc.inputs.distribution,
                                          rc.precision, rc.inputs.seed, products=products,
-                                         tf32_rounding=backend.spec.tf32_rounding)
+                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(problem, backend))
             backend.record["verification"] = verdict.record()
             _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
-            hit = _bands(gpu, record, [c, self.d_a, self.d_b, *backend.guarded()], after="the correctness launch")
+            hit = _bands(gpu, record, [c, self.d_a, self.d_b, *self.d_scales, *backend.guarded()],
+                         after="the correctness launch")
             record["nets_fired"] = (["guard bands"] if hit else []) + (
                 [] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
                                             if verdict.nan_outputs else "verification"])
@@ -730,13 +744,13 @@ class Run:
                 raise SafetyNetError("foreign_launch", f"launch path: {backend.name}'s captured enqueue has {what} "
                                      f"(nodes: {check['captured_nodes']}); only device work on the run's stream is timed")
             c = backend.buffers.c
-            gpu.fill32(c.address, 0xFFFFFFFF, rc.shape.M * rc.shape.N)
+            guards.nan_fill(gpu, c)
             replay()
             gpu.sync()
             gpu.release_graphs()
             verdict = verify_stage.check(guards.read(gpu, c), self.inputs.a, self.inputs.b, rc.verify,
                                          rc.inputs.distribution, rc.precision, rc.inputs.seed, products=self.products,
-                                         tf32_rounding=backend.spec.tf32_rounding)
+                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(self.problem, backend))
             check["replay_verified"] = verdict.passed
             # the replay has completed on the run's stream: the context must have nothing else running
             check["context_busy_after_ms"] = busy = timing_stage.time_device_sync(gpu) - idle_cost
@@ -792,7 +806,7 @@ class Run:
                 for _ in range(2):  # the first launch on these values, then one on the same values uploaded again
                     if times:  # the same upload before both: the same idle gap, clocks and L2 state
                         gpu.upload(self.d_a.address, a_st)
-                    gpu.fill32(backend.buffers.c.address, 0xFFFFFFFF, words)
+                    guards.nan_fill(gpu, backend.buffers.c)
                     times.append(timing_stage.time_once(gpu, backend.enqueue))
                 seen.setdefault(backend.name, []).append(times)
                 if times[0] > NOVELTY_RATIO * times[1] + NOVELTY_SLACK_MS:
@@ -849,6 +863,8 @@ class Run:
             options = dataclasses.replace(rc.verify, method="sampled")
         gpu.upload(self.d_a.address, fresh.a_stored)
         gpu.upload(self.d_b.address, fresh.b_stored)
+        for g, host in zip(self.d_scales, (fresh.a_scale, fresh.b_scale)):  # fp8: the fresh inputs' own scales
+            gpu.upload(g.address, host)
         lap("upload")
         products: dict = {}
         failures, refusals = [], []
@@ -856,13 +872,14 @@ class Run:
                 else f"one batch of {rc.timing.launches_per_sample} direct launches, as timed")
         for backend in self.backends:
             c = backend.buffers.c
-            gpu.fill32(c.address, 0xFFFFFFFF, rc.shape.M * rc.shape.N)
+            guards.nan_fill(gpu, c)
             for ws in backend.guarded():
                 gpu.fill32(ws.base + guards.GUARD_BYTES, guards.CANARY, -(-ws.nbytes // 4))
             self.replay[backend.role]()
             gpu.sync()
             verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, options, rc.inputs.distribution,
-                                         rc.precision, seed, products=products, tf32_rounding=backend.spec.tf32_rounding)
+                                         rc.precision, seed, products=products, tf32_rounding=backend.spec.tf32_rounding,
+                                         fp8=_fp8_bound(problem, backend))
             backend.record["verification_after_timing"] = {**verdict.record(), "inputs_seed": seed, "path": path}
             if not verdict.passed:
                 failures.append(f"{backend.name}: {verdict.summary()}")
@@ -870,12 +887,12 @@ class Run:
         self.replay = {}
         lap("replay_verify")
         _merge(record, self.backends)
-        hit = _bands(gpu, record, [self.d_a, self.d_b] + [b.buffers.c for b in self.backends]
+        hit = _bands(gpu, record, [self.d_a, self.d_b, *self.d_scales] + [b.buffers.c for b in self.backends]
                      + [g for b in self.backends for g in b.guarded()], after="the after-timing verification")
         if hit:
             record.setdefault("nets_fired", []).append("guard bands")
             raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the after-timing verification)")
-        _check_inputs(gpu, record, self.d_a, self.d_b, fresh)
+        _check_inputs(gpu, record, self.d_a, self.d_b, fresh, self.d_scales)
         lap("bands_inputs")
         cached = self._novelty(fresh)
         lap("fresh_input_timing")
@@ -922,8 +939,9 @@ class Run:
         """After timing: bands, inputs, repeat stability (bitwise)."""
         gpu, record = self.gpu, self.record
         extra = [g for b in self.backends for g in b.guarded()]
-        _check_bands(gpu, record, [self.d_a, self.d_b] + [b.buffers.c for b in self.backends] + extra, after="timing")
-        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs)
+        _check_bands(gpu, record, [self.d_a, self.d_b, *self.d_scales] + [b.buffers.c for b in self.backends] + extra,
+                     after="timing")
+        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs, self.d_scales)
         for backend in self.backends:
             last = guards.read(gpu, backend.buffers.c)
             first = self.outputs[backend.role]
@@ -1017,8 +1035,21 @@ def _check_bands(gpu, record, matrices, after: str) -> None:
         raise SafetyNetError("out_of_bounds", f"{hit['message']} (after {after})")
 
 
-def _check_inputs(gpu, record, d_a, d_b, inputs) -> None:
-    for g, host in ((d_a, inputs.a_stored), (d_b, inputs.b_stored)):
+def _fp8_bound(problem: Problem, backend) -> verify_stage.Fp8Bound | None:
+    """What the fp8 bound needs of a backend (its declared accumulation) and the problem (C's type);
+    None for other precisions."""
+    if problem.precision != "fp8":
+        return None
+    return verify_stage.Fp8Bound(getattr(backend.spec, "fp8_accumulation", None), problem.c_dtype)
+
+
+def _check_inputs(gpu, record, d_a, d_b, inputs, scales: tuple = ()) -> None:
+    """The inputs on the device still hold what was uploaded (A, B and, for fp8, the scale
+    buffers ``scales`` when ``inputs`` has them): a kernel that writes an input fails the point."""
+    pairs = [(d_a, inputs.a_stored), (d_b, inputs.b_stored)]
+    if scales and getattr(inputs, "a_scale", None) is not None:
+        pairs += list(zip(scales, (inputs.a_scale, inputs.b_scale)))
+    for g, host in pairs:
         now = guards.read(gpu, g)
         if not np.array_equal(now.view(np.uint8), np.ascontiguousarray(host).view(np.uint8)):
             item = host.dtype.itemsize

@@ -120,6 +120,14 @@ def storage_dtype(precision: str) -> np.dtype:
     return np.dtype(name)
 
 
+def c_storage_dtype(problem: Problem) -> np.dtype:
+    """numpy dtype of C: float32, or ml_dtypes.bfloat16 for an fp8 problem with ``out=bf16``."""
+    if problem.c_dtype == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(np.float32)
+
+
 def fp8_dtype(fmt: str) -> np.dtype:
     """ml_dtypes' numpy dtype of the FP8 format ``fmt`` (``e4m3``: float8_e4m3fn, ``e5m2``: float8_e5m2).
 

@@ -35,6 +35,9 @@ PRECISIONS = {
              "accumulation and C"),
     "fp16": ("float16 A and B (float32 inputs rounded once to fp16, round to nearest even), float32 "
              "accumulation and C"),
+    "fp8": ("FP8 A and B (E4M3 or E5M2: float32 inputs scaled per group by amax / the format's max and "
+            "quantised once, round to nearest even), float32 scales applied in the epilogue, accumulation as "
+            "the kernel declares (fp8_accumulation), float32 or bf16 C; reference of the dequantised values"),
 }
 #: the files and folders a point writes next to its ``result.json`` (glob patterns); a re-run under
 #: ``resume=true`` keeps them with the old record (:func:`gemmlab.run.pipeline.keep_previous`)

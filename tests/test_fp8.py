@@ -1,0 +1,237 @@
+"""precision=fp8 on the CPU (issue 42, items 1-3): the config's fp8 section and its one-line
+errors, the inputs' scaling and quantisation (ml_dtypes), the float64 reference of the dequantised
+values and the fp8 bound (an emulated tensor-core accumulator: a kernel that never promotes fails
+at large K, one that promotes every 128 passes), and whole points on the fake GPU with test-only
+emulated FP8 library kernels (tests/plugins_fp8) reading the scale buffers the contract lays out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import gemmlab.gpu.device
+from fakegpu import HostGpu
+from gemmlab.contract.hookspecs import FP8_MAX, ParamError, Problem, Shape
+from gemmlab.contract.registry import load_registry
+from gemmlab.errors import ConfigError
+from gemmlab.run.pipeline import run_point
+from gemmlab.stages import verify
+from gemmlab.stages.config import parse_config
+from gemmlab.stages.inputs import InputOptions, make_inputs, make_problem_inputs, quantise, scale_buffer
+
+PLUGINS = str(Path(__file__).parent / "plugins_fp8")
+import sys  # noqa: E402
+sys.path.insert(0, PLUGINS)
+from emulated_fp8 import emulate, expand_scales  # noqa: E402
+
+
+def cfg(**over):
+    base = {"kernel": {"name": "naive"}, "shape": [64, 64, 256], "precision": "fp8"}
+    return {**base, **over}
+
+
+# --- config ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("over, field, says", [
+    ({"precision": "bf16", "fp8": {"scaling": "block"}}, "fp8.scaling", "applies to precision=fp8 only"),
+    ({"fp8": {"a": "e3m4"}}, "fp8.a", "must be one of e4m3, e5m2"),
+    ({"fp8": {"b": "fp8"}}, "fp8.b", "must be one of e4m3, e5m2"),
+    ({"fp8": {"scaling": "column"}}, "fp8.scaling", "must be one of tensor, row, block"),
+    ({"fp8": {"out": "fp16"}}, "fp8.out", "must be one of float32, bf16"),
+    ({"fp8": {"amax": 1}}, "fp8.amax", "unknown key"),
+    ({"inputs": {"distribution": "integers"}}, "inputs.distribution", "integers are not exact"),
+    ({"precision": "fp4"}, "precision", "fp32, tf32, bf16, fp16, fp8"),
+])
+def test_config_errors_are_one_line_naming_the_field(over, field, says):
+    with pytest.raises(ConfigError) as err:
+        parse_config(cfg(**over))
+    text = str(err.value)
+    assert text.startswith(f"{field}: ") and says in text and "\n" not in text
+
+
+def test_config_builds_the_problem():
+    rc = parse_config(cfg(fp8={"a": "e5m2", "scaling": "row", "out": "bf16"}, layout={"b": "col"}))
+    p = rc.problem
+    assert (p.precision, p.fp8_a, p.fp8_b, p.scaling, p.out, p.layout_b) == ("fp8", "e5m2", "e4m3", "row", "bf16", "col")
+    assert (p.a_dtype, p.b_dtype, p.c_dtype, p.ab_bytes, p.c_bytes) == ("float8_e5m2", "float8_e4m3fn", "bfloat16", 1, 2)
+    assert parse_config(cfg(precision="fp32")).problem.c_dtype == "float32"  # the defaults pass for any precision
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("scaling", ["tensor", "row", "block"])
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+def test_scales_are_group_amax_over_the_format_max_and_round_trip(scaling, fmt):
+    problem = Problem(Shape(130, 260, 300), "fp8", "row", "col", fmt, fmt, scaling)  # K, N not multiples of 128
+    a32, b32 = make_inputs(problem.shape, InputOptions(seed=7))
+    inp = make_problem_inputs(problem, InputOptions(seed=7))
+    assert inp.a_stored.dtype == np.dtype(getattr(ml_dtypes, problem.a_dtype)) and inp.b_stored.shape == (260, 300)
+    assert inp.a_scale.shape == problem.stored_shape("A_scale") and inp.b_scale.shape == problem.stored_shape("B_scale")
+    amax_a = {"tensor": np.abs(a32).max(keepdims=True), "row": np.abs(a32).max(axis=1, keepdims=True),
+              "block": np.stack([np.abs(a32[:, g:g + 128]).max(axis=1) for g in (0, 128, 256)], axis=1)}[scaling]
+    expected = (amax_a / np.float32(FP8_MAX[fmt])).astype(np.float32)
+    sa = expand_scales(problem, inp.a_scale, "A")
+    if scaling == "block":
+        assert np.array_equal(inp.a_scale, expected.T)  # (L, M), M-major
+        assert np.array_equal(inp.b_scale[:, 3], [1.0, 1.0, 1.0])  # L4 = 4: the pad column, never read
+    else:
+        assert np.array_equal(inp.a_scale.reshape(-1), expected.reshape(-1))  # tensor (1, 1); row (1, M)
+    # the reference's operands are exactly q * scale, and the stored values are the quantised ones
+    assert np.array_equal(inp.a, inp.a_stored.astype(np.float64) * sa)
+    assert np.array_equal(inp.b, inp.b_stored.T.astype(np.float64) * expand_scales(problem, inp.b_scale, "B"))
+    # one rounding: q is x / scale rounded to nearest even by ml_dtypes, within half an ulp of the format
+    q_direct = (a32 / (sa.astype(np.float32))).astype(inp.a_stored.dtype)
+    nonzero = (q_direct.view(np.uint8) & 0x7F) != 0
+    assert np.array_equal(q_direct.view(np.uint8)[nonzero], inp.a_stored.view(np.uint8)[nonzero])
+    assert np.abs(inp.a_stored.astype(np.float32)).max() <= FP8_MAX[fmt]
+    q = inp.quantisation
+    assert q["scaling"] == scaling and "amax / " in q["recipe"] and 0 < q["A"]["rms_relative_error"] < 0.1
+    assert 0 < q["product_rms_relative_error"] < 0.1
+
+
+def test_no_input_is_ever_zero_and_no_scale_either():
+    x = np.full((4, 256), 1e-6, dtype=np.float32)
+    x[:, 0] = 100.0  # each row's amax makes the rest underflow E4M3
+    x[1, 5] = -1e-6
+    x[3] = 0.0  # an all-zero group: scale 1.0, values the smallest subnormal
+    q, deq, scales = quantise(x, "e4m3", "row", "A")
+    bits = q.view(np.uint8)
+    assert ((bits & 0x7F) != 0).all()
+    assert bits[0, 1] == 0x01 and bits[1, 5] == 0x81 and (bits[3] == 0x01).all()
+    assert (scales > 0).all() and scales[3, 0] == 1.0
+    assert deq[1, 5] < 0 and deq[0, 0] == pytest.approx(100.0, rel=2**-4)
+
+
+def test_scale_buffer_layouts_are_the_contracts():
+    p = Problem(Shape(3, 300, 257), "fp8", scaling="block")
+    sa = np.arange(3 * 3, dtype=np.float32).reshape(3, 3, 1) + 1  # (M, L, 1)
+    sb = np.arange(3 * 3, dtype=np.float32).reshape(3, 1, 3, 1) + 1  # (L, 1, NB, 1)
+    assert np.array_equal(scale_buffer(sa, p, "A"), sa.reshape(3, 3).T)  # [k // 128, m]
+    b = scale_buffer(sb, p, "B")
+    assert b.shape == (3, 4) and np.array_equal(b[:, :3], sb.reshape(3, 3).T) and (b[:, 3] == 1).all()
+
+
+# --- reference and bound --------------------------------------------------------------------------
+
+def _operands(K: int, scaling: str = "block", seed: int = 3):
+    problem = Problem(Shape(8, 16, K), "fp8", "row", "col", scaling=scaling)
+    inp = make_problem_inputs(problem, InputOptions(seed=seed))
+    return inp.a, inp.b
+
+
+def _check(c, a, b, accumulation=128, c_dtype="float32"):
+    return verify.check(c, a, b, verify.VerifyOptions(), precision="fp8", fp8=verify.Fp8Bound(accumulation, c_dtype))
+
+
+@pytest.mark.parametrize("K", [256, 1024, 4096, 16384])
+def test_wrong_outputs_fail_at_every_k(K):
+    a, b = _operands(K)
+    ref = a @ b
+    assert _check(emulate(a, b, 128), a, b).passed
+    quarter = a[:, K // 4:] @ b[K // 4:]
+    for wrong in (np.zeros_like(ref), 2 * ref, -ref, quarter):
+        v = _check(wrong.astype(np.float32), a, b)
+        assert not v.passed and v.max_error_over_tolerance > 10
+
+
+@pytest.mark.parametrize("K", [16384, 65536])
+def test_a_kernel_that_never_promotes_fails_at_large_k_and_one_that_promotes_passes(K):
+    a, b = _operands(K, "tensor", seed=5)
+    honest, mutant = emulate(a, b, 128), emulate(a, b, K)
+    v_ok, v_bad = _check(honest, a, b), _check(mutant, a, b)
+    assert v_ok.passed and v_ok.max_error_over_tolerance < 0.5
+    assert not v_bad.passed and v_bad.max_error_over_tolerance > 2
+    assert v_ok.fp8["accumulation_declared"] == 128 and "every 128" in v_ok.fp8["assumed"]
+    # declaring what it does (nothing: no promotion) makes the same output pass, honestly looser
+    assert _check(mutant, a, b, accumulation=None).passed
+    # the sampled method (rows, columns, Freivalds' check) catches it too
+    sampled = verify.check(mutant, a, b, verify.VerifyOptions(method="sampled", sample=4), precision="fp8",
+                           fp8=verify.Fp8Bound(128))
+    assert not sampled.passed
+
+
+def test_float32_accumulation_leaves_no_room_for_a_tensor_core_accumulator():
+    a, b = _operands(4096, "row")
+    assert _check((a @ b).astype(np.float32), a, b, "float32").passed
+    assert not _check(emulate(a, b, 4096), a, b, "float32").passed
+
+
+def test_bf16_output_is_bounded_by_its_rounding():
+    a, b = _operands(1024)
+    ref = a @ b
+    assert _check(ref.astype(ml_dtypes.bfloat16), a, b, 128, "bfloat16").passed
+    assert not _check(ref.astype(ml_dtypes.bfloat16), a, b, 128, "float32").passed  # a bf16 C declared float32
+    assert not _check((ref * (1 + 2**-6)).astype(ml_dtypes.bfloat16), a, b, 128, "bfloat16").passed
+
+
+def test_freivalds_weights_bound_the_partial_sums():
+    a, b = _operands(300, seed=9)
+    for P in (32, 128, 300):
+        T = verify.fp8_partial_sums(a, b, P)
+        w = verify.fp8_weights(300, P)
+        assert (T <= (np.abs(a) * w) @ np.abs(b) * (1 + 1e-12)).all()
+
+
+# --- plugin contract and the pipeline on the fake GPU ---------------------------------------------
+
+def test_fp8_accumulation_is_checked_at_load(tmp_path):
+    (tmp_path / "bad.py").write_text(
+        "from gemmlab.contract.hookspecs import LibraryKernelSpec, hookimpl\n"
+        "@hookimpl\ndef gemmlab_kernels():\n"
+        "    return [LibraryKernelSpec(name='bad8', precisions=('fp8',), fp8_accumulation=100)]\n")
+    with pytest.raises(ConfigError) as err:
+        load_registry((str(tmp_path),), entry_points=False)
+    assert "fp8_accumulation=100" in str(err.value) and "multiple of 32" in str(err.value)
+
+
+def test_cublas_states_its_fp8_layouts_and_formats():
+    spec = load_registry(entry_points=False).get("cublas")
+    facts = gemmlab.gpu.device.offline_facts("90")
+    for problem, field in ((Problem(Shape(64, 64, 64), "fp8"), "layout.b"),
+                           (Problem(Shape(64, 64, 64), "fp8", "col", "col"), "layout.a"),
+                           (Problem(Shape(64, 64, 64), "fp8", "row", "col", "e5m2", "e5m2"), "fp8.b"),
+                           (Problem(Shape(64, 64, 40), "fp8", "row", "col"), "shape"),
+                           (Problem(Shape(64, 36, 64), "fp8", "row", "col", out="bf16"), "shape"),
+                           (Problem(Shape(62, 64, 64), "fp8", "row", "col", scaling="block"), "shape")):
+        with pytest.raises(ParamError) as err:
+            spec.check_problem(problem, {}, facts)
+        assert err.value.field == field and "\n" not in str(err.value)
+    spec.check_problem(Problem(Shape(64, 64, 64), "fp8", "row", "col", "e5m2", "e4m3", "block", "bf16"), {}, facts)
+    with pytest.raises(ParamError, match="sm_90 only"):
+        spec.check_problem(Problem(Shape(64, 64, 64), "fp8", "row", "col", scaling="row"), {},
+                           gemmlab.gpu.device.offline_facts("89"))
+
+
+FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "graph"}
+
+
+def _run(tmp_path, monkeypatch, kernel, shape, **over):
+    gpu = HostGpu()
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    config = {"kernel": {"name": kernel}, "shape": shape, "mode": "run", "timing": dict(FAST), "precision": "fp8",
+              "layout": {"a": "row", "b": "col"}, "plugin_dirs": [PLUGINS], **over}
+    return run_point(config, tmp_path / "point"), gpu
+
+
+@pytest.mark.parametrize("scaling, out", [("tensor", "float32"), ("row", "bf16"), ("block", "bf16")])
+def test_a_point_runs_end_to_end_on_the_fake_gpu(tmp_path, monkeypatch, scaling, out):
+    rec, gpu = _run(tmp_path, monkeypatch, "fp8_emulated", [40, 136, 200], fp8={"scaling": scaling, "out": out})
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["precision_detail"]["scaling"] == scaling and rec["precision_detail"]["c_dtype"] == {
+        "float32": "float32", "bf16": "bfloat16"}[out]
+    assert rec["inputs"]["quantisation"]["scales"]["A"] == list(Problem(Shape(40, 136, 200), "fp8",
+                                                                        scaling=scaling).stored_shape("A_scale"))
+    assert rec["verification"]["fp8"]["accumulation_declared"] == 128
+    # the after-timing verification used fresh inputs with their own scales (the kernel reads them)
+    assert rec["verification_after_timing"]["passed"] and rec["inputs_unchanged"] is True
+    assert rec["guard_bands"] == "intact"
+
+
+def test_the_non_promoting_mutant_is_caught_by_the_pipeline(tmp_path, monkeypatch):
+    rec, _ = _run(tmp_path, monkeypatch, "fp8_no_promotion", [8, 16, 16384])
+    assert rec["status"] == "wrong_result" and "verification" in rec["nets_fired"]
+    assert rec["verification"]["max_error_over_tolerance"] > 2
