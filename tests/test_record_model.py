@@ -59,7 +59,7 @@ def test_readers_use_the_model():
 # Module-level containers that may exist in gemmlab (issue 12: no module-level mutable state used
 # as a channel between functions). Anything else assigned a list/dict/set at module level fails
 # test_no_module_level_mutable_state; a channel must travel as a return value or one small object
-# (e.g. gemmlab.cli.app.Invocation, gemmlab.cli.sweep.SweepOutcome).
+# (e.g. gemmlab.cli.app.Invocation, gemmlab.results.summary.SweepOutcome).
 #
 # True constants: tables written once at import and never changed; the test also checks that no
 # code in the package mutates them (item assignment, del, augmented assignment, append/update/...).

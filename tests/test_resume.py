@@ -501,7 +501,7 @@ def test_a_reordered_resume_with_points_running_at_once_adopts_only_its_own_conf
     with FileNotFoundError and wrote no record (a point dropped). Now an adopted record is checked
     to be of the point's own config as read, and the search is made again: each folder holds its
     own config's record, the summary lists each point once, in the sweep's order."""
-    from gemmlab.cli.sweep import collect
+    from gemmlab.results.summary import collect
     from gemmlab.run import pipeline
     sweep = tmp_path / "sw"
     sweep.mkdir()

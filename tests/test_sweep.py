@@ -24,7 +24,9 @@ import gemmlab.cli.app
 import gemmlab.gpu.device
 import gemmlab.paths
 from gemmlab.cli import sweep
-from gemmlab.cli.sweep import SweepFinished, SweepOutcome, best_row, collect, count_jobs, is_search, summarize
+from gemmlab.cli.sweep import SweepFinished, count_jobs, is_search
+from gemmlab.results import summary
+from gemmlab.results.summary import SweepOutcome, best_row, collect, summarize
 from gemmlab.contract.hookspecs import ParamError, Shape
 from gemmlab.contract.registry import load_registry
 
@@ -97,7 +99,7 @@ def test_the_summary_with_stdout_closed_keeps_the_sweeps_exit_status(tmp_path, m
 def test_a_failing_summary_fails_the_sweep(tmp_path, monkeypatch, capsys):
     from omegaconf import OmegaConf
     _put(tmp_path / "0", _rec())
-    monkeypatch.setattr(sweep, "write_summary", lambda d: 1 / 0)
+    monkeypatch.setattr(summary, "write_summary", lambda d: 1 / 0)
     cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "sweeper": {"_target_": "basic"}}})
     with pytest.raises(SweepFinished) as info:
         sweep.SweepSummary().on_multirun_end(cfg)
@@ -201,7 +203,7 @@ def make_sweep(root, n=3):
 def test_summary_table_fits_an_80_column_terminal(tmp_path):
     make_sweep(tmp_path)
     out = io.StringIO()
-    rows = sweep.write_summary(tmp_path, console=Console(file=out, width=80, force_terminal=True, color_system=None))
+    rows = summary.write_summary(tmp_path, console=Console(file=out, width=80, force_terminal=True, color_system=None))
     lines = out.getvalue().splitlines()
     assert all(len(line) <= 80 for line in lines), "\n".join(lines)
     assert sum("ladder_strip" in line for line in lines) == len(rows) == 3  # one line per point
@@ -211,7 +213,7 @@ def test_summary_table_fits_an_80_column_terminal(tmp_path):
 def test_summary_table_is_whole_in_a_log_file(tmp_path):
     make_sweep(tmp_path)
     out = io.StringIO()
-    sweep.write_summary(tmp_path, console=Console(file=out, width=80))
+    summary.write_summary(tmp_path, console=Console(file=out, width=80))
     assert "vs_baseline" in out.getvalue() and "1.500x cublas" in out.getvalue()
 
 
@@ -563,13 +565,13 @@ def test_console_table_keeps_square_brackets(tmp_path):
     from rich.console import Console
     _put(tmp_path / "0", _rec(status="unavailable", error="install the extra: pip install 'gemmlab[cublas]'"))
     buf = io.StringIO()
-    sweep.write_summary(tmp_path, console=Console(file=buf, width=200))
+    summary.write_summary(tmp_path, console=Console(file=buf, width=200))
     assert "gemmlab[cublas]" in buf.getvalue()
 
 
 def test_summary_names_precision_and_layout_only_when_they_vary(tmp_path):
     _put(tmp_path / "a" / "0", _rec())
-    sweep.write_summary(tmp_path / "a", console=None)
+    summary.write_summary(tmp_path / "a", console=None)
     assert "precision" not in (tmp_path / "a" / "summary.md").read_text().splitlines()[0]
     _put(tmp_path / "b" / "0", _rec())
     _put(tmp_path / "b" / "1", _rec(config={"kernel": {"name": "tiled"}, "shape": [8, 8, 8], "precision": "tf32",
@@ -578,7 +580,7 @@ def test_summary_names_precision_and_layout_only_when_they_vary(tmp_path):
 
     from rich.console import Console
     buf = io.StringIO()
-    sweep.write_summary(tmp_path / "b", console=Console(file=buf, width=200))
+    summary.write_summary(tmp_path / "b", console=Console(file=buf, width=200))
     md = (tmp_path / "b" / "summary.md").read_text().splitlines()
     assert md[0].startswith("| point | kernel | shape | precision | layout |")
     assert "| fp32 | row/row |" in md[2] and "| tf32 | row/col |" in md[3]
@@ -798,7 +800,7 @@ def test_compile_only_summary_shows_what_compiling_reports(tmp_path):
     """A mode=compile sweep's summary had only empty timing columns (new-user trial 22): it has the
     registers, spills, shared memory per block and occupancy of each compiled point instead."""
     make_compile_sweep(tmp_path)
-    rows = sweep.write_summary(tmp_path, console=Console(file=io.StringIO(), width=200))
+    rows = summary.write_summary(tmp_path, console=Console(file=io.StringIO(), width=200))
     header = (tmp_path / "summary.csv").read_text().splitlines()[0].split(",")
     assert header == ["point", "kernel", "shape", "params", "status", "registers", "spills", "smem_bytes", "occupancy",
                       "error"]
@@ -808,27 +810,27 @@ def test_compile_only_summary_shows_what_compiling_reports(tmp_path):
     assert failed["registers"] == "" and failed["status"] == "compile_error"
     assert "| 40 | 8/4 | 9216 | 0.75 |" in (tmp_path / "summary.md").read_text()
     out = io.StringIO()
-    sweep.write_summary(tmp_path, console=Console(file=out, width=80, force_terminal=True, color_system=None))
+    summary.write_summary(tmp_path, console=Console(file=out, width=80, force_terminal=True, color_system=None))
     assert all(len(line) <= 80 for line in out.getvalue().splitlines()) and "registers" in out.getvalue()
     assert len(rows) == 3
 
 
 def test_sweep_of_runs_and_compiles_keeps_timing_and_adds_compile_columns(tmp_path):
     make_compile_sweep(tmp_path, modes=("run", "compile", "compile"))
-    cols = sweep.columns(sweep.collect(tmp_path))
-    assert set(sweep.TIMING_COLUMNS) <= set(cols) and cols.index("occupancy") < cols.index("error")
+    cols = summary.columns(summary.collect(tmp_path))
+    assert set(summary.TIMING_COLUMNS) <= set(cols) and cols.index("occupancy") < cols.index("error")
     make_sweep(tmp_path / "runs")
-    assert sweep.columns(sweep.collect(tmp_path / "runs")) == sweep.COLUMNS  # a run sweep's summary as it was
+    assert summary.columns(summary.collect(tmp_path / "runs")) == summary.COLUMNS  # a run sweep's summary as it was
 
 
 @pytest.mark.parametrize("line, batch", [(["a=1,2", "b=x,y,z", "c=3"], None), (["a=1,2", "b=range(0,5)", "a=7,8"], 3),
                                          (["kernel=naive,tiled", "shape=[1,2,3],[4,5,6]"], 1)])
 def test_gemmlabs_grid_is_hydras_basic_sweep(line, batch):
     """gemmlab's sweeper expands a sweep on Hydra's public override API
-    (gemmlab.cli.sweep.grid): the same jobs, order and batches as Hydra's BasicSweeper."""
+    (hydra_plugins.gemmlab_sweeper.grid): the same jobs, order and batches as Hydra's BasicSweeper."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the test may read Hydra's private class
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from gemmlab.cli.sweep import grid
+    from hydra_plugins.gemmlab_sweeper import grid
     parsed = OverridesParser.create().parse_overrides(line)
     assert grid(parsed, batch) == BasicSweeper.split_arguments(parsed, batch)

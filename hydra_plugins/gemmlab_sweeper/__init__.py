@@ -1,7 +1,7 @@
 """gemmlab's sweeper for ``gemmlab -m``: Hydra's basic sweep, each job's folder checked before any runs.
 
 :class:`GemmlabSweeper` is Hydra's ``BasicSweeper`` (same parameters ``max_batch_size`` and
-``params``, same jobs and batches: :func:`gemmlab.cli.sweep.grid`) written on Hydra's public plugin
+``params``, same jobs and batches: :func:`grid`) written on Hydra's public plugin
 interface (``hydra.plugins.sweeper.Sweeper``) and override API. Before a batch is launched its jobs
 are composed (Hydra's batch check: a job that does not compose refuses the sweep before a point
 runs) and their folders checked (:meth:`GemmlabSweeper.check_folders`). gemmlab's launcher
@@ -18,11 +18,13 @@ circle).
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
+from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext
 from omegaconf import OmegaConf
@@ -53,7 +55,6 @@ class GemmlabSweeper(Sweeper):
         exception is raised (its return value read)."""
         strings = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        from gemmlab.cli.sweep import grid
         batches = grid(parser.parse_overrides(strings), self.max_batch_size)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -121,3 +122,24 @@ class GemmlabSweeper(Sweeper):
             problem = point_folder_problem(*located, first + i, self.folders) if located is not None else None
             if problem:
                 raise ConfigError("hydra.sweep.subdir", problem)
+
+
+def grid(overrides: Sequence[Any], max_batch_size: int | None) -> list[list[list[str]]]:
+    """The jobs of parsed ``overrides`` (Hydra ``Override`` objects) in batches of at most
+    ``max_batch_size`` (None: one batch), each job a list of ``key=value`` strings: the cartesian
+    product of the sweeps, in the order Hydra's ``BasicSweeper.split_arguments`` gives (a later
+    override of a key replaces an earlier one in its place)."""
+    values: dict[str, list[str]] = {}
+    for o in overrides:
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            if not o.is_discrete_sweep():
+                raise HydraException(f"GemmlabSweeper does not support sweep type : {o.value_type.name}")
+            values[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+        else:
+            values[key] = [f"{key}={o.get_value_element_as_str()}"]
+    jobs = [list(x) for x in itertools.product(*values.values())]
+    if max_batch_size is None or max_batch_size == -1:
+        return [jobs]
+    assert max_batch_size > 0
+    return [jobs[i:i + max_batch_size] for i in range(0, len(jobs), max_batch_size)]
