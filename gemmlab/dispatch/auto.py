@@ -344,12 +344,13 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
       own launch has at least one block per SM.
     - ``medium``: at least one wave of 64x64 tiles and min(M, N) >= 64: streamk, then 64x64 kernels.
     - ``small``: anything else: slicedk, streamk, small_tile, 32x32 tiled, the seed tile.
-    - ``tensor_core`` (bf16, fp16): :func:`_tensor_core_rule`; (tf32): :func:`_tf32_rule`.
+    - ``tensor_core`` (bf16, fp16): :func:`_tensor_core_rule`; tf32: :func:`_tf32_rules` (decode, tiny,
+      K-heavy on FP32 CUDA cores or split-K wgmma, then the tensor cores with a tile sized to the shape).
     - ``any``: every other registered NVRTC kernel with its defaults (e.g. a shape whose alignment
       the preferred kernels reject).
 
-    Layouts other than row/row in fp32 (and tf32) go straight to ``any``: the first registered
-    kernel that declares support (v2 contract ``precisions``/``layouts``).
+    Layouts other than row/row in fp32 go straight to ``any``: the first registered kernel that
+    declares support (v2 contract ``precisions``/``layouts``).
     """
     m, n, k = shape
     out: list[Rule] = []
@@ -405,7 +406,7 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     elif precision in ("bf16", "fp16"):
         out += _bf16_rules(shape, sms)
     elif precision == "tf32":
-        out.append(_tf32_rule(shape, sms, tuple(layout)))
+        out += _tf32_rules(shape, sms, tuple(layout))
     out.append(Rule("any", "any: the first registered kernel that supports this precision, layout and shape", ()))
     return out
 
@@ -468,14 +469,16 @@ WGMMA_MAX_SPLIT_K = 32  # wgmma_bf16 REDUCE=2 (workspace slabs + a parallel redu
 # cuBLAS, 128x1024x32768 8: 85.8%, 512x512x16384 4: 73.4%; more slices than one wave lose (S=64: 50%)
 
 
-def _wgmma_split_params(shape: Shape, sms: int, tile: tuple[int, int, int] = (64, 128, 2)) -> dict[str, int]:
+def _wgmma_split_params(shape: Shape, sms: int, tile: tuple[int, int, int] = (64, 128, 2),
+                        k_tile: int = 64) -> dict[str, int]:
     """wgmma_bf16 with split K for few tiles and long K: a 64x128 ping-pong tile (``tile`` = BM,
     BN, SCHED; 6 stages) and SPLIT_K = the most K slices whose work units still fit one CTA per SM,
-    each slice at least 8 k-tiles of 64, at most :data:`WGMMA_MAX_SPLIT_K`; split tiles reduced
+    each slice at least 8 k-tiles of ``k_tile`` elements (64 for 2-byte inputs, 32 for wgmma_tf32:
+    a stage holds 128 bytes of K per row), at most :data:`WGMMA_MAX_SPLIT_K`; split tiles reduced
     through the workspace (REDUCE=2) whenever SPLIT_K > 1."""
     bm, bn, sched = tile
     tiles = _cdiv(shape.M, bm) * _cdiv(shape.N, bn)
-    split = max(1, min(WGMMA_MAX_SPLIT_K, sms // tiles, _cdiv(shape.K, 64) // 8))
+    split = max(1, min(WGMMA_MAX_SPLIT_K, sms // tiles, _cdiv(shape.K, k_tile) // 8))
     return {"BM": bm, "BN": bn, "SCHED": sched, "STAGES": 6, "SPLIT_K": split, **({"REDUCE": 2} if split > 1 else {})}
 
 
@@ -558,21 +561,116 @@ def _tensor_core_rule(shape: Shape, sms: int) -> Rule:
                 ((wg,) if big else ()) + (_MMA16_64, ("tma_bf16", {"BN": 64}), ("wgmma_bf16", {}), _MMA16_128))
 
 
-def _tf32_rule(shape: Shape, sms: int, layout: tuple[str, str]) -> Rule:
-    """tf32 (float32 storage, TF32 tensor-core math): ``wgmma_tf32`` with its defaults where
-    registered and its check accepts the problem (B column-major read directly; row-major B
-    through a transpose into the workspace, counted in the time: 89.2% / 97.2% of cuBLAS TF32 at
-    4096³ / 8192³ on the H200, docs/results/tc-ladder-h200.md "Relayout"), else ``mma_tf32``
-    (mma.sync, row- or column-major B, 29-34% of cuBLAS TF32 there). A problem without a wave of
-    128x128 tiles tries ``mma_tf32`` first (its default 128x256 tile; B read as stored, no transpose)."""
-    tiles128 = _cdiv(shape.M, 128) * _cdiv(shape.N, 128)
+#: a kernel's own first offered candidate (:meth:`KernelBase.candidates`, sized by its plugin) as a rule's
+#: parameters: :func:`_try` asks the plugin for the problem, so the sizing knowledge stays in the plugin
+OFFERED = MappingProxyType({})
+
+TF32_K_TILE = 32  # wgmma_tf32's k-tile: a 128-byte stage row of float32 (wgmma_bf16: 64 two-byte elements)
+TF32_FFMA_DECODE_M = 32  # tf32 decode on FP32 CUDA cores up to this M (B column-major: gemv_cols)
+#: the FP32 CUDA-core kernels that declare tf32 (``tf32_rounding="none"``): the fp32 rules' candidates a tf32 rule borrows
+TF32_FFMA = frozenset({"gemv_rows", "streamk", "splitk_warptile", "slicedk", "splitk", "small_tile"})
+_MMA32_64 = ("mma_tf32", {"BM": 64, "BN": 64, "WM": 32, "WN": 32})
+_MMA32_128 = ("mma_tf32", {"BM": 128, "BN": 128, "WM": 64, "WN": 64})
+
+
+def _wgmma_tf32_params(shape: Shape, sms: int) -> tuple[dict[str, int], str]:
+    """wgmma_tf32's parameters for a shape and why: the tile of :func:`_wgmma_params` (the same
+    WgmmaKernel class, whose check accepts every tile of :data:`_WGMMA_TILES` for tf32: 128x256,
+    128x128, 128x64 cooperative; 64x256, 64x128, 64x64 ping-pong) without the stream-K tail (its
+    thresholds were measured for bf16 only); when even the 64x128 ping-pong tiles leave more than
+    half the SMs idle and K holds at least 2 slices of 8 k-tiles of 32, split K instead
+    (:func:`_wgmma_split_params` with tf32's k-tile of 32)."""
+    split = _wgmma_split_params(shape, sms, k_tile=TF32_K_TILE)
+    tiles = _cdiv(shape.M, 64) * _cdiv(shape.N, 128)
+    if split["SPLIT_K"] > 1 and 2 * tiles <= sms:
+        return split, (f"split K: {tiles} tiles of 64x128 fill at most half of {sms} SMs, so SPLIT_K="
+                       f"{split['SPLIT_K']} (ping-pong 64x128, slabs reduced in the workspace)")
+    p = _wgmma_params(shape, sms)
+    p.pop("TAIL", None)
+    return p, f"tile {p['BM']}x{p['BN']} (fewest waves x tile area / efficiency)"
+
+
+def _tf32_rules(shape: Shape, sms: int, layout: tuple[str, str]) -> list[Rule]:
+    """tf32 rules (float32 storage; TF32 allowed, not required: the FP32 CUDA-core kernels serve it
+    with no input rounding, issue 41), like :func:`_bf16_rules`:
+
+    - ``decode`` (the fp32/bf16 condition): B row-major: the fp32 decode rule's candidates
+      (gemv_rows, streamk 16-row, splitk_warptile: B read as stored; wgmma_tf32 would transpose all
+      of B first, 3x its bytes); B column-major: M <= :data:`TF32_FFMA_DECODE_M` gemv_cols (B
+      streamed once, K-contiguous float4 loads), larger M the split-K wgmma_tf32 tile first (TF32
+      tensor cores: M*N*K FLOPs stop hiding under B's bytes on CUDA cores); then the tensor-core
+      rule's candidates.
+    - ``tiny`` (M*N*K <= 256^3): launch-bound: B row-major the fp32 tiny rule's kernels (slicedk,
+      small_tile); B column-major gemv_cols (any M: row blocks), then mma_tf32 64x64.
+    - ``k_heavy`` (fewer 64x64 tiles than SMs, K >= 16*max(M, N)): split-K wgmma_tf32
+      (:func:`_wgmma_split_params`, k-tile 32; B row-major transposed first) when min(M, N) >= 64,
+      then the FP32 split-K kernels (B row: splitk_warptile, streamk, splitk, slicedk; B col:
+      gemv_cols).
+    - ``tensor_core``: :func:`_tf32_tensor_core_rule`.
+    """
+    m, n, k = shape
+    out: list[Rule] = []
+    b_col = layout[1] == "col"
+    tc = _tf32_tensor_core_rule(shape, sms, layout)
+    fp32 = {r.name: Rule(r.name, r.text, tuple(c for c in r.candidates if c[0] in TF32_FFMA))
+            for r in rules(shape, "fp32", ("row", "row"), sms) if r.name != "any"}  # their kernels that serve tf32
+    wg_split = ("wgmma_tf32", _wgmma_split_params(shape, sms, k_tile=TF32_K_TILE))
+    if "decode" in fp32:
+        if not b_col:
+            out.append(Rule("decode", f"decode-like tf32, B row-major: M = {m} rows against a {k}x{n} weight matrix: "
+                            "FP32 CUDA cores, B read as stored (the fp32 decode rule: "
+                            + fp32["decode"].text.split(": ", 2)[-1] + ")",
+                            fp32["decode"].candidates + tc.candidates))
+        elif m <= TF32_FFMA_DECODE_M:
+            out.append(Rule("decode", f"decode-like tf32, B column-major: M = {m} <= {TF32_FFMA_DECODE_M} rows against "
+                            f"a {k}x{n} weight matrix: B streamed once by K-contiguous float4 loads on FP32 CUDA cores "
+                            "(gemv_cols, sized by its plugin)", (("gemv_cols", OFFERED), wg_split) + tc.candidates))
+        else:
+            out.append(Rule("decode", f"decode-like tf32, B column-major: M = {m} > {TF32_FFMA_DECODE_M} rows against "
+                            f"a {k}x{n} weight matrix: TF32 tensor cores, split-K 64x128 wgmma tiles "
+                            f"(SPLIT_K={wg_split[1]['SPLIT_K']}), then gemv_cols",
+                            (wg_split, ("gemv_cols", OFFERED)) + tc.candidates))
+    if "tiny" in fp32:
+        out.append(Rule("tiny", f"tiny tf32: M*N*K = {m * n * k} <= 256^3: launch-bound; "
+                        + ("B column-major: gemv_cols (lanes along K), then mma_tf32 64x64" if b_col else
+                           "B row-major: the fp32 tiny rule's kernels on CUDA cores (K sliced inside the block)"),
+                        (("gemv_cols", OFFERED), _MMA32_64) if b_col else fp32["tiny"].candidates))
+    if "k_heavy" in fp32:
+        big = min(m, n) >= 64
+        ffma = (("gemv_cols", OFFERED),) if b_col else fp32["k_heavy"].candidates
+        out.append(Rule("k_heavy", f"K-heavy tf32: fewer 64x64 output tiles than {sms} SMs and K = {k} >= 16*max(M, N): "
+                        + (f"split-K wgmma_tf32 64x128 (SPLIT_K={wg_split[1]['SPLIT_K']}"
+                           + ("" if b_col else ", B transposed first") + "), then split K on CUDA cores" if big else
+                           "min(M, N) < 64: split K on CUDA cores first, then split-K wgmma_tf32"),
+                        ((wg_split,) + ffma if big else ffma + (wg_split,)) + tc.candidates))
+    out.append(tc)
+    return out
+
+
+def _tf32_tensor_core_rule(shape: Shape, sms: int, layout: tuple[str, str]) -> Rule:
+    """tf32 on tensor cores. B column-major: ``wgmma_tf32`` with the tile of
+    :func:`_wgmma_tf32_params` (split K where 64x128 tiles leave half the SMs idle), its defaults,
+    then ``mma_tf32`` (mma.sync) with 64x64 tiles when there is less than a wave of 128x128 tiles,
+    else 128x128 and its 128x256 default. B row-major: with a wave of 128x128 tiles the same
+    (``wgmma_tf32`` transposes B into the workspace first, counted in the time: 89.2% / 97.2% of
+    cuBLAS TF32 at 4096^3 / 8192^3 on the H200, docs/results/tc-ladder-h200.md "Relayout");
+    without one, ``mma_tf32`` first (B read as stored: transposing all of B would cost about as
+    much as the product) with 64x64 tiles, then the wgmma tile."""
+    m, n, k = shape
+    tiles128 = _cdiv(m, 128) * _cdiv(n, 128)
+    wg_params, why = _wgmma_tf32_params(shape, sms)
+    wg = ("wgmma_tf32", wg_params)
+    mma = (_MMA32_64, _MMA32_128, ("mma_tf32", {})) if tiles128 < sms else (("mma_tf32", {}), _MMA32_128, _MMA32_64)
+    mma_why = (f"mma_tf32 64x64 ({tiles128} 128x128 tiles < {sms} SMs)" if tiles128 < sms else "mma_tf32")
+    if layout[1] == "col":
+        return Rule("tensor_core", f"tensor cores (tf32, B column-major, read as stored): wgmma_tf32 {why}, "
+                    f"then {mma_why}", (wg, ("wgmma_tf32", {})) + mma)
     if tiles128 >= sms:
-        how = "B column-major" if layout[1] == "col" else "B row-major, transposed first"
-        return Rule("tensor_core", f"tensor cores (tf32, {how}): {tiles128} 128x128 tiles >= {sms} SMs: wgmma first",
-                    (("wgmma_tf32", {}), ("mma_tf32", {})))
-    # mma_tf32 reads B in either layout as stored (no transpose), with its default 128x256 tile
-    return Rule("tensor_core", f"tensor cores (tf32, B {layout[1]}-major): {tiles128} 128x128 tiles < {sms} SMs: "
-                "mma_tf32 first (B read as stored), then wgmma_tf32", (("mma_tf32", {}), ("wgmma_tf32", {})))
+        return Rule("tensor_core", f"tensor cores (tf32, B row-major, transposed first): {tiles128} 128x128 tiles >= "
+                    f"{sms} SMs: wgmma_tf32 {why}, then {mma_why}", (wg, ("wgmma_tf32", {})) + mma)
+    return Rule("tensor_core", f"tensor cores (tf32, B row-major): {tiles128} 128x128 tiles < {sms} SMs: mma_tf32 "
+                f"64x64 first (B read as stored, no transpose), then wgmma_tf32 {why} (B transposed first)",
+                mma + (wg, ("wgmma_tf32", {})))
 
 
 # --- choosing -------------------------------------------------------------------------------------
@@ -626,6 +724,8 @@ def _try(registry, name: str, params: Mapping[str, int], shape: Shape, precision
     why = _supports(spec, precision, layout)
     if why:
         return None, f"{name}: {why}"
+    if params is OFFERED:  # the plugin's own first candidate that its check accepts (:meth:`KernelBase.candidates`)
+        return _first_offered(spec, name, shape, precision, layout, facts)
     unknown = sorted(set(params) - set(spec.defaults))
     if unknown:
         return None, f"{name}: has no parameter {unknown[0]}"
@@ -641,6 +741,30 @@ def _try(registry, name: str, params: Mapping[str, int], shape: Shape, precision
     except ParamError as exc:
         return None, f"{name} {_ptext(full)}: {exc}"
     return full, None
+
+
+def _first_offered(spec, name: str, shape: Shape, precision: str, layout: tuple[str, str],
+                   facts: DeviceFacts) -> tuple[dict | None, str | None]:
+    """The first parameter dict ``spec.candidates`` offers for the problem that its
+    ``check_problem`` accepts (full parameters), else (None, why): the rules' :data:`OFFERED`."""
+    problem = Problem(shape=shape, precision=precision, layout_a=layout[0], layout_b=layout[1])
+    try:
+        offered = list(spec.candidates(problem, facts))
+    except ParamError as exc:
+        return None, f"{name} (offered): {exc}"
+    why = "offers no candidate"
+    for params in offered:
+        full = {**dict(spec.defaults), **dict(params)}
+        if set(full) != set(spec.defaults):
+            why = f"offered an unknown parameter {sorted(set(full) - set(spec.defaults))[0]}"
+            continue
+        try:
+            spec.check_problem(problem, full, facts)
+        except ParamError as exc:
+            why = f"{_ptext(full)}: {exc}"
+            continue
+        return full, None
+    return None, f"{name} (offered): {why}"
 
 
 def _blocks(spec, shape: Shape, params: Mapping[str, int], precision: str, layout: tuple[str, str],
