@@ -24,8 +24,8 @@ does not require it (cuBLAS runs GEMV-like TF32 work on FP32 units too), so the 
 float32 inputs unrounded and declares ``tf32_rounding="none"`` (the TF32 verification's reference
 then rounds no input; the float32 accumulation bound applies).
 
-Parameters: ``OM``, ``ON`` (1..8 each, OM*ON <= 32: accumulators per thread), ``THREADS`` (64..512,
-a power of two), ``U`` (1..4 steps per round; U*(OM+ON) <= 16 16-byte vectors in registers),
+Parameters: ``OM``, ``ON`` (1..8 each, OM*ON <= 32: accumulators per thread), ``THREADS`` (64, 128 or
+256: ``__launch_bounds__`` then leaves up to 255 registers, which the 4x8 tile of 2-byte storage needs), ``U`` (1..4 steps per round; U*(OM+ON) <= 16 16-byte vectors in registers),
 ``SPLITS`` (1..4096 K ranges). :meth:`SplitKDotKernel.candidates` sizes them to the problem.
 """
 
@@ -36,7 +36,7 @@ import numpy as np
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelSpec, Launch, Main, Matrix, Memset, Problem, Shape,
                                         Workspace, hookimpl)
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
-from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
+from gemmlab.contract.space import Choice, Range, Restriction, Space
 
 #: C++ storage type of A and B per precision
 ELEMENT = {"fp32": "float", "tf32": "float", "bf16": "__nv_bfloat16", "fp16": "__half"}
@@ -44,6 +44,7 @@ MAX_SIDE = 8         #: OM, ON at most this
 MAX_OUT = 32         #: OM*ON accumulators per thread at most
 MAX_VECTORS = 16     #: U*(OM+ON) 16-byte vectors (4 registers each) in flight per thread at most
 MAX_TILES = 65535    #: grid.y
+THREADS_VALUES = (256, 128, 64)  #: threads per block (whole warps; 512 would cap registers at 128: spills)
 MAX_SPLITS = 4096    #: the core's parameter range (grid.x could hold more)
 OFFER_MAX_OUTPUTS = 1024  #: candidates() offers nothing above this many outputs (M*N): not this kernel's region
 PARTIALS_ALIGN = 256  #: byte offset of the partials after the tickets
@@ -78,8 +79,8 @@ class SplitKDotKernel(KernelSpec):
     """Tiny output, huge K: OM x ON outputs per block, K split over SPLITS blocks, ticketed final sum."""
 
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
-        """Raises ParamError naming the field: OM/ON outside 1..8 or OM*ON > 32, THREADS not a power
-        of two in 64..min(512, the device's limit), U outside 1..4 or U*(OM+ON) > 16, SPLITS outside
+        """Raises ParamError naming the field: OM/ON outside 1..8 or OM*ON > 32, THREADS not 64, 128
+        or 256, U outside 1..4 or U*(OM+ON) > 16, SPLITS outside
         1..4096, or more than 65535 output tiles (``shape``)."""
         p = params
         for side in ("OM", "ON"):
@@ -87,9 +88,9 @@ class SplitKDotKernel(KernelSpec):
                     "block along " + ("M" if side == "OM" else "N") + ")")
         require(p["OM"] * p["ON"] <= MAX_OUT, "kernel.ON",
                 f"OM*ON = {p['OM']}*{p['ON']} = {p['OM'] * p['ON']} accumulators per thread: at most {MAX_OUT}")
-        most = min(512, device.max_threads_per_block)
-        require(64 <= p["THREADS"] <= most and p["THREADS"] & (p["THREADS"] - 1) == 0, "kernel.THREADS",
-                f"THREADS={p['THREADS']} must be a power of two in 64..{most}")
+        require(p["THREADS"] in THREADS_VALUES and p["THREADS"] <= device.max_threads_per_block, "kernel.THREADS",
+                f"THREADS={p['THREADS']} must be 64, 128 or 256 (with 512 ptxas caps a thread at 128 registers and the "
+                "larger tiles spill)")
         require(1 <= p["U"] <= 4, "kernel.U", f"U={p['U']} steps in flight per thread must be 1..4")
         require(p["U"] * (p["OM"] + p["ON"]) <= MAX_VECTORS, "kernel.U",
                 f"U*(OM+ON) = {p['U']}*({p['OM']}+{p['ON']}) = {p['U'] * (p['OM'] + p['ON'])} 16-byte vectors in "
@@ -137,7 +138,7 @@ class SplitKDotKernel(KernelSpec):
         ``bps`` blocks per SM over all tiles (``cdiv(bps * SMs, tiles)``), but no more than leave each
         range one 16-byte vector step per lane of a warp (``cdiv(K, 32 V)``). In order: 256 threads
         at 1 block per SM, then 2 per SM, 128 threads at 2 and 4 per SM, 256 at 4; U = 2 where the
-        tile's vectors allow it (else 1), and the first set again with the other U."""
+        tile's vectors allow it (else 1), and then the first set again with U = 1."""
         if problem.M * problem.N > OFFER_MAX_OUTPUTS:
             return []
         on = problem.N if problem.N <= MAX_SIDE else MAX_SIDE
@@ -150,7 +151,7 @@ class SplitKDotKernel(KernelSpec):
             splits = max(1, min(cdiv(per_sm * device.sm_count, count), most, MAX_SPLITS))
             return {"OM": om, "ON": on, "THREADS": threads, "U": steps, "SPLITS": splits}
 
-        out = [sized(256, 1), sized(256, 2), sized(128, 2), sized(128, 4), sized(256, 4), sized(256, 1, 3 - u)]
+        out = [sized(256, 1), sized(256, 2), sized(128, 2), sized(128, 4), sized(256, 4)] + ([sized(256, 1, 1)] if u == 2 else [])
         return [dict(t) for t in dict.fromkeys(tuple(p.items()) for p in out)]
 
     def ownership(self, shape: Shape, params, v: int = 4):
@@ -183,7 +184,7 @@ class SplitKDotKernel(KernelSpec):
 #: the declared tuning space (issue 41): tile sides, threads, steps in flight and split counts, with
 #: the register rules as restrictions (:meth:`SplitKDotKernel.candidates` sizes SPLITS to the problem)
 SPACE = Space(
-    params={"OM": Range(1, MAX_SIDE), "ON": Range(1, MAX_SIDE), "THREADS": PowerOfTwo(64, 512), "U": Range(1, 4),
+    params={"OM": Range(1, MAX_SIDE), "ON": Range(1, MAX_SIDE), "THREADS": Choice(THREADS_VALUES), "U": Range(1, 4),
             "SPLITS": Choice((132, 264, 528, 66, 33, 16, 8, 4, 2, 1))},
     restrictions=(
         Restriction("accumulators", lambda p: p["OM"] * p["ON"] <= MAX_OUT,
