@@ -182,9 +182,11 @@ class Fp8Plan:
     call: tuple
 
     @classmethod
-    def make(cls, problem: Problem, pointers: DevicePointers) -> "Fp8Plan":
+    def make(cls, problem: Problem, pointers: DevicePointers, fast_accum: bool = False) -> "Fp8Plan":
         """Create the handle and descriptors, set the scale pointers and modes, allocate the
-        workspace and ask the heuristic for one algorithm.
+        workspace and ask the heuristic for one algorithm. ``fast_accum``: CUBLASLT_MATMUL_DESC_FAST_ACCUM
+        on ("intermediate results will not periodically be promoted": a probe of the fp8 bound, never
+        the baseline).
 
         Raises:
             ParamError: field ``shape`` when cuBLASLt offers no algorithm for the problem.
@@ -212,7 +214,7 @@ class Fp8Plan:
         attr("B_SCALE_MODE", int(lt.MatmulMatrixScale[a_mode]))
         attr("A_SCALE_POINTER", pointers.b_scale)
         attr("B_SCALE_POINTER", pointers.a_scale)
-        attr("FAST_ACCUM", 0)
+        attr("FAST_ACCUM", 1 if fast_accum else 0)
         layouts = (lt.matrix_layout_create(fmt[problem.fp8_b], K, N, K),  # A' = B stored N x K: K x N col-major
                    lt.matrix_layout_create(fmt[problem.fp8_a], K, M, K),  # B' = A stored M x K: K x M col-major
                    lt.matrix_layout_create(out, N, M, N))                 # C = D: N x M col-major = row-major C
