@@ -284,3 +284,42 @@ def test_compiles_without_spills_to_ffma_and_128_bit_loads(precision, layout_b, 
     assert res.registers <= (255 if overrides.get("ON") == 8 else 128)
     hist = compiled.sass["histogram"]
     assert hist["FFMA"] > 0 and hist["LDG.128"] > 0 and hist["LDL"] == 0 and hist["STL"] == 0
+
+
+# --- kernel=auto: the tiny_output rule ----------------------------------------------------------------
+
+LAYOUTS = [("row", "row"), ("row", "col")]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda v: "/".join(v))
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
+@pytest.mark.parametrize("shape", [Shape(2, 2, 100000), Shape(1, 1, 4096), Shape(16, 16, 50000), Shape(1, 256, 8192)],
+                         ids=str)
+def test_auto_picks_it_for_tiny_outputs_with_huge_k(shape, precision, layout):
+    """Every precision and B layout: the tiny_output rule comes first and takes splitk_dot with its
+    plugin's first candidate (sized there, not in dispatch)."""
+    from gemmlab.dispatch import auto
+    assert auto.rules(shape, precision, layout, 132)[0].name == "tiny_output"
+    choice = auto.choose(shape, REGISTRY, precision=precision, layout=layout, facts=FACTS)
+    assert (choice.kernel, choice.source) == ("splitk_dot", "rule") and "tiny output, huge K" in choice.reason
+    assert dict(choice.params) == SPEC.candidates(Problem(shape, precision, *layout), FACTS)[0]
+
+
+@pytest.mark.parametrize("shape", [Shape(2, 2, 4095), Shape(1, 257, 100000), Shape(17, 16, 100000),
+                                   Shape(4096, 4096, 4096)], ids=str)
+def test_the_rule_stops_at_its_thresholds(shape):
+    """M*N above 256 or K below 4096: the earlier rules, unchanged (never splitk_dot)."""
+    from gemmlab.dispatch import auto
+    for precision in ("fp32", "bf16"):
+        assert all(r.name != "tiny_output" for r in auto.rules(shape, precision, ("row", "row"), 132))
+        assert auto.choose(shape, REGISTRY, precision=precision, facts=FACTS).kernel != "splitk_dot"
+
+
+def test_without_the_kernel_auto_falls_back_to_the_other_rules():
+    """A registry without splitk_dot (a build without the plugin): the rule is skipped with the
+    reason and the next rule decides."""
+    from types import SimpleNamespace
+    from gemmlab.dispatch import auto
+    others = SimpleNamespace(kernels={k: v for k, v in REGISTRY.kernels.items() if k != "splitk_dot"})
+    choice = auto.choose(Shape(2, 2, 100000), others, facts=FACTS)
+    assert choice.kernel != "splitk_dot" and any("splitk_dot: not registered" in s for s in choice.skipped)

@@ -63,6 +63,16 @@ LAYOUT_NAMES = LAYOUTS
 DEFAULT_PRECISION = Problem.precision  # fp32: the contract's default problem, as the config schema's
 DEFAULT_LAYOUT = (Problem.layout_a, Problem.layout_b)  # row/row (also what a record without layout stands for)
 TINY = 256 ** 3
+# The ``tiny_output`` rule (splitk_dot: K split over the whole GPU, issue 41 item 3): at most this many outputs,
+# so the other kernels' smallest output tiles (16x16: slicedk, small_tile; 1x16: gemv_rows; decode_bf16 16x64)
+# number at most ceil(M/16)*ceil(N/16) <= 16, fewer than a quarter of the 132 SMs: they fill the GPU only by
+# splitting K ...
+TINY_OUTPUT_MAX_MN = 256
+# ... and at least this K: below it the tiny rule's single-block slicedk walks at most 16 chunks of 8 per thread (16
+# slices, so K / 128 dependent round trips), comparable to splitk_dot's fixed cost (a workspace memset, one launch and
+# the ticketed final sum); from it on the chain grows with K while splitk_dot's stays one load round per thread. Not
+# measured yet: a GPU run of tests/test_gpu_splitk_dot.py and the 2x2x100000 point vs cuBLAS is the check.
+TINY_OUTPUT_MIN_K = 4096
 PROG = "gemmlab-tune"
 
 
@@ -324,6 +334,10 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     Inputs: the shape, precision, layout and the GPU's SM count ``sms``. The rules (documented in
     docs/user-guide.md, "How kernel=auto decides"):
 
+    - ``tiny_output`` (every precision and layout, first): M*N <= :data:`TINY_OUTPUT_MAX_MN` and
+      K >= :data:`TINY_OUTPUT_MIN_K` (2x2x100000): splitk_dot with its plugin's first candidate
+      (:data:`OFFERED`: OM x ON tile, K split over enough blocks to fill the GPU); the rules below
+      follow when it is not registered or refuses the problem.
     - ``decode``: M <= 16 with N*K >= 2^20, or M <= 64 with N*K >= 2^22 (rows times a weight
       matrix): M <= 8: gemv_rows (B streamed once with float4 loads, K split over 8 warps);
       8 < M <= 16: streamk over 16x128 warp tiles (16x4096x4096 on the H200: 214.5% of cuBLAS
@@ -354,6 +368,11 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int) -> li
     """
     m, n, k = shape
     out: list[Rule] = []
+    if m * n <= TINY_OUTPUT_MAX_MN and k >= TINY_OUTPUT_MIN_K:  # every precision and layout
+        out.append(Rule("tiny_output", f"tiny output, huge K: M*N = {m * n} <= {TINY_OUTPUT_MAX_MN} (at most 16 output "
+                        f"tiles of 16x16 or 1x16 for the other kernels: < 1/4 of the SMs) and K = {k} >= "
+                        f"{TINY_OUTPUT_MIN_K}: K split over the whole GPU (splitk_dot, sized by its plugin)",
+                        (("splitk_dot", OFFERED),)))
     if precision == "fp32" and tuple(layout) == ("row", "row"):
         if (m <= 16 and n * k >= 2 ** 20) or (m <= 64 and n * k >= 2 ** 22):
             gemv = ("gemv_rows", _gemv_params(shape, sms))
