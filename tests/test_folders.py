@@ -1,4 +1,4 @@
-"""The output folder of a command (gemmlab.cli.folders): one command at a time, and a folder that
+"""The output folder of a command (gemmlab.run.folders; gemmlab.cli.folders claims it for gemmlab): one command at a time, and a folder that
 cannot be used said in one line; in a sweep such a point costs only itself."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clirun import command_env
-from gemmlab.cli import folders
+from gemmlab.run import folders
 
 
 def _error_lines(stderr: str) -> list[str]:
@@ -358,7 +358,7 @@ def test_an_optuna_searchs_folder_is_no_tuning_sweeps(tmp_path):
     with Ctrl-C said to re-run with hydra.sweep.dir=... resume=true, and that was refused as "a
     tuning sweep's folder (gemmlab-tune sweep --out)" (claimed, records below, no multirun.yaml);
     its points' .hydra folders, or its summary, tell it from a tuning sweep's, which has neither."""
-    from gemmlab.cli.folders import other_kind_of_folder
+    from gemmlab.run.folders import other_kind_of_folder
     search = tmp_path / "search"
     (search / "0" / ".hydra").mkdir(parents=True)
     (search / "0" / "result.json").write_text("{}")

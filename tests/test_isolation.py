@@ -398,7 +398,7 @@ def test_ctrl_c_between_points_names_the_sweep_folder(cli, tmp_path, monkeypatch
         if len(calls) == 2:
             raise KeyboardInterrupt()
         return real(*args, **kwargs)
-    monkeypatch.setattr(core_utils, "run_job", run_job)  # what the launcher calls (cli.folders wraps it)
+    monkeypatch.setattr(core_utils, "run_job", run_job)  # what gemmlab's launcher calls (hydra_plugins/gemmlab_launcher)
     sweep = tmp_path / "sw"
     proc = cli(["-m", "kernel=naive,tiled", "mode=compile", "shape=[8,8,8]", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert proc.returncode == 130, proc.stdout + proc.stderr

@@ -656,7 +656,7 @@ def test_a_sweep_into_the_working_directory_is_not_taken_for_one_outside_it(cli,
 def test_a_refused_sweep_leaves_a_folder_it_did_not_make_and_anything_more_as_it_was(cli, tmp_path):
     """Only a folder this command made, holding only its lock and multirun.yaml, is removed after a
     refusal; a folder the user made before, or one with anything else in it, stays."""
-    from gemmlab.cli import folders
+    from gemmlab.run import folders
     made_before = tmp_path / "mine"
     made_before.mkdir()
     proc = cli(["-m", "kernel=naive,tiled", "mode=compile", f"hydra.sweep.dir={made_before}",

@@ -307,7 +307,7 @@ def test_a_sweep_folder_in_use_by_another_sweep_is_one_line(tmp_path, capsys, mo
     import subprocess
     import sys
     import gemmlab.run.isolation as isolation
-    from gemmlab.cli.folders import LOCK_NAME
+    from gemmlab.run.folders import LOCK_NAME
     monkeypatch.setattr(isolation, "run_point", lambda cfg, d: pytest.fail("a point ran"))
     out = tmp_path / "s"
     out.mkdir()

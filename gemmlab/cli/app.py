@@ -36,12 +36,13 @@ from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.sweep import sweep_interrupted, sweep_resume_advice  # noqa: F401  (re-exported)
 
-from gemmlab.cli.folders import FolderError, output_folder_error
+from gemmlab.cli.folders import output_folder_error
 from gemmlab.cli.hydra_errors import hydra_error
 from gemmlab.cli.precheck import Invocation, _prepare
 from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
+from gemmlab.run.folders import FolderError
 from gemmlab.run.pipeline import exit_status, registry_for
 
 
@@ -324,7 +325,7 @@ def _run(invocation: Invocation) -> int:
         sys.exit(refused.code)
     except ConfigError as exc:  # refused inside Hydra's run (the sweepers' folder checks)
         if invocation.sweep_dir is not None and not invocation.statuses:  # before any point: the folder as it was
-            from gemmlab.cli.folders import undo_refused_sweep
+            from gemmlab.run.folders import undo_refused_sweep
             undo_refused_sweep(invocation.sweep_dir)
         if full_error:
             traceback.print_exc()
@@ -356,7 +357,7 @@ def _run(invocation: Invocation) -> int:
         if error is None:
             raise
         if sweep_dir is not None and not invocation.statuses:  # refused after Hydra made the sweep's folder, before
-            from gemmlab.cli.folders import undo_refused_sweep  # a point ran (the sweeper's own arguments)
+            from gemmlab.run.folders import undo_refused_sweep  # a point ran (the sweeper's own arguments)
             undo_refused_sweep(sweep_dir)
         if full_error:  # the traceback the user asked for, and the same exit status as without it
             traceback.print_exc()

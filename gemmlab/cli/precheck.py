@@ -20,7 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from gemmlab.cli import sweep
-from gemmlab.cli.folders import SWEEP_FILES
+from gemmlab.run.folders import SWEEP_FILES
 from gemmlab.cli.hydra_errors import override_parse_error
 from gemmlab.dispatch.auto import AUTO, AUTO_KEYS
 from gemmlab.errors import ConfigError

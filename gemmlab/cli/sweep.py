@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 from gemmlab.results.summary import SweepOutcome, save_summary, summarize
+from gemmlab.run.folders import keep_earlier_hydra_files, keep_earlier_multirun_yaml, nothing_to_resume
 
 
 def is_search(config) -> bool:
@@ -39,37 +39,9 @@ class SweepFinished(SystemExit):
         self.outcome = outcome
 
 
-def keep_earlier_hydra_files(root: Path, subdir: str | None, points_below: bool = False) -> list[Path]:
-    """Move the ``subdir`` folder (Hydra's ``hydra.output_subdir``, ``.hydra``: the config.yaml,
-    hydra.yaml and overrides.yaml of the command that ran there) of ``root`` — with
-    ``points_below``, instead those of the gemmlab points at any depth below ``root`` (folders
-    holding a ``result.json``: a sweep's jobs) — aside as ``<subdir>.previous-<time>-<pid>``, so a
-    command run again into those folders (a re-run, ``resume=true``, a refused point) does not
-    overwrite the earlier command's. Returns the new paths; errors only cost the copy (never raises)."""
-    if not subdir or not root.is_dir():
-        return []
-    from gemmlab.run.pipeline import previous_tag
-    moved = []
-    try:
-        if points_below:
-            found = [r.parent / subdir for r in root.rglob("result.json") if (r.parent / subdir).is_dir()]
-        else:
-            found = [root / subdir] if (root / subdir).is_dir() else []
-    except OSError:
-        return []
-    for folder in found:
-        target = folder.with_name(f"{folder.name}.{previous_tag(folder.parent)}")
-        try:
-            os.replace(folder, target)
-            moved.append(target)
-        except OSError:
-            pass
-    return moved
-
-
 class KeepEarlierHydraFiles(Callback):
     """Hydra callback: before a run or a sweep starts, keep the ``.hydra`` folders an earlier
-    command left in its directories (:func:`keep_earlier_hydra_files`) and a sweep's
+    command left in its directories (:func:`gemmlab.run.folders.keep_earlier_hydra_files`) and a sweep's
     ``multirun.yaml`` (:func:`keep_earlier_multirun_yaml`): Hydra rewrites them at the start of
     every job or sweep, before gemmlab sees the point (the records themselves are never
     rewritten: :func:`gemmlab.run.pipeline.keep_previous`). With ``resume=true``, a folder that
@@ -93,63 +65,6 @@ class KeepEarlierHydraFiles(Callback):
         keep_earlier_hydra_files(root, subdir, points_below)
         if mode == "sweep":
             keep_earlier_multirun_yaml(root)
-
-
-def keep_earlier_multirun_yaml(root: Path) -> Path | None:
-    """Move the ``multirun.yaml`` an earlier sweep left in ``root`` (Hydra writes the sweep's own at
-    its start) aside as ``multirun.previous-<time>-<pid>.yaml``, so a re-run (``resume=true``) keeps
-    the definition of the sweep its records came from. Returns the new path; errors only cost the
-    copy (never raises)."""
-    old = root / "multirun.yaml"
-    if not old.is_file():
-        return None
-    from gemmlab.run.pipeline import previous_tag
-    try:
-        target = root / f"multirun.{previous_tag(root)}.yaml"
-        os.replace(old, target)
-    except OSError:
-        return None
-    return target
-
-
-def put_back_kept(root: Path) -> list[Path]:
-    """Undo in the sweep folder ``root`` what this process's :class:`KeepEarlierHydraFiles` moved
-    aside at the start of a sweep that was then refused before any point ran (a bad sweeper
-    argument, two points given one folder): the earlier sweep's ``multirun.yaml`` goes back over
-    the one Hydra wrote for the refused command, each point's ``.hydra`` folder back to its name.
-    Returns the paths put back; errors leave the kept copies where they are (never raises)."""
-    import re
-
-    from gemmlab.run.pipeline import previous_tag_pattern
-    tag = previous_tag_pattern(os.getpid())
-    back: list[Path] = []
-    try:
-        kept = sorted(p for p in root.glob("multirun.previous-*.yaml") if re.fullmatch(rf"multirun\.{tag}\.yaml", p.name))
-        if kept:
-            os.replace(kept[-1], root / "multirun.yaml")
-            back.append(root / "multirun.yaml")
-        for moved in sorted(root.rglob("*.previous-*")):
-            name = re.fullmatch(rf"(.+)\.{tag}", moved.name)
-            if name and moved.is_dir() and not os.path.lexists(moved.parent / name.group(1)):
-                os.replace(moved, moved.parent / name.group(1))
-                back.append(moved.parent / name.group(1))
-    except OSError:
-        pass
-    return back
-
-
-def nothing_to_resume(root: Path, mode: str) -> str | None:
-    """The line that says ``resume=true`` has no earlier record to resume in ``root`` (the
-    ``hydra.sweep.dir`` of a sweep, ``mode="sweep"``, or ``hydra.run.dir`` of one run), e.g. a new
-    timestamped folder because the command did not name the earlier one; None when ``root``
-    holds a ``result.json`` at any depth."""
-    try:
-        if root.is_dir() and next(root.rglob("result.json"), None) is not None:
-            return None
-    except OSError:
-        return None
-    return (f"resume=true: {root} holds no earlier result.json, so every point runs; to resume, name the "
-            f"earlier folder: hydra.{mode}.dir=DIR resume=true")
 
 
 class SweepSummary(Callback):

@@ -64,7 +64,7 @@ def sweep_main(args) -> int:
         raise ConfigError("--baseline", f"{baseline} is not available here ({missing}); install it, or pass "
                           "--baseline none (no baseline) or --mode compile")
     families = parse_families(args.families, suite)
-    from gemmlab.cli.folders import FolderError, claim, other_kind_of_folder
+    from gemmlab.run.folders import FolderError, claim, other_kind_of_folder
     out = Path(args.out)
     refusal = other_kind_of_folder(out, "tune")  # a run's or a -m sweep's folder, or one inside either
     if refusal:

@@ -8,7 +8,7 @@ public plugin interface (``hydra.plugins.launcher.Launcher``) and public helpers
 functions:
 
 - every job of a batch is composed, and its folder checked
-  (:func:`gemmlab.cli.folders.point_folder_problem`: two points in one folder, one outside the
+  (:func:`gemmlab.run.folders.point_folder_problem`: two points in one folder, one outside the
   sweep's or under one of its files), before any job of the batch runs; a refusal is one line
   for ``hydra.sweep.subdir`` (exit 2), under any sweeper (gemmlab's, Hydra's basic, Optuna's);
 - a job whose own folder cannot be created or written (a file in the way, a read-only folder, a
@@ -25,7 +25,8 @@ made ends the sweep there (one line, :func:`gemmlab.cli.folders.output_folder_er
 
 Selected in gemmlab's conf/gemmlab_sweeper.yaml (``override /hydra/launcher: gemmlab``); a Hydra
 plugin module, importing Hydra alone when Hydra's plugin scan imports it and gemmlab's
-``gemmlab.cli.folders`` when it runs (gemmlab never imports it: no import circle).
+``gemmlab.cli.folders`` and ``gemmlab.run.folders`` when it runs (gemmlab never imports it: no
+import circle).
 """
 
 from __future__ import annotations
@@ -112,9 +113,10 @@ class GemmlabLauncher(Launcher):
 
     def compose_batch(self, job_overrides: Sequence[Sequence[str]], first: int) -> list:
         """Compose every job of the batch (a job that does not compose raises Hydra's error: no job
-        has run) and check its folder (:func:`gemmlab.cli.folders.point_folder_problem`, against
+        has run) and check its folder (:func:`gemmlab.run.folders.point_folder_problem`, against
         this sweep's folders so far); returns the first :data:`KEEP_AT_MOST` configs."""
-        from gemmlab.cli.folders import job_folder, point_folder_problem
+        from gemmlab.cli.folders import job_folder
+        from gemmlab.run.folders import point_folder_problem
         from gemmlab.errors import ConfigError
         kept = []
         for i, overrides in enumerate(job_overrides):
@@ -151,7 +153,7 @@ class GemmlabLauncher(Launcher):
         on the command's Invocation (``folder_errors``: the end of the sweep names it), the progress
         callbacks told (``on_job_end``), and a COMPLETED ``JobReturn`` whose value is None (a failed
         trial for a search; a FAILED job would end the sweep)."""
-        from gemmlab.cli.folders import folder_error
+        from gemmlab.run.folders import folder_error
         num = OmegaConf.select(config, "hydra.job.num", default="?")
         try:
             folder = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)

@@ -12,8 +12,8 @@ submitit) the sweeper does them, as Hydra's own sweeper composes, twice a job.
 Selected in gemmlab's conf/gemmlab_sweeper.yaml; an experiment that picks another sweeper
 (``override /hydra/sweeper: optuna``) or ``hydra/sweeper=basic`` on the command line replaces it.
 A Hydra plugin module: it imports Hydra alone when Hydra's plugin scan imports it, gemmlab's
-``gemmlab.cli.folders`` and ``gemmlab.cli.sweep`` when it runs (they never import it: no import
-circle).
+``gemmlab.cli.folders``, ``gemmlab.cli.sweep`` and ``gemmlab.run.folders`` when it runs (they never
+import it: no import circle).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class GemmlabSweeper(Sweeper):
         resume line and the summary so far, or that no point had finished; an interrupt inside a point already
         carries it: gemmlab.cli.app._task). A sweep refused before any point ran leaves no folder
         it made, and a folder of an earlier sweep (``resume=true``) is left as it was
-        (:func:`gemmlab.cli.folders.undo_refused_sweep`)."""
+        (:func:`gemmlab.run.folders.undo_refused_sweep`)."""
         try:
             return self._sweep(arguments)
         except KeyboardInterrupt as exc:
@@ -91,7 +91,7 @@ class GemmlabSweeper(Sweeper):
             raise type(exc)(sweep_interrupted(self.config.hydra.sweep.dir)) from None
         except Exception:  # refused before a point ran (a value Hydra's grammar refuses, two points in one
             if not self.points_started():  # folder): no folder of its own making is left, an earlier one as it was
-                from gemmlab.cli.folders import undo_refused_sweep
+                from gemmlab.run.folders import undo_refused_sweep
                 undo_refused_sweep(str(self.config.hydra.sweep.dir))
             raise
 
@@ -107,13 +107,14 @@ class GemmlabSweeper(Sweeper):
     def check_folders(self, configs: Sequence[Any]) -> None:
         """Each job's folder (``hydra.sweep.dir``/``hydra.sweep.subdir``, resolved with the job
         number the launcher gives it) must lie inside the sweep folder and be no other job's
-        (:func:`gemmlab.cli.folders.point_folder_problem`).
+        (:func:`gemmlab.run.folders.point_folder_problem`).
 
         Raises:
             gemmlab.errors.ConfigError: field ``hydra.sweep.subdir``, naming the two points or the
                 folder outside.
         """
-        from gemmlab.cli.folders import job_folder, point_folder_problem
+        from gemmlab.cli.folders import job_folder
+        from gemmlab.run.folders import point_folder_problem
         from gemmlab.errors import ConfigError
         first = self.jobs_checked
         self.jobs_checked += len(configs)
