@@ -788,7 +788,6 @@ class Run:
         refusal's one line, or None. The inputs left in the buffers are recorded as checked
         (inputs unchanged is checked against them)."""
         gpu, rc = self.gpu, self.rc
-        words = rc.shape.M * rc.shape.N
         suspects = list(self.backends)
         a_st, b_st, a, b = fresh.a_stored, fresh.b_stored, fresh.a, fresh.b
         seen: dict = {}
@@ -796,7 +795,9 @@ class Run:
             if round_ == 1:
                 a_st, a = -a_st, -a
             else:
-                a_st, a = (-2 * a_st).astype(a_st.dtype), -2 * a
+                # FP8 A (one byte) is halved instead: doubling E4M3 overflows its 448 to NaN
+                f = -0.5 if a_st.dtype.itemsize == 1 else -2
+                a_st, a = (f * a_st).astype(a_st.dtype), f * a
                 b_st, b = -b_st, -b
                 gpu.upload(self.d_b.address, b_st)
             gpu.upload(self.d_a.address, a_st)
