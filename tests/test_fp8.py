@@ -123,26 +123,27 @@ def _operands(K: int, scaling: str = "block", seed: int = 3):
     return inp.a, inp.b
 
 
-def _check(c, a, b, accumulation=128, c_dtype="float32"):
-    return verify.check(c, a, b, verify.VerifyOptions(), precision="fp8", fp8=verify.Fp8Bound(accumulation, c_dtype))
+def _check(c, a, b, accumulation=128, c_dtype="float32", products=None):
+    return verify.check(c, a, b, verify.VerifyOptions(), precision="fp8", fp8=verify.Fp8Bound(accumulation, c_dtype),
+                        products=products)
 
 
 @pytest.mark.parametrize("K", [256, 1024, 4096, 16384])
 def test_wrong_outputs_fail_at_every_k(K):
     a, b = _operands(K)
-    ref = a @ b
-    assert _check(emulate(a, b, 128), a, b).passed
+    ref, products = a @ b, {}  # the reference and its partial sums computed once for the five outputs
+    assert _check(emulate(a, b, 128), a, b, products=products).passed
     quarter = a[:, K // 4:] @ b[K // 4:]
     for wrong in (np.zeros_like(ref), 2 * ref, -ref, quarter):
-        v = _check(wrong.astype(np.float32), a, b)
+        v = _check(wrong.astype(np.float32), a, b, products=products)
         assert not v.passed and v.max_error_over_tolerance > 10
 
 
-@pytest.mark.parametrize("K", [16384, 65536])
-def test_a_kernel_that_never_promotes_fails_at_large_k_and_one_that_promotes_passes(K):
+def test_a_kernel_that_never_promotes_fails_at_large_k_and_one_that_promotes_passes():
+    K, products = 16384, {}
     a, b = _operands(K, "tensor", seed=5)
     honest, mutant = emulate(a, b, 128), emulate(a, b, K)
-    v_ok, v_bad = _check(honest, a, b), _check(mutant, a, b)
+    v_ok, v_bad = _check(honest, a, b, products=products), _check(mutant, a, b, products=products)
     assert v_ok.passed and v_ok.max_error_over_tolerance < 0.5
     assert not v_bad.passed and v_bad.max_error_over_tolerance > 2
     assert v_ok.fp8["accumulation_declared"] == 128 and "every 128" in v_ok.fp8["assumed"]
@@ -217,7 +218,7 @@ def _run(tmp_path, monkeypatch, kernel, shape, **over):
     return run_point(config, tmp_path / "point"), gpu
 
 
-@pytest.mark.parametrize("scaling, out", [("tensor", "float32"), ("row", "bf16"), ("block", "bf16")])
+@pytest.mark.parametrize("scaling, out", [("tensor", "float32"), ("block", "bf16")])
 def test_a_point_runs_end_to_end_on_the_fake_gpu(tmp_path, monkeypatch, scaling, out):
     rec, gpu = _run(tmp_path, monkeypatch, "fp8_emulated", [40, 136, 200], fp8={"scaling": scaling, "out": out})
     assert rec["status"] == "ok", rec.get("error")

@@ -50,9 +50,9 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
   reference), the float32 additions of the ceil(K/P) promoted partial sums (Higham–Mary, as above),
   two float32 scale products per partial sum (block scaling applies the scales at each promotion)
   and in the epilogue, and the rounding of C (u_out = 2^-8 for a bf16 C, else 0). A kernel that
-  declares P = 128 but never promotes has errors growing like u_tc·K·sqrt(K/32)·E|a b| against a
-  bound growing like u_tc·K·sqrt(128)... so it fails from K of a few thousand (tests: K = 16384
-  and 65536 fail, an honest P = 128 passes, in the emulation of tests/test_fp8.py). The number of
+  declares P = 128 but never promotes carries truncations of running sums some sqrt(K/128) times
+  larger than the bound allows for, and fails from K of about a thousand (docs/trust.md#fp8; tests
+  at K = 16384 in tests/test_fp8.py, an honest P = 128 passes, both emulated). The number of
   bits is an assumption from public measurements, not a documented fact: :data:`FP8_ACC_BITS` is
   13 (one bit under DeepSeek's 14, a factor 2 of margin), and the GPU tests check cuBLASLt (fast
   accumulation off) stays inside it at K = 16384.
