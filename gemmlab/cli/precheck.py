@@ -32,10 +32,6 @@ from gemmlab.stages.config import (FIELD_RULES, check_baseline, check_config_fil
 _FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
 
 
-#: :func:`run_mode`'s answer when only composing the config tells the mode (Hydra is asked then).
-ASK_HYDRA = "ask hydra"
-
-
 @dataclass
 class Invocation:
     """The state of one ``gemmlab`` command, created by :func:`gemmlab.cli.app.main` and handed to the pre-check
@@ -48,15 +44,14 @@ class Invocation:
             input; :func:`gemmlab.run.pipeline.exit_status`), in run order.
         refused_existing: points refused because their folder already holds a result.json (the
             line is said for the first only: a re-run sweep would repeat it for every point).
-        run_mode: ``hydra.mode`` of the config the command line composes, when the pre-check could
-            read it from the files it selects (:func:`run_mode`), else :data:`ASK_HYDRA`.
         folder_errors: the sweep's points that could not create or write their own folder
             (gemmlab's launcher, ``hydra_plugins/gemmlab_launcher``): they have no record, so the
             end of the sweep names them.
         point_dirs: the output folder of each point started in this process, in run order (where
             an interrupt landed once Hydra has let go of the point's config, :func:`gemmlab.cli.app._interrupted_advice`).
-        multirun: the pre-check's reading of the command: True a sweep (``-m``, or ``hydra.mode``
-            set by the command line or a file it selects), False a single run, None not known.
+        multirun: True a sweep (``-m`` or ``hydra.mode`` on the command line, or gemmlab's sweeper or
+            launcher set up), False a single run (no file the command selects can set ``hydra.mode``),
+            None not known yet (an experiment or tensor-core rung may set it).
         sweep_dir: ``hydra.sweep.dir`` of a multirun, set when gemmlab's sweeper or launcher is set
             up (``hydra_plugins``); None for a run or before.
         hydra_full_error: the user's ``HYDRA_FULL_ERROR`` (None: unset). gemmlab sets the variable
@@ -69,11 +64,10 @@ class Invocation:
     statuses: list[int] = field(default_factory=list)
     point_dirs: list[Path] = field(default_factory=list)
     refused_existing: int = 0  # points refused because their folder already holds a result.json
-    run_mode: object = ASK_HYDRA  # the pre-check's: a RunMode, None (no file sets it) or ASK_HYDRA
     hydra_full_error: str | None = None
     folder_errors: list[str] = field(default_factory=list)  # sweep points whose folder could not be written
     sweep_dir: str | None = None  # hydra.sweep.dir once gemmlab's sweeper or launcher is set up
-    multirun: bool | None = None  # the pre-check's: a sweep (-m or a file's hydra.mode), a single run, None unknown
+    multirun: bool | None = None  # a sweep, a single run, None not known yet
 
     def exit_status(self) -> int:
         """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
@@ -615,100 +609,6 @@ def _experiment_kernels(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) ->
     return [k.strip() for k in str(swept).split(",")] if swept else [str(k) for k in chosen]
 
 
-def run_mode(parsed: list, custom_conf: bool):
-    """``hydra.mode`` of the config that the parsed command-line overrides compose (a Hydra
-    ``RunMode``, or None when no file sets it), read from the config files the command line
-    selects, without composing: what Hydra's ``Hydra.get_mode`` finds by composing the whole
-    config once more before the run composes it (about 0.1 s a command).
-
-    In gemmlab's own configs only files in package ``_global_`` (experiments, tensor-core rungs)
-    can set ``hydra.mode``; conf/config.yaml and the files it selects by default set none
-    (tests/test_cli.py checks both against Hydra). Sweep overrides are left out, as Hydra's
-    ``get_mode`` leaves them out of its compose. Returns :data:`ASK_HYDRA` wherever the files
-    alone may not tell: another primary config, ``hydra.mode`` on the command line, a deleted
-    group, a group option with a package, a ``hydra/...`` group other than the launcher and the
-    sweeper (:func:`_launcher_or_sweeper`), a defaults
-    entry other than ``[override] /group: option``, a file that cannot be read, two modes."""
-    if custom_conf:
-        return ASK_HYDRA
-    selected = []
-    for o in parsed:
-        key = o.key_or_group
-        if key == "hydra.mode" or key.startswith("hydra.mode.") or o.package is not None:
-            return ASK_HYDRA
-        if key.startswith("hydra/"):
-            if not _launcher_or_sweeper(key):
-                return ASK_HYDRA
-            continue
-        if o.is_sweep_override():
-            continue  # Hydra leaves sweeps (kernel=a,b; kernel.BM=32,64; globs) out of get_mode's compose
-        if "." in key or not (CONF_DIR / key).is_dir():
-            continue  # a value (kernel.BM=..., shape=..., hydra.sweep.dir=...), not a config group
-        if o.is_delete():
-            return ASK_HYDRA
-        selected.append((key, o.get_value_element_as_str()))
-    modes = set()
-    for group, option in selected:
-        found = _file_mode(group, option, depth=0)
-        if found is ASK_HYDRA:
-            return ASK_HYDRA
-        modes |= found
-    if len(modes) > 1:
-        return ASK_HYDRA
-    if not modes:
-        return None
-    from hydra.types import RunMode
-    try:
-        return RunMode[str(modes.pop()).upper()]
-    except KeyError:
-        return ASK_HYDRA  # Hydra reports the bad value when it composes
-
-
-def _file_mode(group: str, option: str, depth: int):
-    """The ``hydra.mode`` values (a set) set by ``conf/<group>/<option>.yaml`` and the group
-    options its defaults list selects, or :data:`ASK_HYDRA` (see :func:`run_mode`)."""
-    if _launcher_or_sweeper(group):
-        return set()
-    path = CONF_DIR / group / f"{option}.yaml"
-    if not path.is_file():
-        # a kernel of a plugin without a YAML file: its ConfigStore node holds its parameters only
-        return set() if group == "kernel" else ASK_HYDRA
-    try:
-        text = path.read_text(encoding="utf-8")
-        header = re.search(r"^#\s*@package\s+(\S+)", text, re.MULTILINE)
-        conf = OmegaConf.load(path)
-    except Exception:
-        return ASK_HYDRA
-    if header is None:
-        return set()  # package: the group (kernel.*, timing.*): cannot reach hydra.mode
-    if header.group(1) != "_global_" or depth > 4:
-        return ASK_HYDRA
-    modes = set()
-    mode = OmegaConf.select(conf, "hydra.mode", default=None)
-    if mode is not None:
-        modes.add(mode)
-    for entry in OmegaConf.to_container(conf).get("defaults") or []:
-        if entry == "_self_":
-            continue
-        if not isinstance(entry, dict) or len(entry) != 1:
-            return ASK_HYDRA
-        (name, value), = entry.items()
-        name = str(name).removeprefix("override ").strip()
-        if not name.startswith("/") or not isinstance(value, str):
-            return ASK_HYDRA
-        found = _file_mode(name[1:], value, depth + 1)
-        if found is ASK_HYDRA:
-            return ASK_HYDRA
-        modes |= found
-    return modes
-
-
-def _launcher_or_sweeper(group: str) -> bool:
-    """``hydra/launcher``, ``hydra/sweeper`` and their subgroups (``hydra/sweeper/sampler``): their
-    options live in package ``hydra.launcher``/``hydra.sweeper.*`` and cannot set ``hydra.mode``."""
-    return any(group == g or group.startswith(g + "/") for g in ("hydra/launcher", "hydra/sweeper"))
-
-
 def _default_kernel() -> str:
     defaults = OmegaConf.load(CONF_DIR / "config.yaml").get("defaults", [])
     return next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), "tiled")
@@ -734,7 +634,6 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
         # Hydra would warn that the option is experimental, then fail on the missing file
         raise ConfigError("--experimental-rerun", f"{ns.experimental_rerun} is not a file; give the .hydra/config.pickle "
                           "of a run (Hydra's PickleJobInfoCallback writes it)")
-    invocation.run_mode = ASK_HYDRA
     try:
         parsed = _parse_overrides(ns.overrides or [])
         dirs = _plugin_dirs(parsed)
@@ -756,10 +655,10 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
     _check_suite_families(args)
     _check_shapeset_selection(args)
     custom_conf = any(v is not None for v in (ns.config_dir, ns.config_path, ns.config_name))
-    invocation.run_mode = run_mode(parsed, custom_conf)
-    from hydra.types import RunMode
-    invocation.multirun = (True if _is_multirun(ns, parsed) or invocation.run_mode == RunMode.MULTIRUN
-                           else False if invocation.run_mode in (RunMode.RUN, None) else None)
+    # a file in package _global_ (an experiment, a tensor-core rung) or another config may set hydra.mode: known
+    # once Hydra composes (gemmlab's sweeper or launcher then notes the sweep), not read here
+    by_files = custom_conf or any(o.key_or_group in ("experiment", "tc_rung") and not o.is_delete() for o in parsed)
+    invocation.multirun = True if _is_multirun(ns, parsed) else None if by_files else False
     options = sweep.kernel_options()  # registry.kernels: each a conf/kernel file or a node stored above
     conf_dirs = (None if ns.config_path is not None or ns.config_name is not None else
                  (CONF_DIR, Path(ns.config_dir).absolute()) if ns.config_dir is not None else (CONF_DIR,))

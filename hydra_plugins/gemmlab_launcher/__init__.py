@@ -49,10 +49,11 @@ KEEP_AT_MOST = 128
 
 
 def note_sweep_dir(task_function: Any, config: Any) -> None:
-    """Note ``hydra.sweep.dir`` of ``config`` on the ``gemmlab`` command's Invocation (the task
-    function's ``gemmlab_invocation``), if it has one and the folder resolves."""
+    """Note on the ``gemmlab`` command's Invocation (the task function's ``gemmlab_invocation``), if
+    it has one, that it is a sweep, and its ``hydra.sweep.dir`` where the folder resolves."""
     invocation = getattr(task_function, "gemmlab_invocation", None)
     if invocation is not None:
+        invocation.multirun = True
         try:
             invocation.sweep_dir = str(config.hydra.sweep.dir)
         except Exception:  # a folder that does not resolve: Hydra says so itself
