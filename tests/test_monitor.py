@@ -38,6 +38,7 @@ def fake_pynvml(reasons=0, new_api=True, fail_init=False, fail_read=False):
     m.nvmlDeviceGetTemperature = lambda h, which: 47
     m.nvmlDeviceGetPowerUsage = lambda h: 412_345  # mW
     m.nvmlDeviceGetMaxClockInfo = lambda h, which: 1980
+    m.nvmlDeviceGetComputeRunningProcesses = lambda h: [object(), object()]  # this process and another
     return m
 
 
@@ -64,7 +65,7 @@ def test_reading_values_and_record(monkeypatch):
     assert (r.sm_mhz, r.mem_mhz, r.temp_c) == (1980, 3201, 47)
     assert r.power_w == pytest.approx(412.345)
     assert r.record() == {"sm_mhz": 1980, "mem_mhz": 3201, "temp_c": 47, "power_w": 412.3, "reasons": 4,
-                          "throttled": True}
+                          "throttled": True, "compute_processes": 2}
     assert mon.max_sm_mhz() == 1980
 
 
@@ -108,3 +109,16 @@ def test_power_or_thermal_bits():
     assert POWER_OR_THERMAL == 0x4 | 0x8 | 0x20 | 0x40 | 0x80
     assert not POWER_OR_THERMAL & (0x1 | 0x2 | 0x10 | 0x100)
     assert monitor.REASON_NAMES[0x4] == "sw_power_cap"
+
+
+def test_compute_processes_unlisted(monkeypatch):
+    """NVML that cannot list processes (some containers): the count is None, the reading stands."""
+    fake = fake_pynvml(reasons=0)
+
+    def refuse(h):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    fake.nvmlDeviceGetComputeRunningProcesses = refuse
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    r = Monitor("0000:19:00.0").read()
+    assert r is not None and r.compute_processes is None and r.sm_mhz == 1980

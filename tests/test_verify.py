@@ -689,3 +689,17 @@ def test_products_are_computed_once_for_kernel_and_baseline(monkeypatch):
     second = verify.check(c, a, b, verify.VerifyOptions(), products=products)
     assert id(products["ref"]) == ref_id and first.passed and second.passed
     assert first.max_abs_error == second.max_abs_error
+
+
+@pytest.mark.parametrize("K", [1, 7, 4096])
+def test_abs_product_bounds_the_exact_product(K):
+    """The float32 |A||B| of the sampled method, scaled by 1/(1 - gamma_{K+1}), is never under the
+    float64 one, and within a few gamma of it (a bound that is neither loose nor short)."""
+    from gemmlab.stages.verify import U_FP32, abs_product
+    rng = np.random.default_rng(K)
+    a = np.abs(rng.standard_normal((5, K), dtype=np.float32))
+    b = np.abs(rng.standard_normal((K, 3), dtype=np.float32))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    got = abs_product(a, b)
+    assert got.dtype == np.float64 and (got >= exact).all()
+    assert (got <= exact * (1 + 4 * (K + 1) * U_FP32)).all()

@@ -29,10 +29,12 @@ class Reading:
     power_w: float
     reasons: int
     throttled: bool
+    compute_processes: int | None = None
 
     def record(self) -> dict:
         return {"sm_mhz": self.sm_mhz, "mem_mhz": self.mem_mhz, "temp_c": self.temp_c,
-                "power_w": round(self.power_w, 1), "reasons": self.reasons, "throttled": self.throttled}
+                "power_w": round(self.power_w, 1), "reasons": self.reasons, "throttled": self.throttled,
+                "compute_processes": self.compute_processes}
 
 
 class Monitor:
@@ -65,9 +67,19 @@ class Monitor:
                            mem_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
                            temp_c=n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
                            power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
-                           reasons=reasons, throttled=bool(reasons & POWER_OR_THERMAL))
+                           reasons=reasons, throttled=bool(reasons & POWER_OR_THERMAL),
+                           compute_processes=self._compute_processes())
         except Exception as exc:
             self.error = f"NVML read failed: {type(exc).__name__}: {exc}"
+            return None
+
+    def _compute_processes(self) -> int | None:
+        """How many processes hold a compute context on this GPU (NVML's
+        ``nvmlDeviceGetComputeRunningProcesses``; this process is one of them), or None where NVML
+        cannot list them (some containers and MIG setups)."""
+        try:
+            return len(self._nvml.nvmlDeviceGetComputeRunningProcesses(self._h))
+        except Exception:
             return None
 
     def max_sm_mhz(self) -> int | None:

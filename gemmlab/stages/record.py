@@ -248,6 +248,9 @@ def _measure_lines(rec: dict, indent: str) -> list[str]:
                          f"host/launch overhead {t['host_overhead_per_launch_ms'] * 1e3:.2f} us per launch")
         lines.append(f"{indent}          {t['throttled_samples']} throttled samples, median SM clock "
                      f"{t.get('median_sm_mhz')} MHz")
+        if (t.get("max_compute_processes") or 0) > 1:
+            lines.append(f"{indent}          SHARED GPU: {t['max_compute_processes']} processes held a compute context "
+                         "during timing (docs/trust.md, \"A shared GPU\")")
     roof = rec.get("roofline")
     if roof and roof.get("pct_peak") is not None:  # the peak of the units the precision runs on
         units = roof.get("units") or "FP32 CUDA cores"

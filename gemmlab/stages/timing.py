@@ -114,12 +114,16 @@ class Series:
         clean = [s for s, th in zip(self.samples_ms, throttled) if not th]
         med = self.median_ms
         sm = [t["sm_mhz"] for t in self.telemetry if t]
+        procs = [t["compute_processes"] for t in self.telemetry if t and t.get("compute_processes") is not None]
         return {"samples_ms": self.samples_ms, "median_ms": med, "min_ms": min(self.samples_ms),
                 "max_ms": max(self.samples_ms), "rel_spread": rel_spread(self.samples_ms),
                 "gflops": flops / (med * 1e-3) / 1e9 if med > 0 else None, "throttled_samples": sum(throttled),
                 "median_unthrottled_ms": statistics.median(clean) if clean else None,
                 "median_sm_mhz": statistics.median(sm) if sm else None, "max_sm_mhz": max(sm) if sm else None,
                 "telemetry": self.telemetry,
+                # processes with a compute context on the GPU after each sample (this one included):
+                # more than 1 means the timed launches shared the GPU (docs/trust.md, "A shared GPU")
+                "max_compute_processes": max(procs) if procs else None,
                 **({"idle_gaps_ms": self.idle_gaps_ms} if self.idle_gaps_ms else {})}
 
 

@@ -43,6 +43,8 @@ class Case:
         overrides: other config sections (precision, timing, verify, inputs, sanitizer ...),
             merged into the base config section by section.
         why: the mechanism that refuses it, one line (README table).
+        also: other (status, net) pairs that refuse it as rightly, where which net fires first is a
+            race the exploit runs against the pipeline (said in ``why``).
     """
 
     name: str
@@ -54,6 +56,7 @@ class Case:
     params: dict = field(default_factory=dict)
     overrides: dict = field(default_factory=dict)
     why: str = ""
+    also: tuple = ()
 
 
 CASES: tuple[Case, ...] = (
@@ -135,7 +138,9 @@ CASES: tuple[Case, ...] = (
     Case("spin_worker", "x_spin_worker", "library plugin: a doorbell kernel on the timed stream; the GEMM done by a "
          "persistent kernel spinning on its own stream", "foreign_launch", "launch path", shape=(64, 64, 64),
          why="its captured enqueue replays and C is right, but the context still has work (the spinning worker) "
-             "long after the replay completed on the run's stream"),
+             "long after the replay completed on the run's stream; or, when the worker has not finished C by the "
+             "time the run's stream has (a race: H100 call 1 of 2026-12-07), the first verification sees NaN",
+         also=(("wrong_result", "verification"),)),
     Case("timer_patch", "x_timer_patch", "library plugin: patches gemmlab's sample reader to report 1/1000 of each sample",
          "implausible", "plausibility", why="the faked median beats the FP32 peak at the measured clock"),
 )
@@ -191,10 +196,13 @@ def problems(case: Case, record: dict) -> list[str]:
     """What is wrong with ``record`` for ``case`` (empty: the exploit was refused as it must be):
     the status, the net, a valid flag, a timing figure kept, an error that is not one line."""
     out = []
-    if record.get("status") != case.status:
-        out.append(f"status {record.get('status')!r}, expected {case.status!r} (error: {record.get('error')})")
-    if not net_fired(record, case.net):
-        out.append(f"net {case.net!r} not in nets_fired {record.get('nets_fired')}")
+    accepted = ((case.status, case.net),) + tuple(case.also)
+    status, net = next(((s, n) for s, n in accepted if record.get("status") == s), accepted[0])
+    if record.get("status") != status:
+        out.append(f"status {record.get('status')!r}, expected {' or '.join(repr(s) for s, _ in accepted)} "
+                   f"(error: {record.get('error')})")
+    if not net_fired(record, net):
+        out.append(f"net {net!r} not in nets_fired {record.get('nets_fired')}")
     if record.get("valid") is not False:
         out.append(f"valid is {record.get('valid')!r}")
     held = figures(record)

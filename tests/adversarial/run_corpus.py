@@ -49,7 +49,7 @@ def run(outdir: Path, names: list[str]) -> int:
             wrong = corpus.problems(case, record)
             failed += bool(wrong)
             line = (f"| {case.kernel} ({case.name}) | {record.get('status')} | {fired(record)} | "
-                    f"{case.status} / {case.net} | {'FAIL: ' + '; '.join(wrong) if wrong else 'PASS'} |")
+                    f"{' or '.join(f'{s} / {n}' for s, n in ((case.status, case.net),) + case.also)} | {'FAIL: ' + '; '.join(wrong) if wrong else 'PASS'} |")
             print(line, flush=True)
             lines.append(line)
             record["corpus"] = {"case": case.name, "kernel": case.kernel, "idea": case.idea,
