@@ -49,3 +49,32 @@ def test_no_private_hydra_or_omegaconf_import():
     assert not found, found
     assert PRIVATE.search("    from hydra._internal.core_plugins import basic_launcher\n")
     assert PRIVATE.search("from omegaconf._utils import x\n") and not PRIVATE.search("from hydra.core import utils\n")
+
+
+def test_gemmlabs_launcher_refuses_a_batch_whose_points_share_a_folder_before_any_runs(tmp_path):
+    """gemmlab's launcher composes every job of a batch and checks its folder before running any:
+    two points in one folder refuse the batch in one line for ``hydra.sweep.subdir`` (a later batch,
+    after points ran, says the sweep stopped there); nothing is run either way."""
+    import pytest
+    from omegaconf import OmegaConf
+
+    from gemmlab.errors import ConfigError
+    from hydra_plugins.gemmlab_launcher import GemmlabLauncher
+
+    class Loader:  # Hydra's config loader: each job's config, its folder the same for every job
+        def load_sweep_config(self, master, overrides):
+            return OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path), "subdir": "same"},
+                                               "job": {"id": "???", "num": "???"}}})
+
+    launcher = GemmlabLauncher()
+    launcher.hydra_context = type("Context", (), {"config_loader": Loader()})()
+    launcher.run = lambda config: pytest.fail("a job ran")
+    with pytest.raises(ConfigError) as first:
+        launcher.compose_batch([["kernel.BX=8"], ["kernel.BX=16"]], 0)
+    assert str(first.value).startswith("hydra.sweep.subdir: 'same' gives point #0 and point #1 the same folder")
+    assert "the sweep stopped" not in str(first.value)
+    launcher.folders.clear()
+    launcher.jobs_started = 2  # an earlier batch ran
+    with pytest.raises(ConfigError, match=r"the sweep stopped before point #3 \(the points before it keep"):
+        launcher.compose_batch([["kernel.BX=8"], ["kernel.BX=16"]], 2)
+    assert not list(tmp_path.iterdir())
