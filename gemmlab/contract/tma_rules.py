@@ -94,7 +94,7 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
     what = f"TMA tensor map over {tm.matrix}"
     if (tm.matrix == "workspace") != (tm.region is not None):
         raise ConfigError("kernel", f"{what}: TensorMap.region is required with matrix='workspace' and not allowed "
-                          "with A, B, C or the scales")
+                          "with A, B or C (nor with the fp8 scales)")
     if tm.swizzle not in SWIZZLES:
         raise ConfigError("kernel", f"{what}: swizzle {tm.swizzle!r}; allowed: {', '.join(SWIZZLES)}")
     if tm.l2_promotion not in L2_PROMOTIONS:
