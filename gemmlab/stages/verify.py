@@ -498,8 +498,9 @@ def abs_product(abs_a: np.ndarray, abs_b: np.ndarray) -> np.ndarray:
 
 def _abs_times(a64: np.ndarray, v: np.ndarray, rows: int = 1024) -> np.ndarray:
     """|A| @ v (float64) in blocks of ``rows`` rows: never a whole |A| copy."""
-    return np.concatenate([np.abs(a64[r:r + rows]) @ v for r in range(0, a64.shape[0], rows)]) if len(a64) else \
-        np.zeros(0)
+    if not len(a64):
+        return np.zeros(0)
+    return np.concatenate([np.abs(a64[r:r + rows]) @ v for r in range(0, a64.shape[0], rows)])
 
 
 def _freivalds_sides(a64, b64, rule, options, K, precision, rng, N, fp8: Fp8Bound | None = None) -> dict:
