@@ -47,7 +47,8 @@ BUILTINS = {
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
 # built-in Triton kernels (issue 46: a .py source compiled by Triton, the optional extra)
-TRITON_BUILTINS = {"triton_matmul": "gemmlab_plugins.triton_matmul"}
+TRITON_BUILTINS = {"triton_matmul": "gemmlab_plugins.triton_matmul",
+                   "triton_tma_persistent": "gemmlab_plugins.triton_tma_persistent"}
 ALL_BUILTINS = {**BUILTINS, **LIBRARY_BUILTINS, **TRITON_BUILTINS}
 
 # A one-row-per-block-row GEMM: block (BX, 1), grid (ceil(N/BX), M). Same ABI as the built-ins.

@@ -67,7 +67,7 @@ from typing import Mapping, NamedTuple, Union
 
 import pluggy
 
-from gemmlab.contract.space import (Choice, ParamDecl, PowerOfTwo, Range, Restriction, Space,  # noqa: F401 (contract)
+from gemmlab.contract.space import (Choice, ParamDecl, PowerOfTwo, Range, Restriction, Space, configs_space,  # noqa: F401 (contract)
                                     derived_space, ordered_points)
 
 PROJECT = "gemmlab"
@@ -845,8 +845,9 @@ class KernelHooks:
 # --- Triton kernels (issue 46) -------------------------------------------------------------------
 
 #: parameters of a :class:`TritonKernelSpec` that are Triton compile options, not ``tl.constexpr``
-#: arguments of the kernel (``triton.compile(..., options={...})``)
-TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+#: arguments of the kernel (``triton.compile(..., options={...})``; ``maxnreg``: ptxas's register cap,
+#: as ``triton.Config(maxnreg=...)`` sets it)
+TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 @dataclass
@@ -866,21 +867,68 @@ class TritonKernelSpec(KernelBase):
     ``num_stages``, ``num_ctas``) are Triton compile options; every other one is passed as the
     ``tl.constexpr`` argument of the same name (``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``...).
 
-    Override :meth:`grid` (required: blocks per axis for the problem and parameters), and where
-    needed :meth:`arguments` (the runtime arguments, in the order of the function's
+    Triton's autotune configs as the declared space (issue 46, item 3): ``configs`` takes the list
+    ``@triton.autotune(configs=...)`` would take (``triton.Config`` objects, or dicts of the same
+    parameters with the options among them); ``kernel`` may also be the ``@triton.autotune``-decorated
+    function itself, whose configs are read. The configs become the kernel's :attr:`space` (each
+    parameter a :class:`Choice` of the values the configs use, and the restriction
+    ``autotune_configs``: exactly the listed combinations, :func:`~gemmlab.contract.space.configs_space`)
+    and, where ``defaults`` is empty, its defaults (the first config); gemmlab's candidate enumeration
+    and first-use tuning then choose among them with verification. Give ``configs`` or ``space``, not
+    both. A config's ``pre_hook`` or ``ir_override``, and an autotuner's ``reset_to_zero`` /
+    ``restore_value`` / ``pre_hook``, are refused when the plugin is loaded: gemmlab owns the buffers and
+    runs no hook around a launch.
+
+    Override :meth:`grid` (blocks per axis for the problem and parameters) or, where the grid
+    depends on the device (a persistent kernel: at most one program per SM), :meth:`launch_grid`;
+    and where needed :meth:`arguments` (the runtime arguments, in the order of the function's
     non-constexpr parameters: :class:`Matrix`, :class:`Dim`, :class:`Value`; default
     ``(A, B, C, M, N, K)``) and :meth:`constants` (constexpr values beyond the parameters, e.g. the
     ``tl.dot`` input precision). The core specialises like Triton's JIT: pointers (256-byte aligned
     buffers) and int arguments divisible by 16 are marked so, an int argument equal to 1 becomes a
-    constant.
+    constant. A kernel that needs Triton's global scratch (device-side TMA descriptors,
+    ``tl.make_tensor_descriptor``) gets it from the core: one guard-banded buffer of the size the
+    compiled kernel asks for (per program x programs), allocated before timing and handed to
+    Triton's launcher at each launch (``triton.set_allocator``'s hook), never allocated inside the
+    timed interval.
     """
 
     function: str = ""
     kernel: object = None
+    configs: tuple = ()
+
+    def __post_init__(self):
+        source = self.configs
+        if not source and self.kernel is not None and self.space is None:
+            source = tuple(getattr(self.kernel, "configs", None) or ())  # an @triton.autotune function
+        if source and self.space is None:
+            try:
+                defaults, space, values = configs_space(source, TRITON_OPTIONS)
+            except ValueError:  # refused in one line when the plugin is loaded (registry.triton_problem)
+                return
+            self.configs = tuple(source)
+            self.space = space
+            if not self.defaults:
+                self.defaults = defaults
+            if values:
+                self.param_values = {**values, **dict(self.param_values or {})}
 
     def grid(self, problem: Problem, params: Mapping[str, int]) -> tuple[int, ...]:
         """Blocks (Triton programs) along x, y, z (1 to 3 ints >= 1) for ``problem`` and ``params``."""
         raise NotImplementedError
+
+    def launch_grid(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> tuple[int, ...]:
+        """The grid the core launches on ``device`` (default: :meth:`grid`); override it instead of
+        :meth:`grid` where the grid depends on the device, e.g. a persistent kernel's
+        ``(min(device.sm_count, tiles),)``."""
+        return self.grid(problem, params)
+
+    def geometry(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> Launch:
+        """The launch without Triton's compile (for the ranking model): :meth:`launch_grid` blocks of
+        ``32 * num_warps`` threads (shared memory is known after the compile)."""
+        grid = tuple(int(n) for n in self.launch_grid(problem, params, device))
+        warps = int(self.compile_options(problem, params).get("num_warps", 4))
+        return Launch(grid=(*grid, 1, 1)[:3], block=(32 * warps, 1, 1))
 
     def arguments(self, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> tuple:
         """The runtime (non-constexpr) arguments in order (default: ``(A, B, C, M, N, K)``)."""

@@ -209,9 +209,17 @@ def triton_problem(spec) -> tuple | None:
     ``function`` its name), :meth:`grid` overridden, the option parameters' values. Imports no Triton."""
     kernel, function, source = spec.kernel, spec.function, spec.source
     if kernel is not None:
-        if not callable(getattr(kernel, "run", None)) or not hasattr(kernel, "params"):
-            return ("kernel", kernel, "give the @triton.jit function itself, or leave kernel out and name it with "
-                    "source='file.py' and function='name'")
+        if triton_jit(kernel) is None:
+            return ("kernel", kernel, "give the @triton.jit function itself (or its @triton.autotune wrapper), or "
+                    "leave kernel out and name it with source='file.py' and function='name'")
+        for hook in ("reset_to_zero", "restore_value"):
+            if getattr(kernel, hook, None):
+                return ("kernel", kernel, f"its @triton.autotune sets {hook}={list(getattr(kernel, hook))}; gemmlab "
+                        "owns the buffers (C is NaN-filled before each verified launch) and runs no autotune hook: "
+                        "a kernel that needs C zeroed must zero it itself")
+        if getattr(kernel, "user_defined_pre_hook", False) or getattr(kernel, "user_defined_post_hook", False):
+            return ("kernel", kernel, "its @triton.autotune sets a pre_hook or post_hook, which gemmlab does not run "
+                    "(it owns the buffers and the launch): leave them out")
     else:
         if not isinstance(function, str) or not function.isidentifier():
             return ("function", function, "name the @triton.jit function in source (a Python identifier), e.g. "
@@ -219,13 +227,41 @@ def triton_problem(spec) -> tuple | None:
         if not isinstance(source, (str, os.PathLike)) or not str(source).endswith(".py"):
             return ("source", source, "a Triton kernel's source is the .py file that defines its @triton.jit function "
                     "(beside the plugin file, else in gemmlab's kernels/ folder, or an absolute path)")
-    if type(spec).grid is hookspecs.TritonKernelSpec.grid:
-        return ("grid", None, "override grid(self, problem, params) to return the blocks along x, y, z")
+    configs = spec.configs or (getattr(kernel, "configs", None) if kernel is not None and spec.space is None else None)
+    if configs:
+        if spec.space is not None and spec.configs and not _space_is_configs(spec):
+            return ("configs", f"{len(spec.configs)} configs", "give the autotune configs or a space, not both")
+        try:
+            hookspecs.configs_space(configs, hookspecs.TRITON_OPTIONS)
+        except ValueError as exc:
+            return ("configs", f"<{len(configs)} configs>" if isinstance(configs, (list, tuple)) else configs, str(exc))
+    if (type(spec).grid is hookspecs.TritonKernelSpec.grid
+            and type(spec).launch_grid is hookspecs.TritonKernelSpec.launch_grid):
+        return ("grid", None, "override grid(self, problem, params) to return the blocks along x, y, z (or "
+                "launch_grid(self, problem, params, device) where they depend on the device)")
     for name in hookspecs.TRITON_OPTIONS:
         value = spec.defaults.get(name) if isinstance(spec.defaults, Mapping) else None
         if name == "num_warps" and value is not None and value not in (1, 2, 4, 8, 16, 32):
             return ("defaults", dict(spec.defaults), f"num_warps must be a power of two 1..32, got {value!r}")
     return None
+
+
+def triton_jit(obj, depth: int = 4):
+    """The ``@triton.jit`` function inside ``obj`` (itself, or the ``.fn`` of an ``@triton.autotune``
+    / ``@triton.heuristics`` wrapper, up to ``depth`` wrappers), or None: anything with ``params``
+    and a callable ``run``. Imports no Triton."""
+    for _ in range(depth + 1):
+        if obj is None:
+            return None
+        if hasattr(obj, "params") and callable(getattr(obj, "run", None)):
+            return obj
+        obj = getattr(obj, "fn", None)
+    return None
+
+
+def _space_is_configs(spec) -> bool:
+    """Whether ``spec.space`` is the one :class:`TritonKernelSpec` made from its configs."""
+    return any(getattr(r, "name", None) == "autotune_configs" for r in getattr(spec.space, "restrictions", ()))
 
 
 def sass_classes_problem(classes) -> str | None:
@@ -250,7 +286,7 @@ def sass_classes_problem(classes) -> str | None:
 #: ones and the library kernels'
 PLUGIN_METHODS = ("check", "entry", "launch", "ownership", "check_problem", "geometry", "instance", "options",
                   "arguments", "workspace_bytes", "plan", "sass_classes_for", "available", "library_version", "types",
-                  "enqueue_function", "enqueue_problem", "grid", "constants", "compile_options")
+                  "enqueue_function", "enqueue_problem", "grid", "constants", "compile_options", "launch_grid")
 
 
 HOOKSPECS_FILE = Path(hookspecs.__file__).resolve()

@@ -356,3 +356,81 @@ def space_problem(space, defaults: Mapping[str, int], param_values: Mapping[str,
             return where, "the kernel's defaults break it" + (f" ({r.why})" if r.why else "")
     return None
 
+
+
+def config_params(config, options: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg")) -> dict[str, int]:
+    """One autotune config as a gemmlab parameter dict: a ``triton.Config`` (read by its attributes
+    ``kwargs``, ``num_warps``, ``num_stages``, ``num_ctas``, ``maxnreg``; Triton is not imported)
+    or a mapping of the same names. Booleans become 0/1; an option left at None is left out.
+
+    Raises:
+        ValueError: a value that is not an int (or bool), a ``pre_hook`` or ``ir_override`` set
+            (gemmlab runs no hook around a launch and compiles from source), or not a config at all.
+    """
+    if isinstance(config, Mapping):
+        raw = dict(config)
+    elif isinstance(getattr(config, "kwargs", None), Mapping):
+        for hook in ("pre_hook", "ir_override"):
+            if getattr(config, hook, None) is not None:
+                raise ValueError(f"its {hook} is set; gemmlab owns the buffers and compiles the function itself, "
+                                 f"so it runs no {hook}: leave it out")
+        raw = dict(config.kwargs)
+        for name in options:
+            value = getattr(config, name, None)
+            if value is not None:
+                raw[name] = value
+    else:
+        raise ValueError(f"{config!r} is neither a triton.Config nor a dict of parameters")
+    out = {}
+    for name, value in raw.items():
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(name, str) or not _is_int(value):
+            raise ValueError(f"{name}={value!r}: gemmlab parameters are ints (tile sizes, counts, codes; bools as 0/1)")
+        out[name] = value
+    return out
+
+
+def configs_space(configs, options: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+                  ) -> tuple[dict[str, int], Space, dict[str, tuple[int, ...]]]:
+    """Triton's autotune configs (the list ``@triton.autotune(configs=...)`` takes) as a declared
+    space (issue 46, item 3): ``(defaults, space, param_values)``.
+
+    - ``defaults``: the first config's parameters.
+    - ``space``: each parameter a :class:`Choice` of the values the configs give it (first use
+      first), and the restriction ``autotune_configs``: exactly the listed combinations, so the
+      space's points are the configs (duplicates once), in the product's order.
+    - ``param_values``: for a parameter with a value outside the core's rule (an int 1..4096, e.g. a
+      flag 0/1), the values the configs use (the kernel's ``param_values`` entry).
+
+    Raises:
+        ValueError: ``configs`` empty or not a sequence, a config :func:`config_params` refuses, or
+            configs that name different parameters (the message names the config's index).
+    """
+    if isinstance(configs, (str, bytes)) or not isinstance(configs, (tuple, list)) or not configs:
+        raise ValueError("configs must be a non-empty list of triton.Config (or dicts of parameters)")
+    rows = []
+    for i, config in enumerate(configs):
+        try:
+            rows.append(config_params(config, options))
+        except ValueError as exc:
+            raise ValueError(f"configs[{i}]: {exc}") from None
+    names = list(rows[0])
+    for i, row in enumerate(rows[1:], 1):
+        if set(row) != set(names):
+            diff = sorted(set(row) ^ set(names))
+            raise ValueError(f"configs[{i}] names {', '.join(sorted(row))}, configs[0] {', '.join(names)}: every config "
+                             f"must set the same parameters (differ in {', '.join(diff)})")
+    domains: dict[str, list[int]] = {n: [] for n in names}
+    for row in rows:
+        for n in names:
+            if row[n] not in domains[n]:
+                domains[n].append(row[n])
+    listed = frozenset(tuple(row[n] for n in names) for row in rows)
+    space = Space({n: Choice(tuple(v)) for n, v in domains.items()},
+                  (Restriction("autotune_configs", lambda p, names=tuple(names), listed=listed:
+                               tuple(p[n] for n in names) in listed,
+                               f"one of the {len(listed)} configs the plugin lists (Triton's autotune configs)",
+                               over=tuple(names)),))
+    values = {n: tuple(sorted(v)) for n, v in domains.items() if any(not PARAM_MIN <= x <= PARAM_MAX for x in v)}
+    return dict(rows[0]), space, values

@@ -181,7 +181,7 @@ def kernel_candidates(spec: KernelBase, problem: Problem, device: DeviceFacts, l
 
 def enumerate(registry, problem: Problem, device: DeviceFacts, *, kernels: Iterable[str] | None = None,
               limit: int = CANDIDATE_LIMIT, library: bool = False, rejected: list | None = None,
-              triton: bool = False) -> list[Candidate]:
+              triton: bool | None = None) -> list[Candidate]:
     """Every candidate the registered kernels offer for ``problem`` on ``device``, kernel by kernel
     in the registry's order, each kernel's in its own order (best guesses first), at most
     ``limit`` per kernel.
@@ -194,8 +194,9 @@ def enumerate(registry, problem: Problem, device: DeviceFacts, *, kernels: Itera
         limit: per kernel.
         library: include library kernels (cuBLAS; default False: kernel=auto chooses only
             gemmlab's own kernels).
-        triton: include Triton kernels (:class:`TritonKernelSpec`; default False: an optional extra,
-            not yet chosen by kernel=auto, issue 46 item 3).
+        triton: include Triton kernels (:class:`TritonKernelSpec`); default None: when Triton can be
+            imported here (the optional extra ``gemmlab[triton]``; issue 46 item 3), else each is
+            left out with the reason in ``rejected``.
         rejected: a list to which each kernel or offered dict left out is appended as
             :class:`Rejected` (unsupported precision or layout, unknown parameter, a value outside
             the core's rule, ``check_problem`` refusing it, ``candidates()`` raising).
@@ -206,13 +207,21 @@ def enumerate(registry, problem: Problem, device: DeviceFacts, *, kernels: Itera
     rejected = rejected if rejected is not None else []
     wanted = None if kernels is None else set(kernels)
     out: list[Candidate] = []
+    no_triton = None
     for name, spec in registry.kernels.items():
         if wanted is not None and name not in wanted:
             continue
         if isinstance(spec, LibraryKernelSpec) and not library:
             continue
-        if isinstance(spec, TritonKernelSpec) and not triton:
-            continue
+        if isinstance(spec, TritonKernelSpec):
+            if triton is None and no_triton is None:
+                from gemmlab.gpu.triton_compile import unavailable
+                no_triton = unavailable() or ""
+            if triton is False:
+                continue
+            if triton is None and no_triton:
+                rejected.append(Rejected(name, f"a Triton kernel: {no_triton}"))
+                continue
         why = supports(spec, problem)
         if why:
             rejected.append(Rejected(name, why))

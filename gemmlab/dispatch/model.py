@@ -95,7 +95,7 @@ class Geometry:
 
 def geometry_of(spec, problem: Problem, params: Mapping[str, int], device: DeviceFacts) -> Geometry:
     """The candidate's tile, splits and work items, read from its parameters where they name the
-    tile (``BM``/``BN``, else ``BY``/``BX``, else ``MT``/``NT``) and its launch
+    tile (``BM``/``BN``, else Triton's ``BLOCK_M``/``BLOCK_N``, else ``BY``/``BX``, else ``MT``/``NT``) and its launch
     (``spec.geometry``) otherwise: a kernel that names no tile gets the output area per block.
     Work items = output tiles x K splits (``SPLIT_K`` or ``SPLITS``); blocks = the launch's."""
     M, N, K = problem.shape
@@ -105,7 +105,8 @@ def geometry_of(spec, problem: Problem, params: Mapping[str, int], device: Devic
         blocks = 0
     splits = next((int(params[k]) for k in SPLIT_KEYS if k in params), 1)
     splits = max(1, min(splits, K))
-    tile = next(((int(params[a]), int(params[b])) for a, b in (("BM", "BN"), ("BY", "BX"), ("MT", "NT"))
+    tile = next(((int(params[a]), int(params[b])) for a, b in (("BM", "BN"), ("BLOCK_M", "BLOCK_N"), ("BY", "BX"),
+                                                                ("MT", "NT"))
                  if a in params and b in params), None)
     if tile is None:
         per = max(1, blocks // splits) if blocks else 1

@@ -561,12 +561,13 @@ class TritonBackend(Backend):
     compiled: Any = None
     special: Any = None
     _call: Callable[[], None] | None = None
+    _scratch: guards.GuardedMatrix | None = None
 
     def validate(self, problem: Problem, facts: DeviceFacts) -> None:
         super().validate(problem, facts)
         spec, params = self.spec, self.params
         try:
-            grid = spec.grid(problem, params)
+            grid = spec.launch_grid(problem, params, facts)
             arguments = spec.arguments(problem, params, facts)
             constants = spec.constants(problem, params)
             options = spec.compile_options(problem, params)
@@ -646,7 +647,8 @@ class TritonBackend(Backend):
                            for k, v in self.special.constexprs.items()},
             "compile_ms": round(tc.compile_ms, 3), "cache_hit_in_process": tc.cache_hit, "disk_cache": "off",
             "resources": dataclasses_asdict(res) if res is not None else None,
-            "shared_bytes": tc.shared_bytes, "num_warps": tc.num_warps}
+            "shared_bytes": tc.shared_bytes, "num_warps": tc.num_warps,
+            "global_scratch_bytes_per_program": int(getattr(tc.compiled.metadata, "global_scratch_size", 0) or 0)}
         out_dir.mkdir(parents=True, exist_ok=True)
         suffix = "" if self.role == "kernel" else f"-{self.role}"
         (out_dir / f"compile{suffix}.log").write_text(tc.log)
@@ -673,28 +675,82 @@ class TritonBackend(Backend):
     def prepare(self, gpu, problem: Problem, buffers: Buffers) -> None:
         kernel = self.compiled.compiled
         meta = kernel.metadata
-        for scratch in ("global_scratch_size", "profile_scratch_size"):
-            if int(getattr(meta, scratch, 0) or 0) > 0:
-                raise ConfigError("kernel", f"{self.name}: the Triton kernel needs {scratch.removesuffix('_size')} "
-                                  f"({getattr(meta, scratch)} B per program), which gemmlab does not allocate yet")
+        if int(getattr(meta, "profile_scratch_size", 0) or 0) > 0:
+            raise ConfigError("kernel", f"{self.name}: the Triton kernel needs profile_scratch "
+                              f"({meta.profile_scratch_size} B per program: a profiling build), which gemmlab does "
+                              "not allocate; compile it without instrumentation")
         values = self._values(problem, buffers)
         args = tuple(values[ref] if how == "arg" else ref for how, ref in self.special.order)
         stream = int(gpu.stream.handle)
+        allocator = self._scratch_allocator(gpu, meta)
         runner = kernel[tuple(self.launch.grid)]  # loads the cubin into the current (primary) context now
         self.record["compile"]["driver_attributes"] = {
             "registers": getattr(kernel, "n_regs", None), "spills": getattr(kernel, "n_spills", None),
             "max_threads": getattr(kernel, "n_max_threads", None), "dynamic_shared_bytes": int(meta.shared)}
 
-        def call(runner=runner, args=args, stream=stream):
-            runner(*args, stream=stream)
+        if allocator is None:
+            def call(runner=runner, args=args, stream=stream):
+                runner(*args, stream=stream)
+        else:
+            from triton.runtime import _allocation  # the launcher reads its allocator from this ContextVar
+
+            def call(runner=runner, args=args, stream=stream, allocator=allocator, var=_allocation._allocator):
+                token = var.set(allocator)  # this thread's context only; restored after the launch
+                try:
+                    runner(*args, stream=stream)
+                finally:
+                    var.reset(token)
 
         self._call = call
+
+    def _scratch_allocator(self, gpu, meta):
+        """The allocator Triton's launcher calls for the kernel's global scratch (device-side TMA
+        descriptors write their CUtensorMaps there), or None when the kernel needs none: one
+        guard-banded buffer (``guards.allocate``, a :meth:`guarded` buffer the safety nets check) of
+        ``global_scratch_size`` x programs x ``num_ctas`` bytes, allocated here, before any timing;
+        each launch gets the same buffer (a request larger than it, or misaligned, raises)."""
+        per_program = int(getattr(meta, "global_scratch_size", 0) or 0)
+        if per_program <= 0:
+            return None
+        align = max(1, int(getattr(meta, "global_scratch_align", 1) or 1))
+        size = per_program * self.launch.blocks * max(1, int(getattr(meta, "num_ctas", 1) or 1))
+        self._scratch = guards.allocate(gpu, f"Triton global scratch ({self.name})", (1, -(-size // 4)))
+        address = int(self._scratch.address)
+        if address % align:
+            raise ConfigError("kernel", f"{self.name}: the global scratch buffer at {address:#x} is not "
+                              f"{align}-byte aligned as the Triton kernel asks")
+        self.record["workspace_bytes"] = size
+        self.record["plan"] = ["main kernel (Triton)", f"global scratch: {size} B ({per_program} B per program, "
+                                                         "allocated by gemmlab before timing)"]
+        name = self.name
+
+        class Scratch:
+            """What Triton's launcher takes from an allocator: ``data_ptr()``."""
+
+            def data_ptr(self) -> int:
+                return address
+
+        buffer = Scratch()
+
+        def allocator(nbytes: int, alignment: int, stream) -> Scratch:
+            if nbytes > size or address % max(1, int(alignment)):
+                raise RuntimeError(f"{name}: Triton asked for {nbytes} B of global scratch aligned to {alignment}; "
+                                   f"gemmlab allocated {size} B at {address:#x}")
+            return buffer
+
+        return allocator
 
     def enqueue(self) -> None:
         self._call()
 
+    def guarded(self) -> list:
+        return [self._scratch] if self._scratch is not None else []
+
     def close(self) -> None:
         self._call = None
+        if self._scratch is not None:
+            guards.release(self._scratch)
+            self._scratch = None
 
 
 def _function_file(fn) -> str | None:

@@ -58,13 +58,16 @@ def version() -> str:
 
 def load_function(spec, source: Path | None):
     """The spec's ``@triton.jit`` function: ``spec.kernel``, else ``spec.function`` of the ``.py``
-    file ``source``, imported by path (keyed by path and content, so an edited file is imported afresh).
+    file ``source``, imported by path (keyed by path and content, so an edited file is imported afresh);
+    an ``@triton.autotune`` / ``@triton.heuristics`` wrapper gives the function it wraps (gemmlab
+    compiles one config at a time: the point's parameters).
 
     Raises:
         ConfigError: field ``kernel``: the file is missing, fails to import, or has no such jit function.
     """
+    from gemmlab.contract.registry import triton_jit
     if spec.kernel is not None:
-        return spec.kernel
+        return triton_jit(spec.kernel)  # the function itself, or the one an @triton.autotune wraps
     if source is None or not source.is_file():
         raise ConfigError("kernel", f"{spec.name}: Triton source {source} is not a file (TritonKernelSpec.source: a .py "
                           "file beside the plugin's file or in gemmlab's kernels/ folder, or an absolute path)")
@@ -81,8 +84,8 @@ def load_function(spec, source: Path | None):
             del sys.modules[name]
             raise ConfigError("kernel", f"{spec.name}: could not import the Triton source {source}: "
                               f"{type(exc).__name__}: {exc}") from None
-    fn = getattr(module, spec.function, None)
-    if fn is None or not hasattr(fn, "params"):
+    fn = triton_jit(getattr(module, spec.function, None))  # an @triton.autotune wrapper: its function
+    if fn is None:
         raise ConfigError("kernel", f"{spec.name}: {source} has no @triton.jit function {spec.function!r}")
     return fn
 
