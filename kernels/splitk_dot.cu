@@ -18,11 +18,12 @@
 //
 // Reduction: each thread's OM*ON sums -> warp butterfly (shfl_xor) -> shared memory -> warps added
 // in order: the block's partial tile goes to partials[t][z][OM*ON] (every slot written each launch,
-// so the workspace's earlier contents are never read). Then __threadfence() and an atomic ticket per
-// tile (tickets[t]); the block that draws ticket SPLITS-1 is the last of its tile: it reads the
-// SPLITS partials through L2 (__ldcg), sums them in a fixed order (thread i adds splits i, i +
-// THREADS, ... in increasing order, then the same butterfly and warp order), stores C and resets
-// tickets[t] to 0. The order depends only on SPLITS and THREADS, so C is bitwise the same on every
+// so the workspace's earlier contents are never read). Then, after a barrier, thread 0 fences
+// (__threadfence(), the release), draws the tile's atomic ticket (tickets[t]) and fences again (the
+// acquire: the pattern of cooperative groups' grid sync); the block that draws ticket SPLITS-1 is
+// the last of its tile: it reads the SPLITS partials through L2 (__ldcg), sums them in a fixed order
+// (thread i adds splits i, i + THREADS, ... in increasing order, then the same butterfly and warp
+// order), stores C and resets tickets[t] to 0. The order depends only on SPLITS and THREADS, so C is bitwise the same on every
 // launch. The launch plan zeroes the workspace (Memset) before every launch, so a ticket never
 // depends on an earlier launch (gemmlab refills workspaces with a canary between phases); the reset
 // keeps the tickets ready for a replay all the same.
@@ -193,12 +194,14 @@ __global__ void __launch_bounds__(THREADS)
   const float part = block_sum<OUT, THREADS>(acc, red);
   float *slab = partials + (long long)tile * splits * OUT;
   if (threadIdx.x < OUT) slab[(long long)split * OUT + threadIdx.x] = part;
-  __threadfence();  // this block's partial visible device-wide before its ticket is drawn
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(tickets + tile, 1u) == (unsigned)(splits - 1);
+  __syncthreads();  // the block's partial, stored by threads 0..OUT-1, ordered before thread 0's fence
+  if (threadIdx.x == 0) {
+    __threadfence();  // release: the partial visible device-wide before the ticket is drawn
+    last = atomicAdd(tickets + tile, 1u) == (unsigned)(splits - 1);
+    __threadfence();  // acquire: the other blocks' partials (fenced before their tickets) before this block reads them
+  }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   float sum[OUT];
 #pragma unroll
   for (int e = 0; e < OUT; e++) sum[e] = 0.0f;
