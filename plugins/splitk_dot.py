@@ -105,14 +105,19 @@ class SplitKDotKernel(KernelSpec):
         self.check_problem(Problem(shape), params, device)
 
     def instance(self, problem: Problem, params) -> str:
+        """``splitk_dot<T, OM, ON, THREADS, U, BCOL>``: T the storage type of A and B (:data:`ELEMENT`),
+        BCOL 1 for a column-major B."""
         p = params
         return (f"splitk_dot<{ELEMENT[problem.precision]}, {p['OM']}, {p['ON']}, {p['THREADS']}, {p['U']}, "
                 f"{int(problem.layout_b == 'col')}>")
 
     def entry(self, params) -> str:
+        """The fp32, row-major-B instance (the v1 form)."""
         return self.instance(Problem(Shape(1, 1, 1)), params)
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
+        """Grid (SPLITS, output tiles, 1) of THREADS-thread blocks; static shared memory only
+        (THREADS/32 x OM*ON floats for the block sums)."""
         tm, tn = tiles(problem.shape, params)
         return Launch(grid=(params["SPLITS"], tm * tn, 1), block=(params["THREADS"], 1, 1))
 
@@ -125,6 +130,7 @@ class SplitKDotKernel(KernelSpec):
         return (Matrix("A"), Matrix("B"), Matrix("C"), Workspace(0), Workspace(offset), Dim("M"), Dim("N"), Dim("K"))
 
     def workspace_bytes(self, problem: Problem, params, device: DeviceFacts) -> int:
+        """Tickets plus partials (:func:`layout`): 4 x tiles + padding + 4 x tiles x SPLITS x OM x ON bytes."""
         return layout(problem.shape, params)[1]
 
     def plan(self, problem: Problem, params, device: DeviceFacts) -> tuple:
