@@ -88,6 +88,9 @@ class TritonTmaPersistent(TritonKernelSpec):
             if v < 16 or v > 256 or v & (v - 1):
                 raise ParamError(f"kernel.{name}", f"must be a power of two 16..256 (a TMA box side and a wgmma "
                                                    f"tile), got {v}")
+        if params["FLATTEN"] not in (0, 1):
+            raise ParamError("kernel.FLATTEN", f"must be one of 0, 1 (1: flatten the tile and K loops), got "
+                                               f"{params['FLATTEN']}")
         if shared_estimate(params) > device.max_shared_per_block_optin:
             raise ParamError("kernel.num_stages", f"num_stages={params['num_stages']} x (BLOCK_M + BLOCK_N) x BLOCK_K "
                                                   f"bf16 tiles{' + the flattened epilogue tile' if params['FLATTEN'] else ''}"
