@@ -1,0 +1,59 @@
+"""gemmlab's graph-timed median against triton.testing.do_bench_cudagraph on the same Triton kernel
+and shape (issue 46, item 4), and the cold-L2 difference by design (triton.testing.do_bench flushes
+L2 with a memset before each launch): every case of gemmlab.run.triton_agreement.CASES (the built-in
+Triton kernels at 4096^3 and 8192^3 bf16, 4096^3 fp32/tf32).
+
+Usage (on the GPU machine; needs Triton and PyTorch): python .ci/triton_agreement.py OUTDIR [CASE ...]
+(CASE: a case name such as triton_matmul-bf16-col-4096x4096x4096; default: all). Prints one line per
+case (the two warm medians and their ratio, target within 2%; the two cold medians and their ratio)
+and writes every gemmlab record and each case's summary to OUTDIR/triton-agreement.jsonl.xz
+(gemmlab.stages.archive). Exit status 1 if a case failed or a warm ratio is outside 2%."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from gemmlab.run.triton_agreement import CASES, TOLERANCE, agreement, case_name
+from gemmlab.stages.archive import Member, write_members
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[-5], file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    wanted = set(argv[1:])
+    cases = [c for c in CASES if not wanted or case_name(*c) in wanted]
+    if wanted and len(cases) != len(wanted):
+        print(f"unknown case; known: {', '.join(case_name(*c) for c in CASES)}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    members, failed = [], 0
+    for case in cases:
+        name = case_name(*case)
+        summary, records = agreement(*case, out / name)
+        for kind, rec in records.items():
+            members.append(Member(f"{name}/{kind}/result.json", rec))
+        members.append(Member(f"{name}/agreement.json", summary))
+        if "error" in summary:
+            failed += 1
+            print(f"{name}: FAILED: {summary['error']}")
+            continue
+        ok = summary["within_tolerance"]
+        failed += not ok
+        print(f"{name}: warm L2: gemmlab graph {summary['gemmlab_graph_ms']:.4f} ms, do_bench_cudagraph "
+              f"{summary['do_bench_cudagraph_ms']:.4f} ms, ratio {summary['ratio_graph']:.4f} "
+              f"({'within' if ok else 'OUTSIDE'} {TOLERANCE:.0%}); cold L2 (by design different): gemmlab "
+              f"{summary['gemmlab_cold_ms']:.4f} ms, do_bench {summary['do_bench_ms']:.4f} ms, ratio "
+              f"{summary['ratio_cold']:.4f}", flush=True)
+    n = write_members(members, out / "triton-agreement.jsonl.xz", source=out.name)
+    (out / "summary.json").write_text(json.dumps([m.record for m in members if m.path.endswith("agreement.json")],
+                                                 indent=1) + "\n")
+    print(f"{n} records in {out / 'triton-agreement.jsonl.xz'}; {failed} case(s) failed or outside {TOLERANCE:.0%}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
