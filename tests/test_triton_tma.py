@@ -261,6 +261,8 @@ BAD_CONFIGS = {  # configs expression: what the one line says
     "string": ("'BLOCK_M=64'", "configs must be a non-empty list of triton.Config"),
     "mixed": ("CONFIGS[:1] + [dict(BLOCK_M=64)]", "configs[1] names BLOCK_M, configs[0] BLOCK_M, BLOCK_N"),
     "float": ("[dict(CONFIGS[0], BLOCK_K=0.5)]", "configs[0]: BLOCK_K=0.5: gemmlab parameters are ints"),
+    "both": ("CONFIGS, space=__import__('gemmlab.contract.space', fromlist=['Space']).Space()",
+             "give the autotune configs or a space, not both"),
     "pre_hook": ("[type('C', (), dict(kwargs=CONFIGS[0], num_warps=4, num_stages=3, num_ctas=1, maxnreg=None, "
                  "pre_hook=print, ir_override=None))()]", "configs[0]: its pre_hook is set"),
 }
