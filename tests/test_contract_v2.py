@@ -313,6 +313,7 @@ SASS = """
         /*0060*/              @!P1 LDGSTS.E.BYPASS.128 [R3], desc[UR4][R4.64] ;
         /*0070*/                   HMMA.16816.F32.BF16 R20, R4, R8, R20 ;
         /*0080*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24 ;
+        /*0088*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R88, gdesc[UR12], RZ, !UPT ;
         /*0090*/                   UTMALDG.2D [UR8], [UR4] ;
         /*00a0*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
         /*00b0*/                   STL [R1], R3 ;
@@ -328,9 +329,9 @@ SASS = """
 def test_sass_histogram_counts_instruction_classes():
     h = sass.histogram(SASS)
     # LDSM is ldmatrix; the @!PT LDS never executes: counted in total, in no class
-    assert h == {"FFMA": 2, "HMMA": 1, "HGMMA": 1, "LDS": 2, "LDS.128": 1, "LDG": 1, "LDG.128": 1, "LDGSTS": 1,
+    assert h == {"FFMA": 2, "HMMA": 1, "HGMMA": 1, "QGMMA": 1, "LDS": 2, "LDS.128": 1, "LDG": 1, "LDG.128": 1, "LDGSTS": 1,
                  "LDSM": 1, "UTMALDG": 1, "UTMASTG": 1, "UTMAREDG": 1, "BAR": 1, "LDL": 1, "STL": 1,
-                 "total": 18}
+                 "total": 19}
 
 
 PIPELINED = """
@@ -350,9 +351,11 @@ SERIALIZED = """
 
 
 def test_wgmma_check_tells_a_pipelined_group_from_serialized_wgmmas():
-    assert sass.wgmma_check(SASS) == {"hgmma": 1, "serialized": 0, "all_serialized": False}
+    assert sass.wgmma_check(SASS) == {"hgmma": 2, "serialized": 0, "all_serialized": False}  # HGMMA + FP8 QGMMA
     assert sass.wgmma_check(PIPELINED) == {"hgmma": 3, "serialized": 0, "all_serialized": False}
     assert sass.wgmma_check(SERIALIZED) == {"hgmma": 2, "serialized": 2, "all_serialized": True}
+    fp8 = SERIALIZED.replace("HGMMA.64x256x16.F32.BF16", "QGMMA.64x256x32.F32.E4M3.E4M3")  # FP8 wgmma (issue 42)
+    assert "HGMMA" not in fp8 and sass.wgmma_check(fp8)["all_serialized"]
     assert sass.wgmma_check("        /*0000*/                   FFMA R2, R3, R4, R2 ;") is None
     note = sass.serialization_note({"wgmma": sass.wgmma_check(SERIALIZED)})
     assert note.startswith("wgmma serialized: each of the 2 HGMMA") and "C7510" in note

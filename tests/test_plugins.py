@@ -43,6 +43,7 @@ BUILTINS = {
     "wgmma_tf32": "gemmlab_plugins.wgmma_tf32",
     "decode_bf16": "gemmlab_plugins.decode_bf16",
     "splitk_dot": "gemmlab_plugins.splitk_dot",
+    "wgmma_fp8": "gemmlab_plugins.wgmma_fp8",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}

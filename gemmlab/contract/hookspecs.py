@@ -113,10 +113,11 @@ LAYOUTS = ("row", "col")
 TF32_ROUNDINGS = ("rn", "rna", "rz", "none")
 #: SASS instruction classes a kernel may declare in ``sass_classes`` (the opcode classes of
 #: :mod:`gemmlab.gpu.sass`'s histogram, without the local-memory LDL/STL): FFMA (float32 FMA), HMMA
-#: (mma.sync tensor cores), HGMMA (Hopper wgmma), LDS/LDS.128 and LDG/LDG.128 (shared and global
+#: (mma.sync tensor cores), HGMMA (Hopper wgmma of 16-bit and TF32 operands), QGMMA (Hopper wgmma of
+#: FP8 operands: ptxas's opcode for wgmma.mma_async .e4m3/.e5m2), LDS/LDS.128 and LDG/LDG.128 (shared and global
 #: loads, 128-bit ones), LDGSTS (cp.async), LDSM (ldmatrix), UTMALDG/UTMASTG/UTMAREDG (TMA loads,
 #: stores, reductions), BAR (barriers).
-SASS_CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "UTMASTG",
+SASS_CLASSES = ("FFMA", "HMMA", "HGMMA", "QGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "UTMASTG",
                 "UTMAREDG", "BAR")
 
 

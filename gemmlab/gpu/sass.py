@@ -20,13 +20,13 @@ quick run its listing would be thrown away after (:func:`_has_local_frame`).
 
 Classes (opcode mnemonics, predicates stripped; a class counts every variant of its opcode unless
 it names a width): FFMA (float32 FMA), HMMA (warp-level tensor core mma.sync), HGMMA (Hopper
-warpgroup wgmma), LDS / LDS.128 (shared loads / 128-bit ones), LDG / LDG.128 (global loads),
+warpgroup wgmma of 16-bit and TF32 operands), QGMMA (Hopper wgmma of FP8 operands, E4M3/E5M2), LDS / LDS.128 (shared loads / 128-bit ones), LDG / LDG.128 (global loads),
 LDGSTS (cp.async), LDSM (ldmatrix), UTMALDG / UTMASTG / UTMAREDG (TMA loads / stores / reductions
 into global memory), BAR (barriers), LDL / STL (local
 memory: spills or stack arrays). ``total`` counts every instruction; an instruction predicated on
 ``@!PT`` (never executes: padding the compiler leaves) counts in ``total`` but in no class.
 
-Serialized wgmma (:func:`wgmma_check`): a kernel whose every ``HGMMA`` carries the ``gsb0`` scoreboard
+Serialized wgmma (:func:`wgmma_check`): a kernel whose every ``HGMMA`` (or FP8 ``QGMMA``) carries the ``gsb0`` scoreboard
 and is followed by ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` before the next one runs each wgmma only after
 the previous has finished (no accumulation overlaps the next issue). ptxas does this to a whole
 function when it cannot prove the wgmma pipeline safe — its warning C7510 ("wgmma.mma_async
@@ -46,7 +46,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-CLASSES = ("FFMA", "HMMA", "HGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "UTMASTG", "UTMAREDG",
+CLASSES = ("FFMA", "HMMA", "HGMMA", "QGMMA", "LDS", "LDS.128", "LDG", "LDG.128", "LDGSTS", "LDSM", "UTMALDG", "UTMASTG", "UTMAREDG",
            "BAR", "LDL", "STL")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 TIMEOUT_S = 120
@@ -71,11 +71,12 @@ def histogram(sass: str) -> dict[str, int]:
     return counts
 
 
-_HGMMA_OR_WAIT = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?(HGMMA\S*[^;]*|WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+))\s*;")
+_HGMMA_OR_WAIT = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([HQ]GMMA\S*[^;]*|WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+))\s*;")
 
 
 def wgmma_check(sass: str) -> dict | None:
-    """Whether the wgmmas of a SASS listing are serialized (module docstring); None without HGMMA.
+    """Whether the wgmmas of a SASS listing are serialized (module docstring); None without HGMMA
+    (FP8 ``QGMMA`` counts as HGMMA here: the same warpgroup pipeline).
 
     Returns ``{"hgmma": n, "serialized": k, "all_serialized": bool}``: ``k`` counts the HGMMA that
     carry ``gsb0`` and are followed by ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` before the next HGMMA;
@@ -87,7 +88,7 @@ def wgmma_check(sass: str) -> dict | None:
     pending = False  # the last HGMMA carried gsb0 and no HGMMA came since
     for match in _HGMMA_OR_WAIT.finditer(sass):
         text, level = match.group(1), match.group(2)
-        if text.startswith("HGMMA"):
+        if text.startswith(("HGMMA", "QGMMA")):  # QGMMA: the FP8 form (counted as hgmma here)
             hgmma += 1
             pending = "gsb0" in text
         elif pending:

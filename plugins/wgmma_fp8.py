@@ -1,0 +1,222 @@
+"""Built-in kernel ``wgmma_fp8`` (issue 42, item 4): warp-specialised, persistent Hopper FP8 GEMM
+(sm_90a, kernels/wgmma_fp8.cu) with promoted accumulation and every scaling mode of the contract.
+
+``precision=fp8``: A row-major and B column-major (both K-major: FP8 wgmma has no transpose mode; a
+row-major B is refused in one line), each E4M3 or E5M2 (``fp8.a`` / ``fp8.b``), C float32 or bf16
+(``fp8.out``). The structure is kernels/wgmma_bf16.cu's cooperative schedule: one producer
+warpgroup (one thread issues every TMA load, setmaxnreg.dec 40) and two consumer warpgroups
+(setmaxnreg.inc 232) that split each BM x BN tile's rows and run ``wgmma.mma_async m64nBNk32`` with
+E4M3/E5M2 operands (gemmlab/wgmma_fp8.cuh); a STAGES-deep ring of TMA stages (A BM x 128 bytes, B
+BN x 128 bytes, 128-byte swizzle) with full/empty mbarriers; a persistent grid (at most one CTA per
+SM, from ``DeviceFacts.sm_count``) walking the tiles in groups of GROUP_M tile rows for L2 reuse.
+
+Accumulation (``fp8_accumulation=128``): each stage (128 of K, 4 wgmma k-steps) is accumulated in a
+register partial sum on the tensor cores, then added to a float32 accumulator on the CUDA cores
+(DeepSeek-V3's promotion, report §3.3.2; the FP8 tensor core keeps about 14 bits). ``OVERLAP=1`` keeps
+two partial-sum banks so the next stage's wgmma group runs while this one is promoted; ``OVERLAP=0``
+waits for every stage's group before promoting (one bank, fewer registers).
+
+Scaling (``fp8.scaling``): ``tensor`` — C = acc * A_scale * B_scale in the epilogue; ``row`` — C[m, n]
+= acc * A_scale[m] * B_scale[n] in the epilogue; ``block`` (1 x 128 groups of A along K, 128 x 128 blocks
+of B) — at each promotion acc += partial * A_scale[k/128, m] * B_scale[n/128, k/128] (the stage is
+one 128-group); scales are read by the consumer threads (``__ldg``) before the stage's full wait,
+so their latency hides behind it. C leaves from registers (float2 / bf16x2 where N is even), masked
+at M and N. Edges: TMA zero-fills box elements outside M, N and K, so a partial last group of K
+adds zeros; M and N are free. K must be a multiple of 16 (TMA's 16-byte row stride of A and B;
+gemmlab has no FP8 pad copy yet).
+
+Parameters: BM (128 | 256), BN (64 | 96 | 128 | 160 | 192 | 256), STAGES (2..8, within 227 KiB),
+GROUP_M (>= 1), OVERLAP (0 | 1); accumulator + partial-sum registers per consumer thread
+BM/128 x BN/2 x (2 + OVERLAP) at most 192 (:data:`MAX_ACC_REGISTERS`). Needs an sm_90 GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemmlab.contract import tma_rules as tma
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, ParamError,
+                                        Problem, Shape, TensorMap, hookimpl)
+from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, require
+from gemmlab.contract.space import Choice, Range, Restriction, Space
+from gemmlab.errors import ConfigError
+
+THREADS = 384  #: producer warpgroup + 2 consumer warpgroups
+BK = 128  #: K per stage: one 128-byte swizzle row of FP8 = one block-scaling group
+PROMOTE = 128  #: elements of K accumulated on the tensor cores before each float32 promotion (one stage)
+MAX_ACC_REGISTERS = 192  #: kernels/wgmma_fp8.cu's static_assert: accumulators + partial sums per consumer thread
+SCALING_CODE = {"tensor": 0, "row": 1, "block": 2}  #: the kernel's SCALING template argument
+FORMAT_CODE = {"e4m3": 0, "e5m2": 1}  #: FA / FB (gemmlab/wgmma_fp8.cuh FP8_E4M3 / FP8_E5M2)
+
+
+def shared_bytes(p) -> int:
+    """Dynamic shared memory (bytes): STAGES x (BM + BN) x 128 B of ring plus 1024 of slack to align
+    it to 1024 (the 128-byte swizzle's atom)."""
+    return p["STAGES"] * (p["BM"] + p["BN"]) * BK + 1024
+
+
+def acc_registers(p) -> int:
+    """Float registers per consumer thread for the accumulator and the partial-sum bank(s):
+    BM/128 m64 blocks x BN/2 x (2 + OVERLAP)."""
+    return p["BM"] // 128 * p["BN"] // 2 * (2 + p["OVERLAP"])
+
+
+#: parameters that are a few codes or sizes (``KernelBase.param_values``)
+PARAM_VALUES = {"BM": (128, 256), "BN": (64, 96, 128, 160, 192, 256), "STAGES": (2, 3, 4, 5, 6, 7, 8),
+                "OVERLAP": (0, 1)}
+
+DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 6, "GROUP_M": 16, "OVERLAP": 1}
+
+#: the declared tuning space (issue 41 / 14): the rules that need no problem or device as restrictions;
+#: the TMA stride rule (K % 16) and the device's limits stay in :meth:`WgmmaFp8Kernel.check_problem`
+SPACE = Space(
+    params={"BM": Choice((128, 256)), "BN": Choice((128, 64, 96, 160, 192, 256)), "STAGES": Range(2, 8),
+            "GROUP_M": Choice((16, 8)), "OVERLAP": Choice((1, 0))},
+    restrictions=(
+        Restriction("registers", lambda p: acc_registers(p) <= MAX_ACC_REGISTERS,
+                    f"accumulators + partial sums: BM/128 x BN/2 x (2 + OVERLAP) <= {MAX_ACC_REGISTERS} registers "
+                    "per consumer thread", over=("BM", "BN", "OVERLAP")),
+        Restriction("shared_memory", lambda p: shared_bytes(p) <= SM90_SHARED_OPTIN_BYTES,
+                    "STAGES x (BM + BN) x 128 B + 1 KiB within sm_90's 227 KiB", over=("BM", "BN", "STAGES")),
+    ))
+
+
+def tile_order(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
+    """The persistent schedule of kernels/wgmma_fp8.cu per CTA: (tile row, tile column) in order.
+    CTA b takes tiles b, b + ctas, ...; tile t lies in group t // (GROUP_M x tile columns), whose
+    ``rows`` tile rows (GROUP_M, fewer in the last group) run fastest."""
+    num_m, num_n, gm = cdiv(shape.M, p["BM"]), cdiv(shape.N, p["BN"]), p["GROUP_M"]
+    out = []
+    for cta in range(ctas):
+        tiles = []
+        for t in range(cta, num_m * num_n, ctas):
+            group, in_group = divmod(t, gm * num_n)
+            rows = min(num_m - group * gm, gm)
+            tiles.append((group * gm + in_group % rows, in_group // rows))
+        out.append(tiles)
+    return out
+
+
+class WgmmaFp8Kernel(KernelSpec):
+    """The persistent FP8 wgmma GEMM of kernels/wgmma_fp8.cu (module docstring): BM x BN tiles,
+    128-byte K stages by TMA, partial sums promoted to float32 every 128 of K, scales applied by
+    the kernel."""
+
+    def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
+        """One-line :class:`ParamError` naming the field for: another GPU than sm_90, parameter
+        values outside their lists, too many accumulator registers, the device's shared memory,
+        and shapes TMA cannot describe (K % 16 != 0: A's and B's row strides of K bytes)."""
+        p = params
+        require(device.arch == "90", "kernel",
+                f"{self.name} needs an sm_90 GPU (FP8 wgmma, setmaxnreg: sm_90a); the compile target is sm_{device.arch} "
+                f"on {device.name}")
+        require(p["BM"] in PARAM_VALUES["BM"], "kernel.BM",
+                f"BM={p['BM']} must be 128 or 256 (two consumer warpgroups, whole m64 blocks each)")
+        require(p["BN"] in PARAM_VALUES["BN"], "kernel.BN",
+                f"BN={p['BN']} must be 64, 96, 128, 160, 192 or 256 (an FP8 wgmma n of gemmlab/wgmma_fp8.cuh)")
+        require(p["OVERLAP"] in PARAM_VALUES["OVERLAP"], "kernel.OVERLAP",
+                f"OVERLAP={p['OVERLAP']} must be 0 (one partial-sum bank) or 1 (two: the next stage's wgmma runs "
+                "while this one is promoted)")
+        require(p["STAGES"] in PARAM_VALUES["STAGES"], "kernel.STAGES", f"STAGES={p['STAGES']} must be 2..8")
+        require(p["GROUP_M"] >= 1, "kernel.GROUP_M", f"GROUP_M={p['GROUP_M']} must be >= 1")
+        regs = acc_registers(p)
+        require(regs <= MAX_ACC_REGISTERS, "kernel.BN",
+                f"BM={p['BM']} x BN={p['BN']} with OVERLAP={p['OVERLAP']} needs {regs} accumulator and partial-sum "
+                f"registers per consumer thread (BM/128 x BN/2 x (2 + OVERLAP)); at most {MAX_ACC_REGISTERS}")
+        require(shared_bytes(p) <= device.max_shared_per_block_optin, "kernel.STAGES",
+                f"dynamic shared memory {shared_bytes(p)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024) "
+                f"exceeds {device.max_shared_per_block_optin}")
+        require(problem.K % 16 == 0, "shape",
+                f"K={problem.K} must be a multiple of 16: TMA reads A and B with row strides of K bytes, a multiple "
+                "of 16 (no FP8 pad copy yet)")
+        for tm in self.arguments(problem, p, device)[:2]:
+            try:
+                tma.check(tm, problem)
+            except ConfigError as exc:
+                raise ParamError(exc.field, str(exc).split(": ", 1)[1]) from None
+
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """A shortlist for the problem, then the declared space's points (the core checks each):
+        the tile widths BN in 128, 192, 160, 96 ordered by the estimated time of the persistent grid
+        (whole waves of 128 x BN tiles over the SMs x the tile's area, with a guessed efficiency
+        that favours wider tiles), each with the defaults' other parameters."""
+        sms = device.sm_count
+        eff = {192: 1.0, 160: 0.98, 128: 0.95, 96: 0.85}
+
+        def cost(bn):
+            return cdiv(cdiv(problem.M, 128) * cdiv(problem.N, bn), sms) * 128 * bn / eff[bn]
+
+        out = []
+        for bn in sorted(eff, key=cost):
+            p = {**self.defaults, "BN": bn}
+            if acc_registers(p) > MAX_ACC_REGISTERS:
+                p["OVERLAP"] = 0
+            p["STAGES"] = min(p["STAGES"], (SM90_SHARED_OPTIN_BYTES - 1024) // ((p["BM"] + bn) * BK))
+            out.append(p)
+        return out + super().candidates(problem, device)
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        self.check_problem(Problem(shape, "fp8", "row", "col"), params, device)
+
+    def instance(self, problem: Problem, params) -> str:
+        """``gemm_wgmma_fp8<FA, FB, BM, BN, STAGES, GROUP_M, SCALING, OUT_BF16, OVERLAP>``."""
+        p = params
+        return (f"gemm_wgmma_fp8<{FORMAT_CODE[problem.fp8_a]}, {FORMAT_CODE[problem.fp8_b]}, {p['BM']}, {p['BN']}, "
+                f"{p['STAGES']}, {p['GROUP_M']}, {SCALING_CODE[problem.scaling]}, {int(problem.out == 'bf16')}, "
+                f"{p['OVERLAP']}>")
+
+    def entry(self, params) -> str:
+        return self.instance(Problem(Shape(1, 1, 1), "fp8", "row", "col"), params)
+
+    def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
+        return KernelOptions(arch_specific=True)
+
+    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        """TMA maps of A (BM x 128 boxes) and B (BN x 128 boxes of the N x K storage), both with the
+        128-byte swizzle; the scale buffers; C; M, N, K."""
+        return (TensorMap("A", (params["BM"], BK)), TensorMap("B", (params["BN"], BK)), Matrix("A_scale"),
+                Matrix("B_scale"), Matrix("C"), Dim("M"), Dim("N"), Dim("K"))
+
+    def ctas(self, shape: Shape, params, device: DeviceFacts) -> int:
+        """Persistent grid: min(SMs, tiles)."""
+        return max(1, min(device.sm_count, cdiv(shape.M, params["BM"]) * cdiv(shape.N, params["BN"])))
+
+    def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
+        return Launch(grid=(self.ctas(problem.shape, params, device), 1, 1), block=(THREADS, 1, 1),
+                      shared_bytes=shared_bytes(params))
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return self.geometry(Problem(shape, "fp8", "row", "col"), params, device)
+
+    def ownership(self, shape: Shape, params, device: DeviceFacts | None = None):
+        """Stores: the persistent schedule (:func:`tile_order`, 132 SMs unless ``device`` says
+        otherwise) times the m64nBN accumulator layout of the two consumer warpgroups (warpgroup wg
+        rows wg x BM/2.., m64 block mi, warp w rows 16 w.., lane (g, t) rows g and g + 8, columns
+        8 j + 2 t + v), masked to M x N. Loads: per stage one A box (BM x 128) and one B box (BN x
+        128), each tile element written once."""
+        facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
+        BM, BN = params["BM"], params["BN"]
+        wg, mi, w, j, lane, h, v = np.ix_(range(2), range(BM // 128), range(4), range(BN // 8), range(32), range(2),
+                                          range(2))
+        rows = wg * (BM // 2) + mi * 64 + w * 16 + lane // 4 + 8 * h
+        cols = j * 8 + 2 * (lane % 4) + v
+        r, c = (a.ravel() for a in np.broadcast_arrays(rows, cols))
+        stores = np.zeros((shape.M, shape.N), dtype=np.int64)
+        for cta in tile_order(shape, params, self.ctas(shape, params, facts)):
+            for m_blk, n_blk in cta:
+                rr, cc = r + m_blk * BM, c + n_blk * BN
+                keep = (rr < shape.M) & (cc < shape.N)
+                np.add.at(stores, (rr[keep], cc[keep]), 1)
+        ar, ac = np.ix_(range(BM), range(BK))
+        br, bc = np.ix_(range(BN), range(BK))
+        return stores, {"A": count_hits((BM, BK), ar, ac), "B": count_hits((BN, BK), br, bc)}
+
+
+@hookimpl
+def gemmlab_kernels():
+    return [WgmmaFp8Kernel(name="wgmma_fp8", source="wgmma_fp8.cu", defaults=dict(DEFAULTS),
+                           description="FP8 sm_90a: persistent, producer + 2 consumer warpgroups, TMA ring, wgmma "
+                                       "m64nNk32 E4M3/E5M2, partial sums promoted to float32 every 128 of K, "
+                                       "tensor/row/block scales",
+                           precisions=("fp8",), layouts=(("row", "col"),), param_values=PARAM_VALUES, space=SPACE,
+                           sass_classes=("QGMMA", "UTMALDG"), fp8_accumulation=PROMOTE)]
