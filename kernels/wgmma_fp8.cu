@@ -63,7 +63,7 @@ __device__ __forceinline__ void fp8_stage_mma(float (&t)[MI][BN / 2], const unsi
 
 /// The block-scaling factors of k-group `kb` for this thread's accumulators: sa[mi][h] = A_scale of
 /// row (row0 + 64 mi + 8 h) (0 outside M), sb[c] = B_scale of the 128-column block of tile column
-/// block c (c = 0: the block holding column n0, c = 1: the next; BN <= 256 spans at most two).
+/// block c (c = 0: the block holding column n0, c = 1: the next; BN <= 192 spans at most two).
 template <int MI>
 __device__ __forceinline__ void fp8_block_scales(float (&sa)[MI][2], float (&sb)[2], const float *__restrict__ A_scale,
                                                  const float *__restrict__ B_scale, int kb, int row0, int n0, int M,
@@ -118,7 +118,7 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
   constexpr int MI = WM / 64;
   constexpr unsigned A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK, STAGE_BYTES = A_BYTES + B_BYTES;
   static_assert(BM == 128 || BM == 256, "BM is 128 or 256 (whole m64 blocks per consumer warpgroup)");
-  static_assert(BN % 32 == 0 && BN >= 64 && BN <= 256, "BN: 64..256, a multiple of 32 (a wgmma n of gemmlab/wgmma_fp8.cuh)");
+  static_assert(BN % 32 == 0 && BN >= 64 && BN <= 192, "BN: 64..192, a multiple of 32 (a wgmma n of gemmlab/wgmma_fp8.cuh)");
   static_assert(SCALING >= 0 && SCALING <= 2 && (OUT_BF16 == 0 || OUT_BF16 == 1) && (OVERLAP == 0 || OVERLAP == 1),
                 "SCALING 0..2, OUT_BF16 0/1, OVERLAP 0/1");
   static_assert(MI * BN * (2 + OVERLAP) / 2 <= 192, "accumulator + partial-sum registers per consumer thread <= 192");

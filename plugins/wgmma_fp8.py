@@ -25,7 +25,7 @@ at M and N. Edges: TMA zero-fills box elements outside M, N and K, so a partial 
 adds zeros; M and N are free. K must be a multiple of 16 (TMA's 16-byte row stride of A and B;
 gemmlab has no FP8 pad copy yet).
 
-Parameters: BM (128 | 256), BN (64 | 96 | 128 | 160 | 192 | 256), STAGES (2..8, within 227 KiB),
+Parameters: BM (128 | 256), BN (64 | 96 | 128 | 160 | 192), STAGES (2..8, within 227 KiB),
 GROUP_M (>= 1), OVERLAP (0 | 1); accumulator + partial-sum registers per consumer thread
 BM/128 x BN/2 x (2 + OVERLAP) at most 192 (:data:`MAX_ACC_REGISTERS`). Needs an sm_90 GPU.
 """
@@ -62,7 +62,7 @@ def acc_registers(p) -> int:
 
 
 #: parameters that are a few codes or sizes (``KernelBase.param_values``)
-PARAM_VALUES = {"BM": (128, 256), "BN": (64, 96, 128, 160, 192, 256), "STAGES": (2, 3, 4, 5, 6, 7, 8),
+PARAM_VALUES = {"BM": (128, 256), "BN": (64, 96, 128, 160, 192), "STAGES": (2, 3, 4, 5, 6, 7, 8),
                 "OVERLAP": (0, 1)}
 
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 6, "GROUP_M": 16, "OVERLAP": 1}
@@ -70,7 +70,7 @@ DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 6, "GROUP_M": 16, "OVERLAP": 1}
 #: the declared tuning space (issue 41 / 14): the rules that need no problem or device as restrictions;
 #: the TMA stride rule (K % 16) and the device's limits stay in :meth:`WgmmaFp8Kernel.check_problem`
 SPACE = Space(
-    params={"BM": Choice((128, 256)), "BN": Choice((128, 64, 96, 160, 192, 256)), "STAGES": Range(2, 8),
+    params={"BM": Choice((128, 256)), "BN": Choice((128, 64, 96, 160, 192)), "STAGES": Range(2, 8),
             "GROUP_M": Choice((16, 8)), "OVERLAP": Choice((1, 0))},
     restrictions=(
         Restriction("registers", lambda p: acc_registers(p) <= MAX_ACC_REGISTERS,
@@ -97,6 +97,59 @@ def tile_order(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
     return out
 
 
+def fragment_coords(BM: int, BN: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tile-relative (row, column) of every accumulator a CTA's two consumer warpgroups store for
+    one BM x BN tile (kernels/wgmma_fp8.cu's epilogue): warpgroup wg rows wg x BM/2.., m64 block mi,
+    warp w rows 16 w.., lane (g = lane / 4, t = lane % 4) rows g and g + 8, columns 8 j + 2 t + v.
+    Flat int64 arrays of BM x BN entries."""
+    wg, mi, w, j, lane, h, v = np.ix_(range(2), range(BM // 128), range(4), range(BN // 8), range(32), range(2),
+                                      range(2))
+    rows = wg * (BM // 2) + mi * 64 + w * 16 + lane // 4 + 8 * h
+    cols = j * 8 + 2 * (lane % 4) + v
+    return tuple(a.ravel().astype(np.int64) for a in np.broadcast_arrays(rows, cols))
+
+
+def _truncate(x: np.ndarray, bits: int) -> np.ndarray:
+    """``x`` (float64) truncated toward zero to ``bits`` significant bits."""
+    m, e = np.frexp(x)
+    return np.ldexp(np.trunc(m * 2.0**bits) / 2.0**bits, e)
+
+
+def emulate(problem: Problem, a_q: np.ndarray, b_q: np.ndarray, a_scale: np.ndarray, b_scale: np.ndarray,
+            acc_bits: int = 14) -> np.ndarray:
+    """numpy model of kernels/wgmma_fp8.cu's arithmetic (the fake GPU runs it in the CPU tests).
+
+    ``a_q`` (M, K) and ``b_q`` (N, K, B as stored: column-major) are the FP8 operands' values as
+    float64; ``a_scale`` / ``b_scale`` the float32 scale buffers as :class:`Problem` lays them out.
+    Per 128-group kb of K the tensor cores form a partial sum T over 4 k-steps of 32 (each step's
+    products added exactly, then T truncated toward zero to ``acc_bits`` significant bits: a model
+    of the FP8 accumulator after DeepSeek-V3's ~14-bit measurement, not a measured one of this GPU);
+    the promotion adds T to a float32 accumulator (``block``: ``fma(T, sa * sb, acc)`` with A's
+    scale of (kb, m) and B's of (n // 128, kb)); the epilogue multiplies by A_scale * B_scale
+    (``tensor``) or A_scale[m] * B_scale[n] (``row``). Returns float32 (M, N), before C's rounding."""
+    M, N, K = problem.M, problem.N, problem.K
+    acc = np.zeros((M, N), dtype=np.float32)
+    L4 = -(-problem.scale_groups // 4) * 4
+    for kb in range(problem.scale_groups):
+        t = np.zeros((M, N))
+        for k0 in range(kb * BK, min(K, kb * BK + BK), 32):
+            t = _truncate(t + a_q[:, k0:k0 + 32] @ b_q[:, k0:k0 + 32].T, acc_bits)
+        t32 = t.astype(np.float32)
+        if problem.scaling == "block":
+            sa = a_scale.reshape(-1)[kb * M:(kb + 1) * M].astype(np.float32)
+            sb = b_scale.reshape(-1)[np.arange(N) // 128 * L4 + kb].astype(np.float32)
+            s = (sa[:, None] * sb[None, :]).astype(np.float32)
+            acc = (t32.astype(np.float64) * s + acc).astype(np.float32)  # one rounding: the fma
+        else:
+            acc = (acc + t32).astype(np.float32)
+    if problem.scaling == "tensor":
+        return (acc * (np.float32(a_scale.reshape(-1)[0]) * np.float32(b_scale.reshape(-1)[0]))).astype(np.float32)
+    if problem.scaling == "row":
+        sa, sb = a_scale.reshape(-1)[:M].astype(np.float32), b_scale.reshape(-1)[:N].astype(np.float32)
+        return (acc * sa[:, None] * sb[None, :]).astype(np.float32)
+    return acc
+
+
 class WgmmaFp8Kernel(KernelSpec):
     """The persistent FP8 wgmma GEMM of kernels/wgmma_fp8.cu (module docstring): BM x BN tiles,
     128-byte K stages by TMA, partial sums promoted to float32 every 128 of K, scales applied by
@@ -113,7 +166,8 @@ class WgmmaFp8Kernel(KernelSpec):
         require(p["BM"] in PARAM_VALUES["BM"], "kernel.BM",
                 f"BM={p['BM']} must be 128 or 256 (two consumer warpgroups, whole m64 blocks each)")
         require(p["BN"] in PARAM_VALUES["BN"], "kernel.BN",
-                f"BN={p['BN']} must be 64, 96, 128, 160, 192 or 256 (an FP8 wgmma n of gemmlab/wgmma_fp8.cuh)")
+                f"BN={p['BN']} must be 64, 96, 128, 160 or 192 (an FP8 wgmma n of gemmlab/wgmma_fp8.cuh whose "
+                f"accumulator and partial sum fit the registers)")
         require(p["OVERLAP"] in PARAM_VALUES["OVERLAP"], "kernel.OVERLAP",
                 f"OVERLAP={p['OVERLAP']} must be 0 (one partial-sum bank) or 1 (two: the next stage's wgmma runs "
                 "while this one is promoted)")
@@ -190,17 +244,12 @@ class WgmmaFp8Kernel(KernelSpec):
 
     def ownership(self, shape: Shape, params, device: DeviceFacts | None = None):
         """Stores: the persistent schedule (:func:`tile_order`, 132 SMs unless ``device`` says
-        otherwise) times the m64nBN accumulator layout of the two consumer warpgroups (warpgroup wg
-        rows wg x BM/2.., m64 block mi, warp w rows 16 w.., lane (g, t) rows g and g + 8, columns
-        8 j + 2 t + v), masked to M x N. Loads: per stage one A box (BM x 128) and one B box (BN x
+        otherwise) times the accumulator layout of the two consumer warpgroups
+        (:func:`fragment_coords`), masked to M x N. Loads: per stage one A box (BM x 128) and one B box (BN x
         128), each tile element written once."""
         facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
         BM, BN = params["BM"], params["BN"]
-        wg, mi, w, j, lane, h, v = np.ix_(range(2), range(BM // 128), range(4), range(BN // 8), range(32), range(2),
-                                          range(2))
-        rows = wg * (BM // 2) + mi * 64 + w * 16 + lane // 4 + 8 * h
-        cols = j * 8 + 2 * (lane % 4) + v
-        r, c = (a.ravel() for a in np.broadcast_arrays(rows, cols))
+        r, c = fragment_coords(BM, BN)
         stores = np.zeros((shape.M, shape.N), dtype=np.int64)
         for cta in tile_order(shape, params, self.ctas(shape, params, facts)):
             for m_blk, n_blk in cta:
