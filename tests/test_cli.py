@@ -33,7 +33,7 @@ BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_t
                    "sgemm_warptile", "sgemm_pipelined", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
                    "cluster_tiled", "gemv_rows", "gemv_cols", "small_tile", "slicedk", "splitk_warptile", "streamk",
                    "wgmma_bf16", "wgmma_tf32", "decode_bf16", "triton_matmul",
-                   "splitk_dot", "triton_tma_persistent")
+                   "splitk_dot", "triton_tma_persistent", "wgmma_fp8")
 
 
 def results(root: Path) -> list[Path]:
