@@ -324,6 +324,7 @@ def _compare(c: np.ndarray, ref: np.ndarray, tol, rows=None, cols=None):
 
 #: host memory one verification block may use (float64 reference, |A||B|, tolerance, errors ...)
 BLOCK_BYTES = 256 << 20
+FREIVALDS_BLOCK_BYTES = 4 << 20  # float64 rows of C per Freivalds block (:func:`_freivalds`)
 #: bytes of host memory per output element of one block, counted from the temporaries of
 #: tolerance() and _compare() (measured with tracemalloc in tests/test_verify_memory.py)
 BYTES_PER_ELEMENT = 96
@@ -466,7 +467,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
         s = cache[key]
         rows, cols, others = s["rows"], s["cols"], s["others"]
         parts = [_compare(c[rows], s["ref_r"], s["tol_r"], rows=rows),
-                 _compare(c[others][:, cols], s["ref_c"], s["tol_c"], rows=others, cols=cols)]
+                 _compare(c[np.ix_(others, cols)], s["ref_c"], s["tol_c"], rows=others, cols=cols)]
         freivalds = _freivalds(c, s["freivalds"], rule, options, step)
         described = (f"sampled: {len(rows)} whole rows and {len(cols)} whole columns vs float64, plus "
                      f"Freivalds' check of the whole product with {options.trials} random ±1 vectors")
@@ -529,18 +530,19 @@ def _freivalds(c, sides: dict, rule, options, step: int | None = None) -> dict:
     """Freivalds' check C·x vs A·(B·x) for the vectors of ``sides`` (:func:`_freivalds_sides`); C
     is read in blocks of ``step`` rows (never a whole float64 copy)."""
     M, N = c.shape
-    step = step or M
-    xs = sides["xs"]
-    lhs = [np.empty(M) for _ in xs]
+    # blocks of at most FREIVALDS_BLOCK_BYTES of float64 (cache-sized: the copy, the products with
+    # every x at once and the |C| row sums read it from cache, not DRAM), and never above ``step``
+    step = max(1, min(step or M, FREIVALDS_BLOCK_BYTES // (8 * max(1, N))))
+    xs = np.column_stack(sides["xs"])
+    lhs_all = np.empty((M, xs.shape[1]))
     abs_c_rows = np.empty(M)
-    passed = True
     for r in range(0, M, step):
         c64 = c[r:r + step].astype(np.float64)
-        passed = passed and bool(np.isfinite(c64).all())
-        for out, x in zip(lhs, xs):
-            out[r:r + step] = c64 @ x
-        abs_c_rows[r:r + step] = np.abs(c64) @ np.ones(N)
-        del c64
+        lhs_all[r:r + step] = c64 @ xs
+        abs_c_rows[r:r + step] = np.abs(c64, out=c64).sum(axis=1)
+    # a NaN or inf in C makes its row's |C| sum non-finite
+    passed = bool(np.isfinite(abs_c_rows).all())
+    lhs = list(lhs_all.T)
     worst = 0.0
     for rhs, lhs_x in zip(sides["rhs"], lhs):
         if rule == "exact":
