@@ -159,14 +159,13 @@ def test_quoted_sweep_values_are_checked_as_hydra_composes_them():
     was refused (``-m sanitizer='memcheck',null``: ``got QuotedString(text='memcheck', ...)``) and a
     blank one passed; a value with an interpolation inside a list is left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from gemmlab.cli import plan
+    from gemmlab.cli import precheck
     parse = OverridesParser.create().parse_overrides
     (swept,) = parse(["sanitizer='memcheck',null"])
-    assert plan._typed_values(swept) == ["memcheck", None]
-    for value in plan._typed_values(swept):
-        plan._check_value("sanitizer", value, [], None)  # valid: no error
+    assert precheck._typed_values(swept) == ["memcheck", None]
+    precheck._check_values(swept, None)  # valid: no error
     (listed,) = parse(["shape=[${oc.env:M},8,8],[8,8,8]"])
-    assert plan._typed_values(listed) == [[8, 8, 8]]
+    assert precheck._typed_values(listed) == [[8, 8, 8]]
 
 
 def test_a_listed_parameters_bad_sweep_value_is_one_line_before_any_point(cli, tmp_path):

@@ -475,7 +475,7 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
     # a new-user trial: a bad shape, tile parameter or arch of a sweep became a failed point after the others ran
     ("shape=[63,65,33],[4,5]", "shape: must be a list [M, N, K] of three positive integers, got [4, 5]"),
     ("shape=[63,65,33],[0,65,33]", "shape: M must be a positive integer, got 0 in [0, 65, 33] (shape is [M, N, K]"),
-    ("+hydra.sweeper.params.shape='[8,8,8],[4,5]'", "shape: must be a list [M, N, K] of three positive integers, "
+    ("hydra.sweeper.params.shape='[8,8,8],[4,5]'", "shape: must be a list [M, N, K] of three positive integers, "
                                                   "got [4, 5]"),
     ("kernel.BY=16,0", "kernel.BY: must be an integer >= 1 and <= 4096, got 0"),
     ("kernel.BY=range(0,2)", "kernel.BY: must be an integer >= 1 and <= 4096, got 0"),
@@ -564,19 +564,17 @@ def test_values_of_a_sweepers_params_and_ranges_are_checked_before_any_folder(cl
     assert not (tmp_path / "outputs").exists()
 
 
-def test_an_experiment_files_own_sweep_values_are_checked(cli, tmp_path):
+def test_an_experiment_files_own_sweep_values_are_checked(cli, tmp_path, monkeypatch):
     """The sweep an experiment file declares (``hydra.sweeper.params``) is checked too, unless the
-    command line gives that key itself (read from the config Hydra composed: gemmlab.cli.plan)."""
-    conf = tmp_path / "conf" / "experiment"
-    conf.mkdir(parents=True)
-    (conf / "mine.yaml").write_text("# @package _global_\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
-                                    "      kernel: naive,tiled\n      resume: maybe\n")
-    proc = cli(["-cd", str(tmp_path / "conf"), "-m", "experiment=mine", "mode=compile"], tmp_path)
+    command line gives that key itself."""
+    from gemmlab.cli import precheck
+    real = precheck._experiment_sweeps
+    monkeypatch.setattr(precheck, "_experiment_sweeps", lambda name, *dirs: {**real(name, *dirs), "resume": "true,maybe"})
+    proc = cli(["-m", "experiment=seed_lab", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip() == ("gemmlab: error: resume: must be true or false, got 'maybe' "
-                                                            "(in experiment mine's hydra.sweeper.params.resume)")
+                                                            "(in experiment seed_lab's hydra.sweeper.params.resume)")
     assert not (tmp_path / "outputs").exists()
-    proc = cli(["-cd", str(tmp_path / "conf"), "-m", "experiment=mine", "mode=compile", "resume=maybe"], tmp_path)
-    assert proc.returncode == 2 and proc.stderr.strip() == "gemmlab: error: resume: must be true or false, got 'maybe'"
+    assert real("seed_lab")["kernel"] and real("no_such_experiment") == {}
 
 
 @pytest.mark.parametrize("module, args, start", [

@@ -38,7 +38,6 @@ from gemmlab.cli.sweep import sweep_interrupted, sweep_resume_advice  # noqa: F4
 
 from gemmlab.cli.folders import output_folder_error
 from gemmlab.cli.hydra_errors import hydra_error
-from gemmlab.cli.plan import Refused
 from gemmlab.cli.precheck import Invocation, _prepare
 from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
@@ -321,11 +320,6 @@ def _run(invocation: Invocation) -> int:
     try:
         with _hydra_raises():
             _hydra_app(invocation)()
-    except Refused as refused:  # the plan refused the composed config (gemmlab.cli.plan): nothing was made
-        if full_error:
-            traceback.print_exception(refused.error)
-        print(f"gemmlab: error: {refused.error}", file=sys.stderr)
-        sys.exit(2)
     except FolderError as refused:  # the output folder is in use or cannot be written (gemmlab.cli.folders)
         print(f"gemmlab: error: {refused.message}", file=sys.stderr)
         sys.exit(refused.code)
@@ -359,11 +353,7 @@ def _run(invocation: Invocation) -> int:
             print("gemmlab: error: hydra.sweeper: no trial of the search gave a valid measurement (each failed or "
                   "was invalid; the summary above says why), so there is no best one", file=sys.stderr)
             sys.exit(outcome.exit_status_with(invocation.statuses))
-        try:
-            registry = registry_for({"plugin_dirs": invocation.plugin_dirs})
-        except ConfigError:
-            registry = None
-        error = hydra_error(exc, sys.argv[1:], registry) or _launcher_argument_error(exc)
+        error = hydra_error(exc, sys.argv[1:]) or _launcher_argument_error(exc)
         if error is None:
             raise
         if sweep_dir is not None and not invocation.statuses:  # refused after Hydra made the sweep's folder, before

@@ -49,7 +49,7 @@ def _missing_plugin(group: str, option: str, args: list[str]) -> ConfigError | N
     return ConfigError(group, f"{chosen} needs {plugin[0]}, which is not installed: pip install 'gemmlab[{plugin[1]}]'")
 
 
-def hydra_error(exc: BaseException, args: list[str] | None = None, registry=None) -> ConfigError | None:
+def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigError | None:
     """The one-line :class:`ConfigError` for an error Hydra (or OmegaConf under it) raised about
     the command line or the configs it composes: a missing ``--config-dir``/``--config-path``
     folder, an unknown ``--config-name`` or group option (``hydra/launcher=nope``), an override
@@ -59,8 +59,7 @@ def hydra_error(exc: BaseException, args: list[str] | None = None, registry=None
     The field is the flag, the config group or the key; the message is Hydra's, in one line,
     with what is allowed (the group's options, the expected values) where Hydra says it. A
     launcher or sweeper plugin that is not installed names the extra that brings it, and the
-    option or experiment of ``args`` (the command line) that asked for it; an unknown kernel is
-    the ``registry``'s one message (:meth:`gemmlab.contract.registry.Registry.unknown`).
+    option or experiment of ``args`` (the command line) that asked for it.
     """
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
@@ -88,10 +87,6 @@ def hydra_error(exc: BaseException, args: list[str] | None = None, registry=None
         return _dotted_param_error(*dotted)
     if isinstance(exc, OverrideParseException):
         return ConfigError(exc.override.split("=", 1)[0] or "override", _one_line(exc.message))
-    m = re.match(r"(?:Ambiguous value for argument|Sweep parameters) '([^']*)'", text)
-    if m:  # a sweep in a run (Hydra's RUN mode): its three-line advice, in one
-        return ConfigError(m.group(1).split("=", 1)[0].lstrip("+~"), f"{m.group(1)!r} is a sweep (several values); "
-                           "run it with -m (gemmlab -m ...)")
     m = re.match(r"Sweeping over Hydra's configuration is not supported\s*:\s*'([^'=]+)=(.*)'", text)
     if m:  # hydra.sweeper.params.tc_rung=a,b: a comma list is a sweep, and Hydra keys are not swept
         return ConfigError(m.group(1), f"{m.group(2)} is a comma list, i.e. a sweep, and Hydra does not sweep its "
@@ -129,8 +124,6 @@ def hydra_error(exc: BaseException, args: list[str] | None = None, registry=None
             experiment = _experiment_file(list(args or []))
             if group != "experiment" and experiment is not None and _in_defaults(experiment[1], group, option):
                 where = f" (in experiment/{experiment[0]}'s defaults)"
-            if group == "kernel" and registry is not None and not where:
-                return registry.unknown(option)
             return ConfigError(group, f"unknown {what}{where}; available: {options}")
         return ConfigError(missing or "config", _one_line(text))
     cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None

@@ -11,6 +11,7 @@ conf/config.yaml).
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,6 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
-from gemmlab.cli.plan import count_jobs  # noqa: F401  (re-exported: the progress count)
 from gemmlab.results.summary import SweepOutcome, save_summary, summarize
 from gemmlab.run.folders import keep_earlier_hydra_files, keep_earlier_multirun_yaml, nothing_to_resume
 
@@ -82,6 +82,62 @@ class SweepSummary(Callback):
         if sys.stdout is not None:  # None: the command was started with stdout closed (>&-)
             sys.stdout.flush()
         raise SweepFinished(outcome)
+
+
+def count_jobs(config) -> int | None:
+    """How many jobs this multirun will launch: the grid size for Hydra's basic sweeper, n_trials
+    for Optuna; None when unknown."""
+    if is_search(config):
+        return OmegaConf.select(config, "hydra.sweeper.n_trials", default=None)
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.core.override_parser.types import Glob
+        raw = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+        try:  # a value from a resolver, e.g. experiment=shapes' ${gemmlab_suite:}, is the sweep it gives
+            params = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
+        except Exception:
+            params = OmegaConf.to_container(raw) if raw is not None else {}
+        task = {o.split("=", 1)[0]: o for o in OmegaConf.select(config, "hydra.overrides.task", default=[])}
+        strings = [task.pop(k, f"{k}={v}") for k, v in params.items()] + list(task.values())
+        parsed = OverridesParser.create().parse_overrides(strings)
+        if any(isinstance(o.value(), Glob) for o in parsed):  # Hydra matches a glob against the group's options
+            strings = [_glob_as_list(o) if isinstance(o.value(), Glob) else o.input_line for o in parsed]
+            parsed = OverridesParser.create().parse_overrides(strings)
+        if any(o.is_sweep_override() and not o.is_discrete_sweep() for o in parsed):
+            return None  # an interval: a search's
+        values = {o.get_key_element(): len(list(o.sweep_string_iterator())) if o.is_sweep_override() else 1
+                  for o in parsed}  # a later override of a key replaces an earlier one (Hydra's basic sweep)
+        return math.prod(values.values())
+    except Exception:
+        return None
+
+
+def kernel_options() -> list[str]:
+    """The options of the ``kernel`` config group as Hydra sees them, sorted: gemmlab's
+    ``conf/kernel`` files and the kernel nodes in Hydra's ConfigStore (a plugin kernel without a
+    file gets one from :func:`gemmlab.cli.precheck._prepare`, which calls this after storing them)."""
+    from hydra.core.config_store import ConfigStore
+
+    from gemmlab.paths import CONF_DIR
+    options = {p.stem for p in (CONF_DIR / "kernel").glob("*.yaml")}
+    options |= {name.removesuffix(".yaml") for name in ConfigStore.instance().repo.get("kernel", {})}
+    return sorted(options)
+
+
+def _glob_as_list(o) -> str:
+    """A ``kernel=glob(...)`` override as the comma list of the kernels it matches
+    (:func:`kernel_options`, the group's options Hydra matches it against; a progress line's total,
+    ``[1/3]``, came out ``[1/?]``).
+
+    Raises:
+        ValueError: a glob over another group (its options are not listed here) or one that
+            matches nothing."""
+    if o.key_or_group != "kernel":
+        raise ValueError(f"options of {o.key_or_group} not listed")
+    matched = o.value().filter(kernel_options())
+    if not matched:
+        raise ValueError("the glob matches nothing")
+    return f"{o.input_line.split('=', 1)[0]}={','.join(matched)}"
 
 
 #: the logger of Hydra's Optuna sweeper (hydra-optuna-sweeper 1.2), which says why a trial failed
