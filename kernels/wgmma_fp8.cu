@@ -34,6 +34,14 @@
 //   d[4j + 2h + v] = D(16w + g + 8h, 8j + 2t + v), g = lane / 4, t = lane % 4.
 #include <cuda_bf16.h>
 #include "gemmlab/ptx.cuh"
+
+// Test-only mutant (tests/plugins_fp8_mutant, -D WGMMA_FP8_NO_PROMOTION=1; OVERLAP=0, tensor or row
+// scaling): the partial sum is never promoted; all of K accumulates in the tensor core's
+// accumulator, while the plugin still declares promotion every 128. The fp8 bound must catch it at
+// large K. 0 (the default): the shipped kernel.
+#ifndef WGMMA_FP8_NO_PROMOTION
+#define WGMMA_FP8_NO_PROMOTION 0
+#endif
 #include "gemmlab/wgmma.cuh"
 #include "gemmlab/wgmma_fp8.cuh"
 
@@ -42,11 +50,12 @@
 constexpr int FP8_BK = 128;
 
 /// One stage's wgmma group into the partial-sum bank `t` (MI m64 blocks x BN): 4 k-steps of 32, the
-/// first with scale-d = 0; `slot` the stage's shared memory (A BM x 128 bytes, then B BN x 128),
+/// first with scale-d = 0 where `fresh` (a new partial sum; the test-only mutant passes false after
+/// its tile's first stage); `slot` the stage's shared memory (A BM x 128 bytes, then B BN x 128),
 /// `a_row0` this warpgroup's first row of the A tile. Commits the group; does not wait.
 template <int FA, int FB, int MI, int BN>
 __device__ __forceinline__ void fp8_stage_mma(float (&t)[MI][BN / 2], const unsigned char *slot, int a_row0,
-                                              int a_bytes) {
+                                              int a_bytes, bool fresh = true) {
   gemmlab::wgmma_fence_operands(t);
   gemmlab::wgmma_fence();
 #pragma unroll
@@ -55,7 +64,7 @@ __device__ __forceinline__ void fp8_stage_mma(float (&t)[MI][BN / 2], const unsi
 #pragma unroll
     for (int mi = 0; mi < MI; mi++) {
       const unsigned long long da = gemmlab::wgmma_desc_128b(slot + (a_row0 + mi * 64) * 128 + kk * 32, 16, 1024);
-      gemmlab::wgmma_fp8<FA, FB>(t[mi], da, db, kk > 0 ? 1 : 0);
+      gemmlab::wgmma_fp8<FA, FB>(t[mi], da, db, kk > 0 || !fresh ? 1 : 0);
     }
   }
   gemmlab::wgmma_commit();
@@ -122,6 +131,7 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
   static_assert(SCALING >= 0 && SCALING <= 2 && (OUT_BF16 == 0 || OUT_BF16 == 1) && (OVERLAP == 0 || OVERLAP == 1),
                 "SCALING 0..2, OUT_BF16 0/1, OVERLAP 0/1");
   static_assert(MI * BN * (2 + OVERLAP) / 2 <= 192, "accumulator + partial-sum registers per consumer thread <= 192");
+  static_assert(!WGMMA_FP8_NO_PROMOTION || (OVERLAP == 0 && SCALING != 2), "the no-promotion mutant: OVERLAP=0, tensor or row scaling");
 
   extern __shared__ unsigned char smem_raw[];
   __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
@@ -198,11 +208,11 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
         for (int i = 0; i < BN / 2; i++) acc[mi][i] = 0.0f;
       // stage kt of this tile: its ring slot after the full wait (scales fetched first: their load
       // latency hides behind the wait and the wgmma group)
-      auto issue = [&](auto &t, auto &sa, auto &sb, int kt) {
+      auto issue = [&](auto &t, auto &sa, auto &sb, int kt, bool fresh = true) {
         if constexpr (SCALING == 2) fp8_block_scales<MI>(sa, sb, A_scale, B_scale, kt, row0, n0, M, nblocks, L4);
         const int s = (it + kt) % STAGES;
         gemmlab::mbarrier_try_wait_parity(&full[s], ((it + kt) / STAGES) & 1);
-        fp8_stage_mma<FA, FB, MI, BN>(t, ring + s * STAGE_BYTES, wg * WM, A_BYTES);
+        fp8_stage_mma<FA, FB, MI, BN>(t, ring + s * STAGE_BYTES, wg * WM, A_BYTES, fresh);
       };
       if constexpr (OVERLAP) {
         // bank 0 holds stage kt (in flight) at the top of each pass; stage kt + 1 goes into bank 1
@@ -241,12 +251,13 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
         }
       } else {
         for (int kt = 0; kt < k_tiles; kt++) {
-          issue(t0, sa0, sb0, kt);
+          issue(t0, sa0, sb0, kt, !WGMMA_FP8_NO_PROMOTION || kt == 0);
           gemmlab::wgmma_wait<0>();
           gemmlab::wgmma_fence_operands(t0);
           release((it + kt) % STAGES);
-          fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
+          if (!WGMMA_FP8_NO_PROMOTION) fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
         }
+        if (WGMMA_FP8_NO_PROMOTION) fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);  // once, at the end
       }
       it += k_tiles;
 

@@ -4,10 +4,13 @@ under the fp8 bound for the declared accumulation (promotion every 128 of K), wi
 unchanged inputs and repeat stability. The partial-tile suite (odd M and N, K not a multiple of
 128: the last k-group zero-padded by TMA) in each scaling mode (tensor, row, block) x C type
 (float32, bf16); E5M2 operands; the other parameters (OVERLAP=0, BN 64/96/160/192/256, BM=256,
-GROUP_M); K = 16384 inside the promoted bound; and 4096^3 graph-timed against ``baseline=cublas``
+GROUP_M); K = 16384 inside the promoted bound, where the same kernel built without promotion
+(tests/plugins_fp8_mutant) fails it; and 4096^3 graph-timed against ``baseline=cublas``
 (cuBLASLt FP8 in the same process), whose ratio the test prints."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -18,9 +21,12 @@ pytestmark = pytest.mark.gpu
 FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events"}
 
 
-def _run(tmp_path, shape, params=None, check_only=True, timing=None, baseline=None, **fp8):
-    cfg = {"kernel": {"name": "wgmma_fp8", **(params or {})}, "shape": list(shape), "precision": "fp8", "fp8": fp8,
-           "layout": {"a": "row", "b": "col"}, "timing": timing or dict(FAST)}
+MUTANT = str(Path(__file__).parent / "plugins_fp8_mutant")
+
+
+def _run(tmp_path, shape, params=None, check_only=True, timing=None, baseline=None, kernel="wgmma_fp8", **fp8):
+    cfg = {"kernel": {"name": kernel, **(params or {})}, "shape": list(shape), "precision": "fp8", "fp8": fp8,
+           "layout": {"a": "row", "b": "col"}, "timing": timing or dict(FAST), "plugin_dirs": [MUTANT]}
     if baseline:
         cfg["baseline"] = baseline
     return run_point(cfg, tmp_path / "run", check_only=check_only)
@@ -72,6 +78,16 @@ def test_large_k_inside_the_promoted_bound(tmp_path, scaling):
     K of about a thousand, tests/test_fp8.py) holds."""
     rec = _verified(_run(tmp_path, (256, 384, 16384), scaling=scaling, out="float32"))
     assert rec["verification"]["max_error_over_tolerance"] < 1
+
+
+@pytest.mark.parametrize("scaling", ["tensor", "row"])
+def test_the_non_promoting_mutant_is_caught_at_large_k(tmp_path, scaling):
+    """The same kernel built with -D WGMMA_FP8_NO_PROMOTION=1 (tests/plugins_fp8_mutant: all of K in
+    the tensor core's accumulator, promotion every 128 still declared) fails the bound at K = 16384,
+    where the shipped kernel passes (test_large_k_inside_the_promoted_bound)."""
+    rec = _run(tmp_path, (256, 384, 16384), kernel="wgmma_fp8_no_promotion", scaling=scaling, out="float32")
+    assert rec["status"] == "wrong_result", rec.get("error")
+    assert rec["verification"]["max_error_over_tolerance"] > 1 and rec["verification"]["nan_outputs"] == 0
 
 
 @pytest.mark.parametrize("scaling", ["tensor", "block"])

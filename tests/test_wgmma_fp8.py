@@ -9,6 +9,7 @@ the buffers the contract lays out, C float32 or bf16), a wrong model caught."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -160,6 +161,30 @@ def test_compiles_to_fp8_wgmma_without_spills(problem, over, form, count):
         assert compiled.sass["wgmma"]["serialized"] == count // 4 // (p["BM"] // 128)
     if problem.scaling == "block":  # the promotion's fma with the scales
         assert hist["FFMA"] > 0
+
+
+def test_the_no_promotion_mutant_builds_from_the_same_source(tmp_path):
+    """tests/plugins_fp8_mutant's wgmma_fp8_no_promotion (for the GPU test that the bound catches it):
+    the shipped source with -D WGMMA_FP8_NO_PROMOTION=1, still declaring promotion every 128; refused
+    where the mutant has no form (OVERLAP=1, block scaling); compiles without spills, with no
+    promotion adds in its k-loop (another SASS than the shipped OVERLAP=0 build)."""
+    registry = load_registry([str(Path(__file__).parent / "plugins_fp8_mutant")], entry_points=False)
+    mutant = registry.get("wgmma_fp8_no_promotion")
+    assert mutant.fp8_accumulation == 128 and mutant.source == SPEC.source
+    problem, p = fp8(256, 384, 16384), {**mutant.defaults}
+    mutant.check_problem(problem, p, FACTS)
+    for bad, over in ((fp8(256, 384, 16384, "block"), {}), (problem, {"OVERLAP": 1})):
+        with pytest.raises(ParamError, match="no-promotion mutant"):
+            mutant.check_problem(bad, {**p, **over}, FACTS)
+    builds = {}
+    for name, s in (("mutant", mutant), ("shipped", SPEC)):
+        options = CompileOptions.for_kernel("90", s.options(problem, p, FACTS))
+        builds[name] = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p), options, persistent=True)
+    assert dict(builds["mutant"].options.defines) == {"WGMMA_FP8_NO_PROMOTION": "1"}
+    assert not dict(builds["shipped"].options.defines)
+    assert builds["mutant"].resources.spill_store_bytes == 0
+    assert builds["mutant"].sass["histogram"]["QGMMA"] == builds["shipped"].sass["histogram"]["QGMMA"] == 4
+    assert builds["mutant"].sass_text != builds["shipped"].sass_text
 
 
 # --- the fake GPU -----------------------------------------------------------------------------------
