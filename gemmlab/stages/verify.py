@@ -462,7 +462,8 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
                 "tol_r": tolerance(rule, options, ref_r, abs_product(np.abs(a[rows]), abs_b) if need_abs else None, K,
                                    precision, fp8, partial(a64[rows], b64)),
                 "tol_c": tolerance(rule, options, ref_c, abs_product(np.abs(a), abs_b[:, cols])[others] if need_abs
-                                   else None, K, precision, fp8, partial(a64[others], b64[:, cols])),
+                                   else None, K, precision, fp8,
+                                   partial(a64[others], b64[:, cols]) if interval else None),
                 "freivalds": _freivalds_sides(a64, b64, rule, options, K, precision, rng, N, fp8)}
         s = cache[key]
         rows, cols, others = s["rows"], s["cols"], s["others"]
