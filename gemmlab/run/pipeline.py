@@ -946,10 +946,11 @@ class Run:
         for backend in self.backends:
             last = guards.read(gpu, backend.buffers.c)
             first = self.outputs[backend.role]
-            same = np.array_equal(last.view(np.uint32), first.view(np.uint32))
+            word = np.dtype(f"u{last.dtype.itemsize}")  # bitwise, per element of C's own type (float32, bf16)
+            same = np.array_equal(last.view(word), first.view(word))
             backend.record["repeat_stable"] = bool(same)
             if not same:
-                diff = int((last.view(np.uint32) != first.view(np.uint32)).sum())
+                diff = int((last.view(word) != first.view(word)).sum())
                 _merge(record, self.backends)
                 raise SafetyNetError("unstable", f"{backend.name}: the last timed launch differs bitwise from the "
                                      f"correctness launch in {diff} element(s): likely a race")
