@@ -67,6 +67,7 @@ from typing import Mapping, NamedTuple, Union
 
 import pluggy
 
+from gemmlab.contract.grouped import GROUP_ARRAY_NAMES, GROUPED_KINDS, Grouped  # noqa: F401 (contract)
 from gemmlab.contract.space import (Choice, ParamDecl, PowerOfTwo, Range, Restriction, Space, configs_space,  # noqa: F401 (contract)
                                     derived_space, ordered_points)
 
@@ -147,6 +148,10 @@ class Problem:
             scale buffers' shapes and layouts: :meth:`stored_shape` of ``A_scale`` / ``B_scale``.
         out: the type of C: ``float32`` (every precision) or ``bf16`` (fp8 only; the kernel's
             epilogue applies the scales, then rounds to bf16).
+        grouped: a grouped GEMM (issue 44: mixture-of-experts experts, :mod:`gemmlab.contract.grouped`),
+            or None (a plain GEMM). For a grouped problem ``shape`` is (sum_g M_g, N, K), A, B and C
+            are stored as :class:`~gemmlab.contract.grouped.Grouped` says (:meth:`stored_shape`), and
+            its group arrays (``group_offsets``, ``group_m``, ``group_dims``) are inputs like A and B.
 
     No leading-dimension padding: ``lda``/``ldb``/``ldc`` are the packed extents.
 
@@ -174,6 +179,7 @@ class Problem:
     fp8_b: str = "e4m3"
     scaling: str = "tensor"
     out: str = "float32"
+    grouped: Grouped | None = None
 
     @property
     def M(self) -> int:
@@ -238,15 +244,30 @@ class Problem:
         """L = ceil(K / 128): the groups along K of ``block`` scaling."""
         return -(-self.K // SCALE_BLOCK)
 
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of one launch: 2 M N K, or a grouped problem's sum_g 2 M_g N_g K_g."""
+        return self.grouped.flops if self.grouped is not None else 2 * self.M * self.N * self.K
+
+    @property
+    def traffic(self) -> tuple[int, int, int] | None:
+        """A grouped problem's (flops, elements of A and B read, elements of C written) for the
+        roofline and the plausibility gate (:attr:`Grouped.traffic`); None for a plain GEMM (they
+        follow from M, N, K)."""
+        return self.grouped.traffic if self.grouped is not None else None
+
     def element_dtype(self, matrix: str) -> str:
-        """Element type name of ``matrix`` ("A" | "B" | "C" | "A_scale" | "B_scale")."""
+        """Element type name of ``matrix`` ("A" | "B" | "C" | "A_scale" | "B_scale"; a grouped
+        problem's group arrays: int32 or int64)."""
         if matrix in SCALE_MATRICES:
             return "float32"
+        if matrix in GROUP_ARRAY_NAMES and self.grouped is not None:
+            return self.grouped.array_dtype(matrix)
         return {"A": self.a_dtype, "B": self.b_dtype, "C": self.c_dtype}[matrix]
 
     def element_bytes(self, matrix: str) -> int:
         """Bytes per element of ``matrix`` (scales: 4)."""
-        return {"float32": 4, "bfloat16": 2, "float16": 2}.get(self.element_dtype(matrix), 1)
+        return {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int64": 8}.get(self.element_dtype(matrix), 1)
 
     @property
     def compute(self) -> str:
@@ -260,6 +281,8 @@ class Problem:
         Raises:
             ValueError: another name, or a scale name for a precision other than fp8.
         """
+        if self.grouped is not None:
+            return self.grouped.stored_shape(matrix)
         if matrix == "A":
             return (self.M, self.K) if self.layout_a == "row" else (self.K, self.M)
         if matrix == "B":
@@ -610,6 +633,12 @@ class KernelBase:
             (P = K), the loosest an FP8 tensor-core accumulator can be. With ``block`` scaling P must
             divide 128 (the scales change every 128). The fp8 bound covers exactly this accumulation
             (:mod:`gemmlab.stages.verify`). Checked when the plugin is loaded.
+        grouped_kinds: the grouped GEMM kinds the kernel runs (issue 44, :data:`GROUPED_KINDS`:
+            ``contiguous``, ``masked``, ``general``; the layouts in :mod:`gemmlab.contract.grouped`).
+            Default ``()``: a plain GEMM kernel, refused for a grouped problem; a kernel that declares
+            kinds is a grouped kernel, refused for a plain GEMM (``grouped.kind=null``). A grouped
+            kernel writes the valid rows of each group only: padding rows, masked rows and the gaps
+            between groups must stay as the core filled them (verification checks it).
     """
 
     name: str
@@ -623,6 +652,7 @@ class KernelBase:
     tf32_rounding: str | None = None
     space: Space | None = None
     fp8_accumulation: Union[int, str, None] = None
+    grouped_kinds: tuple[str, ...] = ()
 
     def param_space(self) -> Space:
         """The declared :attr:`space`, else the one derived from ``defaults`` and ``param_values``
@@ -776,7 +806,9 @@ class DevicePointers:
     """Device addresses (plain ints) of the matrices of one launch, stored as
     :class:`Problem` says (dtype and layout), and the CUDA stream handle (an int) to enqueue on.
     ``a_scale`` / ``b_scale``: the float32 scale buffers of ``precision=fp8`` (layouts:
-    :class:`Problem`), 0 for other precisions. Given to library-backed kernels only."""
+    :class:`Problem`), 0 for other precisions. ``groups``: a grouped problem's group arrays
+    (``group_offsets``, ``group_m``, ``group_dims``: :mod:`gemmlab.contract.grouped`) by name. Given
+    to library-backed kernels only."""
 
     a: int
     b: int
@@ -784,6 +816,7 @@ class DevicePointers:
     stream: int
     a_scale: int = 0
     b_scale: int = 0
+    groups: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -175,6 +175,10 @@ def check_declaration(spec: KernelBase, where: str) -> None:
             and accumulation % hookspecs.FP8_MMA_K == 0):
         raise bad("fp8_accumulation", accumulation, "it must be None (undeclared), \"float32\", or the promotion "
                   f"interval in K elements, a multiple of {hookspecs.FP8_MMA_K} (FP8 wgmma's K), e.g. 128")
+    kinds = getattr(spec, "grouped_kinds", ())
+    if not isinstance(kinds, (tuple, list)) or not all(isinstance(k, str) and k in hookspecs.GROUPED_KINDS for k in kinds):
+        raise bad("grouped_kinds", kinds, f"it must be a tuple of {', '.join(hookspecs.GROUPED_KINDS)} (issue 44), or () "
+                  "for a plain GEMM kernel, e.g. grouped_kinds=(\"contiguous\", \"masked\")")
     defaults = spec.defaults
     if not isinstance(defaults, Mapping):
         raise bad("defaults", defaults, "it must be a dict of parameter names and int defaults, e.g. {\"BM\": 64}")

@@ -169,8 +169,12 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
     (``fast``: :func:`make_inputs`' float32 draws).
 
     fp32/tf32 store float32 unchanged (the TF32 tensor core rounds its inputs itself; verification
-    allows for it), so ``precision=fp32`` row/row gives exactly :func:`make_inputs`' arrays.
+    allows for it), so ``precision=fp32`` row/row gives exactly :func:`make_inputs`' arrays. A grouped
+    problem's inputs: :func:`gemmlab.stages.grouped.make_grouped_inputs`.
     """
+    if problem.grouped is not None:  # issue 44: every group drawn alone (gemmlab.stages.grouped)
+        from gemmlab.stages.grouped import make_grouped_inputs
+        return make_grouped_inputs(problem, options, fast=fast)
     a32, b32 = make_inputs(problem.shape, options, fast=fast)
     if problem.precision == "fp8":
         return quantise_problem(problem, a32, b32, stats=not fast)

@@ -267,6 +267,7 @@ class Verdict:
     freivalds: dict | None = None
     tf32: dict | None = None
     fp8: dict | None = None
+    grouped: dict | None = None
 
     def record(self) -> dict:
         """JSON-ready fields for ``result.json`` (non-finite floats as strings)."""
@@ -282,6 +283,8 @@ class Verdict:
             del out["tf32"]
         if not out["fp8"]:
             del out["fp8"]
+        if out["grouped"] is None:
+            del out["grouped"]
         return out
 
     def summary(self) -> str:
@@ -297,6 +300,10 @@ class Verdict:
             text += "; Freivalds check failed"
         if self.tf32:
             text += f"; TF32 inputs rounded {self.tf32['rounding']}"
+        if self.grouped:
+            from gemmlab.stages.grouped import grouped_summary
+            detail = grouped_summary(self)
+            text += f"; {detail}" if detail else ""
         return text
 
 
@@ -344,7 +351,8 @@ def _merge(parts: list[dict]) -> dict:
 
 def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, distribution: str = "normal",
           precision: str = "fp32", seed: int = 0, products: dict | None = None,
-          block_bytes: int = BLOCK_BYTES, tf32_rounding: str | None = None, fp8: Fp8Bound | None = None) -> Verdict:
+          block_bytes: int = BLOCK_BYTES, tf32_rounding: str | None = None, fp8: Fp8Bound | None = None,
+          grouped: hookspecs.Grouped | None = None) -> Verdict:
     """Verify ``c`` (M, N) float32 against the float64 product of ``a`` (M, K) and ``b`` (K, N),
     as :func:`_check` does; for ``precision="tf32"`` the operands are first rounded to TF32 the
     way ``tf32_rounding`` says (:func:`round_tf32`), or, when it is None (undeclared), by each of
@@ -354,9 +362,16 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, d
     dequantised operands (float64) and ``fp8`` says the kernel's declared accumulation and C's type
     (None: undeclared accumulation, float32 C); ``c`` may be bfloat16.
 
+    ``grouped`` (issue 44): ``c`` is a grouped problem's C as stored, ``a`` and ``b`` the packed
+    logical operands of :func:`gemmlab.stages.grouped.make_grouped_inputs`; every group is checked
+    alone and the rows outside the groups must be untouched (:func:`gemmlab.stages.grouped.check_grouped`).
+
     Raises:
         ValueError: inconsistent shapes, or an unknown ``tf32_rounding``.
     """
+    if grouped is not None:
+        from gemmlab.stages.grouped import check_grouped
+        return check_grouped(c, a, b, grouped, options, distribution, precision, seed, products, tf32_rounding)
     if precision == "fp8":
         fp8 = fp8 or Fp8Bound()
         verdict = _check(c, a, b, options, distribution, precision, seed, products, block_bytes, fp8)
