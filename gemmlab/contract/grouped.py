@@ -206,6 +206,18 @@ class Grouped:
         start = self.row_offsets[g]
         return slice(start, start + self.sizes[g])
 
+    def operands(self, c: np.ndarray, a: np.ndarray, b: np.ndarray, g: int):
+        """Group ``g``'s (C_g (M_g, N_g), A_g (M_g, K_g), B_g (K_g, N_g)): views into C as stored and
+        into the packed logical A and B of :func:`gemmlab.stages.inputs.make_grouped_inputs` (A as
+        stored; B (G, K, N), or for ``general`` flat with each B_g K_g x N_g row-major at its offset)."""
+        m, n, k = self.shape(g)
+        if self.kind == "general":
+            oa, ob, oc = self.element_offsets[g]
+            return (c.reshape(-1)[oc:oc + m * n].reshape(m, n), a.reshape(-1)[oa:oa + m * k].reshape(m, k),
+                    b.reshape(-1)[ob:ob + k * n].reshape(k, n))
+        rows = self.valid_rows(g)
+        return c[rows], a[rows], b[g]
+
     def untouched_ranges(self) -> tuple[tuple[int, int], ...]:
         """The element ranges [start, stop) of C as stored, flat, that no kernel may write: the
         padding rows after each group's M_g rows (contiguous), the masked rows of each slot

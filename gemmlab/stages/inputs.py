@@ -170,10 +170,9 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
 
     fp32/tf32 store float32 unchanged (the TF32 tensor core rounds its inputs itself; verification
     allows for it), so ``precision=fp32`` row/row gives exactly :func:`make_inputs`' arrays. A grouped
-    problem's inputs: :func:`gemmlab.stages.grouped.make_grouped_inputs`.
+    problem's inputs: :func:`make_grouped_inputs`.
     """
-    if problem.grouped is not None:  # issue 44: every group drawn alone (gemmlab.stages.grouped)
-        from gemmlab.stages.grouped import make_grouped_inputs
+    if problem.grouped is not None:  # issue 44: every group drawn alone (make_grouped_inputs)
         return make_grouped_inputs(problem, options, fast=fast)
     a32, b32 = make_inputs(problem.shape, options, fast=fast)
     if problem.precision == "fp8":
@@ -338,3 +337,56 @@ def _quant_error(x: np.ndarray, deq: np.ndarray, amax: np.ndarray, scaling: str,
     max_over_amax = float((err / amax.astype(np.float64)).max()) if err.size else 0.0
     return {"rms_relative_error": rel_rms, "max_abs_error": float(np.abs(diff).max()),
             "max_error_over_group_amax": max_over_amax}
+
+
+# --- grouped GEMM (issue 44) ----------------------------------------------------------------------
+
+def child_seed(seed: int, g: int) -> int:
+    """The seed of group ``g``'s draws: a 63-bit integer from ``numpy.random.SeedSequence((seed, g))``
+    (independent streams per group, the same on every machine)."""
+    return int(np.random.SeedSequence((seed, g)).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def _nan_array(shape, dtype) -> np.ndarray:
+    return np.full(shape, np.nan, dtype=np.float32).astype(dtype)
+
+
+def make_grouped_inputs(problem: Problem, options: InputOptions, fast: bool = False) -> ProblemInputs:
+    """The inputs of a grouped ``problem`` (module docstring): ``a``/``a_stored`` as A is stored
+    (:meth:`Grouped.stored_shape`), ``b`` the logical B (contiguous/masked: (G, K, N) float32;
+    general: (1, elements) with each B_g K_g x N_g row-major at its offset), ``b_stored`` as B is
+    stored; NaN wherever no group lies. fp32/tf32/bf16/fp16 (fp8 is refused by the config).
+
+    Raises:
+        ValueError: precision fp8 (grouped FP8 waits for block-scaled kernels, issue 44 item 3).
+    """
+    grouped = problem.grouped
+    if problem.precision == "fp8":
+        raise ValueError("grouped inputs: precision=fp8 is not supported")
+    dtype = storage_dtype(problem.precision)
+    a_stored = _nan_array(grouped.stored_shape("A"), dtype)
+    b_stored = _nan_array(grouped.stored_shape("B"), dtype)
+    general = grouped.kind == "general"
+    if general:
+        b_logical = np.full(b_stored.shape, np.nan, dtype=np.float32)
+    else:
+        b_logical = np.full((grouped.G, grouped.K, grouped.N), np.nan, dtype=np.float32)
+        b_view = b_stored.reshape(grouped.G, *((grouped.K, grouped.N) if grouped.layout_b == "row"
+                                               else (grouped.N, grouped.K)))
+    offsets = grouped.element_offsets if general else None
+    for g, (m, n, k) in enumerate(grouped.shapes):
+        a32, b32 = make_inputs(Shape(max(m, 1), n, k), InputOptions(seed=child_seed(options.seed, g),
+                                                                   distribution=options.distribution), fast=fast)
+        a_g, b_g = a32[:m].astype(dtype), b32.astype(dtype)
+        b_st = b_g if grouped.layout_b == "row" else b_g.T
+        if general:
+            oa, ob, _ = offsets[g]
+            a_stored[0, oa:oa + m * k] = a_g.reshape(-1)
+            b_stored[0, ob:ob + n * k] = b_st.reshape(-1)
+            b_logical[0, ob:ob + n * k] = b_g.astype(np.float32).reshape(-1)
+        else:
+            a_stored[grouped.valid_rows(g)] = a_g
+            b_view[g] = b_st
+            b_logical[g] = b_g.astype(np.float32)
+    return ProblemInputs(a=a_stored.astype(np.float32), b=b_logical, a_stored=np.ascontiguousarray(a_stored),
+                         b_stored=np.ascontiguousarray(b_stored))

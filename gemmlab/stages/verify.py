@@ -301,7 +301,6 @@ class Verdict:
         if self.tf32:
             text += f"; TF32 inputs rounded {self.tf32['rounding']}"
         if self.grouped:
-            from gemmlab.stages.grouped import grouped_summary
             detail = grouped_summary(self)
             text += f"; {detail}" if detail else ""
         return text
@@ -363,14 +362,13 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, d
     (None: undeclared accumulation, float32 C); ``c`` may be bfloat16.
 
     ``grouped`` (issue 44): ``c`` is a grouped problem's C as stored, ``a`` and ``b`` the packed
-    logical operands of :func:`gemmlab.stages.grouped.make_grouped_inputs`; every group is checked
-    alone and the rows outside the groups must be untouched (:func:`gemmlab.stages.grouped.check_grouped`).
+    logical operands of :func:`gemmlab.stages.inputs.make_grouped_inputs`; every group is checked
+    alone and the rows outside the groups must be untouched (:func:`check_grouped`).
 
     Raises:
         ValueError: inconsistent shapes, or an unknown ``tf32_rounding``.
     """
     if grouped is not None:
-        from gemmlab.stages.grouped import check_grouped
         return check_grouped(c, a, b, grouped, options, distribution, precision, seed, products, tf32_rounding)
     if precision == "fp8":
         fp8 = fp8 or Fp8Bound()
@@ -573,3 +571,98 @@ def _freivalds(c, sides: dict, rule, options, step: int | None = None) -> dict:
         with np.errstate(divide="ignore", invalid="ignore"):
             worst = max(worst, float(np.nanmax(np.where(tol > 0, err / tol, np.where(err > 0, np.inf, 0.0)))))
     return {"passed": passed, "trials": options.trials, "max_error_over_tolerance": worst}
+
+
+# --- grouped GEMM (issue 44) ----------------------------------------------------------------------
+
+def untouched_writes(grouped: hookspecs.Grouped, c: np.ndarray) -> dict:
+    """How many elements of C that belong to no group differ from the all-ones NaN fill
+    (:func:`gemmlab.gpu.guards.nan_fill`), and the first few as ``[row, col]`` of C as stored."""
+    flat = c.reshape(-1)
+    word = flat.view(np.dtype(f"u{flat.dtype.itemsize}"))
+    ones = np.iinfo(word.dtype).max
+    written, first, total = 0, [], 0
+    cols = c.shape[1]
+    for start, stop in grouped.untouched_ranges():
+        total += stop - start
+        bad = np.nonzero(word[start:stop] != ones)[0]
+        if bad.size:
+            written += int(bad.size)
+            first += [[int((start + i) // cols), int((start + i) % cols)] for i in bad[:FIRST_MISMATCHES - len(first)]]
+    return {"elements": total, "written": written, "first_written": first[:FIRST_MISMATCHES]}
+
+
+def check_grouped(c: np.ndarray, a: np.ndarray, b: np.ndarray, grouped: hookspecs.Grouped, options: VerifyOptions,
+                  distribution: str = "normal", precision: str = "fp32", seed: int = 0, products: dict | None = None,
+                  tf32_rounding: str | None = None) -> Verdict:
+    """Verify a grouped problem's C (as stored) group by group (module docstring).
+
+    Each non-empty group g is checked by :func:`gemmlab.stages.verify.check` with seed ``seed + g``
+    (its sampled rows and columns) and its own float64 products cached in ``products[("group", g)]``;
+    empty groups have nothing to check. The verdict passes when every group passes and no element
+    outside the groups was written; its ``grouped`` field lists per group M_g, N_g, K_g, mismatches,
+    NaN outputs, max error over tolerance and the method, and the untouched check
+    (:func:`untouched_writes`); ``first_mismatches`` give rows and columns of C as stored (``general``: of C_g).
+
+    Raises:
+        ValueError: shapes that do not match the grouped problem.
+    """
+    if c.shape != grouped.stored_shape("C"):
+        raise ValueError(f"C is {c.shape}, the grouped problem stores C as {grouped.stored_shape('C')}")
+    groups, verdicts = [], []
+    for g, (m, n, k) in enumerate(grouped.shapes):
+        if m == 0:
+            groups.append({"g": g, "M": 0, "N": n, "K": k, "mismatches": 0, "nan_outputs": 0, "passed": True,
+                           "method": "empty: nothing to check"})
+            continue
+        c_g, a_g, b_g = grouped.operands(c, a, b, g)
+        cache = None if products is None else products.setdefault(("group", g), {})
+        v = check(c_g, a_g, b_g, options, distribution, precision, seed + g, products=cache,
+                               tf32_rounding=tf32_rounding)
+        row0 = 0 if grouped.kind == "general" else grouped.valid_rows(g).start
+        v.first_mismatches = [[r + row0, col, got, exp] for r, col, got, exp in v.first_mismatches]
+        verdicts.append((g, v))
+        entry = {"g": g, "M": m, "N": n, "K": k, "mismatches": v.mismatches, "nan_outputs": v.nan_outputs,
+                 "passed": v.passed, "max_error_over_tolerance": v.max_error_over_tolerance
+                 if np.isfinite(v.max_error_over_tolerance) else str(v.max_error_over_tolerance), "method": v.method}
+        if v.freivalds is not None:
+            entry["freivalds_passed"] = v.freivalds["passed"]
+        if v.tf32 is not None:
+            entry["tf32_rounding"] = v.tf32["rounding"]
+        groups.append(entry)
+    untouched = untouched_writes(grouped, c)
+    failed = [g for g, v in verdicts if not v.passed]
+    vs = [v for _, v in verdicts]
+    methods = sorted({v.method for v in vs})
+    first_rule = vs[0] if vs else None
+    verdict = Verdict(
+        passed=not failed and untouched["written"] == 0,
+        max_abs_error=max((v.max_abs_error for v in vs), default=0.0),
+        max_rel_error=max((v.max_rel_error for v in vs), default=0.0),
+        mismatches=sum(v.mismatches for v in vs), nan_outputs=sum(v.nan_outputs for v in vs),
+        atol=options.atol, rtol=options.rtol,
+        first_mismatches=[f for v in vs for f in v.first_mismatches][:FIRST_MISMATCHES],
+        rule=first_rule.rule if first_rule else resolve_rule(options, distribution),
+        method=f"per group ({grouped.G} groups, {len(vs)} non-empty): " + "; ".join(methods),
+        max_error_over_tolerance=max((v.max_error_over_tolerance for v in vs), default=0.0),
+        safety=first_rule.safety if first_rule else None)
+    verdict.grouped = {"kind": grouped.kind, "groups": groups, "failed_groups": failed[:FIRST_MISMATCHES],
+                       "failed_group_count": len(failed), "untouched": untouched}
+    return verdict
+
+
+def grouped_summary(verdict: Verdict) -> str:
+    """The failing parts of a grouped verdict in words (added to :meth:`Verdict.summary`)."""
+    info = verdict.grouped or {}
+    parts = []
+    if info.get("failed_group_count"):
+        bad = [e for e in info["groups"] if not e["passed"]]
+        first = bad[0]
+        parts.append(f"{info['failed_group_count']} of {len(info['groups'])} groups wrong (first: group {first['g']}, "
+                     f"M_g={first['M']}, {first['mismatches']} mismatches, {first['nan_outputs']} NaN)")
+    u = info.get("untouched") or {}
+    if u.get("written"):
+        r, col = u["first_written"][0]
+        parts.append(f"{u['written']} of {u['elements']} elements of C outside every group (padding, masked rows or "
+                     f"gaps, which must stay untouched) were written, first at (row {r}, col {col})")
+    return "; ".join(parts)
