@@ -240,7 +240,7 @@ class Grouped:
                "flops": self.flops, "layout_b": self.layout_b}
         if self.generator == "zipf":
             out.update(seed=self.seed, exponent=self.exponent)
-        elif self.generator != "list":
+        elif self.generator == "all_but_one_empty":
             out["seed"] = self.seed
         if self.kind == "general":
             out["shapes"] = [list(s) for s in self.shapes]

@@ -24,6 +24,8 @@ from typing import Any, Mapping
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (FP8_FORMATS, FP8_OUTPUTS, LAYOUTS, PRECISIONS as hookspec_precisions, SCALINGS,
                                         Problem, Shape)
+from gemmlab.contract.grouped import GROUPED_KINDS, Grouped
+from gemmlab.stages.grouped import GENERATORS, group_sizes
 from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
 from gemmlab.stages.timing import FLUSHES, TimingOptions
 from gemmlab.stages.verify import VerifyOptions
@@ -75,6 +77,30 @@ class Fp8Options:
 
 
 @dataclass(frozen=True)
+class GroupedOptions:
+    """A grouped GEMM (issue 44; the layouts: :mod:`gemmlab.contract.grouped`). ``kind``: null (a
+    plain GEMM) | ``contiguous`` | ``masked`` | ``general``. ``shape=[M, N, K]`` gives the routed rows
+    M = sum_g M_g and the experts' N and K.
+
+    Group sizes M_g: ``sizes`` (a list of G ints >= 0 summing to M), or ``groups`` (G) experts
+    filled by ``generator``: ``uniform`` (balanced), ``zipf`` (skewed, ``seed`` and ``exponent``),
+    ``all_but_one_empty`` (:mod:`gemmlab.stages.grouped`). ``general`` may give ``shapes``, a list
+    of [M_g, N_g, K_g] (then shape must be [sum M_g, max N_g, max K_g]). ``align``: contiguous pads
+    each M_g up to a multiple of it (rows; DeepGEMM: 128), masked rounds M_max up to it; ``m_max``:
+    masked rows per expert slot (null: max M_g rounded up to ``align``)."""
+
+    kind: str | None = None
+    groups: int | None = None
+    sizes: list | None = None
+    generator: str = "uniform"
+    seed: int = 0
+    exponent: float = 1.2
+    align: int = 128
+    m_max: int | None = None
+    shapes: list | None = None
+
+
+@dataclass(frozen=True)
 class CacheOptions:
     """The persistent compile cache (``gemmlab.gpu.cache``): ``enabled``; ``dir`` null: the folder
     ``$GEMMLAB_CACHE_DIR`` or ``~/.cache/gemmlab/compile``."""
@@ -106,12 +132,15 @@ class RunConfig:
     cache_dir: str | None = CacheOptions.dir
     resume: bool = False
     fp8: Fp8Options = field(default_factory=Fp8Options)
+    grouped: Grouped | None = None
 
     @property
     def problem(self) -> Problem:
-        """The GEMM problem: shape, precision, layouts (and for fp8 its formats, scaling, output)."""
+        """The GEMM problem: shape, precision, layouts (and for fp8 its formats, scaling, output; for
+        a grouped GEMM its groups)."""
         f = self.fp8
-        return Problem(self.shape, self.precision, self.layout_a, self.layout_b, f.a, f.b, f.scaling, f.out)
+        return Problem(self.shape, self.precision, self.layout_a, self.layout_b, f.a, f.b, f.scaling, f.out,
+                       self.grouped)
 
     def label(self) -> str:
         """Short human label: ``tiled 63x65x33 BM=64 ...``."""
@@ -151,6 +180,7 @@ InputsNode = _node(InputOptions, "InputsNode")
 LayoutNode = _node(LayoutOptions, "LayoutNode")
 CacheNode = _node(CacheOptions, "CacheNode")
 Fp8Node = _node(Fp8Options, "Fp8Node")
+GroupedNode = _node(GroupedOptions, "GroupedNode")
 IsolationNode = _node(IsolationOptions, "IsolationNode")
 
 
@@ -176,6 +206,7 @@ class GemmlabConfig:
             float32 (fp8: or bf16), accumulation float32 (fp8: as the kernel declares). A kernel
             declares the precisions it supports.
         fp8: :class:`Fp8Options` (``precision=fp8`` only: formats, scaling, output type).
+        grouped: :class:`GroupedOptions` (a grouped GEMM of mixture-of-experts layers, issue 44).
         layout: :class:`LayoutOptions`.
         sanitizer: re-run the correctness launch under compute-sanitizer: null | memcheck |
             racecheck | synccheck | initcheck.
@@ -201,6 +232,7 @@ class GemmlabConfig:
     precision: Any = RunConfig.precision
     layout: Any = field(default_factory=LayoutNode)
     fp8: Any = field(default_factory=Fp8Node)
+    grouped: Any = field(default_factory=GroupedNode)
     sanitizer: Any = RunConfig.sanitizer
     inputs: Any = field(default_factory=InputsNode)
     verify: Any = field(default_factory=VerifyNode)
@@ -414,6 +446,13 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "fp8.b": _rule(_choice, tuple(FP8_FORMATS)),
     "fp8.scaling": _rule(_choice, SCALINGS),
     "fp8.out": _rule(_choice, tuple(FP8_OUTPUTS)),
+    "grouped.kind": _rule(_choice, GROUPED_KINDS, optional=True),
+    "grouped.groups": _rule(_int, 1, 65535, optional=True),
+    "grouped.generator": _rule(_choice, GENERATORS),
+    "grouped.seed": _rule(_int, 0, 2**63 - 1),
+    "grouped.exponent": _rule(_number, 0.01, 16.0),
+    "grouped.align": _rule(_int, 1, 4096),
+    "grouped.m_max": _rule(_int, 1, MAX_ELEMENTS, optional=True),
     "cache.enabled": _rule(_bool),
     "cache.dir": _path_rule("a folder for the compile cache",
                             "the default: $GEMMLAB_CACHE_DIR, else ~/.cache/gemmlab/compile"),
@@ -515,6 +554,109 @@ def parse_fp8(value: Any, precision: str) -> Fp8Options:
                 raise ConfigError(f"fp8.{key}", f"applies to precision=fp8 only; got precision={precision} "
                                   f"(leave fp8.{key} at {defaults[key]}, or add precision=fp8)")
     return Fp8Options(**parsed)
+
+
+def _int_list(value: Any, field_name: str, what: str, minimum: int) -> list[int]:
+    """A list of ints >= ``minimum`` (``what`` says what it holds), 1..65535 long."""
+    value = _plain(value)
+    if (isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 65535
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)):
+        raise ConfigError(field_name, f"must be a list of {what} (ints >= {minimum}), 1 to 65535 of them, or null; "
+                          f"got {typed(value)}")
+    return list(value)
+
+
+def parse_grouped(value: Any, shape: Shape, precision: str, layout_a: str, layout_b: str) -> Grouped | None:
+    """Validate the ``grouped`` section for a point of ``shape``, ``precision`` and layouts and return
+    the grouped problem (its group sizes drawn by the generator), or None for a plain GEMM
+    (``grouped.kind`` null, every other key at its default).
+
+    Rules (:class:`GroupedOptions`): the sizes sum to shape's M (``general`` with ``shapes``: shape is
+    [sum M_g, max N_g, max K_g]); precision fp32, tf32, bf16 or fp16; A row-major; ``groups`` or a
+    size list; ``m_max`` (masked only) >= every M_g; ``shapes`` for ``general`` only; every stored
+    matrix below 2**31 elements.
+
+    Raises:
+        ConfigError: field ``grouped.<key>`` (or ``precision``, ``layout.a``, ``shape``), naming what
+            is allowed.
+    """
+    value = _plain(value)
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ConfigError("grouped", f"must be a mapping with keys {', '.join(SECTIONS['grouped'])}, got {typed(value)}")
+    extra = sorted(set(value) - set(SECTIONS["grouped"]))
+    if extra:
+        raise ConfigError(f"grouped.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['grouped'])}")
+    defaults = _defaults(GroupedOptions)
+    cfg = {**defaults, **value}
+    parsed = {k: FIELD_RULES[f"grouped.{k}"](v) for k, v in cfg.items() if f"grouped.{k}" in FIELD_RULES}
+    kind = parsed["kind"]
+    if kind is None:
+        for key, v in cfg.items():
+            if v != defaults[key]:
+                raise ConfigError(f"grouped.{key}", f"applies to a grouped GEMM only; set grouped.kind to one of "
+                                  f"{', '.join(GROUPED_KINDS)} (or leave grouped.{key} at {typed(defaults[key])})")
+        return None
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        raise ConfigError("precision", f"a grouped GEMM (grouped.kind={kind}) runs fp32, tf32, bf16 or fp16; got "
+                          f"{precision} (FP8 grouped forms wait for block-scaled kernels, issue 44 item 3)")
+    if layout_a != "row":
+        raise ConfigError("layout.a", f"a grouped GEMM stores A row-major (the tokens of each expert as rows, "
+                          f"grouped.kind={kind}); got layout.a={layout_a}")
+    sizes = None if cfg["sizes"] is None else _int_list(cfg["sizes"], "grouped.sizes", "rows M_g per expert", 0)
+    shapes = None
+    if cfg["shapes"] is not None:
+        if kind != "general":
+            raise ConfigError("grouped.shapes", f"applies to grouped.kind=general only (per-group N_g and K_g); "
+                              f"got grouped.kind={kind}: give grouped.sizes, or grouped.groups with a generator")
+        raw = _plain(cfg["shapes"])
+        if (isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)) or not 1 <= len(raw) <= 65535
+                or not all(isinstance(t, (list, tuple)) and len(t) == 3 and all(isinstance(x, int) and not isinstance(
+                    x, bool) for x in t) and t[0] >= 0 and t[1] >= 1 and t[2] >= 1 for t in raw)):
+            raise ConfigError("grouped.shapes", f"must be a list of [M_g, N_g, K_g] (M_g >= 0, N_g and K_g >= 1), "
+                              f"1 to 65535 of them, or null; got {typed(raw)}")
+        if sizes is not None:
+            raise ConfigError("grouped.shapes", "gives M_g already; leave grouped.sizes null")
+        shapes = [tuple(t) for t in raw]
+        sizes = [t[0] for t in shapes]
+    G = parsed["groups"]
+    if sizes is not None:
+        if G is not None and G != len(sizes):
+            what = "grouped.shapes" if shapes else "grouped.sizes"
+            raise ConfigError("grouped.groups", f"is {G} but {what} lists {len(sizes)} groups; leave grouped.groups null")
+        total = sum(sizes)
+        if shapes:
+            want = [total, max(t[1] for t in shapes), max(t[2] for t in shapes)]
+            if list(shape) != want:
+                raise ConfigError("shape", f"a grouped.shapes point's shape is [sum M_g, max N_g, max K_g] = {want}; "
+                                  f"got {list(shape)}")
+        elif total != shape.M:
+            raise ConfigError("grouped.sizes", f"sum to {total} rows, but shape's M (the routed rows, sum of M_g) is "
+                              f"{shape.M}; give shape=[{total},{shape.N},{shape.K}]")
+        generator = "list"
+    else:
+        if G is None:
+            raise ConfigError("grouped.groups", f"give the number of experts G (an int >= 1) for grouped.generator="
+                              f"{parsed['generator']}, or the group sizes as grouped.sizes=[M_0,M_1,...]")
+        generator = parsed["generator"]
+        sizes = list(group_sizes(generator, shape.M, G, parsed["seed"], parsed["exponent"]))
+    if parsed["m_max"] is not None:
+        if kind != "masked":
+            raise ConfigError("grouped.m_max", f"applies to grouped.kind=masked only; got grouped.kind={kind}")
+        if parsed["m_max"] < max(sizes):
+            raise ConfigError("grouped.m_max", f"must be >= the largest group's M_g = {max(sizes)} (rows per expert "
+                              f"slot), got {parsed['m_max']}")
+    grouped = Grouped(kind=kind, sizes=tuple(sizes), N=shape.N, K=shape.K,
+                      nk=tuple((n, k) for _, n, k in shapes) if shapes else (), align=parsed["align"],
+                      m_max=parsed["m_max"] or 0, layout_b=layout_b, generator=generator, seed=parsed["seed"],
+                      exponent=parsed["exponent"])
+    for matrix in ("A", "B", "C"):
+        rows, cols = grouped.stored_shape(matrix)
+        if rows * cols > MAX_ELEMENTS:
+            raise ConfigError("shape", f"grouped.kind={kind} stores {matrix} as {rows} x {cols} = {rows * cols} "
+                              f"elements; at most {MAX_ELEMENTS} are allowed (fewer rows, experts or a smaller align)")
+    return grouped
 
 
 def parse_shape(value: Any) -> Shape:
@@ -700,9 +842,10 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
                           "(E5M2), so integers are not exact; use normal or uniform")
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
+    grouped = parse_grouped(cfg.get("grouped"), shape, precision, layout_a, layout_b)
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
                      arch=FIELD_RULES["arch"](cfg["arch"]), device=FIELD_RULES["device"](cfg["device"]),
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
                      baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
                      sanitizer=sanitizer,
-                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume, fp8=fp8)
+                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume, fp8=fp8, grouped=grouped)
