@@ -219,8 +219,26 @@ def tolerance(rule: str, options: VerifyOptions, ref: np.ndarray, abs_ab: np.nda
         fp8 = fp8 or Fp8Bound()
         return _fp8_abs_coefficient(options, K, fp8) * abs_ab + (
             U_FP8_ACC * partial if partial is not None else 0.0) + _fp8_ref_coefficient(fp8) * np.abs(ref) + TINY
-    scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
-    return scale * abs_ab + U_FP32 * np.abs(ref) + TINY
+    scale, ref_coefficient = bound_coefficients(options, K, precision)
+    return scale * abs_ab + ref_coefficient * np.abs(ref) + TINY
+
+
+def bound_coefficients(options: VerifyOptions, K: int, precision: str = "fp32") -> tuple[float, float]:
+    """The ``bound`` rule's factors of (|A||B|)_ij and of |ref_ij| for a precision other than fp8:
+    ``(lam * sqrt(K) * (u_acc + 2 u_input), u)`` (module docstring); the device check
+    (:mod:`gemmlab.stages.device_check`) applies the same two numbers."""
+    return options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision]), U_FP32
+
+
+def draw_sample(seed: int, M: int, N: int, options: VerifyOptions) -> tuple[np.ndarray, np.ndarray, list]:
+    """The sampled method's choices for ``seed``: ``(rows, cols, xs)``, ``options.sample`` sorted
+    distinct rows of M and columns of N (all where fewer) and ``options.trials`` random ±1 float64
+    vectors of length N for Freivalds' check, from ``numpy.random.default_rng(seed + 1)`` in that
+    order (the host and the device check draw the same ones)."""
+    rng = np.random.default_rng(seed + 1)
+    rows = np.sort(rng.choice(M, size=min(M, options.sample), replace=False))
+    cols = np.sort(rng.choice(N, size=min(N, options.sample), replace=False))
+    return rows, cols, [rng.choice([-1.0, 1.0], size=N) for _ in range(options.trials)]
 
 
 def _fp8_abs_coefficient(options: VerifyOptions, K: int, fp8: Fp8Bound) -> float:
@@ -463,9 +481,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
         key = ("sampled", seed, options.sample, options.trials, rule, options.safety, options.atol, options.rtol, fp8)
         if key not in cache:
             a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            rng = np.random.default_rng(seed + 1)
-            rows = np.sort(rng.choice(M, size=min(M, options.sample), replace=False))
-            cols = np.sort(rng.choice(N, size=min(N, options.sample), replace=False))
+            rows, cols, xs = draw_sample(seed, M, N, options)
             others = np.setdiff1d(np.arange(M), rows)  # columns are checked outside the sampled rows: no double count
             ref_r = a64[rows] @ b64
             ref_c = (a64 @ b64[:, cols])[others]  # no copy of A's other rows
@@ -477,7 +493,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
                 "tol_c": tolerance(rule, options, ref_c, abs_product(np.abs(a), abs_b[:, cols])[others] if need_abs
                                    else None, K, precision, fp8,
                                    partial(a64[others], b64[:, cols]) if interval else None),
-                "freivalds": _freivalds_sides(a64, b64, rule, options, K, precision, rng, N, fp8)}
+                "freivalds": _freivalds_sides(a64, b64, rule, options, K, precision, xs, N, fp8)}
         s = cache[key]
         rows, cols, others = s["rows"], s["cols"], s["others"]
         parts = [_compare(c[rows], s["ref_r"], s["tol_r"], rows=rows),
@@ -518,12 +534,11 @@ def _abs_times(a64: np.ndarray, v: np.ndarray, rows: int = 1024) -> np.ndarray:
     return np.concatenate([np.abs(a64[r:r + rows]) @ v for r in range(0, a64.shape[0], rows)])
 
 
-def _freivalds_sides(a64, b64, rule, options, K, precision, rng, N, fp8: Fp8Bound | None = None) -> dict:
-    """What Freivalds' check needs of the inputs alone: ``options.trials`` random ±1 vectors x, each
-    right-hand side A·(B·x), and for the ``bound`` rule the row sums of the bound's |A||B| term (fp8:
-    plus the tensor-core term's row sums bounded by |A| diag(w) |B| 1, :func:`fp8_weights`) and the
-    factor of |C|'s row sums."""
-    xs = [rng.choice([-1.0, 1.0], size=N) for _ in range(options.trials)]
+def _freivalds_sides(a64, b64, rule, options, K, precision, xs, N, fp8: Fp8Bound | None = None) -> dict:
+    """What Freivalds' check needs of the inputs alone for the random ±1 vectors ``xs``
+    (:func:`draw_sample`): each right-hand side A·(B·x), and for the ``bound`` rule the row sums of
+    the bound's |A||B| term (fp8: plus the tensor-core term's row sums bounded by |A| diag(w) |B| 1,
+    :func:`fp8_weights`) and the factor of |C|'s row sums."""
     sides = {"xs": xs, "rhs": [a64 @ (b64 @ x) for x in xs], "N": N, "ref_coefficient": U_FP32}
     if rule == "bound":
         abs_b_rows = _abs_times(b64, np.ones(N))
@@ -535,8 +550,7 @@ def _freivalds_sides(a64, b64, rule, options, K, precision, rng, N, fp8: Fp8Boun
                 sides["bound_rows"] += U_FP8_ACC * (np.abs(a64) @ (fp8_weights(K, P) * abs_b_rows))
             sides["ref_coefficient"] = _fp8_ref_coefficient(fp8)
         else:
-            scale = options.safety * math.sqrt(K) * (U_ACC[precision] + 2 * U_INPUT[precision])
-            sides["bound_rows"] = scale * _abs_times(a64, abs_b_rows)
+            sides["bound_rows"] = bound_coefficients(options, K, precision)[0] * _abs_times(a64, abs_b_rows)
     return sides
 
 
@@ -554,9 +568,20 @@ def _freivalds(c, sides: dict, rule, options, step: int | None = None) -> dict:
         c64 = c[r:r + step].astype(np.float64)
         lhs_all[r:r + step] = c64 @ xs
         abs_c_rows[r:r + step] = np.abs(c64, out=c64).sum(axis=1)
+    return freivalds_compare(lhs_all, abs_c_rows, sides, rule, options)
+
+
+def freivalds_compare(lhs_all: np.ndarray, abs_c_rows: np.ndarray, sides: dict, rule: str,
+                      options: VerifyOptions) -> dict:
+    """Freivalds' verdict from C's side, ``lhs_all`` (M, trials) = C·x per vector and ``abs_c_rows``
+    (M,) = |C|·1 (float64; non-finite where C holds NaN or inf: then it fails), and the inputs'
+    side ``sides`` (:func:`_freivalds_sides`: ``rhs``, ``N``, ``bound_rows``, ``ref_coefficient``);
+    the tolerance per row is the rule's summed along the row. Returns ``{"passed", "trials",
+    "max_error_over_tolerance"}`` (the verdict's ``freivalds`` field)."""
+    N = sides["N"]
     # a NaN or inf in C makes its row's |C| sum non-finite
     passed = bool(np.isfinite(abs_c_rows).all())
-    lhs = list(lhs_all.T)
+    lhs = list(np.asarray(lhs_all).T)
     worst = 0.0
     for rhs, lhs_x in zip(sides["rhs"], lhs):
         if rule == "exact":
