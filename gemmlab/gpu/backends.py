@@ -35,6 +35,7 @@ from gemmlab.gpu import guards
 from gemmlab.gpu import sass_check
 from gemmlab.gpu import tma
 from gemmlab.contract import tma_rules
+from gemmlab.contract.grouped import GROUP_ARRAYS
 from gemmlab.errors import ConfigError
 from gemmlab.paths import stale_checkout_source
 from gemmlab.contract.hookspecs import (SCALE_MATRICES, VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
@@ -44,6 +45,9 @@ from gemmlab.contract.hookspecs import (SCALE_MATRICES, VALUE_CTYPES, DeviceFact
 GRID_LIMITS = (2**31 - 1, 65535, 65535)  # CUDA: max grid dimensions (x, y, z)
 BLOCK_LIMITS = (1024, 1024, 64)  # CUDA: max block dimensions (x, y, z)
 DIMS = ("M", "N", "K", "lda", "ldb", "ldc")
+#: the dims a grouped problem adds (issue 44): G (groups) and M_max (``Grouped.slot_rows``: masked
+#: rows per expert slot; contiguous the largest padded M_g; general the largest M_g)
+GROUPED_DIMS = ("G", "M_max")
 NUMPY_CTYPES = {"int32": np.int32, "uint32": np.uint32, "float32": np.float32, "int64": np.int64}
 
 
@@ -57,11 +61,14 @@ class Buffers:
     c: guards.GuardedMatrix
     a_scale: guards.GuardedMatrix | None = None
     b_scale: guards.GuardedMatrix | None = None
+    groups: dict = field(default_factory=dict)
 
     def matrix(self, name: str) -> guards.GuardedMatrix:
         """The buffer a :class:`Matrix` / :class:`TensorMap` name points at ("A" | "B" | "C" |
-        "A_scale" | "B_scale"; the scales exist for precision=fp8 only)."""
-        found = {"A": self.a, "B": self.b, "C": self.c, "A_scale": self.a_scale, "B_scale": self.b_scale}.get(name)
+        "A_scale" | "B_scale"; the scales exist for precision=fp8 only; a grouped problem's group
+        arrays by name, ``groups``)."""
+        found = {"A": self.a, "B": self.b, "C": self.c, "A_scale": self.a_scale, "B_scale": self.b_scale,
+                 **self.groups}.get(name)
         if found is None:
             raise ConfigError("kernel", f"argument names matrix {name!r}, which this point has no buffer for")
         return found
@@ -124,6 +131,13 @@ class Backend:
             field_name = "layout.a" if all(a != problem.layout_a for a, _ in supported) else "layout.b"
             raise ConfigError(field_name, f"kernel {self.name} supports layout.a/layout.b "
                               f"{', '.join('/'.join(p) for p in supported)}; got {'/'.join(pair)}")
+        kinds = tuple(getattr(spec, "grouped_kinds", ()) or ())
+        if problem.grouped is not None and problem.grouped.kind not in kinds:
+            runs = (f"grouped.kind {', '.join(kinds)}" if kinds else "plain GEMMs only (grouped.kind=null)")
+            raise ConfigError("grouped.kind", f"kernel {self.name} runs {runs}; got grouped.kind={problem.grouped.kind}")
+        if problem.grouped is None and kinds:
+            raise ConfigError("grouped.kind", f"kernel {self.name} is a grouped GEMM kernel (grouped.kind "
+                              f"{', '.join(kinds)}); got a plain GEMM (grouped.kind=null)")
         try:
             spec.check_problem(problem, self.params, facts)
         except ParamError as exc:
@@ -206,7 +220,8 @@ class LibraryBackend(Backend):
         ptrs = DevicePointers(a=buffers.a.address, b=buffers.b.address, c=buffers.c.address,
                               stream=int(gpu.stream.handle),
                               a_scale=buffers.a_scale.address if buffers.a_scale is not None else 0,
-                              b_scale=buffers.b_scale.address if buffers.b_scale is not None else 0)
+                              b_scale=buffers.b_scale.address if buffers.b_scale is not None else 0,
+                              groups={name: g.address for name, g in buffers.groups.items()})
         self.record["library"] = self.spec.library_version()
         try:
             self._enqueue, self._close = self.spec.enqueue_problem(problem, self.params, ptrs)
@@ -223,6 +238,16 @@ class LibraryBackend(Backend):
 
 
 # --- NVRTC kernels -------------------------------------------------------------------------------
+
+def dim_value(problem: Problem, name: str) -> int:
+    """The int a :class:`Dim` argument passes: a :data:`DIMS` attribute of ``problem``, or for a
+    grouped problem G and M_max (:data:`GROUPED_DIMS`)."""
+    if name == "G":
+        return problem.grouped.G
+    if name == "M_max":
+        return problem.grouped.slot_rows
+    return getattr(problem, name)
+
 
 def check_launch(launch: Launch, facts: DeviceFacts, what: str) -> None:
     """CUDA's grid/block limits, the device's thread and shared-memory limits, and the cluster
@@ -312,11 +337,15 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
     """
     maps = []
     names = ("A", "B", "C") + (SCALE_MATRICES if problem.precision == "fp8" else ())
+    dims = DIMS
+    if problem.grouped is not None:
+        names += GROUP_ARRAYS[problem.grouped.kind]
+        dims += GROUPED_DIMS
     for arg in args:
         if isinstance(arg, Matrix):
             ok = arg.name in names
         elif isinstance(arg, Dim):
-            ok = arg.name in DIMS
+            ok = arg.name in dims
         elif isinstance(arg, Workspace):
             if workspace <= 0:
                 raise ConfigError("kernel", f"{what}: a Workspace() argument needs workspace_bytes > 0")
@@ -333,7 +362,7 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
             ok = False
         if not ok:
             raise ConfigError("kernel", f"{what}: argument {arg!r} is not allowed; use Matrix({'|'.join(map(repr, names))}), "
-                              f"Dim({'|'.join(DIMS)}), Workspace(), Value(v, {'|'.join(VALUE_CTYPES)}) or TensorMap(...)")
+                              f"Dim({'|'.join(dims)}), Workspace(), Value(v, {'|'.join(VALUE_CTYPES)}) or TensorMap(...)")
     return maps
 
 
@@ -478,7 +507,7 @@ class NvrtcBackend(Backend):
             if isinstance(arg, Matrix):
                 out.append(np.uint64(buffers.matrix(arg.name).address))
             elif isinstance(arg, Dim):
-                out.append(np.int32(getattr(problem, arg.name)))
+                out.append(np.int32(dim_value(problem, arg.name)))
             elif isinstance(arg, Workspace):
                 out.append(np.uint64(self._workspace.address + arg.offset))
             elif isinstance(arg, Value):

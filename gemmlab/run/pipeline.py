@@ -35,7 +35,7 @@ from gemmlab.stages import inputs as inputs_stage
 from gemmlab.stages import record as record_stage
 from gemmlab.stages import timing as timing_stage
 from gemmlab.stages import verify as verify_stage
-from gemmlab.stages.config import Fp8Options, RunConfig, _plain, parse_config
+from gemmlab.stages.config import Fp8Options, GroupedOptions, RunConfig, _plain, parse_config
 from gemmlab.dispatch.auto import resolve_config as resolve_auto
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, VerificationError
 from gemmlab.gpu.backends import Buffers, backend_for
@@ -56,6 +56,8 @@ NETS = MappingProxyType({"wrong_result": "verification", "wrong_after_timing": "
 
 #: the fp8 section as records from before it had it are compared (``_comparable``): its defaults
 FP8_DEFAULTS = MappingProxyType(dataclasses.asdict(Fp8Options()))
+#: the grouped section (issue 44) as records from before it had it are compared: its defaults
+GROUPED_DEFAULTS = MappingProxyType(dataclasses.asdict(GroupedOptions()))
 
 
 @lru_cache(maxsize=8)
@@ -276,7 +278,7 @@ def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
 def _comparable(config: dict) -> dict:
     """A record's config as :func:`_resume` compares it: without the settings that cannot change a
     measurement (resume, cache, isolation), with the layout records from before layouts lacked."""
-    return {"layout": {"a": "row", "b": "row"}, "fp8": FP8_DEFAULTS,
+    return {"layout": {"a": "row", "b": "row"}, "fp8": FP8_DEFAULTS, "grouped": GROUPED_DEFAULTS,
             **{k: v for k, v in config.items() if k not in ("resume", "cache", "isolation")}}
 
 
@@ -548,6 +550,7 @@ class Run:
     products: dict = field(default_factory=dict)
     replay: dict = field(default_factory=dict)
     d_scales: tuple = ()  # precision=fp8: the scale buffers of A and B (guard-banded, inputs)
+    d_groups: tuple = ()  # grouped GEMM (issue 44): (buffer, host array) of each group array (inputs)
 
     @property
     def problem(self) -> Problem:
@@ -564,7 +567,7 @@ class Run:
             self.allocate()
             self.correctness()
             if self.check_only:
-                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales)
+                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales, self.d_groups)
                 self.record["status"] = "checked"
                 return
             self.launch_paths()
@@ -595,13 +598,15 @@ class Run:
         if rc.baseline is not None:
             base = registry.get(rc.baseline)
             self.backends.append(backend_for("baseline", rc.baseline, base, dict(base.defaults)))
-        flops = 2 * rc.shape.M * rc.shape.N * rc.shape.K
+        flops = self.problem.flops  # a grouped GEMM's: sum_g 2 M_g N_g K_g
         self.record.update(kernel={"name": rc.kernel, "params": rc.params, "plugin": registry.origins[rc.kernel],
                                    "backend": self.backends[0].kind},
                            shape=rc.shape._asdict(), flops=flops, mode=rc.mode,
                            precision=record_stage.precision_text(
                                rc.precision, getattr(self.backends[0].spec, "tf32_rounding", None)),
                            layout={"a": rc.layout_a, "b": rc.layout_b})
+        if rc.grouped is not None:
+            self.record["grouped"] = rc.grouped.record()
         from gemmlab.gpu.device import offline_facts
         for backend in self.backends:  # bad input fails before the GPU opens
             backend.validate(self.problem, offline_facts(rc.arch or "90"))
@@ -678,11 +683,16 @@ class Run:
             self.record["inputs"].update(dtype={"A": problem.a_dtype, "B": problem.b_dtype},
                                          quantisation=inp.quantisation)
             self.record["inputs"].pop("rounding", None)
+        if problem.grouped is not None:  # issue 44: the group arrays, inputs like A and B
+            self.d_groups = tuple((guards.allocate(gpu, name, host.shape, host), host)
+                                  for name, host in problem.grouped.arrays().items())
+            self.owned.extend(g for g, _ in self.d_groups)
+        groups = {g.name: g for g, _ in self.d_groups}
         c_dtype = inputs_stage.c_storage_dtype(problem)
         for backend in self.backends:
-            c = guards.allocate(gpu, f"C ({backend.name})", (rc.shape.M, rc.shape.N), dtype=c_dtype)
+            c = guards.allocate(gpu, f"C ({backend.name})", problem.stored_shape("C"), dtype=c_dtype)
             self.owned.append(c)
-            backend.buffers = Buffers(self.d_a, self.d_b, c, *self.d_scales)
+            backend.buffers = Buffers(self.d_a, self.d_b, c, *self.d_scales, groups=groups)
             backend.prepare(gpu, problem, backend.buffers)
 
     def correctness(self) -> None:
@@ -697,11 +707,13 @@ class Run:
             self.outputs[backend.role] = guards.read(gpu, c)
             verdict = verify_stage.check(self.outputs[backend.role], inp.a, inp.b, rc.verify, rc.inputs.distribution,
                                          rc.precision, rc.inputs.seed, products=products,
-                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(problem, backend))
+                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(problem, backend),
+                                         grouped=problem.grouped)
             backend.record["verification"] = verdict.record()
             _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
-            hit = _bands(gpu, record, [c, self.d_a, self.d_b, *self.d_scales, *backend.guarded()],
+            hit = _bands(gpu, record, [c, self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
+                                       *backend.guarded()],
                          after="the correctness launch")
             record["nets_fired"] = (["guard bands"] if hit else []) + (
                 [] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
@@ -750,7 +762,8 @@ class Run:
             gpu.release_graphs()
             verdict = verify_stage.check(guards.read(gpu, c), self.inputs.a, self.inputs.b, rc.verify,
                                          rc.inputs.distribution, rc.precision, rc.inputs.seed, products=self.products,
-                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(self.problem, backend))
+                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(self.problem, backend),
+                                         grouped=self.problem.grouped)
             check["replay_verified"] = verdict.passed
             # the replay has completed on the run's stream: the context must have nothing else running
             check["context_busy_after_ms"] = busy = timing_stage.time_device_sync(gpu) - idle_cost
@@ -880,7 +893,7 @@ class Run:
             gpu.sync()
             verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, options, rc.inputs.distribution,
                                          rc.precision, seed, products=products, tf32_rounding=backend.spec.tf32_rounding,
-                                         fp8=_fp8_bound(problem, backend))
+                                         fp8=_fp8_bound(problem, backend), grouped=problem.grouped)
             backend.record["verification_after_timing"] = {**verdict.record(), "inputs_seed": seed, "path": path}
             if not verdict.passed:
                 failures.append(f"{backend.name}: {verdict.summary()}")
@@ -916,7 +929,7 @@ class Run:
             clock = t.get("max_sm_mhz") or (record.get("device") or {}).get("max_sm_mhz")
             gate = plausibility(rc.shape.M, rc.shape.N, rc.shape.K, t["median_ms"], gpu.facts.sm_count,
                                 gpu.facts.arch, clock, gpu.dram_bytes_per_s(), problem.ab_bytes, rc.precision,
-                                rc.timing.l2, gpu.facts.l2_bytes)
+                                rc.timing.l2, gpu.facts.l2_bytes, traffic=problem.traffic)
             backend.record["plausibility"] = gate
             if not gate["passed"]:
                 refusals.append(("implausible", "plausibility", f"plausibility: {backend.name}: {gate['reason']}"))
@@ -940,9 +953,9 @@ class Run:
         """After timing: bands, inputs, repeat stability (bitwise)."""
         gpu, record = self.gpu, self.record
         extra = [g for b in self.backends for g in b.guarded()]
-        _check_bands(gpu, record, [self.d_a, self.d_b, *self.d_scales] + [b.buffers.c for b in self.backends] + extra,
-                     after="timing")
-        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs, self.d_scales)
+        _check_bands(gpu, record, [self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups)]
+                     + [b.buffers.c for b in self.backends] + extra, after="timing")
+        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs, self.d_scales, self.d_groups)
         for backend in self.backends:
             last = guards.read(gpu, backend.buffers.c)
             first = self.outputs[backend.role]
@@ -1045,10 +1058,11 @@ def _fp8_bound(problem: Problem, backend) -> verify_stage.Fp8Bound | None:
     return verify_stage.Fp8Bound(getattr(backend.spec, "fp8_accumulation", None), problem.c_dtype)
 
 
-def _check_inputs(gpu, record, d_a, d_b, inputs, scales: tuple = ()) -> None:
+def _check_inputs(gpu, record, d_a, d_b, inputs, scales: tuple = (), groups: tuple = ()) -> None:
     """The inputs on the device still hold what was uploaded (A, B and, for fp8, the scale
-    buffers ``scales`` when ``inputs`` has them): a kernel that writes an input fails the point."""
-    pairs = [(d_a, inputs.a_stored), (d_b, inputs.b_stored)]
+    buffers ``scales`` when ``inputs`` has them; a grouped GEMM's group arrays, ``groups``: pairs
+    of buffer and host array): a kernel that writes an input fails the point."""
+    pairs = [(d_a, inputs.a_stored), (d_b, inputs.b_stored), *groups]
     if scales and getattr(inputs, "a_scale", None) is not None:
         pairs += list(zip(scales, (inputs.a_scale, inputs.b_scale)))
     for g, host in pairs:
@@ -1085,7 +1099,7 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
         cand.record["roofline"] = roofline(rc.shape.M, rc.shape.N, rc.shape.K, t["median_ms"], gpu.facts.sm_count,
                                            gpu.facts.arch, sm_mhz, gpu.dram_bytes_per_s(),
                                            ab_bytes=rc.problem.ab_bytes, precision=rc.precision, l2=rc.timing.l2,
-                                           l2_bytes=gpu.facts.l2_bytes)
+                                           l2_bytes=gpu.facts.l2_bytes, traffic=rc.problem.traffic)
     if floor:
         record["launch_floor"] = floor
     if gpu.monitor.error:

@@ -66,16 +66,20 @@ def peak_flops(arch: str, precision: str, sm_count: int, sm_mhz: float | None) -
 
 
 def memory_floor(M: int, N: int, K: int, ab_bytes: int, l2: str, l2_bytes: int, sm_count: int,
-                 sm_mhz: float | None, dram_bytes_per_s: float | None) -> dict:
+                 sm_mhz: float | None, dram_bytes_per_s: float | None,
+                 traffic: tuple[int, int, int] | None = None) -> dict:
     """The memory floor of one GEMM launch (module docstring): ``{"seconds", "bytes", "level",
     "bytes_per_s"}``; ``seconds`` is None when the bandwidth it needs is unknown.
 
     Args:
         ab_bytes: bytes per element of A and B (C is float32). l2: ``warm`` | ``cold``.
         l2_bytes: the device's L2 size (0: unknown, taken as no L2).
+        traffic: a grouped GEMM's (flops, elements of A and B, elements of C)
+            (:attr:`gemmlab.contract.hookspecs.Problem.traffic`) in place of M, N, K's.
     """
-    ab = ab_bytes * (M * K + K * N)
-    total = ab + 4 * M * N
+    ab_elements, c_elements = (traffic[1], traffic[2]) if traffic else (M * K + K * N, M * N)
+    ab = ab_bytes * ab_elements
+    total = ab + 4 * c_elements
     if l2 == "cold":
         level, nbytes, bandwidth = "DRAM (L2 flushed: A and B read from DRAM)", ab, dram_bytes_per_s
     elif l2_bytes and total <= l2_bytes:
@@ -89,22 +93,23 @@ def memory_floor(M: int, N: int, K: int, ab_bytes: int, l2: str, l2_bytes: int, 
 
 def roofline(M: int, N: int, K: int, median_ms: float, sm_count: int, arch: str, sm_mhz: float | None,
              dram_bytes_per_s: float | None, ab_bytes: int = 4, precision: str = "fp32", l2: str = "warm",
-             l2_bytes: int = 0) -> dict:
+             l2_bytes: int = 0, traffic: tuple[int, int, int] | None = None) -> dict:
     """Return the roofline fields (FLOPs, bytes, FLOP/byte, GFLOP/s, % of the precision's peak and
     of DRAM bandwidth, the memory floor; None where unknown).
 
     ``ab_bytes``: bytes per element of A and B (C is float32). ``fp32_peak_gflops`` and
     ``pct_fp32_peak`` stay (the CUDA-core peak, for every precision); ``peak_gflops`` and
-    ``pct_peak`` are of ``precision``'s own units (``units`` names them).
+    ``pct_peak`` are of ``precision``'s own units (``units`` names them). ``traffic``: a grouped
+    GEMM's (flops, elements of A and B, elements of C) in place of M, N, K's (:func:`memory_floor`).
     """
-    flops = 2 * M * N * K
-    min_bytes = ab_bytes * (M * K + K * N) + 4 * M * N
+    flops = traffic[0] if traffic else 2 * M * N * K
+    min_bytes = (ab_bytes * traffic[1] + 4 * traffic[2]) if traffic else ab_bytes * (M * K + K * N) + 4 * M * N
     seconds = median_ms * 1e-3
     fp32_peak = peak_flops(arch, "fp32", sm_count, sm_mhz)
     peak = peak_flops(arch, precision, sm_count, sm_mhz)
     achieved = flops / seconds
     bandwidth = min_bytes / seconds
-    floor = memory_floor(M, N, K, ab_bytes, l2, l2_bytes, sm_count, sm_mhz, dram_bytes_per_s)
+    floor = memory_floor(M, N, K, ab_bytes, l2, l2_bytes, sm_count, sm_mhz, dram_bytes_per_s, traffic)
     return {"flops": flops, "min_bytes": min_bytes, "arithmetic_intensity": round(flops / min_bytes, 3),
             "gflops": achieved / 1e9, "fp32_peak_gflops": fp32_peak / 1e9 if fp32_peak else None,
             "pct_fp32_peak": round(100 * achieved / fp32_peak, 2) if fp32_peak else None,
@@ -119,21 +124,23 @@ def roofline(M: int, N: int, K: int, median_ms: float, sm_count: int, arch: str,
 
 
 def plausibility(M: int, N: int, K: int, median_ms: float, sm_count: int, arch: str, sm_mhz_max: float | None,
-                 dram_bytes_per_s: float | None, ab_bytes: int, precision: str, l2: str, l2_bytes: int) -> dict:
+                 dram_bytes_per_s: float | None, ab_bytes: int, precision: str, l2: str, l2_bytes: int,
+                 traffic: tuple[int, int, int] | None = None) -> dict:
     """The plausibility gate for one timed median (module docstring).
 
     Args:
         sm_mhz_max: the highest SM clock read during the samples (else the device's maximum).
+        traffic: a grouped GEMM's (flops, elements of A and B, elements of C) in place of M, N, K's.
 
     Returns:
         ``{"passed", "compute_floor_ms", "memory_floor_ms", "margin", "clock_mhz", "reason"}``:
         ``reason`` is one line naming the floor broken and the figure (None when it passed); a
         floor that cannot be computed (unknown rate or clock) is None and not applied.
     """
-    flops = 2 * M * N * K
+    flops = traffic[0] if traffic else 2 * M * N * K
     peak = peak_flops(arch, precision, sm_count, sm_mhz_max)
     compute = flops / peak if peak else None
-    floor = memory_floor(M, N, K, ab_bytes, l2, l2_bytes, sm_count, sm_mhz_max, dram_bytes_per_s)
+    floor = memory_floor(M, N, K, ab_bytes, l2, l2_bytes, sm_count, sm_mhz_max, dram_bytes_per_s, traffic)
     seconds = median_ms * 1e-3
     out = {"passed": True, "compute_floor_ms": compute * 1e3 if compute else None,
            "memory_floor_ms": floor["seconds"] * 1e3 if floor["seconds"] is not None else None,
