@@ -1,0 +1,261 @@
+"""Grouped GEMM (issue 44): the config section, the size generators, the problem descriptions, the
+per-group inputs and verification (a wrong group and a written padding row caught), the reference
+grouped kernel through the whole pipeline on the fake GPU, and (gpu-marked) the baselines and the
+reference kernel on a real GPU."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import gemmlab.gpu.device
+from gemmlab.contract.grouped import Grouped
+from gemmlab.contract.hookspecs import Problem, Shape
+from gemmlab.errors import ConfigError
+from gemmlab.run.pipeline import run_point
+from gemmlab.stages import verify
+from gemmlab.stages.config import parse_config
+from gemmlab.stages.grouped import group_sizes
+from gemmlab.stages.inputs import InputOptions, make_problem_inputs, storage_dtype
+from tests.fakegpu import HostGpu
+
+REF = importlib.import_module("gemmlab_plugins.grouped_ref")
+
+
+def config(shape=(300, 40, 48), kernel="x", **grouped):
+    return {"kernel": {"name": kernel}, "shape": list(shape), "grouped": grouped}
+
+
+# --- config -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("grouped, field, words", [
+    ({"kind": "ragged"}, "grouped.kind", "contiguous, masked, general"),
+    ({"kind": "contiguous"}, "grouped.groups", "number of experts"),
+    ({"kind": "contiguous", "sizes": [100, 100]}, "grouped.sizes", "shape=[200,40,48]"),
+    ({"kind": "contiguous", "sizes": [100, -1]}, "grouped.sizes", "ints >= 0"),
+    ({"kind": "contiguous", "sizes": [300], "groups": 2}, "grouped.groups", "lists 1 groups"),
+    ({"kind": "masked", "sizes": [200, 100], "m_max": 150}, "grouped.m_max", ">= the largest"),
+    ({"kind": "contiguous", "groups": 4, "m_max": 512}, "grouped.m_max", "masked only"),
+    ({"kind": "masked", "shapes": [[300, 40, 48]]}, "grouped.shapes", "general only"),
+    ({"kind": "general", "shapes": [[300, 40, 48], [1, 0, 4]]}, "grouped.shapes", "N_g and K_g >= 1"),
+    ({"kind": "contiguous", "groups": 4, "generator": "pareto"}, "grouped.generator", "uniform, zipf"),
+    ({"kind": "contiguous", "groups": 4, "exponent": 0}, "grouped.exponent", "[0.01, 16]"),
+    ({"kind": "contiguous", "groups": 4, "align": 0}, "grouped.align", ">= 1"),
+    ({"seed": 3}, "grouped.seed", "grouped GEMM only"),
+    ({"kind": "contiguous", "groups": 4, "bogus": 1}, "grouped.bogus", "unknown key"),
+], ids=lambda v: str(v)[:40])
+def test_bad_grouped_config_is_one_line_naming_the_field(grouped, field, words):
+    with pytest.raises(ConfigError) as err:
+        parse_config(config(**grouped))
+    text = str(err.value)
+    assert text.startswith(f"{field}: ") and words in text and "\n" not in text
+
+
+def test_grouped_refuses_fp8_and_a_column_major_a():
+    with pytest.raises(ConfigError, match=r"^precision: .*grouped"):
+        parse_config({**config(kind="contiguous", groups=2), "precision": "fp8"})
+    with pytest.raises(ConfigError, match=r"^layout\.a: .*row-major"):
+        parse_config({**config(kind="masked", groups=2), "layout": {"a": "col", "b": "row"}})
+
+
+def test_general_shapes_fix_the_plain_shape():
+    with pytest.raises(ConfigError, match=r"^shape: .*\[7, 16, 32\]"):
+        parse_config(config(kind="general", shapes=[[3, 16, 8], [4, 8, 32]]))
+    rc = parse_config(config((7, 16, 32), kind="general", shapes=[[3, 16, 8], [4, 8, 32]]))
+    assert rc.grouped.shapes == ((3, 16, 8), (4, 8, 32)) and rc.problem.flops == 2 * (3 * 16 * 8 + 4 * 8 * 32)
+
+
+def test_the_record_names_kind_groups_sizes_generator_and_seed():
+    rc = parse_config(config(kind="contiguous", groups=8, generator="zipf", seed=7, exponent=1.5, align=64))
+    rec = rc.grouped.record()
+    assert rec["kind"] == "contiguous" and rec["G"] == 8 and sum(rec["sizes"]) == 300 == rec["routed_rows"]
+    assert rec["generator"] == "zipf" and rec["seed"] == 7 and rec["exponent"] == 1.5 and rec["align"] == 64
+    assert rec["flops"] == 2 * 300 * 40 * 48 == rc.problem.flops
+    assert parse_config(config(kind="masked", sizes=[100, 0, 200])).grouped.record()["generator"] == "list"
+
+
+# --- generators -------------------------------------------------------------------------------------
+
+def test_generators_sum_to_the_rows_and_differ_in_imbalance():
+    uniform = group_sizes("uniform", 1001, 8)
+    assert sum(uniform) == 1001 and max(uniform) - min(uniform) == 1
+    zipf = group_sizes("zipf", 4096, 16, seed=1, exponent=1.5)
+    assert sum(zipf) == 4096 and max(zipf) > 4 * 4096 / 16  # one expert far above the balanced share
+    assert group_sizes("zipf", 4096, 16, seed=1, exponent=1.5) == zipf != group_sizes("zipf", 4096, 16, seed=2,
+                                                                                      exponent=1.5)
+    flatter = group_sizes("zipf", 4096, 16, seed=1, exponent=0.1)
+    assert max(flatter) < max(zipf)
+    one = group_sizes("all_but_one_empty", 500, 6, seed=8)
+    assert one == (0, 0, 500, 0, 0, 0)
+    with pytest.raises(ValueError):
+        group_sizes("pareto", 10, 2)
+
+
+# --- problem descriptions ---------------------------------------------------------------------------
+
+def test_contiguous_layout_offsets_padding_and_untouched_rows():
+    gr = Grouped("contiguous", (5, 0, 130, 3), N=24, K=40, align=16, layout_b="col")
+    assert gr.row_offsets == (0, 16, 16, 160, 176)
+    assert gr.stored_shape("A") == (176, 40) and gr.stored_shape("B") == (4 * 24, 40) and gr.stored_shape("C") == (176, 24)
+    arrays = gr.arrays()
+    assert list(arrays) == ["group_offsets", "group_m"] and arrays["group_offsets"].dtype == np.int32
+    assert arrays["group_offsets"].tolist() == [[0, 16, 16, 160, 176]] and arrays["group_m"].tolist() == [[5, 0, 130, 3]]
+    assert gr.untouched_ranges() == ((5 * 24, 16 * 24), (146 * 24, 160 * 24), (163 * 24, 176 * 24))
+    assert gr.traffic == (gr.flops, 138 * 40 + 3 * 24 * 40, 138 * 24)  # the empty expert's B not read
+
+
+def test_masked_and_general_layouts():
+    gr = Grouped("masked", (5, 0, 30), N=8, K=4, align=16)
+    assert gr.slot_rows == 32 and gr.stored_shape("C") == (96, 8) and list(gr.arrays()) == ["group_m"]
+    assert gr.untouched_ranges() == ((5 * 8, 32 * 8), (32 * 8, 64 * 8), (94 * 8, 96 * 8))
+    assert Grouped("masked", (5, 30), N=8, K=4, m_max=40).slot_rows == 40
+    gen = Grouped("general", (3, 0, 2), N=0, K=0, nk=((16, 8), (4, 4), (8, 32)))
+    off = gen.element_offsets
+    assert all(o % 64 == 0 for t in off for o in t) and gen.arrays()["group_offsets"].dtype == np.int64
+    assert gen.arrays()["group_dims"].tolist() == [[3, 16, 8], [0, 4, 4], [2, 8, 32]]
+    for g, (m, n, _) in enumerate(gen.shapes):  # at least 64 untouched elements after every C_g
+        assert off[g + 1][2] - (off[g][2] + m * n) >= 64
+    p = Problem(Shape(5, 16, 32), "bf16", grouped=gen)
+    assert p.stored_shape("C") == (1, off[-1][2]) and p.element_dtype("group_offsets") == "int64"
+
+
+# --- inputs and verification ------------------------------------------------------------------------
+
+def _correct_c(problem, inp):
+    gr = problem.grouped
+    c = np.empty(gr.stored_shape("C"), np.float32)
+    c.view(np.uint32)[:] = 0xFFFFFFFF  # the core's NaN fill
+    for g in range(gr.G):
+        cg, ag, bg = gr.operands(c, inp.a, inp.b, g)
+        cg[:] = (ag.astype(np.float64) @ bg.astype(np.float64)).astype(np.float32)
+    return c
+
+
+KINDS = [Grouped("contiguous", (5, 0, 70, 3), N=24, K=40, align=16, layout_b="col"),
+         Grouped("masked", (9, 0, 20), N=24, K=40, align=8),
+         Grouped("general", (5, 0, 11), N=0, K=0, nk=((24, 40), (8, 8), (16, 72)), layout_b="col")]
+
+
+@pytest.mark.parametrize("gr", KINDS, ids=lambda g: g.kind)
+def test_inputs_per_group_never_zero_nan_outside_and_reference_passes(gr):
+    problem = Problem(Shape(sum(gr.sizes), 24, 72), "bf16", "row", gr.layout_b, grouped=gr)
+    inp = make_problem_inputs(problem, InputOptions(seed=3))
+    assert inp.a_stored.dtype == storage_dtype("bf16") and inp.a_stored.shape == gr.stored_shape("A")
+    for g in range(gr.G):
+        _, a_g, b_g = gr.operands(np.zeros(gr.stored_shape("C"), np.float32), inp.a, inp.b, g)
+        assert np.isfinite(a_g).all() and (a_g != 0).all() and np.isfinite(b_g).all() and (b_g != 0).all()
+    assert np.isnan(inp.a).any()  # padding / masked rows / gaps hold NaN
+    c = _correct_c(problem, inp)
+    v = verify.check(c, inp.a, inp.b, verify.VerifyOptions(), precision="bf16", grouped=gr)
+    assert v.passed, v.summary()
+    assert [e["mismatches"] for e in v.grouped["groups"]] == [0] * gr.G and v.grouped["untouched"]["written"] == 0
+
+
+@pytest.mark.parametrize("gr", KINDS, ids=lambda g: g.kind)
+def test_verification_catches_a_wrong_group_and_a_written_padding_element(gr):
+    problem = Problem(Shape(sum(gr.sizes), 24, 72), "fp32", "row", gr.layout_b, grouped=gr)
+    inp = make_problem_inputs(problem, InputOptions(seed=4))
+    good = _correct_c(problem, inp)
+    swapped = good.copy()  # group 2 computed with group 0's B (where the shapes allow: a wrong expert)
+    cg, ag, _ = gr.operands(swapped, inp.a, inp.b, 2)
+    _, _, b0 = gr.operands(swapped, inp.a, inp.b, 0)
+    cg[:] = (ag @ b0[:, :cg.shape[1]]).astype(np.float32) if ag.shape[1] == b0.shape[0] else cg + 1
+    v = verify.check(swapped, inp.a, inp.b, verify.VerifyOptions(), grouped=gr)
+    assert not v.passed and v.grouped["failed_groups"] == [2] and v.grouped["groups"][2]["mismatches"] > 0
+    assert "group 2" in v.summary()
+    written = good.copy()
+    start, _ = gr.untouched_ranges()[0]
+    written.reshape(-1)[start] = 0.0  # a padding / masked / gap element written (even with a plausible value)
+    v = verify.check(written, inp.a, inp.b, verify.VerifyOptions(), grouped=gr)
+    assert not v.passed and v.mismatches == 0 and v.grouped["untouched"]["written"] == 1
+    assert "must stay untouched" in v.summary()
+
+
+def test_exact_rule_per_group_with_integers():
+    rc = parse_config({**config((64, 16, 24), kind="contiguous", sizes=[40, 0, 24], align=32),
+                       "inputs": {"distribution": "integers"}, "verify": {"tolerance": "exact"}})
+    problem = rc.problem
+    inp = make_problem_inputs(problem, rc.inputs)
+    c = _correct_c(problem, inp)
+    assert verify.check(c, inp.a, inp.b, rc.verify, "integers", grouped=problem.grouped).rule == "exact"
+    c[problem.grouped.valid_rows(2).start + 1, 3] += 1  # one unit off in the last group
+    v = verify.check(c, inp.a, inp.b, rc.verify, "integers", grouped=problem.grouped)
+    assert not v.passed and v.grouped["failed_groups"] == [2]
+
+
+# --- the reference kernel through the pipeline on the fake GPU ---------------------------------------
+
+FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "graph"}
+
+
+def _fake_point(tmp_path, monkeypatch, grouped, shape, precision="bf16", layout_b="col", behaviour=None, **extra):
+    rc = parse_config({**config(shape, "grouped_ref", **grouped), "precision": precision,
+                       "layout": {"a": "row", "b": layout_b}})
+    kind, G = rc.grouped.kind, rc.grouped.G
+    dtype = storage_dtype(precision)
+
+    def run(gpu, args):
+        REF.emulate(gpu, args, kind, dtype, layout_b == "col", G)
+
+    gpu = HostGpu(behaviour={"grouped_ref_": behaviour or run})
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    cfg = {"kernel": {"name": "grouped_ref"}, "shape": list(shape), "mode": "run", "timing": dict(FAST),
+           "precision": precision, "layout": {"a": "row", "b": layout_b}, "grouped": grouped,
+           "isolation": {"process": False}, **extra}
+    return run_point(cfg, tmp_path / "point"), gpu
+
+
+@pytest.mark.parametrize("grouped, shape, precision, layout_b", [
+    ({"kind": "contiguous", "sizes": [17, 0, 40, 3], "align": 16}, (60, 24, 40), "bf16", "col"),
+    ({"kind": "masked", "groups": 3, "generator": "zipf", "seed": 2, "align": 8}, (50, 16, 24), "fp16", "row"),
+    ({"kind": "general", "shapes": [[5, 16, 8], [0, 8, 8], [9, 24, 40]]}, (14, 24, 40), "fp32", "col"),
+], ids=["contiguous", "masked", "general"])
+def test_reference_kernel_point_on_the_fake_gpu(tmp_path, monkeypatch, grouped, shape, precision, layout_b):
+    rec, _ = _fake_point(tmp_path, monkeypatch, grouped, shape, precision, layout_b)
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["grouped"]["kind"] == grouped["kind"] and rec["flops"] == rec["grouped"]["flops"]
+    v = rec["verification"]
+    assert v["passed"] and v["grouped"]["untouched"]["written"] == 0 and len(v["grouped"]["groups"]) == rec["grouped"]["G"]
+    assert rec["verification_after_timing"]["passed"] and rec["verification_after_timing"]["grouped"]
+    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"] is True
+    assert rec["roofline"]["flops"] == rec["flops"]
+
+
+def test_fake_gpu_catches_a_kernel_that_writes_padding_rows(tmp_path, monkeypatch):
+    """A grouped kernel that stores whole padded tiles (the padding rows of each expert): wrong_result."""
+    grouped = {"kind": "contiguous", "sizes": [17, 0, 40, 3], "align": 16}
+    inner = None
+
+    def sloppy(gpu, args):
+        inner(gpu, args)
+        c, offsets = int(args[2]), gpu.view(int(args[3]), 4 * 5).view(np.int32)
+        gpu.view(c + 4 * (17 * 24), 4 * 24).view(np.float32)[:] = 0.0  # row 17: expert 0's first padding row
+
+    def run(gpu, args):
+        REF.emulate(gpu, args, "contiguous", storage_dtype("bf16"), True, 4)
+
+    inner = run
+    rec, _ = _fake_point(tmp_path, monkeypatch, grouped, (60, 24, 40), behaviour=sloppy)
+    assert rec["status"] == "wrong_result" and "untouched" in rec["error"]
+    assert rec["verification"]["grouped"]["untouched"]["first_written"][0] == [17, 0]
+
+
+def test_fake_gpu_catches_a_kernel_that_skips_a_group(tmp_path, monkeypatch):
+    grouped = {"kind": "masked", "sizes": [10, 20, 30], "align": 8}
+
+    def skip_last(gpu, args):
+        REF.emulate(gpu, args, "masked", storage_dtype("bf16"), True, 2)  # grid z one short
+
+    rec, _ = _fake_point(tmp_path, monkeypatch, grouped, (60, 24, 40), behaviour=skip_last)
+    assert rec["status"] == "wrong_result"
+    assert rec["verification"]["grouped"]["failed_groups"] == [2] and rec["verification"]["nan_outputs"] == 30 * 24
+
+
+def test_plain_and_grouped_kernels_refuse_each_other(tmp_path, monkeypatch):
+    rec = run_point({"kernel": {"name": "naive"}, "shape": [64, 16, 16], "mode": "compile",
+                     "grouped": {"kind": "contiguous", "groups": 2}}, tmp_path / "a")
+    assert rec["status"] == "invalid" and rec["error"].startswith("grouped.kind: kernel naive runs plain GEMMs only")
+    rec = run_point({"kernel": {"name": "grouped_ref"}, "shape": [64, 16, 16], "mode": "compile"}, tmp_path / "b")
+    assert rec["status"] == "invalid" and rec["error"].startswith("grouped.kind: kernel grouped_ref is a grouped")
