@@ -5,8 +5,9 @@ guard bands and the timing loop. Not a test module (pytest collects ``test_*.py`
 Device memory is a set of numpy byte arrays at fake addresses; ``allocate``/``fill32``/
 ``upload``/``download`` work on raw addresses as the real ones do (``gemmlab.gpu.guards`` passes
 ``int(buffer.handle)`` plus offsets). A "kernel launch" runs a host function on that memory: by
-default a float32 GEMM C = A @ B for the GEMM ABI ``(A, B, C, M, N, K)``, and nothing for the
-launch-floor kernel. Time is a fake clock: every launch advances it by the kernel's duration, and
+default a float32 GEMM C = A @ B for the GEMM ABI ``(A, B, C, M, N, K)``, nothing for the
+launch-floor kernel, and for the device check's kernels (``gemmlab_dc_*``) their numpy twins
+(tests/fake_device_check.py), whatever ``behaviour`` says. Time is a fake clock: every launch advances it by the kernel's duration, and
 ``stream.record()`` returns events whose difference is the elapsed fake time in ms.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fake_device_check import emulation
 from gemmlab.contract.hookspecs import DeviceFacts
 
 BASE_ADDRESS = 0x7F0000000000
@@ -97,7 +99,7 @@ class HostGpu:
         self.next_address = BASE_ADDRESS
         self.freed: list[int] = []
         self.clock_ms = 0.0
-        self.durations = {"gemmlab_empty": 0.001, **(durations or {})}
+        self.durations = {"gemmlab_empty": 0.001, "gemmlab_dc_": 0.001, **(durations or {})}
         self.behaviour = {"gemmlab_l2_read": lambda gpu, args: None, **(behaviour or {})}  # the read flush
         self.launches: list[str] = []
         self.log: list[str] = []
@@ -170,7 +172,8 @@ class HostGpu:
         name = loaded.kernel
         self.launch_configs.append((name, launch))
         duration = self._lookup(self.durations, name, 1.0)
-        action = self._lookup(self.behaviour, name, host_gemm if args else None)
+        # gemmlab's device-check kernels (kernels/device_check.cu) always run their numpy twins
+        action = emulation(name) or self._lookup(self.behaviour, name, host_gemm if args else None)
 
         def enqueue():
             self.launches.append(name)
