@@ -31,6 +31,7 @@ import numpy as np
 from gemmlab.gpu import compile as compile_stage
 from gemmlab.paths import file_in_the_way, not_a_regular_file
 from gemmlab.gpu import guards
+from gemmlab.stages import device_check
 from gemmlab.stages import inputs as inputs_stage
 from gemmlab.stages import record as record_stage
 from gemmlab.stages import timing as timing_stage
@@ -799,13 +800,19 @@ class Run:
         no launch has seen); the point is refused only when both show the first launch
         slower than :data:`NOVELTY_RATIO` x the second + :data:`NOVELTY_SLACK_MS`. Returns the
         refusal's one line, or None. The inputs left in the buffers are recorded as checked
-        (inputs unchanged is checked against them)."""
+        (inputs unchanged is checked against them). Fresh inputs drawn on the device
+        (:class:`gemmlab.stages.device_check.DeviceInputs`) are scaled there instead of uploaded, and
+        the pass over A (scaled by 1) stands for the second upload."""
         gpu, rc = self.gpu, self.rc
         suspects = list(self.backends)
-        a_st, b_st, a, b = fresh.a_stored, fresh.b_stored, fresh.a, fresh.b
+        on_device = isinstance(fresh, device_check.DeviceInputs)
+        if not on_device:
+            a_st, b_st, a, b = fresh.a_stored, fresh.b_stored, fresh.a, fresh.b
         seen: dict = {}
         for round_ in (1, 2):  # (-A, B), then (2A, -B): values no launch has seen, exact in every storage type
-            if round_ == 1:
+            if on_device:  # no FP8 there: A doubled
+                fresh.scale(a=-1.0) if round_ == 1 else fresh.scale(a=-2.0, b=-1.0)
+            elif round_ == 1:
                 a_st, a = -a_st, -a
             else:
                 # FP8 A (one byte) is halved instead: doubling E4M3 overflows its 448 to NaN
@@ -813,13 +820,14 @@ class Run:
                 a_st, a = (f * a_st).astype(a_st.dtype), f * a
                 b_st, b = -b_st, -b
                 gpu.upload(self.d_b.address, b_st)
-            gpu.upload(self.d_a.address, a_st)
+            if not on_device:
+                gpu.upload(self.d_a.address, a_st)
             flagged = []
             for backend in suspects:
                 times = []
                 for _ in range(2):  # the first launch on these values, then one on the same values uploaded again
                     if times:  # the same upload before both: the same idle gap, clocks and L2 state
-                        gpu.upload(self.d_a.address, a_st)
+                        fresh.touch_a() if on_device else gpu.upload(self.d_a.address, a_st)
                     guards.nan_fill(gpu, backend.buffers.c)
                     times.append(timing_stage.time_once(gpu, backend.enqueue))
                 seen.setdefault(backend.name, []).append(times)
@@ -831,8 +839,11 @@ class Run:
         for backend in self.backends:
             backend.record["fresh_input_timing_ms"] = seen.get(backend.name, [])
         _merge(self.record, self.backends)
-        _check_inputs(gpu, self.record, self.d_a, self.d_b,
-                      inputs_stage.ProblemInputs(a=a, b=b, a_stored=a_st, b_stored=b_st))
+        if on_device:
+            fresh.check_unchanged(self.record)
+        else:
+            _check_inputs(gpu, self.record, self.d_a, self.d_b,
+                          inputs_stage.ProblemInputs(a=a, b=b, a_stored=a_st, b_stored=b_st))
         if not suspects:
             return None
         backend = suspects[0]
@@ -859,6 +870,11 @@ class Run:
         withholds the figures (moved under ``withheld``) and fails the point:
         ``wrong_after_timing``, ``cached_result`` (:meth:`_novelty`), ``foreign_launch`` or
         ``implausible``, in that order.
+
+        Above :data:`gemmlab.stages.device_check.DEVICE_MIN_MNK` (fp32/tf32/bf16/fp16, a plain
+        problem) the fresh inputs are drawn on the device, C is checked there by the same rule and
+        samples, and the inputs-unchanged and fresh-input timing nets work on device copies
+        (:mod:`gemmlab.stages.device_check`; the record's ``where``): no matrix crosses PCIe.
         """
         gpu, rc, record, problem = self.gpu, self.rc, self.record, self.problem
         started = time.perf_counter()
@@ -869,17 +885,30 @@ class Run:
             parts[name] = round(now - started - sum(parts.values()), 4)
 
         seed = secrets.randbits(62)
-        fresh = inputs_stage.make_problem_inputs(problem, inputs_stage.InputOptions(
-            seed=seed, distribution=rc.inputs.distribution), fast=True)
+        # a large problem is drawn, verified and checked on the device: no matrix crosses PCIe (device_check)
+        on_device = device_check.applies(problem, self.d_a, self.d_b)
+        if on_device:
+            checker = device_check.DeviceCheck(
+                gpu, problem, device_check.roundings_for(problem.precision, [b.spec.tf32_rounding for b in self.backends]),
+                rc.inputs.distribution, rc.cache_enabled, rc.cache_dir,
+                driver_version=str(record["device"].get("driver_version", "none")))
+            lap("compile")
+            fresh = checker.draw(self.d_a, self.d_b, seed, rc.inputs.distribution)
+            self.owned.extend(fresh.owned)
+            gpu.sync()
+        else:
+            fresh = inputs_stage.make_problem_inputs(problem, inputs_stage.InputOptions(
+                seed=seed, distribution=rc.inputs.distribution), fast=True)
         lap("draw")
         options = rc.verify  # the first verification's rule; its method too, while the product is small
         if rc.shape.M * rc.shape.N * rc.shape.K > AFTER_TIMING_FULL_MAX and rc.verify.method != "full":
             options = dataclasses.replace(rc.verify, method="sampled")
-        gpu.upload(self.d_a.address, fresh.a_stored)
-        gpu.upload(self.d_b.address, fresh.b_stored)
-        for g, host in zip(self.d_scales, (fresh.a_scale, fresh.b_scale)):  # fp8: the fresh inputs' own scales
-            gpu.upload(g.address, host)
-        lap("upload")
+        if not on_device:
+            gpu.upload(self.d_a.address, fresh.a_stored)
+            gpu.upload(self.d_b.address, fresh.b_stored)
+            for g, host in zip(self.d_scales, (fresh.a_scale, fresh.b_scale)):  # fp8: the fresh inputs' own scales
+                gpu.upload(g.address, host)
+            lap("upload")
         products: dict = {}
         failures, refusals = [], []
         path = ("the graph of one timed batch, replayed" if rc.timing.mode != "events"
@@ -891,10 +920,17 @@ class Run:
                 gpu.fill32(ws.base + guards.GUARD_BYTES, guards.CANARY, -(-ws.nbytes // 4))
             self.replay[backend.role]()
             gpu.sync()
-            verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, options, rc.inputs.distribution,
-                                         rc.precision, seed, products=products, tf32_rounding=backend.spec.tf32_rounding,
-                                         fp8=_fp8_bound(problem, backend), grouped=problem.grouped)
-            backend.record["verification_after_timing"] = {**verdict.record(), "inputs_seed": seed, "path": path}
+            if on_device:
+                verdict = checker.check(c, fresh, options, rc.inputs.distribution, seed, products=products,
+                                        tf32_rounding=backend.spec.tf32_rounding)
+            else:
+                verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, options, rc.inputs.distribution,
+                                             rc.precision, seed, products=products,
+                                             tf32_rounding=backend.spec.tf32_rounding,
+                                             fp8=_fp8_bound(problem, backend), grouped=problem.grouped)
+            backend.record["verification_after_timing"] = {
+                **verdict.record(), "inputs_seed": seed, "path": path, "where": "device" if on_device else "host",
+                **({"inputs": device_check.GENERATOR} if on_device else {})}
             if not verdict.passed:
                 failures.append(f"{backend.name}: {verdict.summary()}")
         gpu.release_graphs()
@@ -906,7 +942,10 @@ class Run:
         if hit:
             record.setdefault("nets_fired", []).append("guard bands")
             raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the after-timing verification)")
-        _check_inputs(gpu, record, self.d_a, self.d_b, fresh, self.d_scales)
+        if on_device:
+            fresh.check_unchanged(record)
+        else:
+            _check_inputs(gpu, record, self.d_a, self.d_b, fresh, self.d_scales)
         lap("bands_inputs")
         cached = self._novelty(fresh)
         lap("fresh_input_timing")

@@ -167,6 +167,15 @@ def applies(problem, d_a, d_b) -> bool:
             and tuple(d_a.shape) == dense_a and tuple(d_b.shape) == dense_b)
 
 
+def roundings_for(precision: str, declared: list) -> tuple[str, ...]:
+    """The TF32 roundings a point's checks need: each backend's declared ``tf32_rounding`` (``declared``),
+    every one of :data:`verify.TF32_ROUNDINGS` for a backend that declares none; ``("none",)`` for
+    other precisions."""
+    if precision != "tf32":
+        return ("none",)
+    return tuple(dict.fromkeys(r for d in declared for r in ((d,) if d else verify_stage.TF32_ROUNDINGS)))
+
+
 # --- device side ----------------------------------------------------------------------------------
 
 def _u64(address: int) -> np.uint64:
