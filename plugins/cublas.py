@@ -25,6 +25,10 @@ needs op T, with its own leading dimension (``Problem.lda``/``ldb``).
   (``enqueue_problem``, outside every timed interval); each launch is one ``cublasLtMatmul``.
   No E5M2 x E5M2 (not in cuBLASLt's FP8 type table).
 
+Grouped GEMM baselines (issue 44): ``cublas_grouped_loop`` (one call per non-empty group, one
+CUDA graph when graph-timed; the default ``baseline`` of ``experiment=moe``) and ``cublas_grouped``
+(``cublasGemmGroupedBatchedEx`` through ``nvmath.bindings.cublas.gemm_grouped_batched_ex``).
+
 Optional: ``pip install 'gemmlab[cublas]'`` brings nvmath-python.
 """
 
@@ -298,10 +302,153 @@ def _version() -> str:
     return f"cuBLAS {v // 10000}.{(v // 100) % 100}.{v % 100} via nvmath-python"
 
 
+# --- grouped GEMM baselines (issue 44) -------------------------------------------------------------
+
+def group_calls(problem: Problem, pointers: DevicePointers) -> list[tuple]:
+    """One row-major C_g = A_g · B_g per non-empty group of a grouped ``problem``
+    (:mod:`gemmlab.contract.grouped`), as cuBLAS column-major arguments ``(op_b, op_a, n, m, k,
+    B_g, ldb, A_g, lda, C_g, ldc)`` (C_gᵀ = B_gᵀ · A_gᵀ, the module docstring's trick) with device
+    addresses from the base pointers and the group layout; empty groups get no call."""
+    from nvmath.bindings import cublas
+    gr = problem.grouped
+    item, c_item = problem.element_bytes("A"), problem.element_bytes("C")
+    op_b = int(cublas.Operation.N if gr.layout_b == "row" else cublas.Operation.T)
+    calls = []
+    for g, (m, n, k) in enumerate(gr.shapes):
+        if m == 0:
+            continue
+        if gr.kind == "general":
+            oa, ob, oc = gr.element_offsets[g]
+        else:
+            r = gr.row_offsets[g]
+            oa, ob, oc = r * k, g * k * n, r * n
+        ldb = n if gr.layout_b == "row" else k
+        calls.append((op_b, int(cublas.Operation.N), n, m, k, pointers.b + ob * item, ldb, pointers.a + oa * item, k,
+                      pointers.c + oc * c_item, n))
+    return calls
+
+
+class CublasGroupedLoop(CublasSgemm):
+    """Grouped GEMM baseline (a): one cuBLAS call per non-empty group (cublasSgemm for fp32/tf32,
+    cublasGemmEx for bf16/fp16, float32 C), all enqueued by one launch, so a graph-timed point
+    (``timing.mode=graph``) replays them as one CUDA graph. Group sizes are read on the host from
+    the problem (a loop over experts is what a framework without a grouped kernel does)."""
+
+    def check_problem(self, problem: Problem, params, device) -> None:
+        if problem.grouped is None:
+            raise ParamError("grouped.kind", f"kernel {self.name} runs grouped GEMMs only")
+
+    def enqueue_problem(self, problem: Problem, params, pointers: DevicePointers):
+        cublas = _cublas()
+        precision = problem.precision
+        handle = cublas.create()
+        cublas.set_stream(handle, pointers.stream)
+        cublas.set_math_mode(handle, int(cublas.Math.TF32_TENSOR_OP_MATH if precision == "tf32"
+                                         else cublas.Math.DEFAULT_MATH))
+        scalars = np.array([1.0, 0.0], dtype=np.float32)
+        alpha, beta = scalars.ctypes.data, scalars.ctypes.data + 4
+        calls = group_calls(problem, pointers)
+        if precision in ("fp32", "tf32"):
+            def enqueue(_keep_alive=scalars):
+                for op_b, op_a, n, m, k, b, ldb, a, lda, c, ldc in calls:
+                    cublas.sgemm(handle, op_b, op_a, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
+        else:
+            in_type, out_type = _data_types(precision)
+            compute, algo = int(cublas.ComputeType.COMPUTE_32F), int(cublas.GemmAlgo.DEFAULT)
+
+            def enqueue(_keep_alive=scalars):
+                for op_b, op_a, n, m, k, b, ldb, a, lda, c, ldc in calls:
+                    cublas.gemm_ex(handle, op_b, op_a, n, m, k, alpha, b, in_type, ldb, a, in_type, lda, beta, c,
+                                   out_type, ldc, compute, algo)
+
+        def close():
+            cublas.destroy(handle)
+
+        return enqueue, close
+
+
+class CublasGroupedBatched(CublasGroupedLoop):
+    """Grouped GEMM baseline (b): one ``cublasGemmGroupedBatchedEx`` (cuBLAS 12.5+) over the
+    non-empty groups, each a group of one problem; the pointer arrays of A_g, B_g, C_g are device
+    arrays made once per point (outside every timed interval), alpha/beta host arrays. Available
+    where the installed nvmath-python exposes ``nvmath.bindings.cublas.gemm_grouped_batched_ex``
+    (nvmath-python 1.0.0's documentation lists it); a type combination cuBLAS refuses is a
+    one-line refusal of the precision at planning."""
+
+    def available(self) -> str | None:
+        missing = super().available()
+        if missing is not None:
+            return missing
+        if not hasattr(_cublas(), "gemm_grouped_batched_ex"):
+            return ("kernel cublas_grouped needs cublasGemmGroupedBatchedEx, which this nvmath-python's "
+                    "nvmath.bindings.cublas does not expose (gemm_grouped_batched_ex); use cublas_grouped_loop")
+        return None
+
+    def enqueue_problem(self, problem: Problem, params, pointers: DevicePointers):
+        cublas = _cublas()
+        from cuda.bindings import driver
+        calls = group_calls(problem, pointers)
+        count = len(calls)
+        handle = cublas.create()
+        cublas.set_stream(handle, pointers.stream)
+        cublas.set_math_mode(handle, int(cublas.Math.TF32_TENSOR_OP_MATH if problem.precision == "tf32"
+                                         else cublas.Math.DEFAULT_MATH))
+        ptrs = np.array([[c[5] for c in calls], [c[7] for c in calls], [c[9] for c in calls]], dtype=np.uint64)
+        err, device = driver.cuMemAlloc(ptrs.nbytes)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            cublas.destroy(handle)
+            raise RuntimeError(f"cuMemAlloc of the grouped pointer arrays ({ptrs.nbytes} B) failed: {err}")
+        device = int(device)
+        driver.cuMemcpyHtoD(device, ptrs.ctypes.data, ptrs.nbytes)
+        alphas = np.ones(count, dtype=np.float32)
+        betas = np.zeros(count, dtype=np.float32)
+        from cuda.bindings.runtime import cudaDataType
+        if problem.precision in ("fp32", "tf32"):
+            in_type = int(cudaDataType.CUDA_R_32F)
+            compute = int(cublas.ComputeType.COMPUTE_32F_FAST_TF32 if problem.precision == "tf32"
+                          else cublas.ComputeType.COMPUTE_32F)
+        else:
+            in_type = _data_types(problem.precision)[0]
+            compute = int(cublas.ComputeType.COMPUTE_32F)
+        out_type = int(cudaDataType.CUDA_R_32F)
+        cols = list(zip(*calls))
+        # cuBLAS's A is gemmlab's B_g (pointer row 0, ld cols[6]), its B gemmlab's A_g (row 1, ld cols[8])
+        args = (handle, list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), alphas.ctypes.data,
+                device, in_type, list(cols[6]), device + 8 * count, in_type, list(cols[8]), betas.ctypes.data,
+                device + 16 * count, out_type, list(cols[10]), count, [1] * count, compute)
+
+        def enqueue(_keep=(alphas, betas, ptrs)):
+            cublas.gemm_grouped_batched_ex(*args)
+
+        def close():
+            cublas.destroy(handle)
+            driver.cuMemFree(device)
+
+        try:
+            enqueue()  # cuBLAS refuses an unsupported type combination here, before anything is timed
+            driver.cuStreamSynchronize(pointers.stream)
+        except Exception as exc:
+            close()
+            raise ParamError("precision", f"cublasGemmGroupedBatchedEx refuses {problem.precision} inputs with a "
+                             f"float32 C ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); use "
+                             "kernel=cublas_grouped_loop") from None
+        return enqueue, close
+
+
 @hookimpl
 def gemmlab_kernels():
     return [CublasSgemm(name="cublas", source="", defaults={}, precisions=PRECISIONS,
                         layouts=tuple((a, b) for a in LAYOUTS for b in LAYOUTS),
                         description="cuBLAS SGEMM/GemmEx via nvmath-python (baseline; every precision "
                                     "fp32/tf32/bf16/fp16 and layout, float32 C and accumulation; fp8 through "
-                                    "cuBLASLt, layout.a=row layout.b=col, tensor/row/block scaling)")]
+                                    "cuBLASLt, layout.a=row layout.b=col, tensor/row/block scaling)"),
+            CublasGroupedLoop(name="cublas_grouped_loop", source="", defaults={},
+                              precisions=("fp32", "tf32", "bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
+                              grouped_kinds=("contiguous", "masked", "general"),
+                              description="grouped GEMM baseline (issue 44): one cuBLAS call per non-empty group, "
+                                          "replayed as one CUDA graph with timing.mode=graph"),
+            CublasGroupedBatched(name="cublas_grouped", source="", defaults={},
+                                 precisions=("fp32", "tf32", "bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
+                                 grouped_kinds=("contiguous", "masked", "general"),
+                                 description="grouped GEMM baseline (issue 44): one cublasGemmGroupedBatchedEx "
+                                             "over the non-empty groups (where nvmath-python exposes it)")]

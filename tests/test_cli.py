@@ -33,7 +33,8 @@ BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_t
                    "sgemm_warptile", "sgemm_pipelined", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
                    "cluster_tiled", "gemv_rows", "gemv_cols", "small_tile", "slicedk", "splitk_warptile", "streamk",
                    "wgmma_bf16", "wgmma_tf32", "decode_bf16", "triton_matmul",
-                   "splitk_dot", "triton_tma_persistent", "wgmma_fp8")
+                   "splitk_dot", "triton_tma_persistent", "wgmma_fp8", "cublas_grouped_loop", "cublas_grouped",
+                   "grouped_ref")
 
 
 def results(root: Path) -> list[Path]:
@@ -345,7 +346,7 @@ def test_help_lists_kernels_and_groups(cli, tmp_path):
     out = proc.stdout
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
-    assert ("experiment: heldout, ladder, optuna_ladder_tile2d, optuna_sgemm_block2d, optuna_sgemm_pipelined, "
+    assert ("experiment: heldout, ladder, moe, optuna_ladder_tile2d, optuna_sgemm_block2d, optuna_sgemm_pipelined, "
             "optuna_sgemm_warptile, optuna_tiled, seed_lab, sgemm_ladder, shapes, tc_ladder, train") in out
     assert ("kernel: " + ", ".join(sorted(BUILTIN_KERNELS + ("auto",)))) in out
     assert "timing: adaptive, cold, graph, seed" in out

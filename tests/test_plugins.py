@@ -44,9 +44,11 @@ BUILTINS = {
     "decode_bf16": "gemmlab_plugins.decode_bf16",
     "splitk_dot": "gemmlab_plugins.splitk_dot",
     "wgmma_fp8": "gemmlab_plugins.wgmma_fp8",
+    "grouped_ref": "gemmlab_plugins.grouped_ref",
 }
 # built-in kernels backed by a vendor library (no .cu source)
-LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas"}
+LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas", "cublas_grouped_loop": "gemmlab_plugins.cublas",
+                    "cublas_grouped": "gemmlab_plugins.cublas"}
 # built-in Triton kernels (issue 46: a .py source compiled by Triton, the optional extra)
 TRITON_BUILTINS = {"triton_matmul": "gemmlab_plugins.triton_matmul",
                    "triton_tma_persistent": "gemmlab_plugins.triton_tma_persistent"}
