@@ -259,3 +259,56 @@ def test_plain_and_grouped_kernels_refuse_each_other(tmp_path, monkeypatch):
     assert rec["status"] == "invalid" and rec["error"].startswith("grouped.kind: kernel naive runs plain GEMMs only")
     rec = run_point({"kernel": {"name": "grouped_ref"}, "shape": [64, 16, 16], "mode": "compile"}, tmp_path / "b")
     assert rec["status"] == "invalid" and rec["error"].startswith("grouped.kind: kernel grouped_ref is a grouped")
+
+
+# --- on a GPU ---------------------------------------------------------------------------------------
+
+GPU_TIMING = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "graph"}
+#: uneven groups with an empty one, M_g not a multiple of any tile (1, 127, 129, 300), an empty first group
+GPU_CASES = [
+    ({"kind": "contiguous", "sizes": [0, 1, 127, 129, 300], "align": 128}, (557, 200, 136)),
+    ({"kind": "contiguous", "sizes": [45, 0, 0, 19], "align": 1}, (64, 136, 72)),
+    ({"kind": "masked", "sizes": [3, 0, 64, 1], "align": 64}, (68, 264, 512)),
+    ({"kind": "general", "shapes": [[33, 72, 40], [0, 16, 16], [130, 200, 136]]}, (163, 200, 136)),
+]
+
+
+def _gpu_point(tmp_path, kernel, grouped, shape, precision="bf16", layout_b="col", baseline=None, **extra):
+    cfg = {"kernel": {"name": kernel}, "shape": list(shape), "mode": "run", "timing": dict(GPU_TIMING),
+           "precision": precision, "layout": {"a": "row", "b": layout_b}, "grouped": grouped, "baseline": baseline,
+           **extra}
+    return run_point(cfg, tmp_path / "point")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("grouped, shape", GPU_CASES, ids=lambda v: str(v)[:30])
+@pytest.mark.parametrize("precision, layout_b", [("bf16", "col"), ("fp16", "row"), ("fp32", "col")])
+def test_gpu_reference_kernel_uneven_empty_groups_masked_rows_untouched(tmp_path, grouped, shape, precision, layout_b):
+    rec = _gpu_point(tmp_path, "grouped_ref", grouped, shape, precision, layout_b)
+    assert rec["status"] == "ok", rec.get("error")
+    v = rec["verification"]["grouped"]
+    assert v["untouched"]["written"] == 0 and all(e["passed"] for e in v["groups"])
+    assert rec["verification_after_timing"]["passed"] and rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("baseline", ["cublas_grouped_loop", "cublas_grouped"])
+@pytest.mark.parametrize("grouped, shape", GPU_CASES, ids=lambda v: str(v)[:30])
+def test_gpu_cublas_grouped_baselines(tmp_path, baseline, grouped, shape):
+    """Each cuBLAS grouped baseline as the kernel, with grouped_ref as its baseline: both verified
+    per group with untouched padding / masked rows, the graph replay checked (launch path)."""
+    rec = _gpu_point(tmp_path, baseline, grouped, shape, baseline="grouped_ref")
+    if rec["status"] == "unavailable":
+        pytest.skip(rec["error"])
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["grouped"]["untouched"]["written"] == 0
+    assert rec["launch_path"]["replay_verified"] and rec["baseline"]["verification"]["passed"]
+
+
+@pytest.mark.gpu
+def test_gpu_reference_kernel_sanitizer_racecheck_clean(tmp_path):
+    rec = _gpu_point(tmp_path, "grouped_ref", {"kind": "contiguous", "sizes": [5, 0, 40], "align": 16}, (45, 64, 32),
+                     sanitizer="racecheck")
+    if rec["status"] == "unavailable":
+        pytest.skip(rec["error"])
+    assert rec["status"] == "ok" and rec["sanitizer"]["verdict"] == "clean", rec.get("error")
