@@ -362,8 +362,9 @@ class DeviceCheck:
     def check(self, c, fresh: DeviceInputs, options: verify_stage.VerifyOptions, distribution: str = "normal",
               seed: int = 0, products: dict | None = None,
               tf32_rounding: str | None = None) -> verify_stage.Verdict:
-        """Verify C (``c``: the guard-banded float32 C, M x N row-major) against A @ B as ``fresh``
-        holds them, on the device, by the rule and method of :func:`gemmlab.stages.verify.check` with
+        """Verify C (``c``: the guard-banded float32 C, M x N row-major) against A @ B of the inputs
+        ``fresh`` drew (read from its snapshots: a kernel that writes A or B does not move the
+        reference; the inputs-unchanged net then refuses it), on the device, by the rule and method of :func:`gemmlab.stages.verify.check` with
         the same arguments (``products``: a dict shared by a kernel and its baseline on the same
         inputs: Freivalds' input-side vectors are computed once there). TF32: the declared rounding,
         or each of :data:`verify.TF32_ROUNDINGS` in turn until one passes (the verdict's ``tf32``).
@@ -471,7 +472,7 @@ class DeviceCheck:
                     index.append(_u64(int(buf.handle)))
             base = int(stats.handle)
             self._launch(("sampled", rounding), (tiles, -(-R // TILE)), (
-                _u64(self.inputs.a.address), _u64(self.inputs.b.address), _u64(c.address), index[0], index[1],
+                _u64(self.inputs.snapshots[0].address), _u64(self.inputs.snapshots[1].address), _u64(c.address), index[0], index[1],
                 np.int32(R), np.int32(Cn), np.int64(p.M), np.int64(p.N), np.int64(p.K), np.int32(RULE_CODES[rule]),
                 np.float64(coef_abs), np.float64(coef_ref), np.float64(options.atol), np.float64(options.rtol),
                 *(_u64(base + offsets[name]) for name, _ in layout)))
@@ -509,9 +510,9 @@ class DeviceCheck:
         mask = 1 << trials  # the last vector multiplies |B|, then |A|
         owned = [self._upload(np.vstack([*xs, np.ones(p.N)]).astype(np.float64))]
         try:
-            owned.append(self._matvec(("matvec_b", rounding), fresh.b.address, p.K, p.N, p.layout_b,
+            owned.append(self._matvec(("matvec_b", rounding), fresh.snapshots[1].address, p.K, p.N, p.layout_b,
                                       int(owned[0].handle), trials + 1, mask))
-            owned.append(self._matvec(("matvec_a", rounding), fresh.a.address, p.M, p.K, p.layout_a,
+            owned.append(self._matvec(("matvec_a", rounding), fresh.snapshots[0].address, p.M, p.K, p.layout_a,
                                       int(owned[1].handle), trials + 1, mask))
             out = self._download(owned[2], np.float64, (trials + 1) * p.M).reshape(trials + 1, p.M).copy()
         finally:
