@@ -358,3 +358,26 @@ def test_the_readme_lists_each_exploit_with_its_net():
     for case in corpus.CASES:
         found = re.search(rf"\b{case.name}\b[^→]*→ ([a-z -]+)", section)
         assert found and found.group(1).strip().startswith(case.net), f"README: {case.name} → {case.net}"
+
+
+# --- the after-timing nets' exploits through the device check (issue 40's cost) ----------------------
+
+def _device_cases():
+    p = corpus.BY_NAME["lazy_graph"].params
+    return {"lazy_once": (lambda: lazy(1), {}), "lazy_warmup": (lambda: lazy(1 + corpus.EVENTS["warmup"]), {}),
+            "lazy_graph": (lambda: lazy(1 + p["W"] + p["B"] * p["G"]), {}),
+            "stash_ptr": (lambda: stash(pointers), {}),
+            "stash_values": (lambda: stash(first_last_values, miss_ms=1.0), {"shape": SMALL})}
+
+
+@pytest.mark.parametrize("name", list(_device_cases()))
+def test_after_timing_exploits_are_refused_by_the_device_check(tmp_path, monkeypatch, name):
+    """The corpus's cases the after-timing nets refuse, with those nets on the device (fresh inputs
+    drawn there, C checked there, the fresh-input timing's -A, 2A, -B scaled there): the same status."""
+    from gemmlab.stages import device_check
+    monkeypatch.setattr(device_check, "DEVICE_MIN_MNK", 0)
+    make, sections = _device_cases()[name]
+    gpu = at_peak_clock(HostGpu(durations={"x_stash_values": 0.0425})) if name == "stash_values" else None
+    case, rec = run_case(tmp_path, monkeypatch, name, make(), gpu, **sections)
+    refused(case, rec)
+    assert rec["verification_after_timing"]["where"] == "device"
