@@ -7,7 +7,9 @@
   rule; the record's verification.tf32 names the rounding that matched (and each tried).
 - headline: fp32, bf16 (B col) and tf32 (B col) 4096^3 with kernel=auto vs cuBLAS, graph timing,
   with every new gate on (after-timing verification, plausibility, launch paths).
-- overhead: the after-timing phase's seconds against the whole point's, at 256^3 and 4096^3.
+- overhead: the after-timing phase's seconds against the whole point's, at 256^3 (host path) and
+  4096^3 (device path: gemmlab.stages.device_check), with where the seconds go (phase_s.after_timing_parts;
+  ``compile`` is the device check's NVRTC compile or cache load, paid once per process and problem kind).
 - cold: cuBLAS and the shipped bf16 kernel at 1x4096x4096 and 16x8192x8192 bf16 (B col),
   timing=cold with flush=read and flush=write, against the DRAM floor of reading A and B.
 Each point runs through gemmlab.run.pipeline.run_point in its own folder; every record goes into
@@ -79,11 +81,15 @@ def overhead_part(out):
             phase = rec.get("phase_s") or {}
             wall = rec["probe"]["wall_s"]
             after = phase.get("after_timing")
-            parts = " ".join(f"{k}={v}" for k, v in (phase.get("after_timing_parts") or {}).items())
-            rows.append((rec, f"{precision} {shape[0]}^3 | {rec['status']} | {wall} | {phase.get('timing')} | {after} | "
-                              f"{round(100 * after / (wall - after), 1) if after else None} | {parts}"))
-    return rows, ("overhead | status | point wall s | timing s | after-timing s | after-timing % of the rest | "
-                  "after-timing parts s")
+            parts = phase.get("after_timing_parts") or {}
+            steady = round(after - parts.get("compile", 0.0), 4) if after else None  # a compile-cache hit costs ~0
+            where = (rec.get("verification_after_timing") or {}).get("where")
+            rows.append((rec, f"{precision} {shape[0]}^3 | {rec['status']} | {where} | {wall} | {phase.get('timing')} | "
+                              f"{after} | {round(100 * after / (wall - after), 1) if after else None} | "
+                              f"{round(100 * steady / (wall - after), 1) if after else None} | "
+                              + " ".join(f"{k}={v}" for k, v in parts.items())))
+    return rows, ("overhead | status | where | point wall s | timing s | after-timing s | after-timing % of the rest | "
+                  "the same without the device check's compile, % | after-timing parts s")
 
 
 def cold_part(out):
