@@ -38,7 +38,7 @@ point (15-23% of the rest; docs/trust.md), in host memory passes over the 64-128
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
@@ -193,6 +193,7 @@ class Snapshot:
 
     @property
     def address(self) -> int:
+        """The device address of the copy's first element."""
         return int(self.buffer.handle)
 
 
@@ -213,7 +214,6 @@ class DeviceInputs:
     snapshots: tuple
     seed: int
     distribution: str
-    factors: list = field(default_factory=lambda: [1.0, 1.0])
 
     @property
     def owned(self) -> list:
@@ -229,7 +229,6 @@ class DeviceInputs:
                 continue
             self.checker.scale(self.snapshots[i].address, g, factor)
             self.checker.scale(g.address, g, factor)
-            self.factors[i] *= factor
 
     def touch_a(self) -> None:
         """The same pass over A as :meth:`scale` makes (by 1: the values stay), before the second
