@@ -8,7 +8,7 @@
 - headline: fp32, bf16 (B col) and tf32 (B col) 4096^3 with kernel=auto vs cuBLAS, graph timing,
   with every new gate on (after-timing verification, plausibility, launch paths).
 - overhead: the after-timing phase's seconds against the whole point's, at 256^3 (host path) and
-  4096^3 (device path: gemmlab.stages.device_check), with where the seconds go (phase_s.after_timing_parts;
+  4096^3 (verify.after_timing=host and =auto, the device path: gemmlab.stages.device_check), with where the seconds go (phase_s.after_timing_parts;
   ``compile`` is the device check's NVRTC compile or cache load, paid once per process and problem kind).
 - cold: cuBLAS and the shipped bf16 kernel at 1x4096x4096 and 16x8192x8192 bf16 (B col),
   timing=cold with flush=read and flush=write, against the DRAM floor of reading A and B.
@@ -73,11 +73,11 @@ def headline_part(out):
 
 def overhead_part(out):
     rows = []
-    for shape in ([256, 256, 256], [4096, 4096, 4096]):
-        for precision, kernel in (("fp32", "auto"), ("bf16", "auto")):
-            rec = point(out, f"overhead-{precision}-{shape[0]}", kernel={"name": kernel}, precision=precision,
+    for shape, wheres in (([256, 256, 256], ("host",)), ([4096, 4096, 4096], ("host", "auto"))):
+        for (precision, kernel), where in ((pk, w) for pk in (("fp32", "auto"), ("bf16", "auto")) for w in wheres):
+            rec = point(out, f"overhead-{precision}-{shape[0]}-{where}", kernel={"name": kernel}, precision=precision,
                         layout={"a": "row", "b": "col" if precision == "bf16" else "row"}, shape=shape,
-                        baseline="cublas")
+                        baseline="cublas", verify={"after_timing": where})
             phase = rec.get("phase_s") or {}
             wall = rec["probe"]["wall_s"]
             after = phase.get("after_timing")

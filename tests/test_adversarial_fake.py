@@ -378,6 +378,6 @@ def test_after_timing_exploits_are_refused_by_the_device_check(tmp_path, monkeyp
     monkeypatch.setattr(device_check, "DEVICE_MIN_MNK", 0)
     make, sections = _device_cases()[name]
     gpu = at_peak_clock(HostGpu(durations={"x_stash_values": 0.0425})) if name == "stash_values" else None
-    case, rec = run_case(tmp_path, monkeypatch, name, make(), gpu, **sections)
+    case, rec = run_case(tmp_path, monkeypatch, name, make(), gpu, verify={"after_timing": "auto"}, **sections)
     refused(case, rec)
     assert rec["verification_after_timing"]["where"] == "device"

@@ -333,7 +333,8 @@ def run(tmp_path, monkeypatch, gpu, **cfg):
             moved.append(("matrices", [g.address for g in (self.d_a, self.d_b)] + [b.buffers.c.address
                                                                                     for b in self.backends]))
     monkeypatch.setattr(pipeline.Run, "after_timing", after_timing)
-    full = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST)}
+    full = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST),
+            "verify": {"after_timing": "auto"}}
     for key, value in cfg.items():
         full[key] = {**full[key], **value} if isinstance(value, dict) and isinstance(full.get(key), dict) else value
     rec = run_point(full, tmp_path / "point")
@@ -357,8 +358,8 @@ def test_an_honest_point_is_verified_on_the_device_and_no_matrix_moves(tmp_path,
 def test_the_host_path_stays_below_the_threshold(tmp_path, monkeypatch):
     rec, _ = run(tmp_path, monkeypatch, HostGpu())
     monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 63 * 65 * 33)
-    rec2 = run_point({"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST)},
-                     tmp_path / "host")
+    rec2 = run_point({"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST),
+                      "verify": {"after_timing": "auto"}}, tmp_path / "host")
     assert rec["verification_after_timing"]["where"] == "device" and rec2["verification_after_timing"]["where"] == "host"
     assert "upload" in rec2["phase_s"]["after_timing_parts"] and "compile" not in rec2["phase_s"]["after_timing_parts"]
 
@@ -431,3 +432,17 @@ def test_a_large_product_is_sampled_on_the_device_and_freivalds_catches_other_ro
     after = rec["verification_after_timing"]
     assert after["method"].startswith("sampled") and after["where"] == "device"
     assert rec["status"] == "wrong_after_timing" and after["freivalds"]["passed"] is False
+
+
+def test_the_host_path_is_the_default(tmp_path, monkeypatch):
+    """verify.after_timing=host (the default until the device path has passed on a GPU): the device
+    path is not taken at any size; =device takes it below DEVICE_MIN_MNK too."""
+    gpu = HostGpu()
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 0)
+    base = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST)}
+    rec = run_point(base, tmp_path / "default")
+    assert rec["status"] == "ok" and rec["verification_after_timing"]["where"] == "host"
+    monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 2**40)
+    rec = run_point({**base, "verify": {"after_timing": "device"}}, tmp_path / "device")
+    assert rec["status"] == "ok" and rec["verification_after_timing"]["where"] == "device"

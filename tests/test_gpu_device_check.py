@@ -128,7 +128,7 @@ def _point(shape, precision, layout_b="row", **cfg):
     from gemmlab.run.pipeline import run_point
     return {"kernel": {"name": "auto"}, "shape": list(shape), "mode": "run", "precision": precision,
             "layout": {"a": "row", "b": layout_b}, "timing": {"mode": "graph", "warmup": 2, "repeat": 5, "batch": 4},
-            **cfg}, run_point
+            "verify": {"after_timing": "auto"}, **cfg}, run_point
 
 
 @pytest.mark.parametrize("shape, precision, layout_b", [((2048, 2048, 1024), "fp32", "row"),
@@ -151,7 +151,8 @@ def test_after_timing_exploits_are_refused_by_the_device_check(tmp_path, monkeyp
     from gemmlab.run.pipeline import run_point
     monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 0)
     case = corpus.BY_NAME[name]
-    rec = run_point(corpus.config(case, isolation={"process": False}), tmp_path / name)
+    rec = run_point(corpus.config(case, isolation={"process": False}, verify={"after_timing": "auto"}),
+                    tmp_path / name)
     wrong = corpus.problems(case, rec)
     assert not wrong, f"{case.kernel} ({case.idea}): {wrong}"
     assert rec["verification_after_timing"]["where"] == "device"

@@ -885,8 +885,11 @@ class Run:
             parts[name] = round(now - started - sum(parts.values()), 4)
 
         seed = secrets.randbits(62)
-        # a large problem is drawn, verified and checked on the device: no matrix crosses PCIe (device_check)
-        on_device = device_check.applies(problem, self.d_a, self.d_b)
+        # verify.after_timing=auto: a large problem is drawn, verified and checked on the device (no matrix
+        # crosses PCIe: device_check); =device: at every size the device path allows; =host (default): here
+        where = rc.verify.after_timing
+        on_device = where != "host" and device_check.applies(problem, self.d_a, self.d_b,
+                                                             min_mnk=0 if where == "device" else None)
         if on_device:
             checker = device_check.DeviceCheck(
                 gpu, problem, device_check.roundings_for(problem.precision, [b.spec.tf32_rounding for b in self.backends]),

@@ -28,7 +28,7 @@ from gemmlab.contract.grouped import GROUPED_KINDS, Grouped
 from gemmlab.stages.grouped import GENERATORS, group_sizes
 from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
 from gemmlab.stages.timing import FLUSHES, TimingOptions
-from gemmlab.stages.verify import VerifyOptions
+from gemmlab.stages.verify import AFTER_TIMING_WHERE, VerifyOptions
 
 MODES = ("run", "compile")
 DISTRIBUTIONS = ("normal", "uniform", "integers")
@@ -438,6 +438,7 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "verify.max_full": _rule(_int, 1),
     "verify.sample": _rule(_int, 1, 1_000_000),
     "verify.trials": _rule(_int, 1, 100),
+    "verify.after_timing": _rule(_choice, AFTER_TIMING_WHERE),
     "inputs.distribution": _rule(_choice, DISTRIBUTIONS),
     "inputs.seed": _rule(_int, 0, 2**63 - 1),
     "layout.a": _rule(_choice, LAYOUTS),

@@ -155,14 +155,16 @@ def host_inputs(problem, seed: int, distribution: str) -> ProblemInputs:
                          b_stored=np.ascontiguousarray(b_st if problem.layout_b == "row" else b_st.T))
 
 
-def applies(problem, d_a, d_b) -> bool:
-    """Whether the after-timing verification of ``problem`` runs on the device: M*N*K above
-    :data:`DEVICE_MIN_MNK`, a precision of :data:`PRECISIONS`, no grouped problem, and A and B stored
-    dense (``d_a``/``d_b``: the guard-banded matrices, M x K or K x M and K x N or N x K)."""
+def applies(problem, d_a, d_b, min_mnk: int | None = None) -> bool:
+    """Whether the after-timing verification of ``problem`` can run on the device: M*N*K above
+    ``min_mnk`` (None: :data:`DEVICE_MIN_MNK`), a precision of :data:`PRECISIONS`, no grouped problem,
+    and A and B stored dense (``d_a``/``d_b``: the guard-banded matrices, M x K or K x M and K x N or
+    N x K). Used when ``verify.after_timing`` is ``auto`` or ``device``."""
     M, N, K = problem.M, problem.N, problem.K
+    min_mnk = DEVICE_MIN_MNK if min_mnk is None else min_mnk
     dense_a = (M, K) if problem.layout_a == "row" else (K, M)
     dense_b = (K, N) if problem.layout_b == "row" else (N, K)
-    return (problem.precision in PRECISIONS and M * N * K > DEVICE_MIN_MNK
+    return (problem.precision in PRECISIONS and M * N * K > min_mnk
             and getattr(problem, "grouped", None) is None
             and tuple(d_a.shape) == dense_a and tuple(d_b.shape) == dense_b)
 

@@ -93,6 +93,8 @@ U_OUT = MappingProxyType({"float32": 0.0, "bfloat16": 2.0**-8})
 #: undeclared kernel's output is tried against them (declared by kernels: ``KernelBase.tf32_rounding``)
 TF32_ROUNDINGS = hookspecs.TF32_ROUNDINGS
 TINY = 1e-30
+#: where the after-timing verification may run (:attr:`VerifyOptions.after_timing`)
+AFTER_TIMING_WHERE = ("host", "auto", "device")
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,12 @@ class VerifyOptions:
         method: ``auto`` | ``full`` | ``sampled``.
         max_full: ``auto`` uses ``full`` while M*N*K <= this.
         sample: rows and columns compared in ``sampled`` mode; trials: Freivalds vectors.
+        after_timing: where the after-timing verification runs (:data:`AFTER_TIMING_WHERE`):
+            ``host`` (default: fresh inputs drawn here, C checked by :func:`check`); ``auto``, on
+            the device above :data:`gemmlab.stages.device_check.DEVICE_MIN_MNK` where the problem
+            allows it (kernels/device_check.cu: fresh inputs drawn there, the same rule there,
+            counts brought back); ``device``, there at every size it allows. ``host`` stays the
+            default until the device path has passed the gpu tests and the exploit corpus on a GPU.
     """
 
     tolerance: str = "auto"
@@ -116,6 +124,7 @@ class VerifyOptions:
     max_full: int = 2**37
     sample: int = 256
     trials: int = 2
+    after_timing: str = "host"
 
 
 def round_tf32(x: np.ndarray, rounding: str) -> np.ndarray:
