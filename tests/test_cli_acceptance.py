@@ -214,7 +214,7 @@ def test_hydra_errors_are_one_line(cli, tmp_path, args, start):
 
 @pytest.mark.parametrize("body, want", [
     ("bogus: 1\n", "gemmlab: error: bogus: unknown config key (in experiment/bad); known: arch, "),
-    ("verify:\n  bogus: 1\n", "gemmlab: error: verify.bogus: unknown key in verify (in experiment/bad); known: atol, "),
+    ("verify:\n  bogus: 1\n", "gemmlab: error: verify.bogus: unknown key in verify (in experiment/bad); known: after_timing, atol, "),
 ])
 def test_unknown_key_in_a_users_experiment_file_is_named(cli, tmp_path, body, want):
     (tmp_path / "conf" / "experiment").mkdir(parents=True)
