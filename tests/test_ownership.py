@@ -245,6 +245,9 @@ def test_count_hits_empty_after_mask():
     ("tiled", dict(BM=2048), Shape(64, 64, 64), "kernel.TM",  # the values say which factor is out of line
      "(BN/TN)*(BM/TM)=(64/2)*(2048/8)=8192 threads exceeds the device limit 1024; raise TM or TN, or lower BM or BN"),
     ("tiled", dict(BK=128), Shape(64, 64, 64), "kernel.BK", "shared memory"),
+    ("tiled", dict(BM=48), Shape(64, 64, 64), "kernel.BK",  # BM set, BK named: the factors show BM's part
+     "the B tile has 16x64=1024 elements, not a multiple of the 192 threads that stage it "
+     "((BN/TN)*(BM/TM)=(64/2)*(48/8)); change BK, or BM, BN, TM, TN"),
     ("naive", dict(BX=64, BY=64), Shape(64, 64, 64), "kernel.BX", "exceeds the device limit 1024"),
     ("ladder_strip", dict(TM=3), Shape(128, 128, 128), "kernel.TM", "ownership"),
     ("ladder_strip", dict(TM=2), Shape(128, 128, 128), "kernel.TM", "exceeds the device limit"),

@@ -168,10 +168,12 @@ def check_tiled_tiles(params: Mapping[str, int], device: DeviceFacts, a_rows: in
     require_divides(p, "TN", "BN", "ownership (each output column has exactly one owner)")
     threads = require_block_threads(p, device, "TM", "TN")
     rows = p["BM"] if a_rows is None else a_rows
-    for tile, size in ((a_label, rows * p["BK"]), ("B", p["BK"] * p["BN"])):
+    for tile, dims, size in ((a_label, f"{rows}x{p['BK']}", rows * p["BK"]),
+                             ("B", f"{p['BK']}x{p['BN']}", p["BK"] * p["BN"])):
         require(size % threads == 0, "kernel.BK",
-                f"load coverage: the {tile} tile has {size} elements, not a multiple of the "
-                f"{threads} threads that stage it")
+                f"load coverage: the {tile} tile has {dims}={size} elements, not a multiple of the "
+                f"{threads} threads that stage it ((BN/TN)*(BM/TM)=({p['BN']}/{p['TN']})*({p['BM']}/{p['TM']})); "
+                f"change BK, or BM, BN, TM, TN")
     smem = 4 * (p["BM"] * p["BK"] + p["BK"] * p["BN"])
     require(smem <= device.max_shared_per_block, "kernel.BK",
             f"static shared memory 4*(BM*BK+BK*BN)={smem} bytes exceeds {device.max_shared_per_block}")
