@@ -949,7 +949,7 @@ def test_compile_error_is_one_line_naming_the_log(cli, tmp_path):
     (path,) = results(tmp_path)
     lines = stderr_lines(proc)
     assert len(lines) == 1 and lines[0].startswith("gemmlab: error: NVRTC failed on "), proc.stderr
-    assert "plug/broken.cu(5): error" in lines[0] and f"(full NVRTC log: {path.parent / 'compile.log'})" in lines[0]
+    assert "plug/broken.cu(5): error" in lines[0] and f"(full compile log: {path.parent / 'compile.log'})" in lines[0]
     log = (path.parent / "compile.log").read_text()
     assert "warning" in log and "broken.cu(5): error" in log and "\x00" not in log
     assert "\x00" not in path.read_text() and "\\u0000" not in path.read_text()

@@ -198,3 +198,20 @@ def test_enqueue_launches_on_the_runs_stream_with_the_cores_buffers(layout_b):
     assert backend.special.signature["a_ptr"] == "*bf16" and backend.special.signature["c_ptr"] == "*fp32"
     assert backend.record["compile"]["driver_attributes"]["registers"] == 96
     backend.close()
+
+
+def test_a_triton_compilation_error_is_one_line_reason_first():
+    """Triton's CompilationError text is "at L:C:", the source excerpt, a caret, then the reason: the
+    one-line error leads with the reason (BLOCK_M=100 used to show only the excerpt, cut at 400 chars)."""
+    from gemmlab.gpu.triton_compile import triton_error_text
+
+    class CompilationError(Exception):
+        pass
+
+    text = ("at 14:31:\n    pid = tl.program_id(axis=0)\n" + "    x = 1\n" * 60
+            + "    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)\n                               ^\n"
+            "arange's range must be a power of 2")
+    line = triton_error_text(CompilationError(text), "matmul_kernel")
+    assert line == "arange's range must be a power of 2 (at 14:31 of matmul_kernel)"
+    other = triton_error_text(RuntimeError("PTXAS error:\n  ptxas  fatal"), "matmul_kernel")
+    assert other == "PTXAS error: ptxas fatal" and "\n" not in other

@@ -196,9 +196,9 @@ def _task(cfg, invocation: Invocation) -> float | None:
         print(f"gemmlab: error: {record['error']}" + ("; further points whose folder holds one are refused "
               "without this line" if multirun else ""), file=sys.stderr, flush=True)
     elif status:
-        where = ""  # a compile error's whole NVRTC log (warnings, every error) stays in the point's compile.log
+        where = ""  # a compile error's whole log (NVRTC's or Triton's: warnings, every error) stays in compile.log
         if record["status"] == CompileError.status and (out_dir / "compile.log").is_file():
-            where = f" (full NVRTC log: {out_dir / 'compile.log'})"
+            where = f" (full compile log: {out_dir / 'compile.log'})"
         print(f"gemmlab: error: {record['error']}{where}", file=sys.stderr, flush=True)
         if record["status"] in (ConfigError.status, NoGPUError.status, UnavailableError.status):
             _log_point(out_dir, f"gemmlab: error: {record['error']}")

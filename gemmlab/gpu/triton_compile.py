@@ -193,6 +193,19 @@ def _cubin_registers(cubin: bytes, symbol: str) -> int | None:
     return None
 
 
+def triton_error_text(exc: BaseException, function: str) -> str:
+    """One line of a Triton compile failure ``exc`` of the JIT function named ``function``.
+
+    Triton's ``CompilationError`` reads "at L:C:", the source excerpt, a caret line, then the
+    reason (e.g. "arange's range must be a power of 2"): the reason comes first, then where
+    ("at 14:31 of matmul_kernel"), so a cut line still says why; any other error is its text with
+    whitespace collapsed (the full text stays in the point's compile.log). Never raises."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if type(exc).__name__ == "CompilationError" and len(lines) > 1 and lines[0].startswith("at "):
+        return f"{lines[-1]} ({lines[0].rstrip(':')} of {function})"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def compile_kernel(fn, spec_name: str, spec: Specialised, options: dict, arch: str) -> TritonCompiled:
     """Compile ``fn`` specialised as ``spec`` with Triton ``options`` for ``sm_<arch>`` (Triton picks
     ``sm_90a`` for 90 itself). Works without a GPU. Triton's own cache is bypassed
@@ -228,7 +241,7 @@ def compile_kernel(fn, spec_name: str, spec: Specialised, options: dict, arch: s
             compiled = triton.compile(ASTSource(fn, spec.signature, spec.constexprs, spec.attrs),
                                       target=GPUTarget("cuda", capability, 32), options=dict(options))
     except Exception as exc:
-        text = " ".join(str(exc).split()) or type(exc).__name__
+        text = triton_error_text(exc, fn.__name__)
         raise CompileError(f"Triton failed to compile {spec_name} ({fn.__name__}) for sm_{capability}: "
                            f"{type(exc).__name__}: {text[:400]}", str(exc)) from None
     finally:
