@@ -18,7 +18,7 @@ is refused in one line.
 
 from __future__ import annotations
 
-from gemmlab.contract.hookspecs import Dim, Matrix, TritonKernelSpec, Value, hookimpl
+from gemmlab.contract.hookspecs import Dim, Matrix, ParamError, TritonKernelSpec, Value, hookimpl
 from gemmlab.contract.plugin_utils import cdiv
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 
@@ -39,6 +39,17 @@ def strides(problem) -> tuple:
 
 class TritonMatmul(TritonKernelSpec):
     """Triton's tutorial matmul: one program per BLOCK_M x BLOCK_N tile of C, grouped by GROUP_M rows."""
+
+    def check_problem(self, problem, params, device):
+        """BLOCK_M, BLOCK_N, BLOCK_K powers of two: each is a ``tl.arange`` range, which Triton takes
+        only as a power of two (BLOCK_M=100 failed in Triton's compiler, exit 1, not as bad input).
+
+        Raises:
+            ParamError: naming ``kernel.BLOCK_*``."""
+        for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+            value = params[name]
+            if value & (value - 1):
+                raise ParamError(f"kernel.{name}", f"must be a power of two (a tl.arange range), got {value}")
 
     def grid(self, problem, params):
         return (cdiv(problem.M, params["BLOCK_M"]) * cdiv(problem.N, params["BLOCK_N"]),)

@@ -215,3 +215,16 @@ def test_a_triton_compilation_error_is_one_line_reason_first():
     assert line == "arange's range must be a power of 2 (at 14:31 of matmul_kernel)"
     other = triton_error_text(RuntimeError("PTXAS error:\n  ptxas  fatal"), "matmul_kernel")
     assert other == "PTXAS error: ptxas fatal" and "\n" not in other
+
+
+@pytest.mark.parametrize("name", ["BLOCK_M", "BLOCK_N", "BLOCK_K"])
+def test_triton_matmul_refuses_a_block_that_is_not_a_power_of_two(name):
+    """tl.arange takes only power-of-two ranges: a BLOCK_* of 100 is bad input (one line naming the field),
+    refused before Triton is imported, not a compile error from Triton's compiler."""
+    from gemmlab.contract.hookspecs import ParamError
+    spec = load_registry(entry_points=False).get("triton_matmul")
+    params = dict(spec.defaults, **{name: 100})
+    with pytest.raises(ParamError) as info:
+        spec.check_problem(Problem(Shape(63, 65, 33)), params, offline_facts("90"))
+    assert str(info.value) == f"kernel.{name}: must be a power of two (a tl.arange range), got 100"
+    spec.check_problem(Problem(Shape(63, 65, 33)), dict(spec.defaults, **{name: 16}), offline_facts("90"))
