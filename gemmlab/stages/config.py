@@ -539,22 +539,29 @@ def parse_fp8(value: Any, precision: str) -> Fp8Options:
     Raises:
         ConfigError: field ``fp8`` or ``fp8.<key>``, naming what is allowed.
     """
-    value = _plain(value)
-    if value is None:
-        value = {}
-    if not isinstance(value, Mapping):
-        raise ConfigError("fp8", f"must be a mapping with keys {', '.join(SECTIONS['fp8'])}, got {typed(value)}")
-    extra = sorted(set(value) - set(SECTIONS["fp8"]))
-    if extra:
-        raise ConfigError(f"fp8.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['fp8'])}")
     defaults = _defaults(Fp8Options)
-    parsed = {k: FIELD_RULES[f"fp8.{k}"](v) for k, v in {**defaults, **value}.items()}
+    parsed = {k: FIELD_RULES[f"fp8.{k}"](v) for k, v in _section("fp8", value, defaults).items()}
     if precision != "fp8":
         for key, v in parsed.items():
             if v != defaults[key]:
                 raise ConfigError(f"fp8.{key}", f"applies to precision=fp8 only; got precision={precision} "
                                   f"(leave fp8.{key} at {defaults[key]}, or add precision=fp8)")
     return Fp8Options(**parsed)
+
+
+def _section(name: str, value: Any, defaults: Mapping[str, Any]) -> dict:
+    """An optional config section (``fp8``, ``grouped``) as a plain dict over ``defaults``: null is
+    every default; anything but a mapping, or a key outside :data:`SECTIONS`, is a one-line
+    :class:`ConfigError` naming the section or the key."""
+    value = _plain(value)
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(name, f"must be a mapping with keys {', '.join(SECTIONS[name])}, got {typed(value)}")
+    extra = sorted(set(value) - set(SECTIONS[name]))
+    if extra:
+        raise ConfigError(f"{name}.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS[name])}")
+    return {**defaults, **value}
 
 
 def _int_list(value: Any, field_name: str, what: str, minimum: int) -> list[int]:
@@ -581,16 +588,8 @@ def parse_grouped(value: Any, shape: Shape, precision: str, layout_a: str, layou
         ConfigError: field ``grouped.<key>`` (or ``precision``, ``layout.a``, ``shape``), naming what
             is allowed.
     """
-    value = _plain(value)
-    if value is None:
-        value = {}
-    if not isinstance(value, Mapping):
-        raise ConfigError("grouped", f"must be a mapping with keys {', '.join(SECTIONS['grouped'])}, got {typed(value)}")
-    extra = sorted(set(value) - set(SECTIONS["grouped"]))
-    if extra:
-        raise ConfigError(f"grouped.{extra[0]}", f"unknown key; known: {', '.join(SECTIONS['grouped'])}")
     defaults = _defaults(GroupedOptions)
-    cfg = {**defaults, **value}
+    cfg = _section("grouped", value, defaults)
     parsed = {k: FIELD_RULES[f"grouped.{k}"](v) for k, v in cfg.items() if f"grouped.{k}" in FIELD_RULES}
     kind = parsed["kind"]
     if kind is None:
