@@ -18,7 +18,7 @@ import pytest
 import gemmlab.gpu.device
 import gemmlab.run.pipeline as pipeline
 from gemmlab.run.pipeline import run_point
-from fakegpu import HostGpu, host_gemm, unpack
+from fakegpu import HostGpu, host_gemm, right_on_first_inputs_only, unpack
 from gemmlab.contract.hookspecs import Problem, Shape
 from gemmlab.errors import SafetyNetError
 from gemmlab.gpu import guards
@@ -418,17 +418,7 @@ def test_a_kernel_writing_its_input_after_timing_is_caught_on_the_device(tmp_pat
 
 def test_a_large_product_is_sampled_on_the_device_and_freivalds_catches_other_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "AFTER_TIMING_FULL_MAX", 0)
-    first = []
-
-    def first_rows_only(gpu, args):  # right on the inputs it was first given, every other row wrong on others
-        a, b, c, m, n, k = unpack(args)
-        host_gemm(gpu, args)
-        key = float(gpu.floats(a, 1)[0])
-        first.append(key) if not first else None
-        if key != first[0]:
-            gpu.floats(c, m * n).reshape(m, n)[1::2] = 0.0
-
-    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": first_rows_only}))
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": right_on_first_inputs_only()}))
     after = rec["verification_after_timing"]
     assert after["method"].startswith("sampled") and after["where"] == "device"
     assert rec["status"] == "wrong_after_timing" and after["freivalds"]["passed"] is False

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gemmlab.gpu.device
-from fakegpu import HostGpu, host_gemm, unpack
+from fakegpu import HostGpu, host_gemm, right_on_first_inputs_only, unpack
 from gemmlab.stages import record as record_stage
 from gemmlab.gpu.guards import GUARD_BYTES
 from gemmlab.run.pipeline import exit_status, run_point
@@ -358,17 +358,7 @@ def test_kernel_writing_its_input_only_in_later_launches_is_caught(tmp_path, mon
 def test_after_timing_samples_a_large_product_with_the_new_seed(tmp_path, monkeypatch):
     import gemmlab.run.pipeline as pipeline
     monkeypatch.setattr(pipeline, "AFTER_TIMING_FULL_MAX", 0)  # every product counts as large here
-    first = []
-
-    def first_rows_only(gpu, args):  # right on the inputs it was first given, every other row wrong on others
-        a, b, c, m, n, k = unpack(args)
-        host_gemm(gpu, args)
-        key = float(gpu.floats(a, 1)[0])
-        first.append(key) if not first else None
-        if key != first[0]:
-            gpu.floats(c, m * n).reshape(m, n)[1::2] = 0.0
-
-    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": first_rows_only}))
+    rec, _ = run(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": right_on_first_inputs_only()}))
     after = rec["verification_after_timing"]
     assert after["method"].startswith("sampled") and rec["verification"]["method"].startswith("full")
     assert rec["status"] == "wrong_after_timing" and after["freivalds"]["passed"] is False
