@@ -45,6 +45,7 @@ BUILTINS = {
     "splitk_dot": "gemmlab_plugins.splitk_dot",
     "wgmma_fp8": "gemmlab_plugins.wgmma_fp8",
     "grouped_ref": "gemmlab_plugins.grouped_ref",
+    "wgmma_grouped": "gemmlab_plugins.wgmma_grouped",
 }
 # built-in kernels backed by a vendor library (no .cu source)
 LIBRARY_BUILTINS = {"cublas": "gemmlab_plugins.cublas", "cublas_grouped_loop": "gemmlab_plugins.cublas",

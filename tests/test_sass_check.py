@@ -152,7 +152,7 @@ def test_builtin_declarations():
     wanted = {"wgmma_bf16": ("HGMMA", "UTMALDG"), "wgmma_tf32": ("HGMMA", "UTMALDG"), "tma_bf16": ("HGMMA", "UTMALDG"),
               "mma_tf32": ("HMMA",), "mma_bf16": ("HMMA",), "decode_bf16": ("HMMA",), "cublas": (),
               "triton_matmul": (), "splitk_dot": ("FFMA", "LDG.128"), "triton_tma_persistent": ("HGMMA", "UTMALDG"),
-              "gemv_cols": ("FFMA", "LDG.128"), "wgmma_fp8": ("QGMMA", "UTMALDG"),
+              "gemv_cols": ("FFMA", "LDG.128"), "wgmma_fp8": ("QGMMA", "UTMALDG"), "wgmma_grouped": ("HGMMA", "UTMALDG"),
               "cublas_grouped": (), "cublas_grouped_loop": ()}  # per precision (sass_classes_for): FFMA for fp32, none for the tensor cores
     for name, spec in kernels.items():
         expected = wanted.get(name, ("FFMA",))  # every other built-in: float32 CUDA-core arithmetic

@@ -502,6 +502,13 @@ class TensorMap:
     wrote); its element type, shape and row stride are the region's, and the same rules hold for
     the region (its offset and row stride 16-byte multiples, inside ``workspace_bytes``).
 
+    ``per_group=True`` (grouped problems of kind ``contiguous`` / ``masked`` only, issue 44): a 3-D
+    map over the stored (rows x cols) matrix viewed as G slabs of rows / G rows, one per group (B:
+    expert g's K x N or N x K; masked A and C: expert g's M_max-row slot); global dims (G, rows / G,
+    cols), box (1, box rows, box cols). Kernel side ``cp.async.bulk.tensor.3d`` with coordinates
+    (col, row inside the slab, g); TMA zero-fills outside the slab, so a box at a slab's end never
+    reads the next group's rows, and one map serves every group (no per-group descriptor).
+
     Attributes:
         matrix: "A" | "B" | "C" | "workspace" (needs ``region``).
         box: (rows, cols) of one box, elements.
@@ -509,6 +516,7 @@ class TensorMap:
         l2_promotion: "none" | "64B" | "128B" | "256B".
         oob_fill: "zero" | "nan" (what out-of-bounds box elements read as).
         region: the workspace array (only, and required, with ``matrix="workspace"``).
+        per_group: a 3-D map of G slabs (above); False: the plain 2-D map.
     """
 
     matrix: str
@@ -517,6 +525,7 @@ class TensorMap:
     l2_promotion: str = "256B"
     oob_fill: str = "zero"
     region: Region | None = None
+    per_group: bool = False
 
 
 Arg = Union[Matrix, Dim, Workspace, Value, TensorMap]

@@ -77,6 +77,26 @@ def check_region(region, workspace_bytes: int | None, what: str) -> tuple[int, i
     return region.rows, region.cols, ld, elem
 
 
+def _per_group_dims(tm: TensorMap, problem: Problem, rows: int, what: str) -> list[int]:
+    """[G, rows / G] of a ``per_group`` map: a grouped problem of kind contiguous or masked, a matrix
+    whose stored rows are G slabs (B of both kinds; A and C of masked), not the workspace.
+
+    Raises:
+        ConfigError: field ``kernel``, one line saying which of these the map breaks.
+    """
+    grouped = getattr(problem, "grouped", None)
+    if grouped is None or grouped.kind not in ("contiguous", "masked") or tm.region is not None:
+        raise ConfigError("kernel", f"{what}: per_group maps need a grouped problem of kind contiguous or masked "
+                          "and a matrix A, B or C (not the workspace)")
+    G = grouped.G
+    if tm.matrix != "B" and grouped.kind != "masked":
+        raise ConfigError("kernel", f"{what}: per_group maps over {tm.matrix} need grouped.kind=masked (contiguous "
+                          f"{tm.matrix} has no equal slabs per group; use row offsets in a 2-D map)")
+    if rows % G:
+        raise ConfigError("kernel", f"{what}: {rows} stored rows are not G = {G} equal slabs")
+    return [G, rows // G]
+
+
 def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace_bytes: int | None = None) -> dict:
     """Check ``tm`` against the TMA rules for ``problem``; return its description for the record.
 
@@ -137,8 +157,12 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
                           f"({span} B; TMA rule): use a smaller inner box or a wider swizzle")
     if address is not None and address % 16:
         raise ConfigError("shape", f"{what}: base address {address:#x} is not 16-byte aligned (TMA rule)")
-    out = {"matrix": tm.matrix, "dtype": dtype, "global": [rows, cols],
-           "row_stride_bytes": stride, "box": list(box), "swizzle": tm.swizzle, "l2_promotion": tm.l2_promotion,
+    global_dims, box_dims = [rows, cols], list(box)
+    if getattr(tm, "per_group", False):
+        global_dims, box_dims = _per_group_dims(tm, problem, rows, what), [1, *box]
+        global_dims.append(cols)
+    out = {"matrix": tm.matrix, "dtype": dtype, "global": global_dims,
+           "row_stride_bytes": stride, "box": box_dims, "swizzle": tm.swizzle, "l2_promotion": tm.l2_promotion,
            "oob_fill": tm.oob_fill}
     if tm.region is not None:
         out["workspace_offset"] = tm.region.offset

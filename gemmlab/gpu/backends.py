@@ -306,6 +306,8 @@ def describe_argument(arg) -> str:
         if arg.region is not None:
             r = arg.region
             where = f"workspace + {r.offset} B ({r.rows} x {r.cols} {r.dtype}, row stride {r.row_stride})"
+        if arg.per_group:
+            where += " per group (3-D: G slabs)"
         return f"TMA tensor map over {where}, box {tuple(arg.box)}, swizzle {arg.swizzle}"
     return repr(arg)
 

@@ -23,7 +23,7 @@ def build(tm: TensorMap, problem: Problem, address: int):
     pass it straight to ``cuda.core.launch``). For ``matrix="workspace"``, ``address`` is the
     region's first element (workspace start + ``region.offset``); shape, element type and row
     stride (``__cuda_array_interface__`` byte strides when ``region.ld`` exceeds ``cols``) are the
-    region's.
+    region's. A ``per_group`` map views the matrix as (G, rows / G, cols) with box (1, rows, cols).
 
     Raises:
         ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused the map.
@@ -50,11 +50,16 @@ def build(tm: TensorMap, problem: Problem, address: int):
         strides = None if region.row_stride == region.cols else (region.row_stride * data_type.itemsize,
                                                                   data_type.itemsize)
         array = _DeviceArray(address, (region.rows, region.cols), typestr, strides)
+    elif getattr(tm, "per_group", False):  # G slabs of rows / G rows: a 3-D array (G, rows / G, cols)
+        rows, cols = problem.stored_shape(tm.matrix)
+        G = problem.grouped.G
+        array = _DeviceArray(address, (G, rows // G, cols), typestr)
     else:
         array = _DeviceArray(address, problem.stored_shape(tm.matrix), typestr)
+    box = (1, *tm.box) if getattr(tm, "per_group", False) else tuple(tm.box)
     view = utils.StridedMemoryView.from_cuda_array_interface(array, stream_ptr=-1)  # cuda-core >= 1.2
     try:
-        return view.as_tensor_map(box_dim=tuple(tm.box), data_type=data_type, swizzle=swizzle, l2_promotion=l2,
+        return view.as_tensor_map(box_dim=box, data_type=data_type, swizzle=swizzle, l2_promotion=l2,
                                   oob_fill=oob)
     except Exception as exc:  # the driver's own refusal (CUDA_ERROR_INVALID_VALUE ...)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
