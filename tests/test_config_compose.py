@@ -100,8 +100,8 @@ def test_composed_task_config_has_no_hydra_node():
     # what the CLI task receives (and what run_point records) carries only gemmlab's keys
     cfg = compose()
     assert set(cfg.keys()) == {"kernel", "timing", "shape", "mode", "arch", "device", "inputs", "verify",
-                               "plugin_dirs", "baseline", "precision", "layout", "fp8", "grouped", "sanitizer", "cache", "resume",
-                               "isolation"}
+                               "plugin_dirs", "baseline", "precision", "layout", "fp8", "grouped", "epilogue", "batch", "sanitizer",
+                               "cache", "resume", "isolation"}
 
 
 # --- overrides ------------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ from typing import Mapping, NamedTuple, Union
 
 import pluggy
 
+from gemmlab.contract.epilogue import (ACTIVATIONS, BIAS_KINDS, EPILOGUE_MATRICES, FULL, OUTPUTS, PLAIN,  # noqa: F401
+                                       Epilogue, EpilogueSupport)
 from gemmlab.contract.grouped import GROUP_ARRAY_NAMES, GROUPED_KINDS, Grouped  # noqa: F401 (contract)
 from gemmlab.contract.space import (Choice, ParamDecl, PowerOfTwo, Range, Restriction, Space, configs_space,  # noqa: F401 (contract)
                                     derived_space, ordered_points)
@@ -130,6 +132,23 @@ class Shape(NamedTuple):
     K: int
 
 
+class Storage(NamedTuple):
+    """How one matrix of a problem lies in its buffer (elements): each batch's matrix is ``rows`` x
+    ``cols`` as stored (cols contiguous), row r at ``r * ld``; batch b's starts ``b * stride`` after
+    batch 0's; the buffer holds ``copies`` of them (1 for a shared operand, stride 0)."""
+
+    rows: int
+    cols: int
+    ld: int
+    stride: int
+    copies: int
+
+    @property
+    def buffer_rows(self) -> int:
+        """Rows of ``ld`` elements the buffer holds (its stored shape is (buffer_rows, ld))."""
+        return (self.copies - 1) * (self.stride // self.ld) + self.rows
+
+
 @dataclass(frozen=True)
 class Problem:
     """One GEMM problem as the core runs it: C (M x N, row-major float32) = A (M x K) @ B (K x N).
@@ -146,14 +165,21 @@ class Problem:
             (:data:`FP8_FORMATS`).
         scaling: ``precision=fp8`` only: ``tensor`` | ``row`` | ``block`` (:data:`SCALINGS`); the
             scale buffers' shapes and layouts: :meth:`stored_shape` of ``A_scale`` / ``B_scale``.
-        out: the type of C: ``float32`` (every precision) or ``bf16`` (fp8 only; the kernel's
-            epilogue applies the scales, then rounds to bf16).
+        out: the type of C: ``float32``, ``bf16`` or ``fp16`` (:data:`OUTPUTS`, issue 43: the
+            float32 result rounded once to nearest even; fp8: ``float32`` or ``bf16``, the kernel's
+            epilogue applies the scales, then rounds).
         grouped: a grouped GEMM (issue 44: mixture-of-experts experts, :mod:`gemmlab.contract.grouped`),
             or None (a plain GEMM). For a grouped problem ``shape`` is (sum_g M_g, N, K), A, B and C
             are stored as :class:`~gemmlab.contract.grouped.Grouped` says (:meth:`stored_shape`), and
             its group arrays (``group_offsets``, ``group_m``, ``group_dims``) are inputs like A and B.
 
-    No leading-dimension padding: ``lda``/``ldb``/``ldc`` are the packed extents.
+        epilogue: the fields beyond C = A·B (issue 43, :mod:`gemmlab.contract.epilogue`: alpha,
+            beta·C0, bias, activation, leading dimensions, strided batches), or None: alpha = 1,
+            beta = 0, no bias or activation, tight ``lda``/``ldb``/``ldc``, one batch. A kernel
+            declares what it runs (``KernelBase.epilogue``); the core refuses the rest.
+
+    Without an epilogue ``lda``/``ldb``/``ldc`` are the packed extents; with one, its values
+    (:meth:`storage` gives each matrix's rows, pitch and batch stride).
 
     FP8 scale buffers (float32, device pointers ``Matrix("A_scale")`` / ``Matrix("B_scale")``, TMA maps
     ``TensorMap("A_scale", box)``; :class:`DevicePointers` ``a_scale`` / ``b_scale`` for libraries):
@@ -180,6 +206,7 @@ class Problem:
     scaling: str = "tensor"
     out: str = "float32"
     grouped: Grouped | None = None
+    epilogue: Epilogue | None = None
 
     @property
     def M(self) -> int:
@@ -193,20 +220,63 @@ class Problem:
     def K(self) -> int:
         return self.shape.K
 
+    def tight_ld(self, matrix: str) -> int:
+        """The packed leading dimension of ``matrix`` ("A" | "B" | "C" | "C0"): A K (row-major) or M
+        (column-major), B N (row-major) or K (column-major), C and C0 N."""
+        if matrix == "A":
+            return self.K if self.layout_a == "row" else self.M
+        if matrix == "B":
+            return self.N if self.layout_b == "row" else self.K
+        return self.N
+
+    def _ld(self, matrix: str, name: str) -> int:
+        given = getattr(self.epilogue, name) if self.epilogue is not None else 0
+        return given or self.tight_ld(matrix)
+
     @property
     def lda(self) -> int:
-        """Leading dimension of A in elements: K (row-major) or M (column-major)."""
-        return self.K if self.layout_a == "row" else self.M
+        """Leading dimension of A in elements: K (row-major) or M (column-major), or the epilogue's."""
+        return self._ld("A", "lda")
 
     @property
     def ldb(self) -> int:
-        """Leading dimension of B in elements: N (row-major) or K (column-major)."""
-        return self.N if self.layout_b == "row" else self.K
+        """Leading dimension of B in elements: N (row-major) or K (column-major), or the epilogue's."""
+        return self._ld("B", "ldb")
 
     @property
     def ldc(self) -> int:
-        """Leading dimension of C in elements: always N (C is row-major)."""
-        return self.N
+        """Leading dimension of C (and C0) in elements: N (C is row-major), or the epilogue's."""
+        return self._ld("C", "ldc")
+
+    @property
+    def extended(self) -> bool:
+        """Beyond today's plain contract (issue 43): an epilogue, or a C type other than float32 for a
+        precision other than fp8 (fp8's bf16 C is its own path). Such a problem's inputs, reference
+        and bound are :mod:`gemmlab.stages.verify`'s fused ones."""
+        return self.epilogue is not None or (self.precision != "fp8" and self.out != "float32")
+
+    @property
+    def batch(self) -> int:
+        """The number of GEMMs of one launch (1 without an epilogue)."""
+        return self.epilogue.batch if self.epilogue is not None else 1
+
+    def storage(self, matrix: str) -> Storage:
+        """Where ``matrix`` ("A" | "B" | "C" | "C0") lies in its buffer (:class:`Storage`): rows and
+        cols of one batch as stored, the leading dimension, the batch stride (tight: rows * ld) and
+        the copies held (1 for a shared operand, batch stride 0)."""
+        key = "C" if matrix == "C0" else matrix
+        rows, cols = {"A": (self.M, self.K) if self.layout_a == "row" else (self.K, self.M),
+                      "B": (self.K, self.N) if self.layout_b == "row" else (self.N, self.K),
+                      "C": (self.M, self.N)}[key]
+        ld = {"A": self.lda, "B": self.ldb, "C": self.ldc}[key]
+        given = getattr(self.epilogue, f"stride_{key.lower()}") if self.epilogue is not None else None
+        stride = rows * ld if given is None else given
+        copies = 1 if stride == 0 or self.batch == 1 else self.batch
+        return Storage(rows, cols, ld, stride, copies)
+
+    def batch_stride(self, matrix: str) -> int:
+        """Elements between two batches' ``matrix`` ("A" | "B" | "C" | "C0"; 0: shared)."""
+        return self.storage(matrix).stride
 
     @property
     def ab_dtype(self) -> str:
@@ -231,13 +301,19 @@ class Problem:
 
     @property
     def c_dtype(self) -> str:
-        """Storage type of C: ``float32``, or ``bfloat16`` (fp8 with ``out=bf16``)."""
-        return FP8_OUTPUTS.get(self.out, "float32")
+        """Storage type of C: ``float32``, ``bfloat16`` or ``float16`` (:data:`OUTPUTS`)."""
+        return OUTPUTS.get(self.out, "float32")
 
     @property
     def c_bytes(self) -> int:
         """Bytes per element of C (4 or 2)."""
-        return 2 if self.c_dtype == "bfloat16" else 4
+        return 4 if self.c_dtype == "float32" else 2
+
+    @property
+    def bias_dtype(self) -> str | None:
+        """Storage type of the bias vector: ``float32``, the inputs' (``epilogue.bias=input``), or None."""
+        kind = self.epilogue.bias if self.epilogue is not None else "none"
+        return None if kind == "none" else "float32" if kind == "float32" else self.ab_dtype
 
     @property
     def scale_groups(self) -> int:
@@ -246,15 +322,25 @@ class Problem:
 
     @property
     def flops(self) -> int:
-        """Floating-point operations of one launch: 2 M N K, or a grouped problem's sum_g 2 M_g N_g K_g."""
-        return self.grouped.flops if self.grouped is not None else 2 * self.M * self.N * self.K
+        """Floating-point operations of one launch: 2 M N K per batch, or a grouped problem's sum_g
+        2 M_g N_g K_g (the epilogue's few operations per output are not counted)."""
+        return self.grouped.flops if self.grouped is not None else 2 * self.M * self.N * self.K * self.batch
 
     @property
     def traffic(self) -> tuple[int, int, int] | None:
-        """A grouped problem's (flops, elements of A and B read, elements of C written) for the
-        roofline and the plausibility gate (:attr:`Grouped.traffic`); None for a plain GEMM (they
-        follow from M, N, K)."""
-        return self.grouped.traffic if self.grouped is not None else None
+        """A grouped or epilogue problem's (flops, elements of A and B read, 4-byte words of C
+        written and of C0 and the bias read) for the roofline and the plausibility gate
+        (:attr:`Grouped.traffic`; a shared operand counted once, a 2-byte C as half a word each: a
+        lower bound of the bytes moved); None for a plain GEMM (they follow from M, N, K)."""
+        if self.grouped is not None:
+            return self.grouped.traffic
+        if self.epilogue is None:
+            return None
+        ab = sum(self.storage(m).copies * self.storage(m).rows * self.storage(m).cols for m in ("A", "B"))
+        out_bytes = self.batch * self.M * self.N * self.c_bytes * (2 if self.epilogue.beta != 0.0 else 1)
+        if self.bias_dtype is not None:
+            out_bytes += self.N * self.element_bytes("bias")
+        return self.flops, ab, -(-out_bytes // 4)
 
     def element_dtype(self, matrix: str) -> str:
         """Element type name of ``matrix`` ("A" | "B" | "C" | "A_scale" | "B_scale"; a grouped
@@ -263,7 +349,9 @@ class Problem:
             return "float32"
         if matrix in GROUP_ARRAY_NAMES and self.grouped is not None:
             return self.grouped.array_dtype(matrix)
-        return {"A": self.a_dtype, "B": self.b_dtype, "C": self.c_dtype}[matrix]
+        if matrix == "bias":
+            return self.bias_dtype or "float32"
+        return {"A": self.a_dtype, "B": self.b_dtype, "C": self.c_dtype, "C0": self.c_dtype}[matrix]
 
     def element_bytes(self, matrix: str) -> int:
         """Bytes per element of ``matrix`` (scales: 4)."""
@@ -277,12 +365,19 @@ class Problem:
     def stored_shape(self, matrix: str) -> tuple[int, int]:
         """(rows, cols) of ``matrix`` ("A" | "B" | "C"; "A_scale" | "B_scale" for fp8, laid out as
         the class docstring says) AS STORED (cols contiguous): a column-major A is stored as K x M.
+        With an epilogue (issue 43) the whole buffer: (rows of every batch and the gaps between
+        them, ld) (:meth:`storage`); "C0" like C, "bias" (1, N).
 
         Raises:
             ValueError: another name, or a scale name for a precision other than fp8.
         """
         if self.grouped is not None:
             return self.grouped.stored_shape(matrix)
+        if self.epilogue is not None and matrix in ("A", "B", "C", "C0"):
+            st = self.storage(matrix)
+            return (st.buffer_rows, st.ld)
+        if matrix == "bias" and self.bias_dtype is not None:
+            return (1, self.N)
         if matrix == "A":
             return (self.M, self.K) if self.layout_a == "row" else (self.K, self.M)
         if matrix == "B":
@@ -402,14 +497,18 @@ class Matrix:
     precision's storage type: ``__nv_fp8_e4m3`` / ``__nv_fp8_e5m2`` for fp8), ``float*`` for C
     (``__nv_bfloat16*`` for fp8 with ``out=bf16``). ``precision=fp8`` adds "A_scale" and "B_scale":
     ``const float*`` to the scale buffers, laid out as :class:`Problem` says
-    (:meth:`Problem.stored_shape`); like A and B they are inputs the kernel must not write."""
+    (:meth:`Problem.stored_shape`); like A and B they are inputs the kernel must not write. An
+    epilogue problem (issue 43) adds "C0" (beta != 0: an input of C's type, ldc and batch stride)
+    and "bias" (a bias: N elements of ``Problem.bias_dtype``); C's type is ``Problem.c_dtype``."""
 
     name: str
 
 
 @dataclass(frozen=True)
 class Dim:
-    """An ``int`` (int32) problem dimension: "M" | "N" | "K" | "lda" | "ldb" | "ldc"."""
+    """An ``int`` (int32) problem dimension: "M" | "N" | "K" | "lda" | "ldb" | "ldc"; "batch",
+    "stride_a", "stride_b", "stride_c" (batch strides in elements, 0 for a shared operand: an
+    int32, so a buffer stays below 2^31 elements)."""
 
     name: str
 
@@ -648,6 +747,15 @@ class KernelBase:
             kinds is a grouped kernel, refused for a plain GEMM (``grouped.kind=null``). A grouped
             kernel writes the valid rows of each group only: padding rows, masked rows and the gaps
             between groups must stay as the core filled them (verification checks it).
+        epilogue: what the kernel runs beyond C = A·B (issue 43): an
+            :class:`~gemmlab.contract.epilogue.EpilogueSupport` (alpha/beta with C0, bias kinds,
+            activations, output types, leading dimensions, strided batches). Default
+            :data:`~gemmlab.contract.epilogue.PLAIN`: today's contract only (alpha = 1, beta = 0, no
+            bias or activation, float32 C, tight, one batch); every other problem is refused in one
+            line before compiling, naming the field and what the kernel allows. A kernel that
+            declares more reads the problem's ``epilogue`` (:class:`Problem`) and the arguments
+            ``Matrix("C0")``, ``Matrix("bias")``, ``Dim("lda"|"ldb"|"ldc"|"batch"|"stride_a"|...)``,
+            ``Value(alpha, "float32")``. Checked when the plugin is loaded.
     """
 
     name: str
@@ -662,6 +770,7 @@ class KernelBase:
     space: Space | None = None
     fp8_accumulation: Union[int, str, None] = None
     grouped_kinds: tuple[str, ...] = ()
+    epilogue: EpilogueSupport = PLAIN
 
     def param_space(self) -> Space:
         """The declared :attr:`space`, else the one derived from ``defaults`` and ``param_values``
@@ -680,6 +789,19 @@ class KernelBase:
         split count sized to the problem); missing parameters take their defaults.
         """
         return space_candidates(self, problem, device)
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """What this kernel would run in ``regime`` of ``problem`` under ``kernel=auto rank=rules``:
+        :class:`gemmlab.contract.regimes.Preference` objects (rank, parameters sized for the problem
+        and ``device.sm_count``, why), in the plugin's order (issue 41).
+
+        ``regime`` is one of :data:`gemmlab.contract.regimes.REGIME_NAMES` that applies to the problem
+        (:func:`gemmlab.contract.regimes.regimes`); the core asks only kernels that declare the
+        problem's precision and layouts, sorts every kernel's preferences by rank and takes the first
+        its checks accept. Default: none (the kernel takes part through the rules' last resort, its
+        defaults, and through ``kernel.rank=model``, its :meth:`candidates`).
+        """
+        return []
 
     def sass_classes_for(self, problem: Problem, params: Mapping[str, int]) -> tuple[str, ...]:
         """The SASS classes the main kernel must contain for ``problem`` and ``params`` (default:
@@ -816,8 +938,9 @@ class DevicePointers:
     :class:`Problem` says (dtype and layout), and the CUDA stream handle (an int) to enqueue on.
     ``a_scale`` / ``b_scale``: the float32 scale buffers of ``precision=fp8`` (layouts:
     :class:`Problem`), 0 for other precisions. ``groups``: a grouped problem's group arrays
-    (``group_offsets``, ``group_m``, ``group_dims``: :mod:`gemmlab.contract.grouped`) by name. Given
-    to library-backed kernels only."""
+    (``group_offsets``, ``group_m``, ``group_dims``: :mod:`gemmlab.contract.grouped`) by name.
+    ``c0`` / ``bias``: an epilogue problem's C0 (beta != 0) and bias vector (issue 43), 0 when it
+    has none. Given to library-backed kernels only."""
 
     a: int
     b: int
@@ -826,6 +949,10 @@ class DevicePointers:
     a_scale: int = 0
     b_scale: int = 0
     groups: Mapping[str, int] = field(default_factory=dict)
+    c0: int = 0
+    bias: int = 0
+    c0: int = 0
+    bias: int = 0
 
 
 @dataclass

@@ -21,6 +21,7 @@ import pluggy
 from gemmlab.contract import hookspecs
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import KernelBase, KernelSpec
+from gemmlab.contract.epilogue import check_support
 from gemmlab.contract.space import space_problem
 from gemmlab.paths import KERNELS_DIR, PLUGINS_DIR
 
@@ -179,6 +180,9 @@ def check_declaration(spec: KernelBase, where: str) -> None:
     if not isinstance(kinds, (tuple, list)) or not all(isinstance(k, str) and k in hookspecs.GROUPED_KINDS for k in kinds):
         raise bad("grouped_kinds", kinds, f"it must be a tuple of {', '.join(hookspecs.GROUPED_KINDS)} (issue 44), or () "
                   "for a plain GEMM kernel, e.g. grouped_kinds=(\"contiguous\", \"masked\")")
+    why = check_support(getattr(spec, "epilogue", hookspecs.PLAIN))
+    if why:
+        raise bad("epilogue", getattr(spec, "epilogue", None), why + " (issue 43)")
     defaults = spec.defaults
     if not isinstance(defaults, Mapping):
         raise bad("defaults", defaults, "it must be a dict of parameter names and int defaults, e.g. {\"BM\": 64}")

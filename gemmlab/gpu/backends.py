@@ -38,6 +38,7 @@ from gemmlab.contract import tma_rules
 from gemmlab.contract.grouped import GROUP_ARRAYS
 from gemmlab.errors import ConfigError
 from gemmlab.paths import stale_checkout_source
+from gemmlab.contract.epilogue import PLAIN, refusal as epilogue_refusal
 from gemmlab.contract.hookspecs import (SCALE_MATRICES, VALUE_CTYPES, DeviceFacts, DevicePointers, Dim, Extra, KernelBase, KernelSpec,
                                         Launch, LibraryKernelSpec, Main, Matrix, Memset, ParamError, Problem,
                                         TensorMap, TritonKernelSpec, Value, Workspace)
@@ -45,6 +46,8 @@ from gemmlab.contract.hookspecs import (SCALE_MATRICES, VALUE_CTYPES, DeviceFact
 GRID_LIMITS = (2**31 - 1, 65535, 65535)  # CUDA: max grid dimensions (x, y, z)
 BLOCK_LIMITS = (1024, 1024, 64)  # CUDA: max block dimensions (x, y, z)
 DIMS = ("M", "N", "K", "lda", "ldb", "ldc")
+#: the dims an epilogue problem adds (issue 43): the batch count and the batch strides in elements
+EPILOGUE_DIMS = ("batch", "stride_a", "stride_b", "stride_c")
 #: the dims a grouped problem adds (issue 44): G (groups) and M_max (``Grouped.slot_rows``: masked
 #: rows per expert slot; contiguous the largest padded M_g; general the largest M_g)
 GROUPED_DIMS = ("G", "M_max")
@@ -62,13 +65,15 @@ class Buffers:
     a_scale: guards.GuardedMatrix | None = None
     b_scale: guards.GuardedMatrix | None = None
     groups: dict = field(default_factory=dict)
+    c0: guards.GuardedMatrix | None = None
+    bias: guards.GuardedMatrix | None = None
 
     def matrix(self, name: str) -> guards.GuardedMatrix:
         """The buffer a :class:`Matrix` / :class:`TensorMap` name points at ("A" | "B" | "C" |
         "A_scale" | "B_scale"; the scales exist for precision=fp8 only; a grouped problem's group
-        arrays by name, ``groups``)."""
+        arrays by name, ``groups``; an epilogue problem's "C0" and "bias", issue 43)."""
         found = {"A": self.a, "B": self.b, "C": self.c, "A_scale": self.a_scale, "B_scale": self.b_scale,
-                 **self.groups}.get(name)
+                 "C0": self.c0, "bias": self.bias, **self.groups}.get(name)
         if found is None:
             raise ConfigError("kernel", f"argument names matrix {name!r}, which this point has no buffer for")
         return found
@@ -138,6 +143,9 @@ class Backend:
         if problem.grouped is None and kinds:
             raise ConfigError("grouped.kind", f"kernel {self.name} is a grouped GEMM kernel (grouped.kind "
                               f"{', '.join(kinds)}); got a plain GEMM (grouped.kind=null)")
+        refused = epilogue_refusal(getattr(spec, "epilogue", PLAIN), problem, self.name)  # issue 43
+        if refused is not None:
+            raise ConfigError(*refused)
         try:
             spec.check_problem(problem, self.params, facts)
         except ParamError as exc:
@@ -221,7 +229,9 @@ class LibraryBackend(Backend):
                               stream=int(gpu.stream.handle),
                               a_scale=buffers.a_scale.address if buffers.a_scale is not None else 0,
                               b_scale=buffers.b_scale.address if buffers.b_scale is not None else 0,
-                              groups={name: g.address for name, g in buffers.groups.items()})
+                              groups={name: g.address for name, g in buffers.groups.items()},
+                              c0=buffers.c0.address if buffers.c0 is not None else 0,
+                              bias=buffers.bias.address if buffers.bias is not None else 0)
         self.record["library"] = self.spec.library_version()
         try:
             self._enqueue, self._close = self.spec.enqueue_problem(problem, self.params, ptrs)
@@ -246,6 +256,8 @@ def dim_value(problem: Problem, name: str) -> int:
         return problem.grouped.G
     if name == "M_max":
         return problem.grouped.slot_rows
+    if name.startswith("stride_"):
+        return problem.batch_stride(name[-1].upper())
     return getattr(problem, name)
 
 
@@ -340,6 +352,10 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
     maps = []
     names = ("A", "B", "C") + (SCALE_MATRICES if problem.precision == "fp8" else ())
     dims = DIMS
+    if problem.extended:  # issue 43: C0 (beta != 0) and the bias vector where the problem has them
+        ep = problem.epilogue
+        names += (("C0",) if ep is not None and ep.beta != 0.0 else ()) + (("bias",) if problem.bias_dtype else ())
+        dims += EPILOGUE_DIMS
     if problem.grouped is not None:
         names += GROUP_ARRAYS[problem.grouped.kind]
         dims += GROUPED_DIMS

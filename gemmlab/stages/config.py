@@ -24,6 +24,7 @@ from typing import Any, Mapping
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (FP8_FORMATS, FP8_OUTPUTS, LAYOUTS, PRECISIONS as hookspec_precisions, SCALINGS,
                                         Problem, Shape)
+from gemmlab.contract.epilogue import ACTIVATIONS, BIAS_KINDS, MAX_BATCH, OUTPUTS, Epilogue, exact_possible
 from gemmlab.contract.grouped import GROUPED_KINDS, Grouped
 from gemmlab.stages.grouped import GENERATORS, group_sizes
 from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
@@ -55,10 +56,48 @@ class IsolationOptions:
 @dataclass(frozen=True)
 class LayoutOptions:
     """Storage order of A (M x K) and B (K x N): ``row`` | ``col`` (col B = K-major); C is always
-    row-major. A kernel declares the layouts it supports."""
+    row-major. A kernel declares the layouts it supports. ``lda``, ``ldb``, ``ldc`` (issue 43):
+    the leading dimensions in elements, each >= the tight one (A: K row-major, M col-major; B: N
+    row-major, K col-major; C: N), null: tight; the elements past each row are padding that must
+    stay untouched (:mod:`gemmlab.contract.epilogue`)."""
 
     a: str = Problem.layout_a  # row: the plugin contract's default problem (gemmlab.contract.hookspecs)
     b: str = Problem.layout_b
+    lda: int | None = None
+    ldb: int | None = None
+    ldc: int | None = None
+
+
+@dataclass(frozen=True)
+class EpilogueOptions:
+    """What the GEMM computes beyond A·B (issue 43; :mod:`gemmlab.contract.epilogue`):
+    C = out(activation(alpha·A·B + beta·C0 + bias)). ``alpha`` a nonzero number, ``beta`` a number
+    (nonzero: the input C0, M x N per batch, of C's type, drawn like A and B); ``bias``: ``none`` |
+    ``float32`` | ``input`` (a vector of N, float32 or the input precision's type, drawn like A
+    and B); ``activation``: ``none`` | ``relu`` | ``gelu_tanh`` | ``gelu_erf`` | ``silu`` (after the
+    bias); ``out``: C's type, ``float32`` | ``bf16`` | ``fp16`` (rounded once, to nearest even).
+    Precisions fp32, tf32, bf16, fp16 (fp8 has ``fp8.out``); plain GEMMs (not grouped). A kernel
+    declares what it runs; the rest is refused before compiling."""
+
+    alpha: float = 1.0
+    beta: float = 0.0
+    bias: str = "none"
+    activation: str = "none"
+    out: str = "float32"
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """Strided-batched GEMM (issue 43): ``count`` products in one launch (1..65535); batch b's A, B
+    and C start ``b * stride_a`` (``stride_b``, ``stride_c``) elements after batch 0's. null: tight
+    (rows x ld of the stored matrix); 0: one A or B shared by every batch (e.g. one weight); else a
+    multiple of the matrix's leading dimension, at least rows x ld (batches never overlap; the rows
+    between them are padding). C0 follows C's stride; the bias is shared by every batch."""
+
+    count: int = 1
+    stride_a: int | None = None
+    stride_b: int | None = None
+    stride_c: int | None = None
 
 
 @dataclass(frozen=True)
@@ -133,14 +172,16 @@ class RunConfig:
     resume: bool = False
     fp8: Fp8Options = field(default_factory=Fp8Options)
     grouped: Grouped | None = None
+    out: str = EpilogueOptions.out
+    epilogue: Epilogue | None = None
 
     @property
     def problem(self) -> Problem:
         """The GEMM problem: shape, precision, layouts (and for fp8 its formats, scaling, output; for
-        a grouped GEMM its groups)."""
+        a grouped GEMM its groups; the epilogue, leading dimensions and batches, issue 43)."""
         f = self.fp8
-        return Problem(self.shape, self.precision, self.layout_a, self.layout_b, f.a, f.b, f.scaling, f.out,
-                       self.grouped)
+        return Problem(self.shape, self.precision, self.layout_a, self.layout_b, f.a, f.b, f.scaling,
+                       f.out if self.precision == "fp8" else self.out, self.grouped, self.epilogue)
 
     def label(self) -> str:
         """Short human label: ``tiled 63x65x33 BM=64 ...``."""
@@ -180,6 +221,8 @@ InputsNode = _node(InputOptions, "InputsNode")
 LayoutNode = _node(LayoutOptions, "LayoutNode")
 CacheNode = _node(CacheOptions, "CacheNode")
 Fp8Node = _node(Fp8Options, "Fp8Node")
+EpilogueNode = _node(EpilogueOptions, "EpilogueNode")
+BatchNode = _node(BatchOptions, "BatchNode")
 GroupedNode = _node(GroupedOptions, "GroupedNode")
 IsolationNode = _node(IsolationOptions, "IsolationNode")
 
@@ -207,7 +250,9 @@ class GemmlabConfig:
             declares the precisions it supports.
         fp8: :class:`Fp8Options` (``precision=fp8`` only: formats, scaling, output type).
         grouped: :class:`GroupedOptions` (a grouped GEMM of mixture-of-experts layers, issue 44).
-        layout: :class:`LayoutOptions`.
+        epilogue: :class:`EpilogueOptions` (alpha, beta·C0, bias, activation, output type; issue 43).
+        batch: :class:`BatchOptions` (strided-batched GEMM; issue 43).
+        layout: :class:`LayoutOptions` (storage orders, leading dimensions).
         sanitizer: re-run the correctness launch under compute-sanitizer: null | memcheck |
             racecheck | synccheck | initcheck.
         inputs: :class:`~gemmlab.stages.inputs.InputOptions`.
@@ -233,6 +278,8 @@ class GemmlabConfig:
     layout: Any = field(default_factory=LayoutNode)
     fp8: Any = field(default_factory=Fp8Node)
     grouped: Any = field(default_factory=GroupedNode)
+    epilogue: Any = field(default_factory=EpilogueNode)
+    batch: Any = field(default_factory=BatchNode)
     sanitizer: Any = RunConfig.sanitizer
     inputs: Any = field(default_factory=InputsNode)
     verify: Any = field(default_factory=VerifyNode)
@@ -443,6 +490,18 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "inputs.seed": _rule(_int, 0, 2**63 - 1),
     "layout.a": _rule(_choice, LAYOUTS),
     "layout.b": _rule(_choice, LAYOUTS),
+    "layout.lda": _rule(_int, 1, MAX_ELEMENTS, optional=True),
+    "layout.ldb": _rule(_int, 1, MAX_ELEMENTS, optional=True),
+    "layout.ldc": _rule(_int, 1, MAX_ELEMENTS, optional=True),
+    "epilogue.alpha": _rule(_number, -2.0**24, 2.0**24),
+    "epilogue.beta": _rule(_number, -2.0**24, 2.0**24),
+    "epilogue.bias": _rule(_choice, BIAS_KINDS),
+    "epilogue.activation": _rule(_choice, ACTIVATIONS),
+    "epilogue.out": _rule(_choice, tuple(OUTPUTS)),
+    "batch.count": _rule(_int, 1, MAX_BATCH),
+    "batch.stride_a": _rule(_int, 0, MAX_ELEMENTS, optional=True),
+    "batch.stride_b": _rule(_int, 0, MAX_ELEMENTS, optional=True),
+    "batch.stride_c": _rule(_int, 1, MAX_ELEMENTS, optional=True),
     "fp8.a": _rule(_choice, tuple(FP8_FORMATS)),
     "fp8.b": _rule(_choice, tuple(FP8_FORMATS)),
     "fp8.scaling": _rule(_choice, SCALINGS),
@@ -550,7 +609,7 @@ def parse_fp8(value: Any, precision: str) -> Fp8Options:
 
 
 def _section(name: str, value: Any, defaults: Mapping[str, Any]) -> dict:
-    """An optional config section (``fp8``, ``grouped``) as a plain dict over ``defaults``: null is
+    """An optional config section (``fp8``, ``grouped``, ``epilogue``, ``batch``) as a plain dict over ``defaults``: null is
     every default; anything but a mapping, or a key outside :data:`SECTIONS`, is a one-line
     :class:`ConfigError` naming the section or the key."""
     value = _plain(value)
@@ -657,6 +716,78 @@ def parse_grouped(value: Any, shape: Shape, precision: str, layout_a: str, layou
             raise ConfigError("shape", f"grouped.kind={kind} stores {matrix} as {rows} x {cols} = {rows * cols} "
                               f"elements; at most {MAX_ELEMENTS} are allowed (fewer rows, experts or a smaller align)")
     return grouped
+
+
+def _stride(given: int | None, count: int, rows: int, ld: int, field_name: str, what: str) -> int | None:
+    """One batch stride (``batch.stride_<x>``): None (tight), 0 (shared; A and B), or a multiple of
+    ``ld`` of at least ``rows * ld`` (batches never overlap)."""
+    if given is None:
+        return None
+    if count == 1:
+        raise ConfigError(field_name, f"applies to batch.count > 1; got batch.count=1 (leave {field_name} null)")
+    if given and (given % ld or given < rows * ld):
+        raise ConfigError(field_name, f"must be 0 (one {what} shared by every batch), null (tight: {rows * ld}) or a "
+                          f"multiple of its leading dimension {ld} of at least rows x ld = {rows * ld}; got {given}")
+    return given
+
+
+def parse_epilogue(value: Any, batch_value: Any, lds: Mapping[str, int | None], shape: Shape, precision: str,
+                   layout_a: str, layout_b: str, grouped: Grouped | None) -> tuple[str, Epilogue | None]:
+    """Validate the ``epilogue`` and ``batch`` sections and ``layout.lda/ldb/ldc`` (issue 43) for a
+    point of ``shape``, ``precision``, layouts and ``grouped``; return ``(out, epilogue)``: C's type
+    and the :class:`~gemmlab.contract.epilogue.Epilogue` (None when every field is at its default).
+
+    Rules (:class:`EpilogueOptions`, :class:`BatchOptions`, :class:`LayoutOptions`): alpha nonzero
+    (alpha = 0 would leave A·B untested); every field at its default for precision fp8 or a grouped
+    GEMM; each ld >= the tight one; a batch stride null, 0 (A and B only) or a multiple of its ld
+    of at least rows x ld; every buffer below 2^31 elements.
+
+    Raises:
+        ConfigError: field ``epilogue.<key>``, ``batch.<key>`` or ``layout.<ld>``, naming what is allowed.
+    """
+    parsed = {k: FIELD_RULES[f"epilogue.{k}"](v)
+              for k, v in _section("epilogue", value, _defaults(EpilogueOptions)).items()}
+    batch = {k: FIELD_RULES[f"batch.{k}"](v) for k, v in _section("batch", batch_value, _defaults(BatchOptions)).items()}
+    if parsed["alpha"] == 0.0:
+        raise ConfigError("epilogue.alpha", "must be nonzero (alpha=0 leaves A·B out of C: nothing of the GEMM would "
+                          "be tested); got 0")
+    given = {**{f"epilogue.{k}": v for k, v in parsed.items() if v != getattr(EpilogueOptions, k)},
+             **{f"batch.{k}": v for k, v in batch.items() if v != getattr(BatchOptions, k)},
+             **{f"layout.{k}": v for k, v in lds.items() if v is not None}}
+    if not given:
+        return parsed["out"], None
+    first, first_value = next(iter(given.items()))
+    if precision == "fp8":
+        raise ConfigError(first, f"applies to precisions fp32, tf32, bf16, fp16; got precision=fp8 (its C type is "
+                          f"fp8.out; leave {first} at its default)")
+    if grouped is not None:
+        raise ConfigError(first, f"applies to a plain GEMM; got grouped.kind={grouped.kind} (leave {first} at its "
+                          "default)")
+    M, N, K = shape
+    tight = {"lda": K if layout_a == "row" else M, "ldb": N if layout_b == "row" else K, "ldc": N}
+    rows = {"lda": M if layout_a == "row" else K, "ldb": K if layout_b == "row" else N, "ldc": M}
+    for key, value in lds.items():
+        if value is not None and value < tight[key]:
+            what = {"lda": f"A {layout_a}-major", "ldb": f"B {layout_b}-major", "ldc": "C row-major"}[key]
+            raise ConfigError(f"layout.{key}", f"must be >= the tight leading dimension {tight[key]} ({what}, shape "
+                              f"{list(shape)}), or null (tight); got {value}")
+    ld = {k: lds[k] or tight[k] for k in lds}
+    count = batch["count"]
+    strides = {}
+    for x, key, what in (("a", "lda", "A"), ("b", "ldb", "B"), ("c", "ldc", "C")):
+        strides[x] = _stride(batch[f"stride_{x}"], count, rows[key], ld[key], f"batch.stride_{x}", what)
+        copies = 1 if strides[x] == 0 or count == 1 else count
+        step = strides[x] if strides[x] else rows[key] * ld[key]
+        elements = (copies - 1) * step + rows[key] * ld[key]
+        if elements > MAX_ELEMENTS:
+            raise ConfigError(f"batch.count" if copies > 1 else f"layout.{key}",
+                              f"{what} would hold {elements} elements ({copies} batches of {rows[key]} rows of "
+                              f"{ld[key]}); at most {MAX_ELEMENTS} are allowed")
+    epilogue = Epilogue(alpha=parsed["alpha"], beta=parsed["beta"], bias=parsed["bias"],
+                        activation=parsed["activation"], lda=lds["lda"] or 0, ldb=lds["ldb"] or 0,
+                        ldc=lds["ldc"] or 0, batch=count, stride_a=strides["a"], stride_b=strides["b"],
+                        stride_c=strides["c"])
+    return parsed["out"], (None if epilogue.plain() else epilogue)
 
 
 def parse_shape(value: Any) -> Shape:
@@ -822,6 +953,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
     layout_cfg = {**_defaults(LayoutOptions), **(cfg.get("layout") or {})}
     layout_a = FIELD_RULES["layout.a"](layout_cfg["a"])
     layout_b = FIELD_RULES["layout.b"](layout_cfg["b"])
+    lds = {k: FIELD_RULES[f"layout.{k}"](layout_cfg[k]) for k in ("lda", "ldb", "ldc")}
     fp8 = parse_fp8(cfg.get("fp8"), precision)
     baseline = check_baseline(cfg.get("baseline"), defaults_of)
     sanitizer = FIELD_RULES["sanitizer"](cfg.get("sanitizer"))
@@ -843,9 +975,16 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
     grouped = parse_grouped(cfg.get("grouped"), shape, precision, layout_a, layout_b)
+    out, epilogue = parse_epilogue(cfg.get("epilogue"), cfg.get("batch"), lds, shape, precision, layout_a, layout_b,
+                                   grouped)
+    if distribution == "integers" and verify.tolerance == "exact" and not exact_possible(epilogue, out, shape.K):
+        raise ConfigError("verify.tolerance", "exact needs a result integer inputs keep exact in float32: "
+                          "epilogue.activation none or relu, epilogue.out=float32, integer alpha and beta (and "
+                          "|alpha|*16*K + 4*|beta| + 4 < 2^24); use bound (the default auto picks it)")
     return RunConfig(kernel=name, params=params, shape=shape, mode=mode,
                      arch=FIELD_RULES["arch"](cfg["arch"]), device=FIELD_RULES["device"](cfg["device"]),
                      timing=timing, verify=verify, inputs=inputs, plugin_dirs=tuple(plugin_dirs),
                      baseline=baseline, precision=precision, layout_a=layout_a, layout_b=layout_b,
                      sanitizer=sanitizer,
-                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume, fp8=fp8, grouped=grouped)
+                     cache_enabled=cache_enabled, cache_dir=cache_dir, resume=resume, fp8=fp8, grouped=grouped,
+                     out=out, epilogue=epilogue)

@@ -121,11 +121,11 @@ def storage_dtype(precision: str) -> np.dtype:
 
 
 def c_storage_dtype(problem: Problem) -> np.dtype:
-    """numpy dtype of C: float32, or ml_dtypes.bfloat16 for an fp8 problem with ``out=bf16``."""
+    """numpy dtype of C (and C0): float32, ml_dtypes.bfloat16 (``out=bf16``) or float16 (``out=fp16``)."""
     if problem.c_dtype == "bfloat16":
         import ml_dtypes
         return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(np.float32)
+    return np.dtype(problem.c_dtype)
 
 
 def fp8_dtype(fmt: str) -> np.dtype:
@@ -152,6 +152,10 @@ class ProblemInputs:
             For fp8, ``a`` and ``b`` are float64 (the dequantised values q * scale, exact).
         quantisation: fp8 only: the recipe and the inputs' quantisation error
             (:func:`quantise_problem`), for the record; else None.
+        c0, bias, c0_stored, bias_stored: an extended problem's (issue 43, :func:`make_epilogue_inputs`)
+            C0 and bias vector, logical (float32 values of the stored ones) and as stored; else None.
+            For such a problem ``a`` and ``b`` are (copies, M, K) and (copies, K, N): one matrix per
+            batch, or one for a shared operand (batch stride 0).
     """
 
     a: np.ndarray
@@ -161,6 +165,10 @@ class ProblemInputs:
     a_scale: np.ndarray | None = None
     b_scale: np.ndarray | None = None
     quantisation: dict | None = None
+    c0: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    c0_stored: np.ndarray | None = None
+    bias_stored: np.ndarray | None = None
 
 
 def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = False) -> ProblemInputs:
@@ -174,6 +182,8 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
     """
     if problem.grouped is not None:  # issue 44: every group drawn alone (make_grouped_inputs)
         return make_grouped_inputs(problem, options, fast=fast)
+    if problem.extended:  # issue 43: batches, leading dimensions, C0 and bias (make_epilogue_inputs)
+        return make_epilogue_inputs(problem, options, fast=fast)
     a32, b32 = make_inputs(problem.shape, options, fast=fast)
     if problem.precision == "fp8":
         return quantise_problem(problem, a32, b32, stats=not fast)
@@ -390,3 +400,75 @@ def make_grouped_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
             b_logical[g] = b_g.astype(np.float32)
     return ProblemInputs(a=a_stored.astype(np.float32), b=b_logical, a_stored=np.ascontiguousarray(a_stored),
                          b_stored=np.ascontiguousarray(b_stored))
+
+
+# --- the whole GEMM contract (issue 43) ----------------------------------------------------------
+
+def _draw(rng: np.random.Generator, size: tuple, distribution: str) -> np.ndarray:
+    """float32 values of ``size`` from ``rng`` as :func:`make_inputs` draws each matrix."""
+    if distribution == "normal":
+        return rng.standard_normal(size).astype(np.float32)
+    if distribution == "uniform":
+        return rng.uniform(-1.0, 1.0, size).astype(np.float32)
+    if distribution == "integers":
+        return (rng.integers(1, INT_RANGE + 1, size) * rng.choice([-1, 1], size)).astype(np.float32)
+    raise ValueError(f"inputs.distribution: unknown {distribution!r}")
+
+
+def padded_image(problem: Problem, matrix: str, logical: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The stored buffer of ``matrix`` ("A" | "B" | "C0") of an extended ``problem``: shape
+    ``problem.stored_shape(matrix)`` of ``dtype``, every batch's matrix (``logical``: (copies, rows,
+    cols) as the problem's layout logically has it: A (M, K), B (K, N), C0 (M, N)) at its place,
+    transposed for a column-major operand, and every other element all-ones bits (NaN in every
+    float type): the padding between rows and batches (:mod:`gemmlab.contract.epilogue`)."""
+    st = problem.storage(matrix)
+    image = np.empty(problem.stored_shape(matrix), dtype=dtype)
+    image.view(np.uint8)[...] = 0xFF
+    layout = {"A": problem.layout_a, "B": problem.layout_b}.get(matrix, "row")
+    for i in range(st.copies):
+        r0 = i * (st.stride // st.ld)
+        image[r0:r0 + st.rows, :st.cols] = logical[i] if layout == "row" else logical[i].T
+    return image
+
+
+def batch_matrix(problem: Problem, matrix: str, image: np.ndarray, b: int) -> np.ndarray:
+    """Batch ``b``'s ``matrix`` ("A" | "B" | "C" | "C0") as stored, a view into the buffer ``image``
+    (``problem.stored_shape(matrix)``): rows x cols of one batch (batch 0's for a shared operand)."""
+    st = problem.storage(matrix)
+    r0 = (b if st.copies > 1 else 0) * (st.stride // st.ld)
+    return image[r0:r0 + st.rows, :st.cols]
+
+
+def make_epilogue_inputs(problem: Problem, options: InputOptions, fast: bool = False) -> ProblemInputs:
+    """The inputs of an extended ``problem`` (issue 43: epilogue, leading dimensions, batches).
+
+    From ``numpy.random.default_rng(seed)``, in this order, drawn like A and B (:func:`make_inputs`'
+    distributions; never zeros): A (copies, M, K), B (copies, K, N) (copies: the batch count, or 1 for
+    a shared operand), C0 (batch, M, N) where beta != 0, the bias (N,) where there is one. ``fast``:
+    float32 draws in threads (:func:`_draw_fast`, one stream per matrix) for the after-timing check.
+    A and B are rounded once to the precision's storage type, C0 to C's type, the bias to its own
+    (float32, or the inputs' type); the logical arrays hold exactly the stored values as float32.
+    The stored images (:func:`padded_image`) put every batch's matrix at its place in a buffer of
+    ``problem.stored_shape``, the padding all-ones bits (NaN).
+    """
+    ep = problem.epilogue
+    sizes = {"A": (problem.storage("A").copies, problem.M, problem.K),
+             "B": (problem.storage("B").copies, problem.K, problem.N)}
+    if ep is not None and ep.beta != 0.0:
+        sizes["C0"] = (problem.batch, problem.M, problem.N)
+    if problem.bias_dtype is not None:
+        sizes["bias"] = (problem.N,)
+    if fast and options.distribution in ("normal", "uniform"):
+        drawn = {name: _draw_fast(size, options.seed, i, options.distribution) for i, (name, size) in enumerate(sizes.items())}
+    else:
+        rng = np.random.default_rng(options.seed)
+        drawn = {name: _draw(rng, size, options.distribution) for name, size in sizes.items()}
+    ab = storage_dtype(problem.precision)
+    c = c_storage_dtype(problem)
+    dtypes = {"A": ab, "B": ab, "C0": c, "bias": np.dtype(np.float32) if problem.bias_dtype == "float32" else ab}
+    stored = {name: x.astype(dtypes[name]) for name, x in drawn.items()}
+    logical = {name: x.astype(np.float32) for name, x in stored.items()}
+    images = {name: padded_image(problem, name, stored[name], dtypes[name]) for name in ("A", "B", "C0") if name in stored}
+    return ProblemInputs(a=logical["A"], b=logical["B"], a_stored=images["A"], b_stored=images["B"],
+                         c0=logical.get("C0"), bias=logical.get("bias"), c0_stored=images.get("C0"),
+                         bias_stored=stored["bias"].reshape(1, -1) if "bias" in stored else None)

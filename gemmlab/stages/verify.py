@@ -57,6 +57,12 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
   13 (one bit under DeepSeek's 14, a factor 2 of margin), and the GPU tests check cuBLASLt (fast
   accumulation off) stays inside it at K = 16384.
 
+The whole GEMM contract (issue 43: alpha, beta·C0, bias, activation, a bf16/fp16 C, leading
+dimensions, strided batches) is verified by :mod:`gemmlab.stages.verify_fused`: the float64
+reference of the fused operation, and this bound carried through it (the pre-activation's float32
+operations, the activation's conditioning sup|f'| and evaluation, half an ulp of the output type),
+batch by batch, with the padding of C checked untouched.
+
 Method (``verify.method``): ``full`` compares every element; ``sampled`` (chosen by ``auto`` when
 M*N*K exceeds ``verify.max_full``) compares ``verify.sample`` random whole rows and whole
 columns against float64 and runs Freivalds' check on the whole product (C·x vs A·(B·x) for random
@@ -295,6 +301,7 @@ class Verdict:
     tf32: dict | None = None
     fp8: dict | None = None
     grouped: dict | None = None
+    epilogue: dict | None = None
 
     def record(self) -> dict:
         """JSON-ready fields for ``result.json`` (non-finite floats as strings)."""
@@ -312,6 +319,8 @@ class Verdict:
             del out["fp8"]
         if out["grouped"] is None:
             del out["grouped"]
+        if out["epilogue"] is None:
+            del out["epilogue"]
         return out
 
     def summary(self) -> str:
@@ -330,6 +339,12 @@ class Verdict:
         if self.grouped:
             detail = grouped_summary(self)
             text += f"; {detail}" if detail else ""
+        padding = (self.epilogue or {}).get("padding") or {}
+        if padding.get("written"):
+            r, col = padding["first_written"][0]
+            text += (f"; {padding['written']} of {padding['elements']} padding elements of C (past N in a row, or "
+                     f"between batches: they must stay untouched) were written, first at (row {r}, col {col}) of "
+                     "the buffer")
         return text
 
 
