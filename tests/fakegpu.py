@@ -13,6 +13,9 @@ launch-floor kernel, and for the device check's kernels (``gemmlab_dc_*``) their
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
 from fake_device_check import emulation
@@ -173,7 +176,8 @@ class HostGpu:
         self.launch_configs.append((name, launch))
         duration = self._lookup(self.durations, name, 1.0)
         # gemmlab's device-check kernels (kernels/device_check.cu) always run their numpy twins
-        action = emulation(name) or self._lookup(self.behaviour, name, host_gemm if args else None)
+        action = (emulation(name) or self._lookup(self.behaviour, name, None) or fused_emulation(name, launch)
+                  or (host_gemm if args else None))
 
         def enqueue():
             self.launches.append(name)
@@ -239,3 +243,65 @@ def right_on_first_inputs_only():
             gpu.floats(c, m * n).reshape(m, n)[1::2] = 0.0
 
     return behaviour
+
+
+# --- the whole GEMM contract (issue 43): plugins/tiled.py's gemm_tiled_epi --------------------------
+
+_TILED_EPI = re.compile(r"gemm_tiled_epi<([^>]*)>")
+_OUT_TYPES = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16"}
+
+
+def fused_emulation(name: str, launch):
+    """The fake's launch function for a ``gemm_tiled_epi<BM, BN, BK, TM, TN, ACT, BIAS, BETA, OUT_T>``
+    instance (kernels/tiled.cu), or None for any other kernel; the batch count is the launch's grid z."""
+    match = _TILED_EPI.match(name)
+    if not match:
+        return None
+    parts = [p.strip() for p in match.group(1).split(",")]
+    act, bias, beta = (int(p) for p in parts[5:8])
+    out = _OUT_TYPES[parts[8]]
+    return lambda gpu, args: tiled_epi(gpu, args, act, bias, beta, out, launch.grid[2])
+
+
+def _out_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _activation32(act: int, z: np.ndarray) -> np.ndarray:
+    """gemm_tiled_epi's activation in float32 arithmetic (erf through float64's, rounded)."""
+    half, one = np.float32(0.5), np.float32(1.0)
+    if act == 1:
+        return np.maximum(z, np.float32(0.0))
+    if act == 2:
+        inner = np.float32(0.7978845608028654) * (z + np.float32(0.044715) * z * z * z)
+        return half * z * (one + np.tanh(inner))
+    if act == 3:
+        erf = np.frompyfunc(math.erf, 1, 1)(z.astype(np.float64) * 0.7071067811865476).astype(np.float32)
+        return half * z * (one + erf)
+    if act == 4:
+        with np.errstate(over="ignore"):
+            return z / (one + np.exp(-z))
+    return z
+
+
+def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out: str, batches: int) -> None:
+    """What gemm_tiled_epi computes, on the fake device memory: per batch z (strides in elements),
+    acc = the float64 product rounded to float32, then alpha * acc + beta * C0 + bias, the activation
+    and the output rounding in float32 arithmetic; only each batch's M x N is written."""
+    a, b, c, c0, bvec, m, n, k, lda, ldb, ldc, sa, sb, sc = (int(x) for x in args[:14])
+    alpha, beta = np.float32(args[14]), np.float32(args[15])
+    dtype = _out_dtype(out)
+    item = dtype.itemsize
+    for z in range(batches):
+        A = gpu.floats(a + 4 * z * sa, m * lda).reshape(m, lda)[:, :k].astype(np.float64)
+        B = gpu.floats(b + 4 * z * sb, k * ldb).reshape(k, ldb)[:, :n].astype(np.float64)
+        v = alpha * (A @ B).astype(np.float32)
+        if beta_on:
+            prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n]
+            v = v + beta * prev.astype(np.float32)
+        if bias:
+            v = v + gpu.floats(bvec, n)
+        gpu.view(c + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n] = _activation32(act, v).astype(dtype)

@@ -36,7 +36,9 @@ from gemmlab.stages import inputs as inputs_stage
 from gemmlab.stages import record as record_stage
 from gemmlab.stages import timing as timing_stage
 from gemmlab.stages import verify as verify_stage
-from gemmlab.stages.config import Fp8Options, GroupedOptions, RunConfig, _plain, parse_config
+from gemmlab.stages import verify_fused
+from gemmlab.stages.config import (BatchOptions, EpilogueOptions, Fp8Options, GroupedOptions, LayoutOptions, RunConfig,
+                                   _plain, parse_config)
 from gemmlab.dispatch.auto import resolve_config as resolve_auto
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, VerificationError
 from gemmlab.gpu.backends import Buffers, backend_for
@@ -59,6 +61,10 @@ NETS = MappingProxyType({"wrong_result": "verification", "wrong_after_timing": "
 FP8_DEFAULTS = MappingProxyType(dataclasses.asdict(Fp8Options()))
 #: the grouped section (issue 44) as records from before it had it are compared: its defaults
 GROUPED_DEFAULTS = MappingProxyType(dataclasses.asdict(GroupedOptions()))
+#: the sections issue 43 added (epilogue, batch, layout.lda/ldb/ldc), as records from before them are compared
+EPILOGUE_DEFAULTS = MappingProxyType(dataclasses.asdict(EpilogueOptions()))
+BATCH_DEFAULTS = MappingProxyType(dataclasses.asdict(BatchOptions()))
+LAYOUT_DEFAULTS = MappingProxyType(dataclasses.asdict(LayoutOptions()))
 
 
 @lru_cache(maxsize=8)
@@ -279,8 +285,10 @@ def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
 def _comparable(config: dict) -> dict:
     """A record's config as :func:`_resume` compares it: without the settings that cannot change a
     measurement (resume, cache, isolation), with the layout records from before layouts lacked."""
-    return {"layout": {"a": "row", "b": "row"}, "fp8": FP8_DEFAULTS, "grouped": GROUPED_DEFAULTS,
-            **{k: v for k, v in config.items() if k not in ("resume", "cache", "isolation")}}
+    out = {"fp8": FP8_DEFAULTS, "grouped": GROUPED_DEFAULTS, "epilogue": EPILOGUE_DEFAULTS, "batch": BATCH_DEFAULTS,
+           **{k: v for k, v in config.items() if k not in ("resume", "cache", "isolation")}}
+    out["layout"] = {**LAYOUT_DEFAULTS, **(out.get("layout") or {})}
+    return out
 
 
 def _matching_sibling(out_dir: Path, wanted: dict) -> Path | None:
@@ -552,6 +560,7 @@ class Run:
     replay: dict = field(default_factory=dict)
     d_scales: tuple = ()  # precision=fp8: the scale buffers of A and B (guard-banded, inputs)
     d_groups: tuple = ()  # grouped GEMM (issue 44): (buffer, host array) of each group array (inputs)
+    d_epilogue: tuple = ()  # issue 43: (buffer, host array) of C0 and the bias where the problem has them (inputs)
 
     @property
     def problem(self) -> Problem:
@@ -568,7 +577,8 @@ class Run:
             self.allocate()
             self.correctness()
             if self.check_only:
-                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales, self.d_groups)
+                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales,
+                              self.d_groups + self.d_epilogue)
                 self.record["status"] = "checked"
                 return
             self.launch_paths()
@@ -608,6 +618,12 @@ class Run:
                            layout={"a": rc.layout_a, "b": rc.layout_b})
         if rc.grouped is not None:
             self.record["grouped"] = rc.grouped.record()
+        if self.problem.extended:  # issue 43: what is computed beyond A·B, and how the matrices are stored
+            ep = self.problem.epilogue
+            self.record["epilogue"] = {"operation": verify_fused.describe(self.problem), "out": self.problem.out,
+                                       **(ep.record() if ep is not None else {}),
+                                       "ld": {"a": self.problem.lda, "b": self.problem.ldb, "c": self.problem.ldc},
+                                       "batch_strides": {m.lower(): self.problem.batch_stride(m) for m in "ABC"}}
         from gemmlab.gpu.device import offline_facts
         for backend in self.backends:  # bad input fails before the GPU opens
             backend.validate(self.problem, offline_facts(rc.arch or "90"))
@@ -688,12 +704,22 @@ class Run:
             self.d_groups = tuple((guards.allocate(gpu, name, host.shape, host), host)
                                   for name, host in problem.grouped.arrays().items())
             self.owned.extend(g for g, _ in self.d_groups)
+        if problem.extended:  # issue 43: C0 and the bias, inputs like A and B; A, B (and C) with their padding
+            self.d_epilogue = tuple((guards.allocate(gpu, name, host.shape, host), host) for name, host in
+                                    (("C0", inp.c0_stored), ("bias", inp.bias_stored)) if host is not None)
+            self.owned.extend(g for g, _ in self.d_epilogue)
+            self.record["inputs"]["stored"].update({g.name: list(g.shape) for g, _ in self.d_epilogue},
+                                                   C=list(problem.stored_shape("C")))
+            self.record["inputs"]["padding"] = ("elements of a buffer outside every batch's matrix (past each row's "
+                                                "tight length, between batches) hold NaN (inputs) or keep the NaN "
+                                                "fill (C); both are checked untouched")
         groups = {g.name: g for g, _ in self.d_groups}
+        epilogue = {g.name.lower(): g for g, _ in self.d_epilogue}
         c_dtype = inputs_stage.c_storage_dtype(problem)
         for backend in self.backends:
             c = guards.allocate(gpu, f"C ({backend.name})", problem.stored_shape("C"), dtype=c_dtype)
             self.owned.append(c)
-            backend.buffers = Buffers(self.d_a, self.d_b, c, *self.d_scales, groups=groups)
+            backend.buffers = Buffers(self.d_a, self.d_b, c, *self.d_scales, groups=groups, **epilogue)
             backend.prepare(gpu, problem, backend.buffers)
 
     def correctness(self) -> None:
@@ -706,15 +732,12 @@ class Run:
             backend.enqueue()
             gpu.sync()
             self.outputs[backend.role] = guards.read(gpu, c)
-            verdict = verify_stage.check(self.outputs[backend.role], inp.a, inp.b, rc.verify, rc.inputs.distribution,
-                                         rc.precision, rc.inputs.seed, products=products,
-                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(problem, backend),
-                                         grouped=problem.grouped)
+            verdict = _verify(self.outputs[backend.role], inp, problem, rc, rc.verify, rc.inputs.seed, products, backend)
             backend.record["verification"] = verdict.record()
             _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
             hit = _bands(gpu, record, [c, self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
-                                       *backend.guarded()],
+                                       *(g for g, _ in self.d_epilogue), *backend.guarded()],
                          after="the correctness launch")
             record["nets_fired"] = (["guard bands"] if hit else []) + (
                 [] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
@@ -761,10 +784,8 @@ class Run:
             replay()
             gpu.sync()
             gpu.release_graphs()
-            verdict = verify_stage.check(guards.read(gpu, c), self.inputs.a, self.inputs.b, rc.verify,
-                                         rc.inputs.distribution, rc.precision, rc.inputs.seed, products=self.products,
-                                         tf32_rounding=backend.spec.tf32_rounding, fp8=_fp8_bound(self.problem, backend),
-                                         grouped=self.problem.grouped)
+            verdict = _verify(guards.read(gpu, c), self.inputs, self.problem, rc, rc.verify, rc.inputs.seed,
+                              self.products, backend)
             check["replay_verified"] = verdict.passed
             # the replay has completed on the run's stream: the context must have nothing else running
             check["context_busy_after_ms"] = busy = timing_stage.time_device_sync(gpu) - idle_cost
@@ -911,6 +932,8 @@ class Run:
             gpu.upload(self.d_b.address, fresh.b_stored)
             for g, host in zip(self.d_scales, (fresh.a_scale, fresh.b_scale)):  # fp8: the fresh inputs' own scales
                 gpu.upload(g.address, host)
+            for g, _ in self.d_epilogue:  # issue 43: the fresh C0 and bias
+                gpu.upload(g.address, fresh.c0_stored if g.name == "C0" else fresh.bias_stored)
             lap("upload")
         products: dict = {}
         failures, refusals = [], []
@@ -927,10 +950,7 @@ class Run:
                 verdict = checker.check(c, fresh, options, rc.inputs.distribution, seed, products=products,
                                         tf32_rounding=backend.spec.tf32_rounding)
             else:
-                verdict = verify_stage.check(guards.read(gpu, c), fresh.a, fresh.b, options, rc.inputs.distribution,
-                                             rc.precision, seed, products=products,
-                                             tf32_rounding=backend.spec.tf32_rounding,
-                                             fp8=_fp8_bound(problem, backend), grouped=problem.grouped)
+                verdict = _verify(guards.read(gpu, c), fresh, problem, rc, options, seed, products, backend)
             backend.record["verification_after_timing"] = {
                 **verdict.record(), "inputs_seed": seed, "path": path, "where": "device" if on_device else "host",
                 **({"inputs": device_check.GENERATOR} if on_device else {})}
@@ -940,7 +960,8 @@ class Run:
         self.replay = {}
         lap("replay_verify")
         _merge(record, self.backends)
-        hit = _bands(gpu, record, [self.d_a, self.d_b, *self.d_scales] + [b.buffers.c for b in self.backends]
+        hit = _bands(gpu, record, [self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_epilogue)]
+                     + [b.buffers.c for b in self.backends]
                      + [g for b in self.backends for g in b.guarded()], after="the after-timing verification")
         if hit:
             record.setdefault("nets_fired", []).append("guard bands")
@@ -948,7 +969,8 @@ class Run:
         if on_device:
             fresh.check_unchanged(record)
         else:
-            _check_inputs(gpu, record, self.d_a, self.d_b, fresh, self.d_scales)
+            _check_inputs(gpu, record, self.d_a, self.d_b, fresh, self.d_scales,
+                          tuple((g, fresh.c0_stored if g.name == "C0" else fresh.bias_stored) for g, _ in self.d_epilogue))
         lap("bands_inputs")
         cached = self._novelty(fresh)
         lap("fresh_input_timing")
@@ -995,9 +1017,10 @@ class Run:
         """After timing: bands, inputs, repeat stability (bitwise)."""
         gpu, record = self.gpu, self.record
         extra = [g for b in self.backends for g in b.guarded()]
-        _check_bands(gpu, record, [self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups)]
+        _check_bands(gpu, record, [self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
+                                   *(g for g, _ in self.d_epilogue)]
                      + [b.buffers.c for b in self.backends] + extra, after="timing")
-        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs, self.d_scales, self.d_groups)
+        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs, self.d_scales, self.d_groups + self.d_epilogue)
         for backend in self.backends:
             last = guards.read(gpu, backend.buffers.c)
             first = self.outputs[backend.role]
@@ -1090,6 +1113,18 @@ def _check_bands(gpu, record, matrices, after: str) -> None:
     if hit:
         record.setdefault("nets_fired", []).append("guard bands")
         raise SafetyNetError("out_of_bounds", f"{hit['message']} (after {after})")
+
+
+def _verify(c, inputs, problem: Problem, rc: RunConfig, options, seed: int, products: dict, backend):
+    """The verdict on ``c`` (a backend's C buffer as read) for ``inputs``: the fused check of an
+    extended problem (issue 43, :func:`gemmlab.stages.verify_fused.check`), else
+    :func:`gemmlab.stages.verify.check` (``products``: float64 products shared by the backends)."""
+    if problem.extended:
+        return verify_fused.check(c, inputs, problem, options, rc.inputs.distribution, seed,
+                                  tf32_rounding=backend.spec.tf32_rounding)
+    return verify_stage.check(c, inputs.a, inputs.b, options, rc.inputs.distribution, rc.precision, seed,
+                              products=products, tf32_rounding=backend.spec.tf32_rounding,
+                              fp8=_fp8_bound(problem, backend), grouped=problem.grouped)
 
 
 def _fp8_bound(problem: Problem, backend) -> verify_stage.Fp8Bound | None:

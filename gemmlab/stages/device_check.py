@@ -158,6 +158,7 @@ def host_inputs(problem, seed: int, distribution: str) -> ProblemInputs:
 def applies(problem, d_a, d_b, min_mnk: int | None = None) -> bool:
     """Whether the after-timing verification of ``problem`` can run on the device: M*N*K above
     ``min_mnk`` (None: :data:`DEVICE_MIN_MNK`), a precision of :data:`PRECISIONS`, no grouped problem,
+    no epilogue, output type, leading dimension or batch beyond the plain contract (issue 43),
     and A and B stored dense (``d_a``/``d_b``: the guard-banded matrices, M x K or K x M and K x N or
     N x K). Used when ``verify.after_timing`` is ``auto`` or ``device``."""
     M, N, K = problem.M, problem.N, problem.K
@@ -165,7 +166,7 @@ def applies(problem, d_a, d_b, min_mnk: int | None = None) -> bool:
     dense_a = (M, K) if problem.layout_a == "row" else (K, M)
     dense_b = (K, N) if problem.layout_b == "row" else (N, K)
     return (problem.precision in PRECISIONS and M * N * K > min_mnk
-            and getattr(problem, "grouped", None) is None
+            and getattr(problem, "grouped", None) is None and not getattr(problem, "extended", False)
             and tuple(d_a.shape) == dense_a and tuple(d_b.shape) == dense_b)
 
 
