@@ -34,7 +34,7 @@ BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_t
                    "cluster_tiled", "gemv_rows", "gemv_cols", "small_tile", "slicedk", "splitk_warptile", "streamk",
                    "wgmma_bf16", "wgmma_tf32", "decode_bf16", "triton_matmul",
                    "splitk_dot", "triton_tma_persistent", "wgmma_fp8", "cublas_grouped_loop", "cublas_grouped",
-                   "grouped_ref")
+                   "grouped_ref", "wgmma_grouped")
 
 
 def results(root: Path) -> list[Path]:
