@@ -163,10 +163,10 @@ def test_quoted_sweep_values_are_checked_as_hydra_composes_them():
     from gemmlab.cli import precheck
     parse = OverridesParser.create().parse_overrides
     (swept,) = parse(["sanitizer='memcheck',null"])
-    assert precheck._typed_values(swept) == ["memcheck", None]
-    precheck._check_values(swept, None)  # valid: no error
+    assert precheck.typed_values(swept) == ["memcheck", None]
+    precheck.config_check.check_values(precheck._setting(swept, None), None)  # valid: no error
     (listed,) = parse(["shape=[${oc.env:M},8,8],[8,8,8]"])
-    assert precheck._typed_values(listed) == [[8, 8, 8]]
+    assert precheck.typed_values(listed) == [[8, 8, 8]]
 
 
 def test_a_listed_parameters_bad_sweep_value_is_one_line_before_any_point(cli, tmp_path):

@@ -567,9 +567,9 @@ def test_values_of_a_sweepers_params_and_ranges_are_checked_before_any_folder(cl
 def test_an_experiment_files_own_sweep_values_are_checked(cli, tmp_path, monkeypatch):
     """The sweep an experiment file declares (``hydra.sweeper.params``) is checked too, unless the
     command line gives that key itself."""
-    from gemmlab.cli import precheck
-    real = precheck._experiment_sweeps
-    monkeypatch.setattr(precheck, "_experiment_sweeps", lambda name, *dirs: {**real(name, *dirs), "resume": "true,maybe"})
+    from gemmlab.stages import config_files
+    real = config_files.experiment_sweeps
+    monkeypatch.setattr(config_files, "experiment_sweeps", lambda name, *dirs: {**real(name, *dirs), "resume": "true,maybe"})
     proc = cli(["-m", "experiment=seed_lab", "mode=compile"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip() == ("gemmlab: error: resume: must be true or false, got 'maybe' "
                                                             "(in experiment seed_lab's hydra.sweeper.params.resume)")

@@ -202,12 +202,12 @@ def test_experiments_sweep_the_splits():
 
 
 def test_precheck_names_an_unknown_split_or_region():
-    from gemmlab.cli import precheck
-    precheck._check_shapeset_selection(["shape=${gemmlab_shapeset:test,decode}", "mode=compile"])
+    from gemmlab.run import config_check
+    config_check.check_shapeset_selection(["shape=${gemmlab_shapeset:test,decode}", "mode=compile"])
     for arg, word in (("shape=${gemmlab_shapeset:bogus}", "unknown split 'bogus'"),
                       ("hydra.sweeper.params.shape=${gemmlab_shapeset:train,nope}", "unknown region 'nope'")):
         with pytest.raises(ConfigError, match=word) as info:
-            precheck._check_shapeset_selection([arg])
+            config_check.check_shapeset_selection([arg])
         assert str(info.value).startswith("shape: ${gemmlab_shapeset:")
 
 

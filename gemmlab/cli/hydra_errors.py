@@ -7,11 +7,11 @@ and prints its line (exit 2) instead of Hydra's traceback.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from types import MappingProxyType
 
 from gemmlab.errors import ConfigError
-from gemmlab.paths import CONF_DIR, config_file
+from gemmlab.paths import CONF_DIR
+from gemmlab.stages import config_files
 from gemmlab.stages.config import sweeper_params, unknown_key_error
 
 
@@ -63,12 +63,12 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     """
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
-    syntax = _yaml_syntax_error(exc)
+    syntax = config_files.yaml_syntax_error(exc)
     if syntax is not None:
         return syntax
     composing = re.match(r"In '([^']+)': Config\w+Error raised while composing config", str(exc))
     if composing:
-        not_mapping = _not_a_mapping(composing.group(1), list(args or []))
+        not_mapping = config_files.not_a_mapping(composing.group(1), list(args or []))
         if not_mapping is not None:
             return not_mapping
     tb = exc.__traceback__
@@ -121,8 +121,8 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
             options = ", ".join(exc.options or []) or "none"
             what = f"experiment '{option}'" if group == "experiment" else f"option '{option}'"  # as the pre-check
             where = ""
-            experiment = _experiment_file(list(args or []))
-            if group != "experiment" and experiment is not None and _in_defaults(experiment[1], group, option):
+            experiment = config_files.experiment_file(list(args or []))
+            if group != "experiment" and experiment is not None and config_files.in_defaults(experiment[1], group, option):
                 where = f" (in experiment/{experiment[0]}'s defaults)"
             return ConfigError(group, f"unknown {what}{where}; available: {options}")
         return ConfigError(missing or "config", _one_line(text))
@@ -182,42 +182,10 @@ def _dotted_param_error(key: str, value: str | None) -> ConfigError:
                        f"or give params the entry as a mapping: \"hydra.sweeper.params={{{swept}:'{value}'}}\"")
 
 
-def _config_dirs(args: list[str]) -> list[str]:
-    """The ``--config-dir``/``-cd`` folders of the command line ``args``."""
-    dirs = []
-    for i, arg in enumerate(args):
-        for flag in ("--config-dir", "-cd"):
-            if arg == flag and i + 1 < len(args):
-                dirs.append(args[i + 1])
-            elif arg.startswith(flag + "="):
-                dirs.append(arg.split("=", 1)[1])
-    return dirs
 
 
-def _experiment_file(args: list[str]) -> tuple[str, dict] | None:
-    """(name, its YAML content as a mapping) of the one experiment the command line ``args``
-    chooses (``experiment=NAME``), looked up as Hydra does (gemmlab's conf/, then ``--config-dir``
-    folders); None for none, a sweep of experiments, or a file that does not read."""
-    import yaml
-    names = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("experiment=")]
-    if not names or not re.fullmatch(r"[\w.\-/]+", names[-1]):
-        return None
-    try:
-        path = config_file("experiment", names[-1], [CONF_DIR, *map(Path, _config_dirs(args))])
-        node = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return None
-    return (names[-1], node) if isinstance(node, dict) else None
 
 
-def _in_defaults(node: dict, group: str, option: str) -> bool:
-    """The config file ``node``'s defaults list chooses ``option`` of ``group``."""
-    for entry in node.get("defaults") or []:
-        if isinstance(entry, dict):
-            for k, v in entry.items():
-                if str(k).split()[-1].lstrip("/") == group and str(v) == option:
-                    return True
-    return False
 
 
 def _cannot_override(key: str, exc: BaseException, args: list[str]) -> ConfigError:
@@ -233,7 +201,7 @@ def _cannot_override(key: str, exc: BaseException, args: list[str]) -> ConfigErr
             cfg = tb.tb_frame.f_locals.get("cfg", cfg)
         tb = tb.tb_next
     where = ""
-    experiment = _experiment_file(args)
+    experiment = config_files.experiment_file(args)
     given = {a.lstrip("+~").split("=", 1)[0] for a in args}
     if experiment is not None and key in sweeper_params(experiment[1]) and key not in given:
         where = f" (in experiment/{experiment[0]}'s hydra.sweeper.params)"
@@ -253,18 +221,6 @@ def _cannot_override(key: str, exc: BaseException, args: list[str]) -> ConfigErr
     return ConfigError(key, f"{head}{where}{sep}{known}")
 
 
-def _find_interpolation(node, name: str, path: str = "") -> str | None:
-    """The dotted key of the first value of ``node`` (a YAML mapping or list) that interpolates
-    ``${name}`` (also ``${name.sub}``, ``${name:...}``), or None."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for k, v in items:
-        key = f"{path}.{k}" if path else str(k)
-        if isinstance(v, str) and re.search(r"\$\{\s*" + re.escape(name) + r"\s*[.:}\[]", v):
-            return key
-        found = _find_interpolation(v, name, key)
-        if found:
-            return found
-    return None
 
 
 def _experiment_error(text: str, args: list[str]) -> ConfigError | None:
@@ -273,11 +229,11 @@ def _experiment_error(text: str, args: list[str]) -> ConfigError | None:
     given a list or a value, an interpolation of a key the config lacks. The key and the file;
     None where ``text`` is none of these or names another file."""
     from gemmlab.stages.config import SECTIONS
-    experiment = _experiment_file(args)
+    experiment = config_files.experiment_file(args)
     m = re.match(r"Multiple values for ([\w/]+)\. To override a value use 'override ([\w/]+): (\S+)'", text)
     if m:
         group, option = m.group(1), m.group(3)
-        if experiment is not None and _in_defaults(experiment[1], group, option):
+        if experiment is not None and config_files.in_defaults(experiment[1], group, option):
             return ConfigError(group, f"experiment/{experiment[0]}'s defaults list has '- /{group}: {option}', but the "
                                f"config already chose a {group}; write '- override /{group}: {option}' to replace it")
         return ConfigError(group, f"a defaults list chooses {group} '{option}' while the config already chose a {group}; "
@@ -298,9 +254,9 @@ def _experiment_error(text: str, args: list[str]) -> ConfigError | None:
     m = re.match(r"Interpolation key '([^']+)' not found", text)
     if m and experiment is not None:
         params = sweeper_params(experiment[1])
-        found = _find_interpolation(params, m.group(1))
+        found = config_files.find_interpolation(params, m.group(1))
         where = f"experiment/{experiment[0]}'s hydra.sweeper.params" if found else f"experiment/{experiment[0]}"
-        found = found or _find_interpolation({k: v for k, v in experiment[1].items() if k != "defaults"}, m.group(1))
+        found = found or config_files.find_interpolation({k: v for k, v in experiment[1].items() if k != "defaults"}, m.group(1))
         if found:
             return ConfigError(found, f"the interpolation ${{{m.group(1)}}} names no key of the config (in {where})")
     return None
@@ -323,48 +279,10 @@ def _unknown_plugin_argument(target: str, name: str) -> ConfigError:
                        + (f"; its arguments: {', '.join(taken)}" if taken else ""))
 
 
-def _field_of_file(path: Path) -> str:
-    """The config group a config file belongs to (its folder: ``experiment``, ``timing``, ...),
-    else ``config`` (a primary config)."""
-    from gemmlab.stages.config import TOP_LEVEL
-    return path.parent.name if path.parent.name in (*TOP_LEVEL, "experiment") else "config"
 
 
-def _yaml_syntax_error(exc: BaseException) -> ConfigError | None:
-    """The one line for a config file that is not valid YAML (PyYAML's error, raised while Hydra
-    loads the file, in ``exc`` or its causes): the file, the line and column, PyYAML's reason."""
-    import yaml
-    seen = 0
-    while exc is not None and seen < 8 and not isinstance(exc, yaml.MarkedYAMLError):
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    if not isinstance(exc, yaml.MarkedYAMLError):
-        return None
-    mark = exc.context_mark or exc.problem_mark
-    path = Path(str(getattr(mark, "name", "") or "?"))
-    reason = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
-    if exc.context_mark is not None and exc.problem_mark is not None and exc.problem_mark.line != mark.line:
-        reason += f" (at line {exc.problem_mark.line + 1})"
-    where = f"{path}, line {mark.line + 1} column {mark.column + 1}" if mark is not None else str(path)
-    return ConfigError(_field_of_file(path), f"{where}: not valid YAML: {reason}; a config file is a YAML mapping "
-                       "(key: value lines)")
 
 
-def _not_a_mapping(name: str, args: list[str]) -> ConfigError | None:
-    """The one line for the config file ``name`` (``experiment/mine``, as Hydra names it while
-    composing) when it is not a YAML mapping (a list, a plain value); the file is looked up in the
-    ``--config-dir`` folders of ``args`` and gemmlab's conf/. None when it is a mapping or not found."""
-    import yaml
-    for folder in [*_config_dirs(args), str(CONF_DIR)]:
-        path = Path(folder) / f"{name}.yaml"
-        try:
-            node = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            continue
-        if node is None or isinstance(node, dict):
-            return None
-        return ConfigError(_field_of_file(path), f"{path} holds a YAML {type(node).__name__}, but a config file must "
-                           "be a mapping (key: value lines)")
-    return None
 
 
 def _override_key(tb) -> str | None:

@@ -10,7 +10,8 @@ sweep's for a run, a run's for a sweep, a tuning sweep's) is refused by :func:`o
 a folder that cannot be created or written (a file in the way, a read-only file system, no
 permission, a full disk) is one line naming the field and the operating system's reason
 (:func:`folder_error`). A sweep's point folders must each be their own, inside the sweep's
-(:func:`point_folder_problem`). An earlier command's Hydra files in the same folders are kept aside
+(:func:`point_folder_problem`; a ``hydra.sweep.subdir`` that cannot give that, told from its text:
+:func:`subdir_problem`). An earlier command's Hydra files in the same folders are kept aside
 (:func:`keep_earlier_hydra_files`), and put back when a sweep is refused before any point ran
 (:func:`undo_refused_sweep`). The ``gemmlab`` command's Hydra callback that claims is
 :class:`gemmlab.cli.folders.ClaimFolder`; ``gemmlab-tune sweep`` claims its ``--out`` itself.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 from pathlib import Path
 from typing import IO
 
@@ -298,6 +300,37 @@ def point_folder_problem(raw: object, root: str, folder: str, num: int, taken: d
                 "find the first's result); name each point's own: ${hydra.job.num} (the default) or "
                 "${hydra.job.override_dirname} with every swept key")
     taken[folder] = num
+    return None
+
+
+#: interpolations that are the same for every point of a sweep (Hydra's job name, the clock)
+_SAME_FOR_EVERY_POINT = re.compile(r"\$\{(?:hydra:)?(?:hydra\.job\.name|hydra\.runtime\.[\w.]+|now:[^}]*)\}")
+
+
+def subdir_problem(subdir: object, one_point: bool = False) -> str | None:
+    """What makes ``hydra.sweep.subdir`` wrong for every sweeper, told from its text alone, or
+    None: a constant, or interpolations that are the same for every point (``${hydra.job.name}``,
+    ``${now:%H}``), give all points one folder (unless the sweep has ``one_point``); a path that
+    leaves the sweep's folder (absolute, or ``..`` past it: ``../x${hydra.job.num}``) or is that
+    folder (``${hydra.job.num}/..``) puts points where its summary does not look. gemmlab's
+    sweeper also resolves each job's folder (``hydra_plugins/gemmlab_sweeper``); this catches
+    these cases for Hydra's basic and Optuna sweepers before any point runs."""
+    same = "names the same folder for every point of the sweep (the second would find the first's result)"
+    if subdir is None:
+        return same
+    if not isinstance(subdir, (str, int, float)):
+        return None
+    text = str(subdir)
+    if "${" not in _SAME_FOR_EVERY_POINT.sub("", text) and not one_point:  # a constant, or what every point shares
+        return same
+    shape = os.path.normpath(re.sub(r"\$\{[^}]*\}", "x", text))
+    first = shape.split(os.sep)[0]
+    if first in SWEEP_FILES:
+        return f"puts points under {first}, a file of the sweep's own"
+    if os.path.isabs(shape) or shape == ".." or shape.startswith(".." + os.sep):
+        return "puts points outside the sweep's folder, where its summary does not look"
+    if shape == ".":
+        return "puts points in the sweep's folder itself"
     return None
 
 
