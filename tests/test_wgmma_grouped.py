@@ -277,11 +277,13 @@ def test_the_fake_gpu_catches_a_queue_that_skips_the_last_group(tmp_path, monkey
 
 GPU_TIMING = {"warmup": 1, "repeat": 5, "batch": 3, "mode": "graph"}
 #: uneven with empty first and middle groups, M_g not a multiple of any BM (1, 127, 129, 300), align 1
-#: (groups packed back to back: a tile's tail rows are the next group's), Zipf and all-but-one-empty
+#: (groups packed back to back: a tile's tail rows are the next group's), Zipf (70 groups: the queue's
+#: scan carries over three 32-group steps) and all-but-one-empty
 GPU_CASES = [
     ({"kind": "contiguous", "sizes": [0, 1, 127, 129, 300], "align": 128}, (557, 200, 136)),
     ({"kind": "contiguous", "sizes": [45, 0, 0, 19], "align": 1}, (64, 136, 72)),
     ({"kind": "contiguous", "groups": 16, "generator": "zipf", "seed": 3, "align": 128}, (3000, 512, 1024)),
+    ({"kind": "contiguous", "groups": 70, "generator": "zipf", "seed": 4, "align": 128}, (5000, 256, 512)),  # scan carry
     ({"kind": "contiguous", "groups": 8, "generator": "all_but_one_empty", "seed": 5, "align": 128}, (777, 256, 264)),
     ({"kind": "masked", "sizes": [3, 0, 64, 1], "align": 64}, (68, 264, 512)),
     ({"kind": "masked", "groups": 6, "generator": "zipf", "seed": 1, "align": 128}, (900, 384, 2048)),
@@ -315,9 +317,22 @@ def test_gpu_per_group_correct_rows_past_m_untouched_repeated_launches(tmp_path,
 
 
 @pytest.mark.gpu
-def test_gpu_sanitizer_racecheck_clean(tmp_path):
+@pytest.mark.parametrize("kind, n", [("contiguous", 138), ("masked", 130)])
+def test_gpu_n_not_a_multiple_of_4_stores_from_registers(tmp_path, kind, n):
+    """N % 4 != 0: C's rows are not 16-byte aligned, EPI=2 falls back to the register epilogue (the
+    plan's note says so); odd column counts at the edge, every group right, rows past M_g untouched."""
+    rec = _gpu_point(tmp_path, {"kind": kind, "sizes": [0, 77, 200, 1], "align": 64}, (278, n, 200))
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["grouped"]["untouched"]["written"] == 0 and rec["guard_bands"] == "intact"
+    assert "registers" in " ".join(map(str, rec.get("plan", [])))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["racecheck", "memcheck"])
+@pytest.mark.parametrize("kernel", [{"BN": 64, "STAGES": 2}, {"BN": 128, "EPI": 1}], ids=str)
+def test_gpu_sanitizer_clean(tmp_path, tool, kernel):
     rec = _gpu_point(tmp_path, {"kind": "contiguous", "sizes": [5, 0, 140], "align": 16}, (145, 128, 128),
-                     kernel={"BN": 64, "STAGES": 2}, sanitizer="racecheck")
+                     kernel=kernel, sanitizer=tool)
     if rec["status"] == "unavailable":
         pytest.skip(rec["error"])
     assert rec["status"] == "ok" and rec["sanitizer"]["verdict"] == "clean", rec.get("error")
