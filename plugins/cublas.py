@@ -25,6 +25,21 @@ needs op T, with its own leading dimension (``Problem.lda``/``ldb``).
   (``enqueue_problem``, outside every timed interval); each launch is one ``cublasLtMatmul``.
   No E5M2 x E5M2 (not in cuBLASLt's FP8 type table).
 
+The whole GEMM contract (issue 43): a problem beyond C = A·B (alpha, beta·C0, a bias, an
+activation, a bf16/fp16 C, leading dimensions, strided batches) is one ``cublasLtMatmul``
+(:class:`LtPlan`) with CUBLAS_COMPUTE_32F (``_FAST_TF32`` for tf32), float32 alpha and beta (host
+pointers), cuBLASLt's C = gemmlab's C0 and D = gemmlab's C (same type and layout), epilogue
+DEFAULT, BIAS, RELU, RELU_BIAS, GELU or GELU_BIAS (CUBLASLT_MATMUL_DESC_EPILOGUE; the bias vector
+has one element per row of cuBLASLt's column-major D, which is one per column N of gemmlab's
+row-major C, broadcast to every row and, with BIAS_BATCH_STRIDE 0, every batch; its type set by
+BIAS_DATA_TYPE), and strided batches (CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT and
+STRIDED_BATCH_OFFSET on every layout; 0 for a shared A or B). cuBLASLt's GELU is the tanh form
+(``gelu_tanh``); it has no SiLU and no erf GELU epilogue, so the baseline refuses
+``epilogue.activation=silu`` and ``gelu_erf`` (one line, before anything runs) rather than time a
+second pass. C's type follows cuBLASLt's type table: float32, or the inputs' own type for bf16 and
+fp16 (no bf16 C from float32 inputs; refused in one line). The descriptors, the heuristic's
+algorithm and a 32 MiB workspace are made once per point, outside every timed interval.
+
 Grouped GEMM baselines (issue 44): ``cublas_grouped_loop`` (one call per non-empty group, one
 CUDA graph when graph-timed; the default ``baseline`` of ``experiment=moe``) and ``cublas_grouped``
 (``cublasGemmGroupedBatchedEx`` through ``nvmath.bindings.cublas.gemm_grouped_batched_ex``).
@@ -39,8 +54,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import (LAYOUTS, PRECISIONS, DevicePointers, LibraryKernelSpec, ParamError, Problem,
-                                        Shape, hookimpl)
+from gemmlab.contract.hookspecs import (LAYOUTS, PRECISIONS, DevicePointers, EpilogueSupport, LibraryKernelSpec,
+                                        ParamError, Problem, Shape, hookimpl)
 
 INSTALL_HINT = "install the optional extra: pip install 'gemmlab[cublas]' (nvmath-python, nvidia-cublas)"
 
@@ -61,6 +76,14 @@ LT_WORKSPACE_BYTES = 32 << 20
 #: ``cublasLtMatmulMatrixScale_t``)
 LT_SCALE_MODES = {"tensor": ("SCALAR_32F", "SCALAR_32F"), "row": ("OUTER_VEC_32F", "OUTER_VEC_32F"),
                   "block": ("VEC128_32F", "BLK128x128_32F")}
+
+
+#: what the cuBLASLt path runs of the whole GEMM contract (module docstring; no SiLU, no erf GELU)
+LT_EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=("relu", "gelu_tanh"),
+                              outs=("float32", "bf16", "fp16"), ld=True, batch=True)
+#: cuBLASLt's epilogue for (activation, bias present)
+LT_EPILOGUES = {("none", False): "DEFAULT", ("none", True): "BIAS", ("relu", False): "RELU", ("relu", True): "RELU_BIAS",
+                ("gelu_tanh", False): "GELU", ("gelu_tanh", True): "GELU_BIAS"}
 
 
 class CublasSgemm(LibraryKernelSpec):
@@ -85,6 +108,11 @@ class CublasSgemm(LibraryKernelSpec):
         """
         if problem.precision == "fp8":
             fp8_refusal(problem, device.arch)
+        elif problem.extended:
+            own = {"bf16": "bf16", "fp16": "fp16"}.get(problem.precision)
+            if problem.out not in ("float32", own):
+                raise ParamError("epilogue.out", f"cuBLASLt writes a float32 C{f' or a {own} one' if own else ''} for "
+                                 f"precision={problem.precision} inputs (its type table); got epilogue.out={problem.out}")
 
     def types(self, problem: Problem) -> dict:
         if problem.precision == "fp8":
@@ -92,6 +120,14 @@ class CublasSgemm(LibraryKernelSpec):
             return {"a_dtype": problem.a_dtype, "b_dtype": problem.b_dtype, "c_dtype": problem.c_dtype,
                     "compute": (f"cublasLtMatmul, FP8 tensor cores, CUBLAS_COMPUTE_32F, fast accumulation off; "
                                 f"scale modes A {a_mode}, B {b_mode}"), "scaling": problem.scaling}
+        if problem.extended:
+            ep = problem.epilogue
+            key = (ep.activation if ep else "none", problem.bias_dtype is not None)
+            tf32 = "CUBLAS_COMPUTE_32F_FAST_TF32" if problem.precision == "tf32" else "CUBLAS_COMPUTE_32F"
+            return {"a_dtype": problem.ab_dtype, "b_dtype": problem.ab_dtype, "c_dtype": problem.c_dtype,
+                    "compute": (f"cublasLtMatmul, {tf32}, epilogue {LT_EPILOGUES.get(key, 'none (refused)')}"
+                                + (f", bias {problem.bias_dtype}" if problem.bias_dtype else "")
+                                + (f", {problem.batch} strided batches" if problem.batch > 1 else ""))}
         compute = {"fp32": "float32 (cublasSgemm, CUBLAS_DEFAULT_MATH: no TF32)",
                    "tf32": "TF32 tensor cores, float32 accumulate (cublasSgemm, CUBLAS_TF32_TENSOR_OP_MATH)",
                    "bf16": "float32 accumulate (cublasGemmEx, CUBLAS_COMPUTE_32F)",
@@ -109,6 +145,8 @@ class CublasSgemm(LibraryKernelSpec):
             raise ParamError("precision", f"kernel cublas supports {', '.join(self.precisions)}, got {precision!r}")
         if precision == "fp8":
             return Fp8Plan.make(problem, pointers).functions()
+        if problem.extended:  # issue 43: alpha, beta·C0, bias, activation, C type, ld, batches
+            return LtPlan.make(problem, pointers).functions()
         handle = cublas.create()
         cublas.set_stream(handle, pointers.stream)
         mode = cublas.Math.TF32_TENSOR_OP_MATH if precision == "tf32" else cublas.Math.DEFAULT_MATH
@@ -277,6 +315,127 @@ class Fp8Plan:
         self.handle = None
 
 
+@dataclass
+class LtPlan:
+    """One point's cuBLASLt GEMM of the whole contract (issue 43), planned once and enqueued as one
+    ``cublasLtMatmul`` per launch. gemmlab's row-major C_b (M x N, ldc) = A_b (M x K) · B_b (K x N)
+    is cuBLAS's column-major D_b (N x M, ld ldc) = op(A')·op(B') with A' = gemmlab's B (op N for a
+    row-major B: N x K, ld ldb; op T for a column-major one: K x N) and B' = gemmlab's A (op N for a
+    row-major A: K x M, ld lda; op T for a column-major one); the bias has N elements, one per row
+    of D; batch strides on each layout (cuBLAS's C = gemmlab's C0, with C's layout)."""
+
+    handle: int
+    desc: int
+    layouts: tuple
+    pref: int
+    workspace: int
+    keep: tuple = ()
+    call: tuple = ()
+
+    @classmethod
+    def make(cls, problem: Problem, pointers: DevicePointers) -> "LtPlan":
+        """Create the handle, descriptors (epilogue, bias, transposes, batches), the workspace and
+        the heuristic's algorithm.
+
+        Raises:
+            ParamError: field ``epilogue.activation`` (no cuBLASLt epilogue for it), or ``shape``
+                where cuBLASLt offers no algorithm for the problem.
+        """
+        lt, cublas = _cublaslt(), _cublas()
+        from cuda.bindings import driver
+        from cuda.bindings.runtime import cudaDataType
+        ep = problem.epilogue
+        act = ep.activation if ep is not None else "none"
+        key = (act, problem.bias_dtype is not None)
+        if key not in LT_EPILOGUES:
+            raise ParamError("epilogue.activation", f"cuBLASLt has no {act} epilogue (GELU is its tanh form); "
+                             "kernel cublas runs none, relu, gelu_tanh")
+        types = {"float32": int(cudaDataType.CUDA_R_32F), "bfloat16": int(cudaDataType.CUDA_R_16BF),
+                 "float16": int(cudaDataType.CUDA_R_16F)}
+        ab, out = types[problem.ab_dtype], types[problem.c_dtype]
+        compute = (cublas.ComputeType.COMPUTE_32F_FAST_TF32 if problem.precision == "tf32"
+                   else cublas.ComputeType.COMPUTE_32F)
+        M, N, K = problem.M, problem.N, problem.K
+        handle = lt.create()
+        desc = lt.matmul_desc_create(int(compute), int(cudaDataType.CUDA_R_32F))
+        keep: list = []
+
+        def attr(name: str, value) -> None:
+            which = lt.MatmulDescAttribute[name]
+            arr = np.array([value], dtype=lt.get_matmul_desc_attribute_dtype(which))
+            keep.append(arr)
+            lt.matmul_desc_set_attribute(desc, int(which), arr.ctypes.data, arr.itemsize)
+
+        op = {"row": int(cublas.Operation.N), "col": int(cublas.Operation.T)}
+        attr("TRANSA", op[problem.layout_b])
+        attr("TRANSB", op[problem.layout_a])
+        attr("EPILOGUE", int(lt.Epilogue[LT_EPILOGUES[key]]))
+        if problem.bias_dtype is not None:
+            attr("BIAS_POINTER", pointers.bias)
+            attr("BIAS_DATA_TYPE", types[problem.bias_dtype])
+            attr("BIAS_BATCH_STRIDE", 0)
+
+        def layout(dtype: int, rows: int, cols: int, ld: int, stride: int) -> int:
+            made = lt.matrix_layout_create(dtype, rows, cols, ld)
+            if problem.batch > 1:
+                for name, value in (("BATCH_COUNT", problem.batch), ("STRIDED_BATCH_OFFSET", stride)):
+                    which = lt.MatrixLayoutAttribute[name]
+                    arr = np.array([value], dtype=lt.get_matrix_layout_attribute_dtype(which))
+                    keep.append(arr)
+                    lt.matrix_layout_set_attribute(made, int(which), arr.ctypes.data, arr.itemsize)
+            return made
+
+        a_rows, a_cols = (N, K) if problem.layout_b == "row" else (K, N)  # A' = gemmlab's B as stored, column-major
+        b_rows, b_cols = (K, M) if problem.layout_a == "row" else (M, K)  # B' = gemmlab's A
+        layouts = (layout(ab, a_rows, a_cols, problem.ldb, problem.batch_stride("B")),
+                   layout(ab, b_rows, b_cols, problem.lda, problem.batch_stride("A")),
+                   layout(out, N, M, problem.ldc, problem.batch_stride("C")))
+        pref = lt.matmul_preference_create()
+        ws_bytes = np.array([LT_WORKSPACE_BYTES], dtype=lt.get_matmul_preference_attribute_dtype(
+            lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES))
+        keep.append(ws_bytes)
+        lt.matmul_preference_set_attribute(pref, int(lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES),
+                                           ws_bytes.ctypes.data, ws_bytes.itemsize)
+        err, workspace = driver.cuMemAlloc(LT_WORKSPACE_BYTES)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuMemAlloc of cuBLASLt's {LT_WORKSPACE_BYTES} B workspace failed: {err}")
+        plan = cls(handle, desc, layouts, pref, int(workspace))
+        results = lt.MatmulHeuristicResult(1)
+        count = np.zeros(1, dtype=np.int32)
+        what = (f"{M}x{N}x{K} {problem.precision}, {LT_EPILOGUES[key]}, {problem.c_dtype} C, lda/ldb/ldc "
+                f"{problem.lda}/{problem.ldb}/{problem.ldc}, {problem.batch} batches")
+        try:
+            lt.matmul_algo_get_heuristic(handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref, 1,
+                                         results.ptr, count.ctypes.data)
+        except Exception as exc:  # cuBLASLt's refusal (CUBLAS_STATUS_NOT_SUPPORTED ...)
+            plan.close()
+            raise ParamError("shape", f"cuBLASLt offers no algorithm for {what} "
+                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        if int(count[0]) < 1:
+            plan.close()
+            raise ParamError("shape", f"cuBLASLt offers no algorithm for {what}")
+        scalars = np.array([ep.alpha if ep else 1.0, ep.beta if ep else 0.0], dtype=np.float32)  # host pointers
+        c_in = pointers.c0 if ep is not None and ep.beta != 0.0 else pointers.c  # beta = 0: C is not read
+        plan.keep = (tuple(keep), scalars, count, results)
+        plan.call = (handle, desc, scalars.ctypes.data, pointers.b, layouts[0], pointers.a, layouts[1],
+                     scalars.ctypes.data + 4, c_in, layouts[2], pointers.c, layouts[2], results.ptr,
+                     plan.workspace, LT_WORKSPACE_BYTES, pointers.stream)
+        return plan
+
+    def functions(self):
+        """``(enqueue, close)``: one ``cublasLtMatmul`` on the run's stream, no sync."""
+        lt = _cublaslt()
+
+        def enqueue(plan=self):
+            lt.matmul(*plan.call)
+
+        return enqueue, self.close
+
+    def close(self) -> None:
+        """Destroy the descriptors and the handle and free the workspace (idempotent)."""
+        Fp8Plan.close(self)
+
+
 def _data_types(precision: str) -> tuple[int, int]:
     """cudaDataType values (library_types.h, through cuda.bindings) of the inputs and of C."""
     from cuda.bindings.runtime import cudaDataType
@@ -438,7 +597,7 @@ class CublasGroupedBatched(CublasGroupedLoop):
 @hookimpl
 def gemmlab_kernels():
     return [CublasSgemm(name="cublas", source="", defaults={}, precisions=PRECISIONS,
-                        layouts=tuple((a, b) for a in LAYOUTS for b in LAYOUTS),
+                        layouts=tuple((a, b) for a in LAYOUTS for b in LAYOUTS), epilogue=LT_EPILOGUE,
                         description="cuBLAS SGEMM/GemmEx via nvmath-python (baseline; every precision "
                                     "fp32/tf32/bf16/fp16 and layout, float32 C and accumulation; fp8 through "
                                     "cuBLASLt, layout.a=row layout.b=col, tensor/row/block scaling)"),
