@@ -1,4 +1,4 @@
-"""resume=true (gemmlab/run/pipeline.py ``_resume``): a directory that already holds a result is never
+"""resume=true (gemmlab/run/store.py ``_resume``): a directory that already holds a result is never
 overwritten; with resume=true a valid result is returned as it is (``resumed``) and a failed one
 is moved aside as ``result.previous-<time>.json`` and the point re-runs. Everything in mode=compile
 (no GPU needed); the CLI part re-runs a sweep into its own directory.
@@ -355,7 +355,7 @@ def test_resume_reads_each_record_of_the_sweep_once_per_process(tmp_path, monkey
     same config (reordered sweeps). Each record file is parsed once a process: a second look reads
     none, a record written since is read alone; invalid records, other configs and the point's own
     folder never match; a record moved aside is still found."""
-    from gemmlab.run import pipeline
+    from gemmlab.run import pipeline, store
     sweep = tmp_path / "sw"
     sweep.mkdir()
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
@@ -369,19 +369,19 @@ def test_resume_reads_each_record_of_the_sweep_once_per_process(tmp_path, monkey
         (sweep / str(i) / "result.json").write_text(json.dumps(rec))
     parsed = []
     real = json.loads
-    monkeypatch.setattr(pipeline.json, "loads", lambda text, *a, **k: parsed.append(1) or real(text, *a, **k))
+    monkeypatch.setattr(store.json, "loads", lambda text, *a, **k: parsed.append(1) or real(text, *a, **k))
     pipeline.clear_cache()
     me = sweep / "new"
     me.mkdir()
-    assert pipeline._matching_sibling(me, pipeline._comparable(config(99))) is None and len(parsed) == 40
-    found = pipeline._matching_sibling(me, pipeline._comparable(config(23)))
+    assert store._matching_sibling(me, store._comparable(config(99))) is None and len(parsed) == 40
+    found = store._matching_sibling(me, store._comparable(config(23)))
     assert found == sweep / "23" / "result.json" and len(parsed) == 40  # read no record again
-    assert pipeline._matching_sibling(me, pipeline._comparable(config(7))) is None  # not valid
-    assert pipeline._matching_sibling(sweep / "23", pipeline._comparable(config(23))) is None  # its own folder
+    assert store._matching_sibling(me, store._comparable(config(7))) is None  # not valid
+    assert store._matching_sibling(sweep / "23", store._comparable(config(23))) is None  # its own folder
     (sweep / "40").mkdir()
     (sweep / "40" / "result.previous-x.json").write_text(json.dumps(
         {"status": "ok", "valid": True, "config": config(99)}))
-    assert pipeline._matching_sibling(me, pipeline._comparable(config(99))) == sweep / "40" / "result.previous-x.json"
+    assert store._matching_sibling(me, store._comparable(config(99))) == sweep / "40" / "result.previous-x.json"
     assert len(parsed) == 41
 
 
@@ -391,13 +391,13 @@ def test_a_resume_interrupted_after_it_set_the_record_aside(tmp_path, same_confi
     hanging point of the second new-user trial) leaves the folder without result.json. The next
     resume takes the same config's valid record back from there (resumed_from) instead of measuring
     again; with another config the point runs and its record names the set-aside one in previous."""
-    from gemmlab.run import pipeline
+    from gemmlab.run import pipeline, store
     sweep = tmp_path / "sw"
     (sweep / "0").mkdir(parents=True)
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
     first = run_point(BASE, sweep / "0")
     assert first["status"] == "compiled"
-    entry = pipeline.keep_previous(sweep / "0")  # what the interrupted resume did before it was stopped
+    entry = store.keep_previous(sweep / "0")  # what the interrupted resume did before it was stopped
     pipeline.clear_cache()
     cfg = BASE if same_config else {**BASE, "kernel": {"name": "naive", "BX": 8}}
     rec = run_point({**cfg, "resume": True}, sweep / "0")
@@ -434,7 +434,7 @@ def test_previous_tag_pattern_matches_the_tags_previous_tag_makes(tmp_path):
     import os
     import re
 
-    from gemmlab.run.pipeline import previous_tag, previous_tag_pattern
+    from gemmlab.run.store import previous_tag, previous_tag_pattern
     first = previous_tag(tmp_path)
     (tmp_path / f"result.{first}.json").write_text("{}")
     second = previous_tag(tmp_path)
@@ -502,14 +502,14 @@ def test_a_reordered_resume_with_points_running_at_once_adopts_only_its_own_conf
     to be of the point's own config as read, and the search is made again: each folder holds its
     own config's record, the summary lists each point once, in the sweep's order."""
     from gemmlab.results.summary import collect
-    from gemmlab.run import pipeline
+    from gemmlab.run import pipeline, store
     sweep = tmp_path / "sw"
     sweep.mkdir()
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
     a, b = BASE, {**BASE, "shape": [9, 9, 9]}
     assert run_point(a, sweep / "0")["valid"] and run_point(b, sweep / "1")["valid"]
     pipeline.clear_cache()
-    real = pipeline._matching_sibling
+    real = store._matching_sibling
     interleaved = []
 
     def matching_sibling(out_dir, wanted):
@@ -519,10 +519,10 @@ def test_a_reordered_resume_with_points_running_at_once_adopts_only_its_own_conf
             if meanwhile == "rewritten":
                 assert run_point({**b, "resume": True}, sweep / "0")["resumed_from"].startswith("1/result.previous-")
             else:
-                pipeline.keep_previous(sweep / "0")
+                store.keep_previous(sweep / "0")
         return found
 
-    monkeypatch.setattr(pipeline, "_matching_sibling", matching_sibling)
+    monkeypatch.setattr(store, "_matching_sibling", matching_sibling)
     rec = run_point({**a, "resume": True}, sweep / "1")
     assert interleaved == [sweep / "0" / "result.json"]
     assert rec["valid"] and rec["config"]["shape"] == [8, 8, 8], rec.get("error")

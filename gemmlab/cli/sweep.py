@@ -44,7 +44,7 @@ class KeepEarlierHydraFiles(Callback):
     command left in its directories (:func:`gemmlab.run.folders.keep_earlier_hydra_files`) and a sweep's
     ``multirun.yaml`` (:func:`keep_earlier_multirun_yaml`): Hydra rewrites them at the start of
     every job or sweep, before gemmlab sees the point (the records themselves are never
-    rewritten: :func:`gemmlab.run.pipeline.keep_previous`). With ``resume=true``, a folder that
+    rewritten: :func:`gemmlab.run.store.keep_previous`). With ``resume=true``, a folder that
     holds no record to resume is said in one line (:func:`nothing_to_resume`)."""
 
     def on_run_start(self, config, **kwargs) -> None:

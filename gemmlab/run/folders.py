@@ -343,7 +343,7 @@ def keep_earlier_hydra_files(root: Path, subdir: str | None, points_below: bool 
     overwrite the earlier command's. Returns the new paths; errors only cost the copy (never raises)."""
     if not subdir or not root.is_dir():
         return []
-    from gemmlab.run.pipeline import previous_tag
+    from gemmlab.run.store import previous_tag
     moved = []
     try:
         if points_below:
@@ -370,7 +370,7 @@ def keep_earlier_multirun_yaml(root: Path) -> Path | None:
     old = root / "multirun.yaml"
     if not old.is_file():
         return None
-    from gemmlab.run.pipeline import previous_tag
+    from gemmlab.run.store import previous_tag
     try:
         target = root / f"multirun.{previous_tag(root)}.yaml"
         os.replace(old, target)
@@ -387,7 +387,7 @@ def put_back_kept(root: Path) -> list[Path]:
     Returns the paths put back; errors leave the kept copies where they are (never raises)."""
     import re
 
-    from gemmlab.run.pipeline import previous_tag_pattern
+    from gemmlab.run.store import previous_tag_pattern
     tag = previous_tag_pattern(os.getpid())
     back: list[Path] = []
     try:

@@ -320,7 +320,7 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
     else a new one saying what happened (written unless an older result is in the way). When
     the worker had set an earlier record aside (``resume=true``), the new one's ``previous``
     names it, as a record the worker wrote would
-    (:func:`gemmlab.run.pipeline.previous_kept_by`)."""
+    (:func:`gemmlab.run.store.previous_kept_by`)."""
     path = out_dir / "result.json"
     if path.exists() and not existed:
         try:
@@ -331,7 +331,7 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
     record = record_stage.new_record(cfg)
     record.update(status=error.status, valid=False, error=str(error), isolation=how)
     if existed and worker_pid is not None and not os.path.lexists(path):
-        from gemmlab.run.pipeline import previous_kept_by
+        from gemmlab.run.store import previous_kept_by
         kept = previous_kept_by(out_dir, worker_pid)
         if kept:
             record["previous"] = kept

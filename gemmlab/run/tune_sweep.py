@@ -79,7 +79,7 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
     plan += [(fam, s, kernel, params) for _, _, fam, s, kernel, params in sorted(rest, key=lambda r: (r[0], r[1]))]
     stats = {"planned": len(plan), "done": 0, "skipped_existing": 0, "retried": 0, "replaced": 0, "cut": 0,
              "failed": 0}
-    from gemmlab.run.pipeline import resume_key
+    from gemmlab.run.store import resume_key
     copied = copied_records(out, {point_dir(out, fam, s, kernel, params) / "result.json"
                                   for fam, s, kernel, params in plan})
     for n, (fam, s, kernel, params) in enumerate(plan):
@@ -124,11 +124,11 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
 def copied_records(out: Path, own: set[Path]) -> dict[str, Path]:
     """The valid records under ``out`` that lie elsewhere than at a planned point's own path
     (``own``): records copied in from an earlier sweep, in any folder layout. Keyed by
-    :func:`gemmlab.run.pipeline.valid_record_key`, so a planned point of the same config (same
+    :func:`gemmlab.run.store.valid_record_key`, so a planned point of the same config (same
     settings) finds its record among them and is not measured again; ``build`` ranks them with the
     rest (it reads every record under the folder). Each is read once, through the one record model
     (:mod:`gemmlab.stages.record_model`); a point's own record is left to the pipeline's resume."""
-    from gemmlab.run.pipeline import valid_record_key
+    from gemmlab.run.store import valid_record_key
     from gemmlab.stages.record_model import find_records, read_record
     if not out.is_dir():
         return {}
@@ -145,11 +145,11 @@ def _set_aside_was_valid(rec: Mapping[str, Any], folder: Path) -> bool:
     """Whether the earlier record a re-run point's resume set aside was valid (then it was of other
     settings: ``replaced``; else ``retried``), as the pipeline's resume decided it from its one
     read: the ``why`` of the new record's last ``previous`` entry
-    (:data:`gemmlab.run.pipeline.SET_ASIDE`). Only where the resume's word was lost (its worker
+    (:data:`gemmlab.run.store.SET_ASIDE`). Only where the resume's word was lost (its worker
     died after setting the record aside: the entry names the kept file alone; or it could not set
     it aside: no entry) is the earlier record read here (:func:`gemmlab.stages.record_model.read_record`;
     an unreadable one, also a fifo, is not valid)."""
-    from gemmlab.run.pipeline import SET_ASIDE
+    from gemmlab.run.store import SET_ASIDE
     from gemmlab.stages.record_model import read_record
     previous = rec.get("previous")
     entry = previous[-1] if isinstance(previous, list) and previous and isinstance(previous[-1], Mapping) else {}

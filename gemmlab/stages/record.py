@@ -40,7 +40,7 @@ PRECISIONS = {
             "the kernel declares (fp8_accumulation), float32 or bf16 C; reference of the dequantised values"),
 }
 #: the files and folders a point writes next to its ``result.json`` (glob patterns); a re-run under
-#: ``resume=true`` keeps them with the old record (:func:`gemmlab.run.pipeline.keep_previous`)
+#: ``resume=true`` keeps them with the old record (:func:`gemmlab.run.store.keep_previous`)
 ARTIFACTS = ("compile*.log", "kernel*.sass", "traceback.txt", "sanitizer-*")
 REFERENCE = "reference: float64 product of the same inputs (as stored) on the CPU"
 
