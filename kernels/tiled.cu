@@ -66,8 +66,9 @@ __global__ void gemm_tiled(const float *a, const float *b, float *c, int m, int 
 // The whole GEMM contract (issue 43), compiled only with -DGEMMLAB_TILED_EPI (plugins/tiled.py asks
 // for it for a problem beyond C = A·B, so the plain build above is the same program as before).
 // Batch blockIdx.z of C (M x N, row pitch ldc, OUT_T) = OUT_T(act(alpha * A·B + beta * C0 + bias)):
-// A (M x K, pitch lda) and B (K x N, pitch ldb) row-major float32, batch z's at z * stride_a / b
-// (0: one shared); C0 (OUT_T, C's pitch and stride) read only when BETA; bias[n] (float32) when
+// A (M x K, pitch lda) and B (K x N, pitch ldb) row-major IN_T (float, bf16 or half, converted to
+// float32 as they are staged: float32 products and accumulation), batch z's at z * stride_a / b
+// (0: one shared); C0 (OUT_T, C's pitch and stride) read only when BETA; bias[n] (BIAS_T) when
 // BIAS. ACT: 0 none, 1 relu, 2 gelu (tanh form), 3 gelu (erf form), 4 silu; float32 libm
 // (tanhf, erff, expf: no fast math). The main loop is gemm_tiled's; only the stores differ: every
 // element outside each batch's M x N (the padding past N, the rows between batches) is never
@@ -91,8 +92,9 @@ __device__ __forceinline__ float tiled_epi_activation(float z) {
   return z;
 }
 
-template <int BM, int BN, int BK, int TM, int TN, int ACT, int BIAS, int BETA, typename OUT_T>
-__global__ void gemm_tiled_epi(const float *a, const float *b, OUT_T *c, const OUT_T *c0, const float *bias, int m,
+template <int BM, int BN, int BK, int TM, int TN, int ACT, int BIAS, int BETA, typename IN_T, typename BIAS_T,
+          typename OUT_T>
+__global__ void gemm_tiled_epi(const IN_T *a, const IN_T *b, OUT_T *c, const OUT_T *c0, const BIAS_T *bias, int m,
                                int n, int k, int lda, int ldb, int ldc, int stride_a, int stride_b, int stride_c,
                                float alpha, float beta) {
   constexpr int TX = BN / TN, TY = BM / TM, THREADS = TX * TY;
@@ -116,14 +118,16 @@ __global__ void gemm_tiled_epi(const float *a, const float *b, OUT_T *c, const O
       const int linear = lane + l * THREADS;
       const int row = linear / BK, inner = linear % BK;
       a_tile[row][inner] = row_base + row < m && reduction_base + inner < k
-                               ? a[(long long)(row_base + row) * lda + reduction_base + inner] : 0.0f;
+                               ? tiled_epi_load_value(a[(long long)(row_base + row) * lda + reduction_base + inner])
+                               : 0.0f;
     }
 #pragma unroll
     for (int l = 0; l < BK * BN / THREADS; l++) {
       const int linear = lane + l * THREADS;
       const int inner = linear / BN, col = linear % BN;
       b_tile[inner][col] = reduction_base + inner < k && col_base + col < n
-                               ? b[(long long)(reduction_base + inner) * ldb + col_base + col] : 0.0f;
+                               ? tiled_epi_load_value(b[(long long)(reduction_base + inner) * ldb + col_base + col])
+                               : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -150,7 +154,7 @@ __global__ void gemm_tiled_epi(const float *a, const float *b, OUT_T *c, const O
         const long long at = (long long)row * ldc + col;
         float v = alpha * accumulator[i][j];
         if (BETA) v += beta * tiled_epi_load_value(c0[at]);
-        if (BIAS) v += bias[col];
+        if (BIAS) v += tiled_epi_load_value(bias[col]);
         c[at] = tiled_epi_store_value(tiled_epi_activation<ACT>(v), OUT_T());
       }
     }

@@ -5,11 +5,13 @@ Parameters (seed values): BM=64, BN=64 output block; BK=16 reduction chunk; TM=8
 tile. The thread block is (BN/TN, BM/TM) = (32, 8).
 
 The whole GEMM contract (issue 43): ``tiled`` declares the full epilogue (:data:`FULL`: alpha,
-beta·C0, a float32 bias, every activation, a float32/bf16/fp16 C, leading dimensions, strided
-batches with shared operands). A problem beyond C = A·B compiles ``gemm_tiled_epi`` (the same main
-loop, strides and the epilogue in its stores, batch = blockIdx.z) with ``-DGEMMLAB_TILED_EPI``; a
-plain problem compiles ``gemm_tiled`` exactly as before (the define is off, so the preprocessed
-program is unchanged).
+beta·C0, a float32 or input-typed bias, every activation, a float32/bf16/fp16 C, leading
+dimensions, strided batches with shared operands) and bf16/fp16 inputs (converted to float32 as
+they are staged: float32 FMA, like precision=fp32). A problem beyond C = A·B, or with bf16/fp16
+inputs, compiles ``gemm_tiled_epi`` (the same main loop, strides and the epilogue in its stores,
+batch = blockIdx.z) with ``-DGEMMLAB_TILED_EPI``; a plain fp32 problem compiles ``gemm_tiled``
+exactly as before (the define is off, so the preprocessed program is unchanged). It is the
+correctness reference of the epilogue, not a fast kernel.
 """
 
 from __future__ import annotations
@@ -32,30 +34,36 @@ ACT_CODES = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
 OUT_TYPES = {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half"}
 
 
+def _epi(problem: Problem) -> bool:
+    """Whether ``problem`` runs gemm_tiled_epi: beyond the plain contract, or 2-byte inputs."""
+    return problem.extended or problem.precision != "fp32"
+
+
 class TiledKernel(KernelSpec):
     """64x64 block tile, (32,8) threads, 8x2 accumulators per thread, BK=16 (seed 000); with the
     full epilogue of issue 43 (module docstring)."""
 
     def instance(self, problem: Problem, params) -> str:
         """``gemm_tiled<...>`` for a plain problem, ``gemm_tiled_epi<..., ACT, BIAS, BETA, OUT_T>`` beyond it."""
-        if not problem.extended:
+        if not _epi(problem):
             return self.entry(params)
         p, ep = params, problem.epilogue
         act, bias, beta = (ACT_CODES[ep.activation], int(ep.bias != "none"), int(ep.beta != 0.0)) if ep else (0, 0, 0)
         return (f"gemm_tiled_epi<{p['BM']}, {p['BN']}, {p['BK']}, {p['TM']}, {p['TN']}, {act}, {bias}, {beta}, "
+                f"{OUT_TYPES[problem.ab_dtype]}, {OUT_TYPES[problem.bias_dtype or 'float32']}, "
                 f"{OUT_TYPES[problem.c_dtype]}>")
 
     def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
-        return KernelOptions(defines={"GEMMLAB_TILED_EPI": 1}) if problem.extended else KernelOptions()
+        return KernelOptions(defines={"GEMMLAB_TILED_EPI": 1}) if _epi(problem) else KernelOptions()
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         launch = self.launch(problem.shape, params, device)
         return Launch(grid=(launch.grid[0], launch.grid[1], problem.batch), block=launch.block)
 
     def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
-        """(A, B, C, M, N, K) for a plain problem; beyond it (A, B, C, C0 or null, bias or null, M, N,
+        """(A, B, C, M, N, K) for a plain fp32 problem; else (A, B, C, C0 or null, bias or null, M, N,
         K, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha, beta)."""
-        if not problem.extended:
+        if not _epi(problem):
             return super().arguments(problem, params, device)
         ep = problem.epilogue
         null = Value(0, "int64")
@@ -108,4 +116,4 @@ def gemmlab_kernels():
     return [TiledKernel(name="tiled", source="tiled.cu",
                         defaults={"BM": 64, "BN": 64, "BK": 16, "TM": 8, "TN": 2},
                         description="seed 000: 64x64 block tile, (32,8) threads, 8x2 per thread, BK=16",
-                        sass_classes=("FFMA",), epilogue=FULL)]
+                        sass_classes=("FFMA",), epilogue=FULL, precisions=("fp32", "bf16", "fp16"))]

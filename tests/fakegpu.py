@@ -252,15 +252,16 @@ _OUT_TYPES = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat1
 
 
 def fused_emulation(name: str, launch):
-    """The fake's launch function for a ``gemm_tiled_epi<BM, BN, BK, TM, TN, ACT, BIAS, BETA, OUT_T>``
-    instance (kernels/tiled.cu), or None for any other kernel; the batch count is the launch's grid z."""
+    """The fake's launch function for a ``gemm_tiled_epi<BM, BN, BK, TM, TN, ACT, BIAS, BETA, IN_T,
+    BIAS_T, OUT_T>`` instance (kernels/tiled.cu), or None for any other kernel; the batch count is the
+    launch's grid z."""
     match = _TILED_EPI.match(name)
     if not match:
         return None
     parts = [p.strip() for p in match.group(1).split(",")]
     act, bias, beta = (int(p) for p in parts[5:8])
-    out = _OUT_TYPES[parts[8]]
-    return lambda gpu, args: tiled_epi(gpu, args, act, bias, beta, out, launch.grid[2])
+    types = [_OUT_TYPES[t] for t in parts[8:11]]
+    return lambda gpu, args: tiled_epi(gpu, args, act, bias, beta, types[2], launch.grid[2], types[0], types[1])
 
 
 def _out_dtype(name: str) -> np.dtype:
@@ -287,21 +288,26 @@ def _activation32(act: int, z: np.ndarray) -> np.ndarray:
     return z
 
 
-def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out: str, batches: int) -> None:
+def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out: str, batches: int,
+              inputs: str = "float32", bias_type: str = "float32") -> None:
     """What gemm_tiled_epi computes, on the fake device memory: per batch z (strides in elements),
     acc = the float64 product rounded to float32, then alpha * acc + beta * C0 + bias, the activation
     and the output rounding in float32 arithmetic; only each batch's M x N is written."""
     a, b, c, c0, bvec, m, n, k, lda, ldb, ldc, sa, sb, sc = (int(x) for x in args[:14])
     alpha, beta = np.float32(args[14]), np.float32(args[15])
-    dtype = _out_dtype(out)
-    item = dtype.itemsize
+    dtype, in_t, bias_t = _out_dtype(out), _out_dtype(inputs), _out_dtype(bias_type)
+    item, i_item = dtype.itemsize, in_t.itemsize
+
+    def matrix(address: int, rows: int, ld: int, cols: int) -> np.ndarray:
+        return gpu.view(address, i_item * rows * ld).view(in_t).reshape(rows, ld)[:, :cols].astype(np.float64)
+
     for z in range(batches):
-        A = gpu.floats(a + 4 * z * sa, m * lda).reshape(m, lda)[:, :k].astype(np.float64)
-        B = gpu.floats(b + 4 * z * sb, k * ldb).reshape(k, ldb)[:, :n].astype(np.float64)
+        A = matrix(a + i_item * z * sa, m, lda, k)
+        B = matrix(b + i_item * z * sb, k, ldb, n)
         v = alpha * (A @ B).astype(np.float32)
         if beta_on:
             prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n]
             v = v + beta * prev.astype(np.float32)
         if bias:
-            v = v + gpu.floats(bvec, n)
+            v = v + gpu.view(bvec, bias_t.itemsize * n).view(bias_t).astype(np.float32)
         gpu.view(c + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n] = _activation32(act, v).astype(dtype)

@@ -190,8 +190,17 @@ def test_tiled_runs_the_whole_contract_on_the_fake_gpu(tmp_path, monkeypatch):
     assert rec["epilogue"]["batch_strides"] == {"a": 63 * 40, "b": 0, "c": 63 * 72}
     assert rec["flops"] == 3 * 2 * 63 * 65 * 33 and rec["verification_after_timing"]["passed"]
     assert rec["inputs_unchanged"] and rec["guard_bands"] == "intact"
-    assert rec["kernel"]["name"] == "tiled" and "gemm_tiled_epi<64, 64, 16, 8, 2, 3, 1, 1, __nv_bfloat16>" in str(
+    assert rec["kernel"]["name"] == "tiled" and "gemm_tiled_epi<64, 64, 16, 8, 2, 3, 1, 1, float, float, __nv_bfloat16>" in str(
         rec["compile"]["name_expression"])
+
+
+def test_tiled_bf16_inputs_with_an_input_typed_bias_on_the_fake_gpu(tmp_path, monkeypatch):
+    rec = _fake_run(tmp_path, monkeypatch, {"precision": "bf16", "epilogue": {"bias": "input", "activation": "silu",
+                                                                               "beta": 1.0, "out": "fp16"},
+                                            "layout": {"a": "row", "b": "row", "ldb": 80}})
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["compile"]["name_expression"].endswith("4, 1, 1, __nv_bfloat16, __nv_bfloat16, __half>")
+    assert rec["epilogue"]["operation"] == "C = fp16(silu(A·B + 1·C0 + bias (bfloat16)))"
 
 
 def test_a_write_into_cs_padding_or_a_read_of_as_padding_fails(tmp_path, monkeypatch):

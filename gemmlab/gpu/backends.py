@@ -352,10 +352,10 @@ def check_arguments(args, problem: Problem, workspace: int, what: str) -> list[d
     maps = []
     names = ("A", "B", "C") + (SCALE_MATRICES if problem.precision == "fp8" else ())
     dims = DIMS
+    dims += EPILOGUE_DIMS  # issue 43: batch 1 and tight strides for a plain problem
     if problem.extended:  # issue 43: C0 (beta != 0) and the bias vector where the problem has them
         ep = problem.epilogue
         names += (("C0",) if ep is not None and ep.beta != 0.0 else ()) + (("bias",) if problem.bias_dtype else ())
-        dims += EPILOGUE_DIMS
     if problem.grouped is not None:
         names += GROUP_ARRAYS[problem.grouped.kind]
         dims += GROUPED_DIMS
