@@ -26,6 +26,7 @@ import numpy as np
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Main, Problem, Shape, hookimpl
 from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, require
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 NT = 64  # columns of C per block
@@ -73,18 +74,57 @@ class DecodeBf16Kernel(KernelSpec):
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, "bf16", "row", "row"), params, device)
 
-    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
-        """Sized to the problem first: MT = the m16 tiles covering M (1, 2, 4), 4 warps (8 with
-        MT = 4), U = 2 (1 with MT = 4), SPLITS = the most K splits (at most 8) whose blocks fit one
-        wave of 4 blocks per SM (1 with MT = 4) with at least 2 load rounds of K per warp; then that
-        with twice the splits and with 8 warps and half the splits; then the declared space."""
+    def sized(self, problem: Problem, device: DeviceFacts) -> dict:
+        """Sized to the problem: MT = the m16 tiles covering M (1, 2, 4), 4 warps (8 with MT = 4),
+        U = 2 (1 with MT = 4: 230 registers, NVRTC 13.5), SPLITS = the most K splits (at most 8: one
+        cluster per tile) whose blocks fit one wave of 4 blocks per SM (1 with MT = 4) with at least 2
+        load rounds of K per warp. Measured on the H200 (bf16-pass1): 1x4096x4096 KW=4 SPLITS=8
+        14.9 us, KW=8 SPLITS=4 19.6 us; 64x4096x4096 KW=8 SPLITS=2 23.5 us, KW=4 SPLITS=4 35.1 us."""
         mt = 1 if problem.M <= 16 else 2 if problem.M <= 32 else 4
         u, kw, per_sm = (1, 8, 1) if mt == 4 else (2, 4, 4)
         blocks = cdiv(problem.N, NT) * cdiv(problem.M, 16 * mt)
         s = max(1, min(8, per_sm * device.sm_count // blocks, cdiv(problem.K, CHUNK) // (2 * kw * u)))
-        base = {"MT": mt, "KW": kw, "U": u, "SPLITS": s}
+        return {"MT": mt, "KW": kw, "U": u, "SPLITS": s}
+
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """:meth:`sized` first, then that with twice the splits and with 8 warps and half the
+        splits; then the declared space."""
+        base = self.sized(problem, device)
+        s = base["SPLITS"]
         sized = [base, {**base, "SPLITS": min(8, 2 * s)}, {**base, "KW": 8, "SPLITS": max(1, s // 2)}]
         return sized + super().candidates(problem, device)
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (bf16, fp16): first in ``decode`` (:meth:`sized`: B streamed by 16-byte
+        loads into mma.sync fragments, K split over warps and blocks); second in ``k_heavy`` (after the
+        split-K wgmma tile) with 64-row blocks of 8 warps and SPLITS = the splits that fit one wave of
+        64x64 tiles, each at least 16 chunks (512x512x16384: KW=8 SPLITS=2 30.3% of cuBLAS, KW=4
+        SPLITS=8 18.8%, bf16-pass1)."""
+        if regime == "decode":
+            return [Preference(RANK_FIRST, self.sized(problem, device), "B streamed through registers, K split")]
+        if regime == "k_heavy":
+            m, n, k = problem.shape
+            splits = max(1, min(8, device.sm_count // (cdiv(n, 64) * cdiv(m, 64)), cdiv(k, CHUNK) // 16))
+            return [Preference(RANK_FIRST + 1, {"MT": 4, "KW": 8, "U": 1, "SPLITS": splits}, "split K, 64-row blocks")]
+        return []
+
+    def sweep_variants(self, problem: Problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (decode and k_heavy families): around the rules' parameters for the problem
+        (:meth:`preferences` of its first regime that has one, else :meth:`sized`): twice the splits (at
+        most 8); 8 warps with half the splits; 8 warps with the same splits where K-heavy or unsplit; for
+        M > 32 with 64-row blocks also 32-row blocks, and 8 warps with half the splits and U = 1."""
+        if family not in ("decode", "k_heavy"):
+            return []
+        from gemmlab.contract.regimes import regimes
+        p = next((dict(pref.params) for r in regimes(problem, device.sm_count)
+                  for pref in self.preferences(problem, device, r.name)), self.sized(problem, device))
+        s = p["SPLITS"]
+        out = [{**p, "SPLITS": min(8, 2 * s)}, {**p, "KW": 8, "SPLITS": max(1, s // 2)}]
+        if family == "k_heavy" or s == 1:
+            out.append({**p, "KW": 8})
+        if problem.M > 32 and p["MT"] == 4:
+            out += [{**p, "MT": 2, "U": 2}, {**p, "KW": 8, "SPLITS": max(1, s // 2), "U": 1}]
+        return out
 
     def instance(self, problem: Problem, params) -> str:
         p = params

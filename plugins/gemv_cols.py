@@ -35,8 +35,10 @@ import numpy as np
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Problem, Shape, hookimpl
 from gemmlab.contract.plugin_utils import FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits, require
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 STEP = 128  # K elements per warp step: 32 lanes x one float4
+DECODE_FIRST_M = 32  # tf32 decode: first up to this M, after split-K wgmma_tf32 above it (kernel=auto's rules)
 MT_VALUES = (1, 2, 4, 8, 16, 32)
 CW_VALUES = (1, 2, 4, 8)
 U_VALUES = (1, 2, 4)
@@ -164,9 +166,9 @@ class GemvColsKernel(KernelSpec):
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, "fp32", "row", "col"), params, device)
 
-    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+    def shortlist(self, problem: Problem, device: DeviceFacts) -> list[dict]:
         """Sized to the problem first (:func:`sized`), then that with twice and half the K-slice
-        warps, then with half the steps in flight (U), then the declared space."""
+        warps, then with half the steps in flight (U)."""
         base = sized(problem.shape, device.sm_count)
         out = [base]
         for kw in (2 * base["KW"], base["KW"] // 2):
@@ -174,7 +176,24 @@ class GemvColsKernel(KernelSpec):
                 out.append({**base, "KW": kw})
         if base["U"] > 1:
             out.append({**base, "U": base["U"] // 2})
-        return out + super().candidates(problem, device)
+        return out
+
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """:meth:`shortlist`, then the declared space."""
+        return self.shortlist(problem, device) + super().candidates(problem, device)
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules, tf32 only (fp32 with B column-major takes the rules' last resort, the
+        defaults): ``decode`` first up to M = :data:`DECODE_FIRST_M` (B streamed once by K-contiguous
+        float4 loads on FP32 CUDA cores), above it after split-K wgmma (rank 2: M*N*K FLOPs stop hiding
+        under B's bytes on CUDA cores); ``tiny`` first; ``k_heavy`` rank 10. Each rank holds
+        :meth:`shortlist` in order (the first its check accepts is taken)."""
+        if problem.precision != "tf32":
+            return []
+        rank = {"decode": 0 if problem.M <= DECODE_FIRST_M else 2, "tiny": 0, "k_heavy": 10}.get(regime)
+        return ([] if rank is None else
+                [Preference(RANK_FIRST + rank, p, "B streamed once, K-contiguous float4 loads on CUDA cores")
+                 for p in self.shortlist(problem, device)])
 
     def entry(self, params) -> str:
         p = params

@@ -21,6 +21,7 @@ import numpy as np
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
 from gemmlab.contract.plugin_utils import FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits, require
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 NT_CHOICES = (4, 8, 16, 32, 64, 128)
 
@@ -53,6 +54,24 @@ class GemvRowsKernel(KernelSpec):
                 f"(KC = U*32*KW/(NT/4) = {kc}); lower KW, U or NT")
         require(cdiv(shape.N, p["NT"]) <= 65535, "shape",
                 f"N = {shape.N} needs {cdiv(shape.N, p['NT'])} blocks along y (CUDA limit 65535); raise NT")
+
+    def preferences(self, problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (fp32, and tf32 on FP32 CUDA cores): ``decode`` first for M <= 8 (B streamed
+        once with float4 loads, K split over warps), second for 8 < M <= 16 (after stream-K's 16-row tile),
+        fourth for 16 < M <= 64; parameters :func:`sized`."""
+        if regime != "decode":
+            return []
+        rank = 0 if problem.M <= 8 else 1 if problem.M <= 16 else 3
+        return [Preference(RANK_FIRST + rank, sized(problem.shape, device.sm_count), "stream B once, K split over warps")]
+
+    def sweep_variants(self, problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32 decode): M <= 16 NT 16/32/64 x U 4/8 at 8 warps; above, 16x32 U=8."""
+        if problem.precision != "fp32" or family != "decode":
+            return []
+        mt = sized(problem.shape, device.sm_count)["MT"]
+        if problem.M <= 16:
+            return [{"MT": mt, "NT": nt, "KW": 8, "U": u} for nt in (16, 32, 64) for u in (4, 8)]
+        return [{"MT": 16, "NT": 32, "KW": 8, "U": 8}]
 
     def entry(self, params) -> str:
         p = params
@@ -94,6 +113,18 @@ class GemvRowsKernel(KernelSpec):
         part = count_hits((p["KW"], mt * nt), w + 0 * lane, i2 * nt + 4 * lane + q2)
         loads.update({"B": b_hits, "partials": part})
         return stores, loads
+
+
+def sized(shape: Shape, sms: int) -> dict:
+    """Parameters for a decode-like problem: MT rows per block (the next power of two >= min(M, 16)),
+    NT columns per block as wide as still gives at least 2 blocks per SM (128, 64, 32, else 16), 8
+    warps over K (4 with NT = 128, so the cross-warp partials KW*MT*NT fit the 48 KiB of static shared
+    memory), U = 8."""
+    mt = 1
+    while mt < min(shape.M, 16):
+        mt *= 2
+    nt = next((c for c in (128, 64, 32) if cdiv(shape.N, c) * cdiv(shape.M, mt) >= 2 * sms), 16)
+    return {"MT": mt, "NT": nt, "KW": 4 if nt == 128 else 8}
 
 
 def _smem(p) -> int:

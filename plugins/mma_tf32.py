@@ -12,8 +12,11 @@ with src-size 4 or 0 (zero-fill).
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from gemmlab.contract.hookspecs import Problem, hookimpl
 from gemmlab.contract.plugin_utils import MmaSyncKernel, mma_model, mma_space
+from gemmlab.contract.regimes import RANK_FIRST, RANK_TENSOR_CORE, Preference, tiles
 
 
 def shared_bytes(p, b_col: bool) -> int:
@@ -22,6 +25,11 @@ def shared_bytes(p, b_col: bool) -> int:
     pa, pb = (0, 0) if p.get("SWIZZLE", 0) else (4, 4 if b_col else 8)
     b = p["BN"] * (p["BK"] + pb) if b_col else p["BK"] * (p["BN"] + pb)
     return p["STAGES"] * (p["BM"] * (p["BK"] + pa) + b) * 4
+
+
+#: kernel=auto's 128x128 (2x2 warps of 64x64) and 64x64 (2x2 warps of 32x32) tiles
+TILE_128 = MappingProxyType({"BM": 128, "BN": 128, "WM": 64, "WN": 64})
+TILE_64 = MappingProxyType({"BM": 64, "BN": 64, "WM": 32, "WN": 32})
 
 
 class MmaTf32Kernel(MmaSyncKernel):
@@ -34,6 +42,22 @@ class MmaTf32Kernel(MmaSyncKernel):
 
     def shared_bytes(self, params, b_col: bool) -> int:
         return shared_bytes(params, b_col)
+
+    def preferences(self, problem: Problem, device, regime: str) -> list:
+        """kernel=auto's rules (tf32): a tensor-core candidate of ``decode``, ``k_heavy`` and
+        ``tensor_core`` (ranks 102-104: after wgmma_tf32's tile where B is column-major or a wave of
+        128x128 tiles exists, before it otherwise): below a wave of 128x128 tiles :data:`TILE_64`,
+        :data:`TILE_128`, the 128x256 default; else the reverse. ``tiny`` with B column-major: second
+        (rank 1) with :data:`TILE_64`."""
+        if regime == "tiny":
+            return [Preference(RANK_FIRST + 1, TILE_64, "mma.sync 64x64")] if problem.layout_b == "col" else []
+        if regime not in ("decode", "k_heavy", "tensor_core"):
+            return []
+        order = ((TILE_64, TILE_128, {}) if tiles(problem.shape, 128, 128) < device.sm_count
+                 else ({}, TILE_128, TILE_64))
+        how = " (B read as stored, no transpose)" if problem.layout_b == "row" else ""
+        return [Preference(RANK_TENSOR_CORE + 2 + i, p, f"mma_tf32 {p.get('BM', 128)}x{p.get('BN', 256)}{how}")
+                for i, p in enumerate(order)]
 
     def instance(self, problem: Problem, params) -> str:
         return f"gemm_mma_tf32<{self.template_args(problem, params)}>"

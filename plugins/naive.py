@@ -7,6 +7,7 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 
 class NaiveKernel(KernelSpec):
@@ -16,6 +17,14 @@ class NaiveKernel(KernelSpec):
         threads = params["BX"] * params["BY"]
         require(threads <= device.max_threads_per_block, "kernel.BX",
                 f"BX*BY={threads} threads exceeds the device limit {device.max_threads_per_block}")
+
+    def preferences(self, problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules: ``tiny`` third (16x16 blocks), after slicedk and small_tile."""
+        return [Preference(RANK_FIRST + 2, {"BX": 16, "BY": 16}, "one output per thread")] if regime == "tiny" else []
+
+    def sweep_variants(self, problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32 tiny): 16x16 blocks."""
+        return [{"BX": 16, "BY": 16}] if problem.precision == "fp32" and family == "tiny" else []
 
     def entry(self, params) -> str:
         return f"gemm_naive<{params['BX']}, {params['BY']}>"

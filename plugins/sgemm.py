@@ -19,6 +19,8 @@ before compiling.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
@@ -26,6 +28,7 @@ from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, THREADS_PER_SM, 
                                           require_block_threads, require_divides, warp_threads, warp_tile_geometry,
                                           warp_tile_restrictions)
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 MAX_THREADS_PER_SM = 2048  # sm_80 .. sm_90
 
@@ -76,8 +79,27 @@ def _warp_rules(p, device: DeviceFacts) -> int:
     return threads
 
 
-class Block2dKernel(KernelSpec):
+class _Rung(KernelSpec):
+    """kernel=auto's rules for the ladder's rungs, with their defaults: ``large`` (a wave of 128x128
+    tiles; the core passes over a launch of fewer blocks than SMs) best rung first, pipelined 10,
+    warptile 11, block2d 12 (stream-K ranks 0 before them where 128x256 tiles leave their waves
+    under-filled, else 20 after); ``medium``: warptile 1, block2d 2 (after stream-K)."""
+
+    RANKS = MappingProxyType({})  # regime -> rank
+
+    def preferences(self, problem, device: DeviceFacts, regime: str) -> list:
+        rank = self.RANKS.get(regime)
+        return [] if rank is None else [Preference(RANK_FIRST + rank, {}, "its default tile")]
+
+    def sweep_variants(self, problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32): the defaults, for every family but decode, tiny and k_heavy."""
+        return [{}] if problem.precision == "fp32" and family not in ("decode", "tiny", "k_heavy") else []
+
+
+class Block2dKernel(_Rung):
     """Rung 2: BM x BN x BK block tile, (BN/TN)*(BM/TM) threads, contiguous TM x TN per thread."""
+
+    RANKS = MappingProxyType({"large": 12, "medium": 2})
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         p = params
@@ -112,8 +134,10 @@ class Block2dKernel(KernelSpec):
         return stores, _staging_vec4(p, threads)
 
 
-class WarptileKernel(KernelSpec):
+class WarptileKernel(_Rung):
     """Rung 3: warp tiles of WM x WN, TM x TN per thread in 4x4 pieces, double buffers."""
+
+    RANKS = MappingProxyType({"large": 11, "medium": 1})
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         p = params
@@ -162,8 +186,10 @@ def pipelined_shared_bytes(p) -> tuple[int, int]:
     return pipe, epi
 
 
-class PipelinedKernel(KernelSpec):
+class PipelinedKernel(_Rung):
     """Rung 4: warp tile + STAGES-deep cp.async pipeline, smem epilogue, swizzle, launch bounds."""
+
+    RANKS = MappingProxyType({"large": 10})
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         p = params

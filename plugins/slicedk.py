@@ -22,12 +22,36 @@ from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, h
 from gemmlab.contract.plugin_utils import (FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits, require,
                                           require_divides)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 
 def _threads(p) -> tuple[int, int]:
     """(threads per slice, threads per block)."""
     ts = (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
     return ts, ts * p["KS"]
+
+
+# (BM, BN, KS, BK), largest tile first; BK = 8 for the many-slice tiles keeps them at <= 128
+# registers (2 blocks per SM; ptxas report, NVRTC 13.5)
+TILES = ((64, 64, 2, 16), (32, 64, 4, 16), (32, 32, 4, 16), (16, 32, 8, 8), (16, 16, 16, 8))
+
+
+def sized(shape: Shape, sms: int) -> dict:
+    """The largest tile of :data:`TILES` (64x64 KS=2, 32x64 4, 32x32 4, 16x32 8, 16x16 16) that still
+    gives at least one block per SM (else the smallest); 4x4 per thread."""
+    pick = next((t for t in TILES if cdiv(shape.M, t[0]) * cdiv(shape.N, t[1]) >= sms), TILES[-1])
+    return {"BM": pick[0], "BN": pick[1], "BK": pick[3], "TM": 4, "TN": 4, "KS": pick[2]}
+
+
+def tile(bm: int, bn: int, ks: int, bk: int = 16) -> dict:
+    """A BM x BN tile with KS slices, BK k rows per chunk, 4x4 per thread."""
+    return {"BM": bm, "BN": bn, "BK": bk, "TM": 4, "TN": 4, "KS": ks}
+
+
+def tiny_sized(k: int) -> dict:
+    """Tiny shapes with short K: 16x16 tiles, BK = 8, one chunk per slice (KS = ceil(K/8), at most 16),
+    so each thread waits for one load round trip instead of K dependent ones."""
+    return {"BM": 16, "BN": 16, "BK": 8, "TM": 4, "TN": 4, "KS": min(16, cdiv(k, 8))}
 
 
 def smem_bytes(p) -> int:
@@ -55,6 +79,38 @@ class SlicedKKernel(KernelSpec):
                 f"exceeds {device.max_shared_per_block}; lower KS, BK or the tile")
         require(cdiv(shape.M, p["BM"]) <= 65535, "shape",
                 f"M = {shape.M} needs {cdiv(shape.M, p['BM'])} blocks along y (CUDA limit 65535); raise BM")
+
+    def preferences(self, problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (fp32, and tf32 on FP32 CUDA cores), with :func:`sized` unless said:
+
+        - ``tiny`` first: K >= 64 and M*N*K >= 64^3 sized; else (K >= 8, M*N*K >= 16^3) :func:`tiny_sized`
+          (16x16x16 on the H200: KS=2 2.14 us, 104.8% of cuBLAS; small_tile KS=1 3.57 us, 61.6%);
+        - ``small`` first (smaller tiles fill more SMs); ``decode`` third; ``k_heavy`` rank 13 (K sliced
+          inside the block, after the split-K kernels)."""
+        s, sms = problem.shape, device.sm_count
+        if regime == "tiny":
+            m, n, k = s
+            if k >= 64 and m * n * k >= 64 ** 3:
+                return [Preference(RANK_FIRST, sized(s, sms), "K sliced inside the block")]
+            if k >= 8 and m * n * k >= 16 ** 3:
+                return [Preference(RANK_FIRST, tiny_sized(k), "one BK = 8 chunk per slice")]
+            return []
+        rank = {"small": 0, "decode": 2, "k_heavy": 13}.get(regime)
+        return [] if rank is None else [Preference(RANK_FIRST + rank, sized(s, sms), "K sliced inside the block")]
+
+    def sweep_variants(self, problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32): tiles of :func:`tile` per family (decode, tiny, k_heavy, and the
+        skinny and odd families where tiles are few)."""
+        if problem.precision != "fp32":
+            return []
+        picks = {"tiny": ((16, 16, 2, 8), (16, 16, 4, 8), (16, 16, 16, 8), (16, 32, 8, 8), (32, 32, 4, 16)),
+                 "k_heavy": ((16, 16, 16, 8), (16, 32, 8, 8), (16, 32, 8, 16), (32, 32, 4, 16), (32, 64, 4, 16)),
+                 "tall_skinny": ((32, 32, 4, 16), (64, 64, 2, 16)), "short_wide": ((32, 32, 4, 16), (64, 64, 2, 16)),
+                 "odd": ((32, 32, 4, 16), (64, 64, 2, 16))}.get(family, ())
+        if family == "decode":
+            picks = (((16, 32, 8, 8),) if problem.M <= 16 else
+                     ((32, 32, 4, 16), (16, 32, 8, 8), (32, 64, 4, 16), (64, 64, 2, 16)))
+        return [tile(*t) for t in picks]
 
     def entry(self, params) -> str:
         p = params

@@ -20,6 +20,12 @@ import numpy as np
 from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
 from gemmlab.contract.plugin_utils import FP32_TF32, cdiv, count_hits, require
 from gemmlab.contract.space import PowerOfTwo, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
+
+
+def slices(k: int) -> int:
+    """KS for a problem: K split in up to 4 slices of at least 32 (1 below K = 64)."""
+    return 1 if k < 64 else 2 if k < 128 else 4
 
 
 class SmallTileKernel(KernelSpec):
@@ -33,6 +39,23 @@ class SmallTileKernel(KernelSpec):
         require(p["KS"] <= 64, "kernel.KS", f"KS slices are threadIdx.z: at most 64 (CUDA limit), got {p['KS']}")
         require(cdiv(shape.M, p["BY"]) <= 65535, "shape",
                 f"M = {shape.M} needs {cdiv(shape.M, p['BY'])} blocks along y (CUDA limit 65535); raise BY")
+
+    def preferences(self, problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (fp32, and tf32 on FP32 CUDA cores): ``tiny`` second (1^3: 1.25 us on the
+        H200, cuBLAS 3.18) and ``small`` third with 16x16 blocks and KS = :func:`slices`; ``k_heavy``
+        rank 14 with 16x8 blocks and 8 slices."""
+        if regime in ("tiny", "small"):
+            return [Preference(RANK_FIRST + (1 if regime == "tiny" else 2), {"BX": 16, "BY": 16, "KS": slices(problem.K)},
+                               "one output per thread, K in slices")]
+        if regime == "k_heavy":
+            return [Preference(RANK_FIRST + 14, {"BX": 16, "BY": 8, "KS": 8}, "one output per thread, K in 8 slices")]
+        return []
+
+    def sweep_variants(self, problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32 tiny): 16x16 with 1 and 4 slices, 32x8 with 4."""
+        if problem.precision != "fp32" or family != "tiny":
+            return []
+        return [{"BX": 16, "BY": 16, "KS": 1}, {"BX": 16, "BY": 16, "KS": 4}, {"BX": 32, "BY": 8, "KS": 4}]
 
     def entry(self, params) -> str:
         p = params

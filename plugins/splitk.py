@@ -23,6 +23,7 @@ from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelSpec, Lau
 from gemmlab.contract.plugin_utils import (FP32_TF32, STATIC_SHARED_BYTES, cdiv, check_tiled_tiles, count_hits, require,
                                   strided_loads, thread_tile_stores, tiled_threads)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 REDUCE_THREADS = 256
 
@@ -65,11 +66,34 @@ class SplitKKernel(KernelSpec):
         return (Main(), Extra("gemm_splitk_reduce", self.reduce_launch(problem, device),
                               (Workspace(), Matrix("C"), Dim("M"), Dim("N"), Value(params["SPLITS"], "int32"))))
 
-    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
-        """The default tile with SPLITS sized to the problem first (enough K slices for two blocks
-        per SM, each slice >= 512 long; half and twice that), then the declared space's points."""
+    def splits(self, problem: Problem, sms: int) -> int:
+        """SPLITS for a problem: enough K slices of the default tile for two blocks per SM, each slice
+        at least 512 long."""
         tiles = cdiv(problem.M, self.defaults["BM"]) * cdiv(problem.N, self.defaults["BN"])
-        s = max(1, min(cdiv(2 * device.sm_count, tiles), problem.K // 512))
+        return max(1, min(cdiv(2 * sms, tiles), problem.K // 512))
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (fp32, and tf32 on FP32 CUDA cores): the last of ``decode`` (rank 3, 4
+        above M = 16) and rank 12 of ``k_heavy`` (after the warp-tiled split-K and stream-K), with
+        :meth:`splits`."""
+        rank = {"decode": 3 if problem.M <= 16 else 4, "k_heavy": 12}.get(regime)
+        return ([] if rank is None else
+                [Preference(RANK_FIRST + rank, {"SPLITS": self.splits(problem, device.sm_count)}, "split K, 64x64 tiles")])
+
+    def sweep_variants(self, problem: Problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32): :meth:`splits` for decode and the skinny families; half, it and
+        twice it for k_heavy."""
+        if problem.precision != "fp32":
+            return []
+        s = self.splits(problem, device.sm_count)
+        if family == "k_heavy":
+            return [{"SPLITS": v} for v in sorted({max(1, s // 2), s, 2 * s})]
+        return [{"SPLITS": s}] if family in ("decode", "tall_skinny", "short_wide") else []
+
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """The default tile with SPLITS sized to the problem first (:meth:`splits`; half and twice
+        that), then the declared space's points."""
+        s = self.splits(problem, device.sm_count)
         sized = [{**self.defaults, "SPLITS": v} for v in dict.fromkeys((s, max(1, s // 2), 2 * s)) if v <= 4096]
         return sized + super().candidates(problem, device)
 

@@ -37,6 +37,7 @@ from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelSpec, Launch, Ma
                                         Workspace, hookimpl)
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
 from gemmlab.contract.space import Choice, Range, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 
 #: C++ storage type of A and B per precision
 ELEMENT = {"fp32": "float", "tf32": "float", "bf16": "__nv_bfloat16", "fp16": "__half"}
@@ -159,6 +160,14 @@ class SplitKDotKernel(KernelSpec):
 
         out = [sized(256, 1), sized(256, 2), sized(128, 2), sized(128, 4), sized(256, 4)] + ([sized(256, 1, 1)] if u == 2 else [])
         return [dict(t) for t in dict.fromkeys(tuple(p.items()) for p in out)]
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules: first in ``tiny_output`` (every precision it declares; 2x2x100000: K split
+        over the whole GPU), each of :meth:`candidates` at that rank in order (the first its check
+        accepts is taken)."""
+        if regime != "tiny_output":
+            return []
+        return [Preference(RANK_FIRST, p, "K split over the whole GPU") for p in self.candidates(problem, device)]
 
     def ownership(self, shape: Shape, params, v: int = 4):
         """Replays the kernel's index arithmetic (``v`` elements per vector: 4 for float32 storage, 8

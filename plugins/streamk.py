@@ -40,6 +40,7 @@ from gemmlab.contract.plugin_utils import (FP32_TF32, STATIC_SHARED_BYTES, THREA
                                           require_block_threads, require_divides, warp_threads, warp_tile_geometry,
                                           warp_tile_restrictions)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
+from gemmlab.contract.regimes import RANK_FIRST, Preference, fill
 
 REDUCE_THREADS = 256
 FIXUP_THREADS = 256
@@ -202,6 +203,26 @@ class SplitKWarptileKernel(_WarpTileBase):
         sized = [{**self.defaults, **p, "SPLITS": v} for v in dict.fromkeys((s, max(1, s // 2))) if v <= 4096]
         return sized + super().candidates(problem, device)
 
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (fp32, and tf32 on FP32 CUDA cores): first in ``k_heavy`` (rank 10, SPLITS
+        filling exactly one wave: 87.9-89.1% of cuBLAS on the H200) and in ``decode`` for 16 < M <= 64
+        (rank 0: 70-74% of cuBLAS vs slicedk's 43-50%), with :func:`wave_splits`."""
+        if regime == "k_heavy":
+            return [Preference(RANK_FIRST + 10, wave_splits(problem.shape, device.sm_count), "split K in one wave")]
+        if regime == "decode" and problem.M > 16:
+            return [Preference(RANK_FIRST, wave_splits(problem.shape, device.sm_count),
+                               "split-K over 64-row warp tiles")]
+        return []
+
+    def sweep_variants(self, problem: Problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32): decode above 16 rows :func:`wave_splits`; k_heavy it and half the splits."""
+        if problem.precision != "fp32":
+            return []
+        wt = wave_splits(problem.shape, device.sm_count)
+        if family == "k_heavy":
+            return [{**wt, "SPLITS": s} for s in sorted({max(1, wt["SPLITS"] // 2), wt["SPLITS"]})]
+        return [wt] if family == "decode" and problem.M > 16 else []
+
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         p = params
         return Launch(grid=(cdiv(shape.N, p["BN"]), cdiv(shape.M, p["BM"]), p["SPLITS"]), block=(self._threads(p), 1, 1))
@@ -265,6 +286,39 @@ class StreamKKernel(_WarpTileBase):
         if 8 < problem.M <= 16:
             out.insert(0, {**self.defaults, **TILE_16})
         return out + super().candidates(problem, device)
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (fp32, and tf32 on FP32 CUDA cores), with :func:`sized_tile` (WPS = MINB):
+
+        - ``decode``: 8 < M <= 16 first, M <= 8 second, over :data:`TILE_16` (16x4096x4096 on the H200:
+          0.0439 ms, 178.8% of cuBLAS; gemv_rows 151.7%); 16 < M <= 64 second (rank 1) with the sized tile;
+        - ``k_heavy``: rank 11 (after the split-K warp tile); ``small``: rank 1; ``medium``: first;
+        - ``large``: first where 128x256 data-parallel tiles leave their waves under 90% full
+          (:func:`gemmlab.contract.regimes.fill`: a partial wave or a tile past N cost the data-parallel
+          kernels 15-45 points, docs/results/shapes-h200.md), else after them (rank 20).
+        """
+        sized = {**sized_tile(problem.shape)}
+        sized["WPS"] = sized["MINB"]
+        if regime == "decode":
+            if problem.M <= 16:
+                return [Preference(RANK_FIRST + (1 if problem.M <= 8 else 0), TILE_16, "stream-K over 16-row warp tiles")]
+            return [Preference(RANK_FIRST + 1, sized, "stream-K hybrid")]
+        rank = {"k_heavy": 11, "small": 1, "medium": 0,
+                "large": 20 if fill(problem.shape, device.sm_count) == "128x256" else 0}.get(regime)
+        if rank is None:
+            return []
+        return [Preference(RANK_FIRST + rank, sized, "stream-K hybrid: data-parallel at whole waves, stream-K for the last")]
+
+    def sweep_variants(self, problem: Problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep (fp32): decode 8 <= M <= 16 :data:`TILE_16`, above 16 rows the sized tile
+        with 2 workers per SM; k_heavy one worker of one block per SM; none for tiny; else the sized tile."""
+        if problem.precision != "fp32" or family == "tiny":
+            return []
+        sized = {**sized_tile(problem.shape)}
+        sized["WPS"] = sized["MINB"]
+        if family == "decode":
+            return [dict(TILE_16)] if 8 <= problem.M <= 16 else [{**sized, "WPS": 2}] if problem.M > 16 else []
+        return [{**sized, "WPS": 1, "MINB": 1}] if family == "k_heavy" else [sized]
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         s = schedule(shape, params, device.sm_count)
@@ -347,6 +401,15 @@ class StreamKKernel(_WarpTileBase):
 TILE_BLOCKS_PER_SM = {(128, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 8}
 #: the 16 x 128 tile for 8 < M <= 16 (2 warps of 16 x 64, 4 x 8 per thread, BK = 16, 4 blocks per SM)
 TILE_16 = {"BM": 16, "BN": 128, "BK": 16, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 4, "WPS": 4}
+
+
+def wave_splits(shape: Shape, sms: int) -> dict:
+    """splitk_warptile for a problem: :func:`sized_tile` with SPLITS = the most K slices whose blocks
+    still fit one wave (tiles x SPLITS <= MINB x SMs: no second, partial wave), each slice at least 256
+    long. On the H200 at 512x512x16384: 16 splits (256 blocks) ran in 0.219 ms with 8 splits and 0.305 ms
+    with 17 (272 blocks, 8 in a second wave); at 256x256x65536 66 splits (264 blocks) 0.201 ms."""
+    p = sized_tile(shape)
+    return {**p, "SPLITS": max(1, min(p["MINB"] * sms // (cdiv(shape.M, p["BM"]) * cdiv(shape.N, p["BN"])), shape.K // 256))}
 
 
 def sized_tile(shape: Shape) -> dict:

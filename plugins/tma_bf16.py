@@ -16,6 +16,7 @@ import numpy as np
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, Problem, Shape,
                                         TensorMap, hookimpl)
 from gemmlab.contract.plugin_utils import cdiv, count_hits, require
+from gemmlab.contract.regimes import RANK_TENSOR_CORE, Preference, fill
 
 BM = BK = 64
 BN_VALUES = (64, 128)  # wgmma m64n64 / m64n128
@@ -43,6 +44,16 @@ class TmaBf16Kernel(KernelSpec):
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, "bf16", "row", "col"), params, device)
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules (bf16, B column-major): a tensor-core candidate of ``decode``, ``k_heavy``
+        and ``tensor_core``: its defaults at rank 103 where a wave of 128x128 tiles exists, else
+        BN = 64 at rank 102 (more tiles)."""
+        if regime not in ("decode", "k_heavy", "tensor_core"):
+            return []
+        if fill(problem.shape, device.sm_count) == "under_a_wave":
+            return [Preference(RANK_TENSOR_CORE + 2, {"BN": 64}, "wgmma fed by TMA, 64x64 tiles")]
+        return [Preference(RANK_TENSOR_CORE + 3, {}, "wgmma fed by TMA")]
 
     def instance(self, problem: Problem, params) -> str:
         return f"gemm_tma_wgmma<{params['BN']}, {params['STAGES']}>"

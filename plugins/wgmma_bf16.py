@@ -339,6 +339,16 @@ class WgmmaKernel(KernelSpec):
             out.insert(0, {**self.defaults, "BM": 64, "BN": 128, "SCHED": 2, "STAGES": 6, "SPLIT_K": split, "REDUCE": 2})
         return out + super().candidates(problem, device)
 
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rules: :func:`gemmlab_plugins.wgmma_picks.preferences`."""
+        from gemmlab_plugins.wgmma_picks import preferences
+        return preferences(problem, device, regime)
+
+    def sweep_variants(self, problem: Problem, device: DeviceFacts, family: str) -> list[dict]:
+        """gemmlab-tune sweep: :func:`gemmlab_plugins.wgmma_picks.sweep_variants`."""
+        from gemmlab_plugins.wgmma_picks import sweep_variants
+        return sweep_variants(problem, device, family)
+
     def tma_store(self, problem: Problem, params) -> bool:
         """Whether the TMA-store entry runs: ``EPI=2``, TMA can describe C (row stride N x 4 bytes
         a multiple of 16: N % 4 == 0) and C is the destination (not REDUCE=2's slabs); elsewhere

@@ -255,12 +255,34 @@ class FakeSpec(KernelSpec):
         return Launch((-(-shape.N // self.tile[1]), -(-shape.M // self.tile[0]), 1), (256, 1, 1))
 
 
+class PreferringSpec(FakeSpec):
+    """A kernel of another plugin that states preferences (issue 41): ``wants`` maps a regime to
+    (rank, params) pairs; SPLITS=-1 asks for splits sized like the built-in split-K (2 blocks per SM)."""
+
+    wants = {}
+
+    def preferences(self, problem, device, regime):
+        from gemmlab.contract.regimes import Preference
+        out = []
+        for rank, params in self.wants.get(regime, ()):
+            if params.get("SPLITS") == -1:
+                tiles = -(-problem.M // 64) * -(-problem.N // 64)
+                params = {**params, "SPLITS": max(1, min(-(-2 * device.sm_count // tiles), problem.K // 512))}
+            out.append(Preference(rank, params, "a test's preference"))
+        return out
+
+
 def test_preferred_kernels_from_other_plugins_are_used_when_registered():
-    """A registered splitk kernel takes the K-heavy shapes (its check decides what it accepts)."""
-    reg = SubsetRegistry(extra=[FakeSpec(name="splitk", source="x.cu", defaults={"SPLITS": 4})])
+    """A registered kernel that states a K-heavy preference ahead of the built-ins takes the K-heavy
+    shapes with the parameters it sized (its check decides what it accepts); no core change."""
+    fake = PreferringSpec(name="split_fake", source="x.cu", defaults={"SPLITS": 4})
+    fake.wants = {"k_heavy": ((-1, {"SPLITS": -1}),)}
+    reg = SubsetRegistry(extra=[fake])
     choice = dispatch.choose(Shape(256, 256, 65536), reg)
-    assert choice.kernel == "splitk" and choice.params == {"SPLITS": 17}  # 16 tiles x 17 >= 2 x 132 SMs
+    assert choice.kernel == "split_fake" and choice.params == {"SPLITS": 17}  # 16 tiles x 17 >= 2 x 132 SMs
+    assert "a test's preference" in choice.reason
     assert dispatch.choose(Shape(512, 512, 16384), reg).params == {"SPLITS": 5}
+    assert dispatch.choose(Shape(4096, 4096, 4096), reg).kernel != "split_fake"  # not K-heavy: it states nothing
 
 
 def test_unsupported_problem_is_a_clear_error():
@@ -453,10 +475,11 @@ def test_sanitizer_child_records_are_not_points(tmp_path):
 def test_large_candidates_need_a_full_wave_of_their_own_blocks():
     """A 128x256-tile kernel is preferred for large shapes, but skipped where its launch would have
     fewer blocks than SMs (1000x3000: 8 x 12 = 96 < 132)."""
-    big = FakeSpec(name="sgemm_pipelined", source="x.cu", defaults={"BM": 128})
+    big = PreferringSpec(name="big_fake", source="x.cu", defaults={"BM": 128})
     big.tile = (128, 256)
+    big.wants = {"large": ((-1, {}),)}
     reg = SubsetRegistry(extra=[big])
-    assert dispatch.choose(Shape(4096, 4096, 4096), reg).kernel == "sgemm_pipelined"
+    assert dispatch.choose(Shape(4096, 4096, 4096), reg).kernel == "big_fake"
     odd = dispatch.choose(Shape(1000, 3000, 777), reg)
     assert odd.kernel == "tiled" and any("96 blocks < 132 SMs" in s for s in odd.skipped)
 
@@ -528,13 +551,14 @@ def test_rules_with_all_builtins(shape, kernel, params):
 
 
 def test_splitk_warptile_splits_fill_one_wave():
+    from gemmlab_plugins.streamk import wave_splits
     """tiles x SPLITS never exceeds WPS x SMs (no partial second wave) and each slice keeps >= 256 of K."""
     for shape in (Shape(256, 256, 65536), Shape(512, 512, 16384), Shape(128, 1024, 32768), Shape(64, 4096, 700)):
-        p = dispatch._splitk_wt_params(shape, 132)
+        p = wave_splits(shape, 132)
         tiles = -(-shape.M // p["BM"]) * -(-shape.N // p["BN"])
         per_sm = 2 if p["BM"] == 128 == p["BN"] else 4
         assert tiles * p["SPLITS"] <= per_sm * 132 and (p["SPLITS"] == 1 or shape.K // p["SPLITS"] >= 256)
-    assert dispatch._splitk_wt_params(Shape(64, 4096, 700), 132)["SPLITS"] == 2
+    assert wave_splits(Shape(64, 4096, 700), 132)["SPLITS"] == 2
 
 
 @pytest.mark.parametrize("shape, layout, params", [
@@ -556,11 +580,15 @@ def test_bf16_rule_picks_the_builtin_wgmma_kernel():
     assert choice.kernel == "wgmma_bf16" and choice.reason.startswith("tensor cores")
 
 
-def test_bf16_rule_prefers_a_registered_wgmma_kernel():
-    wg = FakeSpec(name="wgmma_bf16", source="x.cu", defaults={"BN": 128}, precisions=("bf16",),
-                  layouts=(("row", "row"), ("row", "col")))
+def test_bf16_rule_prefers_a_registered_kernel_by_its_stated_rank():
+    """A tensor-core kernel of another plugin ranked 100 goes before mma_bf16 (102 with a full wave);
+    ranked 101.5 it follows mma_bf16's 64x64 tile (101) below a wave of 128x128 tiles."""
+    wg = PreferringSpec(name="tc_fake", source="x.cu", defaults={"BN": 128}, precisions=("bf16",),
+                        layouts=(("row", "row"), ("row", "col")))
+    wg.wants = {"tensor_core": ((100, {}),)}
     reg = SubsetRegistry(names=("mma_bf16", "tma_bf16"), extra=[wg])
-    assert dispatch.choose(Shape(4096, 4096, 4096), reg, precision="bf16").kernel == "wgmma_bf16"
+    assert dispatch.choose(Shape(4096, 4096, 4096), reg, precision="bf16").kernel == "tc_fake"
+    wg.wants = {"tensor_core": ((101.5, {}),)}
     assert dispatch.choose(Shape(1000, 1000, 777), reg, precision="bf16").kernel == "mma_bf16"  # 64x64 first
 
 
@@ -577,7 +605,7 @@ def test_tf32_rule_picks_the_builtin_wgmma_kernel_for_either_layout_of_b():
     # tiles (16 of 128x128 on 132 SMs; issue 41 item 3: its 128x256 default ran at 1-35% of cuBLAS there)
     small = dispatch.choose(Shape(512, 512, 512), FULL, table, "tf32", ("row", "row"))
     assert small.kernel == "mma_tf32" and (small.params["BM"], small.params["BN"]) == (64, 64), small.reason
-    assert "mma_tf32 64x64 first (B read as stored, no transpose)" in small.reason, small.reason
+    assert "mma_tf32 64x64 (B read as stored, no transpose)" in small.reason, small.reason
 
 
 def test_tf32_rule_falls_back_to_mma_when_wgmma_refuses_or_is_absent():
@@ -611,7 +639,7 @@ def test_bf16_decode_rule_picks_decode_bf16(shape, params, layout):
 
 def test_bf16_decode_splits_fit_one_wave_and_keep_k_per_warp():
     for shape in (Shape(1, 4096, 4096), Shape(64, 11008, 4096), Shape(16, 256, 65536), Shape(1, 100000, 2048)):
-        p = dispatch._decode16_params(shape, 132)
+        p = FULL.get("decode_bf16").sized(Problem(shape, "bf16"), dispatch_facts())
         blocks = -(-shape.N // 64) * -(-shape.M // (16 * p["MT"]))
         per_sm = 1 if p["MT"] == 4 else 4
         assert p["SPLITS"] <= 8 and (p["SPLITS"] == 1 or blocks * p["SPLITS"] <= per_sm * 132)
@@ -693,13 +721,14 @@ def test_bf16_table_entry_exact_and_nearest_stay_in_precision_and_regime():
 
 
 def test_a_rule_whose_first_candidates_do_not_fit_says_why_it_took_another():
-    """fp16 at 4095x4097x1023 (B column-major): the rule's text names wgmma 128x128, which does not
-    take fp16; the reason says so before naming mma_bf16, and each skip reason is listed once
+    """fp16 at 4095x4097x1023 (B column-major): only kernels that take fp16 are candidates (wgmma_bf16,
+    bf16 only, is never named), the reason names what was taken, and each skip reason is listed once
     (new-user finding 15: the explanation contradicted the choice, the skip was listed twice)."""
     table = dispatch.Table(device={"sm_count": 132})
     choice = dispatch.choose(Shape(4095, 4097, 1023), FULL, table, "fp16", ("row", "col"))
     assert choice.kernel == "mma_bf16", choice
-    assert "(not taken: wgmma_bf16: supports bf16, not fp16) -> mma_bf16" in choice.reason, choice.reason
+    assert "wgmma" not in choice.reason and choice.reason.endswith(
+        "-> mma_bf16 " + " ".join(f"{k}={v}" for k, v in choice.params.items())), choice.reason
     assert len(choice.skipped) == len(set(choice.skipped)), choice.skipped
 
 

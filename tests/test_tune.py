@@ -14,6 +14,7 @@ from gemmlab.dispatch import auto as dispatch
 
 from gemmlab.cli import tune
 from gemmlab.dispatch import suite_candidates
+from gemmlab_plugins.mma_bf16 import TILE_64
 from gemmlab.run import tune_sweep
 from gemmlab.gpu.device import offline_facts
 from gemmlab.errors import ConfigError
@@ -153,7 +154,7 @@ def test_bf16_candidates_vary_decode_bf16_and_the_wgmma_tile():
     pre = suite_candidates.candidates(Shape(512, 4096, 4096), "prefill", reg, precision="bf16")
     tiles = [(p["BM"], p["BN"], p["SCHED"]) for k, p in pre if k == "wgmma_bf16"]
     assert tiles[0] == (128, 128, 1) and len(tiles) == 3 and ("mma_bf16", {**reg.kernels["mma_bf16"].defaults,
-                                                                            **dict(dispatch._MMA16_64[1])}) in pre
+                                                                            **TILE_64}) in pre
 
 
 def test_bf16_decode_candidates_include_the_workspace_split_wgmma_tile():
