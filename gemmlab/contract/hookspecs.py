@@ -812,19 +812,6 @@ class KernelBase:
         """
         return []
 
-    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
-        """What this kernel would run in ``regime`` of ``problem`` under ``kernel=auto rank=rules``:
-        :class:`gemmlab.contract.regimes.Preference` objects (rank, parameters sized for the problem
-        and ``device.sm_count``, why), in the plugin's order (issue 41).
-
-        ``regime`` is one of :data:`gemmlab.contract.regimes.REGIME_NAMES` that applies to the problem
-        (:func:`gemmlab.contract.regimes.regimes`); the core asks only kernels that declare the
-        problem's precision and layouts, sorts every kernel's preferences by rank and takes the first
-        its checks accept. Default: none (the kernel takes part through the rules' last resort, its
-        defaults, and through ``kernel.rank=model``, its :meth:`candidates`).
-        """
-        return []
-
     def sass_classes_for(self, problem: Problem, params: Mapping[str, int]) -> tuple[str, ...]:
         """The SASS classes the main kernel must contain for ``problem`` and ``params`` (default:
         :attr:`sass_classes`); each one of :data:`SASS_CLASSES`, checked by the core."""
