@@ -68,7 +68,7 @@ CONSTANTS = {
     "gpu.backends.NUMPY_CTYPES", "results.compare_render._STYLES", "stages.config.SECTIONS",
     "gpu.device.SM90_LIMITS", "results.families.TARGETS", "contract.hookspecs.AB_DTYPES",
     "contract.hookspecs.COMPUTE", "contract.hookspecs.SWIZZLES", "contract.hookspecs.REGION_DTYPES", "gpu.monitor.REASON_NAMES",
-    "stages.record.PRECISIONS", "results.report_html.CATEGORY_TEXT", "results.report_html.SORT_VALUES",
+    "stages.record.PRECISIONS", "results.report_html.CATEGORY_TEXT",
     "results.report_plots.TITLES", "results.report_plots._PLOTTERS", "results.report_tables._CATEGORY_TEXT",
     "stages.roofline.FP32_LANES_PER_SM", "stages.timing.DESCRIPTIONS", "stages.verify.U_INPUT", "stages.verify.U_ACC",
     "gpu.triton_compile.VALUE_TYPES", "gpu.triton_compile.POINTER_TYPES",

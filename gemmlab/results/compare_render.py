@@ -9,11 +9,12 @@ one kernel) is shown after the parameters, so that two rows never look alike.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Sequence
 
 from gemmlab.console import count
+from gemmlab.results import table as table_model
+from gemmlab.results.table import Column, Table
 from gemmlab.results.compare_match import (FAILED, FAST, INVALID, MIN_SAMPLES, ONLY_AFTER, ONLY_BEFORE, SAME,
                                            SETTINGS, SLOW, UNSURE, UNTIMED, VERDICTS, Pair)
 
@@ -36,10 +37,6 @@ def varying_settings(pairs: Sequence[Pair]) -> dict[int, tuple[str, ...]]:
     return out
 
 
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None or not math.isfinite(x) else format(x, spec)
-
-
 def _pct(threshold: float) -> str:
     return f"{threshold * 100:g}%"
 
@@ -50,26 +47,54 @@ def _verdict_text(pair: Pair, threshold: float) -> str:
     return pair.verdict
 
 
+def _kind(pair: Pair) -> str:
+    """The pair's kind for the terminal's style: its verdict, ``SLOW beyond`` past the threshold."""
+    return f"{SLOW} beyond" if pair.verdict == SLOW and pair.beyond_threshold else pair.verdict
+
+
+_STYLES = {SLOW: "red", FAILED: "bold red", FAST: "green", SAME: None, UNSURE: "yellow",
+           INVALID: "magenta", UNTIMED: "dim", ONLY_BEFORE: "cyan", ONLY_AFTER: "cyan", f"{SLOW} beyond": "bold red"}
+
+
+def comparison_table(pairs: Sequence[Pair], threshold: float = 0.05, title: str = "",
+                     varying: dict[int, tuple[str, ...]] | None = None) -> Table:
+    """The comparison as a table (:data:`COLUMNS`): one row per pair, the settings that tell a
+    kernel's rows apart after its parameters (``varying``, by the pair's ``id``; default
+    :func:`varying_settings`), times and ratios right-aligned (``-`` where there is none), a
+    regression's verdict in bold in Markdown, rows coloured by verdict on the terminal."""
+    varying = varying_settings(pairs) if varying is None else varying
+
+    def params(pair: Pair) -> str:
+        p = pair.point
+        return " ".join([f"{k}={v}" for k, v in sorted(p.params.items())]
+                        + [f"{s}={p.settings.get(s)}" for s in varying.get(id(pair), ())]) or "-"
+
+    def protocol(pair: Pair) -> str:
+        return (pair.before and pair.before.protocol) or (pair.after and pair.after.protocol) or "-"
+
+    def number(name: str, get, fmt: str, unit: str) -> Column:
+        return Column(name, get, fmt, unit, missing="-", align="right")
+
+    ratio = "median(AFTER) / median(BEFORE)"
+    columns = (Column("kernel", lambda pair: pair.point.kernel), Column("params", text=params),
+               Column("shape", text=lambda pair: "x".join(str(v) for v in pair.point.shape) if pair.point.shape else "?"),
+               Column("device", text=lambda pair: f"{pair.point.device or '?'}"
+                      + (f" ({pair.point.arch})" if pair.point.arch else "")),
+               Column("protocol", text=protocol),
+               number("before median ms", lambda pair: pair.before.median_ms if pair.before else None, ".5g", "ms"),
+               number("after median ms", lambda pair: pair.after.median_ms if pair.after else None, ".5g", "ms"),
+               number("ratio", lambda pair: pair.ratio, ".4f", ratio),
+               number("CI low", lambda pair: pair.low, ".4f", ratio), number("CI high", lambda pair: pair.high, ".4f", ratio),
+               Column("verdict", text=lambda pair: _verdict_text(pair, threshold), strong=True),
+               Column("note", lambda pair: pair.note, max_width=60))
+    return Table(columns, pairs, title=title, style=_kind, styles=_STYLES, strong=lambda pair: pair.regression,
+                 aligned_rules=True)
+
+
 def row(pair: Pair, threshold: float = 0.05, varying: Sequence[str] = ()) -> dict[str, str]:
-    """The pair as strings, one per :data:`COLUMNS` entry; the settings named in ``varying``
-    (see :func:`varying_settings`) follow the parameters."""
-    p = pair.point
-    protocol = (pair.before and pair.before.protocol) or (pair.after and pair.after.protocol)
-    params = [f"{k}={v}" for k, v in sorted(p.params.items())] + [f"{s}={p.settings.get(s)}" for s in varying]
-    return {
-        "kernel": p.kernel,
-        "params": " ".join(params) or "-",
-        "shape": "x".join(str(v) for v in p.shape) if p.shape else "?",
-        "device": f"{p.device or '?'}" + (f" ({p.arch})" if p.arch else ""),
-        "protocol": protocol or "-",
-        "before median ms": _fmt(pair.before.median_ms if pair.before else None, ".5g"),
-        "after median ms": _fmt(pair.after.median_ms if pair.after else None, ".5g"),
-        "ratio": _fmt(pair.ratio, ".4f"),
-        "CI low": _fmt(pair.low, ".4f"),
-        "CI high": _fmt(pair.high, ".4f"),
-        "verdict": _verdict_text(pair, threshold),
-        "note": pair.note,
-    }
+    """The pair as strings, one per :data:`COLUMNS` entry (:func:`comparison_table`'s cells); the
+    settings named in ``varying`` (see :func:`varying_settings`) follow the parameters."""
+    return dict(zip(COLUMNS, comparison_table([pair], threshold, varying={id(pair): tuple(varying)}).cells()[0]))
 
 
 def _values(values: set) -> str:
@@ -169,45 +194,20 @@ def markdown(pairs: Sequence[Pair], before: str = "BEFORE", after: str = "AFTER"
         f"UNSURE: otherwise or < {MIN_SAMPLES} samples; FAILED: valid before, failed after. "
         f"Regression gate (exit 1): {gate_rule(threshold)}.",
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---:" if c in ("before median ms", "after median ms", "ratio", "CI low", "CI high")
-                       else "---" for c in COLUMNS) + "|",
+        table_model.markdown(comparison_table(pairs, threshold)).rstrip("\n"),
     ]
-    varying = varying_settings(pairs)
-    for pair in pairs:
-        r = row(pair, threshold, varying.get(id(pair), ()))
-        if pair.regression:
-            r["verdict"] = f"**{r['verdict']}**"
-        lines.append("| " + " | ".join(r[c].replace("|", "\\|").replace("\n", " ") for c in COLUMNS) + " |")
     lines += ["", summary(pairs, threshold, unreadable), ""]
     return "\n".join(lines)
-
-
-_STYLES = {SLOW: "red", FAILED: "bold red", FAST: "green", SAME: None, UNSURE: "yellow",
-           INVALID: "magenta", UNTIMED: "dim", ONLY_BEFORE: "cyan", ONLY_AFTER: "cyan"}
 
 
 def print_table(pairs: Sequence[Pair], threshold: float = 0.05, title: str = "gemmlab-compare",
                 file=None, unreadable: int = 0) -> None:
     """Print the comparison as a rich table plus the summary line."""
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     console = Console(file=file, highlight=False)
     if not console.is_terminal:
         console = Console(file=file, highlight=False, width=220)
-    table = Table(title=Text(title))
-    for c in COLUMNS:
-        numeric = c in ("before median ms", "after median ms", "ratio", "CI low", "CI high")
-        table.add_column(c, justify="right" if numeric else "left", overflow="fold",
-                         max_width=60 if c == "note" else None)
-    varying = varying_settings(pairs)
-    for pair in pairs:
-        r = row(pair, threshold, varying.get(id(pair), ()))
-        style = _STYLES.get(pair.verdict)
-        if pair.verdict == SLOW and pair.beyond_threshold:
-            style = "bold red"
-        table.add_row(*(Text(r[c]) for c in COLUMNS), style=style)
-    console.print(table)
+    console.print(table_model.rich_table(comparison_table(pairs, threshold, title)))
     console.print(Text(summary(pairs, threshold, unreadable)), soft_wrap=True)  # one line, however long

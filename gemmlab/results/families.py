@@ -16,7 +16,6 @@ report (:func:`report_section`: the records of ``kernel=auto`` whose shapes are 
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
@@ -28,6 +27,8 @@ from typing import Any, Iterable, Sequence
 from gemmlab.console import OneLineParser, guard_streams, output_path, run_command, settled_exit, undo_partial_output
 from gemmlab.errors import ConfigError
 from gemmlab.paths import missing_parents
+from gemmlab.results import table as table_model
+from gemmlab.results.table import Column, Table
 from gemmlab.stages.record_model import Record, find_records, is_child_record, read_record
 from gemmlab.dispatch.shapes import TINY_FLOPS_LIMIT, Suite, load_suite
 
@@ -177,6 +178,7 @@ class FamilyRow:
     min_shape: str
     max_time_ratio: float | None
     kernels: dict[str, int] = field(default_factory=dict)
+    total: bool = False  # the whole suite's row (its min % has no shape, no ratio, no kernels)
 
 
 def summarize(points: Sequence[Point], suite: Suite | None = None) -> tuple[list[FamilyRow], dict[str, Any]]:
@@ -241,74 +243,94 @@ def _f(value: float | None, spec: str = ".1f", unit: str = "") -> str:
 
 @dataclass
 class Tables:
-    """The family view as plain cells (shared by :func:`markdown` and the report's HTML page):
-    the per-family table (its last row is the whole suite), the target verdicts, and the
-    per-shape table (chosen kernel, parameters, table or rule, times, % of the baseline)."""
+    """The family view as tables of the one table model (:mod:`gemmlab.results.table`; shared by
+    :func:`markdown` and the report's HTML page): the per-family table (its last row, in bold in
+    Markdown, is the whole suite), the target verdicts and notes, and the per-shape table (chosen
+    kernel, parameters, table or rule, times, % of the baseline)."""
 
-    family_head: list[str]
-    family_rows: list[list[str]]
+    families: Table
     verdicts: list[tuple[bool | None, str]]
     notes: list[str]
-    point_head: list[str]
-    point_rows: list[list[str]]
+    points: Table
+
+
+def _min_text(r: FamilyRow) -> str:
+    if r.total:
+        return _f(r.min_pct)
+    return f"{_f(r.min_pct)} ({r.min_shape})" if r.min_pct is not None else "-"
+
+
+def _kernels_text(r: FamilyRow) -> str:
+    return ", ".join(f"{k} x{n}" for k, n in sorted(r.kernels.items(), key=lambda kv: -kv[1]))
+
+
+def family_table(rows: Sequence[FamilyRow], checks: dict, base: str) -> Table:
+    """The per-family table of :func:`summarize`'s rows and checks, the whole suite's row last
+    (% of the baseline ``base``'s speed, geometric mean per family)."""
+    total = FamilyRow("all", checks["points"], checks["valid"], checks["geomean_pct"], checks["min_pct"], "", None,
+                      total=True)
+    pct = "% of the baseline's speed (same run)"
+    columns = (Column("family", lambda r: r.family, strong=True),
+               Column("points", lambda r: r.points, align="right"), Column("valid", lambda r: r.valid, align="right"),
+               Column(f"geomean % of {base}", lambda r: r.geomean_pct, ".1f", pct, missing="-", align="right",
+                      strong=True),
+               Column("min % (shape)", lambda r: r.min_pct, unit=pct, text=_min_text),
+               Column("max time ratio", lambda r: r.max_time_ratio, ".2f", "kernel time / baseline time",
+                      missing="-", align="right", text=lambda r: "" if r.total else _f(r.max_time_ratio, ".2f")),
+               Column("kernels", text=lambda r: "" if r.total else _kernels_text(r)))
+    return Table(columns, [*rows, total], strong=lambda r: r.total, aligned_rules=True)
+
+
+def point_table(points: Sequence[Point], base: str) -> Table:
+    """The per-shape table: family, shape, the chosen kernel and parameters, what chose it (table
+    or rule), status, the kernel's and the baseline ``base``'s median times, % of the baseline."""
+    columns = (Column("family", lambda p: p.family), Column("shape", text=lambda p: p.shape_text()),
+               Column("kernel", lambda p: p.kernel), Column("params", lambda p: p.params),
+               Column("chosen by", text=lambda p: p.dispatch or "-"),
+               Column("status", text=lambda p: p.status if p.valid else f"{p.status}: {p.error}"),
+               Column("ms", lambda p: p.median_ms, ".5f", "ms per launch", missing="-", align="right",
+                      sort=lambda p: p.median_ms),
+               Column(f"{base} ms", lambda p: p.baseline_ms, ".5f", "ms per launch", missing="-", align="right",
+                      sort=lambda p: p.baseline_ms),
+               Column(f"% of {base}", lambda p: p.pct, ".1f", "% of the baseline's speed (same run)", missing="-",
+                      align="right", sort=lambda p: p.pct))
+    return Table(columns, points, aligned_rules=True)
 
 
 def tables(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> Tables:
-    """Cells of the family view (see :class:`Tables`) from :func:`summarize`'s output."""
+    """The family view (see :class:`Tables`) from :func:`summarize`'s output."""
     base = next((p.baseline for p in points if p.baseline), "baseline")
-    fam = []
-    for r in rows:
-        kernels = ", ".join(f"{k} x{n}" for k, n in sorted(r.kernels.items(), key=lambda kv: -kv[1]))
-        low = f"{_f(r.min_pct)} ({r.min_shape})" if r.min_pct is not None else "-"
-        fam.append([r.family, str(r.points), str(r.valid), _f(r.geomean_pct), low, _f(r.max_time_ratio, ".2f"),
-                    kernels])
-    fam.append(["all", str(checks["points"]), str(checks["valid"]), _f(checks["geomean_pct"]),
-                _f(checks["min_pct"]), "", ""])
     notes = [f"tiny: max time ratio {_f(checks['tiny_max_time_ratio'], '.2f')} over {checks['tiny_points']} points; "
              f"decode M <= 16: min {_f(checks['decode_m16_min_pct'])}%, geomean "
              f"{_f(checks['decode_m16_geomean_pct'])}%", *mixture_notes(points)]
-    pts = []
-    for p in points:
-        status = p.status if p.valid else f"{p.status}: {p.error}"
-        pts.append([p.family, p.shape_text(), p.kernel, p.params, p.dispatch or "-", status,
-                    _f(p.median_ms, ".5f"), _f(p.baseline_ms, ".5f"), _f(p.pct)])
-    return Tables(family_head=["family", "points", "valid", f"geomean % of {base}", "min % (shape)",
-                               "max time ratio", "kernels"],
-                  family_rows=fam, verdicts=[(ok, text) for text, ok in checks["verdicts"].items()], notes=notes,
-                  point_head=["family", "shape", "kernel", "params", "chosen by", "status", "ms", f"{base} ms",
-                              f"% of {base}"],
-                  point_rows=pts)
+    return Tables(families=family_table(rows, checks, base),
+                  verdicts=[(ok, text) for text, ok in checks["verdicts"].items()], notes=notes,
+                  points=point_table(points, base))
 
 
 def markdown(points: Sequence[Point], rows: Sequence[FamilyRow], checks: dict) -> str:
     """The per-family table, the target checks and the per-shape table (chosen kernel, why)."""
     t = tables(points, rows, checks)
-
-    def row(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "/") for c in cells) + " |"
-
-    out = [row(t.family_head), "|---|---:|---:|---:|---|---:|---|"]
-    *fams, total = t.family_rows
-    out += [row(r) for r in fams]
-    out.append(f"| **{total[0]}** | {total[1]} | {total[2]} | **{total[3]}** | {total[4]} | | |")
-    out += ["", "Targets (issue 10):", ""]
+    out = [table_model.markdown(t.families), "Targets (issue 10):", ""]
     out += [f"- {verdict_word(ok)}: {text}" for ok, text in t.verdicts]
     out += [f"- {n}" for n in t.notes]
-    out += ["", row(t.point_head), "|---|---|---|---|---|---|---:|---:|---:|"]
-    out += [row(r) for r in t.point_rows]
-    return "\n".join(out) + "\n"
+    out += ["", table_model.markdown(t.points)]
+    return "\n".join(out)
+
+
+#: families.csv: one row per point
+CSV_COLUMNS = (Column("family", lambda p: p.family), Column("shape", lambda p: p.shape_text()),
+               Column("kernel", lambda p: p.kernel), Column("params", lambda p: p.params),
+               Column("dispatch", lambda p: p.dispatch), Column("status", lambda p: p.status),
+               Column("valid", lambda p: p.valid), Column("median_ms", lambda p: p.median_ms, unit="ms"),
+               Column("baseline", lambda p: p.baseline), Column("baseline_ms", lambda p: p.baseline_ms, unit="ms"),
+               Column("pct_of_baseline", lambda p: p.pct, unit="%"), Column("path", lambda p: p.path),
+               Column("error", lambda p: p.error))
 
 
 def write_csv(points: Sequence[Point], path: Path) -> None:
-    """One row per point."""
-    cols = ("family", "shape", "kernel", "params", "dispatch", "status", "valid", "median_ms", "baseline",
-            "baseline_ms", "pct_of_baseline", "path", "error")
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(cols)
-        for p in points:
-            w.writerow([p.family, p.shape_text(), p.kernel, p.params, p.dispatch, p.status, p.valid, p.median_ms,
-                        p.baseline, p.baseline_ms, p.pct, p.path, p.error])
+    """``families.csv``: one row per point (:data:`CSV_COLUMNS`)."""
+    table_model.write_csv(Table(CSV_COLUMNS, points), path)
 
 
 def plot(points: Sequence[Point], path: Path) -> bool:

@@ -1,8 +1,8 @@
 """``report.html`` of ``gemmlab-report``: one self-contained page.
 
-This module owns the HTML printer of the report's table model (:mod:`gemmlab.results.report_tables`):
-the counts, the results table (sortable: a click on a column header sorts by it, a second click
-reverses; numbers sort by value, empty cells last), the plots embedded as ``data:image/png;base64``
+This module owns the page around the report's tables (:mod:`gemmlab.results.report_tables`, printed
+by :func:`gemmlab.results.table.html`): the counts, the results table (sortable: a click on a column
+header sorts by it, a second click reverses; numbers sort by value, empty cells last), the plots embedded as ``data:image/png;base64``
 images, and the failed points with their status and error, then unreadable files and fields that
 could not be read. Nothing is loaded from elsewhere: no CDN, no network, style and script inline.
 """
@@ -15,26 +15,15 @@ import html
 from pathlib import Path
 from typing import Any, Sequence
 
+from gemmlab.results import table as tables
 from gemmlab.results.families import verdict_word
 from gemmlab.results.report_plots import PLOTS, TITLES
-from gemmlab.results.report_tables import counts, md_columns, results_notes, shared_bytes
-from gemmlab.stages.record_model import CATEGORIES, Record as Row
+from gemmlab.results.report_tables import counts_table, results_notes, results_table
+from gemmlab.results.table import Column, Table
+from gemmlab.stages.record_model import Record as Row
 
 CATEGORY_TEXT = {"timed": "valid timed", "compiled": "compiled only", "failed": "failed",
                  "other": "other valid", "unreadable": "unreadable files"}
-# the value a column sorts by, where it is a number (the displayed text otherwise)
-SORT_VALUES = {"#": lambda r: r.index, "M": lambda r: r.M, "N": lambda r: r.N, "K": lambda r: r.K,
-               "median ms": lambda r: r.median_ms, "GFLOP/s": lambda r: r.gflops,
-               "time / baseline": lambda r: r.ratio_to_baseline, "max abs error": lambda r: r.max_abs_error,
-               "throttled": lambda r: r.throttled_samples,
-               # what compiling reports (report_tables.COMPILE_COLUMNS)
-               "registers": lambda r: r.registers, "spills st/ld B": lambda r: r.spill_store_bytes,
-               "local B": lambda r: r.stack_frame_bytes, "smem B": shared_bytes, "occupancy": lambda r: r.occupancy,
-               "blocks/SM": lambda r: r.blocks_per_sm, "waves": lambda r: r.waves}
-
-# columns whose cells may be long lists (a SASS histogram): wrapped, not one line
-WRAPPED = ("SASS classes", "SASS")
-
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
@@ -101,42 +90,32 @@ def _md_code(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
-def _cell(row: Row, title: str, get) -> str:
-    text = str(get(row))
-    if title == "path":
-        text = row.path
-    sort = SORT_VALUES.get(title)
-    if sort is None:
-        return f'<td class="wrap">{_e(text)}</td>' if title in WRAPPED else f"<td>{_e(text)}</td>"
-    value = sort(row)
-    return f'<td class="num" data-sort="{"" if value is None else _e(repr(float(value)))}">{_e(text)}</td>'
-
-
 def _png(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
 def _families(t, png: Path | None) -> list[str]:
     """The shape-suite family section (``t``: :class:`gemmlab.results.families.Tables`)."""
-    def table(tid: str, head: Sequence[str], body: Sequence[Sequence[str]], sortable: bool) -> str:
-        cls = ' class="sortable"' if sortable else ""
-        return (f'<div class="scroll"><table id="{tid}"{cls}><thead><tr>'
-                + "".join(f'<th scope="col">{_e(h)}</th>' for h in head) + "</tr></thead><tbody>"
-                + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>" for r in body)
-                + "</tbody></table></div>")
     out = ['<h2 id="families">Shape suite: kernel=auto per family</h2>',
            "<p>The records of <code>kernel=auto</code> whose shapes are in the shape suite: % of the "
            "baseline's speed in the same run, geometric mean per family, issue 10's targets.</p>",
-           table("families-table", t.family_head, t.family_rows, False),
+           tables.html(t.families, "families-table", sortable=False),
            '<ul id="families-targets">' + "".join(f"<li>{verdict_word(ok)}: {_e(text)}</li>"
                                                   for ok, text in t.verdicts)
            + "".join(f"<li>{_e(n)}</li>" for n in t.notes) + "</ul>",
-           table("families-points", t.point_head, t.point_rows, True)]
+           tables.html(t.points, "families-points")]
     if png is not None:
         out.append(f'<figure id="plot-families"><img alt="kernel=auto vs the baseline per shape" '
                    f'src="{_png(png)}"><figcaption>% of the baseline&#39;s speed per shape, coloured by family'
                    "</figcaption></figure>")
     return out
+
+
+#: the failed points' table of the page
+FAILED_COLUMNS = (Column("#", lambda r: r.index, sort=lambda r: r.index), Column("path", lambda r: r.path),
+                  Column("kernel", lambda r: r.kernel), Column("params", text=lambda r: r.params_text),
+                  Column("shape", text=lambda r: r.shape_text), Column("status", lambda r: r.status),
+                  Column("error", lambda r: r.error or "(no error recorded)"))
 
 
 def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Path], plot_notes: dict[str, str],
@@ -145,29 +124,19 @@ def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Pa
     which is embedded; ``plot_notes`` says why a plot was skipped, ``plot_text`` what one shows;
     ``families`` (:class:`gemmlab.results.families.Tables`, optional) adds the shape-suite family section
     (its plot: ``plots["families"]`` when drawn)."""
-    n = counts(rows)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            "<title>gemmlab report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
            "<h1>gemmlab report</h1>",
            f"<p>Generated {_e(now)} from {len(rows)} record file(s)"
            + (" under " + ", ".join(f"<code>{_e(s)}</code>" for s in sources) if sources else "") + ".</p>",
-           '<table id="counts"><thead><tr><th>records</th>'
-           + "".join(f"<th>{_e(CATEGORY_TEXT[c])}</th>" for c in CATEGORIES) + "</tr></thead><tbody><tr>"
-           + f'<td class="num">{len(rows)}</td>' + "".join(f'<td class="num">{n[c]}</td>' for c in CATEGORIES)
-           + "</tr></tbody></table>"]
+           tables.html(counts_table(rows, CATEGORY_TEXT), "counts", sortable=False, scroll=False)]
 
     if families is not None:
         out += _families(families, plots.get("families"))
-    columns = md_columns(rows)
     out += ['<h2 id="results-title">Results</h2>',
             *(f"<p>{_md_code(note)}</p>" for note in results_notes(rows)), "<p>Click a column header to sort.</p>",
-            '<div class="scroll"><table id="results" class="sortable"><thead><tr>'
-            + "".join(f'<th scope="col">{_e(t)}</th>' for t, _ in columns) + "</tr></thead><tbody>"]
-    for r in rows:
-        cls = f' class="{r.category}"' if r.category in ("failed", "unreadable") else ""
-        out.append(f"<tr{cls}>" + "".join(_cell(r, t, get) for t, get in columns) + "</tr>")
-    out.append("</tbody></table></div>")
+            tables.html(results_table(rows), "results")]
 
     out.append('<h2 id="plots">Plots</h2>')
     for p in PLOTS:
@@ -180,19 +149,7 @@ def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Pa
 
     failed = [r for r in rows if r.category == "failed"]
     out.append('<h2 id="failed-title">Failed points</h2>')
-    if failed:
-        out.append('<table id="failed" class="sortable"><thead><tr>'
-                   + "".join(f'<th scope="col">{t}</th>' for t in ("#", "path", "kernel", "params", "shape",
-                                                                   "status", "error"))
-                   + "</tr></thead><tbody>")
-        for r in failed:
-            out.append("<tr>" + f'<td class="num" data-sort="{r.index}">{r.index}</td>'
-                       + "".join(f"<td>{_e(v)}</td>" for v in (r.path, r.kernel, r.params_text, r.shape_text,
-                                                             r.status, r.error or "(no error recorded)"))
-                       + "</tr>")
-        out.append("</tbody></table>")
-    else:
-        out.append("<p>None.</p>")
+    out.append(tables.html(Table(FAILED_COLUMNS, failed), "failed", scroll=False) if failed else "<p>None.</p>")
     unreadable = [r for r in rows if r.category == "unreadable"]
     out.append('<h2 id="unreadable">Unreadable files</h2>')
     out.append("<ul>" + "".join(f"<li><code>{_e(r.path)}</code>: {_e(r.error)}</li>" for r in unreadable) + "</ul>"

@@ -1,20 +1,23 @@
 """The tables of ``gemmlab-report``: counts, ``report.csv``, ``report.md`` and the terminal table.
 
-This module owns the table model of the report (:data:`CSV_COLUMNS`, :data:`MD_COLUMNS`, the
-record categories) and one printer per format: :func:`write_csv`, :func:`markdown`,
-:func:`print_table` (rich); the HTML page is :mod:`gemmlab.results.report_html`. Rows are
-:class:`gemmlab.stages.record_model.Record` views.
+This module owns the report's tables, each a :class:`gemmlab.results.table.Table` (the one table
+model, printed by its printers): ``report.csv``'s (:data:`CSV_COLUMNS`, :func:`csv_table`), the
+results table of ``report.md`` and ``report.html`` (:data:`MD_COLUMNS`, :data:`COMPILE_COLUMNS`,
+:func:`results_table`) and the terminal's (:func:`terminal_table`), the record categories and
+``report.md`` around its table (:func:`markdown`); the HTML page is :mod:`gemmlab.results.report_html`.
+Rows are :class:`gemmlab.stages.record_model.Record` views.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Sequence
 
+from gemmlab.results import table as tables
 from gemmlab.results.report_plots import PLOTS, TITLES
+from gemmlab.results.table import Column, Table
 from gemmlab.stages.record_model import CATEGORIES, Record as Row
 
 CSV_COLUMNS = ("index", "path", "kernel", "params", "M", "N", "K", "device", "precision", "status", "valid",
@@ -32,6 +35,15 @@ def counts(rows: Sequence[Row]) -> dict[str, int]:
     """Number of rows per category (``timed``, ``compiled``, ``failed``, ``other``, ``unreadable``)."""
     return {c: sum(r.category == c for r in rows) for c in CATEGORIES}
 
+
+
+def counts_table(rows: Sequence[Row], texts: dict[str, str]) -> Table:
+    """One row: the number of records, then of each category (:func:`counts`), headed by ``texts``
+    (category -> header)."""
+    n = counts(rows)
+    columns = [Column("records", lambda _: len(rows), sort=lambda _: len(rows))]
+    columns += [Column(texts[c], lambda _, c=c: n[c], sort=lambda _, c=c: n[c]) for c in CATEGORIES]
+    return Table(columns, [n])
 
 
 #: the precision and A/B layout every record had before those fields existed
@@ -74,22 +86,14 @@ def as_csv(row: Row) -> dict[str, Any]:
     return {k: ("" if v is None else v) for k, v in out.items()}
 
 
+def csv_table(rows: Sequence[Row]) -> Table:
+    """``report.csv``'s table: one column per :func:`csv_columns` name over the rows' :func:`as_csv` dicts."""
+    return Table([Column(c, lambda r, c=c: r[c]) for c in csv_columns(rows)], [as_csv(r) for r in rows])
+
+
 def write_csv(rows: Sequence[Row], path: Path) -> None:
-    """``report.csv``: one line per row, :func:`csv_columns`."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=csv_columns(rows), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(as_csv(r) for r in rows)
-
-
-def _fmt(value: Any, spec: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return format(value, spec)
-    return str(value)
+    """``report.csv``: one line per row, :func:`csv_columns` (:func:`gemmlab.results.table.write_csv`)."""
+    tables.write_csv(csv_table(rows), path)
 
 
 def _int(value: float | None) -> str:
@@ -147,33 +151,51 @@ def sass_text(row: Row) -> str:
     return text + (f" of {row.sass_total}" if row.sass_total is not None else "")
 
 
-def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _verification_text(r: Row) -> str:
+    return " ".join(x for x in (r.verification_rule, {True: "pass", False: "FAIL"}.get(r.verification_passed)) if x)
 
 
-MD_COLUMNS = (("#", lambda r: r.index), ("path", lambda r: f"`{r.path}`"), ("kernel", lambda r: r.kernel or ""),
-               ("params", lambda r: r.params_text), ("M", lambda r: _fmt(r.M, "")), ("N", lambda r: _fmt(r.N, "")),
-               ("K", lambda r: _fmt(r.K, "")),
-               ("device", lambda r: " ".join(x for x in (r.device, f"({r.arch})" if r.arch else None) if x)),
-               ("status", lambda r: r.status), ("median ms", lambda r: _fmt(r.median_ms, ".5g")),
-               ("GFLOP/s", lambda r: _fmt(r.gflops, ".1f")), ("protocol", lambda r: r.protocol or ""),
-               ("time / baseline", lambda r: _fmt(r.ratio_to_baseline, ".3f")),
-               ("baseline", lambda r: r.baseline or ""),
-               ("max abs error", lambda r: _fmt(r.max_abs_error, ".3g")),
-               ("verification", lambda r: " ".join(x for x in (r.verification_rule, {True: "pass", False: "FAIL"}
-                                                               .get(r.verification_passed)) if x)),
-               ("throttled", lambda r: _fmt(r.throttled_samples, "")),
-               ("error", lambda r: r.error or ""))
+def _device_text(r: Row) -> str:
+    return " ".join(x for x in (r.device, f"({r.arch})" if r.arch else None) if x)
 
-#: what compiling reports (the only measurement of ``mode=compile``): :func:`md_columns` adds them
-#: before ``error`` when any row was compiled only; registers, spills (store/load) and the stack
-#: frame (local memory) are ptxas's per thread, shared memory per block (static + the launch's
-#: dynamic), occupancy the theoretical one of the launch, waves its blocks over a full device
-COMPILE_COLUMNS = (("registers", lambda r: _int(r.registers)), ("spills st/ld B", spills_text),
-                   ("local B", lambda r: _int(r.stack_frame_bytes)), ("smem B", smem_text),
-                   ("occupancy", lambda r: _fmt(r.occupancy, ".2f")), ("blocks/SM", lambda r: _int(r.blocks_per_sm)),
-                   ("waves", lambda r: _fmt(r.waves, ".2f")), ("SASS classes", sass_classes_text),
-                   ("SASS", sass_text))
+
+#: the results table of ``report.md`` and ``report.html`` (:func:`results_table` adds the settings
+#: and what compiling reports); a column with ``sort`` sorts by its number in the HTML page
+MD_COLUMNS = (Column("#", lambda r: r.index, sort=lambda r: r.index), Column("path", lambda r: r.path, code=True),
+              Column("kernel", lambda r: r.kernel), Column("params", text=lambda r: r.params_text),
+              Column("M", lambda r: r.M, sort=lambda r: r.M), Column("N", lambda r: r.N, sort=lambda r: r.N),
+              Column("K", lambda r: r.K, sort=lambda r: r.K), Column("device", text=_device_text),
+              Column("status", lambda r: r.status),
+              Column("median ms", lambda r: r.median_ms, ".5g", "ms per launch", sort=lambda r: r.median_ms),
+              Column("GFLOP/s", lambda r: r.gflops, ".1f", "GFLOP/s (2·M·N·K per launch)", sort=lambda r: r.gflops),
+              Column("protocol", lambda r: r.protocol),
+              Column("time / baseline", lambda r: r.ratio_to_baseline, ".3f", "kernel median / baseline median",
+                     sort=lambda r: r.ratio_to_baseline),
+              Column("baseline", lambda r: r.baseline),
+              Column("max abs error", lambda r: r.max_abs_error, ".3g", sort=lambda r: r.max_abs_error),
+              Column("verification", text=_verification_text),
+              Column("throttled", lambda r: r.throttled_samples, unit="samples", sort=lambda r: r.throttled_samples),
+              Column("error", lambda r: r.error))
+
+#: what compiling reports (the only measurement of ``mode=compile``): :func:`results_table` adds
+#: them before ``error`` when any row was compiled only; registers, spills (store/load) and the
+#: stack frame (local memory) are ptxas's per thread, shared memory per block (static + the
+#: launch's dynamic), occupancy the theoretical one of the launch, waves its blocks over a full device
+COMPILE_COLUMNS = (Column("registers", lambda r: r.registers, unit="registers per thread", text=lambda r: _int(r.registers),
+                          sort=lambda r: r.registers),
+                   Column("spills st/ld B", text=spills_text, unit="bytes per thread (stores/loads)",
+                          sort=lambda r: r.spill_store_bytes),
+                   Column("local B", lambda r: r.stack_frame_bytes, unit="bytes per thread",
+                          text=lambda r: _int(r.stack_frame_bytes), sort=lambda r: r.stack_frame_bytes),
+                   Column("smem B", shared_bytes, unit="bytes per block (static+dynamic)", text=smem_text,
+                          sort=shared_bytes),
+                   Column("occupancy", lambda r: r.occupancy, ".2f", "fraction of the SM's warps",
+                          sort=lambda r: r.occupancy),
+                   Column("blocks/SM", lambda r: r.blocks_per_sm, unit="resident blocks per SM",
+                          text=lambda r: _int(r.blocks_per_sm), sort=lambda r: r.blocks_per_sm),
+                   Column("waves", lambda r: r.waves, ".2f", "blocks / (blocks per SM x SMs)", sort=lambda r: r.waves),
+                   Column("SASS classes", text=sass_classes_text, wrap=True),
+                   Column("SASS", text=sass_text, unit="instructions per class, of the total", wrap=True))
 #: what only a timed run fills: left out of a table whose rows were all compiled only
 TIMING_COLUMNS = ("median ms", "GFLOP/s", "protocol", "time / baseline", "baseline", "max abs error",
                   "verification", "throttled")
@@ -192,11 +214,11 @@ def compile_mode(rows: Sequence[Row]) -> tuple[bool, bool]:
 
 
 #: the columns :func:`md_columns` adds after ``K`` for a set of mixed precisions or layouts
-SETTING_COLUMNS = (("precision", lambda r: r.precision or ""),
-                   ("layout a/b", lambda r: layout_text(r) if r.category != "unreadable" else ""))
+SETTING_COLUMNS = (Column("precision", lambda r: r.precision),
+                   Column("layout a/b", text=lambda r: layout_text(r) if r.category != "unreadable" else ""))
 
 
-def md_columns(rows: Sequence[Row]) -> tuple:
+def md_columns(rows: Sequence[Row]) -> tuple[Column, ...]:
     """:data:`MD_COLUMNS`, plus precision and layout after ``K`` when :func:`mixed_settings`
     (``report.md`` and ``report.html``); when any row was compiled only (:func:`compile_mode`),
     :data:`COMPILE_COLUMNS` before ``error``, and when every row was, without
@@ -204,13 +226,23 @@ def md_columns(rows: Sequence[Row]) -> tuple:
     columns = MD_COLUMNS
     any_compiled, all_compiled = compile_mode(rows)
     if any_compiled:
-        keep = tuple(c for c in columns if not (all_compiled and c[0] in TIMING_COLUMNS))
-        i = [c for c, _ in keep].index("error")
+        keep = tuple(c for c in columns if not (all_compiled and c.name in TIMING_COLUMNS))
+        i = [c.name for c in keep].index("error")
         columns = keep[:i] + COMPILE_COLUMNS + keep[i:]
     if not mixed_settings(rows):
         return columns
-    i = [c for c, _ in columns].index("K") + 1
+    i = [c.name for c in columns].index("K") + 1
     return columns[:i] + SETTING_COLUMNS + columns[i:]
+
+
+def _kind(row: Row) -> str | None:
+    """A failed or unreadable row's category (its HTML class; red on the terminal), else None."""
+    return row.category if row.category in ("failed", "unreadable") else None
+
+
+def results_table(rows: Sequence[Row]) -> Table:
+    """The results table of ``report.md`` and ``report.html`` (:func:`md_columns`)."""
+    return Table(md_columns(rows), rows, style=_kind)
 
 
 #: what the results table's columns mean, said above it (``report.md`` and ``report.html``)
@@ -238,13 +270,10 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
     ``families``), the results table, failed points, unreadable files, fields that could not be
     read and values derived instead."""
     n = counts(rows)
-    columns = md_columns(rows)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     lines = ["# gemmlab report", "", f"Generated {now} from {len(rows)} record file(s)"
              + (" under " + ", ".join(f"`{s}`" for s in sources) if sources else "") + ".", "",
-             "| records | " + " | ".join(_CATEGORY_TEXT[c] for c in CATEGORIES) + " |",
-             "|---|" + "---|" * len(CATEGORIES),
-             f"| {len(rows)} | " + " | ".join(str(n[c]) for c in CATEGORIES) + " |", "",
+             tables.markdown(counts_table(rows, _CATEGORY_TEXT)),
              f"Counts: {n['timed']} valid timed, {n['compiled']} compiled only, {n['failed']} failed, "
              f"{n['other']} other valid, {n['unreadable']} unreadable.", "", "## Plots", ""]
     titles = TITLES
@@ -268,10 +297,7 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
     lines += ["## Results", ""]
     for note in results_notes(rows):
         lines += [note, ""]
-    lines += ["| " + " | ".join(c for c, _ in columns) + " |", "|" + "---|" * len(columns)]
-    for r in rows:
-        lines.append("| " + " | ".join(_md_cell(get(r)) for _, get in columns) + " |")
-    lines.append("")
+    lines += [tables.markdown(results_table(rows))]
 
     failed = [r for r in rows if r.category == "failed"]
     lines += ["## Failed points", ""]
@@ -291,34 +317,36 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
     return "\n".join(lines)
 
 
-def print_table(rows: Sequence[Row], console=None) -> None:
-    """Print a short rich table of ``rows`` (failed and unreadable rows in red)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-    console = console or Console()
-    table = Table(title=f"gemmlab report: {len(rows)} records")
-    right = {"justify": "right"}
-    columns = [("#", right, lambda r: str(r.index)), ("kernel", {}, lambda r: r.kernel or ""),
-               ("params", {"max_width": 28}, lambda r: r.params_text), ("shape", {}, lambda r: r.shape_text),
-               ("status", {}, lambda r: r.status)]
+def terminal_table(rows: Sequence[Row]) -> Table:
+    """The report's short terminal table: index, kernel, parameters, shape, status; the timing
+    unless every row was compiled only; what compiling reports when any row was (and the SASS
+    classes' check when every row was); the error's first line. Failed and unreadable rows red."""
+    def right(name, value=None, fmt="", **kw):
+        return Column(name, value or (lambda r: None), fmt, align="right", **kw)
+
+    columns = [right("#", lambda r: r.index), Column("kernel", lambda r: r.kernel),
+               Column("params", text=lambda r: r.params_text, max_width=28),
+               Column("shape", text=lambda r: r.shape_text), Column("status", lambda r: r.status)]
     any_compiled, all_compiled = compile_mode(rows)
     if not all_compiled:
-        columns += [("median ms", right, lambda r: _fmt(r.median_ms, ".5f")),
-                    ("GFLOP/s", right, lambda r: _fmt(r.gflops, ".1f")),
-                    ("vs base", right, lambda r: f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "")]
+        columns += [right("median ms", lambda r: r.median_ms, ".5f", unit="ms"),
+                    right("GFLOP/s", lambda r: r.gflops, ".1f", unit="GFLOP/s"),
+                    right("vs base", lambda r: r.ratio_to_baseline,
+                          text=lambda r: f"{r.ratio_to_baseline:.3f}x" if r.ratio_to_baseline else "")]
     if any_compiled:  # what compiling reports: the whole measurement of mode=compile
-        columns += [("regs", right, lambda r: _int(r.registers)), ("spills", right, spills_text),
-                    ("smem B", right, smem_text), ("occupancy", right, lambda r: _fmt(r.occupancy, ".2f")),
-                    ("waves", right, lambda r: _fmt(r.waves, ".2f"))]
+        columns += [right("regs", lambda r: r.registers, text=lambda r: _int(r.registers)),
+                    right("spills", text=spills_text), right("smem B", shared_bytes, text=smem_text),
+                    right("occupancy", lambda r: r.occupancy, ".2f"), right("waves", lambda r: r.waves, ".2f")]
     if all_compiled:
-        columns += [("SASS classes", {"max_width": 36}, sass_classes_text)]
-    columns += [("error", {"max_width": 40, "no_wrap": True, "overflow": "ellipsis"},
-                 lambda r: (r.error or "").splitlines()[0][:200] if r.error else "")]
-    for c, kw, _ in columns:
-        table.add_column(c, **{"overflow": "fold", **kw})
-    for r in rows:
-        style = "red" if r.category in ("failed", "unreadable") else None
-        cells = (get(r) for _, _, get in columns)
-        table.add_row(*(Text(c) for c in cells), style=style)  # plain text: "[cublas]" is no markup
-    console.print(table)
+        columns += [Column("SASS classes", text=sass_classes_text, max_width=36)]
+    columns += [Column("error", lambda r: r.error, max_width=40, no_wrap=True, overflow="ellipsis",
+                       text=lambda r: (r.error or "").splitlines()[0][:200] if r.error else "")]
+    return Table(columns, rows, title=f"gemmlab report: {len(rows)} records", style=_kind,
+                 styles=MappingProxyType({"failed": "red", "unreadable": "red"}))
+
+
+def print_table(rows: Sequence[Row], console=None) -> None:
+    """Print the short terminal table of ``rows`` (:func:`terminal_table`; failed and unreadable rows in red)."""
+    from rich.console import Console
+    console = console or Console()
+    console.print(tables.rich_table(terminal_table(rows)))

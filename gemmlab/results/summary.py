@@ -11,13 +11,15 @@ files, not in-process state, so it works with any launcher (``gemmlab -m``'s cal
 
 from __future__ import annotations
 
-import csv
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from gemmlab.console import count
+from gemmlab.results import table as table_model
+from gemmlab.results.table import Column, Table
 from gemmlab.stages.record_model import VALID_STATUSES, Record, find_records, read_record
 
 COLUMNS = ("point", "kernel", "shape", "params", "status", "median_ms", "gflops", "vs_baseline", "max_abs_error",
@@ -97,13 +99,28 @@ def columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     return cols[:i] + SETTING_COLUMNS + cols[i:]
 
 
+#: the unit of each summary column that has one (the HTML tooltip; the names say the rest)
+UNITS = MappingProxyType({"median_ms": "ms per launch", "gflops": "GFLOP/s", "vs_baseline": "kernel median / baseline median",
+                          "registers": "registers per thread", "spills": "bytes per thread (stores/loads)",
+                          "smem_bytes": "bytes per block (static + dynamic)", "occupancy": "fraction of the SM's warps"})
+
+
+def _not_valid(row: dict[str, Any]) -> str | None:
+    return None if row.get("status") in VALID_STATUSES else "failed"
+
+
+def table(rows: list[dict[str, Any]], names: tuple[str, ...] | None = None, title: str = "") -> Table:
+    """The summary as a table of the one table model (:mod:`gemmlab.results.table`): the columns
+    ``names`` (default :func:`columns`) over the rows' cells (strings; ``""`` where a row has
+    none); a point whose status is not valid is red on the terminal."""
+    names = columns(rows) if names is None else names
+    return Table([Column(c, lambda r, c=c: r.get(c, ""), unit=UNITS.get(c, "")) for c in names], rows, title=title,
+                 style=_not_valid, styles=MappingProxyType({"failed": "red"}))
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The rows as a GitHub-flavoured Markdown table (:func:`columns`)."""
-    cols = columns(rows)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for r in rows:
-        lines.append("| " + " | ".join(str(r.get(c, "")).replace("|", "\\|") for c in cols) + " |")
-    return "\n".join(lines) + "\n"
+    return table_model.markdown(table(rows))
 
 
 #: columns shown on a terminal narrower than the full table, most important first
@@ -137,10 +154,7 @@ def save_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     """Collect the records of ``sweep_dir`` and save ``summary.csv`` and ``summary.md`` (every
     column); return the rows. Also after an interrupt (the points that finished so far)."""
     rows = collect(sweep_dir)
-    with open(Path(sweep_dir) / "summary.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns(rows), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    table_model.write_csv(table(rows), Path(sweep_dir) / "summary.csv")
     (Path(sweep_dir) / "summary.md").write_text(markdown(rows))
     return rows
 
@@ -154,8 +168,7 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
         console: a ``rich.console.Console`` to print on (default: stdout).
     """
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text  # cells are plain text: "[cublas]" in an error is no markup
+    from rich.text import Text
 
     rows = save_summary(sweep_dir)
     console = console or Console()
@@ -163,17 +176,13 @@ def write_summary(sweep_dir: Path, console=None) -> list[dict[str, Any]]:
         console = Console(file=console.file, width=200)
     wide = console.width >= 200
     shown, error_width = (columns(rows), 60) if wide else _fit_columns(rows, console.width)
-    table = Table(title=Text(f"gemmlab sweep: {sweep_dir}"), show_lines=False)
-    for c in shown:
-        if wide:
-            table.add_column(c, overflow="fold", max_width=60 if c == "error" else None)
-        else:
-            table.add_column(c, no_wrap=True, overflow="ellipsis",
-                             max_width=error_width if c == "error" else None)
-    for r in rows:
-        style = None if r.get("status") in VALID_STATUSES else "red"
-        table.add_row(*(Text(str(r.get(c, ""))) for c in shown), style=style)
-    console.print(table)
+    fitted = table(rows, shown, title=f"gemmlab sweep: {sweep_dir}")
+    if wide:  # every column, long cells folded (the error at most 60 wide)
+        fitted.columns = [replace(c, max_width=60) if c.name == "error" else c for c in fitted.columns]
+    else:  # one line per point: cells cut with an ellipsis, the error to the width left
+        fitted.columns = [replace(c, no_wrap=True, overflow="ellipsis", max_width=error_width if c.name == "error" else None)
+                          for c in fitted.columns]
+    console.print(table_model.rich_table(fitted))
     if not wide:
         console.print(Text(f"all columns: {Path(sweep_dir) / 'summary.md'}"), overflow="ellipsis", no_wrap=True)
     return rows
