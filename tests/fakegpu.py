@@ -102,7 +102,7 @@ class HostGpu:
         self.next_address = BASE_ADDRESS
         self.freed: list[int] = []
         self.clock_ms = 0.0
-        self.durations = {"gemmlab_empty": 0.001, "gemmlab_dc_": 0.001, **(durations or {})}
+        self.durations = {"gemmlab_empty": 0.001, "gemmlab_dc_": 0.001, "gemmlab_spin": 0.3, **(durations or {})}
         self.behaviour = {"gemmlab_l2_read": lambda gpu, args: None, **(behaviour or {})}  # the read flush
         self.launches: list[str] = []
         self.log: list[str] = []
@@ -176,7 +176,9 @@ class HostGpu:
         self.launch_configs.append((name, launch))
         duration = self._lookup(self.durations, name, 1.0)
         # gemmlab's device-check kernels (kernels/device_check.cu) always run their numpy twins
-        action = (emulation(name) or self._lookup(self.behaviour, name, None) or fused_emulation(name, launch)
+        # a single-launch timing's lead (kernels/spin.cu) only takes time, whatever the test's behaviours
+        action = (emulation(name) or (_idle if name.startswith("gemmlab_spin") else None)
+                  or self._lookup(self.behaviour, name, None) or fused_emulation(name, launch)
                   or (host_gemm if args else None))
 
         def enqueue():
@@ -215,6 +217,10 @@ class HostGpu:
 def unpack(args: tuple) -> tuple[int, int, int, int, int, int]:
     a, b, c, m, n, k = args
     return int(a), int(b), int(c), int(m), int(n), int(k)
+
+
+def _idle(gpu, args) -> None:
+    """An instrument kernel's emulation: no effect on memory."""
 
 
 def host_gemm(gpu: HostGpu, args: tuple) -> None:

@@ -394,3 +394,17 @@ def test_a_stash_keyed_by_input_values_is_a_cached_result(tmp_path, monkeypatch)
 def test_an_honest_kernel_takes_the_same_time_on_fresh_inputs(tmp_path, monkeypatch):
     rec, _ = run(tmp_path, monkeypatch, HostGpu())
     assert rec["status"] == "ok" and rec["fresh_input_timing_ms"] == [[1.0, 1.0]]  # one round when nothing is odd
+
+
+def test_each_fresh_input_launch_follows_the_spin_lead(tmp_path, monkeypatch):
+    # the single-launch timings of the fresh-input net start behind kernels/spin.cu's busy kernel, so the
+    # events bracket the device's work and not the host's enqueue (a cuBLAS call timed alone on the H100:
+    # 0.106 ms the first time, 0.023 ms the next, 0.005 ms in a graph)
+    gpu = HostGpu()
+    rec, _ = run(tmp_path, monkeypatch, gpu)
+    assert rec["status"] == "ok"
+    leads = [i for i, name in enumerate(gpu.log) if name.startswith("gemmlab_spin")]
+    assert len(leads) == 2  # one round, two launches of the one backend
+    # the lead, then the start event, then the launch under test
+    assert [gpu.log[i + 1:i + 3] for i in leads] == [["event", gpu.log[leads[0] + 2]]] * 2
+    assert gpu.log[leads[0] + 2].startswith("gemm_tiled")

@@ -51,6 +51,12 @@ FLOOR_ENTRY = "gemmlab_empty<0>"
 FLUSH_SOURCE = KERNELS_DIR / "l2_flush.cu"
 FLUSH_ENTRY = "gemmlab_l2_read<0>"
 FLUSHES = ("read", "write")
+SPIN_SOURCE = KERNELS_DIR / "spin.cu"
+SPIN_ENTRY = "gemmlab_spin<0>"
+#: how long the lead kernel (kernels/spin.cu) keeps the GPU busy before a single-launch timing's start
+#: event: longer than the host's enqueue of one launch (a cuBLAS call from Python on a cold path:
+#: about 0.1 ms on the H100 host, session 31), so the events bracket device work only
+SPIN_NS = 300_000
 ADAPTIVE_MAX = 1000  # max samples when target_rel_spread is set and max_repeat is null
 
 
@@ -259,13 +265,21 @@ def measure(gpu, candidates: dict[str, Callable[[], None]], options: TimingOptio
     return out
 
 
-def time_once(gpu, enqueue: Callable[[], None]) -> float:
+def time_once(gpu, enqueue: Callable[[], None], lead: Callable[[], None] | None = None) -> float:
     """ms of one ``enqueue()`` between two CUDA events on ``gpu``'s stream (synchronised).
+
+    ``lead``: device work enqueued before the start event (:func:`spin_enqueue`'s kernel), so the
+    GPU is still busy with it while the host enqueues ``enqueue``'s launch: without it an idle GPU
+    reaches the start event at once and the interval holds the host's enqueue time too (on the H100,
+    a decode-shape cuBLAS launch timed alone: 0.106 ms for the first call, 0.023 ms for the next, 0.005
+    ms in a graph; session 31). nvbench's blocking kernel serves the same purpose.
 
     Raises:
         CudaError: the launch or the events failed.
     """
     from cuda.core import EventOptions
+    if lead is not None:
+        lead()
     return _between_events(gpu, EventOptions(timing_enabled=True), enqueue)
 
 
