@@ -189,3 +189,39 @@ def test_summary_of_an_older_record_keeps_its_fp32_percent(full_record):
     for key in ("pct_peak", "peak_gflops", "units"):
         full_record["roofline"].pop(key, None)
     assert "41.1% of FP32 peak (66908 GFLOP/s)" in record_stage.summary(full_record)
+
+
+# --- the typed record being written and the one writer (issue 45 item 3) ---------------------------
+
+def test_result_is_typed_and_its_changes_are_named(tmp_path):
+    rec = record_stage.new_record({"kernel": {"name": "tiled"}, "shape": [64, 64, 64]})
+    assert isinstance(rec, record_stage.Result) and rec.status == "running" and not rec.valid and rec.error is None
+    rec.fire("guard bands").fire("guard bands").fire("inputs unchanged")
+    assert rec.nets_fired == ["guard bands", "inputs unchanged"]
+    rec.fail("out_of_bounds", "wrote 4 elements past C")
+    assert (rec.status, rec.valid, rec.error) == ("out_of_bounds", False, "wrote 4 elements past C")
+    with pytest.raises(ValueError, match="status: a failure needs a failure status, not 'ok'"):
+        rec.fail("ok", "x")
+    ok = record_stage.new_record({})
+    ok["status"] = "compiled"
+    assert ok.finish().valid and ok["valid"] is True
+    path = record_stage.write_record(rec, tmp_path / "a")
+    assert path.read_text() == rec.to_json() and json.loads(path.read_text())["nets_fired"] == rec.nets_fired
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"valid": True, "status": "wrong_result"}, "valid: true for status 'wrong_result'"),
+    ({"valid": "yes"}, "valid: 'yes' is not true or false"),
+    ({"status": None}, "status: None is not a string"),
+    ({"schema": "other/1"}, "schema: 'other/1' is not a gemmlab.result/ schema"),
+])
+def test_the_writer_refuses_a_record_that_contradicts_itself(tmp_path, change, message):
+    """A record that claims to be valid for a failure status (or has no readable status, validity
+    or schema) is never written: one ValueError naming the field, and no file."""
+    rec = record_stage.new_record({})
+    rec.update(change)
+    with pytest.raises(ValueError, match=f"result.json not written to .*: {message}"):
+        record_stage.write_record(rec, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    plain = dict(record_stage.new_record({}), status="ok", valid=True)  # a plain dict is written as a Result
+    assert json.loads(record_stage.write_record(plain, tmp_path).read_text())["status"] == "ok"

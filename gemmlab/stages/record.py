@@ -1,6 +1,7 @@
 """Stage 6: writing the run record (``result.json``) and its human summary.
 
-This module owns the writer (:func:`new_record`, :func:`write_record`) and :func:`summary`. The
+This module owns the typed record being written (:class:`Result`), the one writer
+(:func:`new_record`, :func:`write_record`, :meth:`Result.to_json`) and :func:`summary`. The
 schema name, the valid statuses and reading records back live in :mod:`gemmlab.stages.record_model` (one
 record model for every reader); they are re-exported here for the writer's callers.
 
@@ -25,7 +26,7 @@ from gemmlab.paths import SOURCE_ROOT
 from gemmlab.stages.record_model import SCHEMA, VALID_STATUSES, view
 
 __all__ = ["SCHEMA", "VALID_STATUSES", "PRECISIONS", "REFERENCE", "ARTIFACTS", "is_artifact", "precision_text",
-           "git_commit", "clear_cache", "new_record", "write_record", "summary"]
+           "git_commit", "clear_cache", "Result", "new_record", "write_record", "summary"]
 PRECISIONS = {
     "fp32": ("float32 inputs and outputs, float32 accumulation (no tensor cores, no TF32; NVRTC kernels: "
              "IEEE float32, fma contraction on, no fast-math)"),
@@ -87,27 +88,122 @@ def git_commit() -> dict:
         return {"commit": None, "dirty": None}
 
 
-def new_record(config: dict) -> dict:
-    """The skeleton every record starts from (status ``running`` until finished)."""
-    return {"schema": SCHEMA, "status": "running", "valid": False, "error": None,
-            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "gemmlab_version": __version__, "git": git_commit(), "config": config}
+class Result(dict):
+    """The record of one point as the pipeline fills it: the JSON object ``result.json`` holds
+    (schema :data:`SCHEMA`), with typed access to the fields every writer sets and every reader
+    judges by. It is a ``dict`` so that each phase adds its section (``compile``, ``launch``,
+    ``timing``, ...) as the schema names it; the read side is
+    :class:`gemmlab.stages.record_model.Record`.
+
+    Typed fields: :attr:`status` (``running`` until finished; one of :data:`VALID_STATUSES` or a
+    failure status such as ``invalid`` or ``compile_error``), :attr:`valid` (bool), :attr:`error`
+    (the one-line reason, or None), :attr:`nets_fired` (the safety nets that refused the point).
+    :meth:`fail`, :meth:`fire` and :meth:`finish` are the ways they change; :meth:`to_json` is the
+    one serialisation (:func:`write_record` writes it).
+    """
+
+    @classmethod
+    def of(cls, record: "dict | Result") -> "Result":
+        """``record`` as a :class:`Result` (the same object when it is one; a copy of a plain dict)."""
+        return record if isinstance(record, Result) else cls(record)
+
+    @property
+    def status(self) -> str:
+        """The point's status (``running`` while the pipeline fills it)."""
+        return self.get("status", "running")
+
+    @property
+    def valid(self) -> bool:
+        """True for a finished point whose status is one of :data:`VALID_STATUSES`."""
+        return self.get("valid") is True
+
+    @property
+    def error(self) -> str | None:
+        """The one-line reason of a failure (None for a valid point)."""
+        return self.get("error")
+
+    @property
+    def nets_fired(self) -> list[str]:
+        """The safety nets that refused the point, in the order they fired (empty: none)."""
+        return list(self.get("nets_fired") or [])
+
+    def fail(self, status: str, error: str) -> "Result":
+        """Mark the point failed: ``status`` (a failure status, e.g. ``invalid``), ``error`` (its
+        one-line reason), ``valid`` false.
+
+        Raises:
+            ValueError: ``status`` is a valid status or not a non-empty string (naming the field).
+        """
+        if not isinstance(status, str) or not status or status in VALID_STATUSES:
+            raise ValueError(f"status: a failure needs a failure status, not {status!r} "
+                             f"(the valid ones are {', '.join(VALID_STATUSES)})")
+        self.update(status=status, valid=False, error=error)
+        return self
+
+    def fire(self, net: str) -> "Result":
+        """Add the safety net ``net`` to ``nets_fired`` (once)."""
+        fired = self.setdefault("nets_fired", [])
+        if net not in fired:
+            fired.append(net)
+        return self
+
+    def finish(self) -> "Result":
+        """Set ``valid`` from the status (true only for one of :data:`VALID_STATUSES`)."""
+        self["valid"] = self.status in VALID_STATUSES
+        return self
+
+    def problems(self) -> list[str]:
+        """Why this record must not be written as it is, one phrase per field (empty: none): the
+        schema is not :data:`SCHEMA`'s family, the status is not a string, ``valid`` is not a bool,
+        or ``valid`` is true for a status that is not valid."""
+        out = []
+        schema = self.get("schema")
+        if not (isinstance(schema, str) and schema.startswith(SCHEMA.rsplit("/", 1)[0] + "/")):
+            out.append(f"schema: {schema!r} is not a {SCHEMA.rsplit('/', 1)[0]}/ schema (this gemmlab writes {SCHEMA})")
+        if not isinstance(self.get("status"), str):
+            out.append(f"status: {self.get('status')!r} is not a string")
+        if not isinstance(self.get("valid"), bool):
+            out.append(f"valid: {self.get('valid')!r} is not true or false")
+        elif self.valid and self.status not in VALID_STATUSES:
+            out.append(f"valid: true for status {self.status!r} (valid only for {', '.join(VALID_STATUSES)})")
+        return out
+
+    def to_json(self) -> str:
+        """The record as ``result.json``'s text: JSON, indent 2, a value JSON cannot hold as its
+        ``str`` (a path, a numpy scalar), a final newline."""
+        return json.dumps(self, indent=2, default=str) + "\n"
+
+
+def new_record(config: dict | None) -> Result:
+    """The skeleton every record starts from (status ``running`` until finished): the schema, the
+    creation time (UTC), gemmlab's version and git commit, and ``config`` (the resolved config)."""
+    return Result(schema=SCHEMA, status="running", valid=False, error=None,
+                  created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  gemmlab_version=__version__, git=git_commit(), config=config)
 
 
 def write_record(record: dict, out_dir: Path) -> Path:
-    """Write ``record`` to ``out_dir/result.json`` atomically.
+    """Write ``record`` (a :class:`Result`, or a dict read as one) to ``out_dir/result.json``
+    atomically: the one writer of ``result.json`` (:meth:`Result.to_json`).
 
     Raises:
+        ValueError: the record is not fit to be written (:meth:`Result.problems`: e.g. valid for a
+            failure status); nothing is written.
         FileExistsError: ``out_dir`` already holds a result (never overwritten, also not by a
             write racing this one: the record is linked into place, which fails if one is there).
     """
+    result = Result.of(record)
+    problems = result.problems()
+    if problems:
+        raise ValueError(f"result.json not written to {out_dir}: " + "; ".join(problems))
+    text = result.to_json()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "result.json"
     if path.exists():
         raise FileExistsError(f"{path} exists; gemmlab never overwrites a result")
     tmp = out_dir / f".result.json.{os.getpid()}.tmp"
     try:
-        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+        tmp.write_text(text)
     except OSError:  # a full disk: no partial file left behind
         tmp.unlink(missing_ok=True)
         raise
