@@ -29,7 +29,7 @@ import html as _html
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = ["Column", "Table", "markdown", "write_csv", "html", "rich_table", "cell_text"]
 
@@ -128,7 +128,7 @@ class Table:
     rows: Sequence[Any]
     title: str = ""
     style: Callable[[Any], str | None] | None = None
-    styles: dict[str, str | None] = field(default_factory=dict)
+    styles: Mapping[str, str | None] = field(default_factory=dict)
     strong: Callable[[Any], bool] | None = None
     aligned_rules: bool = False
 
