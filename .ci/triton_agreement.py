@@ -1,6 +1,6 @@
 """gemmlab's graph-timed median against triton.testing.do_bench_cudagraph on the same Triton kernel
 and shape (issue 46, item 4), and the cold-L2 difference by design (triton.testing.do_bench flushes
-L2 with a memset before each launch): every case of gemmlab.run.triton_agreement.CASES (the built-in
+L2 with a memset before each launch): every case of CASES below (the built-in
 Triton kernels at 4096^3 and 8192^3 bf16, 4096^3 fp32/tf32).
 
 Usage (on the GPU machine; needs Triton and PyTorch): python .ci/triton_agreement.py OUTDIR [CASE ...]
@@ -15,8 +15,16 @@ import json
 import sys
 from pathlib import Path
 
-from gemmlab.run.triton_agreement import CASES, TOLERANCE, agreement, case_name
+from gemmlab.run.triton_agreement import TOLERANCE, agreement, case_name
 from gemmlab.stages.archive import Member, write_members
+
+#: (kernel, precision, layout.b, (M, N, K)) the script measures
+CASES = (("triton_tma_persistent", "bf16", "col", (4096, 4096, 4096)),
+         ("triton_tma_persistent", "bf16", "col", (8192, 8192, 8192)),
+         ("triton_matmul", "bf16", "col", (4096, 4096, 4096)),
+         ("triton_matmul", "bf16", "col", (8192, 8192, 8192)),
+         ("triton_matmul", "fp32", "row", (4096, 4096, 4096)),
+         ("triton_matmul", "tf32", "row", (4096, 4096, 4096)))
 
 
 def main(argv: list[str]) -> int:

@@ -26,6 +26,7 @@ from gemmlab.dispatch.shapes import Suite
 from gemmlab.errors import ConfigError
 from gemmlab.paths import file_in_the_way, not_a_regular_file
 from gemmlab.run.tune_sweep import run_sweep
+from gemmlab.stages.config_files import experiment_baseline
 
 #: what an interrupted ``gemmlab-tune`` keeps (:func:`gemmlab.console.run_command`)
 INTERRUPTED = "the points it finished keep their records; run the same command again to resume"
@@ -150,7 +151,9 @@ def add_parser(sub) -> None:
                    "choice of every shape always is; default: all)")
     s.add_argument("--suite", help="shape suite YAML (default: the shipped one)")
     s.add_argument("--budget", type=float, help="seconds; no new point starts after it")
-    s.add_argument("--baseline", default="cublas", help="baseline kernel measured alternately (default cublas; none: no baseline)")
+    base = experiment_baseline("shapes")  # the shape suite's own baseline (conf/experiment/shapes.yaml)
+    s.add_argument("--baseline", default=base, help=f"baseline kernel measured alternately (default {base}, "
+                   "experiment=shapes's; none: no baseline)")
     s.add_argument("--mode", default="run", choices=("run", "compile"))
     s.add_argument("--repeat", type=int, default=5, help="graph-timed samples per point (default 5)")
     s.add_argument("--batch", type=int, default=10, help="launches per sample (default 10)")

@@ -27,8 +27,8 @@ Table file (``schema: gemmlab.tuning/1``)::
      "device": {"name": "NVIDIA H200", "arch": "sm_90", "sm_count": 132},
      "made_by": "gemmlab-tune build ...", "created_utc": "...", "metric": "...",
      "entries": [{"precision": "fp32", "layout": ["row", "row"], "shape": [M, N, K],
-                  "kernel": "tiled", "params": {"BM": 64, ...}, "median_ms": 0.09,
-                  "ratio_to_baseline": 1.21, "baseline": "cublas", "candidates": 5,
+                  "kernel": "<name>", "params": {"BM": 64, ...}, "median_ms": 0.09,
+                  "ratio_to_baseline": 1.21, "baseline": "<baseline>", "candidates": 5,
                   "record": "sweep/3/result.json"}, ...]}
 
 A malformed file is one line: ``gemmlab: error: kernel.table: <file>: <rule broken>``.
@@ -364,8 +364,8 @@ def _ptext(params: Mapping[str, int]) -> str:
 
 def ratio_text(ratio: float, baseline: str | None) -> str:
     """A table entry's ``ratio_to_baseline`` (kernel median time / baseline median time, > 1:
-    slower) in words that cannot be read as a speed-up: ``ratio_text(1.369, "cublas")`` is
-    ``"time / cublas 1.369 = 73.0% of cublas's speed"``."""
+    slower) in words that cannot be read as a speed-up: ``ratio_text(1.369, "base")`` is
+    ``"time / base 1.369 = 73.0% of base's speed"``."""
     base = baseline or "baseline"
     speed = f" = {100 / ratio:.1f}% of {base}'s speed" if ratio > 0 else ""
     return f"time / {base} {ratio:.3f}{speed}"

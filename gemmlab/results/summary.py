@@ -19,6 +19,7 @@ from typing import Any
 
 from gemmlab.console import count
 from gemmlab.results import table as table_model
+from gemmlab.results.report_tables import shared_bytes, spills_text
 from gemmlab.results.table import Column, Table
 from gemmlab.stages.record_model import VALID_STATUSES, Record, find_records, read_record
 
@@ -33,17 +34,13 @@ COMPILE_COLUMNS = ("registers", "spills", "smem_bytes", "occupancy")
 TIMING_COLUMNS = ("median_ms", "gflops", "vs_baseline", "max_abs_error")
 
 
-def _int_text(value: float | None) -> str:
-    return "" if value is None else str(int(value))
-
-
 def _compile_cells(rec: Record) -> dict[str, str]:
-    """The :data:`COMPILE_COLUMNS` cells of ``rec`` (empty where it has no ptxas report)."""
-    spills = ("" if rec.spill_store_bytes is None and rec.spill_load_bytes is None
-              else f"{_int_text(rec.spill_store_bytes) or '?'}/{_int_text(rec.spill_load_bytes) or '?'}")
-    smem = ("" if rec.static_shared_bytes is None
-            else _int_text(rec.static_shared_bytes + (rec.dynamic_shared_bytes or 0)))
-    return {"registers": _int_text(rec.registers), "spills": spills, "smem_bytes": smem,
+    """The :data:`COMPILE_COLUMNS` cells of ``rec`` (empty where it has no ptxas report), written
+    as the report writes them (:func:`gemmlab.results.report_tables.spills_text`,
+    :func:`~gemmlab.results.report_tables.shared_bytes`)."""
+    smem = shared_bytes(rec)
+    return {"registers": "" if rec.registers is None else str(int(rec.registers)), "spills": spills_text(rec),
+            "smem_bytes": "" if smem is None else str(int(smem)),
             "occupancy": f"{rec.occupancy:.2f}" if rec.occupancy is not None else ""}
 
 

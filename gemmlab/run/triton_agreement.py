@@ -26,7 +26,7 @@ Both Triton timers need PyTorch (``torch.cuda`` events, streams and graphs; the 
 torch tensors here). Before timing, the Triton launch on the torch tensors is checked against a
 float64 product on the CPU of a row sample (so a timer never times a kernel that computes nothing).
 
-Used by ``.ci/triton_agreement.py OUTDIR`` (every case of :data:`CASES`, one record archive) and the
+Used by ``.ci/triton_agreement.py OUTDIR`` (every case of its ``CASES``, one record archive) and the
 gpu test ``tests/test_gpu_triton_agreement.py`` (one case).
 """
 
@@ -37,13 +37,6 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 TOLERANCE = 0.02  # |do_bench_cudagraph / gemmlab graph - 1| the gpu test accepts (issue 46 item 4)
-#: (kernel, precision, layout.b, (M, N, K)) the script measures
-CASES = (("triton_tma_persistent", "bf16", "col", (4096, 4096, 4096)),
-         ("triton_tma_persistent", "bf16", "col", (8192, 8192, 8192)),
-         ("triton_matmul", "bf16", "col", (4096, 4096, 4096)),
-         ("triton_matmul", "bf16", "col", (8192, 8192, 8192)),
-         ("triton_matmul", "fp32", "row", (4096, 4096, 4096)),
-         ("triton_matmul", "tf32", "row", (4096, 4096, 4096)))
 GRAPH_TIMING = MappingProxyType({"mode": "graph", "l2": "warm", "warmup": 10, "repeat": 30, "batch": 20})
 COLD_TIMING = MappingProxyType({"mode": "events", "l2": "cold", "flush": "write", "warmup": 10, "repeat": 50})
 #: the launch check's limit on |C - A@B| / (|A||B|) per precision (a sanity check, not gemmlab's bound)

@@ -58,10 +58,36 @@ def experiment_kernels(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> 
 
 
 def default_kernel() -> str:
-    """The kernel gemmlab's ``conf/config.yaml`` selects in its defaults list (``- kernel: X``), else
-    ``tiled``."""
+    """The kernel gemmlab's ``conf/config.yaml`` selects in its defaults list (``- kernel: X``): the
+    config files name kernels, the core does not (issue 41).
+
+    Raises:
+        ConfigError: field ``kernel``, the file selects none (gemmlab's own always does).
+    """
     defaults = OmegaConf.load(CONF_DIR / "config.yaml").get("defaults", [])
-    return next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), "tiled")
+    name = next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), None)
+    if not name:
+        raise ConfigError("kernel", f"{CONF_DIR / 'config.yaml'} selects no default kernel; its defaults list "
+                          "needs '- kernel: <name>'")
+    return str(name)
+
+
+def experiment_baseline(name: str, conf_dirs: tuple[Path, ...] = (CONF_DIR,)) -> str | None:
+    """The ``baseline:`` an experiment file sets (e.g. ``experiment=shapes``: the shape suite's
+    baseline, the default of ``gemmlab-tune sweep --baseline``); None where the file sets none or
+    is missing.
+
+    Raises:
+        ConfigError: field ``experiment``, the file is not valid YAML.
+    """
+    path = config_file("experiment", name, conf_dirs)
+    if not path.is_file():
+        return None
+    try:
+        value = OmegaConf.load(path).get("baseline")
+    except Exception as exc:
+        raise ConfigError("experiment", f"{path} is not a valid config: {str(exc).splitlines()[0]}") from None
+    return None if value is None else str(value)
 
 
 def not_a_sweep_string(key: str, value: object, path: Path) -> str:
