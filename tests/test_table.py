@@ -101,6 +101,8 @@ def test_rich_table_is_plain_text_with_hints():
     rich = table.rich_table(_table())
     assert [c.justify for c in rich.columns] == ["left", "right", "right", "left", "left"]
     assert rich.rows[1].style == "red" and rich.rows[0].style is None
+    odd = table.rich_table(Table(_table().columns, ROWS, style=lambda r: "no such style"))
+    assert [r.style for r in odd.rows] == [None, None, None]  # a kind without a style is unstyled
 
 
 def test_select_and_column_lookup():

@@ -116,10 +116,9 @@ class Table:
         columns: the columns, in order.
         rows: the rows (any objects the columns' functions read).
         title: the terminal table's title (other printers leave it to the document around them).
-        style: row -> the row's kind (``"failed"``, ``"red"``...) or None: the terminal's style
-            of the row (:attr:`styles` maps a kind to a rich style, else the kind is the style)
-            and the HTML row's class.
-        styles: kind -> rich style (``None``: unstyled on the terminal).
+        style: row -> the row's kind (``"failed"``, a verdict...) or None: the HTML row's class,
+            and on the terminal the row's style through :attr:`styles`.
+        styles: kind -> rich style (a kind not named here, or named with None: unstyled).
         strong: row -> whether the row's :attr:`Column.strong` cells are emphasised (a total row).
         aligned_rules: Markdown writes ``---:`` under right-aligned columns.
     """
@@ -252,6 +251,6 @@ def rich_table(table: Table):
         out.add_column(c.name, justify=c.align, overflow=c.overflow, max_width=c.max_width, no_wrap=c.no_wrap)
     for row in table.rows:
         kind = table.kind(row)
-        style = table.styles.get(kind, kind) if kind is not None else None
+        style = table.styles.get(kind) if kind is not None else None
         out.add_row(*(Text(c.cell(row)) for c in table.columns), style=style)
     return out
