@@ -2,9 +2,18 @@
 // warp-specialised, persistent Hopper GEMM (sm_90a). One template, ELEM = 2 (bf16 inputs) or 4
 // (float32 storage read as TF32).
 //
-// C (M x N, row-major float32) = A (M x K, row-major) @ B (K x N): B_MN_MAJOR = 0 for B stored
-// column-major (N x K, K contiguous: both operands K-major), 1 for B row-major (K x N, N
-// contiguous; bf16 only: wgmma reads it transposed, imm-trans-b = 1; TF32 wgmma has no transpose).
+// C (M x N, row-major float32) = A (M x K) @ B (K x N). Template MAJOR (bit 0: B, bit 1: A) says
+// which operands are MN-major: bit 0 clear for B stored column-major (N x K, K contiguous: K-major),
+// set for B row-major (K x N, N contiguous; bf16 only: wgmma reads it transposed, imm-trans-b = 1);
+// bit 1 clear for A row-major (M x K, K-major), set for A column-major (stored K x M, M contiguous;
+// bf16 only: imm-trans-a = 1). TF32 wgmma has no transpose bits: its plugin copies a row-major B or a
+// column-major A into a K-major workspace copy first. MAJOR 0 and 1 are the row-major-A instances of
+// before (same template arguments, same code); 2 and 3 the column-major A.
+// Column-major A: the stage's A tile is BM/64 TMA boxes of (BK rows of K) x (64 columns of M) with
+// the 128-byte swizzle (8 KiB each, box i holding tile rows 64 i .. 64 i + 63), the layout of a
+// row-major B's boxes; an m64 block of the tile is one box, described MN-major: start at the box plus
+// 16 rows of K (2 KiB) per k-step, stride byte offset 1024 (8 rows of K), leading byte offset one box
+// (between 64-element chunks along M; a single chunk per m64 block).
 //
 // Block: 3 warpgroups (384 threads). Warpgroup 0 is the producer (setmaxnreg.dec to 40; one
 // thread issues every TMA load), warpgroups 1 and 2 are consumers (setmaxnreg.inc to 232): each
@@ -227,9 +236,9 @@ struct WorkSchedule {
   }
 };
 
-template <int ELEM, int BN, int B_MN_MAJOR>
+template <int ELEM, int BN, int MAJOR>
 __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long long da, unsigned long long db) {
-  if constexpr (ELEM == 2) gemmlab::wgmma_bf16<B_MN_MAJOR>(d, da, db);
+  if constexpr (ELEM == 2) gemmlab::wgmma_bf16<(MAJOR & 1), (MAJOR >> 1)>(d, da, db);
   else gemmlab::wgmma_tf32(d, da, db);
 }
 
@@ -264,7 +273,7 @@ wgmma_split_reduce(const float *__restrict__ W, float *__restrict__ C, int M, in
 }
 
 /// The kernel body (see the header comment); `tensor_c` is the TMA map of C for EPI = 1, else unused.
-template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
           int SPLIT_K, int TAIL, int REDUCE, int EPI>
 __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CUtensorMap *tensor_b,
                                            const CUtensorMap *tensor_c, float *C, int M, int N, int K) {
@@ -273,13 +282,17 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   constexpr int WM = PINGPONG ? BM : BM / 2;  // rows per consumer warpgroup (ping-pong: the whole tile)
   constexpr int MI = WM / 64;         // m64 blocks per consumer warpgroup
   constexpr unsigned A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+  constexpr int B_MN_MAJOR = MAJOR & 1, A_MN_MAJOR = MAJOR >> 1;  // B row-major; A column-major
+  constexpr unsigned A_BOX_BYTES = BK * 128;  // column-major A: one box of BK rows of K x 64 of M
   constexpr int B_BOXES = B_MN_MAJOR ? BN / 64 : CLUSTER;  // TMA boxes per B tile
   constexpr int MY_BOXES = B_BOXES / CLUSTER;               // of which this CTA loads
   constexpr unsigned B_BOX_BYTES = B_BYTES / B_BOXES;
   static_assert(ELEM == 2 || ELEM == 4, "ELEM is 2 (bf16) or 4 (tf32)");
   static_assert(WM % 64 == 0 && BM <= 256, "BM: whole m64 blocks per consumer warpgroup, at most 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256 (wgmma n)");
+  static_assert(MAJOR >= 0 && MAJOR <= 3, "MAJOR: bit 0 B MN-major, bit 1 A MN-major");
   static_assert(ELEM == 2 || !B_MN_MAJOR, "TF32 wgmma reads K-major operands only");
+  static_assert(ELEM == 2 || !A_MN_MAJOR, "TF32 wgmma reads K-major operands only (A: copy it K-major first)");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER is 1 or 2");
   static_assert(B_BOXES % CLUSTER == 0 && B_BOX_BYTES % 1024 == 0, "B boxes split evenly over the cluster");
   static_assert(MI * (BN / 2) <= 128, "at most 128 accumulators per consumer thread");
@@ -349,7 +362,12 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
           gemmlab::mbarrier_try_wait_parity(&empty[s], ((it / STAGES) & 1) ^ 1);
           unsigned char *slot = ring + s * STAGE_BYTES;
           gemmlab::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
-          gemmlab::tma_load_2d(slot, tensor_a, kt * BK, m0, &full[s]);
+          if constexpr (A_MN_MAJOR) {  // column-major A: BM/64 boxes of BK k-rows x 64 m-columns
+#pragma unroll
+            for (int i = 0; i < BM / 64; i++) gemmlab::tma_load_2d(slot + i * A_BOX_BYTES, tensor_a, m0 + 64 * i, kt * BK, &full[s]);
+          } else {
+            gemmlab::tma_load_2d(slot, tensor_a, kt * BK, m0, &full[s]);
+          }
 #pragma unroll
           for (int i = 0; i < MY_BOXES; i++) {
             const int box = (int)rank * MY_BOXES + i;
@@ -423,9 +441,11 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
           const unsigned long long dbr =
               B_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + A_BYTES + 2 * B_BOX_BYTES + kk * KSTEP * 128, BK * 128, 1024)
                          : gemmlab::wgmma_desc_128b(slot + A_BYTES + 128 * 128 + kk * 32, 16, 1024);
-          const unsigned long long da = gemmlab::wgmma_desc_128b(slot + wg * WM * 128 + kk * 32, 16, 1024);
-          wgmma_step<ELEM, 128, B_MN_MAJOR>(b0, da, db);
-          wgmma_step<ELEM, 128, B_MN_MAJOR>(R, da, dbr);
+          const unsigned long long da =
+              A_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + wg * (WM / 64) * A_BOX_BYTES + kk * KSTEP * 128, A_BOX_BYTES, 1024)
+                         : gemmlab::wgmma_desc_128b(slot + wg * WM * 128 + kk * 32, 16, 1024);
+          wgmma_step<ELEM, 128, MAJOR>(b0, da, db);
+          wgmma_step<ELEM, 128, MAJOR>(R, da, dbr);
         }
         gemmlab::wgmma_commit();
         if (pending) {  // the previous tile's right half, one box per warp after k-tiles 2, 4, 6, 8
@@ -516,8 +536,10 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
 #pragma unroll
           for (int mi = 0; mi < MI; mi++) {
             const unsigned long long da =
-                gemmlab::wgmma_desc_128b(slot + ((PINGPONG ? 0 : wg * WM) + mi * 64) * 128 + kk * 32, 16, 1024);
-            wgmma_step<ELEM, BN, B_MN_MAJOR>(d[mi], da, db);
+                A_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + ((PINGPONG ? 0 : wg * WM) / 64 + mi) * A_BOX_BYTES + kk * KSTEP * 128,
+                                                      A_BOX_BYTES, 1024)
+                           : gemmlab::wgmma_desc_128b(slot + ((PINGPONG ? 0 : wg * WM) + mi * 64) * 128 + kk * 32, 16, 1024);
+            wgmma_step<ELEM, BN, MAJOR>(d[mi], da, db);
           }
         }
         gemmlab::wgmma_commit();
@@ -693,24 +715,24 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
 /// Entry with the register epilogue (EPI 0), its diagnostic double (EPI 2: the stores twice, to
 /// measure their cost) or the staged coalesced stores (EPI 3); arguments: tensor maps of A and B,
 /// C, M, N, K.
-template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
           int SPLIT_K = 1, int TAIL = 0, int REDUCE = 0, int EPI = 0>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
            float *C, int M, int N, int K) {
   static_assert(EPI == 0 || EPI == 2 || EPI == 3, "EPI 1 (TMA store) is the entry gemm_wgmma_tma_store");
   static_assert(EPI != 3 || REDUCE == 0, "EPI 3 (staged stores into C) does not write REDUCE = 1's workspace slabs");
-  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, REDUCE, EPI>(
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, REDUCE, EPI>(
       &tensor_a, &tensor_b, nullptr, C, M, N, K);
 }
 
 /// Entry with the TMA-store epilogue (EPI 1) for every item (a split tile's rank 0 TMA-stores, its
 /// ranks >= 1 TMA reduce-add in the chain's order, each after the rank before has completed): tensor maps of A, B and C (float32, 16 x 32 boxes, 128-byte swizzle), then C, M, N, K.
-template <int ELEM, int BM, int BN, int STAGES, int B_MN_MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
           int SPLIT_K, int TAIL, int HOLD = 0>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
                      const __grid_constant__ CUtensorMap tensor_c, float *C, int M, int N, int K) {
-  wgmma_gemm<ELEM, BM, BN, STAGES, B_MN_MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD == 2 ? 5 : HOLD ? 4 : 1>(
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD == 2 ? 5 : HOLD ? 4 : 1>(
       &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
 }

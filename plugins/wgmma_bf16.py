@@ -31,11 +31,16 @@ docs/results/tc-ladder-h200.md "Session 6"): EPI=1 96.2%, EPI=2 98.6%, EPI=4 98.
 device calls) EPI=7 100.75%, EPI=2 100.25% (4096³ row/col), EPI=7 102.3-103.5% at 8192³; Nsight
 Compute at 4096³ EPI=7 293.1k cycles, EPI=2 298.4k, cuBLAS 296.2k.
 
-Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts: A row-major;
-B column-major (K-major, both operands read untransposed) or row-major (N-major: wgmma's
-transposed-B mode, B arrives as 64-column boxes). TMA needs every row stride a multiple of 16
-bytes (:func:`gemmlab.contract.tma_rules.check`): where the stored one is not (K % 8 != 0 for A
-and column-major B, N % 8 != 0 for row-major B), the plan pads that operand first
+Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts (issue 43): A
+row-major (K-major) or column-major (``layout.a=col``, M-major: wgmma's transposed-A mode,
+imm-trans-a = 1; A arrives as BM/64 boxes of 64 k-rows x 64 m-columns, one box per m64 block); B
+column-major (K-major, read untransposed) or row-major (N-major: wgmma's transposed-B mode, B arrives
+as 64-column boxes); all four pairs, read natively (no copy where the strides allow TMA). The kernel's
+template argument ``MAJOR`` carries both (bit 0 B, bit 1 A: :meth:`WgmmaKernel.major`), so the
+row-major-A instances keep their names and code. TMA needs every row stride a multiple of 16
+bytes (:func:`gemmlab.contract.tma_rules.check`): where the stored one is not (K % 8 != 0 for a
+row-major A and a column-major B, M % 8 != 0 for a column-major A, N % 8 != 0 for row-major B), the
+plan pads that operand first
 (:func:`gemmlab.contract.relayout.tma_operand`: an Extra step ``gemmlab::relayout_pad`` of
 ``gemmlab/relayout.cuh`` copies it into the workspace with 16-byte rows and a zero pad, inside
 every timed launch) and the kernel's tensor map reads the copy; the record's ``plan`` shows it.
@@ -264,6 +269,17 @@ class WgmmaKernel(KernelSpec):
         B only, so a row-major TF32 B is read from its transposed copy (:meth:`operands`)."""
         return problem.layout_b == "row" and problem.precision != "tf32"
 
+    def a_mn_major(self, problem: Problem) -> bool:
+        """A column-major (K x M stored, M contiguous) is M-major for wgmma (bf16: imm-trans-a = 1);
+        TF32 wgmma reads K-major A only, so a column-major TF32 A is read from its transposed copy
+        (:meth:`operands`)."""
+        return problem.layout_a == "col" and problem.precision != "tf32"
+
+    def major(self, problem: Problem) -> int:
+        """The kernel's ``MAJOR`` template argument: bit 0 B MN-major (:meth:`b_mn_major`), bit 1 A
+        MN-major (:meth:`a_mn_major`); 0 and 1 are the row-major-A instances."""
+        return int(self.b_mn_major(problem)) | int(self.a_mn_major(problem)) << 1
+
     def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
         p = params
         require(device.arch == "90", "kernel",
@@ -385,14 +401,14 @@ class WgmmaKernel(KernelSpec):
         p = params
         if self.tma_store(problem, p):
             return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
+                    f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                     f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}" + (", 1>" if p.get("EPI") == 5 else ", 2>" if self.defers(problem, p) else ">"))
         if p.get("EPI", 1) == 3 or self.staged_stores(problem, p):
             return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                    f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "
+                    f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "
                     f"{int(p.get('REDUCE', 1) == 2)}, {2 if p.get('EPI', 1) == 3 else 3}>")
         return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
-                f"{int(self.b_mn_major(problem))}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
+                f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                 f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}"
                 + (", 1>" if p.get("REDUCE", 1) == 2 else ">"))  # REDUCE=1: the instance name of before
 
@@ -405,11 +421,13 @@ class WgmmaKernel(KernelSpec):
     def operands(self, problem: Problem, params, device: DeviceFacts) -> tuple:
         """A and B as the kernel reads them (:func:`gemmlab.contract.relayout.tma_operand`): TMA
         maps over the stored matrices where their row strides are 16-byte multiples, else over a
-        zero-padded copy in the workspace (A at offset 0, B after it); a TF32 row-major B over its
-        transposed K-major copy."""
+        zero-padded copy in the workspace (A at offset 0, B after it); a TF32 row-major B or
+        column-major A over its transposed K-major copy. Boxes: a K-major A (BM, BK), an M-major
+        (column-major bf16) A (BK, 64): BM/64 per stage; a K-major B (BN/CLUSTER, BK), an N-major B (BK, 64)."""
         bk = ROW_BYTES // elem_bytes(problem.precision)
         b_box = (bk, 64) if self.b_mn_major(problem) else (params["BN"] // params["CLUSTER"], bk)
-        a = tma_operand(problem, "A", (params["BM"], bk), sm_count=device.sm_count)
+        a_box = (bk, 64) if self.a_mn_major(problem) else (params["BM"], bk)
+        a = tma_operand(problem, "A", a_box, k_major=not self.a_mn_major(problem), sm_count=device.sm_count)
         b = tma_operand(problem, "B", b_box, k_major=not self.b_mn_major(problem), offset=a.end,
                         sm_count=device.sm_count)
         return a, b
@@ -509,7 +527,8 @@ class WgmmaKernel(KernelSpec):
         16 rows x 32 columns per warp at (row0 + 64 mi, n0 + 32 c); ``EPI=4``: each lane's float4
         of row 4 i + lane / 8, columns 4 (lane % 8)..+3 of each such box) the sole owners' stores
         follow that instead of the fragment layout; with the TMA store the split tiles' items too
-        (storers and adders), with EPI=4 they store from registers."""
+        (storers and adders), with EPI=4 they store from registers. ``A_col_major``: a column-major
+        A's stage, BM/64 boxes of BK k-rows x 64 m-columns (BK x BM as stored)."""
         facts = device or DeviceFacts(name="sm_90 class (no device given)", arch="90", sm_count=132)
         p = {"SPLIT_K": 1, "TAIL": 1, "REDUCE": 1, **params}
         slabbed = p["REDUCE"] == 2
@@ -595,13 +614,22 @@ class WgmmaKernel(KernelSpec):
         for box in range(BN // 64):  # row-major B: 64-column boxes of BK rows
             rb, cb = np.ix_(range(bk), range(box * 64, box * 64 + 64))
             bt_hits += count_hits((bk, BN), rb, cb)
-        return stores, {"A": count_hits((BM, bk), r, c), "B": b_hits, "B_row_major": bt_hits, **extra}
+        at_hits = np.zeros((bk, BM), dtype=np.int64)
+        for box in range(BM // 64):  # column-major A (bf16): 64-column boxes of BK k-rows, box i = tile rows 64 i..
+            rb, cb = np.ix_(range(bk), range(box * 64, box * 64 + 64))
+            at_hits += count_hits((bk, BM), rb, cb)
+        return stores, {"A": count_hits((BM, bk), r, c), "A_col_major": at_hits, "B": b_hits, "B_row_major": bt_hits,
+                        **extra}
 
 
 #: The values of the parameters that are codes or a few sizes (the one-line error for a value outside
 #: 1..4096 lists them; :meth:`WgmmaKernel.check_problem` explains each value and checks combinations).
 PARAM_VALUES = {"BM": (64, 128, 192, 256), "BN": (64, 128, 256), "STAGES": (2, 3, 4, 5, 6, 7, 8),
                 "CLUSTER": (1, 2), "SCHED": (1, 2), "TAIL": (1, 2, 3), "REDUCE": (1, 2), "EPI": (1, 2, 3, 4, 5, 7)}
+
+#: The (layout.a, layout.b) pairs of both wgmma kernels: all four (bf16 reads every operand natively,
+#: a column-major A and a row-major B with wgmma's transpose bits; tf32 copies those two K-major first).
+LAYOUTS = (("row", "col"), ("row", "row"), ("col", "col"), ("col", "row"))
 
 #: The shipped parameters of both wgmma kernels (wgmma_bf16 and wgmma_tf32 are one template).
 DEFAULTS = {"BM": 128, "BN": 256, "STAGES": 4, "CLUSTER": 1, "GROUP_M": 16, "SCHED": 1, "SPLIT_K": 1, "TAIL": 1,
@@ -657,6 +685,6 @@ def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu", defaults=dict(DEFAULTS),
                         description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
-                        precisions=("bf16",), layouts=(("row", "col"), ("row", "row")),
+                        precisions=("bf16",), layouts=LAYOUTS,
                         param_values=PARAM_VALUES, space=SPACE,
                         sass_classes=("HGMMA", "UTMALDG"))]

@@ -143,8 +143,42 @@ def test_plan_per_shape_and_layout(name, precision, layout_b, shape):
 
 
 def test_declared_layouts():
-    assert REGISTRY.get("wgmma_tf32").layouts == (("row", "col"), ("row", "row"))
-    assert set(REGISTRY.get("wgmma_bf16").layouts) == {("row", "col"), ("row", "row")}
+    four = {("row", "col"), ("row", "row"), ("col", "col"), ("col", "row")}  # layout.a=col too (issue 43)
+    assert set(REGISTRY.get("wgmma_tf32").layouts) == four and set(REGISTRY.get("wgmma_bf16").layouts) == four
+
+
+COL_A = [("wgmma_bf16", "bf16", "col"), ("wgmma_bf16", "bf16", "row"), ("wgmma_tf32", "tf32", "col"),
+         ("wgmma_tf32", "tf32", "row")]
+
+
+@pytest.mark.parametrize("name, precision, layout_b", COL_A, ids=str)
+@pytest.mark.parametrize("shape", SUITE + [Shape(4096, 4096, 4096), Shape(4095, 4097, 1023)], ids=str)
+def test_plan_of_a_column_major_a(name, precision, layout_b, shape):
+    """layout.a=col (issue 43): bf16 reads A as stored (K x M, M-major, boxes of BK k-rows x 64
+    m-columns), pad-copied where M's rows are not 16-byte multiples (M % 8 != 0); tf32 always reads
+    the transposed K-major M x Kp copy (at the workspace's start, B's copy after it); B as for a
+    row-major A. Every map and copy argument passes the core's checks."""
+    s, p = REGISTRY.get(name), params(name)
+    problem = Problem(shape, precision, "col", layout_b)
+    s.check_problem(problem, p, FACTS)
+    a, b = s.operands(problem, p, FACTS)
+    if precision == "tf32":
+        assert a.kind == "transpose" and (a.region.rows, a.region.cols) == (shape.M, -(-shape.K // 4) * 4)
+        assert a.tensor_map.box == (128, 32) and a.region.offset == 0
+    else:
+        assert a.kind == ("pad" if shape.M % 8 else "direct") and a.tensor_map.box == (64, 64)
+        if a.region is not None:
+            assert (a.region.rows, a.region.cols) == (shape.K, -(-shape.M // 8) * 8)
+    assert b.kind == expected_kinds(precision, layout_b, shape)[1]
+    if a.region is not None and b.region is not None:
+        assert b.region.offset >= a.end
+    ws = s.workspace_bytes(problem, p, FACTS)
+    check_arguments(s.arguments(problem, p, FACTS), problem, ws, name)
+    for op in (a, b):
+        if op.copy is not None:
+            check_arguments(op.copy.arguments, problem, ws, name)
+    major = int(layout_b == "row" and precision == "bf16") | (2 if precision == "bf16" else 0)
+    assert s.instance(problem, p).split(", ")[4] == str(major)
 
 
 def test_transpose_grid_limit_is_a_shape_error():
@@ -161,8 +195,9 @@ def test_transpose_grid_limit_is_a_shape_error():
 
 @pytest.mark.parametrize("name, precision, layout_b", CASES, ids=str)
 @pytest.mark.parametrize("shape", SUITE + [Shape(300, 1030, 1023)], ids=str)
-def test_copies_write_every_element_once_with_a_zero_pad(name, precision, layout_b, shape):
-    problem = Problem(shape, precision, "row", layout_b)
+@pytest.mark.parametrize("layout_a", ["row", "col"])
+def test_copies_write_every_element_once_with_a_zero_pad(name, precision, layout_b, shape, layout_a):
+    problem = Problem(shape, precision, layout_a, layout_b)
     dtype = np.dtype(ml_dtypes.bfloat16) if precision == "bf16" else np.dtype(np.float32)
     rng = np.random.default_rng(1)
     for op in REGISTRY.get(name).operands(problem, params(name), FACTS):
@@ -274,16 +309,30 @@ def _tensor_core_view(x, problem):
     return x.astype(np.float64)
 
 
-def _host_wgmma(problem):
-    dtype = np.dtype(ml_dtypes.bfloat16) if problem.precision == "bf16" else np.dtype(np.float32)
-    stored = {m: problem.stored_shape(m) for m in "AB"}
+def _major(gpu):
+    """The MAJOR template argument of the wgmma instance being run (the fake GPU logs the name
+    before it calls the behaviour): bit 0 B read N-major, bit 1 A read M-major."""
+    return int(gpu.log[-1].split("<")[1].split(",")[4])
 
+
+def _operands(gpu, ta, tb, problem, m, n, k):
+    """A (m x k) and B (k x n) as the instance reads them through its maps, oriented by its MAJOR
+    bits (not by the problem's layouts: an instance reading a map the wrong way gives a wrong C)."""
+    dtype = np.dtype(ml_dtypes.bfloat16) if problem.precision == "bf16" else np.dtype(np.float32)
+    stored = {x: problem.stored_shape(x) for x in "AB"}
+    major = _major(gpu)
+    a = _tensor_core_view(_through_map(gpu, ta, dtype, stored), problem)
+    b = _tensor_core_view(_through_map(gpu, tb, dtype, stored), problem)
+    A = a[:k, :m].T if major & 2 else a[:m, :k]  # M-major: stored K x M
+    B = b[:k, :n] if major & 1 else b[:n, :k].T  # K-major: stored (or copied) N x K
+    return A, B
+
+
+def _host_wgmma(problem):
     def run(gpu, args):
         ta, tb, *rest = args  # EPI=7 (TMA-store entry): C's tensor map before the C pointer
         c, m, n, k = (int(x) for x in rest[-4:])
-        A = _tensor_core_view(_through_map(gpu, ta, dtype, stored)[:m, :k], problem)
-        b = _tensor_core_view(_through_map(gpu, tb, dtype, stored), problem)
-        B = b[:k, :n] if problem.layout_b == "row" and problem.precision == "bf16" else b[:n, :k].T  # K-major
+        A, B = _operands(gpu, ta, tb, problem, m, n, k)
         gpu.floats(c, m * n)[:] = (A @ B).astype(np.float32).ravel()
     return run
 
@@ -321,6 +370,54 @@ def test_pipeline_runs_the_copies_before_the_kernel_in_every_launch(tmp_path, mo
         assert rec["plan"] == ["main kernel"] and rec["workspace_bytes"] == 0
 
 
+COL_A_POINTS = [("wgmma_bf16", "bf16", "col", (35, 79, 24), {}),  # A pad-copied (M % 8 != 0), then read M-major
+                ("wgmma_bf16", "bf16", "row", (64, 72, 64), {}),  # both read as stored, both transposed by wgmma
+                ("wgmma_tf32", "tf32", "col", (63, 65, 33), {}),  # A transposed K-major, B pad-copied
+                ("wgmma_tf32", "tf32", "row", (64, 64, 64), {})]  # both transposed
+
+
+def _col_a_point(tmp_path, monkeypatch, kernel, precision, layout_b, shape, over):
+    problem = Problem(Shape(*shape), precision, "col", layout_b)
+    gpu = HostGpu(durations={"gemmlab::relayout": 0.25, "gemm_wgmma": 1.0, "wgmma_split_reduce": 0.5},
+                  behaviour={"gemmlab::relayout_pad<2>": _host_pad(2), "gemmlab::relayout_pad<4>": _host_pad(4),
+                             "gemmlab::relayout_transpose<4": _host_transpose,
+                             "gemm_wgmma": _host_wgmma_slabs(problem, over["SPLIT_K"]) if over else _host_wgmma(problem),
+                             "wgmma_split_reduce": _host_reduce})
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    rec = run_point({"kernel": {"name": kernel, **over}, "shape": list(shape), "mode": "run", "precision": precision,
+                     "layout": {"a": "col", "b": layout_b},
+                     "timing": {"warmup": 1, "repeat": 3, "batch": 2, "mode": "events", "floor": False}}, tmp_path / "r")
+    return rec, gpu
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape, over",
+                         COL_A_POINTS + [("wgmma_bf16", "bf16", "col", (35, 79, 601), {"SPLIT_K": 4, "REDUCE": 2})], ids=str)
+def test_pipeline_with_a_column_major_a(tmp_path, monkeypatch, kernel, precision, layout_b, shape, over, sass_not_read):
+    """layout.a=col on the fake GPU (issue 43): the core stores A column-major (K x M), the copies run
+    before the kernel in every timed launch, and a host model of the instance that reads A and B
+    through its tensor maps in the orientation its MAJOR template argument says verifies."""
+    rec, gpu = _col_a_point(tmp_path, monkeypatch, kernel, precision, layout_b, shape, over)
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
+    assert rec["layout"] == {"a": "col", "b": layout_b}
+    problem = Problem(Shape(*shape), precision, "col", layout_b)
+    ops = REGISTRY.get(kernel).operands(problem, params(kernel, **over), FACTS)
+    copies = sum(op.copy is not None for op in ops)
+    assert copies == len(rec["plan"]) - 1 - bool(over) and (copies > 0) == (precision == "tf32" or shape[0] % 8 != 0)
+    assert all(x.startswith("relayout (") for x in rec["plan"][:copies])
+    assert rec["timing"]["protocols"]["events"]["samples_ms"] == [1.0 + 0.5 * bool(over) + 0.25 * copies] * 3
+
+
+def test_column_major_a_model_has_teeth(tmp_path, monkeypatch, sass_not_read):
+    """The same point with the instance's A bit cleared (the row-major-A instance on the K x M stored A)
+    fails verification: the host model reads A the way the instance says, not the way the problem is."""
+    module = type(REGISTRY.get("wgmma_bf16"))
+    real = module.major
+    monkeypatch.setattr(module, "major", lambda self, problem: real(self, problem) & 1)
+    rec, _ = _col_a_point(tmp_path, monkeypatch, "wgmma_bf16", "bf16", "row", (64, 72, 64), {})
+    assert rec["status"] != "ok" and not rec["verification"]["passed"], rec.get("status")
+
+
 def _host_wgmma_slabs(problem, split_k):
     """REDUCE=2 as kernels/wgmma_bf16.cu does it: slab r (of S, wgmma_slab_stride floats apart)
     gets the partial product of K slice S - 1 - r (kps k-tiles of 128 bytes each)."""
@@ -333,14 +430,10 @@ def _host_wgmma_slabs(problem, split_k):
         kps = -(-kt // split_k)
         S = -(-kt // kps)
         stride = -(-(m * n) // 64) * 64
+        A, B = _operands(gpu, ta, tb, problem, m, n, k)
         for r in range(S):
             kb, ke = (S - 1 - r) * kps * bk, min(k, (S - r) * kps * bk)
-            dtype = np.dtype(ml_dtypes.bfloat16) if problem.precision == "bf16" else np.dtype(np.float32)
-            stored = {x: problem.stored_shape(x) for x in "AB"}
-            A = _tensor_core_view(_through_map(gpu, ta, dtype, stored)[:m, kb:ke], problem)
-            b = _tensor_core_view(_through_map(gpu, tb, dtype, stored), problem)
-            B = b[kb:ke, :n] if problem.layout_b == "row" and problem.precision == "bf16" else b[:n, kb:ke].T
-            gpu.floats(w + 4 * r * stride, m * n)[:] = (A @ B).astype(np.float32).ravel()
+            gpu.floats(w + 4 * r * stride, m * n)[:] = (A[:, kb:ke] @ B[kb:ke]).astype(np.float32).ravel()
     return run
 
 

@@ -1,5 +1,5 @@
 """Operand relayout for TMA kernels: when an operand as stored cannot be read by TMA (row stride not
-a multiple of 16 bytes) or not in the order the kernel needs (TF32 wgmma reads only K-major B), a
+a multiple of 16 bytes) or not in the order the kernel needs (TF32 wgmma reads only K-major A and B), a
 plan copies it into the kernel's workspace first. Plain data only (no CUDA): plugins call
 :func:`tma_operand` from ``arguments()``/``workspace_bytes()``/``plan()``.
 
@@ -11,7 +11,8 @@ of the shared header ``kernels/include/gemmlab/relayout.cuh`` (the source must i
   adds nothing to the product; a zero N column is never stored). The tensor map then covers the
   whole padded row (``region.cols == ld``).
 - ``transpose``: ``gemmlab::relayout_transpose<E, 64, 32>`` turns a row-major K x N B into the
-  K-major N x Kp copy (Kp: K rounded up to 16 bytes, pad zero).
+  K-major N x Kp copy, or a column-major A (stored K x M) into the K-major (row-major) M x Kp copy
+  (Kp: K rounded up to 16 bytes, pad zero).
 
 Each copy reads the operand once and writes it once, inside every timed launch (the core enqueues
 the whole plan), so its cost is in the measured time. :func:`replay` models a copy step's index
@@ -72,9 +73,9 @@ def tma_operand(problem: Problem, matrix: str, box: tuple[int, int], *, k_major:
         problem: the GEMM problem (A and B packed in ``problem.ab_dtype``, as :class:`Problem` says).
         matrix: "A" | "B".
         box: the TMA box (rows, cols) in elements of what the kernel reads: the matrix as stored,
-            or, with a transpose, the K-major copy (N rows x K cols).
+            or, with a transpose, the K-major copy (N rows x K cols for B, M rows x K cols for A).
         k_major: the kernel needs this operand K-major (cols = K). Row-major A and column-major B
-            already are; a row-major B then takes the transpose copy.
+            already are; a row-major B or a column-major A then takes the transpose copy.
         offset: byte offset of this operand's region in the workspace (a multiple of 256; put B
             after A with ``offset=a.end``).
         sm_count: the GPU's SM count (sizes the pad copy's grid-stride grid).
@@ -85,8 +86,7 @@ def tma_operand(problem: Problem, matrix: str, box: tuple[int, int], *, k_major:
         order fits, else a ``pad`` or ``transpose`` copy into ``[offset, operand.end)``.
 
     Raises:
-        ValueError: ``matrix`` not A or B, ``offset`` not a multiple of 256, or ``k_major`` asked
-            for a column-major A (not needed by any kernel).
+        ValueError: ``matrix`` not A or B, or ``offset`` not a multiple of 256.
     """
     if matrix not in ("A", "B"):
         raise ValueError(f"matrix must be A or B, got {matrix!r}")
@@ -97,10 +97,8 @@ def tma_operand(problem: Problem, matrix: str, box: tuple[int, int], *, k_major:
     rows, cols = problem.stored_shape(matrix)
     layout = problem.layout_a if matrix == "A" else problem.layout_b
     is_k_major = (layout == "row") if matrix == "A" else (layout == "col")
-    if k_major and not is_k_major and matrix == "A":
-        raise ValueError("a K-major copy of a column-major A is not provided")
     dtype = problem.ab_dtype
-    if k_major and not is_k_major:  # row-major B (K x N) -> K-major N x Kp
+    if k_major and not is_k_major:  # row-major B (K x N) -> K-major N x Kp; column-major A (K x M) -> M x Kp
         ld = _cdiv(rows, vec) * vec
         region = Region(offset=offset, rows=cols, cols=ld, dtype=dtype)
         tk, tn = TRANSPOSE_TILE

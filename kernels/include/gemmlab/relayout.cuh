@@ -11,7 +11,8 @@
 //                              (rows x cols -> rows x ld_dst, ld_dst * E a multiple of 16).
 //   relayout_transpose<E,TK,TN>: dst[c][r] = src[r][c] for r < rows, 0 for rows <= r < ld_dst
 //                              (rows x cols -> cols x ld_dst: a row-major K x N B becomes the
-//                              K-major N x Kp copy TF32 wgmma can read).
+//                              K-major N x Kp copy TF32 wgmma can read, a column-major A, stored
+//                              K x M, the K-major M x Kp copy).
 //
 // The zero fill of the pad makes the padded K columns add nothing to the product (the kernel's
 // TMA also zero-fills everything past the region). E is the element size in bytes (2: bf16/fp16,
