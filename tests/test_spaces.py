@@ -2,9 +2,10 @@
 restrictions and their enumeration; declarations checked when a plugin loads (one line naming the
 plugin and the field); every built-in default inside its space; gemmlab.dispatch.candidates'
 enumeration (restrictions, check_problem, the core's value rule, stable names); a drop-in plugin
-that declares a space offers candidates with no core change; the README's kernel table lists
-exactly the registered kernels with their precisions and defaults, and the user guide's detailed
-table every one of them."""
+that declares a space offers candidates with no core change; the README's kernel table is the one
+gemmlab.contract.kernel_table prints from the registry (precisions, layouts, defaults,
+description), every built-in's conf/kernel/<name>.yaml holds its declared defaults, and the user
+guide's detailed table lists every registered kernel."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from gemmlab.dispatch import suite_candidates
 from gemmlab.contract.hookspecs import KernelBase, Problem, Shape
+from gemmlab.contract import kernel_table as ktable
 from gemmlab.contract.registry import load_registry
 from gemmlab.contract.space import (Choice, PowerOfTwo, Range, Restriction, Space, derived_space, ordered_points,
                                     space_problem)
@@ -295,12 +297,6 @@ def readme_kernel_table() -> list[str]:
             for row in kernel_table(README, "## Built-in kernels")]
 
 
-def registry_row(name: str) -> list[str]:
-    """The README row's first three cells as the registry says them: name, precisions, defaults."""
-    spec = REGISTRY.kernels[name]
-    return [f"`{name}`", " ".join(spec.precisions), " ".join(f"{k}={v}" for k, v in spec.defaults.items()) or "none"]
-
-
 def test_readme_kernel_table_lists_exactly_the_registered_kernels():
     listed = readme_kernel_table()
     assert len(listed) == len(set(listed)), "a kernel listed twice"
@@ -309,12 +305,31 @@ def test_readme_kernel_table_lists_exactly_the_registered_kernels():
                                        f"lists unregistered {sorted(set(listed) - registered)}")
 
 
-def test_readme_kernel_table_says_what_the_registry_says():
-    """Each README row's precisions and defaults are the registry's (the expected row is printed,
-    so a kernel's new default is one copied line)."""
-    wrong = [f"{row[:3]} -> {registry_row(row[0].strip('`'))}" for row in kernel_table(README, "## Built-in kernels")
-             if row[:3] != registry_row(row[0].strip("`"))]
-    assert wrong == []
+def test_readme_kernel_table_is_the_generated_one(capsys):
+    """The README's table is, line for line, what ``python -m gemmlab.contract.kernel_table --table``
+    prints from the plugins' declarations (precisions, layouts, defaults, description): a changed
+    declaration is one pasted table. The differing rows are named, generated row first."""
+    assert ktable.main(["--table"]) == 0
+    generated = capsys.readouterr().out.rstrip("\n").splitlines()
+    text = README.read_text()
+    start = text.index(ktable.HEADER[0])
+    readme = text[start:text.index("\n\n", start)].splitlines()
+    wrong = [f"{g}\n  README: {r}" for g, r in zip(generated, readme) if g != r]
+    assert wrong == [] and len(readme) == len(generated), "\n".join(wrong)
+
+
+def test_the_generated_table_row_says_what_the_plugin_declares():
+    """A row's cells are the declaration's, in its order (so the comparison above can fail)."""
+    spec = REGISTRY.kernels["wgmma_tf32"]
+    row = ktable.table_row(spec).strip("|").split(" | ")
+    assert [c.strip() for c in row[:4]] == ["`wgmma_tf32`", "tf32", "row/col row/row col/col col/row",
+                                            "BM=128 BN=256 STAGES=4 CLUSTER=1 GROUP_M=16 SCHED=1 SPLIT_K=1 "
+                                            "TAIL=1 REDUCE=1 EPI=7"]
+    assert ktable.table_row(REGISTRY.kernels["cublas_grouped"]).split(" | ")[3] == "none"
+    fake = KernelBase(name="pipe_test", source="x.cu", defaults={"BM": 64}, description="a | b")
+    assert ktable.table_row(fake) == "| `pipe_test` | fp32 | row/row | BM=64 | a \\| b |"
+    names = [line.split("`")[1] for line in ktable.kernel_table(REGISTRY.kernels)[2:]]
+    assert names.index("wgmma_tf32") < names.index("triton_matmul") < names.index("cublas")
 
 
 def test_user_guide_describes_every_registered_kernel():
@@ -326,13 +341,32 @@ def test_user_guide_describes_every_registered_kernel():
 
 
 def test_kernel_config_yamls_match_the_registry():
-    """conf/kernel/<name>.yaml (where a built-in ships one) names a registered kernel and holds exactly
-    its defaults: the registry is the source, the files are checked against it (kernels without a
-    file get their config node from the registry's defaults)."""
+    """Every built-in kernel has conf/kernel/<name>.yaml holding exactly ``name`` and its declared
+    defaults (``python -m gemmlab.contract.kernel_table --check``; ``--write-yamls`` writes them),
+    and every file but auto's names a registered kernel: the registry is the source."""
+    conf = README.parent / "conf" / "kernel"
+    problems = [p for name, spec in REGISTRY.kernels.items()
+                if (p := ktable.yaml_problem(conf / f"{name}.yaml", spec))]
+    assert problems == []
+    assert {p.stem for p in conf.glob("*.yaml")} == {*REGISTRY.kernels, "auto"}
+
+
+def test_kernel_yaml_writer_keeps_the_comments_and_fixes_the_values(tmp_path):
+    """--check names a missing file and a stale value; --write-yamls writes the first from the
+    declaration and replaces the second's values under its own comments (a YAML 1.1 boolean word
+    such as ``ON`` quoted, so PyYAML and OmegaConf read the same key)."""
     import yaml
-    for path in sorted((README.parent / "conf" / "kernel").glob("*.yaml")):
-        node = yaml.safe_load(path.read_text())
-        if path.stem == "auto":
-            continue
-        assert node.pop("name") == path.stem and path.stem in REGISTRY.kernels, path
-        assert node == dict(REGISTRY.kernels[path.stem].defaults), f"{path} differs from the plugin's defaults"
+    (tmp_path / "kernel").mkdir()
+    stale = tmp_path / "kernel" / "tiled.yaml"
+    stale.write_text("# my notes on tiled\n\n# more notes\nname: tiled\nBM: 32\nBN: 64\n")
+    spec = REGISTRY.kernels["tiled"]
+    assert "BM: 32 -> 64" in ktable.yaml_problem(stale, spec) and "BK: (absent) -> 16" in ktable.yaml_problem(stale, spec)
+    ktable.write_yaml(stale, spec)
+    assert stale.read_text().startswith("# my notes on tiled\n\n# more notes\nname: tiled\nBM: 64\n")
+    assert ktable.yaml_problem(stale, spec) is None
+    dot = REGISTRY.kernels["splitk_dot"]
+    missing = tmp_path / "kernel" / "splitk_dot.yaml"
+    assert ktable.yaml_problem(missing, dot).endswith("is missing")
+    ktable.write_yaml(missing, dot)
+    assert '"ON": 2' in missing.read_text() and yaml.safe_load(missing.read_text())["ON"] == 2
+    assert ktable.yaml_problem(missing, dot) is None
