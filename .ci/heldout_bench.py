@@ -5,7 +5,7 @@
                                 [--table FILE] [--mode run|compile] [--no-isolation] [--keep-points]
 
 For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
-and each precision, one point through gemmlab's own pipeline (``gemmlab.run.isolation.run_point``
+and each precision, one point through gemmlab's one point runner (``gemmlab.run.session.Session.run_point``
 around ``gemmlab.run.pipeline.run_point``: NaN-filled C, float64 verification, ``kernel=auto``
 timed against ``baseline=cublas`` in the same process, graph timing as .ci/shapes-evidence's step 4:
 graph replay only, 10 samples of 10 launches, full float64 check up to M·N·K = 2^32), each point in
@@ -90,6 +90,33 @@ def parse_precisions(text: str, layout_b: str) -> list[tuple[str, str]]:
     return out
 
 
+def parse_auto(text: str) -> dict:
+    """``"rank=model,tune=first_use,tune_k=6"`` -> ``{"rank": "model", "tune": "first_use", "tune_k": 6}``:
+    kernel=auto's keys as the command line gives them to Hydra (an integer or a decimal number is a
+    number, anything else a string), so the config check reads ``tune_k=6`` as 6, not ``'6'``.
+
+    Raises:
+        ValueError: an item without ``=``, or a key kernel=auto does not take.
+    """
+    from gemmlab.dispatch.auto import AUTO_KEYS
+    out: dict = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        if not eq or key.strip() not in AUTO_KEYS[1:]:
+            raise ValueError(f"--auto: {item!r} is not key=value with a key of {', '.join(AUTO_KEYS[1:])}")
+        value = value.strip()
+        for kind in (int, float):
+            try:
+                value = kind(value)
+                break
+            except ValueError:
+                continue
+        out[key.strip()] = value
+    return out
+
+
 def interleave(entries) -> list:
     """The entries in benchmark order: within each region ordered by sha256 of ``MxNxK``, then one
     of each region in turn (decode, medium, large, odd), so any prefix covers every region."""
@@ -115,13 +142,13 @@ def point_config(shape, precision: str, layout_b: str, mode: str, table: str | N
 
 
 def default_runner(isolation: bool) -> Callable[[dict, Path], dict]:
-    """``run(cfg, out_dir) -> record``: gemmlab's worker-process isolation around the pipeline
-    (``isolation.process`` in the config says which), or the pipeline in this process."""
-    if isolation:
-        from gemmlab.run.isolation import run_point
-    else:
-        from gemmlab.run.pipeline import run_point
-    return run_point
+    """``run(cfg, out_dir) -> record``: gemmlab's one point runner
+    (:meth:`gemmlab.run.session.Session.run_point`, as the ``gemmlab`` command's points and
+    ``gemmlab-tune sweep`` run): the worker process with its watchdog, or this process when the
+    config's ``isolation.process`` is false (``--no-isolation``: :func:`point_config` sets it; each
+    point still in a GPU lease scope)."""
+    from gemmlab.run.session import Session
+    return Session().run_point
 
 
 def ratio_of(rec: dict) -> float | None:
@@ -312,6 +339,10 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         ap.error(str(exc))
     if args.limit is not None and args.limit < 1:
         ap.error("--limit must be >= 1")
+    try:
+        auto = parse_auto(args.auto)
+    except ValueError as exc:
+        ap.error(str(exc))
     from gemmlab.dispatch.shapeset import load_shapeset
     from gemmlab.errors import ConfigError
     try:
@@ -347,8 +378,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                 stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
-            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout,
-                               dict(kv.split("=", 1) for kv in args.auto.split(",") if kv))
+            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto)
             bench.point(order, entry, p, lb, cfg)
             order += 1
     except (KeyboardInterrupt, SystemExit) as exc:
