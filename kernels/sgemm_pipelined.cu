@@ -14,7 +14,11 @@
 // columns a wave touches stay in L2 (GS = 1: plain row-major order). A bijection for any GS >= 1.
 //
 // Pipeline. Shared memory holds STAGES chunks; chunk t lives in stage t % STAGES. A is copied
-// element by element (4-byte cp.async) into the transposed As[k][m] (pitch BM+4); B with 16-byte
+// element by element (4-byte cp.async) into the transposed As[k][m] (pitch BM+4); a column-major A
+// (entry gemm_sgemm_pipelined_acol, issue 43: A[m][k] at m + k*M, stored K x M) is already in that
+// order and is copied like B, 16-byte cp.async of four consecutive m of one k row (A float4 l of a
+// thread: k row aKc + l*(THREADS/(BM/4)), m columns aC..aC+3) where M % 4 == 0 and A and B are
+// 16-byte aligned, else 4-byte copies; B with 16-byte
 // cp.async when N % 4 == 0 and B is 16-byte aligned, else with 4-byte copies. Out-of-range
 // elements are zero-filled by the copy itself (src-size 0, address clamped to the matrix start).
 // Each chunk is one commit group (empty groups keep the count uniform); before chunk t+1 is read,
@@ -38,7 +42,8 @@
 // 16-k chunk from 164 to 42 at 128x256 (docs/results/ladder-h200.md).
 // The body is a template function, not a generic lambda (NVRTC 13.0 treats generic lambdas as
 // host functions); instantiated as (VEC, GUARD) = (16-byte B, interior), (16-byte B, edge),
-// (4-byte B, guarded).
+// (4-byte B, guarded); ACOL = true for the column-major A (VEC then covers A's copies too), false
+// for the row-major A (the code of before: the same instructions).
 __device__ __forceinline__ float4 sgemm_lds128(unsigned addr) {
   float4 v;
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
@@ -46,7 +51,8 @@ __device__ __forceinline__ float4 sgemm_lds128(unsigned addr) {
   return v;
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, bool VEC, bool GUARD, bool LEAN>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, bool VEC, bool GUARD, bool LEAN,
+          bool ACOL = false>
 __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A, const float *__restrict__ B,
                                                      float *__restrict__ C, int M, int N, int K,
                                                      int rowBase, int colBase) {
@@ -60,6 +66,10 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
   static_assert((BM * BK) % THREADS == 0 && (BK * BN / 4) % THREADS == 0 && BK * BN % 4 == 0, "load coverage");
   static_assert(STAGES >= 2, "pipeline depth");
   static_assert(THREADS % BK == 0 && THREADS % (BN / 4) == 0, "fixed copy columns per thread");
+  // column-major A: float4 copies of four consecutive m (as B's of four consecutive n)
+  constexpr int AV = ACOL ? BK * BM / 4 / THREADS : 0, A_KSTEP = ACOL ? THREADS / (BM / 4) : 1;
+  static_assert(!ACOL || (BM % 4 == 0 && (BK * BM / 4) % THREADS == 0 && THREADS % (BM / 4) == 0),
+                "column-major A: the float4 copies cover the A tile, fixed m columns per thread");
   extern __shared__ __align__(16) float smem[];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -77,17 +87,43 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
   const unsigned aDst = smemBase + 4u * (unsigned)(aK * AP + aR);
   const unsigned bDst = smemBase + 4u * (unsigned)(A_STAGE + bK * BP + bC);
   const int aStep = A_RSTEP * K, bStep = B_KSTEP * N;  // int: GUARD is set where they could overflow
-  // the next chunk's copy sources (unguarded path): A row rowBase+aR at k = aK, B k row bK
+  // column-major A: float4 l of this thread is k row aKc + l*A_KSTEP, m columns aC .. aC+3
+  const int aKc = ACOL ? tid / (BM / 4) : 0, aC = ACOL ? 4 * (tid % (BM / 4)) : 0;
+  const unsigned aDstC = smemBase + 4u * (unsigned)(aKc * AP + aC);
+  const int aStepC = A_KSTEP * M;
+  // the next chunk's copy sources (unguarded path): A row rowBase+aR at k = aK (column-major A: k row
+  // aKc, m column rowBase+aC), B k row bK
   const int chunks = (K + BK - 1) / BK, pad = chunks * BK - K;
-  const float *aNext = A + (long long)(rowBase + aR) * K + aK - pad;
+  const float *aNext = ACOL ? A + (long long)(aKc - pad) * M + rowBase + aC : A + (long long)(rowBase + aR) * K + aK - pad;
   const float *bNext = B + (long long)(bK - pad) * N + colBase + bC;
 
   // Guarded copy of chunk `chunk` (zero-fill outside M x K / K x N, sources clamped to the matrix start).
   auto issueGuarded = [&](int chunk, unsigned wr) {
     const int k0 = chunk * BK - pad;
+    if constexpr (ACOL) {
+#pragma unroll
+      for (int l = 0; l < AV; ++l) {
+        const int kr = k0 + aKc + l * A_KSTEP;
+        const bool kOk = kr >= 0 && kr < K;
+        const float *row = A + (long long)(kOk ? kr : 0) * M + rowBase + aC;
+        const unsigned dst = aDstC + wr + 4u * (unsigned)(l * A_KSTEP * AP);
+        if (VEC) {
+          const bool ok = kOk && rowBase + aC < M;  // M % 4 == 0: the four rows are all in or all out
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                       :: "r"(dst), "l"(ok ? row : A), "r"(ok ? 16 : 0));
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const bool ok = kOk && rowBase + aC + q < M;
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                         :: "r"(dst + 4u * q), "l"(ok ? row + q : A), "r"(ok ? 4 : 0));
+          }
+        }
+      }
+    }
     const bool aKOk = k0 + aK >= 0 && k0 + aK < K;
 #pragma unroll
-    for (int l = 0; l < AE; ++l) {
+    for (int l = 0; l < AE * !ACOL; ++l) {
       const int row = rowBase + aR + l * A_RSTEP;
       const bool ok = aKOk && row < M;
       const float *src = ok ? A + (long long)row * K + k0 + aK : A;
@@ -123,10 +159,33 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
   // chunk, though that loop does not call it.
   const int aRows = M - rowBase - aR;  // A element l is inside M iff l * A_RSTEP < aRows
   const int bCols = N - colBase - bC;  // B column bC + q is inside N iff q < bCols
+  const int aColsM = M - rowBase - aC;  // column-major A: m column aC + q is inside M iff q < aColsM
   auto issueGuardedLean = [&](unsigned wr, bool first) {
+    if constexpr (ACOL) {
+#pragma unroll
+      for (int l = 0; l < AV; ++l) {
+        const bool kOk = !first || aKc + l * A_KSTEP >= pad;
+        const int kr = aKc + l * A_KSTEP - pad;  // k row in chunk 0
+        const float *row = first ? A + (long long)(kOk ? kr : 0) * M + rowBase + aC
+                                 : aNext + (long long)(l * A_KSTEP) * M;
+        const unsigned dst = aDstC + wr + 4u * (unsigned)(l * A_KSTEP * AP);
+        if (VEC) {
+          const bool ok = kOk && aColsM > 0;  // M % 4 == 0: the four rows are all in or all out
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                       :: "r"(dst), "l"(ok ? row : A), "r"(ok ? 16 : 0));
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const bool ok = kOk && q < aColsM;
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                         :: "r"(dst + 4u * q), "l"(ok ? row + q : A), "r"(ok ? 4 : 0));
+          }
+        }
+      }
+    }
     const bool aKOk = !first || aK >= pad;
 #pragma unroll
-    for (int l = 0; l < AE; ++l) {
+    for (int l = 0; l < AE * !ACOL; ++l) {
       const bool ok = aKOk && l * A_RSTEP < aRows;
       const float *at = first ? A + (long long)(rowBase + aR + l * A_RSTEP) * K + aK - pad
                               : aNext + (long long)(l * A_RSTEP) * K;
@@ -158,7 +217,11 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
   // Unguarded copy of the next chunk (the block tile is inside M x N and the chunk inside K).
   auto issueFull = [&](unsigned wr) {
 #pragma unroll
-    for (int l = 0; l < AE; ++l)
+    for (int l = 0; l < AV; ++l)  // column-major A
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                   :: "r"(aDstC + wr + 4u * (unsigned)(l * A_KSTEP * AP)), "l"(aNext + l * aStepC));
+#pragma unroll
+    for (int l = 0; l < AE * !ACOL; ++l)
       asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n"
                    :: "r"(aDst + wr + 4u * (unsigned)(l * A_RSTEP)), "l"(aNext + l * aStep));
 #pragma unroll
@@ -175,7 +238,8 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
       else issueGuarded(chunk, wr);
     }
     else issueFull(wr);
-    aNext += BK;
+    if constexpr (ACOL) aNext += (long long)BK * M;
+    else aNext += BK;
     bNext += (long long)BK * N;
   };
 
@@ -279,4 +343,29 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
     sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN>(A, B, C, M, N, K, rowBase, colBase);
   else
     sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN>(A, B, C, M, N, K, rowBase, colBase);
+}
+
+/// The same kernel for a column-major A (issue 43: A[m][k] at A[m + k*M], stored K x M): A's chunks are
+/// copied like B's (16-byte cp.async of four consecutive m where M % 4 == 0 and A is 16-byte aligned,
+/// else 4-byte copies), into the same As[k][m]; everything after the copy is the row-major A's code.
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int GS, int MINB>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
+gemm_sgemm_pipelined_acol(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
+                          int M, int N, int K) {
+  static_assert(GS >= 1, "swizzle group");
+  const int gm = (M + BM - 1) / BM, gn = (N + BN - 1) / BN;
+  const int pid = blockIdx.x, width = GS * gn, group = pid / width, first = group * GS;
+  const int size = min(gm - first, GS);
+  const int rowBase = (first + (pid % width) % size) * BM, colBase = ((pid % width) / size) * BN;
+  constexpr bool LEAN = 65536 / ((BM / WM) * (BN / WN) * 32 * MINB) < 160;
+  const bool vec = (N % 4 == 0) && ((reinterpret_cast<unsigned long long>(B) & 15) == 0) && (M % 4 == 0) &&
+                   ((reinterpret_cast<unsigned long long>(A) & 15) == 0);
+  const bool edge = rowBase + BM > M || colBase + BN > N || (long long)BK * M >= (1ll << 31) ||
+                    (long long)BK * N >= (1ll << 31);
+  if (vec && !edge)
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false, LEAN, true>(A, B, C, M, N, K, rowBase, colBase);
+  else if (vec)
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN, true>(A, B, C, M, N, K, rowBase, colBase);
+  else
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN, true>(A, B, C, M, N, K, rowBase, colBase);
 }

@@ -11,6 +11,9 @@ Rungs (each adds one idea to the one before):
 - ``sgemm_pipelined``: the warp tile fed by a STAGES-deep cp.async pipeline (16-byte copies, 4-byte
   zero-filling copies at edges and odd strides), epilogue through shared memory with 16-byte
   stores, thread-block swizzle (GS block rows per group), ``__launch_bounds__(threads, MINB)``.
+  Layouts (issue 43): A row-major or column-major (``layout.a=col``: the entry
+  ``gemm_sgemm_pipelined_acol`` copies A's K x M stored chunks like B's, 16-byte copies of four
+  consecutive m where M % 4 == 0, into the same transposed shared tile), B row-major.
 
 Each spec's :meth:`ownership` replays the kernel's index arithmetic in numpy (one owner per
 output, every staged element written once per chunk); :meth:`check` enforces the same rules
@@ -23,7 +26,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Shape, hookimpl
+from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Problem, Shape, hookimpl
 from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits, require,
                                           require_block_threads, require_divides, warp_threads, warp_tile_geometry,
                                           warp_tile_restrictions)
@@ -207,10 +210,35 @@ class PipelinedKernel(_Rung):
                 f"MINB={p['MINB']} blocks of {smem} bytes of shared memory do not fit one SM "
                 f"({device.max_shared_per_block_optin} bytes)")
 
+    def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
+        """:meth:`check`, and for a column-major A (``layout.a=col``) the rules of its float4 copies:
+        BM*BK/4 float4 split evenly over the threads and BM/4 (float4 per k row) divides the threads.
+
+        Raises:
+            ParamError: ``kernel.BM`` / ``kernel.BK``, one line naming the rule.
+        """
+        self.check(problem.shape, params, device)
+        if problem.layout_a == "col":
+            p = params
+            threads = (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+            units = p["BM"] * p["BK"] // 4
+            require(units % threads == 0, "kernel.BK",
+                    f"load coverage (layout.a=col): the A tile has {units} float4 (BM*BK/4), not a multiple of the "
+                    f"{threads} threads that stage it")
+            require(threads % (p["BM"] // 4) == 0, "kernel.BM",
+                    f"layout.a=col: each thread copies fixed m columns, so BM/4 = {p['BM'] // 4} float4 per k row must "
+                    f"divide the {threads} threads")
+
     def entry(self, params) -> str:
         p = params
         return (f"gemm_sgemm_pipelined<{p['BM']}, {p['BN']}, {p['BK']}, {p['WM']}, {p['WN']}, {p['TM']}, "
                 f"{p['TN']}, {p['STAGES']}, {p['GS']}, {p['MINB']}>")
+
+    def instance(self, problem: Problem, params) -> str:
+        """:meth:`entry` (row-major A), or its ``gemm_sgemm_pipelined_acol`` twin (the same template
+        arguments) for a column-major A."""
+        name = self.entry(params)
+        return name.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_acol<") if problem.layout_a == "col" else name
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         p = params
@@ -238,10 +266,16 @@ class PipelinedKernel(_Rung):
         row = bm[:, None, None, None, None] * p["BM"] + r[None, ..., None]
         col = bn[:, None, None, None, None] * p["BN"] + c[None, ..., None] + e
         stores = count_hits((shape.M, shape.N), row, col, (row < shape.M) & (col < shape.N))
-        # staging: A by 4-byte copies (e = tid + l*threads -> As[e % BK][e / BK]), B by float4
+        # staging: A by 4-byte copies (e = tid + l*threads -> As[e % BK][e / BK]), B by float4; a
+        # column-major A (K x M stored) by float4 like B: thread t's float4 l is k row t // (BM/4) +
+        # l*threads/(BM/4), m columns 4 (t % (BM/4)) .. +3
         bmk, bk = p["BM"], p["BK"]
         a = tid[:, None] + np.arange(bmk * bk // threads)[None, :] * threads
         loads = {"A": count_hits((bmk, bk), a // bk, a % bk), "B": _staging_vec4(p, threads)["B"]}
+        if (bmk * bk // 4) % threads == 0 and threads % (bmk // 4) == 0:
+            q4 = np.arange(4)[None, None, :]
+            kr = (tid // (bmk // 4))[:, None, None] + np.arange(bmk * bk // 4 // threads)[None, :, None] * (threads // (bmk // 4))
+            loads["A (column-major)"] = count_hits((bk, bmk), kr + 0 * q4, (4 * (tid % (bmk // 4)))[:, None, None] + q4)
         # epilogue staging of one warp's pass: thread (lm, ln) writes rows 4*lm + r, columns j*4*LN + 4*ln + e
         lm, ln = lane[:32] // ln_n, lane[:32] % ln_n
         rr, jj = np.arange(4), np.arange(tn // 4)
@@ -311,5 +345,5 @@ def gemmlab_kernels():
                                   "STAGES": 4, "GS": 8, "MINB": 4},
                         description="ladder 4: cp.async STAGES-deep pipeline, lean addressing, smem "
                                     "epilogue, block swizzle, 4 blocks/SM",
-                        sass_classes=("FFMA",), space=PIPELINED_SPACE),
+                        sass_classes=("FFMA",), space=PIPELINED_SPACE, layouts=(("row", "row"), ("col", "row"))),
     ]

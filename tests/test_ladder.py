@@ -78,6 +78,71 @@ def test_staging_shapes():
     assert loads["A"].shape == (64, 16) and loads["B"].shape == (16, 128)
 
 
+def test_pipelined_column_major_a():
+    """layout.a=col (issue 43): sgemm_pipelined declares it (B row-major), runs the
+    ``gemm_sgemm_pipelined_acol`` twin with the same template arguments, stages A's K x M chunks by
+    float4 (each element of the BK x BM tile once), and refuses in one line a tile whose A float4 do
+    not split over the threads; the other layouts stay refused by the core (not declared)."""
+    from gemmlab.contract.hookspecs import Problem
+    s = REGISTRY.get("sgemm_pipelined")
+    assert set(s.layouts) == {("row", "row"), ("col", "row")}
+    p = params("sgemm_pipelined")
+    col = Problem(Shape(300, 300, 300), "fp32", "col", "row")
+    s.check_problem(col, p, FACTS)
+    assert s.instance(col, p) == s.entry(p).replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_acol<")
+    assert s.instance(Problem(Shape(300, 300, 300), "fp32", "row", "row"), p) == s.entry(p)
+    _, loads = check_model("sgemm_pipelined", Shape(300, 300, 300), p)
+    assert loads["A (column-major)"].shape == (16, 64)
+    small = params("sgemm_pipelined", BM=32, BN=64, BK=8, WM=16, WN=32, TM=4, TN=4, MINB=1)
+    s.check(Shape(64, 64, 64), small, FACTS)  # a row-major A takes it (4-byte copies) ...
+    with pytest.raises(ParamError) as err:  # ... a column-major A's 64 float4 do not cover 128 threads
+        s.check_problem(Problem(Shape(64, 64, 64), "fp32", "col", "row"), small, FACTS)
+    assert err.value.field == "kernel.BK" and "layout.a=col" in str(err.value) and "\n" not in str(err.value)
+    assert "A (column-major)" not in s.ownership(Shape(64, 64, 64), small)[1]
+
+
+def test_pipelined_column_major_a_compiles():
+    """The column-major-A entry compiles without spills or local memory, FFMA and 16-byte cp.async
+    (LDGSTS) for A as for B (NVRTC, sm_90; no GPU)."""
+    from gemmlab.contract.hookspecs import Problem
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.paths import KERNELS_DIR
+    s, p = REGISTRY.get("sgemm_pipelined"), params("sgemm_pipelined")
+    problem = Problem(Shape(4096, 4096, 4096), "fp32", "col", "row")
+    compiled = compile_kernel(KERNELS_DIR / s.source, s.instance(problem, p),
+                              CompileOptions.for_kernel("90", s.options(problem, p, FACTS)), persistent=True)
+    res, hist = compiled.resources, compiled.sass["histogram"]
+    assert res.spill_store_bytes == 0 and res.spill_load_bytes == 0 and hist["LDL"] == 0 and hist["STL"] == 0, hist
+    assert hist["FFMA"] > 0 and hist["LDGSTS"] > 0 and "gemm_sgemm_pipelined_acol" in compiled.sass_text
+
+
+def test_pipelined_column_major_a_on_the_fake_gpu(tmp_path, monkeypatch):
+    """The core stores A column-major (K x M) and the plugin runs the acol entry: a host model that
+    reads A as K x M only under that entry's name verifies; the row-major entry's model (A read M x K)
+    on the same point fails."""
+    import gemmlab.gpu.device
+    from fakegpu import HostGpu, unpack
+    from gemmlab.run.pipeline import run_point
+
+    def acol(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        A = gpu.floats(a, m * k).reshape(k, m).T.astype(np.float64)
+        B = gpu.floats(b, k * n).reshape(k, n).astype(np.float64)
+        gpu.floats(c, m * n).reshape(m, n)[:] = (A @ B).astype(np.float32)
+
+    def run(behaviour):
+        gpu = HostGpu(behaviour=behaviour)
+        monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+        return run_point({"kernel": {"name": "sgemm_pipelined"}, "shape": [63, 65, 33], "mode": "run",
+                          "layout": {"a": "col", "b": "row"}, "timing": dict(FAST, mode="events")}, tmp_path / str(len(behaviour)))
+
+    rec = run({"gemm_sgemm_pipelined_acol": acol})
+    assert rec["status"] == "ok" and rec["verification"]["passed"], rec.get("error")
+    assert rec["compile"]["name_expression"].startswith("gemm_sgemm_pipelined_acol<")
+    bad = run({})  # the row-major entry's model on the column-major A
+    assert bad["status"] != "ok" and not bad["verification"]["passed"]
+
+
 def test_model_has_teeth():
     """A pipelined model with a wrong epilogue stride (or an unfinished swizzle) is caught."""
     from gemmlab_plugins import sgemm
@@ -203,6 +268,24 @@ def test_pipelined_lean_copy_verifies_partial_tiles(over, shape, tmp_path):
     assert rec["status"] == "ok", rec.get("error")
     assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
     assert rec["guard_bands"] == "intact"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_PARTIAL + [(512, 512, 100), (384, 512, 777), (64, 4096, 512)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("over", [{}, dict(BM=128, MINB=2), dict(PIPE_1)],
+                         ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()) or "defaults")
+def test_pipelined_column_major_a_verifies_partial_tiles(over, shape, tmp_path):
+    """layout.a=col (issue 43): the acol entry on the partial-tile suite (M % 4 != 0: 4-byte copies of
+    A; M % 4 == 0: 16-byte), interior blocks with K % BK != 0, the lean (MINB 2, 4) and full copies."""
+    from gemmlab.run.pipeline import run_point
+    rec = run_point({**_cfg("sgemm_pipelined", shape, layout={"a": "col", "b": "row"}),
+                     "kernel": {"name": "sgemm_pipelined", **over}}, tmp_path)
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["passed"] and rec["verification"]["nan_outputs"] == 0
+    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
+    assert rec["compile"]["name_expression"].startswith("gemm_sgemm_pipelined_acol<")
+    assert rec["compile"]["driver_attributes"]["local_bytes"] == 0
 
 
 @pytest.mark.gpu
