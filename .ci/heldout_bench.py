@@ -5,7 +5,7 @@
                                 [--table FILE] [--mode run|compile] [--no-isolation] [--keep-points]
 
 For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
-and each precision, one point through gemmlab's own pipeline (``gemmlab.run.isolation.run_point``
+and each precision, one point through gemmlab's one point runner (``gemmlab.run.session.Session.run_point``
 around ``gemmlab.run.pipeline.run_point``: NaN-filled C, float64 verification, ``kernel=auto``
 timed against ``baseline=cublas`` in the same process, graph timing as .ci/shapes-evidence's step 4:
 graph replay only, 10 samples of 10 launches, full float64 check up to M·N·K = 2^32), each point in
@@ -142,13 +142,13 @@ def point_config(shape, precision: str, layout_b: str, mode: str, table: str | N
 
 
 def default_runner(isolation: bool) -> Callable[[dict, Path], dict]:
-    """``run(cfg, out_dir) -> record``: gemmlab's worker-process isolation around the pipeline
-    (``isolation.process`` in the config says which), or the pipeline in this process."""
-    if isolation:
-        from gemmlab.run.isolation import run_point
-    else:
-        from gemmlab.run.pipeline import run_point
-    return run_point
+    """``run(cfg, out_dir) -> record``: gemmlab's one point runner
+    (:meth:`gemmlab.run.session.Session.run_point`, as the ``gemmlab`` command's points and
+    ``gemmlab-tune sweep`` run): the worker process with its watchdog, or this process when the
+    config's ``isolation.process`` is false (``--no-isolation``: :func:`point_config` sets it; each
+    point still in a GPU lease scope)."""
+    from gemmlab.run.session import Session
+    return Session().run_point
 
 
 def ratio_of(rec: dict) -> float | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib
 import os
 import shutil
 import signal
@@ -253,3 +254,34 @@ class OneLineParser(argparse.ArgumentParser):
             prog, message = self._top, f"{prog[len(self._top) + 1:]}: {message}"
         print(f"{prog}: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
+
+
+@contextlib.contextmanager
+def environ(name: str, value: str | None):
+    """Within: the environment variable ``name`` is ``value`` (None: unset); restored afterwards."""
+    before = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def start_command(command: str, module: str, function: str):
+    """Start a console script (:mod:`gemmlab.cli.entry`): import ``module`` with the signals held back
+    (:func:`signals_deferred`), then run ``function()`` (the command's ``main``) through :func:`run_command`: an
+    interrupt it does not handle itself is one line, exit 130 (SIGTERM: 143), saying what the
+    module's ``INTERRUPTED`` says was kept (default: :data:`gemmlab.console.KEPT_RECORDS`)."""
+    with signals_deferred(command):
+        loaded = importlib.import_module(module)  # named, not imported here: the base imports no command
+    # the installed script (pip's wrapper, the process's __main__) ends the process after this: a late
+    # Ctrl-C leaves its exit status as it is; called from other code (tests), signals are left alone
+    script = Path(getattr(sys.modules.get("__main__"), "__file__", None) or "").name == command
+    with settled_exit() if script else contextlib.nullcontext():
+        return run_command(command, getattr(loaded, function), getattr(loaded, "INTERRUPTED", None))

@@ -48,7 +48,7 @@ def test_schema_defined_once_and_shared():
 
 
 def test_readers_use_the_model():
-    for name in ("stages.record", "results.report", "results.compare_match", "cli.sweep"):
+    for name in ("stages.record", "results.report", "results.compare_match", "run.tune_sweep"):
         froms = [n for n in ast.walk(_tree(name)) if isinstance(n, ast.ImportFrom)]
         imports = {a.name for n in froms if n.module == "gemmlab.stages.record_model" for a in n.names}
         imports |= {a.name for n in froms if n.module == "gemmlab.stages" for a in n.names if a.name == "record_model"}

@@ -19,7 +19,6 @@ Hydra or OmegaConf function is replaced at run time.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
@@ -31,7 +30,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from gemmlab.run import isolation
 from gemmlab.stages import record as record_stage
 from gemmlab.cli import sweep
 from gemmlab.cli.sweep import sweep_interrupted, sweep_resume_advice  # noqa: F401  (re-exported)
@@ -39,34 +37,18 @@ from gemmlab.cli.sweep import sweep_interrupted, sweep_resume_advice  # noqa: F4
 from gemmlab.cli.folders import output_folder_error
 from gemmlab.cli.hydra_errors import hydra_error
 from gemmlab.cli.precheck import Invocation, _prepare
-from gemmlab.console import PipeSafeStream, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
+from gemmlab.console import PipeSafeStream, environ, guard_streams, run_command, settled_exit, signals_deferred  # noqa: F401  (PipeSafeStream: re-exported)
 from gemmlab.errors import CompileError, ConfigError, NoGPUError, UnavailableError, in_chain, was_interrupted
 from gemmlab.paths import CONF_DIR
 from gemmlab.run.folders import FolderError
-from gemmlab.run.pipeline import exit_status, registry_for
+from gemmlab.run.config_check import kernel_choice_error
+from gemmlab.run.session import holds_result, objective  # noqa: F401  (objective: re-exported)
+from gemmlab.run.store import RESUME_UNKNOWN_FOLDER, append_log, interrupted_run_line, refuse_point, resumed_line
 
 
 def _gpu_count() -> int:
     from gemmlab.gpu.device import gpu_count
     return gpu_count()
-
-
-def _kernels_help(plugin_dirs: list[str]) -> str:
-    failed = ""
-    try:
-        registry = registry_for({"plugin_dirs": plugin_dirs})
-    except ConfigError as exc:  # say why, and still list the built-in kernels
-        failed = f"(plugins failed to load: {exc}; the built-in kernels:)\n"
-        registry = registry_for({"plugin_dirs": []})
-    lines = [failed.rstrip("\n")] if failed else []
-    for name, spec in registry.kernels.items():
-        params = " ".join(f"{k}={v}" for k, v in spec.defaults.items())
-        lines.append(f"{name:16s} {spec.description}\n{'':16s} defaults: {params or '-'}   [{registry.origins[name]}]")
-        layouts = ", ".join(f"{a}/{b}" for a, b in spec.layouts)
-        values = ", ".join(f"{k} {'|'.join(map(str, v))}" for k, v in spec.param_values.items())
-        lines.append(f"{'':16s} precision: {', '.join(spec.precisions) or '-'}; layout.a/b: {layouts or '-'}"
-                     + (f"; values: {values}" if values else ""))
-    return "\n".join(lines)
 
 
 def register_resolvers(invocation: Invocation | None = None) -> None:
@@ -85,22 +67,12 @@ def register_resolvers(invocation: Invocation | None = None) -> None:
     OmegaConf.register_new_resolver("gemmlab_unique", lambda: f"{os.getpid()}-{secrets.token_hex(3)}",
                                     use_cache=True, replace=True)
     OmegaConf.register_new_resolver("gemmlab_kernels",
-                                    lambda: _kernels_help(invocation.plugin_dirs if invocation else []), replace=True)
+                                    lambda: (invocation or Invocation()).kernels_help(), replace=True)
     OmegaConf.register_new_resolver("gemmlab_gpu_count", lambda: max(1, _gpu_count()), replace=True)
     from gemmlab.dispatch.shapes import suite_resolver
     OmegaConf.register_new_resolver("gemmlab_suite", suite_resolver, replace=True)
     from gemmlab.dispatch.shapeset import shapeset_resolver
     OmegaConf.register_new_resolver("gemmlab_shapeset", shapeset_resolver, replace=True)
-
-
-def objective(record: dict) -> float | None:
-    """The value a sweeper optimises: GFLOP/s of a verified, timed point; 0.0 for a valid
-    compile-only point (no speed known); None for a failed point, which Hydra's Optuna sweeper
-    records as a FAILED trial, so it can never be reported as best."""
-    if not record.get("valid"):
-        return None
-    timing = record.get("timing")
-    return float(timing["gflops"]) if timing else 0.0
 
 
 def _hydra_app(invocation: Invocation):
@@ -135,49 +107,27 @@ def register_plugins() -> None:
     plugins.register(importlib.import_module("hydra_plugins.gemmlab_launcher").GemmlabLauncher)
 
 
-def _kernel_choice_error(cfg, choice: str | None) -> ConfigError | None:
-    """The error when the composed ``kernel.name`` is not the kernel group's choice ``choice``
-    (``hydra.runtime.choices.kernel``): a config file merged after the group (an experiment) set
-    ``kernel.name`` itself, so ``kernel=<name>`` on the command line chose the group's parameters
-    but not the kernel. None when they agree (or there is no choice to compare)."""
-    from omegaconf import OmegaConf
-    name = OmegaConf.select(cfg, "kernel.name", default=None)
-    if not choice or not isinstance(name, str) or name == choice:
-        return None
-    return ConfigError("kernel.name", f"the config names kernel '{name}' but the kernel group chose '{choice}' "
-                       f"(kernel={choice}, given or by default): a config file sets kernel.name after the group; select the kernel "
-                       f"in that file's defaults list with '- override /kernel: {name}' instead, so that "
-                       "kernel= on the command line chooses it")
-
-
 def _task(cfg, invocation: Invocation) -> float | None:
     """Run one point (a Hydra job) and print its summary; its exit status goes to
     ``invocation.statuses``. Returns the sweeper's :func:`objective`."""
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    invocation.point_dirs.append(out_dir)
-    mismatch = _kernel_choice_error(cfg, HydraConfig.get().runtime.choices.get("kernel"))
+    mismatch = kernel_choice_error(cfg, HydraConfig.get().runtime.choices.get("kernel"))
     if mismatch is not None:  # every point of the command would say the same: stop here
-        if not (out_dir / "result.json").exists():  # an invalid record, as for any refused input
-            from omegaconf import OmegaConf
-            record = record_stage.new_record(OmegaConf.to_container(cfg, resolve=False))
-            record.update(status=ConfigError.status, valid=False, error=str(mismatch))
-            record_stage.write_record(record, out_dir)
+        invocation.point_dirs.append(out_dir)
+        refuse_point(OmegaConf.to_container(cfg, resolve=False), out_dir, mismatch)  # an invalid record
         print(f"gemmlab: error: {mismatch}", file=sys.stderr, flush=True)
         sys.exit(2)
     ignored = _ignored_sweep(HydraConfig.get())
     if ignored:
         print(f"gemmlab: warning: {ignored}", file=sys.stderr, flush=True)
     try:
-        with _environ("HYDRA_FULL_ERROR", invocation.hydra_full_error):  # the user's, not _hydra_raises's
-            record = isolation.run_point(cfg, out_dir)  # a worker process with a watchdog
+        with environ("HYDRA_FULL_ERROR", invocation.hydra_full_error):  # the user's, not _hydra_raises's
+            record = invocation.run_point(cfg, out_dir)  # a worker process with a watchdog
     except KeyboardInterrupt as exc:  # Hydra's job config is still set here: name the real folder
         raise type(exc)(_interrupted_advice(invocation)) from None
-    status = exit_status(record)
-    invocation.statuses.append(status)
+    status = invocation.statuses[-1]
     if record.get("resumed"):
-        source = (f"took the same point's valid result from {record['resumed_from']}" if record.get("resumed_from")
-                  else "it already holds a valid result")
-        line = f"{out_dir}: skipped, {source} (resume=true)"
+        line = resumed_line(record, out_dir)
         print(line, flush=True)
         _log_point(out_dir, line)  # the folder's log says which command kept or brought its record
         return objective(record)
@@ -188,8 +138,7 @@ def _task(cfg, invocation: Invocation) -> float | None:
     if record["status"] == NoGPUError.status:  # every further point would say the same: stop here
         print(f"gemmlab: error: {record['error']}", file=sys.stderr, flush=True)
         sys.exit(1)
-    if status and _holds_result(record):
-        invocation.refused_existing += 1
+    if status and holds_result(record):
         if invocation.refused_existing > 1:
             return objective(record)  # said once; the summary lists every refused point
         multirun = str(HydraConfig.get().mode).upper().endswith("MULTIRUN")
@@ -228,20 +177,9 @@ def _log_point(out_dir: Path, text: str) -> None:
     (``<job name>.log``, ``app.log``: Hydra creates it, gemmlab prints rather than logs), so the
     folder keeps its console lines; a log that cannot be written costs nothing."""
     try:
-        name = HydraConfig.get().job.name
-        if not out_dir.is_dir():  # never create a folder for it
-            return
-        with open(out_dir / f"{name}.log", "a", encoding="utf-8") as log:
-            log.write(text.rstrip("\n") + "\n")
-    except Exception:
+        append_log(out_dir / f"{HydraConfig.get().job.name}.log", text)
+    except Exception:  # no Hydra job config: no log to add to
         pass
-
-
-def _holds_result(record: dict) -> bool:
-    """The point was refused because its folder already holds a result.json (no resume)."""
-    error = record.get("error") or ""
-    return (record.get("status") == ConfigError.status and error.startswith("out_dir: ")
-            and "already holds a result.json" in error)
 
 
 def _interrupted_advice(invocation: Invocation | None = None) -> str:
@@ -258,11 +196,7 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
         out = invocation.point_dirs[-1] if invocation is not None and invocation.point_dirs else None
         multirun = invocation is None or invocation.multirun is not False
     if not multirun:
-        if out and (Path(out) / "result.json").is_file():  # a run's folder never holds an earlier one (folders.py)
-            return f"the run's record was written before the interrupt: {Path(out) / 'result.json'}"
-        if out:
-            return f"the run's folder {out} holds no result for it"
-        return "the run stopped before its point started; nothing was measured"
+        return interrupted_run_line(Path(out) if out else None)
     folder = None
     if out:
         try:
@@ -272,10 +206,7 @@ def _interrupted_advice(invocation: Invocation | None = None) -> str:
             pass
     if folder is None and invocation is not None and invocation.sweep_dir is not None:
         folder = Path(invocation.sweep_dir)
-    if folder is None:
-        return ("finished points keep their result.json; to finish a sweep, re-run the same command with "
-                "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")
-    return sweep_interrupted(folder)
+    return sweep_interrupted(folder) if folder is not None else RESUME_UNKNOWN_FOLDER
 
 
 #: what the console script (:mod:`gemmlab.cli.entry`) says of an interrupt that reaches it: :func:`main`
@@ -408,28 +339,11 @@ def _search_found_no_best(exc: BaseException) -> bool:
     return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("optuna")
 
 
-@contextlib.contextmanager
-def _environ(name: str, value: str | None):
-    """Within: the environment variable ``name`` is ``value`` (None: unset); restored afterwards."""
-    before = os.environ.get(name)
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
-
-
 def _hydra_raises():
     """Within: Hydra raises its errors instead of printing them over several lines and exiting 1
     (its documented ``HYDRA_FULL_ERROR=1``), so :func:`main` can say them in one line
     (:func:`hydra_error`). The variable is restored afterwards (and inside each point: :func:`_task`)."""
-    return _environ("HYDRA_FULL_ERROR", "1")
+    return environ("HYDRA_FULL_ERROR", "1")
 
 
 if __name__ == "__main__":

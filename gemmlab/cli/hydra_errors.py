@@ -12,7 +12,7 @@ from types import MappingProxyType
 from gemmlab.errors import ConfigError
 from gemmlab.paths import CONF_DIR
 from gemmlab.stages import config_files
-from gemmlab.stages.config import sweeper_params, unknown_key_error
+from gemmlab.stages.config import sweeper_params
 
 
 #: Hydra's own messages: lines that only locate an OmegaConf error (the field is named already)
@@ -132,12 +132,9 @@ def hydra_error(exc: BaseException, args: list[str] | None = None) -> ConfigErro
     if m and unknown:  # a config file (a user's experiment) sets a key the schema does not have
         full = re.search(r"full_key: (\S+)", text)
         key = str(getattr(cause, "full_key", None) or (full.group(1) if full else unknown.group(1)))
-        what = str(unknown_key_error(key)).split(": ", 1)[-1]
-        head, sep, known = what.partition("; known")
-        if key == "experiment" and m.group(1).startswith("experiment/"):  # its keys landed under experiment.*
-            known += ("; an experiment file starts with the line '# @package _global_' (its keys are then the "
-                      "config's own, not the experiment's)")
-        return ConfigError(key, f"{head} (in {m.group(1)}){sep}{known}")
+        hint = ("; an experiment file starts with the line '# @package _global_' (its keys are then the config's "
+                "own, not the experiment's)") if key == "experiment" and m.group(1).startswith("experiment/") else ""
+        return config_files.unknown_key_in(key, f" (in {m.group(1)})", hint)  # its keys landed under experiment.*
     key = getattr(cause or exc, "full_key", None)
     m = re.search(r"(?:Error merging override |Could not override ')([^='\s]+)", text)
     if not key and m:
@@ -216,9 +213,7 @@ def _cannot_override(key: str, exc: BaseException, args: list[str]) -> ConfigErr
     if kernel is not None:
         return ConfigError(key, f"kernel '{name}' has no parameter {sub}{where}; its parameters: "
                            f"{', '.join(params) or 'none'}")
-    what = str(unknown_key_error(key)).split(": ", 1)[-1]
-    head, sep, known = what.partition("; known")
-    return ConfigError(key, f"{head}{where}{sep}{known}")
+    return config_files.unknown_key_in(key, where)
 
 
 
@@ -228,7 +223,6 @@ def _experiment_error(text: str, args: list[str]) -> ConfigError | None:
     as the command line's): a group chosen without ``override`` in its defaults list, a section
     given a list or a value, an interpolation of a key the config lacks. The key and the file;
     None where ``text`` is none of these or names another file."""
-    from gemmlab.stages.config import SECTIONS
     experiment = config_files.experiment_file(args)
     m = re.match(r"Multiple values for ([\w/]+)\. To override a value use 'override ([\w/]+): (\S+)'", text)
     if m:
@@ -242,15 +236,8 @@ def _experiment_error(text: str, args: list[str]) -> ConfigError | None:
     if m and experiment is not None and m.group(1) == f"experiment/{experiment[0]}":
         detail = _one_line(m.group(3))
         merge = re.match(r"Merge error: (\w+) is not a subclass of (\w+)\. value: (.*)", detail)
-        section = next((k for k, v in experiment[1].items() if k in SECTIONS and not isinstance(v, dict)
-                        and merge and type(v).__name__ == merge.group(1)), None) if merge else None
-        if section is not None:
-            kind = {"list": "a list", "str": "a string", "int": "a number", "float": "a number",
-                    "bool": "a boolean"}.get(merge.group(1), f"a {merge.group(1)}")
-            return ConfigError(section, f"{kind} ({merge.group(3)}) where a group of fields is expected (in "
-                               f"{m.group(1)}); write its fields as key: value lines under '{section}:'; known: "
-                               f"{', '.join(sorted(SECTIONS[section]))}")
-        return ConfigError("experiment", f"{detail} (in {m.group(1)})")
+        section = config_files.section_not_mapping(experiment[1], merge.group(1), merge.group(3), m.group(1)) if merge else None
+        return section or ConfigError("experiment", f"{detail} (in {m.group(1)})")
     m = re.match(r"Interpolation key '([^']+)' not found", text)
     if m and experiment is not None:
         params = sweeper_params(experiment[1])

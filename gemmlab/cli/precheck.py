@@ -25,50 +25,36 @@ from gemmlab.errors import ConfigError
 from gemmlab.paths import CONF_DIR
 from gemmlab.run import config_check
 from gemmlab.run.config_check import Setting, interpolated
-from gemmlab.run.pipeline import registry_for
+from gemmlab.run.session import Session
 from gemmlab.stages import config_files
 
 
 @dataclass
-class Invocation:
-    """The state of one ``gemmlab`` command, created by :func:`gemmlab.cli.app.main` and handed to the pre-check
-    and (through a closure) to the Hydra task.
+class Invocation(Session):
+    """The state of one ``gemmlab`` command: its :class:`~gemmlab.run.session.Session` (the points it
+    runs, their folders and statuses, its plugin folders), created by :func:`gemmlab.cli.app.main`
+    and handed to the pre-check and (through a closure) to the Hydra task, with what the shell
+    learns of Hydra's run.
 
     Attributes:
-        plugin_dirs: ``plugin_dirs`` named on the command line (the pre-check reads them; the
-            help text's kernel list loads plugins from them).
-        statuses: exit status of each point run in this process (0 valid, 1 failed, 2 invalid
-            input; :func:`gemmlab.run.pipeline.exit_status`), in run order.
-        refused_existing: points refused because their folder already holds a result.json (the
-            line is said for the first only: a re-run sweep would repeat it for every point).
         folder_errors: the sweep's points that could not create or write their own folder
             (gemmlab's launcher, ``hydra_plugins/gemmlab_launcher``): they have no record, so the
             end of the sweep names them.
-        point_dirs: the output folder of each point started in this process, in run order (where
-            an interrupt landed once Hydra has let go of the point's config, :func:`gemmlab.cli.app._interrupted_advice`).
         multirun: True a sweep (``-m`` or ``hydra.mode`` on the command line, or gemmlab's sweeper or
             launcher set up), False a single run (no file the command selects can set ``hydra.mode``),
             None not known yet (an experiment or tensor-core rung may set it).
         sweep_dir: ``hydra.sweep.dir`` of a multirun, set when gemmlab's sweeper or launcher is set
             up (``hydra_plugins``); None for a run or before.
         hydra_full_error: the user's ``HYDRA_FULL_ERROR`` (None: unset). gemmlab sets the variable
-            to 1 around its Hydra call (:func:`_hydra_raises`) and gives each point this value
-            back, so the processes a point starts (its worker, compute-sanitizer's child
+            to 1 around its Hydra call (:func:`gemmlab.cli.app._hydra_raises`) and gives each point
+            this value back, so the processes a point starts (its worker, compute-sanitizer's child
             ``gemmlab``) see the user's choice, not gemmlab's.
     """
 
-    plugin_dirs: list[str] = field(default_factory=list)
-    statuses: list[int] = field(default_factory=list)
-    point_dirs: list[Path] = field(default_factory=list)
-    refused_existing: int = 0  # points refused because their folder already holds a result.json
     hydra_full_error: str | None = None
     folder_errors: list[str] = field(default_factory=list)  # sweep points whose folder could not be written
     sweep_dir: str | None = None  # hydra.sweep.dir once gemmlab's sweeper or launcher is set up
     multirun: bool | None = None  # a sweep, a single run, None not known yet
-
-    def exit_status(self) -> int:
-        """The command's exit status when the points ran to the end: the worst point's, 0 for none."""
-        return max(self.statuses, default=0)
 
 
 def hydra_args_parser():
@@ -296,7 +282,7 @@ def _prepare(args: list[str], invocation: Invocation) -> None:
         settings = [_setting(o, groups) for o in _parse_overrides(ns.overrides or [])]
         dirs = config_check.plugin_dirs(settings)
         invocation.plugin_dirs = dirs
-        registry = registry_for({"plugin_dirs": dirs})
+        registry = invocation.registry()
     except ConfigError:
         if passive:
             return  # --help lists the plugin failure itself; Hydra reports the rest

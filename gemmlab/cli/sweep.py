@@ -20,7 +20,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 from gemmlab.results.summary import SweepOutcome, save_summary, summarize
+from gemmlab.run.progress import PointProgress
 from gemmlab.run.folders import keep_earlier_hydra_files, keep_earlier_multirun_yaml, nothing_to_resume
+from gemmlab.run.store import interrupted_sweep_line, point_outcome, sweep_resume_advice  # noqa: F401  (re-exported)
 
 
 def is_search(config) -> bool:
@@ -171,115 +173,41 @@ class FailedTrialLine(logging.Filter):
             logger.addFilter(cls())
 
 
-class SweepProgress(Callback):
-    """Hydra callback: sweep progress (points done / total, current point, ETA) with rich. A bar
-    on a terminal, one line per finished point otherwise. Jobs that a launcher runs in other
-    processes report nothing here (the summary still covers them)."""
+class SweepProgress(Callback, PointProgress):
+    """Hydra callback: sweep progress (points done / total, current point, ETA;
+    :class:`gemmlab.run.progress.PointProgress`). Jobs that a launcher runs in other processes
+    report nothing here (the summary still covers them)."""
 
     def __getstate__(self):  # launchers that pickle the callbacks (submitit) get a fresh one
         return {}
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        from rich.console import Console
         if is_search(config):
             FailedTrialLine.install()
-        self.console = Console(stderr=True)
-        self.total = count_jobs(config)
-        self.done = 0
-        self.started = time.perf_counter()
-        self.bar = None
-        if self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeRemainingColumn(), console=self.console, transient=True)
-            self.task = self.bar.add_task("sweep", total=self.total)
-            self.bar.start()
+        self.start(count_jobs(config))
 
     def _label(self, config) -> str:
         return " ".join(OmegaConf.select(config, "hydra.overrides.task", default=[]))
 
     def on_job_start(self, config, **kwargs) -> None:
         self.job_started_ns = time.time_ns()
-        if getattr(self, "bar", None) is not None:  # the job number: the point's folder and summary row
-            num = OmegaConf.select(config, "hydra.job.num", default=None)
-            self.bar.update(self.task, description=f"point #{num if num is not None else self.done}: {self._label(config)}")
+        self.point_started(self._label(config), OmegaConf.select(config, "hydra.job.num", default=None))
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
-        if not hasattr(self, "started"):
-            return
-        self.done += 1
-        if self.total is not None and self.done > self.total:  # a count that was wrong: say it is not known
-            self.total = None
-        if self.bar is not None:
-            self.bar.advance(self.task)
-            return
-        elapsed = time.perf_counter() - self.started
-        eta = ""
-        if self.total:
-            eta = f", ETA {elapsed / self.done * (self.total - self.done):.0f} s"
-        print(f"[{self.done}/{self.total or '?'}] {self._outcome(config)}: {self._label(config)} "
-              f"({elapsed:.0f} s elapsed{eta})", file=sys.stderr, flush=True)  # one plain line per point in logs
-
-    #: a record written this long (ns) before the job's start still counts as the job's (file
-    #: times come from the kernel's coarse clock, a tick behind)
-    CLOCK_SLACK_NS = 50_000_000
+        self.point_ended(self._label(config), lambda: self._outcome(config))
 
     def _outcome(self, config) -> str:
-        """What the point left: ``done`` (a valid record), ``failed (<status>)``, ``skipped (kept
-        its earlier record)`` where the folder's record was not written by this job (resume=true,
-        or a refusal), ``no record``."""
-        from gemmlab.stages.record_model import read_record
+        """What the point left (:func:`gemmlab.run.store.point_outcome` of its folder since the job started)."""
         out_dir = OmegaConf.select(config, "hydra.runtime.output_dir", default=None)
-        path = Path(str(out_dir)) / "result.json" if out_dir else None
-        try:
-            fresh = path.stat().st_mtime_ns >= getattr(self, "job_started_ns", 0) - self.CLOCK_SLACK_NS
-        except (OSError, AttributeError):
-            return "no record"
-        if not fresh:
-            return "skipped (kept its earlier record)"
-        record = read_record(path)
-        if isinstance(record.raw, dict) and record.raw.get("resumed") is True:
-            return "skipped (resume=true)"
-        return "done" if record.is_valid else f"failed ({record.status})"
+        return point_outcome(Path(str(out_dir)) if out_dir else None, getattr(self, "job_started_ns", 0))
 
     def on_multirun_end(self, config, **kwargs) -> None:
-        if getattr(self, "bar", None) is not None:
-            self.bar.stop()
-
-
-def sweep_resume_advice(sweep_dir: Path | str) -> str:
-    """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir`` (quoted for the
-    shell and Hydra's override grammar where it holds a space or other special character)."""
-    import shlex
-    value = str(sweep_dir)
-    if shlex.quote(value) != value:
-        plain = not any(c in value for c in "'\"$`\\!")  # then "hydra.sweep.dir='<value>'" reads as typed
-        value = f"\"hydra.sweep.dir='{value}'\"" if plain else shlex.quote(f"hydra.sweep.dir='{value}'")
-        return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
-                f"{value} resume=true")
-    return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
-            f"hydra.sweep.dir={value} resume=true")
+        self.stop()
 
 
 def sweep_interrupted(folder: Path | str) -> str:
     """The line after an interrupt in the sweep whose folder is ``folder``, wherever it landed (in a
     point: :func:`gemmlab.cli.app._interrupted_advice`; between points or while the sweeper composed them:
-    ``hydra_plugins.gemmlab_sweeper``): the resume line (:func:`sweep_resume_advice`) with the
-    summary of the points so far, written now (:func:`_summary_of_interrupted`), or, when no point
-    had finished, that nothing was measured (no resume to advise)."""
-    folder = Path(folder)
-    if not folder.is_dir() or next(folder.rglob("result.json"), None) is None:  # e.g. while the sweeper composed
-        where = "holds no record" if folder.is_dir() else "was not made"   # its points (a long sweep takes seconds)
-        return f"no point of the sweep had finished, so nothing was measured (its folder {folder} {where})"
-    return sweep_resume_advice(folder) + _summary_of_interrupted(folder)
-
-
-def _summary_of_interrupted(folder: Path) -> str:
-    """Write the summary of an interrupted sweep's finished points (:func:`save_summary`:
-    Hydra's end-of-sweep callback that writes it never runs after Ctrl-C) and say where, as the
-    tail of the interrupt's line; '' when no point finished or it cannot be written."""
-    try:
-        rows = save_summary(folder) if next(folder.rglob("result.json"), None) is not None else []
-    except (OSError, ValueError):
-        return ""
-    return f"; the summary of the {len(rows)} points so far: {folder / 'summary.md'}" if rows else ""
+    ``hydra_plugins.gemmlab_sweeper``): :func:`gemmlab.run.store.interrupted_sweep_line`, the summary
+    of the points so far written by :func:`gemmlab.results.summary.save_summary`."""
+    return interrupted_sweep_line(folder, save_summary)

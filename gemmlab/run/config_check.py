@@ -478,3 +478,21 @@ def check_shapeset_selection(args: list[str]) -> None:
             except ConfigError as exc:
                 reason = str(exc).split(": ", 1)[-1]  # the message without its field
                 raise ConfigError("shape", f"${{gemmlab_shapeset:{names}}}: {reason}") from None
+
+
+def kernel_choice_error(cfg, choice: str | None) -> ConfigError | None:
+    """The error when the composed ``kernel.name`` is not the kernel group's choice ``choice``
+    (``hydra.runtime.choices.kernel``): a config file merged after the group (an experiment) set
+    ``kernel.name`` itself, so ``kernel=<name>`` on the command line chose the group's parameters
+    but not the kernel. None when they agree (or there is no choice to compare)."""
+    try:  # a missing or unresolvable name is the point's own error to report
+        kernel = cfg.get("kernel") if hasattr(cfg, "get") else None
+        name = kernel.get("name") if hasattr(kernel, "get") else None
+    except Exception:
+        return None
+    if not choice or not isinstance(name, str) or name == choice:
+        return None
+    return ConfigError("kernel.name", f"the config names kernel '{name}' but the kernel group chose '{choice}' "
+                       f"(kernel={choice}, given or by default): a config file sets kernel.name after the group; select the kernel "
+                       f"in that file's defaults list with '- override /kernel: {name}' instead, so that "
+                       "kernel= on the command line chooses it")

@@ -25,7 +25,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from gemmlab.errors import ConfigError
 from gemmlab.paths import file_in_the_way, not_a_regular_file
@@ -440,3 +440,107 @@ def clear_cache() -> None:
     """Forget the configs of sweep records read for ``resume`` (:func:`_matching_sibling`). For tests
     and long-lived processes (:func:`gemmlab.clear_caches`, through :func:`gemmlab.run.pipeline.clear_cache`)."""
     _valid_config_key.cache_clear()
+
+
+#: a record written this long (ns) before the job's start still counts as the job's (file
+#: times come from the kernel's coarse clock, a tick behind)
+CLOCK_SLACK_NS = 50_000_000
+
+
+def point_outcome(out_dir: Path | None, started_ns: int) -> str:
+    """What a point left in its folder ``out_dir`` by a job started at ``started_ns`` (``time.time_ns``):
+    ``done`` (a valid record), ``failed (<status>)``, ``skipped (kept its earlier record)`` where the
+    folder's record was not written by this job (resume=true, or a refusal), ``no record``."""
+    from gemmlab.stages.record_model import read_record
+    path = out_dir / "result.json" if out_dir is not None else None
+    try:
+        fresh = path.stat().st_mtime_ns >= started_ns - CLOCK_SLACK_NS
+    except (OSError, AttributeError):
+        return "no record"
+    if not fresh:
+        return "skipped (kept its earlier record)"
+    record = read_record(path)
+    if isinstance(record.raw, dict) and record.raw.get("resumed") is True:
+        return "skipped (resume=true)"
+    return "done" if record.is_valid else f"failed ({record.status})"
+
+
+def sweep_resume_advice(sweep_dir: Path | str) -> str:
+    """The line after Ctrl-C (or SIGTERM) in a sweep whose folder is ``sweep_dir`` (quoted for the
+    shell and Hydra's override grammar where it holds a space or other special character)."""
+    import shlex
+    value = str(sweep_dir)
+    if shlex.quote(value) != value:
+        plain = not any(c in value for c in "'\"$`\\!")  # then "hydra.sweep.dir='<value>'" reads as typed
+        value = f"\"hydra.sweep.dir='{value}'\"" if plain else shlex.quote(f"hydra.sweep.dir='{value}'")
+        return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+                f"{value} resume=true")
+    return (f"finished points keep their result.json; to finish the sweep, re-run the same command with "
+            f"hydra.sweep.dir={value} resume=true")
+
+
+def interrupted_sweep_line(folder: Path | str, write_summary: Callable[[Path], list]) -> str:
+    """The line after an interrupt in the sweep whose folder is ``folder``: the resume line
+    (:func:`sweep_resume_advice`) with the summary of the points so far, written now by
+    ``write_summary(folder) -> rows`` (:func:`_summary_of_interrupted`), or, when no point had
+    finished, that nothing was measured (no resume to advise)."""
+    folder = Path(folder)
+    if not folder.is_dir() or next(folder.rglob("result.json"), None) is None:  # e.g. while the sweeper composed
+        where = "holds no record" if folder.is_dir() else "was not made"   # its points (a long sweep takes seconds)
+        return f"no point of the sweep had finished, so nothing was measured (its folder {folder} {where})"
+    return sweep_resume_advice(folder) + _summary_of_interrupted(folder, write_summary)
+
+
+def _summary_of_interrupted(folder: Path, write_summary: Callable[[Path], list]) -> str:
+    """Write the summary of an interrupted sweep's finished points (``write_summary``: Hydra's
+    end-of-sweep callback that writes it never runs after Ctrl-C) and say where, as the
+    tail of the interrupt's line; '' when no point finished or it cannot be written."""
+    try:
+        rows = write_summary(folder) if next(folder.rglob("result.json"), None) is not None else []
+    except (OSError, ValueError):
+        return ""
+    return f"; the summary of the {len(rows)} points so far: {folder / 'summary.md'}" if rows else ""
+
+
+def refuse_point(config: Mapping[str, Any], out_dir: Path, error: ConfigError) -> None:
+    """Leave an invalid record of ``config`` saying ``error`` in ``out_dir``, as for any refused input
+    (a folder that already holds a record keeps it)."""
+    if not (out_dir / "result.json").exists():
+        record = record_stage.new_record(dict(config))
+        record.update(status=ConfigError.status, valid=False, error=str(error))
+        record_stage.write_record(record, out_dir)
+
+
+def resumed_line(record: Mapping[str, Any], out_dir: Path) -> str:
+    """The line for a point ``resume=true`` kept (its own valid record, or the same point's adopted
+    from another folder of the sweep)."""
+    source = (f"took the same point's valid result from {record['resumed_from']}" if record.get("resumed_from")
+              else "it already holds a valid result")
+    return f"{out_dir}: skipped, {source} (resume=true)"
+
+
+def append_log(path: Path, text: str) -> None:
+    """Append ``text`` (one or more lines) to the point's log ``path`` (the folder's console lines);
+    a folder that does not exist is never made for it, and a log that cannot be written costs nothing."""
+    try:
+        if not path.parent.is_dir():
+            return
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(text.rstrip("\n") + "\n")
+    except OSError:
+        pass
+
+
+def interrupted_run_line(out: Path | None) -> str:
+    """The line after an interrupt in a single run whose folder is ``out`` (None: its point had not
+    started): its record, written before the interrupt, or that none was kept."""
+    if out is not None and (out / "result.json").is_file():  # a run's folder never holds an earlier one (folders.py)
+        return f"the run's record was written before the interrupt: {out / 'result.json'}"
+    if out is not None:
+        return f"the run's folder {out} holds no result for it"
+    return "the run stopped before its point started; nothing was measured"
+
+
+#: the line after an interrupt in a sweep whose folder is not known
+RESUME_UNKNOWN_FOLDER = ("finished points keep their result.json; to finish a sweep, re-run the same command with "
+                         "hydra.sweep.dir=DIR resume=true, DIR being the sweep's folder (under outputs/multirun/ by default)")

@@ -4,12 +4,14 @@ once, resumable, into ``OUT/<family>/<M>x<N>x<K>/<kernel>-<params>/result.json``
 :func:`run_sweep` plans the points (:func:`gemmlab.dispatch.suite_candidates.candidates`): the
 rules' choice of every shape first, then the variants of the cheapest shapes first, so a time
 budget that stops it between points still covers every shape and drops the alternatives of the
-most expensive ones. Each point goes through :func:`gemmlab.run.isolation.run_point` (verified,
+most expensive ones. Each point goes through :meth:`gemmlab.run.session.Session.run_point` (verified,
 timed against the baseline in the same process). Re-running resumes as ``resume=true`` does for
 ``gemmlab``: valid points of the same settings are skipped, also where such a record was copied
 into OUT in another folder layout (:func:`copied_records`); failed ones and ones measured with
 other settings run again (their old records kept aside); a point that finds no GPU stops the
-sweep (every point would say the same).
+sweep (every point would say the same). :func:`sweep_command` is the command behind
+``gemmlab-tune sweep`` (:mod:`gemmlab.cli.tune` parses and prints): its flags checked before any
+point runs, its folder claimed, the sweep run.
 """
 
 from __future__ import annotations
@@ -23,7 +25,119 @@ from gemmlab.contract.hookspecs import Shape
 from gemmlab.dispatch import auto as dispatch
 from gemmlab.dispatch.shapes import Suite
 from gemmlab.dispatch.suite_candidates import candidates
-from gemmlab.errors import NoGPUError
+from gemmlab.console import count
+from gemmlab.errors import ConfigError, NoGPUError
+
+
+def parse_families(text: str | None, suite: Suite) -> list[str]:
+    """``"decode,tiny"`` -> the names, checked against the suite (ConfigError ``families``)."""
+    names = [t for t in (text or "").split(",") if t.strip()]
+    if text is not None and not names:  # '' had meant every family
+        raise ConfigError("families", "is empty; name families, comma-separated, or leave the option out for all")
+    suite.select(names)
+    return names
+
+
+def sweep_command(args, log: Callable[[str], None] = print) -> dict:
+    """``gemmlab-tune sweep``: check its flags (``args``, the command's argparse namespace: ``out``,
+    ``families``, ``kernels``, ``suite``, ``budget``, ``baseline``, ``mode``, ``repeat``, ``batch``,
+    ``max_full``, ``precision``, ``plugin_dirs``) before any point runs, claim ``--out``
+    (:func:`gemmlab.run.folders.claim`: one sweep at a time in a folder) and :func:`run_sweep`.
+
+    Returns:
+        :func:`run_sweep`'s counts (:func:`sweep_line` says them).
+
+    Raises:
+        ConfigError: a flag, naming it and what is allowed.
+        FolderError: ``--out`` is in use or cannot be written.
+    """
+    from gemmlab.contract.registry import load_registry
+    from gemmlab.dispatch.shapes import load_suite
+    suite = load_suite(args.suite)
+    registry = load_registry(args.plugin_dirs)
+    baseline = _check_sweep_flags(args, registry)
+    base: dict[str, Any] = {"baseline": baseline, "mode": args.mode,
+                            "timing": {"mode": "graph", "warmup": 3, "repeat": args.repeat, "batch": args.batch,
+                                       "floor": False},
+                            "verify": {"max_full": args.max_full}, "plugin_dirs": list(args.plugin_dirs)}
+    if baseline is None:
+        base["baseline"] = None  # --baseline none: no baseline (the config's baseline=null)
+    kernels = [k for k in (args.kernels or "").split(",") if k.strip()]
+    if args.kernels is not None and not kernels:  # '' had meant every kernel
+        raise ConfigError("kernels", "is empty; name kernels, comma-separated, or leave the option out for all")
+    unknown = sorted(set(kernels) - set(registry.kernels))
+    if unknown:
+        raise ConfigError("kernels", f"unknown kernel {unknown[0]!r}; registered: {', '.join(sorted(registry.kernels))}")
+    missing = _baseline_missing(baseline, registry) if args.mode == "run" else None
+    if missing:  # every point would fail the same way (mode=compile notes and skips the baseline)
+        raise ConfigError("--baseline", f"{baseline} is not available here ({missing}); install it, or pass "
+                          "--baseline none (no baseline) or --mode compile")
+    families = parse_families(args.families, suite)
+    from gemmlab.run.folders import claim, other_kind_of_folder
+    out = Path(args.out)
+    refusal = other_kind_of_folder(out, "tune")  # a run's or a -m sweep's folder, or one inside either
+    if refusal:
+        raise ConfigError("--out", refusal)
+    with claim(out, "--out"):  # one sweep at a time in a folder (released when this one ends)
+        return run_sweep(args.out, suite, registry, families, args.budget, base, log=log, precision=args.precision,
+                         kernels=kernels)
+
+
+def _baseline_missing(baseline: str | None, registry) -> str | None:
+    """Why the baseline kernel cannot run here (a library that is not installed), or None."""
+    if baseline is None:
+        return None
+    from gemmlab.gpu.backends import backend_for
+    spec = registry.get(baseline)
+    return backend_for("baseline", baseline, spec, dict(spec.defaults)).unavailable()
+
+
+#: ``--baseline`` values that switch the baseline off (the config's ``baseline=null``)
+NO_BASELINE = ("none", "null")
+
+
+def _check_sweep_flags(args, registry) -> str | None:
+    """Check the flags of ``gemmlab-tune sweep`` before any point runs; returns the baseline
+    kernel (None for ``--baseline none``/``null``).
+
+    Raises:
+        ConfigError: the flag as field (``--repeat``, ``--batch``, ``--budget``, ``--max-full``,
+            ``--baseline``) and what is allowed.
+    """
+    for flag, value, low, high in (("--repeat", args.repeat, 1, 100_000), ("--batch", args.batch, 1, 100_000),
+                                   ("--max-full", args.max_full, 1, None)):
+        if value < low or (high is not None and value > high):
+            allowed = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
+            raise ConfigError(flag, f"must be {allowed}, got {value}")
+    if args.budget is not None and not args.budget > 0:  # also NaN
+        raise ConfigError("--budget", f"must be a number of seconds > 0 (leave it out for no limit), got {args.budget:g}")
+    baseline = args.baseline
+    if baseline is None or baseline.strip().lower() in NO_BASELINE:
+        return None
+    if baseline not in registry.kernels:
+        raise ConfigError("--baseline", f"unknown kernel {baseline!r}; registered: {', '.join(sorted(registry.kernels))}"
+                          f"; or none (no baseline)")
+    return baseline
+
+
+def sweep_line(out, stats: Mapping[str, Any]) -> str:
+    """The final line of ``gemmlab-tune sweep``: the counts of :func:`run_sweep` in words."""
+    parts = [f"{count(stats.get('planned', 0), 'point')} planned", f"{stats.get('done', 0)} run",
+             f"{stats.get('failed', 0)} failed"]
+    if stats.get("retried"):
+        parts.append(f"{stats['retried']} of them re-run after failing before (old records kept as "
+                     "result.previous-*.json)")
+    if stats.get("replaced"):
+        parts.append(f"{stats['replaced']} of them re-run as their valid records came from other settings "
+                     "(--mode, --precision, --baseline, ...; kept as result.previous-*.json)")
+    if stats.get("skipped_existing"):
+        parts.append(f"{stats['skipped_existing']} skipped (a valid result.json already there)")
+    if stats.get("stopped"):
+        parts.append(f"{stats['stopped']} not run (no GPU)")
+    if stats.get("cut"):
+        parts.append(f"{stats['cut']} not run (budget)")
+    return f"{out}: " + ", ".join(parts) + f" in {stats.get('seconds', 0):g} s"
+
 
 def point_dir(out: Path, family: str, shape: Shape, kernel: str, params: Mapping[str, int]) -> Path:
     """``OUT/<family>/<M>x<N>x<K>/<kernel>-<k1>_<v1>-...``."""
@@ -46,9 +160,9 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
         suite, families: the shapes (all families when empty).
         budget_s: stop starting new points after this many seconds (None: no limit).
         base_config: config fields for every point (baseline, timing, verify, mode, ...).
-        run: ``run_point`` (injectable for tests); default: ``gemmlab.run.isolation.run_point`` when it
-            exists (each point in a reused worker process, a faulty one costs only itself), else
-            ``gemmlab.run.pipeline.run_point``.
+        run: ``run(cfg, out_dir) -> record`` (injectable for tests); default: a
+            :meth:`gemmlab.run.session.Session.run_point` (each point in a reused worker process, a
+            faulty one costs only itself), the runner of the ``gemmlab`` command's points.
         precision: the ``precision`` of every point (the table is keyed by it).
         kernels: measure only variants of these kernels (the rules' choice of every shape is
             always measured); empty: all.
@@ -59,11 +173,9 @@ def run_sweep(out: str | Path, suite: Suite, registry, families: Sequence[str] =
         of other settings re-run), plus ``stopped`` (points not run) and ``stopped_by`` (the error) when a point
         found no GPU: every further point would say the same, so the sweep stops there.
     """
-    if run is None:
-        try:  # fault isolation (a worker process with a watchdog) where this gemmlab has it
-            from gemmlab.run.isolation import run_point as run
-        except ImportError:
-            from gemmlab.run.pipeline import run_point as run
+    if run is None:  # the one point runner: a worker process with a watchdog, as the gemmlab command's points
+        from gemmlab.run.session import Session
+        run = Session().run_point
     out = Path(out)
     base = dict(base_config or {})
     start = time.monotonic()

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from gemmlab.errors import ConfigError
 from gemmlab.paths import CONF_DIR, config_file
-from gemmlab.stages.config import sweeper_params
+from gemmlab.stages.config import SECTIONS, sweeper_params, unknown_key_error
 
 
 def config_groups(conf_dirs: tuple[Path, ...]) -> set[str]:
@@ -211,3 +211,26 @@ def not_a_mapping(name: str, args: list[str]) -> ConfigError | None:
         return ConfigError(field_of_file(path), f"{path} holds a YAML {type(node).__name__}, but a config file must "
                            "be a mapping (key: value lines)")
     return None
+
+
+def unknown_key_in(key: str, where: str, hint: str = "") -> ConfigError:
+    """The unknown-key error of ``key`` (:func:`gemmlab.stages.config.unknown_key_error`) with where it
+    was given (``where``, e.g. `` (in experiment/mine)``) after the key's words and ``hint`` after the
+    known keys."""
+    what = str(unknown_key_error(key)).split(": ", 1)[-1]
+    head, sep, known = what.partition("; known")
+    return ConfigError(key, f"{head}{where}{sep}{known}{hint}")
+
+
+def section_not_mapping(node: dict, type_name: str, value: str, name: str) -> ConfigError | None:
+    """The one line for a config file ``node`` (``name``: ``experiment/mine``) that gives a section
+    (``timing``, ``verify``, ...) a value of type ``type_name`` (OmegaConf's merge error: ``value``
+    as it printed it) instead of a mapping of its fields; None when no section of ``node`` is one."""
+    section = next((k for k, v in node.items() if k in SECTIONS and not isinstance(v, dict)
+                    and type(v).__name__ == type_name), None)
+    if section is None:
+        return None
+    kind = {"list": "a list", "str": "a string", "int": "a number", "float": "a number",
+            "bool": "a boolean"}.get(type_name, f"a {type_name}")
+    return ConfigError(section, f"{kind} ({value}) where a group of fields is expected (in {name}); write its "
+                       f"fields as key: value lines under '{section}:'; known: {', '.join(sorted(SECTIONS[section]))}")
