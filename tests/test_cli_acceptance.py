@@ -463,11 +463,11 @@ def test_a_sweep_of_one_point_says_1_point(cli, tmp_path):
     ("experiment=glob(seed*)", "experiment: glob(seed*) is a sweep of experiments, and seed_lab sweeps points of its "
                                "own, which Hydra would not expand (one point per experiment); name it alone: "
                                "experiment=seed_lab"),  # ran 1 point of tiled, exit 0
-    ("kernel.TM=glob(*)", "kernel.TM: glob(*): a glob picks options of a config group (experiment, kernel, moe_expert, "
+    ("kernel.TM=glob(*)", "kernel.TM: glob(*): a glob picks options of a config group (experiment, kernel, llm_pass, moe_expert, "
                           "tc_rung, timing); kernel.TM is a value: list the values (e.g. 2,4,8)"),  # Hydra launched 0 jobs
-    ("shape=glob(*)", "shape: glob(*): a glob picks options of a config group (experiment, kernel, moe_expert, "
+    ("shape=glob(*)", "shape: glob(*): a glob picks options of a config group (experiment, kernel, llm_pass, moe_expert, "
                       "tc_rung, timing); shape is a value: list the shapes (e.g. [64,64,64],[128,128,128])"),  # the hint said 2,4,8
-    ("baseline=glob(*)", "baseline: glob(*): a glob picks options of a config group (experiment, kernel, moe_expert, "
+    ("baseline=glob(*)", "baseline: glob(*): a glob picks options of a config group (experiment, kernel, llm_pass, moe_expert, "
                          "tc_rung, timing); baseline is a value: list the values, comma-separated (baseline=A,B)"),
     ("timing=glob(zzz*)", "timing: glob(zzz*) matches no timing; available: "),  # 0 jobs, folder left
     ("kernel.BX=range(1,100000000)", "kernel.BX: range(1,100000000) gives 99999999 values; a sweep takes at most "
