@@ -232,3 +232,72 @@ def test_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, t
     rec = _run(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok", rec.get("error")
+
+
+# --- layout.a=col (issue 43): bf16 reads A M-major (wgmma's transpose bit), tf32 its K-major copy ---------
+
+#: the partial-tile suite as it is (shapes TMA cannot take as stored: pad copies; tf32: A transposed first)
+SUITE = [(1, 1, 1), (31, 33, 17), (63, 65, 33), (4097, 1, 3), (35, 79, 19), (100, 100, 100), (129, 260, 36)]
+#: the suite made TMA-describable for a column-major bf16 A (M % 8 == 0: A's stored rows are M long) and
+#: B (K % 8 for column-major B, N % 8 for row-major): A read as stored, no copy
+BF16_COL_A = [(8, 8, 8), (32, 40, 24), (64, 72, 40), (4096, 8, 8), (40, 80, 24), (104, 104, 104), (136, 264, 40)]
+COL_A_CASES = [("wgmma_bf16", "bf16", "col"), ("wgmma_bf16", "bf16", "row"), ("wgmma_tf32", "tf32", "col"),
+               ("wgmma_tf32", "tf32", "row")]
+
+
+def _col_a(tmp_path, kernel, precision, layout_b, shape, params=None, **over):
+    return _run(tmp_path, kernel, precision, layout_b, shape, params, layout={"a": "col", "b": layout_b}, **over)
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b", COL_A_CASES, ids=str)
+@pytest.mark.parametrize("shape", SUITE + BF16_COL_A, ids=str)
+def test_column_major_a_partial_tiles(tmp_path, kernel, precision, layout_b, shape):
+    """Verified against float64 with gemmlab's own pipeline (NaN-filled C, guard bands, inputs
+    unchanged, bitwise repeatable); the plan copies exactly what the plugin says it must (bf16: a
+    pad of A where M % 8 != 0; tf32: A transposed, always)."""
+    rec = _ok(_col_a(tmp_path, kernel, precision, layout_b, shape))
+    assert rec["layout"] == {"a": "col", "b": layout_b}
+    kinds = [line.split("(")[1].split(")")[0] for line in rec["plan"][:-1]]
+    m, n, k = shape
+    vec = 8 if precision == "bf16" else 4
+    a = ["transpose"] if precision == "tf32" else ["pad"] if m % vec else []
+    b = ["transpose"] if precision == "tf32" and layout_b == "row" else ["pad"] if (k if layout_b == "col" else n) % vec else []
+    assert kinds == a + b, rec["plan"]
+    if precision == "bf16":
+        assert rec["compile"]["name_expression"].split(", ")[4] == ("3" if layout_b == "row" else "2")
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, params", [
+    ("wgmma_bf16", "bf16", "col", {}),                                   # EPI=7: deferred right halves
+    ("wgmma_bf16", "bf16", "row", {}),
+    ("wgmma_bf16", "bf16", "col", {"CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "row", {"SCHED": 2, "BN": 128, "CLUSTER": 2}),
+    ("wgmma_bf16", "bf16", "col", {"SCHED": 2, "BM": 64, "STAGES": 4}),   # one A box per stage
+    ("wgmma_bf16", "bf16", "col", {"BM": 256, "BN": 128}),                # four A boxes per stage
+    ("wgmma_bf16", "bf16", "col", {"EPI": 1}),
+    ("wgmma_bf16", "bf16", "col", {"EPI": 4}),
+    ("wgmma_bf16", "bf16", "row", {"EPI": 5}),
+    ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 3, **PP128}),
+    ("wgmma_bf16", "bf16", "col", {"SPLIT_K": 3, **PP128, **R2}),
+    ("wgmma_bf16", "bf16", "col", {"TAIL": 2}),
+    ("wgmma_bf16", "bf16", "row", {"TAIL": 3, "CLUSTER": 2}),
+    ("wgmma_tf32", "tf32", "col", {}),
+    ("wgmma_tf32", "tf32", "row", {"SCHED": 2, "BN": 128, "CLUSTER": 2}),
+    ("wgmma_tf32", "tf32", "col", {"SPLIT_K": 4, **R2}),
+], ids=str)
+@pytest.mark.parametrize("shape", [(2104, 2056, 1000), (2100, 2050, 1001)], ids=str)  # several tiles per CTA; the second padded
+def test_column_major_a_on_multi_tile_shapes(tmp_path, kernel, precision, layout_b, params, shape):
+    _ok(_col_a(tmp_path, kernel, precision, layout_b, shape, params))
+
+
+@pytest.mark.parametrize("kernel, precision, layout_b, shape, params, tool", [
+    ("wgmma_bf16", "bf16", "col", (64, 129, 200), {}, "racecheck"),
+    ("wgmma_bf16", "bf16", "row", (63, 72, 40), {}, "memcheck"),
+    ("wgmma_bf16", "bf16", "col", (304, 129, 200), {"CLUSTER": 2}, "racecheck"),
+    ("wgmma_bf16", "bf16", "col", (2104, 2052, 136), {"EPI": 7}, "memcheck"),
+    ("wgmma_tf32", "tf32", "row", (35, 79, 19), {}, "memcheck"),
+], ids=str)
+def test_column_major_a_sanitizer_clean(tmp_path, kernel, precision, layout_b, shape, params, tool):
+    rec = _col_a(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)
+    assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
+    assert rec["status"] == "ok", rec.get("error")
