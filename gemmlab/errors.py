@@ -51,8 +51,10 @@ class SafetyNetError(GemmlabError):
     (a SASS class the kernel declares is absent from its main kernel: ``gemmlab.gpu.sass_check``),
     ``wrong_after_timing`` (the timed path's output on fresh inputs fails verification),
     ``cached_result`` (a launch on unseen inputs is much slower than the next on the same ones),
-    ``foreign_launch`` (a library kernel's work escapes the run's stream) or ``implausible``
-    (faster than the precision's peak or the memory floor: ``gemmlab.stages.roofline``)."""
+    ``foreign_launch`` (a library kernel's work escapes the run's stream), ``implausible``
+    (faster than the precision's peak or the memory floor: ``gemmlab.stages.roofline``) or
+    ``shared_gpu`` (another process held a compute context on the GPU during timing, with
+    ``timing.shared=refuse``)."""
 
     def __init__(self, status: str, message: str):
         super().__init__(message)

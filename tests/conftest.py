@@ -11,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+# the gpu tests run as several xdist workers on one GPU on purpose (they assert correctness, never
+# speed): timing.shared's default there is allow, so their points are not refused shared_gpu. A test
+# of the refusal sets timing.shared=refuse itself (tests/test_pipeline_fake.py).
+os.environ.setdefault("GEMMLAB_TIMING_SHARED", "allow")
+
 
 @functools.lru_cache(maxsize=1)
 def gpu_unavailable_reason() -> str | None:

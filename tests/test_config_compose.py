@@ -68,7 +68,8 @@ def test_default_shape_mode_arch_device():
 
 
 SEED_TIMING = {"mode": "events", "l2": "warm", "warmup": 5, "repeat": 10, "max_repeat": None,
-               "target_rel_spread": None, "budget_s": None, "batch": 20, "floor": True, "flush": "read"}
+               "target_rel_spread": None, "budget_s": None, "batch": 20, "floor": True, "flush": "read",
+               "shared": "allow"}  # refuse outside the tests: tests/conftest.py sets GEMMLAB_TIMING_SHARED
 
 
 def test_default_timing_is_seed_protocol():

@@ -408,3 +408,32 @@ def test_each_fresh_input_launch_follows_the_spin_lead(tmp_path, monkeypatch):
     # the lead, then the start event, then the launch under test
     assert [gpu.log[i + 1:i + 3] for i in leads] == [["event", gpu.log[leads[0] + 2]]] * 2
     assert gpu.log[leads[0] + 2].startswith("gemm_tiled")
+
+
+class SharedMonitor:
+    """NVML as the fake GPU's monitor: two processes hold a compute context (another one beside this)."""
+
+    error = None
+
+    def read(self):
+        from gemmlab.gpu.monitor import Reading
+        return Reading(sm_mhz=1980, mem_mhz=2619, temp_c=40, power_w=300.0, reasons=0, throttled=False,
+                       compute_processes=2)
+
+    def max_sm_mhz(self):
+        return 1980
+
+
+def test_a_point_timed_on_a_shared_gpu_is_refused_unless_allowed(tmp_path, monkeypatch):
+    # another process's kernels perturb the figure and open the gaps a timing-aware kernel hides skipped
+    # launches in (docs/trust.md, "A shared GPU"): timing.shared=refuse withholds it
+    gpu = HostGpu()
+    gpu.monitor = SharedMonitor()
+    rec, _ = run(tmp_path / "refuse", monkeypatch, gpu, timing={"shared": "refuse"})
+    assert rec["status"] == "shared_gpu" and rec["nets_fired"] == ["shared GPU"]
+    assert rec["error"].startswith("shared GPU: 2 processes held a compute context on the GPU while tiled was timed")
+    assert "timing" not in rec and rec["withheld"]["timing"]["max_compute_processes"] == 2
+    gpu = HostGpu()
+    gpu.monitor = SharedMonitor()
+    rec, _ = run(tmp_path / "allow", monkeypatch, gpu, timing={"shared": "allow"})
+    assert rec["status"] == "ok" and rec["timing"]["max_compute_processes"] == 2

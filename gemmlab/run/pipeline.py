@@ -607,6 +607,14 @@ class Run:
             backend.record["plausibility"] = gate
             if not gate["passed"]:
                 refusals.append(("implausible", "plausibility", f"plausibility: {backend.name}: {gate['reason']}"))
+        if rc.timing.shared == "refuse":
+            for backend in self.backends:
+                procs = backend.record["timing"].get("max_compute_processes") or 0
+                if procs > 1:
+                    refusals.append(("shared_gpu", "shared GPU", (
+                        f"shared GPU: {procs} processes held a compute context on the GPU while {backend.name} was "
+                        "timed: its figure is not this kernel's alone (timing.shared=allow records it anyway)")))
+                    break
         lap("gates")
         record.setdefault("phase_s", {})["after_timing"] = round(time.perf_counter() - started, 4)
         record["phase_s"]["after_timing_parts"] = parts
@@ -830,7 +838,7 @@ AFTER_TIMING_FULL_MAX = 2**33
 NOVELTY_RATIO = 2.0
 NOVELTY_SLACK_MS = 0.05
 #: the order in which the nets after timing name the point's status
-REFUSAL_ORDER = ("cached_result", "foreign_launch", "implausible")
+REFUSAL_ORDER = ("cached_result", "foreign_launch", "implausible", "shared_gpu")
 #: how long the context may still be busy (host time of one cuCtxSynchronize beyond an idle one's)
 #: once a library kernel's replayed enqueue has completed on the run's stream: a single host-timed
 #: call, so the margin covers the host's own noise (0.11 ms seen for a no-op under a 2-core test

@@ -191,6 +191,8 @@ def _comparable(config: dict) -> dict:
     out = {"fp8": FP8_DEFAULTS, "grouped": GROUPED_DEFAULTS, "epilogue": EPILOGUE_DEFAULTS, "batch": BATCH_DEFAULTS,
            **{k: v for k, v in config.items() if k not in ("resume", "cache", "isolation")}}
     out["layout"] = {**LAYOUT_DEFAULTS, **(out.get("layout") or {})}
+    if isinstance(out.get("timing"), dict):  # timing.shared came later: records before it refused nothing
+        out["timing"] = {"shared": "refuse", **out["timing"]}
     return out
 
 

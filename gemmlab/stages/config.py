@@ -28,7 +28,7 @@ from gemmlab.contract.epilogue import ACTIVATIONS, BIAS_KINDS, MAX_BATCH, OUTPUT
 from gemmlab.contract.grouped import GROUPED_KINDS, Grouped
 from gemmlab.stages.grouped import GENERATORS, group_sizes
 from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
-from gemmlab.stages.timing import FLUSHES, TimingOptions
+from gemmlab.stages.timing import FLUSHES, SHARED_MODES, TimingOptions
 from gemmlab.stages.verify import AFTER_TIMING_WHERE, VerifyOptions
 
 MODES = ("run", "compile")
@@ -477,6 +477,7 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "timing.batch": _rule(_int, 1, 100_000),
     "timing.floor": _rule(_bool),
     "timing.flush": _rule(_choice, FLUSHES),
+    "timing.shared": _rule(_choice, SHARED_MODES),
     "verify.tolerance": _rule(_choice, TOLERANCE_RULES),
     "verify.atol": _rule(_tolerance),
     "verify.rtol": _rule(_tolerance),

@@ -29,6 +29,7 @@ near it means the measurement is of the launch, not the kernel.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,16 @@ FLOOR_ENTRY = "gemmlab_empty<0>"
 FLUSH_SOURCE = KERNELS_DIR / "l2_flush.cu"
 FLUSH_ENTRY = "gemmlab_l2_read<0>"
 FLUSHES = ("read", "write")
+#: ``timing.shared``: what a point does when the GPU was shared while it was timed
+SHARED_MODES = ("refuse", "allow")
+#: the environment variable that sets ``timing.shared``'s default, for harnesses that run several
+#: gemmlab processes on one GPU on purpose (the gpu test suite's xdist workers: tests/conftest.py)
+SHARED_ENV = "GEMMLAB_TIMING_SHARED"
+
+
+def _shared_default() -> str:
+    """``timing.shared``'s default: ``refuse``, or what :data:`SHARED_ENV` says."""
+    return os.environ.get(SHARED_ENV) or "refuse"
 SPIN_SOURCE = KERNELS_DIR / "spin.cu"
 SPIN_ENTRY = "gemmlab_spin<0>"
 #: how long the lead kernel (kernels/spin.cu) keeps the GPU busy before a single-launch timing's start
@@ -72,6 +83,12 @@ class TimingOptions:
         budget_s: stop sampling after this many seconds (None: no limit). batch: launches per
         sample. floor: also time an empty kernel. flush: with ``l2=cold``, ``read`` (a read-only
         kernel over a 2x-L2 buffer: L2 left clean) | ``write`` (a memset of it: L2 left dirty).
+        shared: ``refuse`` (default) | ``allow``: with ``refuse``, a point during whose timing
+        another process held a compute context on the GPU (NVML, ``timing.max_compute_processes``
+        > 1) is refused ``shared_gpu``, its figure withheld: another process's kernels perturb the
+        figure and open the gaps a timing-aware kernel hides skipped work in (docs/trust.md, "A
+        shared GPU"); ``allow`` records it, marked ``SHARED GPU``. Default from
+        :data:`SHARED_ENV` where set.
     """
 
     mode: str = "events"
@@ -84,6 +101,7 @@ class TimingOptions:
     batch: int = 20
     floor: bool = True
     flush: str = "read"
+    shared: str = field(default_factory=_shared_default)
 
     @property
     def protocols(self) -> tuple[str, ...]:
