@@ -110,7 +110,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         record = record_stage.new_record(plain)
     except Exception as exc:  # e.g. an interpolation that does not resolve
         record = record_stage.new_record(None)
-        record.update(status=ConfigError.status, error=f"config: cannot resolve: {str(exc).splitlines()[0]}")
+        record.fail(ConfigError.status, f"config: cannot resolve: {str(exc).splitlines()[0]}")
     early = store.open_point(plain, out_dir, record)  # the folder: resume, adopt, refuse, or run
     if early is not None:
         return early
@@ -119,12 +119,11 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
     try:
         Run(plain, out_dir, record, check_only).execute()
     except ParamError as exc:
-        record.update(status=ConfigError.status, error=str(exc))
+        record.fail(ConfigError.status, str(exc))
     except GemmlabError as exc:
-        record.update(status=exc.status, error=str(exc))
-        net = NETS.get(exc.status)
-        if net is not None and net not in record.setdefault("nets_fired", []):
-            record["nets_fired"].append(net)
+        record.fail(exc.status, str(exc))
+        if exc.status in NETS:  # the safety net that refused the point, named once
+            record.fire(NETS[exc.status])
         if isinstance(exc, CompileError):
             store.write_artifact(out_dir, "compile.log", exc.log)
     except (Exception, KeyboardInterrupt) as exc:  # an unexpected failure still leaves a record behind
@@ -134,8 +133,8 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         # by the plugin's own code: its point's error, like any other exception of the plugin
         from gemmlab.contract.registry import describe_exception
         store.write_artifact(out_dir, "traceback.txt", traceback.format_exc())
-        record.update(status="error", error=describe_exception(exc, out_dir / "traceback.txt"))
-    record["valid"] = record["status"] in record_stage.VALID_STATUSES
+        record.fail("error", describe_exception(exc, out_dir / "traceback.txt"))
+    record.finish()  # valid from the status (gemmlab.stages.record.Result)
     record["host_memory"] = hostmem.peak(reset)
     store.write_record(record, out_dir)
     return record
