@@ -145,6 +145,133 @@ def test_a_table_made_on_another_gpu_is_not_used(tmp_path, fake):
     assert rec["status"] == "ok", rec["error"]
     assert rec["dispatch"]["path"] == "first_use"
     assert "made on NVIDIA H200, this GPU is fake H200" in rec["dispatch"]["table_skipped"]
+    assert rec["dispatch"]["table"] is None and "no shipped table for fake H200" in rec["dispatch"]["table_note"]
+
+
+def test_a_gpu_with_a_shipped_table_of_its_own_uses_it(tmp_path, fake, monkeypatch):
+    """With no kernel.table given, the GPU's own shipped table (by device name) answers first, and
+    the record names that file; a kernel.table given by name is used only on its own GPU."""
+    from gemmlab.dispatch import auto
+    (c0, _), (c1, _), _ = top()
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    shipped = json.loads(auto.DEFAULT_TABLE.read_text())
+    (folder / "h200.json").write_text(json.dumps(shipped))
+    mine = {**shipped, "device": {"name": "fake H200", "arch": "sm_90", "sm_count": HostGpu().facts.sm_count},
+            "entries": [{"precision": "fp32", "layout": ["row", "row"], "shape": SHAPE, "kernel": c1.kernel,
+                         "params": dict(c1.params), "median_ms": 1.0}]}
+    (folder / "fake.json").write_text(json.dumps(mine))
+    monkeypatch.setattr(auto, "TABLE_DIR", folder)
+    fake(HostGpu())
+    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    d = rec["dispatch"]
+    assert d["path"] == "table" and d["table"] == str(folder / "fake.json") and d["chosen"] == c1.kernel
+    assert "table_skipped" not in d and not (tmp_path / "a" / "tuning").exists()
+    given = run_point(auto_cfg(tmp_path / "cache", table=str(folder / "h200.json")), tmp_path / "b")
+    assert given["dispatch"]["path"] == "first_use" and "made on NVIDIA H200" in given["dispatch"]["table_skipped"]
+
+
+def _fit_file(folder, name, sm_count=None, dram=None):
+    data = json.loads(mdl.DEFAULT_MODEL.read_text())
+    data["device"] = {"name": name, "arch": "sm_90", **({"sm_count": sm_count} if sm_count else {}),
+                      **({"dram_peak_bytes_per_s": dram} if dram else {})}
+    path = folder / f"{name.split()[1].lower()}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_gpu_without_a_fit_gets_the_nearest_sm90_fit(tmp_path, monkeypatch):
+    """The exact name first; else the shipped fit nearest in SM count and DRAM bandwidth (an H100
+    PCIe: 114 SMs, 2.0 TB/s -> the H100 SXM fit, not the H200's); a GPU that says neither gets the
+    default (the H200 fit, whose file says neither: the SXM class's 132 SMs, 4.8 TB/s)."""
+    h200 = _fit_file(tmp_path, "NVIDIA H200")
+    h100 = _fit_file(tmp_path, "NVIDIA H100 80GB HBM3", 132, 3.35e12)
+    monkeypatch.setattr(mdl, "MODEL_DIR", tmp_path)
+    monkeypatch.setattr(mdl, "DEFAULT_MODEL", h200)
+    m, why = mdl.model_for("NVIDIA H100 80GB HBM3")
+    assert m.path == str(h100.resolve()) and why.startswith("shipped fit for NVIDIA H100 80GB HBM3")
+    m, why = mdl.model_for("NVIDIA H100 PCIe", device={"sm_count": 114, "dram_peak_bytes_per_s": 2.0e12})
+    assert m.gpu == "NVIDIA H100 80GB HBM3" and "no fit for NVIDIA H100 PCIe" in why and "nearest" in why
+    m, why = mdl.model_for("NVIDIA H200 NVL", device={"sm_count": 132, "dram_peak_bytes_per_s": 4.8e12})
+    assert m.gpu == "NVIDIA H200"
+    m, _ = mdl.model_for("NVIDIA H999", device={})
+    assert m.gpu == "NVIDIA H200"
+    assert mdl.gpu_distance({"sm_count": 114}, {"sm_count": 132}) == pytest.approx(np.log(132 / 114))
+
+
+def test_first_use_records_feed_the_fit(tmp_path, fake):
+    """A kernel=auto record with first-use tuning gives the fit every verified candidate it timed
+    (the tuning list's medians) plus its own measurement, once each: the chosen candidate's tuning
+    entry is not counted beside the point's own figure, a candidate that failed verification not at
+    all, and a candidate's own record under tuning/<i>/ is not read a second time from a folder."""
+    from gemmlab.stages import archive
+    (c0, e0), (c1, e1), (c2, e2) = top()
+
+    def wrong(gpu, args):
+        gpu.floats(int(args[2]), int(args[3]) * int(args[4]))[:] = 0.0
+
+    fake(HostGpu(durations={e0: 0.1, e1: 2.0, e2: 1.0}, behaviour={e0: wrong}))
+    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "pts" / "a")
+    assert rec["status"] == "ok" and rec["dispatch"]["chosen"] == c2.kernel
+    assert mdl.tried_candidates(rec) == [{"kernel": c1.kernel, "params": dict(c1.params), "median_ms": 2.0},
+                                         {"kernel": c2.kernel, "params": dict(c2.params), "median_ms": 1.0}]
+    arc = tmp_path / "r.jsonl.xz"
+    archive.write_members([archive.Member("a/result.json", rec)], arc)
+    for source in (arc, tmp_path / "pts"):  # the archive heldout_bench writes, and the point folders
+        counts = {}
+        samples = mdl.read_samples([source], "fake H200", REGISTRY, set(), counts)
+        got = sorted((s.kernel, s.median_ms) for s in samples)
+        assert got == sorted([(c2.kernel, rec["timing"]["median_ms"]), (c1.kernel, 2.0)]), source
+        assert counts[str(source)] == {"records": 1, "used": 2, "from_tuning": 1, "test_split": 0, "other_gpu": 0,
+                                       "unusable": 0}
+        assert {s.params == {**REGISTRY.kernels[s.kernel].defaults, **s.params} for s in samples} == {True}
+    model = mdl.fit_model([arc], "fake H200", REGISTRY, excluded=set())
+    assert model.meta["records_used"] == 2 and model.meta["from_tuning"] == 1
+    assert model.device["sm_count"] == HostGpu().facts.sm_count
+
+
+def test_the_train_command_composes_on_the_fake_gpu(tmp_path, fake, monkeypatch):
+    """.ci/heldout_bench.py as the lead runs the train split (rank=model, first-use tuning, numbers
+    given on the command line as text), in this process on the fake GPU (no baseline: cuBLAS is not
+    here): each point's record lists the candidates it timed with their medians, and the fit reads
+    the archive."""
+    import importlib.util
+    import sys
+    from clirun import REPO_ROOT
+    spec = importlib.util.spec_from_file_location("gemmlab_heldout_bench_rank", REPO_ROOT / ".ci" / "heldout_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    import dataclasses
+    from gemmlab.dispatch import shapeset
+    real = shapeset.load_shapeset()
+    first = real.select("train", ["odd"])[0]  # a train shape's entry, at the size of the other tests (compiles memoised)
+    small = dataclasses.replace(real, entries=(dataclasses.replace(first, shape=Shape(*SHAPE)),))
+    monkeypatch.setattr(shapeset, "load_shapeset", lambda *a, **k: small)
+    fake(HostGpu())
+    seen = []
+
+    def runner(cfg, out_dir):
+        seen.append(cfg)
+        return run_point({**cfg, "baseline": None, "timing": dict(FAST)}, out_dir)
+
+    out = tmp_path / "train"
+    assert bench.main([str(out), "--split", "train", "--regions", "odd", "--limit", "1", "--precision", "fp32",
+                       "--auto", f"rank=model,tune=first_use,tune_k=2,tune_budget_s=30,tune_cache={tmp_path / 'c'}",
+                       "--no-isolation"], run=runner) == 0
+    assert seen[0]["kernel"]["tune_k"] == 2 and seen[0]["kernel"]["tune_budget_s"] == 30
+    from gemmlab.stages import record_model
+    (_, rec), = record_model.records_of(out / "records.jsonl.xz")
+    d = rec.raw["dispatch"]
+    assert rec.status == "ok", rec.raw.get("error")
+    assert d["path"] == "first_use" and len(d["tuning"]["tried"]) == 2
+    assert all(isinstance(t["median_ms"], float) for t in d["tuning"]["tried"])
+    assert d["model"]["file"] and d["model"]["why"] and "table" in d
+    samples = mdl.read_samples([out / "records.jsonl.xz"], "fake H200", REGISTRY, set())
+    assert len(samples) >= 2
+    with pytest.raises(SystemExit):
+        bench.main([str(tmp_path / "x"), "--auto", "tune_k"])
 
 
 # --- the ranking without tuning -------------------------------------------------------------------
@@ -279,7 +406,8 @@ def test_read_samples_leaves_out_the_test_weights(tmp_path):
     counts = {}
     samples = mdl.read_samples([arc], "G", REGISTRY, mdl.test_weights(), counts)
     assert [s.shape for s in samples] == [(64, 64, 64)]
-    assert counts[str(arc)] == {"records": 3, "used": 1, "test_split": 1, "other_gpu": 1, "unusable": 0}
+    assert counts[str(arc)] == {"records": 3, "used": 1, "from_tuning": 0, "test_split": 1, "other_gpu": 1,
+                                "unusable": 0}
 
 
 def test_the_cli_fits_and_ranks(tmp_path, capsys):

@@ -203,6 +203,26 @@ def load_table(path: str | os.PathLike | None = None, field_name: str = "kernel.
     return parse_table(data, str(p), field_name)
 
 
+def shipped_tables() -> dict[str, Path]:
+    """GPU name (a shipped table's ``device.name``) -> its file in :data:`TABLE_DIR`; a file that
+    does not parse is left out (tests/test_dispatch.py checks the shipped ones parse)."""
+    out = {}
+    for f in sorted(TABLE_DIR.glob("*.json")):
+        try:
+            name = load_table(f).device.get("name")
+        except ConfigError:
+            continue
+        if name:
+            out[str(name)] = f
+    return out
+
+
+def shipped_table_for(gpu_name: str) -> tuple[Table | None, list[str]]:
+    """The shipped table made on ``gpu_name`` (None: there is none) and the GPU names that have one."""
+    shipped = shipped_tables()
+    return (load_table(shipped[gpu_name]) if gpu_name in shipped else None), sorted(shipped)
+
+
 # --- the rules ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -524,7 +544,8 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
     if opts["rank"] == "model" or opts["tune"] == "first_use":
         problem = Problem(shape, precision, *layout)
         name, params, record = tuning.choose_ranked(plain, registry, problem, table, opts, out_dir, runner,
-                                                    lambda facts: table_choice(problem, registry, table, facts))
+                                                    lambda facts, t: table_choice(problem, registry, t, facts),
+                                                    own_table=None if table_path is not None else shipped_table_for)
         resolved["kernel"] = {"name": name, **params}
         return resolved, record
     choice = choose(shape, registry, table, precision, layout)

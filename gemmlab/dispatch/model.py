@@ -37,6 +37,13 @@ The fitted parameters ship with the data they came from in ``gemmlab/data/model/
 error per kernel). Refit::
 
     python -m gemmlab.dispatch.model fit docs/results/*.jsonl.xz --gpu "NVIDIA H200" -o gemmlab/data/model/h200.json
+    python -m gemmlab.dispatch.model fit TRAIN/records.jsonl.xz --gpu "NVIDIA H100 80GB HBM3" -o gemmlab/data/model/h100.json
+
+A ``kernel=auto`` record made with first-use tuning gives the fit every candidate it timed and
+verified (``dispatch.tuning.tried``: same shape, inputs and timing), not only the chosen one
+(:func:`read_samples`), so a train-split run of ``.ci/heldout_bench.py --split train --auto
+rank=model,tune=first_use,tune_k=K`` is K measurements a shape. A GPU without a shipped fit ranks
+with the nearest sm_90 GPU's (:func:`model_for`).
     python -m gemmlab.dispatch.model rank 64 4096 4096 --precision bf16   # the ranking for a shape
 """
 
@@ -252,10 +259,24 @@ def shipped_models() -> dict[str, Path]:
     return out
 
 
-def model_for(gpu_name: str | None, path: str | os.PathLike | None = None) -> tuple[Model, str]:
+def gpu_distance(device: Mapping[str, Any], fitted: Mapping[str, Any]) -> float:
+    """How far apart two sm_90 GPUs are for the model: |log| of the ratio of their SM counts plus
+    |log| of the ratio of their DRAM bandwidths (the terms the features scale with: waves and the
+    memory floor). A side that does not say uses the sm_90 SXM class's (132 SMs, :data:`DRAM_BW`)."""
+    def num(d, key, default):
+        v = d.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else default
+    return (abs(math.log(num(device, "sm_count", 132) / num(fitted, "sm_count", 132)))
+            + abs(math.log(num(device, "dram_peak_bytes_per_s", DRAM_BW) / num(fitted, "dram_peak_bytes_per_s", DRAM_BW))))
+
+
+def model_for(gpu_name: str | None, path: str | os.PathLike | None = None,
+              device: Mapping[str, Any] | None = None) -> tuple[Model, str]:
     """The model to rank with on GPU ``gpu_name``, and why: ``path`` if given; else the shipped fit
-    whose GPU name matches (the H200's for ``NVIDIA H200``); else, for an unknown GPU, the shipped
-    default (the H200's) with a note; its SM count comes from the device facts, not from the fit."""
+    whose GPU name matches (the H200's for ``NVIDIA H200``); else, for a GPU without a shipped fit,
+    the shipped fit of the nearest GPU (:func:`gpu_distance` from ``device``, the GPU's record with
+    ``sm_count`` and ``dram_peak_bytes_per_s``; ties and an unknown GPU: the default, the H200's),
+    never an error; the SM count the ranking uses is always the device's own, not the fit's."""
     if path is not None:
         m = load_model(path)
         return m, f"model file {path} (fitted on {m.gpu})"
@@ -266,7 +287,13 @@ def model_for(gpu_name: str | None, path: str | os.PathLike | None = None) -> tu
     m = load_model(DEFAULT_MODEL)
     if not gpu_name:
         return m, f"no GPU known here (mode=compile or no tuning): the shipped default fit, {m.gpu} ({DEFAULT_MODEL.name})"
-    return m, f"no fit for {gpu_name}; the shipped {m.gpu} fit ({DEFAULT_MODEL.name}) with this GPU's SM count"
+    facts = dict(device or {})
+    fits = sorted(((gpu_distance(facts, load_model(f).device), f != DEFAULT_MODEL, f) for f in models.values()),
+                  key=lambda x: (round(x[0], 6), x[1], str(x[2])))
+    if fits:
+        m = load_model(fits[0][2])
+    return m, (f"no fit for {gpu_name}; the shipped fit of the nearest sm_90 GPU, {m.gpu} ({Path(m.path).name}; "
+               f"by SM count and DRAM bandwidth), with this GPU's SM count")
 
 
 # --- ranking --------------------------------------------------------------------------------------
@@ -313,6 +340,8 @@ class Sample:
     median_ms: float
     feats: np.ndarray
     source: str
+    sm_count: int = 0  # the GPU's, from the record (0: not known)
+    dram_bw: float = 0.0  # bytes/s the features used (the record's DRAM peak, else DRAM_BW)
 
 
 def test_weights() -> set[tuple[int, int]]:
@@ -321,12 +350,37 @@ def test_weights() -> set[tuple[int, int]]:
     return {(e.shape.N, e.shape.K) for e in load_shapes("test")}
 
 
+def tried_candidates(raw: Mapping[str, Any]) -> list[dict]:
+    """The candidates first-use tuning timed for a ``kernel=auto`` record (``dispatch.tuning.tried``,
+    :mod:`gemmlab.dispatch.tuning`) that were verified and have a median: ``[{"kernel", "params",
+    "median_ms"}]``, in the order tried. Each ran as its own point with the record's shape,
+    precision, layouts, inputs, verification and timing, so its median is a measurement like the
+    record's own."""
+    d = raw.get("dispatch") if isinstance(raw.get("dispatch"), Mapping) else {}
+    t = d.get("tuning") if isinstance(d.get("tuning"), Mapping) else {}
+    out = []
+    for e in t.get("tried") or []:
+        if not isinstance(e, Mapping):
+            continue
+        median = e.get("median_ms")
+        if (e.get("status") == "ok" and e.get("verified") is True and isinstance(e.get("kernel"), str)
+                and isinstance(e.get("params"), Mapping) and isinstance(median, (int, float))
+                and not isinstance(median, bool) and math.isfinite(median) and median > 0):
+            out.append({"kernel": e["kernel"], "params": dict(e["params"]), "median_ms": float(median)})
+    return out
+
+
 def read_samples(archives: Iterable[str | os.PathLike], gpu: str, registry, excluded: set[tuple[int, int]],
                  counts: dict | None = None) -> list[Sample]:
-    """The usable records of ``gpu`` in ``archives``: status ok and valid, a median time, a
-    registered gemmlab (not library) kernel whose geometry can be computed, a shape whose (N, K) is
-    not in ``excluded``; duplicates (same kernel, params, shape, precision, layout, median) once.
-    ``counts[archive]`` gets {records, used, test_split, other_gpu, unusable}."""
+    """The usable measurements of ``gpu`` in ``archives`` (record archives or sweep folders; a
+    record inside another point's folder, such as a tuning candidate's ``tuning/<i>/result.json``
+    or a sanitizer child's, is read through its parent only): each record that is ok and valid with
+    a median time of a registered gemmlab (not library) kernel whose geometry can be computed, and
+    each candidate its first-use tuning timed and verified (:func:`tried_candidates`; the one the
+    point measured itself is its record), for shapes whose (N, K) is not in ``excluded``;
+    duplicates (same kernel, params, shape, precision, layout, median) once. ``counts[archive]``
+    gets {records, used, from_tuning, test_split, other_gpu, unusable}: ``used`` counts every
+    sample, ``from_tuning`` those of them that came from tuning lists."""
     from gemmlab.contract.hookspecs import LibraryKernelSpec
     from gemmlab.gpu.device import offline_facts
     from gemmlab.stages import record_model
@@ -334,11 +388,14 @@ def read_samples(archives: Iterable[str | os.PathLike], gpu: str, registry, excl
     out, seen = [], set()
     counts = counts if counts is not None else {}
     for arc in archives:
-        c = counts.setdefault(str(arc), {"records": 0, "used": 0, "test_split": 0, "other_gpu": 0, "unusable": 0})
-        for _, rec in record_model.records_of(arc):
+        c = counts.setdefault(str(arc), {"records": 0, "used": 0, "from_tuning": 0, "test_split": 0,
+                                         "other_gpu": 0, "unusable": 0})
+        for _, rec in record_model.records_of(arc, children=False):
             c["records"] += 1
             raw = rec.raw if isinstance(rec.raw, Mapping) else {}
-            if rec.status != "ok" or not rec.is_valid or not rec.median_ms or rec.shape is None or not rec.kernel:
+            tried = tried_candidates(raw)
+            own = rec.status == "ok" and rec.is_valid and rec.median_ms and rec.kernel
+            if rec.shape is None or not (own or tried):
                 c["unusable"] += 1
                 continue
             if rec.device != gpu:
@@ -348,34 +405,48 @@ def read_samples(archives: Iterable[str | os.PathLike], gpu: str, registry, excl
             if (N, K) in excluded:
                 c["test_split"] += 1
                 continue
-            spec = registry.kernels.get(rec.kernel)
-            if spec is None or isinstance(spec, LibraryKernelSpec):
-                c["unusable"] += 1
-                continue
             settings = record_model.measurement_settings(raw)
             precision = settings.get("precision") or "fp32"
             lay = raw.get("layout") if isinstance(raw.get("layout"), Mapping) else {}
             layout = (lay.get("a", "row"), lay.get("b", "row"))
-            params = {k: v for k, v in (rec.params or {}).items() if k in spec.defaults}
-            full = {**dict(spec.defaults), **params}
             dev = raw.get("device") if isinstance(raw.get("device"), Mapping) else {}
             sms = dev.get("sm_count") if isinstance(dev.get("sm_count"), int) else base.sm_count
             facts = DeviceFacts(name=gpu, arch="90", sm_count=sms, l2_bytes=base.l2_bytes)
             problem = Problem(Shape(M, N, K), precision, *layout)
-            try:
-                geo = geometry_of(spec, problem, full, facts)
-            except Exception:
-                c["unusable"] += 1
-                continue
-            key = (rec.kernel, tuple(sorted(full.items())), (M, N, K), precision, layout, rec.median_ms)
-            if key in seen:
-                c["unusable"] += 1
-                continue
-            seen.add(key)
             bw = rec.dram_peak_bytes_per_s or DRAM_BW
-            out.append(Sample(rec.kernel, precision, (M, N, K), layout, full, float(rec.median_ms),
-                              features((M, N, K), precision, geo, sms, bw), str(arc)))
-            c["used"] += 1
+
+            def sample(kernel: str, params: Mapping[str, Any], median: float) -> tuple | None:
+                spec = registry.kernels.get(kernel)
+                if spec is None or isinstance(spec, LibraryKernelSpec):
+                    return None
+                full = {**dict(spec.defaults), **{k: v for k, v in params.items() if k in spec.defaults}}
+                try:
+                    geo = geometry_of(spec, problem, full, facts)
+                except Exception:
+                    return None
+                key = (kernel, tuple(sorted(full.items())), (M, N, K), precision, layout, median)
+                return key, Sample(kernel, precision, (M, N, K), layout, full, float(median),
+                                   features((M, N, K), precision, geo, sms, bw), str(arc), sms,
+                                   float(rec.dram_peak_bytes_per_s or 0.0))
+
+            mine = sample(rec.kernel, rec.params or {}, rec.median_ms) if own else None
+            took = 0
+            if mine is not None and mine[0] not in seen:
+                seen.add(mine[0])
+                out.append(mine[1])
+                took += 1
+            measured_itself = (mine[1].kernel, mine[1].params) if mine is not None else None
+            for t in tried:
+                got = sample(t["kernel"], t["params"], t["median_ms"])
+                if got is None or got[0] in seen or (got[1].kernel, got[1].params) == measured_itself:
+                    continue
+                seen.add(got[0])
+                out.append(got[1])
+                took += 1
+                c["from_tuning"] += 1
+            c["used"] += took
+            if not took:
+                c["unusable"] += 1
     return out
 
 
@@ -502,13 +573,28 @@ def fit_model(archives: Sequence[str | os.PathLike], gpu: str, registry=None, ex
             "excluded": "records whose weight (N, K) occurs in the shape set's test split "
                         f"({len(excluded)} weights)",
             "records_used": len(samples),
+            "from_tuning": sum(c.get("from_tuning", 0) for c in counts.values()),
             "archives": {rel(a): c for a, c in counts.items()},
             "per_precision": {p: sum(1 for s in samples if s.precision == p) for p in sorted({s.precision for s in samples})},
             "fit_error": errors,
             "constants": {"peak_flops": dict(PEAK_FLOPS), "dram_bytes_per_s_default": DRAM_BW, "l2_bytes_per_s": L2_BW}}
     return Model({k: dict(zip(TERMS, map(float, v))) for k, v in kernels.items()},
                  {p: dict(zip(TERMS, map(float, v))) for p, v in pooled.items()},
-                 {"name": gpu, "arch": "sm_90"}, meta)
+                 {"name": gpu, "arch": "sm_90", **_device_of(samples)}, meta)
+
+
+def _device_of(samples: Sequence[Sample]) -> dict:
+    """The SM count and DRAM bandwidth most of the samples were measured with (what
+    :func:`gpu_distance` compares a GPU without a fit against); empty where none says."""
+    from collections import Counter
+    out: dict = {}
+    sms = Counter(s.sm_count for s in samples if s.sm_count)
+    bws = Counter(s.dram_bw for s in samples if s.dram_bw)
+    if sms:
+        out["sm_count"] = sms.most_common(1)[0][0]
+    if bws:
+        out["dram_peak_bytes_per_s"] = bws.most_common(1)[0][0]
+    return out
 
 
 # --- CLI ------------------------------------------------------------------------------------------
@@ -546,7 +632,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.write_text(json.dumps(model.as_json(), indent=1) + "\n")
             e = model.meta["fit_error"]["all"]
             q = model.meta["fit_error"]["ranking"]
-            print(f"{out}: {model.meta['records_used']} records of {args.gpu}; median |rel error| "
+            print(f"{out}: {model.meta['records_used']} records of {args.gpu} ({model.meta['from_tuning']} of them "
+                  f"candidates timed by first-use tuning); median |rel error| "
                   f"{e['median_abs_rel_error']:.1%}, p90 {e['p90_abs_rel_error']:.1%}; ranking over {q['problems']} "
                   f"problems: top-1 {q['top1']}, pick's geomean slowdown {q['geomean_slowdown_of_pick']}")
             return 0

@@ -14,8 +14,10 @@ The ranking path (:func:`choose_ranked`), in this order:
 
 The candidates are :func:`gemmlab.dispatch.candidates.enumerate`'s (every registered gemmlab kernel's
 declared or offered candidates; never a library kernel), ranked by :mod:`gemmlab.dispatch.model`
-with the fit of this GPU (by name) or, for a GPU without a shipped fit, the default fit with the
-GPU's own SM count (the record says which).
+with the fit of this GPU (by name) or, for a GPU without a shipped fit, the shipped fit of the
+nearest sm_90 GPU (SM count and DRAM bandwidth: :func:`gemmlab.dispatch.model.model_for`) with the
+GPU's own SM count; with no ``kernel.table`` given, the table step uses the GPU's own shipped table
+where there is one, none otherwise (the record's ``table``, ``table_note`` and ``model`` say which).
 
 **The cache** (like Triton's autotune cache, but verified): one JSON file per device key, the key
 being the GPU name, SM count, driver version, gemmlab version and a hash of every registered kernel's
@@ -185,12 +187,16 @@ def _device(plain: Mapping[str, Any], tune: str, out_dir) -> tuple[dict, DeviceF
 
 def choose_ranked(plain: Mapping[str, Any], registry, problem: Problem, table, opts: Mapping[str, Any],
                   out_dir: str | os.PathLike | None = None, runner: Callable | None = None,
-                  table_choice: Callable | None = None) -> tuple[str, dict, dict]:
+                  table_choice: Callable | None = None, own_table: Callable | None = None) -> tuple[str, dict, dict]:
     """The ranking path (module docstring). Returns ``(kernel, params, dispatch record)``.
 
     ``runner(cfg, out_dir) -> record`` runs one candidate point (the pipeline passes its own
-    ``run_point``; None: no first-use tuning); ``table_choice(facts)`` returns the table's exact or
-    near :class:`gemmlab.dispatch.auto.Choice` for the problem, or None (the caller's table step).
+    ``run_point``; None: no first-use tuning); ``table_choice(facts, table)`` returns the table's
+    exact or near :class:`gemmlab.dispatch.auto.Choice` for the problem, or None (the caller's table
+    step). ``own_table(gpu_name) -> (Table | None, [GPU names with a shipped table])`` (None when
+    ``kernel.table`` was given): ``table`` is the shipped default, and a GPU with a shipped table of
+    its own uses that one. ``record["table"]`` names the table used (None where none was) and
+    ``record["model"]`` the fit and why.
 
     Raises:
         ConfigError: ``kernel``: no registered kernel offers a candidate for the problem.
@@ -201,22 +207,32 @@ def choose_ranked(plain: Mapping[str, Any], registry, problem: Problem, table, o
     record: dict = {"requested": "auto", "path": None, "rank": opts["rank"], "tune": opts["tune"],
                     "table": table.path or None, "device": {"name": gpu_name or f"none ({facts.name})",
                                                             "sm_count": facts.sm_count}}
-    # 1. the table, when it was made on this GPU (or the GPU is not known here)
+    # 1. the table, when it was made on this GPU (or the GPU is not known here); with no kernel.table
+    # given, the shipped table of this GPU where there is one (gemmlab/data/tuning/<gpu>.json)
     table_gpu = table.device.get("name") if isinstance(table.device, Mapping) else None
+    if gpu_name is not None and own_table is not None and table_gpu not in (None, gpu_name):
+        mine, shipped = own_table(gpu_name)
+        if mine is not None:
+            table, table_gpu = mine, gpu_name
+            record["table"] = table.path
+        else:
+            record["table_note"] = (f"no shipped table for {gpu_name} (shipped: {', '.join(sorted(shipped)) or 'none'}): "
+                                    "the model's ranking and first-use tuning choose")
     if table.entries and table_choice is not None and (gpu_name is None or table_gpu in (None, gpu_name)):
-        hit = table_choice(facts)
+        hit = table_choice(facts, table)
         if hit is not None:
             record.update(hit.record(), path="table", rank=opts["rank"], tune=opts["tune"])
             return hit.kernel, dict(hit.params), record
     elif table.entries:
         record["table_skipped"] = f"the table was made on {table_gpu}, this GPU is {gpu_name}"
+        record["table"] = None  # none was used; table_skipped names the one given
     # 2. the model's ranking
     rejected: list = []
     found = cands.enumerate(registry, problem, facts, rejected=rejected)
     if not found:
         raise ConfigError("kernel", f"auto: no registered kernel offers a candidate for {problem_key(problem)} "
                           f"({'; '.join(f'{r.kernel}: {r.why}' for r in rejected[-6:])})")
-    model, why = mdl.model_for(gpu_name, opts["model"])
+    model, why = mdl.model_for(gpu_name, opts["model"], device_rec)
     dram = device_rec.get("dram_peak_bytes_per_s") or mdl.DRAM_BW
     ranked = mdl.rank(found, registry, problem, facts, model, dram)
     record["model"] = {"file": model.path, "gpu": model.gpu, "why": why, "candidates": len(ranked)}
