@@ -27,7 +27,7 @@ DIGESTS = Path(__file__).resolve().parent / "data" / "sass_digests.json"
 OTHER_MMA = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 3, "SWIZZLE": 0}
 PADDED = {"SWIZZLE": 0}  # the mma kernels' shared layout when the digests were recorded (SWIZZLE=1 came later)
 OTHER_TILED = {"BM": 32, "BN": 64, "BK": 8, "TM": 4, "TN": 4}
-CASES = {  # tag: (kernel, parameters over the defaults, precision, layout of B, shape)
+CASES = {  # tag: (kernel, parameters over the defaults, precision, layout of B, shape[, layout of A: row])
     "mma_tf32-padded": ("mma_tf32", PADDED, "tf32", "row", (256, 256, 256)),
     "mma_tf32-other": ("mma_tf32", dict(OTHER_MMA, BK=16), "tf32", "col", (63, 65, 33)),
     "mma_bf16-padded": ("mma_bf16", PADDED, "bf16", "row", (256, 256, 256)),
@@ -38,6 +38,14 @@ CASES = {  # tag: (kernel, parameters over the defaults, precision, layout of B,
     "cluster_tiled-other": ("cluster_tiled", OTHER_TILED, "fp32", "row", (63, 65, 33)),
     "decode_bf16-defaults": ("decode_bf16", {}, "bf16", "row", (16, 4096, 4096)),
     "decode_bf16-fp16-col": ("decode_bf16", {"MT": 4, "KW": 8, "U": 1, "SPLITS": 2}, "fp16", "col", (64, 4096, 4096)),
+    # issue 43 item 3: the plain builds of the kernels that gained the fused epilogue (recorded from
+    # their sources before it): sgemm_pipelined at its defaults (the lean guarded copy), with the full
+    # guarded copy (MINB=2), with a column-major A; gemv_rows and gemv_cols at their defaults
+    "sgemm_pipelined-defaults": ("sgemm_pipelined", {}, "fp32", "row", (256, 256, 256)),
+    "sgemm_pipelined-minb2": ("sgemm_pipelined", {"MINB": 2}, "fp32", "row", (63, 65, 33)),
+    "sgemm_pipelined-acol": ("sgemm_pipelined", {}, "fp32", "row", (256, 256, 256), "col"),
+    "gemv_rows-defaults": ("gemv_rows", {}, "fp32", "row", (1, 4096, 4096)),
+    "gemv_cols-defaults": ("gemv_cols", {}, "fp32", "col", (1, 4096, 4096)),
 }
 
 
@@ -60,10 +68,10 @@ def digest(tag: str) -> tuple[str, str]:
     from gemmlab.gpu.device import offline_facts
     from gemmlab.contract.hookspecs import Extra, Problem, Shape
     from gemmlab.contract.registry import load_registry, source_path
-    kernel, over, precision, layout_b, shape = CASES[tag]
+    kernel, over, precision, layout_b, shape, *layout_a = CASES[tag]
     spec = load_registry(()).get(kernel)
     params = {**spec.defaults, **over}
-    problem, facts = Problem(Shape(*shape), precision, "row", layout_b), offline_facts("90")
+    problem, facts = Problem(Shape(*shape), precision, (layout_a or ["row"])[0], layout_b), offline_facts("90")
     spec.check_problem(problem, params, facts)
     options = compile_stage.CompileOptions.for_kernel("90", spec.options(problem, params, facts))
     extra = tuple(s.entry for s in spec.plan(problem, params, facts) if isinstance(s, Extra))
