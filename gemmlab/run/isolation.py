@@ -329,7 +329,7 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
         except (OSError, ValueError):
             pass
     record = record_stage.new_record(cfg)
-    record.update(status=error.status, valid=False, error=str(error), isolation=how)
+    record.fail(error.status, str(error))["isolation"] = how
     if existed and worker_pid is not None and not os.path.lexists(path):
         from gemmlab.run.store import previous_kept_by
         kept = previous_kept_by(out_dir, worker_pid)

@@ -42,7 +42,8 @@ BATCH_DEFAULTS = MappingProxyType(dataclasses.asdict(BatchOptions()))
 LAYOUT_DEFAULTS = MappingProxyType(dataclasses.asdict(LayoutOptions()))
 
 
-def open_point(plain: Mapping[str, Any] | None, out_dir: Path, record: dict) -> dict | None:
+def open_point(plain: Mapping[str, Any] | None, out_dir: Path,
+               record: record_stage.Result) -> record_stage.Result | dict | None:
     """Decide what the point's folder ``out_dir`` allows before the point runs, for
     :func:`gemmlab.run.pipeline.run_point`: the record to return at once, or None (the point runs;
     ``record["previous"]`` then lists the records set aside). A file where the folder goes is
@@ -54,7 +55,7 @@ def open_point(plain: Mapping[str, Any] | None, out_dir: Path, record: dict) -> 
     written here)."""
     blocking = _file_in_place(out_dir)
     if blocking is not None:  # nothing can be written there: said before anything runs
-        record.update(status=ConfigError.status, valid=False, error=_file_in_place_error(out_dir, blocking))
+        record.fail(ConfigError.status, _file_in_place_error(out_dir, blocking))
         return record
     try:  # lexists: a result.json that is a link to nowhere is still a file gemmlab must not replace
         if os.path.lexists(out_dir / "result.json"):  # never touch an earlier measurement
@@ -64,9 +65,8 @@ def open_point(plain: Mapping[str, Any] | None, out_dir: Path, record: dict) -> 
             if kept is not None:
                 record["previous"] = kept
             if os.path.lexists(out_dir / "result.json"):
-                record.update(status=ConfigError.status, valid=False,
-                              error=f"out_dir: {out_dir} already holds a result.json; gemmlab never overwrites a "
-                                    "result (resume=true keeps the valid results of the same config and re-runs the rest)")
+                record.fail(ConfigError.status, f"out_dir: {out_dir} already holds a result.json; gemmlab never "
+                            "overwrites a result (resume=true keeps the valid results of the same config and re-runs the rest)")
                 return record
         elif plain is not None:  # a new folder of a reordered sweep: the same point may be measured in another
             adopted = _resume_elsewhere(plain, out_dir)
@@ -77,8 +77,8 @@ def open_point(plain: Mapping[str, Any] | None, out_dir: Path, record: dict) -> 
                 if kept:
                     record["previous"] = kept
     except OSError as exc:  # the folder changed under resume (a record written or removed meanwhile)
-        record.update(status="error", valid=False, error=f"out_dir: resume=true could not set {out_dir} aside "
-                      f"({type(exc).__name__}: {exc}); nothing was run or overwritten")
+        record.fail("error", f"out_dir: resume=true could not set {out_dir} aside "
+                    f"({type(exc).__name__}: {exc}); nothing was run or overwritten")
         return record
     if record["status"] != "running":
         write_record(record, out_dir)
@@ -96,7 +96,7 @@ def write_artifact(out_dir: Path, name: str, text: str) -> None:
         pass
 
 
-def write_record(record: dict, out_dir: Path) -> None:
+def write_record(record: record_stage.Result, out_dir: Path) -> None:
     """Write ``record`` to ``out_dir/result.json``; never raises, so a point whose record cannot be
     written (a full disk, a read-only folder, a record another process wrote meanwhile) still returns
     its record, which then says so (status ``error``, or ``invalid`` for the folder taken meanwhile),
@@ -106,16 +106,14 @@ def write_record(record: dict, out_dir: Path) -> None:
     except (FileExistsError, NotADirectoryError):
         blocking = _file_in_place(out_dir)
         if blocking is not None:  # the point's folder (or one above it) became a file as it ran
-            record.update(status=ConfigError.status, valid=False, error=_file_in_place_error(out_dir, blocking))
+            record.fail(ConfigError.status, _file_in_place_error(out_dir, blocking))
             return
-        record.update(status=ConfigError.status, valid=False,
-                      error=f"out_dir: {out_dir} received a result.json from another process while this point ran; "
-                            "gemmlab never overwrites a result (give each command its own folder)")
+        record.fail(ConfigError.status, f"out_dir: {out_dir} received a result.json from another process while this "
+                    "point ran; gemmlab never overwrites a result (give each command its own folder)")
     except OSError as exc:
         reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
-        record.update(status="error", valid=False,
-                      error=f"out_dir: cannot write {out_dir / 'result.json'}: {reason}; this point's record is not "
-                            f"kept (was: {record.get('status')}{': ' + record['error'] if record.get('error') else ''})")
+        record.fail("error", f"out_dir: cannot write {out_dir / 'result.json'}: {reason}; this point's record is not "
+                    f"kept (was: {record.get('status')}{': ' + record['error'] if record.get('error') else ''})")
 
 
 def _file_in_place(out_dir: Path) -> Path | None:
@@ -509,7 +507,7 @@ def refuse_point(config: Mapping[str, Any], out_dir: Path, error: ConfigError) -
     (a folder that already holds a record keeps it)."""
     if not (out_dir / "result.json").exists():
         record = record_stage.new_record(dict(config))
-        record.update(status=ConfigError.status, valid=False, error=str(error))
+        record.fail(ConfigError.status, str(error))
         record_stage.write_record(record, out_dir)
 
 
