@@ -2,13 +2,15 @@
 
     python .ci/heldout_bench.py OUTDIR [--precision fp32,tf32:col,bf16:col] [--layout-b row|col]
                                 [--split test] [--regions decode,odd] [--limit N] [--budget-s S]
-                                [--table FILE] [--mode run|compile] [--no-isolation] [--keep-points]
+                                [--table FILE] [--mode run|compile] [--after-timing host|auto|device]
+                                [--no-isolation] [--keep-points]
 
 For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
 and each precision, one point through gemmlab's one point runner (``gemmlab.run.session.Session.run_point``
 around ``gemmlab.run.pipeline.run_point``: NaN-filled C, float64 verification, ``kernel=auto``
 timed against ``baseline=cublas`` in the same process, graph timing as .ci/shapes-evidence's step 4:
-graph replay only, 10 samples of 10 launches, full float64 check up to M·N·K = 2^32), each point in
+graph replay only, 10 samples of 10 launches, full float64 check up to M·N·K = 2^32, the after-timing
+check on the device above 2^30: ``--after-timing``), each point in
 its own folder. Each point runs in gemmlab's worker process (a CUDA fault or a hang costs only that
 point: the watchdog kills it and a fresh worker takes the next); a point that fails in any way is
 recorded with its status and the run goes on.
@@ -60,6 +62,10 @@ LAYOUTS = ("row", "col")
 REGION_ORDER = ("decode", "medium", "large", "odd")
 TIMING = {"mode": "graph", "l2": "warm", "warmup": 5, "repeat": 10, "batch": 10, "floor": True}
 MAX_FULL = 2 ** 32  # full float64 check up to M*N*K = 2^32 (sampled rows/columns + Freivalds above)
+#: where the after-timing verification runs (verify.after_timing): auto = on the device above 2^30
+#: multiply-adds (the same rule and samples, no matrix over PCIe; H100 session 31: 1.5% of a 4096^3 point
+#: against 13-15% on the host, docs/trust.md), here below it. --after-timing host restores the host path.
+AFTER_TIMING = "auto"
 FINAL_RESERVE_S = 20.0  # packing the archive (xz -9e: ~1.3 s for 419 records of 13 KB here), the table
 POINT_TIMEOUT_S = 300.0  # the watchdog's limit for one point
 UNDER = 0.70  # issue 41: no shape under 70% of cuBLAS
@@ -132,12 +138,13 @@ def interleave(entries) -> list:
 
 
 def point_config(shape, precision: str, layout_b: str, mode: str, table: str | None, isolation: bool,
-                 timeout_s: float, auto: dict | None = None) -> dict:
+                 timeout_s: float, auto: dict | None = None, after_timing: str = AFTER_TIMING) -> dict:
     """The config of one point (what ``gemmlab experiment=heldout precision=P layout.b=L`` composes,
-    with the benchmark's timing); ``auto``: more of kernel=auto's keys (``rank``, ``tune``, ...)."""
+    with the benchmark's timing and ``verify.after_timing``); ``auto``: more of kernel=auto's keys
+    (``rank``, ``tune``, ...; first-use tuning's candidates run with the same verify and timing)."""
     return {"kernel": {"name": "auto", "table": table, **(auto or {})}, "shape": [shape.M, shape.N, shape.K], "mode": mode,
             "precision": precision, "layout": {"a": "row", "b": layout_b}, "baseline": "cublas",
-            "timing": dict(TIMING), "verify": {"max_full": MAX_FULL},
+            "timing": dict(TIMING), "verify": {"max_full": MAX_FULL, "after_timing": after_timing},
             "isolation": {"process": isolation, "timeout_s": float(timeout_s)}}
 
 
@@ -330,6 +337,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--table", default=None, help="kernel.table for kernel=auto (default: the shipped table)")
     ap.add_argument("--mode", default="run", choices=("run", "compile"))
     ap.add_argument("--auto", default="", help="more kernel=auto keys, comma list k=v (e.g. rank=model,tune=off)")
+    ap.add_argument("--after-timing", default=AFTER_TIMING, choices=("host", "auto", "device"),
+                    help="verify.after_timing: where the check of what was timed runs (default auto: the device above 2^30)")
     ap.add_argument("--no-isolation", action="store_true", help="run points in this process (no worker, no watchdog)")
     ap.add_argument("--keep-points", action="store_true", help="keep each point's folder under OUTDIR/points")
     args = ap.parse_args(argv)
@@ -378,7 +387,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                 stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
-            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto)
+            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing)
             bench.point(order, entry, p, lb, cfg)
             order += 1
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -391,6 +400,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     wall = bench.clock() - bench.started
     info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
             "mode": args.mode, "table": table_path or "shipped", "timing": TIMING, "verify_max_full": MAX_FULL,
+            "verify_after_timing": args.after_timing,
             "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_planned": len(plan),
             "points_run": len(bench.rows),
             "not_run": bench.not_run, "stopped": stopped, "wall_s": round(wall, 1),

@@ -261,6 +261,7 @@ def test_the_train_command_composes_on_the_fake_gpu(tmp_path, fake, monkeypatch)
                        "--auto", f"rank=model,tune=first_use,tune_k=2,tune_budget_s=30,tune_cache={tmp_path / 'c'}",
                        "--no-isolation"], run=runner) == 0
     assert seen[0]["kernel"]["tune_k"] == 2 and seen[0]["kernel"]["tune_budget_s"] == 30
+    assert seen[0]["verify"]["after_timing"] == "auto"  # the device check above 2^30 (this point is below)
     from gemmlab.stages import record_model
     (_, rec), = record_model.records_of(out / "records.jsonl.xz")
     d = rec.raw["dispatch"]
@@ -268,6 +269,9 @@ def test_the_train_command_composes_on_the_fake_gpu(tmp_path, fake, monkeypatch)
     assert d["path"] == "first_use" and len(d["tuning"]["tried"]) == 2
     assert all(isinstance(t["median_ms"], float) for t in d["tuning"]["tried"])
     assert d["model"]["file"] and d["model"]["why"] and "table" in d
+    phases = rec.raw["phase_s"]  # where the point's seconds went; tuning's candidates ran inside validate
+    assert {"validate", "open_device", "compile", "allocate", "correctness", "launch_paths", "timing", "safety_nets",
+            "after_timing"} <= set(phases) and phases["validate"] >= d["tuning"]["elapsed_s"] > 0
     samples = mdl.read_samples([out / "records.jsonl.xz"], "fake H200", REGISTRY, set())
     assert len(samples) >= 2
     with pytest.raises(SystemExit):

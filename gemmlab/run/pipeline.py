@@ -174,24 +174,24 @@ class Run:
         return self.rc.problem
 
     def execute(self) -> None:
-        self.validate()
+        self._timed("validate", self.validate)  # kernel=auto's choice too: first-use tuning's candidates run here
         if self.rc.mode == "compile":
             self.compile_only()
             return
         try:
-            self.open_device()
-            self.compile()
-            self.allocate()
-            self.correctness()
+            self._timed("open_device", self.open_device)
+            self._timed("compile", self.compile)
+            self._timed("allocate", self.allocate)  # inputs drawn and uploaded, outputs allocated
+            self._timed("correctness", self.correctness)  # the first launch and its float64 verification
             if self.check_only:
                 _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales,
                               self.d_groups + self.d_epilogue)
                 self.record["status"] = "checked"
                 return
-            self.launch_paths()
+            self._timed("launch_paths", self.launch_paths)
             try:
                 self.time()
-                self.safety_nets()
+                self._timed("safety_nets", self.safety_nets)
                 self.after_timing()
                 self.sanitize()
             except GemmlabError as exc:  # a net that fired after the samples: their figures are not kept
@@ -201,6 +201,15 @@ class Run:
             self.record["status"] = "ok"
         finally:
             self.release()
+
+    def _timed(self, name: str, phase) -> None:
+        """Run ``phase()`` and record its wall seconds as ``phase_s.<name>`` (also when it raises), so
+        a record says where a point's time went (``time`` and ``after_timing`` record their own)."""
+        started = time.perf_counter()
+        try:
+            phase()
+        finally:
+            self.record.setdefault("phase_s", {})[name] = round(time.perf_counter() - started, 4)
 
     # --- phases ---------------------------------------------------------------------------------
     def validate(self) -> None:
