@@ -64,7 +64,7 @@ def default_kernel() -> str:
     Raises:
         ConfigError: field ``kernel``, the file selects none (gemmlab's own always does).
     """
-    defaults = OmegaConf.load(CONF_DIR / "config.yaml").get("defaults", [])
+    defaults = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml")).get("defaults", [])
     name = next((d["kernel"] for d in defaults if isinstance(d, dict) and "kernel" in d), None)
     if not name:
         raise ConfigError("kernel", f"{CONF_DIR / 'config.yaml'} selects no default kernel; its defaults list "
