@@ -51,11 +51,16 @@ __device__ __forceinline__ float4 sgemm_lds128(unsigned addr) {
   return v;
 }
 
+/// The plain contract's store (C = A·B, float32, row pitch N): the body's own code below.
+struct SgemmPlainStore {
+  static constexpr bool FUSED = false;
+};
+
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, bool VEC, bool GUARD, bool LEAN,
-          bool ACOL = false>
+          bool ACOL = false, class EPI = SgemmPlainStore>
 __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A, const float *__restrict__ B,
-                                                     float *__restrict__ C, int M, int N, int K,
-                                                     int rowBase, int colBase) {
+                                                     float *__restrict__ C, int M, int N, int K, int lda, int ldb,
+                                                     int rowBase, int colBase, const EPI &epi = EPI()) {
   constexpr int WARPS_N = BN / WN, THREADS = (BM / WM) * (BN / WN) * 32;
   constexpr int LM = WM / TM, LN = WN / TN, AP = BM + 4, BP = BN;
   constexpr int A_STAGE = BK * AP, B_STAGE = BK * BP, STAGE = A_STAGE + B_STAGE;
@@ -86,16 +91,16 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
   const int aK = tid % BK, aR = tid / BK, bK = tid / (BN / 4), bC = 4 * (tid % (BN / 4));
   const unsigned aDst = smemBase + 4u * (unsigned)(aK * AP + aR);
   const unsigned bDst = smemBase + 4u * (unsigned)(A_STAGE + bK * BP + bC);
-  const int aStep = A_RSTEP * K, bStep = B_KSTEP * N;  // int: GUARD is set where they could overflow
+  const int aStep = A_RSTEP * lda, bStep = B_KSTEP * ldb;  // int: GUARD is set where they could overflow
   // column-major A: float4 l of this thread is k row aKc + l*A_KSTEP, m columns aC .. aC+3
   const int aKc = ACOL ? tid / (BM / 4) : 0, aC = ACOL ? 4 * (tid % (BM / 4)) : 0;
   const unsigned aDstC = smemBase + 4u * (unsigned)(aKc * AP + aC);
-  const int aStepC = A_KSTEP * M;
+  const int aStepC = A_KSTEP * lda;
   // the next chunk's copy sources (unguarded path): A row rowBase+aR at k = aK (column-major A: k row
   // aKc, m column rowBase+aC), B k row bK
   const int chunks = (K + BK - 1) / BK, pad = chunks * BK - K;
-  const float *aNext = ACOL ? A + (long long)(aKc - pad) * M + rowBase + aC : A + (long long)(rowBase + aR) * K + aK - pad;
-  const float *bNext = B + (long long)(bK - pad) * N + colBase + bC;
+  const float *aNext = ACOL ? A + (long long)(aKc - pad) * lda + rowBase + aC : A + (long long)(rowBase + aR) * lda + aK - pad;
+  const float *bNext = B + (long long)(bK - pad) * ldb + colBase + bC;
 
   // Guarded copy of chunk `chunk` (zero-fill outside M x K / K x N, sources clamped to the matrix start).
   auto issueGuarded = [&](int chunk, unsigned wr) {
@@ -105,7 +110,7 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
       for (int l = 0; l < AV; ++l) {
         const int kr = k0 + aKc + l * A_KSTEP;
         const bool kOk = kr >= 0 && kr < K;
-        const float *row = A + (long long)(kOk ? kr : 0) * M + rowBase + aC;
+        const float *row = A + (long long)(kOk ? kr : 0) * lda + rowBase + aC;
         const unsigned dst = aDstC + wr + 4u * (unsigned)(l * A_KSTEP * AP);
         if (VEC) {
           const bool ok = kOk && rowBase + aC < M;  // M % 4 == 0: the four rows are all in or all out
@@ -126,7 +131,7 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
     for (int l = 0; l < AE * !ACOL; ++l) {
       const int row = rowBase + aR + l * A_RSTEP;
       const bool ok = aKOk && row < M;
-      const float *src = ok ? A + (long long)row * K + k0 + aK : A;
+      const float *src = ok ? A + (long long)row * lda + k0 + aK : A;
       asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
                    :: "r"(aDst + wr + 4u * (unsigned)(l * A_RSTEP)), "l"(src), "r"(ok ? 4 : 0));
     }
@@ -134,7 +139,7 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
     for (int l = 0; l < BV; ++l) {
       const int kr = k0 + bK + l * B_KSTEP;
       const bool kOk = kr >= 0 && kr < K;
-      const float *row = B + (long long)(kOk ? kr : 0) * N + colBase + bC;
+      const float *row = B + (long long)(kOk ? kr : 0) * ldb + colBase + bC;
       const unsigned dst = bDst + wr + 4u * (unsigned)(l * B_KSTEP * BP);
       if (VEC) {
         const bool ok = kOk && colBase + bC < N;  // N % 4 == 0: the four columns are all in or all out
@@ -166,8 +171,8 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
       for (int l = 0; l < AV; ++l) {
         const bool kOk = !first || aKc + l * A_KSTEP >= pad;
         const int kr = aKc + l * A_KSTEP - pad;  // k row in chunk 0
-        const float *row = first ? A + (long long)(kOk ? kr : 0) * M + rowBase + aC
-                                 : aNext + (long long)(l * A_KSTEP) * M;
+        const float *row = first ? A + (long long)(kOk ? kr : 0) * lda + rowBase + aC
+                                 : aNext + (long long)(l * A_KSTEP) * lda;
         const unsigned dst = aDstC + wr + 4u * (unsigned)(l * A_KSTEP * AP);
         if (VEC) {
           const bool ok = kOk && aColsM > 0;  // M % 4 == 0: the four rows are all in or all out
@@ -187,8 +192,8 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
 #pragma unroll
     for (int l = 0; l < AE * !ACOL; ++l) {
       const bool ok = aKOk && l * A_RSTEP < aRows;
-      const float *at = first ? A + (long long)(rowBase + aR + l * A_RSTEP) * K + aK - pad
-                              : aNext + (long long)(l * A_RSTEP) * K;
+      const float *at = first ? A + (long long)(rowBase + aR + l * A_RSTEP) * lda + aK - pad
+                              : aNext + (long long)(l * A_RSTEP) * lda;
       const float *src = ok ? at : A;
       asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
                    :: "r"(aDst + wr + 4u * (unsigned)(l * A_RSTEP)), "l"(src), "r"(ok ? 4 : 0));
@@ -197,8 +202,8 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
     for (int l = 0; l < BV; ++l) {
       const bool kOk = !first || bK + l * B_KSTEP >= pad;
       const int kr = bK + l * B_KSTEP - pad;  // k row in chunk 0
-      const float *row = first ? B + (long long)(kOk ? kr : 0) * N + colBase + bC
-                               : bNext + (long long)(l * B_KSTEP) * N;
+      const float *row = first ? B + (long long)(kOk ? kr : 0) * ldb + colBase + bC
+                               : bNext + (long long)(l * B_KSTEP) * ldb;
       const unsigned dst = bDst + wr + 4u * (unsigned)(l * B_KSTEP * BP);
       if (VEC) {
         const bool ok = kOk && bCols > 0;  // N % 4 == 0: the four columns are all in or all out
@@ -238,9 +243,9 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
       else issueGuarded(chunk, wr);
     }
     else issueFull(wr);
-    if constexpr (ACOL) aNext += (long long)BK * M;
+    if constexpr (ACOL) aNext += (long long)BK * lda;
     else aNext += BK;
-    bNext += (long long)BK * N;
+    bNext += (long long)BK * ldb;
   };
 
   float fa[2][TM], fb[2][TN];
@@ -310,7 +315,9 @@ __device__ __forceinline__ void sgemm_pipelined_body(const float *__restrict__ A
       const int idx = lane + 32 * q, r = idx / (WN / 4), c = 4 * (idx % (WN / 4));
       const int gr = rowBase + wy * WM + p * 4 * LM + r, gc = colBase + wx * WN + c;
       const float4 v = *reinterpret_cast<const float4 *>(&cs[r * CP + c]);
-      if (vecC && gr < M && gc + 4 <= N) {
+      if constexpr (EPI::FUSED) {
+        epi.store4(blockIdx.z, M, N, gr, gc, v);
+      } else if (vecC && gr < M && gc + 4 <= N) {
         *reinterpret_cast<float4 *>(&C[(long long)gr * N + gc]) = v;
       } else if (gr < M) {
         if (gc + 0 < N) C[(long long)gr * N + gc + 0] = v.x;
@@ -338,11 +345,11 @@ gemm_sgemm_pipelined(const float *__restrict__ A, const float *__restrict__ B, f
   const bool edge = rowBase + BM > M || colBase + BN > N || (long long)BM * K >= (1ll << 31) ||
                     (long long)BK * N >= (1ll << 31);
   if (vecB && !edge)
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false, LEAN>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false, LEAN>(A, B, C, M, N, K, K, N, rowBase, colBase);
   else if (vecB)
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN>(A, B, C, M, N, K, K, N, rowBase, colBase);
   else
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN>(A, B, C, M, N, K, K, N, rowBase, colBase);
 }
 
 /// The same kernel for a column-major A (issue 43: A[m][k] at A[m + k*M], stored K x M): A's chunks are
@@ -363,9 +370,56 @@ gemm_sgemm_pipelined_acol(const float *__restrict__ A, const float *__restrict__
   const bool edge = rowBase + BM > M || colBase + BN > N || (long long)BK * M >= (1ll << 31) ||
                     (long long)BK * N >= (1ll << 31);
   if (vec && !edge)
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false, LEAN, true>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false, LEAN, true>(A, B, C, M, N, K, M, N, rowBase, colBase);
   else if (vec)
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN, true>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN, true>(A, B, C, M, N, K, M, N, rowBase, colBase);
   else
-    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN, true>(A, B, C, M, N, K, rowBase, colBase);
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN, true>(A, B, C, M, N, K, M, N, rowBase, colBase);
 }
+
+#ifdef GEMMLAB_EPI
+// The whole GEMM contract (issue 43), compiled only with -DGEMMLAB_EPI (plugins/sgemm.py asks for
+// it for a problem beyond C = A·B, so the plain build above is the same program, SASS for SASS:
+// tests/test_sass_unchanged.py). Batch blockIdx.z of C (M x N, row pitch ldc, OUT_T) =
+// OUT_T(act(alpha * A·B + beta * C0 + bias)) (gemmlab/fused.cuh): A row-major (pitch lda >= K) or,
+// ACOL, column-major (stored K x M, pitch lda >= M), B row-major (pitch ldb >= N), batch z's at
+// z * stride_a / stride_b elements (0: one shared by all batches), C and C0 at z * stride_c. The
+// main loop is the plain kernel's with the pitches in place of K / M / N; 16-byte copies also need
+// the pitch a multiple of 4 (else the guarded 4-byte copies); the epilogue applies the fused
+// operation to the four outputs a thread writes per pass, as one access where N and ldc are
+// multiples of 4 and C, C0 and the bias are aligned to four elements, else element by element.
+// Nothing outside each batch's M x N of C is written.
+#include "gemmlab/fused.cuh"
+
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int GS, int MINB, bool ACOL, int ACT,
+          int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
+gemm_sgemm_pipelined_epi(const float *__restrict__ A, const float *__restrict__ B, OUT_T *__restrict__ C,
+                         const OUT_T *__restrict__ C0, const BIAS_T *__restrict__ bias, int M, int N, int K, int lda,
+                         int ldb, int ldc, int stride_a, int stride_b, int stride_c, float alpha, float beta) {
+  static_assert(GS >= 1, "swizzle group");
+  const int gm = (M + BM - 1) / BM, gn = (N + BN - 1) / BN;
+  const int pid = blockIdx.x, width = GS * gn, group = pid / width, first = group * GS;
+  const int size = min(gm - first, GS);
+  const int rowBase = (first + (pid % width) % size) * BM, colBase = ((pid % width) / size) * BN;
+  constexpr bool LEAN = 65536 / ((BM / WM) * (BN / WN) * 32 * MINB) < 160;
+  const long long z = blockIdx.z;
+  A += z * stride_a;
+  B += z * stride_b;
+  const gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> epi{C, C0, bias, ldc, stride_c, alpha, beta};
+  bool vec = (N % 4 == 0) && (ldb % 4 == 0) && ((reinterpret_cast<unsigned long long>(B) & 15) == 0);
+  if (ACOL) vec = vec && (M % 4 == 0) && (lda % 4 == 0) && ((reinterpret_cast<unsigned long long>(A) & 15) == 0);
+  const bool edge = rowBase + BM > M || colBase + BN > N || (long long)(ACOL ? BK : BM) * lda >= (1ll << 31) ||
+                    (long long)BK * ldb >= (1ll << 31);
+  using E = gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T>;
+  if (vec && !edge)
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, false, LEAN, ACOL, E>(
+        A, B, nullptr, M, N, K, lda, ldb, rowBase, colBase, epi);
+  else if (vec)
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, true, true, LEAN, ACOL, E>(
+        A, B, nullptr, M, N, K, lda, ldb, rowBase, colBase, epi);
+  else
+    sgemm_pipelined_body<BM, BN, BK, WM, WN, TM, TN, STAGES, false, true, LEAN, ACOL, E>(
+        A, B, nullptr, M, N, K, lda, ldb, rowBase, colBase, epi);
+}
+#endif  // GEMMLAB_EPI

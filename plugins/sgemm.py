@@ -14,6 +14,13 @@ Rungs (each adds one idea to the one before):
   Layouts (issue 43): A row-major or column-major (``layout.a=col``: the entry
   ``gemm_sgemm_pipelined_acol`` copies A's K x M stored chunks like B's, 16-byte copies of four
   consecutive m where M % 4 == 0, into the same transposed shared tile), B row-major.
+  The whole GEMM contract (issue 43): ``sgemm_pipelined`` declares the full epilogue (:data:`FULL`:
+  alpha, beta·C0, a float32 bias, every activation, a float32/bf16/fp16 C rounded once, leading
+  dimensions above the tight ones, strided batches with shared operands, either layout of A). Such
+  a problem compiles ``gemm_sgemm_pipelined_epi`` with ``-DGEMMLAB_EPI`` (the same main loop with
+  the pitches lda/ldb in place of K/M/N, batch = blockIdx.z, the fused operation in the
+  register-to-global store of gemmlab/fused.cuh); a plain problem compiles the plain entries
+  exactly as before (SASS pinned by tests/test_sass_unchanged.py).
 
 Each spec's :meth:`ownership` replays the kernel's index arithmetic in numpy (one owner per
 output, every staged element written once per chunk); :meth:`check` enforces the same rules
@@ -26,10 +33,11 @@ from types import MappingProxyType
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Problem, Shape, hookimpl
-from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits, require,
-                                          require_block_threads, require_divides, warp_threads, warp_tile_geometry,
-                                          warp_tile_restrictions)
+from gemmlab.contract.hookspecs import (FULL, DeviceFacts, KernelOptions, KernelSpec, Launch, ParamError, Problem, Shape,
+                                        hookimpl)
+from gemmlab.contract.plugin_utils import (EPILOGUE_DEFINE, STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits,
+                                          epilogue_arguments, epilogue_template, require, require_block_threads,
+                                          require_divides, warp_threads, warp_tile_geometry, warp_tile_restrictions)
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 from gemmlab.contract.regimes import RANK_FIRST, Preference
 
@@ -236,9 +244,28 @@ class PipelinedKernel(_Rung):
 
     def instance(self, problem: Problem, params) -> str:
         """:meth:`entry` (row-major A), or its ``gemm_sgemm_pipelined_acol`` twin (the same template
-        arguments) for a column-major A."""
+        arguments) for a column-major A; beyond the plain contract (issue 43)
+        ``gemm_sgemm_pipelined_epi<..., MINB, ACOL, ACT, BIAS, BETA, BIAS_T, OUT_T>``."""
         name = self.entry(params)
+        if problem.extended:
+            acol = "true" if problem.layout_a == "col" else "false"
+            return name.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_epi<")[:-1] + (
+                f", {acol}, {epilogue_template(problem)}>")
         return name.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_acol<") if problem.layout_a == "col" else name
+
+    def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
+        """``-DGEMMLAB_EPI`` beyond the plain contract (the fused entry), else none."""
+        return KernelOptions(defines={EPILOGUE_DEFINE: 1}) if problem.extended else KernelOptions()
+
+    def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
+        """:meth:`launch`, with one grid layer (z) per batch."""
+        launch = self.launch(problem.shape, params, device)
+        return Launch(grid=(launch.grid[0], 1, problem.batch), block=launch.block, shared_bytes=launch.shared_bytes)
+
+    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        """(A, B, C, M, N, K) for a plain problem; beyond it the fused entry's
+        (:func:`~gemmlab.contract.plugin_utils.epilogue_arguments`)."""
+        return epilogue_arguments(problem) if problem.extended else super().arguments(problem, params, device)
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         p = params
@@ -345,5 +372,6 @@ def gemmlab_kernels():
                                   "STAGES": 4, "GS": 8, "MINB": 4},
                         description="ladder 4: cp.async STAGES-deep pipeline, lean addressing, smem "
                                     "epilogue, block swizzle, 4 blocks/SM",
-                        sass_classes=("FFMA",), space=PIPELINED_SPACE, layouts=(("row", "row"), ("col", "row"))),
+                        sass_classes=("FFMA",), space=PIPELINED_SPACE, layouts=(("row", "row"), ("col", "row")),
+                        epilogue=FULL),
     ]

@@ -257,10 +257,42 @@ _TILED_EPI = re.compile(r"gemm_tiled_epi<([^>]*)>")
 _OUT_TYPES = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16"}
 
 
+#: issue 43 item 3: the fused-epilogue entries of the fast kernels (gemmlab/fused.cuh), template
+#: arguments ending in ACT, BIAS, BETA, BIAS_T, OUT_T; the arguments are gemm_tiled_epi's
+_FUSED_ENTRY = re.compile(r"(gemm_sgemm_pipelined_epi|gemm_decode16_epi|gemm_gemv_rows_epi|gemm_gemv_cols_epi)<([^>]*)>")
+
+
+def _fast_fused(entry: str, parts: list[str], launch):
+    """The launch function of a fast kernel's fused entry: its input type and layouts from the
+    template arguments (sgemm_pipelined_epi: ACOL the 11th; decode16_epi: T first, B_COL the 5th;
+    gemv_cols_epi: B column-major), the batch count from the grid (z; decode16_epi: grid y over
+    the row blocks of M, 16·MT rows each)."""
+    act, bias, beta = (int(p) for p in parts[-5:-2])
+    bias_t, out = (_OUT_TYPES[t] for t in parts[-2:])
+    inputs, layout_a, layout_b = "float32", "row", "row"
+    if entry == "gemm_sgemm_pipelined_epi":
+        layout_a = "col" if parts[10] == "true" else "row"
+    elif entry == "gemm_decode16_epi":
+        inputs, layout_b = _OUT_TYPES[parts[0]], "col" if parts[4] == "true" else "row"
+    elif entry == "gemm_gemv_cols_epi":
+        layout_b = "col"
+
+    def run(gpu, args):
+        batches = launch.grid[2]
+        if entry == "gemm_decode16_epi":
+            batches = launch.grid[1] // -(-int(args[5]) // (16 * int(parts[1])))
+        tiled_epi(gpu, args, act, bias, beta, out, batches, inputs, bias_t, layout_a, layout_b)
+
+    return run
+
+
 def fused_emulation(name: str, launch):
     """The fake's launch function for a ``gemm_tiled_epi<BM, BN, BK, TM, TN, ACT, BIAS, BETA, IN_T,
-    BIAS_T, OUT_T>`` instance (kernels/tiled.cu), or None for any other kernel; the batch count is the
-    launch's grid z."""
+    BIAS_T, OUT_T>`` instance (kernels/tiled.cu; the batch count is the launch's grid z) or a fast
+    kernel's fused entry (:data:`_FUSED_ENTRY`, :func:`_fast_fused`), or None for any other kernel."""
+    fast = _FUSED_ENTRY.match(name)
+    if fast:
+        return _fast_fused(fast.group(1), [p.strip() for p in fast.group(2).split(",")], launch)
     match = _TILED_EPI.match(name)
     if not match:
         return None
@@ -295,10 +327,12 @@ def _activation32(act: int, z: np.ndarray) -> np.ndarray:
 
 
 def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out: str, batches: int,
-              inputs: str = "float32", bias_type: str = "float32") -> None:
-    """What gemm_tiled_epi computes, on the fake device memory: per batch z (strides in elements),
-    acc = the float64 product rounded to float32, then alpha * acc + beta * C0 + bias, the activation
-    and the output rounding in float32 arithmetic; only each batch's M x N is written."""
+              inputs: str = "float32", bias_type: str = "float32", layout_a: str = "row", layout_b: str = "row") -> None:
+    """What gemm_tiled_epi (and every fused entry of gemmlab/fused.cuh) computes, on the fake device
+    memory: per batch z (strides in elements), acc = the float64 product rounded to float32, then
+    alpha * acc + beta * C0 + bias, the activation and the output rounding in float32 arithmetic;
+    only each batch's M x N is written. A column-major A is stored K x M (pitch lda), a column-major
+    B N x K (pitch ldb)."""
     a, b, c, c0, bvec, m, n, k, lda, ldb, ldc, sa, sb, sc = (int(x) for x in args[:14])
     alpha, beta = np.float32(args[14]), np.float32(args[15])
     dtype, in_t, bias_t = _out_dtype(out), _out_dtype(inputs), _out_dtype(bias_type)
@@ -308,8 +342,8 @@ def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out:
         return gpu.view(address, i_item * rows * ld).view(in_t).reshape(rows, ld)[:, :cols].astype(np.float64)
 
     for z in range(batches):
-        A = matrix(a + i_item * z * sa, m, lda, k)
-        B = matrix(b + i_item * z * sb, k, ldb, n)
+        A = matrix(a + i_item * z * sa, m, lda, k) if layout_a == "row" else matrix(a + i_item * z * sa, k, lda, m).T
+        B = matrix(b + i_item * z * sb, k, ldb, n) if layout_b == "row" else matrix(b + i_item * z * sb, n, ldb, k).T
         v = alpha * (A @ B).astype(np.float32)
         if beta_on:
             prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n]

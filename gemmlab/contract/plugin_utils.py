@@ -3,17 +3,52 @@ used by :meth:`gemmlab.contract.hookspecs.KernelSpec.ownership`. No CUDA here.""
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Mapping
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, ParamError, Problem, Shape
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelSpec, Launch, Matrix, ParamError, Problem, Shape,
+                                        Value)
 
 
 #: the precisions of a float32 CUDA-core kernel that also serves ``precision=tf32`` (issue 41): TF32 is
 #: allowed, not required, so FFMA on the unrounded float32 inputs is a valid TF32 GEMM; such a kernel
 #: declares ``precisions=FP32_TF32, tf32_rounding="none"`` (the reference then rounds no input)
 FP32_TF32 = ("fp32", "tf32")
+
+
+# --- the fused epilogue of the whole GEMM contract (issue 43, kernels/include/gemmlab/fused.cuh) ---
+
+#: the ``-D`` define under which a kernel source compiles its fused-epilogue entries (the plain build
+#: never sets it, so its program stays as it was)
+EPILOGUE_DEFINE = "GEMMLAB_EPI"
+#: ``epilogue.activation`` -> the ACT template argument of gemmlab/fused.cuh
+ACTIVATION_CODES = MappingProxyType({"none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4})
+#: storage type name (``Problem.c_dtype``, ``Problem.bias_dtype``, ``Problem.ab_dtype``) -> its CUDA type
+CUDA_TYPES = MappingProxyType({"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half"})
+
+
+def epilogue_template(problem: Problem) -> str:
+    """The trailing template arguments ``ACT, BIAS, BETA, BIAS_T, OUT_T`` of a fused-epilogue entry
+    (gemmlab/fused.cuh's ``Fused``) for ``problem``: the activation's code, 1 with a bias, 1 with
+    beta != 0, the bias's CUDA type (``float`` without a bias) and C's."""
+    ep = problem.epilogue
+    act, bias, beta = ((ACTIVATION_CODES[ep.activation], int(ep.bias != "none"), int(ep.beta != 0.0))
+                       if ep is not None else (0, 0, 0))
+    return f"{act}, {bias}, {beta}, {CUDA_TYPES[problem.bias_dtype or 'float32']}, {CUDA_TYPES[problem.c_dtype]}"
+
+
+def epilogue_arguments(problem: Problem) -> tuple:
+    """The fused-epilogue entries' arguments (kernels/tiled.cu's gemm_tiled_epi's order): ``(A, B,
+    C, C0 or null, bias or null, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha,
+    beta)``; strides in elements (0: an operand shared by every batch), alpha and beta float32."""
+    ep = problem.epilogue
+    null = Value(0, "int64")
+    return (Matrix("A"), Matrix("B"), Matrix("C"), Matrix("C0") if ep is not None and ep.beta != 0.0 else null,
+            Matrix("bias") if problem.bias_dtype else null, Dim("M"), Dim("N"), Dim("K"), Dim("lda"), Dim("ldb"),
+            Dim("ldc"), Dim("stride_a"), Dim("stride_b"), Dim("stride_c"),
+            Value(ep.alpha if ep else 1.0, "float32"), Value(ep.beta if ep else 0.0, "float32"))
 
 
 def cdiv(a: int, b: int) -> int:

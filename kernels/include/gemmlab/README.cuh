@@ -21,6 +21,9 @@
 //            templated on it (mma_bf16, decode_bf16)
 //   tiled.cuh  the "tiled" kernel's scheme in pieces (A/B staging, the chunk's inner product, the
 //            masked stores), shared by splitk and cluster_tiled
+//   fused.cuh  the fused epilogue of issue 43 (alpha, beta·C0, bias, activation, bf16/fp16/float32 C
+//            rounded once, C's pitch and batch stride) for kernels storing float32 results from
+//            registers: Fused<ACT, BIAS, BETA, BIAS_T, OUT_T>::store1 / store4 (sgemm_pipelined, decode)
 //   relayout.cuh  operand copies into the workspace before a TMA kernel: pad copy (16-byte row
 //            stride, zero pad) and transpose (row-major B -> K-major), as Extra steps of a plan
 // Pieces moved out of a kernel must compile to the same SASS as before (force-inline; compare
