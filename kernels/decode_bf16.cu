@@ -78,16 +78,25 @@ __device__ __forceinline__ void store4(float *C, int M, int N, int row, int col,
 
 }  // namespace
 
-template <typename T, int MT, int KW, int U, bool B_COL>
-__global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A, const T *__restrict__ B,
-                                                         float *__restrict__ C, int M, int N, int K) {
+// Body of the kernel (the plain entry gemm_decode16 below and, under GEMMLAB_EPI, the fused one): A's
+// row pitch lda, B's ldb (row-major: K x N rows; column-major: B^T's N rows of K), the block's row
+// block my (blockIdx.y of the plain entry); EPI: Decode16Plain (C row-major float32, pitch N) or
+// gemmlab::Fused (the fused epilogue of batch z, issue 43).
+struct Decode16Plain {
+  static constexpr bool FUSED = false;
+};
+
+template <typename T, int MT, int KW, int U, bool B_COL, class EPI = Decode16Plain>
+__device__ __forceinline__ void decode16_body(const T *__restrict__ A, const T *__restrict__ B, float *__restrict__ C,
+                                              int M, int N, int K, int lda, int ldb, int my, int z,
+                                              const EPI &epi = EPI()) {
   constexpr int ROWS = 16 * MT;  // rows of C per block
   constexpr int NT = 64;         // columns of C per block (8 m16n8 tiles)
   extern __shared__ __align__(16) float red[];  // [KW][ROWS][NT] partial tiles
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const int n0 = blockIdx.x * NT, m0 = blockIdx.y * ROWS;
+  const int n0 = blockIdx.x * NT, m0 = my * ROWS;
   const int chunks = (K + 31) >> 5;
   const int per = (chunks + gridDim.z - 1) / gridDim.z;
   const int c_begin = blockIdx.z * per;
@@ -112,10 +121,10 @@ __global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A
       for (int j = 0; j < 8; j++) {
         if (B_COL) {
           const int n = n0 + 8 * j + g;
-          bv[u][j] = (kin && n < N) ? ld_stream_16(B + (long long)n * K + kc) : zero;
+          bv[u][j] = (kin && n < N) ? ld_stream_16(B + (long long)n * ldb + kc) : zero;
         } else {
           const int n = n0 + 8 * g;  // N % 8 == 0: the 8 columns are all in or all out
-          bv[u][j] = (kin && n < N) ? ld_stream_16(B + (long long)(kc + j) * N + n) : zero;
+          bv[u][j] = (kin && n < N) ? ld_stream_16(B + (long long)(kc + j) * ldb + n) : zero;
         }
       }
 #pragma unroll
@@ -123,7 +132,7 @@ __global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           const int row = m0 + 16 * i + g + 8 * h;
-          av[u][i][h] = (kin && row < M) ? ld_a_16(A + (long long)row * K + kc) : zero;
+          av[u][i][h] = (kin && row < M) ? ld_a_16(A + (long long)row * lda + kc) : zero;
         }
     }
 #pragma unroll
@@ -177,8 +186,12 @@ __global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A
       const float4 o = *reinterpret_cast<const float4 *>(red + w * ROWS * NT + 4 * e);
       s.x += o.x; s.y += o.y; s.z += o.z; s.w += o.w;
     }
-    if (splits == 1) store4(C, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
-    else *reinterpret_cast<float4 *>(red + 4 * e) = s;
+    if (splits == 1) {
+      if constexpr (EPI::FUSED) epi.store4(z, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
+      else store4(C, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
+    } else {
+      *reinterpret_cast<float4 *>(red + 4 * e) = s;
+    }
   }
   if (splits == 1) return;
   // the SPLITS blocks of this tile form one thread-block cluster (1, 1, SPLITS): after the cluster
@@ -194,7 +207,38 @@ __global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A
       const float4 o = gemmlab::ld_shared_cluster_v4(gemmlab::map_shared_rank(red + 4 * e, r));
       s.x += o.x; s.y += o.y; s.z += o.z; s.w += o.w;
     }
-    store4(C, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
+    if constexpr (EPI::FUSED) epi.store4(z, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
+    else store4(C, M, N, m0 + e / (NT / 4), n0 + 4 * (e % (NT / 4)), s);
   }
   gemmlab::cluster_sync();  // no block leaves (freeing its shared memory) before every peer has read it
 }
+
+template <typename T, int MT, int KW, int U, bool B_COL>
+__global__ void __launch_bounds__(32 * KW) gemm_decode16(const T *__restrict__ A, const T *__restrict__ B,
+                                                         float *__restrict__ C, int M, int N, int K) {
+  decode16_body<T, MT, KW, U, B_COL>(A, B, C, M, N, K, K, B_COL ? K : N, blockIdx.y, 0);
+}
+
+#ifdef GEMMLAB_EPI
+// The whole GEMM contract (issue 43), compiled only with -DGEMMLAB_EPI (plugins/decode_bf16.py asks
+// for it beyond C = A·B; the plain build above is unchanged, SASS for SASS: tests/test_sass_unchanged.py):
+// batch z of C (M x N, pitch ldc, OUT_T) = OUT_T(act(alpha * A·B + beta * C0 + bias))
+// (gemmlab/fused.cuh), A (pitch lda) and B (pitch ldb; lda and ldb multiples of 8, so every 16-byte
+// load stays aligned) at z * stride_a / stride_b elements (0: shared by all batches). gridDim.z stays
+// the K splits (one cluster per tile), so the batches go along y: blockIdx.y = z * ceil(M / 16·MT) +
+// the row block. The epilogue is applied to the four outputs a thread stores (after the split
+// reduction), as one access where N and ldc are multiples of 4 and C, C0 and the bias aligned.
+#include "gemmlab/fused.cuh"
+
+template <typename T, int MT, int KW, int U, bool B_COL, int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__(32 * KW)
+gemm_decode16_epi(const T *__restrict__ A, const T *__restrict__ B, OUT_T *__restrict__ C, const OUT_T *__restrict__ C0,
+                  const BIAS_T *__restrict__ bias, int M, int N, int K, int lda, int ldb, int ldc, int stride_a,
+                  int stride_b, int stride_c, float alpha, float beta) {
+  const int gy = (M + 16 * MT - 1) / (16 * MT);
+  const int z = blockIdx.y / gy, my = blockIdx.y % gy;
+  const gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> epi{C, C0, bias, ldc, stride_c, alpha, beta};
+  decode16_body<T, MT, KW, U, B_COL>(A + (long long)z * stride_a, B + (long long)z * stride_b, nullptr, M, N, K, lda,
+                                     ldb, my, z, epi);
+}
+#endif  // GEMMLAB_EPI

@@ -32,9 +32,17 @@
 // Registers: __launch_bounds__ asks for 512 / threads blocks per SM (at least 1), i.e. at most 128
 // registers per thread, so at least 16 warps fit an SM (ptxas otherwise hoists every A load of a
 // round: 254 registers at MT = 16, 8 warps per SM).
-template <int MT, int CW, int WN, int KW, int U>
-__global__ void __launch_bounds__(32 * WN * KW, (512 / (32 * WN * KW)) > 0 ? 512 / (32 * WN * KW) : 1) gemm_gemv_cols(const float *a, const float *b, float *c, int m,
-                                                               int n, int k) {
+// Body of the kernel (the plain entry gemm_gemv_cols below and, under GEMMLAB_EPI, the fused one):
+// A's row pitch lda, B's (stored N x K) ldb; EPI: GemvColsPlain (C row-major float32, pitch n) or
+// gemmlab::Fused (the fused epilogue of batch z, issue 43; the float4 path then also needs lda and
+// ldb multiples of 4 and A, B 16-byte aligned).
+struct GemvColsPlain {
+  static constexpr bool FUSED = false;
+};
+
+template <int MT, int CW, int WN, int KW, int U, class EPI = GemvColsPlain>
+__device__ __forceinline__ void gemv_cols_body(const float *a, const float *b, float *c, int m, int n, int k, int lda,
+                                               int ldb, int z, const EPI &epi = EPI()) {
   constexpr int V = MT * CW;            // partial sums per lane
   constexpr int HELD = V >= 32 ? V / 32 : 1;  // slots a holder lane keeps after the reduce-scatter
   constexpr int SPREAD = V >= 32 ? 1 : 32 / V;  // lanes per slot when V < 32 (the holder is the first)
@@ -49,11 +57,13 @@ __global__ void __launch_bounds__(32 * WN * KW, (512 / (32 * WN * KW)) > 0 ? 512
   const int m0 = blockIdx.x * MT;
   const int nc = blockIdx.y * (WN * CW) + g * CW;  // this warp's first column
   const int steps = (k + 127) >> 7;
-  const bool vec = (k & 3) == 0;
+  const bool vec = (k & 3) == 0 &&
+                   (!EPI::FUSED || ((lda & 3) == 0 && (ldb & 3) == 0 &&
+                                    ((reinterpret_cast<unsigned long long>(a) | reinterpret_cast<unsigned long long>(b)) & 15) == 0));
 
   const float *brow[CW];
 #pragma unroll
-  for (int c2 = 0; c2 < CW; c2++) brow[c2] = b + (long long)min(nc + c2, n - 1) * k;
+  for (int c2 = 0; c2 < CW; c2++) brow[c2] = b + (long long)min(nc + c2, n - 1) * ldb;
 
   float acc[MT][CW];
 #pragma unroll
@@ -89,7 +99,7 @@ __global__ void __launch_bounds__(32 * WN * KW, (512 / (32 * WN * KW)) > 0 ? 512
       const int k0 = (j0 + u * KW) * 128 + 4 * lane;
 #pragma unroll
       for (int i = 0; i < MT; i++) {
-        const float4 av = load4(a + (long long)min(m0 + i, m - 1) * k, k0, m0 + i < m);
+        const float4 av = load4(a + (long long)min(m0 + i, m - 1) * lda, k0, m0 + i < m);
 #pragma unroll
         for (int c2 = 0; c2 < CW; c2++) {
           acc[i][c2] = fmaf(av.x, bv[u][c2].x, acc[i][c2]);
@@ -134,7 +144,11 @@ __global__ void __launch_bounds__(32 * WN * KW, (512 / (32 * WN * KW)) > 0 ? 512
 #pragma unroll
       for (int q = 0; q < HELD; q++) {
         const int slot = slot0 + q, i = slot / CW, c2 = slot % CW;
-        if (m0 + i < m && nc + c2 < n) c[(long long)(m0 + i) * n + nc + c2] = v[q];
+        if constexpr (EPI::FUSED) {
+          if (m0 + i < m && nc + c2 < n) epi.store1(z, m0 + i, nc + c2, v[q]);
+        } else {
+          if (m0 + i < m && nc + c2 < n) c[(long long)(m0 + i) * n + nc + c2] = v[q];
+        }
       }
     }
   } else {
@@ -150,7 +164,37 @@ __global__ void __launch_bounds__(32 * WN * KW, (512 / (32 * WN * KW)) > 0 ? 512
 #pragma unroll
       for (int ss = 0; ss < KW; ss++) sum += partials[(ss * WN + gg) * V + slot];
       const int col = n0 + gg * CW + c2;
-      if (m0 + i < m && col < n) c[(long long)(m0 + i) * n + col] = sum;
+      if constexpr (EPI::FUSED) {
+        if (m0 + i < m && col < n) epi.store1(z, m0 + i, col, sum);
+      } else {
+        if (m0 + i < m && col < n) c[(long long)(m0 + i) * n + col] = sum;
+      }
     }
   }
 }
+
+template <int MT, int CW, int WN, int KW, int U>
+__global__ void __launch_bounds__(32 * WN * KW, (512 / (32 * WN * KW)) > 0 ? 512 / (32 * WN * KW) : 1) gemm_gemv_cols(const float *a, const float *b, float *c, int m,
+                                                               int n, int k) {
+  gemv_cols_body<MT, CW, WN, KW, U>(a, b, c, m, n, k, k, k, 0);
+}
+
+#ifdef GEMMLAB_EPI
+// The whole GEMM contract (issue 43), compiled only with -DGEMMLAB_EPI (plugins/gemv_cols.py asks for
+// it beyond C = A·B; the plain build above is unchanged, SASS for SASS: tests/test_sass_unchanged.py):
+// batch blockIdx.z of C (M x N, pitch ldc, OUT_T) = OUT_T(act(alpha * A·B + beta * C0 + bias))
+// (gemmlab/fused.cuh), A row-major (pitch lda) and B column-major (stored N x K, pitch ldb) at
+// z * stride_a / stride_b elements (0: shared by all batches); each output's epilogue is applied by
+// the one thread that stores it.
+#include "gemmlab/fused.cuh"
+
+template <int MT, int CW, int WN, int KW, int U, int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__(32 * WN * KW, (512 / (32 * WN * KW)) > 0 ? 512 / (32 * WN * KW) : 1)
+gemm_gemv_cols_epi(const float *a, const float *b, OUT_T *c, const OUT_T *c0, const BIAS_T *bias, int m, int n, int k,
+                   int lda, int ldb, int ldc, int stride_a, int stride_b, int stride_c, float alpha, float beta) {
+  const int z = blockIdx.z;
+  const gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> epi{c, c0, bias, ldc, stride_c, alpha, beta};
+  gemv_cols_body<MT, CW, WN, KW, U>(a + (long long)z * stride_a, b + (long long)z * stride_b, nullptr, m, n, k, lda,
+                                    ldb, z, epi);
+}
+#endif  // GEMMLAB_EPI

@@ -17,9 +17,17 @@
 // Edges: rows m0 + m >= M and k >= K are zero-filled in the A stage (and k >= K skips the B load);
 // columns >= N are masked; a row of B is read with float4 only when N % 4 == 0 and the whole
 // float4 is inside the row (else four guarded scalar loads).
-template <int MT, int NT, int KW, int U>
-__global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const float *b, float *c, int m, int n,
-                                                          int k) {
+// Body of the kernel (the plain entry gemm_gemv_rows below and, under GEMMLAB_EPI, the fused one):
+// A's row pitch lda, B's ldb; EPI: GemvRowsPlain (C row-major float32, pitch n) or gemmlab::Fused
+// (the fused epilogue of batch z, issue 43; then the vector paths also need lda / ldb multiples of 4
+// and A / B 16-byte aligned).
+struct GemvRowsPlain {
+  static constexpr bool FUSED = false;
+};
+
+template <int MT, int NT, int KW, int U, class EPI = GemvRowsPlain>
+__device__ __forceinline__ void gemv_rows_body(const float *a, const float *b, float *c, int m, int n, int k, int lda,
+                                               int ldb, int z, const EPI &epi = EPI()) {
   constexpr int THREADS = 32 * KW;
   constexpr int L = NT / 4;            // lanes across the NT columns (one float4 each)
   constexpr int KSTEP = THREADS / L;   // k rows per step for the whole block
@@ -37,7 +45,8 @@ __global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const 
   const int m0 = blockIdx.x * MT;
   const int n0 = blockIdx.y * NT;
   const int col = n0 + 4 * col_group;
-  const bool vec = ((n & 3) == 0) && (col + 3 < n);
+  const bool vec = ((n & 3) == 0) && (col + 3 < n) &&
+                   (!EPI::FUSED || ((ldb & 3) == 0 && (reinterpret_cast<unsigned long long>(b) & 15) == 0));
 
   float acc[MT][4];
 #pragma unroll
@@ -53,7 +62,7 @@ __global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const 
       const int kr = k0 + krow + u * KSTEP;
       bv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (kr < k) {
-        const float *row = b + (long long)kr * n;
+        const float *row = b + (long long)kr * ldb;
         if (vec) {
           bv[u] = __ldg(reinterpret_cast<const float4 *>(row + col));
         } else {
@@ -66,13 +75,14 @@ __global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const 
     }
     // 2. stage A[m0 .. m0+MT) x [k0 .. k0+KC) k-major: As[kk * MT + mm], zero outside
     __syncthreads();  // every thread is done reading the previous chunk
-    if (KC % 4 == 0 && (k & 3) == 0) {
+    if (KC % 4 == 0 && (k & 3) == 0 &&
+        (!EPI::FUSED || ((lda & 3) == 0 && (reinterpret_cast<unsigned long long>(a) & 15) == 0))) {
       // float4 along k (K % 4 == 0: a vector is wholly inside or outside a row); mm fastest, so a
       // warp reads whole 32-byte sectors of MT rows and the 4 scalar stores hit consecutive banks
       for (int e = t; e < STAGE / 4; e += THREADS) {
         const int mm = e % MT, kq = 4 * (e / MT);
         const int gm = m0 + mm, gk = k0 + kq;
-        const float4 v = (gm < m && gk < k) ? __ldg(reinterpret_cast<const float4 *>(a + (long long)gm * k + gk))
+        const float4 v = (gm < m && gk < k) ? __ldg(reinterpret_cast<const float4 *>(a + (long long)gm * lda + gk))
                                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         smem[kq * MT + mm] = v.x;
         smem[(kq + 1) * MT + mm] = v.y;
@@ -83,7 +93,7 @@ __global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const 
       for (int idx = t; idx < STAGE; idx += THREADS) {
         const int mm = idx % MT, kk = idx / MT;
         const int gm = m0 + mm, gk = k0 + kk;
-        smem[idx] = (gm < m && gk < k) ? __ldg(a + (long long)gm * k + gk) : 0.0f;
+        smem[idx] = (gm < m && gk < k) ? __ldg(a + (long long)gm * lda + gk) : 0.0f;
       }
     }
     __syncthreads();
@@ -133,7 +143,36 @@ __global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const 
     float sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < KW; w++) sum += smem[(w * MT + mm) * NT + nn];
-    if (m0 + mm < m && n0 + nn < n) c[(long long)(m0 + mm) * n + n0 + nn] = sum;
+    if constexpr (EPI::FUSED) {
+      if (m0 + mm < m && n0 + nn < n) epi.store1(z, m0 + mm, n0 + nn, sum);
+    } else {
+      if (m0 + mm < m && n0 + nn < n) c[(long long)(m0 + mm) * n + n0 + nn] = sum;
+    }
   }
   (void)R;
 }
+
+template <int MT, int NT, int KW, int U>
+__global__ void __launch_bounds__(32 * KW) gemm_gemv_rows(const float *a, const float *b, float *c, int m, int n,
+                                                          int k) {
+  gemv_rows_body<MT, NT, KW, U>(a, b, c, m, n, k, k, n, 0);
+}
+
+#ifdef GEMMLAB_EPI
+// The whole GEMM contract (issue 43), compiled only with -DGEMMLAB_EPI (plugins/gemv_rows.py asks for
+// it beyond C = A·B; the plain build above is unchanged, SASS for SASS: tests/test_sass_unchanged.py):
+// batch blockIdx.z of C (M x N, pitch ldc, OUT_T) = OUT_T(act(alpha * A·B + beta * C0 + bias))
+// (gemmlab/fused.cuh), A (pitch lda) and B (pitch ldb) row-major at z * stride_a / stride_b
+// elements (0: shared by all batches), each output's epilogue applied by the one thread that stores it.
+#include "gemmlab/fused.cuh"
+
+template <int MT, int NT, int KW, int U, int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__(32 * KW)
+gemm_gemv_rows_epi(const float *a, const float *b, OUT_T *c, const OUT_T *c0, const BIAS_T *bias, int m, int n, int k,
+                   int lda, int ldb, int ldc, int stride_a, int stride_b, int stride_c, float alpha, float beta) {
+  const int z = blockIdx.z;
+  const gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> epi{c, c0, bias, ldc, stride_c, alpha, beta};
+  gemv_rows_body<MT, NT, KW, U>(a + (long long)z * stride_a, b + (long long)z * stride_b, nullptr, m, n, k, lda, ldb,
+                                z, epi);
+}
+#endif  // GEMMLAB_EPI

@@ -17,14 +17,24 @@ U (1..4 chunks per load round), SPLITS (1..8 K splits across blocks: the cluster
 fp16; layouts A row-major, B row- or column-major. Needs K % 8 == 0 (16-byte rows of A and of a
 column-major B) and, for a row-major B, N % 8 == 0; other shapes are refused by :meth:`check_problem`
 (one line naming the rule). Fast where B dominates the traffic (M <= 64, N·K in the millions).
+
+The whole GEMM contract (issue 43): ``decode_bf16`` declares the full epilogue (:data:`FULL`: alpha,
+beta·C0, a float32 or input-typed bias, every activation, a float32/bf16/fp16 C rounded once,
+leading dimensions that are multiples of 8 (its 16-byte loads), strided batches with shared
+operands). Such a problem compiles ``gemm_decode16_epi`` with ``-DGEMMLAB_EPI``: the same loop with
+the pitches lda/ldb, the fused operation of gemmlab/fused.cuh on the four outputs a thread stores
+after the split reduction, and the batches along grid y (gridDim.z stays the K splits of a
+cluster); a plain problem compiles ``gemm_decode16`` as before.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Main, Problem, Shape, hookimpl
-from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, require
+from gemmlab.contract.hookspecs import (FULL, DeviceFacts, KernelOptions, KernelSpec, Launch, Main, Problem, Shape,
+                                        hookimpl)
+from gemmlab.contract.plugin_utils import (EPILOGUE_DEFINE, SM90_SHARED_OPTIN_BYTES, cdiv, count_hits,
+                                          epilogue_arguments, epilogue_template, require)
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 from gemmlab.contract.regimes import RANK_FIRST, Preference
 
@@ -70,6 +80,15 @@ class DecodeBf16Kernel(KernelSpec):
                     f"N = {problem.N}: {self.name} reads a row-major B in 16-byte pieces, so N must be a multiple of 8")
         require(cdiv(problem.M, 16 * p["MT"]) <= 65535, "shape",
                 f"M = {problem.M} needs {cdiv(problem.M, 16 * p['MT'])} blocks along y (limit 65535); raise MT")
+        if problem.extended:  # issue 43: pitches keep every 16-byte row piece aligned; batches go along y
+            for name in ("lda", "ldb"):
+                ld = getattr(problem, name)
+                require(ld % 8 == 0, f"layout.{name}",
+                        f"{name} = {ld}: {self.name} reads rows in 16-byte pieces, so {name} must be a multiple of 8")
+            blocks_y = cdiv(problem.M, 16 * p["MT"]) * problem.batch
+            require(blocks_y <= 65535, "batch.count",
+                    f"{problem.batch} batches x {cdiv(problem.M, 16 * p['MT'])} row blocks = {blocks_y} blocks along y "
+                    "(limit 65535); fewer batches or a larger MT")
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, "bf16", "row", "row"), params, device)
@@ -127,16 +146,29 @@ class DecodeBf16Kernel(KernelSpec):
         return out
 
     def instance(self, problem: Problem, params) -> str:
+        """``gemm_decode16<T, MT, KW, U, B_COL>``; beyond the plain contract (issue 43)
+        ``gemm_decode16_epi<T, MT, KW, U, B_COL, ACT, BIAS, BETA, BIAS_T, OUT_T>``."""
         p = params
-        return (f"gemm_decode16<{ELEMENT[problem.precision]}, {p['MT']}, {p['KW']}, {p['U']}, "
+        name = (f"gemm_decode16<{ELEMENT[problem.precision]}, {p['MT']}, {p['KW']}, {p['U']}, "
                 f"{'true' if problem.layout_b == 'col' else 'false'}>")
+        return name.replace("gemm_decode16<", "gemm_decode16_epi<")[:-1] + f", {epilogue_template(problem)}>" \
+            if problem.extended else name
+
+    def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
+        """``-DGEMMLAB_EPI`` beyond the plain contract (the fused entry, issue 43), else none."""
+        return KernelOptions(defines={EPILOGUE_DEFINE: 1}) if problem.extended else KernelOptions()
+
+    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        """(A, B, C, M, N, K) for a plain problem; beyond it the fused entry's
+        (:func:`~gemmlab.contract.plugin_utils.epilogue_arguments`)."""
+        return epilogue_arguments(problem) if problem.extended else super().arguments(problem, params, device)
 
     def entry(self, params) -> str:
         return self.instance(Problem(Shape(1, 1, 1), "bf16", "row", "row"), params)
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         p = params
-        return Launch(grid=(cdiv(problem.N, NT), cdiv(problem.M, 16 * p["MT"]), p["SPLITS"]),
+        return Launch(grid=(cdiv(problem.N, NT), cdiv(problem.M, 16 * p["MT"]) * problem.batch, p["SPLITS"]),
                       block=(32 * p["KW"], 1, 1), shared_bytes=shared_bytes(p),
                       cluster=(1, 1, p["SPLITS"]) if p["SPLITS"] > 1 else None)
 
@@ -215,4 +247,4 @@ def gemmlab_kernels():
                                          "cluster (added in rank order over DSMEM, no atomics)",
                              precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
                              param_values={"MT": MT_VALUES}, space=SPACE,
-                             sass_classes=("HMMA",))]
+                             sass_classes=("HMMA",), epilogue=FULL)]

@@ -24,6 +24,13 @@ it is: the float32 inputs are read unrounded and multiplied on FP32 CUDA cores (
 ``tf32_rounding="none"`` (the TF32 verification's reference then rounds no input; the float32
 accumulation bound applies).
 
+The whole GEMM contract (issue 43): ``gemv_cols`` declares the full epilogue (:data:`FULL`: alpha,
+beta·C0, a float32 bias, every activation, a float32/bf16/fp16 C rounded once, leading dimensions,
+strided batches in gridDim.z with shared operands). Such a problem compiles ``gemm_gemv_cols_epi``
+with ``-DGEMMLAB_EPI``: the same loop with the pitches lda/ldb (float4 loads only where they are
+multiples of 4 and A, B 16-byte aligned) and the fused operation of gemmlab/fused.cuh applied by the
+one thread that stores each output; a plain problem compiles ``gemm_gemv_cols`` as before.
+
 :func:`emulate` replays the kernel's work split and reduction order in numpy (the fake GPU of the
 CPU tests runs it in place of the kernel); :meth:`GemvColsKernel.ownership` its index arithmetic.
 """
@@ -32,8 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import DeviceFacts, KernelSpec, Launch, Problem, Shape, hookimpl
-from gemmlab.contract.plugin_utils import FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits, require
+from gemmlab.contract.hookspecs import FULL, DeviceFacts, KernelOptions, KernelSpec, Launch, Problem, Shape, hookimpl
+from gemmlab.contract.plugin_utils import (EPILOGUE_DEFINE, FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits,
+                                          epilogue_arguments, epilogue_template, require)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 from gemmlab.contract.regimes import RANK_FIRST, Preference
 
@@ -199,6 +207,27 @@ class GemvColsKernel(KernelSpec):
         p = params
         return f"gemm_gemv_cols<{p['MT']}, {p['CW']}, {p['WN']}, {p['KW']}, {p['U']}>"
 
+    def instance(self, problem: Problem, params) -> str:
+        """:meth:`entry`; beyond the plain contract ``gemm_gemv_cols_epi<MT, CW, WN, KW, U, ACT, BIAS, BETA,
+        BIAS_T, OUT_T>`` (issue 43)."""
+        name = self.entry(params)
+        return name.replace("gemm_gemv_cols<", "gemm_gemv_cols_epi<")[:-1] + f", {epilogue_template(problem)}>" \
+            if problem.extended else name
+
+    def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
+        """:meth:`launch`, with one grid layer (z) per batch."""
+        launch = self.launch(problem.shape, params, device)
+        return Launch(grid=(launch.grid[0], launch.grid[1], problem.batch), block=launch.block)
+
+    def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
+        """``-DGEMMLAB_EPI`` beyond the plain contract (the fused entry, issue 43), else none."""
+        return KernelOptions(defines={EPILOGUE_DEFINE: 1}) if problem.extended else KernelOptions()
+
+    def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
+        """(A, B, C, M, N, K) for a plain problem; beyond it the fused entry's
+        (:func:`~gemmlab.contract.plugin_utils.epilogue_arguments`)."""
+        return epilogue_arguments(problem) if problem.extended else super().arguments(problem, params, device)
+
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
         p = params
         return Launch(grid=(cdiv(shape.M, p["MT"]), cdiv(shape.N, p["WN"] * p["CW"]), 1),
@@ -285,5 +314,5 @@ def gemmlab_kernels():
                            param_values={"MT": MT_VALUES, "CW": CW_VALUES, "U": U_VALUES}, space=SPACE,
                            description="decode-like M <= 32 with B column-major (nn.Linear): lanes along K with "
                                        "float4 loads, K split over KW warps, B streamed once",
-                           precisions=FP32_TF32, layouts=(("row", "col"),), tf32_rounding="none",
+                           precisions=FP32_TF32, layouts=(("row", "col"),), tf32_rounding="none", epilogue=FULL,
                            sass_classes=("FFMA", "LDG.128"))]
