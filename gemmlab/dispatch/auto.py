@@ -36,6 +36,7 @@ A malformed file is one line: ``gemmlab: error: kernel.table: <file>: <rule brok
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import json
@@ -502,6 +503,45 @@ def table_choice(problem: Problem, registry, table: Table, facts: DeviceFacts) -
     return None
 
 
+def declaring(registry, plain: Mapping[str, Any], shape: Shape, precision: str, layout: tuple[str, str]):
+    """``registry``, or for a problem beyond C = A·B (issue 43: an epilogue, a C type, leading
+    dimensions or batches, read from the config ``plain``) a shallow copy holding only the kernels
+    that declare it (:func:`gemmlab.contract.epilogue.refusal` is None): kernel=auto never chooses
+    a kernel that would refuse the problem. A config whose epilogue fields are invalid keeps the
+    registry (validation names the field).
+
+    Raises:
+        ConfigError: field ``kernel``: no gemmlab kernel declares the problem (each one's refusal
+            of the first few named).
+    """
+    from gemmlab.contract.epilogue import PLAIN, refusal
+    from gemmlab.stages.config import FIELD_RULES, parse_epilogue
+    if precision == "fp8":
+        return registry
+    try:
+        lay = plain.get("layout") if isinstance(plain.get("layout"), Mapping) else {}
+        lds = {k: FIELD_RULES[f"layout.{k}"](lay.get(k)) for k in ("lda", "ldb", "ldc")}
+        out, ep = parse_epilogue(plain.get("epilogue"), plain.get("batch"), lds, shape, precision, *layout, None)
+    except ConfigError:
+        return registry
+    problem = Problem(shape, precision, layout[0], layout[1], out=out, epilogue=ep)
+    if not problem.extended:
+        return registry
+    kept, refused = {}, []
+    for name, spec in registry.kernels.items():
+        why = refusal(getattr(spec, "epilogue", PLAIN), problem, name)
+        if why is None:
+            kept[name] = spec
+        elif not isinstance(spec, LibraryKernelSpec):
+            refused.append(why[1])
+    if not any(not isinstance(spec, LibraryKernelSpec) for spec in kept.values()):
+        raise ConfigError("kernel", f"auto: no registered kernel declares this problem's epilogue, output type, "
+                          f"leading dimensions and batch ({'; '.join(refused[:3])})")
+    narrowed = copy.copy(registry)
+    narrowed.kernels = kept
+    return narrowed
+
+
 def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike | None = None,
                    runner=None) -> tuple[dict, dict | None]:
     """Turn ``kernel=auto`` in a composed config into the chosen kernel and parameters.
@@ -540,6 +580,7 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
     from gemmlab.dispatch import tuning
     opts = tuning.settings(kernel)
     precision = precision if isinstance(precision, str) else DEFAULT_PRECISION
+    registry = declaring(registry, plain, shape, precision, layout)  # issue 43: only kernels that run the epilogue
     resolved = dict(plain)
     if opts["rank"] == "model" or opts["tune"] == "first_use":
         problem = Problem(shape, precision, *layout)
