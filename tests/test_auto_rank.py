@@ -47,81 +47,137 @@ def fake(monkeypatch):
 
 
 def test_top_candidates_have_distinct_launch_names():
-    names = [entry for _, entry in top()]
-    assert len(set(names)) == 3 and all(not a.startswith(b) for a in names for b in names if a != b)
+    names = [entry for _, entry in top(6)]
+    assert len(set(names)) == 6 and all(not a.startswith(b) for a in names for b in names if a != b)
 
 
 # --- first-use tuning -----------------------------------------------------------------------------
 
-def test_first_use_keeps_the_fastest_verified_and_the_second_run_hits_the_cache(tmp_path, fake):
-    (c0, e0), (c1, e1), (c2, e2) = top()
-    fake(HostGpu(durations={e0: 3.0, e1: 1.0, e2: 2.0}))
-    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
+def zeros(gpu, args):
+    """A kernel behaviour: fast and wrong, C written with zeros."""
+    gpu.floats(int(args[2]), int(args[3]) * int(args[4]))[:] = 0.0
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """How often the point drew inputs, and each verification's shared float64 products (whether
+    the reference was already there when a backend's output was checked)."""
+    from gemmlab.run import pipeline
+    seen = {"draws": 0, "refs": []}
+    draw, check = pipeline.inputs_stage.make_problem_inputs, pipeline.verify_stage.check
+
+    def counted_draw(*a, **k):
+        seen["draws"] += 1
+        return draw(*a, **k)
+
+    def shared_check(c, a, b, options, distribution, precision, seed, products=None, **k):
+        seen["refs"].append((id(products), products is not None and "ref" in products))
+        return check(c, a, b, options, distribution, precision, seed, products=products, **k)
+
+    monkeypatch.setattr(pipeline.inputs_stage, "make_problem_inputs", counted_draw)
+    monkeypatch.setattr(pipeline.verify_stage, "check", shared_check)
+    return seen
+
+
+def test_first_use_times_its_candidates_in_one_run_and_the_second_run_hits_the_cache(tmp_path, fake, spy):
+    """k = 4 candidates as backends of ONE point: the inputs drawn once (and once more for the
+    after-timing check), one float64 reference for every candidate's verification, the samples
+    taken alternately; the wrong one (fastest of all) is dropped and never chosen, the slow one
+    loses, the fastest verified one is the point's kernel, measured by this very run."""
+    (c0, e0), (c1, e1), (c2, e2), (c3, e3) = top(4)
+    gpu = fake(HostGpu(durations={e0: 3.0, e1: 1.0, e2: 0.1, e3: 2.0}, behaviour={e2: zeros}))
+    rec = run_point(auto_cfg(tmp_path / "cache", tune_k=4), tmp_path / "a")
     assert rec["status"] == "ok", rec["error"]
     d = rec["dispatch"]
     assert d["path"] == d["source"] == "first_use" and d["chosen"] == c1.kernel and d["params"] == dict(c1.params)
-    assert rec["kernel"]["name"] == c1.kernel and rec["kernel"]["params"] == dict(c1.params)
+    assert rec["kernel"]["name"] == c1.kernel and rec["kernel"]["params"] == {**REGISTRY.kernels[c1.kernel].defaults,
+                                                                           **dict(c1.params)}
+    assert rec["timing"]["median_ms"] == 1.0 == d["measured_ms"] and rec["verification"]["passed"]
     tried = d["tuning"]["tried"]
-    assert [t["name"] for t in tried] == [c0.name, c1.name, c2.name]
-    assert [t["median_ms"] for t in tried] == [3.0, 1.0, 2.0] and all(t["verified"] for t in tried)
-    assert all(t["predicted_ms"] > 0 for t in tried) and d["measured_ms"] == 1.0 and d["predicted_ms"] > 0
-    assert d["tuning"]["cache"]["hit"] is False and d["tuning"]["cache"]["stored"] is True
-    assert d["model"]["gpu"] == "NVIDIA H200" and len(d["top"]) >= 3
-    assert (tmp_path / "a" / "tuning" / "1" / "result.json").is_file()
+    assert [t["name"] for t in tried] == [c0.name, c1.name, c2.name, c3.name]
+    assert [t["median_ms"] for t in tried] == [3.0, 1.0, None, 2.0]
+    assert [t["status"] for t in tried] == ["ok", "ok", "wrong_result", "ok"]
+    assert [t["verified"] for t in tried] == [True, True, False, True]
+    assert "wrong result" in tried[2]["error"] and tried[2]["nets_fired"] == ["verification"]
+    assert all(t["predicted_ms"] > 0 and t["probe_ms"] > 0 for t in tried if t["status"] == "ok")
+    assert d["tuning"]["cache"]["hit"] is False and d["tuning"]["cache"]["stored"] is True and "state" not in d["tuning"]
+    assert d["tuning"]["model_error"]["model_first_rank_of_best"] == 2 and d["predicted_ms"] > 0
+    assert d["model"]["gpu"] == "NVIDIA H200" and len(d["top"]) >= 4
+    assert not (tmp_path / "a" / "tuning").exists() and rec["nets_fired"] == []
+    # one point: inputs drawn once (+ the after-timing check's fresh ones), one shared reference
+    assert spy["draws"] == 2
+    correct, after = spy["refs"][:4], spy["refs"][4:]  # candidates 0..3 (no baseline here), then the 3 left
+    assert len({i for i, _ in correct}) == 1 and [had for _, had in correct] == [False, True, True, True]
+    assert len({i for i, _ in after}) == 1 and [had for _, had in after] == [False, True, True]
+    # the samples alternate: one batch (2 launches) of each survivor in turn, 3 times (FAST)
+    alternating = [e0, e0, e1, e1, e3, e3] * 3
+    assert any(gpu.launches[i:i + 18] == alternating for i in range(len(gpu.launches)))
     cache_file = d["tuning"]["cache"]["file"]
     data = json.loads(open(cache_file).read())
     assert data["schema"] == tuning.CACHE_SCHEMA and data["key"]["gpu"] == "fake H200"
     assert set(data["key"]) == {"gpu", "sm_count", "driver_version", "gemmlab_version", "kernel_sources_sha256"}
-    assert data["entries"]["fp32 row/row 63x65x33"]["name"] == c1.name
+    entry = data["entries"]["fp32 row/row 63x65x33"]
+    assert entry["name"] == c1.name and [t["status"] for t in entry["tried"]] == ["ok", "ok", "wrong_result", "ok"]
     # the second run: the cache answers, no candidate is timed again
-    gpu = fake(HostGpu(durations={e0: 3.0, e1: 1.0, e2: 2.0}))
-    rec2 = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "b")
+    gpu = fake(HostGpu(durations={e0: 3.0, e1: 1.0, e2: 0.1, e3: 2.0}))
+    rec2 = run_point(auto_cfg(tmp_path / "cache", tune_k=4), tmp_path / "b")
     assert rec2["status"] == "ok", rec2["error"]
     d2 = rec2["dispatch"]
     assert d2["path"] == "cache" and d2["tuning"]["cache"]["hit"] is True and d2["chosen"] == c1.kernel
-    assert "cache hit" in d2["reason"] and not (tmp_path / "b" / "tuning").exists()
-    assert not any(n.startswith(e0) or n.startswith(e2) for n in gpu.launches)
+    assert "cache hit" in d2["reason"] and "tried" not in d2["tuning"]
+    assert not any(n.startswith(e0) or n.startswith(e2) or n.startswith(e3) for n in gpu.launches)
 
 
-def test_a_wrong_candidate_never_wins(tmp_path, fake):
+def test_a_candidate_wrong_after_timing_never_wins(tmp_path, fake):
+    """Right on the point's inputs, wrong on the fresh ones of the after-timing check: the fastest
+    candidate is dropped (wrong_after_timing) and the next fastest wins; the point is ok."""
+    from fakegpu import right_on_first_inputs_only
     (c0, e0), (c1, e1), (c2, e2) = top()
-
-    def wrong(gpu, args):  # fast and wrong: writes zeros
-        c, m, n = int(args[2]), int(args[3]), int(args[4])
-        gpu.floats(c, m * n)[:] = 0.0
-
-    fake(HostGpu(durations={e0: 0.1, e1: 2.0, e2: 1.0}, behaviour={e0: wrong}))
+    fake(HostGpu(durations={e0: 0.1, e1: 2.0, e2: 1.0}, behaviour={e0: right_on_first_inputs_only()}))
     rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
     assert rec["status"] == "ok", rec["error"]
     d = rec["dispatch"]
-    assert d["chosen"] == c2.kernel and d["params"] == dict(c2.params)
+    assert d["chosen"] == c2.kernel and d["params"] == dict(c2.params) and rec["timing"]["median_ms"] == 1.0
     first = d["tuning"]["tried"][0]
-    assert first["name"] == c0.name and first["verified"] is False and first["median_ms"] is None
-    assert first["status"] == "wrong_result" and first["error"]
+    assert first["status"] == "wrong_after_timing" and first["median_ms"] is None and first["verified"] is False
+    assert "verification after timing" in first["error"] and "withheld" not in rec
     entry = json.loads(open(d["tuning"]["cache"]["file"]).read())["entries"]["fp32 row/row 63x65x33"]
     assert entry["name"] == c2.name
 
 
-def test_no_verified_candidate_falls_back_to_the_model(tmp_path, fake):
+def test_no_verified_candidate_fails_with_the_models_first(tmp_path, fake):
     names = [e for _, e in top()]
-
-    def wrong(gpu, args):
-        gpu.floats(int(args[2]), int(args[3]) * int(args[4]))[:] = 0.0
-
-    fake(HostGpu(behaviour={e: wrong for e in names}))
+    fake(HostGpu(behaviour={e: zeros for e in names}))
     rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
     d = rec["dispatch"]
     assert d["path"] == "model" and "no candidate passed" in d["tuning"]["result"]
-    assert rec["status"] == "wrong_result"  # the point measures the model's choice and says it is wrong
+    assert rec["status"] == "wrong_result" and "wrong result" in rec["error"]  # the model's first, as measured
+    assert [t["status"] for t in d["tuning"]["tried"]] == ["wrong_result"] * 3
     assert not list((tmp_path / "cache").glob("*.json"))  # nothing stored
 
 
 def test_the_budget_stops_between_candidates(tmp_path, fake):
+    """tune_budget_s=0: the model's first candidate alone is compiled and timed; the others are
+    recorded as not reached."""
     fake(HostGpu())
     rec = run_point(auto_cfg(tmp_path / "cache", tune_budget_s=0), tmp_path / "a")
     assert rec["status"] == "ok", rec["error"]
     t = rec["dispatch"]["tuning"]
-    assert len(t["tried"]) == 1 and t["stopped_by"].startswith("budget")
+    assert [e["status"] for e in t["tried"]] == ["ok", "not_reached", "not_reached"] and t["stopped_by"].startswith("budget")
+    assert rec["dispatch"]["chosen"] == t["tried"][0]["kernel"]
+
+
+def test_the_budget_bounds_the_sampling(tmp_path, fake):
+    """A candidate whose probe launch says its samples would pass the budget's time left is not
+    timed (not_reached); the ones that fit are."""
+    (c0, e0), (c1, e1), (c2, e2) = top()
+    fake(HostGpu(durations={e0: 2.0, e1: 30_000.0, e2: 1.0}))  # candidate 1: 7 launches x 30 s > 60 s
+    rec = run_point(auto_cfg(tmp_path / "cache"), tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    d = rec["dispatch"]
+    assert [e["status"] for e in d["tuning"]["tried"]] == ["ok", "not_reached", "ok"]
+    assert d["tuning"]["tried"][1]["probe_ms"] == 30_000.0 and "budget: sampling" in d["tuning"]["stopped_by"]
+    assert d["chosen"] == c2.kernel and d["tuning"]["elapsed_s"] < 60
 
 
 def test_an_unknown_gpu_falls_back_to_the_default_fit(tmp_path, fake):
@@ -232,10 +288,10 @@ def test_first_use_records_feed_the_fit(tmp_path, fake):
 
 
 def test_the_train_command_composes_on_the_fake_gpu(tmp_path, fake, monkeypatch):
-    """.ci/heldout_bench.py as the lead runs the train split (rank=model, first-use tuning, numbers
-    given on the command line as text), in this process on the fake GPU (no baseline: cuBLAS is not
-    here): each point's record lists the candidates it timed with their medians, and the fit reads
-    the archive."""
+    """.ci/heldout_bench.py as the lead runs the train split (``--auto rank=model,tune=first_use,
+    tune_k=6``, numbers given on the command line as text), through its main in this process on the
+    fake GPU (no baseline: cuBLAS is not here): each point's record lists the 6 candidates it timed in
+    its one run with their medians, and ``python -m gemmlab.dispatch.model fit`` fits the archive."""
     import importlib.util
     import sys
     from clirun import REPO_ROOT
@@ -258,22 +314,29 @@ def test_the_train_command_composes_on_the_fake_gpu(tmp_path, fake, monkeypatch)
 
     out = tmp_path / "train"
     assert bench.main([str(out), "--split", "train", "--regions", "odd", "--limit", "1", "--precision", "fp32",
-                       "--auto", f"rank=model,tune=first_use,tune_k=2,tune_budget_s=30,tune_cache={tmp_path / 'c'}",
+                       "--auto", f"rank=model,tune=first_use,tune_k=6,tune_budget_s=30,tune_cache={tmp_path / 'c'}",
                        "--no-isolation"], run=runner) == 0
-    assert seen[0]["kernel"]["tune_k"] == 2 and seen[0]["kernel"]["tune_budget_s"] == 30
+    assert len(seen) == 1 and seen[0]["kernel"]["tune_k"] == 6 and seen[0]["kernel"]["tune_budget_s"] == 30
     assert seen[0]["verify"]["after_timing"] == "auto"  # the device check above 2^30 (this point is below)
     from gemmlab.stages import record_model
-    (_, rec), = record_model.records_of(out / "records.jsonl.xz")
+    (_, rec), = record_model.records_of(out / "records.jsonl.xz")  # one record: no tuning/<i> points
     d = rec.raw["dispatch"]
     assert rec.status == "ok", rec.raw.get("error")
-    assert d["path"] == "first_use" and len(d["tuning"]["tried"]) == 2
-    assert all(isinstance(t["median_ms"], float) for t in d["tuning"]["tried"])
+    assert d["path"] == "first_use" and len(d["tuning"]["tried"]) == 6
+    assert all(isinstance(t["median_ms"], float) and t["status"] == "ok" for t in d["tuning"]["tried"])
+    assert rec.raw["timing"]["median_ms"] == min(t["median_ms"] for t in d["tuning"]["tried"])
     assert d["model"]["file"] and d["model"]["why"] and "table" in d
-    phases = rec.raw["phase_s"]  # where the point's seconds went; tuning's candidates ran inside validate
+    phases = rec.raw["phase_s"]  # where the point's seconds went: the candidates ran in the point's own phases
     assert {"validate", "open_device", "compile", "allocate", "correctness", "launch_paths", "timing", "safety_nets",
-            "after_timing"} <= set(phases) and phases["validate"] >= d["tuning"]["elapsed_s"] > 0
-    samples = mdl.read_samples([out / "records.jsonl.xz"], "fake H200", REGISTRY, set())
-    assert len(samples) >= 2
+            "after_timing"} <= set(phases) and 0 < d["tuning"]["elapsed_s"] <= sum(
+                v for v in phases.values() if isinstance(v, (int, float)))
+    counts = {}
+    samples = mdl.read_samples([out / "records.jsonl.xz"], "fake H200", REGISTRY, set(), counts)
+    assert len(samples) == 6 and counts[str(out / "records.jsonl.xz")]["from_tuning"] == 5
+    model_file = tmp_path / "fit.json"
+    assert mdl.main(["fit", str(out / "records.jsonl.xz"), "--gpu", "fake H200", "-o", str(model_file)]) == 0
+    fitted = mdl.load_model(model_file)
+    assert fitted.gpu == "fake H200" and fitted.meta["records_used"] == 6 and fitted.meta["from_tuning"] == 5
     with pytest.raises(SystemExit):
         bench.main([str(tmp_path / "x"), "--auto", "tune_k"])
 

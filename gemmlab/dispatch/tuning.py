@@ -5,11 +5,17 @@ The ranking path (:func:`choose_ranked`), in this order:
 1. the tuning table's exact or near entry (:func:`gemmlab.dispatch.auto.choose`'s table step), when
    the table was made on this GPU (its ``device.name``) or the GPU is not known (``mode=compile``);
 2. with ``tune=first_use``: the per-device cache's entry for this problem (``source: "cache"``), else
-   the top ``tune_k`` candidates of the model's ranking, each run through gemmlab's own pipeline
-   (:func:`gemmlab.run.pipeline.run_point`: the same inputs, verification, timing and safety nets as
-   any point, run by the runner the pipeline passes; its record under ``<point>/tuning/<i>/``), stopping when ``tune_budget_s`` is spent
-   (checked between candidates), the fastest *verified* one kept (a candidate whose point is not
-   ``ok`` never wins) and stored in the cache (``source: "first_use"``);
+   first-use tuning of the top ``tune_k`` candidates of the model's ranking in the point itself:
+   :func:`choose_ranked` plans it (``dispatch.tuning.tried`` lists the candidates, ``state:
+   "planned"``) and the pipeline runs ONE point whose backends are the candidates (plus the
+   baseline): the inputs drawn, uploaded and referenced (float64) once, each candidate verified
+   against the same reference and refused by the same safety nets, all timed alternately by the
+   point's protocol (:mod:`gemmlab.run.first_use`). A candidate that fails verification or a net
+   is dropped and recorded with its failure; candidates after the first are not reached once
+   ``tune_budget_s`` is spent (checked between their compiles, and against each one's sampling
+   time estimated from a probe launch before timing). :func:`finish` keeps the fastest survivor as
+   the point's kernel (``source: "first_use"``); :func:`store_choice` writes it to the cache once
+   the point is ``ok``;
 3. otherwise the model's first candidate (``source: "model"``).
 
 The candidates are :func:`gemmlab.dispatch.candidates.enumerate`'s (every registered gemmlab kernel's
@@ -28,8 +34,8 @@ Location: ``kernel.tune_cache`` (a folder), else ``$GEMMLAB_TUNING_CACHE``, else
 atomically (a temporary file in the same folder, ``os.replace``), so concurrent processes (several
 GPUs of one host tuning at once) never lose each other's entries or leave a torn file; a reader
 needs no lock. A file that cannot be read is treated as empty (the record says so) and rewritten on
-the next store. Tuning runs inside the point, on the GPU the point holds (its per-GPU lock), before
-the point's own measurement.
+the next store. Tuning runs inside the point, on the GPU the point holds (its per-GPU lock): its
+measurement of the winner is the point's own.
 """
 
 from __future__ import annotations
@@ -41,7 +47,6 @@ import json
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -190,8 +195,9 @@ def choose_ranked(plain: Mapping[str, Any], registry, problem: Problem, table, o
                   table_choice: Callable | None = None, own_table: Callable | None = None) -> tuple[str, dict, dict]:
     """The ranking path (module docstring). Returns ``(kernel, params, dispatch record)``.
 
-    ``runner(cfg, out_dir) -> record`` runs one candidate point (the pipeline passes its own
-    ``run_point``; None: no first-use tuning); ``table_choice(facts, table)`` returns the table's
+    ``runner``: given (the pipeline passes its ``run_point``), the point runs first-use tuning
+    itself, so a cache miss plans it (:func:`planned`) and returns the model's first candidate
+    until :func:`finish` chooses; None: no first-use tuning. ``table_choice(facts, table)`` returns the table's
     exact or near :class:`gemmlab.dispatch.auto.Choice` for the problem, or None (the caller's table
     step). ``own_table(gpu_name) -> (Table | None, [GPU names with a shipped table])`` (None when
     ``kernel.table`` was given): ``table`` is the shipped default, and a GPU with a shipped table of
@@ -243,10 +249,9 @@ def choose_ranked(plain: Mapping[str, Any], registry, problem: Problem, table, o
             record["tuning"] = {"skipped": "first-use tuning runs candidates on the GPU: it needs mode=run (and "
                                            "the pipeline's point runner)"}
         else:
-            tuned = _first_use(plain, registry, problem, ranked, opts, device_rec, index, Path(out_dir), record,
-                               runner)
-            if tuned is not None:
-                return tuned
+            hit = _first_use(registry, problem, ranked, opts, device_rec, index, record)
+            if hit is not None:
+                return hit
     record.update(path="model", source="model", chosen=best.candidate.kernel, params=dict(best.candidate.params),
                   predicted_ms=round(best.predicted_ms, 6))
     return best.candidate.kernel, dict(best.candidate.params), record
@@ -263,14 +268,15 @@ def _still_offered(registry, problem: Problem, facts: DeviceFacts, kernel: str, 
     return True
 
 
-def _first_use(plain, registry, problem, ranked, opts, device_rec, index, out_dir: Path, record: dict,
-               run_point: Callable):
+def _first_use(registry, problem, ranked, opts, device_rec, index, record: dict):
+    """The cache's entry for the problem (returns ``(kernel, params, record)``), else first-use
+    tuning planned in ``record["tuning"]`` (returns None: the point runs it, :func:`planned`)."""
     from gemmlab.gpu.device import open_gpu
     key = device_key(device_rec, registry)
     path = cache_file(key, opts["tune_cache"])
     pkey = problem_key(problem)
     entries, unreadable = read_cache(path)
-    tuning: dict = {"cache": {"file": str(path), "key": key, "hit": False}, "k": opts["tune_k"],
+    tuning: dict = {"cache": {"file": str(path), "key": key, "hit": False}, "problem": pkey, "k": opts["tune_k"],
                     "budget_s": opts["tune_budget_s"]}
     if unreadable:
         tuning["cache"]["unreadable"] = unreadable
@@ -284,57 +290,75 @@ def _first_use(plain, registry, problem, ranked, opts, device_rec, index, out_di
                       reason=f"cache hit: {pkey} tuned {hit.get('created_utc', '?')} "
                              f"({hit.get('median_ms')} ms, best of {len(hit.get('tried') or [])} verified runs)")
         return hit["kernel"], dict(hit["params"]), record
-    start = time.monotonic()
-    tried: list[dict] = []
-    for i, r in enumerate(ranked[:opts["tune_k"]]):
-        elapsed = time.monotonic() - start
-        if i > 0 and elapsed >= opts["tune_budget_s"]:
-            tuning["stopped_by"] = f"budget: {elapsed:.2f} s >= {opts['tune_budget_s']:g} s after {i} candidates"
-            break
-        cfg = _candidate_cfg(plain, r.candidate, index)
-        rec = run_point(cfg, out_dir / "tuning" / str(i))
-        timing = rec.get("timing") if isinstance(rec.get("timing"), Mapping) else {}
-        median = timing.get("median_ms")
-        verified = bool((rec.get("verification") or {}).get("passed")) if isinstance(rec.get("verification"), Mapping) else False
-        ok = rec.get("status") == "ok" and rec.get("valid") is True and verified and isinstance(median, (int, float))
-        tried.append({"name": r.candidate.name, "kernel": r.candidate.kernel, "params": dict(r.candidate.params),
-                      "predicted_ms": round(r.predicted_ms, 6), "median_ms": median if ok else None,
-                      "status": rec.get("status"), "verified": verified,
-                      "error": None if ok else rec.get("error"), "record": f"tuning/{i}/result.json"})
-    tuning["tried"] = tried
-    tuning["elapsed_s"] = round(time.monotonic() - start, 3)
-    good = [t for t in tried if t["median_ms"] is not None]
+    tuning.update(state="planned", result="not finished: the point stopped before its candidates were judged",
+                  tried=[{"name": r.candidate.name, "kernel": r.candidate.kernel, "params": dict(r.candidate.params),
+                          "predicted_ms": round(r.predicted_ms, 6), "median_ms": None, "status": "not_run",
+                          "verified": False, "error": None} for r in ranked[:opts["tune_k"]]])
+    return None
+
+
+def planned(dispatch: Mapping[str, Any] | None) -> list[dict] | None:
+    """The candidates first-use tuning is to time in this point: ``dispatch.tuning.tried`` (each
+    ``{"name", "kernel", "params", "predicted_ms", "median_ms": None, "status": "not_run",
+    "verified": False, "error": None}``, in the model's order) when :func:`choose_ranked` planned it
+    (``state: "planned"``), else None. The runner fills each entry in place: ``median_ms`` (ms, the
+    point's primary protocol), ``status`` (``ok``, a failure status, or ``not_reached``),
+    ``verified``, ``error``."""
+    t = dispatch.get("tuning") if isinstance(dispatch, Mapping) else None
+    if isinstance(t, dict) and t.get("state") == "planned" and isinstance(t.get("tried"), list):
+        return t["tried"]
+    return None
+
+
+def finish(dispatch: dict, elapsed_s: float, stopped_by: str | None = None) -> int | None:
+    """Judge planned first-use tuning once the point has timed its candidates and run its nets:
+    the fastest entry of ``dispatch.tuning.tried`` that is ``ok``, verified and has a median wins;
+    the record gets ``path``/``source`` ``first_use``, ``chosen``, ``params``, ``predicted_ms``,
+    ``measured_ms``, ``reason`` and ``tuning.model_error`` (median |predicted - measured| /
+    measured over the timed candidates, and the model's rank of the winner). Returns the winner's
+    index in ``tried``, or None when no candidate passed (``tuning.result`` says so; the record
+    keeps the model's first candidate). ``elapsed_s``: the tuning's seconds; ``stopped_by``: why
+    candidates were not reached (the budget), if any."""
+    tuning = dispatch["tuning"]
+    tuning.pop("state", None)
+    tried = tuning["tried"]
+    tuning["elapsed_s"] = round(elapsed_s, 3)
+    if stopped_by:
+        tuning["stopped_by"] = stopped_by
+    good = [t for t in tried if t["status"] == "ok" and t["verified"] and isinstance(t["median_ms"], (int, float))]
     if not good:
-        tuning["result"] = "no candidate passed; the model's first candidate is used (and measured by this point)"
+        tuning["result"] = ("no candidate passed; the point fails with the model's first candidate's failure "
+                            "(nothing is stored)")
         return None
+    tuning.pop("result", None)
     best = min(good, key=lambda t: t["median_ms"])
+    errs = [abs(t["predicted_ms"] - t["median_ms"]) / t["median_ms"] for t in good if t["median_ms"] > 0]
+    tuning["model_error"] = {"median_abs_rel": round(sorted(errs)[len(errs) // 2], 4) if errs else None,
+                             "model_first_rank_of_best": tried.index(best) + 1}
+    dispatch.update(path="first_use", source="first_use", chosen=best["kernel"], params=dict(best["params"]),
+                    predicted_ms=best["predicted_ms"], measured_ms=best["median_ms"],
+                    reason=f"fastest verified of {len(good)}/{len(tried)} candidates timed in this point "
+                           f"({best['median_ms']:.4g} ms; model predicted {best['predicted_ms']:.4g} ms)")
+    return tried.index(best)
+
+
+def store_choice(dispatch: dict) -> None:
+    """Store the winner :func:`finish` chose in the per-device cache (``tuning.cache.stored``; a
+    folder that cannot be written is recorded as ``store_error``: the choice stands and the next
+    run tunes again). Call it once the point is ``ok``: a winner whose point failed a later net
+    (the sanitizer) is never stored."""
+    tuning = dispatch["tuning"]
+    tried = tuning["tried"]
+    best = next(t for t in tried if t["kernel"] == dispatch["chosen"] and t["params"] == dispatch["params"]
+                and t["status"] == "ok")
     entry = {"kernel": best["kernel"], "params": best["params"], "name": best["name"], "median_ms": best["median_ms"],
              "predicted_ms": best["predicted_ms"], "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(
                  timespec="seconds"), "tried": [{k: t[k] for k in ("name", "predicted_ms", "median_ms", "status")}
                                                 for t in tried]}
+    cache = tuning["cache"]
     try:
-        store(path, key, pkey, entry)
-        tuning["cache"]["stored"] = True
+        store(Path(cache["file"]), cache["key"], tuning["problem"], entry)
+        cache["stored"] = True
     except OSError as exc:  # a read-only cache folder: the choice stands, the next run tunes again
-        tuning["cache"]["stored"] = False
-        tuning["cache"]["store_error"] = f"{type(exc).__name__}: {exc}"
-    errs = [abs(t["predicted_ms"] - t["median_ms"]) / t["median_ms"] for t in good if t["median_ms"] > 0]
-    tuning["model_error"] = {"median_abs_rel": round(sorted(errs)[len(errs) // 2], 4) if errs else None,
-                             "model_first_rank_of_best": next(i for i, t in enumerate(tried) if t is best) + 1}
-    record.update(path="first_use", source="first_use", chosen=best["kernel"], params=dict(best["params"]),
-                  predicted_ms=best["predicted_ms"], measured_ms=best["median_ms"],
-                  reason=f"fastest verified of {len(good)}/{len(tried)} candidates timed "
-                         f"({best['median_ms']:.4g} ms; model predicted {best['predicted_ms']:.4g} ms)")
-    return best["kernel"], dict(best["params"]), record
-
-
-def _candidate_cfg(plain: Mapping[str, Any], candidate, index: int) -> dict:
-    """The point's config with the candidate as its kernel, on the point's GPU, without a baseline,
-    sanitizer or resume (the same shape, precision, layouts, inputs, verification and timing)."""
-    cfg = json.loads(json.dumps(plain, default=str))
-    cfg["kernel"] = {"name": candidate.kernel, **dict(candidate.params)}
-    cfg["device"] = index
-    cfg["baseline"] = None
-    cfg["sanitizer"] = None
-    cfg["resume"] = False
-    return cfg
+        cache["stored"] = False
+        cache["store_error"] = f"{type(exc).__name__}: {exc}"

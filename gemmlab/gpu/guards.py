@@ -86,6 +86,15 @@ def check_bands(gpu, g: GuardedMatrix) -> dict | None:
                        f"{g.shape[0] * g.shape[1]} elements)"}
 
 
+def restore_bands(gpu, *matrices: GuardedMatrix) -> None:
+    """Write the canary into both bands of each matrix again (after a reported out-of-bounds write),
+    so a later check of the same buffers sees only what came after."""
+    for g in matrices:
+        tail = -(-g.nbytes // 4) * 4
+        gpu.fill32(g.base, CANARY, GUARD_BYTES // 4)
+        gpu.fill32(g.address + tail, CANARY, GUARD_BYTES // 4)
+
+
 def release(*matrices: GuardedMatrix) -> None:
     for g in matrices:
         g.buffer.close()

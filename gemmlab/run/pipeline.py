@@ -40,7 +40,7 @@ from gemmlab.gpu.backends import Buffers, backend_for
 from gemmlab.contract.hookspecs import Launch, ParamError, Problem
 from gemmlab.stages.roofline import plausibility, roofline
 from gemmlab.contract.registry import Registry, load_registry
-from gemmlab.run import store
+from gemmlab.run import first_use, store
 
 EXIT_INVALID = 2
 EXIT_FAILED = 1
@@ -168,6 +168,7 @@ class Run:
     d_scales: tuple = ()  # precision=fp8: the scale buffers of A and B (guard-banded, inputs)
     d_groups: tuple = ()  # grouped GEMM (issue 44): (buffer, host array) of each group array (inputs)
     d_epilogue: tuple = ()  # issue 43: (buffer, host array) of C0 and the bias where the problem has them (inputs)
+    tuning: Any = None  # kernel=auto's first-use tuning: the candidates are backends of this run (first_use.Tuning)
 
     @property
     def problem(self) -> Problem:
@@ -193,12 +194,16 @@ class Run:
                 self.time()
                 self._timed("safety_nets", self.safety_nets)
                 self.after_timing()
+                if self.tuning is not None:  # the fastest candidate left becomes the point's kernel
+                    self._tuned(self.tuning.finish(self))
                 self.sanitize()
             except GemmlabError as exc:  # a net that fired after the samples: their figures are not kept
                 if exc.status in NETS and "withheld" not in self.record:
                     _withhold(self.record, self.backends, NETS.get(exc.status, exc.status))
                 raise
             self.record["status"] = "ok"
+            if self.tuning is not None:
+                self.tuning.store()
         finally:
             self.release()
 
@@ -211,6 +216,27 @@ class Run:
         finally:
             self.record.setdefault("phase_s", {})[name] = round(time.perf_counter() - started, 4)
 
+    def _each(self, fn, budget: bool = False) -> None:
+        """``fn(backend)`` for every backend in turn; a first-use tuning candidate's failure drops it
+        (:meth:`gemmlab.run.first_use.Tuning.step`; ``budget``: one after the first is not reached
+        once ``tune_budget_s`` is spent) instead of failing the point."""
+        for backend in list(self.backends):
+            if self.tuning is not None and self.tuning.holds(backend):
+                self.tuning.step(self, backend, fn, budget)
+            else:
+                fn(backend)
+
+    def _tuned(self, winner) -> None:
+        """First-use tuning chose ``winner`` (now the ``kernel`` backend): the config (a sanitizer
+        child runs it), the record's kernel, precision text and ratio follow it."""
+        self.cfg = {**self.cfg, "kernel": {"name": winner.name, **winner.params}}
+        self.record["kernel"] = {"name": winner.name, "params": winner.params,
+                                 "plugin": self.tuning.origins.get(winner.name), "backend": winner.kind}
+        self.record["precision"] = record_stage.precision_text(self.rc.precision,
+                                                               getattr(winner.spec, "tf32_rounding", None))
+        _ratio(self.record, self.backends, "graph" if self.rc.timing.mode == "both" else self.rc.timing.mode)
+        _merge(self.record, self.backends)
+
     # --- phases ---------------------------------------------------------------------------------
     def validate(self) -> None:
         """Parse the config, build the backends, describe the point, run every static check."""
@@ -218,10 +244,12 @@ class Run:
         self.cfg, dispatch = resolve_auto(self.cfg, registry, self.out_dir, run_point)  # kernel=auto -> its choice
         if dispatch is not None:
             self.record["dispatch"] = dispatch
+            self.tuning = first_use.Tuning.plan(dispatch)  # the model's top candidates, timed in this run
         rc = self.rc = parse_config(self.cfg, defaults_of=lambda name: registry.get(name).defaults,
                                     values_of=lambda name: registry.get(name).param_values,
                                     origin_of=registry.origins.get)
-        self.backends = [backend_for("kernel", rc.kernel, registry.get(rc.kernel), rc.params)]
+        self.backends = (self.tuning.backends(registry) if self.tuning is not None
+                         else [backend_for("kernel", rc.kernel, registry.get(rc.kernel), rc.params)])
         if rc.baseline is not None:
             base = registry.get(rc.baseline)
             self.backends.append(backend_for("baseline", rc.baseline, base, dict(base.defaults)))
@@ -241,11 +269,13 @@ class Run:
                                        "ld": {"a": self.problem.lda, "b": self.problem.ldb, "c": self.problem.ldc},
                                        "batch_strides": {m.lower(): self.problem.batch_stride(m) for m in "ABC"}}
         from gemmlab.gpu.device import offline_facts
-        for backend in self.backends:  # bad input fails before the GPU opens
-            backend.validate(self.problem, offline_facts(rc.arch or "90"))
+        self._each(lambda b: b.validate(self.problem, offline_facts(rc.arch or "90")))  # before the GPU opens
         for backend in list(self.backends):
             missing = backend.unavailable()
             if missing is None:
+                continue
+            if self.tuning is not None and self.tuning.holds(backend):
+                self.tuning.drop(self, backend, UnavailableError(f"kernel: {missing}"))
                 continue
             if rc.mode == "compile" and backend.role == "baseline":  # nothing of it to compile: noted, skipped
                 self.backends.remove(backend)
@@ -277,20 +307,28 @@ class Run:
         if rc.arch is not None and rc.arch.rstrip("af") != facts.arch:
             raise ConfigError("arch", f"mode=run builds for the device's own arch sm_{facts.arch}; "
                               f"got sm_{rc.arch} (use mode=compile to build for another target)")
-        for backend in self.backends:
-            backend.validate(self.problem, facts)
+        self._each(lambda b: b.validate(self.problem, facts))
 
     def compile(self) -> None:
         driver = str(self.record["device"].get("driver_version", "none"))
         arch = self.rc.arch or self.gpu.facts.arch
-        for backend in self.backends:
-            backend.compile(self.problem, self.gpu.facts, arch, self.out_dir, self.rc.cache_enabled,
-                            self.rc.cache_dir, driver_version=driver)
+
+        def build(backend) -> None:
+            try:
+                backend.compile(self.problem, self.gpu.facts, arch, self.out_dir, self.rc.cache_enabled,
+                                self.rc.cache_dir, driver_version=driver)
+            except CompileError as exc:
+                if self.tuning is not None and self.tuning.holds(backend):  # the point's own log is run_point's
+                    store.write_artifact(self.out_dir, f"compile-{backend.role}.log", exc.log)
+                raise
             refused = backend.missing_instructions()  # a declared SASS class absent: nothing is launched
             if refused:
                 _merge(self.record, self.backends)
-                self.record.setdefault("nets_fired", []).append("instruction classes")
+                if not (self.tuning is not None and self.tuning.holds(backend)):
+                    self.record.setdefault("nets_fired", []).append("instruction classes")
                 raise SafetyNetError("missing_instructions", refused)
+
+        self._each(build, budget=True)  # first-use tuning: a candidate after the first waits for the budget
 
     def allocate(self) -> None:
         """Inputs drawn, rounded to the storage type, laid out and uploaded; each backend's C
@@ -332,17 +370,21 @@ class Run:
         groups = {g.name: g for g, _ in self.d_groups}
         epilogue = {g.name.lower(): g for g, _ in self.d_epilogue}
         c_dtype = inputs_stage.c_storage_dtype(problem)
-        for backend in self.backends:
+
+        def prepare(backend) -> None:
             c = guards.allocate(gpu, f"C ({backend.name})", problem.stored_shape("C"), dtype=c_dtype)
             self.owned.append(c)
             backend.buffers = Buffers(self.d_a, self.d_b, c, *self.d_scales, groups=groups, **epilogue)
             backend.prepare(gpu, problem, backend.buffers)
 
+        self._each(prepare)
+
     def correctness(self) -> None:
         """NaN-fill each backend's own C, one launch (its whole plan), verify, check the bands."""
         gpu, rc, record, inp, problem = self.gpu, self.rc, self.record, self.inputs, self.problem
         products = self.products  # the float64 references, computed once for all backends
-        for backend in self.backends:
+
+        def launch_and_verify(backend) -> None:
             c = backend.buffers.c
             guards.nan_fill(gpu, c)  # never reuse another output
             backend.enqueue()
@@ -355,14 +397,64 @@ class Run:
             hit = _bands(gpu, record, [c, self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
                                        *(g for g, _ in self.d_epilogue), *backend.guarded()],
                          after="the correctness launch")
-            record["nets_fired"] = (["guard bands"] if hit else []) + (
+            fired = (["guard bands"] if hit else []) + (
                 [] if verdict.passed else ["verification (NaN outputs: unwritten, or a guard canary read)"
                                             if verdict.nan_outputs else "verification"])
+            candidate = self.tuning is not None and self.tuning.holds(backend)
+            if candidate:  # its nets are its own (dispatch.tuning.tried), not the point's
+                self.tuning.entry(backend)["nets_fired"] = fired
+            else:
+                record["nets_fired"] = fired
             if hit:
+                if candidate:  # the next candidate's check starts from clean bands
+                    guards.restore_bands(gpu, c, self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
+                                         *(g for g, _ in self.d_epilogue), *backend.guarded())
                 raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the correctness launch)"
                                      + ("" if verdict.passed else f"; also {verdict.summary()}"))
             if not verdict.passed:
                 raise VerificationError(f"wrong result from {backend.name}: {verdict.summary()}")
+            if candidate:
+                self.tuning.verified(backend)
+
+        self._each(launch_and_verify)
+        if self.tuning is not None:
+            record.setdefault("nets_fired", [])
+            self._inputs_blame()
+
+    def _inputs_blame(self) -> None:
+        """First-use tuning: A and B (and the other inputs) still hold what was uploaded after every
+        candidate's correctness launch; if not, each candidate is launched again alone on inputs
+        uploaded again, and each one that writes them is dropped (``inputs_modified``); the inputs
+        are uploaded again for the rest of the point."""
+        gpu, extra = self.gpu, self.d_groups + self.d_epilogue
+
+        def check() -> None:
+            _check_inputs(gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales, extra)
+
+        def upload() -> None:
+            for g, host in [(self.d_a, self.inputs.a_stored), (self.d_b, self.inputs.b_stored), *extra,
+                            *zip(self.d_scales, (getattr(self.inputs, "a_scale", None),
+                                                 getattr(self.inputs, "b_scale", None)))]:
+                if host is not None:
+                    gpu.upload(g.address, host)
+            gpu.sync()
+
+        try:
+            check()
+            return
+        except SafetyNetError:
+            pass
+
+        def alone(backend) -> None:
+            upload()
+            guards.nan_fill(gpu, backend.buffers.c)
+            backend.enqueue()
+            gpu.sync()
+            check()
+
+        self._each(alone)
+        upload()
+        check()  # a baseline that wrote them fails the point
 
     def launch_paths(self) -> None:
         """Library kernels enqueue their own work: each one's enqueue is captured once into a CUDA
@@ -420,13 +512,18 @@ class Run:
         flush = _flush_fn(gpu, rc.timing.flush) if rc.timing.l2 == "cold" else None
         idle = frozenset(b.role for b in self.backends if b.kind == "library")  # every sample, every protocol
         started = time.perf_counter()
-        measured = timing_stage.measure(gpu, {b.role: b.enqueue for b in self.backends}, rc.timing,
+        options = rc.timing
+        if self.tuning is not None:  # the candidates whose estimated sampling fits the tuning budget's time left
+            left = self.tuning.fit_budget(self, lambda b: timing_stage.time_once(gpu, b.enqueue),
+                                          first_use.launches(options))
+            options = dataclasses.replace(options, budget_s=min(left, options.budget_s or left))
+        measured = timing_stage.measure(gpu, {b.role: b.enqueue for b in self.backends}, options,
                                         flush=flush, floor_enqueue=floor, replay=True, idle_check=idle)
         self.replay = measured["replay"]
         _record_timing(self.record, self.backends, measured, rc, self.record["flops"], gpu)
         self.record.setdefault("phase_s", {})["timing"] = round(time.perf_counter() - started, 4)
 
-    def _novelty(self, fresh) -> str | None:
+    def _novelty(self, fresh) -> list[tuple[Any, str]]:
         """Fresh-input timing: one launch on inputs the kernel has never seen against a launch on
         the same inputs uploaded again (each launch right after the same upload of A, so both
         start from the same idle gap, clocks and L2 contents: on the H100 a decode-shape cuBLAS
@@ -435,8 +532,8 @@ class Run:
         a cache of results (a stash keyed by their values) is fast only on the second; an honest
         one takes about the same time for both. Two sets are tried ((-A, B), then (2A, -B): values
         no launch has seen); the point is refused only when both show the first launch
-        slower than :data:`NOVELTY_RATIO` x the second + :data:`NOVELTY_SLACK_MS`. Returns the
-        refusal's one line, or None. The inputs left in the buffers are recorded as checked
+        slower than :data:`NOVELTY_RATIO` x the second + :data:`NOVELTY_SLACK_MS`. Returns
+        ``(backend, the refusal's one line)`` for each backend refused (empty: none). The inputs left in the buffers are recorded as checked
         (inputs unchanged is checked against them). Fresh inputs drawn on the device
         (:class:`gemmlab.stages.device_check.DeviceInputs`) are scaled there instead of uploaded, and
         the pass over A (scaled by 1) stands for the second upload."""
@@ -468,28 +565,29 @@ class Run:
                         fresh.touch_a() if on_device else gpu.upload(self.d_a.address, a_st)
                     guards.nan_fill(gpu, backend.buffers.c)
                     times.append(timing_stage.time_once(gpu, backend.enqueue, lead=lead))
-                seen.setdefault(backend.name, []).append(times)
+                seen.setdefault(backend.role, []).append(times)
                 if times[0] > NOVELTY_RATIO * times[1] + NOVELTY_SLACK_MS:
                     flagged.append(backend)
             suspects = flagged
             if not suspects:
                 break
         for backend in self.backends:
-            backend.record["fresh_input_timing_ms"] = seen.get(backend.name, [])
+            backend.record["fresh_input_timing_ms"] = seen.get(backend.role, [])
         _merge(self.record, self.backends)
         if on_device:
             fresh.check_unchanged(self.record)
         else:
             _check_inputs(gpu, self.record, self.d_a, self.d_b,
                           inputs_stage.ProblemInputs(a=a, b=b, a_stored=a_st, b_stored=b_st))
-        if not suspects:
-            return None
-        backend = suspects[0]
-        (f1, s1), (f2, s2) = seen[backend.name][:2]
-        return (f"fresh-input timing: {backend.name}: a launch on inputs it had not seen took {f1:.4g} and {f2:.4g} ms, "
-                f"the next launch on the same inputs {s1:.4g} and {s2:.4g} ms (more than {NOVELTY_RATIO:g}x + "
+        refused = []
+        for backend in suspects:
+            (f1, s1), (f2, s2) = seen[backend.role][:2]
+            refused.append((backend, (
+                f"fresh-input timing: {backend.name}: a launch on inputs it had not seen took {f1:.4g} and {f2:.4g} "
+                f"ms, the next launch on the same inputs {s1:.4g} and {s2:.4g} ms (more than {NOVELTY_RATIO:g}x + "
                 f"{NOVELTY_SLACK_MS} ms): its timed median of {backend.record['timing']['median_ms']:.4g} ms measures "
-                "results cached from inputs it has seen, not the work")
+                "results cached from inputs it has seen, not the work")))
+        return refused
 
     def after_timing(self) -> None:
         """Verify what was timed, and the plausibility gate (docs/trust.md).
@@ -572,7 +670,7 @@ class Run:
                 **verdict.record(), "inputs_seed": seed, "path": path, "where": "device" if on_device else "host",
                 **({"inputs": device_check.GENERATOR} if on_device else {})}
             if not verdict.passed:
-                failures.append(f"{backend.name}: {verdict.summary()}")
+                failures.append((backend, f"{backend.name}: {verdict.summary()}"))
         gpu.release_graphs()
         self.replay = {}
         lap("replay_verify")
@@ -591,8 +689,7 @@ class Run:
         lap("bands_inputs")
         cached = self._novelty(fresh)
         lap("fresh_input_timing")
-        if cached:
-            refusals.append(("cached_result", "fresh-input timing", cached))
+        refusals += [("cached_result", "fresh-input timing", message, backend) for backend, message in cached]
         primary = "graph" if rc.timing.mode == "both" else rc.timing.mode
         floor_gaps = (record.get("launch_floor") or {}).get(primary, {}).get("idle_gaps_ms") or [0.0]
         for backend in self.backends:
@@ -605,7 +702,8 @@ class Run:
                     refusals.append(("foreign_launch", "launch path", (
                         f"launch path: {backend.name}: its context still had work a median {excess:.4g} ms after "
                         f"each stop event (more than {allowed:.4g} ms beyond the empty kernel's): work on "
-                        f"another stream escaped the timed interval of {backend.record['timing']['median_ms']:.4g} ms")))
+                        f"another stream escaped the timed interval of {backend.record['timing']['median_ms']:.4g} ms"),
+                                     backend))
         for backend in self.backends:
             t = backend.record["timing"]
             clock = t.get("max_sm_mhz") or (record.get("device") or {}).get("max_sm_mhz")
@@ -614,40 +712,64 @@ class Run:
                                 rc.timing.l2, gpu.facts.l2_bytes, traffic=problem.traffic)
             backend.record["plausibility"] = gate
             if not gate["passed"]:
-                refusals.append(("implausible", "plausibility", f"plausibility: {backend.name}: {gate['reason']}"))
+                refusals.append(("implausible", "plausibility", f"plausibility: {backend.name}: {gate['reason']}",
+                                 backend))
         if rc.timing.shared == "refuse":
             for backend in self.backends:
                 procs = backend.record["timing"].get("max_compute_processes") or 0
                 if procs > 1:
                     refusals.append(("shared_gpu", "shared GPU", (
                         f"shared GPU: {procs} processes held a compute context on the GPU while {backend.name} was "
-                        "timed: its figure is not this kernel's alone (timing.shared=allow records it anyway)")))
+                        "timed: its figure is not this kernel's alone (timing.shared=allow records it anyway)"), None))
                     break
         lap("gates")
         record.setdefault("phase_s", {})["after_timing"] = round(time.perf_counter() - started, 4)
         record["phase_s"]["after_timing_parts"] = parts
         _merge(record, self.backends)
-        nets = (["verification after timing"] if failures else []) + [net for _, net, _ in refusals]
-        refusals.sort(key=lambda r: REFUSAL_ORDER.index(r[0]))
+
+        def wrong(which) -> SafetyNetError:
+            return SafetyNetError("wrong_after_timing", "verification after timing: wrong result on fresh inputs "
+                                  f"(seed {seed}, {path}) from " + "; ".join(m for _, m in which) + "; figure withheld")
+
+        if self.tuning is not None:  # a candidate a net refused leaves the point; the others go on
+            for backend in self.tuning.candidates(self):
+                mine = [f for f in failures if f[0] is backend]
+                theirs = [r for r in refusals if r[3] is backend]
+                if mine or theirs:
+                    first = min(theirs, key=lambda r: REFUSAL_ORDER.index(r[0])) if theirs else None
+                    self.tuning.drop(self, backend, wrong(mine) if mine else SafetyNetError(first[0], first[2]))
+            failures = [f for f in failures if not self.tuning.holds(f[0])]
+            refusals = [r for r in refusals if r[3] is None or not self.tuning.holds(r[3])]
+        nets = list(dict.fromkeys((["verification after timing"] if failures else []) + [r[1] for r in refusals]))
         if not nets:
             return
         record.setdefault("nets_fired", []).extend(nets)
         _withhold(record, self.backends, nets[0])
         if failures:
-            raise SafetyNetError("wrong_after_timing", "verification after timing: wrong result on fresh inputs "
-                                 f"(seed {seed}, {path}) from " + "; ".join(failures) + "; figure withheld")
-        status, _, message = refusals[0]
+            raise wrong(failures)
+        status, _, message, _ = min(refusals, key=lambda r: REFUSAL_ORDER.index(r[0]))
         raise SafetyNetError(status, message + "; figure withheld")
 
     def safety_nets(self) -> None:
-        """After timing: bands, inputs, repeat stability (bitwise)."""
+        """After timing: bands, inputs, repeat stability (bitwise); a first-use tuning candidate's own
+        bands (its C, its workspace) or instability drop it (inputs written fail the point: they
+        were shared)."""
         gpu, record = self.gpu, self.record
-        extra = [g for b in self.backends for g in b.guarded()]
         _check_bands(gpu, record, [self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
-                                   *(g for g, _ in self.d_epilogue)]
-                     + [b.buffers.c for b in self.backends] + extra, after="timing")
+                                   *(g for g, _ in self.d_epilogue)], after="timing")
+
+        def own_bands(backend) -> None:
+            if self.tuning is not None and self.tuning.holds(backend):
+                hit = _bands(gpu, {}, [backend.buffers.c, *backend.guarded()], after="timing")
+                if hit:
+                    raise SafetyNetError("out_of_bounds", f"{hit['message']} (after timing)")
+            else:
+                _check_bands(gpu, record, [backend.buffers.c, *backend.guarded()], after="timing")
+
+        self._each(own_bands)
         _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs, self.d_scales, self.d_groups + self.d_epilogue)
-        for backend in self.backends:
+
+        def stable(backend) -> None:
             last = guards.read(gpu, backend.buffers.c)
             first = self.outputs[backend.role]
             word = np.dtype(f"u{last.dtype.itemsize}")  # bitwise, per element of C's own type (float32, bf16)
@@ -658,6 +780,8 @@ class Run:
                 _merge(record, self.backends)
                 raise SafetyNetError("unstable", f"{backend.name}: the last timed launch differs bitwise from the "
                                      f"correctness launch in {diff} element(s): likely a race")
+
+        self._each(stable)
         _merge(record, self.backends)
 
     def sanitize(self) -> None:
@@ -816,12 +940,18 @@ def _record_timing(record, cands, measured, rc: RunConfig, flops: int, gpu) -> N
         record["launch_floor"] = floor
     if gpu.monitor.error:
         record["telemetry_error"] = gpu.monitor.error
-    if len(cands) == 2:
-        k, bl = cands[0].record["timing"], cands[1].record["timing"]
-        record["ratio_to_baseline"] = {"baseline": cands[1].name, "protocol": primary,
-                                       "median_time": k["median_ms"] / bl["median_ms"],
-                                       "gflops": k["gflops"] / bl["gflops"]}
+    _ratio(record, cands, primary)
     _merge(record, cands)
+
+
+def _ratio(record, cands, primary: str) -> None:
+    """``ratio_to_baseline`` of the kernel's timing to the baseline's (both timed), else nothing."""
+    roles = {c.role: c.record.get("timing") for c in cands}
+    k, bl = roles.get("kernel"), roles.get("baseline")
+    if k and bl:
+        record["ratio_to_baseline"] = {"baseline": next(c.name for c in cands if c.role == "baseline"),
+                                       "protocol": primary, "median_time": k["median_ms"] / bl["median_ms"],
+                                       "gflops": k["gflops"] / bl["gflops"]}
 
 
 #: node kinds a library kernel's captured enqueue may hold (:meth:`Run.launch_paths`): device work
@@ -866,7 +996,7 @@ def _withhold(record: dict, cands: list, net: str) -> None:
             for k in WITHHELD:
                 record.pop(k, None)
             held.update(part)
-        else:
+        elif cand.role == "baseline":  # first-use tuning's candidates: their entries in dispatch.tuning.tried
             held["baseline"] = part
             if isinstance(record.get("baseline"), dict):
                 for k in WITHHELD:
@@ -877,9 +1007,10 @@ def _withhold(record: dict, cands: list, net: str) -> None:
 
 
 def _merge(record: dict, cands: list) -> None:
-    """The kernel's fields go to the top level; the baseline's under ``baseline``."""
+    """The kernel's fields go to the top level; the baseline's under ``baseline``; first-use tuning's
+    candidates (roles ``candidate<i>``) nowhere until one becomes the kernel."""
     for cand in cands:
         if cand.role == "kernel":
             record.update(cand.record)
-        else:
+        elif cand.role == "baseline":
             record["baseline"] = {"name": cand.name, "params": cand.params, **cand.record}
