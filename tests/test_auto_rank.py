@@ -128,6 +128,20 @@ def test_first_use_times_its_candidates_in_one_run_and_the_second_run_hits_the_c
     assert not any(n.startswith(e0) or n.startswith(e2) or n.startswith(e3) for n in gpu.launches)
 
 
+def test_the_baseline_is_timed_beside_the_candidates(tmp_path, fake):
+    """With a baseline the point's backends are the candidates and the baseline, sampled in turn;
+    the winner's ratio to the baseline is this run's."""
+    (c0, e0), (c1, e1), (c2, e2) = top()
+    tiled = REGISTRY.kernels["tiled"].entry(dict(REGISTRY.kernels["tiled"].defaults))
+    gpu = fake(HostGpu(durations={e0: 3.0, e1: 1.0, e2: 2.0, tiled: 1.5}))
+    rec = run_point({**auto_cfg(tmp_path / "cache"), "baseline": "tiled"}, tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["dispatch"]["chosen"] == c1.kernel and rec["baseline"]["name"] == "tiled"
+    assert rec["baseline"]["timing"]["median_ms"] == 1.5 and rec["ratio_to_baseline"]["median_time"] == 1.0 / 1.5
+    assert any(gpu.launches[i:i + 8] == [e0, e0, e1, e1, e2, e2, tiled, tiled] for i in range(len(gpu.launches)))
+    assert rec["precision"].startswith("fp32") and rec["kernel"]["plugin"]
+
+
 def test_a_candidate_wrong_after_timing_never_wins(tmp_path, fake):
     """Right on the point's inputs, wrong on the fresh ones of the after-timing check: the fastest
     candidate is dropped (wrong_after_timing) and the next fastest wins; the point is ok."""

@@ -552,8 +552,9 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
 
     With ``kernel.rank=model`` or ``kernel.tune=first_use`` the ranking path of
     :mod:`gemmlab.dispatch.tuning` chooses (the table, the per-device cache, first-use tuning of
-    the model's top candidates under ``out_dir/tuning/``, the model); ``out_dir`` is the point's
-    folder and ``runner`` the pipeline's ``run_point`` (either None: no first-use tuning).
+    the model's top candidates, planned here and run by the point itself as backends of its run:
+    :mod:`gemmlab.run.first_use`; the model); ``out_dir`` is the point's folder and ``runner`` the
+    pipeline's ``run_point`` (either None: no first-use tuning).
 
     Raises:
         ConfigError: ``kernel.<key>`` other than :data:`AUTO_KEYS`; ``kernel.table`` bad file; ``shape``;

@@ -353,8 +353,9 @@ def test_weights() -> set[tuple[int, int]]:
 def tried_candidates(raw: Mapping[str, Any]) -> list[dict]:
     """The candidates first-use tuning timed for a ``kernel=auto`` record (``dispatch.tuning.tried``,
     :mod:`gemmlab.dispatch.tuning`) that were verified and have a median: ``[{"kernel", "params",
-    "median_ms"}]``, in the order tried. Each ran as its own point with the record's shape,
-    precision, layouts, inputs, verification and timing, so its median is a measurement like the
+    "median_ms"}]``, in the order tried. Each was a backend of the record's own point (its inputs,
+    float64 reference, verification, nets and timing protocol, sampled alternately with the others;
+    older records: its own point with the same config), so its median is a measurement like the
     record's own."""
     d = raw.get("dispatch") if isinstance(raw.get("dispatch"), Mapping) else {}
     t = d.get("tuning") if isinstance(d.get("tuning"), Mapping) else {}

@@ -175,7 +175,7 @@ class Run:
         return self.rc.problem
 
     def execute(self) -> None:
-        self._timed("validate", self.validate)  # kernel=auto's choice too: first-use tuning's candidates run here
+        self._timed("validate", self.validate)  # kernel=auto's choice too (first-use tuning: its plan, run below)
         if self.rc.mode == "compile":
             self.compile_only()
             return

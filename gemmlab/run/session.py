@@ -6,9 +6,8 @@ holds while it runs them.
 GPU lease scope; ``isolation.process: false`` runs it here) and notes its folder and exit status; the
 ``gemmlab`` command (:mod:`gemmlab.cli.app`, through its Hydra task), ``gemmlab-tune sweep``
 (:func:`gemmlab.run.tune_sweep.run_sweep`) and the evidence runs (``.ci/heldout_bench.py``) run their
-points through it. ``kernel=auto``'s first-use tuning runs its candidates inside the point's own
-worker, on the GPU that point holds, through the pipeline that point runs in
-(:func:`gemmlab.run.pipeline.run_point`, the runner :func:`gemmlab.dispatch.tuning.choose_ranked` is given).
+points through it. ``kernel=auto``'s first-use tuning runs its candidates inside the point itself, as
+backends of the point's own pipeline run (:mod:`gemmlab.run.first_use`), on the GPU that point holds.
 
 A session also owns the command's view of what a process memoises: the kernel registry of its plugin
 folders (:meth:`Session.registry`, loaded once a process per folder list), and the end of the command
