@@ -16,9 +16,9 @@ the model's first (the first dropped, in the model's order).
 The budget ``tune_budget_s`` (seconds from the plan, in :meth:`Run.validate`): a candidate after the
 first is not compiled once it is spent (``not_reached``), and before timing each candidate's
 sampling time is estimated from one probe launch (:func:`gemmlab.stages.timing.time_once`) times
-the launches the protocol makes; candidates are kept in the model's order while the sum fits the
-time left (the first always), and the sampling loop's own ``budget_s`` is the time left (it still
-takes ``timing.repeat`` samples). After the nets the fastest survivor becomes the point's
+the launches the protocol makes; in the model's order, a candidate is kept when its estimate fits
+the time left after those kept before it (the first always), else it is ``not_reached``; the
+sampling loop's own ``budget_s`` is the time left (it still takes ``timing.repeat`` samples). After the nets the fastest survivor becomes the point's
 ``kernel`` (:func:`gemmlab.dispatch.tuning.finish`); the others are released. Verification after
 timing, fresh-input timing and the plausibility gate run on every candidate timed (fresh inputs
 and their reference drawn once), so their cost grows with k beside the timing's.
@@ -58,6 +58,7 @@ class Tuning:
     errors: dict = field(default_factory=dict)
     origins: dict = field(default_factory=dict)
     stopped_by: str | None = None
+    dropped: list = field(default_factory=list)
 
     @classmethod
     def plan(cls, dispatch: dict | None) -> "Tuning | None":
@@ -101,8 +102,8 @@ class Tuning:
 
     def drop(self, run, backend, exc: BaseException | None, status: str | None = None) -> None:
         """Take ``backend`` out of the point: its entry gets ``status`` (the exception's, else the
-        one given) and the one-line error; it is closed. With no candidate left, the point fails
-        with the model's first candidate's failure (re-raised)."""
+        one given) and the one-line error (it is closed with the point: :meth:`release`). With no
+        candidate left, the point fails with the model's first candidate's failure (re-raised)."""
         e = self.entry(backend)
         e["status"] = status or getattr(exc, "status", None) or ConfigError.status
         e["error"] = str(exc) if exc is not None else e.get("error")
@@ -112,11 +113,28 @@ class Tuning:
         e["median_ms"] = None
         if backend in run.backends:
             run.backends.remove(backend)
-        backend.close()
+            self.dropped.append(backend)
         if not self.candidates(run) and self.errors:
             first = self.errors[min(self.errors)]
             tuning_plan.finish(self.dispatch, self.elapsed(), self.stopped_by)
             raise first
+
+    def revive(self, run, backend) -> None:
+        """Put a dropped candidate back in the running (its entry as planned), in the model's order:
+        its failure may have come from inputs another candidate wrote."""
+        i = self.index(backend)
+        self.entries[i].update(status="not_run", error=None, verified=False, median_ms=None)
+        self.entries[i].pop("nets_fired", None)
+        self.errors.pop(i, None)
+        self.dropped.remove(backend)
+        at = next((n for n, b in enumerate(run.backends) if not self.holds(b) or self.index(b) > i), len(run.backends))
+        run.backends.insert(at, backend)
+
+    def release(self) -> None:
+        """Close the candidates that left the point (idempotent)."""
+        for backend in self.dropped:
+            backend.close()
+        self.dropped = []
 
     def step(self, run, backend, fn: Callable[[Any], None], budget: bool = False) -> None:
         """``fn(backend)``; a candidate's failure (a :class:`GemmlabError` or a plugin's
@@ -145,9 +163,10 @@ class Tuning:
 
     # --- the budget before timing ----------------------------------------------------------------
     def fit_budget(self, run, probe: Callable[[Any], float], launches: int) -> float:
-        """Keep the candidates, in the model's order, whose sampling time (``probe(backend)`` ms
-        per launch x ``launches``) fits the budget's time left (the first always); the others are
-        ``not_reached``. Returns the seconds left (for the sampling loop's ``budget_s``)."""
+        """In the model's order, keep each candidate whose sampling time (``probe(backend)``: ms of
+        one launch, x ``launches``) fits the budget's time left after those kept before it (the
+        first always); the others are ``not_reached``. Each entry gets ``probe_ms``. Returns the
+        seconds left (for the sampling loop's ``budget_s``, at least 0)."""
         left = self.budget_s - self.elapsed()
         total = 0.0
         for backend in self.candidates(run):
@@ -181,7 +200,7 @@ class Tuning:
         for b in survivors:
             if b is not winner:
                 run.backends.remove(b)
-                b.close()
+                self.dropped.append(b)
         winner.role = "kernel"
         run.backends.remove(winner)
         run.backends.insert(0, winner)

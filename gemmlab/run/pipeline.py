@@ -416,16 +416,22 @@ class Run:
             if candidate:
                 self.tuning.verified(backend)
 
+        running = list(self.backends)
         self._each(launch_and_verify)
         if self.tuning is not None:
             record.setdefault("nets_fired", [])
-            self._inputs_blame()
+            if self._inputs_blame(running):  # a candidate wrote the inputs: the others' verdicts again, on clean ones
+                self._each(launch_and_verify)
+                _check_inputs(gpu, record, self.d_a, self.d_b, inp, self.d_scales, self.d_groups + self.d_epilogue)
 
-    def _inputs_blame(self) -> None:
+    def _inputs_blame(self, running: list) -> bool:
         """First-use tuning: A and B (and the other inputs) still hold what was uploaded after every
-        candidate's correctness launch; if not, each candidate is launched again alone on inputs
-        uploaded again, and each one that writes them is dropped (``inputs_modified``); the inputs
-        are uploaded again for the rest of the point."""
+        candidate's correctness launch (False); if not (True), the candidates dropped in this
+        correctness pass are back in the running (``running``: the backends at its start; their
+        verdicts may have been on written inputs), each backend is launched again alone on inputs
+        uploaded again, each candidate that writes them is dropped (``inputs_modified``; a baseline
+        that does fails the point), and the inputs and their guard bands are written again: the
+        caller runs the correctness launches again."""
         gpu, extra = self.gpu, self.d_groups + self.d_epilogue
 
         def check() -> None:
@@ -441,9 +447,12 @@ class Run:
 
         try:
             check()
-            return
+            return False
         except SafetyNetError:
             pass
+        for backend in running:
+            if backend not in self.backends:
+                self.tuning.revive(self, backend)
 
         def alone(backend) -> None:
             upload()
@@ -454,7 +463,8 @@ class Run:
 
         self._each(alone)
         upload()
-        check()  # a baseline that wrote them fails the point
+        guards.restore_bands(gpu, self.d_a, self.d_b, *self.d_scales, *(g for g, _ in extra))
+        return True
 
     def launch_paths(self) -> None:
         """Library kernels enqueue their own work: each one's enqueue is captured once into a CUDA
@@ -802,6 +812,8 @@ class Run:
         if self.replay and self.gpu is not None:
             self.gpu.release_graphs()
             self.replay = {}
+        if self.tuning is not None:  # the candidates that left the point
+            self.tuning.release()
         for backend in self.backends:
             backend.close()
         guards.release(*self.owned)
