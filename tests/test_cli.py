@@ -125,8 +125,8 @@ BAD_INPUTS = [
     (["verify.tolerance=loose"], "verify.tolerance"),
     (["verify.tolerance=exact"], "verify.tolerance"),
     (["inputs.distribution=integers", f"shape=[4,4,{2**19 + 1}]"], "inputs.distribution"),
-    (["precision=fp16"], "precision"),
-    (["precision=tf32"], "precision"),  # the default kernel (tiled) is an NVRTC float32 kernel
+    (["kernel=naive", "precision=fp16"], "precision"),
+    (["precision=tf32"], "precision"),  # the default kernel (tiled): FP32 FFMA with fp32, bf16 or fp16 inputs
     (["kernel=naive", "precision=tf32"], "precision"),
     (["sanitizer=foo"], "sanitizer"),
     (["baseline=3"], "baseline"),
@@ -309,7 +309,7 @@ def test_each_point_folder_keeps_its_console_lines_in_app_log(cli, tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     ok, bad = (sweep / "0" / "app.log").read_text(), (sweep / "1" / "app.log").read_text()
     assert ok.startswith("tiled 16x16x16 ") and "  sass    " in ok and f"  result  {sweep / '0' / 'result.json'}" in ok
-    assert bad == "gemmlab: error: precision: kernel tiled supports fp32; got tf32\n", bad
+    assert bad == "gemmlab: error: precision: kernel tiled supports fp32, bf16, fp16; got tf32\n", bad
 
 
 def test_help_with_a_broken_plugin_says_why_and_still_lists_the_builtin_kernels(cli, tmp_path):

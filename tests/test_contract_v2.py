@@ -153,7 +153,7 @@ def test_integer_inputs_stay_exact_in_every_precision():
 # --- bad input: one line, exit 2, before anything compiles ------------------------------------------
 
 @pytest.mark.parametrize("cfg, field, words", [
-    ({"kernel": {"name": "tiled"}, "precision": "bf16"}, "precision", "kernel tiled supports fp32; got bf16"),
+    ({"kernel": {"name": "naive"}, "precision": "bf16"}, "precision", "kernel naive supports fp32; got bf16"),
     ({"kernel": {"name": "tiled"}, "layout": {"a": "row", "b": "col"}}, "layout.b",
      "kernel tiled supports layout.a/layout.b row/row; got row/col"),
     ({"kernel": {"name": "v2_half"}, "precision": "fp32"}, "precision", "supports bf16, fp16; got fp32"),

@@ -287,9 +287,9 @@ def test_preferred_kernels_from_other_plugins_are_used_when_registered():
 
 def test_unsupported_problem_is_a_clear_error():
     with pytest.raises(ConfigError) as exc:
-        dispatch.choose(Shape(64, 64, 64), REGISTRY, precision="bf16")
+        dispatch.choose(Shape(64, 64, 64), REGISTRY, precision="fp8")
     msg = str(exc.value)
-    assert msg.startswith("kernel: auto: no registered kernel supports bf16 row/row 64x64x64") and "\n" not in msg
+    assert msg.startswith("kernel: auto: no registered kernel supports fp8 row/row 64x64x64") and "\n" not in msg
 
 
 def test_library_kernels_are_never_chosen():

@@ -85,10 +85,12 @@ def test_unknown_family_is_config_error():
 
 def test_other_precisions_measure_the_kernels_that_declare_them():
     from test_dispatch import FakeSpec, SubsetRegistry
-    assert suite_candidates.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(), precision="bf16") == []
+    fp32_only = ("naive", "ladder_starter", "small_tile")  # kernels that declare fp32 alone
+    assert suite_candidates.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(fp32_only), precision="bf16") == []
     bf16 = FakeSpec(name="mma_fake", source="x.cu", defaults={"BM": 128})
     bf16.precisions = ("bf16",)
-    cands = suite_candidates.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(extra=[bf16]), precision="bf16")
+    cands = suite_candidates.candidates(Shape(4096, 4096, 4096), "square", SubsetRegistry(fp32_only, extra=[bf16]),
+                                        precision="bf16")
     assert cands == [("mma_fake", {"BM": 128})]
 
 
