@@ -149,10 +149,13 @@ def same_verdict(device, host) -> None:
     if host.first_mismatches:  # the same element, the same float32 output, the reference to float64 rounding
         (dr, dc_, dgot, dexp), (hr, hc, hgot, hexp) = device.first_mismatches[0], host.first_mismatches[0]
         assert (dr, dc_, dgot) == (hr, hc, hgot) and dexp == pytest.approx(hexp, rel=1e-12, abs=1e-300)
-    for d, h in ((device.max_error_over_tolerance, host.max_error_over_tolerance),
-                 (device.max_abs_error, host.max_abs_error)):
-        # the device's |A||B| is the exact float64 sum, the host's sampled rows a float32 upper bound
-        assert d == h or d == pytest.approx(h, rel=1e-4)
+    # the device's |A||B| is the exact float64 sum, the host's sampled rows a float32 sum made an upper
+    # bound: they differ by up to about K float32 roundings (relative 2.4e-4 at K = 4096: 1.866e-3 against
+    # 1.8656e-3 on the H100, session 31; the gpu cases go to K = 4096), so the error over tolerance agrees
+    # to that; the error itself as before (1e-4)
+    assert device.max_error_over_tolerance == pytest.approx(host.max_error_over_tolerance, rel=5e-4)
+    assert device.max_abs_error == host.max_abs_error or device.max_abs_error == pytest.approx(host.max_abs_error,
+                                                                                                rel=1e-4)
     if host.tf32:
         assert device.tf32["rounding"] == host.tf32["rounding"] and device.tf32["declared"] == host.tf32["declared"]
         assert list(device.tf32["tried"]) == list(host.tf32["tried"])

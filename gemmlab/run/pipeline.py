@@ -506,7 +506,21 @@ class Run:
                               self.products, backend)
             check["replay_verified"] = verdict.passed
             # the replay has completed on the run's stream: the context must have nothing else running
-            check["context_busy_after_ms"] = busy = timing_stage.time_device_sync(gpu) - idle_cost
+            busy = timing_stage.time_device_sync(gpu) - idle_cost
+            looks = [busy]
+            while busy > BUSY_AFTER_REPLAY_MS and len(looks) < BUSY_LOOKS:
+                # replayed again, looked at again: a host thread descheduled under load (one 6.03 ms wait
+                # with 14 test processes on the H100 host's 16 cores, session 31) is not there twice; work
+                # the enqueue leaves on another stream is there after every replay
+                again = gpu.capture(backend.enqueue, 1, mode="global")
+                again()
+                gpu.sync()
+                gpu.release_graphs()
+                busy = timing_stage.time_device_sync(gpu) - idle_cost
+                looks.append(busy)
+            check["context_busy_after_ms"] = busy
+            if len(looks) > 1:
+                check["context_busy_looks_ms"] = looks
             _merge(self.record, self.backends)
             if not verdict.passed:
                 raise SafetyNetError("foreign_launch", f"launch path: {backend.name}'s captured enqueue, replayed, does "
@@ -994,6 +1008,8 @@ REFUSAL_ORDER = ("cached_result", "foreign_launch", "implausible", "shared_gpu")
 #: call, so the margin covers the host's own noise (0.11 ms seen for a no-op under a 2-core test
 #: run); a worker left spinning on another stream holds it for its whole life
 BUSY_AFTER_REPLAY_MS = 5.0
+#: replays looked at before the context's busy time after one refuses the point (each a new replay)
+BUSY_LOOKS = 3
 #: the figures a refused point withholds (moved under ``withheld``), per backend and at the top level
 WITHHELD = ("timing", "roofline")
 
