@@ -427,14 +427,16 @@ def test_a_large_product_is_sampled_on_the_device_and_freivalds_catches_other_ro
     assert rec["status"] == "wrong_after_timing" and after["freivalds"]["passed"] is False
 
 
-def test_the_host_path_is_the_default(tmp_path, monkeypatch):
-    """verify.after_timing=host (the default until the device path has passed on a GPU): the device
-    path is not taken at any size; =device takes it below DEVICE_MIN_MNK too."""
+def test_auto_is_the_default_and_host_stays_on_the_host(tmp_path, monkeypatch):
+    """verify.after_timing=auto (the default since the device path passed on an H100, session 31):
+    the device above DEVICE_MIN_MNK; =host never takes it; =device takes it below DEVICE_MIN_MNK too."""
     gpu = HostGpu()
     monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
     monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 0)
     base = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST)}
     rec = run_point(base, tmp_path / "default")
+    assert rec["status"] == "ok" and rec["verification_after_timing"]["where"] == "device"
+    rec = run_point({**base, "verify": {"after_timing": "host"}}, tmp_path / "host")
     assert rec["status"] == "ok" and rec["verification_after_timing"]["where"] == "host"
     monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 2**40)
     rec = run_point({**base, "verify": {"after_timing": "device"}}, tmp_path / "device")
