@@ -1,12 +1,13 @@
 // gemmlab built-in kernels "wgmma_bf16" and (through wgmma_tf32.cu) "wgmma_tf32":
-// warp-specialised, persistent Hopper GEMM (sm_90a). One template, ELEM = 2 (bf16 inputs) or 4
-// (float32 storage read as TF32).
+// warp-specialised, persistent Hopper GEMM (sm_90a). One template, ELEM = 2 (bf16 inputs; fp16 inputs
+// through the entries gemm_wgmma_f16 / gemm_wgmma_tma_store_f16, whose only difference is wgmma's
+// .f16.f16 form: F16 = 1) or 4 (float32 storage read as TF32).
 //
 // C (M x N, row-major float32) = A (M x K) @ B (K x N). Template MAJOR (bit 0: B, bit 1: A) says
 // which operands are MN-major: bit 0 clear for B stored column-major (N x K, K contiguous: K-major),
-// set for B row-major (K x N, N contiguous; bf16 only: wgmma reads it transposed, imm-trans-b = 1);
+// set for B row-major (K x N, N contiguous; bf16 and fp16: wgmma reads it transposed, imm-trans-b = 1);
 // bit 1 clear for A row-major (M x K, K-major), set for A column-major (stored K x M, M contiguous;
-// bf16 only: imm-trans-a = 1). TF32 wgmma has no transpose bits: its plugin copies a row-major B or a
+// bf16 and fp16: imm-trans-a = 1). TF32 wgmma has no transpose bits: its plugin copies a row-major B or a
 // column-major A into a K-major workspace copy first. MAJOR 0 and 1 are the row-major-A instances of
 // before (same template arguments, same code); 2 and 3 the column-major A.
 // Column-major A: the stage's A tile is BM/64 TMA boxes of (BK rows of K) x (64 columns of M) with
@@ -236,9 +237,12 @@ struct WorkSchedule {
   }
 };
 
-template <int ELEM, int BN, int MAJOR>
+/// One wgmma of a k-step: ELEM = 2 bf16 (F16 = 0) or fp16 (F16 = 1: the .f16.f16 form, same descriptors,
+/// transpose bits and accumulator layout), ELEM = 4 tf32.
+template <int ELEM, int BN, int MAJOR, int F16 = 0>
 __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long long da, unsigned long long db) {
-  if constexpr (ELEM == 2) gemmlab::wgmma_bf16<(MAJOR & 1), (MAJOR >> 1)>(d, da, db);
+  if constexpr (ELEM == 2 && F16) gemmlab::wgmma_f16<(MAJOR & 1), (MAJOR >> 1)>(d, da, db);
+  else if constexpr (ELEM == 2) gemmlab::wgmma_bf16<(MAJOR & 1), (MAJOR >> 1)>(d, da, db);
   else gemmlab::wgmma_tf32(d, da, db);
 }
 
@@ -273,8 +277,9 @@ wgmma_split_reduce(const float *__restrict__ W, float *__restrict__ C, int M, in
 }
 
 /// The kernel body (see the header comment); `tensor_c` is the TMA map of C for EPI = 1, else unused.
+/// F16 = 1: A and B are fp16 (wgmma .f16.f16), else bf16 (ELEM = 2) or float32 read as tf32 (ELEM = 4).
 template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
-          int SPLIT_K, int TAIL, int REDUCE, int EPI>
+          int SPLIT_K, int TAIL, int REDUCE, int EPI, int F16 = 0>
 __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CUtensorMap *tensor_b,
                                            const CUtensorMap *tensor_c, float *C, int M, int N, int K) {
   constexpr int BK = 128 / ELEM;      // elements of K per stage: one 128-byte swizzle row
@@ -288,6 +293,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   constexpr int MY_BOXES = B_BOXES / CLUSTER;               // of which this CTA loads
   constexpr unsigned B_BOX_BYTES = B_BYTES / B_BOXES;
   static_assert(ELEM == 2 || ELEM == 4, "ELEM is 2 (bf16) or 4 (tf32)");
+  static_assert(F16 == 0 || ELEM == 2, "F16 = 1 (fp16 operands) needs ELEM = 2");
   static_assert(WM % 64 == 0 && BM <= 256, "BM: whole m64 blocks per consumer warpgroup, at most 256");
   static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256 (wgmma n)");
   static_assert(MAJOR >= 0 && MAJOR <= 3, "MAJOR: bit 0 B MN-major, bit 1 A MN-major");
@@ -444,8 +450,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
           const unsigned long long da =
               A_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + wg * (WM / 64) * A_BOX_BYTES + kk * KSTEP * 128, A_BOX_BYTES, 1024)
                          : gemmlab::wgmma_desc_128b(slot + wg * WM * 128 + kk * 32, 16, 1024);
-          wgmma_step<ELEM, 128, MAJOR>(b0, da, db);
-          wgmma_step<ELEM, 128, MAJOR>(R, da, dbr);
+          wgmma_step<ELEM, 128, MAJOR, F16>(b0, da, db);
+          wgmma_step<ELEM, 128, MAJOR, F16>(R, da, dbr);
         }
         gemmlab::wgmma_commit();
         if (pending) {  // the previous tile's right half, one box per warp after k-tiles 2, 4, 6, 8
@@ -539,7 +545,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
                 A_MN_MAJOR ? gemmlab::wgmma_desc_128b(slot + ((PINGPONG ? 0 : wg * WM) / 64 + mi) * A_BOX_BYTES + kk * KSTEP * 128,
                                                       A_BOX_BYTES, 1024)
                            : gemmlab::wgmma_desc_128b(slot + ((PINGPONG ? 0 : wg * WM) + mi * 64) * 128 + kk * 32, 16, 1024);
-            wgmma_step<ELEM, BN, MAJOR>(d[mi], da, db);
+            wgmma_step<ELEM, BN, MAJOR, F16>(d[mi], da, db);
           }
         }
         gemmlab::wgmma_commit();
@@ -734,5 +740,30 @@ __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
                      const __grid_constant__ CUtensorMap tensor_c, float *C, int M, int N, int K) {
   wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD == 2 ? 5 : HOLD ? 4 : 1>(
+      &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
+}
+
+/// The FP16 entries (precision=fp16): gemm_wgmma and gemm_wgmma_tma_store with the same template
+/// arguments (ELEM = 2) and arguments, their wgmma in the .f16.f16 form (F16 = 1); everything else, TMA
+/// boxes, descriptors, transpose bits, epilogues, split K and the tail, is the 2-byte path of bf16. The
+/// bf16 and tf32 entries above keep their names and code.
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+          int SPLIT_K = 1, int TAIL = 0, int REDUCE = 0, int EPI = 0>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_f16(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+               float *C, int M, int N, int K) {
+  static_assert(EPI == 0 || EPI == 2 || EPI == 3, "EPI 1 (TMA store) is the entry gemm_wgmma_tma_store_f16");
+  static_assert(EPI != 3 || REDUCE == 0, "EPI 3 (staged stores into C) does not write REDUCE = 1's workspace slabs");
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, REDUCE, EPI, 1>(
+      &tensor_a, &tensor_b, nullptr, C, M, N, K);
+}
+
+/// gemm_wgmma_tma_store for fp16 operands (see gemm_wgmma_f16).
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
+          int SPLIT_K, int TAIL, int HOLD = 0>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_tma_store_f16(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+                         const __grid_constant__ CUtensorMap tensor_c, float *C, int M, int N, int K) {
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD == 2 ? 5 : HOLD ? 4 : 1, 1>(
       &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
 }

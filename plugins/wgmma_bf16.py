@@ -1,6 +1,7 @@
-"""Built-in kernel ``wgmma_bf16``: warp-specialised, persistent Hopper GEMM (sm_90a) in BF16
+"""Built-in kernel ``wgmma_bf16``: warp-specialised, persistent Hopper GEMM (sm_90a) in BF16 and FP16
 (kernels/wgmma_bf16.cu, whose template kernels/wgmma_tf32.cu includes; the ``wgmma_tf32``
-plugin reuses :class:`WgmmaKernel`).
+plugin reuses :class:`WgmmaKernel`). The name says bf16 (records and tables name it so); it serves
+``precision=fp16`` too (issue 41 item 3), see "Precisions" below.
 
 One producer warpgroup (one thread issues every TMA load, setmaxnreg.dec 40) and two consumer
 warpgroups (setmaxnreg.inc 232) running wgmma m64nBNk16 on a BM x BN tile; a STAGES-deep ring of
@@ -31,7 +32,14 @@ docs/results/tc-ladder-h200.md "Session 6"): EPI=1 96.2%, EPI=2 98.6%, EPI=4 98.
 device calls) EPI=7 100.75%, EPI=2 100.25% (4096³ row/col), EPI=7 102.3-103.5% at 8192³; Nsight
 Compute at 4096³ EPI=7 293.1k cycles, EPI=2 298.4k, cuBLAS 296.2k.
 
-Precision ``bf16`` (A and B stored as bfloat16, float32 accumulate and C). Layouts (issue 43): A
+Precisions ``bf16`` (A and B stored as bfloat16) and ``fp16`` (stored as IEEE float16), float32
+accumulate and C. FP16 is the bf16 kernel with wgmma's ``.f16.f16`` form instead of ``.bf16.bf16``
+(the PTX ISA gives both one syntax, fragment layout, descriptor format and transpose bits) and TMA
+maps of data type FLOAT16 instead of BFLOAT16 (the maps take the problem's storage type): entries
+``gemm_wgmma_f16`` / ``gemm_wgmma_tma_store_f16`` with the same template arguments
+(:func:`entry_name`), so every path below (epilogues, split K and both reductions, the tail,
+ping-pong, clusters, both layouts of A and B, the pad copies of 2-byte rows) serves both, and the
+bf16 instances compile to the SASS of before. Layouts (issue 43): A
 row-major (K-major) or column-major (``layout.a=col``, M-major: wgmma's transposed-A mode,
 imm-trans-a = 1; A arrives as BM/64 boxes of 64 k-rows x 64 m-columns, one box per m64 block); B
 column-major (K-major, read untransposed) or row-major (N-major: wgmma's transposed-B mode, B arrives
@@ -88,8 +96,15 @@ ROW_BYTES = 128  # one stage row: 128 bytes of K (the 128-byte swizzle span)
 
 
 def elem_bytes(precision: str) -> int:
-    """Bytes per stored A/B element: 2 for bf16, 4 for tf32 (float32 storage)."""
-    return 2 if precision == "bf16" else 4
+    """Bytes per stored A/B element: 2 for bf16 and fp16, 4 for tf32 (float32 storage)."""
+    return 2 if precision in ("bf16", "fp16") else 4
+
+
+def entry_name(base: str, problem: Problem) -> str:
+    """The kernel entry of ``problem``'s precision: ``base`` (``gemm_wgmma`` or ``gemm_wgmma_tma_store``)
+    for bf16 and tf32, ``base + "_f16"`` for fp16 (kernels/wgmma_bf16.cu: the same template with wgmma's
+    ``.f16.f16`` form, F16 = 1; the bf16 instances keep their names and code)."""
+    return base + ("_f16" if problem.precision == "fp16" else "")
 
 
 EPI_STAGE_BYTES = 2 * 4 * 2 * 16 * 128  #: EPI=2: two 16 x 32 float32 staging buffers per consumer warp
@@ -270,7 +285,7 @@ class WgmmaKernel(KernelSpec):
         return problem.layout_b == "row" and problem.precision != "tf32"
 
     def a_mn_major(self, problem: Problem) -> bool:
-        """A column-major (K x M stored, M contiguous) is M-major for wgmma (bf16: imm-trans-a = 1);
+        """A column-major (K x M stored, M contiguous) is M-major for wgmma (bf16, fp16: imm-trans-a = 1);
         TF32 wgmma reads K-major A only, so a column-major TF32 A is read from its transposed copy
         (:meth:`operands`)."""
         return problem.layout_a == "col" and problem.precision != "tf32"
@@ -400,14 +415,14 @@ class WgmmaKernel(KernelSpec):
     def instance(self, problem: Problem, params) -> str:
         p = params
         if self.tma_store(problem, p):
-            return (f"gemm_wgmma_tma_store<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
+            return (f"{entry_name('gemm_wgmma_tma_store', problem)}<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                     f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}" + (", 1>" if p.get("EPI") == 5 else ", 2>" if self.defers(problem, p) else ">"))
         if p.get("EPI", 1) == 3 or self.staged_stores(problem, p):
-            return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
+            return (f"{entry_name('gemm_wgmma', problem)}<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, {p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}, "
                     f"{int(p.get('REDUCE', 1) == 2)}, {2 if p.get('EPI', 1) == 3 else 3}>")
-        return (f"gemm_wgmma<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
+        return (f"{entry_name('gemm_wgmma', problem)}<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                 f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                 f"{p.get('SPLIT_K', 1)}, {p.get('TAIL', 1) - 1}"
                 + (", 1>" if p.get("REDUCE", 1) == 2 else ">"))  # REDUCE=1: the instance name of before
@@ -423,7 +438,7 @@ class WgmmaKernel(KernelSpec):
         maps over the stored matrices where their row strides are 16-byte multiples, else over a
         zero-padded copy in the workspace (A at offset 0, B after it); a TF32 row-major B or
         column-major A over its transposed K-major copy. Boxes: a K-major A (BM, BK), an M-major
-        (column-major bf16) A (BK, 64): BM/64 per stage; a K-major B (BN/CLUSTER, BK), an N-major B (BK, 64)."""
+        (column-major bf16 or fp16) A (BK, 64): BM/64 per stage; a K-major B (BN/CLUSTER, BK), an N-major B (BK, 64)."""
         bk = ROW_BYTES // elem_bytes(problem.precision)
         b_box = (bk, 64) if self.b_mn_major(problem) else (params["BN"] // params["CLUSTER"], bk)
         a_box = (bk, 64) if self.a_mn_major(problem) else (params["BM"], bk)
@@ -627,7 +642,7 @@ class WgmmaKernel(KernelSpec):
 PARAM_VALUES = {"BM": (64, 128, 192, 256), "BN": (64, 128, 256), "STAGES": (2, 3, 4, 5, 6, 7, 8),
                 "CLUSTER": (1, 2), "SCHED": (1, 2), "TAIL": (1, 2, 3), "REDUCE": (1, 2), "EPI": (1, 2, 3, 4, 5, 7)}
 
-#: The (layout.a, layout.b) pairs of both wgmma kernels: all four (bf16 reads every operand natively,
+#: The (layout.a, layout.b) pairs of both wgmma kernels: all four (bf16 and fp16 read every operand natively,
 #: a column-major A and a row-major B with wgmma's transpose bits; tf32 copies those two K-major first).
 LAYOUTS = (("row", "col"), ("row", "row"), ("col", "col"), ("col", "row"))
 
@@ -683,8 +698,8 @@ SPACE = Space(
 @hookimpl
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu", defaults=dict(DEFAULTS),
-                        description="BF16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
+                        description="BF16 and FP16 sm_90a: persistent, producer + 2 consumer warpgroups (setmaxnreg), "
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
-                        precisions=("bf16",), layouts=LAYOUTS,
+                        precisions=("bf16", "fp16"), layouts=LAYOUTS,
                         param_values=PARAM_VALUES, space=SPACE,
                         sass_classes=("HGMMA", "UTMALDG"))]

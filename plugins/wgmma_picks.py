@@ -79,9 +79,11 @@ def tf32_tile(shape, sms: int) -> tuple[dict, str]:
 
 
 def preferences(problem, device, regime: str) -> list:
-    """The preferences of :class:`gemmlab_plugins.wgmma_bf16.WgmmaKernel` (bf16: wgmma_bf16, tf32: wgmma_tf32).
+    """The preferences of :class:`gemmlab_plugins.wgmma_bf16.WgmmaKernel` (bf16 and fp16: wgmma_bf16, tf32:
+    wgmma_tf32).
 
-    bf16 (``decode``, ``k_heavy``, ``tensor_core``): :func:`tile` first among the tensor-core
+    bf16 and fp16 alike (issue 41 item 3: the same kernel with wgmma's f16 form, so the same tiles; the
+    rules below were measured in bf16) (``decode``, ``k_heavy``, ``tensor_core``): :func:`tile` first among the tensor-core
     candidates (rank 100; below a wave of 128x128 tiles only outside tiny shapes and with min(M, N) >=
     64), then the defaults (101; 103 below a wave, after mma.sync 64x64 and TMA BN=64); ``k_heavy``
     first of all (rank 0) with :func:`split`.
@@ -126,12 +128,12 @@ def preferences(problem, device, regime: str) -> list:
 
 
 def sweep_variants(problem, device, family: str) -> list[dict]:
-    """gemmlab-tune sweep (bf16 only; wgmma_tf32 has none): decode: 64-row ping-pong tiles with split K
+    """gemmlab-tune sweep (bf16 and fp16; wgmma_tf32 has none): decode: 64-row ping-pong tiles with split K
     (REDUCE=2; 64x128, and for M > 32 also 64x256); k_heavy: :func:`split` with half the slices, and
     128x128 and 64x256 tiles split; tiny: none; otherwise the three :data:`TILES` of least estimated time
     (:func:`tile`'s model), the first also with the stream-K tail (TAIL=2) where it leaves a partial last
     wave."""
-    if problem.precision != "bf16" or family == "tiny":
+    if problem.precision not in ("bf16", "fp16") or family == "tiny":
         return []
     shape, sms = problem.shape, device.sm_count
     if family == "decode":

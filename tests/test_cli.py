@@ -354,7 +354,7 @@ def test_help_lists_kernels_and_groups(cli, tmp_path):
     assert "defaults: BM=64 BN=64 BK=16 TM=8 TN=2" in out
     # what each kernel accepts: precisions, layouts and the listed parameter values
     assert "precision: fp32; layout.a/b: row/row\n" in out
-    assert ("precision: bf16; layout.a/b: row/col, row/row, col/col, col/row; values: BM 64|128|192|256, BN 64|128|256, "
+    assert ("precision: bf16, fp16; layout.a/b: row/col, row/row, col/col, col/row; values: BM 64|128|192|256, BN 64|128|256, "
             "STAGES 2|3|4|5|6|7|8, CLUSTER 1|2, SCHED 1|2, TAIL 1|2|3, REDUCE 1|2, EPI 1|2|3|4|5") in out
     assert re.search(r"^cublas\s+cuBLAS SGEMM", out, re.M)
     assert "plugins failed to load" not in out

@@ -301,3 +301,84 @@ def test_column_major_a_sanitizer_clean(tmp_path, kernel, precision, layout_b, s
     rec = _col_a(tmp_path, kernel, precision, layout_b, shape, params, sanitizer=tool)
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok", rec.get("error")
+
+
+# --- precision=fp16 (issue 41 item 3): wgmma_bf16 with wgmma's .f16.f16 form and FLOAT16 tensor maps ----
+# (entries gemm_wgmma_f16 / gemm_wgmma_tma_store_f16; CPU side: tests/test_wgmma_fp16.py)
+
+def _fp16(tmp_path, layout_a, layout_b, shape, params=None, **over):
+    rec = _run(tmp_path, "wgmma_bf16", "fp16", layout_b, shape, params, layout={"a": layout_a, "b": layout_b}, **over)
+    if rec["status"] == "ok":  # the fp16 entry ran, its maps (or its pad copies' maps) moved float16
+        assert rec["compile"]["name_expression"].split("<")[0].endswith("_f16"), rec["compile"]["name_expression"]
+        assert [m["dtype"] for m in rec["tensor_maps"][:2]] == ["float16", "float16"], rec["tensor_maps"]
+    return rec
+
+
+@pytest.mark.parametrize("layout_a, layout_b, shape", [
+    *[("row", "col", s) for s in BF16_COL], *[("row", "row", s) for s in BF16_ROW],
+    *[("row", "col", s) for s in SUITE],                                  # as is: pad copies of A and B
+    *[("col", "col", s) for s in SUITE], *[("col", "row", s) for s in SUITE + BF16_COL_A[-2:]],
+], ids=str)
+def test_wgmma_fp16_partial_tiles(tmp_path, layout_a, layout_b, shape):
+    """The partial-tile suite in fp16, every layout pair, TMA-describable and padded: verified against
+    float64 of the fp16-rounded inputs, NaN-free, guard bands intact, bitwise repeatable."""
+    rec = _ok(_fp16(tmp_path, layout_a, layout_b, shape))
+    assert rec["compile"]["sass"]["histogram"]["HGMMA"] > 0
+
+
+W = (2100, 2052, 1000)   # 17 x 9 tiles of 128 x 256, N % 4 == 0 (the TMA-store epilogues), 16 k-tiles
+WR = (2100, 2056, 1000)  # the same for a row-major B (N % 8 == 0)
+
+
+@pytest.mark.parametrize("layout_a, layout_b, shape, params", [
+    ("row", "col", W, {}),                                       # EPI=7: deferred right halves
+    ("row", "col", MULTI, {}),                                   # N % 4 != 0: register epilogue
+    ("row", "row", WR, {"CLUSTER": 2}),
+    ("row", "col", W, PP128),
+    ("row", "row", WR, {"SCHED": 2, "BN": 128, "CLUSTER": 2}),
+    ("row", "col", W, {"SCHED": 2, "BM": 64}),
+    ("row", "col", W, {"BM": 256, "BN": 128}),
+    ("row", "col", W, {"EPI": 1}),
+    ("row", "col", W, {"EPI": 2}),
+    ("row", "col", W, {"EPI": 4}),
+    ("row", "row", WR, {"EPI": 5, "CLUSTER": 2}),
+    ("row", "col", (100, 100, 1000), {"SPLIT_K": 4}),             # register adders (red.global.add)
+    ("row", "col", (300, 132, 1000), {"SPLIT_K": 3, "EPI": 2}),   # TMA reduce-add chain
+    ("row", "col", (256, 512, 16384), {"SPLIT_K": 16, "EPI": 2}),
+    ("row", "col", (256, 256, 16384), {"SPLIT_K": 16, "BN": 128, **R2}),
+    ("row", "row", (35, 79, 1001), {"SPLIT_K": 4, **R2}),        # pad copies, then slabs
+    ("row", "col", W, {"TAIL": 2}),
+    ("row", "col", (1024, 1024, 1024), {"TAIL": 2}),
+    ("row", "row", WR, {"TAIL": 3, "CLUSTER": 2}),
+    ("row", "col", (1024, 1024, 1024), {"TAIL": 3}),
+    ("col", "col", (2104, 2056, 1000), {}),
+    ("col", "row", (2100, 2050, 1001), {}),                      # padded A and B
+    ("col", "col", (2104, 2056, 1000), {"SPLIT_K": 3, **PP128, **R2}),
+    ("col", "row", (2104, 2056, 1000), {"TAIL": 3, "CLUSTER": 2}),
+], ids=str)
+def test_wgmma_fp16_variants(tmp_path, layout_a, layout_b, shape, params):
+    """Each path of the kernel in fp16 on shapes where every CTA computes several tiles (the ring
+    wraps): verified, NaN-free, bitwise repeatable (the split tiles' ordered reductions)."""
+    rec = _ok(_fp16(tmp_path, layout_a, layout_b, shape, params))
+    assert rec["launch"]["grid"][0] <= rec["device"]["sm_count"]
+
+
+@pytest.mark.parametrize("shape", [(16384, 2048, 8192), (256, 16384, 2048)], ids=str)
+def test_auto_fp16_runs_wgmma(tmp_path, shape):
+    """kernel=auto at session 31's fp16 shapes (B column-major): wgmma_bf16 is chosen (mma_bf16 before) and verifies."""
+    cfg = {"kernel": {"name": "auto"}, "shape": list(shape), "precision": "fp16", "layout": {"a": "row", "b": "col"},
+           "timing": dict(FAST)}
+    rec = _ok(run_point(cfg, tmp_path / "run"))
+    assert rec["dispatch"]["chosen"] == "wgmma_bf16", rec["dispatch"]
+
+
+@pytest.mark.parametrize("layout_a, layout_b, shape, params, tool", [
+    ("row", "col", (300, 132, 1000), {"EPI": 2, "SPLIT_K": 4}, "racecheck"),
+    ("row", "col", (2100, 2052, 200), {}, "racecheck"),          # EPI=7's deferred halves
+    ("col", "row", (63, 72, 40), {}, "memcheck"),
+    ("row", "row", (35, 79, 1001), {"SPLIT_K": 3, **R2}, "memcheck"),
+], ids=str)
+def test_wgmma_fp16_sanitizer_clean(tmp_path, layout_a, layout_b, shape, params, tool):
+    rec = _fp16(tmp_path, layout_a, layout_b, shape, params, sanitizer=tool)
+    assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
+    assert rec["status"] == "ok", rec.get("error")

@@ -374,7 +374,7 @@ def problem_args(problem):
 
 def test_declared_precisions_and_layouts():
     four = {("row", "col"), ("row", "row"), ("col", "col"), ("col", "row")}  # layout.a=col too (issue 43)
-    assert spec("wgmma_bf16").precisions == ("bf16",) and set(spec("wgmma_bf16").layouts) == four
+    assert spec("wgmma_bf16").precisions == ("bf16", "fp16") and set(spec("wgmma_bf16").layouts) == four  # fp16: issue 41 item 3
     assert spec("wgmma_tf32").precisions == ("tf32",) and set(spec("wgmma_tf32").layouts) == four
 
 

@@ -18,6 +18,25 @@ class _DeviceArray:
                                          "strides": strides, "version": 3}
 
 
+def element_type(dtype_name: str):
+    """``(typestr, numpy dtype)`` of the elements a tensor map over ``dtype_name`` moves: the
+    ``__cuda_array_interface__`` typestr of the view and the ``data_type`` passed to cuda.core's
+    ``as_tensor_map``, which names the ``CUtensorMapDataType`` (CUDA driver API, cuTensorMapEncodeTiled):
+    ``bfloat16`` -> (``<u2``, ml_dtypes.bfloat16: BFLOAT16); ``float16`` -> (``<f2``, numpy float16:
+    FLOAT16, the fp16 operands of ``wgmma_bf16``); ``float8_*`` -> (``|u1``, uint8: UINT8, TMA moves
+    FP8 as 8-bit words); any other numpy name (``float32``: FLOAT32, ``int32``, ...) as numpy spells it.
+    CPU only (no driver call)."""
+    import numpy as np
+    if dtype_name == "bfloat16":
+        import ml_dtypes
+        return "<u2", np.dtype(ml_dtypes.bfloat16)
+    if dtype_name == "float16":
+        return "<f2", np.dtype(np.float16)
+    if dtype_name.startswith("float8"):
+        return "|u1", np.dtype(np.uint8)
+    return np.dtype(dtype_name).str, np.dtype(dtype_name)
+
+
 def build(tm: TensorMap, problem: Problem, address: int):
     """The ``TensorMapDescriptor`` of ``tm`` over the matrix stored at ``address`` (needs the GPU;
     pass it straight to ``cuda.core.launch``). For ``matrix="workspace"``, ``address`` is the
@@ -29,18 +48,10 @@ def build(tm: TensorMap, problem: Problem, address: int):
         ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused the map.
     """
     check(tm, problem, address)
-    import numpy as np
     from cuda.core import utils
     from cuda.core._tensor_map import (TensorMapL2Promotion, TensorMapOOBFill, TensorMapSwizzle)
     region = tm.region
-    dtype_name = region.dtype if region is not None else element_dtype(problem, tm.matrix)
-    if dtype_name == "bfloat16":
-        import ml_dtypes
-        typestr, data_type = "<u2", np.dtype(ml_dtypes.bfloat16)
-    elif dtype_name.startswith("float8"):  # TMA moves FP8 as 8-bit words (CU_TENSOR_MAP_DATA_TYPE_UINT8)
-        typestr, data_type = "|u1", np.dtype(np.uint8)
-    else:
-        typestr, data_type = np.dtype(dtype_name).str, np.dtype(dtype_name)
+    typestr, data_type = element_type(region.dtype if region is not None else element_dtype(problem, tm.matrix))
     swizzle = {"none": TensorMapSwizzle.NONE, "32B": TensorMapSwizzle.SWIZZLE_32B,
                "64B": TensorMapSwizzle.SWIZZLE_64B, "128B": TensorMapSwizzle.SWIZZLE_128B}[tm.swizzle]
     l2 = {"none": TensorMapL2Promotion.NONE, "64B": TensorMapL2Promotion.L2_64B,
