@@ -1,7 +1,8 @@
 """The kernels whose shared pieces live in kernels/include/gemmlab/ (mma_sync.cuh: mma_tf32 and
 mma_bf16; tiled.cuh: splitk and cluster_tiled; mma16.cuh: mma_bf16 and decode_bf16) compile to
 the same SASS, instruction for instruction, as their sources did before the pieces moved there
-(commit 1d5e85e; decode_bf16's digests recorded from its source before mma16.cuh): the sha256 of
+(commit 1d5e85e; decode_bf16's digests recorded from its source before mma16.cuh; the wgmma template's
+bf16/tf32 builds from its source before the fp16 entries, issue 41 item 3): the sha256 of
 each instance's disassembly, addresses and encodings stripped, recorded in
 tests/data/sass_digests.json together with the NVRTC version that produced it. Each kernel at its
 defaults (16-byte cp.async path) and at a second tile set with unaligned strides (the element
@@ -46,6 +47,15 @@ CASES = {  # tag: (kernel, parameters over the defaults, precision, layout of B,
     "sgemm_pipelined-acol": ("sgemm_pipelined", {}, "fp32", "row", (256, 256, 256), "col"),
     "gemv_rows-defaults": ("gemv_rows", {}, "fp32", "row", (1, 4096, 4096)),
     "gemv_cols-defaults": ("gemv_cols", {}, "fp32", "col", (1, 4096, 4096)),
+    # issue 41 item 3: the bf16 and tf32 builds of the wgmma template, recorded from its source before
+    # wgmma_bf16 served fp16 (the fp16 entries and F16 were added beside them): the default (EPI=7's
+    # TMA-store entry), both transpose bits with the k-aligned tail in a cluster, split K into workspace
+    # slabs with the reduce step, and wgmma_tf32's default
+    "wgmma_bf16-defaults": ("wgmma_bf16", {}, "bf16", "col", (4096, 4096, 4096)),
+    "wgmma_bf16-colrow": ("wgmma_bf16", {}, "bf16", "row", (4096, 4096, 4096), "col"),
+    "wgmma_bf16-reduce2": ("wgmma_bf16", {"BM": 64, "BN": 128, "SCHED": 2, "STAGES": 6, "SPLIT_K": 8, "REDUCE": 2},
+                           "bf16", "col", (256, 512, 8192)),
+    "wgmma_tf32-defaults": ("wgmma_tf32", {}, "tf32", "col", (4096, 4096, 4096)),
 }
 
 
