@@ -151,8 +151,9 @@ class DecodeBf16Kernel(KernelSpec):
         p = params
         name = (f"gemm_decode16<{ELEMENT[problem.precision]}, {p['MT']}, {p['KW']}, {p['U']}, "
                 f"{'true' if problem.layout_b == 'col' else 'false'}>")
-        return name.replace("gemm_decode16<", "gemm_decode16_epi<")[:-1] + f", {epilogue_template(problem)}>" \
-            if problem.extended else name
+        if not problem.extended:
+            return name
+        return name.replace("gemm_decode16<", "gemm_decode16_epi<")[:-1] + f", {epilogue_template(problem)}>"
 
     def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
         """``-DGEMMLAB_EPI`` beyond the plain contract (the fused entry, issue 43), else none."""

@@ -89,8 +89,9 @@ class GemvRowsKernel(KernelSpec):
         """:meth:`entry`; beyond the plain contract ``gemm_gemv_rows_epi<MT, NT, KW, U, ACT, BIAS, BETA, BIAS_T,
         OUT_T>`` (issue 43)."""
         name = self.entry(params)
-        return name.replace("gemm_gemv_rows<", "gemm_gemv_rows_epi<")[:-1] + f", {epilogue_template(problem)}>" \
-            if problem.extended else name
+        if not problem.extended:
+            return name
+        return name.replace("gemm_gemv_rows<", "gemm_gemv_rows_epi<")[:-1] + f", {epilogue_template(problem)}>"
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         """:meth:`launch`, with one grid layer (z) per batch."""
