@@ -37,8 +37,26 @@ STRIDED_BATCH_OFFSET on every layout; 0 for a shared A or B). cuBLASLt's GELU is
 (``gelu_tanh``); it has no SiLU and no erf GELU epilogue, so the baseline refuses
 ``epilogue.activation=silu`` and ``gelu_erf`` (one line, before anything runs) rather than time a
 second pass. C's type follows cuBLASLt's type table: float32, or the inputs' own type for bf16 and
-fp16 (no bf16 C from float32 inputs; refused in one line). The descriptors, the heuristic's
-algorithm and a 32 MiB workspace are made once per point, outside every timed interval.
+fp16 (no bf16 C from float32 inputs, no bf16 C from fp16 ones; refused in one line). The bias has
+D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: "Bias vector elements are the same
+type as the elements of output matrix (Dtype)", the exceptions being IMMA and FP8 kernels; on the
+H100 a float32 bias with a bf16 D made cublasLtMatmulAlgoGetHeuristic return
+CUBLAS_STATUS_INVALID_VALUE, session 31): a float32 C takes ``epilogue.bias=float32``, a bf16/fp16
+C ``epilogue.bias=input``; the other is refused in one line naming ``epilogue.bias`` before
+anything runs. The descriptors, the heuristic's algorithm and a 32 MiB workspace are made once per
+point, outside every timed interval.
+
+Rounding (declared, ``rounds_before_epilogue``): cuBLASLt may round alpha·A·B + beta·C to D's type
+before its bias and activation. Measured on the H100 (session 31): 63x65x33 bf16, beta = 0.25,
+bf16 bias, GELU_BIAS, bf16 D, leading dimensions 41/41/73 (odd: rows 2-byte aligned) wrote
+C[0, 2] = 0.09912109375 where round_bf16(gelu(z)) = 0.10009765625 (z = 0.17555); the CPU
+reproduces that value and the verdict's statistics (max abs err 0.102, max err/tol 16.4, 799 of
+its 802 mismatches, the rest near the bound) with gelu(bf16(A·B + 0.25·C0) + bias) rounded to
+bf16, and no other order or precision of C0, bias or GELU does (tests/test_epilogue.py). The same
+epilogue at 256x264x512 with 16-byte aligned rows rounded once, and so did BIAS alone at
+63x65x33: which cuBLASLt algorithm (one fused epilogue, or a second pass over D) runs is its
+heuristic's choice, and its documentation does not promise one rounding, so the bound covers a
+second one for every 16-bit D with a bias or an activation (:mod:`gemmlab.stages.verify_fused`).
 
 Grouped GEMM baselines (issue 44): ``cublas_grouped_loop`` (one call per non-empty group, one
 CUDA graph when graph-timed; the default ``baseline`` of ``experiment=moe``) and ``cublas_grouped``
@@ -80,7 +98,7 @@ LT_SCALE_MODES = {"tensor": ("SCALAR_32F", "SCALAR_32F"), "row": ("OUTER_VEC_32F
 
 #: what the cuBLASLt path runs of the whole GEMM contract (module docstring; no SiLU, no erf GELU)
 LT_EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=("relu", "gelu_tanh"),
-                              outs=("float32", "bf16", "fp16"), ld=True, batch=True)
+                              outs=("float32", "bf16", "fp16"), ld=True, batch=True, rounds_before_epilogue=True)
 #: cuBLASLt's epilogue for (activation, bias present)
 LT_EPILOGUES = {("none", False): "DEFAULT", ("none", True): "BIAS", ("relu", False): "RELU", ("relu", True): "RELU_BIAS",
                 ("gelu_tanh", False): "GELU", ("gelu_tanh", True): "GELU_BIAS"}
@@ -113,6 +131,7 @@ class CublasSgemm(LibraryKernelSpec):
             if problem.out not in ("float32", own):
                 raise ParamError("epilogue.out", f"cuBLASLt writes a float32 C{f' or a {own} one' if own else ''} for "
                                  f"precision={problem.precision} inputs (its type table); got epilogue.out={problem.out}")
+            lt_bias_refusal(problem)
 
     def types(self, problem: Problem) -> dict:
         if problem.precision == "fp8":
@@ -174,6 +193,24 @@ class CublasSgemm(LibraryKernelSpec):
             cublas.destroy(handle)
 
         return enqueue, close
+
+
+def lt_bias_refusal(problem: Problem) -> None:
+    """Refuse, in one line naming ``epilogue.bias``, a bias whose type is not D's: cuBLASLt's bias
+    vector has the output's type for every non-IMMA, non-FP8 kernel (cublasLt.h,
+    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; a float32 bias with a bf16 D is CUBLAS_STATUS_INVALID_VALUE
+    from the heuristic, measured on the H100).
+
+    Raises:
+        ParamError: field ``epilogue.bias``.
+    """
+    if problem.bias_dtype is None or problem.bias_dtype == problem.c_dtype:
+        return
+    ep = problem.epilogue
+    kind = "float32" if problem.c_dtype == "float32" else "input"
+    raise ParamError("epilogue.bias", f"cuBLASLt's bias has D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): "
+                     f"a {problem.c_dtype} C (epilogue.out={problem.out}) with precision={problem.precision} takes "
+                     f"epilogue.bias={kind}; got epilogue.bias={ep.bias} ({problem.bias_dtype})")
 
 
 def fp8_refusal(problem: Problem, arch: str) -> None:

@@ -222,6 +222,85 @@ def test_a_write_into_cs_padding_or_a_read_of_as_padding_fails(tmp_path, monkeyp
     assert rec["status"] == "wrong_result" and rec["verification"]["mismatches"] > 0
 
 
+# --- the cuBLASLt baseline (plugins/cublas.py), on the CPU ---------------------------------------
+
+def _lt_problem(precision: str, out: str, bias: str = "none", **ep) -> Problem:
+    return Problem(Shape(63, 65, 33), precision, "row", "col", out=out,
+                   epilogue=Epilogue(bias=bias, lda=41, ldb=41, ldc=73, batch=2, **ep))
+
+
+@pytest.mark.parametrize("precision, out, bias, message", [
+    ("fp16", "bf16", "none", "epilogue.out: cuBLASLt writes a float32 C or a fp16 one for precision=fp16 inputs"),
+    ("fp32", "bf16", "none", "epilogue.out: cuBLASLt writes a float32 C for precision=fp32 inputs"),
+    ("bf16", "bf16", "float32", "epilogue.bias: cuBLASLt's bias has D's type (cublasLt.h, "
+                                "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): a bfloat16 C (epilogue.out=bf16) with "
+                                "precision=bf16 takes epilogue.bias=input; got epilogue.bias=float32 (float32)"),
+    ("fp16", "float32", "input", "epilogue.bias: cuBLASLt's bias has D's type"),
+    ("fp16", "fp16", "float32", "epilogue.bias: cuBLASLt's bias has D's type"),
+])
+def test_cublaslt_refuses_what_its_type_tables_lack_in_one_line(precision, out, bias, message):
+    from gemmlab.contract.hookspecs import ParamError
+    from gemmlab.contract.registry import load_registry
+    spec = load_registry().kernels["cublas"]
+    with pytest.raises(ParamError) as exc:
+        spec.check_problem(_lt_problem(precision, out, bias, beta=0.5), {}, None)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+    # what the gpu test pairs instead: each input type with its own 16-bit C and an input-typed bias, or float32
+    for ok_out, ok_bias in (("float32", "float32"), ({"fp16": "fp16", "bf16": "bf16"}.get(precision, "float32"),
+                                                     "input" if precision in ("bf16", "fp16") else "float32")):
+        spec.check_problem(_lt_problem(precision, ok_out, ok_bias, beta=0.5, activation="relu"), {}, None)
+
+
+def _lt_second_rounding(problem: Problem, inputs, act: str | None = None) -> np.ndarray:
+    """What the H100's cuBLASLt wrote for a GELU_BIAS epilogue with odd leading dimensions (session
+    31): t = alpha·A·B + beta·C0 in float32 rounded to C's type, then + bias and the activation in
+    float32, rounded to C's type again (``act``: another activation, for a wrong epilogue)."""
+    ep = problem.epilogue
+    dtype = c_storage_dtype(problem)
+    image = np.empty(problem.stored_shape("C"), dtype=dtype)
+    image.view(np.uint8)[...] = 0xFF
+    for bi in range(problem.batch):
+        a, b, c0, vec = verify_fused._operands(problem, inputs, bi, None)
+        t = np.float32(ep.alpha) * (a.astype(np.float64) @ b).astype(np.float32) + np.float32(ep.beta) * c0
+        z = t.astype(dtype).astype(np.float32) + vec
+        y = verify_fused.activation(act or ep.activation, z.astype(np.float64)).astype(np.float32)
+        batch_matrix(problem, "C", image, bi)[...] = y.astype(dtype)
+    return image
+
+
+def test_cublaslt_gelu_bias_rounding_before_its_epilogue_reproduces_the_h100_verdict():
+    # the gpu test's case, bf16 inputs, B col-major, ld 41/41/73, 2 batches, inputs.seed 0 (the default)
+    problem = _lt_problem("bf16", "bf16", "input", beta=0.25, activation="gelu_tanh")
+    inputs = make_problem_inputs(problem, InputOptions())
+    image = _lt_second_rounding(problem, inputs)
+    held_to_one = verify_fused.check(image, inputs, problem, VerifyOptions())
+    # the H100's verdict: "max abs err 0.102, max rel err 1, max err/tol 16.4, 802 mismatches, first at (row 0,
+    # col 2): got 0.09912109375, expected 0.10000543714650525" (799 here: the rest sit at the bound)
+    assert not held_to_one.passed and held_to_one.first_mismatches[0][:3] == [0, 2, 0.09912109375]
+    assert held_to_one.first_mismatches[0][3] == pytest.approx(0.10000543714650525, rel=1e-12)
+    assert f"{held_to_one.max_abs_error:.3g}" == "0.102" and f"{held_to_one.max_error_over_tolerance:.3g}" == "16.4"
+    assert 790 <= held_to_one.mismatches <= 810
+    declared = verify_fused.check(image, inputs, problem, VerifyOptions(), rounds_before=True)
+    assert declared.passed, declared.summary()
+    assert "rounding_before_epilogue" in declared.epilogue and "rounding_before_epilogue" not in held_to_one.epilogue
+    # the declaration covers one rounding, not a wrong epilogue: relu for gelu, or the bias dropped
+    assert not verify_fused.check(_lt_second_rounding(problem, inputs, "relu"), inputs, problem, VerifyOptions(),
+                                  rounds_before=True).passed
+    no_bias = _device_result(problem, inputs, bias=False)
+    assert not verify_fused.check(no_bias, inputs, problem, VerifyOptions(), rounds_before=True).passed
+    from gemmlab.contract.registry import load_registry
+    assert load_registry().kernels["cublas"].epilogue.rounds_before_epilogue
+    assert not load_registry().kernels["tiled"].epilogue.rounds_before_epilogue
+
+
+def test_the_rounding_before_the_epilogue_applies_to_a_16_bit_c_with_a_bias_or_an_activation_only():
+    ok = verify_fused.rounds_before_epilogue
+    assert ok(_lt_problem("bf16", "bf16", "input"), True) and ok(_lt_problem("fp16", "fp16", activation="relu"), True)
+    assert not ok(_lt_problem("bf16", "bf16", "input"), False)
+    assert not ok(_lt_problem("bf16", "float32", "float32", activation="relu"), True)
+    assert not ok(_lt_problem("bf16", "bf16", beta=1.0), True)  # one rounding: alpha·A·B + beta·C0 is the output
+
+
 # --- on a GPU -----------------------------------------------------------------------------------
 
 PARTIAL = [(1, 1, 1), (31, 33, 17), (63, 65, 33), (100, 100, 100), (129, 255, 1000)]
@@ -253,28 +332,32 @@ def test_gpu_tiled_each_epilogue_partial_tiles_ld_above_tight(tmp_path, shape, e
     assert rec["verification"]["epilogue"]["padding"]["written"] == 0 and rec["verification_after_timing"]["passed"]
 
 
+#: epilogues of the cuBLASLt baseline's gpu test; "bias": True is the bias of D's type (float32 for a
+#: float32 C, else the inputs' type: cuBLASLt's rule, test_cublaslt_refuses_what_its_type_tables_lack_in_one_line)
 LT_EPILOGUES = [
     {"beta": 1.0},
-    {"alpha": 0.5, "beta": -1.0, "bias": "float32", "activation": "relu", "out": "bf16"},
-    {"beta": 0.25, "bias": "input", "activation": "gelu_tanh", "out": "bf16"},
-    {"bias": "input", "out": "bf16"},
+    {"alpha": 0.5, "beta": -1.0, "bias": True, "activation": "relu"},
+    {"beta": 0.25, "bias": True, "activation": "gelu_tanh"},
+    {"bias": True},
 ]
+#: (precision, layout.b, epilogue.out): each input type with the C types cuBLASLt's type table has for it
+LT_TYPES = [("bf16", "col", "bf16"), ("bf16", "row", "bf16"), ("bf16", "col", "float32"), ("fp16", "col", "fp16"),
+            ("fp16", "row", "float32"), ("fp32", "row", "float32"), ("tf32", "col", "float32")]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("epilogue", LT_EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
-@pytest.mark.parametrize("precision, layout_b", [("bf16", "col"), ("bf16", "row"), ("fp16", "col"), ("fp32", "row"),
-                                                 ("tf32", "col")])
+@pytest.mark.parametrize("precision, layout_b, out", LT_TYPES, ids="-".join)
 @pytest.mark.parametrize("shape", [(63, 65, 33), (256, 264, 512)], ids=str)
-def test_gpu_cublaslt_baseline_epilogues(tmp_path, shape, precision, layout_b, epilogue):
+def test_gpu_cublaslt_baseline_epilogues(tmp_path, shape, precision, layout_b, out, epilogue):
     pytest.importorskip("nvmath")
-    if precision in ("fp32", "tf32") and epilogue.get("bias") == "input":
-        epilogue = {**epilogue, "bias": "float32"}
-    if precision in ("fp32", "tf32") and epilogue.get("out", "float32") != "float32":
-        epilogue = {**epilogue, "out": "float32"}  # cuBLASLt's float32 GEMM writes float32 (or refuses: see below)
-    rec = _gpu(tmp_path, "cublas", shape, epilogue, precision, layout_b, batch={"count": 2})
+    if epilogue.get("bias"):
+        epilogue = {**epilogue, "bias": "float32" if out == "float32" else "input"}
+    rec = _gpu(tmp_path, "cublas", shape, {**epilogue, "out": out}, precision, layout_b, batch={"count": 2})
     assert rec["status"] == "ok", rec.get("error")
     assert "cublasLtMatmul" in rec["precision_detail"]["compute"]
+    pre_round = out != "float32" and ("bias" in epilogue or "activation" in epilogue)
+    assert ("rounding_before_epilogue" in rec["verification"]["epilogue"]) == pre_round
 
 
 @pytest.mark.gpu

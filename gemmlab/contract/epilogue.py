@@ -111,6 +111,12 @@ class EpilogueSupport:
         outs: the output types (``float32``, ``bf16``, ``fp16``; :data:`OUTPUTS`).
         ld: leading dimensions above the tight ones (``layout.lda/ldb/ldc``).
         batch: more than one batch (``batch.count``), with any strides (0: a shared A or B).
+        rounds_before_epilogue: the kernel may round alpha·A·B + beta·C0 to C's type before it adds
+            the bias and applies the activation (a library that runs its epilogue as a second pass
+            over a 16-bit C: two roundings to the output type instead of one). The bound of
+            :mod:`gemmlab.stages.verify_fused` then covers that one more rounding, for a 16-bit C
+            with a bias or an activation only, and the verdict says so. A declaration needs its
+            measured cause in the plugin (a library's, never a gemmlab kernel's: those round once).
     """
 
     alpha_beta: bool = False
@@ -119,6 +125,7 @@ class EpilogueSupport:
     outs: tuple[str, ...] = ("float32",)
     ld: bool = False
     batch: bool = False
+    rounds_before_epilogue: bool = False
 
 
 #: today's contract, every kernel's default: C = A·B into a fresh float32 C, tight, one batch
@@ -139,6 +146,8 @@ def check_support(value) -> str | None:
         return f"its activations must be a tuple of {', '.join(ACTIVATIONS[1:])}"
     if not isinstance(value.outs, tuple) or not value.outs or not set(value.outs) <= set(OUTPUTS):
         return f"its outs must be a non-empty tuple of {', '.join(OUTPUTS)}"
+    if not isinstance(value.rounds_before_epilogue, bool):
+        return "its rounds_before_epilogue must be True or False"
     return None
 
 

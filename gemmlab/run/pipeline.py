@@ -906,7 +906,8 @@ def _verify(c, inputs, problem: Problem, rc: RunConfig, options, seed: int, prod
     :func:`gemmlab.stages.verify.check` (``products``: float64 products shared by the backends)."""
     if problem.extended:
         return verify_fused.check(c, inputs, problem, options, rc.inputs.distribution, seed,
-                                  tf32_rounding=backend.spec.tf32_rounding)
+                                  tf32_rounding=backend.spec.tf32_rounding,
+                                  rounds_before=backend.spec.epilogue.rounds_before_epilogue)
     return verify_stage.check(c, inputs.a, inputs.b, options, rc.inputs.distribution, rc.precision, seed,
                               products=products, tf32_rounding=backend.spec.tf32_rounding,
                               fp8=_fp8_bound(problem, backend), grouped=problem.grouped)

@@ -20,6 +20,12 @@ The bound (``verify.tolerance=bound``) compares C with the unrounded f(z) and al
 - the output rounding: C = round_out(f̂) with |round_out(x) - x| <= u_out·|x| + tiny_out
   (u_out = 2^-24 float32, 2^-8 bf16, 2^-11 fp16: half an ulp; tiny_out half fp16's subnormal
   spacing, 2^-25), so |C - f(z)| <= (1 + u_out)·(L·E_z + eval) + u_out·|f(z)| + tiny_out.
+- for a kernel that declares ``rounds_before_epilogue``
+  (:class:`~gemmlab.contract.epilogue.EpilogueSupport`; cuBLASLt, ``plugins/cublas.py`` says why),
+  with a 16-bit C and a bias or an activation: t = alpha·A·B + beta·C0 may be rounded to C's type
+  before the bias and the activation, one more rounding, so E_z grows by u_out·(|t| + E_z) +
+  tiny_out (|t| = |z - bias|, float64). The verdict's ``epilogue.rounding_before_epilogue`` says
+  when the bound covers it; every other kernel is held to one rounding.
 
 With alpha = 1, beta = 0, no bias, no activation and a float32 C the bound is the plain one plus
 4u·|A·B| + 2u·|ref|: a few float32 roundings more than the plain bound, which never reads a fused
@@ -130,9 +136,12 @@ def resolve_rule(options: VerifyOptions, distribution: str, problem: Problem) ->
 
 
 def _tolerance(rule: str, options: VerifyOptions, problem: Problem, z: np.ndarray, y: np.ndarray,
-               abs_ab: np.ndarray | None, abs_rest: np.ndarray | None, precision: str) -> np.ndarray | float:
+               abs_ab: np.ndarray | None, abs_rest: np.ndarray | None, precision: str,
+               abs_t: np.ndarray | None = None) -> np.ndarray | float:
     """Per-element allowed |C - y| (module docstring): ``z`` the pre-activation and ``y`` = act(z)
-    (unrounded, float64), ``abs_ab`` = |A||B| and ``abs_rest`` = |beta·C0| + |bias| (or None)."""
+    (unrounded, float64), ``abs_ab`` = |A||B| and ``abs_rest`` = |beta·C0| + |bias| (or None);
+    ``abs_t`` = |alpha·A·B + beta·C0| where the kernel may round that to C's type before its
+    epilogue (:func:`rounds_before_epilogue`), else None."""
     if rule == "exact":
         return 0.0
     if rule == "fixed":
@@ -144,8 +153,19 @@ def _tolerance(rule: str, options: VerifyOptions, problem: Problem, z: np.ndarra
     z_terms = abs(alpha) * abs_ab if abs_rest is None else abs(alpha) * abs_ab + abs_rest
     # |A·B| <= |A||B|: the product's own float32 rounding, u|A·B|, bounded by u|A||B|
     e_z = abs(alpha) * (scale + U_FP32) * abs_ab + Z_ROUNDINGS * U_FP32 * z_terms
+    if abs_t is not None:  # t = alpha·A·B + beta·C0 rounded to C's type once more (module docstring)
+        e_z = e_z + u_out * (abs_t + e_z) + tiny_out
     evaluation = ACT_EVAL[act] * U_FP32 * (np.abs(z) + np.abs(y)) if ACT_EVAL[act] else 0.0
     return (1 + u_out) * (LIPSCHITZ[act] * e_z + evaluation) + u_out * np.abs(y) + tiny_out + TINY
+
+
+def rounds_before_epilogue(problem: Problem, declared: bool) -> bool:
+    """Whether the bound covers a rounding of alpha·A·B + beta·C0 to C's type before the epilogue:
+    the kernel ``declared`` it (``EpilogueSupport.rounds_before_epilogue``), C is 16-bit and there is
+    a bias or an activation (without either, that rounding is the output's one)."""
+    ep = problem.epilogue
+    return (declared and problem.c_dtype != "float32" and ep is not None
+            and (problem.bias_dtype is not None or ep.activation != "none"))
 
 
 def padding_writes(problem: Problem, image: np.ndarray) -> dict:
@@ -201,8 +221,9 @@ def _abs_rest(problem: Problem, c0, bias, rows=slice(None), cols=slice(None)):
 
 
 def _check_batch(problem: Problem, c: np.ndarray, a, bm, c0, bias, options: VerifyOptions, rule: str, method: str,
-                 seed: int, precision: str) -> tuple[dict, dict | None]:
-    """One batch: ``_compare`` parts merged, and Freivalds' verdict (None: not run)."""
+                 seed: int, precision: str, pre_round: bool = False) -> tuple[dict, dict | None]:
+    """One batch: ``_compare`` parts merged, and Freivalds' verdict (None: not run). ``pre_round``:
+    the bound covers a rounding before the epilogue (:func:`rounds_before_epilogue`)."""
     ep = problem.epilogue
     alpha, beta, act = (ep.alpha, ep.beta, ep.activation) if ep is not None else (1.0, 0.0, "none")
     M, N = c.shape
@@ -215,8 +236,11 @@ def _check_batch(problem: Problem, c: np.ndarray, a, bm, c0, bias, options: Veri
                            else bias[cols], alpha, beta)
         y = activation(act, z)
         ref = round_out(y, problem.c_dtype) if rule == "exact" else y
+        abs_t = None
+        if need_abs and pre_round:
+            abs_t = np.abs(z - bias[cols].astype(np.float64)) if bias is not None else np.abs(z)
         tol = _tolerance(rule, options, problem, z, y, np.abs(a64[rows]) @ abs_b[:, cols] if need_abs else None,
-                         _abs_rest(problem, c0, bias, rows, cols) if need_abs else None, precision)
+                         _abs_rest(problem, c0, bias, rows, cols) if need_abs else None, precision, abs_t)
         return _compare(c[rows][:, cols], ref, tol, rows=out_rows, cols=out_cols)
 
     if method == "full":
@@ -244,6 +268,11 @@ def _check_batch(problem: Problem, c: np.ndarray, a, bm, c0, bias, options: Veri
         if bias is not None:
             rest_rows = rest_rows + np.abs(bias.astype(np.float64)).sum()
         e_rows = abs(alpha) * (scale + U_FP32) * ab_rows + Z_ROUNDINGS * U_FP32 * (abs(alpha) * ab_rows + rest_rows)
+        if pre_round:  # |t| <= |alpha||A||B| + |beta||C0|, summed along the row
+            t_rows = abs(alpha) * ab_rows
+            if c0 is not None and beta != 0.0:
+                t_rows = t_rows + abs(beta) * np.abs(c0.astype(np.float64)).sum(axis=1)
+            e_rows = e_rows + u_out * (t_rows + e_rows) + N * tiny_out
     for j, x in enumerate(xs):
         rhs = alpha * (a64 @ (b64 @ x))
         if c0 is not None and beta != 0.0:
@@ -265,7 +294,7 @@ def _check_batch(problem: Problem, c: np.ndarray, a, bm, c0, bias, options: Veri
 
 
 def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions, distribution: str = "normal",
-          seed: int = 0, tf32_rounding: str | None = None) -> Verdict:
+          seed: int = 0, tf32_rounding: str | None = None, rounds_before: bool = False) -> Verdict:
     """Verify an extended ``problem``'s C buffer ``c_image`` (``problem.stored_shape("C")``, C's
     type) against the fused float64 reference of ``inputs``
     (:func:`gemmlab.stages.inputs.make_epilogue_inputs`), batch by batch (module docstring). For
@@ -273,7 +302,10 @@ def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions,
     each of :data:`~gemmlab.stages.verify.TF32_ROUNDINGS` until the output passes (as
     :func:`gemmlab.stages.verify.check` does). The verdict's ``epilogue`` field gives the fused
     operation, the checked batches (each with its mismatches, NaN count, max error over tolerance
-    and Freivalds' verdict) and the padding check.
+    and Freivalds' verdict) and the padding check. ``rounds_before``: the kernel declares
+    ``EpilogueSupport.rounds_before_epilogue`` (the bound then covers that rounding where
+    :func:`rounds_before_epilogue` says, and the verdict's ``epilogue.rounding_before_epilogue``
+    says so).
 
     Raises:
         ValueError: ``c_image`` not of the problem's stored shape, or an unknown ``tf32_rounding``.
@@ -281,12 +313,12 @@ def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions,
     if c_image.shape != problem.stored_shape("C"):
         raise ValueError(f"C is {c_image.shape}, the problem stores C as {problem.stored_shape('C')}")
     if problem.precision != "tf32":
-        return _check(c_image, inputs, problem, options, distribution, seed, None)
+        return _check(c_image, inputs, problem, options, distribution, seed, None, rounds_before)
     if tf32_rounding is not None and tf32_rounding not in TF32_ROUNDINGS:
         raise ValueError(f"tf32 rounding: one of {TF32_ROUNDINGS}, got {tf32_rounding!r}")
     tried, verdicts = {}, []
     for rounding in (tf32_rounding,) if tf32_rounding else TF32_ROUNDINGS:
-        v = _check(c_image, inputs, problem, options, distribution, seed, rounding)
+        v = _check(c_image, inputs, problem, options, distribution, seed, rounding, rounds_before)
         tried[rounding] = v.max_error_over_tolerance
         verdicts.append((v, rounding))
         if v.passed:
@@ -298,8 +330,9 @@ def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions,
 
 
 def _check(c_image, inputs, problem: Problem, options: VerifyOptions, distribution: str, seed: int,
-           rounding: str | None) -> Verdict:
+           rounding: str | None, rounds_before: bool = False) -> Verdict:
     rule = resolve_rule(options, distribution, problem)
+    pre_round = rounds_before_epilogue(problem, rounds_before)
     M, N, K = problem.shape
     method = options.method
     if method == "auto":
@@ -313,7 +346,8 @@ def _check(c_image, inputs, problem: Problem, options: VerifyOptions, distributi
         if b not in chosen:
             continue
         a, bm, c0, bias = _operands(problem, inputs, b, rounding)
-        part, freivalds = _check_batch(problem, out, a, bm, c0, bias, options, rule, method, seed + b, problem.precision)
+        part, freivalds = _check_batch(problem, out, a, bm, c0, bias, options, rule, method, seed + b, problem.precision,
+                                       pre_round)
         r0 = b * (problem.storage("C").stride // problem.ldc)  # rows of C's buffer, as the padding's
         part["first"] = [[r + r0, *rest] for r, *rest in part["first"]]
         parts.append(part)
@@ -345,6 +379,10 @@ def _check(c_image, inputs, problem: Problem, options: VerifyOptions, distributi
                         "c_dtype": problem.c_dtype, "batches": batches, "padding": padding,
                         "first_mismatches_are": "[row of C's buffer (batch b's row r: b * stride_c / ldc + r), "
                                                 "col, got, expected]"}
+    if pre_round and rule == "bound":
+        verdict.epilogue["rounding_before_epilogue"] = (
+            f"the bound covers alpha·A·B + beta·C0 rounded to {problem.c_dtype} before the bias and the activation "
+            "(declared by the kernel: EpilogueSupport.rounds_before_epilogue), one rounding more than the output's")
     return verdict
 
 
