@@ -209,21 +209,21 @@ def _setting(o, groups: set[str] | None) -> Setting:
     (:func:`_sweep_values_error`, with ``groups`` the config groups of the composed config's folders)."""
     from hydra.core.override_parser.types import Glob
     value = o.value()
-    sweep, discrete = o.is_sweep_override(), o.is_discrete_sweep()
-    try:
-        if isinstance(value, Glob):
+    sweep, discrete, problem = o.is_sweep_override(), o.is_discrete_sweep(), _problem(o, groups)
+    try:  # a refused sweep's values are not listed (range(1,100000000) took 82 CPU s and GBs before its refusal)
+        if isinstance(value, Glob) or problem:
             strings = None
         elif sweep:
             strings = tuple(str(v) for v in o.sweep_string_iterator()) if discrete else None
         else:
             strings = (o.get_value_element_as_str(),)
-        typed = tuple(typed_values(o))
+        typed = () if problem else tuple(typed_values(o))
     except Exception:  # values Hydra cannot list here are left to it
         strings, typed = None, ()
     return Setting(key=o.key_or_group, line=o.input_line, package=o.package, delete=o.is_delete(), sweep=sweep,
                    discrete=discrete, value=None if sweep or isinstance(value, Glob) else value, typed=typed,
                    strings=strings, glob=value.filter if isinstance(value, Glob) else None,
-                   problem=_problem(o, groups))
+                   problem=problem)
 
 
 def _problem(o, groups: set[str] | None) -> str | None:
