@@ -34,8 +34,10 @@ def pytest_configure(config):
     for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
     output for the session's test processes (:func:`memoize_disassembly`, its folder
     ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way); read NVRTC's recorded outputs
-    (:func:`memoize_nvrtc`). The folders this process made are removed when it ends
-    (:func:`pytest_unconfigure`: the xdist controller, after its workers).
+    (:func:`memoize_nvrtc`); let Hydra and OmegaConf do their pure work once a process
+    (tests/hydra_memo.py: the ``ConfigStore`` shared by repository copies, YAML and interpolation
+    parses kept; ``GEMMLAB_TEST_PLAIN_HYDRA=1`` turns it off). The folders this process made are
+    removed when it ends (:func:`pytest_unconfigure`: the xdist controller, after its workers).
 
     Bytecode is left as the environment has it. Where its writing is off
     (``PYTHONDONTWRITEBYTECODE``), a session folder for it (``PYTHONPYCACHEPREFIX``) would cost
@@ -56,6 +58,8 @@ def pytest_configure(config):
     config.stash[MADE_FOLDERS] = made
     memoize_disassembly()
     memoize_nvrtc()
+    import hydra_memo
+    hydra_memo.install()  # Hydra/OmegaConf's pure work done once a test process (tests/hydra_memo.py)
     rewrite_test_modules_shared(config)
 
 
