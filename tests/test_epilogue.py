@@ -347,7 +347,7 @@ LT_TYPES = [("bf16", "col", "bf16"), ("bf16", "row", "bf16"), ("bf16", "col", "f
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("epilogue", LT_EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
-@pytest.mark.parametrize("precision, layout_b, out", LT_TYPES, ids="-".join)
+@pytest.mark.parametrize("precision, layout_b, out", LT_TYPES, ids=["-".join(t) for t in LT_TYPES])
 @pytest.mark.parametrize("shape", [(63, 65, 33), (256, 264, 512)], ids=str)
 def test_gpu_cublaslt_baseline_epilogues(tmp_path, shape, precision, layout_b, out, epilogue):
     pytest.importorskip("nvmath")
