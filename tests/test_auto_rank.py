@@ -496,6 +496,39 @@ def test_a_kernel_the_fit_never_saw_uses_its_precisions_pooled_fit():
     assert m.coefficients("wgmma_bf16", "bf16")[1] == "kernel"
 
 
+def test_a_kernel_the_fit_never_saw_in_a_precision_uses_its_sibling_precisions_fit_first():
+    """Issue 41: fp16 <-> bf16 (same tensor-core rate and element size) borrow a kernel's own fit
+    before the pooled one; fp32 and tf32 (other units) never do."""
+    assert mdl.sibling_precisions("fp16") == ("bf16",) and mdl.sibling_precisions("bf16") == ("fp16",)
+    assert mdl.sibling_precisions("fp32") == () and mdl.sibling_precisions("tf32") == () == mdl.sibling_precisions("x")
+    own = {"launch": 2.0, "wave": 1.1, "dram": 0.7}
+    pooled = {"launch": 9.0, "wave": 3.0, "fluid": 0.5}
+    m = mdl.Model({("k", "bf16"): own, ("t", "tf32"): own}, {"fp16": pooled, "fp32": pooled})
+    coef, how = m.coefficients("k", "fp16")
+    assert how == "kernel bf16" and coef.tolist() == [own.get(t, 0.0) for t in mdl.TERMS]
+    assert m.coefficients("other", "fp16")[1] == "pooled" and m.coefficients("t", "fp32")[1] == "pooled"
+    assert m.coefficients("k", "bf16")[1] == "kernel"
+
+
+def test_fp16_ranks_with_wgmma_bf16s_bf16_fit_as_bf16_does(capsys):
+    """The shipped fit has wgmma_bf16 at bf16 only; since it serves fp16 (7effa16) fp16 at
+    256x16384x2048 (B column-major) must rank it as bf16 does, not mma_bf16 first by the pooled fit."""
+    facts = gemmlab.gpu.device.offline_facts("90")
+    model = mdl.load_model()
+    assert ("wgmma_bf16", "bf16") in model.kernels and ("wgmma_bf16", "fp16") not in model.kernels
+    tops = {}
+    for precision in ("bf16", "fp16"):
+        problem = Problem(Shape(256, 16384, 2048), precision, "row", "col")
+        tops[precision] = mdl.rank(cands.enumerate(REGISTRY, problem, facts), REGISTRY, problem, facts, model)[0]
+    assert tops["bf16"].candidate.kernel == tops["fp16"].candidate.kernel == "wgmma_bf16", tops
+    assert (tops["bf16"].fit, tops["fp16"].fit) == ("kernel", "kernel bf16")
+    assert tops["fp16"].predicted_ms == pytest.approx(tops["bf16"].predicted_ms)
+    assert tops["fp16"].as_dict(facts.sm_count)["fit"] == "kernel bf16"  # what the record's dispatch.top says
+    assert mdl.main(["rank", "256", "16384", "2048", "--precision", "fp16", "--layout", "row,col", "--top", "1"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert "wgmma_bf16[" in line and line.endswith("; kernel bf16 fit)"), line
+
+
 def test_read_samples_leaves_out_the_test_weights(tmp_path):
     from gemmlab.stages import archive
     test_nk = sorted(mdl.test_weights())[0]

@@ -28,8 +28,10 @@ Fitting (:func:`fit`): relative least squares (each row divided by its measured 
 shape weighs as much as a 10 ms one) with :func:`numpy.linalg.lstsq`, non-negativity by dropping a
 negative coefficient and solving again (an active-set loop in the spirit of Lawson & Hanson's NNLS),
 and ridge rows that pull each kernel's coefficients towards its precision's pooled fit
-(:data:`PRIOR_WEIGHT`), so a kernel with few records stays near the pooled fit and a kernel the
-fit never saw (a drop-in plugin) uses the pooled fit of its precision. Records of shapes whose
+(:data:`PRIOR_WEIGHT`), so a kernel with few records stays near the pooled fit; a kernel the fit
+never saw in a precision uses its own fit in a sibling precision (same units, rate and element
+size: fp16 <-> bf16, :func:`sibling_precisions`), else the pooled fit of its precision (a drop-in
+plugin). The ranking says which (:attr:`Ranked.fit`). Records of shapes whose
 weight (N, K) occurs in the shape set's test split are left out (:mod:`gemmlab.dispatch.shapeset`).
 
 The fitted parameters ship with the data they came from in ``gemmlab/data/model/<gpu>.json``
@@ -82,6 +84,18 @@ PRIOR_WEIGHT = 0.3  # ridge weight towards the pooled fit, per coefficient (rela
 MIN_KERNEL_RECORDS = 6  # fewer: the kernel uses its precision's pooled fit
 MIN_POOLED_RECORDS = 20  # fewer records of a precision: no pooled fit of its own (fp16 borrows bf16's, tf32 fp32's)
 FALLBACK_PRECISION = MappingProxyType({"fp16": "bf16", "tf32": "fp32", "bf16": "fp16"})  # a precision without a pooled fit borrows
+
+
+def sibling_precisions(precision: str) -> tuple[str, ...]:
+    """The other precisions that run on the same units at the same rate with the same element size
+    (equal :data:`PEAK_FLOPS` and :data:`AB_BYTES`: fp16 <-> bf16, both 989 TFLOP/s dense on the
+    tensor cores and 2 bytes an element), in :data:`PEAK_FLOPS` order; ``()`` for an unknown precision.
+    A kernel's fit in a sibling precision describes its time in this one better than the pooled fit
+    does (issue 41: ``wgmma_bf16`` serves fp16 since 7effa16, with records in bf16 only)."""
+    if precision not in PEAK_FLOPS or precision not in AB_BYTES:
+        return ()
+    return tuple(p for p in PEAK_FLOPS if p != precision and PEAK_FLOPS[p] == PEAK_FLOPS[precision]
+                 and AB_BYTES.get(p) == AB_BYTES[precision])
 SPLIT_KEYS = ("SPLIT_K", "SPLITS")  # parameters that split K across blocks (each a work item)
 
 
@@ -169,11 +183,18 @@ class Model:
     path: str = ""
 
     def coefficients(self, kernel: str, precision: str) -> tuple[np.ndarray, str]:
-        """The coefficient vector for ``kernel`` at ``precision`` and where it came from
-        (``"kernel"``: its own fit; ``"pooled"``: its precision's; ``"default"``: no fit at all)."""
+        """The coefficient vector for ``kernel`` at ``precision`` and where it came from, in this
+        order: ``"kernel"`` (its own fit at ``precision``); ``"kernel <sibling>"``, e.g. ``"kernel
+        bf16"`` for fp16 (its own fit at a sibling precision: :func:`sibling_precisions`, same units,
+        rate and element size); ``"pooled"`` (the pooled fit of ``precision``, else of its
+        :data:`FALLBACK_PRECISION`); ``"default"`` (no fit at all)."""
         own = self.kernels.get((kernel, precision))
         if own is not None:
             return np.array([own.get(t, 0.0) for t in TERMS]), "kernel"
+        for sib in sibling_precisions(precision):
+            own = self.kernels.get((kernel, sib))
+            if own is not None:
+                return np.array([own.get(t, 0.0) for t in TERMS]), f"kernel {sib}"
         pool = self.pooled.get(precision) or self.pooled.get(FALLBACK_PRECISION.get(precision, ""))
         if pool is not None:
             return np.array([pool.get(t, 0.0) for t in TERMS]), "pooled"
@@ -305,7 +326,7 @@ class Ranked:
     candidate: Any  # gemmlab.dispatch.candidates.Candidate
     predicted_ms: float
     geometry: Geometry
-    fit: str  # "kernel", "pooled" or "default"
+    fit: str  # "kernel", "kernel <sibling precision>", "pooled" or "default": Model.coefficients
 
     def as_dict(self, sm_count: int) -> dict:
         return {"name": self.candidate.name, "kernel": self.candidate.kernel, "params": dict(self.candidate.params),
