@@ -220,6 +220,33 @@ def test_auto_chooses_only_kernels_that_declare_the_epilogue(shape, precision, l
         assert plain_cfg["kernel"] == cfg["kernel"]
 
 
+@pytest.mark.parametrize("shape, precision, want", [((4096, 4096, 4096), "bf16", "tiled"),
+                                                     ((2048, 2048, 2048), "bf16", "tiled"),
+                                                     ((4096, 4096, 4096), "tf32", "gemv_rows")], ids=str)
+def test_auto_with_an_epilogue_ranks_the_kernels_left_by_the_model(shape, precision, want):
+    """Issue 41: with an epilogue that no regime's candidate declares, the last rule ranks the kernels
+    left by the model's predicted time, not registry order (which gave decode_bf16, a decode kernel,
+    for a large bf16 square, and gemv_rows' M=1 default for tf32). The registry without the wgmma
+    kernels: the rules' choice once a wgmma kernel declares the epilogue is not this test's."""
+    registry = types.SimpleNamespace(kernels={n: s for n, s in REGISTRY.kernels.items() if not n.startswith("wgmma")})
+    base = {"kernel": {"name": "auto"}, "shape": list(shape), "precision": precision}
+    cfg, rec = dispatch.resolve_config({**base, "epilogue": {"bias": "float32", "activation": "relu"}}, registry)
+    chosen = cfg["kernel"].pop("name")
+    assert rec["rule"].startswith("any: the remaining kernels' candidates ranked by the model's predicted time"), rec
+    assert chosen == want and " predicted " in rec["rule"], rec["rule"]
+    narrowed = dispatch.declaring(registry, {"epilogue": {"bias": "float32", "activation": "relu"}}, Shape(*shape),
+                                  precision, ("row", "row"))
+    assert "decode_bf16" in narrowed.kernels or precision == "tf32"  # the decode kernel was there to be passed over
+    problem = Problem(Shape(*shape), precision)
+    ranked, _ = dispatch.ranked_last_resort(narrowed, problem, gemmlab.gpu.device.offline_facts("90"), "NVIDIA H200")
+    assert (chosen, cfg["kernel"]) == (ranked[0][0], ranked[0][1])  # the model's first, parameters and all
+    if want == "gemv_rows":  # rows of 16, not gemv_rows' default M=1 that registry order ran on 4096 rows
+        assert cfg["kernel"]["MT"] > REGISTRY.get(want).defaults["MT"] == 1, cfg
+    # a problem without an epilogue keeps the rules as recorded (tests/test_auto_golden.py): registry order
+    _, plain = dispatch.resolve_config(base, registry)
+    assert "ranked by the model" not in plain["rule"]
+
+
 def test_auto_with_no_kernel_declaring_the_epilogue_is_one_line():
     plain_only = types.SimpleNamespace(kernels={"naive": REGISTRY.get("naive"), "sgemm_warptile": REGISTRY.get(
         "sgemm_warptile")})

@@ -424,12 +424,18 @@ def nearest_entry(table: Table, shape: Shape, precision: str = DEFAULT_PRECISION
 
 
 def choose(shape: Shape, registry, table: Table | None = None, precision: str = DEFAULT_PRECISION,
-           layout: tuple[str, str] = DEFAULT_LAYOUT, facts: DeviceFacts | None = None) -> Choice:
-    """Pick the kernel and parameters for one problem (pure: no GPU, no files).
+           layout: tuple[str, str] = DEFAULT_LAYOUT, facts: DeviceFacts | None = None,
+           last_resort: str = "registry") -> Choice:
+    """Pick the kernel and parameters for one problem (pure: no GPU; reads the shipped model file
+    only with ``last_resort="model"``).
 
     Order: the table's exact entry (when its kernel is registered and accepts the problem), the
     nearest entry (:func:`nearest_entry`), then :func:`rules`. ``facts`` is what kernel ``check`` sees (default: the sm_90 class with the
-    table's SM count).
+    table's SM count). ``last_resort``: how the rules' last rule (``any``) orders the kernels left:
+    ``"registry"`` (each kernel's defaults in registry order: the rules as recorded in
+    tests/data/auto_rules_golden.json.xz) or ``"model"`` (:func:`ranked_last_resort`: their
+    candidates by the ranking model's predicted time, for a registry narrowed to the kernels that
+    declare an epilogue, :func:`declaring`, whose regimes may state no candidate at all).
 
     Raises:
         ConfigError: field ``kernel``: no registered kernel supports the problem (every rejection
@@ -463,9 +469,13 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
     sized = facts if facts.sm_count == sms else dataclasses.replace(facts, sm_count=sms)  # the plugins size for the table's GPU
     for rule in rules(shape, precision, layout, sms, registry, sized):
         rule_skips: list[tuple[str, str]] = []  # (candidate, why) this rule passed over
-        candidates = rule.candidates
+        candidates, text = rule.candidates, rule.text
         if rule.name == "any":
             candidates = tuple((name, {}, "") for name in registry.kernels)
+            if last_resort == "model":
+                ranked, text = ranked_last_resort(registry, Problem(Shape(*shape), precision, *layout), sized,
+                                                  table.device.get("name") if table.device else None)
+                candidates = ranked + candidates
         for name, params, pref_why in candidates:
             full, why = ((None, f"{name}: {pref_why}") if params is None else
                          _try(registry, name, params, shape, precision, layout, facts))
@@ -477,7 +487,7 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
                 passed = [w for n, w in rule_skips if n != name]  # the rule's text names its first candidates
                 note = f" (not taken: {passed[0]})" if passed and rule.name != "any" else ""
                 told = f": {pref_why}" if pref_why else ""
-                return Choice(name, full, "rule", f"{rule.text}{told}{note} -> {name} {_ptext(full)}",
+                return Choice(name, full, "rule", f"{text}{told}{note} -> {name} {_ptext(full)}",
                               table=table.path or None, skipped=tuple(skipped))
             line = f"rule {rule.name}: {why}"
             if (rule.name != "any" or name not in tried) and line not in skipped:  # one line per distinct reason
@@ -486,6 +496,29 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
             tried.add(name)
     raise ConfigError("kernel", f"auto: no registered kernel supports {precision} {'/'.join(layout)} "
                       f"{shape.M}x{shape.N}x{shape.K} ({'; '.join(skipped[-6:])})")
+
+
+def ranked_last_resort(registry, problem: Problem, facts: DeviceFacts, gpu_name: str | None = None
+                       ) -> tuple[tuple[tuple[str, Mapping[str, int], str], ...], str]:
+    """The last rule's candidates for a narrowed registry (issue 41): every candidate the kernels
+    of ``registry`` offer for ``problem`` (:func:`gemmlab.dispatch.candidates.enumerate`), sorted by
+    the ranking model's predicted time (:func:`gemmlab.dispatch.model.rank`, the fit of
+    :func:`gemmlab.dispatch.model.model_for` ``gpu_name``), as ``(kernel, params, why)`` triples,
+    and the rule's text naming the fit. So with an epilogue that only tiled and decode_bf16 declare
+    in bf16, a 4096^3 problem gets tiled's tiles (predicted faster) and not a decode kernel that
+    registry order would put first. Never raises for a plugin: a kernel whose candidates fail is
+    left to the registry-order defaults that follow."""
+    from gemmlab.dispatch import candidates as cands, model as mdl
+    model, why = mdl.model_for(gpu_name)
+    try:
+        ranked = mdl.rank(cands.enumerate(registry, problem, facts), registry, problem, facts, model)
+    except Exception as exc:  # a plugin's geometry failing: the registry order stands
+        return (), f"any: the first registered kernel that supports this problem (ranking failed: {exc})"
+    out = tuple((r.candidate.kernel, dict(r.candidate.params),
+                 f"predicted {r.predicted_ms:.4g} ms ({r.fit} fit; {mdl.waves_text(r.geometry, facts.sm_count)})")
+                for r in ranked)
+    return out, (f"any: the remaining kernels' candidates ranked by the model's predicted time ({why}), "
+                 "then each kernel's defaults in registry order")
 
 
 def table_choice(problem: Problem, registry, table: Table, facts: DeviceFacts) -> Choice | None:
@@ -581,7 +614,8 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
     from gemmlab.dispatch import tuning
     opts = tuning.settings(kernel)
     precision = precision if isinstance(precision, str) else DEFAULT_PRECISION
-    registry = declaring(registry, plain, shape, precision, layout)  # issue 43: only kernels that run the epilogue
+    narrowed = declaring(registry, plain, shape, precision, layout)  # issue 43: only kernels that run the epilogue
+    full_registry, registry = registry, narrowed
     resolved = dict(plain)
     if opts["rank"] == "model" or opts["tune"] == "first_use":
         problem = Problem(shape, precision, *layout)
@@ -590,7 +624,14 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
                                                     own_table=None if table_path is not None else shipped_table_for)
         resolved["kernel"] = {"name": name, **params}
         return resolved, record
-    choice = choose(shape, registry, table, precision, layout)
+    try:  # with an epilogue: the plain choice where its kernel declares it (issue 43)
+        choice = choose(shape, full_registry, table, precision, layout)
+    except ConfigError:
+        if registry is full_registry:
+            raise
+        choice = None
+    if choice is None or choice.kernel not in registry.kernels:  # else the rules on the kernels left, whose
+        choice = choose(shape, registry, table, precision, layout, last_resort="model")  # last rule ranks (issue 41)
     resolved["kernel"] = {"name": choice.kernel, **dict(choice.params)}
     return resolved, choice.record()
 
