@@ -276,12 +276,21 @@ wgmma_split_reduce(const float *__restrict__ W, float *__restrict__ C, int M, in
   }
 }
 
+/// The plain contract's register store (C = A·B, float32, row pitch N): the body's own code below.
+struct WgmmaPlainStore {
+  static constexpr bool FUSED = false;
+};
+
 /// The kernel body (see the header comment); `tensor_c` is the TMA map of C for EPI = 1, else unused.
 /// F16 = 1: A and B are fp16 (wgmma .f16.f16), else bf16 (ELEM = 2) or float32 read as tf32 (ELEM = 4).
+/// FUSE: WgmmaPlainStore (every plain entry), or the fused epilogue of gemm_wgmma_epi (WgmmaFused over
+/// gemmlab/fused.cuh's Fused, issue 43): the register epilogue (EPI = 0) then stores act(alpha * acc + beta * C0 + bias)
+/// through `fuse` instead of the float32 C (whole tiles only: SPLIT_K = 1, TAIL = 0).
 template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
-          int SPLIT_K, int TAIL, int REDUCE, int EPI, int F16 = 0>
+          int SPLIT_K, int TAIL, int REDUCE, int EPI, int F16 = 0, class FUSE = WgmmaPlainStore>
 __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CUtensorMap *tensor_b,
-                                           const CUtensorMap *tensor_c, float *C, int M, int N, int K) {
+                                           const CUtensorMap *tensor_c, float *C, int M, int N, int K,
+                                           const FUSE &fuse = FUSE()) {
   constexpr int BK = 128 / ELEM;      // elements of K per stage: one 128-byte swizzle row
   constexpr int KSTEP = 32 / ELEM;    // K per wgmma (16 bf16, 8 tf32): 32 bytes of the row
   constexpr int WM = PINGPONG ? BM : BM / 2;  // rows per consumer warpgroup (ping-pong: the whole tile)
@@ -307,6 +316,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   static_assert((EPI != 1 && EPI != 4) || REDUCE == 0, "EPI 1/4 (TMA store into C) does not write REDUCE = 1's workspace slabs");
   static_assert(EPI != 4 || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG), "EPI 4 (held stage) is for whole tiles, cooperative");
   constexpr bool DEFER = EPI == 5;  // EPI 5: TMA store, each tile's right half stored during the next tile's main loop
+  static_assert(!FUSE::FUSED || (EPI == 0 && SPLIT_K == 1 && TAIL == 0 && REDUCE == 0),
+                "the fused epilogue runs in the register path (EPI 0) on whole tiles (no split K, no tail)");
   static_assert(!DEFER || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG && MI == 1 && BN == 256),
                 "EPI 5 (deferred right half) is for whole tiles, cooperative, BM = 128, BN = 256");
   constexpr bool TMA_EPI = EPI == 1 || EPI == 4 || EPI == 5;
@@ -671,6 +682,27 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         }
         continue;
       }
+      if constexpr (FUSE::FUSED) {
+        // the fused epilogue (issue 43): each thread's column pairs (2t, 2t + 1) of every m16n8
+        // fragment, act(alpha * acc + beta * C0 + bias) rounded once into OUT_T; one paired store
+        // (8 bytes float32, 4 bytes bf16/fp16) where both columns lie inside N and the pair is
+        // aligned (ldc even, C aligned to two elements: WgmmaFused::pairs), else element by element
+        const bool pairs = fuse.pairs();
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+          const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + mi * 64 + warp * 16 + g;
+#pragma unroll
+          for (int j = 0; j < BN / 8; j++) {
+            const int col = n0 + j * 8 + 2 * t;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              const int row = row0 + 8 * h;
+              if (row < M) fuse.store2(row, col, N, pairs, d[mi][4 * j + 2 * h], d[mi][4 * j + 2 * h + 1]);
+            }
+          }
+        }
+        continue;
+      }
       const bool full_tile = m0 + BM <= M && n0 + BN <= N && (N % 2) == 0;
 #pragma unroll
       for (int mi = 0; mi < MI; mi++) {
@@ -767,3 +799,66 @@ gemm_wgmma_tma_store_f16(const __grid_constant__ CUtensorMap tensor_a, const __g
   wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, SPLIT_K, TAIL, 0, HOLD == 2 ? 5 : HOLD ? 4 : 1, 1>(
       &tensor_a, &tensor_b, &tensor_c, C, M, N, K);
 }
+
+#ifdef GEMMLAB_EPI
+// The whole GEMM contract (issue 43), compiled only with -DGEMMLAB_EPI (plugins/wgmma_bf16.py asks
+// for it for a problem beyond C = A·B, so the plain builds above are the same programs, SASS for
+// SASS: tests/test_sass_unchanged.py). C (M x N, row pitch ldc >= N, OUT_T: float, __nv_bfloat16 or
+// __half) = OUT_T(act(alpha * A·B + beta * C0 + bias)) (gemmlab/fused.cuh: float32 arithmetic, libm
+// activations, one round to nearest even), C0 (OUT_T, pitch ldc) read only with BETA, the bias
+// (BIAS_T, N elements) only with BIAS. A and B through their tensor maps as in gemm_wgmma (tight
+// pitches: the maps describe the stored matrices), one GEMM per launch. The main loop is the plain
+// kernel's; the epilogue is the register path (EPI 0) on whole tiles (SPLIT_K = 1, TAIL = 0:
+// the fused operation is not additive, so split tiles are not allowed); nothing outside M x N of C
+// is written (row < M, col < N masks on every store).
+#include "gemmlab/fused.cuh"
+
+/// The fused register store of one thread: gemmlab::Fused (ldc, alpha, beta, C, C0, bias) and its
+/// column pairs (col, col + 1) of one row.
+template <int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
+  /// Two consecutive outputs as one access, each rounded once to nearest even (p aligned to two).
+  static __device__ __forceinline__ void store_pair(float *p, float v0, float v1) {
+    *reinterpret_cast<float2 *>(p) = make_float2(v0, v1);
+  }
+  static __device__ __forceinline__ void store_pair(__nv_bfloat16 *p, float v0, float v1) {
+    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(v0, v1);
+  }
+  static __device__ __forceinline__ void store_pair(__half *p, float v0, float v1) {
+    *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(v0, v1);
+  }
+
+  /// Whether a pair (col even) goes out as one access: ldc even and C aligned to two elements.
+  __device__ __forceinline__ bool pairs() const {
+    return (this->ldc & 1) == 0 && gemmlab::aligned(this->c, 2 * sizeof(OUT_T));
+  }
+
+  /// Outputs (row, col) and (row, col + 1) from acc0, acc1 where they lie inside N (row < M checked
+  /// by the caller; col even): one paired store where `pairs` and col + 1 < N, else one by one.
+  __device__ __forceinline__ void store2(int row, int col, int n, bool pairs, float acc0, float acc1) const {
+    const long long at = (long long)row * this->ldc + col;
+    if (pairs && col + 1 < n) {
+      const float v0 = this->value(acc0, at, col), v1 = this->value(acc1, at + 1, col + 1);
+      store_pair(this->c + at, v0, v1);
+    } else {
+      if (col < n) this->c[at] = gemmlab::from_float<OUT_T>(this->value(acc0, at, col));
+      if (col + 1 < n) this->c[at + 1] = gemmlab::from_float<OUT_T>(this->value(acc1, at + 1, col + 1));
+    }
+  }
+};
+
+/// Entry of the fused epilogue (register path): the template arguments of gemm_wgmma up to PINGPONG,
+/// then F16 (1: fp16 operands, wgmma .f16.f16) and Fused's ACT, BIAS, BETA, BIAS_T, OUT_T; arguments:
+/// tensor maps of A and B, C, C0 (or null), bias (or null), M, N, K, ldc, alpha, beta.
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG, int F16, int ACT,
+          int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_epi(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+               OUT_T *C, const OUT_T *C0, const BIAS_T *bias, int M, int N, int K, int ldc, float alpha, float beta) {
+  static_assert(ELEM == 2, "the fused entry serves bf16 and fp16 operands");
+  WgmmaFused<ACT, BIAS, BETA, BIAS_T, OUT_T> fuse;
+  fuse.c = C, fuse.c0 = C0, fuse.bias = bias, fuse.ldc = ldc, fuse.stride_c = 0, fuse.alpha = alpha, fuse.beta = beta;
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, 0, F16>(
+      &tensor_a, &tensor_b, nullptr, nullptr, M, N, K, fuse);
+}
+#endif  // GEMMLAB_EPI

@@ -88,7 +88,9 @@ from gemmlab.contract.relayout import tma_operand
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import (DeviceFacts, Dim, Extra, KernelOptions, KernelSpec, Launch, Main, Matrix,
                                         ParamError, Problem, Shape, TensorMap, Value, Workspace, hookimpl)
-from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, require
+from gemmlab.contract.epilogue import ACTIVATIONS, OUTPUTS, EpilogueSupport
+from gemmlab.contract.plugin_utils import (EPILOGUE_DEFINE, SM90_SHARED_OPTIN_BYTES, cdiv, count_hits,
+                                          epilogue_template, require)
 from gemmlab.contract.space import Choice, Range, Restriction, Space
 
 THREADS = 384  # producer warpgroup + 2 consumer warpgroups
@@ -324,6 +326,8 @@ class WgmmaKernel(KernelSpec):
             flags = cdiv(cdiv(problem.M, p["BM"]), p["CLUSTER"]) * p["CLUSTER"] * cdiv(problem.N, p["BN"])
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
+        if problem.extended:
+            self.check_fused(problem, p)
         epi = p.get("EPI", 1)
         require(epi in PARAM_VALUES["EPI"], "kernel.EPI",
                 f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory), 3 (registers, twice: "
@@ -347,6 +351,27 @@ class WgmmaKernel(KernelSpec):
             except ConfigError as exc:
                 raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
 
+    def check_fused(self, problem: Problem, params) -> None:
+        """The fused entry's rules (a problem beyond C = A·B, issue 43): A and B at their tight pitches
+        (the TMA maps describe the stored matrices), one batch, whole tiles (SPLIT_K=1, TAIL=1: the
+        fused operation is not additive), and the register epilogue (EPI 1; 2 and 7, the defaults,
+        store from registers too, the plan's note says so; 3, 4, 5 are plain-C experiments).
+
+        Raises:
+            ParamError: the first rule broken, one line naming the field."""
+        for name in ("lda", "ldb"):
+            ld, tight = getattr(problem, name), problem.tight_ld(name[-1].upper())
+            require(ld == tight, f"layout.{name}",
+                    f"{name} = {ld}: {self.name} reads {name[-1].upper()} through a TMA map of the tight matrix, so "
+                    f"{name} must be {tight} (ldc may exceed N)")
+        require(problem.batch == 1, "batch.count", f"{self.name} runs one GEMM per launch (batch.count=1); got {problem.batch}")
+        for name, one in (("SPLIT_K", 1), ("TAIL", 1), ("REDUCE", 1)):
+            require(params.get(name, one) == one, f"kernel.{name}",
+                    f"{name}={params.get(name)}: the fused epilogue runs on whole tiles ({name}={one}; split tiles' "
+                    "partial sums cannot each pass through it)")
+        require(params.get("EPI", 1) in (1, 2, 7), "kernel.EPI",
+                f"EPI={params.get('EPI')}: the fused epilogue stores from registers (EPI=1; 2 and 7 run as 1)")
+
     def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
         """A shortlist for the problem, then the declared space's points (the core checks each):
         the three tiles of :data:`TILES` with the least estimated time (whole waves of the persistent
@@ -366,6 +391,9 @@ class WgmmaKernel(KernelSpec):
             out.append({**out[0], "TAIL": 2})
         k_tiles = cdiv(problem.K, ROW_BYTES // elem_bytes(problem.precision))
         split = max(1, min(32, sms // tiles(64, 128), k_tiles // 8))
+        if problem.extended:  # the fused entry: whole tiles, the register epilogue (wgmma_picks.fused)
+            from gemmlab_plugins.wgmma_picks import fused
+            return [fused(p) for p in out if p.get("TAIL", 1) == 1]
         if split > 1:
             out.insert(0, {**self.defaults, "BM": 64, "BN": 128, "SCHED": 2, "STAGES": 6, "SPLIT_K": split, "REDUCE": 2})
         return out + super().candidates(problem, device)
@@ -386,8 +414,10 @@ class WgmmaKernel(KernelSpec):
         ``EPI=2`` stores from registers. The record's ``compile.name_expression`` names the entry
         that ran: ``gemm_wgmma_tma_store<...>`` or ``gemm_wgmma<...>``. In the TMA-store entry
         split tiles' items (SPLIT_K, TAIL=2) stage too: rank 0 TMA-stores, ranks >= 1 TMA
-        reduce-add, in the chain's order."""
-        return params.get("EPI", 1) in (2, 5, 7) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+        reduce-add, in the chain's order. Never for a problem beyond C = A·B (its fused entry stores
+        from registers)."""
+        return (params.get("EPI", 1) in (2, 5, 7) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+                and not problem.extended)
 
     def defers(self, problem: Problem, params) -> bool:
         """Whether ``EPI=7`` keeps each tile's right half for the next tile's main loop: the TMA-store
@@ -402,7 +432,8 @@ class WgmmaKernel(KernelSpec):
         """Whether ``EPI=4`` runs (shared-memory staging, then st.global.v4 of whole 128-byte lines
         per warp instruction, no TMA): N % 4 == 0 (16-byte aligned rows) and C the destination;
         elsewhere the register epilogue. Split tiles' items store from registers."""
-        return params.get("EPI", 1) == 4 and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+        return (params.get("EPI", 1) == 4 and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
+                and not problem.extended)
 
     def stages_c(self, problem: Problem, params) -> bool:
         """Whether C leaves through the shared-memory staging buffers (:meth:`tma_store` or
@@ -413,7 +444,14 @@ class WgmmaKernel(KernelSpec):
         self.check_problem(Problem(shape, self.precisions[0], *self.layouts[0]), params, device)
 
     def instance(self, problem: Problem, params) -> str:
+        """The entry and template arguments of ``problem``'s build; beyond C = A·B (issue 43)
+        ``gemm_wgmma_epi<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, F16, ACT, BIAS, BETA,
+        BIAS_T, OUT_T>`` (the register epilogue, whole tiles)."""
         p = params
+        if problem.extended:
+            return (f"gemm_wgmma_epi<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
+                    f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
+                    f"{int(problem.precision == 'fp16')}, {epilogue_template(problem)}>")
         if self.tma_store(problem, p):
             return (f"{entry_name('gemm_wgmma_tma_store', problem)}<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
@@ -431,6 +469,9 @@ class WgmmaKernel(KernelSpec):
         return self.instance(Problem(Shape(1, 1, 1), self.precisions[0], *self.layouts[0]), params)
 
     def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
+        """sm_90a (arch-specific); beyond C = A·B also ``-DGEMMLAB_EPI`` (the fused entry)."""
+        if problem.extended:
+            return KernelOptions(arch_specific=True, defines={EPILOGUE_DEFINE: 1})
         return KernelOptions(arch_specific=True)
 
     def operands(self, problem: Problem, params, device: DeviceFacts) -> tuple:
@@ -460,6 +501,12 @@ class WgmmaKernel(KernelSpec):
         """Tensor maps of A and B, the destination (C, or with REDUCE=2 the slabs in the
         workspace: ``Workspace(slab_offset)``), M, N, K."""
         a, b = self.operands(problem, params, device)
+        if problem.extended:  # gemm_wgmma_epi: C, C0 (or null), bias (or null), M, N, K, ldc, alpha, beta
+            ep, null = problem.epilogue, Value(0, "int64")
+            return (a.tensor_map, b.tensor_map, Matrix("C"),
+                    Matrix("C0") if ep is not None and ep.beta != 0.0 else null,
+                    Matrix("bias") if problem.bias_dtype else null, Dim("M"), Dim("N"), Dim("K"), Dim("ldc"),
+                    Value(ep.alpha if ep else 1.0, "float32"), Value(ep.beta if ep else 0.0, "float32"))
         dst = Workspace(self.slab_offset(problem, params, device)) if params.get("REDUCE", 1) == 2 else Matrix("C")
         if self.tma_store(problem, params):  # EPI=2: C's tensor map too (16 x 32 float32 boxes: a warp's rows, 128-byte swizzle)
             return (a.tensor_map, b.tensor_map, TensorMap("C", (16, 32)), dst, Dim("M"), Dim("N"), Dim("K"))
@@ -496,6 +543,8 @@ class WgmmaKernel(KernelSpec):
         stored from registers instead (N % 4 != 0: C's rows are not 16-byte aligned; REDUCE=2: the
         destination is the workspace's slabs); empty otherwise."""
         epi = params.get("EPI", 1)
+        if problem.extended:
+            return "" if epi == 1 else f"epilogue from registers: the fused epilogue (issue 43) has that path only; EPI={epi} runs as 1"
         if epi == 7 and self.stages_c(problem, params) and not self.defers(problem, params):
             p = params
             why = ", ".join(f"{k}={p.get(k)}" for k, want in (("BM", 128), ("BN", 256), ("SCHED", 1), ("SPLIT_K", 1),
@@ -695,6 +744,14 @@ SPACE = Space(
     ))
 
 
+#: What wgmma_bf16's fused entry ``gemm_wgmma_epi`` runs (issue 43; :meth:`WgmmaKernel.check_fused`): alpha,
+#: beta·C0, a float32 or input-typed bias, every activation, a float32/bf16/fp16 C rounded once, ldc above N
+#: (``ld``: lda and ldb above tight are refused in one line, their TMA maps describe the tight matrices);
+#: one batch per launch
+EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=ACTIVATIONS[1:],
+                           outs=tuple(OUTPUTS), ld=True, batch=False)
+
+
 @hookimpl
 def gemmlab_kernels():
     return [WgmmaKernel(name="wgmma_bf16", source="wgmma_bf16.cu", defaults=dict(DEFAULTS),
@@ -702,4 +759,4 @@ def gemmlab_kernels():
                                     "TMA ring with full/empty mbarriers, wgmma m64n256k16, optional 2-CTA TMA multicast",
                         precisions=("bf16", "fp16"), layouts=LAYOUTS,
                         param_values=PARAM_VALUES, space=SPACE,
-                        sass_classes=("HGMMA", "UTMALDG"))]
+                        sass_classes=("HGMMA", "UTMALDG"), epilogue=EPILOGUE)]

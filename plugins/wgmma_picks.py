@@ -78,7 +78,25 @@ def tf32_tile(shape, sms: int) -> tuple[dict, str]:
     return p, f"tile {p['BM']}x{p['BN']} (fewest waves x tile area / efficiency)"
 
 
+def fused(params) -> dict:
+    """``params`` for a problem beyond C = A·B (issue 43: wgmma_bf16's fused entry ``gemm_wgmma_epi``):
+    the register epilogue (``EPI=1``) on whole tiles, so no split K, workspace reduction or stream-K
+    tail (the fused operation is not additive: a tile's partial sums cannot each pass through it)."""
+    return {**{k: v for k, v in params.items() if k not in ("SPLIT_K", "REDUCE", "TAIL")}, "EPI": 1}
+
+
 def preferences(problem, device, regime: str) -> list:
+    """:func:`plain_preferences`; for a problem with an epilogue (``Problem.extended``, bf16 and fp16)
+    the same without the split-K ones, each with :func:`fused` parameters (``EPI=1``, whole tiles)."""
+    out = plain_preferences(problem, device, regime)
+    if not problem.extended or problem.precision == "tf32":
+        return out
+    return [Preference(p.rank, fused(p.params), (p.why.split(";")[0] if "TAIL" in p.params else p.why)
+                       + "; fused epilogue from registers (EPI=1), whole tiles")
+            for p in out if p.params.get("SPLIT_K", 1) == 1]
+
+
+def plain_preferences(problem, device, regime: str) -> list:
     """The preferences of :class:`gemmlab_plugins.wgmma_bf16.WgmmaKernel` (bf16 and fp16: wgmma_bf16, tf32:
     wgmma_tf32).
 
