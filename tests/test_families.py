@@ -122,12 +122,13 @@ def test_sigterm_to_the_module_is_one_line(tmp_path):
     import time
 
     from clirun import command_env
+    # 'ready' is printed from inside the command (its record search), so the signal handlers are in place:
+    # a fixed delay after start lost the race on a loaded 2-core machine (exit -15)
     proc = subprocess.Popen([sys.executable, "-c", "import sys, time, runpy; import gemmlab.stages.record_model as m; "
-                             "m.find_records = lambda *a, **k: time.sleep(60); sys.argv = ['families', '.']; "
-                             "print('ready', flush=True); runpy.run_module('gemmlab.results.families', run_name='__main__')"],
+                             "m.find_records = lambda *a, **k: (print('ready', flush=True), time.sleep(60)); "
+                             "sys.argv = ['families', '.']; runpy.run_module('gemmlab.results.families', run_name='__main__')"],
                             cwd=tmp_path, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
