@@ -82,7 +82,7 @@ def fused(params) -> dict:
     """``params`` for a problem beyond C = A·B (issue 43: wgmma_bf16's fused entry ``gemm_wgmma_epi``):
     the register epilogue (``EPI=1``) on whole tiles, so no split K, workspace reduction or stream-K
     tail (the fused operation is not additive: a tile's partial sums cannot each pass through it)."""
-    return {**{k: v for k, v in params.items() if k not in ("SPLIT_K", "REDUCE", "TAIL")}, "EPI": 1}
+    return {**params, "SPLIT_K": 1, "REDUCE": 1, "TAIL": 1, "EPI": 1}
 
 
 def preferences(problem, device, regime: str) -> list:
@@ -91,7 +91,7 @@ def preferences(problem, device, regime: str) -> list:
     out = plain_preferences(problem, device, regime)
     if not problem.extended or problem.precision == "tf32":
         return out
-    return [Preference(p.rank, fused(p.params), (p.why.split(";")[0] if "TAIL" in p.params else p.why)
+    return [Preference(p.rank, fused(p.params), (p.why.split(";")[0] if p.params.get("TAIL", 1) > 1 else p.why)
                        + "; fused epilogue from registers (EPI=1), whole tiles")
             for p in out if p.params.get("SPLIT_K", 1) == 1]
 

@@ -246,7 +246,7 @@ def _facts(sms: int) -> DeviceFacts:
 
 
 def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int, registry=None,
-          facts: DeviceFacts | None = None) -> list[Rule]:
+          facts: DeviceFacts | None = None, problem: Problem | None = None) -> list[Rule]:
     """The rules that apply to ``shape``, in the order auto tries them: one :class:`Rule` per regime
     of :func:`gemmlab.contract.regimes.regimes` (tiny_output, decode, tiny, k_heavy, large | medium |
     small, tensor_core: the shape's classes, documented in docs/user-guide.md, "How kernel=auto
@@ -263,12 +263,14 @@ def rules(shape: Shape, precision: str, layout: tuple[str, str], sms: int, regis
         sms: the GPU's SM count (the regimes' wave tests and the plugins' sizing read it).
         registry: the kernels (default: the built-in ones, entry points included).
         facts: what the plugins see (default: the sm_90 class with ``sms`` SMs).
+        problem: the whole problem (issue 43: its epilogue, C type and leading dimensions) the plugins'
+            preferences see, of this shape, precision and layout; default the plain one.
     """
     if registry is None:
         from gemmlab.contract.registry import load_registry
         registry = load_registry([])
     facts = facts if facts is not None else _facts(sms)
-    problem = Problem(Shape(*shape), precision, layout[0], layout[1])
+    problem = problem if problem is not None else Problem(Shape(*shape), precision, layout[0], layout[1])
     specs = [(name, spec) for name, spec in registry.kernels.items()
              if not isinstance(spec, LibraryKernelSpec) and _supports(spec, precision, tuple(layout)) is None]
     out: list[Rule] = []
@@ -330,8 +332,9 @@ def _supports(spec, precision: str, layout: tuple[str, str]) -> str | None:
 
 
 def _try(registry, name: str, params: Mapping[str, int], shape: Shape, precision: str,
-         layout: tuple[str, str], facts: DeviceFacts) -> tuple[dict | None, str | None]:
-    """Full parameters if kernel ``name`` with ``params`` can run this problem, else (None, why)."""
+         layout: tuple[str, str], facts: DeviceFacts, problem: Problem | None = None) -> tuple[dict | None, str | None]:
+    """Full parameters if kernel ``name`` with ``params`` can run this problem, else (None, why);
+    ``problem``: the whole problem its check sees (issue 43), default the plain one of this shape."""
     spec = registry.kernels.get(name)
     if spec is None:
         return None, f"{name}: not registered"
@@ -348,7 +351,8 @@ def _try(registry, name: str, params: Mapping[str, int], shape: Shape, precision
         check_problem = getattr(spec, "check_problem", None)
         problem_cls = _problem_class()
         if check_problem is not None and problem_cls is not None:
-            check_problem(problem_cls(shape=shape, precision=precision, layout_a=layout[0], layout_b=layout[1]),
+            check_problem(problem if problem is not None else
+                          problem_cls(shape=shape, precision=precision, layout_a=layout[0], layout_b=layout[1]),
                           full, facts)
         else:
             spec.check(shape, full, facts)
@@ -425,7 +429,7 @@ def nearest_entry(table: Table, shape: Shape, precision: str = DEFAULT_PRECISION
 
 def choose(shape: Shape, registry, table: Table | None = None, precision: str = DEFAULT_PRECISION,
            layout: tuple[str, str] = DEFAULT_LAYOUT, facts: DeviceFacts | None = None,
-           last_resort: str = "registry") -> Choice:
+           last_resort: str = "registry", problem: Problem | None = None) -> Choice:
     """Pick the kernel and parameters for one problem (pure: no GPU; reads the shipped model file
     only with ``last_resort="model"``).
 
@@ -436,6 +440,8 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
     tests/data/auto_rules_golden.json.xz) or ``"model"`` (:func:`ranked_last_resort`: their
     candidates by the ranking model's predicted time, for a registry narrowed to the kernels that
     declare an epilogue, :func:`declaring`, whose regimes may state no candidate at all).
+    ``problem``: the whole problem of this shape, precision and layout (issue 43: an epilogue, a C type,
+    leading dimensions), which the plugins' preferences and checks then see; default the plain one.
 
     Raises:
         ConfigError: field ``kernel``: no registered kernel supports the problem (every rejection
@@ -451,14 +457,14 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
     skipped: list[str] = []
     entry = table.lookup(shape, precision, layout)
     if entry is not None:
-        full, why = _try(registry, entry.kernel, entry.params, shape, precision, layout, facts)
+        full, why = _try(registry, entry.kernel, entry.params, shape, precision, layout, facts, problem)
         if full is not None:
             return Choice(entry.kernel, full, "table", f"table entry {list(shape)}", entry=entry.as_json(),
                           table=table.path or None, match="exact")
         skipped.append(f"table entry: {why}")
     near = nearest_entry(table, shape, precision, layout)
     if near is not None:
-        full, why = _try(registry, near.kernel, near.params, shape, precision, layout, facts)
+        full, why = _try(registry, near.kernel, near.params, shape, precision, layout, facts, problem)
         if full is not None:
             return Choice(near.kernel, full, "table",
                           f"nearest table entry {list(near.shape)}: each of M, N, K within {NEAREST_FACTOR:g}x, "
@@ -467,18 +473,18 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
         skipped.append(f"nearest table entry {list(near.shape)}: {why}")
     tried: set[str] = set()
     sized = facts if facts.sm_count == sms else dataclasses.replace(facts, sm_count=sms)  # the plugins size for the table's GPU
-    for rule in rules(shape, precision, layout, sms, registry, sized):
+    for rule in rules(shape, precision, layout, sms, registry, sized, problem):
         rule_skips: list[tuple[str, str]] = []  # (candidate, why) this rule passed over
         candidates, text = rule.candidates, rule.text
         if rule.name == "any":
             candidates = tuple((name, {}, "") for name in registry.kernels)
             if last_resort == "model":
-                ranked, text = ranked_last_resort(registry, Problem(Shape(*shape), precision, *layout), sized,
+                ranked, text = ranked_last_resort(registry, problem or Problem(Shape(*shape), precision, *layout), sized,
                                                   table.device.get("name") if table.device else None)
                 candidates = ranked + candidates
         for name, params, pref_why in candidates:
             full, why = ((None, f"{name}: {pref_why}") if params is None else
-                         _try(registry, name, params, shape, precision, layout, facts))
+                         _try(registry, name, params, shape, precision, layout, facts, problem))
             blocks = (_blocks(registry.kernels[name], shape, full, precision, layout, facts)
                       if full is not None and rule.min_blocks else None)
             if blocks is not None and blocks < rule.min_blocks:
@@ -536,6 +542,23 @@ def table_choice(problem: Problem, registry, table: Table, facts: DeviceFacts) -
     return None
 
 
+def extended_problem(plain: Mapping[str, Any], shape: Shape, precision: str, layout: tuple[str, str]) -> Problem | None:
+    """The whole problem of the config ``plain`` when it goes beyond C = A·B (issue 43: an epilogue, a
+    C type, leading dimensions or batches), else None (also for fp8, whose C type is its own, and for
+    invalid epilogue fields: validation names them)."""
+    from gemmlab.stages.config import FIELD_RULES, parse_epilogue
+    if precision == "fp8":
+        return None
+    try:
+        lay = plain.get("layout") if isinstance(plain.get("layout"), Mapping) else {}
+        lds = {k: FIELD_RULES[f"layout.{k}"](lay.get(k)) for k in ("lda", "ldb", "ldc")}
+        out, ep = parse_epilogue(plain.get("epilogue"), plain.get("batch"), lds, shape, precision, *layout, None)
+    except ConfigError:
+        return None
+    problem = Problem(shape, precision, layout[0], layout[1], out=out, epilogue=ep)
+    return problem if problem.extended else None
+
+
 def declaring(registry, plain: Mapping[str, Any], shape: Shape, precision: str, layout: tuple[str, str]):
     """``registry``, or for a problem beyond C = A·B (issue 43: an epilogue, a C type, leading
     dimensions or batches, read from the config ``plain``) a shallow copy holding only the kernels
@@ -548,17 +571,8 @@ def declaring(registry, plain: Mapping[str, Any], shape: Shape, precision: str, 
             of the first few named).
     """
     from gemmlab.contract.epilogue import PLAIN, refusal
-    from gemmlab.stages.config import FIELD_RULES, parse_epilogue
-    if precision == "fp8":
-        return registry
-    try:
-        lay = plain.get("layout") if isinstance(plain.get("layout"), Mapping) else {}
-        lds = {k: FIELD_RULES[f"layout.{k}"](lay.get(k)) for k in ("lda", "ldb", "ldc")}
-        out, ep = parse_epilogue(plain.get("epilogue"), plain.get("batch"), lds, shape, precision, *layout, None)
-    except ConfigError:
-        return registry
-    problem = Problem(shape, precision, layout[0], layout[1], out=out, epilogue=ep)
-    if not problem.extended:
+    problem = extended_problem(plain, shape, precision, layout)
+    if problem is None:
         return registry
     kept, refused = {}, []
     for name, spec in registry.kernels.items():
@@ -624,14 +638,16 @@ def resolve_config(cfg: Mapping[str, Any], registry, out_dir: str | os.PathLike 
                                                     own_table=None if table_path is not None else shipped_table_for)
         resolved["kernel"] = {"name": name, **params}
         return resolved, record
+    whole = extended_problem(plain, shape, precision, layout)  # issue 43: the plugins see the epilogue
     try:  # with an epilogue: the plain choice where its kernel declares it (issue 43)
-        choice = choose(shape, full_registry, table, precision, layout)
+        choice = choose(shape, full_registry, table, precision, layout, problem=whole)
     except ConfigError:
         if registry is full_registry:
             raise
         choice = None
     if choice is None or choice.kernel not in registry.kernels:  # else the rules on the kernels left, whose
-        choice = choose(shape, registry, table, precision, layout, last_resort="model")  # last rule ranks (issue 41)
+        choice = choose(shape, registry, table, precision, layout, last_resort="model",  # last rule ranks (issue 41)
+                        problem=whole)
     resolved["kernel"] = {"name": choice.kernel, **dict(choice.params)}
     return resolved, choice.record()
 
