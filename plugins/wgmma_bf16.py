@@ -77,6 +77,15 @@ regions), with no flags and no atomics; an Extra step ``wgmma_split_reduce<4>`` 
 the S slabs in slab order into C (float4 chunks, the last M*N % 4 elements scalar): every slab
 element written once per slice, every C element once, bitwise repeatable. The kernel's C argument
 is then ``Workspace(slab offset)``. ``REDUCE=1`` (default) is the in-C chain above.
+
+The whole GEMM contract (issue 43 item 3, :data:`EPILOGUE`): a problem beyond C = A·B (bf16 or fp16)
+compiles ``gemm_wgmma_epi`` with ``-DGEMMLAB_EPI`` (kernels/wgmma_bf16.cu: the same main loop; the
+register epilogue stores act(alpha·acc + beta·C0 + bias) rounded once into a float32/bf16/fp16 C of row
+pitch ldc through gemmlab/fused.cuh's ``Fused``, column pairs as one access where ldc is even). Whole
+tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive), ``EPI=1``
+(2 and 7 run as 1, the plan's note says so), lda/ldb tight and one batch
+(:meth:`WgmmaKernel.check_fused`); a plain problem compiles the plain entries as before (SASS pinned
+by tests/test_sass_unchanged.py).
 """
 
 from __future__ import annotations
