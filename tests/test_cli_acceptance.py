@@ -163,7 +163,10 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
      "GEMMLAB_TEST_NO_SUCH_VAR is not set (in ${oc.env:GEMMLAB_TEST_NO_SUCH_VAR}); set it, or give a default"),
     (["--cfg", "nope"], "--cfg: invalid choice: 'nope' (choose from 'job', 'hydra', 'all')"),
     (["--info", "nope"], "--info: invalid choice: 'nope'"),
-    (["--nope"], "command line: unrecognized arguments: --nope"),
+    (["--nope"], "command line: unrecognized arguments: --nope (see gemmlab --help)"),
+    (["shape=[8,8,8]", "--cfg", "job", "precision=fp4"],  # a flag between overrides: argparse stops there
+     "command line: unrecognized arguments: precision=fp4 mode=compile kernel=naive; options such as -m or --cfg go "
+     "before the overrides"),
     (["--cfg", "job", "-m"], "command line: Only one of --run, --multirun"),
     (["--resolve"], "--resolve: "),
     (["=5"], "override: "),

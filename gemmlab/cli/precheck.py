@@ -102,7 +102,8 @@ def _hydra_args(args: list[str]):
         flag = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", reason)
         if flag:
             raise ConfigError(flag.group(1), flag.group(2)) from None
-        raise ConfigError("command line", f"{reason} (see gemmlab --help)") from None
+        late = "; options such as -m or --cfg go before the overrides" if re.search("unrecognized arguments: .*=", reason) else ""
+        raise ConfigError("command line", f"{reason}{late} (see gemmlab --help)") from None
 
 
 def _parse_overrides(overrides: list[str]) -> list:
