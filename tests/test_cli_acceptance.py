@@ -164,6 +164,7 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
     (["--cfg", "nope"], "--cfg: invalid choice: 'nope' (choose from 'job', 'hydra', 'all')"),
     (["--info", "nope"], "--info: invalid choice: 'nope'"),
     (["--nope"], "command line: unrecognized arguments: --nope (see gemmlab --help)"),
+    (["-m", "kernel=naive,"], "kernel: cannot parse override 'kernel=naive,': an empty value in a comma list: write A,B,C"),
     (["shape=[8,8,8]", "--cfg", "job", "precision=fp4"],  # a flag between overrides: argparse stops there
      "command line: unrecognized arguments: precision=fp4 mode=compile kernel=naive; options such as -m or --cfg go "
      "before the overrides"),

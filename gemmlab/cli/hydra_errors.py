@@ -294,10 +294,10 @@ def override_parse_error(text: str, previous: str | None, following: str | None,
             return ConfigError(text, f"not an override (key=value); if it belongs to {previous!r} (a path with a "
                                f"space, split by the shell), quote the whole override: '{previous} {text}'")
         return ConfigError(text, "not an override: an override is key=value, e.g. kernel=tiled or shape=[63,65,33]")
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if first == f"Error parsing override '{text}'":  # Hydra names no reason
-        first = "Hydra's override grammar does not accept it"
     value = text.split("=", 1)[1]
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if first == f"Error parsing override '{text}'" or value.startswith(",") or value.endswith(",") or ",," in value:
+        first = "an empty value in a comma list: write A,B,C" if "," in value else "Hydra's override grammar does not accept it"
     split = ((value.count("[") > value.count("]") or value.endswith(","))
              and following is not None and "=" not in following)
     key = text.split("=", 1)[0].lstrip("+~") or "override"
