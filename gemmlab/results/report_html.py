@@ -34,7 +34,7 @@ table.sortable th[aria-sort="ascending"]::after { content: " \\25B2"; }
 table.sortable th[aria-sort="descending"]::after { content: " \\25BC"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 #results td { white-space: nowrap; } #results td:last-child { white-space: normal; min-width: 30em; }
-#results td.wrap { white-space: normal; min-width: 16em; }
+#results td.wrap { white-space: normal; min-width: 16em; } #results td.wrap code { word-break: break-all; }
 div.scroll { overflow-x: auto; }
 tr.failed td, tr.unreadable td { background: #fde8e8; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }

@@ -161,8 +161,9 @@ def _device_text(r: Row) -> str:
 
 #: the results table of ``report.md`` and ``report.html`` (:func:`results_table` adds the settings
 #: and what compiling reports); a column with ``sort`` sorts by its number in the HTML page
-MD_COLUMNS = (Column("#", lambda r: r.index, sort=lambda r: r.index), Column("path", lambda r: r.path, code=True),
-              Column("kernel", lambda r: r.kernel), Column("params", text=lambda r: r.params_text),
+MD_COLUMNS = (Column("#", lambda r: r.index, sort=lambda r: r.index),  # path and params wrap in HTML: the resource
+              Column("path", lambda r: r.path, code=True, wrap=True),  # columns stay on screen at 1400 px
+              Column("kernel", lambda r: r.kernel), Column("params", text=lambda r: r.params_text, wrap=True),
               Column("M", lambda r: r.M, sort=lambda r: r.M), Column("N", lambda r: r.N, sort=lambda r: r.N),
               Column("K", lambda r: r.K, sort=lambda r: r.K), Column("device", text=_device_text),
               Column("status", lambda r: r.status),
