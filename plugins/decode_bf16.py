@@ -33,8 +33,8 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (FULL, DeviceFacts, KernelOptions, KernelSpec, Launch, Main, Problem, Shape,
                                         hookimpl)
-from gemmlab.contract.plugin_utils import (EPILOGUE_DEFINE, SM90_SHARED_OPTIN_BYTES, cdiv, count_hits,
-                                          epilogue_arguments, epilogue_template, require)
+from gemmlab.contract.plugin_utils import (SM90_SHARED_OPTIN_BYTES, cdiv, count_hits,
+                                          epilogue_arguments, epilogue_options, fused_entry, require)
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 from gemmlab.contract.regimes import RANK_FIRST, Preference
 
@@ -151,13 +151,11 @@ class DecodeBf16Kernel(KernelSpec):
         p = params
         name = (f"gemm_decode16<{ELEMENT[problem.precision]}, {p['MT']}, {p['KW']}, {p['U']}, "
                 f"{'true' if problem.layout_b == 'col' else 'false'}>")
-        if not problem.extended:
-            return name
-        return name.replace("gemm_decode16<", "gemm_decode16_epi<")[:-1] + f", {epilogue_template(problem)}>"
+        return fused_entry(name, problem)
 
     def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
         """``-DGEMMLAB_EPI`` beyond the plain contract (the fused entry, issue 43), else none."""
-        return KernelOptions(defines={EPILOGUE_DEFINE: 1}) if problem.extended else KernelOptions()
+        return epilogue_options(problem)
 
     def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
         """(A, B, C, M, N, K) for a plain problem; beyond it the fused entry's

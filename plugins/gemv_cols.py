@@ -40,8 +40,8 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract.hookspecs import FULL, DeviceFacts, KernelOptions, KernelSpec, Launch, Problem, Shape, hookimpl
-from gemmlab.contract.plugin_utils import (EPILOGUE_DEFINE, FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits,
-                                          epilogue_arguments, epilogue_template, require)
+from gemmlab.contract.plugin_utils import (FP32_TF32, STATIC_SHARED_BYTES, cdiv, count_hits,
+                                          epilogue_arguments, epilogue_options, fused_entry, require)
 from gemmlab.contract.space import Choice, PowerOfTwo, Restriction, Space
 from gemmlab.contract.regimes import RANK_FIRST, Preference
 
@@ -210,10 +210,7 @@ class GemvColsKernel(KernelSpec):
     def instance(self, problem: Problem, params) -> str:
         """:meth:`entry`; beyond the plain contract ``gemm_gemv_cols_epi<MT, CW, WN, KW, U, ACT, BIAS, BETA,
         BIAS_T, OUT_T>`` (issue 43)."""
-        name = self.entry(params)
-        if not problem.extended:
-            return name
-        return name.replace("gemm_gemv_cols<", "gemm_gemv_cols_epi<")[:-1] + f", {epilogue_template(problem)}>"
+        return fused_entry(self.entry(params), problem)
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         """:meth:`launch`, with one grid layer (z) per batch."""
@@ -222,7 +219,7 @@ class GemvColsKernel(KernelSpec):
 
     def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
         """``-DGEMMLAB_EPI`` beyond the plain contract (the fused entry, issue 43), else none."""
-        return KernelOptions(defines={EPILOGUE_DEFINE: 1}) if problem.extended else KernelOptions()
+        return epilogue_options(problem)
 
     def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
         """(A, B, C, M, N, K) for a plain problem; beyond it the fused entry's

@@ -35,9 +35,9 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (FULL, DeviceFacts, KernelOptions, KernelSpec, Launch, ParamError, Problem, Shape,
                                         hookimpl)
-from gemmlab.contract.plugin_utils import (EPILOGUE_DEFINE, STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits,
-                                          epilogue_arguments, epilogue_template, require, require_block_threads,
-                                          require_divides, warp_threads, warp_tile_geometry, warp_tile_restrictions)
+from gemmlab.contract.plugin_utils import (STATIC_SHARED_BYTES, THREADS_PER_SM, cdiv, count_hits, epilogue_arguments,
+                                          epilogue_options, fused_entry, require, require_block_threads, require_divides,
+                                          warp_threads, warp_tile_geometry, warp_tile_restrictions)
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 from gemmlab.contract.regimes import RANK_FIRST, Preference
 
@@ -248,14 +248,12 @@ class PipelinedKernel(_Rung):
         ``gemm_sgemm_pipelined_epi<..., MINB, ACOL, ACT, BIAS, BETA, BIAS_T, OUT_T>``."""
         name = self.entry(params)
         if problem.extended:
-            acol = "true" if problem.layout_a == "col" else "false"
-            return name.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_epi<")[:-1] + (
-                f", {acol}, {epilogue_template(problem)}>")
+            return fused_entry(name, problem, "true" if problem.layout_a == "col" else "false")
         return name.replace("gemm_sgemm_pipelined<", "gemm_sgemm_pipelined_acol<") if problem.layout_a == "col" else name
 
     def options(self, problem: Problem, params, device: DeviceFacts) -> KernelOptions:
         """``-DGEMMLAB_EPI`` beyond the plain contract (the fused entry), else none."""
-        return KernelOptions(defines={EPILOGUE_DEFINE: 1}) if problem.extended else KernelOptions()
+        return epilogue_options(problem)
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         """:meth:`launch`, with one grid layer (z) per batch."""

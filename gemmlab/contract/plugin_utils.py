@@ -8,8 +8,8 @@ from typing import Mapping
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelSpec, Launch, Matrix, ParamError, Problem, Shape,
-                                        Value)
+from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, ParamError,
+                                        Problem, Shape, Value)
 
 
 #: the precisions of a float32 CUDA-core kernel that also serves ``precision=tf32`` (issue 41): TF32 is
@@ -37,6 +37,22 @@ def epilogue_template(problem: Problem) -> str:
     act, bias, beta = ((ACTIVATION_CODES[ep.activation], int(ep.bias != "none"), int(ep.beta != 0.0))
                        if ep is not None else (0, 0, 0))
     return f"{act}, {bias}, {beta}, {CUDA_TYPES[problem.bias_dtype or 'float32']}, {CUDA_TYPES[problem.c_dtype]}"
+
+
+def fused_entry(name: str, problem: Problem, *extra: str) -> str:
+    """``name`` (``kernel<ARGS>``) for a plain problem; beyond the plain contract its fused twin
+    ``kernel_epi<ARGS, *extra, ACT, BIAS, BETA, BIAS_T, OUT_T>`` (:func:`epilogue_template`), the
+    entry a source compiles under :data:`EPILOGUE_DEFINE`."""
+    if not problem.extended:
+        return name
+    base, args = name.split("<", 1)
+    return f"{base}_epi<{', '.join((args[:-1], *extra, epilogue_template(problem)))}>"
+
+
+def epilogue_options(problem: Problem) -> KernelOptions:
+    """``-DGEMMLAB_EPI`` (:data:`EPILOGUE_DEFINE`) beyond the plain contract, else no option: the
+    plain build's program stays as it was."""
+    return KernelOptions(defines={EPILOGUE_DEFINE: 1}) if problem.extended else KernelOptions()
 
 
 def epilogue_arguments(problem: Problem) -> tuple:
