@@ -243,8 +243,37 @@ def fp8_refusal(problem: Problem, arch: str) -> None:
                          f"M = {problem.M}, N = {problem.N}")
 
 
+class _LtMatmul:
+    """What a planned ``cublasLtMatmul`` (:class:`Fp8Plan`, :class:`LtPlan`) does per launch and at
+    the end: ``plan.call`` holds the call's arguments; ``handle``, ``desc``, ``layouts``, ``pref``
+    and ``workspace`` what :meth:`close` frees."""
+
+    def functions(self):
+        """``(enqueue, close)`` for the backend: one ``cublasLtMatmul`` on the run's stream, no sync."""
+        lt = _cublaslt()
+
+        def enqueue(plan=self):
+            lt.matmul(*plan.call)
+
+        return enqueue, self.close
+
+    def close(self) -> None:
+        """Destroy the descriptors and the handle and free the workspace (idempotent)."""
+        if self.handle is None:
+            return
+        lt = _cublaslt()
+        from cuda.bindings import driver
+        lt.matmul_preference_destroy(self.pref)
+        for layout in self.layouts:
+            lt.matrix_layout_destroy(layout)
+        lt.matmul_desc_destroy(self.desc)
+        lt.destroy(self.handle)
+        driver.cuMemFree(self.workspace)
+        self.handle = None
+
+
 @dataclass
-class Fp8Plan:
+class Fp8Plan(_LtMatmul):
     """One point's cuBLASLt FP8 GEMM, planned once (descriptors, heuristic, workspace) and enqueued
     as one ``cublasLtMatmul`` per launch. gemmlab's row-major C (M x N) = A (M x K, row-major) ·
     B (K x N, K-major) is cuBLAS's column-major D (N x M) = op(A')·op(B') with A' = gemmlab's B
@@ -328,32 +357,10 @@ class Fp8Plan:
                      plan.workspace, LT_WORKSPACE_BYTES, pointers.stream)
         return plan
 
-    def functions(self):
-        """``(enqueue, close)`` for the backend: one ``cublasLtMatmul`` on the run's stream, no sync."""
-        lt = _cublaslt()
-
-        def enqueue(plan=self):
-            lt.matmul(*plan.call)
-
-        return enqueue, self.close
-
-    def close(self) -> None:
-        """Destroy the descriptors and the handle and free the workspace (idempotent)."""
-        if self.handle is None:
-            return
-        lt = _cublaslt()
-        from cuda.bindings import driver
-        lt.matmul_preference_destroy(self.pref)
-        for layout in self.layouts:
-            lt.matrix_layout_destroy(layout)
-        lt.matmul_desc_destroy(self.desc)
-        lt.destroy(self.handle)
-        driver.cuMemFree(self.workspace)
-        self.handle = None
 
 
 @dataclass
-class LtPlan:
+class LtPlan(_LtMatmul):
     """One point's cuBLASLt GEMM of the whole contract (issue 43), planned once and enqueued as one
     ``cublasLtMatmul`` per launch. gemmlab's row-major C_b (M x N, ldc) = A_b (M x K) · B_b (K x N)
     is cuBLAS's column-major D_b (N x M, ld ldc) = op(A')·op(B') with A' = gemmlab's B (op N for a
@@ -459,18 +466,6 @@ class LtPlan:
                      plan.workspace, LT_WORKSPACE_BYTES, pointers.stream)
         return plan
 
-    def functions(self):
-        """``(enqueue, close)``: one ``cublasLtMatmul`` on the run's stream, no sync."""
-        lt = _cublaslt()
-
-        def enqueue(plan=self):
-            lt.matmul(*plan.call)
-
-        return enqueue, self.close
-
-    def close(self) -> None:
-        """Destroy the descriptors and the handle and free the workspace (idempotent)."""
-        Fp8Plan.close(self)
 
 
 def _data_types(precision: str) -> tuple[int, int]:
