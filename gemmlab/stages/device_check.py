@@ -379,19 +379,9 @@ class DeviceCheck:
         side: dict = {}  # C's side, the same for every rounding: NaN count, C x, |C| 1
         if precision != "tf32":
             return self._check(c, options, distribution, precision, seed, products, "none", side)
-        if tf32_rounding is not None and tf32_rounding not in verify_stage.TF32_ROUNDINGS:
-            raise ValueError(f"tf32 rounding: one of {verify_stage.TF32_ROUNDINGS}, got {tf32_rounding!r}")
-        tried, verdicts = {}, []
-        for rounding in (tf32_rounding,) if tf32_rounding else verify_stage.TF32_ROUNDINGS:
-            v = self._check(c, options, distribution, precision, seed, products, rounding, side)
-            tried[rounding] = v.max_error_over_tolerance
-            verdicts.append((v, rounding))
-            if v.passed:
-                break
-        verdict, rounding = next(((v, r) for v, r in verdicts if v.passed),
-                                 min(verdicts, key=lambda vr: (vr[0].mismatches, vr[0].max_error_over_tolerance)))
-        verdict.tf32 = {"rounding": rounding, "declared": tf32_rounding, "tried": tried}
-        return verdict
+        return verify_stage.tf32_verdict(
+            lambda rounding: self._check(c, options, distribution, precision, seed, products, rounding, side),
+            tf32_rounding)
 
     def _check(self, c, options, distribution, precision, seed, products, rounding, side) -> verify_stage.Verdict:
         if ("sampled", rounding) not in self.names:

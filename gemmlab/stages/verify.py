@@ -75,6 +75,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
+from typing import Callable
 
 import numpy as np
 
@@ -422,13 +423,32 @@ def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, d
         return verdict
     if precision != "tf32":
         return _check(c, a, b, options, distribution, precision, seed, products, block_bytes)
+
+    def one(rounding: str) -> Verdict:
+        cache = None if products is None else products.setdefault(("tf32", rounding), {})
+        return _check(c, round_tf32(a, rounding), round_tf32(b, rounding), options, distribution, precision, seed,
+                      cache, block_bytes)
+
+    return tf32_verdict(one, tf32_rounding)
+
+
+def tf32_verdict(check_rounding: Callable[[str], "Verdict"], tf32_rounding: str | None) -> "Verdict":
+    """The TF32 rule's verdict over the input roundings: the declared one alone, else each of
+    :data:`TF32_ROUNDINGS` in turn until one passes (``check_rounding(rounding)`` verifies against
+    the float64 product of the inputs so rounded); the passing verdict, or the closest failing one
+    (fewest mismatches, then smallest error over tolerance), with ``tf32`` = the rounding taken,
+    the declared one and each tried one's max error over tolerance. Shared by the host check, the
+    fused-epilogue check (:mod:`gemmlab.stages.verify_fused`) and the device check
+    (:mod:`gemmlab.stages.device_check`).
+
+    Raises:
+        ValueError: ``tf32_rounding`` is not one of :data:`TF32_ROUNDINGS`.
+    """
     if tf32_rounding is not None and tf32_rounding not in TF32_ROUNDINGS:
         raise ValueError(f"tf32 rounding: one of {TF32_ROUNDINGS}, got {tf32_rounding!r}")
     tried, verdicts = {}, []
     for rounding in (tf32_rounding,) if tf32_rounding else TF32_ROUNDINGS:
-        cache = None if products is None else products.setdefault(("tf32", rounding), {})
-        v = _check(c, round_tf32(a, rounding), round_tf32(b, rounding), options, distribution, precision, seed,
-                   cache, block_bytes)
+        v = check_rounding(rounding)
         tried[rounding] = v.max_error_over_tolerance
         verdicts.append((v, rounding))
         if v.passed:

@@ -56,8 +56,9 @@ import numpy as np
 from gemmlab.contract.epilogue import LIPSCHITZ, exact_possible
 from gemmlab.contract.hookspecs import Problem
 from gemmlab.stages.inputs import INT_RANGE, batch_matrix
-from gemmlab.stages.verify import (FIRST_MISMATCHES, TF32_ROUNDINGS, TINY, U_FP32, Verdict, VerifyOptions,
-                                   _compare, _merge, bound_coefficients, block_rows, draw_sample, round_tf32)
+from gemmlab.stages.verify import (FIRST_MISMATCHES, TINY, U_FP32, Verdict, VerifyOptions,
+                                   _compare, _merge, bound_coefficients, block_rows, draw_sample, round_tf32,
+                                   tf32_verdict)
 
 #: the output type's unit of its one rounding (half an ulp: to nearest), and its absolute part
 #: (half the subnormal spacing; float16's 2^-24 spacing, bfloat16's and float32's below any result)
@@ -314,19 +315,8 @@ def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions,
         raise ValueError(f"C is {c_image.shape}, the problem stores C as {problem.stored_shape('C')}")
     if problem.precision != "tf32":
         return _check(c_image, inputs, problem, options, distribution, seed, None, rounds_before)
-    if tf32_rounding is not None and tf32_rounding not in TF32_ROUNDINGS:
-        raise ValueError(f"tf32 rounding: one of {TF32_ROUNDINGS}, got {tf32_rounding!r}")
-    tried, verdicts = {}, []
-    for rounding in (tf32_rounding,) if tf32_rounding else TF32_ROUNDINGS:
-        v = _check(c_image, inputs, problem, options, distribution, seed, rounding, rounds_before)
-        tried[rounding] = v.max_error_over_tolerance
-        verdicts.append((v, rounding))
-        if v.passed:
-            break
-    verdict, rounding = next(((v, r) for v, r in verdicts if v.passed),
-                             min(verdicts, key=lambda vr: (vr[0].mismatches, vr[0].max_error_over_tolerance)))
-    verdict.tf32 = {"rounding": rounding, "declared": tf32_rounding, "tried": tried}
-    return verdict
+    return tf32_verdict(lambda rounding: _check(c_image, inputs, problem, options, distribution, seed, rounding,
+                                                rounds_before), tf32_rounding)
 
 
 def _check(c_image, inputs, problem: Problem, options: VerifyOptions, distribution: str, seed: int,
