@@ -165,6 +165,22 @@ class HostGpu:
         tma.check(tm, problem, address)
         return FakeTensorMap(tm, address)
 
+    def group_tensor_maps(self, tm, problem, address: int) -> np.ndarray:
+        """Stand-in descriptors of an ``each_group`` map (the rules checked like the real ones'):
+        per group 128 bytes = 16 uint64 words (:data:`FAKE_MAP_MAGIC`, the group matrix's address,
+        rows, cols, row stride in bytes, box rows, box cols, then zeros), zeros where no map is
+        encoded; :func:`fake_map` reads one back, as a kernel's TMA would use it."""
+        from gemmlab.contract.tma_rules import group_matrices
+        from gemmlab.gpu import tma
+        tma.check(tm, problem, address)
+        elem = problem.element_bytes(tm.matrix)
+        groups = group_matrices(tm, problem)
+        words = np.zeros((len(groups), 16), dtype=np.uint64)
+        for g, (rows, cols, offset) in enumerate(groups):
+            if rows:
+                words[g, :7] = (FAKE_MAP_MAGIC, address + offset * elem, rows, cols, cols * elem, *tm.box)
+        return words.view(np.uint8)
+
     def _lookup(self, table: dict, name: str, default):
         for prefix, value in table.items():
             if name.startswith(prefix):
@@ -212,6 +228,19 @@ class HostGpu:
 
     def sync(self) -> None:
         pass
+
+
+#: the first word of a fake each_group tensor map (:meth:`HostGpu.group_tensor_maps`)
+FAKE_MAP_MAGIC = 0x7E45012A
+
+
+def fake_map(gpu: HostGpu, maps_address: int, g: int) -> tuple[int, int, int, int]:
+    """Group ``g``'s fake tensor map in device memory at ``maps_address``: (address, rows, cols, row
+    stride bytes) of the matrix it covers; AssertionError for a map that was never encoded (an
+    empty group's zeros: a kernel must not use it)."""
+    words = gpu.view(int(maps_address) + 128 * g, 128).view(np.uint64)
+    assert int(words[0]) == FAKE_MAP_MAGIC, f"fake GPU: tensor map {g} at {int(maps_address):#x} was never encoded"
+    return int(words[1]), int(words[2]), int(words[3]), int(words[4])
 
 
 def unpack(args: tuple) -> tuple[int, int, int, int, int, int]:

@@ -608,6 +608,18 @@ class TensorMap:
     (col, row inside the slab, g); TMA zero-fills outside the slab, so a box at a slab's end never
     reads the next group's rows, and one map serves every group (no per-group descriptor).
 
+    ``each_group=True`` (grouped problems of kind ``general`` only, issue 44): one 2-D map per group
+    over that group's own matrix (A_g M_g x K_g; B_g K_g x N_g, or N_g x K_g with ``layout.b=col``;
+    C_g M_g x N_g) at its element offset (:attr:`Grouped.element_offsets`), with the box, swizzle,
+    promotion and fill given here. The kernel gets a ``const CUtensorMap *`` to G maps in device
+    memory, 128 bytes each (group g at index g, 64-byte aligned), encoded on the host once when the
+    point is prepared and copied before any launch (outside every timed interval); an empty group's
+    map is 128 zero bytes and must never be used. Each group's matrix must satisfy the TMA rules
+    (the core checks every group). Kernel side (CUDA Programming Guide, "Using TMA to transfer
+    multi-dimensional arrays": a map copied to global memory by the host): every thread that
+    issues a TMA through map g first runs ``fence.proxy.tensormap::generic.acquire.sys`` on it,
+    once (``gemmlab/grouped.cuh`` ``acquire_tensormap``).
+
     Attributes:
         matrix: "A" | "B" | "C" | "workspace" (needs ``region``).
         box: (rows, cols) of one box, elements.
@@ -616,6 +628,8 @@ class TensorMap:
         oob_fill: "zero" | "nan" (what out-of-bounds box elements read as).
         region: the workspace array (only, and required, with ``matrix="workspace"``).
         per_group: a 3-D map of G slabs (above); False: the plain 2-D map.
+        each_group: G 2-D maps, one per group of a ``general`` problem (above), passed as a
+            pointer to them; False: one map passed by value.
     """
 
     matrix: str
@@ -625,6 +639,7 @@ class TensorMap:
     oob_fill: str = "zero"
     region: Region | None = None
     per_group: bool = False
+    each_group: bool = False
 
 
 Arg = Union[Matrix, Dim, Workspace, Value, TensorMap]

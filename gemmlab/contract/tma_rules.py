@@ -77,6 +77,26 @@ def check_region(region, workspace_bytes: int | None, what: str) -> tuple[int, i
     return region.rows, region.cols, ld, elem
 
 
+def _check_box(what: str, box: tuple[int, int], elem: int, swizzle: str) -> None:
+    """The box rules: each dimension 1..256, the inner box bytes a multiple of 16 and within the
+    swizzle span.
+
+    Raises:
+        ConfigError: field ``kernel``, one line naming the rule.
+    """
+    for name, b in zip(("rows", "cols"), box):
+        if not 1 <= b <= MAX_BOX:
+            raise ConfigError("kernel", f"{what}: box {name} = {b}; each box dimension must be 1..{MAX_BOX} (TMA rule)")
+    inner_bytes = box[1] * elem
+    if inner_bytes % 16:
+        raise ConfigError("kernel", f"{what}: inner box {box[1]} x {elem} B = {inner_bytes} B is not a multiple of "
+                          "16 bytes (TMA rule)")
+    span = SWIZZLES[swizzle]
+    if span is not None and inner_bytes > span:
+        raise ConfigError("kernel", f"{what}: inner box {inner_bytes} B exceeds the {swizzle} swizzle span "
+                          f"({span} B; TMA rule): use a smaller inner box or a wider swizzle")
+
+
 def _per_group_dims(tm: TensorMap, problem: Problem, rows: int, what: str) -> list[int]:
     """[G, rows / G] of a ``per_group`` map: a grouped problem of kind contiguous or masked, a matrix
     whose stored rows are G slabs (B of both kinds; A and C of masked), not the workspace.
@@ -95,6 +115,63 @@ def _per_group_dims(tm: TensorMap, problem: Problem, rows: int, what: str) -> li
     if rows % G:
         raise ConfigError("kernel", f"{what}: {rows} stored rows are not G = {G} equal slabs")
     return [G, rows // G]
+
+
+def group_matrices(tm: TensorMap, problem: Problem) -> list[tuple[int, int, int]]:
+    """The matrices of an ``each_group`` map (a ``general`` grouped problem, issue 44): per group g,
+    (rows, cols, element offset) of its matrix as stored (cols contiguous): A_g (M_g, K_g), B_g
+    (K_g, N_g) or (N_g, K_g) with ``layout.b=col``, C_g (M_g, N_g); rows 0 for a group that needs
+    no map (M_g = 0: no tile reads or writes it; its map is all zeros).
+
+    Raises:
+        ConfigError: field ``kernel``, one line: not a ``general`` problem, a matrix other than A,
+            B, C, or a workspace region or ``per_group`` with it.
+    """
+    what = f"TMA tensor map over {tm.matrix}"
+    grouped = getattr(problem, "grouped", None)
+    if grouped is None or grouped.kind != "general" or tm.matrix not in ("A", "B", "C") or tm.region is not None \
+            or tm.per_group:
+        raise ConfigError("kernel", f"{what}: each_group maps need a grouped problem of kind general and a matrix A, B "
+                          "or C (not the workspace, not per_group)")
+    which = "ABC".index(tm.matrix)
+    out = []
+    for (m, n, k), offsets in zip(grouped.shapes, grouped.element_offsets):
+        rows, cols = {"A": (m, k), "B": (k, n) if grouped.layout_b == "row" else (n, k), "C": (m, n)}[tm.matrix]
+        out.append((rows if m else 0, cols, offsets[which]))
+    return out
+
+
+def _check_each_group(tm: TensorMap, problem: Problem, box: tuple[int, int], address: int | None) -> dict:
+    """The rules of an ``each_group`` map for every group that gets one (:func:`group_matrices`):
+    each group's base (the buffer's address + its element offset) 16-byte aligned, row stride a
+    multiple of 16 bytes, dims within TMA's limits; the box rules as for one map. Returns the
+    record's description (``global`` per group: [rows, cols], [0, cols] where no map is encoded).
+
+    Raises:
+        ConfigError: field ``shape`` naming the first group whose N_g or K_g breaks a stride rule,
+            ``kernel`` for the box, swizzle or base alignment.
+    """
+    what = f"TMA tensor map over {tm.matrix}"
+    elem = element_bytes(problem, tm.matrix)
+    inner = {"A": "K_g", "B": "N_g" if problem.layout_b == "row" else "K_g", "C": "N_g"}[tm.matrix]
+    groups = group_matrices(tm, problem)
+    for g, (rows, cols, offset) in enumerate(groups):
+        if not rows:
+            continue
+        stride = cols * elem
+        if stride % 16:
+            raise ConfigError("shape", f"{what} of group {g}: the row stride {cols} x {elem} B = {stride} B is not a "
+                              f"multiple of 16 bytes (TMA rule); {inner} must be a multiple of {16 // elem} for this "
+                              "kernel")
+        if stride >= 2**40 or rows > 2**32 or cols > 2**32:
+            raise ConfigError("shape", f"{what} of group {g}: {rows} x {cols} exceeds TMA's global limits")
+        base = (address or 0) + offset * elem
+        if base % 16:
+            raise ConfigError("kernel", f"{what} of group {g}: base {base:#x} (element offset {offset}) is not "
+                              "16-byte aligned (TMA rule)")
+    return {"matrix": tm.matrix, "dtype": element_dtype(problem, tm.matrix), "each_group": len(groups),
+            "encoded": sum(1 for r, _, _ in groups if r), "global": [[r, c] for r, c, _ in groups],
+            "box": list(box), "swizzle": tm.swizzle, "l2_promotion": tm.l2_promotion, "oob_fill": tm.oob_fill}
 
 
 def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace_bytes: int | None = None) -> dict:
@@ -124,6 +201,10 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
     box = tuple(tm.box)
     if len(box) != 2 or not all(isinstance(b, int) and not isinstance(b, bool) for b in box):
         raise ConfigError("kernel", f"{what}: box must be (rows, cols) of two ints, got {tm.box!r}")
+    if getattr(tm, "each_group", False):  # issue 44, general kind: one map per group
+        elem = element_bytes(problem, tm.matrix) if tm.matrix in ("A", "B", "C") else 4
+        _check_box(what, box, elem, tm.swizzle)
+        return _check_each_group(tm, problem, box, address)
     if tm.region is not None:
         rows, cols, ld, elem = check_region(tm.region, workspace_bytes, what)
         stride = ld * elem
@@ -144,17 +225,7 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
                           f"bytes (TMA rule); {inner} must be a multiple of {16 // elem} for this kernel")
     if stride >= 2**40 or rows > 2**32 or cols > 2**32:
         raise ConfigError("shape", f"{what}: {rows} x {cols} exceeds TMA's global limits (dims <= 2^32, stride < 2^40 B)")
-    for name, b in zip(("rows", "cols"), box):
-        if not 1 <= b <= MAX_BOX:
-            raise ConfigError("kernel", f"{what}: box {name} = {b}; each box dimension must be 1..{MAX_BOX} (TMA rule)")
-    inner_bytes = box[1] * elem
-    if inner_bytes % 16:
-        raise ConfigError("kernel", f"{what}: inner box {box[1]} x {elem} B = {inner_bytes} B is not a multiple of "
-                          "16 bytes (TMA rule)")
-    span = SWIZZLES[tm.swizzle]
-    if span is not None and inner_bytes > span:
-        raise ConfigError("kernel", f"{what}: inner box {inner_bytes} B exceeds the {tm.swizzle} swizzle span "
-                          f"({span} B; TMA rule): use a smaller inner box or a wider swizzle")
+    _check_box(what, box, elem, tm.swizzle)
     if address is not None and address % 16:
         raise ConfigError("shape", f"{what}: base address {address:#x} is not 16-byte aligned (TMA rule)")
     global_dims, box_dims = [rows, cols], list(box)

@@ -320,6 +320,9 @@ def describe_argument(arg) -> str:
             where = f"workspace + {r.offset} B ({r.rows} x {r.cols} {r.dtype}, row stride {r.row_stride})"
         if arg.per_group:
             where += " per group (3-D: G slabs)"
+        if arg.each_group:
+            return (f"pointer to G TMA tensor maps, one per group's {arg.matrix}_g (built on the host once per point), "
+                    f"box {tuple(arg.box)}, swizzle {arg.swizzle}")
         return f"TMA tensor map over {where}, box {tuple(arg.box)}, swizzle {arg.swizzle}"
     return repr(arg)
 
@@ -427,6 +430,7 @@ class NvrtcBackend(Backend):
     sass_classes: tuple = ()
     _workspace: guards.GuardedMatrix | None = None
     _calls: list = field(default_factory=list)
+    _map_buffers: list = field(default_factory=list)  # each_group tensor maps in device memory (issue 44)
 
     def validate(self, problem: Problem, facts: DeviceFacts) -> None:
         super().validate(problem, facts)
@@ -535,7 +539,14 @@ class NvrtcBackend(Backend):
                     address = self._workspace.address + arg.region.offset
                 else:
                     address = buffers.matrix(arg.matrix).address
-                out.append(gpu.tensor_map(arg, problem, address))
+                if arg.each_group:  # issue 44: G maps encoded on the host, copied once, passed by pointer
+                    maps = gpu.group_tensor_maps(arg, problem, address)
+                    held = guards.allocate(gpu, f"tensor maps of {arg.matrix}_g ({self.name})", (1, maps.size // 4),
+                                           maps.view(np.uint32).reshape(1, -1))
+                    self._map_buffers.append(held)
+                    out.append(np.uint64(held.address))
+                else:
+                    out.append(gpu.tensor_map(arg, problem, address))
         return tuple(out)
 
     def _load(self, gpu, name: str, launch: Launch):
@@ -581,12 +592,16 @@ class NvrtcBackend(Backend):
             call()
 
     def guarded(self) -> list:
+        # not the each_group tensor maps: guarded buffers are scratch the after-timing check refills
         return [self._workspace] if self._workspace is not None else []
 
     def close(self) -> None:
         if self._workspace is not None:
             guards.release(self._workspace)
             self._workspace = None
+        if self._map_buffers:
+            guards.release(*self._map_buffers)
+            self._map_buffers = []
 
 
 # --- Triton kernels (issue 46) -------------------------------------------------------------------

@@ -136,6 +136,10 @@ class GpuLike(Protocol):
     def tensor_map(self, tm, problem, address: int) -> Any:
         """A TMA tensor map over the matrix at ``address``."""
 
+    def group_tensor_maps(self, tm, problem, address: int) -> np.ndarray:
+        """The G tensor maps of an ``each_group`` map over the matrix at ``address``: a host array
+        of G x 128 uint8 for the core to copy to device memory (issue 44, general kind)."""
+
     def launcher(self, loaded: LoadedKernel, launch: Launch, args: tuple) -> Callable[[], None]:
         """A zero-argument function that enqueues one launch."""
 
@@ -390,6 +394,11 @@ class Gpu:
         """A TMA tensor map over the matrix at ``address`` (:func:`gemmlab.gpu.tma.build`)."""
         from gemmlab.gpu import tma
         return tma.build(tm, problem, address)
+
+    def group_tensor_maps(self, tm, problem, address: int) -> np.ndarray:
+        """The G tensor maps of an ``each_group`` map (:func:`gemmlab.gpu.tma.build_each_group`)."""
+        from gemmlab.gpu import tma
+        return tma.build_each_group(tm, problem, address)
 
     def launcher(self, loaded: LoadedKernel, launch: Launch, args: tuple):
         """Return a zero-argument function that enqueues one launch on the run's stream.

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import Problem, TensorMap
-from gemmlab.contract.tma_rules import check, element_dtype
+from gemmlab.contract.tma_rules import check, element_dtype, group_matrices
+
+#: bytes of one ``CUtensorMap`` (CUDA driver API: an opaque 64-byte-aligned struct of 16 uint64)
+TENSOR_MAP_BYTES = 128
 
 
 class _DeviceArray:
@@ -75,3 +78,50 @@ def build(tm: TensorMap, problem: Problem, address: int):
     except Exception as exc:  # the driver's own refusal (CUDA_ERROR_INVALID_VALUE ...)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError("kernel", f"TMA tensor map over {tm.matrix}: the driver refused it: {first}") from None
+
+
+def build_each_group(tm: TensorMap, problem: Problem, address: int):
+    """The G tensor maps of an ``each_group`` map (a ``general`` grouped problem, issue 44) over
+    the matrix buffer at ``address``, as one host array of G x :data:`TENSOR_MAP_BYTES` uint8 to
+    copy to device memory: group g's map (``cuTensorMapEncodeTiled`` of cuda.bindings, the raw
+    ``CUtensorMap.opaque`` words; rank 2, dims (cols, rows) of its matrix at ``address`` + its
+    element offset, the box, swizzle, promotion and fill of ``tm``) at row g, zeros for a group
+    that needs none (:func:`gemmlab.contract.tma_rules.group_matrices`). Needs the driver (not the
+    GPU's memory: encoding is host code).
+
+    Raises:
+        ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused a group's map.
+    """
+    import numpy as np
+    from cuda.bindings import driver
+    check(tm, problem, address)
+    enums = {"bfloat16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+             "float16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             "float32": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}
+    dtype_name = element_dtype(problem, tm.matrix)
+    if dtype_name not in enums:
+        raise ConfigError("kernel", f"TMA tensor map over {tm.matrix}: each_group maps move bfloat16, float16 or "
+                          f"float32, got {dtype_name}")
+    swizzle = getattr(driver.CUtensorMapSwizzle, {"none": "CU_TENSOR_MAP_SWIZZLE_NONE",
+                                                  "32B": "CU_TENSOR_MAP_SWIZZLE_32B", "64B": "CU_TENSOR_MAP_SWIZZLE_64B",
+                                                  "128B": "CU_TENSOR_MAP_SWIZZLE_128B"}[tm.swizzle])
+    l2 = getattr(driver.CUtensorMapL2promotion, {"none": "CU_TENSOR_MAP_L2_PROMOTION_NONE",
+                                                 "64B": "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
+                                                 "128B": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
+                                                 "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}[tm.l2_promotion])
+    oob = getattr(driver.CUtensorMapFloatOOBfill, {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
+                                                   "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}[tm.oob_fill])
+    elem = problem.element_bytes(tm.matrix)
+    groups = group_matrices(tm, problem)
+    out = np.zeros((len(groups), TENSOR_MAP_BYTES), dtype=np.uint8)
+    for g, (rows, cols, offset) in enumerate(groups):
+        if not rows:
+            continue
+        err, tmap = driver.cuTensorMapEncodeTiled(
+            enums[dtype_name], 2, address + offset * elem, [cols, rows], [cols * elem], [tm.box[1], tm.box[0]], [1, 1],
+            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2, oob)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise ConfigError("kernel", f"TMA tensor map over {tm.matrix} of group {g} ({rows} x {cols}): the driver "
+                              f"refused it: {err}")
+        out[g] = np.array([int(w) for w in tmap.opaque], dtype=np.uint64).view(np.uint8)
+    return out
