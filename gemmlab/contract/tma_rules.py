@@ -11,6 +11,10 @@ the inner box bytes at most the swizzle span (32, 64 or 128 bytes).
 A map over a workspace copy (``TensorMap("workspace", box, region=Region(...))``) takes its shape,
 row stride and element type from the region; :func:`check_region` adds the region's own rules
 (offset 16-byte aligned, inside the workspace), each a one-line ``kernel`` error naming the field.
+
+With an epilogue (issue 43) a map over A, B or C covers the matrix, rows ``lda``/``ldb``/``ldc``
+elements apart (:func:`matrix_view`), so the padding past each row is neither read nor written;
+that leading dimension must then meet the row-stride rule.
 """
 
 from __future__ import annotations
@@ -117,6 +121,16 @@ def _per_group_dims(tm: TensorMap, problem: Problem, rows: int, what: str) -> li
     return [G, rows // G]
 
 
+def matrix_view(problem: Problem, matrix: str) -> bool:
+    """Whether a map over ``matrix`` ("A" | "B" | "C") of ``problem`` covers the matrix itself with its
+    leading dimension as the row pitch (:meth:`Problem.storage`: rows x cols of one batch, rows ``ld``
+    elements apart) rather than its stored buffer: for every problem with an epilogue (issue 43), whose
+    buffers hold padding past ``cols`` in each row (NaN, never read and never written: TMA clips
+    boxes at ``cols`` and ``rows``, zero-filling loads and dropping stores there). Without an
+    epilogue the two are the same (tight, one batch)."""
+    return problem.epilogue is not None and problem.grouped is None and matrix in ("A", "B", "C")
+
+
 def group_matrices(tm: TensorMap, problem: Problem) -> list[tuple[int, int, int]]:
     """The matrices of an ``each_group`` map (a ``general`` grouped problem, issue 44): per group g,
     (rows, cols, element offset) of its matrix as stored (cols contiguous): A_g (M_g, K_g), B_g
@@ -178,7 +192,8 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
     """Check ``tm`` against the TMA rules for ``problem``; return its description for the record.
 
     A map over ``"workspace"`` takes rows, cols, row stride and element type from ``tm.region``
-    (:func:`check_region`; ``workspace_bytes`` given: also inside the workspace).
+    (:func:`check_region`; ``workspace_bytes`` given: also inside the workspace). With an
+    epilogue a map over A, B or C covers one matrix at its leading dimension (:func:`matrix_view`).
 
     Raises:
         ConfigError: one line naming the rule: field ``shape`` when the problem's strides break
@@ -212,6 +227,17 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
             raise ConfigError("kernel", f"{what}: region.ld = {ld} x {elem} B = {stride} B is not a multiple of 16 "
                               "bytes (TMA rule)")
         dtype = tm.region.dtype
+    elif matrix_view(problem, tm.matrix):
+        elem = element_bytes(problem, tm.matrix)
+        st = problem.storage(tm.matrix)
+        if st.copies > 1:
+            raise ConfigError("kernel", f"{what}: a 2-D map covers one matrix; {tm.matrix} holds {st.copies} batches "
+                              f"(batch.count={problem.batch}, batch stride {st.stride})")
+        rows, cols, stride = st.rows, st.cols, st.ld * elem
+        dtype = element_dtype(problem, tm.matrix)
+        if stride % 16:
+            raise ConfigError("shape", f"{what}: the row stride ld{tm.matrix[0].lower()} = {st.ld} x {elem} B = {stride} B "
+                              "is not a multiple of 16 bytes (TMA rule)")
     else:
         elem = element_bytes(problem, tm.matrix)
         rows, cols = problem.stored_shape(tm.matrix)

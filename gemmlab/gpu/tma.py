@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import Problem, TensorMap
-from gemmlab.contract.tma_rules import check, element_dtype, group_matrices
+from gemmlab.contract.tma_rules import check, element_dtype, group_matrices, matrix_view
 
 #: bytes of one ``CUtensorMap`` (CUDA driver API: an opaque 64-byte-aligned struct of 16 uint64)
 TENSOR_MAP_BYTES = 128
@@ -45,7 +45,8 @@ def build(tm: TensorMap, problem: Problem, address: int):
     pass it straight to ``cuda.core.launch``). For ``matrix="workspace"``, ``address`` is the
     region's first element (workspace start + ``region.offset``); shape, element type and row
     stride (``__cuda_array_interface__`` byte strides when ``region.ld`` exceeds ``cols``) are the
-    region's. A ``per_group`` map views the matrix as (G, rows / G, cols) with box (1, rows, cols).
+    region's. With an epilogue (issue 43) a map over A, B or C views one matrix, rows ``ld``
+    elements apart (:func:`gemmlab.contract.tma_rules.matrix_view`). A ``per_group`` map views the matrix as (G, rows / G, cols) with box (1, rows, cols).
 
     Raises:
         ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused the map.
@@ -68,6 +69,10 @@ def build(tm: TensorMap, problem: Problem, address: int):
         rows, cols = problem.stored_shape(tm.matrix)
         G = problem.grouped.G
         array = _DeviceArray(address, (G, rows // G, cols), typestr)
+    elif matrix_view(problem, tm.matrix):  # the matrix at its leading dimension, not its padded buffer
+        st = problem.storage(tm.matrix)
+        strides = None if st.ld == st.cols else (st.ld * data_type.itemsize, data_type.itemsize)
+        array = _DeviceArray(address, (st.rows, st.cols), typestr, strides)
     else:
         array = _DeviceArray(address, problem.stored_shape(tm.matrix), typestr)
     box = (1, *tm.box) if getattr(tm, "per_group", False) else tuple(tm.box)
