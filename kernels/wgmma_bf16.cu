@@ -279,13 +279,17 @@ wgmma_split_reduce(const float *__restrict__ W, float *__restrict__ C, int M, in
 /// The plain contract's register store (C = A·B, float32, row pitch N): the body's own code below.
 struct WgmmaPlainStore {
   static constexpr bool FUSED = false;
+  static constexpr int BOX_COLS = 32;  // columns of a staged TMA box: 32 float32 (128 bytes)
+  static constexpr int BOX_WORDS = 16;  // a lane's words of a box (WgmmaFused's; unused by the plain stores)
 };
 
 /// The kernel body (see the header comment); `tensor_c` is the TMA map of C for EPI = 1, else unused.
 /// F16 = 1: A and B are fp16 (wgmma .f16.f16), else bf16 (ELEM = 2) or float32 read as tf32 (ELEM = 4).
-/// FUSE: WgmmaPlainStore (every plain entry), or the fused epilogue of gemm_wgmma_epi (WgmmaFused over
-/// gemmlab/fused.cuh's Fused, issue 43): the register epilogue (EPI = 0) then stores act(alpha * acc + beta * C0 + bias)
-/// through `fuse` instead of the float32 C (whole tiles only: SPLIT_K = 1, TAIL = 0).
+/// FUSE: WgmmaPlainStore (every plain entry), or the fused epilogue of gemm_wgmma_epi / gemm_wgmma_epi_tma_store
+/// (WgmmaFused over gemmlab/fused.cuh's Fused, issue 43): act(alpha * acc + beta * C0 + bias) rounded once into
+/// C's type instead of the float32 accumulators, from registers (EPI = 0) or through the TMA-store staging (EPI 1,
+/// and EPI 5's deferred right half: WgmmaFused::box_words / stage_words, FUSE::BOX_COLS columns a box), whole
+/// tiles only (SPLIT_K = 1, TAIL = 0).
 template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG,
           int SPLIT_K, int TAIL, int REDUCE, int EPI, int F16 = 0, class FUSE = WgmmaPlainStore>
 __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CUtensorMap *tensor_b,
@@ -316,8 +320,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   static_assert((EPI != 1 && EPI != 4) || REDUCE == 0, "EPI 1/4 (TMA store into C) does not write REDUCE = 1's workspace slabs");
   static_assert(EPI != 4 || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG), "EPI 4 (held stage) is for whole tiles, cooperative");
   constexpr bool DEFER = EPI == 5;  // EPI 5: TMA store, each tile's right half stored during the next tile's main loop
-  static_assert(!FUSE::FUSED || (EPI == 0 && SPLIT_K == 1 && TAIL == 0 && REDUCE == 0),
-                "the fused epilogue runs in the register path (EPI 0) on whole tiles (no split K, no tail)");
+  static_assert(!FUSE::FUSED || ((EPI == 0 || EPI == 1 || EPI == 5) && SPLIT_K == 1 && TAIL == 0 && REDUCE == 0),
+                "the fused epilogue runs in the register path (EPI 0) or the TMA store (EPI 1, 5) on whole tiles");
   static_assert(!DEFER || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG && MI == 1 && BN == 256),
                 "EPI 5 (deferred right half) is for whole tiles, cooperative, BM = 128, BN = 256");
   constexpr bool TMA_EPI = EPI == 1 || EPI == 4 || EPI == 5;
@@ -436,6 +440,38 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       }
       epi_chunk++;
     };
+    // the fused epilogue (issue 43): boxes of FUSE::BOX_COLS columns (NB = 4 a half for a float32 C, 2 for
+    // a 2-byte one), each made into words of C's type (WgmmaFused::box_words) and then staged and
+    // TMA-stored by put_words; the pending right half waits as those words (qw: 32 registers for a
+    // 2-byte C instead of Q's 64), computed when its tile ends, staged and stored during the next
+    // tile's main loop, one box after the wgmma group of k-tiles 2, 4 (, 6, 8)
+    constexpr int BOXC = FUSE::BOX_COLS, NB = 128 / BOXC;
+    unsigned qw[FUSE::FUSED ? NB : 1][FUSE::BOX_WORDS];
+    auto put_words = [&](const unsigned (&u)[FUSE::BOX_WORDS], int col, int row) {
+      if constexpr (FUSE::FUSED) {
+        unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
+        if (lane == 0) gemmlab::bulk_wait_group_read<1>();
+        __syncwarp();
+        fuse.stage_words(gemmlab::smem_u32(buf), u, g, t);
+        gemmlab::fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          gemmlab::tma_store_2d(tensor_c, buf, col, row);
+          gemmlab::bulk_commit_group();
+        }
+        epi_chunk++;
+      }
+    };
+    auto store_half = [&](const float (&bank)[64], int col, int row) {  // the fused epilogue's half, box by box
+      if constexpr (FUSE::FUSED) {
+#pragma unroll
+        for (int cc = 0; cc < NB; cc++) {
+          unsigned u[FUSE::BOX_WORDS];
+          fuse.box_words(u, bank, cc, g, t, row, col + BOXC * cc, M, N);
+          put_words(u, col + BOXC * cc, row);
+        }
+      }
+    };
     auto item_body = [&](float (&R)[64], float (&Q)[64], const WorkItem &w, int local) {
       int m_blk, n_blk;
       tile_of(w.unit, m_blk, n_blk);
@@ -467,10 +503,16 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         gemmlab::wgmma_commit();
         if (pending) {  // the previous tile's right half, one box per warp after k-tiles 2, 4, 6, 8
           const int j = kt - w.kb;
-          if (j == 2) store_box(Q, 0, pcol, prow);
-          else if (j == 4) store_box(Q, 1, pcol + 32, prow);
-          else if (j == 6) store_box(Q, 2, pcol + 64, prow);
-          else if (j == 8) store_box(Q, 3, pcol + 96, prow);
+          if constexpr (FUSE::FUSED) {
+#pragma unroll
+            for (int cc = 0; cc < NB; cc++)
+              if (j == 2 * (cc + 1)) put_words(qw[cc], pcol + BOXC * cc, prow);
+          } else {
+            if (j == 2) store_box(Q, 0, pcol, prow);
+            else if (j == 4) store_box(Q, 1, pcol + 32, prow);
+            else if (j == 6) store_box(Q, 2, pcol + 64, prow);
+            else if (j == 8) store_box(Q, 3, pcol + 96, prow);
+          }
         }
         gemmlab::wgmma_wait<1>();
         gemmlab::wgmma_fence_operands(b0);
@@ -482,24 +524,43 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       gemmlab::wgmma_fence_operands(R);
       if (nkt > 0) release((it - 1) % STAGES);
       if (pending) {  // boxes the loop had no k-tile for
-        if (nkt <= 2) store_box(Q, 0, pcol, prow);
-        if (nkt <= 4) store_box(Q, 1, pcol + 32, prow);
-        if (nkt <= 6) store_box(Q, 2, pcol + 64, prow);
-        if (nkt <= 8) store_box(Q, 3, pcol + 96, prow);
+        if constexpr (FUSE::FUSED) {
+#pragma unroll
+          for (int cc = 0; cc < NB; cc++)
+            if (nkt <= 2 * (cc + 1)) put_words(qw[cc], pcol + BOXC * cc, prow);
+        } else {
+          if (nkt <= 2) store_box(Q, 0, pcol, prow);
+          if (nkt <= 4) store_box(Q, 1, pcol + 32, prow);
+          if (nkt <= 6) store_box(Q, 2, pcol + 64, prow);
+          if (nkt <= 8) store_box(Q, 3, pcol + 96, prow);
+        }
         pending = false;
       }
       const int row0 = m0 + wg * WM + warp * 16;
+      if constexpr (FUSE::FUSED) {
+        store_half(b0, n0, row0);
+      } else {
 #pragma unroll
-      for (int cc = 0; cc < 4; cc++) store_box(b0, cc, n0 + 32 * cc, row0);
+        for (int cc = 0; cc < 4; cc++) store_box(b0, cc, n0 + 32 * cc, row0);
+      }
       WorkItem next;
       if (sched.item(local + 1, next)) {  // the right half waits in Q (a register copy: fixed roles keep
         // ptxas's wgmma hazard tracking exact; banks alternating by parity made it wait for every group)
+        if constexpr (FUSE::FUSED) {  // or as words of C's type (qw)
 #pragma unroll
-        for (int i = 0; i < 64; i++) Q[i] = R[i];
+          for (int cc = 0; cc < NB; cc++) fuse.box_words(qw[cc], R, cc, g, t, row0, n0 + 128 + BOXC * cc, M, N);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 64; i++) Q[i] = R[i];
+        }
         pending = true, prow = row0, pcol = n0 + 128;
       } else {
+        if constexpr (FUSE::FUSED) {
+          store_half(R, n0 + 128, row0);
+        } else {
 #pragma unroll
-        for (int cc = 0; cc < 4; cc++) store_box(R, cc, n0 + 128 + 32 * cc, row0);
+          for (int cc = 0; cc < 4; cc++) store_box(R, cc, n0 + 128 + 32 * cc, row0);
+        }
       }
     };
     WorkItem w;
@@ -605,6 +666,33 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         // their async-proxy reductions (fence.proxy.async.global); each element's add is atomic.
         const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + warp * 16;
         unsigned char *const my_stage = epi_stage + warp * 2 * EPI_BUF;
+        if constexpr (FUSE::FUSED) {
+          // the fused epilogue (issue 43; whole tiles, EPI 1): per box of 16 rows x FUSE::BOX_COLS (32
+          // float32 or 64 bf16/fp16 columns: 128 bytes a row, the same 2 KiB buffers and swizzle), the
+          // warp's values act(alpha * acc + beta * C0 + bias) computed in registers (C0 and the bias read
+          // before the buffer wait), rounded once into C's type, staged and TMA-stored (clipped at M x N;
+          // C's map has row pitch ldc)
+          constexpr int BOXES = BN / FUSE::BOX_COLS;
+#pragma unroll
+          for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+            for (int cc = 0; cc < BOXES; cc++, epi_chunk++) {
+              unsigned u[FUSE::BOX_WORDS];
+              fuse.box_words(u, d[mi], cc, g, t, row0 + 64 * mi, n0 + FUSE::BOX_COLS * cc, M, N);
+              unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
+              if (lane == 0) gemmlab::bulk_wait_group_read<1>();
+              __syncwarp();
+              fuse.stage_words(gemmlab::smem_u32(buf), u, g, t);
+              gemmlab::fence_proxy_async();
+              __syncwarp();
+              if (lane == 0) {
+                gemmlab::tma_store_2d(tensor_c, buf, n0 + FUSE::BOX_COLS * cc, row0 + 64 * mi);
+                gemmlab::bulk_commit_group();
+              }
+            }
+          }
+          continue;
+        }
         if (add && lane == 0) gemmlab::fence_proxy_async_global();
         // EPI 4: boxes 0..H-1 of the tile go to this warp's eighth of the held stage (no wait), the
         // rest alternate the warp's two buffers; the held stage is released once its boxes are read
@@ -808,10 +896,31 @@ gemm_wgmma_tma_store_f16(const __grid_constant__ CUtensorMap tensor_a, const __g
 // activations, one round to nearest even), C0 (OUT_T, pitch ldc) read only with BETA, the bias
 // (BIAS_T, N elements) only with BIAS. A and B through their tensor maps as in gemm_wgmma (tight
 // pitches: the maps describe the stored matrices), one GEMM per launch. The main loop is the plain
-// kernel's; the epilogue is the register path (EPI 0) on whole tiles (SPLIT_K = 1, TAIL = 0:
-// the fused operation is not additive, so split tiles are not allowed); nothing outside M x N of C
-// is written (row < M, col < N masks on every store).
+// kernel's, on whole tiles (SPLIT_K = 1, TAIL = 0: the fused operation is not additive, so split
+// tiles are not allowed). Two epilogues: gemm_wgmma_epi, the register path (EPI 0: row < M, col < N
+// masks on every store), and gemm_wgmma_epi_tma_store, the TMA-store path (EPI 1, or EPI 5 with the
+// right half of each 128x256 tile deferred into the next tile's main loop): each warp computes a
+// box's values in registers, rounds them into OUT_T (a 2-byte C: 16 x 64 boxes, twice the columns
+// of the float32 16 x 32 ones, the same 128-byte rows), stages them in its 2 KiB buffers and
+// TMA-stores them through C's map (row pitch ldc, clipped at M x N: nothing outside is written).
+// tf32 (ELEM = 4, wgmma_tf32) takes both entries too.
 #include "gemmlab/fused.cuh"
+
+/// `st.shared.b32`: one 32-bit word at a shared-memory byte address (two packed 2-byte outputs).
+__device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+/// Two floats rounded once to nearest even and packed (the lower column in the low half): the
+/// 32-bit word of two consecutive 2-byte outputs.
+__device__ __forceinline__ unsigned pack2(__nv_bfloat16 *, float v0, float v1) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);
+  return *reinterpret_cast<const unsigned *>(&p);
+}
+__device__ __forceinline__ unsigned pack2(__half *, float v0, float v1) {
+  const __half2 p = __floats2half2_rn(v0, v1);
+  return *reinterpret_cast<const unsigned *>(&p);
+}
 
 /// The fused register store of one thread: gemmlab::Fused (ldc, alpha, beta, C, C0, bias) and its
 /// column pairs (col, col + 1) of one row.
@@ -831,6 +940,87 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
   /// Whether a pair (col even) goes out as one access: ldc even and C aligned to two elements.
   __device__ __forceinline__ bool pairs() const {
     return (this->ldc & 1) == 0 && gemmlab::aligned(this->c, 2 * sizeof(OUT_T));
+  }
+
+  /// The TMA-store path's box: 16 rows x BOX_COLS columns, 128 bytes of OUT_T a row (32 float32 or 64
+  /// bf16/fp16); a lane holds BOX_WORDS 32-bit words of it, already in C's type (rows g, g + 8; column
+  /// pairs 8 jj + 2 t, jj < BOX_COLS / 8: one float32 a word, or two packed 2-byte outputs).
+  static constexpr int BOX_COLS = 128 / (int)sizeof(OUT_T);
+  static constexpr int BOX_WORDS = 16;
+
+  /// Box `box` of a warp's accumulator block `d` (its m16nN fragments, m64nN layout: d[4 j + 2 h + e] =
+  /// D(g + 8 h, 8 j + 2 t + e)) in C's type: outputs (row0 + g + 8 h, col0 + 8 jj + 2 t + e) =
+  /// act(alpha * d[4 (box * BOX_COLS / 8 + jj) + 2 h + e] + beta * C0 + bias) rounded once (Fused::value's
+  /// arithmetic), as words u[4 jj + 2 h + e] (float32) or u[2 jj + h] (the pair packed, lower column in
+  /// the low half). C0 is read only for rows < m and columns < n (a pair as one access where ldc is
+  /// even and C0 aligned), the bias only for columns < n; outputs outside m x n are computed from what
+  /// the accumulators hold there and never stored (TMA clips the box).
+  template <int COUNT>
+  __device__ __forceinline__ void box_words(unsigned (&u)[BOX_WORDS], const float (&d)[COUNT], int box, int g, int t,
+                                            int row0, int col0, int m, int n) const {
+    constexpr int JJ = BOX_COLS / 8;
+    const bool c0_pairs = BETA && (this->ldc & 1) == 0 && gemmlab::aligned(this->c0, 2 * sizeof(OUT_T));
+#pragma unroll
+    for (int jj = 0; jj < JJ; jj++) {
+      const int col = col0 + 8 * jj + 2 * t;
+      float bias0 = 0.0f, bias1 = 0.0f;
+      if (BIAS) {
+        if (col < n) bias0 = gemmlab::to_float(this->bias[col]);
+        if (col + 1 < n) bias1 = gemmlab::to_float(this->bias[col + 1]);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int row = row0 + g + 8 * h;
+        float x0 = this->alpha * d[4 * (box * JJ + jj) + 2 * h], x1 = this->alpha * d[4 * (box * JJ + jj) + 2 * h + 1];
+        if (BETA && row < m) {
+          const long long at = (long long)row * this->ldc + col;
+          if (c0_pairs && col + 1 < n) {
+            const float2 p = load_pair(this->c0 + at);
+            x0 += this->beta * p.x, x1 += this->beta * p.y;
+          } else {
+            if (col < n) x0 += this->beta * gemmlab::to_float(this->c0[at]);
+            if (col + 1 < n) x1 += this->beta * gemmlab::to_float(this->c0[at + 1]);
+          }
+        }
+        if (BIAS) x0 += bias0, x1 += bias1;
+        x0 = gemmlab::activation<ACT>(x0), x1 = gemmlab::activation<ACT>(x1);
+        if constexpr (sizeof(OUT_T) == 4) {
+          u[4 * jj + 2 * h] = __float_as_uint(x0), u[4 * jj + 2 * h + 1] = __float_as_uint(x1);
+        } else {
+          u[2 * jj + h] = pack2((OUT_T *)nullptr, x0, x1);
+        }
+      }
+    }
+  }
+
+  /// The words of box_words written into the staging buffer at shared address `base` as the
+  /// 128-byte-swizzled box a SWIZZLE_128B map of C reads: row r at r * 128 bytes, 16-byte unit q at
+  /// q ^ (r % 8). float32: the pair of columns 2t, 2t + 1 of fragment jj in unit 2 jj + t / 2 at byte
+  /// 8 (t % 2) (stage_box's layout); 2-byte: their packed word in unit jj at byte 4 t (a warp's 8 rows x
+  /// 4 words cover all 32 banks once).
+  __device__ __forceinline__ void stage_words(unsigned base, const unsigned (&u)[BOX_WORDS], int g, int t) const {
+    constexpr int JJ = BOX_COLS / 8;
+#pragma unroll
+    for (int jj = 0; jj < JJ; jj++) {
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        if constexpr (sizeof(OUT_T) == 4) {
+          const unsigned off = (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3);
+          gemmlab::st_shared_v2(base + off, __uint_as_float(u[4 * jj + 2 * h]), __uint_as_float(u[4 * jj + 2 * h + 1]));
+        } else {
+          st_shared_b32(base + (g + 8 * h) * 128 + ((jj ^ g) << 4) + (t << 2), u[2 * jj + h]);
+        }
+      }
+    }
+  }
+
+  /// Two consecutive C0 values (p aligned to two elements) as floats.
+  static __device__ __forceinline__ float2 load_pair(const float *p) { return *reinterpret_cast<const float2 *>(p); }
+  static __device__ __forceinline__ float2 load_pair(const __nv_bfloat16 *p) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+  }
+  static __device__ __forceinline__ float2 load_pair(const __half *p) {
+    return __half22float2(*reinterpret_cast<const __half2 *>(p));
   }
 
   /// Outputs (row, col) and (row, col + 1) from acc0, acc1 where they lie inside N (row < M checked
@@ -855,10 +1045,28 @@ template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROU
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_epi(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
                OUT_T *C, const OUT_T *C0, const BIAS_T *bias, int M, int N, int K, int ldc, float alpha, float beta) {
-  static_assert(ELEM == 2, "the fused entry serves bf16 and fp16 operands");
+  static_assert(ELEM == 2 || F16 == 0, "F16 = 1 (fp16 operands) needs ELEM = 2");
   WgmmaFused<ACT, BIAS, BETA, BIAS_T, OUT_T> fuse;
   fuse.c = C, fuse.c0 = C0, fuse.bias = bias, fuse.ldc = ldc, fuse.stride_c = 0, fuse.alpha = alpha, fuse.beta = beta;
   wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, 0, F16>(
       &tensor_a, &tensor_b, nullptr, nullptr, M, N, K, fuse);
+}
+
+/// Entry of the fused epilogue through the TMA store (EPI 1; DEFER = 1: EPI 5, each 128x256 tile's
+/// right half stored during the next tile's main loop, cooperative BM = 128, BN = 256 only): the
+/// template arguments of gemm_wgmma_epi with DEFER after F16; arguments: tensor maps of A, B and C
+/// (OUT_T, boxes of 16 rows x WgmmaFused::BOX_COLS, 128-byte swizzle, row pitch ldc), then C, C0 (or
+/// null), bias (or null), M, N, K, ldc, alpha, beta.
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG, int F16, int DEFER,
+          int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_epi_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+                         const __grid_constant__ CUtensorMap tensor_c, OUT_T *C, const OUT_T *C0, const BIAS_T *bias,
+                         int M, int N, int K, int ldc, float alpha, float beta) {
+  static_assert(ELEM == 2 || F16 == 0, "F16 = 1 (fp16 operands) needs ELEM = 2");
+  WgmmaFused<ACT, BIAS, BETA, BIAS_T, OUT_T> fuse;
+  fuse.c = C, fuse.c0 = C0, fuse.bias = bias, fuse.ldc = ldc, fuse.stride_c = 0, fuse.alpha = alpha, fuse.beta = beta;
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, DEFER ? 5 : 1, F16>(
+      &tensor_a, &tensor_b, &tensor_c, nullptr, M, N, K, fuse);
 }
 #endif  // GEMMLAB_EPI
