@@ -143,8 +143,8 @@ def group_matrices(tm: TensorMap, problem: Problem) -> list[tuple[int, int, int]
     """
     what = f"TMA tensor map over {tm.matrix}"
     grouped = getattr(problem, "grouped", None)
-    if grouped is None or grouped.kind != "general" or tm.matrix not in ("A", "B", "C") or tm.region is not None \
-            or tm.per_group:
+    if (grouped is None or grouped.kind != "general" or tm.matrix not in ("A", "B", "C") or tm.region is not None
+            or tm.per_group):
         raise ConfigError("kernel", f"{what}: each_group maps need a grouped problem of kind general and a matrix A, B "
                           "or C (not the workspace, not per_group)")
     which = "ABC".index(tm.matrix)
