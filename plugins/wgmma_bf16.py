@@ -78,14 +78,21 @@ the S slabs in slab order into C (float4 chunks, the last M*N % 4 elements scala
 element written once per slice, every C element once, bitwise repeatable. The kernel's C argument
 is then ``Workspace(slab offset)``. ``REDUCE=1`` (default) is the in-C chain above.
 
-The whole GEMM contract (issue 43 item 3, :data:`EPILOGUE`): a problem beyond C = A·B (bf16 or fp16)
-compiles ``gemm_wgmma_epi`` with ``-DGEMMLAB_EPI`` (kernels/wgmma_bf16.cu: the same main loop; the
-register epilogue stores act(alpha·acc + beta·C0 + bias) rounded once into a float32/bf16/fp16 C of row
-pitch ldc through gemmlab/fused.cuh's ``Fused``, column pairs as one access where ldc is even). Whole
-tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive), ``EPI=1``
-(2 and 7 run as 1, the plan's note says so), lda/ldb tight and one batch
-(:meth:`WgmmaKernel.check_fused`); a plain problem compiles the plain entries as before (SASS pinned
-by tests/test_sass_unchanged.py).
+The whole GEMM contract (issue 43 item 3, :data:`EPILOGUE`; wgmma_tf32 too): a problem beyond C = A·B
+compiles a fused entry with ``-DGEMMLAB_EPI`` (kernels/wgmma_bf16.cu: the same main loop) that computes
+act(alpha·acc + beta·C0 + bias) in float32 and rounds it once into a float32/bf16/fp16 C of row pitch
+ldc (gemmlab/fused.cuh's arithmetic). ``EPI=2`` and ``EPI=7`` (the default): ``gemm_wgmma_epi_tma_store``,
+the TMA-store epilogue — each warp computes a box of 16 rows x 128 bytes of C's type (32 float32 or 64
+bf16/fp16 columns) in registers (C0 and the bias read per box, before the staging wait), stages it in
+its swizzled buffers and TMA-stores it through C's map of row pitch ldc (clipped at M x N; the padding
+past N is never written); ``EPI=7`` on the cooperative 128x256 tile computes the right half's boxes into
+words of C's type when the tile ends and stores them during the next tile's main loop. They need C's
+row stride ldc x its element bytes a multiple of 16 (TMA); elsewhere, and with ``EPI=1``, the register
+entry ``gemm_wgmma_epi`` stores from the accumulators (column pairs as one access where ldc is even).
+The plan's note names the EPI that ran where another was asked (:meth:`WgmmaKernel.epilogue_note`).
+Whole tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive),
+lda/ldb tight and one batch (:meth:`WgmmaKernel.check_fused`); a plain problem compiles the plain
+entries as before (SASS pinned by tests/test_sass_unchanged.py).
 """
 
 from __future__ import annotations
@@ -361,10 +368,11 @@ class WgmmaKernel(KernelSpec):
                 raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
 
     def check_fused(self, problem: Problem, params) -> None:
-        """The fused entry's rules (a problem beyond C = A·B, issue 43): A and B at their tight pitches
+        """The fused entries' rules (a problem beyond C = A·B, issue 43): A and B at their tight pitches
         (the TMA maps describe the stored matrices), one batch, whole tiles (SPLIT_K=1, TAIL=1: the
-        fused operation is not additive), and the register epilogue (EPI 1; 2 and 7, the defaults,
-        store from registers too, the plan's note says so; 3, 4, 5 are plain-C experiments).
+        fused operation is not additive), and the register epilogue (EPI 1) or the TMA store (EPI 2,
+        7: :meth:`tma_store`; where C's map cannot be made they store from registers, the plan's note
+        says so); 3, 4, 5 are plain-C experiments.
 
         Raises:
             ParamError: the first rule broken, one line naming the field."""
@@ -379,7 +387,8 @@ class WgmmaKernel(KernelSpec):
                     f"{name}={params.get(name)}: the fused epilogue runs on whole tiles ({name}={one}; split tiles' "
                     "partial sums cannot each pass through it)")
         require(params.get("EPI", 1) in (1, 2, 7), "kernel.EPI",
-                f"EPI={params.get('EPI')}: the fused epilogue stores from registers (EPI=1; 2 and 7 run as 1)")
+                f"EPI={params.get('EPI')}: the fused epilogue stores from registers (EPI=1) or through the TMA store "
+                "(EPI=2, 7); 3, 4 and 5 are plain-C experiments")
 
     def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
         """A shortlist for the problem, then the declared space's points (the core checks each):
@@ -418,15 +427,23 @@ class WgmmaKernel(KernelSpec):
         return sweep_variants(problem, device, family)
 
     def tma_store(self, problem: Problem, params) -> bool:
-        """Whether the TMA-store entry runs: ``EPI=2``, TMA can describe C (row stride N x 4 bytes
-        a multiple of 16: N % 4 == 0) and C is the destination (not REDUCE=2's slabs); elsewhere
-        ``EPI=2`` stores from registers. The record's ``compile.name_expression`` names the entry
-        that ran: ``gemm_wgmma_tma_store<...>`` or ``gemm_wgmma<...>``. In the TMA-store entry
-        split tiles' items (SPLIT_K, TAIL=2) stage too: rank 0 TMA-stores, ranks >= 1 TMA
-        reduce-add, in the chain's order. Never for a problem beyond C = A·B (its fused entry stores
-        from registers)."""
-        return (params.get("EPI", 1) in (2, 5, 7) and problem.N % 4 == 0 and params.get("REDUCE", 1) == 1
-                and not problem.extended)
+        """Whether the TMA-store entry runs: ``EPI=2`` (or 5, 7), TMA can describe C (row stride ldc x
+        C's element bytes a multiple of 16: N % 4 == 0 for the plain float32 C) and C is the
+        destination (not REDUCE=2's slabs); elsewhere ``EPI=2`` stores from registers. The record's
+        ``compile.name_expression`` names the entry that ran: ``gemm_wgmma_tma_store<...>`` or
+        ``gemm_wgmma<...>``. In the TMA-store entry split tiles' items (SPLIT_K, TAIL=2) stage too:
+        rank 0 TMA-stores, ranks >= 1 TMA reduce-add, in the chain's order. A problem beyond C = A·B
+        (issue 43) takes the fused TMA-store entry ``gemm_wgmma_epi_tma_store`` with ``EPI`` 2 or 7
+        (C's map: 16 rows x 128 bytes boxes, row pitch ldc, :meth:`fused_box`), else its register
+        entry ``gemm_wgmma_epi``."""
+        return (params.get("EPI", 1) in ((2, 7) if problem.extended else (2, 5, 7))
+                and (problem.ldc * problem.c_bytes) % 16 == 0 and params.get("REDUCE", 1) == 1)
+
+    @staticmethod
+    def fused_box(problem: Problem) -> tuple[int, int]:
+        """The fused TMA-store entry's box of C (rows, cols): a warp's 16 rows x 128 bytes of C's type
+        (32 float32 or 64 bf16/fp16 columns; kernels/wgmma_bf16.cu WgmmaFused::BOX_COLS)."""
+        return (16, 128 // problem.c_bytes)
 
     def defers(self, problem: Problem, params) -> bool:
         """Whether ``EPI=7`` keeps each tile's right half for the next tile's main loop: the TMA-store
@@ -455,12 +472,16 @@ class WgmmaKernel(KernelSpec):
     def instance(self, problem: Problem, params) -> str:
         """The entry and template arguments of ``problem``'s build; beyond C = A·B (issue 43)
         ``gemm_wgmma_epi<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, F16, ACT, BIAS, BETA,
-        BIAS_T, OUT_T>`` (the register epilogue, whole tiles)."""
+        BIAS_T, OUT_T>`` (the register epilogue, whole tiles) or, where :meth:`tma_store`,
+        ``gemm_wgmma_epi_tma_store<..., F16, DEFER, ACT, ...>`` (DEFER 1 where :meth:`defers`)."""
         p = params
         if problem.extended:
-            return (f"gemm_wgmma_epi<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
+            head = (f"{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
-                    f"{int(problem.precision == 'fp16')}, {epilogue_template(problem)}>")
+                    f"{int(problem.precision == 'fp16')}")
+            if self.tma_store(problem, p):
+                return f"gemm_wgmma_epi_tma_store<{head}, {int(self.defers(problem, p))}, {epilogue_template(problem)}>"
+            return f"gemm_wgmma_epi<{head}, {epilogue_template(problem)}>"
         if self.tma_store(problem, p):
             return (f"{entry_name('gemm_wgmma_tma_store', problem)}<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
@@ -512,10 +533,12 @@ class WgmmaKernel(KernelSpec):
         a, b = self.operands(problem, params, device)
         if problem.extended:  # gemm_wgmma_epi: C, C0 (or null), bias (or null), M, N, K, ldc, alpha, beta
             ep, null = problem.epilogue, Value(0, "int64")
-            return (a.tensor_map, b.tensor_map, Matrix("C"),
-                    Matrix("C0") if ep is not None and ep.beta != 0.0 else null,
+            rest = (Matrix("C"), Matrix("C0") if ep is not None and ep.beta != 0.0 else null,
                     Matrix("bias") if problem.bias_dtype else null, Dim("M"), Dim("N"), Dim("K"), Dim("ldc"),
                     Value(ep.alpha if ep else 1.0, "float32"), Value(ep.beta if ep else 0.0, "float32"))
+            if self.tma_store(problem, params):  # gemm_wgmma_epi_tma_store: C's map first (row pitch ldc)
+                return (a.tensor_map, b.tensor_map, TensorMap("C", self.fused_box(problem)), *rest)
+            return (a.tensor_map, b.tensor_map, *rest)
         dst = Workspace(self.slab_offset(problem, params, device)) if params.get("REDUCE", 1) == 2 else Matrix("C")
         if self.tma_store(problem, params):  # EPI=2: C's tensor map too (16 x 32 float32 boxes: a warp's rows, 128-byte swizzle)
             return (a.tensor_map, b.tensor_map, TensorMap("C", (16, 32)), dst, Dim("M"), Dim("N"), Dim("K"))
@@ -550,10 +573,19 @@ class WgmmaKernel(KernelSpec):
     def epilogue_note(self, problem: Problem, params) -> str:
         """The plan's note where the requested staged epilogue (``EPI`` 2, 4 or 5) cannot run and C is
         stored from registers instead (N % 4 != 0: C's rows are not 16-byte aligned; REDUCE=2: the
-        destination is the workspace's slabs); empty otherwise."""
+        destination is the workspace's slabs), or EPI=7 cannot defer; empty otherwise. For a problem
+        beyond C = A·B it names the EPI that ran where another was asked: 1 (registers: ldc x C's
+        element bytes not a multiple of 16) or 2 (EPI=7 off the cooperative 128x256 tile)."""
         epi = params.get("EPI", 1)
-        if problem.extended:
-            return "" if epi == 1 else f"epilogue from registers: the fused epilogue (issue 43) has that path only; EPI={epi} runs as 1"
+        if problem.extended:  # the fused entries (issue 43): which EPI ran
+            if epi == 1 or (epi == 2 and self.tma_store(problem, params)) or self.defers(problem, params):
+                return ""
+            if not self.tma_store(problem, params):
+                return (f"fused epilogue from registers: ldc {problem.ldc} x {problem.c_bytes} B is not a multiple of 16 "
+                        f"bytes (C's TMA map); EPI={epi} runs as 1")
+            p = params
+            why = ", ".join(f"{k}={p.get(k)}" for k, want in (("BM", 128), ("BN", 256), ("SCHED", 1)) if p.get(k, want) != want)
+            return f"fused epilogue, right half not deferred: {why} (needs BM=128, BN=256, SCHED=1); EPI=7 runs as 2"
         if epi == 7 and self.stages_c(problem, params) and not self.defers(problem, params):
             p = params
             why = ", ".join(f"{k}={p.get(k)}" for k, want in (("BM", 128), ("BN", 256), ("SCHED", 1), ("SPLIT_K", 1),
@@ -753,10 +785,10 @@ SPACE = Space(
     ))
 
 
-#: What wgmma_bf16's fused entry ``gemm_wgmma_epi`` runs (issue 43; :meth:`WgmmaKernel.check_fused`): alpha,
-#: beta·C0, a float32 or input-typed bias, every activation, a float32/bf16/fp16 C rounded once, ldc above N
-#: (``ld``: lda and ldb above tight are refused in one line, their TMA maps describe the tight matrices);
-#: one batch per launch
+#: What the fused entries ``gemm_wgmma_epi`` / ``gemm_wgmma_epi_tma_store`` run for wgmma_bf16 and wgmma_tf32
+#: (issue 43; :meth:`WgmmaKernel.check_fused`): alpha, beta·C0, a float32 or input-typed bias (tf32: float32),
+#: every activation, a float32/bf16/fp16 C rounded once, ldc above N (``ld``: lda and ldb above tight are
+#: refused in one line); one batch per launch
 EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=ACTIVATIONS[1:],
                            outs=tuple(OUTPUTS), ld=True, batch=False)
 

@@ -18,12 +18,17 @@ column-major C store): it keeps one kernel and costs one pass over B.
 TMA rules: the stored row stride K*4 bytes must be a multiple of 16; where it is not (K % 4 != 0),
 a row-major A (and a column-major B) is pad-copied into the workspace first, like ``wgmma_bf16``.
 Parameters as ``wgmma_bf16`` (a stage holds 32 float32 of K per row: 128 bytes).
+
+The whole GEMM contract (issue 43): the fused entries of ``wgmma_bf16`` with ELEM = 4
+(:data:`gemmlab_plugins.wgmma_bf16.EPILOGUE`: alpha, beta·C0, bias, every activation, a float32/bf16/fp16
+C, ldc above N; the TMA-store epilogue with ``EPI`` 2 and 7). The transpose pre-pass of a row-major B
+(or column-major A) stays in the plan and in the time.
 """
 
 from __future__ import annotations
 
 from gemmlab.contract.hookspecs import hookimpl
-from gemmlab_plugins.wgmma_bf16 import DEFAULTS, LAYOUTS, PARAM_VALUES, SPACE, WgmmaKernel
+from gemmlab_plugins.wgmma_bf16 import DEFAULTS, EPILOGUE, LAYOUTS, PARAM_VALUES, SPACE, WgmmaKernel
 
 
 @hookimpl
@@ -34,4 +39,4 @@ def gemmlab_kernels():
                         precisions=("tf32",), layouts=LAYOUTS,
                         param_values=PARAM_VALUES, space=SPACE,
                         sass_classes=("HGMMA", "UTMALDG"),
-                        tf32_rounding="rz")]  # float32 bits read as TF32 by wgmma: truncated (measured: H100, docs/trust.md)
+                        tf32_rounding="rz", epilogue=EPILOGUE)]  # float32 bits read as TF32 by wgmma: truncated (measured: H100, docs/trust.md)

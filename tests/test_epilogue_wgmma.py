@@ -1,17 +1,20 @@
-"""The whole GEMM contract in wgmma_bf16 (issue 43 item 3, "the epilogue in the fast kernels:
-wgmma_bf16"): the fused entry ``gemm_wgmma_epi`` (kernels/wgmma_bf16.cu, under -DGEMMLAB_EPI) runs
-alpha, beta·C0, a float32 or input-typed bias, every activation and a float32/bf16/fp16 C with
-ldc >= N in the register epilogue (EPI=1) on whole tiles, for bf16 and fp16 operands.
+"""The whole GEMM contract in wgmma_bf16 and wgmma_tf32 (issue 43 item 3, "the epilogue in the fast
+kernels: wgmma_bf16 / wgmma_tf32 (in the TMA-store epilogue, EPI=7 included)"): the fused entries
+(kernels/wgmma_bf16.cu, under -DGEMMLAB_EPI) run alpha, beta·C0, a float32 or input-typed bias, every
+activation and a float32/bf16/fp16 C with ldc >= N on whole tiles: ``gemm_wgmma_epi_tma_store`` (EPI=2,
+and EPI=7 with the deferred right half on the cooperative 128x256 tile) where C's TMA map can be made
+(ldc x C's element bytes a multiple of 16), else and with EPI=1 the register path ``gemm_wgmma_epi``.
 
-CPU tests: the declaration (wgmma_tf32 keeps the plain contract), the plain problems' entries
-unchanged (their SASS is pinned by tests/test_sass_unchanged.py), the fused instance's name, options
-and arguments, the one-line refusals (lda/ldb above tight, batches, split tiles, the staged
-experiments), candidates and preferences without split K or the tail, kernel=auto choosing
-wgmma_bf16 for a bf16 4096^3 problem with an epilogue (not decode_bf16, the last resort before), and
-NVRTC compiles of the fused instance with no spills and HGMMA present. No fake-GPU emulation of the
-wgmma kernels exists, so the numerics are the GPU tests' (marker ``gpu``): each epilogue on the
-partial-tile suite with ldc > N and beta != 0, bf16 and fp16, every layout, ping-pong and the
-2-CTA cluster, and a memcheck run.
+CPU tests: the declarations, the plain problems' entries unchanged (their SASS is pinned by
+tests/test_sass_unchanged.py), the fused instances' names, options and arguments (C's map: 16 rows x
+128 bytes, row pitch ldc), the plan's notes naming the EPI that ran, the one-line refusals (lda/ldb
+above tight, batches, split tiles, the staged experiments), candidates and preferences without split K
+or the tail, kernel=auto choosing wgmma_bf16 for a bf16 4096^3 problem with an epilogue (not
+decode_bf16, the last resort before), and NVRTC compiles of the fused instances with no spills, HGMMA
+(not serialized) and, in the TMA-store path, UTMASTG. No fake-GPU emulation of the wgmma kernels
+exists, so the numerics are the GPU tests' (marker ``gpu``): each epilogue on the partial-tile suite
+with ldc > N and beta != 0, bf16, fp16 and tf32, every layout, ping-pong and the 2-CTA cluster, both
+epilogue paths, tiles enough for the deferred right half, and memcheck runs.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from gemmlab.run.pipeline import run_point
 
 REGISTRY = load_registry([])
 SPEC = REGISTRY.get("wgmma_bf16")
+TF32 = REGISTRY.get("wgmma_tf32")
 FACTS = offline_facts("90")
 BIG = Shape(4096, 4096, 4096)
 TIMING = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "graph"}
@@ -54,11 +58,11 @@ def _fused(shape=BIG, precision="bf16", la="row", lb="col", out="bf16", **ep) ->
 
 # --- declaration and entries ----------------------------------------------------------------------
 
-def test_wgmma_bf16_declares_the_epilogue_of_its_register_path():
+def test_wgmma_kernels_declare_the_fused_epilogue():
     ep = SPEC.epilogue
     assert ep.alpha_beta and set(ep.bias) == {"float32", "input"} and ep.activations == ACTIVATIONS[1:]
     assert ep.outs == tuple(OUTPUTS) and ep.ld and not ep.batch and not ep.rounds_before_epilogue
-    assert REGISTRY.get("wgmma_tf32").epilogue == PLAIN  # ELEM = 4 has no fused entry
+    assert TF32.epilogue == ep != PLAIN  # one template: ELEM = 4 takes the fused entries too
     problem = _fused(bias="input", activation="gelu_tanh", ldc=4100)
     assert refusal(ep, problem, "wgmma_bf16") is None
     field, message = refusal(ep, _fused(batch=2), "wgmma_bf16")
@@ -77,10 +81,13 @@ def test_plain_problems_keep_their_entries_and_fused_ones_take_gemm_wgmma_epi(pr
     assert SPEC.instance(fused, _params(EPI=1)) == (
         f"gemm_wgmma_epi<2, 128, 256, 4, {major}, 1, 16, 0, {int(precision == 'fp16')}, 4, 1, 1, {bias_t}, __half>")
     assert SPEC.options(fused, SPEC.defaults, FACTS).defines == {"GEMMLAB_EPI": 1}
-    # a C type alone is beyond the plain contract: the fused entry with ACT = BIAS = BETA = 0
+    # a C type alone is beyond the plain contract: the fused entry with ACT = BIAS = BETA = 0; EPI=7 (the
+    # default) off the 128x256 cooperative tile is the TMA store without deferral (DEFER = 0)
     out_only = Problem(BIG, precision, la, lb, out="bf16")
-    assert SPEC.instance(out_only, _params(SCHED=2, BM=64)).endswith(", 64, 256, 4, %d, 1, 16, 1, %d, 0, 0, 0, float, "
-                                                                     "__nv_bfloat16>" % (major, precision == "fp16"))
+    assert SPEC.instance(out_only, _params(SCHED=2, BM=64)) == (
+        "gemm_wgmma_epi_tma_store<2, 64, 256, 4, %d, 1, 16, 1, %d, 0, 0, 0, 0, float, __nv_bfloat16>" % (major, precision == "fp16"))
+    assert SPEC.instance(fused, SPEC.defaults) == (
+        f"gemm_wgmma_epi_tma_store<2, 128, 256, 4, {major}, 1, 16, 0, {int(precision == 'fp16')}, 1, 4, 1, 1, {bias_t}, __half>")
 
 
 def test_fused_arguments_in_the_entry_order():
@@ -91,17 +98,69 @@ def test_fused_arguments_in_the_entry_order():
                         Value(2.0, "float32"), Value(0.5, "float32"))
     bare = SPEC.arguments(_fused(activation="gelu_erf"), _params(EPI=1), FACTS)
     assert bare[3] == bare[4] == Value(0, "int64") and bare[-2:] == (Value(1.0, "float32"), Value(0.0, "float32"))
-    # no staging buffers: the launch's shared memory is the ring's alone
+    # ldc = 4099 bf16: 8198-byte rows, no TMA map of C, so even EPI=7 (the default) stores from registers
+    # with no staging buffers: the launch's shared memory is the ring's alone
+    assert SPEC.arguments(problem, SPEC.defaults, FACTS) == args
     launch = SPEC.geometry(problem, SPEC.defaults, FACTS)
     assert launch.shared_bytes == 4 * (128 + 256) * 128 + 1024 and launch.grid == (132, 1, 1)
 
 
-def test_defaults_run_the_register_path_and_the_plan_says_so():
-    problem = _fused(bias="input", activation="gelu_tanh")
-    SPEC.check_problem(problem, SPEC.defaults, FACTS)  # EPI=7 (the default) runs as 1
-    assert SPEC.plan(problem, SPEC.defaults, FACTS)[-1].note == (
-        "epilogue from registers: the fused epilogue (issue 43) has that path only; EPI=7 runs as 1")
-    assert SPEC.plan(problem, _params(EPI=1), FACTS)[-1].note == ""
+@pytest.mark.parametrize("out, box", [("bf16", (16, 64)), ("fp16", (16, 64)), ("float32", (16, 32))])
+def test_fused_tma_store_arguments_put_cs_map_first(out, box):
+    """The TMA-store entry: C's map (16 rows x 128 bytes of C's type, 128-byte swizzle) before the
+    register entry's arguments; with ldc > N the map covers M x N at row pitch ldc (tma_rules)."""
+    from gemmlab.contract import tma_rules
+    problem = _fused(out=out, beta=1.0, bias="float32", activation="silu", ldc=4104)
+    args = SPEC.arguments(problem, SPEC.defaults, FACTS)
+    assert args[2] == TensorMap("C", box) and args[3:6] == (Matrix("C"), Matrix("C0"), Matrix("bias"))
+    assert args[3:] == SPEC.arguments(problem, _params(EPI=1), FACTS)[2:]
+    desc = tma_rules.check(args[2], problem)
+    size = {"bf16": 2, "fp16": 2, "float32": 4}[out]
+    assert desc["global"] == [4096, 4096] and desc["row_stride_bytes"] == 4104 * size
+    assert desc["dtype"] == {"bf16": "bfloat16", "fp16": "float16", "float32": "float32"}[out]
+    # the staging buffers: 2 KiB x 2 per consumer warp, as the plain TMA store
+    assert SPEC.geometry(problem, SPEC.defaults, FACTS).shared_bytes == 4 * (128 + 256) * 128 + 1024 + 32768
+    SPEC.check_problem(problem, SPEC.defaults, FACTS)
+
+
+@pytest.mark.parametrize("ep, over, entry, note", [
+    ({}, {}, "gemm_wgmma_epi_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 0, 1,", ""),
+    ({}, {"EPI": 2}, "gemm_wgmma_epi_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 0, 0,", ""),
+    ({}, {"EPI": 1}, "gemm_wgmma_epi<", ""),
+    ({}, {"SCHED": 2, "BM": 64}, "gemm_wgmma_epi_tma_store<2, 64, 256, 4, 0, 1, 16, 1, 0, 0,",
+     "fused epilogue, right half not deferred: BM=64, SCHED=2 (needs BM=128, BN=256, SCHED=1); EPI=7 runs as 2"),
+    ({}, {"BN": 128}, "gemm_wgmma_epi_tma_store<2, 128, 128, 4, 0, 1, 16, 0, 0, 0,",
+     "fused epilogue, right half not deferred: BN=128 (needs BM=128, BN=256, SCHED=1); EPI=7 runs as 2"),
+    ({"ldc": 4100}, {}, "gemm_wgmma_epi<",
+     "fused epilogue from registers: ldc 4100 x 2 B is not a multiple of 16 bytes (C's TMA map); EPI=7 runs as 1"),
+    ({"ldc": 4101}, {"EPI": 2}, "gemm_wgmma_epi<",
+     "fused epilogue from registers: ldc 4101 x 2 B is not a multiple of 16 bytes (C's TMA map); EPI=2 runs as 1"),
+    ({"ldc": 4104}, {}, "gemm_wgmma_epi_tma_store<2, 128, 256, 4, 0, 1, 16, 0, 0, 1,", ""),
+], ids=["default-deferred", "epi2", "epi1", "pingpong", "bn128", "ldc4100", "ldc4101-epi2", "ldc4104"])
+def test_the_fused_entry_and_the_plans_note_name_the_epilogue_that_runs(ep, over, entry, note):
+    problem = _fused(bias="input", activation="gelu_tanh", **ep)
+    params = _params(**over)
+    SPEC.check_problem(problem, params, FACTS)
+    assert SPEC.instance(problem, params).startswith(entry)
+    assert SPEC.plan(problem, params, FACTS)[-1].note == note
+
+
+def test_a_float32_c_needs_ldc_a_multiple_of_4_for_the_tma_store():
+    assert SPEC.tma_store(_fused(out="float32", beta=1.0, ldc=4100), SPEC.defaults)
+    assert not SPEC.tma_store(_fused(out="float32", beta=1.0, ldc=4098), SPEC.defaults)
+    assert SPEC.tma_store(_fused(out="bf16", beta=1.0, ldc=4104), SPEC.defaults)
+    assert not SPEC.tma_store(_fused(out="bf16", beta=1.0, ldc=4100), SPEC.defaults)
+
+
+def test_wgmma_tf32_takes_the_fused_entries_with_elem_4():
+    problem = _fused(precision="tf32", la="row", lb="row", out="bf16", bias="input", activation="relu")
+    TF32.check_problem(problem, TF32.defaults, FACTS)
+    assert TF32.instance(problem, TF32.defaults) == (
+        "gemm_wgmma_epi_tma_store<4, 128, 256, 4, 0, 1, 16, 0, 0, 1, 1, 1, 0, float, __nv_bfloat16>")
+    # the row-major B's transpose pre-pass stays in the plan (and in the time), before the kernel
+    plan = TF32.plan(problem, TF32.defaults, FACTS)
+    assert len(plan) == 2 and plan[0].entry.startswith("gemmlab::relayout_transpose<4") and plan[-1].note == ""
+    assert TF32.options(problem, TF32.defaults, FACTS).defines == {"GEMMLAB_EPI": 1}
 
 
 # --- refusals -------------------------------------------------------------------------------------
@@ -111,8 +170,10 @@ def test_defaults_run_the_register_path_and_the_plan_says_so():
                                        "partial sums cannot each pass through it)"),
     ({"TAIL": 2}, "kernel.TAIL", "TAIL=2: the fused epilogue runs on whole tiles (TAIL=1; split tiles' partial sums "
                                  "cannot each pass through it)"),
-    ({"EPI": 4}, "kernel.EPI", "EPI=4: the fused epilogue stores from registers (EPI=1; 2 and 7 run as 1)"),
-    ({"EPI": 3}, "kernel.EPI", "EPI=3: the fused epilogue stores from registers (EPI=1; 2 and 7 run as 1)"),
+    ({"EPI": 4}, "kernel.EPI", "EPI=4: the fused epilogue stores from registers (EPI=1) or through the TMA store "
+                               "(EPI=2, 7); 3, 4 and 5 are plain-C experiments"),
+    ({"EPI": 5}, "kernel.EPI", "EPI=5: the fused epilogue stores from registers (EPI=1) or through the TMA store "
+                               "(EPI=2, 7); 3, 4 and 5 are plain-C experiments"),
 ])
 def test_fused_problems_refuse_split_tiles_and_the_staged_experiments(over, field, message):
     with pytest.raises(ParamError) as exc:
@@ -148,7 +209,7 @@ def test_batches_are_refused_before_anything_compiles(tmp_path):
 def test_candidates_and_preferences_take_the_register_path_on_whole_tiles(shape):
     problem = _fused(shape, bias="input", activation="gelu_tanh")
     cands = SPEC.candidates(problem, FACTS)
-    assert cands and all(c["EPI"] == 1 and c.get("SPLIT_K", 1) == 1 and c.get("TAIL", 1) == 1
+    assert cands and all(c["EPI"] == 7 and c.get("SPLIT_K", 1) == 1 and c.get("TAIL", 1) == 1
                          and c.get("REDUCE", 1) == 1 for c in cands), cands
     for c in cands:
         SPEC.check_problem(problem, c, FACTS)
@@ -156,7 +217,7 @@ def test_candidates_and_preferences_take_the_register_path_on_whole_tiles(shape)
     assert any(c.get("SPLIT_K", 1) > 1 or c.get("TAIL", 1) > 1 for c in plain) or shape == BIG
     for regime in ("decode", "k_heavy", "tensor_core"):
         prefs = SPEC.preferences(problem, FACTS, regime)
-        assert all(p.params["EPI"] == 1 and p.params["SPLIT_K"] == p.params["TAIL"] == p.params["REDUCE"] == 1
+        assert all(p.params["EPI"] in (2, 7) and p.params["SPLIT_K"] == p.params["TAIL"] == p.params["REDUCE"] == 1
                    for p in prefs)
         assert all("tail" not in p.why for p in prefs)
 
@@ -168,30 +229,42 @@ def test_auto_chooses_wgmma_bf16_for_a_large_bf16_problem_with_an_epilogue():
     cfg, rec = dispatch.resolve_config({**base, "epilogue": {"bias": "input", "activation": "gelu_tanh", "out": "bf16"}},
                                        REGISTRY)
     assert cfg["kernel"]["name"] == "wgmma_bf16", rec
-    assert cfg["kernel"].get("EPI") == 1 and cfg["kernel"].get("TAIL", 1) == 1, cfg["kernel"]
+    assert cfg["kernel"].get("EPI", 7) == 7 and cfg["kernel"].get("TAIL", 1) == 1, cfg["kernel"]
     plain, _ = dispatch.resolve_config(base, REGISTRY)
     assert plain["kernel"]["name"] == "wgmma_bf16" and plain["kernel"].get("EPI", 7) != 1
 
 
 # --- compiled code (NVRTC, no GPU) ----------------------------------------------------------------
 
-@pytest.mark.parametrize("precision, la, lb, ep, over", [
-    ("bf16", "row", "col", {"out": "bf16", "bias": "input", "activation": "gelu_tanh"}, {}),
-    ("fp16", "col", "row", {"out": "fp16", "beta": 1.0, "bias": "float32", "activation": "silu"},
-     {"SCHED": 2, "BM": 64}),
-], ids=["bf16-bias-gelu_tanh-bf16", "fp16-colrow-beta-silu-pingpong"])
-def test_fused_instance_compiles_without_spills_and_with_hgmma(precision, la, lb, ep, over):
+@pytest.mark.parametrize("kernel, precision, la, lb, ep, over, tma", [
+    ("wgmma_bf16", "bf16", "row", "col", {"out": "bf16", "bias": "input", "activation": "gelu_tanh"}, {"EPI": 1}, False),
+    ("wgmma_bf16", "bf16", "row", "col", {"out": "bf16", "bias": "input", "activation": "gelu_tanh"}, {}, True),
+    ("wgmma_bf16", "bf16", "row", "col", {"out": "bf16", "bias": "input", "activation": "gelu_tanh"}, {"EPI": 2}, True),
+    ("wgmma_bf16", "fp16", "col", "row", {"out": "fp16", "beta": 1.0, "bias": "float32", "activation": "silu"},
+     {"SCHED": 2, "BM": 64}, True),
+    ("wgmma_bf16", "bf16", "row", "col", {"out": "float32", "beta": 1.0, "bias": "float32", "activation": "silu"}, {}, True),
+    ("wgmma_tf32", "tf32", "row", "col", {"out": "bf16", "beta": 0.5, "bias": "input", "activation": "gelu_erf"},
+     {"EPI": 2}, True),
+], ids=["bf16-bias-gelu_tanh-bf16-registers", "bf16-bias-gelu_tanh-bf16-deferred", "bf16-bias-gelu_tanh-bf16-tma",
+        "fp16-colrow-beta-silu-pingpong-tma", "bf16-beta-silu-float32-deferred", "tf32-beta-gelu_erf-bf16-tma"])
+def test_fused_instance_compiles_without_spills_and_with_hgmma(kernel, precision, la, lb, ep, over, tma):
     """The brief's compile check (gemmlab mode=compile kernel=wgmma_bf16 precision=bf16 layout.b=col
     epilogue.bias=input epilogue.activation=gelu_tanh epilogue.out=bf16 at 4096^3; NVRTC 13.5: 168
-    registers, the 384-thread launch bound's limit before setmaxnreg) and an fp16 ping-pong build with
-    both transpose bits: no spills, no local memory, HGMMA and the fused entry in the SASS."""
+    registers, the 384-thread launch bound's limit before setmaxnreg) in both epilogue paths, the
+    deferred TMA store (EPI=7: two m64n128 per k-step, HGMMA twice) with a 2-byte and a float32 C, an
+    fp16 ping-pong build with both transpose bits and a tf32 build: no spills, no local memory, HGMMA
+    and none serialized, and in the TMA-store path UTMASTG once per box of each unrolled epilogue (the
+    register path has none)."""
     from gemmlab.gpu import compile as compile_stage
+    spec = REGISTRY.get(kernel)
+    ep = dict(ep)
     out = ep.pop("out")
     problem = Problem(BIG, precision, la, lb, out=out, epilogue=Epilogue(**ep))
-    params = _params(EPI=1, **over)
-    SPEC.check_problem(problem, params, FACTS)
-    options = compile_stage.CompileOptions.for_kernel("90", SPEC.options(problem, params, FACTS))
-    compiled = compile_stage.compile_kernel(REGISTRY.source_path(SPEC), SPEC.instance(problem, params), options,
+    params = {**spec.defaults, **over}
+    spec.check_problem(problem, params, FACTS)
+    assert spec.tma_store(problem, params) == tma
+    options = compile_stage.CompileOptions.for_kernel("90", spec.options(problem, params, FACTS))
+    compiled = compile_stage.compile_kernel(REGISTRY.source_path(spec), spec.instance(problem, params), options,
                                             persistent=True)
     if compiled.resources is None:
         pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
@@ -199,9 +272,16 @@ def test_fused_instance_compiles_without_spills_and_with_hgmma(precision, la, lb
     assert (r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) == (0, 0, 0), r
     if not compiled.sass_text:
         pytest.skip("no SASS listing (nvdisasm)")
-    assert "gemm_wgmma_epi" in compiled.sass_text and re.search(r"\bHGMMA\.", compiled.sass_text)
+    entry = "gemm_wgmma_epi_tma_store" if tma else "gemm_wgmma_epi"
+    assert entry in compiled.sass_text and re.search(r"\bHGMMA\.", compiled.sass_text)
+    assert compiled.sass["wgmma"]["serialized"] == 0, compiled.sass["wgmma"]
     assert not re.search(r"\b(LDL|STL)\b", compiled.sass_text)
-    assert not re.search(r"\bUTMASTG\b", compiled.sass_text)  # the register path: no TMA store
+    # store sites: a warp's boxes of 128 bytes a row over BN columns (one m64 block), or with the deferred
+    # right half the boxes of a 128-column half at four sites (in the main loop, after it, the left half,
+    # the last tile's right half)
+    half = 128 * problem.c_bytes // 128
+    sites = 4 * half if spec.defers(problem, params) else params["BN"] * problem.c_bytes // 128
+    assert compiled.sass["histogram"]["UTMASTG"] == (sites if tma else 0)
 
 
 # --- on a GPU -------------------------------------------------------------------------------------
@@ -214,16 +294,32 @@ FORMS = {
     "bf16-pingpong": ("bf16", "row", "col", {"SCHED": 2, "BM": 64}),
     "fp16-colrow": ("fp16", "col", "row", {}),
 }
+#: the TMA-store path's forms: those above, wgmma_tf32 with its row-major B transposed first, and tf32
+#: ping-pong with a column-major A (its transposed copy) and a 128x128 tile
+TMA_FORMS = {
+    **FORMS,
+    "tf32-rowrow": ("tf32", "row", "row", {}),
+    "tf32-colcol-pingpong": ("tf32", "col", "col", {"SCHED": 2, "BM": 128, "BN": 128}),
+}
 #: partial tiles (M, N not multiples of the tile; odd N: the scalar stores; K not a multiple of 64),
 #: and TMA's stride rule met by the core's pad copies where K or N is not a multiple of 8
 GPU_SHAPES = [(1, 1, 8), (63, 65, 40), (129, 255, 1000), (200, 300, 64), (256, 512, 256)]
 
 
-def _gpu_cfg(form: str, shape, epilogue: dict, **over) -> dict:
-    precision, la, lb, params = FORMS[form]
-    return {"kernel": {"name": "wgmma_bf16", "EPI": 1, **params}, "shape": list(shape), "mode": "run",
-            "precision": precision, "timing": dict(TIMING), "epilogue": epilogue,
-            "layout": {"a": la, "b": lb, "ldc": shape[1] + 9}, **over}
+def _gpu_cfg(form: str, shape, epilogue: dict, epi: int = 1, **over) -> dict:
+    """The point of ``form`` (:data:`TMA_FORMS`) with ``kernel.EPI=epi``: EPI=1 (the register path) with
+    ldc = N + 9 (odd: C's rows cannot be a TMA map's, every store masked), else (the TMA store) with
+    :func:`tma_ldc`."""
+    precision, la, lb, params = TMA_FORMS[form]
+    return {"kernel": {"name": "wgmma_tf32" if precision == "tf32" else "wgmma_bf16", "EPI": epi, **params},
+            "shape": list(shape), "mode": "run", "precision": precision, "timing": dict(TIMING), "epilogue": epilogue,
+            "layout": {"a": la, "b": lb, "ldc": shape[1] + 9 if epi == 1 else tma_ldc(shape[1])}, **over}
+
+
+def tma_ldc(n: int) -> int:
+    """C's row pitch for the TMA-store path: above N (8 to 15 elements of padding) and a multiple of 8
+    elements, so its rows are 16-byte multiples for a 2-byte and a float32 C alike."""
+    return (n // 8 + 2) * 8
 
 
 @pytest.mark.gpu
@@ -239,6 +335,36 @@ def test_gpu_wgmma_each_epilogue_partial_tiles_ldc_above_n(tmp_path, form, shape
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("epilogue", EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
+@pytest.mark.parametrize("form, shape", [(f, s) for f in TMA_FORMS for s in GPU_SHAPES], ids=lambda x: str(x))
+def test_gpu_wgmma_tma_store_each_epilogue_partial_tiles_ldc_above_n(tmp_path, form, shape, epilogue):
+    """The fused TMA-store path (EPI=7: deferred on the cooperative 128x256 tile, else EPI=2) on the
+    partial-tile suite with ldc > N (C's map clips at N: the padding keeps its NaN) and beta != 0."""
+    rec = run_point(_gpu_cfg(form, shape, epilogue, epi=7), tmp_path / "point")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["compile"]["name_expression"].startswith("gemm_wgmma_epi_tma_store<")
+    assert rec["verification"]["epilogue"]["padding"]["written"] == 0 and rec["verification_after_timing"]["passed"]
+    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
+    assert rec["compile"]["driver_attributes"]["local_bytes"] == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("epilogue", EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
+@pytest.mark.parametrize("form", ["bf16-rowcol", "fp16-colrow", "bf16-rowrow-cluster"])
+@pytest.mark.parametrize("k", [72, 640])
+def test_gpu_wgmma_deferred_right_half_over_two_tiles_per_cta(tmp_path, form, k, epilogue):
+    """EPI=7's deferred right half where CTAs take two tiles (1500 x 3000: 12 x 12 = 144 partial-edged
+    128x256 tiles on <= 132 CTAs): K = 72 (2 k-tiles: the pending boxes go out after the loop) and K =
+    640 (10 k-tiles: inside the next tile's main loop, after k-tiles 2, 4 (, 6, 8 for a float32 C))."""
+    rec = run_point(_gpu_cfg(form, (1500, 3000, k), epilogue, epi=7), tmp_path / "point")
+    assert rec["status"] == "ok", rec.get("error")
+    name = rec["compile"]["name_expression"]
+    assert name.startswith("gemm_wgmma_epi_tma_store<") and name.split(", ")[9] == "1", name  # DEFER = 1
+    assert rec["verification"]["epilogue"]["padding"]["written"] == 0 and rec["verification_after_timing"]["passed"]
+    assert rec["guard_bands"] == "intact"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("ldc_pad", [0, 8])
 def test_gpu_wgmma_fused_interior_tiles_paired_stores(tmp_path, ldc_pad):
     """Whole 128x256 tiles, even ldc (paired stores) tight and above N: 1024 x 2048 x 512, bias+gelu_tanh, bf16 C."""
@@ -250,8 +376,9 @@ def test_gpu_wgmma_fused_interior_tiles_paired_stores(tmp_path, ldc_pad):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("form", list(FORMS))
-def test_gpu_wgmma_fused_memcheck_clean(tmp_path, form):
-    rec = run_point(_gpu_cfg(form, GPU_SHAPES[2], EPILOGUES[3], sanitizer="memcheck"), tmp_path / "point")
+@pytest.mark.parametrize("epi", [1, 7])
+@pytest.mark.parametrize("form", list(TMA_FORMS))
+def test_gpu_wgmma_fused_memcheck_clean(tmp_path, form, epi):
+    rec = run_point(_gpu_cfg(form, GPU_SHAPES[2], EPILOGUES[3], epi=epi, sanitizer="memcheck"), tmp_path / "point")
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok", rec.get("error")
