@@ -188,8 +188,10 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
     if problem.precision == "fp8":
         return quantise_problem(problem, a32, b32, stats=not fast)
     dtype = storage_dtype(problem.precision)
-    a_st, b_st = a32.astype(dtype), b32.astype(dtype)
-    a, b = a_st.astype(np.float32), b_st.astype(np.float32)
+    # no copies where the type is already right (fp32/tf32: the drawn arrays are stored and logical
+    # alike; issue 41: two copies of a ~1 GB decode B each cost a pass); nothing writes these arrays
+    a_st, b_st = a32.astype(dtype, copy=False), b32.astype(dtype, copy=False)
+    a, b = a_st.astype(np.float32, copy=False), b_st.astype(np.float32, copy=False)
     a_stored = np.ascontiguousarray(a_st if problem.layout_a == "row" else a_st.T)
     b_stored = np.ascontiguousarray(b_st if problem.layout_b == "row" else b_st.T)
     return ProblemInputs(a=a, b=b, a_stored=a_stored, b_stored=b_stored)

@@ -80,6 +80,7 @@ from typing import Callable
 import numpy as np
 
 from gemmlab.contract import hookspecs
+from gemmlab.stages import hostpass
 
 FIRST_MISMATCHES = 8
 U_FP32 = 2.0**-24
@@ -495,11 +496,11 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
             cache = products if products is not None else {}
             if ("ref" not in cache or need_abs and "abs_ab" not in cache  # float64 copies only on a miss
                     or interval and ("fp8_partial", interval) not in cache):
-                a64, b64 = a.astype(np.float64), b.astype(np.float64)
+                a64, b64 = hostpass.float64(a), hostpass.float64(b)  # astype's values, in threads
             if "ref" not in cache:
                 cache["ref"] = a64 @ b64
             if need_abs and "abs_ab" not in cache:
-                cache["abs_ab"] = np.abs(a64) @ np.abs(b64)
+                cache["abs_ab"] = hostpass.absolute(a64) @ hostpass.absolute(b64)
             if interval and ("fp8_partial", interval) not in cache:
                 cache[("fp8_partial", interval)] = partial(a64, b64)
             ref = cache["ref"]
@@ -507,8 +508,8 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
                             cache.get(("fp8_partial", interval)))
             parts = [_compare(c, ref, tol)]
         else:
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            abs_b = np.abs(b64) if need_abs else None
+            a64, b64 = hostpass.float64(a), hostpass.float64(b)
+            abs_b = hostpass.absolute(b64) if need_abs else None
             blocks = []
             for r in range(0, M, step):
                 rows = np.arange(r, min(r + step, M))
@@ -527,12 +528,12 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
         cache = products if products is not None else {}
         key = ("sampled", seed, options.sample, options.trials, rule, options.safety, options.atol, options.rtol, fp8)
         if key not in cache:
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            a64, b64 = hostpass.float64(a), hostpass.float64(b)
             rows, cols, xs = draw_sample(seed, M, N, options)
             others = np.setdiff1d(np.arange(M), rows)  # columns are checked outside the sampled rows: no double count
             ref_r = a64[rows] @ b64
             ref_c = (a64 @ b64[:, cols])[others]  # no copy of A's other rows
-            abs_b = np.abs(b) if need_abs else None  # float32: the bound's |A||B| term (:func:`abs_product`)
+            abs_b = hostpass.absolute(b) if need_abs else None  # float32: the bound's |A||B| term (:func:`abs_product`)
             cache[key] = {
                 "rows": rows, "cols": cols, "others": others, "ref_r": ref_r, "ref_c": ref_c,
                 "tol_r": tolerance(rule, options, ref_r, abs_product(np.abs(a[rows]), abs_b) if need_abs else None, K,

@@ -1,0 +1,81 @@
+"""gemmlab.stages.hostpass: the threaded host passes give numpy's one-call results bit for bit (float64
+copies, absolute values, byte equality), with the pool really used (small thresholds here, so the
+arrays stay tiny and the test cheap)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gemmlab.stages import hostpass
+
+
+@pytest.fixture
+def pooled(monkeypatch):
+    """Thresholds of a few elements and 3 threads, and a count of the pools made: every pass below
+    runs split over threads."""
+    made = []
+    real = hostpass.ThreadPoolExecutor
+
+    class Counting(real):
+        def __init__(self, *a, **k):
+            made.append(k.get("max_workers"))
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(hostpass, "THREADED_MIN", 16)
+    monkeypatch.setattr(hostpass, "SLICE", 7)
+    monkeypatch.setattr(hostpass, "threads", lambda: 3)
+    monkeypatch.setattr(hostpass, "ThreadPoolExecutor", Counting)
+    return made
+
+
+def specials(dtype) -> np.ndarray:
+    """Random values with NaN, infinities, signed zeros and subnormals among them, as ``dtype``."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((9, 11)).astype(np.float32)
+    x.flat[[0, 5, 17, 40, 98]] = [np.nan, np.inf, -np.inf, -0.0, 1e-40]
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_float64_is_astype_bit_for_bit(pooled, dtype):
+    if dtype == "bfloat16":
+        import ml_dtypes
+        dtype = ml_dtypes.bfloat16
+    x = specials(dtype)
+    got = hostpass.float64(x)
+    assert pooled == [3] and got.dtype == np.float64 and got.shape == x.shape and got.flags.c_contiguous
+    assert np.array_equal(got.view(np.uint64), x.astype(np.float64).view(np.uint64))
+    t = hostpass.float64(x.T)  # not contiguous: numpy's own call, same values
+    assert np.array_equal(t.view(np.uint64), x.T.astype(np.float64).view(np.uint64)) and len(pooled) == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_absolute_is_np_abs_bit_for_bit(pooled, dtype):
+    x = specials(dtype)
+    got = hostpass.absolute(x)
+    word = np.uint32 if dtype == np.float32 else np.uint64
+    assert pooled == [3] and got.dtype == x.dtype
+    assert np.array_equal(got.view(word), np.abs(x).view(word))
+    assert not np.signbit(got).any()  # -0.0 and the negative values lost their sign
+
+
+def test_same_bytes_finds_one_byte_anywhere(pooled):
+    x = specials(np.float32)
+    assert hostpass.same_bytes(x, x.copy())  # NaN equals itself bit for bit
+    for flat in (0, 50, x.size - 1):  # first slice, a middle one, the last byte of the last one
+        y = x.copy()
+        y.view(np.uint8).reshape(-1)[4 * flat + 3] ^= 1
+        assert not hostpass.same_bytes(x, y), flat
+    z = x.copy()
+    z.flat[40] = 0.0  # -0.0 -> +0.0: equal as numbers, not as bytes
+    assert not hostpass.same_bytes(x, z)
+    assert not hostpass.same_bytes(x, x[:-1])  # sizes differ
+    assert len(pooled) == 5
+
+
+def test_small_arrays_take_one_call(monkeypatch):
+    monkeypatch.setattr(hostpass, "ThreadPoolExecutor", None)  # a pool would fail
+    x = specials(np.float32)
+    assert np.array_equal(hostpass.float64(x), x.astype(np.float64), equal_nan=True)
+    assert hostpass.same_bytes(x, x.copy()) and hostpass.absolute(x).dtype == np.float32
