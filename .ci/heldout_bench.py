@@ -3,7 +3,7 @@
     python .ci/heldout_bench.py OUTDIR [--precision fp32,tf32:col,bf16:col] [--layout-b row|col]
                                 [--split test] [--regions decode,odd] [--limit N] [--budget-s S]
                                 [--table FILE] [--mode run|compile] [--after-timing host|auto|device]
-                                [--no-isolation] [--keep-points]
+                                [--no-isolation] [--keep-points] [--precompile N]
 
 For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
 and each precision, one point through gemmlab's one point runner (``gemmlab.run.session.Session.run_point``
@@ -24,6 +24,14 @@ of sha256 of the shape), and every precision runs a shape before the next shape 
 by ``--limit`` or by the budget still covers every region and precision alike. ``--budget-s``: no
 point starts once the time left is under twice the longest of the last points plus 15 s for the
 archive; the shapes not reached are listed in summary.json.
+
+``--precompile N`` (default: the machine's cores, at most 16; 0: off): once the first point has run
+(its record gives the GPU's driver version, part of the compile cache's key), every other point's
+kernels (kernel=auto's choice, first-use tuning's top candidates, the after-timing device check) are
+compiled in N processes into the on-disk compile cache (:mod:`gemmlab.run.precompile`), before any
+other point is timed, so each point's compile is a cache hit instead of an NVRTC compile and a
+disassembly in its worker (~200 distinct instances for the test split's 1,092 points); no process
+holds a CUDA context meanwhile. summary.json's ``precompile`` says how many and how long.
 
 Output: ``OUTDIR/records.jsonl.xz``, gemmlab's record archive (:mod:`gemmlab.stages.archive`, what
 ``gemmlab-report --archive`` writes: every reader, ``gemmlab-report``, ``gemmlab-compare``,
@@ -274,6 +282,29 @@ class Bench:
         return target
 
 
+def precompile_rest(first: dict, cfgs: list[dict], workers: int | None) -> dict | None:
+    """Compile the kernels of ``cfgs`` (the points after the first) into the on-disk compile cache
+    (:func:`gemmlab.run.precompile.precompile`, ``workers`` processes), keyed by the driver version
+    of ``first``'s record (the first point, run on this machine); None when that record names no
+    driver (no GPU opened) or no point is left. A failure of the whole step is reported and the run
+    goes on (each point compiles for itself, as without it)."""
+    driver = ((first or {}).get("device") or {}).get("driver_version")
+    if not driver or not cfgs:
+        return None
+    from gemmlab.run.precompile import precompile
+    started = time.monotonic()
+    try:
+        done = precompile(cfgs, str(driver), workers)
+    except Exception as exc:  # noqa: BLE001 - a broken pool costs the head start, never the run
+        done = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300],
+                "seconds": round(time.monotonic() - started, 2)}
+    print(f"heldout_bench: precompiled {done.get('instances', 0)} kernel builds of {done.get('points', 0)} points in "
+          f"{done.get('seconds')} s ({done.get('workers', 0)} processes, driver {driver})"
+          + (f"; {done['errors']} failed, first: {done['first_errors'][0]}" if done.get("errors") else "")
+          + (f"; not done: {done['error']}" if done.get("error") else ""), flush=True)
+    return done
+
+
 def geomean(values) -> float | None:
     vals = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
@@ -346,6 +377,9 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                          "every size the device check handles)")
     ap.add_argument("--no-isolation", action="store_true", help="run points in this process (no worker, no watchdog)")
     ap.add_argument("--keep-points", action="store_true", help="keep each point's folder under OUTDIR/points")
+    ap.add_argument("--precompile", type=int, default=None, metavar="N",
+                    help="after the first point, compile the others' kernels in N processes (default: the cores, "
+                         "at most 16; 0: off)")
     args = ap.parse_args(argv)
     try:
         combos = parse_precisions(args.precision, args.layout_b)
@@ -353,6 +387,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         ap.error(str(exc))
     if args.limit is not None and args.limit < 1:
         ap.error("--limit must be >= 1")
+    if args.precompile is not None and args.precompile < 0:
+        ap.error("--precompile must be >= 0 (0: off)")
     try:
         auto = parse_auto(args.auto)
     except ValueError as exc:
@@ -386,6 +422,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     stopped = None
     plan = [(entry, p, lb) for entry in entries for p, lb in combos]  # every precision per shape, in turn
     order = 0
+    compiled_ahead = None
     try:
         for entry, p, lb in plan:
             if not bench.next_fits():
@@ -393,8 +430,12 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
             cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing)
-            bench.point(order, entry, p, lb, cfg)
+            rec = bench.point(order, entry, p, lb, cfg)
             order += 1
+            if order == 1 and args.mode == "run" and args.precompile != 0:
+                compiled_ahead = precompile_rest(rec, [point_config(e.shape, q, b, args.mode, table_path, isolation,
+                                                                    POINT_TIMEOUT_S, auto, args.after_timing)
+                                                       for e, q, b in plan[1:]], args.precompile)
     except (KeyboardInterrupt, SystemExit) as exc:
         stopped = f"interrupted ({type(exc).__name__})"
     finally:
@@ -405,7 +446,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     wall = bench.clock() - bench.started
     info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
             "mode": args.mode, "table": table_path or "shipped", "timing": TIMING, "verify_max_full": MAX_FULL,
-            "verify_after_timing": args.after_timing,
+            "verify_after_timing": args.after_timing, "precompile": compiled_ahead,
             "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_planned": len(plan),
             "points_run": len(bench.rows),
             "not_run": bench.not_run, "stopped": stopped, "wall_s": round(wall, 1),

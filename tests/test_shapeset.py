@@ -335,3 +335,39 @@ def test_bench_compile_mode_runs_real_points(tmp_path):
     from gemmlab.stages import record_model as rm
     found = [rm.view(rec) for rec in recs]
     assert [r.status for r in found] == ["compiled", "compiled"]
+
+
+def test_bench_precompiles_the_other_points_after_the_first(bench, tmp_path, monkeypatch):
+    """mode=run: once the first point's record names the GPU's driver, the other points' configs go to
+    gemmlab.run.precompile with that driver, once, before the second point runs; --precompile 0 and
+    mode=compile skip it, and a failing precompile costs only the head start."""
+    from gemmlab.run import precompile
+    calls = []
+
+    class Gpu(FakeRun):
+        def __call__(self, cfg, out_dir):
+            rec = super().__call__(cfg, out_dir)
+            return {**rec, "device": {"name": "fake", "driver_version": "13.0"}}
+
+    def fake(cfgs, driver, workers):
+        calls.append((len(run.calls), [(c["shape"], c["precision"], c["layout"]["b"]) for c in cfgs], driver, workers))
+        return {"points": len(cfgs), "instances": len(cfgs), "errors": 0, "first_errors": [], "seconds": 0.1,
+                "workers": workers}
+
+    monkeypatch.setattr(precompile, "precompile", fake)
+    run = Gpu()
+    assert bench.main([str(tmp_path / "o"), "--precision", "fp32,bf16:col", "--limit", "2", "--precompile", "3"],
+                      run=run) == 0
+    assert len(calls) == 1 and calls[0][0] == 1 and calls[0][2:] == ("13.0", 3)
+    assert calls[0][1] == [(c["shape"], c["precision"], c["layout"]["b"]) for c in run.calls[1:]]
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["precompile"]["points"] == 3
+    for args in (["--precompile", "0"], ["--mode", "compile"]):
+        run = Gpu()
+        assert bench.main([str(tmp_path / args[-1]), "--limit", "2", *args], run=run) == 0 and len(calls) == 1
+
+    def broken(cfgs, driver, workers):
+        raise RuntimeError("pool died\nmore")
+    monkeypatch.setattr(precompile, "precompile", broken)
+    run = Gpu()
+    assert bench.main([str(tmp_path / "b"), "--limit", "2"], run=run) == 0 and len(run.calls) == 2
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["precompile"]["error"] == "RuntimeError: pool died"

@@ -255,6 +255,47 @@ class DeviceInputs:
         record["inputs_unchanged"] = True
 
 
+def kernel_names(problem, roundings: tuple[str, ...] = ("none",), distribution: str = "normal") -> dict:
+    """The name expression of each device-check kernel a problem's check launches (``fill``, ``scale``,
+    ``copy``, ``diff``, ``nan``, ``sum``, ``matvec_c``; per TF32 rounding of ``roundings``:
+    ``("matvec_a", r)``, ``("matvec_b", r)``, ``("sampled", r)``), instances of kernels/device_check.cu
+    for the storage type, layouts and ``distribution`` of ``problem``.
+
+    Raises:
+        KeyError: a precision, distribution or rounding the device check does not handle.
+    """
+    dtype = storage_dtype(problem.precision)
+    t = TYPE_CODES[dtype.name]
+    la, lb = int(problem.layout_a == "col"), int(problem.layout_b == "col")
+    names = {"fill": f"gemmlab_dc_fill<{t}, {DIST_CODES[distribution]}>", "scale": f"gemmlab_dc_scale<{t}>",
+             "copy": "gemmlab_dc_copy<0>", "diff": f"gemmlab_dc_diff<{dtype.itemsize}>",
+             "nan": "gemmlab_dc_nan<0>", "sum": "gemmlab_dc_sum<0>", "matvec_c": "gemmlab_dc_matvec<0, 0, 0>"}
+    for r in roundings:
+        code = ROUND_CODES[r]
+        names[("matvec_a", r)] = f"gemmlab_dc_matvec<{t}, {code}, {la}>"
+        names[("matvec_b", r)] = f"gemmlab_dc_matvec<{t}, {code}, {lb}>"
+        names[("sampled", r)] = f"gemmlab_dc_sampled<{t}, {code}, {la}, {lb}>"
+    return names
+
+
+def compile_kernels(problem, roundings: tuple[str, ...], distribution: str, arch: str, cache_enabled: bool = False,
+                    cache_dir: str | None = None, driver_version: str = "none"):
+    """Compile the device-check kernels of ``problem`` (:func:`kernel_names`) into one cubin for
+    ``sm_<arch>`` (no GPU needed): what :class:`DeviceCheck` loads, with the same compile key, so a
+    compile ahead of the run (``cache_enabled``: into the on-disk cache, ``driver_version`` the run's;
+    :mod:`gemmlab.run.precompile`) is the run's cache hit. Returns the
+    :class:`gemmlab.gpu.compile.CompiledKernel`.
+
+    Raises:
+        CompileError: NVRTC failed (a bug here, never the user's input).
+    """
+    from gemmlab.gpu import compile as compile_stage
+    unique = tuple(dict.fromkeys(kernel_names(problem, roundings, distribution).values()))
+    return compile_stage.compile_kernel(
+        SOURCE, unique[0], compile_stage.CompileOptions(arch=arch), persistent=cache_enabled,
+        cache_folder=cache_dir, driver_version=driver_version, extra_names=unique[1:], disassemble=False)
+
+
 class DeviceCheck:
     """The device-check kernels of one problem, compiled (NVRTC, in-process and optionally on-disk
     cache) and loaded for ``gpu``, and the host logic around them.
@@ -273,28 +314,16 @@ class DeviceCheck:
 
     def __init__(self, gpu, problem, roundings: tuple[str, ...] = ("none",), distribution: str = "normal",
                  cache_enabled: bool = False, cache_dir: str | None = None, driver_version: str = "none"):
-        from gemmlab.gpu import compile as compile_stage
         if problem.precision not in PRECISIONS:
             raise ValueError(f"precision: the device check handles {PRECISIONS}, got {problem.precision!r}")
         if distribution not in DIST_CODES:
             raise ValueError(f"inputs.distribution: one of {tuple(DIST_CODES)}, got {distribution!r}")
         self.gpu, self.problem, self.roundings = gpu, problem, tuple(roundings)
         self.dtype = storage_dtype(problem.precision)
-        t = TYPE_CODES[self.dtype.name]
-        la, lb = int(problem.layout_a == "col"), int(problem.layout_b == "col")
-        self.names = {"fill": f"gemmlab_dc_fill<{t}, {DIST_CODES[distribution]}>", "scale": f"gemmlab_dc_scale<{t}>",
-                      "copy": "gemmlab_dc_copy<0>", "diff": f"gemmlab_dc_diff<{self.dtype.itemsize}>",
-                      "nan": "gemmlab_dc_nan<0>", "sum": "gemmlab_dc_sum<0>",
-                      "matvec_c": "gemmlab_dc_matvec<0, 0, 0>"}
-        for r in self.roundings:
-            code = ROUND_CODES[r]
-            self.names[("matvec_a", r)] = f"gemmlab_dc_matvec<{t}, {code}, {la}>"
-            self.names[("matvec_b", r)] = f"gemmlab_dc_matvec<{t}, {code}, {lb}>"
-            self.names[("sampled", r)] = f"gemmlab_dc_sampled<{t}, {code}, {la}, {lb}>"
+        self.names = kernel_names(problem, self.roundings, distribution)
         unique = tuple(dict.fromkeys(self.names.values()))
-        self.compiled = compile_stage.compile_kernel(
-            SOURCE, unique[0], compile_stage.CompileOptions(arch=gpu.facts.arch), persistent=cache_enabled,
-            cache_folder=cache_dir, driver_version=driver_version, extra_names=unique[1:], disassemble=False)
+        self.compiled = compile_kernels(problem, self.roundings, distribution, gpu.facts.arch, cache_enabled,
+                                        cache_dir, driver_version)
         self.loaded = {name: gpu.load(self.compiled.object_code, name, 0) for name in unique}
         self.compile_record = {"source_file": str(SOURCE.name), "name_expressions": list(unique),
                                "compile_ms": round(self.compiled.compile_ms, 3),
