@@ -81,6 +81,12 @@ AFTER_TIMING = "device"
 FINAL_RESERVE_S = 20.0  # packing the archive (xz -9e: ~1.3 s for 419 records of 13 KB here), the table
 POINT_TIMEOUT_S = 300.0  # the watchdog's limit for one point
 UNDER = 0.70  # issue 41: no shape under 70% of cuBLAS
+#: the throughput target's class (issue 41): shapes under 2^30 FLOP should take <= 0.8 s a point
+SMALL_FLOP = 2 ** 30
+#: the phases a point's wall splits into (phase_s of its record, in order; "outside": the worker round
+#: trip and the record's writing) for summary.json's phase_means_s and the printed line
+PHASES = ("validate", "open_device", "compile", "allocate", "correctness", "launch_paths", "timing", "safety_nets",
+          "after_timing", "outside")
 ARCHIVE = "records.jsonl.xz"
 PLAIN = "records.jsonl"
 
@@ -204,6 +210,7 @@ class Bench:
         self.rows: list[dict] = []
         self.not_run: list[str] = []
         self.walls: list[float] = []
+        self.phases: list[dict] = []  # per point: where its wall went (phase_means)
         self.plain = out / PLAIN
         self.fh = open(self.plain, "a", encoding="utf-8")
 
@@ -241,6 +248,12 @@ class Bench:
         meta = {"split": entry.split, "region": entry.region, "family": entry.family, "model": entry.model,
                 "layer": entry.layer, "also": list(entry.also), "shape": [s.M, s.N, s.K], "precision": precision,
                 "layout_b": layout_b, "order": order, "wall_s": round(wall, 3)}
+        phases = {k: v for k, v in ((rec.get("phase_s") or {}) if isinstance(rec, dict) else {}).items()
+                  if isinstance(v, (int, float))}
+        if "run_point" in phases:  # beyond the point's own process time: the worker round trip, the record's
+            meta["outside_s"] = round(wall - phases["run_point"], 4)  # writing, this loop's bookkeeping
+        self.phases.append({"small": 2 * s.M * s.N * s.K < SMALL_FLOP, "wall": wall, **phases,
+                            **({"outside": meta["outside_s"]} if "outside_s" in meta else {})})
         line = {"path": rel, "record": {**rec, "heldout": meta}}
         self.fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
         self.fh.flush()
@@ -303,6 +316,18 @@ def precompile_rest(first: dict, cfgs: list[dict], workers: int | None) -> dict 
           + (f"; {done['errors']} failed, first: {done['first_errors'][0]}" if done.get("errors") else "")
           + (f"; not done: {done['error']}" if done.get("error") else ""), flush=True)
     return done
+
+
+def phase_means(phases: list[dict]) -> dict:
+    """Mean seconds a point per phase (:data:`PHASES`, from each record's ``phase_s``), for the points
+    under :data:`SMALL_FLOP` (``small``) and the others (``rest``): where a run's wall went."""
+    out = {}
+    for group, small in (("small", True), ("rest", False)):
+        mine = [p for p in phases if p["small"] is small]
+        if mine:
+            out[group] = {"points": len(mine), "wall": round(sum(p["wall"] for p in mine) / len(mine), 4),
+                          **{k: round(sum(p.get(k, 0.0) for p in mine) / len(mine), 4) for k in PHASES}}
+    return out
 
 
 def geomean(values) -> float | None:
@@ -451,11 +476,15 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
             "points_run": len(bench.rows),
             "not_run": bench.not_run, "stopped": stopped, "wall_s": round(wall, 1),
             "mean_point_s": round(sum(bench.walls) / len(bench.walls), 2) if bench.walls else None,
+            "phase_means_s": phase_means(bench.phases),
             "archive": archive.name if archive else None, "summary": summary}
     (out / "summary.json").write_text(json.dumps(info, indent=1))
     print(f"\n# {len(bench.rows)} points in {wall:.0f} s (mean {info['mean_point_s']} s a point)"
           + (f"; stopped: {stopped}; {len(bench.not_run)} points not run" if stopped else "")
           + f"; records: {out / ARCHIVE}")
+    for group, m in info["phase_means_s"].items():
+        print(f"# mean s a point, {group} ({'under' if group == 'small' else 'from'} 2^30 FLOP, {m['points']} points): "
+              f"wall {m['wall']:.3f} = " + ", ".join(f"{k} {m[k]:.3f}" for k in PHASES))
     print(table(summary))
     return 0
 

@@ -437,3 +437,17 @@ def test_a_point_timed_on_a_shared_gpu_is_refused_unless_allowed(tmp_path, monke
     gpu.monitor = SharedMonitor()
     rec, _ = run(tmp_path / "allow", monkeypatch, gpu, timing={"shared": "allow"})
     assert rec["status"] == "ok" and rec["timing"]["max_compute_processes"] == 2
+
+
+def test_phase_s_explains_the_points_seconds(tmp_path, monkeypatch):
+    """issue 41: the record says where a point's seconds went: every phase, the draw inside allocate,
+    the float64 check inside correctness, and run_point (the whole point here but the record's
+    writing) holding them all."""
+    rec, _ = run(tmp_path, monkeypatch, baseline="naive")
+    ph = rec["phase_s"]
+    flat = {k: v for k, v in ph.items() if isinstance(v, (int, float)) and k != "run_point"}
+    assert {"validate", "open_device", "compile", "allocate", "correctness", "launch_paths", "timing", "safety_nets",
+            "after_timing"} <= set(flat)
+    assert 0 <= ph["allocate_parts"]["draw"] <= ph["allocate"]
+    assert 0 < ph["correctness_parts"]["verify"] <= ph["correctness"]
+    assert sum(flat.values()) <= ph["run_point"]

@@ -371,3 +371,26 @@ def test_bench_precompiles_the_other_points_after_the_first(bench, tmp_path, mon
     run = Gpu()
     assert bench.main([str(tmp_path / "b"), "--limit", "2"], run=run) == 0 and len(run.calls) == 2
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["precompile"]["error"] == "RuntimeError: pool died"
+
+
+def test_bench_phase_means(bench, tmp_path):
+    """Each archived point's heldout key holds outside_s (its wall beyond the record's phase_s.run_point);
+    summary.json's phase_means_s averages every phase for the points under 2^30 FLOP and the rest."""
+    now = [0.0]
+
+    class Timed(FakeRun):
+        def __call__(self, cfg, out_dir):
+            now[0] += 2.0
+            rec = super().__call__(cfg, out_dir)
+            return {**rec, "phase_s": {"validate": 0.25, "timing": 1.0, "run_point": 1.5, "after_timing_parts": {}}}
+
+    assert bench.main([str(tmp_path / "o"), "--regions", "decode,large", "--limit", "2"], run=Timed(),
+                      clock=lambda: now[0]) == 0
+    recs = _records(tmp_path / "o" / "records.jsonl.xz")
+    assert [r["heldout"]["outside_s"] for r in recs] == [0.5, 0.5]
+    means = json.loads((tmp_path / "o" / "summary.json").read_text())["phase_means_s"]
+    small = [r for r in recs if 2 * r["heldout"]["shape"][0] * r["heldout"]["shape"][1] * r["heldout"]["shape"][2] < 2**30]
+    assert 0 < len(small) < 2 and set(means) == {"small", "rest"}
+    for m in means.values():
+        assert m["points"] == 1 and m["wall"] == 2.0 and m["validate"] == 0.25 and m["timing"] == 1.0
+        assert m["outside"] == 0.5 and m["compile"] == 0.0

@@ -104,6 +104,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         main kernel, refused after compiling), ``cuda_error``, ``no_gpu``, ``unavailable``, ``error``;
         ``record["error"]`` holds the one-line reason. Failures never raise: a sweep goes on.
     """
+    started = time.perf_counter()
     out_dir = Path(out_dir)
     plain = None
     try:
@@ -137,6 +138,9 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path, check_only: bool = Fa
         record.fail("error", describe_exception(exc, out_dir / "traceback.txt"))
     record.finish()  # valid from the status (gemmlab.stages.record.Result)
     record["host_memory"] = hostmem.peak(reset)
+    # the whole point in this process but the record's writing: the phases plus what lies between them
+    # (the folder's store, the record); a caller's wall beyond it is the worker round trip (issue 41)
+    record.setdefault("phase_s", {})["run_point"] = round(time.perf_counter() - started, 4)
     store.write_record(record, out_dir)
     return record
 
@@ -335,7 +339,9 @@ class Run:
         """Inputs drawn, rounded to the storage type, laid out and uploaded; each backend's C
         allocated and its launch prepared."""
         rc, problem, gpu = self.rc, self.problem, self.gpu
+        started = time.perf_counter()
         self.inputs = inputs_stage.make_problem_inputs(problem, rc.inputs)
+        self.record.setdefault("phase_s", {})["allocate_parts"] = {"draw": round(time.perf_counter() - started, 4)}
         inp = self.inputs
         self.record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed,
                                  "dtype": problem.ab_dtype, "layout": _layout_text(problem),
@@ -391,7 +397,10 @@ class Run:
             backend.enqueue()
             gpu.sync()
             self.outputs[backend.role] = guards.read(gpu, c)
+            started = time.perf_counter()
             verdict = _verify(self.outputs[backend.role], inp, problem, rc, rc.verify, rc.inputs.seed, products, backend)
+            parts = record.setdefault("phase_s", {}).setdefault("correctness_parts", {})
+            parts["verify"] = round(parts.get("verify", 0.0) + time.perf_counter() - started, 4)  # the float64 check
             backend.record["verification"] = verdict.record()
             _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
