@@ -145,6 +145,32 @@ def test_the_fused_entry_and_the_plans_note_name_the_epilogue_that_runs(ep, over
     assert SPEC.plan(problem, params, FACTS)[-1].note == note
 
 
+def test_maps_over_an_epilogue_problems_matrices_take_their_leading_dimension():
+    """gemmlab.contract.tma_rules.matrix_view: with an epilogue a map over A, B or C covers one matrix
+    (rows x cols as stored) at row pitch lda/ldb/ldc, never the padding past cols; the ld then meets
+    the 16-byte rule (one line, field shape); a batched operand refuses a 2-D map (field kernel)."""
+    from gemmlab.contract import tma_rules
+    from gemmlab.errors import ConfigError
+    shape = Shape(100, 200, 64)
+    problem = _fused(shape, out="bf16", lda=72, ldc=216, bias="input")
+    a, c = (tma_rules.check(TensorMap(m, box), problem) for m, box in (("A", (64, 64)), ("C", (16, 64))))
+    assert (a["global"], a["row_stride_bytes"]) == ([100, 64], 144)
+    assert (c["global"], c["row_stride_bytes"], c["dtype"]) == ([100, 200], 432, "bfloat16")
+    assert problem.stored_shape("C") == (100, 216)  # the buffer, padding included: not the map's extent
+    with pytest.raises(ConfigError) as exc:
+        tma_rules.check(TensorMap("C", (16, 64)), _fused(shape, out="bf16", ldc=210, bias="input"))
+    assert (exc.value.field, str(exc.value).split(": ", 1)[1]) == (
+        "shape", "TMA tensor map over C: the row stride ldc = 210 x 2 B = 420 B is not a multiple of 16 bytes (TMA rule)")
+    batched = _fused(shape, out="bf16", batch=3, stride_a=0, bias="input")
+    assert tma_rules.check(TensorMap("A", (64, 64)), batched)["global"] == [100, 64]  # one A shared by the batches
+    with pytest.raises(ConfigError) as exc:
+        tma_rules.check(TensorMap("C", (16, 64)), batched)
+    assert exc.value.field == "kernel" and str(exc.value).endswith(
+        "a 2-D map covers one matrix; C holds 3 batches (batch.count=3, batch stride 20000)")
+    plain = tma_rules.check(TensorMap("C", (16, 32)), Problem(shape, "bf16", "row", "col"))
+    assert (plain["global"], plain["row_stride_bytes"]) == ([100, 200], 800)
+
+
 def test_a_float32_c_needs_ldc_a_multiple_of_4_for_the_tma_store():
     assert SPEC.tma_store(_fused(out="float32", beta=1.0, ldc=4100), SPEC.defaults)
     assert not SPEC.tma_store(_fused(out="float32", beta=1.0, ldc=4098), SPEC.defaults)
