@@ -120,4 +120,4 @@ def test_device_index_out_of_range_message(monkeypatch):
         gemmlab.gpu.device.open_gpu(1)
     text = str(info.value)
     assert "index 1 does not exist" in text and "1 GPU(s) visible" in text
-    assert 1 not in gemmlab.gpu.device._OPEN
+    assert 1 not in gemmlab.gpu.device.devices().opened

@@ -73,21 +73,12 @@ CONSTANTS = {
     "stages.roofline.FP32_LANES_PER_SM", "stages.timing.DESCRIPTIONS", "stages.verify.U_INPUT", "stages.verify.U_ACC",
     "gpu.triton_compile.VALUE_TYPES", "gpu.triton_compile.POINTER_TYPES",
 }
-# Per-process resources, not channels: each is read and written by the one function that owns it
-# (plus a context manager, for the lease scopes), and no outcome of a point travels through them.
-PROCESS_RESOURCES = {
-    "gpu.compile._CACHE",  # compiled modules keyed by every compile input (a memo; a hit is a copy
-                       # marked cache_hit, which functools.lru_cache cannot express)
-    "gpu.compile._PTXAS_LOGS",  # ptxas reports by cubin SHA-256, mirroring NVRTC 13.0's own per-process
-                              # state (a repeat returns no log): read and written by compile_kernel only
-    "gpu.device._OPEN",  # the GPUs this process has opened (one CUDA context each, opened once)
-    "gpu.device._HELD_LOCKS",  # flock handles of GPUs locked outside a lease scope: held for the
-                           # process's life, as an OS lock is
-    "gpu.device._SCOPES",  # open device.lease_scope() blocks (a dynamic scope, innermost last): the
-                       # locks taken in a point are dropped when its with-block ends
-    "run.isolation._RUNNERS",  # this process's worker-process runner, keyed by pid (a fork gets its own)
-    "gpu.triton_compile._CACHE",  # Triton compiles keyed by every compile input (a memo like gpu.compile._CACHE)
-}
+# Per-process resources, not channels. What a command's points share is owned by the session
+# (gemmlab.run.session.Session: registries, compile memo, devices and locks, worker); each lower
+# layer holds only the default session's object (not a container: gemmlab.gpu.compile.CompileMemo,
+# gemmlab.gpu.device.Devices, gemmlab.contract.registry.Registries, gemmlab.run.isolation's default
+# runner) and a ContextVar naming the active session's (tests/test_session.py). Nothing is left here.
+PROCESS_RESOURCES: frozenset = frozenset()
 _CONTAINER_CALLS = ("list", "dict", "set", "defaultdict", "Counter", "OrderedDict", "deque")
 _MUTATORS = ("append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault",
              "add", "discard", "sort", "reverse", "__setitem__", "__delitem__")

@@ -13,6 +13,8 @@ import os
 import re
 import sys
 import types
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -463,3 +465,60 @@ def load_registry(plugin_dirs: Iterable[str | Path] = (), entry_points: bool = T
     except pluggy.PluginValidationError as exc:
         raise _form_error(str(getattr(exc, "plugin", "plugin")), _validation_message(exc)) from None
     return Registry(pm, [Path(f).expanduser().resolve() for f in plugin_dirs])
+
+
+class Registries:
+    """The kernel registries one session has loaded, one per list of plugin folders (the session,
+    :class:`gemmlab.run.session.Session`, owns one: ``Session.registries``; the pipeline reaches the
+    active session's through :func:`registries`), so a command loads its plugins once however many
+    points it runs.
+
+    Attributes:
+        loaded: the folders as given (a tuple of strings) -> the :class:`Registry` loaded from them.
+    """
+
+    def __init__(self):
+        self.loaded: dict[tuple[str, ...], Registry] = {}
+
+    def get(self, plugin_dirs: tuple[str, ...]) -> Registry:
+        """The registry of ``plugin_dirs`` (:func:`load_registry`, once a session).
+
+        Raises:
+            ConfigError: as :func:`load_registry` (a failed load is not kept: the next call tries again).
+        """
+        key = tuple(plugin_dirs)
+        if key not in self.loaded:
+            self.loaded[key] = load_registry(key)
+        return self.loaded[key]
+
+    def clear(self) -> None:
+        """Forget the loaded registries (a plugin folder edited since is loaded again)."""
+        self.loaded.clear()
+
+
+#: the default session's registries (:func:`gemmlab.run.session.default`): points run outside any
+#: session and the worker process's points use them
+_DEFAULT_REGISTRIES = Registries()
+#: the registries of the session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
+_ACTIVE_REGISTRIES: ContextVar[Registries] = ContextVar("gemmlab.contract.registry.registries",
+                                                        default=_DEFAULT_REGISTRIES)
+
+
+def registries() -> Registries:
+    """The registries of the active session (the default session's when none is active)."""
+    return _ACTIVE_REGISTRIES.get()
+
+
+def default_registries() -> Registries:
+    """The default session's registries (one a process)."""
+    return _DEFAULT_REGISTRIES
+
+
+@contextmanager
+def using(held: Registries):
+    """Inside the block, :func:`registries` is ``held`` (a session's; :meth:`gemmlab.run.session.Session.active`)."""
+    token = _ACTIVE_REGISTRIES.set(held)
+    try:
+        yield held
+    finally:
+        _ACTIVE_REGISTRIES.reset(token)

@@ -3,8 +3,9 @@
 Always cubin for one concrete SM target (the device's own in ``mode=run``): PTX made by an
 NVRTC newer than the driver fails to load (``CUDA_ERROR_UNSUPPORTED_PTX_VERSION``). Works without
 a GPU.
-Compiled objects are cached in-process (key: source SHA-256, options, name expression and the
-disk-cache settings), so a sweep compiles each distinct instance once; with ``persistent=True``
+Compiled objects are kept in the compile memo of the session that runs the point
+(:class:`CompileMemo`; key: source SHA-256, options, name expression and the disk-cache settings),
+so a sweep compiles each distinct instance once; with ``persistent=True``
 they also go to the on-disk cache of :mod:`gemmlab.gpu.cache` (across processes).
 """
 
@@ -15,29 +16,79 @@ import hashlib
 import io
 import re
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gemmlab.errors import CompileError, ConfigError
 from gemmlab.paths import KERNELS_DIR
 
-_CACHE: dict[tuple, "CompiledKernel"] = {}
+class CompileMemo:
+    """What one session's compiles keep in memory (the session, :class:`gemmlab.run.session.Session`,
+    owns one: ``Session.compiles``; the lower layers reach the active session's through :func:`memo`).
 
-#: ptxas's report (the NVRTC program log) of each cubin this process compiled, keyed by the cubin's
-#: SHA-256: NVRTC 13.0 (the H200's toolkit) returns an empty log when it compiles again what it
-#: compiled before in the process (seen there: the same source, options and name expressions give a
-#: 327-character log, then ''; a source that differs only by a comment, too; NVRTC 13.5 logs every
-#: time). The report (registers, spills, shared and stack bytes of each function) is a property of
-#: the cubin, so such a repeat takes it from here. Kept across :func:`clear_cache`, as NVRTC's own
-#: state is: a renewed worker still runs in the process that compiled before.
-_PTXAS_LOGS: dict[str, str] = {}
+    Attributes:
+        modules: NVRTC compiles by every compile input (source SHA-256, options, name expressions,
+            include hashes, CUDA header versions, disk-cache settings, driver, disassembly): a hit is
+            returned as a copy marked ``cache_hit``.
+        triton: Triton compiles by every compile input (:func:`gemmlab.gpu.triton_compile.compile_triton`).
+        ptxas_logs: ptxas's report (the NVRTC program log) of each cubin compiled in this *process*,
+            keyed by the cubin's SHA-256: NVRTC 13.0 (the H200's toolkit) returns an empty log when it
+            compiles again what it compiled before in the process (seen there: the same source,
+            options and name expressions give a 327-character log, then ''; a source that differs only
+            by a comment, too; NVRTC 13.5 logs every time). The report (registers, spills, shared and
+            stack bytes of each function) is a property of the cubin, so such a repeat takes it from
+            here. NVRTC's state is the process's, so every memo of the process shares the default
+            session's dict, and :meth:`clear` keeps it (a renewed worker still runs in the process
+            that compiled before).
+    """
+
+    def __init__(self, ptxas_logs: dict | None = None):
+        self.modules: dict[tuple, CompiledKernel] = {}
+        self.triton: dict[tuple, Any] = {}
+        self.ptxas_logs: dict[str, str] = ptxas_logs if ptxas_logs is not None else _DEFAULT_MEMO.ptxas_logs
+
+    def clear(self) -> None:
+        """Forget the compiled modules (NVRTC and Triton); ptxas's reports stay (see the class)."""
+        self.modules.clear()
+        self.triton.clear()
+
+
+#: the default session's memo (:func:`gemmlab.run.session.default`): a point run outside any
+#: session (a plugin test, a notebook) and the worker process's points use it
+_DEFAULT_MEMO = CompileMemo(ptxas_logs={})
+#: the memo of the session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
+_ACTIVE_MEMO: ContextVar[CompileMemo] = ContextVar("gemmlab.gpu.compile.memo", default=_DEFAULT_MEMO)
+
+
+def memo() -> CompileMemo:
+    """The compile memo of the active session (the default session's when none is active)."""
+    return _ACTIVE_MEMO.get()
+
+
+def default_memo() -> CompileMemo:
+    """The default session's compile memo (one a process)."""
+    return _DEFAULT_MEMO
+
+
+@contextmanager
+def using(compiles: CompileMemo):
+    """Inside the block, :func:`compile_kernel` and the Triton compiles keep their modules in
+    ``compiles`` (a session's; :meth:`gemmlab.run.session.Session.active`)."""
+    token = _ACTIVE_MEMO.set(compiles)
+    try:
+        yield compiles
+    finally:
+        _ACTIVE_MEMO.reset(token)
 
 
 def clear_cache() -> None:
-    """Empty the in-process compile cache (and the remembered CUDA header folders): the next
+    """Empty the active session's compile memo (and the remembered CUDA header folders): the next
     :func:`compile_kernel` compiles, or loads from the on-disk cache, as a new process would. For
     tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
-    _CACHE.clear()
+    memo().clear()
     cuda_include_dirs.cache_clear()
 
 
@@ -492,8 +543,8 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     uncached, disk_asked = has_unfollowed_include(source, includes), persistent  # uncached: the key misses a file
     if uncached:
         persistent = False
-    elif key in _CACHE:
-        cached = _CACHE[key]
+    elif key in memo().modules:
+        cached = memo().modules[key]
         return CompiledKernel(**{**cached.__dict__, "cache_hit": True})
     include_dirs = [str(Path(source_path).resolve().parent), str(shared_include_dir()), *cuda_dirs]
     disk_key = folder = None
@@ -530,7 +581,7 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
             if disassemble:  # the entry's own disassembly when the same disassembler made it, else the folder's
                 from gemmlab.gpu import sass
                 compiled.sass, compiled.sass_text = sass.reuse(cubin, meta.get("sass"), folder)
-            _CACHE[key] = compiled
+            memo().modules[key] = compiled
             return compiled
 
     started = time.perf_counter()
@@ -549,13 +600,14 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
     lowered = symbols[name_expression]
     text = nvrtc_log.replace("\x00", "")
     cubin_sha = hashlib.sha256(bytes(code.code)).hexdigest()
-    if not text.strip() and cubin_sha in _PTXAS_LOGS:
+    ptxas_logs = memo().ptxas_logs
+    if not text.strip() and cubin_sha in ptxas_logs:
         # NVRTC 13.0 returns an empty program log for a cubin this process made before (session 16 on
         # the H200: a repeat, a comment-only change); compiling again gives no report either
-        text = _PTXAS_LOGS[cubin_sha]
+        text = ptxas_logs[cubin_sha]
     try:
         resources = parse_ptxas(text, lowered)
-        _PTXAS_LOGS[cubin_sha] = text
+        ptxas_logs[cubin_sha] = text
     except CompileError:
         resources = None  # the record says the report is missing; the disk cache keeps nothing
     compiled = CompiledKernel(name_expression=name_expression, lowered_name=lowered,
@@ -580,5 +632,5 @@ def compile_kernel(source_path: Path, name_expression: str, options: CompileOpti
             "source_file": str(source_path), "flags": options.flags(), "symbols": symbols, "includes": includes,
             "sass": sass.stored(compiled.sass, compiled.sass_text) if disassemble else None})
     if not uncached:
-        _CACHE[key] = compiled
+        memo().modules[key] = compiled
     return compiled

@@ -11,6 +11,7 @@ shared-memory opt-in). NaN fill: ``cuMemsetD32Async`` with 0xFFFFFFFF (a float32
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -427,22 +428,115 @@ class Gpu:
             raise CudaError(f"kernel failed: {exc}") from None
 
 
-_OPEN: dict[int, Gpu] = {}
-_HELD_LOCKS: dict[int, object] = {}  # locks taken outside a lease scope: held for the process's life
-_SCOPES: list[list] = []  # open lease scopes of this process (innermost last), each [(index, handle)]
+class Devices:
+    """The GPUs a session has opened and the GPU locks it holds (the session,
+    :class:`gemmlab.run.session.Session`, owns one: ``Session.devices``; the module functions below
+    act on the active session's, :func:`devices`). A CUDA context and an ``flock`` belong to the
+    process, so a session shares the default session's unless it is given its own (tests).
+
+    Attributes:
+        opened: GPU index -> :class:`Gpu` opened (one CUDA context each, opened once).
+        held_locks: GPU index -> the lock file handle of a GPU locked outside a lease scope (held
+            for the session's life, as an OS lock is for the process's).
+        scopes: the open :meth:`lease_scope` blocks, innermost last, each ``[(index, handle)]``.
+    """
+
+    def __init__(self):
+        self.opened: dict[int, Gpu] = {}
+        self.held_locks: dict[int, object] = {}
+        self.scopes: list[list] = []
+
+    def release_held_locks(self) -> None:
+        """Unlock the GPUs locked outside a lease scope (see :func:`release_held_locks`)."""
+        for handle in self.held_locks.values():
+            try:
+                handle.close()
+            except OSError:
+                pass
+        self.held_locks.clear()
+
+    @contextmanager
+    def lease_scope(self):
+        """Scope of one point (see :func:`lease_scope`)."""
+        held: list = []
+        self.scopes.append(held)
+        try:
+            yield held
+        finally:
+            self.scopes.remove(held)
+            for _, handle in held:
+                handle.close()  # closing the file drops its flock lock
+
+    def pick_device(self, lock_dir: str | None = None, wait_s: float | None = None) -> int:
+        """``device=auto`` (see :func:`pick_device`)."""
+        import os
+        import time
+        scope = self.scopes[-1] if self.scopes else None
+        if scope:
+            return scope[0][0]
+        if scope is None and self.held_locks:
+            return next(iter(self.held_locks))
+        count = gpu_count()
+        if count == 0:
+            raise NoGPUError("device=auto: NVML sees no GPU; use mode=compile without a GPU")
+        folder = lock_folder(lock_dir)
+        os.makedirs(folder, exist_ok=True)
+        order = sorted(range(count), key=lambda i: i not in self.opened)  # a GPU this session has opened first
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        while True:
+            for i in order:
+                handle = _try_lock(folder, i)
+                if handle is not None:
+                    if scope is not None:
+                        scope.append((i, handle))
+                    else:
+                        self.held_locks[i] = handle
+                    return i
+            if deadline is not None and time.monotonic() > deadline:
+                raise NoGPUError(f"device=auto: no GPU became free within {wait_s:g} s")
+            time.sleep(LOCK_POLL_S)
+
+    def open_gpu(self, index: int = 0) -> Gpu:
+        """Open (once) and return GPU ``index`` (see :func:`open_gpu`)."""
+        if index not in self.opened:
+            self.opened[index] = Gpu(index)
+        self.opened[index].device.set_current()  # a sweep over device=0,1 switches contexts per point
+        return self.opened[index]
+
+
+#: the default session's devices (:func:`gemmlab.run.session.default`): the process's GPUs and locks
+_DEFAULT_DEVICES = Devices()
+#: the devices of the session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
+_ACTIVE_DEVICES: ContextVar[Devices] = ContextVar("gemmlab.gpu.device.devices", default=_DEFAULT_DEVICES)
 LOCK_POLL_S = 0.05
 
 
+def devices() -> Devices:
+    """The devices of the active session (the default session's when none is active)."""
+    return _ACTIVE_DEVICES.get()
+
+
+def default_devices() -> Devices:
+    """The default session's devices (one a process)."""
+    return _DEFAULT_DEVICES
+
+
+@contextmanager
+def using(held: Devices):
+    """Inside the block, :func:`open_gpu`, :func:`pick_device` and :func:`lease_scope` act on
+    ``held`` (a session's; :meth:`gemmlab.run.session.Session.active`)."""
+    token = _ACTIVE_DEVICES.set(held)
+    try:
+        yield held
+    finally:
+        _ACTIVE_DEVICES.reset(token)
+
+
 def release_held_locks() -> None:
-    """Unlock the GPUs this process locked outside a lease scope (otherwise held until the process
-    ends, as an OS lock is). For tests and long-lived processes; a point's own locks end with its
-    :func:`lease_scope`."""
-    for handle in _HELD_LOCKS.values():
-        try:
-            handle.close()
-        except OSError:
-            pass
-    _HELD_LOCKS.clear()
+    """Unlock the GPUs the active session locked outside a lease scope (otherwise held until the
+    process ends, as an OS lock is). For tests and long-lived processes; a point's own locks end
+    with its :func:`lease_scope`."""
+    devices().release_held_locks()
 
 
 def gpu_count() -> int:
@@ -467,15 +561,10 @@ def lock_folder(lock_dir: str | None = None) -> str:
 def lease_scope():
     """Scope of one point: a GPU that :func:`pick_device` locks inside it is unlocked when the
     scope ends, on every exit path (return, exception; a killed process loses its ``flock``
-    locks to the kernel). Scopes nest; the innermost one owns the locks taken inside it."""
-    held: list = []
-    _SCOPES.append(held)
-    try:
+    locks to the kernel). Scopes nest; the innermost one owns the locks taken inside it. The
+    active session's (:func:`devices`)."""
+    with devices().lease_scope() as held:
         yield held
-    finally:
-        _SCOPES.remove(held)
-        for _, handle in held:
-            handle.close()  # closing the file drops its flock lock
 
 
 def _try_lock(folder: str, index: int):
@@ -500,41 +589,13 @@ def pick_device(lock_dir: str | None = None, wait_s: float | None = None) -> int
     Raises:
         NoGPUError: NVML sees no GPU, or none freed within ``wait_s``.
     """
-    import os
-    import time
-    scope = _SCOPES[-1] if _SCOPES else None
-    if scope:
-        return scope[0][0]
-    if scope is None and _HELD_LOCKS:
-        return next(iter(_HELD_LOCKS))
-    count = gpu_count()
-    if count == 0:
-        raise NoGPUError("device=auto: NVML sees no GPU; use mode=compile without a GPU")
-    folder = lock_folder(lock_dir)
-    os.makedirs(folder, exist_ok=True)
-    order = sorted(range(count), key=lambda i: i not in _OPEN)  # a GPU this process has opened first
-    deadline = None if wait_s is None else time.monotonic() + wait_s
-    while True:
-        for i in order:
-            handle = _try_lock(folder, i)
-            if handle is not None:
-                if scope is not None:
-                    scope.append((i, handle))
-                else:
-                    _HELD_LOCKS[i] = handle
-                return i
-        if deadline is not None and time.monotonic() > deadline:
-            raise NoGPUError(f"device=auto: no GPU became free within {wait_s:g} s")
-        time.sleep(LOCK_POLL_S)
+    return devices().pick_device(lock_dir, wait_s)
 
 
 def open_gpu(index: int = 0) -> Gpu:
-    """Open (once per process) and return GPU ``index``.
+    """Open (once for the active session's devices, :func:`devices`: by default the process's) and return GPU ``index``.
 
     Raises:
         NoGPUError: no driver, no device, or ``index`` out of range (message says how many exist).
     """
-    if index not in _OPEN:
-        _OPEN[index] = Gpu(index)
-    _OPEN[index].device.set_current()  # a sweep over device=0,1 switches contexts per point
-    return _OPEN[index]
+    return devices().open_gpu(index)

@@ -34,12 +34,10 @@ VALUE_TYPES = {"int32": "i32", "uint32": "u32", "int64": "i64", "float32": "fp32
 #: Triton pointer type per storage dtype
 POINTER_TYPES = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16"}
 
-_CACHE: dict[tuple, "TritonCompiled"] = {}
-
-
 def clear_cache() -> None:
-    """Forget the Triton compiles of this process (tests)."""
-    _CACHE.clear()
+    """Forget the Triton compiles of the active session (tests; :class:`gemmlab.gpu.compile.CompileMemo`)."""
+    from gemmlab.gpu.compile import memo
+    memo().triton.clear()
 
 
 def unavailable() -> str | None:
@@ -223,8 +221,9 @@ def compile_kernel(fn, spec_name: str, spec: Specialised, options: dict, arch: s
     key = (getattr(fn, "cache_key", id(fn)), tuple(sorted(spec.signature.items())),
            tuple(sorted((k, repr(v)) for k, v in spec.constexprs.items())), repr(sorted(spec.attrs.items())),
            tuple(sorted(options.items())), capability)
-    if key in _CACHE:
-        cached = _CACHE[key]
+    from gemmlab.gpu.compile import memo
+    if key in memo().triton:  # the active session's compiles (gemmlab.gpu.compile.CompileMemo)
+        cached = memo().triton[key]
         return TritonCompiled(**{**cached.__dict__, "cache_hit": True})
     knobs = getattr(triton, "knobs", None)
     saved = []
@@ -267,5 +266,5 @@ def compile_kernel(fn, spec_name: str, spec: Specialised, options: dict, arch: s
     result = TritonCompiled(compiled=compiled, name=meta.name, target=target, triton_version=version(),
                             compile_ms=compile_ms, resources=resources, shared_bytes=int(meta.shared),
                             num_warps=int(meta.num_warps), cubin=cubin, log=log)
-    _CACHE[key] = result
+    memo().triton[key] = result
     return result

@@ -29,9 +29,12 @@ points run in the calling process (no protection; for debugging with pdb).
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import signal
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -44,10 +47,11 @@ REPLACE_AFTER = (CudaError.status, "error")
 STARTUP_TIMEOUT_S = 300.0
 
 
-def run_point(cfg: Mapping[str, Any], out_dir: str | Path) -> dict:
+def run_point(cfg: Mapping[str, Any], out_dir: str | Path) -> record_stage.Result:
     """Run one point with the isolation its config asks for (``isolation`` section) and return
-    the record written to ``out_dir/result.json`` (see :func:`gemmlab.run.pipeline.run_point`).
-    Never raises for a failed point; ``KeyboardInterrupt`` kills the worker and propagates."""
+    the record written to ``out_dir/result.json`` (see :func:`gemmlab.run.pipeline.run_point`), in
+    the worker of the active session (:func:`runner`). Never raises for a failed point;
+    ``KeyboardInterrupt`` kills the worker and propagates."""
     from gemmlab.run import pipeline
     try:
         plain = _plain(cfg)
@@ -56,7 +60,7 @@ def run_point(cfg: Mapping[str, Any], out_dir: str | Path) -> dict:
         return pipeline.run_point(cfg, out_dir)
     if not options.process:
         return run_in_scope(plain, Path(out_dir))
-    return _runner().run(plain, Path(out_dir), options)
+    return runner().run(plain, Path(out_dir), options)
 
 
 def run_in_scope(cfg: Mapping[str, Any], out_dir: Path) -> dict:
@@ -315,7 +319,7 @@ class PointRunner:
 
 
 def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError, how: dict,
-                    worker_pid: int | None) -> dict:
+                    worker_pid: int | None) -> record_stage.Result:
     """The record of a point whose worker was lost: the worker's own record if it wrote one,
     else a new one saying what happened (written unless an older result is in the way). When
     the worker had set an earlier record aside (``resume=true``), the new one's ``previous``
@@ -325,7 +329,7 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
     if path.exists() and not existed:
         try:
             import json
-            return json.loads(path.read_text())
+            return record_stage.Result.of(json.loads(path.read_text()))
         except (OSError, ValueError):
             pass
     record = record_stage.new_record(cfg)
@@ -343,32 +347,54 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
     return record
 
 
-_RUNNERS: dict[int, PointRunner] = {}  # this process's runner (keyed by pid: a forked child gets its own)
+@functools.lru_cache(maxsize=1)
+def _runner_of(pid: int) -> PointRunner:
+    """The default session's runner of process ``pid`` (made once a process: a forked child's call
+    makes its own), closed at the process's exit."""
+    runner = PointRunner()
+    atexit.register(runner.close)
+    return runner
+
+
+def default_runner() -> PointRunner:
+    """The default session's point runner (:func:`gemmlab.run.session.default`): one a process,
+    its worker renewed between the commands of a long-lived process (:func:`end_command`)."""
+    return _runner_of(os.getpid())
+
+
+#: the point runner of the session whose points run now (:meth:`gemmlab.run.session.Session.active`);
+#: None: the default session's
+_ACTIVE_RUNNER: ContextVar["PointRunner | None"] = ContextVar("gemmlab.run.isolation.runner", default=None)
+
+
+def runner() -> PointRunner:
+    """The point runner (worker process) of the active session (the default session's when none is active)."""
+    return _ACTIVE_RUNNER.get() or default_runner()
+
+
+@contextmanager
+def using(held: PointRunner):
+    """Inside the block, :func:`run_point` runs points in ``held``'s worker (a session's;
+    :meth:`gemmlab.run.session.Session.active`)."""
+    token = _ACTIVE_RUNNER.set(held)
+    try:
+        yield held
+    finally:
+        _ACTIVE_RUNNER.reset(token)
 
 
 def stop_worker() -> None:
-    """Stop this process's point worker now; the next point starts a fresh one. The end of the
-    process does the same (atexit). For tests and long-lived processes that run several commands
-    (each command then gets its own worker, started in its working directory and environment)."""
-    runner = _RUNNERS.get(os.getpid())
-    if runner is not None:
-        runner.close()
+    """Stop the default session's point worker now; the next point starts a fresh one. The end of
+    the process does the same (atexit). For tests and long-lived processes that run several
+    commands (each command then gets its own worker, started in its working directory and
+    environment)."""
+    default_runner().close()
 
 
 def end_command() -> None:
     """The command this process ran has ended; another follows in the same process (tests, a
-    long-lived process). This process's healthy point worker is kept and renewed before the next
-    point (as a newly started worker would be: memos cleared, drop-in plugins forgotten, the
+    long-lived process). The default session's healthy point worker is kept and renewed before the
+    next point (as a newly started worker would be: memos cleared, drop-in plugins forgotten, the
     environment, working directory and ``sys.path`` of that moment; see :func:`_renew`) instead of
     a new interpreter being started; :func:`stop_worker` ends it instead."""
-    runner = _RUNNERS.get(os.getpid())
-    if runner is not None:
-        runner.end_command()
-
-
-def _runner() -> PointRunner:
-    runner = _RUNNERS.get(os.getpid())
-    if runner is None:
-        runner = _RUNNERS[os.getpid()] = PointRunner()
-        atexit.register(runner.close)
-    return runner
+    default_runner().end_command()

@@ -18,7 +18,6 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -40,7 +39,7 @@ from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetErr
 from gemmlab.gpu.backends import Buffers, backend_for
 from gemmlab.contract.hookspecs import Launch, ParamError, Problem
 from gemmlab.stages.roofline import plausibility, roofline
-from gemmlab.contract.registry import Registry, load_registry
+from gemmlab.contract.registry import Registry, registries
 from gemmlab.run import first_use, store
 
 EXIT_INVALID = 2
@@ -54,21 +53,17 @@ NETS = MappingProxyType({"wrong_result": "verification", "wrong_after_timing": "
                          "cached_result": "fresh-input timing"})
 
 
-@lru_cache(maxsize=8)
-def _registry(plugin_dirs: tuple[str, ...]) -> Registry:
-    return load_registry(plugin_dirs)
-
-
 def clear_cache() -> None:
-    """Forget the loaded plugin registries (a plugin folder edited since is loaded again) and the
-    configs of sweep records read for ``resume`` (:func:`gemmlab.run.store.clear_cache`). For
-    tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
-    _registry.cache_clear()
+    """Forget the active session's loaded plugin registries (a plugin folder edited since is loaded
+    again) and the configs of sweep records read for ``resume`` (:func:`gemmlab.run.store.clear_cache`).
+    For tests and long-lived processes (see :func:`gemmlab.clear_caches`)."""
+    registries().clear()
     store.clear_cache()
 
 
 def registry_for(cfg: Mapping[str, Any]) -> Registry:
-    """The (cached) registry for the ``plugin_dirs`` of ``cfg``.
+    """The registry for the ``plugin_dirs`` of ``cfg``, loaded once by the active session
+    (:class:`gemmlab.contract.registry.Registries`; the default session's outside any).
 
     Raises:
         ConfigError: ``plugin_dirs`` is not a list of folders, or a plugin fails to load.
@@ -76,7 +71,7 @@ def registry_for(cfg: Mapping[str, Any]) -> Registry:
     dirs = _plain(cfg.get("plugin_dirs")) or []
     if isinstance(dirs, str) or not isinstance(dirs, (list, tuple)) or not all(isinstance(d, str) for d in dirs):
         raise ConfigError("plugin_dirs", f"must be a list of directory paths, got {dirs!r}")
-    return _registry(tuple(dirs))
+    return registries().get(tuple(dirs))
 
 
 def exit_status(record: Mapping[str, Any]) -> int:
@@ -192,7 +187,7 @@ class Run:
             if self.check_only:
                 _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales,
                               self.d_groups + self.d_epilogue)
-                self.record["status"] = "checked"
+                self.record.succeed("checked")
                 return
             self._timed("launch_paths", self.launch_paths)
             try:
@@ -206,7 +201,7 @@ class Run:
                 if exc.status in NETS and "withheld" not in self.record:
                     _withhold(self.record, self.backends, NETS.get(exc.status, exc.status))
                 raise
-            self.record["status"] = "ok"
+            self.record.succeed("ok")
             if self.tuning is not None:
                 self.tuning.store()
         finally:
@@ -301,7 +296,7 @@ class Run:
             backend.compile(self.problem, facts, facts.arch, self.out_dir, self.rc.cache_enabled, self.rc.cache_dir)
             backend.estimate_occupancy(facts)
         _merge(self.record, self.backends)
-        self.record["status"] = "compiled"
+        self.record.succeed("compiled")
 
     def open_device(self) -> None:
         from gemmlab.gpu.device import open_gpu, pick_device
@@ -330,7 +325,7 @@ class Run:
             if refused:
                 _merge(self.record, self.backends)
                 if not (self.tuning is not None and self.tuning.holds(backend)):
-                    self.record.setdefault("nets_fired", []).append("instruction classes")
+                    self.record.fire("instruction classes")
                 raise SafetyNetError("missing_instructions", refused)
 
         self._each(build, budget=True)  # first-use tuning: a candidate after the first waits for the budget
@@ -414,7 +409,7 @@ class Run:
             if candidate:  # its nets are its own (dispatch.tuning.tried), not the point's
                 self.tuning.entry(backend)["nets_fired"] = fired
             else:
-                record["nets_fired"] = fired
+                record.looked(fired)
             if hit:
                 if candidate:  # the next candidate's check starts from clean bands
                     guards.restore_bands(gpu, c, self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
@@ -429,7 +424,7 @@ class Run:
         running = list(self.backends)
         self._each(launch_and_verify)
         if self.tuning is not None:
-            record.setdefault("nets_fired", [])
+            record.fire()
             if self._inputs_blame(running):  # a candidate wrote the inputs: the others' verdicts again, on clean ones
                 self._each(launch_and_verify)
                 _check_inputs(gpu, record, self.d_a, self.d_b, inp, self.d_scales, self.d_groups + self.d_epilogue)
@@ -713,7 +708,7 @@ class Run:
                      + [b.buffers.c for b in self.backends]
                      + [g for b in self.backends for g in b.guarded()], after="the after-timing verification")
         if hit:
-            record.setdefault("nets_fired", []).append("guard bands")
+            record.fire("guard bands")
             raise SafetyNetError("out_of_bounds", f"{hit['message']} (after the after-timing verification)")
         if on_device:
             fresh.check_unchanged(record)
@@ -777,7 +772,7 @@ class Run:
         nets = list(dict.fromkeys((["verification after timing"] if failures else []) + [r[1] for r in refusals]))
         if not nets:
             return
-        record.setdefault("nets_fired", []).extend(nets)
+        record.fire(*nets)
         _withhold(record, self.backends, nets[0])
         if failures:
             raise wrong(failures)
@@ -906,7 +901,7 @@ def _bands(gpu, record, matrices, after: str) -> dict | None:
 def _check_bands(gpu, record, matrices, after: str) -> None:
     hit = _bands(gpu, record, matrices, after)
     if hit:
-        record.setdefault("nets_fired", []).append("guard bands")
+        record.fire("guard bands")
         raise SafetyNetError("out_of_bounds", f"{hit['message']} (after {after})")
 
 

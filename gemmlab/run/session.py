@@ -1,37 +1,58 @@
-"""A session of points: the one point runner of every command that runs points, and what a command
-holds while it runs them.
+"""A session of points: the one point runner of every command that runs points, and the owner of
+what a command's points share.
 
 :meth:`Session.run_point` runs one point with the isolation its config asks for
-(:func:`gemmlab.run.isolation.run_point`: a reused worker process with a watchdog, each point in a
-GPU lease scope; ``isolation.process: false`` runs it here) and notes its folder and exit status; the
-``gemmlab`` command (:mod:`gemmlab.cli.app`, through its Hydra task), ``gemmlab-tune sweep``
-(:func:`gemmlab.run.tune_sweep.run_sweep`) and the evidence runs (``.ci/heldout_bench.py``) run their
-points through it. ``kernel=auto``'s first-use tuning runs its candidates inside the point itself, as
-backends of the point's own pipeline run (:mod:`gemmlab.run.first_use`), on the GPU that point holds.
+(:func:`gemmlab.run.isolation.run_point`: the session's worker process with a watchdog, each point
+in a GPU lease scope of the session's devices; ``isolation.process: false`` runs it here) and notes
+its folder and exit status. The ``gemmlab`` command (:mod:`gemmlab.cli.app`, through its Hydra task),
+``gemmlab-tune sweep`` (:func:`gemmlab.run.tune_sweep.sweep_command`) and the evidence runs
+(``.ci/``) run their points through it. ``kernel=auto``'s first-use tuning runs inside the point it
+chooses for (its candidates are backends of the point's own pipeline run, :mod:`gemmlab.run.first_use`):
+it loads its candidates from the session's registry, compiles them into the session's compile memo
+and times them on the GPU of the point's lease, so it goes through the same runner and the same
+session as the point.
 
-A session also owns the command's view of what a process memoises: the kernel registry of its plugin
-folders (:meth:`Session.registry`, loaded once a process per folder list), and the end of the command
-(:meth:`Session.end`: the process's worker is renewed before a later command's first point, and
-:meth:`Session.forget` empties the process's memos, compiled kernels and registries included, as
-:func:`gemmlab.clear_caches` does). The worker process, the compile memos and the GPU leases stay
-process resources of their own layers (a worker outlives a command in a process that runs several,
-``tests/clirun.py``; a compiled module is valid for the whole process; a GPU lock belongs to the
-process that took it); the session is the one place a command reaches them through.
+What was global, a session owns (:class:`Session`'s resources):
+
+- ``registries``: the kernel registries of its plugin folders (:class:`gemmlab.contract.registry.Registries`),
+  loaded once a session;
+- ``compiles``: the compiled modules of its points (:class:`gemmlab.gpu.compile.CompileMemo`, NVRTC
+  and Triton);
+- ``devices``: the GPUs opened and the GPU locks held (:class:`gemmlab.gpu.device.Devices`: the
+  lease scopes of its points);
+- ``worker``: the worker process its points run in (:class:`gemmlab.run.isolation.PointRunner`).
+
+While a session runs a point (:meth:`Session.active`) the lower layers reach these through their
+accessors (:func:`gemmlab.contract.registry.registries`, :func:`gemmlab.gpu.compile.memo`,
+:func:`gemmlab.gpu.device.devices`); outside any, they reach the **default session**'s
+(:func:`default`, one a process): module-level state remains only as the default session's. A
+CUDA context, an ``flock`` and NVRTC's own memo belong to the process, and a worker is renewed
+rather than restarted between the commands of a long-lived process (``tests/clirun.py``), so a new
+session shares the default session's ``compiles``, ``devices`` and ``worker`` unless it is given
+its own; its ``registries`` are its own (a command loads its plugins afresh, as a new process
+would). A point run in the worker process runs under that process's default session.
 """
 
 from __future__ import annotations
 
+import os
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
+from gemmlab.contract import registry as registry_mod
 from gemmlab.errors import ConfigError
+from gemmlab.gpu import compile as compile_mod
+from gemmlab.gpu import device as device_mod
 from gemmlab.run import isolation, pipeline
+from gemmlab.stages import record as record_stage
 
 
 @dataclass
 class Session:
-    """The points one command runs, and what it learns of them.
+    """The points one command runs, what it learns of them, and what its points share.
 
     Attributes:
         plugin_dirs: the command's plugin folders (``plugin_dirs``; the registry and the help text's
@@ -41,21 +62,59 @@ class Session:
         point_dirs: the output folder of each point started in this session, in run order.
         refused_existing: points refused because their folder already holds a result.json (a
             command says it once: a re-run sweep would repeat it for every point).
+        registries: the kernel registries this session loaded (its own).
+        compiles: the compile memo of its points (default: the default session's, the process's).
+        devices: the GPUs opened and locks held (default: the default session's, the process's).
+        worker: the worker process runner of its points (default: the default session's).
     """
 
     plugin_dirs: list[str] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     point_dirs: list[Path] = field(default_factory=list)
     refused_existing: int = 0
+    registries: registry_mod.Registries = field(default_factory=registry_mod.Registries, repr=False)
+    compiles: compile_mod.CompileMemo = field(default_factory=compile_mod.default_memo, repr=False)
+    devices: device_mod.Devices = field(default_factory=device_mod.default_devices, repr=False)
+    worker: isolation.PointRunner = field(default_factory=isolation.default_runner, repr=False)
 
-    def run_point(self, cfg: Mapping[str, Any], out_dir: str | Path) -> dict:
-        """Run one point (the config's ``isolation`` section says where: :func:`gemmlab.run.isolation.run_point`)
-        into ``out_dir`` and return its record (``out_dir/result.json``); its folder and exit status
-        are noted. Never raises for a failed point; ``KeyboardInterrupt`` propagates (the worker is
-        killed first)."""
+    #: what a session holds of its process: not sent to another process (a launcher pickles the task
+    #: function, and the Hydra task carries the command's session); there it takes that process's own
+    RESOURCES = ("registries", "compiles", "devices", "worker")
+
+    def __getstate__(self) -> dict:
+        """The session without its process's resources (:data:`RESOURCES`): a locked GPU, a CUDA
+        context, a worker process and loaded plugin modules stay where they are."""
+        return {k: v for k, v in self.__dict__.items() if k not in self.RESOURCES}
+
+    def __setstate__(self, state: dict) -> None:
+        """A session received from another process: this process's default resources, its own registries."""
+        self.__dict__.update(state)
+        self.registries = registry_mod.Registries()
+        self.compiles, self.devices = compile_mod.default_memo(), device_mod.default_devices()
+        self.worker = isolation.default_runner()
+
+    @contextmanager
+    def active(self):
+        """Inside the block this session's registries, compile memo, devices and worker are the ones
+        the pipeline, the compilers, the device layer and :func:`gemmlab.run.isolation.run_point` use (nestable; the previous ones come back
+        after, also on an exception)."""
+        with ExitStack() as stack:
+            stack.enter_context(registry_mod.using(self.registries))
+            stack.enter_context(compile_mod.using(self.compiles))
+            stack.enter_context(device_mod.using(self.devices))
+            stack.enter_context(isolation.using(self.worker))
+            yield self
+
+    def run_point(self, cfg: Mapping[str, Any], out_dir: str | Path) -> record_stage.Result:
+        """Run one point (the config's ``isolation`` section says where: :func:`gemmlab.run.isolation.run_point`,
+        in this session's worker, or here under :meth:`active`) into ``out_dir`` and return its
+        record (``out_dir/result.json``, a :class:`gemmlab.stages.record.Result` whatever its
+        status); its folder and exit status are noted. Never raises for a failed point;
+        ``KeyboardInterrupt`` propagates (the worker is killed first)."""
         out_dir = Path(out_dir)
         self.point_dirs.append(out_dir)
-        record = isolation.run_point(cfg, out_dir)
+        with self.active():
+            record = record_stage.Result.of(isolation.run_point(cfg, out_dir))
         self.statuses.append(pipeline.exit_status(record))
         if holds_result(record):
             self.refused_existing += 1
@@ -66,13 +125,14 @@ class Session:
         return max(self.statuses, default=0)
 
     def registry(self, plugin_dirs: list[str] | None = None):
-        """The kernel registry of ``plugin_dirs`` (default: the session's), loaded once a process
-        (:func:`gemmlab.run.pipeline.registry_for`).
+        """The kernel registry of ``plugin_dirs`` (default: the session's), loaded once a session
+        (:meth:`gemmlab.contract.registry.Registries.get`, checked as :func:`gemmlab.run.pipeline.registry_for`).
 
         Raises:
             ConfigError: ``plugin_dirs`` is not a list of folders, or a plugin fails to load.
         """
-        return pipeline.registry_for({"plugin_dirs": list(self.plugin_dirs if plugin_dirs is None else plugin_dirs)})
+        with registry_mod.using(self.registries):
+            return pipeline.registry_for({"plugin_dirs": list(self.plugin_dirs if plugin_dirs is None else plugin_dirs)})
 
     def kernels_help(self) -> str:
         """The registered kernels as the ``gemmlab --help`` text lists them: each kernel's description,
@@ -94,18 +154,40 @@ class Session:
                          + (f"; values: {values}" if values else ""))
         return "\n".join(lines)
 
-    @staticmethod
-    def end() -> None:
-        """The command has ended and another may follow in this process: the process's healthy
-        worker is renewed before the next point (:func:`gemmlab.run.isolation.end_command`)."""
-        isolation.end_command()
+    def end(self) -> None:
+        """The command has ended and another may follow in this process: the session's healthy
+        worker is renewed before the next point (:meth:`gemmlab.run.isolation.PointRunner.end_command`)."""
+        self.worker.end_command()
 
-    @staticmethod
-    def forget() -> None:
-        """Empty what this process memoised (compiled kernels, plugin registries, suites, records
-        read for resume: :func:`gemmlab.clear_caches`), so the next command starts as a new process would."""
+    def forget(self) -> None:
+        """Empty what this session and the process memoised (its registries and compiled kernels,
+        the default session's, suites, records read for resume: :func:`gemmlab.clear_caches`), so
+        the next command starts as a new process would."""
         import gemmlab
+        self.registries.clear()
+        self.compiles.clear()
         gemmlab.clear_caches()
+
+    def close(self) -> None:
+        """Stop the session's worker (the default session's is also stopped at the process's exit)
+        and release the GPUs it locked outside a point."""
+        self.worker.close()
+        self.devices.release_held_locks()
+
+
+@lru_cache(maxsize=1)
+def _default_of(pid: int) -> Session:
+    """The default session of process ``pid`` (made once a process: a forked child gets its own
+    registries and worker runner)."""
+    return Session(registries=registry_mod.default_registries(), compiles=compile_mod.default_memo(),
+                   devices=device_mod.default_devices(), worker=isolation.default_runner())
+
+
+def default() -> Session:
+    """This process's default session: the one whose registries, compile memo, devices and worker
+    every point run outside a session uses (the worker process's points, a plugin test,
+    ``pipeline.run_point`` called from a script)."""
+    return _default_of(os.getpid())
 
 
 def objective(record: Mapping[str, Any]) -> float | None:

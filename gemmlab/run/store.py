@@ -43,7 +43,7 @@ LAYOUT_DEFAULTS = MappingProxyType(dataclasses.asdict(LayoutOptions()))
 
 
 def open_point(plain: Mapping[str, Any] | None, out_dir: Path,
-               record: record_stage.Result) -> record_stage.Result | dict | None:
+               record: record_stage.Result) -> record_stage.Result | None:
     """Decide what the point's folder ``out_dir`` allows before the point runs, for
     :func:`gemmlab.run.pipeline.run_point`: the record to return at once, or None (the point runs;
     ``record["previous"]`` then lists the records set aside). A file where the folder goes is
@@ -132,7 +132,7 @@ def _file_in_place_error(out_dir: Path, blocking: Path) -> str:
             "file away or give the point another folder")
 
 
-def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | None]:
+def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[record_stage.Result | None, list | None]:
     """With ``resume=true``: return ``(existing record marked resumed, None)`` when it is valid
     and was made with the same config; otherwise keep it aside (:func:`keep_previous`) and
     return ``(None, previous)``, ``previous`` being the new record's ``previous`` field (the point
@@ -151,10 +151,8 @@ def _resume(cfg: Mapping[str, Any], out_dir: Path) -> tuple[dict | None, list | 
         old = {}
     same_config = isinstance(old.get("config"), dict) and _comparable(old["config"]) == _comparable(current)
     valid = bool(old.get("valid")) and old.get("status") in record_stage.VALID_STATUSES
-    if valid and same_config:
-        old["resumed"] = True
-        old.pop("resumed_from", None)  # adopted by an earlier resume: it is this folder's record now
-        return old, None
+    if valid and same_config:  # adopted by an earlier resume or not, it is this folder's record now
+        return record_stage.Result.of(old).resumed(), None
     earlier = old.get("previous") if isinstance(old.get("previous"), list) else []
     kept = [*earlier, {**keep_previous(out_dir), "why": SET_ASIDE[valid]}]
     adopted = _adopt_matching(out_dir, _comparable(current), kept)  # the sweep's points were reordered:
@@ -174,7 +172,7 @@ def _resuming(cfg: Mapping[str, Any]) -> dict | None:
     return current if isinstance(current, dict) and current.get("resume") is True else None
 
 
-def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> dict | None:
+def _resume_elsewhere(cfg: Mapping[str, Any], out_dir: Path) -> record_stage.Result | None:
     """With ``resume=true``, for a point folder without a record: the same config's valid record
     from another folder of the sweep (:func:`_matching_sibling`), copied in (:func:`_adopt`); else None."""
     current = _resuming(cfg)
@@ -306,7 +304,7 @@ class _SourceChanged(Exception):
     same sweep running alongside set it aside or adopted another record in its place)."""
 
 
-def _adopt_matching(out_dir: Path, wanted: dict, kept: list) -> dict | None:
+def _adopt_matching(out_dir: Path, wanted: dict, kept: list) -> record_stage.Result | None:
     """With ``resume=true``: copy the sweep's valid record of the config ``wanted`` (as
     :func:`_comparable` leaves it) from another folder into ``out_dir`` (:func:`_matching_sibling`,
     :func:`_adopt`) and return it; None when there is none (the point runs).
@@ -329,7 +327,7 @@ def _adopt_matching(out_dir: Path, wanted: dict, kept: list) -> dict | None:
     return None
 
 
-def _adopt(path: Path, out_dir: Path, kept: list, key: str | None = None) -> dict:
+def _adopt(path: Path, out_dir: Path, kept: list, key: str | None = None) -> record_stage.Result:
     """Copy the record at ``path`` (and its artifacts: the same ``previous-<tag>`` or none) into
     ``out_dir`` as its ``result.json``, marked ``resumed`` with ``resumed_from`` (the source, relative
     to the sweep folder) and this folder's moved-aside records under ``previous``; nothing is moved
@@ -366,10 +364,8 @@ def _adopt(path: Path, out_dir: Path, kept: list, key: str | None = None) -> dic
         for item in copied:
             shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink(missing_ok=True)
         raise _SourceChanged(path) from None
-    rec.update(resumed=True, resumed_from=str(path.relative_to(sweep_root(out_dir) or out_dir.parent)))
-    rec.pop("previous", None)  # the source's own set-aside records lie in its folder, not in this one
-    if kept:  # as everywhere: no "previous" key when nothing was set aside here
-        rec["previous"] = kept
+    # as everywhere: no "previous" key when nothing was set aside here
+    rec = record_stage.Result.of(rec).resumed(str(path.relative_to(sweep_root(out_dir) or out_dir.parent)), kept)
     record_stage.write_record(rec, out_dir)
     return rec
 

@@ -98,8 +98,10 @@ class Result(dict):
     Typed fields: :attr:`status` (``running`` until finished; one of :data:`VALID_STATUSES` or a
     failure status such as ``invalid`` or ``compile_error``), :attr:`valid` (bool), :attr:`error`
     (the one-line reason, or None), :attr:`nets_fired` (the safety nets that refused the point).
-    :meth:`fail`, :meth:`fire` and :meth:`finish` are the ways they change; :meth:`to_json` is the
-    one serialisation (:func:`write_record` writes it).
+    :meth:`succeed`, :meth:`fail`, :meth:`fire`, :meth:`looked`, :meth:`resumed` and :meth:`finish`
+    are the ways they change (the pipeline sets every status, success or failure, through them);
+    :meth:`to_json` is the one serialisation (:func:`write_record` writes it). Every record a point
+    returns is one: run, resumed, adopted, refused, or left by a lost worker (:meth:`of`).
     """
 
     @classmethod
@@ -140,11 +142,46 @@ class Result(dict):
         self.update(status=status, valid=False, error=error)
         return self
 
-    def fire(self, net: str) -> "Result":
-        """Add the safety net ``net`` to ``nets_fired`` (once)."""
+    def succeed(self, status: str) -> "Result":
+        """Mark the point a success: ``status`` one of :data:`VALID_STATUSES` (``ok``: verified and
+        timed; ``compiled``: ``mode=compile``; ``checked``: a sanitizer child's check), ``valid`` true
+        and no error. A later failure (:meth:`fail`) still takes precedence.
+
+        Raises:
+            ValueError: ``status`` is not one of :data:`VALID_STATUSES` (naming the field).
+        """
+        if status not in VALID_STATUSES:
+            raise ValueError(f"status: a success is one of {', '.join(VALID_STATUSES)}, not {status!r}")
+        self.update(status=status, valid=True, error=None)
+        return self
+
+    def fire(self, *nets: str) -> "Result":
+        """Add each safety net of ``nets`` to ``nets_fired`` (once each, in order); with none, the
+        field is made (empty: the nets looked and none fired)."""
         fired = self.setdefault("nets_fired", [])
-        if net not in fired:
-            fired.append(net)
+        for net in nets:
+            if net not in fired:
+                fired.append(net)
+        return self
+
+    def looked(self, fired: list[str]) -> "Result":
+        """The nets of one look fired exactly ``fired`` (empty: none): ``nets_fired`` is set to it."""
+        self["nets_fired"] = list(fired)
+        return self
+
+    def resumed(self, resumed_from: str | None = None, previous: list | None = None) -> "Result":
+        """Mark an earlier valid record of the same config as this point's (``resume=true``):
+        ``resumed`` true, ``resumed_from`` the folder it was adopted from (relative to the sweep;
+        None: this folder's own record, and an earlier adoption's mark is dropped), ``previous``
+        this folder's records set aside (None: the key is dropped)."""
+        self["resumed"] = True
+        if resumed_from is None:
+            self.pop("resumed_from", None)
+        else:
+            self["resumed_from"] = resumed_from
+            self.pop("previous", None)  # the source's own set-aside records lie in its folder, not in this one
+            if previous:
+                self["previous"] = previous
         return self
 
     def finish(self) -> "Result":

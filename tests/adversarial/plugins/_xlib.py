@@ -28,7 +28,7 @@ def load():
 def gpu_of(stream_handle: int):
     """The :class:`gemmlab.gpu.device.Gpu` whose stream has this handle (the one the core times)."""
     from gemmlab.gpu import device
-    for gpu in list(device._OPEN.values()):
+    for gpu in list(device.devices().opened.values()):  # the active session's GPUs
         if int(gpu.stream.handle) == int(stream_handle):
             return gpu
     raise RuntimeError(f"exploit: no open gemmlab GPU has stream {stream_handle:#x}")
