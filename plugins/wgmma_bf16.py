@@ -90,9 +90,11 @@ words of C's type when the tile ends and stores them during the next tile's main
 row stride ldc x its element bytes a multiple of 16 (TMA); elsewhere, and with ``EPI=1``, the register
 entry ``gemm_wgmma_epi`` stores from the accumulators (column pairs as one access where ldc is even).
 The plan's note names the EPI that ran where another was asked (:meth:`WgmmaKernel.epilogue_note`).
-Whole tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive),
-lda/ldb tight and one batch (:meth:`WgmmaKernel.check_fused`); a plain problem compiles the plain
-entries as before (SASS pinned by tests/test_sass_unchanged.py).
+Whole tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive) and
+one batch (:meth:`WgmmaKernel.check_fused`). lda and ldb above tight: A's and B's maps cover the
+matrices at that pitch (:func:`gemmlab.contract.tma_rules.matrix_view`), or where lda/ldb x the element
+bytes is not a multiple of 16 the pad (or tf32 transpose) copy reads them at it. A plain problem
+compiles the plain entries as before (SASS pinned by tests/test_sass_unchanged.py).
 """
 
 from __future__ import annotations
@@ -368,19 +370,13 @@ class WgmmaKernel(KernelSpec):
                 raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
 
     def check_fused(self, problem: Problem, params) -> None:
-        """The fused entries' rules (a problem beyond C = A·B, issue 43): A and B at their tight pitches
-        (the TMA maps describe the stored matrices), one batch, whole tiles (SPLIT_K=1, TAIL=1: the
+        """The fused entries' rules (a problem beyond C = A·B, issue 43): one batch, whole tiles (SPLIT_K=1, TAIL=1: the
         fused operation is not additive), and the register epilogue (EPI 1) or the TMA store (EPI 2,
         7: :meth:`tma_store`; where C's map cannot be made they store from registers, the plan's note
         says so); 3, 4, 5 are plain-C experiments.
 
         Raises:
             ParamError: the first rule broken, one line naming the field."""
-        for name in ("lda", "ldb"):
-            ld, tight = getattr(problem, name), problem.tight_ld(name[-1].upper())
-            require(ld == tight, f"layout.{name}",
-                    f"{name} = {ld}: {self.name} reads {name[-1].upper()} through a TMA map of the tight matrix, so "
-                    f"{name} must be {tight} (ldc may exceed N)")
         require(problem.batch == 1, "batch.count", f"{self.name} runs one GEMM per launch (batch.count=1); got {problem.batch}")
         for name, one in (("SPLIT_K", 1), ("TAIL", 1), ("REDUCE", 1)):
             require(params.get(name, one) == one, f"kernel.{name}",
@@ -787,8 +783,8 @@ SPACE = Space(
 
 #: What the fused entries ``gemm_wgmma_epi`` / ``gemm_wgmma_epi_tma_store`` run for wgmma_bf16 and wgmma_tf32
 #: (issue 43; :meth:`WgmmaKernel.check_fused`): alpha, beta·C0, a float32 or input-typed bias (tf32: float32),
-#: every activation, a float32/bf16/fp16 C rounded once, ldc above N (``ld``: lda and ldb above tight are
-#: refused in one line); one batch per launch
+#: every activation, a float32/bf16/fp16 C rounded once, lda, ldb and ldc above tight (``ld``: the TMA maps
+#: at those pitches, or the pad / transpose copies reading them); one batch per launch
 EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=ACTIVATIONS[1:],
                            outs=tuple(OUTPUTS), ld=True, batch=False)
 

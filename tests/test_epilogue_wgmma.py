@@ -208,17 +208,38 @@ def test_fused_problems_refuse_split_tiles_and_the_staged_experiments(over, fiel
     SPEC.check_problem(Problem(BIG, "bf16", "row", "col"), _params(**over), FACTS)  # the plain problem takes them
 
 
-@pytest.mark.parametrize("la, lb, name, value, message", [
-    ("row", "col", "lda", 4104, "layout.lda: lda = 4104: wgmma_bf16 reads A through a TMA map of the tight matrix, "
-                                "so lda must be 4096 (ldc may exceed N)"),
-    ("col", "row", "ldb", 4160, "layout.ldb: ldb = 4160: wgmma_bf16 reads B through a TMA map of the tight matrix, "
-                                "so ldb must be 4096 (ldc may exceed N)"),
+@pytest.mark.parametrize("la, lb, lda, ldb, copies", [
+    ("row", "col", 4104, 0, ()),                   # A's map at pitch lda (8208 B rows)
+    ("col", "row", 0, 4160, ()),                   # B row-major (N-major) at pitch ldb
+    ("row", "col", 4100, 4097, ("pad", "pad")),    # 8200 B and 8194 B rows: both padded into the workspace
 ])
-def test_lda_ldb_above_tight_are_one_line(tmp_path, la, lb, name, value, message):
-    cfg = {"kernel": {"name": "wgmma_bf16"}, "shape": [4096, 4096, 4096], "precision": "bf16", "mode": "compile",
-           "epilogue": {"out": "bf16"}, "layout": {"a": la, "b": lb, name: value}}
-    rec = run_point(cfg, tmp_path)
-    assert rec["status"] == "invalid" and rec["error"] == message
+def test_lda_ldb_above_tight_read_through_maps_at_that_pitch_or_padded_copies(la, lb, lda, ldb, copies):
+    """Issue 43: lda/ldb above tight (no refusal any more): TMA maps over A and B at their leading
+    dimension (the padding never read), or where ld x 2 B is not a multiple of 16 a pad copy that reads
+    the source at that pitch (relayout_pad's ld_src)."""
+    from gemmlab.contract import tma_rules
+    from gemmlab.contract.relayout import replay
+    import numpy as np
+    ep = {k: v for k, v in (("lda", lda), ("ldb", ldb)) if v}
+    problem = _fused(la=la, lb=lb, bias="input", activation="gelu_tanh", ldc=4104, **ep)
+    SPEC.check_problem(problem, SPEC.defaults, FACTS)
+    a, b = SPEC.operands(problem, SPEC.defaults, FACTS)
+    assert tuple(op.kind for op in (a, b) if op.kind != "direct") == copies
+    for op, ld in ((a, problem.lda), (b, problem.ldb)):
+        if op.kind == "direct":
+            desc = tma_rules.check(op.tensor_map, problem)
+            assert desc["global"] == [4096, 4096] and desc["row_stride_bytes"] == 2 * ld
+        else:
+            assert [v.value for v in op.copy.arguments[2:5]] == [4096, 4096, ld]  # rows, cols, ld_src
+    plan = SPEC.plan(problem, SPEC.defaults, FACTS)
+    assert len(plan) == 1 + len(copies) and plan[-1].note == ""
+    if copies:  # the copy's index arithmetic on a small twin: every element once, the source's padding never read
+        small = _fused(Shape(20, 24, 36), bias="input", lda=37)
+        step = SPEC.operands(small, SPEC.defaults, FACTS)[0].copy
+        src = np.full((20, 37), np.nan, dtype=np.float32)
+        src[:, :36] = np.arange(20 * 36, dtype=np.float32).reshape(20, 36) + 1
+        dst, writes = replay(step, src)
+        assert (writes == 1).all() and np.array_equal(dst[:, :36], src[:, :36]) and not dst[:, 36:].any()
 
 
 def test_batches_are_refused_before_anything_compiles(tmp_path):
@@ -372,6 +393,25 @@ def test_gpu_wgmma_tma_store_each_epilogue_partial_tiles_ldc_above_n(tmp_path, f
     assert rec["verification"]["epilogue"]["padding"]["written"] == 0 and rec["verification_after_timing"]["passed"]
     assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
     assert rec["compile"]["driver_attributes"]["local_bytes"] == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pad", [8, 3], ids=["maps-at-pitch", "padded-copies"])
+@pytest.mark.parametrize("epilogue", [EPILOGUES[1], EPILOGUES[4]], ids=["relu-bf16", "silu-float32"])
+@pytest.mark.parametrize("form, shape", [(f, s) for f in TMA_FORMS for s in GPU_SHAPES[1:]], ids=lambda x: str(x))
+def test_gpu_wgmma_fused_lda_ldb_above_tight(tmp_path, form, shape, epilogue, pad):
+    """lda and ldb above tight (their padding holds NaN: a read of it fails verification) on the
+    partial-tile suite, beta != 0, ldc > N, both epilogue paths' default (EPI=7): pad 8 keeps 16-byte
+    rows for 2-byte operands (TMA maps at that pitch), pad 3 does not (the pad / transpose copies read
+    the source at it)."""
+    precision, la, lb, _ = TMA_FORMS[form]
+    M, N, K = shape
+    cfg = _gpu_cfg(form, shape, epilogue, epi=7)
+    cfg["layout"].update(lda=(K if la == "row" else M) + pad, ldb=(N if lb == "row" else K) + pad)
+    rec = run_point(cfg, tmp_path / "point")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["epilogue"]["padding"]["written"] == 0 and rec["verification_after_timing"]["passed"]
+    assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
 
 
 @pytest.mark.gpu

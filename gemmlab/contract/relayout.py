@@ -28,6 +28,7 @@ import numpy as np
 
 from gemmlab.contract.hookspecs import (Extra, Launch, Matrix, Problem, Region, TensorMap, Value,
                                         Workspace)
+from gemmlab.contract.tma_rules import matrix_view
 
 THREADS = 256  #: threads per block of both copy kernels
 PAD_BLOCKS_PER_SM = 8  #: grid of the pad copy: at most this many blocks per SM (grid-stride loop)
@@ -82,8 +83,10 @@ def tma_operand(problem: Problem, matrix: str, box: tuple[int, int], *, k_major:
         swizzle, l2_promotion: of the tensor map.
 
     Returns:
-        :class:`Operand`: direct when the stored row stride is a multiple of 16 bytes and the
-        order fits, else a ``pad`` or ``transpose`` copy into ``[offset, operand.end)``.
+        :class:`Operand`: direct when the stored row stride (with an epilogue the leading dimension
+        lda/ldb: the map covers the matrix at that pitch, :func:`gemmlab.contract.tma_rules.matrix_view`)
+        is a multiple of 16 bytes and the order fits, else a ``pad`` or ``transpose`` copy into
+        ``[offset, operand.end)`` that reads the source at that pitch (``ld_src``).
 
     Raises:
         ValueError: ``matrix`` not A or B, or ``offset`` not a multiple of 256.
@@ -94,7 +97,12 @@ def tma_operand(problem: Problem, matrix: str, box: tuple[int, int], *, k_major:
         raise ValueError(f"offset {offset} must be a multiple of {ALIGN}")
     elem = problem.ab_bytes
     vec = 16 // elem
-    rows, cols = problem.stored_shape(matrix)
+    if matrix_view(problem, matrix):  # with an epilogue: one matrix of its buffer, rows ld_src apart
+        st = problem.storage(matrix)
+        rows, cols, ld_src = st.rows, st.cols, st.ld
+    else:
+        rows, cols = problem.stored_shape(matrix)
+        ld_src = cols
     layout = problem.layout_a if matrix == "A" else problem.layout_b
     is_k_major = (layout == "row") if matrix == "A" else (layout == "col")
     dtype = problem.ab_dtype
@@ -104,16 +112,16 @@ def tma_operand(problem: Problem, matrix: str, box: tuple[int, int], *, k_major:
         tk, tn = TRANSPOSE_TILE
         step = Extra(f"gemmlab::relayout_transpose<{elem}, {tk}, {tn}>",
                      Launch(grid=(_cdiv(cols, tn), _cdiv(ld, tk), 1), block=(THREADS, 1, 1)),
-                     (Matrix(matrix), Workspace(offset), Value(rows), Value(cols), Value(cols), Value(ld)))
+                     (Matrix(matrix), Workspace(offset), Value(rows), Value(cols), Value(ld_src), Value(ld)))
         kind = "transpose"
-    elif (cols * elem) % 16:  # stride TMA cannot take: pad each row to 16 bytes
+    elif (ld_src * elem) % 16:  # stride TMA cannot take: pad each row to 16 bytes
         ld = _cdiv(cols, vec) * vec
         region = Region(offset=offset, rows=rows, cols=ld, dtype=dtype)
         chunks = rows * ld // vec
         step = Extra(f"gemmlab::relayout_pad<{elem}>",
                      Launch(grid=(max(1, min(_cdiv(chunks, THREADS), PAD_BLOCKS_PER_SM * sm_count)), 1, 1),
                             block=(THREADS, 1, 1)),
-                     (Matrix(matrix), Workspace(offset), Value(rows), Value(cols), Value(cols), Value(ld)))
+                     (Matrix(matrix), Workspace(offset), Value(rows), Value(cols), Value(ld_src), Value(ld)))
         kind = "pad"
     else:
         return Operand(matrix, "direct", TensorMap(matrix, tuple(box), swizzle=swizzle, l2_promotion=l2_promotion))
@@ -126,7 +134,8 @@ def replay(step: Extra, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Args:
         step: an :class:`Extra` made by :func:`tma_operand` (pad or transpose).
-        src: the source matrix as stored (rows x cols), any dtype.
+        src: the source matrix as stored (rows x cols), or its buffer rows x ld_src (the copy reads
+            columns < cols of each row), any dtype.
 
     Returns:
         ``(dst, writes)``: the destination region as the kernel leaves it (pad zero) and an int64
@@ -134,7 +143,7 @@ def replay(step: Extra, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ones: every element written exactly once, nothing outside the region).
     """
     rows, cols, ld_src, ld = (int(v.value) for v in step.arguments[2:6])
-    assert src.shape == (rows, cols) and ld_src == cols
+    assert src.shape in ((rows, cols), (rows, ld_src)) and ld_src >= cols
     vec = 16 // src.dtype.itemsize
     if step.entry.startswith("gemmlab::relayout_pad"):
         dst = np.zeros((rows, ld), dtype=src.dtype)
