@@ -196,7 +196,9 @@ def choose_ranked(plain: Mapping[str, Any], registry, problem: Problem, table, o
     """The ranking path (module docstring). Returns ``(kernel, params, dispatch record)``.
 
     ``runner``: given (the pipeline passes its ``run_point``), the point runs first-use tuning
-    itself, so a cache miss plans it (:func:`planned`) and returns the model's first candidate
+    itself, in the session that runs the point (:class:`gemmlab.run.session.Session`: the GPU is
+    opened through its devices, under the point's lease; the candidates come from its registry and
+    compile into its memo), so a cache miss plans it (:func:`planned`) and returns the model's first candidate
     until :func:`finish` chooses; None: no first-use tuning. ``table_choice(facts, table)`` returns the table's
     exact or near :class:`gemmlab.dispatch.auto.Choice` for the problem, or None (the caller's table
     step). ``own_table(gpu_name) -> (Table | None, [GPU names with a shipped table])`` (None when

@@ -51,10 +51,11 @@ def sweep_command(args, log: Callable[[str], None] = print) -> dict:
         ConfigError: a flag, naming it and what is allowed.
         FolderError: ``--out`` is in use or cannot be written.
     """
-    from gemmlab.contract.registry import load_registry
     from gemmlab.dispatch.shapes import load_suite
+    from gemmlab.run.session import Session
     suite = load_suite(args.suite)
-    registry = load_registry(args.plugin_dirs)
+    session = Session(plugin_dirs=[str(d) for d in args.plugin_dirs])  # the one point runner, and its registry
+    registry = session.registry()
     baseline = _check_sweep_flags(args, registry)
     base: dict[str, Any] = {"baseline": baseline, "mode": args.mode,
                             "timing": {"mode": "graph", "warmup": 3, "repeat": args.repeat, "batch": args.batch,
@@ -79,8 +80,8 @@ def sweep_command(args, log: Callable[[str], None] = print) -> dict:
     if refusal:
         raise ConfigError("--out", refusal)
     with claim(out, "--out"):  # one sweep at a time in a folder (released when this one ends)
-        return run_sweep(args.out, suite, registry, families, args.budget, base, log=log, precision=args.precision,
-                         kernels=kernels)
+        return run_sweep(args.out, suite, registry, families, args.budget, base, run=session.run_point, log=log,
+                         precision=args.precision, kernels=kernels)
 
 
 def _baseline_missing(baseline: str | None, registry) -> str | None:
