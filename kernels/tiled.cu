@@ -70,7 +70,7 @@ __global__ void gemm_tiled(const float *a, const float *b, float *c, int m, int 
 // float32 as they are staged: float32 products and accumulation), batch z's at z * stride_a / b
 // (0: one shared); C0 (OUT_T, C's pitch and stride) read only when BETA; bias[n] (BIAS_T) when
 // BIAS. ACT: 0 none, 1 relu, 2 gelu (tanh form), 3 gelu (erf form), 4 silu; float32 libm
-// (tanhf, erff, expf: no fast math). The main loop is gemm_tiled's; only the stores differ: every
+// (tanhf, erff, expf; silu divides with __fdividef). The main loop is gemm_tiled's; only the stores differ: every
 // element outside each batch's M x N (the padding past N, the rows between batches) is never
 // written.
 #include <cuda_bf16.h>
@@ -88,7 +88,7 @@ __device__ __forceinline__ float tiled_epi_activation(float z) {
   if (ACT == 1) return fmaxf(z, 0.0f);
   if (ACT == 2) return 0.5f * z * (1.0f + tanhf(0.7978845608028654f * (z + 0.044715f * z * z * z)));
   if (ACT == 3) return 0.5f * z * (1.0f + erff(z * 0.7071067811865476f));
-  if (ACT == 4) return z / (1.0f + expf(-z));
+  if (ACT == 4) return __fdividef(z, 1.0f + expf(-z));  // as gemmlab/fused.cuh (no slow-path division call)
   return z;
 }
 

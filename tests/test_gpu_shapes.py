@@ -79,9 +79,12 @@ def test_decode_bf16_exact(tmp_path, params, shape, layout_b):
 @pytest.mark.parametrize("shape", [(1, 4096, 4096), (16, 11008, 4096), (32, 4096, 4096), (64, 4096, 14336)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_decode_bf16_suite_shapes_with_rule_params(tmp_path, shape, layout_b):
-    from gemmlab.contract.hookspecs import Shape
-    from gemmlab.dispatch.auto import _decode16_params
-    test_decode_bf16_exact(tmp_path, _decode16_params(Shape(*shape), 132), shape, layout_b)
+    from gemmlab.contract.hookspecs import Problem, Shape
+    from gemmlab.contract.registry import load_registry
+    from gemmlab.gpu.device import offline_facts
+    plugin = load_registry(entry_points=False).kernels["decode_bf16"]
+    params = plugin.sized(Problem(Shape(*shape), "bf16", "row", layout_b), offline_facts("90"))
+    test_decode_bf16_exact(tmp_path, params, shape, layout_b)
 
 
 def test_decode_bf16_column_major_any_n(tmp_path):

@@ -7,8 +7,8 @@
 // index z is an argument of each store (a kernel passes its blockIdx.z or the like), so nothing of
 // the epilogue is computed before the main loop: its fields stay kernel parameters (constant
 // bank) and take no registers while the main loop runs. ACT: 0 none, 1 relu, 2 gelu (tanh form), 3 gelu (erf form),
-// 4 silu (gemmlab.contract.plugin_utils.ACTIVATION_CODES); float32 libm (tanhf, erff, expf: no
-// fast-math intrinsics); the output rounded once to nearest even (__float2bfloat16_rn,
+// 4 silu (gemmlab.contract.plugin_utils.ACTIVATION_CODES); float32 libm (tanhf, erff, expf; silu's
+// division __fdividef); the output rounded once to nearest even (__float2bfloat16_rn,
 // __float2half_rn and their paired forms). The same arithmetic as kernels/tiled.cu's
 // gemm_tiled_epi (the epilogue's reference kernel).
 //
@@ -27,7 +27,10 @@ __device__ __forceinline__ float activation(float z) {
   if (ACT == 1) return fmaxf(z, 0.0f);
   if (ACT == 2) return 0.5f * z * (1.0f + tanhf(0.7978845608028654f * (z + 0.044715f * z * z * z)));
   if (ACT == 3) return 0.5f * z * (1.0f + erff(z * 0.7071067811865476f));
-  if (ACT == 4) return z / (1.0f + expf(-z));
+  // silu: __fdividef (MUFU.RCP, 2 ulp; 0 once 1 + e^-z > 2^126, where silu is below 1e-36 in
+  // magnitude): the IEEE division's slow-path subroutine call spilled registers of the main loop
+  // (sgemm_pipelined_epi at MINB=4: 16 bytes of local memory, H100 session 32)
+  if (ACT == 4) return __fdividef(z, 1.0f + expf(-z));
   return z;
 }
 
