@@ -142,8 +142,13 @@ class Bench:
 
 def same_verdict(device, host) -> None:
     assert device.passed == host.passed
-    assert (device.mismatches, device.nan_outputs, device.rule, device.method, device.safety) == (
-        host.mismatches, host.nan_outputs, host.rule, host.method, host.safety)
+    assert (device.nan_outputs, device.rule, device.method, device.safety) == (
+        host.nan_outputs, host.rule, host.method, host.safety)
+    # the same count, but for elements whose error sits on the bound itself: the device sums the float64
+    # reference in another order, which flips a few of two million mismatches of a doubled C at 4096^3
+    # (H100, session 32: 2029668 vs 2029667, 2027663 vs 2027659); never a verdict, never below 1000
+    assert abs(device.mismatches - host.mismatches) <= (host.mismatches // 100_000 if host.mismatches >= 1000 else 0), (
+        device.mismatches, host.mismatches)
     assert (device.freivalds or {}).get("passed") == (host.freivalds or {}).get("passed")
     assert len(device.first_mismatches) == len(host.first_mismatches) or host.mismatches > 1
     if host.first_mismatches:  # the same element, the same float32 output, the reference to float64 rounding

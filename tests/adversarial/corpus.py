@@ -153,7 +153,8 @@ def config(case: Case, plugin_dirs: list[str] | None = None, **sections: Any) ->
     :data:`EVENTS` timing, :data:`ISOLATION`, the plugin folder), the case's own overrides, then
     ``sections`` (each merged into its section, e.g. ``timing={...}`` for a faster run)."""
     cfg: dict = {"kernel": {"name": case.kernel, **case.params}, "shape": list(case.shape), "mode": "run",
-                 "plugin_dirs": plugin_dirs or [str(PLUGINS)], "timing": dict(EVENTS), "isolation": dict(ISOLATION)}
+                 "plugin_dirs": plugin_dirs or [str(PLUGINS)], "timing": {**EVENTS, "shared": "refuse"},
+                 "isolation": dict(ISOLATION)}
     for overrides in (case.overrides, sections):
         for key, value in overrides.items():
             if isinstance(value, dict) and isinstance(cfg.get(key), dict):
@@ -192,11 +193,32 @@ def figures(record: dict) -> list[str]:
     return sorted(set(found))
 
 
+def shared(record: dict) -> bool:
+    """Whether any backend's telemetry counted more than one process with a compute context on the
+    GPU while the point was timed (``timing.max_compute_processes``, kept under ``withheld`` once refused)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("max_compute_processes"), int):
+                found.append(node["max_compute_processes"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(record)
+    return any(n > 1 for n in found)
+
+
 def problems(case: Case, record: dict) -> list[str]:
     """What is wrong with ``record`` for ``case`` (empty: the exploit was refused as it must be):
     the status, the net, a valid flag, a timing figure kept, an error that is not one line."""
     out = []
     accepted = ((case.status, case.net),) + tuple(case.also)
+    if shared(record):  # another process's kernels open the gaps a timing-aware exploit computes in
+        accepted += (("shared_gpu", "shared GPU"),)  # (docs/trust.md, "A shared GPU"): refused all the same
     status, net = next(((s, n) for s, n in accepted if record.get("status") == s), accepted[0])
     if record.get("status") != status:
         out.append(f"status {record.get('status')!r}, expected {' or '.join(repr(s) for s, _ in accepted)} "
