@@ -36,7 +36,8 @@ def pytest_configure(config):
     ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way); read NVRTC's recorded outputs
     (:func:`memoize_nvrtc`); let Hydra and OmegaConf do their pure work once a process
     (tests/hydra_memo.py: the ``ConfigStore`` shared by repository copies, YAML and interpolation
-    parses kept; ``GEMMLAB_TEST_PLAIN_HYDRA=1`` turns it off). The folders this process made are
+    parses kept, a compose's defaults list and merge kept per config sources' contents;
+    ``GEMMLAB_TEST_PLAIN_HYDRA=1`` turns it off). The folders this process made are
     removed when it ends (:func:`pytest_unconfigure`: the xdist controller, after its workers).
 
     Bytecode is left as the environment has it. Where its writing is off

@@ -25,8 +25,19 @@ a compose's CPU time goes to work whose result is fixed by its inputs:
   kept (``functools.lru_cache``, 4096 strings) in each module that imported ``parse``; a string
   that does not parse raises each time (an exception is never kept).
 
+- :func:`memoize_compose`: the two steps of a compose that read only the config sources, Hydra's
+  defaults list (``create_defaults_list``: which config of which group, in which package) and the
+  merge of the configs it lists (``ConfigLoaderImpl._compose_config_from_defaults_list``), are
+  ~40 of a compose's ~50 ms, and the suite's commands compose the same few configs again and
+  again. Each result is kept, keyed by the step's arguments and the contents of every config
+  source the compose searches (each ``.yaml`` file and folder of its file and package folders,
+  the ``ConfigStore``'s nodes), and each use gets a deep copy. Nothing is kept for a step that
+  raised, warned, or resolved an interpolation in a defaults list (a resolver may read anything);
+  what Hydra does with the result (the command line's values, ``hydra.runtime``, ``hydra.job``,
+  the working folder) runs each time.
+
 On test_cli_acceptance.py alone (-p no:xdist, 2 cores): 24.7 -> 17.3 CPU s, the store's share
-~6 s of it. tests/test_hydra_memo.py checks each against the function it replaces (the same
+~6 s of it (before the compose memo). tests/test_hydra_memo.py checks each against the function it replaces (the same
 configs, group options, trees and errors). ``GEMMLAB_TEST_PLAIN_HYDRA=1`` runs the suite without
 any of this (Hydra and OmegaConf as released).
 """
@@ -44,13 +55,14 @@ PLAIN_ENV = "GEMMLAB_TEST_PLAIN_HYDRA"
 
 
 def install() -> None:
-    """The three speed-ups of the module docstring, each idempotent; none where
+    """The four speed-ups of the module docstring, each idempotent; none where
     ``$GEMMLAB_TEST_PLAIN_HYDRA`` is set (not ``0``)."""
     if os.environ.get(PLAIN_ENV, "0") not in ("", "0"):
         return
     share_config_store()
     memoize_yaml()
     memoize_grammar()
+    memoize_compose()
 
 
 def share_config_store() -> None:
@@ -142,3 +154,275 @@ def memoize_grammar() -> None:
     for module in (omegaconf.grammar_parser, omegaconf.base, omegaconf._utils, omegaconf.resolvers.oc):
         if getattr(module, "parse", None) is real:
             module.parse = parse
+
+
+#: the most results :func:`memoize_compose` keeps per step (the oldest goes first)
+COMPOSE_MEMO_SIZE = 512
+#: the most files and folders a config source may hold for :func:`sources_fingerprint` to read it
+FINGERPRINT_MAX_ENTRIES = 2000
+
+
+class _Counts:
+    """How many ``warnings.warn`` calls, defaults-list interpolations and ``ConfigStore.store``
+    calls this process has made (read before and after a step: a change means do not keep it)."""
+
+    warned = 0
+    interpolated = 0
+    stored = 0
+    #: steps :func:`memoize_compose` answered from what it kept, and steps it computed
+    hits = 0
+    misses = 0
+
+
+def _count_calls(owner, name: str, counter: str, stack_arg: bool = False) -> None:
+    """Replace ``owner.name`` by a wrapper that adds 1 to ``_Counts.counter`` and calls it;
+    ``stack_arg``: the wrapper is ``warnings.warn``'s, which passes one more ``stacklevel`` so the
+    warning names the same caller."""
+    real = getattr(owner, name)
+    if getattr(real, "counted", False):
+        return
+    if stack_arg:
+        def wrapper(message, category=None, stacklevel=1, source=None, **kwargs):
+            _Counts.warned += 1
+            return real(message, category, stacklevel + 1, source, **kwargs)
+    else:
+        def wrapper(*args, **kwargs):
+            setattr(_Counts, counter, getattr(_Counts, counter) + 1)
+            return real(*args, **kwargs)
+    wrapper.counted = True
+    wrapper.__wrapped__ = real
+    wrapper.__doc__ = real.__doc__
+    setattr(owner, name, wrapper)
+
+
+#: a file changed less than this long ago (ns) is read again by :func:`_file_digest` (a later
+#: write in the same tick of the file system's clock could keep its size and time)
+RECENT_NS = 2_000_000_000
+
+
+def _file_digest(path: str, held: dict = {}) -> bytes:  # noqa: B006 (the process's digests, by path)
+    """A hash of the bytes of the file ``path``: read again unless its inode, size, modification
+    and change times are those of the last read and it was last changed :data:`RECENT_NS` or more
+    before that read (so a file rewritten since, even with the same size in the same clock tick,
+    is read again)."""
+    import hashlib
+    import time
+    st = os.stat(path)
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    got = held.get(path)
+    if got is not None and got[0] == stamp:
+        return got[1]
+    with open(path, "rb") as f:
+        digest = hashlib.blake2b(f.read(), digest_size=16).digest()
+    if max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - RECENT_NS:
+        held[path] = (stamp, digest)
+    else:
+        held.pop(path, None)
+    return digest
+
+
+def _tree_fingerprint(root) -> tuple | None:
+    """Every folder and ``.yaml`` file under ``root`` (a ``pathlib.Path`` or an importlib
+    ``Traversable``) with a hash of each file's bytes, sorted; ``("missing",)`` where ``root`` is
+    no folder; None where it cannot be read or holds more than :data:`FINGERPRINT_MAX_ENTRIES`."""
+    import hashlib
+    entries = []
+    try:
+        if not root.is_dir():
+            return ("missing",)
+        todo = [("", root)]
+        while todo:
+            rel, folder = todo.pop()
+            if isinstance(folder, Path):  # os.scandir: a third of pathlib's time for a config folder
+                with os.scandir(folder) as listing:
+                    children = [(c.name, c.is_dir(), c.path) for c in listing]
+                children = [(name, is_dir, Path(path) if is_dir else path) for name, is_dir, path in children]
+            else:
+                children = [(c.name, c.is_dir(), c) for c in folder.iterdir()]
+            for name, is_dir, child in children:
+                name = f"{rel}/{name}"
+                if is_dir:
+                    todo.append((name, child))
+                    entries.append((name, "/"))
+                elif name.endswith(".yaml"):
+                    entries.append((name, _file_digest(child) if isinstance(child, str)
+                                    else hashlib.blake2b(child.read_bytes(), digest_size=16).digest()))
+                if len(entries) > FINGERPRINT_MAX_ENTRIES:
+                    return None
+    except (OSError, ValueError, TypeError):
+        return None
+    return tuple(sorted(entries))
+
+
+def _store_fingerprint() -> tuple:
+    """The ``ConfigStore``'s nodes by path and identity, and how many ``store`` calls were made."""
+    from hydra.core.config_store import ConfigStore
+    nodes = []
+    todo = [("", ConfigStore.instance().repo)]
+    while todo:
+        path, group = todo.pop()
+        for name, value in group.items():
+            if isinstance(value, dict):
+                todo.append((f"{path}/{name}", value))
+            else:
+                nodes.append((f"{path}/{name}", id(value), id(getattr(value, "node", None)),
+                              getattr(value, "package", None), getattr(value, "provider", None)))
+    return _Counts.stored, tuple(sorted(nodes))
+
+
+def sources_fingerprint(repo) -> tuple | None:
+    """What a compose through the config repository ``repo`` can read: for each of its sources in
+    order, its class, provider and path and the contents it serves (:func:`_tree_fingerprint` of a
+    file or package folder, :func:`_store_fingerprint` for the ``ConfigStore``); None where a
+    source is of another kind or cannot be read (then nothing is memoized). Read once for the
+    defaults list and the merge of one compose (Hydra makes a new repository for each compose;
+    the fingerprint is kept on it while its sources are the same objects)."""
+    sources = tuple(repo.get_sources())
+    held = getattr(repo, "_memo_fingerprint", None)
+    if held is not None and held[0] == tuple(map(id, sources)) and held[1] is sources[0]:
+        return held[2]
+    found = _read_fingerprint(sources)
+    try:
+        repo._memo_fingerprint = (tuple(map(id, sources)), sources[0] if sources else None, found)
+    except AttributeError:
+        pass
+    return found
+
+
+def _read_fingerprint(sources) -> tuple | None:
+    """:func:`sources_fingerprint` of these sources, read now."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+    from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
+    from importlib import resources
+    parts = []
+    for source in sources:
+        kind = type(source)
+        if kind is FileConfigSource:
+            contents = _tree_fingerprint(Path(source.path))
+        elif kind is ImportlibResourcesConfigSource:
+            try:
+                contents = _tree_fingerprint(resources.files(source.path))
+            except (ImportError, ValueError, TypeError):
+                contents = ("missing",)
+        elif kind is StructuredConfigSource:
+            contents = _store_fingerprint()
+        else:
+            return None
+        if contents is None:
+            return None
+        parts.append((kind.__name__, source.provider, source.path, contents))
+    return tuple(parts)
+
+
+def memoize_compose() -> None:
+    """Hydra's defaults list and the merge of its configs kept per config sources' contents (see
+    the module docstring); the replaced functions are the ``__wrapped__`` of
+    ``hydra._internal.config_loader_impl.create_defaults_list`` and of
+    ``ConfigLoaderImpl._compose_config_from_defaults_list``."""
+    import warnings
+
+    from hydra._internal import config_loader_impl
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.default_element import InputDefault
+    if getattr(config_loader_impl.create_defaults_list, "memoized", False):
+        return
+    _count_calls(warnings, "warn", "warned", stack_arg=True)
+    _count_calls(InputDefault, "_resolve_interpolation_impl", "interpolated")
+    _count_calls(ConfigStore, "store", "stored")
+    real_defaults = config_loader_impl.create_defaults_list
+    real_compose = ConfigLoaderImpl._compose_config_from_defaults_list
+    kept: dict = {}
+
+    def counts() -> tuple:
+        return _Counts.warned, _Counts.interpolated, _Counts.stored
+
+    def remember(key, value) -> None:
+        if len(kept) >= COMPOSE_MEMO_SIZE:
+            kept.pop(next(iter(kept)))
+        kept[key] = value
+
+    def memoized(key, compute):
+        if key is not None and key in kept:
+            _Counts.hits += 1
+            return copy.deepcopy(kept[key])
+        _Counts.misses += 1
+        before = counts()
+        result = compute()
+        if key is not None and counts() == before:
+            remember(key, copy.deepcopy(result))
+        return result
+
+    def create_defaults_list(repo, config_name, overrides_list, prepend_hydra, skip_missing):
+        def compute():
+            return real_defaults(repo=repo, config_name=config_name, overrides_list=overrides_list,
+                                 prepend_hydra=prepend_hydra, skip_missing=skip_missing)
+        lines = [getattr(o, "input_line", None) for o in overrides_list]
+        found = None if None in lines else sources_fingerprint(repo)
+        if found is None:
+            return compute()
+        # Hydra's Overrides: a sweep is skipped, a value override (a dict, or a key that is no config
+        # group) is only passed through (config_overrides); the list depends on the others alone
+        try:
+            passed = [o for o in overrides_list if not o.is_sweep_override()
+                      and (isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group))]
+        except Exception:  # Hydra's own call says what is wrong
+            return compute()
+        choices = tuple(line for o, line in zip(overrides_list, lines)
+                        if not o.is_sweep_override() and not any(o is p for p in passed))
+        key = ("defaults", config_name, choices, bool(prepend_hydra), bool(skip_missing), found)
+        if key in kept:
+            _Counts.hits += 1
+            result = copy.deepcopy(kept[key])
+            result.config_overrides = result.overrides.config_overrides = passed
+            return result
+        _Counts.misses += 1
+        before = counts()
+        result = compute()
+        if (counts() == before and result.config_overrides is result.overrides.config_overrides
+                and len(result.config_overrides) == len(passed)
+                and all(a is b for a, b in zip(result.config_overrides, passed))):
+            keep = copy.copy(result)
+            keep.overrides = copy.copy(result.overrides)
+            keep.config_overrides = keep.overrides.config_overrides = []
+            remember(key, copy.deepcopy(keep))
+        return result
+
+    def compose(self, defaults, repo):
+        found = sources_fingerprint(repo)
+        key = None if found is None else ("compose", repr(list(defaults)), found)
+        return memoized(key, lambda: real_compose(self, defaults=defaults, repo=repo))
+
+    create_defaults_list.memoized = True
+    create_defaults_list.__wrapped__ = real_defaults
+    create_defaults_list.__doc__ = real_defaults.__doc__
+    compose.memoized = True
+    compose.__wrapped__ = real_compose
+    compose.__doc__ = real_compose.__doc__
+    config_loader_impl.create_defaults_list = create_defaults_list
+    ConfigLoaderImpl._compose_config_from_defaults_list = compose
+
+
+def compose_memo_counts() -> tuple[int, int]:
+    """``(hits, misses)`` of :func:`memoize_compose`'s steps so far in this process."""
+    return _Counts.hits, _Counts.misses
+
+
+class plain_compose:
+    """Context manager: Hydra's own defaults list and merge inside the block (for the tests that
+    compare both); :func:`memoize_compose`'s, where it was installed, after it."""
+
+    def __enter__(self):
+        from hydra._internal import config_loader_impl
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        self.was = (config_loader_impl.create_defaults_list, ConfigLoaderImpl.__dict__["_compose_config_from_defaults_list"])
+        config_loader_impl.create_defaults_list = getattr(self.was[0], "__wrapped__", self.was[0])
+        ConfigLoaderImpl._compose_config_from_defaults_list = getattr(self.was[1], "__wrapped__", self.was[1])
+        return self
+
+    def __exit__(self, *exc):
+        from hydra._internal import config_loader_impl
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        config_loader_impl.create_defaults_list, ConfigLoaderImpl._compose_config_from_defaults_list = self.was
+        return False

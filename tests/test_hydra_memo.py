@@ -5,6 +5,7 @@ composed configs and ``--help`` with the ``ConfigStore`` shared as with Hydra's 
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import hydra
@@ -98,3 +99,135 @@ def test_shared_config_store_composes_what_hydras_copies_compose(cli, tmp_path, 
     assert "__deepcopy__" in ConfigStore.__dict__
     assert shared.returncode == copied.returncode == 0, (shared.stderr, copied.stderr)
     assert len(shared.stdout) > 500 and (shared.stdout, shared.stderr) == (copied.stdout, copied.stderr)
+
+
+def _compose_memo_installed():
+    from hydra._internal import config_loader_impl
+    if not getattr(config_loader_impl.create_defaults_list, "memoized", False):
+        pytest.skip(f"tests/hydra_memo.py is off here (${hydra_memo.PLAIN_ENV})")
+
+
+def _facts(node, path: str = "<root>", parent=None) -> list:
+    """Every node of a config, depth first: its path, class, metadata (type, object type,
+    optional, key, flags) and whether its parent is the node above it; a leaf's unresolved value."""
+    from omegaconf import DictConfig, ListConfig
+    meta = node._metadata
+    out = [(path, type(node).__name__, repr(meta.ref_type), repr(getattr(meta, "object_type", None)), meta.optional,
+            repr(meta.key), sorted((meta.flags or {}).items()), meta.flags_root, node._get_parent() is parent)]
+    content = node._content if isinstance(node, (DictConfig, ListConfig)) else node._value()
+    if isinstance(content, dict):
+        for key, child in content.items():
+            out += _facts(child, f"{path}.{key}", node)
+    elif isinstance(content, list):
+        for index, child in enumerate(content):
+            out += _facts(child, f"{path}[{index}]", node)
+    else:
+        out.append((path, "value", repr(content)))
+    return out
+
+
+@pytest.fixture
+def loader():
+    """Hydra's config loader for gemmlab's config folder (its schema and resolvers registered)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from gemmlab.cli.app import CONF_DIR, register_resolvers
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        yield GlobalHydra.instance().config_loader()
+
+
+def test_compose_memo_composes_what_hydra_composes(loader):
+    """Each command line's config, composed twice through the memo (the second from what it kept)
+    and once more after the first was changed, is Hydra's own: every node's value, type, flags and
+    parent. One test for all, in one order, so a key that misses any input gives a case another
+    case's config."""
+    _compose_memo_installed()
+    from hydra.types import RunMode
+    cases = [([], RunMode.RUN), (["experiment=seed_lab"], RunMode.MULTIRUN), (["experiment=optuna_tiled"], RunMode.MULTIRUN),
+             (["kernel=tiled", "hydra/launcher=joblib", "hydra/sweeper=optuna"], RunMode.RUN),
+             (["kernel=naive", "shape=[64,64,64]", "hydra.run.dir=out"], RunMode.RUN),
+             (["kernel=naive", "shape=[64,64,128]", "hydra.run.dir=elsewhere"], RunMode.RUN)]
+    for overrides, mode in cases:
+        def load():
+            return loader.load_configuration("config", list(overrides), run_mode=mode)
+        with hydra_memo.plain_compose():
+            want = _facts(load())
+        hits = hydra_memo.compose_memo_counts()[0]
+        first, second = load(), load()
+        assert hydra_memo.compose_memo_counts()[0] >= hits + 2, overrides  # the second's two steps were kept
+        assert _facts(first) == want, overrides
+        assert _facts(second) == want, overrides
+        OmegaConf.set_struct(first, False)
+        first.hydra.job.name = "changed"
+        first.extra = 1  # a composed config is the caller's: changing it changes no later compose
+        assert _facts(load()) == want, overrides
+
+
+def _write(folder: Path, files: dict) -> None:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+def _compose(folder: Path, overrides=()):
+    from hydra import compose, initialize_config_dir
+    with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def test_compose_memo_reads_the_sources_again_when_they_change(tmp_path, monkeypatch):
+    """A file rewritten in place (same length), a new file, a removed file, a node stored in the
+    ``ConfigStore`` and stored again: each compose after the change has it (Hydra's own result), a
+    missing config is Hydra's error each time."""
+    _compose_memo_installed()
+    from hydra.core.config_store import ConfigStore
+    from hydra.errors import MissingConfigException
+    _write(tmp_path, {"config.yaml": "defaults:\n  - db: a\n  - _self_\nx: 1\n", "db/a.yaml": "host: aaaa\n"})
+    assert [_compose(tmp_path).db.host for _ in range(2)] == ["aaaa", "aaaa"]
+    _write(tmp_path, {"db/a.yaml": "host: bbbb\n"})
+    assert _compose(tmp_path).db.host == "bbbb"
+    _write(tmp_path, {"db/c.yaml": "host: cccc\n"})
+    assert _compose(tmp_path, ["db=c"]).db.host == "cccc"
+    (tmp_path / "db" / "c.yaml").unlink()
+    for _ in range(2):
+        with pytest.raises(MissingConfigException, match="db/c"):
+            _compose(tmp_path, ["db=c"])
+    store = ConfigStore.instance()
+    try:
+        store.store(group="memo_test_db", name="s", node={"host": "stored"})
+        _write(tmp_path, {"config.yaml": "defaults:\n  - memo_test_db: s\n  - _self_\nx: 1\n"})
+        assert [_compose(tmp_path).memo_test_db.host for _ in range(2)] == ["stored", "stored"]
+        store.store(group="memo_test_db", name="s", node={"host": "again"})
+        assert _compose(tmp_path).memo_test_db.host == "again"
+    finally:
+        store.repo.pop("memo_test_db", None)
+
+
+def test_compose_memo_keeps_no_compose_that_warned_or_interpolated_its_defaults(tmp_path, monkeypatch):
+    """Hydra's warning for a primary config without ``_self_`` comes with every compose, and a
+    defaults list interpolated through a resolver (here the environment) follows it each time."""
+    _compose_memo_installed()
+    _write(tmp_path, {"config.yaml": "defaults:\n  - db: a\nx: 1\n", "db/a.yaml": "host: a\n", "db/b.yaml": "host: b\n"})
+    for _ in range(3):
+        with pytest.warns(UserWarning, match="Defaults list is missing `_self_`"):
+            assert _compose(tmp_path).db.host == "a"
+    _write(tmp_path, {"config.yaml": "defaults:\n  - db: ${oc.env:MEMO_TEST_DB}\n  - _self_\nx: 1\n"})
+    for name in ("a", "b", "a", "b"):
+        monkeypatch.setenv("MEMO_TEST_DB", name)
+        assert _compose(tmp_path).db.host == name
+
+
+def test_a_file_changed_within_its_clock_tick_is_read_again(tmp_path, monkeypatch):
+    """A config file rewritten with the same size in the same tick of the file system's clock has
+    the inode, size and times it had: :func:`hydra_memo._file_digest` reads it again all the same
+    (a recent file's digest is never kept by its times)."""
+    path = tmp_path / "a.yaml"
+    path.write_text("host: aaaa\n")
+    first, st = hydra_memo._file_digest(str(path)), os.stat(path)
+    path.write_text("host: bbbb\n")
+    monkeypatch.setattr(os, "stat", lambda *args, **kwargs: st)  # what a same-tick rewrite shows
+    again = hydra_memo._file_digest(str(path))
+    monkeypatch.undo()
+    assert again != first
