@@ -391,9 +391,15 @@ gemm_sgemm_pipelined_acol(const float *__restrict__ A, const float *__restrict__
 // Nothing outside each batch's M x N of C is written.
 #include "gemmlab/fused.cuh"
 
+// Launch bounds of the fused entry: MINB blocks per SM, but at most 3 with a column-major A (at 4,
+// a 128-register cap, NVRTC 13.0's ptxas spilled 16 bytes of its main loop with beta != 0: H100,
+// session 32; 13.5 did not).
+template <int MINB, bool ACOL>
+constexpr int sgemm_epi_min_blocks() { return ACOL && MINB > 3 ? 3 : MINB; }
+
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int GS, int MINB, bool ACOL, int ACT,
           int BIAS, int BETA, typename BIAS_T, typename OUT_T>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, (sgemm_epi_min_blocks<MINB, ACOL>()))
 gemm_sgemm_pipelined_epi(const float *__restrict__ A, const float *__restrict__ B, OUT_T *__restrict__ C,
                          const OUT_T *__restrict__ C0, const BIAS_T *__restrict__ bias, int M, int N, int K, int lda,
                          int ldb, int ldc, int stride_a, int stride_b, int stride_c, float alpha, float beta) {
@@ -402,7 +408,7 @@ gemm_sgemm_pipelined_epi(const float *__restrict__ A, const float *__restrict__ 
   const int pid = blockIdx.x, width = GS * gn, group = pid / width, first = group * GS;
   const int size = min(gm - first, GS);
   const int rowBase = (first + (pid % width) % size) * BM, colBase = ((pid % width) / size) * BN;
-  constexpr bool LEAN = 65536 / ((BM / WM) * (BN / WN) * 32 * MINB) < 160;
+  constexpr bool LEAN = 65536 / ((BM / WM) * (BN / WN) * 32 * sgemm_epi_min_blocks<MINB, ACOL>()) < 160;
   const long long z = blockIdx.z;
   A += z * stride_a;
   B += z * stride_b;

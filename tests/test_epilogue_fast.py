@@ -177,7 +177,9 @@ def test_sgemm_pipelined_fused_forms_compile_without_local_memory(layout_a, epil
     """Every fused form at the default MINB=4 (a 128-register cap) keeps the main loop in registers:
     no spill, no stack frame. On the H100 (NVRTC 13.0, session 32) silu's IEEE division (a
     slow-path subroutine call) left 16-24 bytes of local memory in the fused kernel; it divides
-    with __fdividef now (gemmlab/fused.cuh)."""
+    with __fdividef now (gemmlab/fused.cuh); with a column-major A and beta != 0 alone 13.0 spilled
+    16 bytes at 128 registers, so the fused entry's launch bounds ask for at most 3 blocks per SM with
+    a column-major A (checked here with NVRTC 13.0.88's library preloaded: 167 registers, no spill)."""
     fused = _compiled(Problem(Shape(512, 512, 512), "fp32", layout_a=layout_a, epilogue=Epilogue(**epilogue)))
     if fused.resources is None:
         pytest.skip(f"NVRTC {fused.nvrtc_version} returned no ptxas report")
