@@ -236,6 +236,41 @@ def test_each_group_maps_describe_every_group_and_refuse_elsewhere():
         assert err.value.field == field and words in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_each_group_encodings_are_cuda_bindings_own_types_and_convert(layout_b):
+    """The per-group ``cuTensorMapEncodeTiled`` arguments (gemmlab.gpu.tma.each_group_encodings):
+    cuuint64_t dims and strides, cuuint32_t box and element strides (plain ints made every general
+    point fail with ``TypeError: Cannot convert int to cuda.bindings.driver.cuuint32_t`` on the H100,
+    session 32), one call per non-empty group at its own base. cuda.bindings converts the arguments
+    before it looks for the driver, so calling the real encoder here (no GPU) reaches the driver
+    lookup, not a TypeError; where a GPU is usable the maps are encoded."""
+    from conftest import gpu_unavailable_reason
+    from cuda.bindings import driver
+    from gemmlab.gpu import tma
+    prob, base = general(layout_b=layout_b), 1 << 20
+    offsets = prob.grouped.element_offsets
+    for tm in SPEC.arguments(prob, params(), FACTS)[:3]:
+        calls = tma.each_group_encodings(tm, prob, base)
+        assert [g for g, _ in calls] == [0, 2]  # group 1 (M_g = 0) gets no map
+        elem = prob.element_bytes(tm.matrix)
+        for (g, args), (rows, cols, _) in zip(calls, [m for m in tma_rules.group_matrices(tm, prob) if m[0]]):
+            dtype, rank, address, dims, strides, box, steps = args[:7]
+            assert rank == 2 and address == base + offsets[g]["ABC".index(tm.matrix)] * elem
+            assert all(type(x) is driver.cuuint64_t for x in dims + strides), (dims, strides)
+            assert all(type(x) is driver.cuuint32_t for x in box + steps), (box, steps)
+            assert [int(x) for x in dims] == [cols, rows] and [int(x) for x in strides] == [cols * elem]
+            assert [int(x) for x in box] == [tm.box[1], tm.box[0]] and [int(x) for x in steps] == [1, 1]
+            assert isinstance(dtype, driver.CUtensorMapDataType) and isinstance(args[8], driver.CUtensorMapSwizzle)
+        try:
+            maps = tma.build_each_group(tm, prob, base)  # the real encoder: the driver lookup or the maps
+        except TypeError as exc:
+            pytest.fail(f"cuda.bindings refused build_each_group's arguments for {tm.matrix}: {exc}")
+        except Exception as exc:  # no driver here: the arguments converted, the driver lookup failed
+            assert gpu_unavailable_reason() is not None, f"{tm.matrix}: {type(exc).__name__}: {exc}"
+            continue
+        assert maps.shape == (3, tma.TENSOR_MAP_BYTES) and not maps[1].any() and maps[0].any() and maps[2].any()
+
+
 @pytest.mark.parametrize("layout_b, shapes, staged", [
     ("col", ((33, 72, 40), (0, 16, 16), (130, 200, 136)), True),
     ("row", ((33, 72, 40), (0, 16, 16), (130, 200, 136)), True),

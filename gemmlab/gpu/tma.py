@@ -85,19 +85,23 @@ def build(tm: TensorMap, problem: Problem, address: int):
         raise ConfigError("kernel", f"TMA tensor map over {tm.matrix}: the driver refused it: {first}") from None
 
 
-def build_each_group(tm: TensorMap, problem: Problem, address: int):
-    """The G tensor maps of an ``each_group`` map (a ``general`` grouped problem, issue 44) over
-    the matrix buffer at ``address``, as one host array of G x :data:`TENSOR_MAP_BYTES` uint8 to
-    copy to device memory: group g's map (``cuTensorMapEncodeTiled`` of cuda.bindings, the raw
-    ``CUtensorMap.opaque`` words; rank 2, dims (cols, rows) of its matrix at ``address`` + its
-    element offset, the box, swizzle, promotion and fill of ``tm``) at row g, zeros for a group
-    that needs none (:func:`gemmlab.contract.tma_rules.group_matrices`). Needs the driver (not the
-    GPU's memory: encoding is host code).
+def each_group_encodings(tm: TensorMap, problem: Problem, address: int) -> list[tuple[int, tuple]]:
+    """The ``cuTensorMapEncodeTiled`` calls of an ``each_group`` map (a ``general`` grouped
+    problem, issue 44) over the matrix buffer at ``address``: ``(g, args)`` per group that gets a
+    map, ``args`` the call's 11 positional arguments in cuda.bindings' own types (CUDA driver API
+    and cuda.bindings.driver's signature: the data type, rank 2 (int), the group's base address
+    (int: ``address`` + its element offset x the element's bytes), globalDim (cols, rows) and
+    globalStrides (the row pitch in bytes) as lists of ``cuuint64_t``, boxDim (box cols, box
+    rows) and elementStrides (1, 1) as lists of ``cuuint32_t`` (cuda.bindings refuses plain ints
+    there: ``TypeError: Cannot convert int to cuda.bindings.driver.cuuint32_t``, H100 session 32),
+    then the interleave, swizzle, L2 promotion and out-of-bound fill enums of ``tm``). Groups
+    with M_g = 0 get none (:func:`gemmlab.contract.tma_rules.group_matrices`). CPU only: building
+    the arguments needs cuda.bindings, not the driver.
 
     Raises:
-        ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused a group's map.
+        ConfigError: a TMA rule is broken (see :func:`check`), or an element type TMA maps here
+            do not move (bfloat16, float16, float32 only).
     """
-    import numpy as np
     from cuda.bindings import driver
     check(tm, problem, address)
     enums = {"bfloat16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -116,16 +120,39 @@ def build_each_group(tm: TensorMap, problem: Problem, address: int):
                                                  "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}[tm.l2_promotion])
     oob = getattr(driver.CUtensorMapFloatOOBfill, {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
                                                    "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}[tm.oob_fill])
+    interleave = driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     elem = problem.element_bytes(tm.matrix)
-    groups = group_matrices(tm, problem)
-    out = np.zeros((len(groups), TENSOR_MAP_BYTES), dtype=np.uint8)
-    for g, (rows, cols, offset) in enumerate(groups):
+    out = []
+    for g, (rows, cols, offset) in enumerate(group_matrices(tm, problem)):
         if not rows:
             continue
-        err, tmap = driver.cuTensorMapEncodeTiled(
-            enums[dtype_name], 2, address + offset * elem, [cols, rows], [cols * elem], [tm.box[1], tm.box[0]], [1, 1],
-            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2, oob)
+        out.append((g, (enums[dtype_name], 2, int(address) + offset * elem, [u64(cols), u64(rows)], [u64(cols * elem)],
+                        [u32(tm.box[1]), u32(tm.box[0])], [u32(1), u32(1)], interleave, swizzle, l2, oob)))
+    return out
+
+
+def build_each_group(tm: TensorMap, problem: Problem, address: int):
+    """The G tensor maps of an ``each_group`` map (a ``general`` grouped problem, issue 44) over
+    the matrix buffer at ``address``, as one host array of G x :data:`TENSOR_MAP_BYTES` uint8 to
+    copy to device memory: group g's map (``cuTensorMapEncodeTiled`` of cuda.bindings with the
+    arguments of :func:`each_group_encodings`, the raw ``CUtensorMap.opaque`` words; rank 2, dims
+    (cols, rows) of its matrix at ``address`` + its element offset, the box, swizzle, promotion and
+    fill of ``tm``) at row g, zeros for a group that needs none. Needs the driver (not the GPU's
+    memory: encoding is host code).
+
+    Raises:
+        ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused a group's map.
+    """
+    import numpy as np
+    from cuda.bindings import driver
+    groups = group_matrices(tm, problem)
+    calls = each_group_encodings(tm, problem, address)
+    out = np.zeros((len(groups), TENSOR_MAP_BYTES), dtype=np.uint8)
+    for g, args in calls:
+        err, tmap = driver.cuTensorMapEncodeTiled(*args)
         if err != driver.CUresult.CUDA_SUCCESS:
+            rows, cols, _ = groups[g]
             raise ConfigError("kernel", f"TMA tensor map over {tm.matrix} of group {g} ({rows} x {cols}): the driver "
                               f"refused it: {err}")
         out[g] = np.array([int(w) for w in tmap.opaque], dtype=np.uint64).view(np.uint8)
