@@ -922,10 +922,56 @@ __device__ __forceinline__ unsigned pack2(__half *, float v0, float v1) {
   return *reinterpret_cast<const unsigned *>(&p);
 }
 
+/// `tanh.approx.f32` (sm_75+): one MUFU.TANH; PTX ISA: maximum relative error 2^-10.987 (subnormal
+/// results flushed to sign-preserving zero).
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// The activations of the wgmma fused epilogue (issue 43: the cost of libm's on the critical path; ACT
+/// codes of gemmlab/fused.cuh), cheaper than libm's where the output's rounding allows, each within
+/// the c of plugins/wgmma_bf16.py's ACTIVATION_ERROR (|f^ - f| <= c (|z| + |f(z)|), the verification
+/// bound's declared evaluation error):
+///   2 gelu_tanh: w = z (k + k c z^2) (k = sqrt(2/pi), c = 0.044715), 0.5 z + 0.5 z tanh.approx(w): one
+///     MUFU.TANH and four float32 operations instead of tanhf's two MUFU and ~18;
+///   3 gelu_erf: erf(x) ~ tanh(p(x)), x = z / sqrt 2 clamped to [-3.5, 3.5], p(x) = x (E0 + x^2 (E1 + x^2 E2))
+///     (a minimax fit, |tanh(p(x)) - erf(x)| <= 3.70e-5 for every real x with float32 coefficients:
+///     tests/test_epilogue_approx.py), tanh through tanh.approx: one MUFU instead of erff's ~20 operations;
+///   4 silu: z / (1 + __expf(-z)) (__fdividef): __expf is ex2.approx of z log2(e), CUDA's documented 2 +
+///     floor(|1.173 z|) ulp, in place of expf's reduction;
+///   none and relu as gemmlab::activation.
+template <int ACT>
+__device__ __forceinline__ float wgmma_activation(float z) {
+  if constexpr (ACT == 2) {
+    const float hz = 0.5f * z;
+    const float w = z * fmaf(0.7978845608028654f * 0.044715f, z * z, 0.7978845608028654f);
+    return fmaf(hz, tanh_approx(w), hz);
+  } else if constexpr (ACT == 3) {
+    const float x = fminf(fmaxf(z * 0.7071067811865476f, -3.5f), 3.5f), x2 = x * x;
+    const float p = x * fmaf(x2, fmaf(x2, -0.0017864744877442718f, 0.1040811836719513f), 1.1281434297561646f);
+    const float hz = 0.5f * z;
+    return fmaf(hz, tanh_approx(p), hz);
+  } else if constexpr (ACT == 4) {
+    return __fdividef(z, 1.0f + __expf(-z));
+  } else {
+    return gemmlab::activation<ACT>(z);
+  }
+}
+
 /// The fused register store of one thread: gemmlab::Fused (ldc, alpha, beta, C, C0, bias) and its
-/// column pairs (col, col + 1) of one row.
+/// column pairs (col, col + 1) of one row; activations by wgmma_activation.
 template <int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
 struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
+  /// act(alpha * acc + beta * C0[at] + bias[col]) in float32 (Fused::value's arithmetic, wgmma_activation).
+  __device__ __forceinline__ float value(float acc, long long at, int col) const {
+    float v = this->alpha * acc;
+    if (BETA) v += this->beta * gemmlab::to_float(this->c0[at]);
+    if (BIAS) v += gemmlab::to_float(this->bias[col]);
+    return wgmma_activation<ACT>(v);
+  }
+
   /// Two consecutive outputs as one access, each rounded once to nearest even (p aligned to two).
   static __device__ __forceinline__ void store_pair(float *p, float v0, float v1) {
     *reinterpret_cast<float2 *>(p) = make_float2(v0, v1);
@@ -983,7 +1029,7 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
           }
         }
         if (BIAS) x0 += bias0, x1 += bias1;
-        x0 = gemmlab::activation<ACT>(x0), x1 = gemmlab::activation<ACT>(x1);
+        x0 = wgmma_activation<ACT>(x0), x1 = wgmma_activation<ACT>(x1);
         if constexpr (sizeof(OUT_T) == 4) {
           u[4 * jj + 2 * h] = __float_as_uint(x0), u[4 * jj + 2 * h + 1] = __float_as_uint(x1);
         } else {

@@ -81,7 +81,9 @@ is then ``Workspace(slab offset)``. ``REDUCE=1`` (default) is the in-C chain abo
 The whole GEMM contract (issue 43 item 3, :data:`EPILOGUE`; wgmma_tf32 too): a problem beyond C = A·B
 compiles a fused entry with ``-DGEMMLAB_EPI`` (kernels/wgmma_bf16.cu: the same main loop) that computes
 act(alpha·acc + beta·C0 + bias) in float32 and rounds it once into a float32/bf16/fp16 C of row pitch
-ldc (gemmlab/fused.cuh's arithmetic). ``EPI=2`` and ``EPI=7`` (the default): ``gemm_wgmma_epi_tma_store``,
+ldc (gemmlab/fused.cuh's arithmetic; the GELUs through ``tanh.approx.f32`` and SiLU through ``__expf``,
+kernels/wgmma_bf16.cu's wgmma_activation, each within the evaluation error it declares:
+:data:`ACTIVATION_ERROR`, which the verification bound applies). ``EPI=2`` and ``EPI=7`` (the default): ``gemm_wgmma_epi_tma_store``,
 the TMA-store epilogue — each warp computes a box of 16 rows x 128 bytes of C's type (32 float32 or 64
 bf16/fp16 columns) in registers (C0 and the bias read per box, before the staging wait), stages it in
 its swizzled buffers and TMA-stores it through C's map of row pitch ldc (clipped at M x N; the padding
@@ -781,12 +783,40 @@ SPACE = Space(
     ))
 
 
+_U32 = 2.0**-24  # float32's unit roundoff
+#: PTX ISA, ``tanh.approx.f32``: maximum relative error 2^-10.987 (one MUFU.TANH)
+TANH_APPROX_REL = 2.0**-10.987
+#: max |tanh(p(x)) - erf(x)| over the reals of kernels/wgmma_bf16.cu's erf fit (x clamped to [-3.5, 3.5],
+#: float32 coefficients), evaluated exactly: 3.698e-5 (tests/test_epilogue_approx.py checks it on a dense grid)
+ERF_FIT_ERROR = 3.8e-5
+#: The float32 evaluation error c (|f^(z) - f(z)| <= c·(|z| + |f(z)|)) of kernels/wgmma_bf16.cu's
+#: wgmma_activation, declared for the verification bound (:func:`gemmlab.contract.epilogue.activation_error`;
+#: issue 43: libm's tanhf/erff/expf on the epilogue's critical path cost 13% at 4096³ on the H100).
+#: Derivations (u = 2^-24; t the exact tanh or erf term, hz = z/2 exact):
+#:
+#: - gelu_tanh, hz + hz·tanh.approx(w), w = z·(k + k·0.044715·z²) in float32: |ŵ - w| <= 4u|w| (z², the FMA,
+#:   the product, the constants), through tanh at most sech²(w)·4u|w| <= 1.8u; tanh.approx adds
+#:   2^-10.987·|tanh| <= 2^-10.987; the last FMA rounds once (u|f|). So |f^ - f| <= |z|/2·(2^-10.987 + 1.8u)
+#:   + u|f| <= (2^-10.987 / 2 + 4u)·(|z| + |f|). It shows: at z = -2 (f = -0.0454) up to 4.7e-4, where libm's
+#:   8u·(|z| + |f|) allows 1e-6 (tests/test_epilogue_approx.py);
+#: - gelu_erf, hz + hz·tanh.approx(p(x)), x = z/sqrt 2 clamped: the fit's :data:`ERF_FIT_ERROR`, tanh.approx's
+#:   2^-10.987, x's and p's float32 roundings (erf'·2u|x| <= 1u, sech²(p)·5u|p| <= 2.3u) and the FMA (u|f|):
+#:   (ERF_FIT_ERROR + 2^-10.987) / 2 + 4u;
+#: - silu, z / (1 + __expf(-z)) (__fdividef): __expf within (2 + 1.173|z|) ulp (CUDA C Programming Guide,
+#:   intrinsic functions; ulp <= 2u relative), entering as e/(1+e) of its relative error; the addition
+#:   (u) and __fdividef (2 ulp = 4u): |f^ - f| <= |f|·(4u + 2.35u|z|·e/(1+e) + 5u) and
+#:   |f|·|z|·e/(1+e) = z²·e/(1+e)² <= 0.224|z|, so <= 9u|f| + 0.53u|z| <= 10u·(|z| + |f|).
+ACTIVATION_ERROR = (("gelu_tanh", TANH_APPROX_REL / 2 + 4 * _U32),
+                    ("gelu_erf", (ERF_FIT_ERROR + TANH_APPROX_REL) / 2 + 4 * _U32),
+                    ("silu", 10 * _U32))
+
 #: What the fused entries ``gemm_wgmma_epi`` / ``gemm_wgmma_epi_tma_store`` run for wgmma_bf16 and wgmma_tf32
 #: (issue 43; :meth:`WgmmaKernel.check_fused`): alpha, beta·C0, a float32 or input-typed bias (tf32: float32),
 #: every activation, a float32/bf16/fp16 C rounded once, lda, ldb and ldc above tight (``ld``: the TMA maps
-#: at those pitches, or the pad / transpose copies reading them); one batch per launch
+#: at those pitches, or the pad / transpose copies reading them); one batch per launch; the activations
+#: through ``tanh.approx.f32`` and ``__expf`` within :data:`ACTIVATION_ERROR`
 EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=ACTIVATIONS[1:],
-                           outs=tuple(OUTPUTS), ld=True, batch=False)
+                           outs=tuple(OUTPUTS), ld=True, batch=False, activation_error=ACTIVATION_ERROR)
 
 
 @hookimpl

@@ -448,3 +448,25 @@ def test_gpu_wgmma_fused_memcheck_clean(tmp_path, form, epi):
     rec = run_point(_gpu_cfg(form, GPU_SHAPES[2], EPILOGUES[3], epi=epi, sanitizer="memcheck"), tmp_path / "point")
     assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
     assert rec["status"] == "ok", rec.get("error")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("activation", ["gelu_tanh", "gelu_erf"])
+@pytest.mark.parametrize("epi", [1, 7])
+def test_gpu_wgmma_approx_activation_passes_its_declared_bound_and_fails_libms(tmp_path, monkeypatch, epi, activation):
+    """The GELUs run through tanh.approx.f32 (kernels/wgmma_bf16.cu wgmma_activation; declared error:
+    plugins/wgmma_bf16.py ACTIVATION_ERROR). A float32 C and K = 16 make the product's error far smaller
+    than tanh.approx's (2^-11.987·|z|), so the declared bound passes and libm's (8u·(|z| + |f|): the
+    pipeline handing the check no declaration) fails: the declaration is needed, not decorative. Both
+    epilogue paths (registers EPI=1, the deferred TMA store EPI=7)."""
+    ep = {"bias": "input", "activation": activation, "out": "float32"}
+    rec = run_point(_gpu_cfg("bf16-rowcol", (512, 1024, 16), ep, epi=epi), tmp_path / "declared")
+    assert rec["status"] == "ok", rec.get("error")
+    applied = rec["verification"]["epilogue"]["activation_error"]
+    assert applied["declared"] and applied["c"] == dict(SPEC.epilogue.activation_error)[activation]
+    import gemmlab.run.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "_activation_error", lambda problem, backend: None)
+    rec = run_point(_gpu_cfg("bf16-rowcol", (512, 1024, 16), ep, epi=epi), tmp_path / "libm")
+    assert rec["status"] == "wrong_result", rec.get("error")
+    assert not rec["verification"]["epilogue"]["activation_error"]["declared"]
+    assert rec["verification"]["mismatches"] > 0

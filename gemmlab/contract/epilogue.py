@@ -55,6 +55,14 @@ MAX_BATCH = 65535
 #: sup |act'(z)| over the reals: the factor by which an activation can enlarge an error in z
 #: (relu 1; gelu 1.1289 at z = 2.4 (tanh form 1.1290); silu 1.0998 at z = 2.4), rounded up
 LIPSCHITZ = MappingProxyType({"none": 1.0, "relu": 1.0, "gelu_tanh": 1.13, "gelu_erf": 1.13, "silu": 1.1})
+#: float32's unit roundoff 2^-24 (the unit of :data:`LIBM_ACTIVATION_ERROR`)
+_U32 = 2.0**-24
+#: the default evaluation error of each activation, c in |f̂(z) - f(z)| <= c·(|z| + |f(z)|) for the
+#: float32 value f̂ a kernel computes from a float32 z: float32 libm (tanhf, erff, expf within 2 ulp,
+#: a few float32 operations around them: 8u for GELU and SiLU), 0 for none and relu (exact). A kernel
+#: with cheaper activations declares its own (:attr:`EpilogueSupport.activation_error`).
+LIBM_ACTIVATION_ERROR = MappingProxyType({"none": 0.0, "relu": 0.0, "gelu_tanh": 8 * _U32, "gelu_erf": 8 * _U32,
+                                          "silu": 8 * _U32})
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,13 @@ class EpilogueSupport:
         outs: the output types (``float32``, ``bf16``, ``fp16``; :data:`OUTPUTS`).
         ld: leading dimensions above the tight ones (``layout.lda/ldb/ldc``).
         batch: more than one batch (``batch.count``), with any strides (0: a shared A or B).
+        activation_error: ``(activation, c)`` pairs: the kernel's float32 evaluation of that activation
+            is within c·(|z| + |f(z)|) of the exact f(z) (absolute, not in ulps), where it computes the
+            activation another way than float32 libm (e.g. ``tanh.approx.f32``, one MUFU operation);
+            the bound of :mod:`gemmlab.stages.verify_fused` then allows c instead of
+            :data:`LIBM_ACTIVATION_ERROR`'s value (:func:`activation_error`). A declaration needs its
+            derivation in the plugin (the instruction's documented error and the arithmetic around
+            it); an activation not named keeps libm's.
         rounds_before_epilogue: the kernel may round alpha·A·B + beta·C0 to C's type before it adds
             the bias and applies the activation (a library that runs its epilogue as a second pass
             over a 16-bit C: two roundings to the output type instead of one). The bound of
@@ -126,6 +141,19 @@ class EpilogueSupport:
     ld: bool = False
     batch: bool = False
     rounds_before_epilogue: bool = False
+    activation_error: tuple[tuple[str, float], ...] = ()
+
+
+def activation_error(support: EpilogueSupport, act: str) -> float:
+    """c of the bound |f̂(z) - f(z)| <= c·(|z| + |f(z)|) on ``act``'s float32 evaluation by a kernel
+    that declares ``support``: its :attr:`EpilogueSupport.activation_error` entry for ``act``, else
+    float32 libm's (:data:`LIBM_ACTIVATION_ERROR`).
+
+    Raises:
+        KeyError: an unknown activation.
+    """
+    default = LIBM_ACTIVATION_ERROR[act]
+    return float(dict(support.activation_error).get(act, default))
 
 
 #: today's contract, every kernel's default: C = A·B into a fresh float32 C, tight, one batch
@@ -148,6 +176,13 @@ def check_support(value) -> str | None:
         return f"its outs must be a non-empty tuple of {', '.join(OUTPUTS)}"
     if not isinstance(value.rounds_before_epilogue, bool):
         return "its rounds_before_epilogue must be True or False"
+    pairs = value.activation_error
+    if (not isinstance(pairs, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs)
+            or not all(p[0] in ACTIVATIONS[1:] and isinstance(p[1], (int, float)) and not isinstance(p[1], bool)
+                       and math.isfinite(p[1]) and p[1] >= 0 for p in pairs)
+            or len({p[0] for p in pairs}) != len(pairs)):
+        return (f"its activation_error must be a tuple of (activation, c) pairs, one per activation of "
+                f"{', '.join(ACTIVATIONS[1:])}, c a finite float >= 0")
     return None
 
 

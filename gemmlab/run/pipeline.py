@@ -37,6 +37,7 @@ from gemmlab.stages.config import RunConfig, _plain, parse_config
 from gemmlab.dispatch.auto import resolve_config as resolve_auto
 from gemmlab.errors import CompileError, ConfigError, GemmlabError, SafetyNetError, UnavailableError, VerificationError
 from gemmlab.gpu.backends import Buffers, backend_for
+from gemmlab.contract.epilogue import activation_error
 from gemmlab.contract.hookspecs import Launch, ParamError, Problem
 from gemmlab.stages.roofline import plausibility, roofline
 from gemmlab.contract.registry import Registry, registries
@@ -905,6 +906,14 @@ def _check_bands(gpu, record, matrices, after: str) -> None:
         raise SafetyNetError("out_of_bounds", f"{hit['message']} (after {after})")
 
 
+def _activation_error(problem: Problem, backend) -> float | None:
+    """The c the backend's kernel declares for its activation's float32 evaluation
+    (:func:`gemmlab.contract.epilogue.activation_error`), or None where it declares none (libm's)."""
+    ep, support = problem.epilogue, backend.spec.epilogue
+    act = ep.activation if ep is not None else "none"
+    return activation_error(support, act) if act in dict(support.activation_error) else None
+
+
 def _verify(c, inputs, problem: Problem, rc: RunConfig, options, seed: int, products: dict, backend):
     """The verdict on ``c`` (a backend's C buffer as read) for ``inputs``: the fused check of an
     extended problem (issue 43, :func:`gemmlab.stages.verify_fused.check`), else
@@ -912,7 +921,8 @@ def _verify(c, inputs, problem: Problem, rc: RunConfig, options, seed: int, prod
     if problem.extended:
         return verify_fused.check(c, inputs, problem, options, rc.inputs.distribution, seed,
                                   tf32_rounding=backend.spec.tf32_rounding,
-                                  rounds_before=backend.spec.epilogue.rounds_before_epilogue)
+                                  rounds_before=backend.spec.epilogue.rounds_before_epilogue,
+                                  activation_error=_activation_error(problem, backend))
     return verify_stage.check(c, inputs.a, inputs.b, options, rc.inputs.distribution, rc.precision, seed,
                               products=products, tf32_rounding=backend.spec.tf32_rounding,
                               fp8=_fp8_bound(problem, backend), grouped=problem.grouped)

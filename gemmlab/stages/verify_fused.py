@@ -15,8 +15,12 @@ The bound (``verify.tolerance=bound``) compares C with the unrounded f(z) and al
   and the two additions, each at most u of the running sum's terms, with a unit of margin);
 - the activation's conditioning: L·E_z, L = sup |f'| (:data:`~gemmlab.contract.epilogue.LIPSCHITZ`:
   1 for none and relu, 1.13 for both GELUs, 1.1 for SiLU), plus its float32 evaluation,
-  8u·(|z| + |f(z)|) for GELU and SiLU (tanhf / erff / expf within 2 ulp, a few float32 operations
-  around them; 0 for none and relu, which are exact);
+  c·(|z| + |f(z)|) with the c the kernel declares
+  (:func:`gemmlab.contract.epilogue.activation_error`): by default float32 libm's,
+  :data:`~gemmlab.contract.epilogue.LIBM_ACTIVATION_ERROR` (8u for GELU and SiLU: tanhf / erff /
+  expf within 2 ulp, a few float32 operations around them; 0 for none and relu, which are exact);
+  a kernel with approximate activations (``tanh.approx.f32``: wgmma_bf16) declares its larger c, and
+  the verdict's ``epilogue.activation_error`` gives the c applied;
 - the output rounding: C = round_out(f̂) with |round_out(x) - x| <= u_out·|x| + tiny_out
   (u_out = 2^-24 float32, 2^-8 bf16, 2^-11 fp16: half an ulp; tiny_out half fp16's subnormal
   spacing, 2^-25), so |C - f(z)| <= (1 + u_out)·(L·E_z + eval) + u_out·|f(z)| + tiny_out.
@@ -53,7 +57,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from gemmlab.contract.epilogue import LIPSCHITZ, exact_possible
+from gemmlab.contract.epilogue import LIBM_ACTIVATION_ERROR, LIPSCHITZ, exact_possible
 from gemmlab.contract.hookspecs import Problem
 from gemmlab.stages.inputs import INT_RANGE, batch_matrix
 from gemmlab.stages.verify import (FIRST_MISMATCHES, TINY, U_FP32, Verdict, VerifyOptions,
@@ -67,8 +71,6 @@ TINY_OUT = MappingProxyType({"float32": 0.0, "bfloat16": 0.0, "float16": 2.0**-2
 #: the pre-activation's float32 operations beyond the product (alpha·acc, beta·C0, two additions, and
 #: one more as margin): this many u of the sum of the terms' magnitudes
 Z_ROUNDINGS = 4
-#: the float32 evaluation of GELU and SiLU: this many u of |z| + |f(z)| (module docstring)
-ACT_EVAL = MappingProxyType({"none": 0.0, "relu": 0.0, "gelu_tanh": 8.0, "gelu_erf": 8.0, "silu": 8.0})
 #: at most this many batches are compared element by element (all are checked for NaN)
 MAX_CHECKED_BATCHES = 16
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -138,11 +140,12 @@ def resolve_rule(options: VerifyOptions, distribution: str, problem: Problem) ->
 
 def _tolerance(rule: str, options: VerifyOptions, problem: Problem, z: np.ndarray, y: np.ndarray,
                abs_ab: np.ndarray | None, abs_rest: np.ndarray | None, precision: str,
-               abs_t: np.ndarray | None = None) -> np.ndarray | float:
+               abs_t: np.ndarray | None = None, act_error: float | None = None) -> np.ndarray | float:
     """Per-element allowed |C - y| (module docstring): ``z`` the pre-activation and ``y`` = act(z)
     (unrounded, float64), ``abs_ab`` = |A||B| and ``abs_rest`` = |beta·C0| + |bias| (or None);
     ``abs_t`` = |alpha·A·B + beta·C0| where the kernel may round that to C's type before its
-    epilogue (:func:`rounds_before_epilogue`), else None."""
+    epilogue (:func:`rounds_before_epilogue`), else None; ``act_error`` the activation's declared
+    evaluation error c (None: libm's, :data:`~gemmlab.contract.epilogue.LIBM_ACTIVATION_ERROR`)."""
     if rule == "exact":
         return 0.0
     if rule == "fixed":
@@ -156,7 +159,8 @@ def _tolerance(rule: str, options: VerifyOptions, problem: Problem, z: np.ndarra
     e_z = abs(alpha) * (scale + U_FP32) * abs_ab + Z_ROUNDINGS * U_FP32 * z_terms
     if abs_t is not None:  # t = alpha·A·B + beta·C0 rounded to C's type once more (module docstring)
         e_z = e_z + u_out * (abs_t + e_z) + tiny_out
-    evaluation = ACT_EVAL[act] * U_FP32 * (np.abs(z) + np.abs(y)) if ACT_EVAL[act] else 0.0
+    c_eval = LIBM_ACTIVATION_ERROR[act] if act_error is None or act in ("none", "relu") else act_error
+    evaluation = c_eval * (np.abs(z) + np.abs(y)) if c_eval else 0.0
     return (1 + u_out) * (LIPSCHITZ[act] * e_z + evaluation) + u_out * np.abs(y) + tiny_out + TINY
 
 
@@ -222,9 +226,11 @@ def _abs_rest(problem: Problem, c0, bias, rows=slice(None), cols=slice(None)):
 
 
 def _check_batch(problem: Problem, c: np.ndarray, a, bm, c0, bias, options: VerifyOptions, rule: str, method: str,
-                 seed: int, precision: str, pre_round: bool = False) -> tuple[dict, dict | None]:
+                 seed: int, precision: str, pre_round: bool = False,
+                 act_error: float | None = None) -> tuple[dict, dict | None]:
     """One batch: ``_compare`` parts merged, and Freivalds' verdict (None: not run). ``pre_round``:
-    the bound covers a rounding before the epilogue (:func:`rounds_before_epilogue`)."""
+    the bound covers a rounding before the epilogue (:func:`rounds_before_epilogue`); ``act_error``:
+    the activation's declared evaluation error (:func:`_tolerance`)."""
     ep = problem.epilogue
     alpha, beta, act = (ep.alpha, ep.beta, ep.activation) if ep is not None else (1.0, 0.0, "none")
     M, N = c.shape
@@ -241,7 +247,8 @@ def _check_batch(problem: Problem, c: np.ndarray, a, bm, c0, bias, options: Veri
         if need_abs and pre_round:
             abs_t = np.abs(z - bias[cols].astype(np.float64)) if bias is not None else np.abs(z)
         tol = _tolerance(rule, options, problem, z, y, np.abs(a64[rows]) @ abs_b[:, cols] if need_abs else None,
-                         _abs_rest(problem, c0, bias, rows, cols) if need_abs else None, precision, abs_t)
+                         _abs_rest(problem, c0, bias, rows, cols) if need_abs else None, precision, abs_t,
+                         act_error)
         return _compare(c[rows][:, cols], ref, tol, rows=out_rows, cols=out_cols)
 
     if method == "full":
@@ -295,7 +302,8 @@ def _check_batch(problem: Problem, c: np.ndarray, a, bm, c0, bias, options: Veri
 
 
 def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions, distribution: str = "normal",
-          seed: int = 0, tf32_rounding: str | None = None, rounds_before: bool = False) -> Verdict:
+          seed: int = 0, tf32_rounding: str | None = None, rounds_before: bool = False,
+          activation_error: float | None = None) -> Verdict:
     """Verify an extended ``problem``'s C buffer ``c_image`` (``problem.stored_shape("C")``, C's
     type) against the fused float64 reference of ``inputs``
     (:func:`gemmlab.stages.inputs.make_epilogue_inputs`), batch by batch (module docstring). For
@@ -306,7 +314,9 @@ def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions,
     and Freivalds' verdict) and the padding check. ``rounds_before``: the kernel declares
     ``EpilogueSupport.rounds_before_epilogue`` (the bound then covers that rounding where
     :func:`rounds_before_epilogue` says, and the verdict's ``epilogue.rounding_before_epilogue``
-    says so).
+    says so). ``activation_error``: the c the kernel declares for its activation's float32
+    evaluation (:func:`gemmlab.contract.epilogue.activation_error`; None: float32 libm's); the
+    verdict's ``epilogue.activation_error`` gives the c applied where the activation is not exact.
 
     Raises:
         ValueError: ``c_image`` not of the problem's stored shape, or an unknown ``tf32_rounding``.
@@ -314,13 +324,13 @@ def check(c_image: np.ndarray, inputs, problem: Problem, options: VerifyOptions,
     if c_image.shape != problem.stored_shape("C"):
         raise ValueError(f"C is {c_image.shape}, the problem stores C as {problem.stored_shape('C')}")
     if problem.precision != "tf32":
-        return _check(c_image, inputs, problem, options, distribution, seed, None, rounds_before)
+        return _check(c_image, inputs, problem, options, distribution, seed, None, rounds_before, activation_error)
     return tf32_verdict(lambda rounding: _check(c_image, inputs, problem, options, distribution, seed, rounding,
-                                                rounds_before), tf32_rounding)
+                                                rounds_before, activation_error), tf32_rounding)
 
 
 def _check(c_image, inputs, problem: Problem, options: VerifyOptions, distribution: str, seed: int,
-           rounding: str | None, rounds_before: bool = False) -> Verdict:
+           rounding: str | None, rounds_before: bool = False, activation_error: float | None = None) -> Verdict:
     rule = resolve_rule(options, distribution, problem)
     pre_round = rounds_before_epilogue(problem, rounds_before)
     M, N, K = problem.shape
@@ -337,7 +347,7 @@ def _check(c_image, inputs, problem: Problem, options: VerifyOptions, distributi
             continue
         a, bm, c0, bias = _operands(problem, inputs, b, rounding)
         part, freivalds = _check_batch(problem, out, a, bm, c0, bias, options, rule, method, seed + b, problem.precision,
-                                       pre_round)
+                                       pre_round, activation_error)
         r0 = b * (problem.storage("C").stride // problem.ldc)  # rows of C's buffer, as the padding's
         part["first"] = [[r + r0, *rest] for r, *rest in part["first"]]
         parts.append(part)
@@ -369,6 +379,12 @@ def _check(c_image, inputs, problem: Problem, options: VerifyOptions, distributi
                         "c_dtype": problem.c_dtype, "batches": batches, "padding": padding,
                         "first_mismatches_are": "[row of C's buffer (batch b's row r: b * stride_c / ldc + r), "
                                                 "col, got, expected]"}
+    act = ep.activation if ep is not None else "none"
+    if rule == "bound" and act not in ("none", "relu"):
+        c_eval = LIBM_ACTIVATION_ERROR[act] if activation_error is None else activation_error
+        verdict.epilogue["activation_error"] = {
+            "c": c_eval, "declared": activation_error is not None and activation_error != LIBM_ACTIVATION_ERROR[act],
+            "means": f"the bound allows c·(|z| + |{act}(z)|) for the kernel's float32 evaluation of {act}"}
     if pre_round and rule == "bound":
         verdict.epilogue["rounding_before_epilogue"] = (
             f"the bound covers alpha·A·B + beta·C0 rounded to {problem.c_dtype} before the bias and the activation "
