@@ -281,6 +281,8 @@ struct WgmmaPlainStore {
   static constexpr bool FUSED = false;
   static constexpr int BOX_COLS = 32;  // columns of a staged TMA box: 32 float32 (128 bytes)
   static constexpr int BOX_WORDS = 16;  // a lane's words of a box (WgmmaFused's; unused by the plain stores)
+  static constexpr int OUT_BYTES = 4;  // C's element bytes
+  static constexpr bool READS_C0 = false;  // beta != 0: C0 read in the epilogue
 };
 
 /// The kernel body (see the header comment); `tensor_c` is the TMA map of C for EPI = 1, else unused.
@@ -442,11 +444,18 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
     };
     // the fused epilogue (issue 43): boxes of FUSE::BOX_COLS columns (NB = 4 a half for a float32 C, 2 for
     // a 2-byte one), each made into words of C's type (WgmmaFused::box_words) and then staged and
-    // TMA-stored by put_words; the pending right half waits as those words (qw: 32 registers for a
-    // 2-byte C instead of Q's 64), computed when its tile ends, staged and stored during the next
-    // tile's main loop, one box after the wgmma group of k-tiles 2, 4 (, 6, 8)
+    // TMA-stored by put_words; the pending right half waits in Q as float32 accumulators (the plain
+    // path's register copy), and each of its boxes is computed (C0, bias, activation, rounding) and
+    // stored during the next tile's main loop, after the wgmma group of k-tiles 2, 4 (, 6, 8), while
+    // the tensor cores run: only the left half's epilogue math stays between two main loops (before,
+    // the right half's words were computed when its tile ended: the whole tile's activations on the
+    // critical path, H100 session 32: +13% time at 4096^3 with bias + gelu_tanh)
+    // A float32 C, or a C0 to read (beta != 0), keeps the right half's words computed when its tile ends
+    // (qw, as before): computed in the main loop next to both live banks, a float32 C's 64 words or the
+    // C0 loads spilled 220-236 bytes (beta + silu, NVRTC 13); its boxes still go out during the next main loop
     constexpr int BOXC = FUSE::BOX_COLS, NB = 128 / BOXC;
-    unsigned qw[FUSE::FUSED ? NB : 1][FUSE::BOX_WORDS];
+    constexpr bool LATE_MATH = FUSE::FUSED && FUSE::OUT_BYTES == 2 && !FUSE::READS_C0;  // the math in the next main loop
+    unsigned qw[FUSE::FUSED && !LATE_MATH ? NB : 1][FUSE::BOX_WORDS];
     auto put_words = [&](const unsigned (&u)[FUSE::BOX_WORDS], int col, int row) {
       if constexpr (FUSE::FUSED) {
         unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
@@ -462,15 +471,33 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         epi_chunk++;
       }
     };
-    auto store_half = [&](const float (&bank)[64], int col, int row) {  // the fused epilogue's half, box by box
+    auto fused_box = [&](const float (&bank)[64], int cc, int col, int row) {  // box cc of a half: compute, store
       if constexpr (FUSE::FUSED) {
-#pragma unroll
-        for (int cc = 0; cc < NB; cc++) {
-          unsigned u[FUSE::BOX_WORDS];
-          fuse.box_words(u, bank, cc, g, t, row, col + BOXC * cc, M, N);
-          put_words(u, col + BOXC * cc, row);
-        }
+        unsigned u[FUSE::BOX_WORDS];
+        fuse.box_words(u, bank, cc, g, t, row, col + BOXC * cc, M, N);
+        put_words(u, col + BOXC * cc, row);
       }
+    };
+    // the pending half's box cc inside the main loop (both banks in flight): the buffer's wait first, then
+    // each pair computed straight into it (WgmmaFused::box_stage: no box of words held in registers)
+    auto pending_box = [&](const float (&Q)[64], int cc) {
+      if constexpr (FUSE::FUSED) {
+        unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
+        if (lane == 0) gemmlab::bulk_wait_group_read<1>();
+        __syncwarp();
+        fuse.box_stage(gemmlab::smem_u32(buf), Q, cc, g, t, prow, pcol + BOXC * cc, M, N);
+        gemmlab::fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          gemmlab::tma_store_2d(tensor_c, buf, pcol + BOXC * cc, prow);
+          gemmlab::bulk_commit_group();
+        }
+        epi_chunk++;
+      }
+    };
+    auto store_half = [&](const float (&bank)[64], int col, int row) {  // the fused epilogue's half, box by box
+#pragma unroll
+      for (int cc = 0; cc < NB; cc++) fused_box(bank, cc, col, row);
     };
     auto item_body = [&](float (&R)[64], float (&Q)[64], const WorkItem &w, int local) {
       int m_blk, n_blk;
@@ -506,7 +533,10 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
           if constexpr (FUSE::FUSED) {
 #pragma unroll
             for (int cc = 0; cc < NB; cc++)
-              if (j == 2 * (cc + 1)) put_words(qw[cc], pcol + BOXC * cc, prow);
+              if (j == 2 * (cc + 1)) {
+                if constexpr (LATE_MATH) pending_box(Q, cc);
+                else put_words(qw[cc], pcol + BOXC * cc, prow);
+              }
           } else {
             if (j == 2) store_box(Q, 0, pcol, prow);
             else if (j == 4) store_box(Q, 1, pcol + 32, prow);
@@ -527,7 +557,10 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         if constexpr (FUSE::FUSED) {
 #pragma unroll
           for (int cc = 0; cc < NB; cc++)
-            if (nkt <= 2 * (cc + 1)) put_words(qw[cc], pcol + BOXC * cc, prow);
+            if (nkt <= 2 * (cc + 1)) {
+              if constexpr (LATE_MATH) pending_box(Q, cc);
+              else put_words(qw[cc], pcol + BOXC * cc, prow);
+            }
         } else {
           if (nkt <= 2) store_box(Q, 0, pcol, prow);
           if (nkt <= 4) store_box(Q, 1, pcol + 32, prow);
@@ -545,8 +578,10 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       }
       WorkItem next;
       if (sched.item(local + 1, next)) {  // the right half waits in Q (a register copy: fixed roles keep
-        // ptxas's wgmma hazard tracking exact; banks alternating by parity made it wait for every group)
-        if constexpr (FUSE::FUSED) {  // or as words of C's type (qw)
+        // ptxas's wgmma hazard tracking exact; banks alternating by parity made it wait for every group);
+        // a 2-byte C's fused epilogue computes its boxes from Q in the next main loop (pending_box), a
+        // float32 C's as words of C's type now (qw)
+        if constexpr (FUSE::FUSED && !LATE_MATH) {
 #pragma unroll
           for (int cc = 0; cc < NB; cc++) fuse.box_words(qw[cc], R, cc, g, t, row0, n0 + 128 + BOXC * cc, M, N);
         } else {
@@ -892,8 +927,9 @@ gemm_wgmma_tma_store_f16(const __grid_constant__ CUtensorMap tensor_a, const __g
 // The whole GEMM contract (issue 43), compiled only with -DGEMMLAB_EPI (plugins/wgmma_bf16.py asks
 // for it for a problem beyond C = A·B, so the plain builds above are the same programs, SASS for
 // SASS: tests/test_sass_unchanged.py). C (M x N, row pitch ldc >= N, OUT_T: float, __nv_bfloat16 or
-// __half) = OUT_T(act(alpha * A·B + beta * C0 + bias)) (gemmlab/fused.cuh: float32 arithmetic, libm
-// activations, one round to nearest even), C0 (OUT_T, pitch ldc) read only with BETA, the bias
+// __half) = OUT_T(act(alpha * A·B + beta * C0 + bias)) (gemmlab/fused.cuh: float32 arithmetic, one
+// round to nearest even; activations by wgmma_activation: tanh.approx.f32 for the GELUs, __expf for SiLU,
+// within the evaluation errors plugins/wgmma_bf16.py declares), C0 (OUT_T, pitch ldc) read only with BETA, the bias
 // (BIAS_T, N elements) only with BIAS. A and B through their tensor maps as in gemm_wgmma (tight
 // pitches: the maps describe the stored matrices), one GEMM per launch. The main loop is the plain
 // kernel's, on whole tiles (SPLIT_K = 1, TAIL = 0: the fused operation is not additive, so split
@@ -993,6 +1029,8 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
   /// pairs 8 jj + 2 t, jj < BOX_COLS / 8: one float32 a word, or two packed 2-byte outputs).
   static constexpr int BOX_COLS = 128 / (int)sizeof(OUT_T);
   static constexpr int BOX_WORDS = 16;
+  static constexpr int OUT_BYTES = (int)sizeof(OUT_T);  // C's element bytes
+  static constexpr bool READS_C0 = BETA != 0;  // beta != 0: C0 read in the epilogue
 
   /// Box `box` of a warp's accumulator block `d` (its m16nN fragments, m64nN layout: d[4 j + 2 h + e] =
   /// D(g + 8 h, 8 j + 2 t + e)) in C's type: outputs (row0 + g + 8 h, col0 + 8 jj + 2 t + e) =
@@ -1004,15 +1042,52 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
   template <int COUNT>
   __device__ __forceinline__ void box_words(unsigned (&u)[BOX_WORDS], const float (&d)[COUNT], int box, int g, int t,
                                             int row0, int col0, int m, int n) const {
+    box_apply(d, box, g, t, row0, col0, m, n, [&](int jj, int h, float x0, float x1) {
+      if constexpr (sizeof(OUT_T) == 4) {
+        u[4 * jj + 2 * h] = __float_as_uint(x0), u[4 * jj + 2 * h + 1] = __float_as_uint(x1);
+      } else {
+        u[2 * jj + h] = pack2((OUT_T *)nullptr, x0, x1);
+      }
+    });
+  }
+
+  /// box_words and stage_words in one pass: each pair of outputs written into the staging buffer at
+  /// `base` as soon as it is computed (the buffer must be free: the caller waits first). For the deferred
+  /// right half inside the next tile's main loop, where both accumulator banks are live: no box of
+  /// words held in registers.
+  template <int COUNT>
+  __device__ __forceinline__ void box_stage(unsigned base, const float (&d)[COUNT], int box, int g, int t, int row0,
+                                            int col0, int m, int n) const {
+    box_apply(d, box, g, t, row0, col0, m, n, [&](int jj, int h, float x0, float x1) {
+      if constexpr (sizeof(OUT_T) == 4) {
+        gemmlab::st_shared_v2(base + (g + 8 * h) * 128 + (((2 * jj + (t >> 1)) ^ g) << 4) + ((t & 1) << 3), x0, x1);
+      } else {
+        st_shared_b32(base + (g + 8 * h) * 128 + ((jj ^ g) << 4) + (t << 2), pack2((OUT_T *)nullptr, x0, x1));
+      }
+    });
+  }
+
+  /// The values of box_words, pair by pair: sink(jj, h, x0, x1) with x0, x1 the outputs (row0 + g + 8 h,
+  /// col0 + 8 jj + 2 t + e) before their rounding. The bias pair is one access where the bias is aligned
+  /// to two of its elements and both columns lie inside n (col is even).
+  template <int COUNT, class SINK>
+  __device__ __forceinline__ void box_apply(const float (&d)[COUNT], int box, int g, int t, int row0, int col0, int m,
+                                            int n, SINK &&sink) const {
     constexpr int JJ = BOX_COLS / 8;
     const bool c0_pairs = BETA && (this->ldc & 1) == 0 && gemmlab::aligned(this->c0, 2 * sizeof(OUT_T));
+    const bool bias_pairs = BIAS && gemmlab::aligned(this->bias, 2 * sizeof(BIAS_T));
 #pragma unroll
     for (int jj = 0; jj < JJ; jj++) {
       const int col = col0 + 8 * jj + 2 * t;
       float bias0 = 0.0f, bias1 = 0.0f;
       if (BIAS) {
-        if (col < n) bias0 = gemmlab::to_float(this->bias[col]);
-        if (col + 1 < n) bias1 = gemmlab::to_float(this->bias[col + 1]);
+        if (bias_pairs && col + 1 < n) {
+          const float2 b = load_pair(this->bias + col);
+          bias0 = b.x, bias1 = b.y;
+        } else {
+          if (col < n) bias0 = gemmlab::to_float(this->bias[col]);
+          if (col + 1 < n) bias1 = gemmlab::to_float(this->bias[col + 1]);
+        }
       }
 #pragma unroll
       for (int h = 0; h < 2; h++) {
@@ -1029,12 +1104,7 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
           }
         }
         if (BIAS) x0 += bias0, x1 += bias1;
-        x0 = wgmma_activation<ACT>(x0), x1 = wgmma_activation<ACT>(x1);
-        if constexpr (sizeof(OUT_T) == 4) {
-          u[4 * jj + 2 * h] = __float_as_uint(x0), u[4 * jj + 2 * h + 1] = __float_as_uint(x1);
-        } else {
-          u[2 * jj + h] = pack2((OUT_T *)nullptr, x0, x1);
-        }
+        sink(jj, h, wgmma_activation<ACT>(x0), wgmma_activation<ACT>(x1));
       }
     }
   }

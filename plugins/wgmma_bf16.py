@@ -87,8 +87,12 @@ kernels/wgmma_bf16.cu's wgmma_activation, each within the evaluation error it de
 the TMA-store epilogue — each warp computes a box of 16 rows x 128 bytes of C's type (32 float32 or 64
 bf16/fp16 columns) in registers (C0 and the bias read per box, before the staging wait), stages it in
 its swizzled buffers and TMA-stores it through C's map of row pitch ldc (clipped at M x N; the padding
-past N is never written); ``EPI=7`` on the cooperative 128x256 tile computes the right half's boxes into
-words of C's type when the tile ends and stores them during the next tile's main loop. They need C's
+past N is never written); ``EPI=7`` on the cooperative 128x256 tile keeps the right half for the next tile's main
+loop: with a 2-byte C and no C0 (beta = 0) its accumulators wait in registers and each box is computed
+(bias, activation, rounding) and stored there, after the wgmma groups of k-tiles 2 and 4, so only the
+left half's epilogue math lies between two main loops; a float32 C or a C0 to read computes the right
+half's words when its tile ends (computed in the loop they spilled 220-236 bytes) and stores them
+during the next main loop. They need C's
 row stride ldc x its element bytes a multiple of 16 (TMA); elsewhere, and with ``EPI=1``, the register
 entry ``gemm_wgmma_epi`` stores from the accumulators (column pairs as one access where ldc is even).
 The plan's note names the EPI that ran where another was asked (:meth:`WgmmaKernel.epilogue_note`).

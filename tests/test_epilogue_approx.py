@@ -161,3 +161,35 @@ def test_the_pipeline_hands_the_kernels_declared_error_to_the_check():
     assert _activation_error(gelu, Backend("tiled")) is None  # libm: the check's default
     relu = Problem(Shape(64, 64, 64), "bf16", "row", "col", out="bf16", epilogue=Epilogue(activation="relu"))
     assert _activation_error(relu, Backend("wgmma_bf16")) is None
+
+
+@pytest.mark.parametrize("activation, mufu", [("gelu_tanh", {"TANH"}), ("gelu_erf", {"TANH"}), ("silu", {"EX2", "RCP"})])
+def test_the_fused_instance_evaluates_its_activations_with_one_mufu_op_each(activation, mufu):
+    """NVRTC (no GPU): the deferred 128x256 bf16-C instance with a bias (the brief's timing point) runs
+    its GELUs as MUFU.TANH (one per output: 32 a box, 4 box sites in the unrolled main loop's versions
+    and 4 after it: the libm build had two MUFU per output, EX2 and RCP) and SiLU as MUFU.EX2 + RCP,
+    with no spills and the deferred right half's boxes computed inside the main loop (a 2-byte C
+    without C0)."""
+    import re
+    from gemmlab.gpu import compile as compile_stage
+    spec = load_registry([]).get("wgmma_bf16")
+    from gemmlab.gpu.device import offline_facts
+    problem = Problem(Shape(4096, 4096, 4096), "bf16", "row", "col", out="bf16",
+                      epilogue=Epilogue(bias="input", activation=activation))
+    params = dict(spec.defaults)
+    assert spec.defers(problem, params)
+    options = compile_stage.CompileOptions.for_kernel("90", spec.options(problem, params, offline_facts("90")))
+    compiled = compile_stage.compile_kernel(load_registry([]).source_path(spec), spec.instance(problem, params),
+                                            options, persistent=True)
+    if compiled.resources is None or not compiled.sass_text:
+        pytest.skip(f"NVRTC {compiled.nvrtc_version}: no ptxas report or SASS listing")
+    r = compiled.resources
+    assert (r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) == (0, 0, 0), r
+    ops = {}
+    for op in re.findall(r"\bMUFU\.([A-Z0-9]+)", compiled.sass_text):
+        ops[op] = ops.get(op, 0) + 1
+    per_op = {op: n for op, n in ops.items() if op in mufu}
+    # the kernel's own few RCP (index arithmetic) come on top: 9 in every build, plain included
+    assert set(per_op) == mufu and all(12 * 32 <= n < 12 * 32 + 16 for n in per_op.values()), ops
+    if activation != "silu":
+        assert ops.get("EX2", 0) == 0 and ops.get("RCP", 0) < 32, ops  # no tanhf/erff (EX2 + RCP per output)
