@@ -414,14 +414,25 @@ def test_gpu_wgmma_fused_lda_ldb_above_tight(tmp_path, form, shape, epilogue, pa
     assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
 
 
+#: epilogues without C0 and a 2-byte C: EPI=7's right half is computed inside the next tile's main loop
+#: (kernels/wgmma_bf16.cu LATE_MATH), not when its tile ends (every epilogue of EPILOGUES reads C0)
+LATE_EPILOGUES = [
+    {"bias": "input", "activation": "gelu_tanh", "out": "bf16"},
+    {"alpha": 0.5, "bias": "float32", "activation": "silu", "out": "fp16"},
+    {"bias": "input", "activation": "gelu_erf", "out": "bf16"},
+    {"out": "bf16"},
+]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("epilogue", EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
+@pytest.mark.parametrize("epilogue", EPILOGUES + LATE_EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
 @pytest.mark.parametrize("form", ["bf16-rowcol", "fp16-colrow", "bf16-rowrow-cluster"])
 @pytest.mark.parametrize("k", [72, 640])
 def test_gpu_wgmma_deferred_right_half_over_two_tiles_per_cta(tmp_path, form, k, epilogue):
     """EPI=7's deferred right half where CTAs take two tiles (1500 x 3000: 12 x 12 = 144 partial-edged
     128x256 tiles on <= 132 CTAs): K = 72 (2 k-tiles: the pending boxes go out after the loop) and K =
-    640 (10 k-tiles: inside the next tile's main loop, after k-tiles 2, 4 (, 6, 8 for a float32 C))."""
+    640 (10 k-tiles: inside the next tile's main loop, after k-tiles 2, 4 (, 6, 8 for a float32 C)); with
+    :data:`LATE_EPILOGUES` the pending boxes' math runs there too (computed from the float32 copy)."""
     rec = run_point(_gpu_cfg(form, (1500, 3000, k), epilogue, epi=7), tmp_path / "point")
     assert rec["status"] == "ok", rec.get("error")
     name = rec["compile"]["name_expression"]
@@ -439,6 +450,17 @@ def test_gpu_wgmma_fused_interior_tiles_paired_stores(tmp_path, ldc_pad):
     rec = run_point(cfg, tmp_path / "point")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["verification"]["epilogue"]["padding"]["written"] == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["bf16-rowcol", "fp16-colrow"])
+def test_gpu_wgmma_late_math_memcheck_clean(tmp_path, form):
+    """The deferred right half computed in the next main loop (bias + gelu_tanh, bf16 C, no C0) under
+    memcheck, CTAs taking two partial-edged tiles."""
+    rec = run_point(_gpu_cfg(form, (1500, 3000, 200), LATE_EPILOGUES[0], epi=7, sanitizer="memcheck"),
+                    tmp_path / "point")
+    assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
+    assert rec["status"] == "ok", rec.get("error")
 
 
 @pytest.mark.gpu
