@@ -59,8 +59,14 @@ heuristic's choice, and its documentation does not promise one rounding, so the 
 second one for every 16-bit D with a bias or an activation (:mod:`gemmlab.stages.verify_fused`).
 
 Grouped GEMM baselines (issue 44): ``cublas_grouped_loop`` (one call per non-empty group, one
-CUDA graph when graph-timed; the default ``baseline`` of ``experiment=moe``) and ``cublas_grouped``
-(``cublasGemmGroupedBatchedEx`` through ``nvmath.bindings.cublas.gemm_grouped_batched_ex``).
+CUDA graph when graph-timed; the ``baseline`` of ``experiment=moe`` and of every grouped
+comparison) and ``cublas_grouped`` (``cublasGemmGroupedBatchedEx`` through
+``nvmath.bindings.cublas.gemm_grouped_batched_ex``), which cannot be timed under gemmlab's
+launch-path rule: cuBLAS takes the per-group m, n, k and leading dimensions as host arrays and
+uploads them on every call (its captured enqueue on the H100, session 32: {'kernel': 1,
+'mem alloc': 1, 'mem free': 1, 'memcpy host->device': 1}), and gemmlab refuses any host->device
+copy inside a library's timed enqueue (a library could upload a host-computed C that way), so
+its points end ``foreign_launch`` (:class:`CublasGroupedBatched`).
 
 Optional: ``pip install 'gemmlab[cublas]'`` brings nvmath-python.
 """
@@ -559,12 +565,24 @@ class CublasGroupedLoop(CublasSgemm):
 
 
 class CublasGroupedBatched(CublasGroupedLoop):
-    """Grouped GEMM baseline (b): one ``cublasGemmGroupedBatchedEx`` (cuBLAS 12.5+) over the
-    non-empty groups, each a group of one problem; the pointer arrays of A_g, B_g, C_g are device
-    arrays made once per point (outside every timed interval), alpha/beta host arrays. Available
-    where the installed nvmath-python exposes ``nvmath.bindings.cublas.gemm_grouped_batched_ex``
+    """Grouped GEMM (b): one ``cublasGemmGroupedBatchedEx`` (cuBLAS 12.5+) over the non-empty
+    groups, each a group of one problem; the pointer arrays of A_g, B_g, C_g are device arrays made
+    once per point (outside every timed interval), alpha/beta host arrays. Available where the
+    installed nvmath-python exposes ``nvmath.bindings.cublas.gemm_grouped_batched_ex``
     (nvmath-python 1.0.0's documentation lists it); a type combination cuBLAS refuses is a
-    one-line refusal of the precision at planning."""
+    one-line refusal of the precision at planning (bf16 / fp16 inputs with a float32 C, cuBLAS 12.x).
+
+    Not a baseline gemmlab can time: the API's m, n, k and ld arrays are host arrays (cuBLAS docs,
+    cublasGemmGroupedBatchedEx), and cuBLAS copies them to the device inside every call; captured
+    on the H100 (session 32) one call is {'kernel': 1, 'mem alloc': 1, 'mem free': 1,
+    'memcpy host->device': 1}. gemmlab's launch-path net (:meth:`gemmlab.run.pipeline.Run.launch_paths`)
+    refuses a host->device copy inside a library's timed enqueue (a library could upload a
+    host-computed C that way), so every point with a non-empty group ends ``foreign_launch`` in
+    one line naming the copy; ``cublas_grouped_loop`` is the cuBLAS baseline. cuBLASLt 13.1+ has
+    an experimental grouped matmul taking the sizes as device arrays
+    (``cublasLtGroupedMatrixLayoutCreate``; NVIDIA's CUDALibrarySamples LtHSHgemmGroupedSimple),
+    which is not used here: the GPU machine's cuBLAS is 12.x and no nvmath-python binding of it
+    was checked. An all-empty problem (every M_g 0) makes no call and enqueues nothing."""
 
     def available(self) -> str | None:
         missing = super().available()
@@ -580,6 +598,8 @@ class CublasGroupedBatched(CublasGroupedLoop):
         from cuda.bindings import driver
         calls = group_calls(problem, pointers)
         count = len(calls)
+        if not count:  # every group empty (issue 44): nothing to compute, no call, no pointer arrays
+            return (lambda: None), (lambda: None)
         handle = cublas.create()
         cublas.set_stream(handle, pointers.stream)
         cublas.set_math_mode(handle, int(cublas.Math.TF32_TENSOR_OP_MATH if problem.precision == "tf32"
@@ -641,5 +661,7 @@ def gemmlab_kernels():
             CublasGroupedBatched(name="cublas_grouped", source="", defaults={},
                                  precisions=("fp32", "tf32", "bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
                                  grouped_kinds=("contiguous", "masked", "general"),
-                                 description="grouped GEMM baseline (issue 44): one cublasGemmGroupedBatchedEx "
-                                             "over the non-empty groups (where nvmath-python exposes it)")]
+                                 description="grouped GEMM (issue 44): one cublasGemmGroupedBatchedEx over the "
+                                             "non-empty groups; not timeable: cuBLAS uploads its host arrays of "
+                                             "per-group sizes each call, a host->device copy the launch-path net "
+                                             "refuses (foreign_launch); the baseline is cublas_grouped_loop")]

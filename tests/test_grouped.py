@@ -16,7 +16,7 @@ from gemmlab.contract.hookspecs import Problem, Shape
 from gemmlab.errors import ConfigError
 from gemmlab.run.pipeline import run_point
 from gemmlab.stages import verify
-from gemmlab.stages.config import parse_config
+from gemmlab.stages.config import check_field, parse_config
 from gemmlab.stages.grouped import group_sizes
 from gemmlab.stages.inputs import InputOptions, make_problem_inputs, storage_dtype
 from tests.fakegpu import HostGpu
@@ -65,6 +65,47 @@ def test_general_shapes_fix_the_plain_shape():
         parse_config(config(kind="general", shapes=[[3, 16, 8], [4, 8, 32]]))
     rc = parse_config(config((7, 16, 32), kind="general", shapes=[[3, 16, 8], [4, 8, 32]]))
     assert rc.grouped.shapes == ((3, 16, 8), (4, 8, 32)) and rc.problem.flops == 2 * (3 * 16 * 8 + 4 * 8 * 32)
+
+
+@pytest.mark.parametrize("grouped, shape", [
+    ({"kind": "contiguous", "sizes": [0, 0, 0]}, (0, 128, 64)),
+    ({"kind": "masked", "sizes": [0, 0], "align": 64}, (0, 128, 64)),
+    ({"kind": "contiguous", "groups": 8, "generator": "zipf", "seed": 3}, (0, 128, 64)),
+    ({"kind": "general", "shapes": [[0, 16, 16], [0, 64, 64]]}, (0, 64, 64)),
+], ids=["contiguous", "masked", "zipf", "general"])
+def test_an_all_empty_grouped_step_has_m_0(grouped, shape):
+    """An MoE step that routes no token to this GPU's experts (issue 44): shape's M = 0 with every
+    M_g 0, no FLOP; the refusal of a size list that sums to 0 with M = 1 names the shape that is
+    then accepted (both messages agree), and M = 0 stays refused for anything else in one line."""
+    rc = parse_config(config(shape, **grouped))
+    assert rc.shape.M == 0 and not any(rc.grouped.sizes) and rc.problem.flops == 0
+    assert rc.grouped.record()["empty_groups"] == rc.grouped.G
+    assert check_field("shape", list(shape)) == shape  # a value alone: M = 0 is the point's to decide
+    from types import SimpleNamespace
+    from gemmlab.run.config_check import check_values
+    check_values(SimpleNamespace(key="shape", typed=[list(shape)]), None, empty_m=True)  # a grouped.* key given
+    with pytest.raises(ConfigError, match=r"^shape: M must be a positive integer, got 0 .*all empty"):
+        check_values(SimpleNamespace(key="shape", typed=[list(shape)]), None)  # the command makes no point grouped
+    if "sizes" in grouped:
+        with pytest.raises(ConfigError) as err:
+            parse_config(config((1,) + shape[1:], **grouped))
+        assert str(err.value).startswith("grouped.sizes: ") and f"give shape=[0,{shape[1]},{shape[2]}]" in str(err.value)
+
+
+@pytest.mark.parametrize("cfg, field, words", [
+    ({"kernel": {"name": "x"}, "shape": [0, 16, 16]}, "shape", "M must be a positive integer, got 0"),
+    (config((0, 40, 48), kind="contiguous", sizes=[1, 0]), "grouped.sizes", "give shape=[1,40,48]"),
+    (config((0, 40, 48), kind="general", shapes=[[2, 40, 48]]), "shape", "[sum M_g, max N_g, max K_g] = [2, 40, 48]"),
+    ({"kernel": {"name": "x"}, "shape": [4, 0, 16]}, "shape", "N must be a positive integer"),
+    ({"kernel": {"name": "x"}, "shape": [-1, 16, 16]}, "shape", "M must be a positive integer"),
+], ids=["plain", "sizes", "shapes", "N", "negative"])
+def test_m_0_is_refused_outside_an_all_empty_grouped_step(cfg, field, words):
+    with pytest.raises(ConfigError) as err:
+        parse_config(cfg)
+    text = str(err.value)
+    assert text.startswith(f"{field}: ") and words in text and "\n" not in text, text
+    if field == "shape" and "M must" in words:
+        assert "M=0 only for a grouped GEMM whose groups are all empty" in text
 
 
 def test_the_record_names_kind_groups_sizes_generator_and_seed():
@@ -223,6 +264,37 @@ def test_reference_kernel_point_on_the_fake_gpu(tmp_path, monkeypatch, grouped, 
     assert rec["roofline"]["flops"] == rec["flops"]
 
 
+@pytest.mark.parametrize("grouped, shape", [
+    ({"kind": "contiguous", "sizes": [0, 0, 0], "align": 16}, (0, 24, 40)),
+    ({"kind": "masked", "groups": 3, "generator": "zipf", "align": 8}, (0, 24, 40)),
+    ({"kind": "general", "shapes": [[0, 16, 8], [0, 8, 8]]}, (0, 16, 8)),
+], ids=["contiguous", "masked", "general"])
+def test_an_all_empty_step_runs_on_the_fake_gpu(tmp_path, monkeypatch, grouped, shape):
+    """Every M_g 0 (issue 44): the point runs, nothing to compute, C's padding / masked rows / gaps
+    (all of C) untouched, guard bands intact; no FLOP, so GFLOP/s 0 and no arithmetic intensity."""
+    rec, _ = _fake_point(tmp_path, monkeypatch, grouped, shape)
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["flops"] == 0 and rec["grouped"]["empty_groups"] == rec["grouped"]["G"]
+    v = rec["verification"]
+    assert v["passed"] and v["grouped"]["untouched"]["written"] == 0 and "no product to check" in v["method"]
+    assert rec["guard_bands"] == "intact" and rec["verification_after_timing"]["passed"]
+    assert rec["timing"]["gflops"] == 0 and rec["roofline"]["arithmetic_intensity"] is None
+    assert rec["grouped"]["untouched_elements"] == (0 if grouped["kind"] == "contiguous" else
+                                                    np.prod(parse_config(config(shape, **grouped)).grouped
+                                                            .stored_shape("C")))
+
+
+def test_fake_gpu_catches_a_write_into_an_all_empty_masked_step(tmp_path, monkeypatch):
+    """All experts empty: every row of C is masked; a kernel that stores anything is wrong_result."""
+    def sloppy(gpu, args):
+        gpu.view(int(args[2]) + 4 * 24 * 8, 4).view(np.float32)[:] = 0.0  # slot 1's first row, column 0
+
+    rec, _ = _fake_point(tmp_path, monkeypatch, {"kind": "masked", "sizes": [0, 0], "align": 8}, (0, 24, 40),
+                         behaviour=sloppy)
+    assert rec["status"] == "wrong_result" and "untouched" in rec["error"]
+    assert rec["verification"]["grouped"]["untouched"]["written"] == 1
+
+
 def test_fake_gpu_catches_a_kernel_that_writes_padding_rows(tmp_path, monkeypatch):
     """A grouped kernel that stores whole padded tiles (the padding rows of each expert): wrong_result."""
     grouped = {"kind": "contiguous", "sizes": [17, 0, 40, 3], "align": 16}
@@ -270,6 +342,7 @@ GPU_CASES = [
     ({"kind": "contiguous", "sizes": [45, 0, 0, 19], "align": 1}, (64, 136, 72)),
     ({"kind": "masked", "sizes": [3, 0, 64, 1], "align": 64}, (68, 264, 512)),
     ({"kind": "general", "shapes": [[33, 72, 40], [0, 16, 16], [130, 200, 136]]}, (163, 200, 136)),
+    ({"kind": "contiguous", "sizes": [0, 0, 0], "align": 128}, (0, 136, 72)),  # no token routed: M = 0
 ]
 
 
@@ -292,25 +365,46 @@ def test_gpu_reference_kernel_uneven_empty_groups_masked_rows_untouched(tmp_path
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("baseline", ["cublas_grouped_loop", "cublas_grouped"])
 @pytest.mark.parametrize("grouped, shape", GPU_CASES, ids=lambda v: str(v)[:30])
-def test_gpu_cublas_grouped_baselines(tmp_path, baseline, grouped, shape):
-    """Each cuBLAS grouped baseline as the kernel, with grouped_ref as its baseline: both verified
-    per group with untouched padding / masked rows, the graph replay checked (launch path)."""
-    if baseline == "cublas_grouped":  # cuBLAS 12.x's grouped-batched GEMM has no bf16 x bf16 -> float32 C form
-        refused = _gpu_point(tmp_path / "bf16", baseline, grouped, shape, baseline="grouped_ref")
-        if refused["status"] == "unavailable":
-            pytest.skip(refused["error"])
-        assert refused["status"] != "ok" and refused["error"].startswith("precision: cublasGemmGroupedBatchedEx "
-                                                                         "refuses bf16 inputs with a float32 C")
-        assert "\n" not in refused["error"]
-    rec = _gpu_point(tmp_path, baseline, grouped, shape, precision="fp32" if baseline == "cublas_grouped" else "bf16",
-                     baseline="grouped_ref")
+def test_gpu_cublas_grouped_loop_baseline(tmp_path, grouped, shape):
+    """The cuBLAS grouped baseline (one call per non-empty group) as the kernel, with grouped_ref as
+    its baseline: both verified per group with untouched padding / masked rows, the graph replay
+    checked (launch path); the all-empty step enqueues nothing (``no_work``)."""
+    rec = _gpu_point(tmp_path, "cublas_grouped_loop", grouped, shape, baseline="grouped_ref")
     if rec["status"] == "unavailable":
         pytest.skip(rec["error"])
     assert rec["status"] == "ok", rec.get("error")
     assert rec["verification"]["grouped"]["untouched"]["written"] == 0
     assert rec["launch_path"]["replay_verified"] and rec["baseline"]["verification"]["passed"]
+    empty = not any(rec["grouped"]["sizes"])
+    assert rec["launch_path"].get("no_work", False) is empty
+    assert (rec["launch_path"]["captured_nodes"] == {}) is empty
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("grouped, shape", GPU_CASES, ids=lambda v: str(v)[:30])
+def test_gpu_cublas_grouped_is_refused_by_the_launch_path_net(tmp_path, grouped, shape):
+    """cublasGemmGroupedBatchedEx uploads its host arrays of per-group sizes inside every call
+    (H100 session 32: {'kernel': 1, 'mem alloc': 1, 'mem free': 1, 'memcpy host->device': 1}); a
+    host->device copy inside a library's timed enqueue is refused: ``foreign_launch``, one line
+    naming the copy (fp32; bf16 with a float32 C is refused by cuBLAS itself at planning, one line).
+    The all-empty step makes no call: nothing to refuse."""
+    empty = not any(parse_config(config(shape, "grouped_ref", **grouped)).grouped.sizes)
+    refused = _gpu_point(tmp_path / "bf16", "cublas_grouped", grouped, shape, baseline="grouped_ref")
+    if refused["status"] == "unavailable":
+        pytest.skip(refused["error"])
+    if not empty:  # cuBLAS 12.x's grouped-batched GEMM has no bf16 x bf16 -> float32 C form
+        assert refused["status"] != "ok" and refused["error"].startswith("precision: cublasGemmGroupedBatchedEx "
+                                                                         "refuses bf16 inputs with a float32 C")
+        assert "\n" not in refused["error"]
+    rec = _gpu_point(tmp_path, "cublas_grouped", grouped, shape, precision="fp32", baseline="grouped_ref")
+    if empty:
+        assert rec["status"] == "ok" and rec["launch_path"]["no_work"], rec.get("error")
+        return
+    assert rec["status"] == "foreign_launch", (rec["status"], rec.get("error"))
+    error = rec["error"]
+    assert error.startswith("launch path: cublas_grouped's captured enqueue has foreign nodes memcpy host->device")
+    assert "\n" not in error and rec.get("launch_path", {}).get("captured_nodes", {}).get("memcpy host->device")
 
 
 @pytest.mark.gpu

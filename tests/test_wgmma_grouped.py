@@ -211,6 +211,38 @@ def test_per_group_map_of_b_is_3d_and_refused_where_no_slabs_exist():
         assert err.value.field == "kernel" and words in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_all_empty_contiguous_step_maps_one_row_inside_the_guard_band(monkeypatch):
+    """Every M_g 0 (issue 44): A and C are stored with 0 rows and the driver refuses a zero
+    dimension, so gemmlab.gpu.tma.build maps one row at the matrix's address (inside its guard
+    band; the kernel has no tile to use it). cuda.core's view is replaced by a recorder (no GPU)."""
+    from cuda.core import utils
+    from gemmlab.gpu import guards, tma
+    seen = []
+
+    class View:
+        @staticmethod
+        def from_cuda_array_interface(array, stream_ptr):
+            seen.append(array.__cuda_array_interface__)
+            return View()
+
+        def as_tensor_map(self, box_dim, **kw):
+            seen[-1]["box"] = box_dim
+            return "map"
+
+    monkeypatch.setattr(utils, "StridedMemoryView", View)
+    prob = problem(sizes=(0, 0, 0), N=128, K=64)
+    assert prob.stored_shape("A") == (0, 64) and prob.stored_shape("C") == (0, 128)
+    for tm in SPEC.arguments(prob, params(), FACTS)[:3]:
+        assert tma.build(tm, prob, 1 << 20) == "map"
+    (a, b, c) = seen
+    assert a["shape"] == (1, 64) and a["box"] == (128, 64) and c["shape"] == (1, 128) and c["box"] == (16, 32)
+    assert b["shape"] == (3, 128, 64) and b["box"] == (1, 256, 64)  # B: every expert's weights, as ever
+    wide = problem(sizes=(0, 0), N=guards.GUARD_BYTES // 4 + 8, K=64)
+    with pytest.raises(ConfigError, match="exceeds the 1048576 B guard band") as err:
+        tma.build(TensorMap("C", (16, 32)), wide, 1 << 20)
+    assert err.value.field == "shape" and "\n" not in str(err.value)
+
+
 def test_each_group_maps_describe_every_group_and_refuse_elsewhere():
     """One 2-D map per group of a general problem over its own matrix (A_g M_g x K_g, B_g N_g x K_g
     or K_g x N_g, C_g M_g x N_g); an empty group's map is not encoded; a plain or contiguous problem,
@@ -368,7 +400,9 @@ def _point(tmp_path, monkeypatch, grouped, shape, layout_b="col", behaviour=None
     ({"kind": "masked", "groups": 3, "generator": "zipf", "seed": 2, "align": 8}, (150, 32, 24), "row", {"BN": 64}),
     ({"kind": "contiguous", "groups": 4, "generator": "all_but_one_empty", "seed": 1, "align": 128}, (300, 24, 16),
      "col", {"BM": 256, "BN": 128}),
-], ids=["uneven", "masked-zipf", "all-but-one-empty"])
+    ({"kind": "contiguous", "sizes": [0, 0, 0], "align": 128}, (0, 128, 64), "col", {}),  # issue 44: M = 0
+    ({"kind": "masked", "groups": 4, "generator": "zipf", "align": 64}, (0, 128, 64), "row", {}),
+], ids=["uneven", "masked-zipf", "all-but-one-empty", "all-empty", "masked-all-empty"])
 def test_a_point_runs_on_the_fake_gpu_through_the_queue_replay(tmp_path, monkeypatch, grouped, shape, layout_b, kernel):
     rec, calls = _point(tmp_path, monkeypatch, grouped, shape, layout_b, **kernel)
     assert rec["status"] == "ok", rec.get("error")
@@ -403,7 +437,8 @@ def _general_point(tmp_path, monkeypatch, shapes, layout_b="col", behaviour=None
     (((33, 72, 40), (0, 16, 16), (130, 200, 136)), "col", {"BN": 64}),
     (((0, 8, 8), (200, 136, 64), (1, 24, 16), (129, 64, 128)), "row", {"BM": 256, "BN": 128}),
     (((17, 40, 24), (9, 18, 16)), "col", {"BN": 64}),
-], ids=["uneven-empty", "row-partial-tiles", "registers"])
+    (((0, 16, 16), (0, 64, 64)), "col", {}),  # issue 44: every group empty, shape M = 0
+], ids=["uneven-empty", "row-partial-tiles", "registers", "all-empty"])
 def test_a_general_point_runs_on_the_fake_gpu_through_its_per_group_maps(tmp_path, monkeypatch, shapes, layout_b,
                                                                           kernel):
     rec, calls, gpu = _general_point(tmp_path, monkeypatch, shapes, layout_b, **kernel)
@@ -479,6 +514,7 @@ GPU_CASES = [
     ({"kind": "masked", "sizes": [3, 0, 64, 1], "align": 64}, (68, 264, 512)),
     ({"kind": "masked", "groups": 6, "generator": "zipf", "seed": 1, "align": 128}, (900, 384, 2048)),
     ({"kind": "masked", "sizes": [0, 0, 0], "align": 64}, (0, 128, 64)),
+    ({"kind": "contiguous", "sizes": [0, 0, 0], "align": 128}, (0, 256, 128)),  # A, C of 0 rows: 1-row maps
 ]
 
 
@@ -529,18 +565,148 @@ def test_gpu_sanitizer_clean(tmp_path, tool, kernel):
     assert rec["status"] == "ok" and rec["sanitizer"]["verdict"] == "clean", rec.get("error")
 
 
+#: the issue's anchor: 8 groups of (M_g, N, K) = (4096, 768, 2048), B column-major (nn.Linear's weight)
+ANCHOR_GROUPS, ANCHOR_SHAPE = 8, (4096, 768, 2048)
+#: env var naming a folder for the anchors' evidence (one JSON line per anchor, appended to
+#: wgmma_grouped_anchors.jsonl): pytest's xdist workers swallow what a test prints
+EVIDENCE_ENV = "GEMMLAB_EVIDENCE_DIR"
+
+#: torch._grouped_mm at the anchor, run in a child process (no torch context left in the test's):
+#: BF16 A (sum M_g x K), B_g = W_g^T of W (G x N x K), offsets (int32 cumulative ends) on the device;
+#: one group checked against torch.mm; 20 calls captured in a CUDA graph (an eager loop where
+#: capture fails), 10 timed replays, the median; prints one JSON object
+_TORCH_SCRIPT = r"""
+import json, sys
+G, M, N, K = (int(x) for x in sys.argv[1:5])
+try:
+    import torch
+except ImportError as exc:
+    print(json.dumps({"tflops": None, "note": f"torch not importable: {exc}"})); sys.exit(0)
+if not torch.cuda.is_available() or not hasattr(torch, "_grouped_mm"):
+    print(json.dumps({"tflops": None, "note": f"torch {torch.__version__}: no CUDA or no torch._grouped_mm"}))
+    sys.exit(0)
+torch.manual_seed(0)
+a = torch.randn(G * M, K, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16)
+offs = torch.arange(1, G + 1, device="cuda", dtype=torch.int32) * M
+b = w.transpose(-2, -1)
+out = torch._grouped_mm(a, b, offs=offs)
+ref = a[M:2 * M].float() @ w[1].float().T
+err = ((out[M:2 * M].float() - ref).abs().max() / ref.abs().max()).item()
+calls, how = 20, "graph"
+try:
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            torch._grouped_mm(a, b, offs=offs)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            torch._grouped_mm(a, b, offs=offs)
+    run = graph.replay
+except Exception as exc:
+    how = f"eager loop (graph capture failed: {type(exc).__name__})"
+    def run():
+        for _ in range(calls):
+            torch._grouped_mm(a, b, offs=offs)
+for _ in range(3):
+    run()
+torch.cuda.synchronize()
+times = []
+for _ in range(10):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(); run(); stop.record(); stop.synchronize()
+    times.append(start.elapsed_time(stop) / calls)
+ms = sorted(times)[len(times) // 2]
+print(json.dumps({"tflops": 2 * G * M * N * K / (ms * 1e-3) / 1e12, "median_ms": ms, "timing": how,
+                  "max_rel_error_group_1": err, "torch": torch.__version__,
+                  "device": torch.cuda.get_device_name()}))
+"""
+
+
+def _torch_grouped_mm(groups: int, shape) -> dict:
+    """torch._grouped_mm's rate at ``groups`` x ``shape`` (:data:`_TORCH_SCRIPT`, a child process):
+    ``{"tflops": ..., ...}``, ``tflops`` None with a ``note`` where torch or its grouped GEMM is missing
+    or the child failed."""
+    import json
+    import subprocess
+    try:
+        done = subprocess.run([sys.executable, "-c", _TORCH_SCRIPT, str(groups), *map(str, shape)],
+                              capture_output=True, text=True, timeout=300)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except Exception as exc:  # a crash, a timeout, no output: no figure, and why
+        return {"tflops": None, "note": f"torch child failed: {type(exc).__name__}: {str(exc)[:200]}"}
+
+
+def _anchor_evidence(test: str, kind: str, rec: dict) -> dict:
+    """Print the anchor's rates and, where ``GEMMLAB_EVIDENCE_DIR`` is set, append them as one JSON
+    line to ``wgmma_grouped_anchors.jsonl`` there: kernel, kind, groups x shape, status, TFLOP/s of
+    wgmma_grouped, of the cuBLAS loop (the point's baseline, same run) and of torch._grouped_mm (its
+    own child process; null where torch is not importable), the ratio, the device. Returns the line."""
+    import json
+    import os
+    from pathlib import Path
+
+    def tflops(timing):
+        return round(timing["gflops"] / 1e3, 1) if timing and timing.get("gflops") else None
+
+    torch = _torch_grouped_mm(ANCHOR_GROUPS, ANCHOR_SHAPE)
+    line = {"test": test, "kernel": "wgmma_grouped", "kind": kind, "groups": ANCHOR_GROUPS,
+            "shape_per_group": list(ANCHOR_SHAPE), "status": rec.get("status"), "error": rec.get("error"),
+            "tflops": tflops(rec.get("timing")),
+            "cublas_grouped_loop_tflops": tflops(rec.get("baseline", {}).get("timing")),
+            "torch_grouped_mm_tflops": round(torch["tflops"], 1) if torch.get("tflops") else None,
+            "torch": torch, "ratio_to_baseline": rec.get("ratio_to_baseline"), "device": rec.get("device", {}).get("name"),
+            "timing_protocol": rec.get("timing", {}).get("protocol")}
+    print(f"\nwgmma_grouped {kind} {ANCHOR_GROUPS}x{ANCHOR_SHAPE}: {line['tflops']} TFLOP/s; cublas_grouped_loop "
+          f"{line['cublas_grouped_loop_tflops']} TFLOP/s; torch._grouped_mm {line['torch_grouped_mm_tflops']} TFLOP/s "
+          f"({rec.get('status')})")
+    folder = os.environ.get(EVIDENCE_ENV)
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with open(Path(folder) / "wgmma_grouped_anchors.jsonl", "a") as out:
+            out.write(json.dumps(line) + "\n")
+    return line
+
+
+def test_anchor_evidence_is_one_json_line_per_anchor(tmp_path, monkeypatch):
+    """The anchors' rates survive xdist: one JSON line each in $GEMMLAB_EVIDENCE_DIR (kernel, kind,
+    TFLOP/s of wgmma_grouped, the cuBLAS loop and torch._grouped_mm, null where torch is missing);
+    nothing written without the variable. The torch child's script compiles (it runs on the GPU)."""
+    import json
+    compile(_TORCH_SCRIPT, "<torch anchor>", "exec")
+    monkeypatch.setattr(sys.modules[__name__], "_torch_grouped_mm",
+                        lambda groups, shape: {"tflops": None, "note": "torch not importable: stub"})
+    rec = {"status": "ok", "timing": {"gflops": 612345.0, "protocol": "graph"}, "device": {"name": "H100"},
+           "baseline": {"timing": {"gflops": 598765.0}}, "ratio_to_baseline": {"gflops": 1.02}}
+    monkeypatch.delenv(EVIDENCE_ENV, raising=False)
+    _anchor_evidence("t", "contiguous", rec)
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv(EVIDENCE_ENV, str(tmp_path / "evidence"))
+    _anchor_evidence("t", "contiguous", rec)
+    _anchor_evidence("u", "general", {"status": "error", "error": "boom"})
+    lines = [json.loads(x) for x in (tmp_path / "evidence" / "wgmma_grouped_anchors.jsonl").read_text().splitlines()]
+    assert [x["kind"] for x in lines] == ["contiguous", "general"] and lines[0]["kernel"] == "wgmma_grouped"
+    assert lines[0]["tflops"] == 612.3 and lines[0]["cublas_grouped_loop_tflops"] == 598.8
+    assert lines[0]["torch_grouped_mm_tflops"] is None and "stub" in lines[0]["torch"]["note"]
+    assert lines[1]["tflops"] is None and lines[1]["error"] == "boom"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["contiguous", "masked"])
 def test_gpu_anchor_8_groups_of_4096x768x2048(tmp_path, kind):
     """The issue's anchor (torch._grouped_mm 657 TFLOP/s on the H100): 8 uniform groups of 4096 rows,
-    N 768, K 2048, B column-major, against the graph-captured cuBLAS loop; prints both rates (the
-    report quotes them), asserts correctness only."""
-    rec = _gpu_point(tmp_path, {"kind": kind, "groups": 8, "generator": "uniform", "align": 128}, (32768, 768, 2048),
-                     baseline="cublas_grouped_loop", verify={"max_full": 1 << 30, "sample": 64})
+    N 768, K 2048, B column-major, against the graph-captured cuBLAS loop; prints the rates and
+    writes them (with torch._grouped_mm's where torch is importable) as one JSON line to
+    ``$GEMMLAB_EVIDENCE_DIR/wgmma_grouped_anchors.jsonl`` (the report quotes them); asserts
+    correctness only."""
+    M, N, K = ANCHOR_SHAPE
+    rec = _gpu_point(tmp_path, {"kind": kind, "groups": ANCHOR_GROUPS, "generator": "uniform", "align": 128},
+                     (ANCHOR_GROUPS * M, N, K), baseline="cublas_grouped_loop",
+                     verify={"max_full": 1 << 30, "sample": 64})
+    _anchor_evidence("test_gpu_anchor_8_groups_of_4096x768x2048", kind, rec)
     assert rec["status"] == "ok", rec.get("error")
-    base = rec.get("baseline", {}).get("timing", {}).get("gflops")
-    print(f"\nwgmma_grouped {kind} 8x(4096,768,2048): {rec['timing']['gflops'] / 1e3:.1f} TFLOP/s; "
-          f"cublas_grouped_loop {base / 1e3 if base else float('nan'):.1f} TFLOP/s; ratio {rec.get('ratio_to_baseline')}")
 
 
 #: the general kind on the GPU: uneven groups with empty ones first and in the middle, M_g, N_g and
@@ -594,11 +760,10 @@ def test_gpu_general_sanitizer_clean(tmp_path, tool, kernel):
 @pytest.mark.gpu
 def test_gpu_general_against_the_cublas_loop(tmp_path):
     """8 groups of (4096, 768, 2048) as the general kind (per-group maps) against the graph-captured
-    cuBLAS loop: the same work as the contiguous anchor; prints both rates, asserts correctness only."""
-    shapes = [[4096, 768, 2048]] * 8
+    cuBLAS loop: the same work as the contiguous anchor; prints the rates and writes them as one JSON
+    line (as :func:`test_gpu_anchor_8_groups_of_4096x768x2048`); asserts correctness only."""
+    shapes = [list(ANCHOR_SHAPE)] * ANCHOR_GROUPS
     rec = _gpu_point(tmp_path, {"kind": "general", "shapes": shapes}, _general_shape(shapes),
                      baseline="cublas_grouped_loop", verify={"max_full": 1 << 30, "sample": 64})
+    _anchor_evidence("test_gpu_general_against_the_cublas_loop", "general", rec)
     assert rec["status"] == "ok", rec.get("error")
-    base = rec.get("baseline", {}).get("timing", {}).get("gflops")
-    print(f"\nwgmma_grouped general 8x(4096,768,2048): {rec['timing']['gflops'] / 1e3:.1f} TFLOP/s; "
-          f"cublas_grouped_loop {base / 1e3 if base else float('nan'):.1f} TFLOP/s; ratio {rec.get('ratio_to_baseline')}")

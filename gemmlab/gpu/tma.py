@@ -8,6 +8,7 @@ from __future__ import annotations
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import Problem, TensorMap
 from gemmlab.contract.tma_rules import check, element_dtype, group_matrices, matrix_view
+from gemmlab.gpu.guards import GUARD_BYTES
 
 #: bytes of one ``CUtensorMap`` (CUDA driver API: an opaque 64-byte-aligned struct of 16 uint64)
 TENSOR_MAP_BYTES = 128
@@ -47,6 +48,11 @@ def build(tm: TensorMap, problem: Problem, address: int):
     stride (``__cuda_array_interface__`` byte strides when ``region.ld`` exceeds ``cols``) are the
     region's. With an epilogue (issue 43) a map over A, B or C views one matrix, rows ``ld``
     elements apart (:func:`gemmlab.contract.tma_rules.matrix_view`). A ``per_group`` map views the matrix as (G, rows / G, cols) with box (1, rows, cols).
+    A matrix of 0 rows (A and C of a ``contiguous`` grouped problem whose groups are all empty,
+    issue 44) is mapped as one row at ``address``: the driver refuses a zero dimension
+    (cuTensorMapEncodeTiled: globalDim non-zero); that row lies in the guard band after the empty
+    matrix (:data:`gemmlab.gpu.guards.GUARD_BYTES`), the kernel has no tile to use it, and a store
+    through it would change the band's canaries (``out_of_bounds``).
 
     Raises:
         ConfigError: a TMA rule is broken (see :func:`check`), or the driver refused the map.
@@ -74,7 +80,14 @@ def build(tm: TensorMap, problem: Problem, address: int):
         strides = None if st.ld == st.cols else (st.ld * data_type.itemsize, data_type.itemsize)
         array = _DeviceArray(address, (st.rows, st.cols), typestr, strides)
     else:
-        array = _DeviceArray(address, problem.stored_shape(tm.matrix), typestr)
+        rows, cols = problem.stored_shape(tm.matrix)
+        if not rows:  # an all-empty contiguous grouped problem (issue 44): A and C stored with 0 rows
+            if cols * data_type.itemsize > GUARD_BYTES:
+                raise ConfigError("shape", f"TMA tensor map over {tm.matrix}: {tm.matrix} has 0 rows (every M_g is 0) "
+                                  f"and its stand-in row of {cols} x {data_type.itemsize} B exceeds the "
+                                  f"{GUARD_BYTES} B guard band after it")
+            rows = 1  # the driver refuses a zero dimension: one row, inside the matrix's guard band
+        array = _DeviceArray(address, (rows, cols), typestr)
     box = (1, *tm.box) if getattr(tm, "per_group", False) else tuple(tm.box)
     view = utils.StridedMemoryView.from_cuda_array_interface(array, stream_ptr=-1)  # cuda-core >= 1.2
     try:

@@ -23,7 +23,7 @@ from gemmlab.errors import ConfigError
 from gemmlab.paths import CONF_DIR, config_file
 from gemmlab.run.folders import subdir_problem
 from gemmlab.stages import config_files
-from gemmlab.stages.config import (FIELD_RULES, check_baseline, check_config_file, check_field, parse_params,
+from gemmlab.stages.config import (FIELD_RULES, check_baseline, check_config_file, check_field, parse_params, parse_shape,
                                    unknown_key_error)
 
 _FILE_GROUPS = ("experiment", "timing")  # config groups whose options are only YAML files in conf/
@@ -193,6 +193,9 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
     """
     known = _known_keys()
     experiment = [o for o in parsed if o.key == "experiment" and not o.delete]
+    # shape's M = 0 is a grouped step with every group empty (issue 44): left to the point where the
+    # command may make the point grouped (a grouped.* key, an experiment, other config folders)
+    empty_m = bool(experiment) or custom_conf or any(o.key.split(".")[0] == "grouped" and not o.delete for o in parsed)
     kernels, params = [], []
     for o in parsed:
         key = o.key
@@ -248,7 +251,7 @@ def _prescan(parsed: list, multirun: bool, custom_conf: bool, kernel_options: li
                                       f"{'its' if len(sweeping) == 1 else 'their'} own, which Hydra would not expand "
                                       f"(one point per experiment); {one}")
         if conf_dirs is not None and values and not o.delete:  # the fields' rules are the point's own (FIELD_RULES)
-            check_values(o, registry)
+            check_values(o, registry, empty_m)
         if o.sweep and not multirun and not experiment and not custom_conf:
             raise ConfigError(key, f"{o.line!r} is a sweep (several values); run it with -m (gemmlab -m ...)")
         if key == "kernel" and not o.delete:
@@ -315,7 +318,7 @@ def _check_swept(key: str, value: object, where: str, kernel_options: list[str],
     if not group:
         if values:
             try:
-                check_values(swept, registry)
+                check_values(swept, registry, empty_m=True)  # an experiment file may make its points grouped
             except ConfigError as exc:
                 if not where.startswith("experiment "):  # the command line's own key: it names itself
                     raise
@@ -375,11 +378,13 @@ def _one_point(parsed) -> bool:
                    or (o.key == "hydra/sweeper" and o.value not in ("basic", "gemmlab")) for o in parsed)
 
 
-def check_values(o: Setting, registry) -> None:
+def check_values(o: Setting, registry, empty_m: bool = False) -> None:
     """Check each value the command line gives a field that is checked alone (``resume``,
     ``timing.repeat``, ...: :data:`gemmlab.stages.config.FIELD_RULES`) and ``baseline`` (a kernel
     or null), so that a bad value (also one value of a sweep) is one line before any point runs
-    rather than a failed record in every point.
+    rather than a failed record in every point. ``shape``'s M = 0 (a grouped step whose groups are
+    all empty, issue 44) passes only with ``empty_m`` (the command may make its points grouped;
+    the point's own check decides), else it is refused here as for a plain GEMM.
 
     Raises:
         ConfigError: naming the field, as the point's own check would (:func:`gemmlab.stages.config.parse_config`).
@@ -390,6 +395,8 @@ def check_values(o: Setting, registry) -> None:
     for value in o.typed:
         if key == "baseline":
             check_baseline(value, lambda name: registry.get(name).defaults)
+        elif key == "shape":
+            parse_shape(value, empty_m=empty_m)
         else:
             check_field(key, value)
 

@@ -480,7 +480,9 @@ class Run:
         another thread, a host function, a copy from or to host memory, or a synchronisation
         escapes or breaks the capture, and once the replay has completed on the run's stream the
         whole context must be idle (a worker left spinning on another stream is not): status
-        ``foreign_launch`` (net "launch path")."""
+        ``foreign_launch`` (net "launch path"). A problem with no work (a grouped GEMM whose groups
+        are all empty: no FLOP, issue 44) may capture no node at all (``no_work`` in the record):
+        nothing to compute is an honest enqueue; its replay is verified and the context checked idle as any other."""
         gpu, rc = self.gpu, self.rc
         idle_cost = None
         for backend in self.backends:
@@ -497,7 +499,11 @@ class Run:
             foreign = sorted({n for n in nodes if n not in DEVICE_NODES})
             check = {"captured_nodes": {n: nodes.count(n) for n in sorted(set(nodes))}}
             backend.record["launch_path"] = check
-            if foreign or "kernel" not in nodes:
+            # a problem with no work (a grouped GEMM whose groups are all empty, issue 44) may enqueue nothing
+            idle = not nodes and self.problem.flops == 0
+            if idle:
+                check["no_work"] = True
+            if foreign or ("kernel" not in nodes and not idle):
                 gpu.release_graphs()
                 _merge(self.record, self.backends)
                 what = f"foreign nodes {', '.join(foreign)}" if foreign else "no kernel on the run's stream"
@@ -993,7 +999,8 @@ def _ratio(record, cands, primary: str) -> None:
     if k and bl:
         record["ratio_to_baseline"] = {"baseline": next(c.name for c in cands if c.role == "baseline"),
                                        "protocol": primary, "median_time": k["median_ms"] / bl["median_ms"],
-                                       "gflops": k["gflops"] / bl["gflops"]}
+                                       # None: no work (a grouped GEMM whose groups are all empty, issue 44)
+                                       "gflops": k["gflops"] / bl["gflops"] if bl["gflops"] else None}
 
 
 #: node kinds a library kernel's captured enqueue may hold (:meth:`Run.launch_paths`): device work

@@ -460,7 +460,7 @@ def _rule(parse, *args, optional: bool = False):
 #: ``gemmlab.dispatch.auto.resolve_config``), and the command line checks a value given
 #: there (each value of a sweep) before any point runs (:func:`check_field`)
 FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, rule in {
-    "shape": lambda name: lambda value: parse_shape(value),
+    "shape": lambda name: lambda value: parse_shape(value, empty_m=True),  # M = 0: parse_config decides
     "arch": lambda name: lambda value: parse_arch(value),
     "mode": _rule(_choice, MODES),
     "precision": _rule(_choice, PRECISIONS),
@@ -791,8 +791,14 @@ def parse_epilogue(value: Any, batch_value: Any, lds: Mapping[str, int | None], 
     return parsed["out"], (None if epilogue.plain() else epilogue)
 
 
-def parse_shape(value: Any) -> Shape:
+#: what ``shape``'s M = 0 is for (the one place both messages take it from, issue 44)
+EMPTY_M = "M=0 only for a grouped GEMM whose groups are all empty (grouped.kind set, every M_g 0)"
+
+
+def parse_shape(value: Any, empty_m: bool = False) -> Shape:
     """Validate ``shape`` = ``[M, N, K]``: three integers, each >= 1, each matrix < 2**31 elements.
+    ``empty_m``: M may be 0 (a grouped GEMM whose groups are all empty, issue 44: an MoE step that
+    routes no token to this GPU's experts; :func:`parse_config` refuses M = 0 for anything else).
 
     Raises:
         ConfigError: field ``shape``.
@@ -801,9 +807,10 @@ def parse_shape(value: Any) -> Shape:
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 3:
         raise ConfigError("shape", f"must be a list [M, N, K] of three positive integers, got {typed(value)}")
     for name, dim in zip("MNK", value):  # the whole shape is named too: a sweep's values differ
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        low = 0 if (empty_m and name == "M") else 1
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < low:
             raise ConfigError("shape", f"{name} must be a positive integer, got {typed(dim)} in {typed(list(value))} "
-                              "(shape is [M, N, K] of three positive integers)")
+                              f"(shape is [M, N, K] of three positive integers; {EMPTY_M})")
     m, n, k = value
     for name, count in (("A = M*K", m * k), ("B = K*N", k * n), ("C = M*N", m * n)):
         if count > MAX_ELEMENTS:
@@ -976,6 +983,8 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
     if verify.tolerance == "exact" and distribution != "integers":
         raise ConfigError("verify.tolerance", "exact needs inputs.distribution=integers (float inputs round)")
     grouped = parse_grouped(cfg.get("grouped"), shape, precision, layout_a, layout_b)
+    if shape.M == 0 and (grouped is None or any(grouped.sizes)):  # parse_grouped: M is the sum of the M_g
+        raise ConfigError("shape", f"M must be a positive integer, got 0 in {list(shape)} ({EMPTY_M})")
     out, epilogue = parse_epilogue(cfg.get("epilogue"), cfg.get("batch"), lds, shape, precision, layout_a, layout_b,
                                    grouped)
     if distribution == "integers" and verify.tolerance == "exact" and not exact_possible(epilogue, out, shape.K):

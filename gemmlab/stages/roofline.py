@@ -110,7 +110,7 @@ def roofline(M: int, N: int, K: int, median_ms: float, sm_count: int, arch: str,
     achieved = flops / seconds
     bandwidth = min_bytes / seconds
     floor = memory_floor(M, N, K, ab_bytes, l2, l2_bytes, sm_count, sm_mhz, dram_bytes_per_s, traffic)
-    return {"flops": flops, "min_bytes": min_bytes, "arithmetic_intensity": round(flops / min_bytes, 3),
+    return {"flops": flops, "min_bytes": min_bytes, "arithmetic_intensity": round(flops / min_bytes, 3) if min_bytes else None,
             "gflops": achieved / 1e9, "fp32_peak_gflops": fp32_peak / 1e9 if fp32_peak else None,
             "pct_fp32_peak": round(100 * achieved / fp32_peak, 2) if fp32_peak else None,
             "units": UNITS.get(precision, precision), "peak_gflops": peak / 1e9 if peak else None,

@@ -716,7 +716,8 @@ def check_grouped(c: np.ndarray, a: np.ndarray, b: np.ndarray, grouped: hookspec
         atol=options.atol, rtol=options.rtol,
         first_mismatches=[f for v in vs for f in v.first_mismatches][:FIRST_MISMATCHES],
         rule=first_rule.rule if first_rule else resolve_rule(options, distribution),
-        method=f"per group ({grouped.G} groups, {len(vs)} non-empty): " + "; ".join(methods),
+        method=f"per group ({grouped.G} groups, {len(vs)} non-empty): " + ("; ".join(methods) or
+                                                                           "no product to check, C untouched"),
         max_error_over_tolerance=max((v.max_error_over_tolerance for v in vs), default=0.0),
         safety=first_rule.safety if first_rule else None)
     verdict.grouped = {"kind": grouped.kind, "groups": groups, "failed_groups": failed[:FIRST_MISMATCHES],
