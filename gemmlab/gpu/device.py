@@ -234,6 +234,8 @@ class Gpu:
         """Copy a host array to device ``address`` (synchronous; through pinned staging, :meth:`_staging`)."""
         from cuda.bindings import driver
         array = np.ascontiguousarray(array)
+        if not array.nbytes:  # an empty matrix (a grouped step with every M_g 0, issue 44): nothing to copy
+            return
         staging, keep = self._staging(array.nbytes)
         np.from_dlpack(staging).view(np.uint8)[:array.nbytes] = array.view(np.uint8).ravel()
         _driver_call(driver.cuMemcpyHtoDAsync(address, int(staging.handle), array.nbytes, self.stream.handle))
@@ -245,6 +247,8 @@ class Gpu:
         """Copy ``nbytes`` from device ``address`` into a new host uint8 array (synchronous; through
         pinned staging, :meth:`_staging`)."""
         from cuda.bindings import driver
+        if not nbytes:  # an empty matrix (issue 44): nothing to copy
+            return np.zeros(0, dtype=np.uint8)
         staging, keep = self._staging(nbytes)
         _driver_call(driver.cuMemcpyDtoHAsync(int(staging.handle), address, nbytes, self.stream.handle))
         self.sync()
@@ -256,7 +260,8 @@ class Gpu:
     def fill32(self, address: int, pattern: int, count: int) -> None:
         """Write ``count`` 32-bit words of ``pattern`` at ``address``, ordered on the run's stream."""
         from cuda.bindings import driver
-        _driver_call(driver.cuMemsetD32Async(address, pattern, count, self.stream.handle))
+        if count:  # none for an empty matrix (issue 44)
+            _driver_call(driver.cuMemsetD32Async(address, pattern, count, self.stream.handle))
 
     def dram_bytes_per_s(self) -> float | None:
         """Peak DRAM bandwidth from the device attributes: 2 x memory clock x bus width / 8."""

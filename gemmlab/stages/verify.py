@@ -35,27 +35,39 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
   below 2^24, so float32 arithmetic is exact and any difference is a bug).
 - ``bound`` for ``precision=fp8`` (issue 42; :class:`Fp8Bound`): the reference multiplies the
   dequantised inputs (q * scale, exact in float64), so input quantisation is not in the bound
-  (the record gives it apart: ``inputs.quantisation``). FP8 tensor cores keep fewer bits in their
-  accumulator than float32 (DeepSeek-V3 technical report, arXiv:2412.19437, §3.3.2: about 14 bits
-  on H800); a kernel declares how it copes (``KernelBase.fp8_accumulation``): ``float32``, or a
-  promotion interval P (the tensor core accumulates P elements of K, then the kernel adds that
-  partial sum to float32; undeclared: P = K, no promotion). The model: at each wgmma step of 32
-  elements of K the tensor core adds the step's products to its accumulator and keeps
-  :data:`FP8_ACC_BITS` significant bits, truncating (Fasi et al. above: tensor cores truncate),
-  an error below u_tc·|s_j|, u_tc = 2^(1 - bits), s_j the exact partial sum since the last
-  promotion. The bound is
-  ``u_tc·T_ij + (lam·sqrt(ceil(K/P)) + 2)·u·(|A||B|)_ij + (3u + u_out)·|ref_ij| + tiny``, with
-  T_ij = sum over the steps j of |s_j| (the first-order deterministic bound of the truncations,
-  computed from the float64 partial sums: its cost is K/32 thin products, as many flops as the
-  reference), the float32 additions of the ceil(K/P) promoted partial sums (Higham–Mary, as above),
-  two float32 scale products per partial sum (block scaling applies the scales at each promotion)
-  and in the epilogue, and the rounding of C (u_out = 2^-8 for a bf16 C, else 0). A kernel that
-  declares P = 128 but never promotes carries truncations of running sums some sqrt(K/128) times
-  larger than the bound allows for, and fails from K of about a thousand (docs/trust.md#fp8; tests
-  at K = 16384 in tests/test_fp8.py, an honest P = 128 passes, both emulated). The number of
-  bits is an assumption from public measurements, not a documented fact: :data:`FP8_ACC_BITS` is
-  13 (one bit under DeepSeek's 14, a factor 2 of margin), and the GPU tests check cuBLASLt (fast
-  accumulation off) stays inside it at K = 16384.
+  (the record gives it apart: ``inputs.quantisation``). FP8 tensor cores keep fewer bits than
+  float32 (DeepSeek-V3 technical report, arXiv:2412.19437, §3.3.2: about 14 bits on H800); a
+  kernel declares how it copes (``KernelBase.fp8_accumulation``): ``float32``, or a promotion
+  interval P (the tensor core accumulates P elements of K, then the kernel adds that partial sum
+  to float32; undeclared: P = K, no promotion). The model
+  (:func:`gemmlab.contract.plugin_utils.fp8_mma_step`; it reproduces the H100's output bit for bit
+  where the earlier model did not, tests/test_fp8.py): at each wgmma step of 32 elements of K the
+  tensor core aligns its addends, the accumulator and the step's exact products, to the largest
+  of them, x_j, and truncates each toward zero at :data:`FP8_ACC_BITS` (14) bits of x_j (Fasi et
+  al. above: tensor cores align and truncate), so each addend loses less than q_j <= u_tc·x_j,
+  u_tc = 2^(1 - bits) = 2^-13: the accumulator's truncation, and up to 32 products' each, however
+  small the sum (under cancellation x_j is the largest product) and however small the product
+  (one far below the accumulator loses its low bits). The bound is
+  ``u_tc·T_ij + (lam·sqrt(ceil(K/P)) + 2)·u·(|A||B|)_ij + (3u + u_out)·|ref_ij| + tiny`` with
+  T_ij = sum_j' m_j + lam·sqrt(sum_j n_j·m_j^2) (:func:`fp8_accumulator_term`), m_j =
+  max(|s_{j-1}|, max_k|a_ik|·max_k|b_kj|) >= x_j to first order (s_{j-1} the exact partial sum
+  since the last promotion, the maxima over the step's k), j' the steps that are not the first of
+  their interval: the accumulator's truncations, one sign within an interval, summed; the
+  products', of their products' signs, independent and symmetric for independent symmetric
+  inputs (the normal and uniform draws), by Hoeffding's inequality with lam's probability
+  2·exp(-lam²/2) (n_j <= 32 products in step j). Its cost: K/32 thin products, as many flops as the
+  reference, and a few passes over the output per step. Then the float32 additions of the
+  ceil(K/P) promoted partial sums (Higham–Mary, as above), two float32 scale products per
+  partial sum (block scaling applies the scales at each promotion) and in the epilogue, and the
+  rounding of C (u_out = 2^-8 for a bf16 C, else 0). The earlier rule, u·sum_j |s_j| with 13
+  bits (truncation of the running sum only), failed a correct H100 output at err/tol 1.0013
+  (129x257x208, row scaling) and a correct model by up to 40x at K = 16 under cancellation. A
+  kernel that declares P = 128 but never promotes carries truncations of running sums some
+  sqrt(K/128) times larger than the bound allows for, and fails from K of a few thousand
+  (docs/trust.md#fp8; tests at K = 16384 and 65536 in tests/test_fp8.py, an honest P = 128
+  passes, both emulated). Limits: the model is fitted to public measurements and one H100
+  element, not NVIDIA's specification; inputs with correlated signs (all positive) make the
+  products' truncations coherent, up to 32·q_j a step, which the Hoeffding term does not cover.
 
 The whole GEMM contract (issue 43: alpha, beta·C0, bias, activation, a bf16/fp16 C, leading
 dimensions, strided batches) is verified by :mod:`gemmlab.stages.verify_fused`: the float64
@@ -91,9 +103,10 @@ U_INPUT = {"fp32": 0.0, "tf32": 0.0, "bf16": 0.0, "fp16": 0.0, "fp8": 0.0}
 # truncate inside each MMA instead of rounding (Fasi, Higham, Mikaitis, Pranesh, "Numerical
 # behavior of NVIDIA tensor cores", PeerJ CS 7:e330, 2021), so they get twice the unit
 U_ACC = {"fp32": U_FP32, "tf32": 2 * U_FP32, "bf16": 2 * U_FP32, "fp16": 2 * U_FP32, "fp8": U_FP32}
-#: significant bits the bound assumes an FP8 tensor-core accumulator keeps (DeepSeek-V3 report,
-#: §3.3.2: "around 14 bits" on H800; one less here as margin), and the unit of its truncation
-FP8_ACC_BITS = 13
+#: significant bits of its largest addend an FP8 tensor-core step keeps (the accumulator and the
+#: step's products aligned to the largest and truncated there: :data:`hookspecs.FP8_MMA_BITS`, the
+#: H100's), and the unit of the truncation: each addend loses less than U_FP8_ACC x the largest
+FP8_ACC_BITS = hookspecs.FP8_MMA_BITS
 U_FP8_ACC = 2.0 ** (1 - FP8_ACC_BITS)
 #: rounding unit of the store of C beyond float32's (a bf16 C: 8 significant bits, to nearest)
 U_OUT = MappingProxyType({"float32": 0.0, "bfloat16": 2.0**-8})
@@ -184,33 +197,89 @@ class Fp8Bound:
         P = self.interval(K)
         return {"accumulation_declared": self.accumulation,
                 "assumed": "float32 accumulation" if P is None else
-                (f"tensor-core accumulator ({FP8_ACC_BITS} bits, truncated each {hookspecs.FP8_MMA_K} of K), "
+                (f"tensor-core accumulator (each {hookspecs.FP8_MMA_K} of K: the addends aligned to the largest, "
+                 f"truncated at {FP8_ACC_BITS} bits of it), "
                  + ("never promoted (P = K)" if P >= K else f"promoted to float32 every {P} of K")),
                 "acc_bits": FP8_ACC_BITS, "c_dtype": self.c_dtype}
 
 
-def fp8_partial_sums(a: np.ndarray, b: np.ndarray, interval: int, step: int = hookspecs.FP8_MMA_K) -> np.ndarray:
-    """T = sum over the steps j of |s_j|, per element of A @ B: ``a`` (M, K) and ``b`` (K, N) float64,
-    s_j the exact partial sum from the last promotion (every ``interval`` elements of K) through
-    step j (steps of ``step`` = 32 elements of K: FP8 wgmma's K); returns (M, N) float64. K/step
-    products of (M, step) by (step, N): as many flops as ``a @ b``."""
+#: a float64's sign and exponent bits: x & this is 2^floor(log2 x) for a positive normal x
+_EXPONENT_BITS = np.uint64(0xFFF0000000000000)
+
+
+def fp8_accumulator_term(a: np.ndarray, b: np.ndarray, interval: int, safety: float,
+                         step: int = hookspecs.FP8_MMA_K) -> np.ndarray:
+    """T (M, N) float64 with |tensor-core error| <= :data:`U_FP8_ACC` * T per element of A @ B, for an
+    accumulator promoted every ``interval`` elements of K (module docstring). ``a`` (M, K) and ``b``
+    (K, N) float64 (dequantised); ``safety`` the bound's lam.
+
+    At step j (``step`` = 32 elements of K: FP8 wgmma's K) the hardware aligns the accumulator and
+    the n_j <= 32 products to the largest of them, x_j, and truncates each toward zero below
+    q_j <= U_FP8_ACC * x_j (:func:`gemmlab.contract.plugin_utils.fp8_mma_step`). Bounded first-order,
+    with x_j <= m_j = max(|s_{j-1}|, max_k|a_ik| * max_k|b_kj|) (s_{j-1} the exact partial sum since
+    the last promotion, the maxima over the step's k):
+
+    - the accumulator's truncation, one sign within an interval: sum_j m_j over the steps that are
+      not the first of their interval (the first adds to zero);
+    - the products' truncations, each below q_j and of its product's sign, independent and
+      symmetric for independent symmetric inputs (the normal and uniform draws): at most
+      ``safety`` * sqrt(sum_j n_j m_j^2) but with probability 2 exp(-safety^2 / 2) (Hoeffding).
+
+    T is their sum. Cost: K/step products of (M, step) by (step, N) (the reference's flops) and a
+    few passes over M x N per step."""
     M, K = a.shape
-    total = np.zeros((M, b.shape[1]))
-    partial = np.zeros_like(total)
-    for k0 in range(0, K, step):
-        if k0 % interval == 0:
-            partial[:] = 0.0
-        partial += a[:, k0:k0 + step] @ b[k0:k0 + step]
-        total += np.abs(partial)
-    return total
+    N = b.shape[1]
+    starts = np.arange(0, K, step)
+    a_max = np.maximum.reduceat(np.abs(a), starts, axis=1) if K else np.zeros((M, 0))  # (M, K/step)
+    b_max = np.maximum.reduceat(np.abs(b), starts, axis=0) if K else np.zeros((0, N))  # (K/step, N)
+    acc, squares, s, m, t = (np.zeros((M, N)) for _ in range(5))
+    bits = m.view(np.uint64)
+    for j, k0 in enumerate(starts):
+        np.multiply(a_max[:, j:j + 1], b_max[j:j + 1], out=m)
+        if k0 % interval:
+            np.abs(s, out=t)
+            np.maximum(m, t, out=m)
+        np.bitwise_and(bits, _EXPONENT_BITS, out=bits)  # 2^floor(log2 m): the grid's power of two
+        if k0 % interval:
+            acc += m
+            s += a[:, k0:k0 + step] @ b[k0:k0 + step]
+        else:  # a new partial sum: the accumulator starts from zero
+            np.matmul(a[:, k0:k0 + step], b[k0:k0 + step], out=s)
+        np.multiply(m, m, out=m)
+        m *= min(step, K - k0)
+        squares += m
+    np.sqrt(squares, out=squares)
+    squares *= safety
+    acc += squares
+    return acc
 
 
 def fp8_weights(K: int, interval: int, step: int = hookspecs.FP8_MMA_K) -> np.ndarray:
-    """w_k (K,) with sum_j |s_j| <= sum_k w_k |a_k b_k|: the steps from k's own through the end of
-    its promotion interval (Freivalds' row bound of the fp8 term: |A| diag(w) |B| 1)."""
+    """w_k (K,) with sum_j |s_{j-1}| <= sum_k w_k |a_k b_k| over the steps j of
+    :func:`fp8_accumulator_term`: the steps after k's own through the end of its promotion interval
+    (Freivalds' row bound of the fp8 term, :func:`fp8_row_bound`)."""
     k = np.arange(K)
     end = np.minimum((k // interval + 1) * interval, K)  # one past the interval's last element
-    return ((end - 1) // step - k // step + 1).astype(np.float64)
+    return ((end - 1) // step - k // step).astype(np.float64)
+
+
+def fp8_row_bound(a64: np.ndarray, b64: np.ndarray, interval: int, safety: float, abs_b_rows: np.ndarray,
+                  step: int = hookspecs.FP8_MMA_K, rows: int = 1024) -> np.ndarray:
+    """An upper bound (M,) of the row sums sum_n T_in of :func:`fp8_accumulator_term` from thin
+    products only (Freivalds' check): with m_j <= |s_{j-1}| + max|a| max|b| and the square root of
+    a sum of squares at most the sum, T <= (1 + safety sqrt(step)) sum_j m_j, whose row sums are
+    |A| (w * |B| 1) (:func:`fp8_weights`) plus a_max (b_max 1) (the steps' maxima). ``abs_b_rows``
+    (K,): |B| 1. ``a64`` read in blocks of ``rows`` rows (never a whole |A| copy)."""
+    M, K = a64.shape
+    starts = np.arange(0, K, step)
+    if not M or not K:
+        return np.zeros(M)
+    b_max_rows = np.maximum.reduceat(np.abs(b64), starts, axis=0) @ np.ones(b64.shape[1])  # (K/step,)
+    w_b = fp8_weights(K, interval, step) * abs_b_rows
+    out = np.concatenate([np.abs(a64[r:r + rows]) @ w_b
+                          + np.maximum.reduceat(np.abs(a64[r:r + rows]), starts, axis=1) @ b_max_rows
+                          for r in range(0, M, rows)])
+    return (1 + safety * math.sqrt(step)) * out
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -227,10 +296,10 @@ def resolve_rule(options: VerifyOptions, distribution: str) -> str:
 
 def tolerance(rule: str, options: VerifyOptions, ref: np.ndarray, abs_ab: np.ndarray | None, K: int,
               precision: str = "fp32", fp8: Fp8Bound | None = None,
-              partial: np.ndarray | None = None) -> np.ndarray | float:
+              fp8_term: np.ndarray | None = None) -> np.ndarray | float:
     """Per-element allowed |C - ref| for ``rule`` (ref and abs_ab float64, same shape); for the fp8
-    bound also ``fp8`` and ``partial`` (:func:`fp8_partial_sums` of the assumed interval; None for
-    float32 accumulation)."""
+    bound also ``fp8`` and ``fp8_term`` (:func:`fp8_accumulator_term` of the assumed interval; None
+    for float32 accumulation)."""
     if rule == "exact":
         return 0.0
     if rule == "fixed":
@@ -238,7 +307,7 @@ def tolerance(rule: str, options: VerifyOptions, ref: np.ndarray, abs_ab: np.nda
     if precision == "fp8":
         fp8 = fp8 or Fp8Bound()
         return _fp8_abs_coefficient(options, K, fp8) * abs_ab + (
-            U_FP8_ACC * partial if partial is not None else 0.0) + _fp8_ref_coefficient(fp8) * np.abs(ref) + TINY
+            U_FP8_ACC * fp8_term if fp8_term is not None else 0.0) + _fp8_ref_coefficient(fp8) * np.abs(ref) + TINY
     scale, ref_coefficient = bound_coefficients(options, K, precision)
     return scale * abs_ab + ref_coefficient * np.abs(ref) + TINY
 
@@ -483,29 +552,30 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
     if method == "auto":
         method = "full" if M * N * K <= options.max_full else "sampled"
     need_abs = rule == "bound"
-    # the fp8 bound's tensor-core term: partial sums of the assumed promotion interval (None: none)
+    # the fp8 bound's tensor-core term for the assumed promotion interval (None: float32 accumulation)
     interval = fp8.interval(K) if (fp8 is not None and need_abs) else None
-    step = block_rows(M, N, block_bytes * BYTES_PER_ELEMENT // (BYTES_PER_ELEMENT + (32 if interval else 0)))
+    step = block_rows(M, N, block_bytes * BYTES_PER_ELEMENT // (BYTES_PER_ELEMENT + (48 if interval else 0)))
+    term_key = ("fp8_term", interval, options.safety)
 
     def partial(a_rows, b_cols):
-        return fp8_partial_sums(a_rows, b_cols, interval) if interval else None
+        return fp8_accumulator_term(a_rows, b_cols, interval, options.safety) if interval else None
 
     nan_outputs = sum(int(np.isnan(c[r:r + step]).sum()) for r in range(0, M, step))
     if method == "full":
         if step >= M:
             cache = products if products is not None else {}
             if ("ref" not in cache or need_abs and "abs_ab" not in cache  # float64 copies only on a miss
-                    or interval and ("fp8_partial", interval) not in cache):
+                    or interval and term_key not in cache):
                 a64, b64 = hostpass.float64(a), hostpass.float64(b)  # astype's values, in threads
             if "ref" not in cache:
                 cache["ref"] = a64 @ b64
             if need_abs and "abs_ab" not in cache:
                 cache["abs_ab"] = hostpass.absolute(a64) @ hostpass.absolute(b64)
-            if interval and ("fp8_partial", interval) not in cache:
-                cache[("fp8_partial", interval)] = partial(a64, b64)
+            if interval and term_key not in cache:
+                cache[term_key] = partial(a64, b64)
             ref = cache["ref"]
             tol = tolerance(rule, options, ref, cache["abs_ab"] if need_abs else None, K, precision, fp8,
-                            cache.get(("fp8_partial", interval)))
+                            cache.get(term_key))
             parts = [_compare(c, ref, tol)]
         else:
             a64, b64 = hostpass.float64(a), hostpass.float64(b)
@@ -585,8 +655,8 @@ def _abs_times(a64: np.ndarray, v: np.ndarray, rows: int = 1024) -> np.ndarray:
 def _freivalds_sides(a64, b64, rule, options, K, precision, xs, N, fp8: Fp8Bound | None = None) -> dict:
     """What Freivalds' check needs of the inputs alone for the random ±1 vectors ``xs``
     (:func:`draw_sample`): each right-hand side A·(B·x), and for the ``bound`` rule the row sums of
-    the bound's |A||B| term (fp8: plus the tensor-core term's row sums bounded by |A| diag(w) |B| 1,
-    :func:`fp8_weights`) and the factor of |C|'s row sums."""
+    the bound's |A||B| term (fp8: plus the tensor-core term's row sums bounded by
+    :func:`fp8_row_bound`) and the factor of |C|'s row sums."""
     sides = {"xs": xs, "rhs": [a64 @ (b64 @ x) for x in xs], "N": N, "ref_coefficient": U_FP32}
     if rule == "bound":
         abs_b_rows = _abs_times(b64, np.ones(N))
@@ -595,7 +665,7 @@ def _freivalds_sides(a64, b64, rule, options, K, precision, xs, N, fp8: Fp8Bound
             P = fp8.interval(K)
             sides["bound_rows"] = _fp8_abs_coefficient(options, K, fp8) * _abs_times(a64, abs_b_rows)
             if P is not None:
-                sides["bound_rows"] += U_FP8_ACC * (np.abs(a64) @ (fp8_weights(K, P) * abs_b_rows))
+                sides["bound_rows"] += U_FP8_ACC * fp8_row_bound(a64, b64, P, options.safety, abs_b_rows)
             sides["ref_coefficient"] = _fp8_ref_coefficient(fp8)
         else:
             sides["bound_rows"] = bound_coefficients(options, K, precision)[0] * _abs_times(a64, abs_b_rows)
