@@ -12,7 +12,8 @@ SM, from ``DeviceFacts.sm_count``) walking the tiles in groups of GROUP_M tile r
 
 Accumulation (``fp8_accumulation=128``): each stage (128 of K, 4 wgmma k-steps) is accumulated in a
 register partial sum on the tensor cores, then added to a float32 accumulator on the CUDA cores
-(DeepSeek-V3's promotion, report §3.3.2; the FP8 tensor core keeps about 14 bits). ``OVERLAP=1`` keeps
+(DeepSeek-V3's promotion, report §3.3.2; the FP8 tensor core keeps about 14 bits: each k-step aligns
+its addends to the largest and truncates them at 14 bits of it, ``emulate``). ``OVERLAP=1`` keeps
 two partial-sum banks so the next stage's wgmma group runs while this one is promoted; ``OVERLAP=0``
 waits for every stage's group before promoting (one bank, fewer registers).
 
@@ -35,9 +36,9 @@ from __future__ import annotations
 import numpy as np
 
 from gemmlab.contract import tma_rules as tma
-from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, ParamError,
-                                        Problem, Shape, TensorMap, hookimpl)
-from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, require
+from gemmlab.contract.hookspecs import (FP8_MMA_BITS, DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix,
+                                        ParamError, Problem, Shape, TensorMap, hookimpl)
+from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, fp8_mma_step, require
 from gemmlab.contract.space import Choice, Range, Restriction, Space
 from gemmlab.errors import ConfigError
 
@@ -109,31 +110,27 @@ def fragment_coords(BM: int, BN: int) -> tuple[np.ndarray, np.ndarray]:
     return tuple(a.ravel().astype(np.int64) for a in np.broadcast_arrays(rows, cols))
 
 
-def _truncate(x: np.ndarray, bits: int) -> np.ndarray:
-    """``x`` (float64) truncated toward zero to ``bits`` significant bits."""
-    m, e = np.frexp(x)
-    return np.ldexp(np.trunc(m * 2.0**bits) / 2.0**bits, e)
-
-
 def emulate(problem: Problem, a_q: np.ndarray, b_q: np.ndarray, a_scale: np.ndarray, b_scale: np.ndarray,
-            acc_bits: int = 14) -> np.ndarray:
+            acc_bits: int = FP8_MMA_BITS) -> np.ndarray:
     """numpy model of kernels/wgmma_fp8.cu's arithmetic (the fake GPU runs it in the CPU tests).
 
     ``a_q`` (M, K) and ``b_q`` (N, K, B as stored: column-major) are the FP8 operands' values as
     float64; ``a_scale`` / ``b_scale`` the float32 scale buffers as :class:`Problem` lays them out.
-    Per 128-group kb of K the tensor cores form a partial sum T over 4 k-steps of 32 (each step's
-    products added exactly, then T truncated toward zero to ``acc_bits`` significant bits: a model
-    of the FP8 accumulator after DeepSeek-V3's ~14-bit measurement, not a measured one of this GPU);
+    Per 128-group kb of K the tensor cores form a partial sum T over 4 k-steps of 32, each step
+    :func:`~gemmlab.contract.plugin_utils.fp8_mma_step` (the step's products and T aligned to the
+    largest of them and truncated toward zero at ``acc_bits`` significant bits of it: the model
+    that reproduces this kernel's H100 output bit for bit, issue 42);
     the promotion adds T to a float32 accumulator (``block``: ``fma(T, sa * sb, acc)`` with A's
     scale of (kb, m) and B's of (n // 128, kb)); the epilogue multiplies by A_scale * B_scale
-    (``tensor``) or A_scale[m] * B_scale[n] (``row``). Returns float32 (M, N), before C's rounding."""
+    (``tensor``) or A_scale[m] * B_scale[n] (``row``; the scales' float32 product first, as the kernel).
+    Returns float32 (M, N), before C's rounding."""
     M, N, K = problem.M, problem.N, problem.K
     acc = np.zeros((M, N), dtype=np.float32)
     L4 = -(-problem.scale_groups // 4) * 4
     for kb in range(problem.scale_groups):
         t = np.zeros((M, N))
         for k0 in range(kb * BK, min(K, kb * BK + BK), 32):
-            t = _truncate(t + a_q[:, k0:k0 + 32] @ b_q[:, k0:k0 + 32].T, acc_bits)
+            t = fp8_mma_step(t, a_q[:, k0:k0 + 32], b_q[:, k0:k0 + 32].T, acc_bits)
         t32 = t.astype(np.float32)
         if problem.scaling == "block":
             sa = a_scale.reshape(-1)[kb * M:(kb + 1) * M].astype(np.float32)
@@ -146,7 +143,7 @@ def emulate(problem: Problem, a_q: np.ndarray, b_q: np.ndarray, a_scale: np.ndar
         return (acc * (np.float32(a_scale.reshape(-1)[0]) * np.float32(b_scale.reshape(-1)[0]))).astype(np.float32)
     if problem.scaling == "row":
         sa, sb = a_scale.reshape(-1)[:M].astype(np.float32), b_scale.reshape(-1)[:N].astype(np.float32)
-        return (acc * sa[:, None] * sb[None, :]).astype(np.float32)
+        return (acc * (sa[:, None] * sb[None, :])).astype(np.float32)  # the kernel's v *= A_scale[m] * B_scale[n]
     return acc
 
 

@@ -108,6 +108,11 @@ SCALE_MATRICES = ("A_scale", "B_scale")
 #: K elements one FP8 wgmma instruction reduces (``wgmma.mma_async.m64nNk32``): the step at
 #: which the tensor core adds to its accumulator, and the unit of a declared promotion interval
 FP8_MMA_K = 32
+#: significant bits an FP8 wgmma step keeps of its largest addend: the step aligns its addends (the
+#: accumulator and its FP8_MMA_K exact products) to the largest magnitude among them and truncates
+#: each toward zero at 2^(floor(log2 max) - 13) before adding them (Hopper; the H100's output of
+#: issue 42's failing element reproduced bit for bit: :func:`gemmlab.contract.plugin_utils.fp8_mma_step`)
+FP8_MMA_BITS = 14
 #: storage orders of A and B: ``row`` (row-major) or ``col`` (column-major).
 LAYOUTS = ("row", "col")
 #: how a TF32 kernel rounds float32 inputs (:attr:`KernelBase.tf32_rounding`), in the order an

@@ -1,5 +1,6 @@
-"""Plain helpers for kernel plugins: ceil division, parameter checks and the numpy index model
-used by :meth:`gemmlab.contract.hookspecs.KernelSpec.ownership`. No CUDA here."""
+"""Plain helpers for kernel plugins: ceil division, parameter checks, the numpy index model
+used by :meth:`gemmlab.contract.hookspecs.KernelSpec.ownership` and the numpy model of an FP8
+tensor-core step (:func:`fp8_mma_step`). No CUDA here."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Mapping
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import (DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix, ParamError,
-                                        Problem, Shape, Value)
+from gemmlab.contract.hookspecs import (FP8_MMA_BITS, DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix,
+                                        ParamError, Problem, Shape, Value)
 
 
 #: the precisions of a float32 CUDA-core kernel that also serves ``precision=tf32`` (issue 41): TF32 is
@@ -65,6 +66,32 @@ def epilogue_arguments(problem: Problem) -> tuple:
             Matrix("bias") if problem.bias_dtype else null, Dim("M"), Dim("N"), Dim("K"), Dim("lda"), Dim("ldb"),
             Dim("ldc"), Dim("stride_a"), Dim("stride_b"), Dim("stride_c"),
             Value(ep.alpha if ep else 1.0, "float32"), Value(ep.beta if ep else 0.0, "float32"))
+
+
+def fp8_mma_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, bits: int = FP8_MMA_BITS) -> np.ndarray:
+    """One FP8 tensor-core accumulation step (a ``wgmma ... k32`` on Hopper): ``acc + a @ b`` as the
+    hardware adds it. ``acc`` (M, N) float64, the accumulator; ``a`` (M, k) and ``b`` (k, N) float64,
+    the step's operands (k <= 32; FP8 values, so each product is exact in float64). Per element the
+    k products and the accumulator are aligned to the largest magnitude among them, x_max in
+    [2^E, 2^(E+1)), each truncated toward zero to a multiple of q = 2^(E + 1 - ``bits``) and added
+    exactly (the sum is returned unrounded: float64 holds it; a float32 register does too). So a
+    product far below the accumulator loses its low bits, up to q each, and under cancellation the
+    grid is set by the largest product, not by the small sum. Returns (M, N) float64.
+
+    Source: the addends aligned to the largest exponent and truncated is Fasi, Higham, Mikaitis and
+    Pranesh's model of earlier tensor cores ("Numerical behavior of NVIDIA tensor cores", PeerJ CS
+    7:e330, 2021); 14 bits fits DeepSeek-V3's "around 14 bits" (arXiv:2412.19437, §3.3.2) and
+    reproduces the H100's wgmma_fp8 output of issue 42 bit for bit (tests/test_fp8.py), where a
+    truncation of the running sum alone, or other widths, did not."""
+    p = a.T[:, :, None] * b[:, None, :]  # (k, M, N): the reductions run over the outer axis (fast)
+    largest = np.maximum(np.abs(acc), np.abs(p).max(axis=0))
+    # 2^E (the sign and exponent bits of the largest), then q = 2^(E + 1 - bits); 1 where all are zero
+    q = (largest.view(np.uint64) & np.uint64(0xFFF0000000000000)).view(np.float64) * 2.0 ** (1 - bits)
+    q[largest == 0] = 1.0
+    inv = 1.0 / q  # a power of two: p * inv is exact, as p / q; the integer sums below are exact too
+    p *= inv
+    np.trunc(p, out=p)
+    return (np.trunc(acc * inv) + p.sum(axis=0)) * q
 
 
 def cdiv(a: int, b: int) -> int:

@@ -1,32 +1,29 @@
 """Test-only FP8 "library" kernels for the fake GPU (tests/fakegpu.py; issue 42): they read the
 FP8 operands and the float32 scale buffers from the fake device memory exactly as the plugin
 contract lays them out (gemmlab.contract.hookspecs.Problem), dequantise, and emulate an FP8
-tensor-core accumulator (:func:`emulate`: each 32 of K added exactly, then truncated to
-``ACC_BITS`` significant bits) promoted to float32 every 128 of K (``fp8_emulated``, honest) or
-never (``fp8_no_promotion``, a mutant that still declares 128). C is written as the problem's
-type (float32 or bf16). Loaded with ``plugin_dirs=[tests/plugins_fp8]``; needs the fake GPU
-(``HostGpu.current``)."""
+tensor-core accumulator (:func:`emulate`: each 32 of K one
+:func:`~gemmlab.contract.plugin_utils.fp8_mma_step`, the addends aligned to the largest and truncated
+at 14 bits of it, the model that reproduces the H100's output) promoted to float32 every 128 of K
+(``fp8_emulated``, honest) or never (``fp8_no_promotion``, a mutant that still declares 128). C is
+written as the problem's type (float32 or bf16). Loaded with ``plugin_dirs=[tests/plugins_fp8]``;
+needs the fake GPU (``HostGpu.current``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from gemmlab.contract.hookspecs import FP8_MMA_K, SCALE_BLOCK, LibraryKernelSpec, Problem, hookimpl
-
-#: significant bits the emulated tensor-core accumulator keeps (DeepSeek-V3's H800 measurement)
-ACC_BITS = 14
+from gemmlab.contract.hookspecs import FP8_MMA_BITS, FP8_MMA_K, SCALE_BLOCK, LibraryKernelSpec, Problem, hookimpl
+from gemmlab.contract.plugin_utils import fp8_mma_step
 
 
-def truncate(x: np.ndarray, bits: int = ACC_BITS) -> np.ndarray:
-    """``x`` (float64) truncated toward zero to ``bits`` significant bits."""
-    m, e = np.frexp(x)
-    return np.ldexp(np.trunc(m * 2.0**bits) / 2.0**bits, e)
-
-
-def emulate(a: np.ndarray, b: np.ndarray, interval: int, bits: int = ACC_BITS) -> np.ndarray:
-    """An FP8 wgmma accumulator: per 32 of K the step's products are added exactly and the sum is
-    truncated to ``bits`` bits; every ``interval`` of K the partial sum is added to a float32
-    accumulator (``interval`` >= K: never). ``a`` (M, K), ``b`` (K, N) float64; returns float32."""
+def emulate(a: np.ndarray, b: np.ndarray, interval: int, bits: int = FP8_MMA_BITS) -> np.ndarray:
+    """An FP8 wgmma accumulator: per 32 of K one :func:`fp8_mma_step` (the step's products and the
+    accumulator aligned to the largest of them, each truncated toward zero at ``bits`` bits of it);
+    every ``interval`` of K the partial sum is added to a float32 accumulator (``interval`` >= K:
+    never). ``a`` (M, K), ``b`` (K, N) float64; returns float32. On the FP8 values, as the hardware
+    (8-bit products: those within 2^6 of the largest keep every bit); on dequantised values (the
+    scales' 24-bit mantissas in every product) every product loses bits: a pessimistic model, about
+    3x the hardware's error at K = 16384, which the bound must cover too."""
     M, K = a.shape
     acc = np.zeros((M, b.shape[1]), dtype=np.float32)
     tc = np.zeros((M, b.shape[1]))
@@ -34,7 +31,7 @@ def emulate(a: np.ndarray, b: np.ndarray, interval: int, bits: int = ACC_BITS) -
         if k0 and k0 % interval == 0:
             acc = (acc + tc.astype(np.float32)).astype(np.float32)
             tc[:] = 0.0
-        tc = truncate(tc + a[:, k0:k0 + FP8_MMA_K] @ b[k0:k0 + FP8_MMA_K], bits)
+        tc = fp8_mma_step(tc, a[:, k0:k0 + FP8_MMA_K], b[k0:k0 + FP8_MMA_K], bits)
     return (acc + tc.astype(np.float32)).astype(np.float32)
 
 
@@ -75,9 +72,12 @@ class EmulatedFp8(LibraryKernelSpec):
             b = read(pointers.b, (N, K), db).astype(np.float64).T        # layout.b=col: K-major
             sa = read(pointers.a_scale, problem.stored_shape("A_scale"), np.float32)
             sb = read(pointers.b_scale, problem.stored_shape("B_scale"), np.float32)
-            a = a * expand_scales(problem, sa, "A")
-            b = b * expand_scales(problem, sb, "B")
-            c = emulate(a, b, self.promote if self.promote else K)
+            interval = self.promote if self.promote else K
+            if problem.scaling == "block":  # the scales change along K: the dequantised values (pessimistic)
+                c = emulate(a * expand_scales(problem, sa, "A"), b * expand_scales(problem, sb, "B"), interval)
+            else:  # the tensor cores multiply the FP8 values; the scales come in the epilogue
+                scales = expand_scales(problem, sa, "A")[:, :1] * expand_scales(problem, sb, "B")[:1]  # (M, 1) x (1, N)
+                c = emulate(a, b, interval) * scales
             read(pointers.c, (M, N), dc)[:] = c.astype(dc)
             gpu.clock_ms += 0.5  # the fake clock: each launch takes 0.5 ms
 
