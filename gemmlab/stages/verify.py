@@ -49,10 +49,11 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
   small the sum (under cancellation x_j is the largest product) and however small the product
   (one far below the accumulator loses its low bits). The bound is
   ``u_tc·T_ij + (lam·sqrt(ceil(K/P)) + 2)·u·(|A||B|)_ij + (3u + u_out)·|ref_ij| + tiny`` with
-  T_ij = sum_j' m_j + lam·sqrt(sum_j n_j·m_j^2) (:func:`fp8_accumulator_term`), m_j =
-  max(|s_{j-1}|, max_k|a_ik|·max_k|b_kj|) >= x_j to first order (s_{j-1} the exact partial sum
-  since the last promotion, the maxima over the step's k), j' the steps that are not the first of
-  their interval: the accumulator's truncations, one sign within an interval, summed; the
+  T_ij = sum_j' g_j + lam·sqrt(sum_j n_j·g_j^2) (:func:`fp8_accumulator_term`), g_j =
+  2^floor(log2 m_j) >= q_j / u_tc, m_j = max(|s_{j-1}|, max_k|a_ik|·max_k|b_kj|) >= x_j to first
+  order (s_{j-1} the exact partial sum since the last promotion, the maxima over the step's k), j'
+  the steps that are not the first of their interval: the accumulator's truncations, one sign
+  within an interval, summed; the
   products', of their products' signs, independent and symmetric for independent symmetric
   inputs (the normal and uniform draws), by Hoeffding's inequality with lam's probability
   2·exp(-lam²/2) (n_j <= 32 products in step j). Its cost: K/32 thin products, as many flops as the
@@ -67,7 +68,9 @@ device accumulation error. NaN and inf never pass, so an output the kernel never
   (docs/trust.md#fp8; tests at K = 16384 and 65536 in tests/test_fp8.py, an honest P = 128
   passes, both emulated). Limits: the model is fitted to public measurements and one H100
   element, not NVIDIA's specification; inputs with correlated signs (all positive) make the
-  products' truncations coherent, up to 32·q_j a step, which the Hoeffding term does not cover.
+  products' truncations coherent, up to 32·q_j a step, which the Hoeffding term does not cover;
+  the bound is 7-25x the modelled error, about 2^-8 of |C| where tightest, so a float32 C rounded
+  to bf16 and declared float32 is not caught.
 
 The whole GEMM contract (issue 43: alpha, beta·C0, bias, activation, a bf16/fp16 C, leading
 dimensions, strided batches) is verified by :mod:`gemmlab.stages.verify_fused`: the float64
@@ -215,15 +218,16 @@ def fp8_accumulator_term(a: np.ndarray, b: np.ndarray, interval: int, safety: fl
 
     At step j (``step`` = 32 elements of K: FP8 wgmma's K) the hardware aligns the accumulator and
     the n_j <= 32 products to the largest of them, x_j, and truncates each toward zero below
-    q_j <= U_FP8_ACC * x_j (:func:`gemmlab.contract.plugin_utils.fp8_mma_step`). Bounded first-order,
-    with x_j <= m_j = max(|s_{j-1}|, max_k|a_ik| * max_k|b_kj|) (s_{j-1} the exact partial sum since
-    the last promotion, the maxima over the step's k):
+    q_j = U_FP8_ACC * 2^floor(log2 x_j) (:func:`gemmlab.contract.plugin_utils.fp8_mma_step`).
+    Bounded first-order, with x_j <= m_j = max(|s_{j-1}|, max_k|a_ik| * max_k|b_kj|) (s_{j-1} the
+    exact partial sum since the last promotion, the maxima over the step's k), so q_j <=
+    U_FP8_ACC * g_j, g_j = 2^floor(log2 m_j):
 
-    - the accumulator's truncation, one sign within an interval: sum_j m_j over the steps that are
+    - the accumulator's truncation, one sign within an interval: sum_j g_j over the steps that are
       not the first of their interval (the first adds to zero);
     - the products' truncations, each below q_j and of its product's sign, independent and
       symmetric for independent symmetric inputs (the normal and uniform draws): at most
-      ``safety`` * sqrt(sum_j n_j m_j^2) but with probability 2 exp(-safety^2 / 2) (Hoeffding).
+      ``safety`` * sqrt(sum_j n_j g_j^2) but with probability 2 exp(-safety^2 / 2) (Hoeffding).
 
     T is their sum. Cost: K/step products of (M, step) by (step, N) (the reference's flops) and a
     few passes over M x N per step."""
@@ -266,8 +270,8 @@ def fp8_weights(K: int, interval: int, step: int = hookspecs.FP8_MMA_K) -> np.nd
 def fp8_row_bound(a64: np.ndarray, b64: np.ndarray, interval: int, safety: float, abs_b_rows: np.ndarray,
                   step: int = hookspecs.FP8_MMA_K, rows: int = 1024) -> np.ndarray:
     """An upper bound (M,) of the row sums sum_n T_in of :func:`fp8_accumulator_term` from thin
-    products only (Freivalds' check): with m_j <= |s_{j-1}| + max|a| max|b| and the square root of
-    a sum of squares at most the sum, T <= (1 + safety sqrt(step)) sum_j m_j, whose row sums are
+    products only (Freivalds' check): with g_j <= m_j <= |s_{j-1}| + max|a| max|b| and the square
+    root of a sum of squares at most the sum, T <= (1 + safety sqrt(step)) sum_j m_j, whose row sums are
     |A| (w * |B| 1) (:func:`fp8_weights`) plus a_max (b_max 1) (the steps' maxima). ``abs_b_rows``
     (K,): |B| 1. ``a64`` read in blocks of ``rows`` rows (never a whole |A| copy)."""
     M, K = a64.shape
