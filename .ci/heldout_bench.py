@@ -8,7 +8,7 @@
 For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
 and each precision, one point through gemmlab's one point runner (``gemmlab.run.session.Session.run_point``
 around ``gemmlab.run.pipeline.run_point``: NaN-filled C, float64 verification, ``kernel=auto``
-timed against ``baseline=cublas`` in the same process, graph timing as .ci/shapes-evidence's step 4:
+timed against ``baseline=cublas`` in the same process, graph timing as ``experiment=shapes``:
 graph replay only, 10 samples of 10 launches, full float64 check up to M·N·K = 2^32, the after-timing
 check on the device at every size: ``--after-timing``), each point in
 its own folder. Each point runs in gemmlab's worker process (a CUDA fault or a hang costs only that

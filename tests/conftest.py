@@ -157,7 +157,7 @@ def pytest_collection_modifyitems(config, items):
     loadgroup`` in pyproject.toml) put the tests sharing a module-scoped fixture in one group per
     fixture, which one worker runs (its setup, e.g. an Optuna search, runs once); this hook runs
     before xdist's own (``tryfirst``), which turns the markers into groups. The gpu tests assert
-    correctness, never speed, and may share the GPU (.ci/session-gpu runs them on 8 workers), so
+    correctness, never speed, and may share the GPU (.ci/gpu-call runs them on 12 workers), so
     they are not grouped here; the isolation gpu tests, which time a sweep, are one group by their
     own marker (tests/test_isolation.py). The tests of several modules reading one session
     fixture of :data:`SHARED_RUNS` are one group too (the fixture's command runs once)."""
@@ -167,7 +167,7 @@ def pytest_collection_modifyitems(config, items):
             reason = reason or gpu_unavailable_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test skipped: {reason}"))
-            continue  # not grouped: distributed one by one on a GPU machine (.ci/session-gpu)
+            continue  # not grouped: distributed one by one on a GPU machine (.ci/gpu-call)
         info = getattr(item, "_fixtureinfo", None)
         shared = [name for name in SHARED_RUNS if name in getattr(info, "names_closure", ())]
         if shared:

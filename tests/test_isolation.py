@@ -4,7 +4,8 @@ A CUDA fault is sticky for the process, a crash ends it, a hung kernel never ret
 cost only its own point. Without a GPU these are simulated from a plugin's ``check()``
 (tests/plugins_faulty/faulty_sim.py): a sticky error that poisons every later point of the same
 process, ``os._exit``, SIGSEGV and a sleep. The real kernels (misaligned float4 loads at N = 65,
-an illegal address, a spinning kernel) run in the gpu-marked tests and in .ci/fault-evidence.
+an illegal address, a spinning kernel) run in the gpu-marked tests (and ran in .ci/fault-evidence,
+removed in 1511331).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ VARIANTS = {
                         dict(PIPE_1, BN=128, MINB=2), dict(PIPE_1, BN=128, WM=32, TM=8, MINB=2),
                         dict(PIPE_1, BN=128, WM=32, TM=8, MINB=2, BK=8), dict(PIPE_1, BK=32, STAGES=3),
                         dict(STAGES=3, GS=1),
-                        # the fp32b candidates (.ci/fp32_final.py; MINB=4 became the default):
+                        # the fp32b candidates (.ci/fp32_final.py, removed in 1511331; MINB=4 became the default):
                         # 3 and 4 blocks/SM, BK 32, 3 stages
                         dict(MINB=3), dict(MINB=4, STAGES=3), dict(MINB=4, BK=32, STAGES=2),
                         dict(BK=32, STAGES=3, MINB=3), dict(BM=128, MINB=2, STAGES=3)],

@@ -1,6 +1,6 @@
 """Drop-in test plugin: real faulty CUDA kernels (faulty_gpu.cu) for the fault-isolation GPU test
-and .ci/fault-evidence. ``misaligned`` (float4 loads, misaligned at N = 65), ``illegal`` (stores
-2^40 elements past C), ``trap`` (``__trap()``), ``hang`` (spins ~SPIN_GCYCLES x 0.5 s on the H200; the watchdog should end
+and issue 11's fault sweep (.ci/fault-evidence, removed in 1511331). ``misaligned`` (float4 loads,
+misaligned at N = 65), ``illegal`` (stores 2^40 elements past C), ``trap`` (``__trap()``), ``hang`` (spins ~SPIN_GCYCLES x 0.5 s on the H200; the watchdog should end
 it first)."""
 
 from pathlib import Path
