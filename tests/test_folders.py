@@ -61,8 +61,11 @@ def test_a_folder_in_use_by_another_command_is_refused_before_anything_is_writte
 
 
 def test_two_commands_at_once_into_one_folder_leave_one_consistent_record(tmp_path):
-    """The tester's race: both exited 0 and the record said tiled over gemm_naive's SASS."""
-    procs = [subprocess.Popen([sys.executable, "-m", "gemmlab", f"kernel={k}", "mode=compile",
+    """The tester's race: both exited 0 and the record said tiled over gemm_naive's SASS. (Each
+    point runs in its command's process, ``isolation.process=false``: the folder is claimed and the
+    record written by the command either way, and a point worker per command adds only an
+    interpreter start.)"""
+    procs = [subprocess.Popen([sys.executable, "-m", "gemmlab", f"kernel={k}", "mode=compile", "isolation.process=false",
                                "hydra.run.dir=runs/race2"], cwd=tmp_path, env=command_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in ("tiled", "naive")]
     outs = [p.communicate(timeout=300) for p in procs]

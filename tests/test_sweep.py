@@ -121,10 +121,14 @@ def joblib_2_workers_failing_sweep(tmp_path_factory, cli):
     """``(proc, sweep_dir)`` of :data:`FAILING_NESTED` through joblib with 2 workers, run once for the
     module: test_nested_subdir_sweep_fails_when_a_point_failed[joblib_2_workers] and
     test_launcher_reports_failed_point[joblib_2_workers] both read it (a start of the command,
-    Hydra and two loky workers less)."""
+    Hydra and two loky workers less). Each point runs in its loky worker (``isolation.process=false``,
+    not part of the folder names): what is checked is the launcher's and the summary's word on a
+    point that failed in another process, and a point worker under each loky worker would add an
+    interpreter start and its imports (test_launcher_runs_compile_sweep[joblib_2_workers] keeps them)."""
     tmp = tmp_path_factory.mktemp("joblib2fail")
     sweep_dir = tmp / "sw"
-    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], *FAILING_NESTED, f"hydra.sweep.dir={sweep_dir}"], tmp,
+    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], *FAILING_NESTED, "isolation.process=false",
+                f"hydra.sweep.dir={sweep_dir}"], tmp,
                in_process=False)  # joblib's worker processes are started from a real command
     return proc, sweep_dir
 
@@ -492,13 +496,16 @@ def test_launcher_runs_compile_sweep(cli, tmp_path, launcher, quick_submitit_pol
 def test_launcher_reports_failed_point(cli, tmp_path, launcher, joblib_2_workers_failing_sweep, quick_submitit_polls):
     """A failing point in a worker process still fails the sweep (the summary reads the files).
     joblib with 2 workers: the module's run of that sweep (nested layout,
-    :func:`joblib_2_workers_failing_sweep`); submitit: its own run (flat layout)."""
+    :func:`joblib_2_workers_failing_sweep`); submitit: its own run (flat layout), each point in its
+    submitit job's process (``isolation.process=false``: a point worker under each job would add an
+    interpreter start; test_launcher_runs_compile_sweep[submitit_local] keeps them)."""
     if launcher == "joblib_2_workers":
         proc, sweep = joblib_2_workers_failing_sweep
     else:
         sweep = tmp_path / "sw"
         proc = cli(["-m", *LAUNCHERS[launcher], "kernel=tiled", "kernel.TM=3,8", "mode=compile",
-                    f"hydra.sweep.dir={sweep}"], tmp_path, in_process=launcher in IN_PROCESS_LAUNCHERS)
+                    "isolation.process=false", f"hydra.sweep.dir={sweep}"], tmp_path,
+                   in_process=launcher in IN_PROCESS_LAUNCHERS)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     statuses = [json.loads(p.read_text())["status"] for p in sweep.rglob("result.json")]
     assert sorted(statuses) == ["compiled", "invalid"]
@@ -509,12 +516,13 @@ def test_a_file_in_a_points_place_under_joblib_workers_is_one_line(cli, tmp_path
     """Under a launcher whose points run in other processes (joblib's loky workers), Hydra's
     run_job in the worker met a file where point #0's folder goes and the sweep ended with the
     worker's traceback (FileExistsError: 'S/0'); gemmlab's in-process guard cannot make that cost
-    one point there, so it is one line naming the file, and the sweep stops (exit 2)."""
+    one point there, so it is one line naming the file, and the sweep stops (exit 2). (Point #1 runs
+    in its loky worker, ``isolation.process=false``: no point worker is part of this.)"""
     sweep = tmp_path / "S"
     sweep.mkdir()
     (sweep / "0").write_text("not a folder")
-    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], "kernel=naive,tiled", "mode=compile", "hydra.sweep.dir=S"],
-               tmp_path, in_process=False)
+    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], "kernel=naive,tiled", "mode=compile", "isolation.process=false",
+                "hydra.sweep.dir=S"], tmp_path, in_process=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == (
         "gemmlab: error: hydra.sweep.dir: S/0 is a file, not a folder; give a folder gemmlab can create and write; "
