@@ -9,6 +9,13 @@ ncu:    tiled and cublas at 1024^3 and 4096^3: gemmlab's graph-mode median per l
         vs the median of ncu's gpu__time_duration.sum (ncu --clock-control none) over the same
         kind of launches -> OUT_DIR/ncu-h200.md
 broken: the four broken tiled variants and which net caught each -> OUT_DIR/broken-h200.md
+
+Every point runs through gemmlab's one point runner (:meth:`gemmlab.run.session.Session.run_point`,
+as the ``gemmlab`` command's points: each in the session's worker process, never in this one, which
+opens no GPU); before each ncu run the worker is stopped, so the profiled ``gemmlab`` process is the
+only one with a context on the GPU (its point would otherwise be refused ``shared_gpu``). The
+records are packed into OUT_DIR/records.jsonl.xz (:func:`gemmlab.stages.record_model.write_archive`,
+what ``gemmlab-report --archive`` writes; the point folders stay under OUT_DIR/runs/).
 """
 
 from __future__ import annotations
@@ -20,13 +27,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gemmlab.run.pipeline import run_point
+from gemmlab.run.session import Session
+from gemmlab.stages.record_model import write_archive
 
 import ncu_points  # .ci/ncu_points.py: the ncu CSV reader (this script runs as python3 .ci/evidence.py)
 
 SIZES = (256, 1024, 4096)
 KERNELS = ("naive", "tiled", "ladder_strip", "cublas")
 REPO = Path(__file__).resolve().parents[1]
+SESSION = Session()  # the one point runner: each point in the session's worker process
 
 
 def _cfg(kernel, n, **over):
@@ -41,7 +50,7 @@ def tables(out: Path) -> None:
     for n in SIZES:
         for kernel in KERNELS:
             over = {} if kernel == "cublas" else {"baseline": "cublas"}
-            rec = run_point(_cfg(kernel, n, **over), out / "runs" / f"{kernel}-{n}")
+            rec = SESSION.run_point(_cfg(kernel, n, **over), out / "runs" / f"{kernel}-{n}")
             t = rec.get("timing") or {}
             p = t.get("protocols") or {}
             ratio = rec.get("ratio_to_baseline", {}).get("median_time", 1.0 if kernel == "cublas" else None)
@@ -89,10 +98,11 @@ def ncu(out: Path, points=(("tiled", 1024), ("tiled", 4096), ("cublas", 1024), (
     rows = []
     for kernel, n in points:
         if True:
-            rec = run_point({"kernel": {"name": kernel}, "shape": [n, n, n], "mode": "run",
-                             "timing": {"mode": "graph", "warmup": 5, "repeat": 10, "batch": 20, "floor": False}},
-                            out / "runs" / f"ncu-ref-{kernel}-{n}")
+            rec = SESSION.run_point({"kernel": {"name": kernel}, "shape": [n, n, n], "mode": "run",
+                                     "timing": {"mode": "graph", "warmup": 5, "repeat": 10, "batch": 20, "floor": False}},
+                                    out / "runs" / f"ncu-ref-{kernel}-{n}")
             ours = rec["timing"]["median_ms"] if rec["status"] == "ok" else float("nan")
+            SESSION.close()  # no worker holds a context while ncu profiles its own gemmlab process
             theirs, count, name = _ncu_median(kernel, n, out)
             diff = 100 * (ours - theirs) / theirs if theirs == theirs and theirs > 0 else float("nan")
             rows.append([kernel, f"{n}³", f"{ours:.5f}", f"{theirs:.5f}", count, f"{diff:+.2f}%",
@@ -114,9 +124,9 @@ def broken(out: Path) -> None:
              ("tiled", 64, 64, 512, "racecheck")]
     rows = []
     for name, m, n, k, san in cases:
-        rec = run_point({"kernel": {"name": name}, "shape": [m, n, k], "mode": "run", "sanitizer": san,
-                         "plugin_dirs": [str(REPO / "tests" / "broken")],
-                         "timing": {"warmup": 1, "repeat": 3, "batch": 2}}, out / "runs" / f"broken-{name}")
+        rec = SESSION.run_point({"kernel": {"name": name}, "shape": [m, n, k], "mode": "run", "sanitizer": san,
+                                 "plugin_dirs": [str(REPO / "tests" / "broken")],
+                                 "timing": {"warmup": 1, "repeat": 3, "batch": 2}}, out / "runs" / f"broken-{name}")
         v = rec.get("verification") or {}
         fired = list(rec.get("nets_fired") or [])
         if rec["status"] == "sanitizer_errors":
@@ -143,10 +153,17 @@ if __name__ == "__main__":
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     what = sys.argv[2] if len(sys.argv) > 2 else "all"
-    if what == "ncu-repeat":  # the same comparison again, to see its run-to-run spread
-        ncu(out, points=(("cublas", 1024), ("tiled", 1024), ("cublas", 1024)))
-        sys.exit(0)
-    for step in (("tables", tables), ("broken", broken), ("ncu", ncu)):
-        if what in (step[0], "all"):
-            step[1](out)
+    try:
+        if what == "ncu-repeat":  # the same comparison again, to see its run-to-run spread
+            ncu(out, points=(("cublas", 1024), ("tiled", 1024), ("cublas", 1024)))
+        else:
+            for step in (("tables", tables), ("broken", broken), ("ncu", ncu)):
+                if what in (step[0], "all"):
+                    step[1](out)
+    finally:
+        SESSION.close()
+        try:  # one archive of every record this output folder holds (a re-run's folder: not overwritten)
+            print(f"{write_archive(out / 'runs', out / 'records.jsonl.xz')} records in {out / 'records.jsonl.xz'}")
+        except (FileNotFoundError, FileExistsError) as exc:
+            print(f"no archive: {exc}")
     (out / "done.json").write_text(json.dumps({"steps": what}))

@@ -5,12 +5,13 @@
 1. the copy kernels of kernels/include/gemmlab/relayout.cuh alone (events, median of 20 launches
    after 3 warm-ups): the TF32 transpose of a row-major B at 4096^2 and 8192^2 and the BF16 pads of
    the odd shapes' operands, in GB/s of bytes read + written;
-2. gemmlab's own pipeline per case (NaN-filled C, float64 verification, timing=graph, cuBLAS in
-   the same precision and layout, same process): wgmma_tf32 row/row (transpose in the plan) and
+2. gemmlab's one point runner per case (``gemmlab.run.session.Session.run_point``: NaN-filled C,
+   float64 verification, timing=graph, cuBLAS in the same precision and layout, same process): wgmma_tf32 row/row (transpose in the plan) and
    row/col (no copy) at 4096^3 and 8192^3; wgmma_bf16 row/row at 4095x4097x1023, 1000x3000x777,
    2047x1025x513 (pad copies in the plan) next to mma_bf16 at the same shapes and wgmma_bf16 at
    the aligned neighbour shapes (no copy).
-Records under OUT_DIR/records/<case>/, rows in OUT_DIR/summary.json; a short table last.
+Records under OUT_DIR/records/<case>/ and in OUT_DIR/records.jsonl.xz (gemmlab's record archive),
+rows in OUT_DIR/summary.json; a short table last.
 """
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+#: the points run in this process (``isolation.process: false``): step 1 opened the GPU here (the
+#: copy kernels' own launches and events), so a point in a worker process would share the GPU with
+#: this one and the shared-GPU check (timing.shared=refuse) would refuse its timing
+ISOLATION = {"process": False}
 TIMING = {"mode": "graph", "l2": "warm", "warmup": 5, "repeat": 7, "batch": 10, "floor": False}
 CASES = [  # kernel, precision, layout_b, shape, cuBLAS baseline
     ("wgmma_tf32", "tf32", "row", (4096, 4096, 4096), True),
@@ -125,19 +130,21 @@ def main() -> int:
         summary["copies"] = copy_kernels(out)
     except Exception as exc:  # the pipeline cases still run
         print(f"COPY timing failed: {type(exc).__name__}: {exc}", flush=True)
-    from gemmlab.run.pipeline import run_point
+    from gemmlab.run.session import Session
+    session = Session()
     for case in CASES:
         if time.time() > deadline:
             print(f"SKIP {label(case)}: budget", flush=True)
             continue
         kernel, precision, layout_b, shape, with_base = case
         cfg = {"kernel": {"name": kernel}, "shape": list(shape), "precision": precision,
-               "layout": {"a": "row", "b": layout_b}, "timing": TIMING, "baseline": "cublas" if with_base else None}
+               "layout": {"a": "row", "b": layout_b}, "timing": TIMING, "baseline": "cublas" if with_base else None,
+               "isolation": dict(ISOLATION)}
         if os.environ.get("RELAYOUT_COMPILE_ONLY"):  # a dry run without a GPU
             cfg.update(mode="compile", baseline=None)
         started = time.time()
         try:
-            rec = run_point(cfg, out / "records" / label(case))
+            rec = session.run_point(cfg, out / "records" / label(case))
         except Exception as exc:
             rec = {"status": "harness_error", "error": f"{type(exc).__name__}: {exc}"}
         row = summarize(case, rec)
@@ -146,6 +153,11 @@ def main() -> int:
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
         print(f"CASE {row['case']:42s} {row['status']:8s} {row['wall_s']:5.1f}s", flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    from gemmlab.stages.record_model import write_archive
+    try:
+        print(f"{write_archive(out / 'records', out / 'records.jsonl.xz')} records in {out / 'records.jsonl.xz'}")
+    except (FileNotFoundError, FileExistsError) as exc:
+        print(f"no archive: {exc}")
     print()
     print(f"{'case':42s} {'status':8s} {'ms':>8s} {'TFLOP/s':>8s} {'cuBLAS':>8s} {'%':>6s}  plan")
     for r in summary["cases"]:

@@ -2,10 +2,11 @@
 
     python .ci/tc_evidence.py OUT_DIR [--budget SECONDS]
 
-For every case (kernel, precision, layout, shape) it runs gemmlab's own pipeline
-(``gemmlab.run.pipeline.run_point``: NaN-filled C, verification against float64 of the rounded
-inputs, timing=graph, baseline=cublas in the same precision and layout at the large shapes) and
-keeps the result.json under OUT_DIR/records/<case>/. When a point fails, a direct harness
+For every case (kernel, precision, layout, shape) it runs a gemmlab point through the one point
+runner (``gemmlab.run.session.Session.run_point`` around ``gemmlab.run.pipeline.run_point``:
+NaN-filled C, verification against float64 of the rounded inputs, timing=graph, baseline=cublas in
+the same precision and layout at the large shapes) and keeps the result.json under
+OUT_DIR/records/<case>/ (packed into OUT_DIR/records.jsonl.xz at the end, gemmlab's record archive). When a point fails, a direct harness
 (gemmlab.gpu.device's Gpu, own float64 reference of the rounded inputs) re-runs the kernel alone to
 tell a kernel bug from a pipeline bug and prints where the result differs. Each kernel family runs
 in its own child process (a kernel fault poisons only its own CUDA context); a time budget skips
@@ -198,8 +199,16 @@ def direct(case, gpu) -> dict:
     return out
 
 
+#: the points of a group run in the group's own process (``isolation.process: false``): the group's
+#: process is the isolation (a child with a deadline, a fault costs its group), and after a failed
+#: point :func:`direct` opens the GPU here, so a point in a worker process would then share the GPU
+#: with this one and the shared-GPU check (timing.shared=refuse) would refuse every later timed point
+ISOLATION = {"process": False}
+
+
 def worker(group: str, out: Path, deadline: float) -> None:
-    from gemmlab.run.pipeline import run_point
+    from gemmlab.run.session import Session
+    session = Session()
     gpu = None
     for case in GROUPS[group]:
         if time.time() > deadline:
@@ -208,7 +217,7 @@ def worker(group: str, out: Path, deadline: float) -> None:
         kernel, precision, layout_b, shape, over, with_base = case
         cfg = {"kernel": {"name": kernel, **over}, "shape": list(shape), "precision": precision,
                "layout": {"a": "row", "b": layout_b}, "timing": TIMING, "baseline": "cublas" if with_base else None,
-               "cache": {"enabled": False, "dir": None}}
+               "cache": {"enabled": False, "dir": None}, "isolation": dict(ISOLATION)}
         if os.environ.get("TC_CACHE_DIR"):  # compiled once by a parallel mode=compile pass (wgmma_evidence --precompile)
             cfg["cache"] = {"enabled": True, "dir": os.environ["TC_CACHE_DIR"]}
         if os.environ.get("TC_SAMPLED_VERIFY") and shape[0] * shape[1] * shape[2] > 2 ** 34:
@@ -217,7 +226,7 @@ def worker(group: str, out: Path, deadline: float) -> None:
             cfg["mode"] = "compile"
         started = time.time()
         try:
-            rec = run_point(cfg, out / "records" / label(case))
+            rec = session.run_point(cfg, out / "records" / label(case))
         except Exception as exc:
             rec = {"status": "harness_error", "error": f"{type(exc).__name__}: {exc}"}
         row = summarize(case, rec)
@@ -264,6 +273,18 @@ def sanitize(out: Path, deadline: float) -> list[dict]:
     return rows
 
 
+def pack(out: Path) -> None:
+    """Pack every record under ``out`` (the points' ``records/``, the sanitizer and precompile runs')
+    into ``out/records.jsonl.xz``, gemmlab's record archive (:func:`gemmlab.stages.record_model.write_archive`,
+    what ``gemmlab-report --archive`` writes: gemmlab-report, gemmlab-compare and gemmlab-tune build
+    read it as a folder); the point folders stay. Says why when there is none to write."""
+    from gemmlab.stages.record_model import write_archive
+    try:
+        print(f"{write_archive(out, out / 'records.jsonl.xz')} records in {out / 'records.jsonl.xz'}", flush=True)
+    except (FileNotFoundError, FileExistsError) as exc:
+        print(f"no archive: {exc}", flush=True)
+
+
 def fmt(v, spec="{:.1f}"):
     return "-" if v is None else (spec.format(v) if isinstance(v, (int, float)) else str(v))
 
@@ -297,6 +318,7 @@ def main() -> None:
         if f.exists():
             rows += [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
     (out / "summary.json").write_text(json.dumps({"rows": rows, "sanitizer": san}, indent=1))
+    pack(out)
     for s in san:
         print("sanitizer", json.dumps(s))
     print("\ncase | status | err/tol | ms | TFLOP/s | cuBLAS TFLOP/s | % cuBLAS | regs | SASS | direct")

@@ -7,7 +7,10 @@ Usage (on the GPU machine; needs Triton and PyTorch): python .ci/triton_agreemen
 (CASE: a case name such as triton_matmul-bf16-col-4096x4096x4096; default: all). Prints one line per
 case (the two warm medians and their ratio, target within 2%; the two cold medians and their ratio)
 and writes every gemmlab record and each case's summary to OUTDIR/triton-agreement.jsonl.xz
-(gemmlab.stages.archive). Exit status 1 if a case failed or a warm ratio is outside 2%."""
+(gemmlab.stages.archive). Exit status 1 if a case failed or a warm ratio is outside 2%.
+The gemmlab points run through one session (gemmlab.run.session.Session.run_point, gemmlab's one
+point runner) in this process: Triton's timers hold a PyTorch context here
+(gemmlab.run.triton_agreement.ISOLATION says why)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from gemmlab.run.session import Session
 from gemmlab.run.triton_agreement import TOLERANCE, agreement, case_name
 from gemmlab.stages.archive import Member, write_members
 
@@ -29,7 +33,7 @@ CASES = (("triton_tma_persistent", "bf16", "col", (4096, 4096, 4096)),
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print(__doc__.strip().splitlines()[-5], file=sys.stderr)
+        print(next(line for line in __doc__.splitlines() if line.startswith("Usage")), file=sys.stderr)
         return 2
     out = Path(argv[0])
     wanted = set(argv[1:])
@@ -39,9 +43,10 @@ def main(argv: list[str]) -> int:
         return 2
     out.mkdir(parents=True, exist_ok=True)
     members, failed = [], 0
+    session = Session()
     for case in cases:
         name = case_name(*case)
-        summary, records = agreement(*case, out / name)
+        summary, records = agreement(*case, out / name, session=session)
         for kind, rec in records.items():
             members.append(Member(f"{name}/{kind}/result.json", rec))
         members.append(Member(f"{name}/agreement.json", summary))

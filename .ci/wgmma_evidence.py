@@ -12,7 +12,9 @@ and layout at the large shapes; a direct re-run that localises the wrong element
 fails; each group in its own child process with a deadline, so a hang or a fault costs only its
 group). Groups: partial tiles (TMA-describable) and 4096^3 per precision/layout, tile/stage
 variants at 4096^3, 2-CTA clusters, 8192^3. Optional compute-sanitizer runs at small shapes.
-The last thing printed is a short table; OUT_DIR/summary.json holds every row.
+The last thing printed is a short table; OUT_DIR/summary.json holds every row, OUT_DIR/records.jsonl.xz
+every record (gemmlab's record archive). Each point runs through gemmlab's one point runner
+(``gemmlab.run.session.Session.run_point``, in its group's process: tc_evidence.ISOLATION says why).
 """
 from __future__ import annotations
 
@@ -570,6 +572,7 @@ def main() -> None:
         if f.exists():
             rows += [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
     (out / "summary.json").write_text(json.dumps({"rows": rows, "sanitizer": san}, indent=1))
+    tc.pack(out)
     for s in san:
         print("sanitizer", json.dumps(s))
     print(f"\nwall {time.time() - start:.0f} s")

@@ -10,9 +10,11 @@ from gemmlab.contract.hookspecs import LibraryKernelSpec, hookimpl
 def gemmlab_kernels():
     import importlib.util
     import pathlib
+    import sys
     path = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "cublas.py"
     spec = importlib.util.spec_from_file_location("gemmlab_probe_cublas", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # before it runs: its dataclasses look their module up there
     spec.loader.exec_module(mod)
 
     class Probe(LibraryKernelSpec):

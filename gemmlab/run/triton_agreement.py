@@ -49,11 +49,20 @@ def case_name(kernel: str, precision: str, layout_b: str, shape) -> str:
     return f"{kernel}-{precision}-{layout_b}-{'x'.join(map(str, shape))}"
 
 
+#: the gemmlab points run in the calling process (``isolation.process: false``): Triton's timers
+#: hold a PyTorch CUDA context in this process (opened by an earlier case, or by the caller), so a
+#: point in a worker process would share the GPU with it and the shared-GPU check
+#: (``timing.shared=refuse``) would refuse its timing
+ISOLATION = MappingProxyType({"process": False})
+
+
 def point_config(kernel: str, precision: str, layout_b: str, shape, timing: Mapping[str, Any],
                  params: Mapping[str, int] | None = None) -> dict:
-    """The gemmlab point's config: the kernel at its defaults (or ``params``), A row-major, no baseline."""
+    """The gemmlab point's config: the kernel at its defaults (or ``params``), A row-major, no
+    baseline, run in the calling process (:data:`ISOLATION`)."""
     return {"kernel": {"name": kernel, **dict(params or {})}, "shape": list(shape), "precision": precision,
-            "layout": {"a": "row", "b": layout_b}, "timing": dict(timing), "baseline": None}
+            "layout": {"a": "row", "b": layout_b}, "timing": dict(timing), "baseline": None,
+            "isolation": dict(ISOLATION)}
 
 
 def triton_timers(kernel: str, precision: str, layout_b: str, shape, params: Mapping[str, int] | None = None,
@@ -141,15 +150,18 @@ def _timed(fn, kernel, precision, layout_b, M, a, b, c, backend, torch, triton, 
 
 
 def agreement(kernel: str, precision: str, layout_b: str, shape, out_dir: str | Path,
-              params: Mapping[str, int] | None = None, cold: bool = True) -> tuple[dict, dict]:
-    """Measure one case (module docstring) under ``out_dir`` (``graph/``, ``cold/`` point folders).
+              params: Mapping[str, int] | None = None, cold: bool = True, session=None) -> tuple[dict, dict]:
+    """Measure one case (module docstring) under ``out_dir`` (``graph/``, ``cold/`` point folders);
+    the gemmlab points run through ``session`` (a :class:`gemmlab.run.session.Session`, default a new
+    one), gemmlab's one point runner, in this process (:data:`ISOLATION`).
 
     Returns:
         ``(summary, records)``: the medians (ms), ``ratio_graph`` (do_bench_cudagraph / gemmlab
         graph), ``within_tolerance``, ``ratio_cold`` (do_bench / gemmlab cold, no target), the
         versions and device; ``records`` maps ``graph``/``cold`` to the gemmlab records.
     """
-    from gemmlab.run.pipeline import run_point
+    from gemmlab.run.session import Session
+    run_point = (session or Session()).run_point
     out = Path(out_dir)
     records = {"graph": run_point(point_config(kernel, precision, layout_b, shape, GRAPH_TIMING, params), out / "graph")}
     if cold:
