@@ -6,7 +6,9 @@ what a command's points share.
 in a GPU lease scope of the session's devices; ``isolation.process: false`` runs it here) and notes
 its folder and exit status. The ``gemmlab`` command (:mod:`gemmlab.cli.app`, through its Hydra task),
 ``gemmlab-tune sweep`` (:func:`gemmlab.run.tune_sweep.sweep_command`) and the evidence runs
-(``.ci/``) run their points through it. ``kernel=auto``'s first-use tuning runs inside the point it
+(``.ci/``, ``tests/test_ci_scripts.py`` checks) run their points through it; an evidence run that
+holds the GPU in its own process (PyTorch, a direct launch) asks for ``isolation.process: false``,
+since a point in the worker would share the GPU with it and be refused ``shared_gpu``. ``kernel=auto``'s first-use tuning runs inside the point it
 chooses for (its candidates are backends of the point's own pipeline run, :mod:`gemmlab.run.first_use`):
 it loads its candidates from the session's registry, compiles them into the session's compile memo
 and times them on the GPU of the point's lease, so it goes through the same runner and the same
