@@ -13,11 +13,12 @@ a compose's CPU time goes to work whose result is fixed by its inputs:
   store is only read while composing (``ConfigStore.load`` returns a copy of the node), and every
   node is stored before Hydra composes.
 - :func:`memoize_yaml`: ``OmegaConf.load`` parses a YAML text once a process (PyYAML's pure-Python
-  parser; Hydra reads each selected file again for every compose). The parsed data (plain dicts,
-  lists and scalars) is kept, keyed by the text itself, and each load builds a new config from a
-  copy of it, as ``OmegaConf.load`` builds one from freshly parsed data. A text that does not
-  parse, or parses to something ``OmegaConf.load`` refuses, goes to OmegaConf's own ``load`` from
-  the same stream or path, so its error is OmegaConf's; nothing is kept for it.
+  parser; Hydra reads each selected file again for every compose). The config OmegaConf makes of
+  the parsed data (``OmegaConf.create``, as ``OmegaConf.load`` does) is kept pickled, keyed by the
+  text itself, and each load unpickles a new one (conf/config.yaml: 3.8 ms to create, 0.25 ms to
+  unpickle). A text that does not parse, or parses to something ``OmegaConf.load`` refuses, goes
+  to OmegaConf's own ``load`` from the same stream or path, so its error is OmegaConf's; nothing
+  is kept for it.
 - :func:`memoize_grammar`: OmegaConf parses an interpolation string with its ANTLR grammar each
   time it checks or resolves one (``omegaconf.grammar_parser.parse``), the same few strings of
   Hydra's defaults lists for every compose. The parse tree is a function of the string, the rule
@@ -105,7 +106,7 @@ def memoize_yaml() -> None:
     import yaml
     from omegaconf._utils import get_yaml_loader
     real = OmegaConf.load
-    parsed: dict[str, object] = {}  # YAML text -> what PyYAML made of it (only read; copied per load)
+    parsed: dict[str, bytes] = {}  # YAML text -> the config OmegaConf makes of it, pickled (unpickled per load)
 
     def load(file_):
         if isinstance(file_, (str, Path)):
@@ -123,15 +124,15 @@ def memoize_yaml() -> None:
         if text not in parsed:
             try:
                 obj = yaml.load(text, Loader=get_yaml_loader())
-            except yaml.YAMLError:
-                obj = ...
-            if obj is ... or (obj is not None and not isinstance(obj, (list, dict, str))):
+                if obj is not None and not isinstance(obj, (list, dict, str)):
+                    raise ValueError(obj)
+                made = OmegaConf.create() if obj is None else OmegaConf.create(obj)
+                parsed[text] = pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # a YAML error, a value or a config OmegaConf refuses, not picklable
                 if again is None:
                     file_.seek(start)
                 return real(file_ if again is None else again)  # OmegaConf's own result or error
-            parsed[text] = obj
-        obj = parsed[text]
-        return OmegaConf.create() if obj is None else OmegaConf.create(copy.deepcopy(obj))
+        return pickle.loads(parsed[text])
 
     load.memoized = True
     load.__wrapped__ = real

@@ -34,6 +34,7 @@ def test_yaml_memo_loads_what_omegaconf_loads():
         for got in (OmegaConf.load(path), OmegaConf.load(str(path)), OmegaConf.load(io.StringIO(path.read_text()))):
             assert type(got) is type(want), path
             assert OmegaConf.to_container(got) == OmegaConf.to_container(want), path
+            assert _facts(got) == _facts(want), path  # every node's type, flags and parent too
     first = OmegaConf.load(REPO_ROOT / "conf" / "config.yaml")
     first.clear()  # a load is a new config: changing it changes no later load
     again = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf" / "config.yaml"))
