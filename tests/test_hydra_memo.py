@@ -232,3 +232,40 @@ def test_a_file_changed_within_its_clock_tick_is_read_again(tmp_path, monkeypatc
     again = hydra_memo._file_digest(str(path))
     monkeypatch.undo()
     assert again != first
+
+
+def test_store_memo_loads_what_hydras_store_loads():
+    """Every node in Hydra's ``ConfigStore`` (gemmlab's schema, Hydra's and its plugins' structured
+    configs) loads as Hydra's own load gives it, node for node, each load a config of its own; a
+    node stored again under the same name is the new one."""
+    from hydra.core.config_store import ConfigStore
+
+    from gemmlab.cli.app import register_plugins, register_resolvers
+    store = ConfigStore.instance()
+    if not getattr(ConfigStore.load, "memoized", False):
+        pytest.skip(f"tests/hydra_memo.py is off here (${hydra_memo.PLAIN_ENV})")
+    register_resolvers()
+    register_plugins()
+    real = ConfigStore.load.__wrapped__
+    paths, todo = [], [("", store.repo)]
+    while todo:
+        prefix, group = todo.pop()
+        for name, value in group.items():
+            (todo.append((f"{prefix}{name}/", value)) if isinstance(value, dict) else paths.append(prefix + name))
+    assert {"base_config.yaml", "hydra/config.yaml"} <= set(paths) and len(paths) > 10
+    for path in paths:
+        want = real(store, path)
+        first, second = store.load(path), store.load(path)
+        for got in (first, second):
+            assert (got.name, got.group, got.package, got.provider) == (want.name, want.group, want.package, want.provider)
+            assert _facts(got.node) == _facts(want.node), path
+        assert first.node is not second.node and first.node is not store._load(path).node
+    try:
+        store.store(group="memo_test_node", name="n", node={"a": 1})
+        assert store.load("memo_test_node/n.yaml").node.a == 1
+        store.store(group="memo_test_node", name="n", node={"a": 2})
+        assert store.load("memo_test_node/n.yaml").node.a == 2
+        store._load("memo_test_node/n.yaml").node = OmegaConf.create({"a": 3})  # the node's config replaced
+        assert store.load("memo_test_node/n.yaml").node.a == 3
+    finally:
+        store.repo.pop("memo_test_node", None)
