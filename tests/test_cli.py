@@ -346,7 +346,7 @@ def test_help_lists_kernels_and_groups(cli, tmp_path):
     out = proc.stdout
     for name in BUILTIN_KERNELS:
         assert re.search(rf"^{name}\s", out, re.M), name
-    assert ("experiment: batched, epilogue, heldout, ladder, layouts, moe, moe_general, optuna_ladder_tile2d, "
+    assert ("experiment: batched, epilogue, fp8, heldout, ladder, layouts, moe, moe_general, optuna_ladder_tile2d, "
             "optuna_sgemm_block2d, "
             "optuna_sgemm_pipelined, optuna_sgemm_warptile, optuna_tiled, seed_lab, sgemm_ladder, shapes, tc_ladder, "
             "train") in out

@@ -198,7 +198,7 @@ def test_unknown_suite_family_is_one_line(cli, tmp_path, args):
      "sweep its own hydra.* keys; quote the value to give it as one string: "
      "\"hydra.sweeper.params.tc_rung='mma_bf16_rr,mma_tf32_rr'\""),
     (["-cd", "{tmp}", "kernel=nope"], "kernel: unknown kernel 'nope'"),
-    (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown experiment 'nope'; available: batched, epilogue, heldout, ladder, layouts, "),  # as without -cd
+    (["-cd", "{tmp}", "experiment=nope"], "experiment: unknown experiment 'nope'; available: batched, epilogue, fp8, heldout, ladder, layouts, "),  # as without -cd
     (["--experimental-rerun", "{tmp}/nope.pickle"], "--experimental-rerun: "),  # Hydra's UserWarning came first
     (["-m", "kernel=naive", "hydra.sweep.dir="], "hydra.sweep.dir: is empty; give a folder"),  # swept into the cwd
     (["kernel=naive", "hydra.run.dir=''"], "hydra.run.dir: is empty; give a folder"),
