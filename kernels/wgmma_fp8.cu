@@ -9,8 +9,10 @@
 //
 // Block: 3 warpgroups (384 threads), as kernels/wgmma_bf16.cu's cooperative schedule. Warpgroup 0
 // is the producer (setmaxnreg.dec to 40; one thread issues every TMA load), warpgroups 1 and 2 are
-// consumers (setmaxnreg.inc to 232), each owning BM/2 rows (MI = BM/128 m64 blocks) of the BM x BN
-// tile. Ring: STAGES stages of (A BM x 128, B BN x 128) bytes = 128 elements of K, each loaded by
+// consumers (setmaxnreg.inc to 232). BM = 128 / 256: each consumer owns BM/2 rows (MI = BM/128 m64
+// blocks) and all BN columns of the BM x BN tile; BM = 64 (small M, issue 42 item 4): both consumers
+// share the 64 rows and each owns BN/2 columns (WN = BN/2, one m64nWNk32 per k-step; its B operand
+// starts WN rows into the stage's B box), so a tile wastes at most 63 zero rows instead of 127. Ring: STAGES stages of (A BM x 128, B BN x 128) bytes = 128 elements of K, each loaded by
 // two TMA boxes with the 128-byte swizzle, a "full" mbarrier (producer arrive_expect_tx + TMA
 // complete_tx) and an "empty" one (one arrival per consumer warp); the producer waits for "empty"
 // with the opposite parity (a fresh barrier's previous phase counts as complete).
@@ -49,18 +51,20 @@
 /// block-scaling group (hookspecs.SCALE_BLOCK).
 constexpr int FP8_BK = 128;
 
-/// One stage's wgmma group into the partial-sum bank `t` (MI m64 blocks x BN): 4 k-steps of 32, the
-/// first with scale-d = 0 where `fresh` (a new partial sum; the test-only mutant passes false after
-/// its tile's first stage); `slot` the stage's shared memory (A BM x 128 bytes, then B BN x 128),
-/// `a_row0` this warpgroup's first row of the A tile. Commits the group; does not wait.
-template <int FA, int FB, int MI, int BN>
-__device__ __forceinline__ void fp8_stage_mma(float (&t)[MI][BN / 2], const unsigned char *slot, int a_row0,
-                                              int a_bytes, bool fresh = true) {
+/// One stage's wgmma group into the partial-sum bank `t` (MI m64 blocks x WN columns): 4 k-steps of
+/// 32, the first with scale-d = 0 where `fresh` (a new partial sum; the test-only mutant passes false
+/// after its tile's first stage); `slot` the stage's shared memory (A BM x 128 bytes, then B BN x 128),
+/// `a_row0` this warpgroup's first row of the A tile, `b_bytes` the offset of its first B row (A's
+/// bytes + the warpgroup's first column x 128; a multiple of 1024, the swizzle atom). Commits the
+/// group; does not wait.
+template <int FA, int FB, int MI, int WN>
+__device__ __forceinline__ void fp8_stage_mma(float (&t)[MI][WN / 2], const unsigned char *slot, int a_row0,
+                                              int b_bytes, bool fresh = true) {
   gemmlab::wgmma_fence_operands(t);
   gemmlab::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < FP8_BK / 32; kk++) {
-    const unsigned long long db = gemmlab::wgmma_desc_128b(slot + a_bytes + kk * 32, 16, 1024);
+    const unsigned long long db = gemmlab::wgmma_desc_128b(slot + b_bytes + kk * 32, 16, 1024);
 #pragma unroll
     for (int mi = 0; mi < MI; mi++) {
       const unsigned long long da = gemmlab::wgmma_desc_128b(slot + (a_row0 + mi * 64) * 128 + kk * 32, 16, 1024);
@@ -72,7 +76,8 @@ __device__ __forceinline__ void fp8_stage_mma(float (&t)[MI][BN / 2], const unsi
 
 /// The block-scaling factors of k-group `kb` for this thread's accumulators: sa[mi][h] = A_scale of
 /// row (row0 + 64 mi + 8 h) (0 outside M), sb[c] = B_scale of the 128-column block of tile column
-/// block c (c = 0: the block holding column n0, c = 1: the next; BN <= 192 spans at most two).
+/// block c (c = 0: the block holding column n0, this warpgroup's first, c = 1: the next; its WN <= 192
+/// columns span at most two).
 template <int MI>
 __device__ __forceinline__ void fp8_block_scales(float (&sa)[MI][2], float (&sb)[2], const float *__restrict__ A_scale,
                                                  const float *__restrict__ B_scale, int kb, int row0, int n0, int M,
@@ -84,15 +89,15 @@ __device__ __forceinline__ void fp8_block_scales(float (&sa)[MI][2], float (&sb)
       const int row = row0 + 64 * mi + 8 * h;
       sa[mi][h] = row < M ? __ldg(A_scale + (long long)kb * M + row) : 0.0f;
     }
-  const int nb = n0 / 128;
-  sb[0] = __ldg(B_scale + (long long)nb * L4 + kb);
+  const int nb = n0 / 128;  // BM = 64: the second consumer's n0 may lie past N (its block past the last)
+  sb[0] = nb < nblocks ? __ldg(B_scale + (long long)nb * L4 + kb) : 0.0f;
   sb[1] = nb + 1 < nblocks ? __ldg(B_scale + (long long)(nb + 1) * L4 + kb) : 0.0f;
 }
 
 /// Promote the partial sums `t` into `acc`: acc += t (SCALING 0, 1) or acc = fma(t, sa * sb, acc)
 /// with sb the B scale of the column's 128-block (SCALING 2). `n_off` = n0 % 128 (tile column 0's
 /// offset inside its 128-block): column 8 j + 2 t + v of the tile is in block c = (n_off + col) / 128.
-template <int MI, int BN, int SCALING>
+template <int MI, int BN, int SCALING>  // BN: the warpgroup's columns (WN)
 __device__ __forceinline__ void fp8_promote(float (&acc)[MI][BN / 2], const float (&t)[MI][BN / 2],
                                             const float (&sa)[MI][2], const float (&sb)[2], int n_off, int tq) {
 #pragma unroll
@@ -123,14 +128,17 @@ template <int FA, int FB, int BM, int BN, int STAGES, int GROUP_M, int SCALING, 
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
                const float *__restrict__ A_scale, const float *__restrict__ B_scale, void *C, int M, int N, int K) {
-  constexpr int WM = BM / 2;  // rows per consumer warpgroup
+  constexpr bool SPLIT_N = BM == 64;             // the two consumers split the columns, not the rows
+  constexpr int WM = SPLIT_N ? 64 : BM / 2;      // rows per consumer warpgroup
+  constexpr int WN = SPLIT_N ? BN / 2 : BN;      // columns per consumer warpgroup (its wgmma n)
   constexpr int MI = WM / 64;
   constexpr unsigned A_BYTES = BM * FP8_BK, B_BYTES = BN * FP8_BK, STAGE_BYTES = A_BYTES + B_BYTES;
-  static_assert(BM == 128 || BM == 256, "BM is 128 or 256 (whole m64 blocks per consumer warpgroup)");
-  static_assert(BN % 32 == 0 && BN >= 64 && BN <= 192, "BN: 64..192, a multiple of 32 (a wgmma n of gemmlab/wgmma_fp8.cuh)");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64 (column split), 128 or 256 (whole m64 blocks per consumer)");
+  static_assert(SPLIT_N ? (BN == 128 || BN == 192 || BN == 256) : (BN % 32 == 0 && BN >= 64 && BN <= 192),
+                "BN: 64..192, a multiple of 32 (BM 128, 256); 128, 192 or 256 (BM 64: WN = BN/2 a wgmma n of gemmlab/wgmma_fp8.cuh)");
   static_assert(SCALING >= 0 && SCALING <= 2 && (OUT_BF16 == 0 || OUT_BF16 == 1) && (OVERLAP == 0 || OVERLAP == 1),
                 "SCALING 0..2, OUT_BF16 0/1, OVERLAP 0/1");
-  static_assert(MI * BN * (2 + OVERLAP) / 2 <= 192, "accumulator + partial-sum registers per consumer thread <= 192");
+  static_assert(MI * WN * (2 + OVERLAP) / 2 <= 192, "accumulator + partial-sum registers per consumer thread <= 192");
   static_assert(!WGMMA_FP8_NO_PROMOTION || (OVERLAP == 0 && SCALING != 2), "the no-promotion mutant: OVERLAP=0, tensor or row scaling");
 
   extern __shared__ unsigned char smem_raw[];
@@ -189,8 +197,8 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
     const int nblocks = (N + 127) / 128, L4 = ((k_tiles + 3) / 4) * 4;
     float tensor_scale = 1.0f;
     if constexpr (SCALING == 0) tensor_scale = __ldg(A_scale) * __ldg(B_scale);
-    float acc[MI][BN / 2], t0[MI][BN / 2];
-    float t1[OVERLAP ? MI : 1][OVERLAP ? BN / 2 : 1];
+    float acc[MI][WN / 2], t0[MI][WN / 2];
+    float t1[OVERLAP ? MI : 1][OVERLAP ? WN / 2 : 1];
     float sa0[MI][2], sb0[2], sa1[MI][2], sb1[2];
     int it = 0;
     auto release = [&](int s) {
@@ -199,20 +207,21 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       int m_blk, n_blk;
       tile_of(tile, m_blk, n_blk);
-      const int m0 = m_blk * BM, n0 = n_blk * BN;
-      const int row0 = m0 + wg * WM + warp * 16 + g;  // this thread's first row (then + 8 h + 64 mi)
+      const int a_row0 = SPLIT_N ? 0 : wg * WM, b_col0 = SPLIT_N ? wg * WN : 0;  // this warpgroup's part
+      const int m0 = m_blk * BM, n0 = n_blk * BN + b_col0;  // n0: this warpgroup's first column
+      const int row0 = m0 + a_row0 + warp * 16 + g;  // this thread's first row (then + 8 h + 64 mi)
       const int n_off = n0 % 128;
 #pragma unroll
       for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) acc[mi][i] = 0.0f;
+        for (int i = 0; i < WN / 2; i++) acc[mi][i] = 0.0f;
       // stage kt of this tile: its ring slot after the full wait (scales fetched first: their load
       // latency hides behind the wait and the wgmma group)
       auto issue = [&](auto &t, auto &sa, auto &sb, int kt, bool fresh = true) {
         if constexpr (SCALING == 2) fp8_block_scales<MI>(sa, sb, A_scale, B_scale, kt, row0, n0, M, nblocks, L4);
         const int s = (it + kt) % STAGES;
         gemmlab::mbarrier_try_wait_parity(&full[s], ((it + kt) / STAGES) & 1);
-        fp8_stage_mma<FA, FB, MI, BN>(t, ring + s * STAGE_BYTES, wg * WM, A_BYTES, fresh);
+        fp8_stage_mma<FA, FB, MI, WN>(t, ring + s * STAGE_BYTES, a_row0, A_BYTES + b_col0 * FP8_BK, fresh);
       };
       if constexpr (OVERLAP) {
         // bank 0 holds stage kt (in flight) at the top of each pass; stage kt + 1 goes into bank 1
@@ -226,28 +235,28 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
           gemmlab::wgmma_wait<1>();
           gemmlab::wgmma_fence_operands(t0);
           release((it + kt) % STAGES);
-          fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
+          fp8_promote<MI, WN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
           issue(t0, sa0, sb0, kt + 2);
           gemmlab::wgmma_wait<1>();
           gemmlab::wgmma_fence_operands(t1);
           release((it + kt + 1) % STAGES);
-          fp8_promote<MI, BN, SCALING>(acc, t1, sa1, sb1, n_off, tq);
+          fp8_promote<MI, WN, SCALING>(acc, t1, sa1, sb1, n_off, tq);
         }
         if (kt + 1 < k_tiles) {  // two stages left: kt in bank 0 (in flight), kt + 1
           issue(t1, sa1, sb1, kt + 1);
           gemmlab::wgmma_wait<1>();
           gemmlab::wgmma_fence_operands(t0);
           release((it + kt) % STAGES);
-          fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
+          fp8_promote<MI, WN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
           gemmlab::wgmma_wait<0>();
           gemmlab::wgmma_fence_operands(t1);
           release((it + kt + 1) % STAGES);
-          fp8_promote<MI, BN, SCALING>(acc, t1, sa1, sb1, n_off, tq);
+          fp8_promote<MI, WN, SCALING>(acc, t1, sa1, sb1, n_off, tq);
         } else {  // one stage left: kt in bank 0
           gemmlab::wgmma_wait<0>();
           gemmlab::wgmma_fence_operands(t0);
           release((it + kt) % STAGES);
-          fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
+          fp8_promote<MI, WN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
         }
       } else {
         for (int kt = 0; kt < k_tiles; kt++) {
@@ -255,9 +264,9 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
           gemmlab::wgmma_wait<0>();
           gemmlab::wgmma_fence_operands(t0);
           release((it + kt) % STAGES);
-          if (!WGMMA_FP8_NO_PROMOTION) fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
+          if (!WGMMA_FP8_NO_PROMOTION) fp8_promote<MI, WN, SCALING>(acc, t0, sa0, sb0, n_off, tq);
         }
-        if (WGMMA_FP8_NO_PROMOTION) fp8_promote<MI, BN, SCALING>(acc, t0, sa0, sb0, n_off, tq);  // once, at the end
+        if (WGMMA_FP8_NO_PROMOTION) fp8_promote<MI, WN, SCALING>(acc, t0, sa0, sb0, n_off, tq);  // once, at the end
       }
       it += k_tiles;
 
@@ -271,7 +280,7 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
           float rs = tensor_scale;
           if constexpr (SCALING == 1) rs = __ldg(A_scale + row);
 #pragma unroll
-          for (int j = 0; j < BN / 8; j++) {
+          for (int j = 0; j < WN / 8; j++) {
             const int col = n0 + 8 * j + 2 * tq;
             if (col >= N) continue;
             const bool pair = col + 1 < N;

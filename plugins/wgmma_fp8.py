@@ -26,9 +26,36 @@ at M and N. Edges: TMA zero-fills box elements outside M, N and K, so a partial 
 adds zeros; M and N are free. K must be a multiple of 16 (TMA's 16-byte row stride of A and B;
 gemmlab has no FP8 pad copy yet).
 
-Parameters: BM (128 | 256), BN (64 | 96 | 128 | 160 | 192), STAGES (2..8, within 227 KiB),
-GROUP_M (>= 1), OVERLAP (0 | 1); accumulator + partial-sum registers per consumer thread
-BM/128 x BN/2 x (2 + OVERLAP) at most 192 (:data:`MAX_ACC_REGISTERS`). Needs an sm_90 GPU.
+Parameters: BM (64 | 128 | 256), BN (64 | 96 | 128 | 160 | 192 with BM 128 or 256; 128 | 192 | 256
+with BM 64), STAGES (2..8, within 227 KiB), GROUP_M (>= 1), OVERLAP (0 | 1); accumulator +
+partial-sum registers per consumer thread (:func:`acc_registers`) at most 192
+(:data:`MAX_ACC_REGISTERS`). Needs an sm_90 GPU.
+
+Small M (issue 42 item 4; ``kernel=auto precision=fp8`` must cover M = 1 ... 16384). With BM = 128
+a tile of M <= 64 rows multiplies at least 64 zero rows (M = 1: 127 of 128) and the persistent grid
+has only ceil(M/128) x ceil(N/BN) CTAs (N = 7168, BN = 128: 56 of 132 SMs), so small M is bounded
+by the B bandwidth of too few SMs, not by the tensor cores. Two forms cover it:
+
+- **BM = 64 (built).** Both consumer warpgroups share the tile's 64 rows and each takes BN/2 columns
+  (WN = BN/2, one ``m64nWNk32`` per k-step, its B descriptor WN x 128 bytes into the stage's B box,
+  a multiple of 1024); producer, ring, promotion, scales and epilogue as BM = 128. BN is 128, 192 or
+  256 (WN 64, 96, 128; 256 x 128 is TMA's largest box). Halves the zero rows at M <= 64 and, at the
+  same BN, keeps the CTA count; with BN = 128 a 64-row tile streams B as BM = 128 does.
+- **Split-K (design, not built).** For M <= 128 and ceil(N/BN) well under the SM count, split K into
+  S = min(ceil(SMs / tiles), K / 512) slices of whole 128-groups (so block scaling's groups never
+  straddle a slice); each CTA promotes its slice's partial sums as now and writes float32 partials
+  to a workspace (S x M x N, ``KernelSpec.workspace``); a second pass (or the last CTA of a tile, by
+  a per-tile counter) sums the S slices in slice order (deterministic), applies tensor/row scales
+  and rounds to C's type. Declared accumulation stays ``fp8_accumulation=128`` (the promotion
+  interval does not change; the float32 sum gains S - 1 additions, which the fp8 bound's float32
+  term covers only if the bound's addition count is taken as ceil(K/128) + S - 1 — to be checked
+  in gemmlab.stages.verify before it ships). Parameters: SPLIT (1 | 2 | 4 | 8), rule SPLIT > 1 only
+  with BM = 64 or 128 and ceil(K/128) >= 2 SPLIT.
+
+Until a GPU run ranks BM = 64 against BM = 128 (``gemmlab -m kernel=wgmma_fp8 kernel.BM=64,128
+kernel.BN=128 ...``), ``kernel=auto`` keeps choosing the defaults (BM = 128) at every M: the dispatch
+table (gemmlab/data/tuning) has no FP8 rule; :meth:`WgmmaFp8Kernel.candidates` puts BM = 64 first
+where M <= 64.
 """
 
 from __future__ import annotations
@@ -56,14 +83,27 @@ def shared_bytes(p) -> int:
     return p["STAGES"] * (p["BM"] + p["BN"]) * BK + 1024
 
 
+def warpgroup_tile(p) -> tuple[int, int]:
+    """(rows, columns) of the tile one consumer warpgroup owns: (BM/2, BN) for BM 128 and 256 (the
+    consumers split the rows), (64, BN/2) for BM 64 (they split the columns)."""
+    return (64, p["BN"] // 2) if p["BM"] == 64 else (p["BM"] // 2, p["BN"])
+
+
 def acc_registers(p) -> int:
     """Float registers per consumer thread for the accumulator and the partial-sum bank(s):
-    BM/128 m64 blocks x BN/2 x (2 + OVERLAP)."""
-    return p["BM"] // 128 * p["BN"] // 2 * (2 + p["OVERLAP"])
+    (its rows / 64) m64 blocks x (its columns / 2) x (2 + OVERLAP) (:func:`warpgroup_tile`)."""
+    wm, wn = warpgroup_tile(p)
+    return wm // 64 * wn // 2 * (2 + p["OVERLAP"])
+
+
+def bn_allowed(p) -> bool:
+    """BN allowed with this BM: 128, 192 or 256 with BM 64 (BN/2 is a wgmma n of
+    gemmlab/wgmma_fp8.cuh: 64, 96, 128); 64..192 in steps of 32 but not 224 with BM 128 or 256."""
+    return p["BN"] in ((128, 192, 256) if p["BM"] == 64 else (64, 96, 128, 160, 192))
 
 
 #: parameters that are a few codes or sizes (``KernelBase.param_values``)
-PARAM_VALUES = {"BM": (128, 256), "BN": (64, 96, 128, 160, 192), "STAGES": (2, 3, 4, 5, 6, 7, 8),
+PARAM_VALUES = {"BM": (64, 128, 256), "BN": (64, 96, 128, 160, 192, 256), "STAGES": (2, 3, 4, 5, 6, 7, 8),
                 "OVERLAP": (0, 1)}
 
 DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 6, "GROUP_M": 16, "OVERLAP": 1}
@@ -71,11 +111,15 @@ DEFAULTS = {"BM": 128, "BN": 128, "STAGES": 6, "GROUP_M": 16, "OVERLAP": 1}
 #: the declared tuning space (issue 41 / 14): the rules that need no problem or device as restrictions;
 #: the TMA stride rule (K % 16) and the device's limits stay in :meth:`WgmmaFp8Kernel.check_problem`
 SPACE = Space(
-    params={"BM": Choice((128, 256)), "BN": Choice((128, 64, 96, 160, 192)), "STAGES": Range(2, 8),
+    params={"BM": Choice((128, 256, 64)), "BN": Choice((128, 64, 96, 160, 192, 256)), "STAGES": Range(2, 8),
             "GROUP_M": Choice((16, 8)), "OVERLAP": Choice((1, 0))},
     restrictions=(
+        Restriction("bn_of_bm", bn_allowed,
+                    "BN in 128, 192, 256 with BM=64 (each consumer's BN/2 a wgmma n); 64, 96, 128, 160, 192 with "
+                    "BM=128 or 256", over=("BM", "BN")),
         Restriction("registers", lambda p: acc_registers(p) <= MAX_ACC_REGISTERS,
-                    f"accumulators + partial sums: BM/128 x BN/2 x (2 + OVERLAP) <= {MAX_ACC_REGISTERS} registers "
+                    f"accumulators + partial sums: (rows/64) x (columns/2) x (2 + OVERLAP) of a consumer's part "
+                    f"<= {MAX_ACC_REGISTERS} registers "
                     "per consumer thread", over=("BM", "BN", "OVERLAP")),
         Restriction("shared_memory", lambda p: shared_bytes(p) <= SM90_SHARED_OPTIN_BYTES,
                     "STAGES x (BM + BN) x 128 B + 1 KiB within sm_90's 227 KiB", over=("BM", "BN", "STAGES")),
@@ -100,13 +144,15 @@ def tile_order(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
 
 def fragment_coords(BM: int, BN: int) -> tuple[np.ndarray, np.ndarray]:
     """Tile-relative (row, column) of every accumulator a CTA's two consumer warpgroups store for
-    one BM x BN tile (kernels/wgmma_fp8.cu's epilogue): warpgroup wg rows wg x BM/2.., m64 block mi,
-    warp w rows 16 w.., lane (g = lane / 4, t = lane % 4) rows g and g + 8, columns 8 j + 2 t + v.
-    Flat int64 arrays of BM x BN entries."""
-    wg, mi, w, j, lane, h, v = np.ix_(range(2), range(BM // 128), range(4), range(BN // 8), range(32), range(2),
+    one BM x BN tile (kernels/wgmma_fp8.cu's epilogue): warpgroup wg rows wg x BM/2.. (BM 128, 256)
+    or columns wg x BN/2.. (BM 64), m64 block mi, warp w rows 16 w.., lane (g = lane / 4, t = lane % 4)
+    rows g and g + 8, columns 8 j + 2 t + v. Flat int64 arrays of BM x BN entries."""
+    wm, wn = warpgroup_tile({"BM": BM, "BN": BN})
+    wg, mi, w, j, lane, h, v = np.ix_(range(2), range(wm // 64), range(4), range(wn // 8), range(32), range(2),
                                       range(2))
-    rows = wg * (BM // 2) + mi * 64 + w * 16 + lane // 4 + 8 * h
-    cols = j * 8 + 2 * (lane % 4) + v
+    split_n = BM == 64
+    rows = (0 if split_n else wg * wm) + mi * 64 + w * 16 + lane // 4 + 8 * h
+    cols = (wg * wn if split_n else 0) + j * 8 + 2 * (lane % 4) + v
     return tuple(a.ravel().astype(np.int64) for a in np.broadcast_arrays(rows, cols))
 
 
@@ -161,10 +207,13 @@ class WgmmaFp8Kernel(KernelSpec):
                 f"{self.name} needs an sm_90 GPU (FP8 wgmma, setmaxnreg: sm_90a); the compile target is sm_{device.arch} "
                 f"on {device.name}")
         require(p["BM"] in PARAM_VALUES["BM"], "kernel.BM",
-                f"BM={p['BM']} must be 128 or 256 (two consumer warpgroups, whole m64 blocks each)")
-        require(p["BN"] in PARAM_VALUES["BN"], "kernel.BN",
-                f"BN={p['BN']} must be 64, 96, 128, 160 or 192 (an FP8 wgmma n of gemmlab/wgmma_fp8.cuh whose "
-                f"accumulator and partial sum fit the registers)")
+                f"BM={p['BM']} must be 64 (the two consumer warpgroups split the columns), 128 or 256 (they split "
+                "the rows, whole m64 blocks each)")
+        require(bn_allowed(p), "kernel.BN",
+                f"BN={p['BN']} with BM={p['BM']}: BN must be " + ("128, 192 or 256 with BM=64 (each consumer's "
+                "BN/2 an FP8 wgmma n of gemmlab/wgmma_fp8.cuh)" if p["BM"] == 64 else "64, 96, 128, 160 or 192 with "
+                f"BM={p['BM']} (an FP8 wgmma n of gemmlab/wgmma_fp8.cuh whose accumulator and partial sum fit the "
+                "registers)"))
         require(p["OVERLAP"] in PARAM_VALUES["OVERLAP"], "kernel.OVERLAP",
                 f"OVERLAP={p['OVERLAP']} must be 0 (one partial-sum bank) or 1 (two: the next stage's wgmma runs "
                 "while this one is promoted)")
@@ -173,7 +222,8 @@ class WgmmaFp8Kernel(KernelSpec):
         regs = acc_registers(p)
         require(regs <= MAX_ACC_REGISTERS, "kernel.BN",
                 f"BM={p['BM']} x BN={p['BN']} with OVERLAP={p['OVERLAP']} needs {regs} accumulator and partial-sum "
-                f"registers per consumer thread (BM/128 x BN/2 x (2 + OVERLAP)); at most {MAX_ACC_REGISTERS}")
+                f"registers per consumer thread ((rows/64) x (columns/2) x (2 + OVERLAP) of its part); at most "
+                f"{MAX_ACC_REGISTERS}")
         require(shared_bytes(p) <= device.max_shared_per_block_optin, "kernel.STAGES",
                 f"dynamic shared memory {shared_bytes(p)} bytes (STAGES={p['STAGES']} x (BM+BN) x 128 B + 1024) "
                 f"exceeds {device.max_shared_per_block_optin}")
@@ -190,16 +240,22 @@ class WgmmaFp8Kernel(KernelSpec):
         """A shortlist for the problem, then the declared space's points (the core checks each):
         the tile widths BN in 128, 192, 160, 96 ordered by the estimated time of the persistent grid
         (whole waves of 128 x BN tiles over the SMs x the tile's area, with a guessed efficiency
-        that favours wider tiles), each with the defaults' other parameters."""
+        that favours wider tiles), each with the defaults' other parameters; where M <= 64 the
+        BM = 64 forms (BN 128, 192, 256, the same estimate with 64-row tiles) come first: a 128-row
+        tile would multiply at least 64 zero rows. A guess until a GPU run ranks them."""
         sms = device.sm_count
         eff = {192: 1.0, 160: 0.98, 128: 0.95, 96: 0.85}
+        eff64 = {256: 1.0, 192: 0.98, 128: 0.95}
 
-        def cost(bn):
-            return cdiv(cdiv(problem.M, 128) * cdiv(problem.N, bn), sms) * 128 * bn / eff[bn]
+        def cost(bm, bn, e):
+            return cdiv(cdiv(problem.M, bm) * cdiv(problem.N, bn), sms) * bm * bn / e[bn]
 
+        forms = [(128, bn) for bn in sorted(eff, key=lambda bn: cost(128, bn, eff))]
+        if problem.M <= 64:
+            forms = [(64, bn) for bn in sorted(eff64, key=lambda bn: cost(64, bn, eff64))] + forms
         out = []
-        for bn in sorted(eff, key=cost):
-            p = {**self.defaults, "BN": bn}
+        for bm, bn in forms:
+            p = {**self.defaults, "BM": bm, "BN": bn}
             if acc_registers(p) > MAX_ACC_REGISTERS:
                 p["OVERLAP"] = 0
             p["STAGES"] = min(p["STAGES"], (SM90_SHARED_OPTIN_BYTES - 1024) // ((p["BM"] + bn) * BK))

@@ -3,8 +3,8 @@ through gemmlab's own pipeline verified against the float64 reference of the deq
 under the fp8 bound for the declared accumulation (promotion every 128 of K), with guard bands,
 unchanged inputs and repeat stability. The partial-tile suite (odd M and N, K not a multiple of
 128: the last k-group zero-padded by TMA) in each scaling mode (tensor, row, block) x C type
-(float32, bf16); E5M2 operands; the other parameters (OVERLAP=0, BN 64/96/160/192/256, BM=256,
-GROUP_M); K = 16384 inside the promoted bound, where the same kernel built without promotion
+(float32, bf16); the BM = 64 form at small M (M = 1 ... 128) in each scaling mode; E5M2 operands;
+the other parameters (OVERLAP=0, BN 64/96/160/192/256, BM=256, GROUP_M); K = 16384 inside the promoted bound, where the same kernel built without promotion
 (tests/plugins_fp8_mutant) fails it; and 4096^3 graph-timed against ``baseline=cublas``
 (cuBLASLt FP8 in the same process), whose ratio the test prints."""
 
@@ -54,6 +54,25 @@ PARTIAL = [(129, 257, 208), (1, 1, 16), (255, 130, 4112), (300, 520, 1040), (153
 @pytest.mark.parametrize("shape", PARTIAL, ids=lambda s: "x".join(map(str, s)))
 def test_partial_tiles_every_scaling(tmp_path, scaling, out, shape):
     rec = _verified(_run(tmp_path, shape, scaling=scaling, out=out))
+    assert rec["precision_detail"]["scaling"] == scaling
+
+
+#: BM = 64 (the two consumers split the columns; issue 42 item 4, small M): each BN it takes, OVERLAP 0 and 1
+SMALL_M_PARAMS = [{"BM": 64, "BN": 128}, {"BM": 64, "BN": 192, "OVERLAP": 0}, {"BM": 64, "BN": 256, "STAGES": 5}]
+#: small M at odd N (a partial column tile; at N = 100 with BN = 256 a tile whose second consumer
+#: owns no column: it reads no B scale past the last block and stores nothing), K not a multiple of
+#: 128; and one of DeepGEMM's shapes
+SMALL_M = [(1, 257, 208), (16, 200, 1040), (16, 100, 1040), (64, 1153, 400), (63, 130, 4112), (65, 520, 656),
+           (128, 2112, 7168)]  # N = 100 with BN = 256: the second consumer's columns all lie past N
+
+
+@pytest.mark.parametrize("scaling", ["tensor", "row", "block"])
+@pytest.mark.parametrize("params", SMALL_M_PARAMS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize("shape", SMALL_M, ids=lambda s: "x".join(map(str, s)))
+def test_bm64_partial_tiles_at_small_m(tmp_path, scaling, params, shape):
+    """The BM = 64 form (both consumer warpgroups on the tile's 64 rows, BN/2 columns each) on the
+    partial-tile suite at small M, every scaling mode, bf16 C (float32 C at M = 63)."""
+    rec = _verified(_run(tmp_path, shape, params, scaling=scaling, out="float32" if shape[0] == 63 else "bf16"))
     assert rec["precision_detail"]["scaling"] == scaling
 
 

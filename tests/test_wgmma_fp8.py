@@ -44,11 +44,16 @@ def test_declarations():
     assert SPEC.sass_classes == ("QGMMA", "UTMALDG")
     space = SPEC.param_space()
     assert space.contains(SPEC.defaults) and space.size() > 1
+    assert space.contains(params(BM=64, BN=256, STAGES=5)) and not space.contains(params(BM=64, BN=64))
+    assert not space.contains(params(BM=128, BN=256, OVERLAP=0))
     assert not space.contains(params(BN=192, OVERLAP=1, STAGES=5)) and space.contains(params(BN=192, OVERLAP=0, STAGES=5))
 
 
 @pytest.mark.parametrize("problem, over, field, words", [
-    (fp8(64, 64, 256), {"BM": 64}, "kernel.BM", "128 or 256"),
+    (fp8(64, 64, 256), {"BM": 96}, "kernel.BM", "64 (the two consumer warpgroups split the columns), 128 or 256"),
+    (fp8(64, 64, 256), {"BM": 64, "BN": 64}, "kernel.BN", "128, 192 or 256 with BM=64"),
+    (fp8(64, 64, 256), {"BM": 64, "BN": 160, "OVERLAP": 0}, "kernel.BN", "128, 192 or 256 with BM=64"),
+    (fp8(64, 64, 256), {"BM": 64, "BN": 256, "STAGES": 6}, "kernel.STAGES", "exceeds"),
     (fp8(64, 64, 256), {"BN": 80}, "kernel.BN", "64, 96, 128, 160 or 192"),
     (fp8(64, 64, 256), {"BN": 256, "OVERLAP": 0}, "kernel.BN", "64, 96, 128, 160 or 192"),
     (fp8(64, 64, 256), {"BN": 192}, "kernel.BN", "at most 192"),
@@ -77,6 +82,9 @@ def test_candidates_pass_the_rules():
         assert offered and len(offered) <= 60
         for p in offered:
             SPEC.check_problem(problem, {**SPEC.defaults, **p}, FACTS)
+    small = SPEC.candidates(fp8(1, 7168, 2048), FACTS)  # M <= 64: the 64-row forms first
+    assert [p["BM"] for p in small[:3]] == [64, 64, 64] and sorted(p["BN"] for p in small[:3]) == [128, 192, 256]
+    assert all(p["BM"] == 128 for p in SPEC.candidates(fp8(65, 7168, 2048), FACTS)[:4])
     shortlist = SPEC.candidates(fp8(4096, 4096, 4096), FACTS)[:4]
     assert sorted(p["BN"] for p in shortlist) == [96, 128, 160, 192]
     assert all(p["OVERLAP"] == (p["BN"] <= 128) for p in shortlist)  # two banks only where they fit
@@ -92,6 +100,9 @@ def test_instance_arguments_and_launch():
                         Matrix("C"))
     launch = SPEC.geometry(fp8(4096, 4096, 4096), p, FACTS)
     assert launch.grid == (132, 1, 1) and launch.block == (384, 1, 1) and launch.shared_bytes == 6 * 256 * 128 + 1024
+    small = SPEC.geometry(fp8(1, 7168, 2048), params(BM=64, BN=256, STAGES=5), FACTS)
+    assert small.grid == (28, 1, 1) and small.shared_bytes == 5 * 320 * 128 + 1024
+    assert SPEC.arguments(fp8(1, 7168, 2048), params(BM=64), FACTS)[0] == TensorMap("A", (64, 128))
     assert SPEC.geometry(fp8(100, 100, 256), p, FACTS).grid == (1, 1, 1)  # never more CTAs than tiles
     assert SPEC.options(fp8(64, 64, 256), p, FACTS).arch_specific  # sm_90a
 
@@ -101,6 +112,8 @@ def test_instance_arguments_and_launch():
 @pytest.mark.parametrize("shape, over", [
     (Shape(1, 1, 16), {}), (Shape(129, 257, 208), {}), (Shape(1537, 1153, 400), {"BN": 192, "OVERLAP": 0}),
     (Shape(300, 520, 64), {"BM": 256, "BN": 96, "OVERLAP": 0, "GROUP_M": 3}), (Shape(4096, 2048, 128), {"BN": 160, "OVERLAP": 0}),
+    (Shape(1, 257, 16), {"BM": 64}), (Shape(5, 100, 16), {"BM": 64, "BN": 256, "STAGES": 5}), (Shape(63, 1153, 400), {"BM": 64, "BN": 192, "OVERLAP": 0}),
+    (Shape(130, 600, 128), {"BM": 64, "BN": 256, "STAGES": 5, "GROUP_M": 3}),
 ], ids=str)
 def test_one_owner_per_output_and_each_staged_element_loaded_once(shape, over):
     stores, loads = SPEC.ownership(shape, params(**over), FACTS)
@@ -121,6 +134,15 @@ def test_model_has_teeth(monkeypatch):
     stores, _ = SPEC.ownership(Shape(256, 256, 128), params(), FACTS)
     assert (stores == 0).any() and (stores == 2).any()
     monkeypatch.undo()
+
+    def both_warpgroups_on_the_left_half(BM, BN):  # BM = 64 with the second consumer's column offset lost
+        r, c = real(BM, BN)
+        return r, np.where(c >= BN // 2, c - BN // 2, c)
+
+    monkeypatch.setattr(MODULE, "fragment_coords", both_warpgroups_on_the_left_half)
+    stores, _ = SPEC.ownership(Shape(64, 256, 128), params(BM=64), FACTS)
+    assert (stores[:, :64] == 2).all() and (stores[:, 64:128] == 0).all()  # BN = 128: each tile's right half unowned
+    monkeypatch.undo()
     order = MODULE.tile_order
     monkeypatch.setattr(MODULE, "tile_order", lambda shape, p, ctas: order(shape, p, ctas)[:-1])
     stores, _ = SPEC.ownership(Shape(4096, 4096, 128), params(), FACTS)
@@ -136,6 +158,11 @@ COMPILES = [  # (problem, parameters, the QGMMA form, QGMMA count: MI x 4 k-step
     (fp8(4096, 4096, 4096, "block", "float32", "e4m3", "e5m2"), {"BN": 192, "OVERLAP": 0, "STAGES": 5},
      "QGMMA.64x192x32.F32.E4M3.E5M2", 4),
     (fp8(4096, 4096, 4096, "tensor", "bf16"), {"BM": 256, "BN": 64, "STAGES": 4}, "QGMMA.64x64x32.F32.E4M3.E4M3", 32),
+    # BM = 64 (small M): each consumer's wgmma n is BN/2
+    (fp8(64, 7168, 2048, "block", "bf16"), {"BM": 64, "BN": 128}, "QGMMA.64x64x32.F32.E4M3.E4M3", 16),
+    (fp8(1, 2112, 7168, "row", "float32"), {"BM": 64, "BN": 192, "OVERLAP": 0}, "QGMMA.64x96x32.F32.E4M3.E4M3", 4),
+    (fp8(16, 4096, 7168, "tensor", "bf16", "e4m3", "e5m2"), {"BM": 64, "BN": 256, "STAGES": 5},
+     "QGMMA.64x128x32.F32.E4M3.E5M2", 16),
 ]
 
 
@@ -158,7 +185,7 @@ def test_compiles_to_fp8_wgmma_without_spills(problem, over, form, count):
     if p["OVERLAP"]:  # the next stage's group stays in flight while one is promoted: no wgmma waits for all
         assert compiled.sass["wgmma"]["serialized"] == 0 and "WARPGROUP.DEPBAR.LE gsb0, 0x1" in compiled.sass_text
     else:  # one group per stage, awaited whole before its promotion (wait_group 0): 1 of its QGMMA waits
-        assert compiled.sass["wgmma"]["serialized"] == count // 4 // (p["BM"] // 128)
+        assert compiled.sass["wgmma"]["serialized"] == count // 4 // max(1, p["BM"] // 128)
     if problem.scaling == "block":  # the promotion's fma with the scales
         assert hist["FFMA"] > 0
 
@@ -214,12 +241,12 @@ def emulated(model=None):
 FAST = {"warmup": 1, "repeat": 3, "batch": 2, "mode": "graph"}
 
 
-def _point(tmp_path, monkeypatch, shape, behaviour, **fp8cfg):
+def _point(tmp_path, monkeypatch, shape, behaviour, kernel_params=None, **fp8cfg):
     behaviour.problem = fp8(*shape, fp8cfg.get("scaling", "tensor"), fp8cfg.get("out", "float32"),
                             fp8cfg.get("a", "e4m3"), fp8cfg.get("b", "e4m3"))
     gpu = HostGpu(behaviour={"gemm_wgmma_fp8": behaviour})
     monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
-    cfg = {"kernel": {"name": "wgmma_fp8"}, "shape": list(shape), "mode": "run", "timing": dict(FAST),
+    cfg = {"kernel": {"name": "wgmma_fp8", **(kernel_params or {})}, "shape": list(shape), "mode": "run", "timing": dict(FAST),
            "precision": "fp8", "fp8": fp8cfg, "layout": {"a": "row", "b": "col"}}
     return run_point(cfg, tmp_path / "point")
 
@@ -234,6 +261,14 @@ def test_a_point_runs_on_the_fake_gpu_through_the_numpy_model(tmp_path, monkeypa
     assert v["passed"] and v["fp8"]["accumulation_declared"] == 128 and 0 < v["max_error_over_tolerance"] < 1
     assert rec["verification_after_timing"]["passed"] and rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
     assert rec["launch"]["block"] == [384, 1, 1]
+
+
+def test_a_bm64_point_runs_on_the_fake_gpu(tmp_path, monkeypatch):
+    """The BM = 64 form through the whole pipeline (its 64-row A box, its launch) at M = 5."""
+    rec = _point(tmp_path, monkeypatch, (5, 300, 272), emulated(), {"BM": 64, "BN": 192}, scaling="block", out="bf16")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["passed"] and 0 < rec["verification"]["max_error_over_tolerance"] < 1
+    assert rec["launch"]["grid"] == [2, 1, 1] and rec["tensor_maps"][0]["box"][0] == 64, rec["tensor_maps"][0]
 
 
 def test_a_bf16_c_of_odd_size_runs_timed(tmp_path, monkeypatch):
