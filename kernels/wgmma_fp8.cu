@@ -77,8 +77,9 @@ __device__ __forceinline__ void fp8_stage_mma(float (&t)[MI][WN / 2], const unsi
 /// The block-scaling factors of k-group `kb` for this thread's accumulators: sa[mi][h] = A_scale of
 /// row (row0 + 64 mi + 8 h) (0 outside M), sb[c] = B_scale of the 128-column block of tile column
 /// block c (c = 0: the block holding column n0, this warpgroup's first, c = 1: the next; its WN <= 192
-/// columns span at most two).
-template <int MI>
+/// columns span at most two). GUARD_N0 (BM = 64): n0 may lie past N (the second consumer of a tile
+/// narrower than BN/2), so B's first scale is read only inside the last block.
+template <int MI, bool GUARD_N0>
 __device__ __forceinline__ void fp8_block_scales(float (&sa)[MI][2], float (&sb)[2], const float *__restrict__ A_scale,
                                                  const float *__restrict__ B_scale, int kb, int row0, int n0, int M,
                                                  int nblocks, int L4) {
@@ -89,8 +90,8 @@ __device__ __forceinline__ void fp8_block_scales(float (&sa)[MI][2], float (&sb)
       const int row = row0 + 64 * mi + 8 * h;
       sa[mi][h] = row < M ? __ldg(A_scale + (long long)kb * M + row) : 0.0f;
     }
-  const int nb = n0 / 128;  // BM = 64: the second consumer's n0 may lie past N (its block past the last)
-  sb[0] = nb < nblocks ? __ldg(B_scale + (long long)nb * L4 + kb) : 0.0f;
+  const int nb = n0 / 128;
+  sb[0] = !GUARD_N0 || nb < nblocks ? __ldg(B_scale + (long long)nb * L4 + kb) : 0.0f;
   sb[1] = nb + 1 < nblocks ? __ldg(B_scale + (long long)(nb + 1) * L4 + kb) : 0.0f;
 }
 
@@ -218,7 +219,7 @@ gemm_wgmma_fp8(const __grid_constant__ CUtensorMap tensor_a, const __grid_consta
       // stage kt of this tile: its ring slot after the full wait (scales fetched first: their load
       // latency hides behind the wait and the wgmma group)
       auto issue = [&](auto &t, auto &sa, auto &sb, int kt, bool fresh = true) {
-        if constexpr (SCALING == 2) fp8_block_scales<MI>(sa, sb, A_scale, B_scale, kt, row0, n0, M, nblocks, L4);
+        if constexpr (SCALING == 2) fp8_block_scales<MI, SPLIT_N>(sa, sb, A_scale, B_scale, kt, row0, n0, M, nblocks, L4);
         const int s = (it + kt) % STAGES;
         gemmlab::mbarrier_try_wait_parity(&full[s], ((it + kt) / STAGES) & 1);
         fp8_stage_mma<FA, FB, MI, WN>(t, ring + s * STAGE_BYTES, a_row0, A_BYTES + b_col0 * FP8_BK, fresh);
