@@ -44,7 +44,7 @@ by the B bandwidth of too few SMs, not by the tensor cores. Two forms cover it:
 - **Split-K (design, not built).** For M <= 128 and ceil(N/BN) well under the SM count, split K into
   S = min(ceil(SMs / tiles), K / 512) slices of whole 128-groups (so block scaling's groups never
   straddle a slice); each CTA promotes its slice's partial sums as now and writes float32 partials
-  to a workspace (S x M x N, ``KernelSpec.workspace``); a second pass (or the last CTA of a tile, by
+  to a workspace (S x M x N float32, declared by ``workspace_bytes``); a second pass (or the last CTA of a tile, by
   a per-tile counter) sums the S slices in slice order (deterministic), applies tensor/row scales
   and rounds to C's type. Declared accumulation stays ``fp8_accumulation=128`` (the promotion
   interval does not change; the float32 sum gains S - 1 additions, which the fp8 bound's float32
