@@ -516,13 +516,12 @@ def test_a_file_in_a_points_place_under_joblib_workers_is_one_line(cli, tmp_path
     """Under a launcher whose points run in other processes (joblib's loky workers), Hydra's
     run_job in the worker met a file where point #0's folder goes and the sweep ended with the
     worker's traceback (FileExistsError: 'S/0'); gemmlab's in-process guard cannot make that cost
-    one point there, so it is one line naming the file, and the sweep stops (exit 2). (Point #1 runs
-    in its loky worker, ``isolation.process=false``: no point worker is part of this.)"""
+    one point there, so it is one line naming the file, and the sweep stops (exit 2)."""
     sweep = tmp_path / "S"
     sweep.mkdir()
     (sweep / "0").write_text("not a folder")
-    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], "kernel=naive,tiled", "mode=compile", "isolation.process=false",
-                "hydra.sweep.dir=S"], tmp_path, in_process=False)
+    proc = cli(["-m", *LAUNCHERS["joblib_2_workers"], "kernel=naive,tiled", "mode=compile", "hydra.sweep.dir=S"],
+               tmp_path, in_process=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == (
         "gemmlab: error: hydra.sweep.dir: S/0 is a file, not a folder; give a folder gemmlab can create and write; "
