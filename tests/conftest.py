@@ -237,6 +237,18 @@ def sass_not_read(monkeypatch):
 
 
 @pytest.fixture
+def plots_not_drawn(monkeypatch):
+    """For a test of ``write_report`` (or of gemmlab-report run in the test process) that reads
+    only its tables (report.csv, the Markdown and HTML tables): the plots are not drawn
+    (matplotlib: about 1 CPU s a report), each noted as skipped. A plot cannot change such a
+    test's outcome: ``report_plots.draw`` never raises (a failed plot is a note) and the tables
+    are written from the rows alone (tests/test_report.py, tests/test_archive.py)."""
+    from gemmlab.results import report_plots
+    monkeypatch.setattr(report_plots, "draw", lambda rows, out: (
+        {}, {p: "skipped: not drawn (a test that reads only the tables)" for p in report_plots.PLOTS}, {}))
+
+
+@pytest.fixture
 def cli_env():
     """Environment for running ``python -m gemmlab`` as a subprocess from any directory against
     this checkout (tests/clirun.py's :func:`~clirun.command_env`)."""

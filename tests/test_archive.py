@@ -157,7 +157,9 @@ def test_report_archive_flag(cli, sweep, tmp_path):
     assert not (tmp_path / "t.jsonl.xz").exists() and not (tmp_path / "r").exists()
 
 
-def test_report_of_the_archive_is_the_report_of_the_folder(cli, sweep, packed, tmp_path):
+def test_report_of_the_archive_is_the_report_of_the_folder(cli, sweep, packed, tmp_path, plots_not_drawn):
+    """gemmlab-report of the packed sweep writes the folder's report.csv, report.md and notices.
+    (The tables and notices: plots not drawn; they are drawn from the same rows, report.csv's.)"""
     outs = []
     for source in (sweep, packed):
         out = tmp_path / source.name

@@ -492,17 +492,6 @@ def test_console_table_keeps_square_brackets(tmp_path):
     assert "gemmlab[cublas]" in buf.getvalue()
 
 
-@pytest.fixture
-def plots_not_drawn(monkeypatch):
-    """For a test of ``write_report`` that reads only its tables (report.csv, the Markdown and HTML
-    tables): the plots are not drawn (matplotlib: about 1 CPU s a report), each noted as skipped.
-    A plot cannot change such a test's outcome: ``report_plots.draw`` never raises (a failed plot
-    is a note) and the tables are written from the rows alone."""
-    from gemmlab.results import report_plots
-    monkeypatch.setattr(report_plots, "draw", lambda rows, out: (
-        {}, {p: "skipped: not drawn (a test that reads only the tables)" for p in report_plots.PLOTS}, {}))
-
-
 def test_precision_and_layout_columns_only_for_a_mixed_set(tmp_path, plots_not_drawn):
     """fp32 row/row records keep report.md/.csv/.html as they were; a set with another precision
     or layout names both per row. (The tables only: plots not drawn.)"""
