@@ -86,14 +86,14 @@ kernels/wgmma_bf16.cu's wgmma_activation, each within the evaluation error it de
 :data:`ACTIVATION_ERROR`, which the verification bound applies). ``EPI=2`` and ``EPI=7`` (the default): ``gemm_wgmma_epi_tma_store``,
 the TMA-store epilogue — each warp computes a box of 16 rows x 128 bytes of C's type (32 float32 or 64
 bf16/fp16 columns) in registers (C0 and the bias read per box, before the staging wait), stages it in
-its swizzled buffers and TMA-stores it through C's map of row pitch ldc (clipped at M x N; the padding
-past N is never written); ``EPI=7`` on the cooperative 128x256 tile keeps the right half for the next tile's main
+its swizzled buffers and TMA-stores it through C's map of row pitch ldc (clipped at M x N); ``EPI=7`` on the cooperative 128x256 tile keeps the right half for the next tile's main
 loop: with a 2-byte C and no C0 (beta = 0) its accumulators wait in registers and each box is computed
 (bias, activation, rounding) and stored there, after the wgmma groups of k-tiles 2 and 4, so only the
 left half's epilogue math lies between two main loops; a float32 C or a C0 to read computes the right
 half's words when its tile ends (computed in the loop they spilled 220-236 bytes) and stores them
 during the next main loop. They need C's
-row stride ldc x its element bytes a multiple of 16 (TMA); elsewhere, and with ``EPI=1``, the register
+row stride ldc x its element bytes and N x its element bytes multiples of 16 (TMA; a TMA store writes
+whole 16-byte chunks, so a row of C ending inside one would overwrite the padding after N); elsewhere, and with ``EPI=1``, the register
 entry ``gemm_wgmma_epi`` stores from the accumulators (column pairs as one access where ldc is even).
 The plan's note names the EPI that ran where another was asked (:meth:`WgmmaKernel.epilogue_note`).
 Whole tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive) and
@@ -437,9 +437,13 @@ class WgmmaKernel(KernelSpec):
         rank 0 TMA-stores, ranks >= 1 TMA reduce-add, in the chain's order. A problem beyond C = A·B
         (issue 43) takes the fused TMA-store entry ``gemm_wgmma_epi_tma_store`` with ``EPI`` 2 or 7
         (C's map: 16 rows x 128 bytes boxes, row pitch ldc, :meth:`fused_box`), else its register
-        entry ``gemm_wgmma_epi``."""
+        entry ``gemm_wgmma_epi``. With ldc above N the rows of C must end on 16 bytes too (N x C's
+        element bytes a multiple of 16): a TMA store writes whole 16-byte chunks, so a row ending
+        inside one would overwrite the padding after N (H100, session 33;
+        :mod:`gemmlab.contract.tma_rules`); such a problem stores from registers."""
         return (params.get("EPI", 1) in ((2, 7) if problem.extended else (2, 5, 7))
-                and (problem.ldc * problem.c_bytes) % 16 == 0 and params.get("REDUCE", 1) == 1)
+                and (problem.ldc * problem.c_bytes) % 16 == 0 and (problem.N * problem.c_bytes) % 16 == 0
+                and params.get("REDUCE", 1) == 1)
 
     @staticmethod
     def fused_box(problem: Problem) -> tuple[int, int]:
@@ -576,15 +580,16 @@ class WgmmaKernel(KernelSpec):
         """The plan's note where the requested staged epilogue (``EPI`` 2, 4 or 5) cannot run and C is
         stored from registers instead (N % 4 != 0: C's rows are not 16-byte aligned; REDUCE=2: the
         destination is the workspace's slabs), or EPI=7 cannot defer; empty otherwise. For a problem
-        beyond C = A·B it names the EPI that ran where another was asked: 1 (registers: ldc x C's
+        beyond C = A·B it names the EPI that ran where another was asked: 1 (registers: ldc or N x C's
         element bytes not a multiple of 16) or 2 (EPI=7 off the cooperative 128x256 tile)."""
         epi = params.get("EPI", 1)
         if problem.extended:  # the fused entries (issue 43): which EPI ran
             if epi == 1 or (epi == 2 and self.tma_store(problem, params)) or self.defers(problem, params):
                 return ""
             if not self.tma_store(problem, params):
-                return (f"fused epilogue from registers: ldc {problem.ldc} x {problem.c_bytes} B is not a multiple of 16 "
-                        f"bytes (C's TMA map); EPI={epi} runs as 1")
+                what = (f"ldc {problem.ldc}" if (problem.ldc * problem.c_bytes) % 16 else f"N {problem.N}")
+                return (f"fused epilogue from registers: {what} x {problem.c_bytes} B is not a multiple of 16 "
+                        f"bytes (C's TMA map; a TMA store writes whole 16-byte chunks); EPI={epi} runs as 1")
             p = params
             why = ", ".join(f"{k}={p.get(k)}" for k, want in (("BM", 128), ("BN", 256), ("SCHED", 1)) if p.get(k, want) != want)
             return f"fused epilogue, right half not deferred: {why} (needs BM=128, BN=256, SCHED=1); EPI=7 runs as 2"

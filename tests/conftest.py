@@ -16,6 +16,12 @@ import pytest
 # of the refusal sets timing.shared=refuse itself (tests/test_pipeline_fake.py).
 os.environ.setdefault("GEMMLAB_TIMING_SHARED", "allow")
 
+# the built-in plugins under their import name (gemmlab_plugins) where gemmlab is not installed but on
+# PYTHONPATH (the GPU machine's copy of the tree): test modules import them at collection
+from gemmlab.contract.registry import load_registry  # noqa: E402
+
+load_registry(entry_points=False)
+
 
 @functools.lru_cache(maxsize=1)
 def gpu_unavailable_reason() -> str | None:

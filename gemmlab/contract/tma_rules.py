@@ -13,8 +13,12 @@ row stride and element type from the region; :func:`check_region` adds the regio
 (offset 16-byte aligned, inside the workspace), each a one-line ``kernel`` error naming the field.
 
 With an epilogue (issue 43) a map over A, B or C covers the matrix, rows ``lda``/``ldb``/``ldc``
-elements apart (:func:`matrix_view`), so the padding past each row is neither read nor written;
-that leading dimension must then meet the row-stride rule.
+elements apart (:func:`matrix_view`), so the padding past each row is not read; that leading
+dimension must then meet the row-stride rule. A map over C there also needs N x C's element bytes a
+multiple of 16: a TMA store writes whole 16-byte chunks, so with a row that ends inside one it
+overwrites the padding after N up to the chunk's end (measured on an H100, session 33: every fused
+TMA-store point with ldc > N and N x bytes not a multiple of 16 wrote exactly those elements; Triton
+issue #11583 reports the same of descriptor stores). Loads clip at N element by element.
 """
 
 from __future__ import annotations
@@ -238,6 +242,10 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
         if stride % 16:
             raise ConfigError("shape", f"{what}: the row stride ld{tm.matrix[0].lower()} = {st.ld} x {elem} B = {stride} B "
                               "is not a multiple of 16 bytes (TMA rule)")
+        if tm.matrix == "C" and (cols * elem) % 16:
+            raise ConfigError("shape", f"{what}: N = {cols} x {elem} B = {cols * elem} B is not a multiple of 16 bytes "
+                              f"with ldc = {st.ld} > N: TMA stores write whole 16-byte chunks, so the padding "
+                              "past N up to the next 16 bytes would be written (store through registers instead)")
     else:
         elem = element_bytes(problem, tm.matrix)
         rows, cols = problem.stored_shape(tm.matrix)
