@@ -66,6 +66,7 @@ from gemmlab.contract import tma_rules as tma
 from gemmlab.contract.hookspecs import (FP8_MMA_BITS, DeviceFacts, Dim, KernelOptions, KernelSpec, Launch, Matrix,
                                         ParamError, Problem, Shape, TensorMap, hookimpl)
 from gemmlab.contract.plugin_utils import SM90_SHARED_OPTIN_BYTES, cdiv, count_hits, fp8_mma_step, require
+from gemmlab.contract.regimes import RANK_FIRST, Preference
 from gemmlab.contract.space import Choice, Range, Restriction, Space
 from gemmlab.errors import ConfigError
 
@@ -261,6 +262,14 @@ class WgmmaFp8Kernel(KernelSpec):
             p["STAGES"] = min(p["STAGES"], (SM90_SHARED_OPTIN_BYTES - 1024) // ((p["BM"] + bn) * BK))
             out.append(p)
         return out + super().candidates(problem, device)
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        """kernel=auto's rule for fp8 (every regime; the only FP8 kernel): the first of
+        :meth:`candidates` -- BM = 64 where M <= 64 (H100, session 33: the BM = 128 tile at M = 64 ran
+        44-94% of cuBLASLt, half of each wgmma's rows past M), else the 128 x BN tile of the fewest
+        estimated waves."""
+        first = {k: v for k, v in self.candidates(problem, device)[0].items() if self.defaults.get(k) != v}
+        return [Preference(RANK_FIRST, first, "the tile of the fewest estimated waves; 64 rows where M <= 64")]
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, "fp8", "row", "col"), params, device)

@@ -96,7 +96,7 @@ def test_rules_choose_what_they_chose_before_the_move():
     diffs = [f"{section} {k}: was {golden[section].get(k)}, now {v}"
              for section, picks in now.items() for k, v in picks.items()
              if golden[section].get(k, "absent") != v and golden[section].get(k, "absent") is not None]
-    assert not diffs, f"{len(diffs)} choices changed, e.g.:\n" + "\n".join(diffs[:12])
+    assert not diffs, f"{len(diffs)} choices changed ({sorted(set(d.split()[1] for d in diffs))}), e.g.:\n" + "\n".join(diffs[:12])
     assert sum(len(v) for v in golden.values()) == sum(len(v) for v in now.values())
 
 

@@ -308,3 +308,12 @@ def test_numpy_model_promotes_and_scales():
         got = MODULE.emulate(problem, a, b, sa, sb)
         scale = np.abs(a * ea) @ np.abs(b * eb).T
         assert np.abs(got - ref).max() <= 2.0**-10 * scale.max() and not np.array_equal(got, np.zeros_like(got))
+
+
+@pytest.mark.parametrize("m, bm", [(1, 64), (64, 64), (65, 128), (4096, 128)])
+def test_kernel_auto_takes_the_64_row_tile_at_m_up_to_64(m, bm):
+    """kernel=auto precision=fp8 runs wgmma_fp8's first candidate (its preferences): BM = 64 where
+    M <= 64 (the BM = 128 tile at M = 64 ran 44-94% of cuBLASLt on the H100, session 33)."""
+    from gemmlab.dispatch import auto
+    choice = auto.choose(Shape(m, 7168, 2048), load_registry(entry_points=False), precision="fp8", layout=("row", "col"))
+    assert choice.kernel == "wgmma_fp8" and choice.source == "rule" and choice.params["BM"] == bm
