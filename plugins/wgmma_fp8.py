@@ -264,12 +264,14 @@ class WgmmaFp8Kernel(KernelSpec):
         return out + super().candidates(problem, device)
 
     def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
-        """kernel=auto's rule for fp8 (every regime; the only FP8 kernel): the first of
-        :meth:`candidates` -- BM = 64 where M <= 64 (H100, session 33: the BM = 128 tile at M = 64 ran
-        44-94% of cuBLASLt, half of each wgmma's rows past M), else the 128 x BN tile of the fewest
-        estimated waves."""
+        """kernel=auto's rule for fp8 (every regime; the only FP8 kernel): where M <= 64 the first of
+        :meth:`candidates`, a 64-row tile (H100, session 33: the BM = 128 tile at M = 64 ran 44-94% of
+        cuBLASLt, half of each wgmma's rows past M); elsewhere nothing (the defaults, BM = 128
+        BN = 128, as before: the candidates' BN order is an estimate no GPU run has ranked yet)."""
+        if problem.M > 64:
+            return []
         first = {k: v for k, v in self.candidates(problem, device)[0].items() if self.defaults.get(k) != v}
-        return [Preference(RANK_FIRST, first, "the tile of the fewest estimated waves; 64 rows where M <= 64")]
+        return [Preference(RANK_FIRST, first, "M <= 64: a 64-row tile (a 128-row one multiplies rows past M)")]
 
     def check(self, shape: Shape, params, device: DeviceFacts) -> None:
         self.check_problem(Problem(shape, "fp8", "row", "col"), params, device)
