@@ -13,12 +13,13 @@ row stride and element type from the region; :func:`check_region` adds the regio
 (offset 16-byte aligned, inside the workspace), each a one-line ``kernel`` error naming the field.
 
 With an epilogue (issue 43) a map over A, B or C covers the matrix, rows ``lda``/``ldb``/``ldc``
-elements apart (:func:`matrix_view`), so the padding past each row is not read; that leading
+elements apart (:func:`matrix_view`), so the padding past each row is not read (a row ending inside 16 bytes there
+is not yet measured on a GPU for loads); that leading
 dimension must then meet the row-stride rule. A map over C there also needs N x C's element bytes a
 multiple of 16: a TMA store writes whole 16-byte chunks, so with a row that ends inside one it
 overwrites the padding after N up to the chunk's end (measured on an H100, session 33: every fused
 TMA-store point with ldc > N and N x bytes not a multiple of 16 wrote exactly those elements; Triton
-issue #11583 reports the same of descriptor stores). Loads clip at N element by element.
+issue #11583 reports the same of descriptor stores).
 """
 
 from __future__ import annotations
