@@ -451,6 +451,23 @@ def test_gpu_wgmma_fused_lda_ldb_above_tight(tmp_path, form, shape, epilogue, pa
     assert rec["guard_bands"] == "intact" and rec["inputs_unchanged"]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(63, 72, 41), (129, 264, 1001)], ids=str)
+@pytest.mark.parametrize("form", ["bf16-rowcol", "fp16-colrow"])
+def test_gpu_wgmma_tma_loads_of_rows_ending_inside_16_bytes(tmp_path, form, shape):
+    """A and B mapped at a 16-byte pitch (lda, ldb = the next multiple of 8 above K, plus 8) while
+    their rows end inside 16 bytes (K odd): the padding holds NaN, so a TMA load that fetched whole
+    16-byte chunks past K (as its stores write them, session 33) would put NaN into the products."""
+    precision, la, lb, _ = TMA_FORMS[form]
+    M, N, K = shape
+    ld = (K // 8 + 2) * 8
+    cfg = _gpu_cfg(form, shape, EPILOGUES[2], epi=7)
+    cfg["layout"].update(lda=ld if la == "row" else (M // 8 + 2) * 8, ldb=ld if lb == "col" else (N // 8 + 2) * 8)
+    rec = run_point(cfg, tmp_path / "point")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["verification"]["nan_outputs"] == 0 and rec["verification_after_timing"]["passed"]
+
+
 #: epilogues without C0 and a 2-byte C: EPI=7's right half is computed inside the next tile's main loop
 #: (kernels/wgmma_bf16.cu LATE_MATH), not when its tile ends (every epilogue of EPILOGUES reads C0)
 LATE_EPILOGUES = [
