@@ -79,3 +79,27 @@ def test_small_arrays_take_one_call(monkeypatch):
     x = specials(np.float32)
     assert np.array_equal(hostpass.float64(x), x.astype(np.float64), equal_nan=True)
     assert hostpass.same_bytes(x, x.copy()) and hostpass.absolute(x).dtype == np.float32
+
+
+def test_each_of_runs_every_item_in_the_pool_in_order(pooled):
+    seen = []
+    assert hostpass.each_of(range(5), lambda i: seen.append(i) or i * i) == [0, 1, 4, 9, 16]
+    assert sorted(seen) == [0, 1, 2, 3, 4] and pooled == [3]
+    with pytest.raises(ZeroDivisionError):  # an exception in one call reaches the caller
+        hostpass.each_of([1, 0], lambda i: 1 // i)
+    assert hostpass.each_of([2], lambda i: i) == [2] and len(pooled) == 2  # one item: no pool
+
+
+def test_the_fp8_accumulator_term_is_the_same_in_any_tiling(pooled, monkeypatch):
+    """issue 42: fp8_accumulator_term computes tiles in threads; 3 x 2 tiles (odd edges, K not a
+    multiple of the step) give one tile's values bit for bit, and the steps' maxima are reduceat's."""
+    from gemmlab.stages import verify
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((7, 100)), rng.standard_normal((100, 70))
+    one = verify.fp8_accumulator_term(a, b, 64, 8.0)
+    monkeypatch.setattr(verify, "TERM_TILE_ROWS", 3)
+    monkeypatch.setattr(verify, "TERM_TILE_ELEMENTS", 3 * 40)
+    assert np.array_equal(verify.fp8_accumulator_term(a, b, 64, 8.0), one) and pooled
+    for x, axis in ((a, 1), (b, 0), (a[:, :96], 1), (b[:96], 0)):
+        starts = np.arange(0, x.shape[axis], 32)
+        assert np.array_equal(verify.step_maxima(x, 32, axis), np.maximum.reduceat(np.abs(x), starts, axis=axis))

@@ -49,6 +49,19 @@ def _each(n: int, fn: Callable[[slice], object]) -> list:
         return list(pool.map(fn, parts))
 
 
+def each_of(items, fn: Callable) -> list:
+    """``[fn(item) for item in items]``, the calls spread over a pool of :func:`threads` threads
+    (one call: no pool); results in ``items``' order. For work on disjoint parts of arrays whose
+    numpy calls release the GIL (tiles of a product, blocks of a draw); an exception in any call
+    is raised here."""
+    items = list(items)
+    workers = min(threads(), len(items))
+    if workers <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmlab-hostpass") as pool:
+        return list(pool.map(fn, items))
+
+
 def _flat(x: np.ndarray) -> np.ndarray | None:
     """A 1-D view of ``x``'s elements in C order, or None when ``x`` is not C-contiguous."""
     return x.reshape(-1) if x.flags.c_contiguous else None

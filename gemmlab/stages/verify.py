@@ -210,6 +210,28 @@ class Fp8Bound:
 _EXPONENT_BITS = np.uint64(0xFFF0000000000000)
 
 
+#: output elements of one tile of :func:`fp8_accumulator_term`'s work arrays (5 float64 arrays of
+#: 256 KB: they stay in a core's cache across the K/32 steps instead of streaming M x N from DRAM)
+TERM_TILE_ELEMENTS = 1 << 15
+#: rows of A per tile of :func:`fp8_accumulator_term`
+TERM_TILE_ROWS = 256
+
+
+def step_maxima(x: np.ndarray, step: int, axis: int) -> np.ndarray:
+    """The max of |x| over each ``step`` consecutive elements along ``axis`` (1: A's K, giving
+    (M, ceil(K/step)); 0: B's K, giving (ceil(K/step), N)): ``np.maximum.reduceat(np.abs(x), starts,
+    axis)`` with starts = 0, step, 2 step, ...; a max is exact, so the reshaped form taken where
+    ``step`` divides K gives the same values."""
+    K = x.shape[axis]
+    if K and K % step == 0:
+        if axis == 1:
+            return np.abs(x).reshape(x.shape[0], K // step, step).max(axis=2)
+        return np.abs(x).reshape(K // step, step, x.shape[1]).max(axis=1)
+    if not K:
+        return np.zeros((x.shape[0], 0)) if axis == 1 else np.zeros((0, x.shape[1]))
+    return np.maximum.reduceat(np.abs(x), np.arange(0, K, step), axis=axis)
+
+
 def fp8_accumulator_term(a: np.ndarray, b: np.ndarray, interval: int, safety: float,
                          step: int = hookspecs.FP8_MMA_K) -> np.ndarray:
     """T (M, N) float64 with |tensor-core error| <= :data:`U_FP8_ACC` * T per element of A @ B, for an
@@ -230,32 +252,49 @@ def fp8_accumulator_term(a: np.ndarray, b: np.ndarray, interval: int, safety: fl
       ``safety`` * sqrt(sum_j n_j g_j^2) but with probability 2 exp(-safety^2 / 2) (Hoeffding).
 
     T is their sum. Cost: K/step products of (M, step) by (step, N) (the reference's flops) and a
-    few passes over M x N per step."""
+    few passes over M x N per step. The output is computed in tiles of at most
+    :data:`TERM_TILE_ROWS` rows and :data:`TERM_TILE_ELEMENTS` elements, column blocks in threads
+    (:func:`gemmlab.stages.hostpass.threads`; issue 42: the whole-array form streamed five M x N
+    float64 arrays from memory at each of the K/32 steps, ~10 s at 64 x 7168 x 16384): every
+    element is computed by the same operations in the same order as in one tile."""
     M, K = a.shape
     N = b.shape[1]
-    starts = np.arange(0, K, step)
-    a_max = np.maximum.reduceat(np.abs(a), starts, axis=1) if K else np.zeros((M, 0))  # (M, K/step)
-    b_max = np.maximum.reduceat(np.abs(b), starts, axis=0) if K else np.zeros((0, N))  # (K/step, N)
-    acc, squares, s, m, t = (np.zeros((M, N)) for _ in range(5))
-    bits = m.view(np.uint64)
-    for j, k0 in enumerate(starts):
-        np.multiply(a_max[:, j:j + 1], b_max[j:j + 1], out=m)
-        if k0 % interval:
-            np.abs(s, out=t)
-            np.maximum(m, t, out=m)
-        np.bitwise_and(bits, _EXPONENT_BITS, out=bits)  # 2^floor(log2 m): the grid's power of two
-        if k0 % interval:
-            acc += m
-            s += a[:, k0:k0 + step] @ b[k0:k0 + step]
-        else:  # a new partial sum: the accumulator starts from zero
-            np.matmul(a[:, k0:k0 + step], b[k0:k0 + step], out=s)
-        np.multiply(m, m, out=m)
-        m *= min(step, K - k0)
-        squares += m
-    np.sqrt(squares, out=squares)
-    squares *= safety
-    acc += squares
-    return acc
+    out = np.zeros((M, N))
+    if not M or not N or not K:
+        return out
+    starts = range(0, K, step)
+    rows = min(M, TERM_TILE_ROWS)
+    cols = min(N, max(step, TERM_TILE_ELEMENTS // rows))
+    row_starts = range(0, M, rows)
+    a_max = [step_maxima(a[r:r + rows], step, 1) for r in row_starts]  # (rows, K/step) each
+
+    def column_block(c0: int) -> None:
+        b_cols = b[:, c0:c0 + cols]
+        b_max = step_maxima(b_cols, step, 0)  # (K/step, cols)
+        for a_rows, a_steps, r in zip((a[r:r + rows] for r in row_starts), a_max, row_starts):
+            acc, squares, s, m, t = (np.zeros((a_rows.shape[0], b_cols.shape[1])) for _ in range(5))
+            bits = m.view(np.uint64)
+            for j, k0 in enumerate(starts):
+                np.multiply(a_steps[:, j:j + 1], b_max[j:j + 1], out=m)
+                if k0 % interval:
+                    np.abs(s, out=t)
+                    np.maximum(m, t, out=m)
+                np.bitwise_and(bits, _EXPONENT_BITS, out=bits)  # 2^floor(log2 m): the grid's power of two
+                if k0 % interval:
+                    acc += m
+                    s += a_rows[:, k0:k0 + step] @ b_cols[k0:k0 + step]
+                else:  # a new partial sum: the accumulator starts from zero
+                    np.matmul(a_rows[:, k0:k0 + step], b_cols[k0:k0 + step], out=s)
+                np.multiply(m, m, out=m)
+                m *= min(step, K - k0)
+                squares += m
+            np.sqrt(squares, out=squares)
+            squares *= safety
+            acc += squares
+            out[r:r + a_rows.shape[0], c0:c0 + b_cols.shape[1]] = acc
+
+    hostpass.each_of(range(0, N, cols), column_block)
+    return out
 
 
 def fp8_weights(K: int, interval: int, step: int = hookspecs.FP8_MMA_K) -> np.ndarray:
@@ -278,7 +317,7 @@ def fp8_row_bound(a64: np.ndarray, b64: np.ndarray, interval: int, safety: float
     starts = np.arange(0, K, step)
     if not M or not K:
         return np.zeros(M)
-    b_max_rows = np.maximum.reduceat(np.abs(b64), starts, axis=0) @ np.ones(b64.shape[1])  # (K/step,)
+    b_max_rows = step_maxima(b64, step, 0) @ np.ones(b64.shape[1])  # (K/step,)
     w_b = fp8_weights(K, interval, step) * abs_b_rows
     out = np.concatenate([np.abs(a64[r:r + rows]) @ w_b
                           + np.maximum.reduceat(np.abs(a64[r:r + rows]), starts, axis=1) @ b_max_rows
