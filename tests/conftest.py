@@ -40,7 +40,8 @@ def pytest_configure(config):
     for the session: pytest-xdist's workers inherit the variable); memoize the disassembler's
     output for the session's test processes (:func:`memoize_disassembly`, its folder
     ``GEMMLAB_TEST_SASS_MEMO`` is inherited the same way); read NVRTC's recorded outputs
-    (:func:`memoize_nvrtc`); both in the point workers these processes start too
+    (:func:`memoize_nvrtc`; the packed recordings are unpacked once a session into the shared folder
+    ``GEMMLAB_TEST_MEMO_UNPACKED``); both in the point workers these processes start too
     (tests/sitecustomize.py, :data:`WORKER_MEMO_ENV`); let Hydra and OmegaConf do their pure work once a process
     (tests/hydra_memo.py: the ``ConfigStore`` shared by repository copies, YAML and interpolation
     parses kept, a compose's defaults list and merge kept per config sources' contents;
@@ -63,6 +64,9 @@ def pytest_configure(config):
     if not os.environ.get(SASS_MEMO_ENV):
         os.environ[SASS_MEMO_ENV] = tempfile.mkdtemp(prefix="gemmlab-test-sass-")
         made.append(os.environ[SASS_MEMO_ENV])
+    if not os.environ.get(UNPACKED_ENV):  # the recordings' packs, unpacked once a session (tests/sass_memo.py)
+        os.environ[UNPACKED_ENV] = tempfile.mkdtemp(prefix="gemmlab-test-memo-")
+        made.append(os.environ[UNPACKED_ENV])
     config.stash[MADE_FOLDERS] = made
     os.environ.setdefault(WORKER_MEMO_ENV, "1")  # the point workers too (tests/sitecustomize.py)
     memoize_disassembly()
@@ -118,6 +122,8 @@ def pytest_unconfigure(config):
 
 #: folder of the session's disassembly memo, shared by the xdist workers (:func:`memoize_disassembly`)
 SASS_MEMO_ENV = "GEMMLAB_TEST_SASS_MEMO"
+#: folder where the session's processes share the unpacked recordings (tests/sass_memo.py's ``UNPACKED_ENV``)
+UNPACKED_ENV = "GEMMLAB_TEST_MEMO_UNPACKED"
 #: ``1`` (set for the session, inherited): point workers started by the test processes install the
 #: memos too (tests/sitecustomize.py); set ``0`` beforehand for real NVRTC and disassembler runs there
 WORKER_MEMO_ENV = "GEMMLAB_TEST_WORKER_MEMO"

@@ -4,7 +4,8 @@ What NVRTC returns for a source (the cubin, each name expression's lowered name,
 with ptxas's ``-v`` report) is a function of the source text, every header it includes, the
 options, the name expressions and the NVRTC library. The suite compiles ~100 distinct kernel
 instances, 0.2-1.9 CPU s each (~30 CPU s a run on the 2-core CI machine). So their outputs are
-kept here, one xz file each in ``tests/data/nvrtc_memo/``, named by the SHA-256 of
+kept here, in ``tests/data/nvrtc_memo/``: packed in its ``packed.tar.xz``, or one xz file each where
+recorded since (tests/sass_memo.py's ``read_entry`` and ``--pack``), named by the SHA-256 of
 :func:`inputs`: the SHA-256 of each ``libnvrtc*`` file beside the NVRTC library loaded (the
 library and its builtins), of the source, of every header :func:`gemmlab.gpu.compile.scan_includes`
 finds (the source's own folder's and gemmlab's shared ones; CUDA's by their pip wheels' versions),
@@ -32,8 +33,9 @@ above (e.g. another register count in the log) is trusted otherwise: the files a
 tests/data/sass_memo.
 
 Recording: ``GEMMLAB_TEST_NVRTC_RECORD=1 python -m pytest`` records each miss and adds the
-toolchain to ``RECORDED.json``. To drop entries no test reads any more, record into an empty folder
-(``rm -r tests/data/nvrtc_memo`` first) on a machine without a GPU, as for tests/sass_memo.py. The
+toolchain to ``RECORDED.json``; ``python tests/sass_memo.py --pack`` then moves them into the pack.
+To drop entries no test reads any more, record into an empty folder (``rm -r tests/data/nvrtc_memo``
+first) on a machine without a GPU, then pack, as for tests/sass_memo.py. The
 recordings save CI's time only if made with the NVRTC and CUDA header wheels CI installs (those
 RECORDED.json names; pyproject.toml allows a range): with others every kernel compiles there, which
 is slower, never wrong. A test that patches cuda.core's ``Program`` (an emulated NVRTC) always gets
@@ -51,7 +53,7 @@ import os
 import re
 from pathlib import Path
 
-from sass_memo import MANIFEST, add_to_manifest, file_digest, read_manifest, write_atomically
+from sass_memo import MANIFEST, add_to_manifest, file_digest, read_entry, read_manifest, write_atomically
 
 #: the folder of recorded compilations (``<name>.nvrtc.xz``, :func:`name_of`) and RECORDED.json
 MEMO_DIR = Path(__file__).resolve().parent / "data" / "nvrtc_memo"
@@ -147,7 +149,9 @@ def lookup(found: dict | None, folder: Path | None = None) -> tuple[bytes, dict[
     if found is None:
         return None
     try:
-        data = lzma.decompress((Path(folder or MEMO_DIR) / f"{name_of(found)}.nvrtc.xz").read_bytes())
+        data = read_entry(Path(folder or MEMO_DIR), f"{name_of(found)}.nvrtc.xz")
+        if data is None:
+            return None
         first, meta, cubin = data.split(b"\n", 2)
         first, meta = first.decode("utf-8"), json.loads(meta)
         if not first.startswith(HEADER) or json.loads(first[len(HEADER):]) != found:

@@ -4,8 +4,8 @@ What the disassembler prints for a cubin is a function of the cubin's bytes, the
 binary, and how gemmlab runs it (:func:`gemmlab.gpu.sass.disassemble`: its flags, and the ``-ndf``
 run it decides from the cubin and the listing). Each run costs about 0.3 CPU s of fixed start-up
 (nvdisasm 13.x on the 2-core CI machine) however small the cubin, and the suite disassembles some
-80 distinct cubins: about 30 CPU s a run. So the listings are kept here, one xz file each in
-``tests/data/sass_memo/``, named by :func:`key`: the SHA-256 of the disassembler's file name and
+80 distinct cubins: about 30 CPU s a run. So the listings are kept here, in
+``tests/data/sass_memo/`` (packed, or one xz file each where recorded since: below), named by :func:`key`: the SHA-256 of the disassembler's file name and
 flags, the SHA-256 of the disassembler binary's bytes, the SHA-256 of ``gemmlab/gpu/sass.py``
 (the code that decides the runs) and the SHA-256 of the cubin. A test still compiles every cubin
 it checks with NVRTC; only a byte-identical cubin, disassembled by a byte-identical binary through
@@ -25,19 +25,32 @@ Recording: ``GEMMLAB_TEST_SASS_RECORD=1 python -m pytest`` writes the listing of
 adds the toolchain to ``RECORDED.json`` (:func:`recorded_with`). To drop entries no test reads any
 more, record into an empty folder: ``rm -r tests/data/sass_memo && GEMMLAB_TEST_SASS_RECORD=1
 python -m pytest`` on a machine without a GPU (the CI's; gpu tests there skip, so their cubins are
-left to the disassembler). An unchanged listing gives the same file, byte for byte, with the same
-xz library, so git sees only the kernels that changed.
+left to the disassembler), then pack. An unchanged listing gives the same file, byte for byte, with
+the same xz library, and the same entries the same pack.
+
+Packing (this folder's and tests/data/nvrtc_memo's): ``python tests/sass_memo.py --pack`` moves
+the recordings of each folder into its :data:`PACK`, one solid xz tar of their plain text (the
+listings of one kernel's instances are much alike: 4.0 MB of one xz file each became 2.2 MB, the
+NVRTC outputs 2.3 MB became 1.0 MB; issue 45's checkout size). A lookup reads the entry's own xz
+file where there is one (what recording writes), else the pack's member (:func:`read_entry`). In
+the suite each pack is unpacked once a session into a folder its processes share
+(:data:`UNPACKED_ENV`; ~0.4 CPU s for both), so a process, a point worker included, reads one
+plain file a hit.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import lzma
 import os
 import re
+import sys
+import tarfile
 from pathlib import Path
+from types import MappingProxyType
 
 #: the folder of recorded listings (``<key>.sass.xz``, :func:`key`) and of RECORDED.json (read when
 #: called: a test may point it elsewhere)
@@ -50,6 +63,12 @@ VERIFY_ENV = "GEMMLAB_TEST_SASS_VERIFY"
 HEADER = "// gemmlab recorded disassembly "
 #: the toolchains the folder was recorded with (:func:`recorded_with`)
 MANIFEST = "RECORDED.json"
+#: a folder's packed recordings: one xz tar of the entries' plain text, member ``<name>.sass`` for
+#: the file ``<name>.sass.xz`` (:func:`pack`, :func:`read_entry`)
+PACK = "packed.tar.xz"
+#: a folder the session's processes share, where each pack is unpacked once (tests/conftest.py
+#: sets it; unset, a process unpacks a pack in memory)
+UNPACKED_ENV = "GEMMLAB_TEST_MEMO_UNPACKED"
 
 
 @functools.lru_cache(maxsize=16)
@@ -138,10 +157,10 @@ def lookup(argv: list[str], cubin: bytes, folder: Path | None = None) -> str | N
     found = inputs(argv, cubin)
     if found is None:
         return None
-    name = name_of(found)
+    data = read_entry(Path(folder or MEMO_DIR), f"{name_of(found)}.sass.xz")
     try:
-        text = lzma.decompress((Path(folder or MEMO_DIR) / f"{name}.sass.xz").read_bytes()).decode("utf-8")
-    except (OSError, lzma.LZMAError, UnicodeDecodeError):
+        text = data.decode("utf-8")
+    except (AttributeError, UnicodeDecodeError):
         return None
     first, _, listing = text.partition("\n")
     try:
@@ -191,20 +210,20 @@ def add_to_manifest(folder: Path, chain: dict | None) -> None:
 
 
 def misnamed_entries(folder: Path, suffix: str, header: str, name_of) -> list[str] | None:
-    """The files ``*<suffix>`` of ``folder`` whose first line is not ``header`` followed by the JSON
+    """The entries ``*<suffix>`` of ``folder`` (its files and its pack's: :func:`entry_names`) whose first line is not ``header`` followed by the JSON
     of inputs whose name (``name_of``) is the file's, or None where the folder holds none."""
-    files = sorted(Path(folder).glob(f"*{suffix}"))
-    if not files:
+    names = entry_names(Path(folder), suffix)
+    if not names:
         return None
     wrong = []
-    for path in files:
-        first = lzma.LZMADecompressor().decompress(path.read_bytes(), max_length=1 << 16).partition(b"\n")[0]
+    for name in names:
+        first = (read_entry(Path(folder), name) or b"").partition(b"\n")[0]
         try:
             text = first.decode("utf-8")
-            if not text.startswith(header) or name_of(json.loads(text[len(header):])) + suffix != path.name:
-                wrong.append(path.name)
+            if not text.startswith(header) or name_of(json.loads(text[len(header):])) + suffix != name:
+                wrong.append(name)
         except ValueError:
-            wrong.append(path.name)
+            wrong.append(name)
     return wrong
 
 
@@ -251,3 +270,133 @@ def record(argv: list[str], cubin: bytes, listing: str, folder: Path | None = No
         add_to_manifest(folder, chain)
     except OSError:
         pass
+
+
+def _member(name: str) -> str:
+    """The pack's member name of the entry file ``name`` (``<name>.sass.xz``: ``<name>.sass``)."""
+    return name[:-len(".xz")] if name.endswith(".xz") else name
+
+
+def _members(pack: Path) -> dict[str, bytes]:
+    """``{member name: plain bytes}`` of a :data:`PACK` (regular files named without a folder;
+    anything else in it is left out). Raises OSError, tarfile.TarError or lzma.LZMAError."""
+    found = {}
+    with tarfile.open(pack, "r:xz") as tar:
+        for member in tar:
+            if member.isfile() and "/" not in member.name and not member.name.startswith("."):
+                found[member.name] = tar.extractfile(member).read()
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def _in_memory(pack: str, digest: str) -> MappingProxyType:
+    """The members of the pack at ``pack`` (SHA-256 ``digest``), unpacked once a process; empty
+    where it cannot be read."""
+    try:
+        return MappingProxyType(_members(Path(pack)))
+    except (OSError, tarfile.TarError, lzma.LZMAError, EOFError):
+        return MappingProxyType({})
+
+
+def _unpacked(shared: Path, pack: Path, digest: str) -> Path:
+    """The folder ``shared/<digest>`` holding the pack's members as plain files: unpacked by the
+    first process that asks (under a lock, to a temporary name, then renamed), read by the
+    others. Raises OSError, tarfile.TarError or lzma.LZMAError."""
+    target = shared / digest
+    if target.is_dir():
+        return target
+    shared.mkdir(parents=True, exist_ok=True)
+    with open(shared / f".{digest}.lock", "w") as lock:
+        try:
+            import fcntl
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            pass  # no lock: two processes may both unpack; the first rename wins
+        if not target.is_dir():
+            tmp = shared / f".{digest}.{os.getpid()}"
+            tmp.mkdir(exist_ok=True)
+            for name, data in _members(pack).items():
+                (tmp / name).write_bytes(data)
+            try:
+                os.rename(tmp, target)
+            except OSError:
+                if not target.is_dir():
+                    raise
+    return target
+
+
+def read_entry(folder: Path, name: str) -> bytes | None:
+    """The plain bytes of the recording ``name`` (``<key>.sass.xz`` or ``<key>.nvrtc.xz``) of
+    ``folder``: its own xz file where there is one, else its member in the folder's :data:`PACK`
+    (unpacked once a session into ``$GEMMLAB_TEST_MEMO_UNPACKED``, else once a process in
+    memory), or None: neither there, or an xz file or pack that fails its check."""
+    try:
+        return lzma.decompress((Path(folder) / name).read_bytes())
+    except FileNotFoundError:
+        pass
+    except (OSError, lzma.LZMAError):
+        return None
+    pack = Path(folder) / PACK
+    digest = file_digest(pack)
+    if digest is None:
+        return None
+    shared = os.environ.get(UNPACKED_ENV)
+    if not shared:
+        return _in_memory(str(pack), digest).get(_member(name))
+    try:
+        return (_unpacked(Path(shared), pack, digest) / _member(name)).read_bytes()
+    except (OSError, tarfile.TarError, lzma.LZMAError, EOFError):
+        return None
+
+
+def entry_names(folder: Path, suffix: str) -> list[str]:
+    """The recordings of ``folder`` by file name (``<key><suffix>``), sorted: its own files and the
+    members of its :data:`PACK` (as the file names they were packed from)."""
+    names = {p.name for p in Path(folder).glob(f"*{suffix}")}
+    pack = Path(folder) / PACK
+    digest = file_digest(pack)
+    if digest is not None:
+        shared = os.environ.get(UNPACKED_ENV)
+        try:
+            members = os.listdir(_unpacked(Path(shared), pack, digest)) if shared else _in_memory(str(pack), digest)
+        except (OSError, tarfile.TarError, lzma.LZMAError, EOFError):
+            members = []
+        names |= {m + ".xz" for m in members if (m + ".xz").endswith(suffix)}
+    return sorted(names)
+
+
+def pack(folder: Path, suffix: str) -> tuple[int, int]:
+    """Move the recordings ``*<suffix>`` of ``folder`` into its :data:`PACK` (merged with the
+    members already there; a file replaces the member of its name), then remove those files:
+    ``(entries in the pack, its bytes)``. Deterministic: members sorted by name, no time stamps or
+    owners, xz preset 9 (the same entries and xz library give the same bytes). A file that fails
+    its xz check stops it (ValueError naming the file) before anything is written."""
+    folder = Path(folder)
+    target = folder / PACK
+    members = dict(_members(target)) if target.exists() else {}
+    files = sorted(folder.glob(f"*{suffix}"))
+    for path in files:
+        try:
+            members[_member(path.name)] = lzma.decompress(path.read_bytes())
+        except lzma.LZMAError as exc:
+            raise ValueError(f"{path}: not a readable xz file ({exc}); record it again or remove it") from exc
+    plain = io.BytesIO()
+    with tarfile.open(fileobj=plain, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(members[name]), 0o644, 0
+            tar.addfile(info, io.BytesIO(members[name]))
+    data = lzma.compress(plain.getvalue(), preset=9)
+    write_atomically(target, data)
+    for path in files:
+        path.unlink()
+    return len(members), len(data)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--pack"]:
+        sys.exit("usage: python tests/sass_memo.py --pack  (moves tests/data/sass_memo's and nvrtc_memo's "
+                 "recordings into their packs)")
+    for memo, ending in ((MEMO_DIR, ".sass.xz"), (MEMO_DIR.parent / "nvrtc_memo", ".nvrtc.xz")):
+        count, size = pack(memo, ending)
+        print(f"{memo}: {count} entries, {size} bytes")

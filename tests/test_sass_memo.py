@@ -99,6 +99,32 @@ def test_a_recording_is_read_back_only_for_the_same_input(compiled, second, tmp_
     assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None
 
 
+def test_a_pack_holds_what_its_files_held(compiled, second, tmp_path, monkeypatch):
+    """``sass_memo.pack`` moves a folder's recordings into its one xz tar: each reads back as from
+    its own file, unpacked in memory or once into the session's shared folder; packing again gives
+    the same bytes; a file recorded since is read before the pack's member of its name; the
+    committed-entry check reads the pack's members too and catches one under another's name."""
+    (argv, _, cubin), (argv2, cubin2, listing2) = compiled, second
+    _, listing = sass.disassemble(cubin)
+    sass_memo.record(argv, cubin, listing, folder=tmp_path)
+    sass_memo.record(argv2, cubin2, listing2, folder=tmp_path)
+    assert sass_memo.pack(tmp_path, ".sass.xz")[0] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([sass_memo.PACK, sass_memo.MANIFEST])
+    monkeypatch.delenv(sass_memo.UNPACKED_ENV, raising=False)
+    assert sass_memo.lookup(argv, cubin, folder=tmp_path) == listing
+    monkeypatch.setenv(sass_memo.UNPACKED_ENV, str(tmp_path / "shared"))
+    assert sass_memo.lookup(argv2, cubin2, folder=tmp_path) == listing2
+    assert sass_memo.lookup(argv, cubin, folder=tmp_path) == listing
+    assert len(list((tmp_path / "shared").iterdir())) == 2  # the unpacked folder and its lock
+    packed = (tmp_path / sass_memo.PACK).read_bytes()
+    assert sass_memo.pack(tmp_path, ".sass.xz") == (2, len(packed)) and (tmp_path / sass_memo.PACK).read_bytes() == packed
+    sass_memo.record(argv, cubin, listing2, folder=tmp_path)  # recorded since: read before the member
+    assert sass_memo.lookup(argv, cubin, folder=tmp_path) is None  # (another kernel's sections)
+    assert sass_memo.misnamed_entries(tmp_path, ".sass.xz", sass_memo.HEADER, sass_memo.name_of) == []
+    (tmp_path / f"{sass_memo.key(argv, cubin)}.sass.xz").rename(tmp_path / f"{'0' * 64}.sass.xz")
+    assert sass_memo.misnamed_entries(tmp_path, ".sass.xz", sass_memo.HEADER, sass_memo.name_of) == [f"{'0' * 64}.sass.xz"]
+
+
 def test_verify_runs_the_disassembler_for_a_hit_and_fails_on_a_difference(second, tmp_path, monkeypatch):
     """With ``GEMMLAB_TEST_SASS_VERIFY=1`` the tests' ``disassemble`` compares a recorded listing
     with the disassembler's: an entry whose text was edited (same first line, same code sections)
