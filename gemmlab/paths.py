@@ -88,39 +88,59 @@ def gemmlab_checkout(folder: Path | str) -> Path | None:
     return root if name and name.group(1).strip().lower() == "gemmlab" else None
 
 
-def stale_checkout_source(files, cwd: Path | str | None = None) -> dict | None:
-    """The edit->run check (issue 45, item 6): when a kernel compiled from gemmlab's own
-    ``kernels/`` (:data:`KERNELS_DIR`) while the current directory is a *different* gemmlab checkout
-    (a plain ``pip install .`` run from the checkout: the installed copy compiles, not the file the
-    user just edited), the files among ``files`` (the source and the headers it included) whose copy
-    under the checkout's ``kernels/`` differs, and the one line that says so; None when nothing
-    differs (or no checkout, or the kernels dir is the checkout's own, e.g. ``pip install -e .``).
-    Files outside :data:`KERNELS_DIR` (a drop-in's own source) and files the checkout lacks are not
-    compared. Never raises: this is a warning, never an error."""
+def checkout_around(folder: Path | str) -> Path | None:
+    """The nearest gemmlab source checkout (:func:`gemmlab_checkout`) at ``folder`` or above it:
+    a command run from a checkout's subfolder (``kernels/``, ``outputs/...``) is run from that
+    checkout. None where there is none. Never raises."""
     try:
-        checkout = gemmlab_checkout(Path.cwd() if cwd is None else cwd)
+        here = Path(os.path.abspath(folder))
+    except (OSError, ValueError):
+        return None
+    return next((root for root in (here, *here.parents) if gemmlab_checkout(root) is not None), None)
+
+
+def stale_checkout_source(files, cwd: Path | str | None = None) -> dict | None:
+    """The edit->run check (issue 45, item 6): when a point used gemmlab's own installed files --
+    a kernel source or header from :data:`KERNELS_DIR`, a built-in plugin module from
+    :data:`PLUGINS_DIR` -- while the current directory is inside a *different* gemmlab checkout
+    (its top folder or any subfolder: :func:`checkout_around`; a plain ``pip install .`` run from
+    the checkout: the installed copy runs, not the file the user just edited), the files among
+    ``files`` whose copy under the checkout's ``kernels/`` or ``plugins/`` differs, and the one line
+    that says so; None when nothing differs (or no checkout, or the installed folder is the
+    checkout's own, e.g. ``pip install -e .``). Files outside those two folders (a drop-in's own
+    source or plugin) and files the checkout lacks are not compared. Never raises: this is a
+    warning, never an error.
+
+    Returns:
+        ``{"installed": KERNELS_DIR, "checkout": its top folder, "files": ["kernels/naive.cu",
+        "plugins/naive.py", ...], "message": the line}`` or None.
+    """
+    try:
+        checkout = checkout_around(Path.cwd() if cwd is None else cwd)
         if checkout is None:
             return None
-        installed = Path(KERNELS_DIR).resolve()
-        mine = (checkout / "kernels").resolve()
-        if mine == installed:
-            return None
+        pairs = [(Path(KERNELS_DIR).resolve(), (checkout / "kernels").resolve(), "kernels"),
+                 (Path(PLUGINS_DIR).resolve(), (checkout / "plugins").resolve(), "plugins")]
+        pairs = [(installed, mine, shown) for installed, mine, shown in pairs if installed != mine]
         differ = []
         for f in dict.fromkeys(Path(f).resolve() for f in files):
-            try:
-                rel = f.relative_to(installed)
-            except ValueError:
-                continue
-            copy = mine / rel
-            if f.is_file() and copy.is_file() and f.read_bytes() != copy.read_bytes():
-                differ.append(rel.as_posix())
+            for installed, mine, shown in pairs:
+                try:
+                    rel = f.relative_to(installed)
+                except ValueError:
+                    continue
+                copy = mine / rel
+                if f.is_file() and copy.is_file() and f.read_bytes() != copy.read_bytes():
+                    differ.append(f"{shown}/{rel.as_posix()}")
+                break
     except OSError:
         return None
     if not differ:
         return None
-    names = ", ".join(f"kernels/{r}" for r in differ)
-    message = (f"compiled the installed copy of {names} ({installed}), which differs from this checkout's "
+    installed = Path(KERNELS_DIR).resolve()
+    where = ", ".join(dict.fromkeys(str((Path(KERNELS_DIR) if f.startswith("kernels/") else Path(PLUGINS_DIR)).resolve())
+                                    for f in differ))
+    message = (f"used the installed copy of {', '.join(differ)} ({where}), which differs from this checkout's "
                f"({checkout.resolve()}): edits in the checkout are not used; install it editable "
                "(pip install -e .) to run them")
-    return {"installed": str(installed), "checkout": str(checkout.resolve()), "files": [f"kernels/{r}" for r in differ],
-            "message": message}
+    return {"installed": str(installed), "checkout": str(checkout.resolve()), "files": differ, "message": message}

@@ -1,8 +1,9 @@
-"""The edit->run loop (issue 45, item 6): a run that compiles the installed copy of a kernel source
-(``pip install .``) while the current folder is a gemmlab checkout holding another version of that
-file says so in one line (the summary's WARNING, ``compile.stale_checkout_source`` in the record),
-never an error. CPU only: a fake checkout in tmp_path (chdir) and a fake installed ``kernels/``
-(KERNELS_DIR monkeypatched); ``mode=compile`` in this process."""
+"""The edit->run loop (issue 45, item 6): a run that uses the installed copy of a kernel source or a
+built-in plugin module (``pip install .``) while the current folder is inside a gemmlab checkout
+(its top folder or a subfolder) holding another version of that file says so in one line (the
+summary's WARNING, ``compile.stale_checkout_source`` in the record), never an error. CPU only: a
+fake checkout in tmp_path (chdir) and a fake installed ``kernels/`` and ``gemmlab_plugins/``
+(KERNELS_DIR, PLUGINS_DIR monkeypatched); ``mode=compile`` in this process."""
 
 from __future__ import annotations
 
@@ -19,14 +20,20 @@ from gemmlab.stages import record as record_stage
 NAIVE = REPO_ROOT / "kernels" / "naive.cu"
 
 
-def _checkout(root, name="gemmlab", edit=True):
+NAIVE_PY = REPO_ROOT / "plugins" / "naive.py"
+
+
+def _checkout(root, name="gemmlab", edit=True, plugin=False):
     """A folder that looks like a gemmlab checkout: pyproject.toml naming ``name``, kernels/naive.cu
-    (edited unless ``edit`` is false)."""
+    (edited unless ``edit`` is false), and plugins/naive.py where ``plugin`` (edited likewise)."""
     (root / "kernels").mkdir(parents=True)
     (root / "pyproject.toml").write_text(f'[build-system]\nrequires = ["setuptools"]\n\n[project]\nname = "{name}"\n'
                                          'version = "0.1.0"\n')
     text = NAIVE.read_text()
     (root / "kernels" / "naive.cu").write_text(text + ("// edited in the checkout\n" if edit else ""))
+    if plugin:
+        (root / "plugins").mkdir()
+        (root / "plugins" / "naive.py").write_text(NAIVE_PY.read_text() + ("# edited in the checkout\n" if edit else ""))
     return root
 
 
@@ -39,6 +46,16 @@ def installed(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "KERNELS_DIR", kernels)
     monkeypatch.setattr(registry, "KERNELS_DIR", kernels)
     return kernels
+
+
+@pytest.fixture
+def installed_plugins(tmp_path, monkeypatch):
+    """A fake installed gemmlab_plugins/ (site-packages) holding the shipped naive.py."""
+    plugins = tmp_path / "site-packages" / "gemmlab_plugins"
+    plugins.mkdir(parents=True)
+    shutil.copy(NAIVE_PY, plugins / "naive.py")
+    monkeypatch.setattr(paths, "PLUGINS_DIR", plugins)
+    return plugins
 
 
 def test_checkout_is_recognised_by_its_pyproject(tmp_path):
@@ -107,3 +124,48 @@ def test_worker_imports_the_commands_gemmlab_not_the_checkouts(tmp_path, monkeyp
     assert rec["status"] == "compiled", rec.get("error")
     assert rec["compile"]["source_file"] == str(paths.KERNELS_DIR / "naive.cu")
     assert rec["compile"]["stale_checkout_source"]["checkout"] == str(checkout.resolve())
+
+
+def test_a_checkouts_subfolder_is_the_checkout(tmp_path, installed):
+    """Run from any folder inside a checkout (kernels/, outputs/...), the checkout is found above it;
+    the nearest one wins; a folder outside any checkout finds none."""
+    checkout = _checkout(tmp_path / "checkout")
+    deep = checkout / "outputs" / "2026-12-07" / "run"
+    deep.mkdir(parents=True)
+    assert paths.checkout_around(deep) == checkout and paths.checkout_around(checkout / "kernels") == checkout
+    inner = _checkout(checkout / "vendor" / "copy", edit=False)
+    assert paths.checkout_around(inner / "kernels") == inner
+    assert paths.checkout_around(tmp_path) is None
+    stale = paths.stale_checkout_source([installed / "naive.cu"], cwd=deep)
+    assert stale["files"] == ["kernels/naive.cu"] and stale["checkout"] == str(checkout.resolve())
+    assert paths.stale_checkout_source([installed / "naive.cu"], cwd=inner / "kernels") is None  # its copy is the same
+
+
+def test_an_edited_plugin_is_named_too(tmp_path, installed, installed_plugins):
+    """A built-in plugin module from the installed gemmlab_plugins/ whose checkout copy
+    (plugins/naive.py) differs is named like a kernel source, in the same one line; the same
+    file, or the checkout's own plugins/ (editable), says nothing."""
+    checkout = _checkout(tmp_path / "checkout", plugin=True)
+    stale = paths.stale_checkout_source([installed / "naive.cu", installed_plugins / "naive.py"], cwd=checkout / "kernels")
+    assert stale["files"] == ["kernels/naive.cu", "plugins/naive.py"] and "\n" not in stale["message"]
+    assert str(installed_plugins.resolve()) in stale["message"] and "pip install -e ." in stale["message"]
+    same = _checkout(tmp_path / "same", edit=False, plugin=True)
+    assert paths.stale_checkout_source([installed / "naive.cu", installed_plugins / "naive.py"], cwd=same) is None
+    assert paths.stale_checkout_source([checkout / "plugins" / "naive.py"], cwd=checkout) is None
+    # this process's built-in plugin modules are the ones compared: naive.py among them
+    assert str(registry.PLUGINS_DIR / "naive.py") in registry.builtin_plugin_files()
+
+
+def test_run_from_a_subfolder_names_the_edited_plugin_once(tmp_path, installed, installed_plugins, monkeypatch):
+    """A compile-mode run from a checkout's subfolder, whose naive.cu and plugins/naive.py both
+    differ from the installed copies it used, says so in one WARNING line naming both."""
+    checkout = _checkout(tmp_path / "checkout", plugin=True)
+    (checkout / "outputs").mkdir()
+    monkeypatch.chdir(checkout / "outputs")
+    monkeypatch.setattr(registry, "builtin_plugin_files", lambda: [str(installed_plugins / "naive.py")])
+    cfg = {"kernel": {"name": "naive"}, "shape": [31, 33, 17], "mode": "compile", "isolation": {"process": False}}
+    rec = run_point(cfg, tmp_path / "run")
+    assert rec["status"] == "compiled", rec.get("error")
+    assert rec["compile"]["stale_checkout_source"]["files"] == ["kernels/naive.cu", "plugins/naive.py"]
+    warnings = [line for line in record_stage.summary(rec).splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and "kernels/naive.cu, plugins/naive.py" in warnings[0]

@@ -117,6 +117,14 @@ def source_path(spec: KernelSpec) -> Path:
     return p if p.is_absolute() else KERNELS_DIR / p
 
 
+def builtin_plugin_files() -> list[str]:
+    """The files of the built-in plugin modules (``gemmlab_plugins.*``) imported in this process,
+    sorted: what a point's run used of ``plugins/`` (the registry, ``kernel=auto``'s rules, the
+    kernel's own class), for the edit->run check (:func:`gemmlab.paths.stale_checkout_source`)."""
+    return sorted({f for name, module in list(sys.modules.items())
+                   if name.startswith(f"{BUILTIN_PACKAGE}.") and (f := getattr(module, "__file__", None))})
+
+
 def resolve_source(spec: KernelBase, plugin_file: str | None) -> None:
     """Make a relative ``spec.source`` of a drop-in or entry-point plugin absolute when that file
     exists beside ``plugin_file`` (the plugin's module): a plugin copied from a built-in together

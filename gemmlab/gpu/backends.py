@@ -166,6 +166,17 @@ class Backend:
         """Build what the kernel needs (nothing for libraries); ``record["compile"]``."""
         self.record["compile"] = None
 
+    def note_stale_copies(self, sources) -> None:
+        """The edit->run check (issue 45, item 6), after ``record["compile"]`` is made: where the
+        kernel's ``sources`` (its source and headers) or the built-in plugin modules this process
+        imported are gemmlab's installed copies while the current folder is inside a checkout with
+        other versions of them, ``record["compile"]["stale_checkout_source"]``
+        (:func:`gemmlab.paths.stale_checkout_source`; one WARNING line in the summary), never an error."""
+        from gemmlab.contract.registry import builtin_plugin_files
+        stale = stale_checkout_source([*sources, *builtin_plugin_files()])
+        if stale:
+            self.record["compile"]["stale_checkout_source"] = stale
+
     def estimate_occupancy(self, facts: DeviceFacts) -> None:
         """``mode=compile``: record an occupancy estimate where one can be made."""
 
@@ -497,12 +508,8 @@ class NvrtcBackend(Backend):
         # the file this point compiled: a cache entry found by content may have been made from an
         # identical copy elsewhere (a drop-in's copy of a built-in source)
         self.record["compile"] = dict(self.compiled.record(), source_file=str(source))
-        # an installed copy compiled while the current folder is a checkout with another version of
-        # the file (issue 45, item 6): a warning in the record and the summary, never an error
-        stale = stale_checkout_source([source, *(inc.get("file") for inc in self.compiled.includes
-                                                 if isinstance(inc, dict) and inc.get("file"))])
-        if stale:
-            self.record["compile"]["stale_checkout_source"] = stale
+        self.note_stale_copies([source, *(inc.get("file") for inc in self.compiled.includes
+                                          if isinstance(inc, dict) and inc.get("file"))])
         out_dir.mkdir(parents=True, exist_ok=True)
         suffix = "" if self.role == "kernel" else f"-{self.role}"
         (out_dir / f"compile{suffix}.log").write_text(self.compiled.log)
@@ -711,6 +718,7 @@ class TritonBackend(Backend):
             "resources": dataclasses_asdict(res) if res is not None else None,
             "shared_bytes": tc.shared_bytes, "num_warps": tc.num_warps,
             "global_scratch_bytes_per_program": int(getattr(tc.compiled.metadata, "global_scratch_size", 0) or 0)}
+        self.note_stale_copies([source] if source is not None else [])
         out_dir.mkdir(parents=True, exist_ok=True)
         suffix = "" if self.role == "kernel" else f"-{self.role}"
         (out_dir / f"compile{suffix}.log").write_text(tc.log)
