@@ -276,9 +276,34 @@ wgmma_split_reduce(const float *__restrict__ W, float *__restrict__ C, int M, in
   }
 }
 
+/// `cp.async.bulk.tensor.3d` load of one box at (c0 inner, c1, c2 = the batch) of a rank-3 map
+/// (gemmlab.contract.hookspecs.TensorMap(batched=True): dims (cols, rows, batches)) into shared
+/// memory, completing on `bar`; the batched fused entries' A and B (issue 43). PTX ISA: cp.async.bulk.tensor.
+__device__ __forceinline__ void wgmma_tma_load_3d(void *dst_smem, const CUtensorMap *tmap, int c0, int c1, int c2,
+                                                  unsigned long long *bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4}], [%5];\n"
+               ::"r"(gemmlab::smem_addr(dst_smem)), "l"(reinterpret_cast<unsigned long long>(tmap)), "r"(c0), "r"(c1),
+               "r"(c2), "r"(gemmlab::smem_addr(bar))
+               : "memory");
+}
+
+/// `cp.async.bulk.tensor.3d` TMA store of the box staged at `src_smem` to (c0 inner, c1, c2 = the
+/// batch) of a rank-3 map of C (clipped at each batch's N x M: nothing of another batch is written).
+__device__ __forceinline__ void wgmma_tma_store_3d(const CUtensorMap *tmap, const void *src_smem, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+               ::"l"(reinterpret_cast<unsigned long long>(tmap)), "r"(gemmlab::smem_addr(src_smem)), "r"(c0), "r"(c1),
+               "r"(c2)
+               : "memory");
+}
+
 /// The plain contract's register store (C = A·B, float32, row pitch N): the body's own code below.
+/// BATCHED (false here and in WgmmaFused; WgmmaFusedBatched: true) compiles the batch index of the
+/// strided-batched fused entries (issue 43): one launch, the tile queue over batch x tiles.
 struct WgmmaPlainStore {
   static constexpr bool FUSED = false;
+  static constexpr bool BATCHED = false;
+  __device__ __forceinline__ int batch_count() const { return 1; }
   static constexpr int BOX_COLS = 32;  // columns of a staged TMA box: 32 float32 (128 bytes)
   static constexpr int BOX_WORDS = 16;  // a lane's words of a box (WgmmaFused's; unused by the plain stores)
   static constexpr int OUT_BYTES = 4;  // C's element bytes
@@ -324,6 +349,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   constexpr bool DEFER = EPI == 5;  // EPI 5: TMA store, each tile's right half stored during the next tile's main loop
   static_assert(!FUSE::FUSED || ((EPI == 0 || EPI == 1 || EPI == 5) && SPLIT_K == 1 && TAIL == 0 && REDUCE == 0),
                 "the fused epilogue runs in the register path (EPI 0) or the TMA store (EPI 1, 5) on whole tiles");
+  static_assert(!FUSE::BATCHED || (FUSE::FUSED && CLUSTER == 1),
+                "batches (issue 43) run in the fused entries without a cluster (no 3-D multicast)");
   static_assert(!DEFER || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG && MI == 1 && BN == 256),
                 "EPI 5 (deferred right half) is for whole tiles, cooperative, BM = 128, BN = 256");
   constexpr bool TMA_EPI = EPI == 1 || EPI == 4 || EPI == 5;
@@ -344,7 +371,9 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   const int pairs_m = (num_m + CLUSTER - 1) / CLUSTER;  // units along M (a cluster takes CLUSTER tile rows)
   const int units = pairs_m * num_n;
   const int k_tiles = (K + BK - 1) / BK;
-  const WorkSchedule sched(units, gridDim.x / CLUSTER, blockIdx.x / CLUSTER, k_tiles, SPLIT_K, TAIL);
+  // FUSE::BATCHED (the strided-batched fused entries): one queue of batch-major units, batch z's
+  // units z * units .. (z + 1) * units - 1 (batch_of splits a unit into its batch and its unit in it)
+  const WorkSchedule sched(units * fuse.batch_count(), gridDim.x / CLUSTER, blockIdx.x / CLUSTER, k_tiles, SPLIT_K, TAIL);
 
   if (tid == 0) {
     gemmlab::prefetch_tensormap(tensor_a);
@@ -369,6 +398,15 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
     m_blk = (first + in_group % rows) * CLUSTER + (int)rank;
     n_blk = in_group / rows;
   };
+  // the batch of a unit of the batched queue (unit becomes its unit inside the batch); 0 otherwise
+  auto batch_of = [&](int &unit) {
+    int z = 0;
+    if constexpr (FUSE::BATCHED) {
+      z = unit / units;
+      unit -= z * units;
+    }
+    return z;
+  };
 
   const int warpgroup = tid / 128;
   if (warpgroup == 0) {
@@ -377,14 +415,31 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       int it = 0;
       WorkItem w;
       for (int item = 0; sched.item(item, w); item++) {
-        int m_blk, n_blk;
-        tile_of(w.unit, m_blk, n_blk);
+        int m_blk, n_blk, unit = w.unit;
+        const int z = batch_of(unit);
+        tile_of(unit, m_blk, n_blk);
         const int m0 = m_blk * BM, n0 = n_blk * BN;
         for (int kt = w.kb; kt < w.ke; kt++, it++) {
           const int s = it % STAGES;
           gemmlab::mbarrier_try_wait_parity(&empty[s], ((it / STAGES) & 1) ^ 1);
           unsigned char *slot = ring + s * STAGE_BYTES;
           gemmlab::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
+          if constexpr (FUSE::BATCHED) {  // rank-3 maps; a shared operand (batch stride 0) is batch 0's
+            const int za = fuse.stride_a ? z : 0, zb = fuse.stride_b ? z : 0;
+            if constexpr (A_MN_MAJOR) {
+#pragma unroll
+              for (int i = 0; i < BM / 64; i++) wgmma_tma_load_3d(slot + i * A_BOX_BYTES, tensor_a, m0 + 64 * i, kt * BK, za, &full[s]);
+            } else {
+              wgmma_tma_load_3d(slot, tensor_a, kt * BK, m0, za, &full[s]);
+            }
+#pragma unroll
+            for (int box = 0; box < B_BOXES; box++) {
+              const int c0 = B_MN_MAJOR ? n0 + box * 64 : kt * BK;
+              const int c1 = B_MN_MAJOR ? kt * BK : n0 + box * (BN / B_BOXES);
+              wgmma_tma_load_3d(slot + A_BYTES + box * B_BOX_BYTES, tensor_b, c0, c1, zb, &full[s]);
+            }
+            continue;
+          }
           if constexpr (A_MN_MAJOR) {  // column-major A: BM/64 boxes of BK k-rows x 64 m-columns
 #pragma unroll
             for (int i = 0; i < BM / 64; i++) gemmlab::tma_load_2d(slot + i * A_BOX_BYTES, tensor_a, m0 + 64 * i, kt * BK, &full[s]);
@@ -426,7 +481,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
     float b0[64], b1[64], b2[64];
     int it = 0, epi_chunk = 0;
     bool pending = false;
-    int prow = 0, pcol = 0;  // the pending half's first row (this warp's) and first column
+    int prow = 0, pcol = 0, pz = 0;  // the pending half's first row (this warp's), first column and batch
     unsigned char *const my_stage = ring + STAGES * STAGE_BYTES + (wg * 4 + warp) * 2 * EPI_BUF;
     // one 16 x 32 box of a bank (columns 32 cc .. 32 cc + 31 of the half) through the warp's two buffers
     auto store_box = [&](const float (&bank)[64], int cc, int col, int row) {
@@ -456,7 +511,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
     constexpr int BOXC = FUSE::BOX_COLS, NB = 128 / BOXC;
     constexpr bool LATE_MATH = FUSE::FUSED && FUSE::OUT_BYTES == 2 && !FUSE::READS_C0;  // the math in the next main loop
     unsigned qw[FUSE::FUSED && !LATE_MATH ? NB : 1][FUSE::BOX_WORDS];
-    auto put_words = [&](const unsigned (&u)[FUSE::BOX_WORDS], int col, int row) {
+    auto put_words = [&](const unsigned (&u)[FUSE::BOX_WORDS], int col, int row, int z) {
       if constexpr (FUSE::FUSED) {
         unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
         if (lane == 0) gemmlab::bulk_wait_group_read<1>();
@@ -465,17 +520,18 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         gemmlab::fence_proxy_async();
         __syncwarp();
         if (lane == 0) {
-          gemmlab::tma_store_2d(tensor_c, buf, col, row);
+          if constexpr (FUSE::BATCHED) wgmma_tma_store_3d(tensor_c, buf, col, row, z);
+          else gemmlab::tma_store_2d(tensor_c, buf, col, row);
           gemmlab::bulk_commit_group();
         }
         epi_chunk++;
       }
     };
-    auto fused_box = [&](const float (&bank)[64], int cc, int col, int row) {  // box cc of a half: compute, store
+    auto fused_box = [&](const float (&bank)[64], int cc, int col, int row, int z) {  // box cc of a half: compute, store
       if constexpr (FUSE::FUSED) {
         unsigned u[FUSE::BOX_WORDS];
-        fuse.box_words(u, bank, cc, g, t, row, col + BOXC * cc, M, N);
-        put_words(u, col + BOXC * cc, row);
+        fuse.at(z).box_words(u, bank, cc, g, t, row, col + BOXC * cc, M, N);
+        put_words(u, col + BOXC * cc, row, z);
       }
     };
     // the pending half's box cc inside the main loop (both banks in flight): the buffer's wait first, then
@@ -485,23 +541,25 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
         if (lane == 0) gemmlab::bulk_wait_group_read<1>();
         __syncwarp();
-        fuse.box_stage(gemmlab::smem_u32(buf), Q, cc, g, t, prow, pcol + BOXC * cc, M, N);
+        fuse.at(pz).box_stage(gemmlab::smem_u32(buf), Q, cc, g, t, prow, pcol + BOXC * cc, M, N);
         gemmlab::fence_proxy_async();
         __syncwarp();
         if (lane == 0) {
-          gemmlab::tma_store_2d(tensor_c, buf, pcol + BOXC * cc, prow);
+          if constexpr (FUSE::BATCHED) wgmma_tma_store_3d(tensor_c, buf, pcol + BOXC * cc, prow, pz);
+          else gemmlab::tma_store_2d(tensor_c, buf, pcol + BOXC * cc, prow);
           gemmlab::bulk_commit_group();
         }
         epi_chunk++;
       }
     };
-    auto store_half = [&](const float (&bank)[64], int col, int row) {  // the fused epilogue's half, box by box
+    auto store_half = [&](const float (&bank)[64], int col, int row, int z) {  // the fused epilogue's half, box by box
 #pragma unroll
-      for (int cc = 0; cc < NB; cc++) fused_box(bank, cc, col, row);
+      for (int cc = 0; cc < NB; cc++) fused_box(bank, cc, col, row, z);
     };
     auto item_body = [&](float (&R)[64], float (&Q)[64], const WorkItem &w, int local) {
-      int m_blk, n_blk;
-      tile_of(w.unit, m_blk, n_blk);
+      int m_blk, n_blk, unit = w.unit;
+      const int z = batch_of(unit);
+      tile_of(unit, m_blk, n_blk);
       const int m0 = m_blk * BM, n0 = n_blk * BN;
 #pragma unroll
       for (int i = 0; i < 64; i++) b0[i] = 0.0f, R[i] = 0.0f;
@@ -535,7 +593,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
             for (int cc = 0; cc < NB; cc++)
               if (j == 2 * (cc + 1)) {
                 if constexpr (LATE_MATH) pending_box(Q, cc);
-                else put_words(qw[cc], pcol + BOXC * cc, prow);
+                else put_words(qw[cc], pcol + BOXC * cc, prow, pz);
               }
           } else {
             if (j == 2) store_box(Q, 0, pcol, prow);
@@ -559,7 +617,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
           for (int cc = 0; cc < NB; cc++)
             if (nkt <= 2 * (cc + 1)) {
               if constexpr (LATE_MATH) pending_box(Q, cc);
-              else put_words(qw[cc], pcol + BOXC * cc, prow);
+              else put_words(qw[cc], pcol + BOXC * cc, prow, pz);
             }
         } else {
           if (nkt <= 2) store_box(Q, 0, pcol, prow);
@@ -571,7 +629,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
       }
       const int row0 = m0 + wg * WM + warp * 16;
       if constexpr (FUSE::FUSED) {
-        store_half(b0, n0, row0);
+        store_half(b0, n0, row0, z);
       } else {
 #pragma unroll
         for (int cc = 0; cc < 4; cc++) store_box(b0, cc, n0 + 32 * cc, row0);
@@ -583,15 +641,15 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         // float32 C's as words of C's type now (qw)
         if constexpr (FUSE::FUSED && !LATE_MATH) {
 #pragma unroll
-          for (int cc = 0; cc < NB; cc++) fuse.box_words(qw[cc], R, cc, g, t, row0, n0 + 128 + BOXC * cc, M, N);
+          for (int cc = 0; cc < NB; cc++) fuse.at(z).box_words(qw[cc], R, cc, g, t, row0, n0 + 128 + BOXC * cc, M, N);
         } else {
 #pragma unroll
           for (int i = 0; i < 64; i++) Q[i] = R[i];
         }
-        pending = true, prow = row0, pcol = n0 + 128;
+        pending = true, prow = row0, pcol = n0 + 128, pz = z;
       } else {
         if constexpr (FUSE::FUSED) {
-          store_half(R, n0 + 128, row0);
+          store_half(R, n0 + 128, row0, z);
         } else {
 #pragma unroll
           for (int cc = 0; cc < 4; cc++) store_box(R, cc, n0 + 128 + 32 * cc, row0);
@@ -624,8 +682,9 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         it += w.ke - w.kb;
         continue;
       }
-      int m_blk, n_blk;
-      tile_of(w.unit, m_blk, n_blk);
+      int m_blk, n_blk, unit = w.unit;
+      const int z = batch_of(unit);
+      tile_of(unit, m_blk, n_blk);
       const int m0 = m_blk * BM, n0 = n_blk * BN;
       // ping-pong order: wait until the other warpgroup has issued its previous tile's main loop
       // (it has then passed every "full" wait of that tile, so no stage barrier is more than one
@@ -713,7 +772,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
 #pragma unroll
             for (int cc = 0; cc < BOXES; cc++, epi_chunk++) {
               unsigned u[FUSE::BOX_WORDS];
-              fuse.box_words(u, d[mi], cc, g, t, row0 + 64 * mi, n0 + FUSE::BOX_COLS * cc, M, N);
+              fuse.at(z).box_words(u, d[mi], cc, g, t, row0 + 64 * mi, n0 + FUSE::BOX_COLS * cc, M, N);
               unsigned char *buf = my_stage + (epi_chunk & 1) * EPI_BUF;
               if (lane == 0) gemmlab::bulk_wait_group_read<1>();
               __syncwarp();
@@ -721,7 +780,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
               gemmlab::fence_proxy_async();
               __syncwarp();
               if (lane == 0) {
-                gemmlab::tma_store_2d(tensor_c, buf, n0 + FUSE::BOX_COLS * cc, row0 + 64 * mi);
+                if constexpr (FUSE::BATCHED) wgmma_tma_store_3d(tensor_c, buf, n0 + FUSE::BOX_COLS * cc, row0 + 64 * mi, z);
+                else gemmlab::tma_store_2d(tensor_c, buf, n0 + FUSE::BOX_COLS * cc, row0 + 64 * mi);
                 gemmlab::bulk_commit_group();
               }
             }
@@ -810,7 +870,8 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
         // fragment, act(alpha * acc + beta * C0 + bias) rounded once into OUT_T; one paired store
         // (8 bytes float32, 4 bytes bf16/fp16) where both columns lie inside N and the pair is
         // aligned (ldc even, C aligned to two elements: WgmmaFused::pairs), else element by element
-        const bool pairs = fuse.pairs();
+        auto &&fz = fuse.at(z);  // batch z's C and C0 (the batched entries), else fuse itself
+        const bool pairs = fz.pairs();
 #pragma unroll
         for (int mi = 0; mi < MI; mi++) {
           const int row0 = m0 + (PINGPONG ? 0 : wg * WM) + mi * 64 + warp * 16 + g;
@@ -820,7 +881,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
 #pragma unroll
             for (int h = 0; h < 2; h++) {
               const int row = row0 + 8 * h;
-              if (row < M) fuse.store2(row, col, N, pairs, d[mi][4 * j + 2 * h], d[mi][4 * j + 2 * h + 1]);
+              if (row < M) fz.store2(row, col, N, pairs, d[mi][4 * j + 2 * h], d[mi][4 * j + 2 * h + 1]);
             }
           }
         }
@@ -931,7 +992,8 @@ gemm_wgmma_tma_store_f16(const __grid_constant__ CUtensorMap tensor_a, const __g
 // round to nearest even; activations by wgmma_activation: tanh.approx.f32 for the GELUs, __expf for SiLU,
 // within the evaluation errors plugins/wgmma_bf16.py declares), C0 (OUT_T, pitch ldc) read only with BETA, the bias
 // (BIAS_T, N elements) only with BIAS. A and B through their tensor maps as in gemm_wgmma (tight
-// pitches: the maps describe the stored matrices), one GEMM per launch. The main loop is the plain
+// pitches: the maps describe the stored matrices), one GEMM per launch (the _batched entries at the end:
+// strided batches in one launch, the tile queue over batch x tiles, rank-3 maps). The main loop is the plain
 // kernel's, on whole tiles (SPLIT_K = 1, TAIL = 0: the fused operation is not additive, so split
 // tiles are not allowed). Two epilogues: gemm_wgmma_epi, the register path (EPI 0: row < M, col < N
 // masks on every store), and gemm_wgmma_epi_tma_store, the TMA-store path (EPI 1, or EPI 5 with the
@@ -1000,6 +1062,11 @@ __device__ __forceinline__ float wgmma_activation(float z) {
 /// column pairs (col, col + 1) of one row; activations by wgmma_activation.
 template <int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
 struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
+  static constexpr bool BATCHED = false;  // one GEMM per launch (WgmmaFusedBatched: strided batches)
+  __device__ __forceinline__ int batch_count() const { return 1; }
+  /// The epilogue of batch z: this one (a single batch).
+  __device__ __forceinline__ const WgmmaFused &at(int) const { return *this; }
+
   /// act(alpha * acc + beta * C0[at] + bias[col]) in float32 (Fused::value's arithmetic, wgmma_activation).
   __device__ __forceinline__ float value(float acc, long long at, int col) const {
     float v = this->alpha * acc;
@@ -1153,6 +1220,26 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
   }
 };
 
+/// The strided-batched fused epilogue (issue 43): WgmmaFused plus the batch count and the batch strides
+/// in elements (stride_a, stride_b: 0 for an operand shared by every batch, which is then read at
+/// batch 0 of its rank-3 map; stride_c: C's and C0's, never 0). The body's queue runs over batches x
+/// tile units (batch-major), and the epilogue of a tile of batch z is at(z): C and C0 advanced by
+/// z * stride_c elements (the bias is shared by every batch).
+template <int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+struct WgmmaFusedBatched : WgmmaFused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
+  static constexpr bool BATCHED = true;
+  int batches, stride_a, stride_b;
+  __device__ __forceinline__ int batch_count() const { return batches; }
+  /// The epilogue of batch z: a copy whose C (and C0 with BETA) start z * stride_c elements on.
+  __device__ __forceinline__ WgmmaFused<ACT, BIAS, BETA, BIAS_T, OUT_T> at(int z) const {
+    WgmmaFused<ACT, BIAS, BETA, BIAS_T, OUT_T> f = *this;
+    const long long off = (long long)z * this->stride_c;
+    f.c = this->c + off;
+    if (BETA) f.c0 = this->c0 + off;
+    return f;
+  }
+};
+
 /// Entry of the fused epilogue (register path): the template arguments of gemm_wgmma up to PINGPONG,
 /// then F16 (1: fp16 operands, wgmma .f16.f16) and Fused's ACT, BIAS, BETA, BIAS_T, OUT_T; arguments:
 /// tensor maps of A and B, C, C0 (or null), bias (or null), M, N, K, ldc, alpha, beta.
@@ -1182,6 +1269,42 @@ gemm_wgmma_epi_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __g
   static_assert(ELEM == 2 || F16 == 0, "F16 = 1 (fp16 operands) needs ELEM = 2");
   WgmmaFused<ACT, BIAS, BETA, BIAS_T, OUT_T> fuse;
   fuse.c = C, fuse.c0 = C0, fuse.bias = bias, fuse.ldc = ldc, fuse.stride_c = 0, fuse.alpha = alpha, fuse.beta = beta;
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, DEFER ? 5 : 1, F16>(
+      &tensor_a, &tensor_b, &tensor_c, nullptr, M, N, K, fuse);
+}
+
+/// The strided-batched fused entries (issue 43; plugins/wgmma_bf16.py picks them for batch.count > 1):
+/// gemm_wgmma_epi's and gemm_wgmma_epi_tma_store's template arguments (CLUSTER = 1) and arguments, A's and
+/// B's maps (and C's) of rank 3 (cols, rows, batches: TensorMap(batched=True)), then batch (>= 1) and the
+/// batch strides in elements stride_a, stride_b (0: shared, read at batch 0), stride_c. One launch: the
+/// persistent tile queue runs over batch x tile units, batch-major.
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG, int F16, int ACT,
+          int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_epi_batched(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+                       OUT_T *C, const OUT_T *C0, const BIAS_T *bias, int M, int N, int K, int ldc, float alpha,
+                       float beta, int batch, int stride_a, int stride_b, int stride_c) {
+  static_assert(ELEM == 2 || F16 == 0, "F16 = 1 (fp16 operands) needs ELEM = 2");
+  WgmmaFusedBatched<ACT, BIAS, BETA, BIAS_T, OUT_T> fuse;
+  fuse.c = C, fuse.c0 = C0, fuse.bias = bias, fuse.ldc = ldc, fuse.stride_c = stride_c, fuse.alpha = alpha, fuse.beta = beta;
+  fuse.batches = batch, fuse.stride_a = stride_a, fuse.stride_b = stride_b;
+  wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, 0, F16>(
+      &tensor_a, &tensor_b, nullptr, nullptr, M, N, K, fuse);
+}
+
+/// gemm_wgmma_epi_tma_store over strided batches (see gemm_wgmma_epi_batched); C's map of rank 3 (N, M,
+/// batches; row pitch ldc, batch pitch stride_c), each box stored at (col, row, batch).
+template <int ELEM, int BM, int BN, int STAGES, int MAJOR, int CLUSTER, int GROUP_M, int PINGPONG, int F16, int DEFER,
+          int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
+__global__ void __launch_bounds__(384, 1)
+gemm_wgmma_epi_tma_store_batched(const __grid_constant__ CUtensorMap tensor_a, const __grid_constant__ CUtensorMap tensor_b,
+                                 const __grid_constant__ CUtensorMap tensor_c, OUT_T *C, const OUT_T *C0,
+                                 const BIAS_T *bias, int M, int N, int K, int ldc, float alpha, float beta, int batch,
+                                 int stride_a, int stride_b, int stride_c) {
+  static_assert(ELEM == 2 || F16 == 0, "F16 = 1 (fp16 operands) needs ELEM = 2");
+  WgmmaFusedBatched<ACT, BIAS, BETA, BIAS_T, OUT_T> fuse;
+  fuse.c = C, fuse.c0 = C0, fuse.bias = bias, fuse.ldc = ldc, fuse.stride_c = stride_c, fuse.alpha = alpha, fuse.beta = beta;
+  fuse.batches = batch, fuse.stride_a = stride_a, fuse.stride_b = stride_b;
   wgmma_gemm<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, 1, 0, 0, DEFER ? 5 : 1, F16>(
       &tensor_a, &tensor_b, &tensor_c, nullptr, M, N, K, fuse);
 }

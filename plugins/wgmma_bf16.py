@@ -96,14 +96,38 @@ row stride ldc x its element bytes and N x its element bytes multiples of 16 (TM
 whole 16-byte chunks, so a row of C ending inside one would overwrite the padding after N); elsewhere, and with ``EPI=1``, the register
 entry ``gemm_wgmma_epi`` stores from the accumulators (column pairs as one access where ldc is even).
 The plan's note names the EPI that ran where another was asked (:meth:`WgmmaKernel.epilogue_note`).
-Whole tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive) and
-one batch (:meth:`WgmmaKernel.check_fused`). lda and ldb above tight: A's and B's maps cover the
+Whole tiles only (``SPLIT_K=1``, ``TAIL=1``, ``REDUCE=1``: the fused operation is not additive;
+:meth:`WgmmaKernel.check_fused`).
+
+Strided batches (issue 43, ``batch.count`` > 1 with ``stride_a``/``stride_b``/``stride_c``; 0 shares A or B
+between batches) run in one launch of ``gemm_wgmma_epi_batched`` / ``gemm_wgmma_epi_tma_store_batched``
+(the fused entries' template arguments and code, ``WgmmaFusedBatched``; the single-batch fused entries and the
+plain ones are unchanged). Design: the persistent tile queue runs over batch x tile units, batch-major
+(unit u -> batch u / units, then the tile of u % units as before: GROUP_M groups inside each batch; the grid
+is min(SMs, batch x units) CTAs, :meth:`WgmmaKernel.ctas`), so small batched products fill the GPU as one
+queue instead of a launch per batch. A and B are read through rank-3 TMA maps (``TensorMap(batched=True)``:
+dims (cols, rows, batches held), strides (ld, batch stride) in bytes), each box loaded at (col, row, batch),
+so a box at a matrix's edge is zero-filled by TMA and never reads the next batch's rows (a 2-D map over the
+buffer with per-batch row offsets would, where a K-row edge (row-major B, column-major A) falls inside a
+box). A shared operand (stride 0) gets a map with one batch and is loaded at batch 0 (the kernel tests
+stride_a / stride_b != 0). The batch pitch in bytes must be a multiple of 16 (TMA; the contract's
+:func:`gemmlab.contract.tma_rules.check` refuses it in one line naming ``batch.stride_a`` / ``_b`` / ``_c``;
+a stride is a multiple of its ld, so it holds wherever ld x the element bytes does). C: the register entry
+writes through C + batch x stride_c (C0 likewise; the bias is shared by every batch); the TMA-store entry
+through a rank-3 map of C (N, M, batches; pitches ldc and stride_c) at (col, row, batch), clipped at each
+batch's M x N, with the 16-byte rules of the single-batch map (ldc and N x C's element bytes multiples of 16;
+elsewhere the register entry). EPI=7's deferred right half keeps its tile's batch with its row and column.
+Refused in one line (:meth:`WgmmaKernel.check_batched`): ``CLUSTER=2`` (no rank-3 multicast load is built)
+and an A or B that needs the pad or transpose copy (lda/ldb x the element bytes not a multiple of 16; tf32's
+row-major B or column-major A): those copies move one matrix. lda and ldb above tight: A's and B's maps cover the
 matrices at that pitch (:func:`gemmlab.contract.tma_rules.matrix_view`), or where lda/ldb x the element
 bytes is not a multiple of 16 the pad (or tf32 transpose) copy reads them at it. A plain problem
 compiles the plain entries as before (SASS pinned by tests/test_sass_unchanged.py).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -383,7 +407,8 @@ class WgmmaKernel(KernelSpec):
 
         Raises:
             ParamError: the first rule broken, one line naming the field."""
-        require(problem.batch == 1, "batch.count", f"{self.name} runs one GEMM per launch (batch.count=1); got {problem.batch}")
+        if problem.batch > 1:
+            self.check_batched(problem, params)
         for name, one in (("SPLIT_K", 1), ("TAIL", 1), ("REDUCE", 1)):
             require(params.get(name, one) == one, f"kernel.{name}",
                     f"{name}={params.get(name)}: the fused epilogue runs on whole tiles ({name}={one}; split tiles' "
@@ -391,6 +416,32 @@ class WgmmaKernel(KernelSpec):
         require(params.get("EPI", 1) in (1, 2, 7), "kernel.EPI",
                 f"EPI={params.get('EPI')}: the fused epilogue stores from registers (EPI=1) or through the TMA store "
                 "(EPI=2, 7); 3, 4 and 5 are plain-C experiments")
+
+    def check_batched(self, problem: Problem, params) -> None:
+        """The strided-batched fused entries' rules (batch.count > 1, issue 43): no 2-CTA cluster (their
+        A and B loads are rank-3 TMA loads without multicast) and A and B read by TMA as stored (no pad
+        or transpose copy: those copy one matrix; lda / ldb x the element bytes a multiple of 16, and for
+        wgmma_tf32 a row-major A and a column-major B). The batch strides' TMA rule (bytes a multiple of
+        16) is :func:`gemmlab.contract.tma_rules.check`'s, on the maps.
+
+        Raises:
+            ParamError: the first rule broken, one line naming the field."""
+        require(params.get("CLUSTER", 1) == 1, "kernel.CLUSTER",
+                f"CLUSTER={params.get('CLUSTER')}: batches (batch.count={problem.batch}) run without a cluster "
+                "(CLUSTER=1: the batched entries' rank-3 TMA loads have no multicast)")
+        for op in self.operands(problem, params, DeviceFacts(name="rules", arch="90", sm_count=132)):
+            if op.kind == "transpose":
+                field = "layout.a" if op.matrix == "A" else "layout.b"
+                layout = problem.layout_a if op.matrix == "A" else problem.layout_b
+                raise ParamError(field, f"{field}={layout}: {self.name} reads it through a transposed copy of one "
+                                 f"matrix; with batch.count={problem.batch} it must be K-major "
+                                 f"({'layout.a=row' if op.matrix == 'A' else 'layout.b=col'})")
+            if op.kind == "pad":
+                name = "lda" if op.matrix == "A" else "ldb"
+                ld = problem.lda if op.matrix == "A" else problem.ldb
+                raise ParamError(f"layout.{name}", f"{name}={ld} x {problem.ab_bytes} B is not a multiple of 16 bytes: "
+                                 f"TMA cannot read {op.matrix} as stored and the pad copy copies one matrix; with "
+                                 f"batch.count={problem.batch} {name} must be a multiple of {16 // problem.ab_bytes}")
 
     def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
         """A shortlist for the problem, then the declared space's points (the core checks each):
@@ -413,7 +464,7 @@ class WgmmaKernel(KernelSpec):
         split = max(1, min(32, sms // tiles(64, 128), k_tiles // 8))
         if problem.extended:  # the fused entry: whole tiles, the register epilogue (wgmma_picks.fused)
             from gemmlab_plugins.wgmma_picks import fused
-            return [fused(p) for p in out if p.get("TAIL", 1) == 1]
+            return [fused(p) for p in out if p.get("TAIL", 1) == 1 and (problem.batch == 1 or p["CLUSTER"] == 1)]
         if split > 1:
             out.insert(0, {**self.defaults, "BM": 64, "BN": 128, "SCHED": 2, "STAGES": 6, "SPLIT_K": split, "REDUCE": 2})
         return out + super().candidates(problem, device)
@@ -479,15 +530,19 @@ class WgmmaKernel(KernelSpec):
         """The entry and template arguments of ``problem``'s build; beyond C = A·B (issue 43)
         ``gemm_wgmma_epi<ELEM, BM, BN, STAGES, MAJOR, CLUSTER, GROUP_M, PINGPONG, F16, ACT, BIAS, BETA,
         BIAS_T, OUT_T>`` (the register epilogue, whole tiles) or, where :meth:`tma_store`,
-        ``gemm_wgmma_epi_tma_store<..., F16, DEFER, ACT, ...>`` (DEFER 1 where :meth:`defers`)."""
+        ``gemm_wgmma_epi_tma_store<..., F16, DEFER, ACT, ...>`` (DEFER 1 where :meth:`defers`); with
+        batch.count > 1 ``gemm_wgmma_epi_batched`` / ``gemm_wgmma_epi_tma_store_batched`` with the same
+        template arguments (CLUSTER 1)."""
         p = params
         if problem.extended:
             head = (f"{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
                     f"{int(problem.precision == 'fp16')}")
+            batched = "_batched" if problem.batch > 1 else ""  # issue 43: the strided-batched entries
             if self.tma_store(problem, p):
-                return f"gemm_wgmma_epi_tma_store<{head}, {int(self.defers(problem, p))}, {epilogue_template(problem)}>"
-            return f"gemm_wgmma_epi<{head}, {epilogue_template(problem)}>"
+                return (f"gemm_wgmma_epi_tma_store{batched}<{head}, {int(self.defers(problem, p))}, "
+                        f"{epilogue_template(problem)}>")
+            return f"gemm_wgmma_epi{batched}<{head}, {epilogue_template(problem)}>"
         if self.tma_store(problem, p):
             return (f"{entry_name('gemm_wgmma_tma_store', problem)}<{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "
                     f"{self.major(problem)}, {p['CLUSTER']}, {p['GROUP_M']}, {p['SCHED'] - 1}, "
@@ -535,16 +590,25 @@ class WgmmaKernel(KernelSpec):
 
     def arguments(self, problem: Problem, params, device: DeviceFacts) -> tuple:
         """Tensor maps of A and B, the destination (C, or with REDUCE=2 the slabs in the
-        workspace: ``Workspace(slab_offset)``), M, N, K."""
+        workspace: ``Workspace(slab_offset)``), M, N, K. Beyond C = A·B the fused entries' (A's and B's
+        maps, [C's map,] C, C0 or null, bias or null, M, N, K, ldc, alpha, beta); with batch.count > 1
+        the maps are rank 3 (``TensorMap(batched=True)``: cols, rows, batches held) and batch, stride_a,
+        stride_b, stride_c (elements; 0: a shared operand) follow."""
         a, b = self.operands(problem, params, device)
         if problem.extended:  # gemm_wgmma_epi: C, C0 (or null), bias (or null), M, N, K, ldc, alpha, beta
             ep, null = problem.epilogue, Value(0, "int64")
             rest = (Matrix("C"), Matrix("C0") if ep is not None and ep.beta != 0.0 else null,
                     Matrix("bias") if problem.bias_dtype else null, Dim("M"), Dim("N"), Dim("K"), Dim("ldc"),
                     Value(ep.alpha if ep else 1.0, "float32"), Value(ep.beta if ep else 0.0, "float32"))
+            maps = (a.tensor_map, b.tensor_map)
+            c_map = TensorMap("C", self.fused_box(problem))
+            if problem.batch > 1:  # the batched entries: rank-3 maps, then batch and the batch strides
+                maps = tuple(replace(m, batched=True) for m in maps)
+                c_map = replace(c_map, batched=True)
+                rest = (*rest, Dim("batch"), Dim("stride_a"), Dim("stride_b"), Dim("stride_c"))
             if self.tma_store(problem, params):  # gemm_wgmma_epi_tma_store: C's map first (row pitch ldc)
-                return (a.tensor_map, b.tensor_map, TensorMap("C", self.fused_box(problem)), *rest)
-            return (a.tensor_map, b.tensor_map, *rest)
+                return (*maps, c_map, *rest)
+            return (*maps, *rest)
         dst = Workspace(self.slab_offset(problem, params, device)) if params.get("REDUCE", 1) == 2 else Matrix("C")
         if self.tma_store(problem, params):  # EPI=2: C's tensor map too (16 x 32 float32 boxes: a warp's rows, 128-byte swizzle)
             return (a.tensor_map, b.tensor_map, TensorMap("C", (16, 32)), dst, Dim("M"), Dim("N"), Dim("K"))
@@ -603,11 +667,12 @@ class WgmmaKernel(KernelSpec):
         why = "REDUCE=2 writes slabs" if params.get("REDUCE", 1) == 2 else f"N={problem.N} is not a multiple of 4"
         return f"epilogue from registers: {why}; EPI={epi} stages where it can"
 
-    def ctas(self, shape: Shape, params, device: DeviceFacts) -> int:
+    def ctas(self, shape: Shape, params, device: DeviceFacts, batch: int = 1) -> int:
         """Persistent grid: one CTA per SM at most (whole clusters), never more than the work units
-        (tile units x SPLIT_K slices); with TAIL=2 always one CTA per SM (the tail's workers)."""
+        (tile units x SPLIT_K slices, x ``batch``: the batched entries' queue); with TAIL=2 always one
+        CTA per SM (the tail's workers)."""
         cl = params["CLUSTER"]
-        units = cdiv(cdiv(shape.M, params["BM"]), cl) * cdiv(shape.N, params["BN"])
+        units = cdiv(cdiv(shape.M, params["BM"]), cl) * cdiv(shape.N, params["BN"]) * batch
         if params.get("TAIL", 1) >= 2:
             return cl * max(1, device.sm_count // cl)
         k_tiles = cdiv(shape.K, ROW_BYTES // elem_bytes(self.precisions[0]))
@@ -616,7 +681,7 @@ class WgmmaKernel(KernelSpec):
 
     def geometry(self, problem: Problem, params, device: DeviceFacts) -> Launch:
         cl = params["CLUSTER"]
-        return Launch(grid=(self.ctas(problem.shape, params, device), 1, 1), block=(THREADS, 1, 1),
+        return Launch(grid=(self.ctas(problem.shape, params, device, problem.batch), 1, 1), block=(THREADS, 1, 1),
                       shared_bytes=shared_bytes(params, self.stages_c(problem, params)), cluster=(cl, 1, 1) if cl > 1 else None)
 
     def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
@@ -822,10 +887,11 @@ ACTIVATION_ERROR = (("gelu_tanh", TANH_APPROX_REL / 2 + 4 * _U32),
 #: What the fused entries ``gemm_wgmma_epi`` / ``gemm_wgmma_epi_tma_store`` run for wgmma_bf16 and wgmma_tf32
 #: (issue 43; :meth:`WgmmaKernel.check_fused`): alpha, beta·C0, a float32 or input-typed bias (tf32: float32),
 #: every activation, a float32/bf16/fp16 C rounded once, lda, ldb and ldc above tight (``ld``: the TMA maps
-#: at those pitches, or the pad / transpose copies reading them); one batch per launch; the activations
+#: at those pitches, or the pad / transpose copies reading them); strided batches in one launch (the
+#: ``_batched`` entries: :meth:`WgmmaKernel.check_batched`'s rules); the activations
 #: through ``tanh.approx.f32`` and ``__expf`` within :data:`ACTIVATION_ERROR`
 EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=ACTIVATIONS[1:],
-                           outs=tuple(OUTPUTS), ld=True, batch=False, activation_error=ACTIVATION_ERROR)
+                           outs=tuple(OUTPUTS), ld=True, batch=True, activation_error=ACTIVATION_ERROR)
 
 
 @hookimpl

@@ -8,7 +8,7 @@ and EPI=7 with the deferred right half on the cooperative 128x256 tile) where C'
 CPU tests: the declarations, the plain problems' entries unchanged (their SASS is pinned by
 tests/test_sass_unchanged.py), the fused instances' names, options and arguments (C's map: 16 rows x
 128 bytes, row pitch ldc), the plan's notes naming the EPI that ran, the one-line refusals (lda/ldb
-above tight, batches, split tiles, the staged experiments), candidates and preferences without split K
+above tight, split tiles, the staged experiments; batches: tests/test_epilogue_wgmma_batched.py), candidates and preferences without split K
 or the tail, kernel=auto choosing wgmma_bf16 for a bf16 4096^3 problem with an epilogue (not
 decode_bf16, the last resort before), and NVRTC compiles of the fused instances with no spills, HGMMA
 (not serialized) and, in the TMA-store path, UTMASTG. No fake-GPU emulation of the wgmma kernels
@@ -63,12 +63,11 @@ def _fused(shape=BIG, precision="bf16", la="row", lb="col", out="bf16", **ep) ->
 def test_wgmma_kernels_declare_the_fused_epilogue():
     ep = SPEC.epilogue
     assert ep.alpha_beta and set(ep.bias) == {"float32", "input"} and ep.activations == ACTIVATIONS[1:]
-    assert ep.outs == tuple(OUTPUTS) and ep.ld and not ep.batch and not ep.rounds_before_epilogue
+    assert ep.outs == tuple(OUTPUTS) and ep.ld and ep.batch and not ep.rounds_before_epilogue
     assert TF32.epilogue == ep != PLAIN  # one template: ELEM = 4 takes the fused entries too
     problem = _fused(bias="input", activation="gelu_tanh", ldc=4100)
     assert refusal(ep, problem, "wgmma_bf16") is None
-    field, message = refusal(ep, _fused(batch=2), "wgmma_bf16")
-    assert field == "batch.count" and message.endswith("got 2")
+    assert refusal(ep, _fused(batch=2, stride_b=0), "wgmma_bf16") is None  # tests/test_epilogue_wgmma_batched.py
 
 
 @pytest.mark.parametrize("precision, la, lb", [("bf16", "row", "col"), ("fp16", "col", "row")])
@@ -268,13 +267,6 @@ def test_lda_ldb_above_tight_read_through_maps_at_that_pitch_or_padded_copies(la
         src[:, :36] = np.arange(20 * 36, dtype=np.float32).reshape(20, 36) + 1
         dst, writes = replay(step, src)
         assert (writes == 1).all() and np.array_equal(dst[:, :36], src[:, :36]) and not dst[:, 36:].any()
-
-
-def test_batches_are_refused_before_anything_compiles(tmp_path):
-    rec = run_point({"kernel": {"name": "wgmma_bf16"}, "shape": [256, 256, 256], "precision": "bf16",
-                     "mode": "compile", "epilogue": {"out": "bf16"}, "batch": {"count": 2}}, tmp_path)
-    assert rec["status"] == "invalid" and rec["error"] == (
-        "batch.count: kernel wgmma_bf16 runs one GEMM per launch (batch.count=1); got 2")
 
 
 # --- candidates, preferences, kernel=auto ---------------------------------------------------------

@@ -635,6 +635,12 @@ class TensorMap:
         per_group: a 3-D map of G slabs (above); False: the plain 2-D map.
         each_group: G 2-D maps, one per group of a ``general`` problem (above), passed as a
             pointer to them; False: one map passed by value.
+        batched: a rank-3 map over A, B or C of an epilogue problem (issue 43, strided batches):
+            dims (cols, rows of one batch, batches held), strides (ld, batch stride) in bytes, box
+            (1, box rows, box cols); kernel side ``cp.async.bulk.tensor.3d`` at (col, row, batch), so a
+            box never reads or writes another batch's rows. A shared operand (batch stride 0) holds one
+            batch: its map's batch dimension is 1 (the kernel reads it at batch 0). The batch stride
+            in bytes must be a multiple of 16 (TMA rule; :mod:`gemmlab.contract.tma_rules`).
     """
 
     matrix: str
@@ -645,6 +651,7 @@ class TensorMap:
     region: Region | None = None
     per_group: bool = False
     each_group: bool = False
+    batched: bool = False
 
 
 Arg = Union[Matrix, Dim, Workspace, Value, TensorMap]

@@ -20,6 +20,11 @@ multiple of 16: a TMA store writes whole 16-byte chunks, so with a row that ends
 overwrites the padding after N up to the chunk's end (measured on an H100, session 33: every fused
 TMA-store point with ldc > N and N x bytes not a multiple of 16 wrote exactly those elements; Triton
 issue #11583 reports the same of descriptor stores).
+
+A ``batched`` map (:class:`TensorMap`, issue 43's strided batches) is the rank-3 form of such a map:
+dims (cols, rows, batches held), the batch pitch (:func:`batch_stride_bytes`) a multiple of 16 bytes
+and below 2^40 (one-line error naming ``batch.stride_a`` / ``stride_b`` / ``stride_c``); a shared
+operand (stride 0) has one batch. Each batch's rows and columns clip as one matrix's do.
 """
 
 from __future__ import annotations
@@ -124,6 +129,37 @@ def _per_group_dims(tm: TensorMap, problem: Problem, rows: int, what: str) -> li
     if rows % G:
         raise ConfigError("kernel", f"{what}: {rows} stored rows are not G = {G} equal slabs")
     return [G, rows // G]
+
+
+def batch_stride_bytes(problem: Problem, matrix: str) -> int:
+    """The batch pitch in bytes of a ``batched`` map over ``matrix`` ("A" | "B" | "C"): the batch stride
+    (:meth:`Problem.storage`) times the element bytes; for an operand held once (batch stride 0, or one
+    batch) one matrix's rows x ld (a stride TMA accepts; the map's batch dimension is then 1)."""
+    st = problem.storage(matrix)
+    return (st.stride if st.copies > 1 else st.rows * st.ld) * element_bytes(problem, matrix)
+
+
+def _batched_dims(tm: TensorMap, problem: Problem, rows: int, cols: int, what: str) -> list[int]:
+    """[batches held, rows, cols] of a ``batched`` map (issue 43, strided batches: a rank-3 map over A, B
+    or C of an epilogue problem, :func:`matrix_view`), after the 2-D rules of one matrix.
+
+    Raises:
+        ConfigError: field ``kernel`` (not an epilogue problem's A, B or C; a workspace region,
+            ``per_group`` or ``each_group`` with it) or ``batch.stride_a`` / ``stride_b`` / ``stride_c``
+            (the batch stride in bytes not a multiple of 16 or not below 2^40: TMA rules), one line.
+    """
+    if tm.region is not None or tm.per_group or tm.each_group or not matrix_view(problem, tm.matrix):
+        raise ConfigError("kernel", f"{what}: batched maps need an epilogue problem's A, B or C (not the workspace, "
+                          "not per_group or each_group)")
+    st = problem.storage(tm.matrix)
+    stride = batch_stride_bytes(problem, tm.matrix)
+    field = f"batch.stride_{tm.matrix.lower()}"
+    if stride % 16:
+        raise ConfigError(field, f"{what}: the batch stride {st.stride} x {element_bytes(problem, tm.matrix)} B = "
+                          f"{stride} B is not a multiple of 16 bytes (TMA rule)")
+    if stride >= 2**40:
+        raise ConfigError(field, f"{what}: the batch stride {stride} B is not below 2^40 (TMA rule)")
+    return [st.copies, rows, cols]
 
 
 def matrix_view(problem: Problem, matrix: str) -> bool:
@@ -235,7 +271,7 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
     elif matrix_view(problem, tm.matrix):
         elem = element_bytes(problem, tm.matrix)
         st = problem.storage(tm.matrix)
-        if st.copies > 1:
+        if st.copies > 1 and not getattr(tm, "batched", False):
             raise ConfigError("kernel", f"{what}: a 2-D map covers one matrix; {tm.matrix} holds {st.copies} batches "
                               f"(batch.count={problem.batch}, batch stride {st.stride})")
         rows, cols, stride = st.rows, st.cols, st.ld * elem
@@ -264,6 +300,10 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
     if address is not None and address % 16:
         raise ConfigError("shape", f"{what}: base address {address:#x} is not 16-byte aligned (TMA rule)")
     global_dims, box_dims = [rows, cols], list(box)
+    batch_stride = None
+    if getattr(tm, "batched", False):
+        global_dims, box_dims, batch_stride = _batched_dims(tm, problem, rows, cols, what), [1, *box], batch_stride_bytes(
+            problem, tm.matrix)
     if getattr(tm, "per_group", False):
         global_dims, box_dims = _per_group_dims(tm, problem, rows, what), [1, *box]
         global_dims.append(cols)
@@ -272,4 +312,6 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
            "oob_fill": tm.oob_fill}
     if tm.region is not None:
         out["workspace_offset"] = tm.region.offset
+    if batch_stride is not None:
+        out["batch_stride_bytes"] = batch_stride
     return out

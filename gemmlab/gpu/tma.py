@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import Problem, TensorMap
-from gemmlab.contract.tma_rules import check, element_dtype, group_matrices, matrix_view
+from gemmlab.contract.tma_rules import batch_stride_bytes, check, element_dtype, group_matrices, matrix_view
 from gemmlab.gpu.guards import GUARD_BYTES
 
 #: bytes of one ``CUtensorMap`` (CUDA driver API: an opaque 64-byte-aligned struct of 16 uint64)
@@ -47,7 +47,9 @@ def build(tm: TensorMap, problem: Problem, address: int):
     region's first element (workspace start + ``region.offset``); shape, element type and row
     stride (``__cuda_array_interface__`` byte strides when ``region.ld`` exceeds ``cols``) are the
     region's. With an epilogue (issue 43) a map over A, B or C views one matrix, rows ``ld``
-    elements apart (:func:`gemmlab.contract.tma_rules.matrix_view`). A ``per_group`` map views the matrix as (G, rows / G, cols) with box (1, rows, cols).
+    elements apart (:func:`gemmlab.contract.tma_rules.matrix_view`). A ``per_group`` map views the matrix as (G, rows / G, cols) with box (1, rows, cols); a ``batched``
+    one (issue 43) as (batches held, rows, cols) with byte strides (batch pitch, ld x element bytes, element
+    bytes) and box (1, rows, cols).
     A matrix of 0 rows (A and C of a ``contiguous`` grouped problem whose groups are all empty,
     issue 44) is mapped as one row at ``address``: the driver refuses a zero dimension
     (cuTensorMapEncodeTiled: globalDim non-zero); that row lies in the guard band after the empty
@@ -75,6 +77,11 @@ def build(tm: TensorMap, problem: Problem, address: int):
         rows, cols = problem.stored_shape(tm.matrix)
         G = problem.grouped.G
         array = _DeviceArray(address, (G, rows // G, cols), typestr)
+    elif getattr(tm, "batched", False):  # issue 43: (batches held, rows, cols), pitches (batch stride, ld)
+        st = problem.storage(tm.matrix)
+        size = data_type.itemsize
+        array = _DeviceArray(address, (st.copies, st.rows, st.cols), typestr,
+                             (batch_stride_bytes(problem, tm.matrix), st.ld * size, size))
     elif matrix_view(problem, tm.matrix):  # the matrix at its leading dimension, not its padded buffer
         st = problem.storage(tm.matrix)
         strides = None if st.ld == st.cols else (st.ld * data_type.itemsize, data_type.itemsize)
@@ -88,7 +95,7 @@ def build(tm: TensorMap, problem: Problem, address: int):
                                   f"{GUARD_BYTES} B guard band after it")
             rows = 1  # the driver refuses a zero dimension: one row, inside the matrix's guard band
         array = _DeviceArray(address, (rows, cols), typestr)
-    box = (1, *tm.box) if getattr(tm, "per_group", False) else tuple(tm.box)
+    box = (1, *tm.box) if getattr(tm, "per_group", False) or getattr(tm, "batched", False) else tuple(tm.box)
     view = utils.StridedMemoryView.from_cuda_array_interface(array, stream_ptr=-1)  # cuda-core >= 1.2
     try:
         return view.as_tensor_map(box_dim=box, data_type=data_type, swizzle=swizzle, l2_promotion=l2,
