@@ -75,9 +75,10 @@ CONSTANTS = {
 }
 # Per-process resources, not channels. What a command's points share is owned by the session
 # (gemmlab.run.session.Session: registries, compile memo, devices and locks, worker); each lower
-# layer holds only the default session's object (not a container: gemmlab.gpu.compile.CompileMemo,
-# gemmlab.gpu.device.Devices, gemmlab.contract.registry.Registries, gemmlab.run.isolation's default
-# runner) and a ContextVar naming the active session's (tests/test_session.py). Nothing is left here.
+# layer holds only one gemmlab.contract.session_slot.SessionSlot: the default session's object (not a
+# container: gemmlab.gpu.compile.CompileMemo, gemmlab.gpu.device.Devices,
+# gemmlab.contract.registry.Registries, gemmlab.run.isolation's default runner) and a ContextVar naming
+# the active session's (tests/test_session.py, tests/test_session_slot.py). Nothing is left here.
 PROCESS_RESOURCES: frozenset = frozenset()
 _CONTAINER_CALLS = ("list", "dict", "set", "defaultdict", "Counter", "OrderedDict", "deque")
 _MUTATORS = ("append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault",

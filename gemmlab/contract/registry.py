@@ -13,8 +13,6 @@ import os
 import re
 import sys
 import types
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -24,6 +22,7 @@ from gemmlab.contract import hookspecs
 from gemmlab.errors import ConfigError
 from gemmlab.contract.hookspecs import KernelBase, KernelSpec
 from gemmlab.contract.epilogue import check_support
+from gemmlab.contract.session_slot import SessionSlot
 from gemmlab.contract.space import space_problem
 from gemmlab.paths import KERNELS_DIR, PLUGINS_DIR
 
@@ -504,29 +503,22 @@ class Registries:
         self.loaded.clear()
 
 
-#: the default session's registries (:func:`gemmlab.run.session.default`): points run outside any
-#: session and the worker process's points use them
-_DEFAULT_REGISTRIES = Registries()
-#: the registries of the session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
-_ACTIVE_REGISTRIES: ContextVar[Registries] = ContextVar("gemmlab.contract.registry.registries",
-                                                        default=_DEFAULT_REGISTRIES)
+#: the default session's registries (:func:`gemmlab.run.session.default`: points run outside any
+#: session and the worker process's points use them) and the registries of the session whose point
+#: runs now (:meth:`gemmlab.run.session.Session.active`)
+_REGISTRIES: SessionSlot[Registries] = SessionSlot("gemmlab.contract.registry.registries", default=Registries())
 
 
 def registries() -> Registries:
     """The registries of the active session (the default session's when none is active)."""
-    return _ACTIVE_REGISTRIES.get()
+    return _REGISTRIES.get()
 
 
 def default_registries() -> Registries:
     """The default session's registries (one a process)."""
-    return _DEFAULT_REGISTRIES
+    return _REGISTRIES.default()
 
 
-@contextmanager
 def using(held: Registries):
     """Inside the block, :func:`registries` is ``held`` (a session's; :meth:`gemmlab.run.session.Session.active`)."""
-    token = _ACTIVE_REGISTRIES.set(held)
-    try:
-        yield held
-    finally:
-        _ACTIVE_REGISTRIES.reset(token)
+    return _REGISTRIES.using(held)

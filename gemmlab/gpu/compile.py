@@ -16,12 +16,11 @@ import hashlib
 import io
 import re
 import time
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gemmlab.contract.session_slot import SessionSlot
 from gemmlab.errors import CompileError, ConfigError
 from gemmlab.paths import KERNELS_DIR
 
@@ -48,7 +47,7 @@ class CompileMemo:
     def __init__(self, ptxas_logs: dict | None = None):
         self.modules: dict[tuple, CompiledKernel] = {}
         self.triton: dict[tuple, Any] = {}
-        self.ptxas_logs: dict[str, str] = ptxas_logs if ptxas_logs is not None else _DEFAULT_MEMO.ptxas_logs
+        self.ptxas_logs: dict[str, str] = ptxas_logs if ptxas_logs is not None else _MEMO.default().ptxas_logs
 
     def clear(self) -> None:
         """Forget the compiled modules (NVRTC and Triton); ptxas's reports stay (see the class)."""
@@ -56,32 +55,26 @@ class CompileMemo:
         self.triton.clear()
 
 
-#: the default session's memo (:func:`gemmlab.run.session.default`): a point run outside any
-#: session (a plugin test, a notebook) and the worker process's points use it
-_DEFAULT_MEMO = CompileMemo(ptxas_logs={})
-#: the memo of the session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
-_ACTIVE_MEMO: ContextVar[CompileMemo] = ContextVar("gemmlab.gpu.compile.memo", default=_DEFAULT_MEMO)
+#: the default session's memo (:func:`gemmlab.run.session.default`: a point run outside any
+#: session, a plugin test, a notebook, and the worker process's points use it) and the memo of the
+#: session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
+_MEMO: SessionSlot[CompileMemo] = SessionSlot("gemmlab.gpu.compile.memo", default=CompileMemo(ptxas_logs={}))
 
 
 def memo() -> CompileMemo:
     """The compile memo of the active session (the default session's when none is active)."""
-    return _ACTIVE_MEMO.get()
+    return _MEMO.get()
 
 
 def default_memo() -> CompileMemo:
     """The default session's compile memo (one a process)."""
-    return _DEFAULT_MEMO
+    return _MEMO.default()
 
 
-@contextmanager
 def using(compiles: CompileMemo):
     """Inside the block, :func:`compile_kernel` and the Triton compiles keep their modules in
     ``compiles`` (a session's; :meth:`gemmlab.run.session.Session.active`)."""
-    token = _ACTIVE_MEMO.set(compiles)
-    try:
-        yield compiles
-    finally:
-        _ACTIVE_MEMO.reset(token)
+    return _MEMO.using(compiles)
 
 
 def clear_cache() -> None:

@@ -11,7 +11,6 @@ shared-memory opt-in). NaN fill: ``cuMemsetD32Async`` with 0xFFFFFFFF (a float32
 from __future__ import annotations
 
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from gemmlab.errors import CudaError, NoGPUError
 from gemmlab.contract.hookspecs import DeviceFacts, Launch
+from gemmlab.contract.session_slot import SessionSlot
 
 
 #: DeviceFacts for ``mode=compile`` without a GPU: the limits of an sm_90 part (H200 SXM).
@@ -509,32 +509,26 @@ class Devices:
         return self.opened[index]
 
 
-#: the default session's devices (:func:`gemmlab.run.session.default`): the process's GPUs and locks
-_DEFAULT_DEVICES = Devices()
-#: the devices of the session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
-_ACTIVE_DEVICES: ContextVar[Devices] = ContextVar("gemmlab.gpu.device.devices", default=_DEFAULT_DEVICES)
+#: the default session's devices (:func:`gemmlab.run.session.default`: the process's GPUs and
+#: locks) and the devices of the session whose point runs now (:meth:`gemmlab.run.session.Session.active`)
+_DEVICES: SessionSlot[Devices] = SessionSlot("gemmlab.gpu.device.devices", default=Devices())
 LOCK_POLL_S = 0.05
 
 
 def devices() -> Devices:
     """The devices of the active session (the default session's when none is active)."""
-    return _ACTIVE_DEVICES.get()
+    return _DEVICES.get()
 
 
 def default_devices() -> Devices:
     """The default session's devices (one a process)."""
-    return _DEFAULT_DEVICES
+    return _DEVICES.default()
 
 
-@contextmanager
 def using(held: Devices):
     """Inside the block, :func:`open_gpu`, :func:`pick_device` and :func:`lease_scope` act on
     ``held`` (a session's; :meth:`gemmlab.run.session.Session.active`)."""
-    token = _ACTIVE_DEVICES.set(held)
-    try:
-        yield held
-    finally:
-        _ACTIVE_DEVICES.reset(token)
+    return _DEVICES.using(held)
 
 
 def release_held_locks() -> None:

@@ -29,17 +29,15 @@ points run in the calling process (no protection; for debugging with pdb).
 from __future__ import annotations
 
 import atexit
-import functools
 import os
 import signal
 import time
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Mapping
 
 from gemmlab.stages import record as record_stage
 from gemmlab.stages.config import IsolationOptions, _plain, parse_isolation
+from gemmlab.contract.session_slot import SessionSlot
 from gemmlab.errors import CudaError, GemmlabError, WatchdogTimeout, WorkerDied
 
 #: statuses after which a worker is replaced: its CUDA context may hold a sticky error
@@ -347,40 +345,34 @@ def _failure_record(cfg: dict, out_dir: Path, existed: bool, error: GemmlabError
     return record
 
 
-@functools.lru_cache(maxsize=1)
-def _runner_of(pid: int) -> PointRunner:
-    """The default session's runner of process ``pid`` (made once a process: a forked child's call
-    makes its own), closed at the process's exit."""
+def _new_runner() -> PointRunner:
+    """The default session's runner of this process (made once a process id: a forked child's
+    first call makes its own), closed at the process's exit."""
     runner = PointRunner()
     atexit.register(runner.close)
     return runner
 
 
+#: the default session's point runner (:func:`default_runner`) and the point runner of the session
+#: whose points run now (:meth:`gemmlab.run.session.Session.active`)
+_RUNNER: SessionSlot[PointRunner] = SessionSlot("gemmlab.run.isolation.runner", default_factory=_new_runner)
+
+
 def default_runner() -> PointRunner:
     """The default session's point runner (:func:`gemmlab.run.session.default`): one a process,
     its worker renewed between the commands of a long-lived process (:func:`end_command`)."""
-    return _runner_of(os.getpid())
-
-
-#: the point runner of the session whose points run now (:meth:`gemmlab.run.session.Session.active`);
-#: None: the default session's
-_ACTIVE_RUNNER: ContextVar["PointRunner | None"] = ContextVar("gemmlab.run.isolation.runner", default=None)
+    return _RUNNER.default()
 
 
 def runner() -> PointRunner:
     """The point runner (worker process) of the active session (the default session's when none is active)."""
-    return _ACTIVE_RUNNER.get() or default_runner()
+    return _RUNNER.get()
 
 
-@contextmanager
 def using(held: PointRunner):
     """Inside the block, :func:`run_point` runs points in ``held``'s worker (a session's;
     :meth:`gemmlab.run.session.Session.active`)."""
-    token = _ACTIVE_RUNNER.set(held)
-    try:
-        yield held
-    finally:
-        _ACTIVE_RUNNER.reset(token)
+    return _RUNNER.using(held)
 
 
 def stop_worker() -> None:
