@@ -93,3 +93,60 @@ def test_max_exact_k_keeps_partial_sums_exact():
 def test_unknown_distribution_raises():
     with pytest.raises(ValueError, match="distribution"):
         make_inputs(SHAPE, InputOptions(distribution="zeros"))
+
+
+@pytest.fixture
+def pipelined(monkeypatch):
+    """Draws of a few elements go through the pipelined form (blocks of 50 elements, 3 threads), and
+    the last draw kept by seeded_draw is forgotten before and after."""
+    from gemmlab.stages import hostpass, inputs
+    monkeypatch.setattr(inputs, "DRAW_PIPELINED_MIN", 16)
+    monkeypatch.setattr(inputs, "DRAW_BLOCK", 50)
+    monkeypatch.setattr(hostpass, "threads", lambda: 3)
+    inputs.clear_cache()
+    yield inputs
+    inputs.clear_cache()
+
+
+@pytest.mark.parametrize("distribution", ["normal", "uniform"])
+def test_the_pipelined_draw_is_the_whole_array_draw(pipelined, distribution):
+    """issue 41: blocks of rows drawn in turn (converted in threads) give numpy's one-call draws bit
+    for bit: A then B from default_rng(seed), float64 rounded to float32; a row wider than a block too."""
+    for shape in (SHAPE, Shape(3, 120, 7)):
+        rng = np.random.default_rng(9)
+        one = [(rng.standard_normal(s) if distribution == "normal" else rng.uniform(-1.0, 1.0, s)).astype(np.float32)
+               for s in ((shape.M, shape.K), (shape.K, shape.N))]
+        for got in (make_inputs(shape, InputOptions(seed=9, distribution=distribution)),
+                    pipelined.seeded_draw(shape.M, shape.N, shape.K, 9, distribution)):
+            assert all(np.array_equal(x.view(np.uint32), y.view(np.uint32)) for x, y in zip(got, one))
+
+
+def test_seeded_draw_is_kept_read_only_and_forgotten(pipelined):
+    a, b = pipelined.seeded_draw(37, 29, 53, 4, "normal")
+    assert pipelined.seeded_draw(37, 29, 53, 4, "normal")[0] is a  # the next point of the shape: no draw
+    with pytest.raises(ValueError, match="read-only"):
+        a[0, 0] = 1.0
+    assert pipelined.seeded_draw(37, 29, 53, 5, "normal")[0] is not a  # another seed: drawn
+    import gemmlab
+    gemmlab.clear_caches()
+    assert pipelined.seeded_draw(37, 29, 53, 5, "normal")[0] is not a
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
+def test_problem_inputs_from_the_kept_draw_are_the_whole_array_recipe(pipelined, precision):
+    """make_problem_inputs from seeded_draw in threaded row blocks: the arrays of the whole-array
+    recipe (round once to the storage type, logical = the rounded values as float32, a column-major
+    operand stored transposed and C-contiguous), for every layout."""
+    from gemmlab.contract.hookspecs import Problem
+    for la, lb in (("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")):
+        problem = Problem(SHAPE, precision, la, lb)
+        got = pipelined.make_problem_inputs(problem, InputOptions(seed=6))
+        dtype = pipelined.storage_dtype(precision)
+        for x32, logical, stored, lay in ((*make_inputs(SHAPE, InputOptions(seed=6)), got.a, got.b, got.a_stored,
+                                           got.b_stored, la, lb)[i::2] for i in (0, 1)):
+            st = x32.astype(dtype)
+            assert logical.dtype == np.float32 and np.array_equal(logical.view(np.uint32),
+                                                                  st.astype(np.float32).view(np.uint32))
+            want = np.ascontiguousarray(st if lay == "row" else st.T)
+            assert stored.dtype == dtype and stored.flags.c_contiguous and stored.shape == want.shape
+            assert np.array_equal(stored.view(np.uint8), want.view(np.uint8))

@@ -19,18 +19,26 @@ The quantisation error of the inputs is recorded apart from the kernel's error
 
 from __future__ import annotations
 
+import functools
 import os
+import queue
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from gemmlab.contract.hookspecs import AB_DTYPES, FP8_FORMATS, FP8_MAX, SCALE_BLOCK, Problem, Shape
+from gemmlab.stages import hostpass
 
 INT_RANGE = 4
 MAX_EXACT_K = 2**19  # 16 * K < 2^24 keeps every partial sum exact in float32
 FAST_CHUNKS = 16  # row blocks of a ``fast`` draw, each its own child seed (the values never depend on the cores)
 FAST_THREADED_MIN = 1 << 20  # elements from which a ``fast`` draw fills its blocks in threads
+#: elements from which a seeded draw (:func:`_draw_rows`) converts its row blocks in threads while the
+#: next block is drawn (below: one draw and one cast per matrix)
+DRAW_PIPELINED_MIN = 1 << 21
+#: elements of one row block of a pipelined draw (whole rows; at least one row)
+DRAW_BLOCK = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -61,10 +69,13 @@ def make_inputs(shape: Shape, options: InputOptions, fast: bool = False) -> tupl
     if fast and options.distribution in ("normal", "uniform"):
         return tuple(_draw_fast(s, options.seed, i, options.distribution) for i, s in enumerate(sizes))
     rng = np.random.default_rng(options.seed)
-    if options.distribution == "normal":
-        a, b = (rng.standard_normal(s).astype(np.float32) for s in sizes)
-    elif options.distribution == "uniform":
-        a, b = (rng.uniform(-1.0, 1.0, s).astype(np.float32) for s in sizes)
+    if options.distribution in ("normal", "uniform"):
+        a, b = (np.empty(s, dtype=np.float32) for s in sizes)
+
+        def store(i: int, r0: int, r1: int, values: np.ndarray) -> None:
+            (a, b)[i][r0:r1] = values  # float64 -> float32, as astype rounds
+
+        _draw_rows(rng, sizes, options.distribution, store)
     elif options.distribution == "integers":
         # nonzero magnitudes 1..4 with random signs: never an all-zero matrix, even at 1x1x1
         a, b = ((rng.integers(1, INT_RANGE + 1, s) * rng.choice([-1, 1], s)).astype(np.float32) for s in sizes)
@@ -99,6 +110,60 @@ def _draw_fast(size: tuple[int, int], seed: int, which: int, distribution: str) 
         with ThreadPoolExecutor(max_workers=min(FAST_CHUNKS, os.cpu_count() or 1)) as pool:
             list(pool.map(fill, range(FAST_CHUNKS)))
     return out
+
+
+def _draw_rows(rng: np.random.Generator, sizes, distribution: str, consume) -> None:
+    """Draw each matrix of ``sizes`` in turn from ``rng``, exactly the values of
+    ``rng.standard_normal(size)`` (``normal``) or ``rng.uniform(-1.0, 1.0, size)`` (``uniform``) one
+    matrix after the other (both fill element by element from the stream and keep no state between
+    calls, so blocks of whole rows drawn in order give the same float64 values), and hand each block
+    to ``consume(matrix index, first row, end row, float64 values of those rows)``.
+
+    From :data:`DRAW_PIPELINED_MIN` elements the blocks (:data:`DRAW_BLOCK` elements of whole rows)
+    are consumed in a pool of threads while this thread draws the next (issue 41: the draw is one
+    stream, drawn on one core; the casts, roundings and transposes a point's inputs need then run
+    beside it instead of after it, each in one more pass over the whole matrix). ``consume`` must
+    write only its block's part of its outputs and must not keep ``values`` (its buffer is reused).
+    An exception in ``consume`` is raised here once the drawing stops."""
+    total = sum(int(np.prod(size)) for size in sizes)
+    if total < DRAW_PIPELINED_MIN or hostpass.threads() < 2:
+        for i, size in enumerate(sizes):
+            values = rng.standard_normal(size) if distribution == "normal" else rng.uniform(-1.0, 1.0, size)
+            consume(i, 0, size[0], values)
+        return
+    workers = hostpass.threads() - 1  # this thread draws
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    for _ in range(workers + 2):
+        free.put(np.empty(DRAW_BLOCK, dtype=np.float64))
+    failed: list = []
+
+    def job(i: int, r0: int, r1: int, buf: np.ndarray, values: np.ndarray) -> None:
+        try:
+            if not failed:
+                consume(i, r0, r1, values)
+        except BaseException as exc:  # noqa: BLE001 (raised in the caller's thread below)
+            failed.append(exc)
+        finally:
+            free.put(buf)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmlab-draw") as pool:
+        for i, (rows, cols) in enumerate(sizes):
+            step = max(1, DRAW_BLOCK // max(1, cols))
+            for r0 in range(0, rows, step):
+                r1 = min(rows, r0 + step)
+                buf = free.get()
+                if failed:
+                    free.put(buf)
+                    break
+                if distribution == "normal":
+                    values = (buf if (r1 - r0) * cols <= buf.size else np.empty((r1 - r0) * cols))[:(r1 - r0) * cols]
+                    values = values.reshape(r1 - r0, cols)
+                    rng.standard_normal(out=values)
+                else:
+                    values = rng.uniform(-1.0, 1.0, (r1 - r0, cols))
+                pool.submit(job, i, r0, r1, buf, values)
+    if failed:
+        raise failed[0]
 
 
 def storage_dtype(precision: str) -> np.dtype:
@@ -184,6 +249,11 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
         return make_grouped_inputs(problem, options, fast=fast)
     if problem.extended:  # issue 43: batches, leading dimensions, C0 and bias (make_epilogue_inputs)
         return make_epilogue_inputs(problem, options, fast=fast)
+    if not fast and options.distribution in ("normal", "uniform"):
+        if problem.precision != "fp8":
+            return _drawn_stored(problem, options)
+        a32, b32 = seeded_draw(problem.M, problem.N, problem.K, options.seed, options.distribution)
+        return quantise_problem(problem, a32, b32)
     a32, b32 = make_inputs(problem.shape, options, fast=fast)
     if problem.precision == "fp8":
         return quantise_problem(problem, a32, b32, stats=not fast)
@@ -195,6 +265,77 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
     a_stored = np.ascontiguousarray(a_st if problem.layout_a == "row" else a_st.T)
     b_stored = np.ascontiguousarray(b_st if problem.layout_b == "row" else b_st.T)
     return ProblemInputs(a=a, b=b, a_stored=a_stored, b_stored=b_stored)
+
+
+@functools.lru_cache(maxsize=1)
+def seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`make_inputs`' A (M x K) and B (K x N) for ``normal`` or ``uniform`` inputs, float32,
+    C-contiguous and read-only (a write raises ``ValueError``), kept for the next call with the same
+    arguments (the last one only; :func:`clear_cache` forgets it).
+
+    A point's inputs depend on the shape, seed and distribution alone until they are rounded to the
+    precision's type and laid out (:func:`make_problem_inputs`); the held-out benchmark runs the six
+    precisions and layouts of a shape one after the other in one worker process, and
+    ``experiment=fp8`` the three scaling modes of a shape (issue 41, 42): the draw (one stream, one
+    core: ~5 ns an element) is made once for them. Read-only, so no point can change what the
+    next one is given."""
+    sizes = ((M, K), (K, N))
+    a, b = (np.empty(size, dtype=np.float32) for size in sizes)
+
+    def store(i: int, r0: int, r1: int, values: np.ndarray) -> None:
+        (a, b)[i][r0:r1] = values  # float64 -> float32, as astype rounds
+
+    _draw_rows(np.random.default_rng(seed), sizes, distribution, store)
+    a.flags.writeable = False
+    b.flags.writeable = False
+    return a, b
+
+
+def clear_cache() -> None:
+    """Forget the draw :func:`seeded_draw` keeps (for tests and long-lived processes; see
+    :func:`gemmlab.clear_caches`)."""
+    seeded_draw.cache_clear()
+
+
+def _row_blocks(rows: int, cols: int) -> list[tuple[int, int]]:
+    """``(first, end)`` row ranges of about :data:`DRAW_BLOCK` elements (whole rows, at least one)."""
+    step = max(1, DRAW_BLOCK // max(1, cols))
+    return [(r, min(rows, r + step)) for r in range(0, rows, step)]
+
+
+def _drawn_stored(problem: Problem, options: InputOptions) -> ProblemInputs:
+    """:func:`make_problem_inputs` of a plain problem (not fp8) with normal or uniform inputs: the
+    same arrays from :func:`seeded_draw`'s float32 draws, rounded to the storage type and written
+    to their logical and stored places (transposed for a column-major operand) in blocks of rows,
+    in threads (:func:`gemmlab.stages.hostpass.each_of`). Where the storage type is float32 the
+    logical array is the draw itself (read-only), and so is the stored one of a row-major operand."""
+    dtype = storage_dtype(problem.precision)
+    same = dtype == np.dtype(np.float32)
+    drawn = seeded_draw(problem.M, problem.N, problem.K, options.seed, options.distribution)
+    layouts = (problem.layout_a, problem.layout_b)
+    logical = [x if same else np.empty(x.shape, dtype=np.float32) for x in drawn]
+    stored = [lg if same and lay == "row" else np.empty(x.shape if lay == "row" else x.shape[::-1], dtype=dtype)
+              for x, lg, lay in zip(drawn, logical, layouts)]
+
+    def convert(job: tuple[int, int, int]) -> None:
+        i, r0, r1 = job
+        part = drawn[i][r0:r1] if same else drawn[i][r0:r1].astype(dtype)
+        if not same:
+            logical[i][r0:r1] = part  # the rounded values, exactly, as float32
+        if stored[i] is logical[i]:
+            return
+        if layouts[i] == "row":
+            stored[i][r0:r1] = part
+        else:
+            stored[i][:, r0:r1] = part.T
+
+    jobs = [(i, r0, r1) for i, x in enumerate(drawn) for r0, r1 in _row_blocks(*x.shape)]
+    if sum(x.size for x in drawn) < DRAW_PIPELINED_MIN:
+        for job in jobs:
+            convert(job)
+    else:
+        hostpass.each_of(jobs, convert)
+    return ProblemInputs(a=logical[0], b=logical[1], a_stored=stored[0], b_stored=stored[1])
 
 
 def logical(stored: np.ndarray, layout: str) -> np.ndarray:
