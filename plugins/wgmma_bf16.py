@@ -253,6 +253,28 @@ def work_items(shape: Shape, p, ctas: int, elem: int = 2) -> list[list[tuple[int
     return out
 
 
+def batched_tiles(shape: Shape, p, ctas: int, batch: int) -> list[list[tuple[int, int, int]]]:
+    """The batched fused entries' queue per CTA (kernels/wgmma_bf16.cu: WorkSchedule over units x batch,
+    then batch_of and tile_of, CLUSTER=1, whole tiles): (batch, tile row, tile column) in order. Unit u of
+    the queue is batch u // units, and u % units is the tile of :func:`work_items`' arithmetic (GROUP_M
+    groups inside each batch)."""
+    BM, BN, gm = p["BM"], p["BN"], p["GROUP_M"]
+    num_m, num_n = cdiv(shape.M, BM), cdiv(shape.N, BN)
+    units = num_m * num_n
+    out = []
+    for cta in range(ctas):
+        items = []
+        for u in range(cta, units * batch, ctas):
+            z, unit = divmod(u, units)
+            per_group = gm * num_n
+            group = unit // per_group
+            rows = min(num_m - group * gm, gm)
+            in_group = unit - group * per_group
+            items.append((z, group * gm + in_group % rows, in_group // rows))
+        out.append(items)
+    return out
+
+
 def schedule(shape: Shape, p, ctas: int) -> list[list[tuple[int, int]]]:
     """The tiles of :func:`work_items` per CTA, in order: (tile row, tile column) blocks."""
     return [[(m, n) for m, n, *_ in cta] for cta in work_items(shape, p, ctas)]

@@ -79,8 +79,9 @@ class FakeLoaded:
 class FakeTensorMap:
     """What the fake GPU passes for a TMA tensor-map argument."""
 
-    def __init__(self, tm, address: int):
+    def __init__(self, tm, address: int, description: dict | None = None):
         self.tm, self.address = tm, address
+        self.description = description  # tma_rules.check's: dims, row and batch pitches, element type
 
 
 class HostGpu:
@@ -162,8 +163,7 @@ class HostGpu:
     def tensor_map(self, tm, problem, address: int):
         """A stand-in descriptor (the rules are checked like the real one's)."""
         from gemmlab.gpu import tma
-        tma.check(tm, problem, address)
-        return FakeTensorMap(tm, address)
+        return FakeTensorMap(tm, address, tma.check(tm, problem, address))
 
     def group_tensor_maps(self, tm, problem, address: int) -> np.ndarray:
         """Stand-in descriptors of an ``each_group`` map (the rules checked like the real ones'):
@@ -315,10 +315,76 @@ def _fast_fused(entry: str, parts: list[str], launch):
     return run
 
 
+#: issue 43: wgmma_bf16 / wgmma_tf32's fused entries (kernels/wgmma_bf16.cu), single-batch and strided-batched
+_WGMMA_EPI = re.compile(r"gemm_wgmma_epi(_tma_store)?(_batched)?<([^>]*)>")
+
+
+def _map_matrix(gpu: HostGpu, fmap: FakeTensorMap, z: int) -> np.ndarray:
+    """Batch ``z`` of what a TMA map reads (float64, rows x cols as stored), from the map's own
+    description (dims, row and batch pitches, element type) as the hardware would: a rank-3 map's batch
+    ``z`` at its batch pitch, zeros past its batch dimension (TMA's out-of-bounds fill)."""
+    d = fmap.description
+    dims = d["global"]
+    rows, cols = dims[-2], dims[-1]
+    if len(dims) == 3 and z >= dims[0]:
+        return np.zeros((rows, cols))
+    dtype = _out_dtype(d["dtype"])
+    pitch = d["row_stride_bytes"]
+    base = fmap.address + z * d.get("batch_stride_bytes", 0)
+    raw = gpu.view(base, pitch * (rows - 1) + cols * dtype.itemsize)
+    return np.lib.stride_tricks.as_strided(raw.view(dtype), (rows, cols), (pitch, dtype.itemsize)).astype(np.float64)
+
+
+def wgmma_epi(gpu: HostGpu, args: tuple, tma_store: bool, batched: bool, parts: list[str]) -> None:
+    """What the wgmma fused entries compute, on the fake memory (issue 43): per batch z (batch-major
+    queue; z < batch), A and B read through their maps (:func:`_map_matrix`: the map's dims and pitches,
+    batch ``stride_a ? z : 0`` as the kernel picks it; MAJOR bit 1: the map's rows are K (a column-major
+    A), bit 0: B's rows are K (row-major B), else N; ELEM = 4: the inputs truncated to TF32 as wgmma reads
+    them), the float64 product rounded to float32, then
+    alpha * acc + beta * C0 + bias and the activation in float32 (tiled_epi's arithmetic), rounded once
+    into C's type. C (and C0) at C + z * stride_c, pitch ldc, in the register entry; through C's map
+    (its dims, pitches, batch z) in the TMA-store entry. Only M x N of each batch is written."""
+    major, (act, bias_on, beta_on) = int(parts[4]), (int(p) for p in parts[-5:-2])
+    bias_t, out = (_out_dtype(_OUT_TYPES[t]) for t in parts[-2:])
+    maps = args[:3 if tma_store else 2]
+    c, c0, bvec, m, n, k, ldc = (int(x) for x in args[len(maps):len(maps) + 7])
+    alpha, beta = np.float32(args[len(maps) + 7]), np.float32(args[len(maps) + 8])
+    batch, sa, sb, sc = (int(x) for x in args[len(maps) + 9:]) if batched else (1, 0, 0, 0)
+    item = out.itemsize
+    for z in range(batch):
+        a = _map_matrix(gpu, maps[0], z if sa else 0)
+        b = _map_matrix(gpu, maps[1], z if sb else 0)
+        A = a[:k, :m].T if major & 2 else a[:m, :k]
+        B = b[:k, :n] if major & 1 else b[:n, :k].T
+        if parts[0] == "4":  # ELEM = 4: float32 read as TF32 by wgmma, the low 13 mantissa bits dropped (rz)
+            A, B = ((x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+                    for x in (A, B))
+        v = alpha * (A @ B).astype(np.float32)
+        if beta_on:
+            prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(out).reshape(m, ldc)[:, :n]
+            v = v + beta * prev.astype(np.float32)
+        if bias_on:
+            v = v + gpu.view(bvec, bias_t.itemsize * n).view(bias_t).astype(np.float32)
+        result = _activation32(act, v).astype(out)
+        if tma_store:
+            d = maps[2].description
+            rows, cols, pitch = d["global"][-2], d["global"][-1], d["row_stride_bytes"]
+            base = maps[2].address + z * d.get("batch_stride_bytes", 0)
+            raw = gpu.view(base, pitch * (rows - 1) + cols * item)
+            np.lib.stride_tricks.as_strided(raw.view(out), (rows, cols), (pitch, item))[:m, :n] = result
+        else:
+            gpu.view(c + item * z * sc, item * m * ldc).view(out).reshape(m, ldc)[:, :n] = result
+
+
 def fused_emulation(name: str, launch):
     """The fake's launch function for a ``gemm_tiled_epi<BM, BN, BK, TM, TN, ACT, BIAS, BETA, IN_T,
-    BIAS_T, OUT_T>`` instance (kernels/tiled.cu; the batch count is the launch's grid z) or a fast
-    kernel's fused entry (:data:`_FUSED_ENTRY`, :func:`_fast_fused`), or None for any other kernel."""
+    BIAS_T, OUT_T>`` instance (kernels/tiled.cu; the batch count is the launch's grid z), a fast
+    kernel's fused entry (:data:`_FUSED_ENTRY`, :func:`_fast_fused`) or a wgmma fused entry
+    (:data:`_WGMMA_EPI`, :func:`wgmma_epi`), or None for any other kernel."""
+    wgmma = _WGMMA_EPI.match(name)
+    if wgmma:
+        parts = [p.strip() for p in wgmma.group(3).split(",")]
+        return lambda gpu, args: wgmma_epi(gpu, args, bool(wgmma.group(1)), bool(wgmma.group(2)), parts)
     fast = _FUSED_ENTRY.match(name)
     if fast:
         return _fast_fused(fast.group(1), [p.strip() for p in fast.group(2).split(",")], launch)
