@@ -338,3 +338,25 @@ def test_the_non_promoting_mutant_is_caught_by_the_pipeline(tmp_path, monkeypatc
     rec, _ = _run(tmp_path, monkeypatch, "fp8_no_promotion", [8, 16, 16384])
     assert rec["status"] == "wrong_result" and "verification" in rec["nets_fired"]
     assert rec["verification"]["max_error_over_tolerance"] > 1.2  # 1.72: the modelled tensor cores, tensor scaling
+
+
+@pytest.mark.parametrize("scaling", ["tensor", "row", "block"])
+def test_quantisation_in_threaded_row_ranges_is_the_whole_operands(monkeypatch, scaling):
+    """issue 42: quantise and the quantisation error run over ranges of 128 rows in threads; q, the
+    dequantised values, the scales and the stored images are those of one range, bit for bit, and
+    the recorded errors agree to rounding (sums of squares added per range)."""
+    from gemmlab.stages import hostpass, inputs
+    problem = Problem(Shape(130, 260, 300), "fp8", "row", "col", "e5m2", "e4m3", scaling)
+    a32, b32 = make_inputs(problem.shape, InputOptions(seed=5))
+    one = inputs.quantise_problem(problem, a32, b32)
+    monkeypatch.setattr(inputs, "DRAW_BLOCK", 50)  # ranges of 128 rows: 2 of A, 3 of B
+    monkeypatch.setattr(hostpass, "threads", lambda: 3)
+    split = inputs.quantise_problem(problem, a32, b32)
+    for name in ("a", "b", "a_stored", "b_stored", "a_scale", "b_scale"):
+        x, y = getattr(one, name), getattr(split, name)
+        assert x.dtype == y.dtype and np.array_equal(x.view(np.uint8), y.view(np.uint8)), name
+    for op in "AB":
+        for key, value in one.quantisation[op].items():
+            assert split.quantisation[op][key] == pytest.approx(value, rel=1e-12), (op, key)
+    assert split.quantisation["product_rms_relative_error"] == pytest.approx(
+        one.quantisation["product_rms_relative_error"], rel=1e-9)

@@ -103,3 +103,10 @@ def test_the_fp8_accumulator_term_is_the_same_in_any_tiling(pooled, monkeypatch)
     for x, axis in ((a, 1), (b, 0), (a[:, :96], 1), (b[:96], 0)):
         starts = np.arange(0, x.shape[axis], 32)
         assert np.array_equal(verify.step_maxima(x, 32, axis), np.maximum.reduceat(np.abs(x), starts, axis=axis))
+
+
+def test_as_float64_copies_only_what_is_not_float64(pooled):
+    x = specials(np.float32)
+    assert np.array_equal(hostpass.as_float64(x), x.astype(np.float64), equal_nan=True)
+    y = x.astype(np.float64)
+    assert hostpass.as_float64(y) is y

@@ -88,6 +88,13 @@ def float64(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def as_float64(x: np.ndarray) -> np.ndarray:
+    """``x`` itself when it is float64 already (no copy: an fp8 point's dequantised B is ~1 GB), else
+    :func:`float64`; for readers only (the caller must not write the result)."""
+    x = np.asarray(x)
+    return x if x.dtype == np.float64 else float64(x)
+
+
 def absolute(x: np.ndarray) -> np.ndarray:
     """``np.abs(x)`` (a new array of ``x``'s dtype and shape), in threads above :data:`THREADED_MIN`
     elements."""

@@ -20,6 +20,7 @@ The quantisation error of the inputs is recorded apart from the kernel's error
 from __future__ import annotations
 
 import functools
+import math
 import os
 import queue
 from concurrent.futures import ThreadPoolExecutor
@@ -387,6 +388,42 @@ def _ungrouped(g: np.ndarray, shape: tuple[int, int], scaling: str, operand: str
     return g.reshape(L * SCALE_BLOCK, NB * SCALE_BLOCK)[:rows, :cols]
 
 
+def _quant_blocks(rows: int, cols: int) -> list[tuple[int, int]]:
+    """Row ranges of an operand for :func:`quantise`'s threaded passes: multiples of
+    :data:`SCALE_BLOCK` rows (a B block's 128 rows stay in one range; any range suits A's groups,
+    which lie within a row), about :data:`DRAW_BLOCK` elements each."""
+    step = SCALE_BLOCK * max(1, DRAW_BLOCK // max(1, SCALE_BLOCK * cols))
+    return [(r, min(rows, r + step)) for r in range(0, rows, step)] or [(0, 0)]
+
+
+def _block_scales(scales: np.ndarray, scaling: str, operand: str, r0: int, r1: int) -> np.ndarray:
+    """The part of ``scales`` (as :func:`_group_amax` shapes them) that rows ``r0:r1`` of the
+    operand use (``r0`` a multiple of :data:`SCALE_BLOCK`)."""
+    if scaling == "tensor" or (scaling == "row" and operand == "B"):
+        return scales
+    if operand == "A":  # row (M, 1), block (M, L, 1)
+        return scales[r0:r1]
+    return scales[r0 // SCALE_BLOCK:-(-r1 // SCALE_BLOCK)]  # block B (L, 1, NB, 1)
+
+
+def _combine_amax(parts: list, scaling: str, operand: str) -> np.ndarray:
+    """:func:`_group_amax` of a whole operand from that of its row ranges (:func:`_quant_blocks`)."""
+    if scaling == "tensor":
+        return np.max(np.stack([p.reshape(()) for p in parts])).reshape(1, 1)
+    if scaling == "row" and operand == "B":
+        return np.maximum.reduce(parts)
+    return np.concatenate(parts, axis=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _fp8_values(fmt: str) -> np.ndarray:
+    """float64 value of each of the 256 bit patterns of FP8 ``fmt`` (ml_dtypes' cast of each): a
+    lookup by bits gives ``q.astype(np.float64)`` exactly."""
+    out = np.arange(256, dtype=np.uint8).view(fp8_dtype(fmt)).astype(np.float64)
+    out.flags.writeable = False
+    return out
+
+
 def quantise(x: np.ndarray, fmt: str, scaling: str, operand: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Quantise the logical float32 operand ``x`` (A: M x K, or B: K x N) to FP8 ``fmt``.
 
@@ -396,23 +433,57 @@ def quantise(x: np.ndarray, fmt: str, scaling: str, operand: str) -> tuple[np.nd
     ml_dtypes' cast (|x / s| <= the format's max, so nothing saturates); an element that rounds to
     zero is stored as the smallest subnormal of its sign (never a zero input: seed 000's rule).
 
+    The passes run over ranges of rows in threads (:func:`_quant_blocks`; issue 42: a 16384 x 7168
+    B took seconds on one core): the group maxima of each range, combined (a max is exact), then
+    q and the dequantised values of each range, every element by the same operations as in one
+    pass over the whole operand (q * s with q's float64 value looked up by its bits).
+
     Returns:
         ``(q, deq, scales)``: q the FP8 array (logical shape of ``x``, ml_dtypes dtype); deq the
         float64 dequantised values q * s (exact: a 4- or 3-bit mantissa times float32's 24 bits);
         scales the float32 group scales as :func:`_group_amax` shapes them.
     """
     dtype = fp8_dtype(fmt)
-    g = _grouped(np.asarray(x, dtype=np.float32), scaling, operand)
-    amax = _group_amax(x, scaling, operand).astype(np.float32)
+    x = np.asarray(x, dtype=np.float32)
+    blocks = _quant_blocks(*x.shape)
+    amax = _combine_amax(hostpass.each_of(blocks, lambda r: _group_amax(x[r[0]:r[1]], scaling, operand)),
+                         scaling, operand).astype(np.float32)
     scales = np.where(amax > 0, amax / np.float32(FP8_MAX[fmt]), np.float32(1.0)).astype(np.float32)
-    q = (g / scales).astype(dtype)
-    bits = q.view(np.uint8)
-    zero = (bits & 0x7F) == 0  # +0 or -0: the smallest subnormal (bit pattern 1) of the draw's sign
-    if zero.any():
-        bits[zero] = np.where(np.signbit(g[zero]), np.uint8(0x81), np.uint8(0x01))
-    deq = q.astype(np.float64) * scales.astype(np.float64)
-    shape = x.shape
-    return _ungrouped(q, shape, scaling, operand), _ungrouped(deq, shape, scaling, operand), scales
+    scales64 = scales.astype(np.float64)
+    values = _fp8_values(fmt)
+    q = np.empty(x.shape, dtype=dtype)
+    deq = np.empty(x.shape, dtype=np.float64)
+
+    def part(r: tuple[int, int]) -> None:
+        r0, r1 = r
+        g = _grouped(x[r0:r1], scaling, operand)
+        qg = (g / _block_scales(scales, scaling, operand, r0, r1)).astype(dtype)
+        bits = qg.view(np.uint8)
+        zero = (bits & 0x7F) == 0  # +0 or -0: the smallest subnormal (bit pattern 1) of the draw's sign
+        if zero.any():
+            bits[zero] = np.where(np.signbit(g[zero]), np.uint8(0x81), np.uint8(0x01))
+        shape = (r1 - r0, x.shape[1])
+        q[r0:r1] = _ungrouped(qg, shape, scaling, operand)
+        deq[r0:r1] = _ungrouped(values[bits] * _block_scales(scales64, scaling, operand, r0, r1), shape, scaling,
+                                operand)
+
+    hostpass.each_of(blocks, part)
+    return q, deq, scales
+
+
+def _laid_out(q: np.ndarray, layout: str) -> np.ndarray:
+    """``q`` as stored: itself (row-major, C-contiguous) or its transpose, C-contiguous, copied in
+    column ranges in threads (``col``)."""
+    if layout == "row":
+        return np.ascontiguousarray(q)
+    out = np.empty(q.shape[::-1], dtype=q.dtype)
+
+    def part(c0: int) -> None:
+        out[c0:c0 + step] = q[:, c0:c0 + step].T
+
+    step = max(1, DRAW_BLOCK // max(1, q.shape[0]))
+    hostpass.each_of(range(0, q.shape[1], step), part)
+    return out
 
 
 def scale_buffer(scales: np.ndarray, problem: Problem, operand: str) -> np.ndarray:
@@ -453,8 +524,7 @@ def quantise_problem(problem: Problem, a32: np.ndarray, b32: np.ndarray, stats: 
     """
     qa, a, sa = quantise(a32, problem.fp8_a, problem.scaling, "A")
     qb, b, sb = quantise(b32, problem.fp8_b, problem.scaling, "B")
-    a_stored = np.ascontiguousarray(qa if problem.layout_a == "row" else qa.T)
-    b_stored = np.ascontiguousarray(qb if problem.layout_b == "row" else qb.T)
+    a_stored, b_stored = _laid_out(qa, problem.layout_a), _laid_out(qb, problem.layout_b)
     quant = None
     if stats:
         groups = {"tensor": ("one scale for all of A", "one scale for all of B"),
@@ -473,9 +543,16 @@ def quantise_problem(problem: Problem, a32: np.ndarray, b32: np.ndarray, stats: 
                  "A": _quant_error(a32, a, sa * np.float32(FP8_MAX[problem.fp8_a]), problem.scaling, "A"),
                  "B": _quant_error(b32, b, sb * np.float32(FP8_MAX[problem.fp8_b]), problem.scaling, "B")}
         rows = np.linspace(0, problem.M - 1, min(QUANT_ERROR_ROWS, problem.M)).astype(np.int64)
-        exact = a32[rows].astype(np.float64) @ b32.astype(np.float64)
-        quant["product_rms_relative_error"] = float(np.linalg.norm(a[rows] @ b - exact) / max(np.linalg.norm(exact),
-                                                                                             1e-300))
+        a_rows32, a_rows = a32[rows].astype(np.float64), a[rows]
+        step = max(1, DRAW_BLOCK // max(1, problem.K))
+
+        def squares(c0: int) -> tuple[float, float]:  # this column range's sums of squares (no float64 B)
+            exact = a_rows32 @ b32[:, c0:c0 + step].astype(np.float64)
+            diff = a_rows @ b[:, c0:c0 + step] - exact
+            return float(np.vdot(diff, diff)), float(np.vdot(exact, exact))
+
+        sums = np.array(hostpass.each_of(range(0, problem.N, step), squares)).reshape(-1, 2).sum(axis=0)
+        quant["product_rms_relative_error"] = float(math.sqrt(sums[0]) / max(math.sqrt(sums[1]), 1e-300))
         quant["product_rows"] = len(rows)
     return ProblemInputs(a=a, b=b, a_stored=a_stored, b_stored=b_stored, a_scale=scale_buffer(sa, problem, "A"),
                          b_scale=scale_buffer(sb, problem, "B"), quantisation=quant)
@@ -483,13 +560,23 @@ def quantise_problem(problem: Problem, a32: np.ndarray, b32: np.ndarray, stats: 
 
 def _quant_error(x: np.ndarray, deq: np.ndarray, amax: np.ndarray, scaling: str, operand: str) -> dict:
     """RMS relative error, max absolute error and the max error over its group's amax (``amax``,
-    shaped as :func:`_group_amax`) of one quantised operand."""
-    diff = deq - x
-    rel_rms = float(np.linalg.norm(diff) / max(float(np.linalg.norm(x.astype(np.float64))), 1e-300))
-    err = _grouped(np.abs(diff), scaling, operand)
-    max_over_amax = float((err / amax.astype(np.float64)).max()) if err.size else 0.0
-    return {"rms_relative_error": rel_rms, "max_abs_error": float(np.abs(diff).max()),
-            "max_error_over_group_amax": max_over_amax}
+    shaped as :func:`_group_amax`) of one quantised operand; sums and maxima over ranges of rows in
+    threads (:func:`_quant_blocks`), combined."""
+    amax64 = amax.astype(np.float64)
+
+    def part(r: tuple[int, int]) -> tuple[float, float, float, float]:
+        r0, r1 = r
+        diff = deq[r0:r1] - x[r0:r1]
+        x64 = x[r0:r1].astype(np.float64)
+        err = _grouped(np.abs(diff), scaling, operand)
+        over = float((err / _block_scales(amax64, scaling, operand, r0, r1)).max()) if err.size else 0.0
+        return (float(np.vdot(diff, diff)), float(np.vdot(x64, x64)),
+                float(np.abs(diff).max()) if diff.size else 0.0, over)
+
+    parts = np.array(hostpass.each_of(_quant_blocks(*x.shape), part)).reshape(-1, 4)
+    rel_rms = float(math.sqrt(parts[:, 0].sum()) / max(math.sqrt(parts[:, 1].sum()), 1e-300))
+    return {"rms_relative_error": rel_rms, "max_abs_error": float(parts[:, 2].max()),
+            "max_error_over_group_amax": float(parts[:, 3].max())}
 
 
 # --- grouped GEMM (issue 44) ----------------------------------------------------------------------

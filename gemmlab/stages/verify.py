@@ -609,7 +609,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
             cache = products if products is not None else {}
             if ("ref" not in cache or need_abs and "abs_ab" not in cache  # float64 copies only on a miss
                     or interval and term_key not in cache):
-                a64, b64 = hostpass.float64(a), hostpass.float64(b)  # astype's values, in threads
+                a64, b64 = hostpass.as_float64(a), hostpass.as_float64(b)  # astype's values, in threads
             if "ref" not in cache:
                 cache["ref"] = a64 @ b64
             if need_abs and "abs_ab" not in cache:
@@ -621,7 +621,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
                             cache.get(term_key))
             parts = [_compare(c, ref, tol)]
         else:
-            a64, b64 = hostpass.float64(a), hostpass.float64(b)
+            a64, b64 = hostpass.as_float64(a), hostpass.as_float64(b)
             abs_b = hostpass.absolute(b64) if need_abs else None
             blocks = []
             for r in range(0, M, step):
@@ -641,7 +641,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
         cache = products if products is not None else {}
         key = ("sampled", seed, options.sample, options.trials, rule, options.safety, options.atol, options.rtol, fp8)
         if key not in cache:
-            a64, b64 = hostpass.float64(a), hostpass.float64(b)
+            a64, b64 = hostpass.as_float64(a), hostpass.as_float64(b)
             rows, cols, xs = draw_sample(seed, M, N, options)
             others = np.setdiff1d(np.arange(M), rows)  # columns are checked outside the sampled rows: no double count
             ref_r = a64[rows] @ b64
