@@ -365,21 +365,25 @@ def entry_names(folder: Path, suffix: str) -> list[str]:
     return sorted(names)
 
 
-def pack(folder: Path, suffix: str) -> tuple[int, int]:
-    """Move the recordings ``*<suffix>`` of ``folder`` into its :data:`PACK` (merged with the
-    members already there; a file replaces the member of its name), then remove those files:
-    ``(entries in the pack, its bytes)``. Deterministic: members sorted by name, no time stamps or
-    owners, xz preset 9 (the same entries and xz library give the same bytes). A file that fails
-    its xz check stops it (ValueError naming the file) before anything is written."""
+def pack(folder: Path, suffix: str, only=None, drop=()) -> tuple[int, int]:
+    """Move the recordings ``*<suffix>`` of ``folder`` (those named in ``only``, file names, where
+    given: e.g. only the committed ones while others record beside) into its :data:`PACK` (merged
+    with the members already there; a file replaces the member of its name), leave out the entries
+    named in ``drop`` (file names: recordings no test can read any more), then remove the files
+    packed: ``(entries in the pack, its bytes)``. Deterministic: members sorted by name, no time
+    stamps or owners, xz preset 9 (the same entries and xz library give the same bytes). A file
+    that fails its xz check stops it (ValueError naming the file) before anything is written."""
     folder = Path(folder)
     target = folder / PACK
     members = dict(_members(target)) if target.exists() else {}
-    files = sorted(folder.glob(f"*{suffix}"))
+    files = sorted(p for p in folder.glob(f"*{suffix}") if only is None or p.name in set(only))
     for path in files:
         try:
             members[_member(path.name)] = lzma.decompress(path.read_bytes())
         except lzma.LZMAError as exc:
             raise ValueError(f"{path}: not a readable xz file ({exc}); record it again or remove it") from exc
+    for name in drop:
+        members.pop(_member(name), None)
     plain = io.BytesIO()
     with tarfile.open(fileobj=plain, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):

@@ -123,6 +123,9 @@ def test_a_pack_holds_what_its_files_held(compiled, second, tmp_path, monkeypatc
     assert sass_memo.misnamed_entries(tmp_path, ".sass.xz", sass_memo.HEADER, sass_memo.name_of) == []
     (tmp_path / f"{sass_memo.key(argv, cubin)}.sass.xz").rename(tmp_path / f"{'0' * 64}.sass.xz")
     assert sass_memo.misnamed_entries(tmp_path, ".sass.xz", sass_memo.HEADER, sass_memo.name_of) == [f"{'0' * 64}.sass.xz"]
+    # packing only the files named, and dropping a member: the other file stays, the dropped entry is gone
+    assert sass_memo.pack(tmp_path, ".sass.xz", only=[], drop=[f"{sass_memo.key(argv2, cubin2)}.sass.xz"])[0] == 1
+    assert (tmp_path / f"{'0' * 64}.sass.xz").exists() and sass_memo.lookup(argv2, cubin2, folder=tmp_path) is None
 
 
 def test_verify_runs_the_disassembler_for_a_hit_and_fails_on_a_difference(second, tmp_path, monkeypatch):
