@@ -468,14 +468,14 @@ class WgmmaKernel(KernelSpec):
     def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
         """A shortlist for the problem, then the declared space's points (the core checks each):
         the three tiles of :data:`TILES` with the least estimated time (whole waves of the persistent
-        grid x tile area / the tile's guessed efficiency), the first also with the stream-K tail
+        grid over every batch's tiles x tile area / the tile's guessed efficiency), the first also with the stream-K tail
         (TAIL=2) where it leaves a partial last wave; where even 64 x 128 tiles do not fill the SMs
         and K is long, 64 x 128 ping-pong tiles with SPLIT_K = the most slices that still fit one
         wave (each >= 8 k-tiles, at most 32), reduced through the workspace (REDUCE=2)."""
         sms = device.sm_count
 
-        def tiles(bm, bn):
-            return cdiv(problem.M, bm) * cdiv(problem.N, bn)
+        def tiles(bm, bn):  # of every batch: the batched entries' queue (issue 43)
+            return cdiv(problem.M, bm) * cdiv(problem.N, bn) * problem.batch
 
         ranked = sorted(TILES, key=lambda t: cdiv(tiles(t[0], t[1]), sms) * t[0] * t[1] / t[3])
         out = [{**self.defaults, "BM": bm, "BN": bn, "SCHED": sched} for bm, bn, sched, _ in ranked[:3]]

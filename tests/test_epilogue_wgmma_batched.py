@@ -168,6 +168,12 @@ def test_candidates_of_a_batched_problem_pass_its_rules():
     assert cands and all(c["CLUSTER"] == 1 for c in cands)
     for c in cands:
         SPEC.check_problem(problem, c, FACTS)
+    # the waves count every batch's tiles: 256 batches of 128 x 128 fill 132 SMs with 128x128 tiles (one
+    # batch alone would rank the 64x64 tile first: one wave whatever the tile)
+    many = SPEC.candidates(_problem(shape=(128, 128, 64), batch=256, stride_b=0), FACTS)
+    assert (many[0]["BM"], many[0]["BN"]) == (128, 128)
+    assert (SPEC.candidates(_problem(shape=(128, 128, 64)), FACTS)[0]["BM"],
+            SPEC.candidates(_problem(shape=(128, 128, 64)), FACTS)[0]["BN"]) == (64, 64)
 
 
 # --- end to end on the fake GPU (tests/fakegpu.py wgmma_epi: what the entries compute, read through the
