@@ -351,9 +351,10 @@ def test_gpu_wgmma_batched_shared_operands_both_paths(tmp_path, form, strides, e
 @pytest.mark.parametrize("epilogue", EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
 @pytest.mark.parametrize("form", ["bf16-rowcol", "fp16-colrow"])
 def test_gpu_wgmma_batched_deferred_right_half_crosses_batches(tmp_path, form, epilogue):
-    """1000 x 1500 x 640, 3 batches: 8 x 6 = 48 tiles of 128x256 a batch, 144 in the queue on <= 132 CTAs,
+    """1000 x 1504 x 640 (N x 2 B a multiple of 16: the TMA store), 3 batches: 8 x 6 = 48 tiles of 128x256
+    a batch, 144 in the queue on <= 132 CTAs,
     so a CTA's second tile is of another batch than its first: the deferred right half (EPI=7, stored
     during the next tile's main loop) must keep its own batch (C's map coordinate and C0's offset)."""
-    rec = run_point(_batched_cfg(form, (1000, 1500, 640), epilogue, 3, "gaps"), tmp_path / "point")
+    rec = run_point(_batched_cfg(form, (1000, 1504, 640), epilogue, 3, "gaps"), tmp_path / "point")
     _check(rec, "gemm_wgmma_epi_tma_store_batched")
     assert rec["compile"]["name_expression"].split(", ")[9] == "1"  # DEFER = 1
