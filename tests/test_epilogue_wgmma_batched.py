@@ -15,7 +15,7 @@ compute, A and B read through their maps' own dims and pitches; it checks the pl
 verification, not the kernel's index arithmetic), with a swapped stride argument caught. The kernel's
 numerics are the GPU tests' (marker ``gpu``): batches 2 and 3 on partial tiles with ld above tight, gaps
 between batches (NaN rows the kernel must neither read into a product nor write), shared A or B, every
-epilogue in both epilogue paths, and the deferred right half crossing a batch boundary.
+epilogue in both epilogue paths, the deferred right half crossing a batch boundary, and memcheck runs.
 """
 
 from __future__ import annotations
@@ -358,3 +358,16 @@ def test_gpu_wgmma_batched_deferred_right_half_crosses_batches(tmp_path, form, e
     rec = run_point(_batched_cfg(form, (1000, 1504, 640), epilogue, 3, "gaps"), tmp_path / "point")
     _check(rec, "gemm_wgmma_epi_tma_store_batched")
     assert rec["compile"]["name_expression"].split(", ")[9] == "1"  # DEFER = 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("epi", [1, 7])
+@pytest.mark.parametrize("strides", ["gaps", "shared_b"])
+@pytest.mark.parametrize("form", ["bf16-rowrow", "fp16-colrow", "tf32-rowcol"])
+def test_gpu_wgmma_batched_memcheck_clean(tmp_path, form, strides, epi):
+    """compute-sanitizer memcheck over a batched point (3 batches, partial tiles, the register and the
+    TMA-store entries): no access outside the buffers (C + z x stride_c, C0, the bias)."""
+    cfg = {**_batched_cfg(form, (129, 264, 1000), EPILOGUES[3], 3, strides, epi=epi), "sanitizer": "memcheck"}
+    rec = run_point(cfg, tmp_path / "point")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
