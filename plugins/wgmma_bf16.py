@@ -397,7 +397,7 @@ class WgmmaKernel(KernelSpec):
             require(flags <= MAX_FLAGS, "kernel.SPLIT_K" if p["SPLIT_K"] > 1 else "kernel.TAIL",
                     f"split tiles count in {MAX_FLAGS} per-tile flags; this shape has {flags} tiles of {p['BM']}x{p['BN']}")
         if problem.extended:
-            self.check_fused(problem, p)
+            self.check_fused(problem, p, device)
         epi = p.get("EPI", 1)
         require(epi in PARAM_VALUES["EPI"], "kernel.EPI",
                 f"EPI={epi} must be 1 (registers to global), 2 (TMA store through shared memory), 3 (registers, twice: "
@@ -421,16 +421,16 @@ class WgmmaKernel(KernelSpec):
             except ConfigError as exc:
                 raise ParamError(exc.field, str(exc).split(': ', 1)[1]) from None
 
-    def check_fused(self, problem: Problem, params) -> None:
-        """The fused entries' rules (a problem beyond C = A·B, issue 43): one batch, whole tiles (SPLIT_K=1, TAIL=1: the
-        fused operation is not additive), and the register epilogue (EPI 1) or the TMA store (EPI 2,
+    def check_fused(self, problem: Problem, params, device: DeviceFacts) -> None:
+        """The fused entries' rules (a problem beyond C = A·B, issue 43): with batch.count > 1
+        :meth:`check_batched`'s, whole tiles (SPLIT_K=1, TAIL=1: the fused operation is not additive), and the register epilogue (EPI 1) or the TMA store (EPI 2,
         7: :meth:`tma_store`; where C's map cannot be made they store from registers, the plan's note
         says so); 3, 4, 5 are plain-C experiments.
 
         Raises:
             ParamError: the first rule broken, one line naming the field."""
         if problem.batch > 1:
-            self.check_batched(problem, params)
+            self.check_batched(problem, params, device)
         for name, one in (("SPLIT_K", 1), ("TAIL", 1), ("REDUCE", 1)):
             require(params.get(name, one) == one, f"kernel.{name}",
                     f"{name}={params.get(name)}: the fused epilogue runs on whole tiles ({name}={one}; split tiles' "
@@ -439,7 +439,7 @@ class WgmmaKernel(KernelSpec):
                 f"EPI={params.get('EPI')}: the fused epilogue stores from registers (EPI=1) or through the TMA store "
                 "(EPI=2, 7); 3, 4 and 5 are plain-C experiments")
 
-    def check_batched(self, problem: Problem, params) -> None:
+    def check_batched(self, problem: Problem, params, device: DeviceFacts) -> None:
         """The strided-batched fused entries' rules (batch.count > 1, issue 43): no 2-CTA cluster (their
         A and B loads are rank-3 TMA loads without multicast) and A and B read by TMA as stored (no pad
         or transpose copy: those copy one matrix; lda / ldb x the element bytes a multiple of 16, and for
@@ -451,7 +451,7 @@ class WgmmaKernel(KernelSpec):
         require(params.get("CLUSTER", 1) == 1, "kernel.CLUSTER",
                 f"CLUSTER={params.get('CLUSTER')}: batches (batch.count={problem.batch}) run without a cluster "
                 "(CLUSTER=1: the batched entries' rank-3 TMA loads have no multicast)")
-        for op in self.operands(problem, params, DeviceFacts(name="rules", arch="90", sm_count=132)):
+        for op in self.operands(problem, params, device):
             if op.kind == "transpose":
                 field = "layout.a" if op.matrix == "A" else "layout.b"
                 layout = problem.layout_a if op.matrix == "A" else problem.layout_b
