@@ -110,3 +110,26 @@ def test_as_float64_copies_only_what_is_not_float64(pooled):
     assert np.array_equal(hostpass.as_float64(x), x.astype(np.float64), equal_nan=True)
     y = x.astype(np.float64)
     assert hostpass.as_float64(y) is y
+
+
+def test_one_blas_thread_sets_and_restores_the_calling_threads_count(monkeypatch):
+    """each_of(one_blas=True): every call runs with OpenBLAS's thread-local count at 1, put back after
+    (also when the call raises); without OpenBLAS's setter nothing is called."""
+    calls = []
+
+    def local(n):
+        calls.append(n)
+        return 5 if n == 1 else 1
+
+    monkeypatch.setattr(hostpass, "_openblas_local", lambda: local)
+    assert hostpass.each_of([1, 2], lambda i: i, one_blas=True) == [1, 2]
+    assert calls == [1, 5, 1, 5] or sorted(calls) == [1, 1, 5, 5]
+    calls.clear()
+    with pytest.raises(ZeroDivisionError):
+        with hostpass.one_blas_thread():
+            1 // 0
+    assert calls == [1, 5]
+    monkeypatch.setattr(hostpass, "_openblas_local", lambda: None)
+    with hostpass.one_blas_thread():
+        pass
+    assert calls == [1, 5]

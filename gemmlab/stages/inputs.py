@@ -551,7 +551,7 @@ def quantise_problem(problem: Problem, a32: np.ndarray, b32: np.ndarray, stats: 
             diff = a_rows @ b[:, c0:c0 + step] - exact
             return float(np.vdot(diff, diff)), float(np.vdot(exact, exact))
 
-        sums = np.array(hostpass.each_of(range(0, problem.N, step), squares)).reshape(-1, 2).sum(axis=0)
+        sums = np.array(hostpass.each_of(range(0, problem.N, step), squares, one_blas=True)).reshape(-1, 2).sum(axis=0)
         quant["product_rms_relative_error"] = float(math.sqrt(sums[0]) / max(math.sqrt(sums[1]), 1e-300))
         quant["product_rows"] = len(rows)
     return ProblemInputs(a=a, b=b, a_stored=a_stored, b_stored=b_stored, a_scale=scale_buffer(sa, problem, "A"),
