@@ -288,6 +288,17 @@ __device__ __forceinline__ void wgmma_tma_load_3d(void *dst_smem, const CUtensor
                : "memory");
 }
 
+/// wgmma_tma_load_3d multicast to the CTAs of `cta_mask` in the cluster (the same shared offset and
+/// mbarrier in each), as gemmlab::tma_load_2d_multicast.
+__device__ __forceinline__ void wgmma_tma_load_3d_multicast(void *dst_smem, const CUtensorMap *tmap, int c0, int c1,
+                                                            int c2, unsigned long long *bar, unsigned short cta_mask) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+               ::"r"(gemmlab::smem_addr(dst_smem)), "l"(reinterpret_cast<unsigned long long>(tmap)), "r"(c0), "r"(c1),
+               "r"(c2), "r"(gemmlab::smem_addr(bar)), "h"(cta_mask)
+               : "memory");
+}
+
 /// `cp.async.bulk.tensor.3d` TMA store of the box staged at `src_smem` to (c0 inner, c1, c2 = the
 /// batch) of a rank-3 map of C (clipped at each batch's N x M: nothing of another batch is written).
 __device__ __forceinline__ void wgmma_tma_store_3d(const CUtensorMap *tmap, const void *src_smem, int c0, int c1, int c2) {
@@ -349,8 +360,7 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
   constexpr bool DEFER = EPI == 5;  // EPI 5: TMA store, each tile's right half stored during the next tile's main loop
   static_assert(!FUSE::FUSED || ((EPI == 0 || EPI == 1 || EPI == 5) && SPLIT_K == 1 && TAIL == 0 && REDUCE == 0),
                 "the fused epilogue runs in the register path (EPI 0) or the TMA store (EPI 1, 5) on whole tiles");
-  static_assert(!FUSE::BATCHED || (FUSE::FUSED && CLUSTER == 1),
-                "batches (issue 43) run in the fused entries without a cluster (no 3-D multicast)");
+  static_assert(!FUSE::BATCHED || FUSE::FUSED, "batches (issue 43) run in the fused entries");
   static_assert(!DEFER || (SPLIT_K == 1 && TAIL == 0 && !PINGPONG && MI == 1 && BN == 256),
                 "EPI 5 (deferred right half) is for whole tiles, cooperative, BM = 128, BN = 256");
   constexpr bool TMA_EPI = EPI == 1 || EPI == 4 || EPI == 5;
@@ -433,10 +443,13 @@ __device__ __forceinline__ void wgmma_gemm(const CUtensorMap *tensor_a, const CU
               wgmma_tma_load_3d(slot, tensor_a, kt * BK, m0, za, &full[s]);
             }
 #pragma unroll
-            for (int box = 0; box < B_BOXES; box++) {
+            for (int i = 0; i < MY_BOXES; i++) {  // CLUSTER = 2: both CTAs' unit, so one batch: B multicast
+              const int box = (int)rank * MY_BOXES + i;
               const int c0 = B_MN_MAJOR ? n0 + box * 64 : kt * BK;
               const int c1 = B_MN_MAJOR ? kt * BK : n0 + box * (BN / B_BOXES);
-              wgmma_tma_load_3d(slot + A_BYTES + box * B_BOX_BYTES, tensor_b, c0, c1, zb, &full[s]);
+              unsigned char *dst = slot + A_BYTES + box * B_BOX_BYTES;
+              if constexpr (CLUSTER > 1) wgmma_tma_load_3d_multicast(dst, tensor_b, c0, c1, zb, &full[s], (1u << CLUSTER) - 1);
+              else wgmma_tma_load_3d(dst, tensor_b, c0, c1, zb, &full[s]);
             }
             continue;
           }
@@ -1274,7 +1287,7 @@ gemm_wgmma_epi_tma_store(const __grid_constant__ CUtensorMap tensor_a, const __g
 }
 
 /// The strided-batched fused entries (issue 43; plugins/wgmma_bf16.py picks them for batch.count > 1):
-/// gemm_wgmma_epi's and gemm_wgmma_epi_tma_store's template arguments (CLUSTER = 1) and arguments, A's and
+/// gemm_wgmma_epi's and gemm_wgmma_epi_tma_store's template arguments and arguments, A's and
 /// B's maps (and C's) of rank 3 (cols, rows, batches: TensorMap(batched=True)), then batch (>= 1) and the
 /// batch strides in elements stride_a, stride_b (0: shared, read at batch 0), stride_c. One launch: the
 /// persistent tile queue runs over batch x tile units, batch-major.

@@ -117,8 +117,8 @@ writes through C + batch x stride_c (C0 likewise; the bias is shared by every ba
 through a rank-3 map of C (N, M, batches; pitches ldc and stride_c) at (col, row, batch), clipped at each
 batch's M x N, with the 16-byte rules of the single-batch map (ldc and N x C's element bytes multiples of 16;
 elsewhere the register entry). EPI=7's deferred right half keeps its tile's batch with its row and column.
-Refused in one line (:meth:`WgmmaKernel.check_batched`): ``CLUSTER=2`` (no rank-3 multicast load is built)
-and an A or B that needs the pad or transpose copy (lda/ldb x the element bytes not a multiple of 16; tf32's
+``CLUSTER=2``: both CTAs of a cluster take one unit, so one batch, and B arrives by rank-3 multicast loads.
+Refused in one line (:meth:`WgmmaKernel.check_batched`): an A or B that needs the pad or transpose copy (lda/ldb x the element bytes not a multiple of 16; tf32's
 row-major B or column-major A): those copies move one matrix. lda and ldb above tight: A's and B's maps cover the
 matrices at that pitch (:func:`gemmlab.contract.tma_rules.matrix_view`), or where lda/ldb x the element
 bytes is not a multiple of 16 the pad (or tf32 transpose) copy reads them at it. A plain problem
@@ -255,22 +255,25 @@ def work_items(shape: Shape, p, ctas: int, elem: int = 2) -> list[list[tuple[int
 
 def batched_tiles(shape: Shape, p, ctas: int, batch: int) -> list[list[tuple[int, int, int]]]:
     """The batched fused entries' queue per CTA (kernels/wgmma_bf16.cu: WorkSchedule over units x batch,
-    then batch_of and tile_of, CLUSTER=1, whole tiles): (batch, tile row, tile column) in order. Unit u of
-    the queue is batch u // units, and u % units is the tile of :func:`work_items`' arithmetic (GROUP_M
-    groups inside each batch)."""
-    BM, BN, gm = p["BM"], p["BN"], p["GROUP_M"]
+    then batch_of and tile_of; whole tiles): (batch, tile row, tile column) in order. Unit u of the queue
+    (taken by cluster c = cta // CLUSTER at u = c, c + ctas / CLUSTER, ...) is batch u // units, and
+    u % units is the tile unit of :func:`work_items`' arithmetic (GROUP_M groups of CLUSTER tile rows
+    inside each batch; cluster rank r takes row CLUSTER x pair + r)."""
+    BM, BN, gm, cl = p["BM"], p["BN"], p["GROUP_M"], p.get("CLUSTER", 1)
     num_m, num_n = cdiv(shape.M, BM), cdiv(shape.N, BN)
-    units = num_m * num_n
+    pairs_m = cdiv(num_m, cl)
+    units = pairs_m * num_n
     out = []
     for cta in range(ctas):
+        rank, first, stride = cta % cl, cta // cl, ctas // cl
         items = []
-        for u in range(cta, units * batch, ctas):
+        for u in range(first, units * batch, stride):
             z, unit = divmod(u, units)
             per_group = gm * num_n
             group = unit // per_group
-            rows = min(num_m - group * gm, gm)
+            rows = min(pairs_m - group * gm, gm)
             in_group = unit - group * per_group
-            items.append((z, group * gm + in_group % rows, in_group // rows))
+            items.append((z, (group * gm + in_group % rows) * cl + rank, in_group // rows))
         out.append(items)
     return out
 
@@ -440,17 +443,13 @@ class WgmmaKernel(KernelSpec):
                 "(EPI=2, 7); 3, 4 and 5 are plain-C experiments")
 
     def check_batched(self, problem: Problem, params, device: DeviceFacts) -> None:
-        """The strided-batched fused entries' rules (batch.count > 1, issue 43): no 2-CTA cluster (their
-        A and B loads are rank-3 TMA loads without multicast) and A and B read by TMA as stored (no pad
-        or transpose copy: those copy one matrix; lda / ldb x the element bytes a multiple of 16, and for
+        """The strided-batched fused entries' rules (batch.count > 1, issue 43): A and B read by TMA as
+        stored (no pad or transpose copy: those copy one matrix; lda / ldb x the element bytes a multiple of 16, and for
         wgmma_tf32 a row-major A and a column-major B). The batch strides' TMA rule (bytes a multiple of
         16) is :func:`gemmlab.contract.tma_rules.check`'s, on the maps.
 
         Raises:
             ParamError: the first rule broken, one line naming the field."""
-        require(params.get("CLUSTER", 1) == 1, "kernel.CLUSTER",
-                f"CLUSTER={params.get('CLUSTER')}: batches (batch.count={problem.batch}) run without a cluster "
-                "(CLUSTER=1: the batched entries' rank-3 TMA loads have no multicast)")
         for op in self.operands(problem, params, device):
             if op.kind == "transpose":
                 field = "layout.a" if op.matrix == "A" else "layout.b"
@@ -486,7 +485,7 @@ class WgmmaKernel(KernelSpec):
         split = max(1, min(32, sms // tiles(64, 128), k_tiles // 8))
         if problem.extended:  # the fused entry: whole tiles, the register epilogue (wgmma_picks.fused)
             from gemmlab_plugins.wgmma_picks import fused
-            return [fused(p) for p in out if p.get("TAIL", 1) == 1 and (problem.batch == 1 or p["CLUSTER"] == 1)]
+            return [fused(p) for p in out if p.get("TAIL", 1) == 1]
         if split > 1:
             out.insert(0, {**self.defaults, "BM": 64, "BN": 128, "SCHED": 2, "STAGES": 6, "SPLIT_K": split, "REDUCE": 2})
         return out + super().candidates(problem, device)
@@ -554,7 +553,7 @@ class WgmmaKernel(KernelSpec):
         BIAS_T, OUT_T>`` (the register epilogue, whole tiles) or, where :meth:`tma_store`,
         ``gemm_wgmma_epi_tma_store<..., F16, DEFER, ACT, ...>`` (DEFER 1 where :meth:`defers`); with
         batch.count > 1 ``gemm_wgmma_epi_batched`` / ``gemm_wgmma_epi_tma_store_batched`` with the same
-        template arguments (CLUSTER 1)."""
+        template arguments."""
         p = params
         if problem.extended:
             head = (f"{elem_bytes(problem.precision)}, {p['BM']}, {p['BN']}, {p['STAGES']}, "

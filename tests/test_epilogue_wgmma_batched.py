@@ -7,7 +7,7 @@ TMA maps (``TensorMap(batched=True)``), one launch over batch x tiles.
 CPU tests: the declaration, the entries a batched problem takes (single-batch fused and plain problems
 keep theirs), the arguments in the entries' order and the rank-3 maps' dims and batch pitches (a shared
 operand's map holds one batch), the contract's batch-stride rule and the batched map's own refusals (one
-line each), the plugin's refusals (CLUSTER=2, A/B needing a pad or transpose copy) before anything
+line each), the plugin's refusals (A/B needing a pad or transpose copy) before anything
 compiles, the grid over batch x tiles and the queue's replay (every (batch, tile) once), candidates, and
 NVRTC compiles of the batched instances (no spills, HGMMA not serialized, rank-3 TMA loads and stores
 only), and batched points end to end on the fake GPU (tests/fakegpu.py ``wgmma_epi``: what the entries
@@ -115,8 +115,6 @@ def test_the_batch_stride_rule_and_the_batched_maps_own_refusals_are_one_line():
 
 
 @pytest.mark.parametrize("cfg, field, message", [
-    (_compile_cfg((256, 256, 256), {"count": 2}, CLUSTER=2), "kernel.CLUSTER",
-     "CLUSTER=2: batches (batch.count=2) run without a cluster"),
     (_compile_cfg((256, 256, 100), {"count": 2}), "layout.lda",
      "lda=100 x 2 B is not a multiple of 16 bytes: TMA cannot read A as stored"),
     (_compile_cfg((256, 300, 256), {"count": 3}, layout={"b": "row"}), "layout.ldb",
@@ -125,7 +123,7 @@ def test_the_batch_stride_rule_and_the_batched_maps_own_refusals_are_one_line():
      "layout.b=row: wgmma_tf32 reads it through a transposed copy of one matrix"),
     (_compile_cfg((256, 256, 256), {"count": 2}, precision="tf32", layout={"a": "col", "b": "col"}), "layout.a",
      "layout.a=col: wgmma_tf32 reads it through a transposed copy"),
-], ids=["cluster", "pad-a", "pad-b", "tf32-transpose-b", "tf32-transpose-a"])
+], ids=["pad-a", "pad-b", "tf32-transpose-b", "tf32-transpose-a"])
 def test_batched_refusals_come_before_anything_compiles(tmp_path, cfg, field, message):
     rec = run_point(cfg, tmp_path)
     assert rec["status"] == "invalid" and rec["error"].startswith(f"{field}: {message}"), rec["error"]
@@ -146,17 +144,25 @@ def test_the_same_shapes_in_one_batch_are_accepted():
 
 @pytest.mark.parametrize("shape, batch, over", [((200, 304, 64), 3, {}), ((1000, 1500, 640), 3, {}),
                                                 ((63, 72, 40), 2, {"SCHED": 2, "BM": 64}),
-                                                ((4096, 512, 64), 5, {"GROUP_M": 8, "BN": 128})], ids=str)
+                                                ((4096, 512, 64), 5, {"GROUP_M": 8, "BN": 128}),
+                                                ((640, 520, 64), 3, {"CLUSTER": 2}), ((2000, 600, 64), 4, {"CLUSTER": 2})],
+                         ids=str)
 def test_one_launch_visits_every_tile_of_every_batch_once(shape, batch, over):
+    """Every (batch, tile) exactly once (with CLUSTER=2 the pair's second row where M has an odd number
+    of tile rows lies past M: TMA zero-fills it and nothing is stored there), one CTA per SM at most."""
     params = {**SPEC.defaults, **over}
     problem = _problem(shape=shape, batch=batch)
     launch = SPEC.geometry(problem, params, FACTS)
-    tiles = -(-shape[0] // params["BM"]) * -(-shape[1] // params["BN"])
-    assert launch.grid == (min(FACTS.sm_count, tiles * batch), 1, 1) and launch.cluster is None
+    cl = params["CLUSTER"]
+    num_m, num_n = -(-shape[0] // params["BM"]), -(-shape[1] // params["BN"])
+    units = -(-num_m // cl) * num_n * batch
+    assert launch.grid == (cl * min(FACTS.sm_count // cl, units), 1, 1)
+    assert launch.cluster == ((cl, 1, 1) if cl > 1 else None)
     seen = [t for cta in batched_tiles(Shape(*shape), params, launch.grid[0], batch) for t in cta]
-    want = {(z, m, n) for z in range(batch) for m in range(-(-shape[0] // params["BM"]))
-            for n in range(-(-shape[1] // params["BN"]))}
-    assert len(seen) == len(want) == tiles * batch and set(seen) == want
+    inside = [t for t in seen if t[1] < num_m]
+    want = {(z, m, n) for z in range(batch) for m in range(num_m) for n in range(num_n)}
+    assert len(inside) == len(want) and set(inside) == want
+    assert len(seen) - len(inside) == (num_m % cl) * num_n * batch  # the pairs' rows past M
     # batch-major: a CTA's items never go back to an earlier batch
     for cta in batched_tiles(Shape(*shape), params, launch.grid[0], batch):
         assert [z for z, _, _ in cta] == sorted(z for z, _, _ in cta)
@@ -165,7 +171,7 @@ def test_one_launch_visits_every_tile_of_every_batch_once(shape, batch, over):
 def test_candidates_of_a_batched_problem_pass_its_rules():
     problem = _problem(shape=(2048, 2048, 128), batch=8, bias="input", activation="gelu_tanh")
     cands = SPEC.candidates(problem, FACTS)
-    assert cands and all(c["CLUSTER"] == 1 for c in cands)
+    assert cands
     for c in cands:
         SPEC.check_problem(problem, c, FACTS)
     # the waves count every batch's tiles: 256 batches of 128 x 128 fill 132 SMs with 128x128 tiles (one
@@ -190,6 +196,7 @@ def _fake_run(tmp_path, monkeypatch, cfg):
 @pytest.mark.parametrize("form, strides, epi, which", [
     ("bf16-rowcol", "gaps", 7, 2), ("bf16-rowrow", "shared_b", 7, 1), ("bf16-pingpong", "shared_a", 1, 4),
     ("fp16-colrow", "gaps", 2, 3), ("tf32-rowcol", "tight", 7, 0), ("fp16-colrow", "shared_b", 1, 0),
+    ("bf16-rowrow-cluster", "shared_a", 7, 4),
 ], ids=str)
 def test_batched_points_verify_on_the_fake_gpu(tmp_path, monkeypatch, form, strides, epi, which):
     """The whole pipeline of a batched point (inputs with NaN padding and gaps, the rank-3 maps, the
@@ -233,8 +240,10 @@ def test_a_swapped_batch_stride_or_a_one_batch_map_fails_on_the_fake_gpu(tmp_pat
      True),
     ("wgmma_tf32", "tf32", "row", "col", {"out": "bf16", "beta": 0.5, "bias": "input", "activation": "gelu_erf"},
      {"EPI": 2}, True),
+    ("wgmma_bf16", "bf16", "row", "row", {"out": "bf16", "bias": "input", "activation": "relu", "stride_a": 0},
+     {"CLUSTER": 2}, True),
 ], ids=["bf16-gelu_tanh-bf16-deferred", "bf16-gelu_tanh-bf16-registers-shared-b", "fp16-colrow-beta-silu-pingpong-tma",
-        "bf16-beta-silu-float32-deferred", "tf32-beta-gelu_erf-bf16-tma"])
+        "bf16-beta-silu-float32-deferred", "tf32-beta-gelu_erf-bf16-tma", "bf16-rowrow-relu-cluster-shared-a"])
 def test_batched_instance_compiles_without_spills_and_with_rank3_tma(kernel, precision, la, lb, ep, over, tma):
     """4096^3 x 3 batches: no spills, no local memory, HGMMA and none serialized; every TMA load and
     store of rank 3 (UTMALDG.3D, UTMASTG.3D; no .2D left), as many store sites as the single-batch entry
@@ -270,11 +279,13 @@ def test_batched_instance_compiles_without_spills_and_with_rank3_tma(kernel, pre
 # --- on a GPU -------------------------------------------------------------------------------------
 
 #: (precision, layout a, layout b, parameters): the defaults' cooperative 128x256 tile, a row-major B (its
-#: K-row edge inside a box: the rank-3 map must zero-fill it, not read the next batch), ping-pong 64x256,
+#: K-row edge inside a box: the rank-3 map must zero-fill it, not read the next batch), the 2-CTA cluster
+#: (B multicast by rank-3 loads; a pair's second row past M), ping-pong 64x256,
 #: fp16 with both transpose bits, tf32 K-major
 FORMS = {
     "bf16-rowcol": ("bf16", "row", "col", {}),
     "bf16-rowrow": ("bf16", "row", "row", {}),
+    "bf16-rowrow-cluster": ("bf16", "row", "row", {"CLUSTER": 2}),
     "bf16-pingpong": ("bf16", "row", "col", {"SCHED": 2, "BM": 64}),
     "fp16-colrow": ("fp16", "col", "row", {}),
     "tf32-rowcol": ("tf32", "row", "col", {}),
