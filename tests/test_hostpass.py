@@ -133,3 +133,15 @@ def test_one_blas_thread_sets_and_restores_the_calling_threads_count(monkeypatch
     with hostpass.one_blas_thread():
         pass
     assert calls == [1, 5]
+
+
+def test_abs_times_in_row_blocks_is_the_whole_product(pooled, monkeypatch):
+    """verify._abs_times (|A| v for Freivalds' row bound) in threaded blocks of a power of two rows
+    within the element budget: the whole product's row sums (to BLAS's rounding)."""
+    from gemmlab.stages import verify
+    rng = np.random.default_rng(4)
+    x, v = rng.standard_normal((50, 7)), np.abs(rng.standard_normal(7))
+    monkeypatch.setattr(verify, "ABS_BLOCK_ELEMENTS", 64)  # 8 rows a block: 7 blocks, 3 threads
+    got = verify._abs_times(x, v)
+    assert got.shape == (50,) and np.allclose(got, np.abs(x) @ v, rtol=1e-14, atol=0) and pooled
+    assert verify._abs_times(x[:0], v).shape == (0,)

@@ -653,7 +653,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
                 "rows": rows, "cols": cols, "others": others, "ref_r": ref_r, "ref_c": ref_c,
                 "tol_r": tolerance(rule, options, ref_r, abs_product(np.abs(a[rows]), abs_b) if need_abs else None, K,
                                    precision, fp8, partial(a64[rows], b64)),
-                "tol_c": tolerance(rule, options, ref_c, abs_product(np.abs(a), abs_b[:, cols])[others] if need_abs
+                "tol_c": tolerance(rule, options, ref_c, abs_product(hostpass.absolute(a), abs_b[:, cols])[others] if need_abs
                                    else None, K, precision, fp8,
                                    partial(a64[others], b64[:, cols]) if interval else None),
                 "freivalds": _freivalds_sides(a64, b64, rule, options, K, precision, xs, N, fp8)}
@@ -690,11 +690,22 @@ def abs_product(abs_a: np.ndarray, abs_b: np.ndarray) -> np.ndarray:
     return (abs_a @ abs_b).astype(np.float64) / (1 - gamma)
 
 
-def _abs_times(a64: np.ndarray, v: np.ndarray, rows: int = 1024) -> np.ndarray:
-    """|A| @ v (float64) in blocks of ``rows`` rows: never a whole |A| copy."""
+#: elements of |A| per block of :func:`_abs_times` (1024 whole rows of a 2048 x 128256 B were a 1 GB copy)
+ABS_BLOCK_ELEMENTS = 1 << 20
+
+
+def _abs_times(a64: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """|A| @ v (float64) in blocks of at most 1024 whole rows and about :data:`ABS_BLOCK_ELEMENTS`
+    elements (a power of two rows: the blocks of 1024 rows this took before are unions of them), in
+    threads (:func:`gemmlab.stages.hostpass.each_of`, one BLAS thread each): never a whole |A| copy.
+    Each row's sum is a dot product of that row with v; BLAS may order its additions by the row's
+    place in a block and by its own threads' split, so a sum may differ from before in its last
+    bits (it is a bound's row sum, ~1e-16 relative)."""
     if not len(a64):
         return np.zeros(0)
-    return np.concatenate([np.abs(a64[r:r + rows]) @ v for r in range(0, a64.shape[0], rows)])
+    rows = 1 << min(10, max(0, (ABS_BLOCK_ELEMENTS // max(1, a64.shape[1])).bit_length() - 1))  # divides 1024
+    return np.concatenate(hostpass.each_of(range(0, a64.shape[0], rows),
+                                           lambda r: np.abs(a64[r:r + rows]) @ v, one_blas=True))
 
 
 def _freivalds_sides(a64, b64, rule, options, K, precision, xs, N, fp8: Fp8Bound | None = None) -> dict:
