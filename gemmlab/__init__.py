@@ -47,7 +47,7 @@ def clear_caches() -> None:
     """Forget what this process has memoised, so the next command starts as a new process would:
     compiled kernels (the in-process compile cache; the on-disk one stays), loaded plugin
     registries, shape suites and shape sets, the CUDA header folders, the git commit of the checkout
-    and the last seeded input draw.
+    and the last seeded input draw and its float64 products.
 
     For tests and long-lived processes that run several commands (a plugin folder edited in
     between, an environment variable changed); a plain ``gemmlab`` command never needs it. Modules
@@ -56,7 +56,7 @@ def clear_caches() -> None:
     import sys
 
     for name in ("gemmlab.gpu.compile", "gemmlab.run.pipeline", "gemmlab.dispatch.shapes", "gemmlab.dispatch.shapeset",
-                 "gemmlab.stages.record", "gemmlab.stages.inputs"):
+                 "gemmlab.stages.record", "gemmlab.stages.inputs", "gemmlab.stages.verify"):
         module = sys.modules.get(name)
         if module is not None:
             module.clear_cache()

@@ -150,3 +150,28 @@ def test_problem_inputs_from_the_kept_draw_are_the_whole_array_recipe(pipelined,
             want = np.ascontiguousarray(st if lay == "row" else st.T)
             assert stored.dtype == dtype and stored.flags.c_contiguous and stored.shape == want.shape
             assert np.array_equal(stored.view(np.uint8), want.view(np.uint8))
+
+
+def test_a_shapes_two_layouts_share_logical_inputs_and_their_products(pipelined, monkeypatch):
+    """issue 41: bf16 row- then column-major B of one shape and seed get the same read-only logical
+    arrays (rounded_draw), so verify.products_for hands the second point the first one's float64
+    products: its check draws no sample and multiplies nothing again; other inputs get a new dict."""
+    from gemmlab.contract.hookspecs import Problem
+    from gemmlab.stages import verify
+    verify.clear_cache()
+    row = pipelined.make_problem_inputs(Problem(SHAPE, "bf16", "row", "row"), InputOptions(seed=2))
+    col = pipelined.make_problem_inputs(Problem(SHAPE, "bf16", "row", "col"), InputOptions(seed=2))
+    assert row.a is col.a and row.b is col.b and not row.b.flags.writeable
+    assert row.b_stored.shape == (SHAPE.K, SHAPE.N) and col.b_stored.shape == (SHAPE.N, SHAPE.K)
+    c = (row.a.astype(np.float64) @ row.b.astype(np.float64)).astype(np.float32)
+    options = verify.VerifyOptions(method="sampled", sample=8)
+    drawn = []
+    real = verify.draw_sample
+    monkeypatch.setattr(verify, "draw_sample", lambda *a: drawn.append(a) or real(*a))
+    products = verify.products_for(row.a, row.b)
+    assert verify.check(c, row.a, row.b, options, precision="bf16", products=products).passed and len(drawn) == 1
+    assert verify.products_for(col.a, col.b) is products
+    assert verify.check(c, col.a, col.b, options, precision="bf16", products=products).passed and len(drawn) == 1
+    fp16 = pipelined.make_problem_inputs(Problem(SHAPE, "fp16", "row", "col"), InputOptions(seed=2))
+    assert fp16.a is not row.a and verify.products_for(fp16.a, fp16.b) is not products
+    verify.clear_cache()

@@ -337,6 +337,9 @@ class Run:
         rc, problem, gpu = self.rc, self.problem, self.gpu
         started = time.perf_counter()
         self.inputs = inputs_stage.make_problem_inputs(problem, rc.inputs)
+        # the float64 references: shared with the previous point when its logical inputs were these very
+        # (read-only, kept) arrays, e.g. a shape's row- and column-major B of one precision (issue 41)
+        self.products = verify_stage.products_for(self.inputs.a, self.inputs.b)
         self.record.setdefault("phase_s", {})["allocate_parts"] = {"draw": round(time.perf_counter() - started, 4)}
         inp = self.inputs
         self.record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed,

@@ -293,9 +293,10 @@ def seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[n
 
 
 def clear_cache() -> None:
-    """Forget the draw :func:`seeded_draw` keeps (for tests and long-lived processes; see
-    :func:`gemmlab.clear_caches`)."""
+    """Forget the draws :func:`seeded_draw` and :func:`rounded_draw` keep (for tests and long-lived
+    processes; see :func:`gemmlab.clear_caches`)."""
     seeded_draw.cache_clear()
+    rounded_draw.cache_clear()
 
 
 def _row_blocks(rows: int, cols: int) -> list[tuple[int, int]]:
@@ -304,38 +305,64 @@ def _row_blocks(rows: int, cols: int) -> list[tuple[int, int]]:
     return [(r, min(rows, r + step)) for r in range(0, rows, step)]
 
 
-def _drawn_stored(problem: Problem, options: InputOptions) -> ProblemInputs:
-    """:func:`make_problem_inputs` of a plain problem (not fp8) with normal or uniform inputs: the
-    same arrays from :func:`seeded_draw`'s float32 draws, rounded to the storage type and written
-    to their logical and stored places (transposed for a column-major operand) in blocks of rows,
-    in threads (:func:`gemmlab.stages.hostpass.each_of`). Where the storage type is float32 the
-    logical array is the draw itself (read-only), and so is the stored one of a row-major operand."""
-    dtype = storage_dtype(problem.precision)
-    same = dtype == np.dtype(np.float32)
-    drawn = seeded_draw(problem.M, problem.N, problem.K, options.seed, options.distribution)
-    layouts = (problem.layout_a, problem.layout_b)
-    logical = [x if same else np.empty(x.shape, dtype=np.float32) for x in drawn]
-    stored = [lg if same and lay == "row" else np.empty(x.shape if lay == "row" else x.shape[::-1], dtype=dtype)
-              for x, lg, lay in zip(drawn, logical, layouts)]
+def _in_row_blocks(arrays, convert) -> None:
+    """``convert((i, first row, end row))`` over the row blocks (:func:`_row_blocks`) of each of
+    ``arrays``, in threads from :data:`DRAW_PIPELINED_MIN` elements."""
+    jobs = [(i, r0, r1) for i, x in enumerate(arrays) for r0, r1 in _row_blocks(*x.shape)]
+    if sum(x.size for x in arrays) < DRAW_PIPELINED_MIN:
+        for job in jobs:
+            convert(job)
+    else:
+        hostpass.each_of(jobs, convert)
+
+
+@functools.lru_cache(maxsize=1)
+def rounded_draw(M: int, N: int, K: int, seed: int, distribution: str, precision: str) -> tuple[np.ndarray, np.ndarray]:
+    """The logical A and B of a plain problem of ``precision`` (not fp8) with normal or uniform
+    inputs: :func:`seeded_draw`'s float32 values rounded once to the storage type, as float32
+    (fp32/tf32: :func:`seeded_draw`'s arrays themselves), read-only, kept for the next call with the
+    same arguments (the last one only): a shape's two layouts of a precision get the same arrays,
+    so the float64 products of their verification are made once (:func:`gemmlab.stages.verify.products_for`)."""
+    drawn = seeded_draw(M, N, K, seed, distribution)
+    dtype = storage_dtype(precision)
+    if dtype == np.dtype(np.float32):
+        return drawn
+    out = [np.empty(x.shape, dtype=np.float32) for x in drawn]
 
     def convert(job: tuple[int, int, int]) -> None:
         i, r0, r1 = job
-        part = drawn[i][r0:r1] if same else drawn[i][r0:r1].astype(dtype)
-        if not same:
-            logical[i][r0:r1] = part  # the rounded values, exactly, as float32
+        out[i][r0:r1] = drawn[i][r0:r1].astype(dtype)  # the rounded values, exactly, as float32
+
+    _in_row_blocks(drawn, convert)
+    for x in out:
+        x.flags.writeable = False
+    return out[0], out[1]
+
+
+def _drawn_stored(problem: Problem, options: InputOptions) -> ProblemInputs:
+    """:func:`make_problem_inputs` of a plain problem (not fp8) with normal or uniform inputs: the
+    same arrays, the logical ones :func:`rounded_draw`'s (read-only), the stored ones their values
+    in the storage type (exact: they are its values) in their layout (transposed for a
+    column-major operand), written in blocks of rows in threads (:func:`gemmlab.stages.hostpass.each_of`).
+    Where the storage type is float32 a row-major operand's stored array is its logical one."""
+    dtype = storage_dtype(problem.precision)
+    same = dtype == np.dtype(np.float32)
+    logical = rounded_draw(problem.M, problem.N, problem.K, options.seed, options.distribution, problem.precision)
+    layouts = (problem.layout_a, problem.layout_b)
+    stored = [lg if same and lay == "row" else np.empty(lg.shape if lay == "row" else lg.shape[::-1], dtype=dtype)
+              for lg, lay in zip(logical, layouts)]
+
+    def convert(job: tuple[int, int, int]) -> None:
+        i, r0, r1 = job
         if stored[i] is logical[i]:
             return
+        part = logical[i][r0:r1] if same else logical[i][r0:r1].astype(dtype)
         if layouts[i] == "row":
             stored[i][r0:r1] = part
         else:
             stored[i][:, r0:r1] = part.T
 
-    jobs = [(i, r0, r1) for i, x in enumerate(drawn) for r0, r1 in _row_blocks(*x.shape)]
-    if sum(x.size for x in drawn) < DRAW_PIPELINED_MIN:
-        for job in jobs:
-            convert(job)
-    else:
-        hostpass.each_of(jobs, convert)
+    _in_row_blocks(logical, convert)
     return ProblemInputs(a=logical[0], b=logical[1], a_stored=stored[0], b_stored=stored[1])
 
 
