@@ -145,3 +145,20 @@ def test_abs_times_in_row_blocks_is_the_whole_product(pooled, monkeypatch):
     got = verify._abs_times(x, v)
     assert got.shape == (50,) and np.allclose(got, np.abs(x) @ v, rtol=1e-14, atol=0) and pooled
     assert verify._abs_times(x[:0], v).shape == (0,)
+
+
+def test_freivalds_blocks_in_threads_give_the_one_thread_verdict(pooled, monkeypatch):
+    """verify._freivalds reads C in blocks, now in threads: the verdict (and its worst error over
+    tolerance) is the one computed block after block; a NaN in any block still fails it."""
+    from gemmlab.stages import verify
+    rng = np.random.default_rng(8)
+    c = rng.standard_normal((40, 9)).astype(np.float32)
+    xs = [rng.choice([-1.0, 1.0], size=9) for _ in range(2)]
+    sides = {"xs": xs, "rhs": [c.astype(np.float64) @ x * (1 + 1e-9) for x in xs], "N": 9,
+             "bound_rows": np.full(40, 1e-6), "ref_coefficient": 2.0**-24}
+    monkeypatch.setattr(verify, "FREIVALDS_BLOCK_BYTES", 8 * 9 * 3)  # 3 rows a block: 14 blocks
+    threaded = verify._freivalds(c, sides, "bound", verify.VerifyOptions())
+    monkeypatch.setattr(hostpass, "threads", lambda: 1)
+    assert verify._freivalds(c, sides, "bound", verify.VerifyOptions()) == threaded and pooled
+    c[37, 4] = np.nan
+    assert not verify._freivalds(c, sides, "bound", verify.VerifyOptions())["passed"]

@@ -631,7 +631,7 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
     def partial(a_rows, b_cols):
         return fp8_accumulator_term(a_rows, b_cols, interval, options.safety) if interval else None
 
-    nan_outputs = sum(int(np.isnan(c[r:r + step]).sum()) for r in range(0, M, step))
+    nan_outputs = sum(hostpass.each_of(range(0, M, step), lambda r: int(np.isnan(c[r:r + step]).sum())))
     if method == "full":
         if step >= M:
             cache = products if products is not None else {}
@@ -765,10 +765,13 @@ def _freivalds(c, sides: dict, rule, options, step: int | None = None) -> dict:
     xs = np.column_stack(sides["xs"])
     lhs_all = np.empty((M, xs.shape[1]))
     abs_c_rows = np.empty(M)
-    for r in range(0, M, step):
+
+    def block(r: int) -> None:  # the blocks in threads (issue 41: C of 1024 x 128256 is 131 M elements)
         c64 = c[r:r + step].astype(np.float64)
         lhs_all[r:r + step] = c64 @ xs
         abs_c_rows[r:r + step] = np.abs(c64, out=c64).sum(axis=1)
+
+    hostpass.each_of(range(0, M, step), block, one_blas=True)
     return freivalds_compare(lhs_all, abs_c_rows, sides, rule, options)
 
 
