@@ -254,7 +254,7 @@ def fp8_accumulator_term(a: np.ndarray, b: np.ndarray, interval: int, safety: fl
 
     T is their sum. Cost: K/step products of (M, step) by (step, N) (the reference's flops) and a
     few passes over M x N per step. The output is computed in tiles of at most
-    :data:`TERM_TILE_ROWS` rows and :data:`TERM_TILE_ELEMENTS` elements, column blocks in threads
+    :data:`TERM_TILE_ROWS` rows and :data:`TERM_TILE_ELEMENTS` elements, in threads
     (:func:`gemmlab.stages.hostpass.threads`), each tile's 32-deep products on one BLAS thread
     (issue 42: the whole-array form streamed five M x N float64 arrays from memory at each of the
     K/32 steps, and OpenBLAS split each small product over its threads: ~10 s at 64 x 7168 x 16384
@@ -268,35 +268,37 @@ def fp8_accumulator_term(a: np.ndarray, b: np.ndarray, interval: int, safety: fl
     starts = range(0, K, step)
     rows = min(M, TERM_TILE_ROWS)
     cols = min(N, max(step, TERM_TILE_ELEMENTS // rows))
-    row_starts = range(0, M, rows)
-    a_max = [step_maxima(a[r:r + rows], step, 1) for r in row_starts]  # (rows, K/step) each
+    row_starts, col_starts = range(0, M, rows), range(0, N, cols)
+    a_max = hostpass.each_of(row_starts, lambda r: step_maxima(a[r:r + rows], step, 1))  # (rows, K/step) each
+    b_max = hostpass.each_of(col_starts, lambda c0: step_maxima(b[:, c0:c0 + cols], step, 0))  # (K/step, cols)
 
-    def column_block(c0: int) -> None:
-        b_cols = b[:, c0:c0 + cols]
-        b_max = step_maxima(b_cols, step, 0)  # (K/step, cols)
-        for a_rows, a_steps, r in zip((a[r:r + rows] for r in row_starts), a_max, row_starts):
-            acc, squares, s, m, t = (np.zeros((a_rows.shape[0], b_cols.shape[1])) for _ in range(5))
-            bits = m.view(np.uint64)
-            for j, k0 in enumerate(starts):
-                np.multiply(a_steps[:, j:j + 1], b_max[j:j + 1], out=m)
-                if k0 % interval:
-                    np.abs(s, out=t)
-                    np.maximum(m, t, out=m)
-                np.bitwise_and(bits, _EXPONENT_BITS, out=bits)  # 2^floor(log2 m): the grid's power of two
-                if k0 % interval:
-                    acc += m
-                    s += a_rows[:, k0:k0 + step] @ b_cols[k0:k0 + step]
-                else:  # a new partial sum: the accumulator starts from zero
-                    np.matmul(a_rows[:, k0:k0 + step], b_cols[k0:k0 + step], out=s)
-                np.multiply(m, m, out=m)
-                m *= min(step, K - k0)
-                squares += m
-            np.sqrt(squares, out=squares)
-            squares *= safety
-            acc += squares
-            out[r:r + a_rows.shape[0], c0:c0 + b_cols.shape[1]] = acc
+    def tile(job: tuple[int, int]) -> None:
+        i, j_col = job
+        r, c0 = row_starts[i], col_starts[j_col]
+        a_rows, a_steps, b_cols, b_steps = a[r:r + rows], a_max[i], b[:, c0:c0 + cols], b_max[j_col]
+        acc, squares, s, m, t = (np.zeros((a_rows.shape[0], b_cols.shape[1])) for _ in range(5))
+        bits = m.view(np.uint64)
+        for j, k0 in enumerate(starts):
+            np.multiply(a_steps[:, j:j + 1], b_steps[j:j + 1], out=m)
+            if k0 % interval:
+                np.abs(s, out=t)
+                np.maximum(m, t, out=m)
+            np.bitwise_and(bits, _EXPONENT_BITS, out=bits)  # 2^floor(log2 m): the grid's power of two
+            if k0 % interval:
+                acc += m
+                s += a_rows[:, k0:k0 + step] @ b_cols[k0:k0 + step]
+            else:  # a new partial sum: the accumulator starts from zero
+                np.matmul(a_rows[:, k0:k0 + step], b_cols[k0:k0 + step], out=s)
+            np.multiply(m, m, out=m)
+            m *= min(step, K - k0)
+            squares += m
+        np.sqrt(squares, out=squares)
+        squares *= safety
+        acc += squares
+        out[r:r + a_rows.shape[0], c0:c0 + b_cols.shape[1]] = acc
 
-    hostpass.each_of(range(0, N, cols), column_block, one_blas=True)  # 32-deep products: one BLAS thread each
+    # every tile in the pool, its 32-deep products on one BLAS thread
+    hostpass.each_of([(i, j) for i in range(len(row_starts)) for j in range(len(col_starts))], tile, one_blas=True)
     return out
 
 
@@ -680,8 +682,9 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, options: VerifyOptions, 
                 "rows": rows, "cols": cols, "others": others, "ref_r": ref_r, "ref_c": ref_c,
                 "tol_r": tolerance(rule, options, ref_r, abs_product(np.abs(a[rows]), abs_b) if need_abs else None, K,
                                    precision, fp8, partial(a64[rows], b64)),
-                "tol_c": tolerance(rule, options, ref_c, abs_product(hostpass.absolute(a), abs_b[:, cols])[others] if need_abs
-                                   else None, K, precision, fp8,
+                "tol_c": tolerance(rule, options, ref_c,
+                                   abs_product(hostpass.absolute(a), abs_b[:, cols])[others] if need_abs else None,
+                                   K, precision, fp8,
                                    partial(a64[others], b64[:, cols]) if interval else None),
                 "freivalds": _freivalds_sides(a64, b64, rule, options, K, precision, xs, N, fp8)}
         s = cache[key]
