@@ -34,8 +34,9 @@ tests/data/sass_memo.
 
 Recording: ``GEMMLAB_TEST_NVRTC_RECORD=1 python -m pytest`` records each miss and adds the
 toolchain to ``RECORDED.json``; ``python tests/sass_memo.py --pack`` then moves them into the pack.
-To drop entries no test reads any more, record into an empty folder (``rm -r tests/data/nvrtc_memo``
-first) on a machine without a GPU, then pack, as for tests/sass_memo.py. The
+To drop entries no test reads any more: ``--pack --prune`` (:func:`stale`: a source or header the
+checkout tracks, recorded in a version it no longer has), or record into an empty folder (``rm -r
+tests/data/nvrtc_memo`` first) on a machine without a GPU, then pack, as for tests/sass_memo.py. The
 recordings save CI's time only if made with the NVRTC and CUDA header wheels CI installs (those
 RECORDED.json names; pyproject.toml allows a range): with others every kernel compiles there, which
 is slower, never wrong. A test that patches cuda.core's ``Program`` (an emulated NVRTC) always gets
@@ -53,7 +54,7 @@ import os
 import re
 from pathlib import Path
 
-from sass_memo import MANIFEST, add_to_manifest, file_digest, read_entry, read_manifest, write_atomically
+from sass_memo import MANIFEST, add_to_manifest, entry_names, file_digest, read_entry, read_manifest, write_atomically
 
 #: the folder of recorded compilations (``<name>.nvrtc.xz``, :func:`name_of`) and RECORDED.json
 MEMO_DIR = Path(__file__).resolve().parent / "data" / "nvrtc_memo"
@@ -225,3 +226,31 @@ def record(found: dict | None, cubin: bytes, symbols: dict[str, str], log: str,
     except OSError:
         return False
     return True
+
+
+def stale(folder: Path, known) -> tuple[list[str], set[str], set[str]]:
+    """Which recordings of ``folder`` (packed or not) no lookup can read any more, for ``python
+    tests/sass_memo.py --prune``: ``(their file names, their cubins' SHA-256, the other
+    recordings' cubins' SHA-256)``. ``known`` is ``{file name: the SHA-256 of each version a lookup
+    can meet}`` (the checkout's tracked sources and headers). A recording is stale where its
+    program (the source's file name) is in ``known`` and its source's SHA-256 is none of those, or
+    where a header it included is in ``known`` by file name and its SHA-256 is none of those.
+    Sources and headers of other names (a test's own ``k.cu`` in a temporary folder) are kept. An
+    entry that cannot be read is stale too."""
+    names, stale_cubins, kept_cubins = [], set(), set()
+    for name in entry_names(Path(folder), ".nvrtc.xz"):
+        try:
+            first, meta, _ = read_entry(Path(folder), name).split(b"\n", 2)
+            found, cubin = json.loads(first.decode()[len(HEADER):]), json.loads(meta)["cubin_sha256"]
+            program = found["program"]
+            ok = program not in known or found["source_sha256"] in known[program]
+            for header, digest in found["headers"]:
+                base = header.split("/")[-1]
+                ok = ok and (base not in known or digest in known[base])
+        except (AttributeError, ValueError, KeyError, TypeError):
+            names.append(name)
+            continue
+        (kept_cubins if ok else stale_cubins).add(cubin)
+        if not ok:
+            names.append(name)
+    return names, stale_cubins, kept_cubins

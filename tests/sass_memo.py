@@ -29,7 +29,9 @@ left to the disassembler), then pack. An unchanged listing gives the same file, 
 the same xz library, and the same entries the same pack.
 
 Packing (this folder's and tests/data/nvrtc_memo's): ``python tests/sass_memo.py --pack`` moves
-the recordings of each folder into its :data:`PACK`, one solid xz tar of their plain text (the
+the recordings of each folder into its :data:`PACK` (``--committed``: only those git tracks;
+``--prune``: leaves out the NVRTC recordings of a source or header the checkout tracks only in
+other versions and the listings of only their cubins, :data:`USAGE`), one solid xz tar of their plain text (the
 listings of one kernel's instances are much alike: 4.0 MB of one xz file each became 2.2 MB, the
 NVRTC outputs 2.3 MB became 1.0 MB; issue 45's checkout size). A lookup reads the entry's own xz
 file where there is one (what recording writes), else the pack's member (:func:`read_entry`). In
@@ -397,10 +399,65 @@ def pack(folder: Path, suffix: str, only=None, drop=()) -> tuple[int, int]:
     return len(members), len(data)
 
 
+def stale_listings(folder: Path, stale_cubins: set[str], kept_cubins: set[str]) -> list[str]:
+    """The listings of ``folder`` (packed or not) of a cubin only stale NVRTC recordings made
+    (in ``stale_cubins``, not in ``kept_cubins``: tests/nvrtc_memo.py's ``stale``), by file name."""
+    found = []
+    for name in entry_names(Path(folder), ".sass.xz"):
+        first = (read_entry(Path(folder), name) or b"").partition(b"\n")[0].decode("utf-8", "replace")
+        try:
+            cubin = json.loads(first[len(HEADER):])["cubin_sha256"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if cubin in stale_cubins and cubin not in kept_cubins:
+            found.append(name)
+    return found
+
+
+def _checkout_versions(root: Path) -> dict[str, set[str]]:
+    """``{file name: SHA-256 of its working-tree and HEAD versions}`` of the git checkout's tracked
+    ``.cu``/``.cuh``/``.h`` files (what a recording's source or header can be). Raises
+    subprocess.CalledProcessError where git cannot list them."""
+    import subprocess
+    tracked = subprocess.run(["git", "ls-files", "*.cu", "*.cuh", "*.h"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout.split()
+    versions: dict[str, set[str]] = {}
+    for rel in tracked:
+        mine = versions.setdefault(Path(rel).name, set())
+        if (root / rel).is_file():
+            mine.add(hashlib.sha256((root / rel).read_bytes()).hexdigest())
+        head = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=root, capture_output=True)
+        if head.returncode == 0:
+            mine.add(hashlib.sha256(head.stdout).hexdigest())
+    return versions
+
+
+USAGE = ("usage: python tests/sass_memo.py --pack [--committed] [--prune]\n"
+         "  --pack       move tests/data/sass_memo's and nvrtc_memo's recordings into their packs\n"
+         "  --committed  only the recordings git tracks (others may be recording beside you)\n"
+         "  --prune      leave out the recordings no lookup can read any more (their source or a\n"
+         "               header matches no tracked file's working-tree or HEAD version)")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--pack"]:
-        sys.exit("usage: python tests/sass_memo.py --pack  (moves tests/data/sass_memo's and nvrtc_memo's "
-                 "recordings into their packs)")
-    for memo, ending in ((MEMO_DIR, ".sass.xz"), (MEMO_DIR.parent / "nvrtc_memo", ".nvrtc.xz")):
-        count, size = pack(memo, ending)
-        print(f"{memo}: {count} entries, {size} bytes")
+    flags = set(sys.argv[1:])
+    if "--pack" not in flags or not flags <= {"--pack", "--committed", "--prune"}:
+        sys.exit(USAGE)
+    import subprocess
+    import nvrtc_memo
+    root = MEMO_DIR.parents[2]
+    folders = ((MEMO_DIR.parent / "nvrtc_memo", ".nvrtc.xz"), (MEMO_DIR, ".sass.xz"))
+    drops = {folder: [] for folder, _ in folders}
+    if "--prune" in flags:
+        names, gone, kept = nvrtc_memo.stale(folders[0][0], _checkout_versions(root))
+        drops[folders[0][0]] = names
+        drops[MEMO_DIR] = stale_listings(MEMO_DIR, gone, kept)
+    for memo, ending in folders:
+        only = None
+        if "--committed" in flags:
+            only = {Path(t).name for t in subprocess.run(["git", "ls-files", str(memo.relative_to(root))], cwd=root,
+                                                         check=True, capture_output=True, text=True).stdout.split()}
+        count, size = pack(memo, ending, only=only, drop=drops[memo])
+        for name in drops[memo]:
+            (memo / name).unlink(missing_ok=True)
+        print(f"{memo}: {count} entries, {size} bytes ({len(drops[memo])} dropped)")

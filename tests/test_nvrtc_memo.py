@@ -157,6 +157,27 @@ def _recorded(found, output, folder: Path) -> bytes:
     return (folder / f"{nvrtc_memo.name_of(found)}.nvrtc.xz").read_bytes()
 
 
+def test_prune_names_the_recordings_of_sources_and_headers_no_longer_in_the_checkout(naive, tmp_path):
+    """``nvrtc_memo.stale`` (``tests/sass_memo.py --prune``): a recording of a source whose file
+    name the checkout tracks, but in another version, or with a tracked header in another version,
+    is stale; a source or header the checkout does not track (a test's own) is kept; a cubin is
+    gone only where no kept recording makes it too."""
+    import hashlib
+    _, found, (cubin, symbols, log) = naive
+    older = dict(found, source_sha256="0" * 64)
+    with_header = dict(found, headers=[*found["headers"], ["gemmlab/tile.cuh", "1" * 64]])
+    for f in (found, older, with_header):
+        assert nvrtc_memo.record(f, cubin, symbols, log, folder=tmp_path)
+    name = {id(f): f"{nvrtc_memo.name_of(f)}.nvrtc.xz" for f in (found, older, with_header)}
+    made = hashlib.sha256(cubin).hexdigest()
+    assert nvrtc_memo.stale(tmp_path, {}) == ([], set(), {made})  # nothing tracked by these names: all kept
+    program, digest = found["program"], found["source_sha256"]
+    assert nvrtc_memo.stale(tmp_path, {program: {digest}}) == ([name[id(older)]], {made}, {made})
+    names, gone, kept = nvrtc_memo.stale(tmp_path, {program: {digest}, "tile.cuh": {"2" * 64}})
+    assert sorted(names) == sorted([name[id(older)], name[id(with_header)]])
+    assert nvrtc_memo.stale(tmp_path, {program: {"3" * 64}})[1:] == ({made}, set())  # every recording of it stale
+
+
 def test_what_is_never_recorded(naive, tmp_path):
     """Not recorded: an empty log (NVRTC 13.0's for a repeat), inputs that cannot be told, and an
     output that names a folder of this machine."""

@@ -128,6 +128,20 @@ def test_a_pack_holds_what_its_files_held(compiled, second, tmp_path, monkeypatc
     assert (tmp_path / f"{'0' * 64}.sass.xz").exists() and sass_memo.lookup(argv2, cubin2, folder=tmp_path) is None
 
 
+def test_prune_names_the_listings_of_only_stale_cubins(compiled, second, tmp_path):
+    """``sass_memo.stale_listings`` (``--prune``): a listing whose cubin only stale NVRTC
+    recordings made is named; one a kept recording also makes, or of another cubin, is kept."""
+    import hashlib
+    (argv, _, cubin), (argv2, cubin2, listing2) = compiled, second
+    _, listing = sass.disassemble(cubin)
+    sass_memo.record(argv, cubin, listing, folder=tmp_path)
+    sass_memo.record(argv2, cubin2, listing2, folder=tmp_path)
+    made = hashlib.sha256(cubin).hexdigest()
+    assert sass_memo.stale_listings(tmp_path, {made}, set()) == [f"{sass_memo.key(argv, cubin)}.sass.xz"]
+    assert sass_memo.stale_listings(tmp_path, {made}, {made}) == []
+    assert sass_memo.stale_listings(tmp_path, set(), {made}) == []
+
+
 def test_verify_runs_the_disassembler_for_a_hit_and_fails_on_a_difference(second, tmp_path, monkeypatch):
     """With ``GEMMLAB_TEST_SASS_VERIFY=1`` the tests' ``disassemble`` compares a recorded listing
     with the disassembler's: an entry whose text was edited (same first line, same code sections)
