@@ -175,3 +175,13 @@ def test_a_shapes_two_layouts_share_logical_inputs_and_their_products(pipelined,
     fp16 = pipelined.make_problem_inputs(Problem(SHAPE, "fp16", "row", "col"), InputOptions(seed=2))
     assert fp16.a is not row.a and verify.products_for(fp16.a, fp16.b) is not products
     verify.clear_cache()
+
+
+def test_a_draw_above_the_keep_limit_is_not_kept(pipelined, monkeypatch):
+    monkeypatch.setattr(pipelined, "KEEP_MAX_ELEMENTS", 37 * 53 + 53 * 29 - 1)
+    a, b = pipelined.seeded_draw(37, 29, 53, 4, "normal")
+    again = pipelined.seeded_draw(37, 29, 53, 4, "normal")
+    assert again[0] is not a and np.array_equal(again[0], a) and not a.flags.writeable
+    assert pipelined.rounded_draw(37, 29, 53, 4, "normal", "bf16")[0] is not pipelined.rounded_draw(
+        37, 29, 53, 4, "normal", "bf16")[0]
+    assert pipelined.seeded_draw(3, 4, 5, 4, "normal")[0] is pipelined.seeded_draw(3, 4, 5, 4, "normal")[0]

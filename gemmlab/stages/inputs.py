@@ -268,11 +268,31 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
     return ProblemInputs(a=a, b=b, a_stored=a_stored, b_stored=b_stored)
 
 
-@functools.lru_cache(maxsize=1)
+#: elements of A and B together up to which :func:`seeded_draw` and :func:`rounded_draw` keep a draw
+#: for the next point (2 GB of float32; a larger one is drawn again: it would be held between points
+#: beside the next one's)
+KEEP_MAX_ELEMENTS = 1 << 29
+
+
 def seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_seeded_draw`, kept for the next call (:func:`_kept_seeded_draw`) while A and B hold at
+    most :data:`KEEP_MAX_ELEMENTS` elements together."""
+    if M * K + K * N > KEEP_MAX_ELEMENTS:
+        return _seeded_draw(M, N, K, seed, distribution)
+    return _kept_seeded_draw(M, N, K, seed, distribution)
+
+
+@functools.lru_cache(maxsize=1)
+def _kept_seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_seeded_draw`, the last one kept."""
+    return _seeded_draw(M, N, K, seed, distribution)
+
+
+def _seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[np.ndarray, np.ndarray]:
     """:func:`make_inputs`' A (M x K) and B (K x N) for ``normal`` or ``uniform`` inputs, float32,
-    C-contiguous and read-only (a write raises ``ValueError``), kept for the next call with the same
-    arguments (the last one only; :func:`clear_cache` forgets it).
+    C-contiguous and read-only (a write raises ``ValueError``); :func:`seeded_draw` keeps it for the
+    next call with the same arguments (the last one only, up to :data:`KEEP_MAX_ELEMENTS`;
+    :func:`clear_cache` forgets it).
 
     A point's inputs depend on the shape, seed and distribution alone until they are rounded to the
     precision's type and laid out (:func:`make_problem_inputs`); the held-out benchmark runs the six
@@ -295,8 +315,8 @@ def seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[n
 def clear_cache() -> None:
     """Forget the draws :func:`seeded_draw` and :func:`rounded_draw` keep (for tests and long-lived
     processes; see :func:`gemmlab.clear_caches`)."""
-    seeded_draw.cache_clear()
-    rounded_draw.cache_clear()
+    _kept_seeded_draw.cache_clear()
+    _rounded_draw.cache_clear()
 
 
 def _row_blocks(rows: int, cols: int) -> list[tuple[int, int]]:
@@ -316,8 +336,17 @@ def _in_row_blocks(arrays, convert) -> None:
         hostpass.each_of(jobs, convert)
 
 
+def rounded_draw(M: int, N: int, K: int, seed: int, distribution: str,
+                 precision: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_rounded_draw`, the last one kept while A and B hold at most :data:`KEEP_MAX_ELEMENTS` elements."""
+    if M * K + K * N > KEEP_MAX_ELEMENTS:
+        return _rounded_draw.__wrapped__(M, N, K, seed, distribution, precision)
+    return _rounded_draw(M, N, K, seed, distribution, precision)
+
+
 @functools.lru_cache(maxsize=1)
-def rounded_draw(M: int, N: int, K: int, seed: int, distribution: str, precision: str) -> tuple[np.ndarray, np.ndarray]:
+def _rounded_draw(M: int, N: int, K: int, seed: int, distribution: str,
+                  precision: str) -> tuple[np.ndarray, np.ndarray]:
     """The logical A and B of a plain problem of ``precision`` (not fp8) with normal or uniform
     inputs: :func:`seeded_draw`'s float32 values rounded once to the storage type, as float32
     (fp32/tf32: :func:`seeded_draw`'s arrays themselves), read-only, kept for the next call with the
