@@ -76,11 +76,14 @@ def _openblas_local() -> Callable[[int], int] | None:
 
 @contextmanager
 def one_blas_thread():
-    """Within the block, BLAS calls of the calling thread run on one thread (OpenBLAS's thread-local
-    count, :func:`_openblas_local`; nothing changes under another BLAS). For many small products
-    made in threads of their own (:func:`each_of`): OpenBLAS splits a 64 x 32 x 512 product over its
-    threads and waits for them at every call (0.60 s against 0.057 s for 512 such products on a
-    loaded 2-core host, and the calls of several threads queue for its one pool)."""
+    """Within the block, BLAS calls run on one thread (OpenBLAS's ``openblas_set_num_threads_local``,
+    :func:`_openblas_local`; nothing changes under another BLAS), and the count it had is put back
+    after. In numpy's OpenBLAS build the count is the process's, not the calling thread's (set
+    from a pool's thread, it held for the main thread too), so it is set and put back once, by the
+    thread that runs the pool (:func:`each_of`), never by the pool's threads, whose restores would
+    interleave. For many small products made in threads of their own: OpenBLAS splits a
+    64 x 32 x 512 product over its threads and waits for them at every call (0.60 s against
+    0.057 s for 512 such products on a loaded 2-core host)."""
     local = _openblas_local()
     previous = local(1) if local is not None else None
     try:
@@ -94,21 +97,28 @@ def each_of(items, fn: Callable, one_blas: bool = False) -> list:
     """``[fn(item) for item in items]``, the calls spread over a pool of :func:`threads` threads
     (one call: no pool); results in ``items``' order. For work on disjoint parts of arrays whose
     numpy calls release the GIL (tiles of a product, blocks of a draw); an exception in any call
-    is raised here. ``one_blas``: each call's BLAS products run on one thread
-    (:func:`one_blas_thread`; the calls themselves are the parallelism)."""
+    is raised here. ``one_blas``: the calls' BLAS products run on one thread
+    (:func:`one_blas_thread` around the whole pool, and each pool thread asks for one as it starts,
+    for a BLAS whose count is per thread; the calls themselves are the parallelism)."""
     items = list(items)
+    workers = min(threads(), len(items))
+    local = _openblas_local() if one_blas else None
 
     def call(item):
-        if not one_blas:
-            return fn(item)
-        with one_blas_thread():
-            return fn(item)
+        if local is not None:
+            local(1)  # a per-thread count: this thread's; a process-wide one: already 1 (no restore here)
+        return fn(item)
 
-    workers = min(threads(), len(items))
-    if workers <= 1:
-        return [call(item) for item in items]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmlab-hostpass") as pool:
-        return list(pool.map(call, items))
+    with one_blas_thread() if one_blas else _nothing():
+        if workers <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmlab-hostpass") as pool:
+            return list(pool.map(call, items))
+
+
+@contextmanager
+def _nothing():
+    yield
 
 
 def _flat(x: np.ndarray) -> np.ndarray | None:
