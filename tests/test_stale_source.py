@@ -153,7 +153,8 @@ def test_an_edited_plugin_is_named_too(tmp_path, installed, installed_plugins):
     assert paths.stale_checkout_source([installed / "naive.cu", installed_plugins / "naive.py"], cwd=same) is None
     assert paths.stale_checkout_source([checkout / "plugins" / "naive.py"], cwd=checkout) is None
     # this process's built-in plugin modules are the ones compared: naive.py among them
-    assert str(registry.PLUGINS_DIR / "naive.py") in registry.builtin_plugin_files()
+    import gemmlab_plugins.naive as naive_module  # wherever it is installed: the checkout (editable) or site-packages
+    assert naive_module.__file__ in registry.builtin_plugin_files()
 
 
 def test_run_from_a_subfolder_names_the_edited_plugin_once(tmp_path, installed, installed_plugins, monkeypatch):
