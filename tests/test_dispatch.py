@@ -778,3 +778,22 @@ def test_sigterm_inside_the_suite_load_stays_sigterm(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt) as stopped:  # (a plain one escaping would stop pytest itself)
         shapes._load(str(tmp_path / "suite.yaml"))
     assert type(stopped.value) is Terminated
+
+
+def test_auto_sizes_strided_batches_for_one_batchs_share_of_the_sms():
+    """kernel=auto with batch.count = B sees ceil(SMs / B) SMs (the other batches fill the rest): 64
+    batches of a 1x4096x4096 decode need no K split, one batch takes 8; the rule's text says so."""
+    from gemmlab.contract.epilogue import Epilogue
+    from gemmlab.contract.hookspecs import Problem, Shape
+    from gemmlab.contract.registry import load_registry
+    from gemmlab.dispatch import auto as auto_mod
+    reg = load_registry(entry_points=False)
+    picks = {}
+    for batch in (1, 64):
+        ep = Epilogue(batch=batch) if batch > 1 else None
+        problem = Problem(Shape(1, 4096, 4096), "bf16", "row", "col", out="bf16", epilogue=ep or Epilogue())
+        picks[batch] = auto_mod.choose(Shape(1, 4096, 4096), reg, precision="bf16", layout=("row", "col"),
+                                       problem=problem, last_resort="model")
+    assert picks[1].kernel == picks[64].kernel == "decode_bf16"
+    assert picks[1].params["SPLITS"] == 8 and picks[64].params["SPLITS"] == 1
+    assert "batch.count=64: each batch's share, 3 of 132 SMs" in picks[64].reason and "share" not in picks[1].reason

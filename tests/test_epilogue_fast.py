@@ -236,8 +236,9 @@ def test_auto_chooses_only_kernels_that_declare_the_epilogue(shape, precision, l
     chosen = cfg["kernel"]["name"]
     assert refusal(REGISTRY.get(chosen).epilogue, problem, chosen) is None, rec
     plain_cfg, _ = dispatch.resolve_config(base, REGISTRY)
-    if REGISTRY.get(plain_cfg["kernel"]["name"]).epilogue == FULL:  # the plain choice declares it: the same choice
-        assert plain_cfg["kernel"] == cfg["kernel"]
+    if REGISTRY.get(plain_cfg["kernel"]["name"]).epilogue == FULL:  # the plain choice declares it: the same kernel,
+        # its parameters sized for one batch's share of the SMs (2 batches: 66 of 132)
+        assert plain_cfg["kernel"]["name"] == cfg["kernel"]["name"]
 
 
 @pytest.mark.parametrize("shape, precision, want", [((4096, 4096, 4096), "bf16", "tiled"),

@@ -442,6 +442,8 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
     declare an epilogue, :func:`declaring`, whose regimes may state no candidate at all).
     ``problem``: the whole problem of this shape, precision and layout (issue 43: an epilogue, a C type,
     leading dimensions), which the plugins' preferences and checks then see; default the plain one.
+    With strided batches (``problem.batch`` > 1) the rules and the plugins' sizing see one batch's
+    share of the SMs, ceil(SMs / batch.count): the other batches fill the rest.
 
     Raises:
         ConfigError: field ``kernel``: no registered kernel supports the problem (every rejection
@@ -472,8 +474,13 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
                           table=table.path or None, skipped=tuple(skipped), match="nearest")
         skipped.append(f"nearest table entry {list(near.shape)}: {why}")
     tried: set[str] = set()
-    sized = facts if facts.sm_count == sms else dataclasses.replace(facts, sm_count=sms)  # the plugins size for the table's GPU
-    for rule in rules(shape, precision, layout, sms, registry, sized, problem):
+    # the plugins size for the table's GPU; with strided batches for one batch's share of its SMs (the
+    # other batches fill the rest: 64 batches of 32 tiles are 15.5 waves on 132 SMs, not a quarter of one)
+    batch = max(1, int(getattr(problem, "batch", 1) or 1))
+    share = max(1, -(-sms // batch))
+    sized = facts if facts.sm_count == share else dataclasses.replace(facts, sm_count=share)
+    shared = f" (batch.count={batch}: each batch's share, {share} of {sms} SMs)" if batch > 1 else ""
+    for rule in rules(shape, precision, layout, share, registry, sized, problem):
         rule_skips: list[tuple[str, str]] = []  # (candidate, why) this rule passed over
         candidates, text = rule.candidates, rule.text
         if rule.name == "any":
@@ -493,7 +500,7 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
                 passed = [w for n, w in rule_skips if n != name]  # the rule's text names its first candidates
                 note = f" (not taken: {passed[0]})" if passed and rule.name != "any" else ""
                 told = f": {pref_why}" if pref_why else ""
-                return Choice(name, full, "rule", f"{text}{told}{note} -> {name} {_ptext(full)}",
+                return Choice(name, full, "rule", f"{text}{shared}{told}{note} -> {name} {_ptext(full)}",
                               table=table.path or None, skipped=tuple(skipped))
             line = f"rule {rule.name}: {why}"
             if (rule.name != "any" or name not in tried) and line not in skipped:  # one line per distinct reason
