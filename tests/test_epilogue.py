@@ -136,6 +136,7 @@ def test_integer_inputs_stay_exact_through_relu_and_not_through_gelu():
     ({"batch": {"count": 2, "stride_a": 100}}, "batch.stride_a: must be 0 (one A shared by every batch), null"),
     ({"batch": {"stride_b": 0}}, "batch.stride_b: applies to batch.count > 1"),
     ({"batch": {"count": 2, "stride_c": 0}}, "batch.stride_c: must be an integer >= 1"),
+    ({"batch": {"count": 2, "stride_c": 100}}, "batch.stride_c: must be null (tight: 2048) or a multiple"),
     ({"epilogue": {"bias": "float32"}, "precision": "fp8"}, "epilogue.bias: applies to precisions fp32, tf32"),
     ({"epilogue": {"out": "bf16"}, "grouped": {"kind": "contiguous", "groups": 2}}, "epilogue.out: applies to a plain GEMM"),
 ])

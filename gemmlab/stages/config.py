@@ -727,7 +727,8 @@ def _stride(given: int | None, count: int, rows: int, ld: int, field_name: str, 
     if count == 1:
         raise ConfigError(field_name, f"applies to batch.count > 1; got batch.count=1 (leave {field_name} null)")
     if given and (given % ld or given < rows * ld):
-        raise ConfigError(field_name, f"must be 0 (one {what} shared by every batch), null (tight: {rows * ld}) or a "
+        shared = f"0 (one {what} shared by every batch), " if what != "C" else ""
+        raise ConfigError(field_name, f"must be {shared}null (tight: {rows * ld}) or a "
                           f"multiple of its leading dimension {ld} of at least rows x ld = {rows * ld}; got {given}")
     return given
 
