@@ -225,3 +225,17 @@ def test_the_writer_refuses_a_record_that_contradicts_itself(tmp_path, change, m
     assert list(tmp_path.iterdir()) == []
     plain = dict(record_stage.new_record({}), status="ok", valid=True)  # a plain dict is written as a Result
     assert json.loads(record_stage.write_record(plain, tmp_path).read_text())["status"] == "ok"
+
+
+def test_the_summary_names_the_entry_and_each_plan_steps_note():
+    """The terminal summary says which entry ran and each plan step's note (e.g. the fused epilogue
+    stored from registers, and why), not only the parameters asked for."""
+    from gemmlab.stages.record import summary
+    rec = {"status": "compiled", "kernel": {"name": "wgmma_bf16", "params": {"EPI": 7}}, "shape": {"M": 63, "N": 65, "K": 40},
+           "plan": ["main kernel (fused epilogue from registers: N 65 x 2 B ...; EPI=7 runs as 1)"],
+           "compile": {"name_expression": "gemm_wgmma_epi<2, 128, 256>", "nvrtc_version": "13.0", "options": ["-arch=sm_90a"],
+                       "compile_ms": 1.0, "resources": {"registers": 168, "spill_store_bytes": 0, "spill_load_bytes": 0,
+                                                        "stack_frame_bytes": 0, "static_shared_bytes": 64}}}
+    lines = [line for line in summary(rec).splitlines() if line.startswith("  plan")]
+    assert lines == ["  plan    main kernel (fused epilogue from registers: N 65 x 2 B ...; EPI=7 runs as 1); entry gemm_wgmma_epi"]
+    assert "  plan" not in summary({"status": "compiled", "kernel": {"name": "x", "params": {}}, "plan": ["main kernel"]})

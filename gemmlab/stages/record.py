@@ -314,6 +314,10 @@ def summary(record: dict) -> str:
         classes = _classes_line(record.get("sass_check"), record.get("mode"))
         if classes:  # the declared SASS classes (gemmlab.gpu.sass_check)
             lines.append(classes)
+    entry = str((record.get("compile") or {}).get("name_expression") or "").split("<")[0]
+    plan = [str(step) for step in record.get("plan") or []]
+    if entry or plan != ["main kernel"] and plan:  # the entry that ran, and each plan step's note (e.g. the EPI)
+        lines.append("  plan    " + "; ".join(plan or ["main kernel"]) + (f"; entry {entry}" if entry else ""))
     launch = record.get("launch")
     if launch:
         occ = record.get("occupancy") or {}
