@@ -269,3 +269,16 @@ def test_docs_hold_archives_not_folders():
     assert list((REPO_ROOT / "docs").rglob("result.json")) == []
     size = sum(p.stat().st_size for p in (REPO_ROOT / "docs").rglob("*") if p.is_file())
     assert size <= 8 * 2 ** 20, f"docs/ is {size / 2 ** 20:.1f} MiB"
+
+
+def test_the_summary_names_what_a_problem_adds_to_c_equals_ab():
+    """A sweep over batch counts and epilogues is told apart in its summary: a ``problem`` column
+    (batches, alpha/beta, bias, activation, C type, leading dimensions) appears where any point has one."""
+    from gemmlab.results.summary import columns, problem_text
+    cfg = {"batch": {"count": 3}, "epilogue": {"beta": 0.5, "bias": "input", "activation": "gelu_tanh", "out": "bf16"},
+           "layout": {"a": "row", "b": "col", "ldc": 80}}
+    assert problem_text(cfg) == "batch 3, beta 0.5, bias input, gelu_tanh, C bf16, ldc 80"
+    assert problem_text({"batch": {"count": 1}, "epilogue": {"alpha": 1.0, "beta": 0.0, "out": "float32"}}) == ""
+    plain = [{"precision": "fp32", "layout": "row/row", "problem": ""}]
+    assert "problem" not in columns(plain)
+    assert "problem" in columns(plain + [{"precision": "fp32", "layout": "row/row", "problem": "batch 2"}])

@@ -44,6 +44,29 @@ def _compile_cells(rec: Record) -> dict[str, str]:
             "occupancy": f"{rec.occupancy:.2f}" if rec.occupancy is not None else ""}
 
 
+def problem_text(config: dict) -> str:
+    """What a point's problem adds to C = A·B, from its config (issue 43): ``"batch 3, beta 0.5,
+    bias input, gelu_tanh, C bf16, ldc 80"``; ``""`` for a plain problem. Only the fields away from
+    their defaults (batch 1, alpha 1, beta 0, no bias, no activation, a float32 C, tight lds)."""
+    parts = []
+    batch = config.get("batch") if isinstance(config.get("batch"), dict) else {}
+    if batch.get("count") not in (None, 1):
+        parts.append(f"batch {batch['count']}")
+    ep = config.get("epilogue") if isinstance(config.get("epilogue"), dict) else {}
+    for key, default in (("alpha", 1), ("beta", 0)):
+        if ep.get(key) not in (None, default, float(default)):
+            parts.append(f"{key} {ep[key]:g}" if isinstance(ep[key], (int, float)) else f"{key} {ep[key]}")
+    if ep.get("bias") not in (None, "none"):
+        parts.append(f"bias {ep['bias']}")
+    if ep.get("activation") not in (None, "none"):
+        parts.append(str(ep["activation"]))
+    if ep.get("out") not in (None, "float32"):
+        parts.append(f"C {ep['out']}")
+    layout = config.get("layout") if isinstance(config.get("layout"), dict) else {}
+    parts += [f"{ld} {layout[ld]}" for ld in ("lda", "ldb", "ldc") if layout.get(ld) is not None]
+    return ", ".join(parts)
+
+
 def _row(rec: Record, root: Path) -> dict[str, Any]:
     """One summary row (strings) of the record view ``rec`` found under ``root``."""
     point = Path(rec.path).parent.relative_to(root).as_posix()
@@ -57,7 +80,7 @@ def _row(rec: Record, root: Path) -> dict[str, Any]:
     return {"point": point, "kernel": rec.kernel or "?",
             "shape": rec.shape_text or str(config.get("shape")),  # MxNxK also for a refused point's config
             "precision": rec.precision or "fp32", "layout": (rec.settings or {}).get("layout") or "row/row",
-            "params": rec.params_text, "status": raw.get("status"),
+            "problem": problem_text(config), "params": rec.params_text, "status": raw.get("status"),
             "median_ms": f"{rec.median_ms:.5f}" if rec.median_ms is not None else "",
             "gflops": f"{rec.gflops:.1f}" if rec.gflops is not None else "",
             "vs_baseline": (f"{ratio['median_time']:.3f}x {ratio['baseline']}" if ratio else ""),
@@ -81,7 +104,8 @@ SETTING_COLUMNS = ("precision", "layout")
 
 def columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """:data:`COLUMNS`, plus ``precision`` and ``layout`` (A/B) after ``shape`` when any point is
-    not fp32 with row-major A and B (a sweep of fp32 row/row points keeps its summary as it was);
+    not fp32 with row-major A and B (a sweep of fp32 row/row points keeps its summary as it was),
+    and ``problem`` (:func:`problem_text`) when any point has batches, an epilogue or leading dimensions;
     when any point was compiled only (``mode=compile``), :data:`COMPILE_COLUMNS` before ``error``,
     and when every point was, without :data:`TIMING_COLUMNS` (always empty there)."""
     cols = COLUMNS
@@ -90,9 +114,11 @@ def columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
         keep = [c for c in cols if not (all(compiled) and c in TIMING_COLUMNS)]
         i = keep.index("error")
         cols = tuple(keep[:i]) + COMPILE_COLUMNS + tuple(keep[i:])
+    i = cols.index("shape") + 1
+    if any(r.get("problem") for r in rows):  # batches, an epilogue or leading dimensions (issue 43)
+        cols = cols[:i] + ("problem",) + cols[i:]
     if all(r.get("precision", "fp32") == "fp32" and r.get("layout", "row/row") == "row/row" for r in rows):
         return cols
-    i = cols.index("shape") + 1
     return cols[:i] + SETTING_COLUMNS + cols[i:]
 
 
