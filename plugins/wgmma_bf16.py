@@ -460,9 +460,17 @@ class WgmmaKernel(KernelSpec):
             if op.kind == "pad":
                 name = "lda" if op.matrix == "A" else "ldb"
                 ld = problem.lda if op.matrix == "A" else problem.ldb
+                step = 16 // problem.ab_bytes
+                why = (f"TMA reads batched operands as stored (the pad copy that aligns one matrix is not built for "
+                       f"batches); with batch.count={problem.batch}")
+                if ld == problem.storage(op.matrix).cols:  # tight: the shape's own dimension is the row
+                    layout = problem.layout_a if op.matrix == "A" else problem.layout_b
+                    dim = {("A", "row"): "K", ("A", "col"): "M", ("B", "row"): "N", ("B", "col"): "K"}[(op.matrix, layout)]
+                    raise ParamError("shape", f"{dim}={ld} x {problem.ab_bytes} B ({op.matrix}'s rows, {name} tight) is not a "
+                                     f"multiple of 16 bytes: {why} {dim} must be a multiple of {step}, or layout.{name} "
+                                     f"a multiple of {step} above it")
                 raise ParamError(f"layout.{name}", f"{name}={ld} x {problem.ab_bytes} B is not a multiple of 16 bytes: "
-                                 f"TMA cannot read {op.matrix} as stored and the pad copy copies one matrix; with "
-                                 f"batch.count={problem.batch} {name} must be a multiple of {16 // problem.ab_bytes}")
+                                 f"{why} {name} must be a multiple of {step}")
 
     def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
         """A shortlist for the problem, then the declared space's points (the core checks each):

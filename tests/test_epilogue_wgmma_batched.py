@@ -115,15 +115,17 @@ def test_the_batch_stride_rule_and_the_batched_maps_own_refusals_are_one_line():
 
 
 @pytest.mark.parametrize("cfg, field, message", [
-    (_compile_cfg((256, 256, 100), {"count": 2}), "layout.lda",
-     "lda=100 x 2 B is not a multiple of 16 bytes: TMA cannot read A as stored"),
-    (_compile_cfg((256, 300, 256), {"count": 3}, layout={"b": "row"}), "layout.ldb",
-     "ldb=300 x 2 B is not a multiple of 16 bytes"),
+    (_compile_cfg((256, 256, 100), {"count": 2}), "shape",
+     "K=100 x 2 B (A's rows, lda tight) is not a multiple of 16 bytes: TMA reads batched operands as stored"),
+    (_compile_cfg((256, 300, 256), {"count": 3}, layout={"b": "row"}), "shape",
+     "N=300 x 2 B (B's rows, ldb tight) is not a multiple of 16 bytes"),
+    (_compile_cfg((256, 256, 256), {"count": 2}, layout={"lda": 260}), "layout.lda",
+     "lda=260 x 2 B is not a multiple of 16 bytes: TMA reads batched operands as stored"),
     (_compile_cfg((256, 256, 256), {"count": 2}, precision="tf32", layout={"b": "row"}), "layout.b",
      "layout.b=row: wgmma_tf32 reads it through a transposed copy of one matrix"),
     (_compile_cfg((256, 256, 256), {"count": 2}, precision="tf32", layout={"a": "col", "b": "col"}), "layout.a",
      "layout.a=col: wgmma_tf32 reads it through a transposed copy"),
-], ids=["pad-a", "pad-b", "tf32-transpose-b", "tf32-transpose-a"])
+], ids=["pad-a", "pad-b", "pad-lda", "tf32-transpose-b", "tf32-transpose-a"])
 def test_batched_refusals_come_before_anything_compiles(tmp_path, cfg, field, message):
     rec = run_point(cfg, tmp_path)
     assert rec["status"] == "invalid" and rec["error"].startswith(f"{field}: {message}"), rec["error"]
