@@ -760,8 +760,9 @@ def parse_epilogue(value: Any, batch_value: Any, lds: Mapping[str, int | None], 
         return parsed["out"], None
     first, first_value = next(iter(given.items()))
     if precision == "fp8":
-        raise ConfigError(first, f"applies to precisions fp32, tf32, bf16, fp16; got precision=fp8 (its C type is "
-                          f"fp8.out; leave {first} at its default)")
+        hint = "fp8's C type is fp8.out; " if first == "epilogue.out" else ""
+        raise ConfigError(first, f"applies to precisions fp32, tf32, bf16, fp16; got precision=fp8 ({hint}leave {first} "
+                          "at its default)")
     if grouped is not None:
         raise ConfigError(first, f"applies to a plain GEMM; got grouped.kind={grouped.kind} (leave {first} at its "
                           "default)")
