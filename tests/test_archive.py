@@ -282,3 +282,13 @@ def test_the_summary_names_what_a_problem_adds_to_c_equals_ab():
     plain = [{"precision": "fp32", "layout": "row/row", "problem": ""}]
     assert "problem" not in columns(plain)
     assert "problem" in columns(plain + [{"precision": "fp32", "layout": "row/row", "problem": "batch 2"}])
+
+
+def test_the_report_csv_names_the_problem_where_any_point_has_one():
+    """report.csv gets the ``problem`` column of the sweep summary where any record has batches, an
+    epilogue or leading dimensions (issue 43), and keeps its columns where none has."""
+    from gemmlab.results.report_tables import csv_columns
+    from gemmlab.stages.record_model import Record
+    plain = Record(path="a/result.json", status="ok", category="ok", raw={"config": {}})
+    batched = Record(path="b/result.json", status="ok", category="ok", raw={"config": {"batch": {"count": 2}}})
+    assert "problem" not in csv_columns([plain]) and "problem" in csv_columns([plain, batched])

@@ -55,6 +55,35 @@ def layout_text(row: Row) -> str:
     return str((row.settings or {}).get("layout") or DEFAULT_SETTINGS["layout"])
 
 
+def problem_text(config: dict) -> str:
+    """What a point's problem adds to C = A·B, from its config (issue 43): ``"batch 3, beta 0.5,
+    bias input, gelu_tanh, C bf16, ldc 80"``; ``""`` for a plain problem. Only the fields away from
+    their defaults (batch 1, alpha 1, beta 0, no bias, no activation, a float32 C, tight lds)."""
+    parts = []
+    batch = config.get("batch") if isinstance(config.get("batch"), dict) else {}
+    if batch.get("count") not in (None, 1):
+        parts.append(f"batch {batch['count']}")
+    ep = config.get("epilogue") if isinstance(config.get("epilogue"), dict) else {}
+    for key, default in (("alpha", 1), ("beta", 0)):
+        if ep.get(key) not in (None, default, float(default)):
+            parts.append(f"{key} {ep[key]:g}" if isinstance(ep[key], (int, float)) else f"{key} {ep[key]}")
+    if ep.get("bias") not in (None, "none"):
+        parts.append(f"bias {ep['bias']}")
+    if ep.get("activation") not in (None, "none"):
+        parts.append(str(ep["activation"]))
+    if ep.get("out") not in (None, "float32"):
+        parts.append(f"C {ep['out']}")
+    layout = config.get("layout") if isinstance(config.get("layout"), dict) else {}
+    parts += [f"{ld} {layout[ld]}" for ld in ("lda", "ldb", "ldc") if layout.get(ld) is not None]
+    return ", ".join(parts)
+
+
+def row_problem(row: Row) -> str:
+    """:func:`problem_text` of the row's ``config`` (``""`` where the record has none)."""
+    raw = row.raw if isinstance(row.raw, dict) else {}
+    return problem_text(raw.get("config") if isinstance(raw.get("config"), dict) else {})
+
+
 def mixed_settings(rows: Sequence[Row]) -> bool:
     """True when any row is not fp32 with row-major A and B: then the tables name each row's
     precision and layout (a set of fp32 row/row records keeps its tables as they were)."""
@@ -63,11 +92,11 @@ def mixed_settings(rows: Sequence[Row]) -> bool:
 
 
 def csv_columns(rows: Sequence[Row]) -> tuple[str, ...]:
-    """:data:`CSV_COLUMNS`, plus ``layout`` after ``precision`` when :func:`mixed_settings`."""
-    if not mixed_settings(rows):
-        return CSV_COLUMNS
+    """:data:`CSV_COLUMNS`, plus ``layout`` after ``precision`` when :func:`mixed_settings`, and
+    ``problem`` (:func:`problem_text`: batches, an epilogue, leading dimensions) when any row has one."""
     i = CSV_COLUMNS.index("precision") + 1
-    return CSV_COLUMNS[:i] + ("layout",) + CSV_COLUMNS[i:]
+    extra = (("layout",) if mixed_settings(rows) else ()) + (("problem",) if any(map(row_problem, rows)) else ())
+    return CSV_COLUMNS[:i] + extra + CSV_COLUMNS[i:]
 
 
 _INT_FIELDS = ("registers", "spill_store_bytes", "spill_load_bytes", "stack_frame_bytes", "static_shared_bytes",
@@ -78,7 +107,7 @@ def as_csv(row: Row) -> dict[str, Any]:
     """The row as ``CSV_COLUMNS`` (and ``layout``) → value (full precision; ``""`` for unknown)."""
     out = {c: getattr(row, c, None) for c in CSV_COLUMNS}
     out.update(params=row.params_text, n_samples=len(row.samples_ms) or None, unread_fields="; ".join(row.unread),
-               layout=layout_text(row) if row.category != "unreadable" else None,
+               layout=layout_text(row) if row.category != "unreadable" else None, problem=row_problem(row) or None,
                sass_classes=sass_classes_text(row) or None, sass_histogram=sass_text(row) or None)
     for k in _INT_FIELDS:  # counts of bytes, registers, blocks: read as numbers, written as integers
         if isinstance(out.get(k), float) and out[k].is_integer():

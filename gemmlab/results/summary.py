@@ -19,7 +19,7 @@ from typing import Any
 
 from gemmlab.console import count
 from gemmlab.results import table as table_model
-from gemmlab.results.report_tables import shared_bytes, spills_text
+from gemmlab.results.report_tables import problem_text, shared_bytes, spills_text
 from gemmlab.results.table import Column, Table
 from gemmlab.stages.record_model import VALID_STATUSES, Record, find_records, read_record
 
@@ -42,29 +42,6 @@ def _compile_cells(rec: Record) -> dict[str, str]:
     return {"registers": "" if rec.registers is None else str(int(rec.registers)), "spills": spills_text(rec),
             "smem_bytes": "" if smem is None else str(int(smem)),
             "occupancy": f"{rec.occupancy:.2f}" if rec.occupancy is not None else ""}
-
-
-def problem_text(config: dict) -> str:
-    """What a point's problem adds to C = A·B, from its config (issue 43): ``"batch 3, beta 0.5,
-    bias input, gelu_tanh, C bf16, ldc 80"``; ``""`` for a plain problem. Only the fields away from
-    their defaults (batch 1, alpha 1, beta 0, no bias, no activation, a float32 C, tight lds)."""
-    parts = []
-    batch = config.get("batch") if isinstance(config.get("batch"), dict) else {}
-    if batch.get("count") not in (None, 1):
-        parts.append(f"batch {batch['count']}")
-    ep = config.get("epilogue") if isinstance(config.get("epilogue"), dict) else {}
-    for key, default in (("alpha", 1), ("beta", 0)):
-        if ep.get(key) not in (None, default, float(default)):
-            parts.append(f"{key} {ep[key]:g}" if isinstance(ep[key], (int, float)) else f"{key} {ep[key]}")
-    if ep.get("bias") not in (None, "none"):
-        parts.append(f"bias {ep['bias']}")
-    if ep.get("activation") not in (None, "none"):
-        parts.append(str(ep["activation"]))
-    if ep.get("out") not in (None, "float32"):
-        parts.append(f"C {ep['out']}")
-    layout = config.get("layout") if isinstance(config.get("layout"), dict) else {}
-    parts += [f"{ld} {layout[ld]}" for ld in ("lda", "ldb", "ldc") if layout.get(ld) is not None]
-    return ", ".join(parts)
 
 
 def _row(rec: Record, root: Path) -> dict[str, Any]:
