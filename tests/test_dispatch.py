@@ -289,7 +289,8 @@ def test_unsupported_problem_is_a_clear_error():
     with pytest.raises(ConfigError) as exc:
         dispatch.choose(Shape(64, 64, 64), REGISTRY, precision="fp8")
     msg = str(exc.value)
-    assert msg.startswith("kernel: auto: no registered kernel supports fp8 row/row 64x64x64") and "\n" not in msg
+    assert msg.startswith("kernel: auto: no registered kernel supports fp8 row/row 64x64x64; fp8 runs layouts row/col "
+                          "(layout.a/layout.b)") and "\n" not in msg
 
 
 def test_library_kernels_are_never_chosen():

@@ -507,8 +507,14 @@ def choose(shape: Shape, registry, table: Table | None = None, precision: str = 
                 skipped.append(line)
                 rule_skips.append((name, why))
             tried.add(name)
+    # the layouts that some kernel of this precision does declare: the likely fix, said first
+    declared = sorted({"/".join(lay) for spec in registry.kernels.values() if not isinstance(spec, LibraryKernelSpec)
+                       and precision in tuple(getattr(spec, "precisions", KernelBase.precisions))
+                       for lay in (tuple(x) for x in getattr(spec, "layouts", KernelBase.layouts))})
+    hint = (f"; {precision} runs layouts {', '.join(declared)} (layout.a/layout.b)"
+            if declared and "/".join(layout) not in declared else "")
     raise ConfigError("kernel", f"auto: no registered kernel supports {precision} {'/'.join(layout)} "
-                      f"{shape.M}x{shape.N}x{shape.K} ({'; '.join(skipped[-6:])})")
+                      f"{shape.M}x{shape.N}x{shape.K}{hint} ({'; '.join(skipped[-6:])})")
 
 
 def ranked_last_resort(registry, problem: Problem, facts: DeviceFacts, gpu_name: str | None = None
