@@ -289,8 +289,15 @@ def test_unsupported_problem_is_a_clear_error():
     with pytest.raises(ConfigError) as exc:
         dispatch.choose(Shape(64, 64, 64), REGISTRY, precision="fp8")
     msg = str(exc.value)
-    assert msg.startswith("kernel: auto: no registered kernel supports fp8 row/row 64x64x64; fp8 runs layouts row/col "
-                          "(layout.a/layout.b)") and "\n" not in msg
+    assert msg.startswith("kernel: auto: no registered kernel supports fp8 row/row 64x64x64 (") and "\n" not in msg
+
+
+def test_a_layout_no_kernel_of_the_precision_runs_names_the_ones_that_do():
+    from gemmlab.contract.registry import load_registry
+    with pytest.raises(ConfigError) as exc:
+        dispatch.choose(Shape(64, 7168, 2048), load_registry(entry_points=False), precision="fp8")
+    assert str(exc.value).startswith("kernel: auto: no registered kernel supports fp8 row/row 64x7168x2048; fp8 runs "
+                                     "layouts row/col (layout.a/layout.b) (")
 
 
 def test_library_kernels_are_never_chosen():
