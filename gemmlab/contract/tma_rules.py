@@ -167,7 +167,8 @@ def matrix_view(problem: Problem, matrix: str) -> bool:
     leading dimension as the row pitch (:meth:`Problem.storage`: rows x cols of one batch, rows ``ld``
     elements apart) rather than its stored buffer: for every problem with an epilogue (issue 43), whose
     buffers hold padding past ``cols`` in each row (NaN, never read and never written: TMA clips
-    boxes at ``cols`` and ``rows``, zero-filling loads and dropping stores there). Without an
+    boxes at ``cols`` and ``rows``, zero-filling loads and dropping stores there; a store's clip is
+    whole 16-byte chunks, so C's map there also needs N x its bytes a multiple of 16: module docstring). Without an
     epilogue the two are the same (tight, one batch)."""
     return problem.epilogue is not None and problem.grouped is None and matrix in ("A", "B", "C")
 
