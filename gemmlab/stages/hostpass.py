@@ -12,10 +12,9 @@ any number of cores. Arrays under :data:`THREADED_MIN` elements take the one cal
 
 from __future__ import annotations
 
-import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import nullcontext
 from typing import Callable
 
 import numpy as np
@@ -51,74 +50,24 @@ def _each(n: int, fn: Callable[[slice], object]) -> list:
         return list(pool.map(fn, parts))
 
 
-@functools.lru_cache(maxsize=1)
-def _openblas_local() -> Callable[[int], int] | None:
-    """OpenBLAS's ``openblas_set_num_threads_local`` (OpenBLAS >= 0.3.27: the BLAS threads of the
-    calling thread's next calls; returns the previous count) from the OpenBLAS library mapped into
-    this process (numpy's), or None (another BLAS, an older OpenBLAS, no ``/proc/self/maps``)."""
-    import ctypes
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted({line.split()[-1] for line in maps
-                            if "openblas" in line.lower() and line.split()[-1].startswith("/")})
-    except OSError:
-        return None
-    for path in paths:
-        try:
-            fn = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local", None)
-        except OSError:
-            continue
-        if fn is not None:
-            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-            return fn
-    return None
-
-
-@contextmanager
-def one_blas_thread():
-    """Within the block, BLAS calls run on one thread (OpenBLAS's ``openblas_set_num_threads_local``,
-    :func:`_openblas_local`; nothing changes under another BLAS), and the count it had is put back
-    after. In numpy's OpenBLAS build the count is the process's, not the calling thread's (set
-    from a pool's thread, it held for the main thread too), so it is set and put back once, by the
-    thread that runs the pool (:func:`each_of`), never by the pool's threads, whose restores would
-    interleave. For many small products made in threads of their own: OpenBLAS splits a
-    64 x 32 x 512 product over its threads and waits for them at every call (0.60 s against
-    0.057 s for 512 such products on a loaded 2-core host)."""
-    local = _openblas_local()
-    previous = local(1) if local is not None else None
-    try:
-        yield
-    finally:
-        if local is not None:
-            local(previous)
-
-
 def each_of(items, fn: Callable, one_blas: bool = False) -> list:
     """``[fn(item) for item in items]``, the calls spread over a pool of :func:`threads` threads
     (one call: no pool); results in ``items``' order. For work on disjoint parts of arrays whose
     numpy calls release the GIL (tiles of a product, blocks of a draw); an exception in any call
-    is raised here. ``one_blas``: the calls' BLAS products run on one thread
-    (:func:`one_blas_thread` around the whole pool, and each pool thread asks for one as it starts,
-    for a BLAS whose count is per thread; the calls themselves are the parallelism)."""
+    is raised here. ``one_blas``: the calls' BLAS products run on one thread (threadpoolctl's
+    ``threadpool_limits(1, user_api="blas")`` around the whole pool, the previous count put back
+    after it; numpy's OpenBLAS counts its threads per process), for many small products made in
+    threads of their own: OpenBLAS splits a 64 x 32 x 512 product over its threads and waits for
+    them at every call (0.60 s against 0.057 s for 512 such products on a loaded 2-core host)."""
     items = list(items)
     workers = min(threads(), len(items))
-    local = _openblas_local() if one_blas else None
-
-    def call(item):
-        if local is not None:
-            local(1)  # a per-thread count: this thread's; a process-wide one: already 1 (no restore here)
-        return fn(item)
-
-    with one_blas_thread() if one_blas else _nothing():
+    if one_blas:
+        from threadpoolctl import threadpool_limits  # only where products are made (not at start-up)
+    with threadpool_limits(limits=1, user_api="blas") if one_blas else nullcontext():
         if workers <= 1:
             return [fn(item) for item in items]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmlab-hostpass") as pool:
-            return list(pool.map(call, items))
-
-
-@contextmanager
-def _nothing():
-    yield
+            return list(pool.map(fn, items))
 
 
 def _flat(x: np.ndarray) -> np.ndarray | None:
