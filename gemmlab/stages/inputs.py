@@ -274,24 +274,26 @@ def make_problem_inputs(problem: Problem, options: InputOptions, fast: bool = Fa
 KEEP_MAX_ELEMENTS = 1 << 29
 
 
+def _keep_last(draw):
+    """``draw(M, N, K, ...)`` with its last result kept for the next call with the same arguments
+    (``functools.lru_cache(maxsize=1)``) while A and B hold at most :data:`KEEP_MAX_ELEMENTS`
+    elements together; a larger draw is made again (held between points it would sit beside the
+    next one's). ``cache_clear()`` forgets the kept one."""
+    kept = functools.lru_cache(maxsize=1)(draw)
+
+    @functools.wraps(draw)
+    def call(M: int, N: int, K: int, *rest):
+        return (kept if M * K + K * N <= KEEP_MAX_ELEMENTS else draw)(M, N, K, *rest)
+
+    call.cache_clear = kept.cache_clear
+    return call
+
+
+@_keep_last
 def seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_seeded_draw`, kept for the next call (:func:`_kept_seeded_draw`) while A and B hold at
-    most :data:`KEEP_MAX_ELEMENTS` elements together."""
-    if M * K + K * N > KEEP_MAX_ELEMENTS:
-        return _seeded_draw(M, N, K, seed, distribution)
-    return _kept_seeded_draw(M, N, K, seed, distribution)
-
-
-@functools.lru_cache(maxsize=1)
-def _kept_seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_seeded_draw`, the last one kept."""
-    return _seeded_draw(M, N, K, seed, distribution)
-
-
-def _seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[np.ndarray, np.ndarray]:
     """:func:`make_inputs`' A (M x K) and B (K x N) for ``normal`` or ``uniform`` inputs, float32,
-    C-contiguous and read-only (a write raises ``ValueError``); :func:`seeded_draw` keeps it for the
-    next call with the same arguments (the last one only, up to :data:`KEEP_MAX_ELEMENTS`;
+    C-contiguous and read-only (a write raises ``ValueError``), kept for the next call with the same
+    arguments (the last one only, up to :data:`KEEP_MAX_ELEMENTS`: :func:`_keep_last`;
     :func:`clear_cache` forgets it).
 
     A point's inputs depend on the shape, seed and distribution alone until they are rounded to the
@@ -315,8 +317,8 @@ def _seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[
 def clear_cache() -> None:
     """Forget the draws :func:`seeded_draw` and :func:`rounded_draw` keep (for tests and long-lived
     processes; see :func:`gemmlab.clear_caches`)."""
-    _kept_seeded_draw.cache_clear()
-    _rounded_draw.cache_clear()
+    seeded_draw.cache_clear()
+    rounded_draw.cache_clear()
 
 
 def _row_blocks(rows: int, cols: int) -> list[tuple[int, int]]:
@@ -336,21 +338,13 @@ def _in_row_blocks(arrays, convert) -> None:
         hostpass.each_of(jobs, convert)
 
 
+@_keep_last
 def rounded_draw(M: int, N: int, K: int, seed: int, distribution: str,
                  precision: str) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_rounded_draw`, the last one kept while A and B hold at most :data:`KEEP_MAX_ELEMENTS` elements."""
-    if M * K + K * N > KEEP_MAX_ELEMENTS:
-        return _rounded_draw.__wrapped__(M, N, K, seed, distribution, precision)
-    return _rounded_draw(M, N, K, seed, distribution, precision)
-
-
-@functools.lru_cache(maxsize=1)
-def _rounded_draw(M: int, N: int, K: int, seed: int, distribution: str,
-                  precision: str) -> tuple[np.ndarray, np.ndarray]:
     """The logical A and B of a plain problem of ``precision`` (not fp8) with normal or uniform
     inputs: :func:`seeded_draw`'s float32 values rounded once to the storage type, as float32
     (fp32/tf32: :func:`seeded_draw`'s arrays themselves), read-only, kept for the next call with the
-    same arguments (the last one only): a shape's two layouts of a precision get the same arrays,
+    same arguments (the last one only, up to :data:`KEEP_MAX_ELEMENTS`: :func:`_keep_last`): a shape's two layouts of a precision get the same arrays,
     so the float64 products of their verification are made once (:func:`gemmlab.stages.verify.products_for`)."""
     drawn = seeded_draw(M, N, K, seed, distribution)
     dtype = storage_dtype(precision)
