@@ -58,24 +58,19 @@ def layout_text(row: Row) -> str:
 def problem_text(config: dict) -> str:
     """What a point's problem adds to C = A·B, from its config (issue 43): ``"batch 3, beta 0.5,
     bias input, gelu_tanh, C bf16, ldc 80"``; ``""`` for a plain problem. Only the fields away from
-    their defaults (batch 1, alpha 1, beta 0, no bias, no activation, a float32 C, tight lds)."""
-    parts = []
+    their defaults (:class:`~gemmlab.stages.config.BatchOptions`,
+    :class:`~gemmlab.stages.config.EpilogueOptions`; leading dimensions null: tight)."""
+    from gemmlab.stages.config import BatchOptions, EpilogueOptions
     batch = config.get("batch") if isinstance(config.get("batch"), dict) else {}
-    if batch.get("count") not in (None, 1):
-        parts.append(f"batch {batch['count']}")
     ep = config.get("epilogue") if isinstance(config.get("epilogue"), dict) else {}
-    for key, default in (("alpha", 1), ("beta", 0)):
-        if ep.get(key) not in (None, default, float(default)):
-            parts.append(f"{key} {ep[key]:g}" if isinstance(ep[key], (int, float)) else f"{key} {ep[key]}")
-    if ep.get("bias") not in (None, "none"):
-        parts.append(f"bias {ep['bias']}")
-    if ep.get("activation") not in (None, "none"):
-        parts.append(str(ep["activation"]))
-    if ep.get("out") not in (None, "float32"):
-        parts.append(f"C {ep['out']}")
     layout = config.get("layout") if isinstance(config.get("layout"), dict) else {}
-    parts += [f"{ld} {layout[ld]}" for ld in ("lda", "ldb", "ldc") if layout.get(ld) is not None]
-    return ", ".join(parts)
+    changed = {k: v for k, v in ep.items() if v is not None and v != getattr(EpilogueOptions, k, None)}
+    parts = [f"batch {batch['count']}"] if batch.get("count") not in (None, BatchOptions.count) else []
+    parts += [f"{k} {changed[k]:g}" if isinstance(changed[k], (int, float)) else f"{k} {changed[k]}"
+              for k in ("alpha", "beta", "bias") if k in changed]
+    parts += [str(changed["activation"])] if "activation" in changed else []
+    parts += [f"C {changed['out']}"] if "out" in changed else []
+    return ", ".join(parts + [f"{ld} {layout[ld]}" for ld in ("lda", "ldb", "ldc") if layout.get(ld) is not None])
 
 
 def row_problem(row: Row) -> str:
