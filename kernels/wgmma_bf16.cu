@@ -1050,8 +1050,11 @@ __device__ __forceinline__ float tanh_approx(float x) {
 ///   3 gelu_erf: erf(x) ~ tanh(p(x)), x = z / sqrt 2 clamped to [-3.5, 3.5], p(x) = x (E0 + x^2 (E1 + x^2 E2))
 ///     (a minimax fit, |tanh(p(x)) - erf(x)| <= 3.70e-5 for every real x with float32 coefficients:
 ///     tests/test_epilogue_approx.py), tanh through tanh.approx: one MUFU instead of erff's ~20 operations;
-///   4 silu: z / (1 + __expf(-z)) (__fdividef): __expf is ex2.approx of z log2(e), CUDA's documented 2 +
-///     floor(|1.173 z|) ulp, in place of expf's reduction;
+///   4 silu: z rcp(1 + ex2(-z log2 e)) through ex2.approx.ftz.f32 and rcp.approx.ftz.f32 (PTX ISA: ex2.approx
+///     2 ulp after the argument's rounding, rcp.approx 1 ulp): what __expf and __fdividef compile to, less their subnormal
+///     scaling (a compare, two multiplies per call; a subnormal e^-z or reciprocal only ever meets 1 + e
+///     or z, where it is lost anyway), which with a float32 C and C0 made ptxas spill 8 bytes (NVRTC 13.5,
+///     H100 session 34: local_bytes 8);
 ///   none and relu as gemmlab::activation.
 template <int ACT>
 __device__ __forceinline__ float wgmma_activation(float z) {
@@ -1065,7 +1068,10 @@ __device__ __forceinline__ float wgmma_activation(float z) {
     const float hz = 0.5f * z;
     return fmaf(hz, tanh_approx(p), hz);
   } else if constexpr (ACT == 4) {
-    return __fdividef(z, 1.0f + __expf(-z));
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(e) : "f"(-1.4426950408889634f * z));
+    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(1.0f + e));
+    return z * r;
   } else {
     return gemmlab::activation<ACT>(z);
   }

@@ -81,7 +81,7 @@ is then ``Workspace(slab offset)``. ``REDUCE=1`` (default) is the in-C chain abo
 The whole GEMM contract (issue 43 item 3, :data:`EPILOGUE`; wgmma_tf32 too): a problem beyond C = A·B
 compiles a fused entry with ``-DGEMMLAB_EPI`` (kernels/wgmma_bf16.cu: the same main loop) that computes
 act(alpha·acc + beta·C0 + bias) in float32 and rounds it once into a float32/bf16/fp16 C of row pitch
-ldc (gemmlab/fused.cuh's arithmetic; the GELUs through ``tanh.approx.f32`` and SiLU through ``__expf``,
+ldc (gemmlab/fused.cuh's arithmetic; the GELUs through ``tanh.approx.f32`` and SiLU through ``ex2.approx``,
 kernels/wgmma_bf16.cu's wgmma_activation, each within the evaluation error it declares:
 :data:`ACTIVATION_ERROR`, which the verification bound applies). ``EPI=2`` and ``EPI=7`` (the default): ``gemm_wgmma_epi_tma_store``,
 the TMA-store epilogue — each warp computes a box of 16 rows x 128 bytes of C's type (32 float32 or 64
@@ -905,9 +905,11 @@ ERF_FIT_ERROR = 3.8e-5
 #: - gelu_erf, hz + hz·tanh.approx(p(x)), x = z/sqrt 2 clamped: the fit's :data:`ERF_FIT_ERROR`, tanh.approx's
 #:   2^-10.987, x's and p's float32 roundings (erf'·2u|x| <= 1u, sech²(p)·5u|p| <= 2.3u) and the FMA (u|f|):
 #:   (ERF_FIT_ERROR + 2^-10.987) / 2 + 4u;
-#: - silu, z / (1 + __expf(-z)) (__fdividef): __expf within (2 + 1.173|z|) ulp (CUDA C Programming Guide,
-#:   intrinsic functions; ulp <= 2u relative), entering as e/(1+e) of its relative error; the addition
-#:   (u) and __fdividef (2 ulp = 4u): |f^ - f| <= |f|·(4u + 2.35u|z|·e/(1+e) + 5u) and
+#: - silu, z·rcp(1 + ex2(-z·log2 e)) (ex2.approx.ftz.f32, rcp.approx.ftz.f32: what __expf and __fdividef
+#:   compile to, less their subnormal scaling): e^-z within (2 + 1.173|z|) ulp (__expf's bound, CUDA C
+#:   Programming Guide, intrinsic functions: the same rounded argument and instruction; ulp <= 2u relative),
+#:   entering as e/(1+e) of its relative error; the addition (u), the reciprocal (1 ulp, PTX ISA) and the
+#:   product (u), within __fdividef's 2 ulp = 4u: |f^ - f| <= |f|·(4u + 2.35u|z|·e/(1+e) + 5u) and
 #:   |f|·|z|·e/(1+e) = z²·e/(1+e)² <= 0.224|z|, so <= 9u|f| + 0.53u|z| <= 10u·(|z| + |f|).
 ACTIVATION_ERROR = (("gelu_tanh", TANH_APPROX_REL / 2 + 4 * _U32),
                     ("gelu_erf", (ERF_FIT_ERROR + TANH_APPROX_REL) / 2 + 4 * _U32),
@@ -918,7 +920,7 @@ ACTIVATION_ERROR = (("gelu_tanh", TANH_APPROX_REL / 2 + 4 * _U32),
 #: every activation, a float32/bf16/fp16 C rounded once, lda, ldb and ldc above tight (``ld``: the TMA maps
 #: at those pitches, or the pad / transpose copies reading them); strided batches in one launch (the
 #: ``_batched`` entries: :meth:`WgmmaKernel.check_batched`'s rules); the activations
-#: through ``tanh.approx.f32`` and ``__expf`` within :data:`ACTIVATION_ERROR`
+#: through ``tanh.approx.f32`` and ``ex2.approx.ftz.f32`` within :data:`ACTIVATION_ERROR`
 EPILOGUE = EpilogueSupport(alpha_beta=True, bias=("float32", "input"), activations=ACTIVATIONS[1:],
                            outs=tuple(OUTPUTS), ld=True, batch=True, activation_error=ACTIVATION_ERROR)
 
