@@ -2,7 +2,7 @@
 
     python .ci/heldout_bench.py OUTDIR [--precision fp32,tf32:col,bf16:col] [--layout-b row|col]
                                 [--split test] [--regions decode,odd] [--limit N] [--budget-s S]
-                                [--table FILE] [--mode run|compile] [--after-timing host|auto|device]
+                                [--kernel NAME] [--table FILE] [--mode run|compile] [--after-timing host|auto|device]
                                 [--no-isolation] [--keep-points] [--precompile N]
 
 For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
@@ -156,11 +156,14 @@ def interleave(entries) -> list:
 
 
 def point_config(shape, precision: str, layout_b: str, mode: str, table: str | None, isolation: bool,
-                 timeout_s: float, auto: dict | None = None, after_timing: str = AFTER_TIMING) -> dict:
+                 timeout_s: float, auto: dict | None = None, after_timing: str = AFTER_TIMING,
+                 kernel: str = "auto") -> dict:
     """The config of one point (what ``gemmlab experiment=heldout precision=P layout.b=L`` composes,
     with the benchmark's timing and ``verify.after_timing``); ``auto``: more of kernel=auto's keys
-    (``rank``, ``tune``, ...; first-use tuning's candidates run with the same verify and timing)."""
-    return {"kernel": {"name": "auto", "table": table, **(auto or {})}, "shape": [shape.M, shape.N, shape.K], "mode": mode,
+    (``rank``, ``tune``, ...; first-use tuning's candidates run with the same verify and timing);
+    ``kernel``: another kernel than ``auto`` at its defaults (``table`` and ``auto`` then unused)."""
+    spec = {"name": "auto", "table": table, **(auto or {})} if kernel == "auto" else {"name": kernel}
+    return {"kernel": spec, "shape": [shape.M, shape.N, shape.K], "mode": mode,
             "precision": precision, "layout": {"a": "row", "b": layout_b}, "baseline": "cublas",
             "timing": dict(TIMING), "verify": {"max_full": MAX_FULL, "after_timing": after_timing},
             "isolation": {"process": isolation, "timeout_s": float(timeout_s)}}
@@ -394,6 +397,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--regions", default="", help="comma list of decode, medium, large, odd (default all)")
     ap.add_argument("--limit", type=int, default=None, help="the first N shapes of the benchmark order")
     ap.add_argument("--budget-s", type=float, default=None, help="start no point after this many seconds (less a margin)")
+    ap.add_argument("--kernel", default="auto", help="the kernel timed against cuBLAS (default auto; another at its "
+                                                      "defaults, e.g. triton_matmul: issue 46's split figures)")
     ap.add_argument("--table", default=None, help="kernel.table for kernel=auto (default: the shipped table)")
     ap.add_argument("--mode", default="run", choices=("run", "compile"))
     ap.add_argument("--auto", default="", help="more kernel=auto keys, comma list k=v (e.g. rank=model,tune=off)")
@@ -418,6 +423,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         auto = parse_auto(args.auto)
     except ValueError as exc:
         ap.error(str(exc))
+    if args.kernel != "auto" and (auto or args.table):
+        ap.error(f"--auto and --table are kernel=auto's; --kernel is {args.kernel!r}")
     from gemmlab.dispatch.shapeset import load_shapeset
     from gemmlab.errors import ConfigError
     try:
@@ -454,12 +461,14 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                 stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
-            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing)
+            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing,
+                               args.kernel)
             rec = bench.point(order, entry, p, lb, cfg)
             order += 1
             if order == 1 and args.mode == "run" and args.precompile != 0:
                 compiled_ahead = precompile_rest(rec, [point_config(e.shape, q, b, args.mode, table_path, isolation,
-                                                                    POINT_TIMEOUT_S, auto, args.after_timing)
+                                                                    POINT_TIMEOUT_S, auto, args.after_timing,
+                                                                    args.kernel)
                                                        for e, q, b in plan[1:]], args.precompile)
     except (KeyboardInterrupt, SystemExit) as exc:
         stopped = f"interrupted ({type(exc).__name__})"

@@ -291,6 +291,19 @@ def test_bench_loop_archive_and_table(bench, tmp_path, capsys):
     assert bench.main([str(tmp_path / "o"), "--limit", "1"], run=FakeRun()) == 2
 
 
+def test_bench_times_another_kernel_than_auto(bench, tmp_path, capsys):
+    """``--kernel NAME``: that kernel at its defaults on the split (issue 46's Triton figures), the
+    rest of the point as for kernel=auto; kernel=auto's own keys with it are refused in one line."""
+    run = FakeRun()
+    assert bench.main([str(tmp_path / "o"), "--kernel", "triton_matmul", "--precision", "bf16:col", "--limit", "2",
+                       "--mode", "compile"], run=run) == 0
+    assert [c["kernel"] for c in run.calls] == [{"name": "triton_matmul"}] * 2
+    assert run.calls[0]["baseline"] == "cublas" and run.calls[0]["layout"]["b"] == "col"
+    with pytest.raises(SystemExit) as exc:
+        bench.main([str(tmp_path / "p"), "--kernel", "triton_matmul", "--auto", "rank=model"], run=run)
+    assert exc.value.code == 2 and "--kernel is 'triton_matmul'" in capsys.readouterr().err
+
+
 def test_bench_budget_stops_before_the_limit(bench, tmp_path):
     """With a budget, no point starts once the time left is under twice the longest recent point
     plus the archive's reserve; the points not run are listed and the archive is still written."""
