@@ -140,7 +140,7 @@ def stale_checkout_source(files, cwd: Path | str | None = None) -> dict | None:
     installed = Path(KERNELS_DIR).resolve()
     where = ", ".join(dict.fromkeys(str((Path(KERNELS_DIR) if f.startswith("kernels/") else Path(PLUGINS_DIR)).resolve())
                                     for f in differ))
-    message = (f"used the installed copy of {', '.join(differ)} ({where}), which differs from this checkout's "
+    message = (f"used the installed copy of {', '.join(differ)} ({where}), which {'differ' if len(differ) > 1 else 'differs'} from this checkout's "
                f"({checkout.resolve()}): edits in the checkout are not used; install it editable "
                "(pip install -e .) to run them")
     return {"installed": str(installed), "checkout": str(checkout.resolve()), "files": differ, "message": message}

@@ -654,3 +654,38 @@ def test_compile_mode_report_shows_what_compile_mode_measures(seed_lab_sweep, tm
     assert {"median ms", "GFLOP/s", "registers", "SASS classes"} <= set(mixed[0])
     assert mixed[-1]["median ms"] and mixed[-1]["registers"] and not mixed[0]["median ms"] and mixed[0]["registers"]
     assert "`time / baseline` =" in md and "Compiled only (`mode=compile`, no GPU)" in md
+
+
+def test_compiled_and_failed_points_fold_no_shape_and_show_no_empty_timing(seed_lab_sweep, tmp_path):
+    """Tried as a new user would (session 34): the README's main job without a GPU leaves a ``no_gpu``
+    record beside the compile-mode sweep; the terminal table of both showed three timing columns empty
+    in every row and folded ``31x33x17`` into ``31x33x1`` / ``7`` at 100 columns. Timing columns only where
+    some row was timed; the shape and the status never folded."""
+    import io
+    import shutil
+
+    from rich.console import Console
+    proc, _, sweep = seed_lab_sweep
+    assert sweep is not None, proc.stdout + proc.stderr
+    shutil.copytree(sweep, tmp_path / "sweep")
+    failed = {"schema": "gemmlab.result/1", "status": "no_gpu", "valid": False, "error": "no CUDA driver or GPU available",
+              "config": {"kernel": {"name": "naive"}, "shape": [256, 256, 256], "mode": "run"}}
+    (tmp_path / "failed").mkdir()
+    (tmp_path / "failed" / "result.json").write_text(json.dumps(failed))
+    rows = report.collect([tmp_path])
+    shapes = {r.shape_text for r in rows}
+    buf = io.StringIO()
+    report.print_table(rows, console=Console(file=buf, width=100))
+    text = buf.getvalue()
+    assert "median ms" not in text and "GFLOP/s" not in text and "regs" in text
+    assert all(s in text for s in shapes) and "no_gpu" in text and "compiled" in text, text
+
+
+def test_html_plot_notes_show_code_not_backticks(built):
+    """A plot's skip note written in Markdown (`baseline=cublas`) is a <code> span in report.html, not
+    literal backticks (session 34's newcomer trial)."""
+    from gemmlab.results import report_html
+    from gemmlab.results.report_plots import PLOTS
+    note = "skipped: no point has a baseline ratio recorded (run with `baseline=cublas`)"
+    html = report_html.page(built["rows"], None, {}, {p: note for p in PLOTS}, {})
+    assert "(run with <code>baseline=cublas</code>)" in html and "`" not in html.split('<h2 id="plots">')[1]

@@ -145,7 +145,7 @@ def page(rows: Sequence[Row], sources: Sequence[str] | None, plots: dict[str, Pa
             out.append(f'<figure id="plot-{p}"><img alt="{_e(TITLES[p])}" src="{_png(plots[p])}">'
                        f"<figcaption>{_e(caption)}</figcaption></figure>")
         else:
-            out.append(f'<p id="plot-{p}">{_e(TITLES[p])}: {_e(plot_notes.get(p, "skipped"))}</p>')
+            out.append(f'<p id="plot-{p}">{_e(TITLES[p])}: {_md_code(plot_notes.get(p, "skipped"))}</p>')
 
     failed = [r for r in rows if r.category == "failed"]
     out.append('<h2 id="failed-title">Failed points</h2>')

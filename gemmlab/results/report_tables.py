@@ -343,17 +343,18 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
 
 
 def terminal_table(rows: Sequence[Row]) -> Table:
-    """The report's short terminal table: index, kernel, parameters, shape, status; the timing
-    unless every row was compiled only; what compiling reports when any row was (and the SASS
-    classes' check when every row was); the error's first line. Failed and unreadable rows red."""
+    """The report's short terminal table: index, kernel, parameters, shape, status (shape and status
+    never folded); the timing where some row was timed; what compiling reports when any row was
+    compiled (and the SASS classes' check when every row was); the error's first line. Failed and
+    unreadable rows red."""
     def right(name, value=None, fmt="", **kw):
         return Column(name, value or (lambda r: None), fmt, align="right", **kw)
 
     columns = [right("#", lambda r: r.index), Column("kernel", lambda r: r.kernel),
                Column("params", text=lambda r: r.params_text, max_width=28),
-               Column("shape", text=lambda r: r.shape_text), Column("status", lambda r: r.status)]
+               Column("shape", text=lambda r: r.shape_text, no_wrap=True), Column("status", lambda r: r.status, no_wrap=True)]
     any_compiled, all_compiled = compile_mode(rows)
-    if not all_compiled:
+    if not all_compiled and any(r.median_ms is not None for r in rows):
         columns += [right("median ms", lambda r: r.median_ms, ".5f", unit="ms"),
                     right("GFLOP/s", lambda r: r.gflops, ".1f", unit="GFLOP/s"),
                     right("vs base", lambda r: r.ratio_to_baseline,
@@ -371,7 +372,19 @@ def terminal_table(rows: Sequence[Row]) -> Table:
 
 
 def print_table(rows: Sequence[Row], console=None) -> None:
-    """Print the short terminal table of ``rows`` (:func:`terminal_table`; failed and unreadable rows in red)."""
+    """Print the short terminal table of ``rows`` (:func:`terminal_table`; failed and unreadable rows in
+    red). The columns of short values (index, kernel, shape, status, the figures) keep their widest
+    cell's width; on a terminal too narrow for every cell the long texts (parameters, SASS classes,
+    the error) fold onto more lines instead (rich narrows wrappable columns first)."""
+    from dataclasses import replace
+
     from rich.console import Console
     console = console or Console()
-    console.print(tables.rich_table(terminal_table(rows)))
+    table = terminal_table(rows)
+    natural = {c.name: max([len(c.name)] + [len(c.cell(r)) for r in rows]) for c in table.columns}
+    long_texts = [c for c in table.columns if c.max_width]
+    need = sum(natural[c.name] if not c.max_width else min(natural[c.name], c.max_width) for c in table.columns)
+    if need + 3 * len(table.columns) + 1 > console.width:
+        table.columns = [replace(c, no_wrap=False, overflow="fold") if c in long_texts
+                         else replace(c, no_wrap=True, min_width=natural[c.name]) for c in table.columns]
+    console.print(tables.rich_table(table))

@@ -57,6 +57,8 @@ class Column:
         code: the text is code or a path (Markdown: in backticks).
         strong: the cell is emphasised in the rows :attr:`Table.strong` names (Markdown ``**``).
         max_width: the terminal's widest cell (longer ones fold or are cut, ``overflow``).
+        min_width: the terminal's narrowest column (None: rich's choice; a narrow terminal shrinks
+            the other columns first).
         overflow: ``"fold"`` (wrap onto more lines) or ``"ellipsis"`` (cut) on the terminal.
         no_wrap: one line per cell on the terminal.
         wrap: the HTML cell wraps (a long list, e.g. a SASS histogram) instead of one line.
@@ -74,6 +76,7 @@ class Column:
     code: bool = False
     strong: bool = False
     max_width: int | None = None
+    min_width: int | None = None
     overflow: str = "fold"
     no_wrap: bool = False
     wrap: bool = False
@@ -248,7 +251,8 @@ def rich_table(table: Table):
 
     out = RichTable(title=Text(table.title, style="table.title") if table.title else None)
     for c in table.columns:
-        out.add_column(c.name, justify=c.align, overflow=c.overflow, max_width=c.max_width, no_wrap=c.no_wrap)
+        out.add_column(c.name, justify=c.align, overflow=c.overflow, max_width=c.max_width, min_width=c.min_width,
+                       no_wrap=c.no_wrap)
     for row in table.rows:
         kind = table.kind(row)
         style = table.styles.get(kind) if kind is not None else None
