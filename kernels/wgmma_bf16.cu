@@ -1079,6 +1079,10 @@ __device__ __forceinline__ float wgmma_activation(float z) {
 
 /// The fused register store of one thread: gemmlab::Fused (ldc, alpha, beta, C, C0, bias) and its
 /// column pairs (col, col + 1) of one row; activations by wgmma_activation.
+/// A if C, else B (std::conditional, which NVRTC's headers here do not give).
+template <bool C, class A, class B> struct WgmmaPick { using type = A; };
+template <class A, class B> struct WgmmaPick<false, A, B> { using type = B; };
+
 template <int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
 struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
   static constexpr bool BATCHED = false;  // one GEMM per launch (WgmmaFusedBatched: strided batches)
@@ -1153,28 +1157,63 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
     });
   }
 
+  /// Two adjacent bias values as loaded: one 32-bit word of a 2-byte type's pair (lower column in the low
+  /// half), a float2 of float32's; BiasPair{} is two zeros.
+  struct BiasWord { unsigned w; };
+  using BiasPair = typename WgmmaPick<sizeof(BIAS_T) == 2, BiasWord, float2>::type;
+  static __device__ __forceinline__ BiasPair bias_pair_of(BIAS_T lo, BIAS_T hi, bool keep_lo, bool keep_hi) {
+    if constexpr (sizeof(BIAS_T) == 2) {
+      const unsigned l = *reinterpret_cast<const unsigned short *>(&lo), h = *reinterpret_cast<const unsigned short *>(&hi);
+      return BiasWord{(keep_lo ? l : 0u) | (keep_hi ? h << 16 : 0u)};
+    } else {
+      return make_float2(keep_lo ? lo : 0.0f, keep_hi ? hi : 0.0f);
+    }
+  }
+  static __device__ __forceinline__ float2 bias_float2(float2 b) { return b; }
+  static __device__ __forceinline__ float2 bias_float2(BiasWord b) {
+    if constexpr (sizeof(BIAS_T) == 2) {
+      BIAS_T pair[2];
+      *reinterpret_cast<unsigned *>(pair) = b.w;
+      return make_float2(gemmlab::to_float(pair[0]), gemmlab::to_float(pair[1]));
+    }
+    return make_float2(0.0f, 0.0f);
+  }
+
   /// The values of box_words, pair by pair: sink(jj, h, x0, x1) with x0, x1 the outputs (row0 + g + 8 h,
-  /// col0 + 8 jj + 2 t + e) before their rounding. The bias pair is one access where the bias is aligned
-  /// to two of its elements and both columns lie inside n (col is even).
+  /// col0 + 8 jj + 2 t + e) before their rounding. The box's bias values are loaded before any is used
+  /// (one latency a box, not one a pair); a pair is one access where the bias is aligned to two of its
+  /// elements and n is even.
   template <int COUNT, class SINK>
   __device__ __forceinline__ void box_apply(const float (&d)[COUNT], int box, int g, int t, int row0, int col0, int m,
                                             int n, SINK &&sink) const {
     constexpr int JJ = BOX_COLS / 8;
     const bool c0_pairs = BETA && (this->ldc & 1) == 0 && gemmlab::aligned(this->c0, 2 * sizeof(OUT_T));
-    const bool bias_pairs = BIAS && gemmlab::aligned(this->bias, 2 * sizeof(BIAS_T));
+    // the box's bias values first, every load in flight at once: each index clamped into [0, n) and the
+    // value of a column past n selected to 0 (no branch around a load, so ptxas issues the JJ loads
+    // back to back; a branch per pair serialised one L2 round trip per pair, inside the next tile's
+    // main loop for the pending half). Kept as loaded (a 2-byte pair in one word) until used. A pair is
+    // one access where the bias is aligned to two elements and n is even (col < n then implies
+    // col + 1 < n: col is even).
+    BiasPair bias_raw[JJ];
+    if (BIAS) {
+      if (gemmlab::aligned(this->bias, 2 * sizeof(BIAS_T)) && (n & 1) == 0) {
+#pragma unroll
+        for (int jj = 0; jj < JJ; jj++) {
+          const int col = col0 + 8 * jj + 2 * t;
+          const BiasPair b = *reinterpret_cast<const BiasPair *>(this->bias + min(col, n - 2));
+          bias_raw[jj] = col < n ? b : BiasPair{};
+        }
+      } else {
+#pragma unroll
+        for (int jj = 0; jj < JJ; jj++) {
+          const int col = col0 + 8 * jj + 2 * t;
+          bias_raw[jj] = bias_pair_of(this->bias[min(col, n - 1)], this->bias[min(col + 1, n - 1)], col < n, col + 1 < n);
+        }
+      }
+    }
 #pragma unroll
     for (int jj = 0; jj < JJ; jj++) {
       const int col = col0 + 8 * jj + 2 * t;
-      float bias0 = 0.0f, bias1 = 0.0f;
-      if (BIAS) {
-        if (bias_pairs && col + 1 < n) {
-          const float2 b = load_pair(this->bias + col);
-          bias0 = b.x, bias1 = b.y;
-        } else {
-          if (col < n) bias0 = gemmlab::to_float(this->bias[col]);
-          if (col + 1 < n) bias1 = gemmlab::to_float(this->bias[col + 1]);
-        }
-      }
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int row = row0 + g + 8 * h;
@@ -1189,7 +1228,10 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
             if (col + 1 < n) x1 += this->beta * gemmlab::to_float(this->c0[at + 1]);
           }
         }
-        if (BIAS) x0 += bias0, x1 += bias1;
+        if (BIAS) {
+          const float2 b = bias_float2(bias_raw[jj]);
+          x0 += b.x, x1 += b.y;
+        }
         sink(jj, h, wgmma_activation<ACT>(x0), wgmma_activation<ACT>(x1));
       }
     }
