@@ -679,6 +679,13 @@ def test_compiled_and_failed_points_fold_no_shape_and_show_no_empty_timing(seed_
     text = buf.getvalue()
     assert "median ms" not in text and "GFLOP/s" not in text and "regs" in text
     assert all(s in text for s in shapes) and "no_gpu" in text and "compiled" in text, text
+    # report.md and report.html alike: no timing columns, the compile columns and note
+    written = report.write_report(rows, tmp_path / "rep", sources=[str(tmp_path)])
+    md = (tmp_path / "rep" / "report.md").read_text()
+    head = _md_table(md)[0]
+    assert not {"median ms", "GFLOP/s", "time / baseline"} & set(head) and {"registers", "SASS classes"} <= set(head)
+    assert "`time / baseline` =" not in md and "Compiled only" in md
+    assert "<th" in (tmp_path / "rep" / "report.html").read_text() and written
 
 
 def test_html_plot_notes_show_code_not_backticks(built):

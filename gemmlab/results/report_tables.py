@@ -232,10 +232,12 @@ def compiled_only(row: Row) -> bool:
 
 
 def compile_mode(rows: Sequence[Row]) -> tuple[bool, bool]:
-    """``(any, all)``: whether any, and whether every readable row is :func:`compiled_only`."""
+    """``(any, all)``: whether any readable row is :func:`compiled_only`, and whether no row was timed
+    while some was compiled only (every row compiled, or compiled and failed before timing: the README's
+    main job without a GPU beside a compile-mode sweep); the timing columns are left out then."""
     readable = [r for r in rows if r.category != "unreadable"]
     flags = [compiled_only(r) for r in readable]
-    return any(flags), bool(flags) and all(flags)
+    return any(flags), any(flags) and not any(r.median_ms is not None for r in readable)
 
 
 #: the columns :func:`md_columns` adds after ``K`` for a set of mixed precisions or layouts
@@ -246,12 +248,12 @@ SETTING_COLUMNS = (Column("precision", lambda r: r.precision),
 def md_columns(rows: Sequence[Row]) -> tuple[Column, ...]:
     """:data:`MD_COLUMNS`, plus precision and layout after ``K`` when :func:`mixed_settings`
     (``report.md`` and ``report.html``); when any row was compiled only (:func:`compile_mode`),
-    :data:`COMPILE_COLUMNS` before ``error``, and when every row was, without
-    :data:`TIMING_COLUMNS` (always empty there)."""
+    :data:`COMPILE_COLUMNS` before ``error``, and when no row was timed, without
+    :data:`TIMING_COLUMNS` (empty in every row)."""
     columns = MD_COLUMNS
-    any_compiled, all_compiled = compile_mode(rows)
+    any_compiled, untimed = compile_mode(rows)
     if any_compiled:
-        keep = tuple(c for c in columns if not (all_compiled and c.name in TIMING_COLUMNS))
+        keep = tuple(c for c in columns if not (untimed and c.name in TIMING_COLUMNS))
         i = [c.name for c in keep].index("error")
         columns = keep[:i] + COMPILE_COLUMNS + keep[i:]
     if not mixed_settings(rows):
@@ -282,10 +284,10 @@ COMPILE_NOTE = ("Compiled only (`mode=compile`, no GPU): `registers`, `spills st
 
 
 def results_notes(rows: Sequence[Row]) -> list[str]:
-    """The notes on the results table's columns (Markdown): the timing note unless every row was
-    compiled only, the compile note when any was."""
-    any_compiled, all_compiled = compile_mode(rows)
-    return ([] if all_compiled else [TIMING_NOTE]) + ([COMPILE_NOTE] if any_compiled else [])
+    """The notes on the results table's columns (Markdown): the timing note unless no row was timed
+    (:func:`compile_mode`), the compile note when any row was compiled only."""
+    any_compiled, untimed = compile_mode(rows)
+    return ([] if untimed else [TIMING_NOTE]) + ([COMPILE_NOTE] if any_compiled else [])
 
 
 def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, plot_notes: dict[str, str],
@@ -345,7 +347,7 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
 def terminal_table(rows: Sequence[Row]) -> Table:
     """The report's short terminal table: index, kernel, parameters, shape, status (shape and status
     never folded); the timing where some row was timed; what compiling reports when any row was
-    compiled (and the SASS classes' check when every row was); the error's first line. Failed and
+    compiled (and the SASS classes' check when no row was timed); the error's first line. Failed and
     unreadable rows red."""
     def right(name, value=None, fmt="", **kw):
         return Column(name, value or (lambda r: None), fmt, align="right", **kw)
@@ -353,8 +355,8 @@ def terminal_table(rows: Sequence[Row]) -> Table:
     columns = [right("#", lambda r: r.index), Column("kernel", lambda r: r.kernel),
                Column("params", text=lambda r: r.params_text, max_width=28),
                Column("shape", text=lambda r: r.shape_text, no_wrap=True), Column("status", lambda r: r.status, no_wrap=True)]
-    any_compiled, all_compiled = compile_mode(rows)
-    if not all_compiled and any(r.median_ms is not None for r in rows):
+    any_compiled, untimed = compile_mode(rows)
+    if not untimed:
         columns += [right("median ms", lambda r: r.median_ms, ".5f", unit="ms"),
                     right("GFLOP/s", lambda r: r.gflops, ".1f", unit="GFLOP/s"),
                     right("vs base", lambda r: r.ratio_to_baseline,
@@ -363,7 +365,7 @@ def terminal_table(rows: Sequence[Row]) -> Table:
         columns += [right("regs", lambda r: r.registers, text=lambda r: _int(r.registers)),
                     right("spills", text=spills_text), right("smem B", shared_bytes, text=smem_text),
                     right("occupancy", lambda r: r.occupancy, ".2f"), right("waves", lambda r: r.waves, ".2f")]
-    if all_compiled:
+    if untimed:
         columns += [Column("SASS classes", text=sass_classes_text, max_width=36)]
     columns += [Column("error", lambda r: r.error, max_width=40, no_wrap=True, overflow="ellipsis",
                        text=lambda r: (r.error or "").splitlines()[0][:200] if r.error else "")]
