@@ -1,4 +1,4 @@
-"""Issue 41's held-out benchmark: kernel=auto against same-run cuBLAS over a split of the public shape set.
+"""Issue 41's held-out benchmark: kernel=auto (or ``--kernel NAME``) against same-run cuBLAS over a split of the public shape set.
 
     python .ci/heldout_bench.py OUTDIR [--precision fp32,tf32:col,bf16:col] [--layout-b row|col]
                                 [--split test] [--regions decode,odd] [--limit N] [--budget-s S]
@@ -191,10 +191,13 @@ def ratio_of(rec: dict) -> float | None:
 
 
 def chosen_of(rec: dict) -> str:
-    """``kernel P=V ... [table exact|rule]``: what kernel=auto chose and from where."""
+    """``kernel P=V ... [table exact|rule]``: what kernel=auto chose and from where; for another kernel
+    (``--kernel``) its name and parameters; ``-`` where the record has neither."""
     d = rec.get("dispatch") or {}
     if not d:
-        return "-"
+        name = ((rec.get("config") or {}).get("kernel") or {}).get("name")
+        params = " ".join(f"{k}={v}" for k, v in (rec.get("params") or {}).items())
+        return f"{name} {params}".strip() if name else "-"
     params = " ".join(f"{k}={v}" for k, v in (d.get("params") or {}).items())
     src = d.get("source") or "?"
     if src == "table" and d.get("match"):
@@ -365,8 +368,8 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else round(100.0 * x, 1)
 
 
-def table(summary: list[dict]) -> str:
-    """The short text table printed last."""
+def table(summary: list[dict], kernel: str = "auto") -> str:
+    """The short text table printed last (``kernel``: the kernel timed, named in the worst shapes' header)."""
     def f(x):
         return "-" if x is None else f"{x:.1f}"
     lines = ["precision | layout | points | timed | failed | geomean % cuBLAS | min % | <70% | "
@@ -378,7 +381,7 @@ def table(summary: list[dict]) -> str:
     for s in summary:
         if s["worst"]:
             lines.append(f"\nworst {len(s['worst'])}, {s['precision']} {s['layout']}: % of cuBLAS | shape | model layer | "
-                         "region | kernel=auto's choice [source]")
+                         + ("region | kernel=auto's choice [source]" if kernel == "auto" else f"region | {kernel} and its parameters"))
             lines += [f"  {w['pct']:6.1f} | {w['shape']} | {w['model']} {w['layer']} | {w['region']} | {w['chosen']}"
                       for w in s["worst"]]
         if s["failures"]:
@@ -425,6 +428,14 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         ap.error(str(exc))
     if args.kernel != "auto" and (auto or args.table):
         ap.error(f"--auto and --table are kernel=auto's; --kernel is {args.kernel!r}")
+    if args.kernel != "auto":  # a misspelt name would make every point invalid: refused before any runs
+        from gemmlab.contract.registry import load_registry
+        from gemmlab.errors import ConfigError as _ConfigError
+        try:
+            load_registry().get(args.kernel)
+        except _ConfigError as exc:
+            print(f"heldout_bench: error: --kernel: {exc}", file=sys.stderr)
+            return 2
     from gemmlab.dispatch.shapeset import load_shapeset
     from gemmlab.errors import ConfigError
     try:
@@ -479,7 +490,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     summary = summarize(bench.rows, combos)
     wall = bench.clock() - bench.started
     info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
-            "mode": args.mode, "table": table_path or "shipped", "timing": TIMING, "verify_max_full": MAX_FULL,
+            "mode": args.mode, "kernel": args.kernel,
+            "table": (table_path or "shipped") if args.kernel == "auto" else None, "timing": TIMING, "verify_max_full": MAX_FULL,
             "verify_after_timing": args.after_timing, "precompile": compiled_ahead,
             "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_planned": len(plan),
             "points_run": len(bench.rows),
@@ -494,7 +506,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     for group, m in info["phase_means_s"].items():
         print(f"# mean s a point, {group} ({'under' if group == 'small' else 'from'} 2^30 FLOP, {m['points']} points): "
               f"wall {m['wall']:.3f} = " + ", ".join(f"{k} {m[k]:.3f}" for k in PHASES))
-    print(table(summary))
+    print(table(summary, args.kernel))
     return 0
 
 

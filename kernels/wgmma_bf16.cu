@@ -1002,7 +1002,8 @@ gemm_wgmma_tma_store_f16(const __grid_constant__ CUtensorMap tensor_a, const __g
 // for it for a problem beyond C = A·B, so the plain builds above are the same programs, SASS for
 // SASS: tests/test_sass_unchanged.py). C (M x N, row pitch ldc >= N, OUT_T: float, __nv_bfloat16 or
 // __half) = OUT_T(act(alpha * A·B + beta * C0 + bias)) (gemmlab/fused.cuh: float32 arithmetic, one
-// round to nearest even; activations by wgmma_activation: tanh.approx.f32 for the GELUs, __expf for SiLU,
+// round to nearest even; activations by wgmma_activation: tanh.approx.f32 for the GELUs, ex2.approx.ftz and
+// rcp.approx.ftz for SiLU,
 // within the evaluation errors plugins/wgmma_bf16.py declares), C0 (OUT_T, pitch ldc) read only with BETA, the bias
 // (BIAS_T, N elements) only with BIAS. A and B through their tensor maps as in gemm_wgmma (tight
 // pitches: the maps describe the stored matrices), one GEMM per launch (the _batched entries at the end:
@@ -1052,9 +1053,10 @@ __device__ __forceinline__ float tanh_approx(float x) {
 ///     tests/test_epilogue_approx.py), tanh through tanh.approx: one MUFU instead of erff's ~20 operations;
 ///   4 silu: z rcp(1 + ex2(-z log2 e)) through ex2.approx.ftz.f32 and rcp.approx.ftz.f32 (PTX ISA: ex2.approx
 ///     2 ulp after the argument's rounding, rcp.approx 1 ulp): what __expf and __fdividef compile to, less their subnormal
-///     scaling (a compare, two multiplies per call; a subnormal e^-z or reciprocal only ever meets 1 + e
-///     or z, where it is lost anyway), which with a float32 C and C0 made ptxas spill 8 bytes (NVRTC 13.5,
-///     H100 session 34: local_bytes 8);
+///     scaling (a compare, two multiplies per call; a subnormal e^-z only ever meets 1 + e, where it is lost;
+///     a reciprocal flushed to 0, for z < -87.3, gives -0 where silu is about z e^z < 1e-36 in magnitude: inside
+///     the declared error, as __fdividef's 0 past 2^126 was), which with a float32 C and C0 made ptxas spill
+///     8 bytes (NVRTC 13.5, H100 session 34: local_bytes 8);
 ///   none and relu as gemmlab::activation.
 template <int ACT>
 __device__ __forceinline__ float wgmma_activation(float z) {
@@ -1077,12 +1079,12 @@ __device__ __forceinline__ float wgmma_activation(float z) {
   }
 }
 
-/// The fused register store of one thread: gemmlab::Fused (ldc, alpha, beta, C, C0, bias) and its
-/// column pairs (col, col + 1) of one row; activations by wgmma_activation.
 /// A if C, else B (std::conditional, which NVRTC's headers here do not give).
 template <bool C, class A, class B> struct WgmmaPick { using type = A; };
 template <class A, class B> struct WgmmaPick<false, A, B> { using type = B; };
 
+/// The fused register store of one thread: gemmlab::Fused (ldc, alpha, beta, C, C0, bias) and its
+/// column pairs (col, col + 1) of one row; activations by wgmma_activation.
 template <int ACT, int BIAS, int BETA, typename BIAS_T, typename OUT_T>
 struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
   static constexpr bool BATCHED = false;  // one GEMM per launch (WgmmaFusedBatched: strided batches)
@@ -1172,7 +1174,7 @@ struct WgmmaFused : gemmlab::Fused<ACT, BIAS, BETA, BIAS_T, OUT_T> {
   static __device__ __forceinline__ float2 bias_float2(float2 b) { return b; }
   static __device__ __forceinline__ float2 bias_float2(BiasWord b) {
     if constexpr (sizeof(BIAS_T) == 2) {
-      BIAS_T pair[2];
+      alignas(4) BIAS_T pair[2];  // the word's two halves
       *reinterpret_cast<unsigned *>(pair) = b.w;
       return make_float2(gemmlab::to_float(pair[0]), gemmlab::to_float(pair[1]));
     }

@@ -696,3 +696,22 @@ def test_html_plot_notes_show_code_not_backticks(built):
     note = "skipped: no point has a baseline ratio recorded (run with `baseline=cublas`)"
     html = report_html.page(built["rows"], None, {}, {p: note for p in PLOTS}, {})
     assert "(run with <code>baseline=cublas</code>)" in html and "`" not in html.split('<h2 id="plots">')[1]
+
+
+def test_failed_points_only_show_no_empty_timing_columns(tmp_path):
+    """The README's main job without a GPU, reported alone: one no_gpu record and no timed or compiled
+    one; the terminal table and report.md carry no timing columns (review of session 34)."""
+    import io
+
+    from rich.console import Console
+    failed = {"schema": "gemmlab.result/1", "status": "no_gpu", "valid": False, "error": "no CUDA driver or GPU available",
+              "config": {"kernel": {"name": "naive"}, "shape": [256, 256, 256], "mode": "run"}}
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "result.json").write_text(json.dumps(failed))
+    rows = report.collect([tmp_path])
+    buf = io.StringIO()
+    report.print_table(rows, console=Console(file=buf, width=140))
+    assert "median ms" not in buf.getvalue() and "no_gpu" in buf.getvalue()
+    report.write_report(rows, tmp_path / "rep", sources=[str(tmp_path)])
+    head = _md_table((tmp_path / "rep" / "report.md").read_text())[0]
+    assert not {"median ms", "GFLOP/s", "time / baseline", "registers"} & set(head) and "status" in head

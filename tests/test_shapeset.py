@@ -299,9 +299,20 @@ def test_bench_times_another_kernel_than_auto(bench, tmp_path, capsys):
                        "--mode", "compile"], run=run) == 0
     assert [c["kernel"] for c in run.calls] == [{"name": "triton_matmul"}] * 2
     assert run.calls[0]["baseline"] == "cublas" and run.calls[0]["layout"]["b"] == "col"
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["kernel"] == "triton_matmul" and summary["table"] is None
+    assert bench.chosen_of({"config": {"kernel": {"name": "triton_matmul"}}, "params": {"BLOCK_M": 128}}) \
+        == "triton_matmul BLOCK_M=128"
+    assert "region | triton_matmul and its parameters" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         bench.main([str(tmp_path / "p"), "--kernel", "triton_matmul", "--auto", "rank=model"], run=run)
     assert exc.value.code == 2 and "--kernel is 'triton_matmul'" in capsys.readouterr().err
+    # a misspelt name is refused in one line before any point runs
+    calls = len(run.calls)
+    assert bench.main([str(tmp_path / "q"), "--kernel", "triton_matmu", "--limit", "1"], run=run) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(run.calls) == calls and "\n" not in err and "--kernel: kernel: unknown kernel 'triton_matmu'" in err
+    assert not (tmp_path / "q").exists()
 
 
 def test_bench_budget_stops_before_the_limit(bench, tmp_path):

@@ -232,12 +232,11 @@ def compiled_only(row: Row) -> bool:
 
 
 def compile_mode(rows: Sequence[Row]) -> tuple[bool, bool]:
-    """``(any, all)``: whether any readable row is :func:`compiled_only`, and whether no row was timed
-    while some was compiled only (every row compiled, or compiled and failed before timing: the README's
-    main job without a GPU beside a compile-mode sweep); the timing columns are left out then."""
+    """``(any_compiled, untimed)``: whether any readable row is :func:`compiled_only`, and whether no
+    readable row was timed (every row compiled, failed before timing, or both: the README's main job
+    without a GPU, alone or beside a compile-mode sweep); the timing columns are left out then."""
     readable = [r for r in rows if r.category != "unreadable"]
-    flags = [compiled_only(r) for r in readable]
-    return any(flags), any(flags) and not any(r.median_ms is not None for r in readable)
+    return any(compiled_only(r) for r in readable), not any(r.median_ms is not None for r in readable)
 
 
 #: the columns :func:`md_columns` adds after ``K`` for a set of mixed precisions or layouts
@@ -252,10 +251,10 @@ def md_columns(rows: Sequence[Row]) -> tuple[Column, ...]:
     :data:`TIMING_COLUMNS` (empty in every row)."""
     columns = MD_COLUMNS
     any_compiled, untimed = compile_mode(rows)
+    columns = tuple(c for c in columns if not (untimed and c.name in TIMING_COLUMNS))
     if any_compiled:
-        keep = tuple(c for c in columns if not (untimed and c.name in TIMING_COLUMNS))
-        i = [c.name for c in keep].index("error")
-        columns = keep[:i] + COMPILE_COLUMNS + keep[i:]
+        i = [c.name for c in columns].index("error")
+        columns = columns[:i] + COMPILE_COLUMNS + columns[i:]
     if not mixed_settings(rows):
         return columns
     i = [c.name for c in columns].index("K") + 1
@@ -347,7 +346,7 @@ def markdown(rows: Sequence[Row], sources: Sequence[str] | None, written: dict, 
 def terminal_table(rows: Sequence[Row]) -> Table:
     """The report's short terminal table: index, kernel, parameters, shape, status (shape and status
     never folded); the timing where some row was timed; what compiling reports when any row was
-    compiled (and the SASS classes' check when no row was timed); the error's first line. Failed and
+    compiled (and the SASS classes' check when, besides, no row was timed); the error's first line. Failed and
     unreadable rows red."""
     def right(name, value=None, fmt="", **kw):
         return Column(name, value or (lambda r: None), fmt, align="right", **kw)
@@ -365,7 +364,7 @@ def terminal_table(rows: Sequence[Row]) -> Table:
         columns += [right("regs", lambda r: r.registers, text=lambda r: _int(r.registers)),
                     right("spills", text=spills_text), right("smem B", shared_bytes, text=smem_text),
                     right("occupancy", lambda r: r.occupancy, ".2f"), right("waves", lambda r: r.waves, ".2f")]
-    if untimed:
+    if untimed and any_compiled:
         columns += [Column("SASS classes", text=sass_classes_text, max_width=36)]
     columns += [Column("error", lambda r: r.error, max_width=40, no_wrap=True, overflow="ellipsis",
                        text=lambda r: (r.error or "").splitlines()[0][:200] if r.error else "")]
