@@ -301,8 +301,8 @@ def test_bench_times_another_kernel_than_auto(bench, tmp_path, capsys):
     assert run.calls[0]["baseline"] == "cublas" and run.calls[0]["layout"]["b"] == "col"
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["kernel"] == "triton_matmul" and summary["table"] is None
-    assert bench.chosen_of({"config": {"kernel": {"name": "triton_matmul"}}, "params": {"BLOCK_M": 128}}) \
-        == "triton_matmul BLOCK_M=128"
+    assert (bench.chosen_of({"config": {"kernel": {"name": "triton_matmul"}}, "params": {"BLOCK_M": 128}})
+            == "triton_matmul BLOCK_M=128")
     assert "region | triton_matmul and its parameters" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         bench.main([str(tmp_path / "p"), "--kernel", "triton_matmul", "--auto", "rank=model"], run=run)
