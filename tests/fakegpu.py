@@ -359,13 +359,8 @@ def wgmma_epi(gpu: HostGpu, args: tuple, tma_store: bool, batched: bool, parts: 
         if parts[0] == "4":  # ELEM = 4: float32 read as TF32 by wgmma, the low 13 mantissa bits dropped (rz)
             A, B = ((x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
                     for x in (A, B))
-        v = alpha * (A @ B).astype(np.float32)
-        if beta_on:
-            prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(out).reshape(m, ldc)[:, :n]
-            v = v + beta * prev.astype(np.float32)
-        if bias_on:
-            v = v + gpu.view(bvec, bias_t.itemsize * n).view(bias_t).astype(np.float32)
-        result = _activation32(act, v).astype(out)
+        prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(out).reshape(m, ldc)[:, :n] if beta_on else None
+        result = _epilogue32(gpu, A @ B, alpha, beta, prev, bvec if bias_on else None, bias_t, n, act).astype(out)
         if tma_store:
             d = maps[2].description
             rows, cols, pitch = d["global"][-2], d["global"][-1], d["row_stride_bytes"]
@@ -404,6 +399,19 @@ def _out_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+def _epilogue32(gpu: HostGpu, product: np.ndarray, alpha: float, beta: float, prev: np.ndarray | None,
+                bvec: int | None, bias_t: np.dtype, n: int, act: int) -> np.ndarray:
+    """act(alpha * product + beta * C0 + bias) in float32, each step rounded as gemm_tiled_epi's arithmetic:
+    the product rounded to float32 first; ``prev`` C0's M x N (None: no beta term); ``bvec`` the bias's
+    address on the fake memory (None: no bias), ``n`` elements of ``bias_t``."""
+    v = alpha * product.astype(np.float32)
+    if prev is not None:
+        v = v + beta * prev.astype(np.float32)
+    if bvec is not None:
+        v = v + gpu.view(bvec, bias_t.itemsize * n).view(bias_t).astype(np.float32)
+    return _activation32(act, v)
+
+
 def _activation32(act: int, z: np.ndarray) -> np.ndarray:
     """gemm_tiled_epi's activation in float32 arithmetic (erf through float64's, rounded)."""
     half, one = np.float32(0.5), np.float32(1.0)
@@ -439,10 +447,6 @@ def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out:
     for z in range(batches):
         A = matrix(a + i_item * z * sa, m, lda, k) if layout_a == "row" else matrix(a + i_item * z * sa, k, lda, m).T
         B = matrix(b + i_item * z * sb, k, ldb, n) if layout_b == "row" else matrix(b + i_item * z * sb, n, ldb, k).T
-        v = alpha * (A @ B).astype(np.float32)
-        if beta_on:
-            prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n]
-            v = v + beta * prev.astype(np.float32)
-        if bias:
-            v = v + gpu.view(bvec, bias_t.itemsize * n).view(bias_t).astype(np.float32)
-        gpu.view(c + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n] = _activation32(act, v).astype(dtype)
+        prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n] if beta_on else None
+        gpu.view(c + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n] = _epilogue32(
+            gpu, A @ B, alpha, beta, prev, bvec if bias else None, bias_t, n, act).astype(dtype)

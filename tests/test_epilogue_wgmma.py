@@ -31,6 +31,7 @@ from gemmlab.dispatch import auto as dispatch
 from gemmlab.errors import ConfigError
 from gemmlab.gpu.device import offline_facts
 from gemmlab.run.pipeline import run_point
+from wgmma_build import compile_clean
 
 REGISTRY = load_registry([])
 SPEC = REGISTRY.get("wgmma_bf16")
@@ -322,27 +323,11 @@ def test_fused_instance_compiles_without_spills_and_with_hgmma(kernel, precision
     fp16 ping-pong build with both transpose bits and a tf32 build: no spills, no local memory, HGMMA
     and none serialized, and in the TMA-store path UTMASTG once per box of each unrolled epilogue (the
     register path has none)."""
-    from gemmlab.gpu import compile as compile_stage
-    spec = REGISTRY.get(kernel)
     ep = dict(ep)
     out = ep.pop("out")
     problem = Problem(BIG, precision, la, lb, out=out, epilogue=Epilogue(**ep))
-    params = {**spec.defaults, **over}
-    spec.check_problem(problem, params, FACTS)
-    assert spec.tma_store(problem, params) == tma
-    options = compile_stage.CompileOptions.for_kernel("90", spec.options(problem, params, FACTS))
-    compiled = compile_stage.compile_kernel(REGISTRY.source_path(spec), spec.instance(problem, params), options,
-                                            persistent=True)
-    if compiled.resources is None:
-        pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
-    r = compiled.resources
-    assert (r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) == (0, 0, 0), r
-    if not compiled.sass_text:
-        pytest.skip("no SASS listing (nvdisasm)")
     entry = "gemm_wgmma_epi_tma_store" if tma else "gemm_wgmma_epi"
-    assert entry in compiled.sass_text and re.search(r"\bHGMMA\.", compiled.sass_text)
-    assert compiled.sass["wgmma"]["serialized"] == 0, compiled.sass["wgmma"]
-    assert not re.search(r"\b(LDL|STL)\b", compiled.sass_text)
+    spec, params, compiled = compile_clean(kernel, problem, over, tma, entry)
     # store sites: a warp's boxes of 128 bytes a row over BN columns (one m64 block), or with the deferred
     # right half the boxes of a 128-column half at four sites (in the main loop, after it, the left half,
     # the last tile's right half)

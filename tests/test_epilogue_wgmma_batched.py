@@ -31,6 +31,7 @@ from gemmlab.contract.registry import load_registry
 from gemmlab.errors import ConfigError
 from gemmlab.gpu.device import offline_facts
 from gemmlab.run.pipeline import run_point
+from wgmma_build import compile_clean
 from gemmlab_plugins.wgmma_bf16 import batched_tiles
 
 REGISTRY = load_registry([])
@@ -250,27 +251,11 @@ def test_batched_instance_compiles_without_spills_and_with_rank3_tma(kernel, pre
     """4096^3 x 3 batches: no spills, no local memory, HGMMA and none serialized; every TMA load and
     store of rank 3 (UTMALDG.3D, UTMASTG.3D; no .2D left), as many store sites as the single-batch entry
     (tests/test_epilogue_wgmma.py)."""
-    from gemmlab.gpu import compile as compile_stage
-    spec = REGISTRY.get(kernel)
     ep = dict(ep)
     out = ep.pop("out")
     problem = Problem(Shape(4096, 4096, 4096), precision, la, lb, out=out, epilogue=Epilogue(batch=3, **ep))
-    params = {**spec.defaults, **over}
-    spec.check_problem(problem, params, FACTS)
-    assert spec.tma_store(problem, params) == tma
-    options = compile_stage.CompileOptions.for_kernel("90", spec.options(problem, params, FACTS))
-    compiled = compile_stage.compile_kernel(REGISTRY.source_path(spec), spec.instance(problem, params), options,
-                                            persistent=True)
-    if compiled.resources is None:
-        pytest.skip(f"NVRTC {compiled.nvrtc_version} returned no ptxas report")
-    r = compiled.resources
-    assert (r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes) == (0, 0, 0), r
-    if not compiled.sass_text:
-        pytest.skip("no SASS listing (nvdisasm)")
     entry = "gemm_wgmma_epi_tma_store_batched" if tma else "gemm_wgmma_epi_batched"
-    assert entry in compiled.sass_text and re.search(r"\bHGMMA\.", compiled.sass_text)
-    assert compiled.sass["wgmma"]["serialized"] == 0, compiled.sass["wgmma"]
-    assert not re.search(r"\b(LDL|STL)\b", compiled.sass_text)
+    spec, params, compiled = compile_clean(kernel, problem, over, tma, entry)
     kinds = set(re.findall(r"\b(UTMA(?:LDG|STG)\.\dD)\b", compiled.sass_text))
     assert kinds == ({"UTMALDG.3D", "UTMASTG.3D"} if tma else {"UTMALDG.3D"}), kinds
     half = 128 * problem.c_bytes // 128
