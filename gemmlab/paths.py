@@ -122,7 +122,7 @@ def stale_checkout_source(files, cwd: Path | str | None = None) -> dict | None:
         pairs = [(Path(KERNELS_DIR).resolve(), (checkout / "kernels").resolve(), "kernels"),
                  (Path(PLUGINS_DIR).resolve(), (checkout / "plugins").resolve(), "plugins")]
         pairs = [(installed, mine, shown) for installed, mine, shown in pairs if installed != mine]
-        differ, folders = [], []  # the files that differ, and the installed folder of each
+        differ = []
         for f in dict.fromkeys(Path(f).resolve() for f in files):
             for installed, mine, shown in pairs:
                 try:
@@ -132,14 +132,14 @@ def stale_checkout_source(files, cwd: Path | str | None = None) -> dict | None:
                 copy = mine / rel
                 if f.is_file() and copy.is_file() and f.read_bytes() != copy.read_bytes():
                     differ.append(f"{shown}/{rel.as_posix()}")
-                    folders.append(str(installed))
                 break
     except OSError:
         return None
     if not differ:
         return None
     installed = Path(KERNELS_DIR).resolve()
-    where = ", ".join(dict.fromkeys(folders))
+    where = ", ".join(dict.fromkeys(str((Path(KERNELS_DIR) if f.startswith("kernels/") else Path(PLUGINS_DIR)).resolve())
+                                    for f in differ))
     message = (f"used the installed copy of {', '.join(differ)} ({where}), which {'differ' if len(differ) > 1 else 'differs'} from this checkout's "
                f"({checkout.resolve()}): edits in the checkout are not used; install it editable "
                "(pip install -e .) to run them")

@@ -139,8 +139,8 @@ def batch_stride_bytes(problem: Problem, matrix: str) -> int:
     return (st.stride if st.copies > 1 else st.rows * st.ld) * element_bytes(problem, matrix)
 
 
-def _batched_dims(tm: TensorMap, problem: Problem, rows: int, cols: int, what: str) -> tuple[list[int], int]:
-    """([batches held, rows, cols], the batch pitch in bytes) of a ``batched`` map (issue 43, strided batches: a rank-3 map over A, B
+def _batched_dims(tm: TensorMap, problem: Problem, rows: int, cols: int, what: str) -> list[int]:
+    """[batches held, rows, cols] of a ``batched`` map (issue 43, strided batches: a rank-3 map over A, B
     or C of an epilogue problem, :func:`matrix_view`), after the 2-D rules of one matrix.
 
     Raises:
@@ -159,7 +159,7 @@ def _batched_dims(tm: TensorMap, problem: Problem, rows: int, cols: int, what: s
                           f"{stride} B is not a multiple of 16 bytes (TMA rule)")
     if stride >= 2**40:
         raise ConfigError(field, f"{what}: the batch stride {stride} B is not below 2^40 (TMA rule)")
-    return [st.copies, rows, cols], stride
+    return [st.copies, rows, cols]
 
 
 def matrix_view(problem: Problem, matrix: str) -> bool:
@@ -303,7 +303,8 @@ def check(tm: TensorMap, problem: Problem, address: int | None = None, workspace
     global_dims, box_dims = [rows, cols], list(box)
     batch_stride = None
     if getattr(tm, "batched", False):
-        (global_dims, batch_stride), box_dims = _batched_dims(tm, problem, rows, cols, what), [1, *box]
+        global_dims, box_dims, batch_stride = _batched_dims(tm, problem, rows, cols, what), [1, *box], batch_stride_bytes(
+            problem, tm.matrix)
     if getattr(tm, "per_group", False):
         global_dims, box_dims = _per_group_dims(tm, problem, rows, what), [1, *box]
         global_dims.append(cols)

@@ -42,7 +42,12 @@ def _slices(n: int) -> list[slice]:
 
 def _each(n: int, fn: Callable[[slice], object]) -> list:
     """``fn(s)`` for the slices of ``range(n)``, in a pool of :func:`threads` threads; results in order."""
-    return each_of(_slices(n), fn)
+    parts = _slices(n)
+    workers = min(threads(), len(parts))
+    if workers <= 1:
+        return [fn(s) for s in parts]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmlab-hostpass") as pool:
+        return list(pool.map(fn, parts))
 
 
 def each_of(items, fn: Callable, one_blas: bool = False) -> list:

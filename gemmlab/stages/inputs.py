@@ -71,7 +71,12 @@ def make_inputs(shape: Shape, options: InputOptions, fast: bool = False) -> tupl
         return tuple(_draw_fast(s, options.seed, i, options.distribution) for i, s in enumerate(sizes))
     rng = np.random.default_rng(options.seed)
     if options.distribution in ("normal", "uniform"):
-        a, b = _draw_float32(rng, sizes, options.distribution)
+        a, b = (np.empty(s, dtype=np.float32) for s in sizes)
+
+        def store(i: int, r0: int, r1: int, values: np.ndarray) -> None:
+            (a, b)[i][r0:r1] = values  # float64 -> float32, as astype rounds
+
+        _draw_rows(rng, sizes, options.distribution, store)
     elif options.distribution == "integers":
         # nonzero magnitudes 1..4 with random signs: never an all-zero matrix, even at 1x1x1
         a, b = ((rng.integers(1, INT_RANGE + 1, s) * rng.choice([-1, 1], s)).astype(np.float32) for s in sizes)
@@ -105,18 +110,6 @@ def _draw_fast(size: tuple[int, int], seed: int, which: int, distribution: str) 
     else:
         with ThreadPoolExecutor(max_workers=min(FAST_CHUNKS, os.cpu_count() or 1)) as pool:
             list(pool.map(fill, range(FAST_CHUNKS)))
-    return out
-
-
-def _draw_float32(rng: np.random.Generator, sizes, distribution: str) -> tuple[np.ndarray, ...]:
-    """The matrices of ``sizes`` drawn from ``rng`` (:func:`_draw_rows`) and rounded to float32 as
-    ``astype`` rounds, new writable arrays."""
-    out = tuple(np.empty(size, dtype=np.float32) for size in sizes)
-
-    def store(i: int, r0: int, r1: int, values: np.ndarray) -> None:
-        out[i][r0:r1] = values  # float64 -> float32, as astype rounds
-
-    _draw_rows(rng, sizes, distribution, store)
     return out
 
 
@@ -155,9 +148,10 @@ def _draw_rows(rng: np.random.Generator, sizes, distribution: str, consume) -> N
             free.put(buf)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gemmlab-draw") as pool:
-        for i, size in enumerate(sizes):
-            cols = size[1]
-            for r0, r1 in _row_blocks(*size):
+        for i, (rows, cols) in enumerate(sizes):
+            step = max(1, DRAW_BLOCK // max(1, cols))
+            for r0 in range(0, rows, step):
+                r1 = min(rows, r0 + step)
                 buf = free.get()
                 if failed:
                     free.put(buf)
@@ -308,7 +302,13 @@ def seeded_draw(M: int, N: int, K: int, seed: int, distribution: str) -> tuple[n
     ``experiment=fp8`` the three scaling modes of a shape (issue 41, 42): the draw (one stream, one
     core: ~5 ns an element) is made once for them. Read-only, so no point can change what the
     next one is given."""
-    a, b = _draw_float32(np.random.default_rng(seed), ((M, K), (K, N)), distribution)
+    sizes = ((M, K), (K, N))
+    a, b = (np.empty(size, dtype=np.float32) for size in sizes)
+
+    def store(i: int, r0: int, r1: int, values: np.ndarray) -> None:
+        (a, b)[i][r0:r1] = values  # float64 -> float32, as astype rounds
+
+    _draw_rows(np.random.default_rng(seed), sizes, distribution, store)
     a.flags.writeable = False
     b.flags.writeable = False
     return a, b

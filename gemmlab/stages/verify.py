@@ -319,12 +319,13 @@ def fp8_row_bound(a64: np.ndarray, b64: np.ndarray, interval: int, safety: float
     |A| (w * |B| 1) (:func:`fp8_weights`) plus a_max (b_max 1) (the steps' maxima). ``abs_b_rows``
     (K,): |B| 1. ``a64`` read in blocks of ``rows`` rows (never a whole |A| copy)."""
     M, K = a64.shape
+    starts = np.arange(0, K, step)
     if not M or not K:
         return np.zeros(M)
     b_max_rows = step_maxima(b64, step, 0) @ np.ones(b64.shape[1])  # (K/step,)
     w_b = fp8_weights(K, interval, step) * abs_b_rows
     out = np.concatenate([np.abs(a64[r:r + rows]) @ w_b
-                          + step_maxima(a64[r:r + rows], step, 1) @ b_max_rows
+                          + np.maximum.reduceat(np.abs(a64[r:r + rows]), starts, axis=1) @ b_max_rows
                           for r in range(0, M, rows)])
     return (1 + safety * math.sqrt(step)) * out
 
@@ -336,8 +337,6 @@ def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1)
 def _products_slot(key: tuple) -> dict:
-    """A new dict for ``key`` (the inputs' ids), the last one kept (module-level state only through a
-    cache: tests/test_record_model.py)."""
     return {}
 
 
