@@ -15,6 +15,10 @@ its own folder. Each point runs in gemmlab's worker process (a CUDA fault or a h
 point: the watchdog kills it and a fresh worker takes the next); a point that fails in any way is
 recorded with its status and the run goes on.
 
+``--kernel``: ``auto`` (default), another kernel at its defaults, or a comma list of kernels timed in
+turn at every shape and precision (a shape's later points reuse its inputs' draw and float64
+products; the table then has a row per kernel).
+
 ``--precision``: a comma list; an item ``P:row`` or ``P:col`` fixes B's layout for that item, others
 take ``--layout-b`` (default row). Issue 41's six targets in one call:
 ``--precision fp32,tf32:row,tf32:col,bf16:row,bf16:col,fp16:col``.
@@ -231,9 +235,12 @@ class Bench:
         guess = 2.0 * max(self.walls[-5:]) if self.walls else 30.0
         return self.time_left() > guess + FINAL_RESERVE_S
 
-    def point(self, order: int, entry, precision: str, layout_b: str, cfg: dict) -> dict:
+    def point(self, order: int, entry, precision: str, layout_b: str, cfg: dict, several: bool = False) -> dict:
+        """Run one point (``cfg``), append its record, print its line; ``several``: the run times more
+        than one kernel, so the point's folder and archive member start with the kernel's name."""
         s = entry.shape
-        tag = f"{precision}-{layout_b}"
+        kernel = cfg["kernel"]["name"]
+        tag = f"{kernel}-{precision}-{layout_b}" if several else f"{precision}-{layout_b}"
         folder = self.out / "points" / tag / f"{order:04d}-{s.M}x{s.N}x{s.K}"
         t0 = self.clock()
         try:
@@ -252,7 +259,7 @@ class Bench:
         self.walls.append(wall)
         rel = folder.relative_to(self.out / "points").as_posix() + "/result.json"
         meta = {"split": entry.split, "region": entry.region, "family": entry.family, "model": entry.model,
-                "layer": entry.layer, "also": list(entry.also), "shape": [s.M, s.N, s.K], "precision": precision,
+                "layer": entry.layer, "also": list(entry.also), "shape": [s.M, s.N, s.K], "kernel": kernel, "precision": precision,
                 "layout_b": layout_b, "order": order, "wall_s": round(wall, 3)}
         phases = {k: v for k, v in ((rec.get("phase_s") or {}) if isinstance(rec, dict) else {}).items()
                   if isinstance(v, (int, float))}
@@ -266,12 +273,12 @@ class Bench:
         if not self.keep:
             shutil.rmtree(folder, ignore_errors=True)
         ratio = ratio_of(rec)
-        row = {"precision": precision, "layout_b": layout_b, "shape": f"{s.M}x{s.N}x{s.K}", "region": entry.region,
+        row = {"kernel": kernel, "precision": precision, "layout_b": layout_b, "shape": f"{s.M}x{s.N}x{s.K}", "region": entry.region,
                "model": entry.model, "layer": entry.layer, "status": rec.get("status"), "ratio": ratio,
                "chosen": chosen_of(rec), "error": (rec.get("error") or "")[:160], "wall_s": round(wall, 2)}
         self.rows.append(row)
         pct = f"{100 * ratio:6.1f}%" if ratio else "     - "
-        print(f"[{len(self.rows):4d}] {tag:9s} {row['shape']:>20s} {entry.region:6s} {row['status'] or '?':13s} {pct} "
+        print(f"[{len(self.rows):4d}] {tag:{30 if several else 9}s} {row['shape']:>20s} {entry.region:6s} {row['status'] or '?':13s} {pct} "
               f"{wall:6.1f}s  {row['chosen']}" + (f"  ({row['error'][:100]})" if row["error"] and not ratio else ""),
               flush=True)
         return rec
@@ -341,16 +348,17 @@ def geomean(values) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
 
 
-def summarize(rows: list[dict], combos) -> list[dict]:
-    """Per (precision, layout): points, ok, failed, geomean, min, under 70%, per-region geomeans, worst 10."""
+def summarize(rows: list[dict], combos, kernels=("auto",)) -> list[dict]:
+    """Per kernel, precision and layout (``kernels``: those of ``--kernel``; a row without a ``kernel``
+    key is ``auto``'s): points, ok, failed, geomean, min, under 70%, per-region geomeans, worst 10."""
     out = []
-    for p, lb in combos:
-        mine = [r for r in rows if r["precision"] == p and r["layout_b"] == lb]
+    for k, p, lb in ((k, p, lb) for k in kernels for p, lb in combos):
+        mine = [r for r in rows if r["precision"] == p and r["layout_b"] == lb and r.get("kernel", "auto") == k]
         rated = [r for r in mine if r["ratio"]]
         worst = sorted(rated, key=lambda r: r["ratio"])[:10]
         failed = [r for r in mine if not r["ratio"] and r["status"] not in ("compiled",)]
         out.append({
-            "precision": p, "layout": f"row/{lb}", "points": len(mine), "timed": len(rated), "failed": len(failed),
+            **({"kernel": k} if len(kernels) > 1 else {}), "precision": p, "layout": f"row/{lb}", "points": len(mine), "timed": len(rated), "failed": len(failed),
             "geomean_pct": _pct(geomean(r["ratio"] for r in rated)),
             "min_pct": _pct(min((r["ratio"] for r in rated), default=None)),
             "under_70": sum(r["ratio"] < UNDER for r in rated),
@@ -372,20 +380,23 @@ def table(summary: list[dict], kernel: str = "auto") -> str:
     """The short text table printed last (``kernel``: the kernel timed, named in the worst shapes' header)."""
     def f(x):
         return "-" if x is None else f"{x:.1f}"
-    lines = ["precision | layout | points | timed | failed | geomean % cuBLAS | min % | <70% | "
+    several = any("kernel" in s for s in summary)
+    lines = [("kernel | " if several else "") + "precision | layout | points | timed | failed | geomean % cuBLAS | min % | <70% | "
              + " | ".join(f"{g} (n, geomean %)" for g in REGION_ORDER)]
     for s in summary:
         reg = " | ".join(f"{s['regions'][g]['n']}, {f(s['regions'][g]['geomean_pct'])}" for g in REGION_ORDER)
-        lines.append(f"{s['precision']} | {s['layout']} | {s['points']} | {s['timed']} | {s['failed']} | "
+        lines.append((f"{s['kernel']} | " if several else "") + f"{s['precision']} | {s['layout']} | {s['points']} | {s['timed']} | {s['failed']} | "
                      f"{f(s['geomean_pct'])} | {f(s['min_pct'])} | {s['under_70']} | {reg}")
     for s in summary:
+        name = s.get("kernel", kernel)
         if s["worst"]:
-            lines.append(f"\nworst {len(s['worst'])}, {s['precision']} {s['layout']}: % of cuBLAS | shape | model layer | "
-                         + ("region | kernel=auto's choice [source]" if kernel == "auto" else f"region | {kernel} and its parameters"))
+            lines.append(f"\nworst {len(s['worst'])}, {(name + ' ') if several else ''}{s['precision']} {s['layout']}: "
+                         "% of cuBLAS | shape | model layer | "
+                         + ("region | kernel=auto's choice [source]" if name == "auto" else f"region | {name} and its parameters"))
             lines += [f"  {w['pct']:6.1f} | {w['shape']} | {w['model']} {w['layer']} | {w['region']} | {w['chosen']}"
                       for w in s["worst"]]
         if s["failures"]:
-            lines.append(f"\nnot timed, {s['precision']} {s['layout']}: {s['failed']}")
+            lines.append(f"\nnot timed, {(name + ' ') if several else ''}{s['precision']} {s['layout']}: {s['failed']}")
             lines += [f"  {x['shape']} {x['status']}: {x['error'][:140]}" for x in s["failures"][:10]]
     return "\n".join(lines)
 
@@ -401,7 +412,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--limit", type=int, default=None, help="the first N shapes of the benchmark order")
     ap.add_argument("--budget-s", type=float, default=None, help="start no point after this many seconds (less a margin)")
     ap.add_argument("--kernel", default="auto", help="the kernel timed against cuBLAS (default auto; another at its "
-                                                      "defaults, e.g. triton_matmul: issue 46's split figures)")
+                                                      "defaults, e.g. triton_matmul: issue 46's split figures); a comma "
+                                                      "list times each in turn at every shape and precision")
     ap.add_argument("--table", default=None, help="kernel.table for kernel=auto (default: the shipped table)")
     ap.add_argument("--mode", default="run", choices=("run", "compile"))
     ap.add_argument("--auto", default="", help="more kernel=auto keys, comma list k=v (e.g. rank=model,tune=off)")
@@ -426,16 +438,20 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         auto = parse_auto(args.auto)
     except ValueError as exc:
         ap.error(str(exc))
-    if args.kernel != "auto" and (auto or args.table):
+    kernels = list(dict.fromkeys(k.strip() for k in args.kernel.split(",") if k.strip())) or ["auto"]
+    if kernels != ["auto"] and (auto or args.table):
         ap.error(f"--auto and --table are kernel=auto's; --kernel is {args.kernel!r}")
-    if args.kernel != "auto":  # a misspelt name would make every point invalid: refused before any runs
+    if any(k != "auto" for k in kernels):  # a misspelt name would make every point invalid: refused before any runs
         from gemmlab.contract.registry import load_registry
         from gemmlab.errors import ConfigError as _ConfigError
-        try:
-            load_registry().get(args.kernel)
-        except _ConfigError as exc:
-            print(f"heldout_bench: error: --kernel: {exc}", file=sys.stderr)
-            return 2
+        registry = load_registry()
+        for k in kernels:
+            try:
+                if k != "auto":
+                    registry.get(k)
+            except _ConfigError as exc:
+                print(f"heldout_bench: error: --kernel: {exc}", file=sys.stderr)
+                return 2
     from gemmlab.dispatch.shapeset import load_shapeset
     from gemmlab.errors import ConfigError
     try:
@@ -455,7 +471,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     isolation = not args.no_isolation
     bench = Bench(out, args.budget_s, run or default_runner(isolation), args.keep_points, clock)
     print(f"heldout_bench: {len(entries)} shapes of split {args.split!r} x {len(combos)} precision/layout "
-          f"({', '.join(f'{p}:{lb}' for p, lb in combos)}), mode={args.mode}, budget "
+          f"({', '.join(f'{p}:{lb}' for p, lb in combos)}) x kernel {', '.join(kernels)}, mode={args.mode}, budget "
           f"{str(args.budget_s) + ' s' if args.budget_s else 'none'}, shape set sha256[{args.split}] {shapeset.split_digest(args.split)[:16]}"
           if args.split in ("train", "test") else f"heldout_bench: {len(entries)} shapes", flush=True)
 
@@ -463,35 +479,36 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         raise SystemExit(143)
     previous = signal.signal(signal.SIGTERM, on_term)
     stopped = None
-    plan = [(entry, p, lb) for entry in entries for p, lb in combos]  # every precision per shape, in turn
+    several = len(kernels) > 1
+    # every precision and kernel per shape, in turn (a shape's later points reuse its draw and products)
+    plan = [(entry, k, p, lb) for entry in entries for p, lb in combos for k in kernels]
     order = 0
     compiled_ahead = None
     try:
-        for entry, p, lb in plan:
+        for entry, k, p, lb in plan:
             if not bench.next_fits():
                 stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
-            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing,
-                               args.kernel)
-            rec = bench.point(order, entry, p, lb, cfg)
+            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing, k)
+            rec = bench.point(order, entry, p, lb, cfg, several)
             order += 1
             if order == 1 and args.mode == "run" and args.precompile != 0:
                 compiled_ahead = precompile_rest(rec, [point_config(e.shape, q, b, args.mode, table_path, isolation,
-                                                                    POINT_TIMEOUT_S, auto, args.after_timing,
-                                                                    args.kernel)
-                                                       for e, q, b in plan[1:]], args.precompile)
+                                                                    POINT_TIMEOUT_S, auto, args.after_timing, kk)
+                                                       for e, kk, q, b in plan[1:]], args.precompile)
     except (KeyboardInterrupt, SystemExit) as exc:
         stopped = f"interrupted ({type(exc).__name__})"
     finally:
-        bench.not_run = [f"{p}:{lb} {e.shape.M}x{e.shape.N}x{e.shape.K}" for e, p, lb in plan[len(bench.rows):]]
+        bench.not_run = [f"{(k + ' ') if several else ''}{p}:{lb} {e.shape.M}x{e.shape.N}x{e.shape.K}"
+                         for e, k, p, lb in plan[len(bench.rows):]]
         signal.signal(signal.SIGTERM, previous)
         archive = bench.finish()
-    summary = summarize(bench.rows, combos)
+    summary = summarize(bench.rows, combos, kernels)
     wall = bench.clock() - bench.started
     info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
-            "mode": args.mode, "kernel": args.kernel,
-            "table": (table_path or "shipped") if args.kernel == "auto" else None, "timing": TIMING, "verify_max_full": MAX_FULL,
+            "mode": args.mode, "kernel": ",".join(kernels),
+            "table": (table_path or "shipped") if "auto" in kernels else None, "timing": TIMING, "verify_max_full": MAX_FULL,
             "verify_after_timing": args.after_timing, "precompile": compiled_ahead,
             "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_planned": len(plan),
             "points_run": len(bench.rows),
@@ -506,7 +523,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     for group, m in info["phase_means_s"].items():
         print(f"# mean s a point, {group} ({'under' if group == 'small' else 'from'} 2^30 FLOP, {m['points']} points): "
               f"wall {m['wall']:.3f} = " + ", ".join(f"{k} {m[k]:.3f}" for k in PHASES))
-    print(table(summary, args.kernel))
+    print(table(summary, kernels[0]))
     return 0
 
 

@@ -315,6 +315,28 @@ def test_bench_times_another_kernel_than_auto(bench, tmp_path, capsys):
     assert not (tmp_path / "q").exists()
 
 
+def test_bench_times_several_kernels_in_turn(bench, tmp_path, capsys):
+    """``--kernel a,b``: both kernels at every shape and precision, one after the other; the archive's
+    members and the table's rows are per kernel; an unknown name among them is refused before any point."""
+    run = FakeRun(fail_at={1})
+    assert bench.main([str(tmp_path / "o"), "--kernel", "triton_matmul,triton_tma_persistent", "--precision",
+                       "bf16:col", "--limit", "2", "--mode", "compile"], run=run) == 0
+    assert [c["kernel"]["name"] for c in run.calls] == ["triton_matmul", "triton_tma_persistent"] * 2
+    assert run.calls[0]["shape"] == run.calls[1]["shape"] != run.calls[2]["shape"]
+    recs = _records(tmp_path / "o" / "records.jsonl.xz")
+    assert [r["heldout"]["kernel"] for r in recs] == ["triton_matmul", "triton_tma_persistent"] * 2
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    rows = {s["kernel"]: s for s in summary["summary"]}
+    assert summary["kernel"] == "triton_matmul,triton_tma_persistent"
+    assert (rows["triton_matmul"]["timed"], rows["triton_tma_persistent"]["timed"]) == (2, 1)
+    assert rows["triton_tma_persistent"]["failed"] == 1
+    out = capsys.readouterr().out
+    assert "triton_tma_persistent | bf16 | row/col | 2 | 1 | 1 |" in out
+    assert "region | triton_tma_persistent and its parameters" in out
+    assert bench.main([str(tmp_path / "q"), "--kernel", "triton_matmul,nope", "--limit", "1"], run=run) == 2
+    assert len(run.calls) == 4 and not (tmp_path / "q").exists()
+
+
 def test_bench_budget_stops_before_the_limit(bench, tmp_path):
     """With a budget, no point starts once the time left is under twice the longest recent point
     plus the archive's reserve; the points not run are listed and the archive is still written."""
