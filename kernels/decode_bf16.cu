@@ -42,7 +42,28 @@
 
 namespace {
 
-using gemmlab::Mma16;
+/// What the storage type changes (the loop is otherwise one): 8 consecutive k of a row (or 8 columns
+/// of a row-major B row) are PIECES 16-byte loads, and a 32-long chunk is STEPS mma steps.
+///   16-bit (bf16, fp16): one 16-byte piece; m16n8k16, 2 steps per chunk.
+///   float (tf32): two pieces; m16n8k8 on TF32 (each element rounded by cvt.rna.tf32.f32, as
+///   mma_tf32 does), 4 steps per chunk. Lane (g, q)'s physical k 8q .. 8q+7 of the chunk are its 8
+///   words w = 0..7; step s uses words 2s and 2s+1 as logical k q and q + 4 (the A fragment a0..a3 =
+///   (g, q), (g+8, q), (g, q+4), (g+8, q+4); B b0, b1 = (q, g), (q+4, g): PTX ISA m16n8k8), which is
+///   the 16-bit loop's word choice with words of one element instead of two.
+template <typename T> struct DecodeElem {
+  static constexpr int PIECES = 1, STEPS = 2;
+  static __device__ __forceinline__ unsigned in(unsigned w) { return w; }
+  static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    gemmlab::Mma16<T>::run(d, a, b);
+  }
+};
+template <> struct DecodeElem<float> {
+  static constexpr int PIECES = 2, STEPS = 4;
+  static __device__ __forceinline__ unsigned in(unsigned w) { return gemmlab::cvt_rna_tf32(__uint_as_float(w)); }
+  static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    gemmlab::mma_m16n8k8_tf32(d, a, b);
+  }
+};
 
 /// 16 bytes of the streamed operand B: read-only path, not kept in L1 (each byte is used once per
 /// block; L1 stays for A, which every block re-reads). PTX ISA: ld (.nc, .L1::no_allocate).
@@ -60,6 +81,9 @@ __device__ __forceinline__ uint4 ld_a_16(const void *p) { return __ldg(reinterpr
 __device__ __forceinline__ unsigned word(const uint4 &v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
+
+/// Word w (0 .. 4·P-1) of P consecutive 16-byte pieces.
+template <int P> __device__ __forceinline__ unsigned word(const uint4 (&v)[P], int w) { return word(v[w >> 2], w & 3); }
 
 /// Store the 4 outputs (row, col .. col+3) of C (M x N float32, row-major) that lie inside: a
 /// float4 when N % 4 == 0 (col is a multiple of 4, so the float4 is aligned and wholly inside).
@@ -110,41 +134,51 @@ __device__ __forceinline__ void decode16_body(const T *__restrict__ A, const T *
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
 
+  using E = DecodeElem<T>;
+  constexpr int P = E::PIECES;
+  constexpr int PIECE = 16 / sizeof(T);  // elements per 16-byte piece
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
   for (int c0 = c_begin + warp * U; c0 < c_end; c0 += KW * U) {
-    uint4 bv[U][8], av[U][MT][2];
+    uint4 bv[U][8][P], av[U][MT][2][P];
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const int kc = (c0 + u) * 32 + 8 * q;  // this lane's 8 physical k of the chunk
       const bool kin = (c0 + u) < c_end && kc < K;  // K % 8 == 0: all 8 in or all out
 #pragma unroll
-      for (int j = 0; j < 8; j++) {
-        if (B_COL) {
-          const int n = n0 + 8 * j + g;
-          bv[u][j] = (kin && n < N) ? ld_stream_16(B + (long long)n * ldb + kc) : zero;
-        } else {
-          const int n = n0 + 8 * g;  // N % 8 == 0: the 8 columns are all in or all out
-          bv[u][j] = (kin && n < N) ? ld_stream_16(B + (long long)(kc + j) * ldb + n) : zero;
+      for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int p = 0; p < P; p++) {
+          if (B_COL) {
+            const int n = n0 + 8 * j + g;
+            bv[u][j][p] = (kin && n < N) ? ld_stream_16(B + (long long)n * ldb + kc + p * PIECE) : zero;
+          } else {
+            const int n = n0 + 8 * g;  // N % 8 == 0: the 8 columns are all in or all out
+            bv[u][j][p] = (kin && n < N) ? ld_stream_16(B + (long long)(kc + j) * ldb + n + p * PIECE) : zero;
+          }
         }
-      }
 #pragma unroll
       for (int i = 0; i < MT; i++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           const int row = m0 + 16 * i + g + 8 * h;
-          av[u][i][h] = (kin && row < M) ? ld_a_16(A + (long long)row * lda + kc) : zero;
+#pragma unroll
+          for (int p = 0; p < P; p++)
+            av[u][i][h][p] = (kin && row < M) ? ld_a_16(A + (long long)row * lda + kc + p * PIECE) : zero;
         }
     }
 #pragma unroll
     for (int u = 0; u < U; u++)
 #pragma unroll
-      for (int s = 0; s < 2; s++) {
+      for (int s = 0; s < E::STEPS; s++) {
         unsigned b[8][2];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
           if (B_COL) {
-            b[j][0] = word(bv[u][j], 2 * s);
-            b[j][1] = word(bv[u][j], 2 * s + 1);
+            b[j][0] = E::in(word(bv[u][j], 2 * s));
+            b[j][1] = E::in(word(bv[u][j], 2 * s + 1));
+          } else if constexpr (P == 2) {  // float: row 2s (k q) and 2s+1 (k q+4), column word j
+            b[j][0] = E::in(word(bv[u][2 * s], j));
+            b[j][1] = E::in(word(bv[u][2 * s + 1], j));
           } else {
             const unsigned sel = (j & 1) ? 0x7632u : 0x5410u;  // high or low halves of the word
             b[j][0] = __byte_perm(word(bv[u][4 * s], j >> 1), word(bv[u][4 * s + 1], j >> 1), sel);
@@ -153,10 +187,10 @@ __device__ __forceinline__ void decode16_body(const T *__restrict__ A, const T *
         }
 #pragma unroll
         for (int i = 0; i < MT; i++) {
-          const unsigned a[4] = {word(av[u][i][0], 2 * s), word(av[u][i][1], 2 * s), word(av[u][i][0], 2 * s + 1),
-                                 word(av[u][i][1], 2 * s + 1)};
+          const unsigned a[4] = {E::in(word(av[u][i][0], 2 * s)), E::in(word(av[u][i][1], 2 * s)),
+                                 E::in(word(av[u][i][0], 2 * s + 1)), E::in(word(av[u][i][1], 2 * s + 1))};
 #pragma unroll
-          for (int j = 0; j < 8; j++) Mma16<T>::run(acc[i][j], a, b[j]);
+          for (int j = 0; j < 8; j++) E::mma(acc[i][j], a, b[j]);
         }
       }
   }

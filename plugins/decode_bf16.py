@@ -38,7 +38,7 @@ from gemmlab.contract.plugin_utils import (SM90_SHARED_OPTIN_BYTES, cdiv, count_
 from gemmlab.contract.space import Choice, PowerOfTwo, Range, Restriction, Space
 from gemmlab.contract.regimes import RANK_FIRST, Preference
 
-ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half"}
+ELEMENT = {"bf16": "__nv_bfloat16", "fp16": "__half", "tf32": "float"}
 NT = 64  # columns of C per block
 CHUNK = 32  # k per chunk
 MT_VALUES = (1, 2, 4)  # m16 blocks per block (16, 32 or 64 rows)
@@ -237,6 +237,56 @@ SPACE = Space(
     ))
 
 
+#: ``decode_tf32``'s m16 tiles per block: float32 pieces take twice the registers of 16-bit ones (U·8·2
+#: 16-byte B pieces a lane), and 64-row blocks spill (MT=4 U=1: 255 registers, 20 bytes spilled, NVRTC 13.5)
+TF32_MT_VALUES = (1, 2)
+#: ``decode_tf32`` offers candidates up to this M (two row blocks of 32)
+TF32_MAX_M = 64
+#: ``decode_tf32``'s space: 16- or 32-row blocks, U <= 2 (MT=2 U=2: 182 registers, no spill)
+TF32_SPACE = Space(
+    params={"MT": Choice(TF32_MT_VALUES), "KW": PowerOfTwo(1, 16), "U": Range(1, 2), "SPLITS": Range(1, 8)},
+    restrictions=SPACE.restrictions)
+
+
+class DecodeTf32Kernel(DecodeBf16Kernel):
+    """:class:`DecodeBf16Kernel`'s loop on float32 storage with TF32 tensor cores (mma.sync.m16n8k8,
+    each element rounded by cvt.rna.tf32.f32, four steps per 32-long chunk): the same 16·MT x 64 block,
+    k permutation, K splits and cluster reduction, with 32 bytes of a row per 8 k (two 16-byte loads)."""
+
+    def check_problem(self, problem: Problem, params, device: DeviceFacts) -> None:
+        require(params["MT"] in TF32_MT_VALUES, "kernel.MT",
+                f"MT={params['MT']} must be 1 or 2 (16 or 32 rows per block; 64 rows of float32 spill)")
+        require(params["U"] <= 2, "kernel.U",
+                f"U={params['U']}: {self.name} holds U x 8 x 32 bytes of B a lane; U must be 1 or 2")
+        super().check_problem(problem, params, device)
+
+    def check(self, shape: Shape, params, device: DeviceFacts) -> None:
+        self.check_problem(Problem(shape, "tf32", "row", "row"), params, device)
+
+    def sized(self, problem: Problem, device: DeviceFacts) -> dict:
+        """:meth:`DecodeBf16Kernel.sized` with 32-row blocks above M = 16 (at most: 64 rows spill) and
+        U = 1 (a float32 chunk round is already 8 KiB a warp)."""
+        mt = 1 if problem.M <= 16 else 2
+        kw = 4
+        blocks = cdiv(problem.N, NT) * cdiv(problem.M, 16 * mt)
+        s = max(1, min(8, 4 * device.sm_count // blocks, cdiv(problem.K, CHUNK) // (2 * kw)))
+        return {"MT": mt, "KW": kw, "U": 1, "SPLITS": s}
+
+    def candidates(self, problem: Problem, device: DeviceFacts) -> list[dict]:
+        """:meth:`DecodeBf16Kernel.candidates` where M <= :data:`TF32_MAX_M` (B streamed once per 32 rows
+        at most); none above, where B would be re-read per row block from L2 against tiled kernels."""
+        return super().candidates(problem, device) if problem.M <= TF32_MAX_M else []
+
+    def preferences(self, problem: Problem, device: DeviceFacts, regime: str) -> list:
+        return []
+
+    def entry(self, params) -> str:
+        return self.instance(Problem(Shape(1, 1, 1), "tf32", "row", "row"), params)
+
+    def launch(self, shape: Shape, params, device: DeviceFacts) -> Launch:
+        return self.geometry(Problem(shape, "tf32"), params, device)
+
+
 @hookimpl
 def gemmlab_kernels():
     return [DecodeBf16Kernel(name="decode_bf16", source="decode_bf16.cu",
@@ -246,4 +296,13 @@ def gemmlab_kernels():
                                          "cluster (added in rank order over DSMEM, no atomics)",
                              precisions=("bf16", "fp16"), layouts=(("row", "row"), ("row", "col")),
                              param_values={"MT": MT_VALUES}, space=SPACE,
-                             sass_classes=("HMMA",), epilogue=FULL)]
+                             sass_classes=("HMMA",), epilogue=FULL),
+            DecodeTf32Kernel(name="decode_tf32", source="decode_bf16.cu",
+                             defaults={"MT": 1, "KW": 4, "U": 1, "SPLITS": 4},
+                             description="TF32 decode (M <= 32): decode_bf16's loop on float32 storage, mma.sync "
+                                         "m16n8k8 TF32 (cvt.rna), B streamed by 16-byte loads, K split over warps "
+                                         "and SPLITS blocks of one cluster",
+                             precisions=("tf32",), layouts=(("row", "row"), ("row", "col")),
+                             param_values={"MT": TF32_MT_VALUES}, space=TF32_SPACE,
+                             sass_classes=("HMMA",), epilogue=FULL,
+                             tf32_rounding="rna")]  # cvt.rna.tf32.f32 of each fragment word before its MMA

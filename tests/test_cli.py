@@ -32,7 +32,7 @@ from gemmlab.run import isolation
 BUILTIN_KERNELS = ("naive", "tiled", "ladder_starter", "ladder_strip", "ladder_tile2d", "sgemm_block2d",
                    "sgemm_warptile", "sgemm_pipelined", "cublas", "mma_tf32", "mma_bf16", "splitk", "tma_bf16",
                    "cluster_tiled", "gemv_rows", "gemv_cols", "small_tile", "slicedk", "splitk_warptile", "streamk",
-                   "wgmma_bf16", "wgmma_tf32", "decode_bf16", "triton_matmul",
+                   "wgmma_bf16", "wgmma_tf32", "decode_bf16", "decode_tf32", "triton_matmul",
                    "splitk_dot", "triton_tma_persistent", "wgmma_fp8", "cublas_grouped_loop", "cublas_grouped",
                    "grouped_ref", "wgmma_grouped")
 

@@ -169,3 +169,98 @@ def test_compiles_to_hmma_and_128_bit_loads(layout):
     assert h["HMMA"] == 2 * 8 * p["MT"] * p["U"] and h["LDG.128"] >= 8 * p["U"], h
     assert "UCGABAR_ARV" in compiled.sass_text and "UCGABAR_WAIT" in compiled.sass_text
     assert "REDG" not in compiled.sass_text and "ATOMG" not in compiled.sass_text
+
+
+# --- decode_tf32: the same loop on float32 storage, mma.sync m16n8k8 TF32 ----------------------------
+
+TF32 = REGISTRY.get("decode_tf32")
+
+
+def replay_block_tf32(A, B, mt: int, b_col: bool, wrong_word: bool = False):
+    """C of one block (16·MT x 64) as one warp of kernels/decode_bf16.cu computes it with T = float:
+    per 32-long chunk lane (g, q) holds the 8 words of its physical k 8q .. 8q+7 (two 16-byte pieces),
+    step s = 0..3 takes words 2s and 2s+1 as logical k q and q+4 (PTX ISA m16n8k8 tf32: A a0 (g, q),
+    a1 (g+8, q), a2 (g, q+4), a3 (g+8, q+4); B b0 (q, g), b1 (q+4, g); D as m16n8k16), and stores
+    each accumulator at the 16-bit loop's physical column. B row-major: lane (g, q)'s rows k0 + r,
+    columns 8g .. 8g+7, n-tile j's b0/b1 = word j of rows 2s and 2s+1. ``wrong_word`` takes word j ^ 1
+    of the second row (a wrong column pairing)."""
+    rows, K = A.shape
+    out = np.zeros((rows, 64))
+    for c in range(K // 32):
+        for s in range(4):
+            for i in range(mt):
+                for j in range(8):
+                    Af, Bf = np.zeros((16, 8)), np.zeros((8, 8))
+                    for lane in range(32):
+                        g, q = lane // 4, lane % 4
+                        k0 = 32 * c + 8 * q
+                        lo, hi = A[16 * i + g, k0:k0 + 8], A[16 * i + g + 8, k0:k0 + 8]
+                        Af[g, q], Af[g + 8, q], Af[g, q + 4], Af[g + 8, q + 4] = lo[2 * s], hi[2 * s], lo[2 * s + 1], hi[2 * s + 1]
+                        if b_col:
+                            bw = B[k0:k0 + 8, 8 * j + g]
+                            b = (bw[2 * s], bw[2 * s + 1])
+                        else:
+                            rw = B[k0:k0 + 8, 8 * g:8 * g + 8]
+                            b = (rw[2 * s][j], rw[2 * s + 1][j ^ int(wrong_word)])
+                        Bf[q, g], Bf[q + 4, g] = b
+                    D = Af @ Bf
+                    for lane in range(32):
+                        g, q = lane // 4, lane % 4
+                        for e in range(4):
+                            row, v = 16 * i + g + 8 * (e >> 1), e & 1
+                            col = 8 * j + 2 * q + v if b_col else 16 * q + 8 * v + j
+                            out[row, col] += D[g + 8 * (e >> 1), 2 * q + v]
+    return out
+
+
+@pytest.mark.parametrize("b_col", [False, True], ids=["B row-major", "B column-major"])
+@pytest.mark.parametrize("mt", [1, 2])
+def test_tf32_fragments_give_the_product(mt, b_col):
+    rng = np.random.default_rng(7 + mt + 2 * b_col)
+    A = rng.integers(-4, 5, size=(16 * mt, 64)).astype(np.float64)
+    B = rng.integers(-4, 5, size=(64, 64)).astype(np.float64)
+    np.testing.assert_array_equal(replay_block_tf32(A, B, mt, b_col), A @ B)
+    if not b_col:
+        assert not np.array_equal(replay_block_tf32(A, B, mt, b_col, wrong_word=True), A @ B)
+
+
+@pytest.mark.parametrize("shape", SHAPES[:4] + SHAPES[4:], ids=lambda s: f"{s.M}x{s.N}x{s.K}")
+@pytest.mark.parametrize("p", [{}, dict(MT=2, KW=8, U=2, SPLITS=1), dict(MT=1, KW=16, U=2, SPLITS=8)], ids=str)
+def test_tf32_one_owner_and_exact_load_coverage(shape, p):
+    stores, loads = TF32.ownership(shape, {**TF32.defaults, **p})
+    assert_all_ones(stores, "stores")
+    for what, hits in loads.items():
+        assert_all_ones(hits, what)
+
+
+@pytest.mark.parametrize("p, field", [(dict(MT=4), "kernel.MT"), (dict(U=3), "kernel.U"), (dict(SPLITS=9), "kernel.SPLITS")])
+def test_tf32_rules_refuse_with_the_field(p, field):
+    with pytest.raises(ParamError) as exc:
+        TF32.check_problem(Problem(Shape(16, 4096, 4096), "tf32", "row", "col"), {**TF32.defaults, **p}, FACTS)
+    assert exc.value.field == field
+
+
+def test_tf32_offers_candidates_only_at_decode_m():
+    assert TF32.candidates(Problem(Shape(16, 4096, 4096), "tf32", "row", "col"), FACTS)
+    assert TF32.candidates(Problem(Shape(4096, 4096, 4096), "tf32", "row", "col"), FACTS) == []
+    assert TF32.sized(Problem(Shape(32, 4096, 4096), "tf32"), FACTS)["MT"] == 2
+
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+@pytest.mark.parametrize("p", [dict(MT=1, KW=4, U=1, SPLITS=4), dict(MT=2, KW=8, U=2, SPLITS=1)], ids=str)
+def test_tf32_compiles_to_hmma_with_rounding_and_no_spills(layout, p):
+    """4 steps x 8 n-tiles x MT HMMA per chunk (U chunks a round), two 128-bit loads per 8 k, no
+    spills; the rounding (cvt.rna.tf32.f32) is declared, and the GPU tests' TF32 bound holds it to that."""
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.gpu.sass import histogram
+    from gemmlab.paths import KERNELS_DIR
+    prob = Problem(Shape(16, 4096, 4096), "tf32", "row", layout)
+    TF32.check_problem(prob, p, FACTS)
+    assert TF32.instance(prob, p).startswith("gemm_decode16<float, ")
+    options = CompileOptions.for_kernel("90", TF32.options(prob, p, FACTS))
+    compiled = compile_kernel(KERNELS_DIR / TF32.source, TF32.instance(prob, p), options, persistent=True)
+    res = compiled.resources
+    assert res is not None and res.spill_store_bytes == 0 and res.spill_load_bytes == 0
+    h = histogram(compiled.sass_text)
+    assert h["HMMA"] == 4 * 8 * p["MT"] * p["U"] and h["LDG.128"] >= 16 * p["U"], h
+    assert TF32.tf32_rounding == "rna"

@@ -168,7 +168,7 @@ def test_every_kernel_but_tiled_keeps_the_plain_contract():
     from gemmlab.contract.registry import load_registry
     registry = load_registry()
     full = {name for name, spec in registry.kernels.items() if spec.epilogue != PLAIN}
-    fast = {"sgemm_pipelined", "decode_bf16", "gemv_rows", "gemv_cols", "wgmma_bf16", "wgmma_tf32"}
+    fast = {"sgemm_pipelined", "decode_bf16", "decode_tf32", "gemv_rows", "gemv_cols", "wgmma_bf16", "wgmma_tf32"}
     assert full <= {"tiled", "cublas"} | fast and "tiled" in full
 
 

@@ -30,7 +30,7 @@ from gemmlab.errors import ConfigError
 from gemmlab.run.pipeline import run_point
 
 REGISTRY = load_registry([])
-FAST = ("sgemm_pipelined", "decode_bf16", "gemv_rows", "gemv_cols")
+FAST = ("sgemm_pipelined", "decode_bf16", "decode_tf32", "gemv_rows", "gemv_cols")
 TIMING = {"warmup": 1, "repeat": 2, "batch": 1, "mode": "events"}
 
 #: the epilogues of tests/test_epilogue.py's gpu tests: every activation, every output type, beta != 0
@@ -49,6 +49,8 @@ FORMS = {
     "sgemm_pipelined-acol": ("sgemm_pipelined", "fp32", "col", "row", (68, 65, 33), 8),
     "decode_bf16": ("decode_bf16", "bf16", "row", "row", (17, 72, 48), 8),
     "decode_bf16-fp16-bcol": ("decode_bf16", "fp16", "row", "col", (33, 70, 40), 8),
+    "decode_tf32": ("decode_tf32", "tf32", "row", "row", (17, 72, 48), 8),
+    "decode_tf32-bcol": ("decode_tf32", "tf32", "row", "col", (33, 70, 40), 8),
     "gemv_rows": ("gemv_rows", "fp32", "row", "row", (5, 70, 33), 3),
     "gemv_cols-tf32": ("gemv_cols", "tf32", "row", "col", (5, 70, 33), 5),
 }
@@ -291,6 +293,8 @@ GPU_SHAPES = {
     "sgemm_pipelined-acol": [(1, 1, 1), (31, 33, 17), (64, 65, 33), (100, 100, 100), (132, 255, 1000)],
     "decode_bf16": [(1, 8, 8), (5, 64, 40), (17, 72, 48), (33, 136, 1000), (64, 200, 512)],
     "decode_bf16-fp16-bcol": [(1, 1, 8), (5, 65, 40), (17, 70, 48), (33, 129, 1000), (64, 200, 512)],
+    "decode_tf32": [(1, 8, 8), (5, 64, 40), (17, 72, 48), (33, 136, 1000)],
+    "decode_tf32-bcol": [(1, 1, 8), (5, 65, 40), (17, 70, 48), (33, 129, 1000)],
     "gemv_rows": [(1, 1, 1), (5, 70, 33), (16, 129, 1000), (33, 255, 100)],
     "gemv_cols-tf32": [(1, 1, 1), (5, 70, 33), (16, 129, 1000), (33, 255, 100)],
 }

@@ -89,3 +89,37 @@ def test_decode_bf16_suite_shapes_with_rule_params(tmp_path, shape, layout_b):
 
 def test_decode_bf16_column_major_any_n(tmp_path):
     test_decode_bf16_exact(tmp_path, {"SPLITS": 3}, (35, 79, 24), "col")
+
+
+# decode_tf32 (decode_bf16's loop on float32 storage, TF32 mma m16n8k8): the same edges (small integers
+# are exact in TF32 and their sums in float32), 16- and 32-row blocks, one and several splits, U 1 and 2
+DECODE_TF32 = [{}, {"MT": 2, "KW": 2, "U": 2, "SPLITS": 7}, {"MT": 2, "KW": 8, "U": 1, "SPLITS": 1},
+               {"MT": 1, "KW": 16, "U": 2, "SPLITS": 8}]
+
+
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("shape", DECODE16_EDGES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("params", DECODE_TF32, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "defaults")
+def test_decode_tf32_exact(tmp_path, params, shape, layout_b):
+    rec = run_point({"kernel": {"name": "decode_tf32", **params}, "shape": list(shape), "precision": "tf32",
+                     "layout": {"a": "row", "b": layout_b}, "inputs": {"distribution": "integers"}},
+                    tmp_path / "p", check_only=True)
+    assert rec["status"] == "checked", rec["error"]
+    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact"
+
+
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (16, 3072, 4096), (32, 4096, 14336)], ids=lambda s: "x".join(map(str, s)))
+def test_decode_tf32_normal_inputs_within_the_tf32_bound(tmp_path, shape, layout_b):
+    """Normal inputs at decode shapes with the plugin's sized parameters: within the TF32 bound (a
+    missing cvt.rna, a dropped step or a wrong k pairing exceeds it), verified again after timing."""
+    from gemmlab.contract.hookspecs import Problem, Shape
+    from gemmlab.contract.registry import load_registry
+    from gemmlab.gpu.device import offline_facts
+    plugin = load_registry(entry_points=False).kernels["decode_tf32"]
+    params = plugin.sized(Problem(Shape(*shape), "tf32", "row", layout_b), offline_facts("90"))
+    rec = run_point({"kernel": {"name": "decode_tf32", **params}, "shape": list(shape), "precision": "tf32",
+                     "layout": {"a": "row", "b": layout_b}, "timing": {"warmup": 1, "repeat": 3, "batch": 2}},
+                    tmp_path / "p")
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["verification"]["passed"] and rec["verification_after_timing"]["passed"]

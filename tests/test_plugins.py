@@ -42,6 +42,7 @@ BUILTINS = {
     "wgmma_bf16": "gemmlab_plugins.wgmma_bf16",
     "wgmma_tf32": "gemmlab_plugins.wgmma_tf32",
     "decode_bf16": "gemmlab_plugins.decode_bf16",
+    "decode_tf32": "gemmlab_plugins.decode_bf16",
     "splitk_dot": "gemmlab_plugins.splitk_dot",
     "wgmma_fp8": "gemmlab_plugins.wgmma_fp8",
     "grouped_ref": "gemmlab_plugins.grouped_ref",
@@ -103,6 +104,10 @@ def write_dropin(folder: Path, name: str = "rowwise_test", filename: str | None 
 
 # --- built-ins ------------------------------------------------------------------------------------
 
+#: built-ins compiled from another kernel's source (decode_tf32: decode_bf16.cu's loop on float32)
+SHARED_SOURCE = {"decode_tf32": "decode_bf16"}
+
+
 def test_builtin_kernels_and_origins():
     registry = load_registry(entry_points=False)
     assert registry.kernels.keys() >= BUILTINS.keys()
@@ -113,7 +118,7 @@ def test_builtin_kernels_and_origins():
         assert isinstance(spec, KernelSpec)
         assert spec.name == name
         assert spec.description
-        assert registry.source_path(spec) == KERNELS_DIR / f"{name}.cu"
+        assert registry.source_path(spec) == KERNELS_DIR / f"{SHARED_SOURCE.get(name, name)}.cu"
         assert registry.source_path(spec).is_file()
 
 

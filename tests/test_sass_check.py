@@ -150,7 +150,7 @@ def test_a_library_kernel_declares_no_classes(tmp_path):
 def test_builtin_declarations():
     kernels = load_registry((), entry_points=False).kernels
     wanted = {"wgmma_bf16": ("HGMMA", "UTMALDG"), "wgmma_tf32": ("HGMMA", "UTMALDG"), "tma_bf16": ("HGMMA", "UTMALDG"),
-              "mma_tf32": ("HMMA",), "mma_bf16": ("HMMA",), "decode_bf16": ("HMMA",), "cublas": (),
+              "mma_tf32": ("HMMA",), "mma_bf16": ("HMMA",), "decode_bf16": ("HMMA",), "decode_tf32": ("HMMA",), "cublas": (),
               "triton_matmul": (), "splitk_dot": ("FFMA", "LDG.128"), "triton_tma_persistent": ("HGMMA", "UTMALDG"),
               "gemv_cols": ("FFMA", "LDG.128"), "wgmma_fp8": ("QGMMA", "UTMALDG"), "wgmma_grouped": ("HGMMA", "UTMALDG"),
               "cublas_grouped": (), "cublas_grouped_loop": ()}  # per precision (sass_classes_for): FFMA for fp32, none for the tensor cores
@@ -306,4 +306,5 @@ def test_a_bad_tf32_rounding_is_refused_at_load_in_one_line(tmp_path, rounding):
 def test_the_tf32_kernels_declare_how_they_round():
     kernels = load_registry((), entry_points=False)
     assert kernels.get("mma_tf32").tf32_rounding == "rna" and kernels.get("wgmma_tf32").tf32_rounding == "rz"
+    assert kernels.get("decode_tf32").tf32_rounding == "rna"
     assert kernels.get("cublas").tf32_rounding is None  # cuBLAS picks its kernel: any of the four roundings
