@@ -426,21 +426,25 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                     help="after the first point, compile the others' kernels in N processes (default: the cores, "
                          "at most 16; 0: off)")
     args = ap.parse_args(argv)
+
+    def refuse(text: str) -> int:  # bad input: one line naming the option, exit 2, nothing run
+        print(f"heldout_bench: error: {text}", file=sys.stderr)
+        return 2
     try:
         combos = parse_precisions(args.precision, args.layout_b)
     except ValueError as exc:
-        ap.error(str(exc))
+        return refuse(str(exc))
     if args.limit is not None and args.limit < 1:
-        ap.error("--limit must be >= 1")
+        return refuse("--limit must be >= 1")
     if args.precompile is not None and args.precompile < 0:
-        ap.error("--precompile must be >= 0 (0: off)")
+        return refuse("--precompile must be >= 0 (0: off)")
     try:
         auto = parse_auto(args.auto)
     except ValueError as exc:
-        ap.error(str(exc))
+        return refuse(str(exc))
     kernels = list(dict.fromkeys(k.strip() for k in args.kernel.split(",") if k.strip())) or ["auto"]
     if kernels != ["auto"] and (auto or args.table):
-        ap.error(f"--auto and --table are kernel=auto's; --kernel is {args.kernel!r}")
+        return refuse(f"--auto and --table are kernel=auto's; --kernel is {args.kernel!r}")
     if any(k != "auto" for k in kernels):  # a misspelt name would make every point invalid: refused before any runs
         from gemmlab.contract.registry import load_registry
         from gemmlab.errors import ConfigError as _ConfigError

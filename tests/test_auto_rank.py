@@ -376,8 +376,8 @@ def test_the_train_command_composes_on_the_fake_gpu(tmp_path, fake, monkeypatch)
     assert mdl.main(["fit", str(out / "records.jsonl.xz"), "--gpu", "fake H200", "-o", str(model_file)]) == 0
     fitted = mdl.load_model(model_file)
     assert fitted.gpu == "fake H200" and fitted.meta["records_used"] == 6 and fitted.meta["from_tuning"] == 5
-    with pytest.raises(SystemExit):
-        bench.main([str(tmp_path / "x"), "--auto", "tune_k"])
+    assert bench.main([str(tmp_path / "x"), "--auto", "tune_k"]) == 2  # refused in one line, nothing run
+    assert not (tmp_path / "x").exists()
 
 
 # --- the ranking without tuning -------------------------------------------------------------------
