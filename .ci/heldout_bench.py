@@ -25,7 +25,8 @@ take ``--layout-b`` (default row). Issue 41's six targets in one call:
 
 Order: the shapes interleave the regions (decode, medium, large, odd; within a region in the order
 of sha256 of the shape), and every precision runs a shape before the next shape starts, so a run cut
-by ``--limit`` or by the budget still covers every region and precision alike. ``--budget-s``: no
+by ``--limit`` or by the budget still covers every region and precision alike; ``--start N`` skips the
+first N shapes of that order (a second call continues from summary.json's ``shapes_done``). ``--budget-s``: no
 point starts once the time left is under twice the longest of the last points plus 15 s for the
 archive; the shapes not reached are listed in summary.json.
 
@@ -410,6 +411,9 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--split", default="test", help="test (default) | train | all")
     ap.add_argument("--regions", default="", help="comma list of decode, medium, large, odd (default all)")
     ap.add_argument("--limit", type=int, default=None, help="the first N shapes of the benchmark order")
+    ap.add_argument("--start", type=int, default=0, metavar="N",
+                    help="skip the first N shapes of the benchmark order (continue a run its budget stopped: "
+                         "summary.json's shapes_done)")
     ap.add_argument("--budget-s", type=float, default=None, help="start no point after this many seconds (less a margin)")
     ap.add_argument("--kernel", default="auto", help="the kernel timed against cuBLAS (default auto; another at its "
                                                       "defaults, e.g. triton_matmul: issue 46's split figures); a comma "
@@ -436,6 +440,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         return refuse(str(exc))
     if args.limit is not None and args.limit < 1:
         return refuse("--limit must be >= 1")
+    if args.start < 0:
+        return refuse("--start must be >= 0")
     if args.precompile is not None and args.precompile < 0:
         return refuse("--precompile must be >= 0 (0: off)")
     try:
@@ -464,6 +470,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     except ConfigError as exc:
         print(f"heldout_bench: error: {exc}", file=sys.stderr)
         return 2
+    entries = entries[args.start:]
     if args.limit:
         entries = entries[:args.limit]
     out = args.outdir
@@ -514,7 +521,9 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
             "mode": args.mode, "kernel": ",".join(kernels),
             "table": (table_path or "shipped") if "auto" in kernels else None, "timing": TIMING, "verify_max_full": MAX_FULL,
             "verify_after_timing": args.after_timing, "precompile": compiled_ahead,
-            "combos": [f"{p}:{lb}" for p, lb in combos], "shapes": len(entries), "points_planned": len(plan),
+            "combos": [f"{p}:{lb}" for p, lb in combos], "start": args.start, "shapes": len(entries),
+            "shapes_done": args.start + len(bench.rows) // (len(combos) * len(kernels)),  # every point run
+            "points_planned": len(plan),
             "points_run": len(bench.rows),
             "not_run": bench.not_run, "stopped": stopped, "wall_s": round(wall, 1),
             "mean_point_s": round(sum(bench.walls) / len(bench.walls), 2) if bench.walls else None,

@@ -335,6 +335,14 @@ def test_bench_times_several_kernels_in_turn(bench, tmp_path, capsys):
     assert "region | triton_tma_persistent and its parameters" in out
     assert bench.main([str(tmp_path / "q"), "--kernel", "triton_matmul,nope", "--limit", "1"], run=run) == 2
     assert len(run.calls) == 4 and not (tmp_path / "q").exists()
+    assert summary["shapes_done"] == 2 and summary["start"] == 0
+    # a second call continues after the shapes the first one ran
+    assert bench.main([str(tmp_path / "r"), "--kernel", "triton_matmul,triton_tma_persistent", "--precision", "bf16:col",
+                       "--start", "2", "--limit", "1", "--mode", "compile"], run=run) == 0
+    order = bench.interleave(__import__("gemmlab.dispatch.shapeset", fromlist=["x"]).load_shapeset().select("test"))
+    assert run.calls[4]["shape"] == list(order[2].shape) == run.calls[5]["shape"] != run.calls[0]["shape"]
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["shapes_done"] == 3
+    assert bench.main([str(tmp_path / "s"), "--start", "-1"], run=run) == 2
 
 
 def test_bench_budget_stops_before_the_limit(bench, tmp_path):
