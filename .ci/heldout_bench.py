@@ -54,7 +54,6 @@ rule). ``--mode compile`` runs the same loop without a GPU (dispatch + compile o
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -404,7 +403,8 @@ def table(summary: list[dict], kernel: str = "auto") -> str:
 
 def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None = None,
          clock: Callable[[], float] = time.monotonic) -> int:
-    ap = argparse.ArgumentParser(prog=".ci/heldout_bench.py", description=__doc__.splitlines()[0])
+    from gemmlab.console import OneLineParser  # argparse's own errors in one line too (exit 2)
+    ap = OneLineParser(prog=".ci/heldout_bench.py", description=__doc__.splitlines()[0])
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--precision", default="fp32", help="comma list, items P or P:row|P:col (default fp32)")
     ap.add_argument("--layout-b", default="row", choices=LAYOUTS, help="B's layout for items without :row/:col")
@@ -470,6 +470,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     except ConfigError as exc:
         print(f"heldout_bench: error: {exc}", file=sys.stderr)
         return 2
+    if args.start and args.start >= len(entries):
+        return refuse(f"--start {args.start}: the benchmark order has {len(entries)} shapes (0 .. {len(entries) - 1})")
     entries = entries[args.start:]
     if args.limit:
         entries = entries[:args.limit]
@@ -496,7 +498,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     order = 0
     compiled_ahead = None
     try:
-        for entry, k, p, lb in plan:
+        for entry, k, p, lb in plan:  # order (heldout.order): the point's position in this run, from 0
             if not bench.next_fits():
                 stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
                 break

@@ -1,8 +1,10 @@
-// gemmlab built-in kernel "decode_bf16" (issue 10): decode-like BF16/FP16 GEMMs, C (M x N, float32)
-// = A (M x K) . B (K x N) with M small (1..64) and N, K weight-sized, on tensor cores
-// (mma.sync.m16n8k16, float32 accumulate) with B streamed straight from global memory into
-// registers: no shared-memory staging, 16-byte loads, K split over the warps of a block and over
-// gridDim.z blocks.
+// gemmlab built-in kernels "decode_bf16" (issue 10) and "decode_tf32" (issue 41): decode-like BF16/FP16
+// (and TF32) GEMMs, C (M x N, float32) = A (M x K) . B (K x N) with M small (1..64) and N, K
+// weight-sized, on tensor cores (mma.sync.m16n8k16; T = float: m16n8k8 TF32, see DecodeElem; float32
+// accumulate) with B streamed straight from global memory into registers: no shared-memory staging,
+// 16-byte loads, K split over the warps of a block and over gridDim.z blocks. The text below is the
+// 16-bit form; with T = float every "16-byte load" of 8 k (or of 8 columns of a row-major B row) is two,
+// a chunk is 4 mma steps of k8 and B row-major needs no __byte_perm (word j of rows 2s and 2s+1).
 //
 // The k permutation. A GEMM sums over k, so the k order inside one 32-long chunk may be permuted
 // freely as long as A and B use the same permutation. Lane (g = lane / 4, q = lane % 4) of a warp

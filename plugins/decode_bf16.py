@@ -1,6 +1,8 @@
-"""Built-in kernel ``decode_bf16`` (issue 10): decode-like BF16/FP16 GEMMs (M small, N and K
-weight-sized) on tensor cores with B streamed from global memory into registers
-(kernels/decode_bf16.cu).
+"""Built-in kernels ``decode_bf16`` (issue 10) and ``decode_tf32`` (issue 41): decode-like BF16/FP16
+and TF32 GEMMs (M small, N and K weight-sized) on tensor cores with B streamed from global memory
+into registers (kernels/decode_bf16.cu; ``decode_tf32`` is the same loop on float32 storage with
+mma.sync m16n8k8 TF32, each fragment word rounded by cvt.rna.tf32.f32, two 16-byte pieces per 8 k of
+a row and four mma steps per 32-long chunk; :class:`DecodeTf32Kernel`).
 
 Each warp owns 16·MT rows x 64 columns of C and walks 32-long K chunks: per chunk every lane
 issues eight 16-byte loads of B and 2·MT of A (no shared-memory staging), and the warp issues
@@ -228,12 +230,26 @@ class DecodeBf16Kernel(KernelSpec):
 #: the declared tuning space (issue 41): :meth:`DecodeBf16Kernel.check_problem`'s parameter ranges as
 #: domains; the reduction buffer within sm_90's opt-in shared memory (the device's own limit, the cluster
 #: limit for SPLITS and the shape rules stay in check_problem)
+def spill_free(p, tf32: bool = False) -> bool:
+    """Whether ptxas keeps the loop in registers (no local memory): MT x 32 accumulators and U rounds
+    of B pieces a lane, under __launch_bounds__(32·KW) (KW = 16: 128 registers). Measured with NVRTC
+    13.5 for sm_90 (plain entries, both B layouts, 16x4096x4096): bf16 MT=1 any KW, U; MT=2 with
+    KW <= 8, or KW = 16 and U = 1; MT=4 only with KW <= 8 and U = 1 (KW=8 U=2: 12-20 B spilled,
+    KW=16 U=1: 896-1752 B). tf32 (two pieces per 8 k): MT=1 any; MT=2 with KW <= 8 (KW=16: 164-516 B)."""
+    mt, kw, u = p["MT"], p["KW"], p["U"]
+    if tf32:
+        return mt == 1 or kw <= 8
+    return mt == 1 or (mt == 2 and (kw <= 8 or u == 1)) or (mt == 4 and kw <= 8 and u == 1)
+
+
 SPACE = Space(
     params={"MT": Choice(MT_VALUES), "KW": PowerOfTwo(1, 16), "U": Range(1, 4), "SPLITS": Range(1, 8)},
     restrictions=(
         Restriction("reduction_buffer", lambda p: shared_bytes(p) <= SM90_SHARED_OPTIN_BYTES,
                     "KW x 16*MT x 64 float32 of cross-warp partials within 227 KiB of shared memory",
                     over=("MT", "KW")),
+        Restriction("registers", spill_free, "no spills: 64-row blocks with U = 1 and KW <= 8; 32-row blocks "
+                    "with KW <= 8 or U = 1", over=("MT", "KW", "U")),
     ))
 
 
@@ -242,10 +258,14 @@ SPACE = Space(
 TF32_MT_VALUES = (1, 2)
 #: ``decode_tf32`` offers candidates up to this M (two row blocks of 32)
 TF32_MAX_M = 64
-#: ``decode_tf32``'s space: 16- or 32-row blocks, U <= 2 (MT=2 U=2: 182 registers, no spill)
+#: ``decode_tf32``'s space: 16- or 32-row blocks, U <= 2 (MT=2 KW<=8 U=2: 186 registers, no spill)
 TF32_SPACE = Space(
     params={"MT": Choice(TF32_MT_VALUES), "KW": PowerOfTwo(1, 16), "U": Range(1, 2), "SPLITS": Range(1, 8)},
-    restrictions=SPACE.restrictions)
+    restrictions=(
+        SPACE.restrictions[0],
+        Restriction("registers", lambda p: spill_free(p, tf32=True), "no spills: 32-row blocks with KW <= 8",
+                    over=("MT", "KW")),
+    ))
 
 
 class DecodeTf32Kernel(DecodeBf16Kernel):
@@ -299,7 +319,7 @@ def gemmlab_kernels():
                              sass_classes=("HMMA",), epilogue=FULL),
             DecodeTf32Kernel(name="decode_tf32", source="decode_bf16.cu",
                              defaults={"MT": 1, "KW": 4, "U": 1, "SPLITS": 4},
-                             description="TF32 decode (M <= 32): decode_bf16's loop on float32 storage, mma.sync "
+                             description="TF32 decode (M <= 64): decode_bf16's loop on float32 storage, mma.sync "
                                          "m16n8k8 TF32 (cvt.rna), B streamed by 16-byte loads, K split over warps "
                                          "and SPLITS blocks of one cluster",
                              precisions=("tf32",), layouts=(("row", "row"), ("row", "col")),

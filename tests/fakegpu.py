@@ -298,11 +298,12 @@ def _fast_fused(entry: str, parts: list[str], launch):
     the row blocks of M, 16·MT rows each)."""
     act, bias, beta = (int(p) for p in parts[-5:-2])
     bias_t, out = (_OUT_TYPES[t] for t in parts[-2:])
-    inputs, layout_a, layout_b = "float32", "row", "row"
+    inputs, layout_a, layout_b, tf32 = "float32", "row", "row", None
     if entry == "gemm_sgemm_pipelined_epi":
         layout_a = "col" if parts[10] == "true" else "row"
     elif entry == "gemm_decode16_epi":
         inputs, layout_b = _OUT_TYPES[parts[0]], "col" if parts[4] == "true" else "row"
+        tf32 = "rna" if parts[0] == "float" else None  # decode_tf32: cvt.rna.tf32.f32 of A and B
     elif entry == "gemm_gemv_cols_epi":
         layout_b = "col"
 
@@ -310,7 +311,7 @@ def _fast_fused(entry: str, parts: list[str], launch):
         batches = launch.grid[2]
         if entry == "gemm_decode16_epi":
             batches = launch.grid[1] // -(-int(args[5]) // (16 * int(parts[1])))
-        tiled_epi(gpu, args, act, bias, beta, out, batches, inputs, bias_t, layout_a, layout_b)
+        tiled_epi(gpu, args, act, bias, beta, out, batches, inputs, bias_t, layout_a, layout_b, tf32)
 
     return run
 
@@ -430,12 +431,14 @@ def _activation32(act: int, z: np.ndarray) -> np.ndarray:
 
 
 def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out: str, batches: int,
-              inputs: str = "float32", bias_type: str = "float32", layout_a: str = "row", layout_b: str = "row") -> None:
+              inputs: str = "float32", bias_type: str = "float32", layout_a: str = "row", layout_b: str = "row",
+              tf32: str | None = None) -> None:
     """What gemm_tiled_epi (and every fused entry of gemmlab/fused.cuh) computes, on the fake device
     memory: per batch z (strides in elements), acc = the float64 product rounded to float32, then
     alpha * acc + beta * C0 + bias, the activation and the output rounding in float32 arithmetic;
     only each batch's M x N is written. A column-major A is stored K x M (pitch lda), a column-major
-    B N x K (pitch ldb)."""
+    B N x K (pitch ldb). ``tf32``: the rounding a TF32 tensor-core kernel applies to A and B first
+    (gemmlab.stages.verify.round_tf32's names; decode16_epi<float>: rna)."""
     a, b, c, c0, bvec, m, n, k, lda, ldb, ldc, sa, sb, sc = (int(x) for x in args[:14])
     alpha, beta = np.float32(args[14]), np.float32(args[15])
     dtype, in_t, bias_t = _out_dtype(out), _out_dtype(inputs), _out_dtype(bias_type)
@@ -447,6 +450,9 @@ def tiled_epi(gpu: HostGpu, args: tuple, act: int, bias: int, beta_on: int, out:
     for z in range(batches):
         A = matrix(a + i_item * z * sa, m, lda, k) if layout_a == "row" else matrix(a + i_item * z * sa, k, lda, m).T
         B = matrix(b + i_item * z * sb, k, ldb, n) if layout_b == "row" else matrix(b + i_item * z * sb, n, ldb, k).T
+        if tf32:
+            from gemmlab.stages.verify import round_tf32
+            A, B = (round_tf32(x.astype(np.float32), tf32).astype(np.float64) for x in (A, B))
         prev = gpu.view(c0 + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n] if beta_on else None
         gpu.view(c + item * z * sc, item * m * ldc).view(dtype).reshape(m, ldc)[:, :n] = _epilogue32(
             gpu, A @ B, alpha, beta, prev, bvec if bias else None, bias_t, n, act).astype(dtype)

@@ -264,3 +264,27 @@ def test_tf32_compiles_to_hmma_with_rounding_and_no_spills(layout, p):
     h = histogram(compiled.sass_text)
     assert h["HMMA"] == 4 * 8 * p["MT"] * p["U"] and h["LDG.128"] >= 16 * p["U"], h
     assert TF32.tf32_rounding == "rna"
+
+
+@pytest.mark.parametrize("name, p, free", [
+    ("decode_bf16", dict(MT=2, KW=8, U=4), True), ("decode_bf16", dict(MT=2, KW=16, U=1), True),
+    ("decode_bf16", dict(MT=4, KW=8, U=1), True), ("decode_bf16", dict(MT=4, KW=16, U=1), False),
+    ("decode_tf32", dict(MT=2, KW=8, U=2), True), ("decode_tf32", dict(MT=1, KW=16, U=2), True),
+    ("decode_tf32", dict(MT=2, KW=16, U=2), False)], ids=str)
+def test_the_registers_restriction_matches_ptxas(name, p, free):
+    """The declared spaces' ``registers`` restriction (spill_free) at its corners, against ptxas's
+    spill count for both B layouts: a point the space keeps compiles without spills, one it drops spills."""
+    from gemmlab.gpu.compile import CompileOptions, compile_kernel
+    from gemmlab.paths import KERNELS_DIR
+    from gemmlab_plugins.decode_bf16 import spill_free
+    spec = REGISTRY.get(name)
+    p = {**p, "SPLITS": 2}
+    assert spill_free(p, name == "decode_tf32") is free
+    assert spec.space.contains(p) is free
+    spills = []
+    for layout in ("row", "col"):
+        prob = Problem(Shape(16, 4096, 4096), "tf32" if name == "decode_tf32" else "bf16", "row", layout)
+        options = CompileOptions.for_kernel("90", spec.options(prob, p, FACTS))
+        res = compile_kernel(KERNELS_DIR / spec.source, spec.instance(prob, p), options, persistent=True).resources
+        spills.append(res.spill_store_bytes)
+    assert (max(spills) == 0) is free, spills
