@@ -506,10 +506,13 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
             cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing, k)
             rec = bench.point(order, entry, p, lb, cfg, several)
             order += 1
-            if order == 1 and args.mode == "run" and args.precompile != 0:
+            # once a point has opened the GPU (its record names the driver, the compile cache's key; a first
+            # point refused before that, e.g. a kernel that does not take the precision, hands over to the next)
+            if (compiled_ahead is None and args.mode == "run" and args.precompile != 0
+                    and ((rec.get("device") or {}).get("driver_version"))):
                 compiled_ahead = precompile_rest(rec, [point_config(e.shape, q, b, args.mode, table_path, isolation,
                                                                     POINT_TIMEOUT_S, auto, args.after_timing, kk)
-                                                       for e, kk, q, b in plan[1:]], args.precompile)
+                                                       for e, kk, q, b in plan[order:]], args.precompile) or {}
     except (KeyboardInterrupt, SystemExit) as exc:
         stopped = f"interrupted ({type(exc).__name__})"
     finally:

@@ -426,6 +426,18 @@ def test_bench_precompiles_the_other_points_after_the_first(bench, tmp_path, mon
     assert bench.main([str(tmp_path / "b"), "--limit", "2"], run=run) == 0 and len(run.calls) == 2
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["precompile"]["error"] == "RuntimeError: pool died"
 
+    # a first point refused before the GPU opened (no driver in its record): the next one that names it starts
+    # the precompile, of the points after it; once only
+    class FirstRefused(Gpu):
+        def __call__(self, cfg, out_dir):
+            rec = super().__call__(cfg, out_dir)
+            return {**rec, "device": {}} if len(self.calls) == 1 else rec
+    monkeypatch.setattr(precompile, "precompile", fake)
+    calls.clear()
+    run = FirstRefused()
+    assert bench.main([str(tmp_path / "r"), "--precision", "fp32,bf16:col", "--limit", "2"], run=run) == 0
+    assert len(calls) == 1 and calls[0][0] == 2 and len(calls[0][1]) == 2
+
 
 def test_bench_phase_means(bench, tmp_path):
     """Each archived point's heldout key holds outside_s (its wall beyond the record's phase_s.run_point);
