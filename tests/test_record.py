@@ -239,3 +239,16 @@ def test_the_summary_names_the_entry_and_each_plan_steps_note():
     lines = [line for line in summary(rec).splitlines() if line.startswith("  plan")]
     assert lines == ["  plan    main kernel (fused epilogue from registers: N 65 x 2 B ...; EPI=7 runs as 1); entry gemm_wgmma_epi"]
     assert "  plan" not in summary({"status": "compiled", "kernel": {"name": "x", "params": {}}, "plan": ["main kernel"]})
+
+
+def test_summary_of_a_triton_kernels_driver_attributes(full_record):
+    """A Triton kernel's loaded module reports registers, spills and dynamic shared memory (no local or
+    static figures): the summary shows what is there (it raised KeyError 'local_bytes' on the H100,
+    session 35, ending `gemmlab -m kernel=triton_matmul,...` after its first point)."""
+    rec = copy.deepcopy(full_record)
+    rec["compile"].update(backend="triton", triton_version="3.6.0", arch="sm_90", shared_bytes=98304,
+                          driver_attributes={"registers": 168, "spills": 0, "max_threads": 256,
+                                             "dynamic_shared_bytes": 98304})
+    text = record_stage.summary(rec)
+    assert "(driver: 168 regs, spills 0, dynamic smem 98304 B)" in text
+    assert "(driver: 80 regs, local 0 B, smem 8192 B)" in record_stage.summary(full_record)

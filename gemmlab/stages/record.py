@@ -284,8 +284,12 @@ def summary(record: dict) -> str:
         res = (f"{r['registers']} regs, spills {r['spill_store_bytes']}/{r['spill_load_bytes']} B, "
                f"static smem {r['static_shared_bytes']} B") if r else "no ptxas report"
         drv = comp.get("driver_attributes")
-        if drv:
-            res += f" (driver: {drv['registers']} regs, local {drv['local_bytes']} B, smem {drv['static_shared_bytes']} B)"
+        if drv:  # what the loaded module reports: NVRTC's cubin (local, static smem) or Triton's (spills, dynamic smem)
+            named = (("registers", "{} regs"), ("local_bytes", "local {} B"), ("spills", "spills {}"),
+                     ("static_shared_bytes", "smem {} B"), ("dynamic_shared_bytes", "dynamic smem {} B"))
+            shown = [form.format(drv[key]) for key, form in named if drv.get(key) is not None]
+            if shown:
+                res += f" (driver: {', '.join(shown)})"
         how = f"{comp['compile_ms']:.1f} ms"
         if comp.get("disk_cache") == "hit":  # loaded from the disk cache: say so, and what compiling took
             orig = comp.get("original_compile_ms")
