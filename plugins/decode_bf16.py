@@ -58,6 +58,35 @@ def k_runs(K: int, splits: int) -> list[tuple[int, int]]:
     return [(min(chunks, z * per), min(chunks, (z + 1) * per)) for z in range(splits)]
 
 
+#: 16-row blocks (M <= 16): (U, warps per block tried in order, warps per SM wanted) by storage and B
+#: layout, fitted on the H100 train-split sweep of session 35 (1x4096x2304, 1x7168x2048, 8x1024x1024,
+#: 16x3072x3072; docs/results/auto/README.md): the setting of :func:`fill` with the highest geomean of
+#: the measured % of cuBLAS over those shapes, out of U 1/2/4, warps (16, 8, 4) / (8, 4), 3..12 warps per SM
+DECODE_FILL = {("bf16", "col"): (2, (16, 8, 4), 7), ("bf16", "row"): (1, (8, 4), 5),
+               ("tf32", "col"): (1, (8, 4), 7), ("tf32", "row"): (2, (8, 4), 7)}
+
+
+def fill(blocks: int, chunks: int, u: int, warps: tuple[int, ...], sm_count: int, per_sm: int) -> tuple[int, int]:
+    """``(KW, SPLITS)`` for ``blocks`` output tiles and ``chunks`` 32-long K chunks: the fewest K splits
+    (1, 2, 4, 8: a cluster per tile, whose DSMEM reduction costs a cluster barrier) and, within them,
+    the first of ``warps`` such that the launch brings ``per_sm`` warps per SM and every warp at least
+    one full round of ``u`` chunks; where none does, the most warps with a full round each (ties: fewer
+    splits). Issue 41, item 3: the rule behind the decode kernels' :meth:`~DecodeBf16Kernel.sized` at
+    16-row blocks (:data:`DECODE_FILL`)."""
+    target = per_sm * sm_count
+    best, most = (warps[-1], 1), -1
+    for splits in (1, 2, 4, 8):
+        for kw in warps:
+            if chunks < splits * kw * u:  # some warp would have less than one round
+                continue
+            w = blocks * splits * kw
+            if w >= target:
+                return kw, splits
+            if w > most:
+                best, most = (kw, splits), w
+    return best
+
+
 class DecodeBf16Kernel(KernelSpec):
     """Tensor-core decode GEMM: 16·MT x 64 per block, B streamed by 16-byte loads, split K."""
 
@@ -96,14 +125,29 @@ class DecodeBf16Kernel(KernelSpec):
         self.check_problem(Problem(shape, "bf16", "row", "row"), params, device)
 
     def sized(self, problem: Problem, device: DeviceFacts) -> dict:
-        """Sized to the problem: MT = the m16 tiles covering M (1, 2, 4), 4 warps (8 with MT = 4),
-        U = 2 (1 with MT = 4: 230 registers, NVRTC 13.5), SPLITS = the most K splits (at most 8: one
-        cluster per tile) whose blocks fit one wave of 4 blocks per SM (1 with MT = 4) with at least 2
-        load rounds of K per warp. Measured on the H200 (bf16-pass1): 1x4096x4096 KW=4 SPLITS=8
-        14.9 us, KW=8 SPLITS=4 19.6 us; 64x4096x4096 KW=8 SPLITS=2 23.5 us, KW=4 SPLITS=4 35.1 us."""
+        """Sized to the problem: MT = the m16 tiles covering M (1, 2, 4).
+
+        16-row blocks (M <= 16): :func:`fill` with :data:`DECODE_FILL`'s setting for the storage and B's
+        layout (this method serves ``decode_tf32`` too). H100 session 35, train-split sweep, same-run %
+        of cuBLAS, graph timing (the rule before -> this one -> the sweep's fastest of 24-37 variants):
+        bf16 B column-major 1x4096x2304 49 -> 88 -> 88, 1x7168x2048 71 -> 105 -> 105, 8x1024x1024
+        55 -> 79 -> 79, 16x3072x3072 68 -> 86 -> 90 (geomean 60 -> 89); B row-major 55 -> 67 -> 67,
+        64 -> 72 -> 79, 56 -> 58 -> 65, 62 -> 64 -> 64 (59 -> 65); tf32 B column-major 38 -> 47 -> 57,
+        85 -> 84 -> 92, 82 -> 93 -> 94, 75 -> 76 -> 78 (67 -> 72); B row-major (1x4096x2304,
+        8x1024x1024, 16x3072x3072) 47 -> 54 -> 54, 69 -> 64 -> 83, 66 -> 69 -> 69 (60 -> 62). The test
+        split's decode shapes were not run with it (held out; next GPU session).
+
+        32- and 64-row blocks: 4 warps (8 with MT = 4), U = 2 (1 with MT = 4: 230 registers, NVRTC
+        13.5), SPLITS = the most K splits (at most 8) whose blocks fit one wave of 4 blocks per SM (1
+        with MT = 4) with at least 2 load rounds of K per warp (H200, bf16-pass1: 64x4096x4096 KW=8
+        SPLITS=2 23.5 us, KW=4 SPLITS=4 35.1 us)."""
         mt = 1 if problem.M <= 16 else 2 if problem.M <= 32 else 4
-        u, kw, per_sm = (1, 8, 1) if mt == 4 else (2, 4, 4)
         blocks = cdiv(problem.N, NT) * cdiv(problem.M, 16 * mt)
+        if mt == 1:
+            u, warps, per_sm = DECODE_FILL[("tf32" if problem.precision == "tf32" else "bf16", problem.layout_b)]
+            kw, s = fill(blocks, cdiv(problem.K, CHUNK), u, warps, device.sm_count, per_sm)
+            return {"MT": 1, "KW": kw, "U": u, "SPLITS": s}
+        u, kw, per_sm = (1, 8, 1) if mt == 4 else (2, 4, 4)
         s = max(1, min(8, per_sm * device.sm_count // blocks, cdiv(problem.K, CHUNK) // (2 * kw * u)))
         return {"MT": mt, "KW": kw, "U": u, "SPLITS": s}
 
@@ -284,11 +328,15 @@ class DecodeTf32Kernel(DecodeBf16Kernel):
         self.check_problem(Problem(shape, "tf32", "row", "row"), params, device)
 
     def sized(self, problem: Problem, device: DeviceFacts) -> dict:
-        """:meth:`DecodeBf16Kernel.sized` with 32-row blocks above M = 16 (at most: 64 rows spill) and
-        U = 1 (a float32 chunk round is already 8 KiB a warp)."""
+        """16-row blocks (M <= 16): :meth:`DecodeBf16Kernel.sized` (:func:`fill` with
+        :data:`DECODE_FILL`'s tf32 settings; the figures are there). 32-row blocks (M 17..64; 64 rows
+        spill): 4 warps, U = 1, the most splits (at most 8) of 4 blocks per SM with at least 2 chunks
+        per warp (not measured yet)."""
         mt = 1 if problem.M <= 16 else 2
-        kw = 4
         blocks = cdiv(problem.N, NT) * cdiv(problem.M, 16 * mt)
+        if mt == 1:
+            return super().sized(problem, device)
+        kw = 4
         s = max(1, min(8, 4 * device.sm_count // blocks, cdiv(problem.K, CHUNK) // (2 * kw)))
         return {"MT": mt, "KW": kw, "U": 1, "SPLITS": s}
 

@@ -632,13 +632,18 @@ def _bf16(shape, registry=FULL, table=None, layout=("row", "row")):
 
 @pytest.mark.parametrize("layout", [("row", "row"), ("row", "col")])
 @pytest.mark.parametrize("shape, params", [
-    ((1, 4096, 4096), {"MT": 1, "SPLITS": 8}),      # 64 column blocks x 8 = 512 <= 4 x 132
-    ((16, 11008, 4096), {"MT": 1, "SPLITS": 3}),    # 172 x 3 = 516
-    ((8, 4096, 14336), {"MT": 1, "SPLITS": 8}),
+    # 16-row blocks (plugins/decode_bf16.py: fill, DECODE_FILL): B col 16 warps U=2 for 7 warps a SM (924),
+    # B row 8 warps U=1 for 5 a SM (660), the fewest splits that reach it
+    ((1, 4096, 4096), {"col": {"MT": 1, "KW": 16, "U": 2, "SPLITS": 1},    # 64 column blocks x 16 = 1024
+                       "row": {"MT": 1, "KW": 8, "U": 1, "SPLITS": 2}}),   # 64 x 8 = 512 < 660: 2 splits
+    ((16, 11008, 4096), {"col": {"MT": 1, "KW": 16, "SPLITS": 1}, "row": {"MT": 1, "KW": 8, "SPLITS": 1}}),  # 172 blocks
+    ((16, 256, 4096), {"col": {"MT": 1, "KW": 16, "SPLITS": 4},           # 4 x 16 x 4 = 256 warps: the most
+                       "row": {"MT": 1, "KW": 8, "SPLITS": 8}}),          # with a full round each (128 chunks)
     ((32, 4096, 4096), {"MT": 2, "SPLITS": 8}),
     ((64, 4096, 4096), {"MT": 4, "KW": 8, "U": 1, "SPLITS": 2}),  # 64-row blocks of 8 warps, 1 per SM: 64 x 2
 ])
 def test_bf16_decode_rule_picks_decode_bf16(shape, params, layout):
+    params = params.get(layout[1], params)
     choice = _bf16(shape, layout=layout)
     assert choice.kernel == "decode_bf16" and choice.reason.startswith("decode-like"), choice.reason
     assert {k: choice.params[k] for k in params} == params
@@ -646,12 +651,22 @@ def test_bf16_decode_rule_picks_decode_bf16(shape, params, layout):
 
 
 def test_bf16_decode_splits_fit_one_wave_and_keep_k_per_warp():
-    for shape in (Shape(1, 4096, 4096), Shape(64, 11008, 4096), Shape(16, 256, 65536), Shape(1, 100000, 2048)):
-        p = FULL.get("decode_bf16").sized(Problem(shape, "bf16"), dispatch_facts())
-        blocks = -(-shape.N // 64) * -(-shape.M // (16 * p["MT"]))
-        per_sm = 1 if p["MT"] == 4 else 4
-        assert p["SPLITS"] <= 8 and (p["SPLITS"] == 1 or blocks * p["SPLITS"] <= per_sm * 132)
-        assert p["SPLITS"] == 1 or -(-shape.K // 32) // p["SPLITS"] >= 2 * p["KW"] * p["U"]
+    for shape in (Shape(1, 4096, 4096), Shape(64, 11008, 4096), Shape(16, 256, 65536), Shape(1, 100000, 2048),
+                  Shape(32, 4096, 4096), Shape(8, 64, 256)):
+        for layout in ("row", "col"):
+            p = FULL.get("decode_bf16").sized(Problem(shape, "bf16", "row", layout), dispatch_facts())
+            blocks = -(-shape.N // 64) * -(-shape.M // (16 * p["MT"]))
+            chunks = -(-shape.K // 32)
+            assert 1 <= p["SPLITS"] <= 8
+            if p["MT"] == 1:  # fill: every warp a full round of U chunks (or one split, one round at most)
+                assert chunks >= p["SPLITS"] * p["KW"] * p["U"] or (p["SPLITS"] == 1 and p["KW"] == 4), (shape, p)
+                # the fewest splits that bring the wanted warps: one split fewer would not
+                per_sm, most = (7, 16) if layout == "col" else (5, 8)
+                assert p["SPLITS"] == 1 or blocks * (p["SPLITS"] // 2) * most < per_sm * 132, (shape, p)
+            else:
+                per_sm = 1 if p["MT"] == 4 else 4
+                assert p["SPLITS"] == 1 or blocks * p["SPLITS"] <= per_sm * 132
+                assert p["SPLITS"] == 1 or chunks // p["SPLITS"] >= 2 * p["KW"] * p["U"]
 
 
 @pytest.mark.parametrize("shape, params", [
@@ -790,7 +805,7 @@ def test_sigterm_inside_the_suite_load_stays_sigterm(tmp_path, monkeypatch):
 
 def test_auto_sizes_strided_batches_for_one_batchs_share_of_the_sms():
     """kernel=auto with batch.count = B sees ceil(SMs / B) SMs (the other batches fill the rest): 64
-    batches of a 1x4096x4096 decode need no K split, one batch takes 8; the rule's text says so."""
+    batches of a 1x1024x4096 decode need no K split, one batch takes 4; the rule's text says so."""
     from gemmlab.contract.epilogue import Epilogue
     from gemmlab.contract.hookspecs import Problem, Shape
     from gemmlab.contract.registry import load_registry
@@ -799,9 +814,9 @@ def test_auto_sizes_strided_batches_for_one_batchs_share_of_the_sms():
     picks = {}
     for batch in (1, 64):
         ep = Epilogue(batch=batch) if batch > 1 else None
-        problem = Problem(Shape(1, 4096, 4096), "bf16", "row", "col", out="bf16", epilogue=ep or Epilogue())
-        picks[batch] = auto_mod.choose(Shape(1, 4096, 4096), reg, precision="bf16", layout=("row", "col"),
+        problem = Problem(Shape(1, 1024, 4096), "bf16", "row", "col", out="bf16", epilogue=ep or Epilogue())
+        picks[batch] = auto_mod.choose(Shape(1, 1024, 4096), reg, precision="bf16", layout=("row", "col"),
                                        problem=problem, last_resort="model")
     assert picks[1].kernel == picks[64].kernel == "decode_bf16"
-    assert picks[1].params["SPLITS"] == 8 and picks[64].params["SPLITS"] == 1
+    assert picks[1].params["SPLITS"] == 4 and picks[64].params["SPLITS"] == 1
     assert "batch.count=64: each batch's share, 3 of 132 SMs" in picks[64].reason and "share" not in picks[1].reason
