@@ -58,7 +58,9 @@ def main(argv: list[str]) -> int:
         failed += not ok
         print(f"{name}: warm L2: gemmlab graph {summary['gemmlab_graph_ms']:.4f} ms, do_bench_cudagraph "
               f"{summary['do_bench_cudagraph_ms']:.4f} ms, ratio {summary['ratio_graph']:.4f} "
-              f"({'within' if ok else 'OUTSIDE'} {TOLERANCE:.0%}); cold L2 (by design different): gemmlab "
+              f"({'within' if ok else 'OUTSIDE'} {TOLERANCE:.0%})"
+              + (f" [{summary['throttled_note']}]" if summary.get("throttled_note") else "")
+              + "; cold L2 (by design different): gemmlab "
               f"{summary['gemmlab_cold_ms']:.4f} ms, do_bench {summary['do_bench_ms']:.4f} ms, ratio "
               f"{summary['ratio_cold']:.4f}", flush=True)
     n = write_members(members, out / "triton-agreement.jsonl.xz", source=out.name)
