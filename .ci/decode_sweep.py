@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--budget-s", type=float, default=400)
     ap.add_argument("--shapes", default="", help="comma list of MxNxK (default: SHAPES)")
+    ap.add_argument("--auto", action="store_true",
+                    help="also time kernel=auto (the rules' choice today) once per problem, as the reference row")
     args = ap.parse_args(argv)
     from gemmlab.contract.hookspecs import Problem, Shape
     from gemmlab.contract.registry import load_registry
@@ -69,15 +71,19 @@ def main(argv=None) -> int:
             problem = Problem(Shape(*shape), precision, "row", lb)
             sized = spec.sized(problem, facts)
             plan = [("sized", sized)] + [("grid", v) for v in variants(kernel, shape[0]) if v != sized]
+            if args.auto:  # what kernel=auto's rules run today for this problem, as the reference
+                plan.insert(0, ("auto", {}))
             for tag, p in plan:
                 if time.monotonic() - t0 > args.budget_s:
                     stopped = "budget"
                     break
                 try:
-                    spec.check_problem(problem, p, facts)
+                    if tag != "auto":
+                        spec.check_problem(problem, p, facts)
                 except Exception:
                     continue
-                cfg = {"kernel": {"name": kernel, **p}, "shape": list(shape), "precision": precision,
+                name = "auto" if tag == "auto" else kernel
+                cfg = {"kernel": {"name": name, **p}, "shape": list(shape), "precision": precision,
                        "layout": {"a": "row", "b": lb}, "baseline": "cublas", "timing": dict(TIMING),
                        "isolation": {"process": True, "timeout_s": 60.0}}
                 folder = out / "points" / f"{len(members):05d}"
@@ -90,6 +96,8 @@ def main(argv=None) -> int:
                                       {**rec, "sweep": {"tag": tag, "params": p}}))
                 t = (rec.get("timing") or {}).get("median_ms")
                 b = ((rec.get("baseline") or {}).get("timing") or {}).get("median_ms")
+                if tag == "auto":  # the rules' choice, named
+                    p = {"chosen": (rec.get("kernel") or {}).get("name"), **((rec.get("kernel") or {}).get("params") or {})}
                 rows.append({"shape": "x".join(map(str, shape)), "kernel": kernel, "precision": precision, "layout_b": lb,
                              "tag": tag, "params": p, "status": rec.get("status"), "ms": t, "cublas_ms": b,
                              "b_bytes": shape[1] * shape[2] * (4 if precision == "tf32" else 2),
@@ -103,14 +111,17 @@ def main(argv=None) -> int:
     (out / "summary.json").write_text(json.dumps({"rows": rows, "stopped": stopped,
                                                   "wall_s": round(time.monotonic() - t0, 1)}, indent=0))
     print(f"# {len(rows)} points in {time.monotonic() - t0:.0f} s; stopped: {stopped}")
-    print("shape | kernel | B | cuBLAS us | sized us (% cuBLAS) params | best us (% cuBLAS) params | best: % of B's DRAM floor")
+    print("shape | kernel | B | cuBLAS us | sized us (% cuBLAS) params | best us (% cuBLAS) params | best: % of B's DRAM floor"
+          + (" | kernel=auto's choice today us (% cuBLAS)" if args.auto else ""))
     keys = []
     for r in rows:
         k = (r["shape"], r["kernel"], r["layout_b"])
         if k not in keys:
             keys.append(k)
     for k in keys:
-        mine = [r for r in rows if (r["shape"], r["kernel"], r["layout_b"]) == k and r["status"] == "ok" and r["ms"]]
+        mine = [r for r in rows if (r["shape"], r["kernel"], r["layout_b"]) == k and r["status"] == "ok" and r["ms"]
+                and r["tag"] != "auto"]
+        ref = next((r for r in rows if (r["shape"], r["kernel"], r["layout_b"]) == k and r["tag"] == "auto"), None)
         if not mine:
             print(f"{k[0]} | {k[1]} | {k[2]} | no ok point")
             continue
@@ -125,8 +136,9 @@ def main(argv=None) -> int:
             return f"{1000 * r['ms']:.2f} ({100 * cub / r['ms']:.0f}%) {p}" if cub else f"{1000 * r['ms']:.2f} {p}"
         floor = (f"{100 * best['b_bytes'] / best['dram'] / (best['ms'] / 1000):.0f}% of {best['dram'] / 1e12:.2f} TB/s"
                  if best.get("dram") else "-")
-        print(f"{k[0]} | {k[1]} | {k[2]} | {1000 * cub:.2f} | {f(sized)} | {f(best)} | {floor}" if cub
-              else f"{k} | - | {f(sized)} | {f(best)} | {floor}")
+        auto = f" | auto: {f(ref)}" if ref and ref.get("ms") else (" | auto: -" if args.auto else "")
+        print((f"{k[0]} | {k[1]} | {k[2]} | {1000 * cub:.2f} | {f(sized)} | {f(best)} | {floor}" if cub
+               else f"{k} | - | {f(sized)} | {f(best)} | {floor}") + auto)
     bad = [r for r in rows if r["status"] != "ok"]
     print(f"# not ok: {len(bad)}" + "".join(f"\n  {r['shape']} {r['kernel']} {r['layout_b']} {r['params']} {r['status']}"
                                           for r in bad[:15]))
