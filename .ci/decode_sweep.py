@@ -4,10 +4,11 @@ from its H100 run of session 35, docs/results/auto/README.md). On the GPU machin
 
     python .ci/decode_sweep.py OUTDIR [--budget-s S] [--shapes MxNxK,...]
 
-For each (shape, precision, B layout) of SHAPES x COMBOS and each variant of the kernel's grid
-(VARIANTS), one point through gemmlab's one point runner (gemmlab.run.session.Session.run_point: NaN
-fill, float64 verification, graph timing as .ci/heldout_bench.py, cuBLAS in the same point), then the
-plugin's own sized() parameters for the same problem. Writes OUTDIR/records.jsonl.xz (one member per
+For each (shape, precision, B layout) of SHAPES x COMBOS: the plugin's own sized() parameters first
+(``--auto``: kernel=auto's choice before them), then each other variant of the kernel's grid
+(:func:`variants`), one point each through gemmlab's one point runner
+(gemmlab.run.session.Session.run_point: NaN fill, float64 verification, graph timing as
+.ci/heldout_bench.py, cuBLAS in the same point). Writes OUTDIR/records.jsonl.xz (one member per
 point) and OUTDIR/summary.json; prints per problem cuBLAS's median, the sized() choice's, and the best
 variant's (% of cuBLAS), last.
 """
@@ -138,7 +139,7 @@ def main(argv=None) -> int:
                  if best.get("dram") else "-")
         auto = f" | auto: {f(ref)}" if ref and ref.get("ms") else (" | auto: -" if args.auto else "")
         print((f"{k[0]} | {k[1]} | {k[2]} | {1000 * cub:.2f} | {f(sized)} | {f(best)} | {floor}" if cub
-               else f"{k} | - | {f(sized)} | {f(best)} | {floor}") + auto)
+               else f"{k[0]} | {k[1]} | {k[2]} | - | {f(sized)} | {f(best)} | {floor}") + auto)
     bad = [r for r in rows if r["status"] != "ok"]
     print(f"# not ok: {len(bad)}" + "".join(f"\n  {r['shape']} {r['kernel']} {r['layout_b']} {r['params']} {r['status']}"
                                           for r in bad[:15]))

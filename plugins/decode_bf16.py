@@ -69,10 +69,13 @@ DECODE_FILL = {("bf16", "col"): (2, (16, 8, 4), 7), ("bf16", "row"): (1, (8, 4),
 def fill(blocks: int, chunks: int, u: int, warps: tuple[int, ...], sm_count: int, per_sm: int) -> tuple[int, int]:
     """``(KW, SPLITS)`` for ``blocks`` output tiles and ``chunks`` 32-long K chunks: the fewest K splits
     (1, 2, 4, 8: a cluster per tile, whose DSMEM reduction costs a cluster barrier) and, within them,
-    the first of ``warps`` such that the launch brings ``per_sm`` warps per SM and every warp at least
-    one full round of ``u`` chunks; where none does, the most warps with a full round each (ties: fewer
-    splits). Issue 41, item 3: the rule behind the decode kernels' :meth:`~DecodeBf16Kernel.sized` at
-    16-row blocks (:data:`DECODE_FILL`)."""
+    the first of ``warps`` such that the launch brings ``per_sm`` warps per SM and ``chunks`` covers
+    SPLITS x KW x ``u`` (a full round a warp on average: :func:`k_runs` gives the last split the rest,
+    which may be less); where none does, the most warps that cover it (ties: fewer splits); where no
+    pair covers it (K < 32 x the smallest KW x ``u``), the last of ``warps`` with one split (some warps
+    then idle: the problem is a handful of chunks). Issue 41, item 3: the rule behind the decode
+    kernels' :meth:`~DecodeBf16Kernel.sized` at 16-row blocks (:data:`DECODE_FILL`; the larger
+    ``per_sm`` was kept where two tied on the sweep)."""
     target = per_sm * sm_count
     best, most = (warps[-1], 1), -1
     for splits in (1, 2, 4, 8):
@@ -129,7 +132,8 @@ class DecodeBf16Kernel(KernelSpec):
 
         16-row blocks (M <= 16): :func:`fill` with :data:`DECODE_FILL`'s setting for the storage and B's
         layout (this method serves ``decode_tf32`` too). H100 session 35, train-split sweep, same-run %
-        of cuBLAS, graph timing (the rule before -> this one -> the sweep's fastest of 24-37 variants):
+        of cuBLAS, graph timing (the rule before -> this one -> the sweep's fastest of 24-37 variants; 10
+        of 24 for tf32 B col 1x7168x2048, cut by the budget):
         bf16 B column-major 1x4096x2304 49 -> 88 -> 88, 1x7168x2048 71 -> 105 -> 105, 8x1024x1024
         55 -> 79 -> 79, 16x3072x3072 68 -> 86 -> 90 (geomean 60 -> 89); B row-major 55 -> 67 -> 67,
         64 -> 72 -> 79, 56 -> 58 -> 65, 62 -> 64 -> 64 (59 -> 65); tf32 B column-major 38 -> 47 -> 57,
