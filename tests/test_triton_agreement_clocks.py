@@ -36,11 +36,20 @@ def test_a_throttled_warm_point_gets_the_unthrottled_ratio(tmp_path, monkeypatch
                                                "median_unthrottled_ms": graph["timing"]["median_unthrottled_ms"]}
     if throttled:
         assert summary["ratio_graph_unthrottled"] == pytest.approx(1.5460 / 1.5763)
-        assert summary["throttled_note"].startswith("27 of 30 gemmlab samples throttled (median SM clock 1530.0 of "
-                                                    "1980 MHz)") and summary["throttled_note"].endswith("0.9808")
+        assert summary["throttled_note"].startswith("27 of 30 gemmlab samples throttled (median SM clock 1530.0 MHz, "
+                                                    "highest seen 1980 MHz)")
+        assert summary["throttled_note"].endswith("0.9808")
     else:
         assert "ratio_graph_unthrottled" not in summary and "throttled_note" not in summary
 
 
 def test_clocks_of_a_record_without_timing_is_empty():
     assert ta.clocks({"status": "invalid"}) == {}
+
+
+def test_every_sample_throttled_is_said(tmp_path, monkeypatch):
+    monkeypatch.setattr(ta, "triton_timers", lambda *a, **k: {"do_bench_cudagraph_ms": 1.5460, "do_bench_ms": 1.6069})
+    summary, _ = ta.agreement("triton_tma_persistent", "bf16", "col", (8192, 8192, 8192), tmp_path,
+                              session=Session(_record(1.6106, 30, None, 1500.0), _record(1.4361, 0, 1.4361, 1980.0)))
+    assert "ratio_graph_unthrottled" not in summary
+    assert summary["throttled_note"].endswith("every sample was throttled: no unthrottled ratio")
