@@ -62,6 +62,18 @@ def _words(v8):
     return [(v8[2 * w], v8[2 * w + 1]) for w in range(4)]
 
 
+def _accumulate(out, D, i: int, j: int, b_col: bool) -> None:
+    """Add one m16n8 result D (16 x 8) of m16 tile ``i`` and n-tile ``j`` into the block's ``out`` the way
+    the kernel stores its accumulators: lane (g, q)'s d[e] is row 16i + g + 8(e >> 1) and, for logical
+    column 2q + (e & 1), physical column 8j + 2q + v (B column-major) or 16q + 8v + j (B row-major)."""
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        for e in range(4):
+            row, v = 16 * i + g + 8 * (e >> 1), e & 1
+            col = 8 * j + 2 * q + v if b_col else 16 * q + 8 * v + j
+            out[row, col] += D[g + 8 * (e >> 1), 2 * q + v]
+
+
 def replay_block(A, B, mt: int, b_col: bool, wrong_half: bool = False):
     """C of one block (16·MT x 64) computed the way one warp of kernels/decode_bf16.cu does it:
     per 32-long chunk each lane's 16-byte loads, the fragment words it builds for steps s = 0, 1,
@@ -92,13 +104,7 @@ def replay_block(A, B, mt: int, b_col: bool, wrong_half: bool = False):
                             Af[g, 2 * q + e], Af[g + 8, 2 * q + e] = a[0][e], a[1][e]
                             Af[g, 2 * q + 8 + e], Af[g + 8, 2 * q + 8 + e] = a[2][e], a[3][e]
                             Bf[2 * q + e, g], Bf[2 * q + 8 + e, g] = b[0][e], b[1][e]
-                    D = Af @ Bf
-                    for lane in range(32):
-                        g, q = lane // 4, lane % 4
-                        for e in range(4):
-                            row, v = 16 * i + g + 8 * (e >> 1), e & 1
-                            col = 8 * j + 2 * q + v if b_col else 16 * q + 8 * v + j
-                            out[row, col] += D[g + 8 * (e >> 1), 2 * q + v]
+                    _accumulate(out, Af @ Bf, i, j, b_col)
     return out
 
 
@@ -203,13 +209,7 @@ def replay_block_tf32(A, B, mt: int, b_col: bool, wrong_word: bool = False):
                             rw = B[k0:k0 + 8, 8 * g:8 * g + 8]
                             b = (rw[2 * s][j], rw[2 * s + 1][j ^ int(wrong_word)])
                         Bf[q, g], Bf[q + 4, g] = b
-                    D = Af @ Bf
-                    for lane in range(32):
-                        g, q = lane // 4, lane % 4
-                        for e in range(4):
-                            row, v = 16 * i + g + 8 * (e >> 1), e & 1
-                            col = 8 * j + 2 * q + v if b_col else 16 * q + 8 * v + j
-                            out[row, col] += D[g + 8 * (e >> 1), 2 * q + v]
+                    _accumulate(out, Af @ Bf, i, j, b_col)
     return out
 
 

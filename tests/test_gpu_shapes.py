@@ -68,7 +68,12 @@ DECODE16 = [{}, {"MT": 4, "KW": 2, "U": 1, "SPLITS": 7}, {"MT": 2, "KW": 8, "U":
 @pytest.mark.parametrize("shape", DECODE16_EDGES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("params", DECODE16, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "defaults")
 def test_decode_bf16_exact(tmp_path, params, shape, layout_b):
-    rec = run_point({"kernel": {"name": "decode_bf16", **params}, "shape": list(shape), "precision": "bf16",
+    _decode_exact(tmp_path, "decode_bf16", "bf16", params, shape, layout_b)
+
+
+def _decode_exact(tmp_path, kernel: str, precision: str, params, shape, layout_b: str) -> None:
+    """One decode kernel point on small integers, checked exactly (check_only), guard bands intact."""
+    rec = run_point({"kernel": {"name": kernel, **params}, "shape": list(shape), "precision": precision,
                      "layout": {"a": "row", "b": layout_b}, "inputs": {"distribution": "integers"}},
                     tmp_path / "p", check_only=True)
     assert rec["status"] == "checked", rec["error"]
@@ -101,11 +106,7 @@ DECODE_TF32 = [{}, {"MT": 2, "KW": 2, "U": 2, "SPLITS": 7}, {"MT": 2, "KW": 8, "
 @pytest.mark.parametrize("shape", DECODE16_EDGES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("params", DECODE_TF32, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()) or "defaults")
 def test_decode_tf32_exact(tmp_path, params, shape, layout_b):
-    rec = run_point({"kernel": {"name": "decode_tf32", **params}, "shape": list(shape), "precision": "tf32",
-                     "layout": {"a": "row", "b": layout_b}, "inputs": {"distribution": "integers"}},
-                    tmp_path / "p", check_only=True)
-    assert rec["status"] == "checked", rec["error"]
-    assert rec["verification"]["passed"] and rec["guard_bands"] == "intact"
+    _decode_exact(tmp_path, "decode_tf32", "tf32", params, shape, layout_b)
 
 
 @pytest.mark.parametrize("layout_b", ["row", "col"])
