@@ -15,6 +15,9 @@ its own folder. Each point runs in gemmlab's worker process (a CUDA fault or a h
 point: the watchdog kills it and a fresh worker takes the next); a point that fails in any way is
 recorded with its status and the run goes on.
 
+``--l2 cold`` (:data:`TIMING_COLD`) with ``--max-m 16 --regions decode``: issue 41's decode target, B
+from DRAM, the table's "% of B's DRAM floor" (B's bytes / the record's DRAM peak over the median).
+
 ``--kernel``: ``auto`` (default), another kernel at its defaults, or a comma list of kernels timed in
 turn at every shape and precision (a shape's later points reuse its inputs' draw and float64
 products; the table then has a row per kernel).
@@ -73,6 +76,9 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS = ("row", "col")
 REGION_ORDER = ("decode", "medium", "large", "odd")
 TIMING = {"mode": "graph", "l2": "warm", "warmup": 5, "repeat": 10, "batch": 10, "floor": True}
+#: ``--l2 cold``: a 2x-L2 read flush before every sample (outside the interval), one launch a sample, so
+#: B comes from DRAM: issue 41's decode target is a share of B's DRAM floor (summary's ``dram_floor``)
+TIMING_COLD = {"mode": "graph", "l2": "cold", "warmup": 5, "repeat": 30, "batch": 1, "floor": True, "flush": "read"}
 MAX_FULL = 2 ** 32  # full float64 check up to M*N*K = 2^32 (sampled rows/columns + Freivalds above)
 #: where the after-timing verification runs (verify.after_timing): device = on the GPU at every size the
 #: device check handles (fp32/tf32/bf16/fp16 plain problems; the rest on the host). The decode shapes are
@@ -161,15 +167,16 @@ def interleave(entries) -> list:
 
 def point_config(shape, precision: str, layout_b: str, mode: str, table: str | None, isolation: bool,
                  timeout_s: float, auto: dict | None = None, after_timing: str = AFTER_TIMING,
-                 kernel: str = "auto") -> dict:
+                 kernel: str = "auto", timing: dict | None = None) -> dict:
     """The config of one point (what ``gemmlab experiment=heldout precision=P layout.b=L`` composes,
     with the benchmark's timing and ``verify.after_timing``); ``auto``: more of kernel=auto's keys
     (``rank``, ``tune``, ...; first-use tuning's candidates run with the same verify and timing);
-    ``kernel``: another kernel than ``auto`` at its defaults (``table`` and ``auto`` then unused)."""
+    ``kernel``: another kernel than ``auto`` at its defaults (``table`` and ``auto`` then unused);
+    ``timing``: the timing (default :data:`TIMING`; ``--l2 cold``: :data:`TIMING_COLD`)."""
     spec = {"name": "auto", "table": table, **(auto or {})} if kernel == "auto" else {"name": kernel}
     return {"kernel": spec, "shape": [shape.M, shape.N, shape.K], "mode": mode,
             "precision": precision, "layout": {"a": "row", "b": layout_b}, "baseline": "cublas",
-            "timing": dict(TIMING), "verify": {"max_full": MAX_FULL, "after_timing": after_timing},
+            "timing": dict(timing or TIMING), "verify": {"max_full": MAX_FULL, "after_timing": after_timing},
             "isolation": {"process": isolation, "timeout_s": float(timeout_s)}}
 
 
@@ -273,7 +280,10 @@ class Bench:
         if not self.keep:
             shutil.rmtree(folder, ignore_errors=True)
         ratio = ratio_of(rec)
-        row = {"kernel": kernel, "precision": precision, "layout_b": layout_b, "shape": f"{s.M}x{s.N}x{s.K}", "region": entry.region,
+        ms = (rec.get("timing") or {}).get("median_ms") if ratio else None
+        dram = (rec.get("device") or {}).get("dram_peak_bytes_per_s")
+        b_bytes = s.N * s.K * (2 if precision in ("bf16", "fp16") else 4)  # B's bytes, the decode floor's
+        row = {"floor": b_bytes / dram / (ms / 1000) if ms and dram else None, "kernel": kernel, "precision": precision, "layout_b": layout_b, "shape": f"{s.M}x{s.N}x{s.K}", "region": entry.region,
                "model": entry.model, "layer": entry.layer, "status": rec.get("status"), "ratio": ratio,
                "chosen": chosen_of(rec), "error": (rec.get("error") or "")[:160], "wall_s": round(wall, 2)}
         self.rows.append(row)
@@ -362,6 +372,9 @@ def summarize(rows: list[dict], combos, kernels=("auto",)) -> list[dict]:
             "geomean_pct": _pct(geomean(r["ratio"] for r in rated)),
             "min_pct": _pct(min((r["ratio"] for r in rated), default=None)),
             "under_70": sum(r["ratio"] < UNDER for r in rated),
+            # B's bytes / the DRAM peak over the time: the decode floor's share (meaningful with --l2 cold)
+            "dram_floor": {"geomean_pct": _pct(geomean(r.get("floor") for r in rated)),
+                           "min_pct": _pct(min((r["floor"] for r in rated if r.get("floor")), default=None))},
             "regions": {g: {"n": sum(r["region"] == g for r in rated),
                             "geomean_pct": _pct(geomean(r["ratio"] for r in rated if r["region"] == g))}
                         for g in REGION_ORDER},
@@ -376,8 +389,9 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else round(100.0 * x, 1)
 
 
-def table(summary: list[dict], kernel: str = "auto") -> str:
-    """The short text table printed last (``kernel``: the kernel timed, named in the worst shapes' header)."""
+def table(summary: list[dict], kernel: str = "auto", floor: bool = False) -> str:
+    """The short text table printed last (``kernel``: the kernel timed, named in the worst shapes' header;
+    ``floor``: also each row's share of B's DRAM floor, for a ``--l2 cold`` run)."""
     def f(x):
         return "-" if x is None else f"{x:.1f}"
     several = any("kernel" in s for s in summary)
@@ -387,6 +401,10 @@ def table(summary: list[dict], kernel: str = "auto") -> str:
         reg = " | ".join(f"{s['regions'][g]['n']}, {f(s['regions'][g]['geomean_pct'])}" for g in REGION_ORDER)
         lines.append((f"{s['kernel']} | " if several else "") + f"{s['precision']} | {s['layout']} | {s['points']} | {s['timed']} | {s['failed']} | "
                      f"{f(s['geomean_pct'])} | {f(s['min_pct'])} | {s['under_70']} | {reg}")
+    if floor:
+        lines.append("\n% of B's DRAM floor (B's bytes / the DRAM peak, over the kernel's median; L2 cold): geomean, min")
+        lines += [f"  {(s['kernel'] + ' ') if several else ''}{s['precision']} {s['layout']}: "
+                  f"{f(s['dram_floor']['geomean_pct'])}, {f(s['dram_floor']['min_pct'])}" for s in summary]
     for s in summary:
         name = s.get("kernel", kernel)
         if s["worst"]:
@@ -411,6 +429,10 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--split", default="test", help="test (default) | train | all")
     ap.add_argument("--regions", default="", help="comma list of decode, medium, large, odd (default all)")
     ap.add_argument("--limit", type=int, default=None, help="the first N shapes of the benchmark order")
+    ap.add_argument("--max-m", type=int, default=None, metavar="M", help="only the shapes with M <= this (e.g. 16: "
+                                                                             "issue 41's decode target)")
+    ap.add_argument("--l2", default="warm", choices=("warm", "cold"),
+                    help="warm (default: TIMING) or cold (TIMING_COLD: B from DRAM; the table adds its DRAM floor share)")
     ap.add_argument("--start", type=int, default=0, metavar="N",
                     help="skip the first N shapes of the benchmark order (continue a run its budget stopped: "
                          "summary.json's shapes_done)")
@@ -442,6 +464,9 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
         return refuse("--limit must be >= 1")
     if args.start < 0:
         return refuse("--start must be >= 0")
+    if args.max_m is not None and args.max_m < 1:
+        return refuse("--max-m must be >= 1")
+    timing = TIMING_COLD if args.l2 == "cold" else TIMING
     if args.precompile is not None and args.precompile < 0:
         return refuse("--precompile must be >= 0 (0: off)")
     try:
@@ -466,7 +491,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     from gemmlab.errors import ConfigError
     try:
         shapeset = load_shapeset()
-        entries = interleave(shapeset.select(args.split, [r for r in args.regions.split(",") if r]))
+        entries = interleave([e for e in shapeset.select(args.split, [r for r in args.regions.split(",") if r])
+                              if args.max_m is None or e.shape.M <= args.max_m])
     except ConfigError as exc:
         print(f"heldout_bench: error: {exc}", file=sys.stderr)
         return 2
@@ -503,7 +529,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                 stopped = f"budget: {bench.clock() - bench.started:.0f} s spent"
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
-            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing, k)
+            cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing, k,
+                               timing)
             rec = bench.point(order, entry, p, lb, cfg, several)
             order += 1
             # once a point has opened the GPU (its record names the driver, the compile cache's key; a first
@@ -511,7 +538,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
             if (compiled_ahead is None and args.mode == "run" and args.precompile != 0
                     and ((rec.get("device") or {}).get("driver_version"))):
                 compiled_ahead = precompile_rest(rec, [point_config(e.shape, q, b, args.mode, table_path, isolation,
-                                                                    POINT_TIMEOUT_S, auto, args.after_timing, kk)
+                                                                    POINT_TIMEOUT_S, auto, args.after_timing, kk,
+                                                                    timing)
                                                        for e, kk, q, b in plan[order:]], args.precompile) or {}
     except (KeyboardInterrupt, SystemExit) as exc:
         stopped = f"interrupted ({type(exc).__name__})"
@@ -524,7 +552,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     wall = bench.clock() - bench.started
     info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
             "mode": args.mode, "kernel": ",".join(kernels),
-            "table": (table_path or "shipped") if "auto" in kernels else None, "timing": TIMING, "verify_max_full": MAX_FULL,
+            "table": (table_path or "shipped") if "auto" in kernels else None, "timing": timing, "max_m": args.max_m, "verify_max_full": MAX_FULL,
             "verify_after_timing": args.after_timing, "precompile": compiled_ahead,
             "combos": [f"{p}:{lb}" for p, lb in combos], "start": args.start, "shapes": len(entries),
             "shapes_done": args.start + len(bench.rows) // (len(combos) * len(kernels)),  # every point run
@@ -541,7 +569,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     for group, m in info["phase_means_s"].items():
         print(f"# mean s a point, {group} ({'under' if group == 'small' else 'from'} 2^30 FLOP, {m['points']} points): "
               f"wall {m['wall']:.3f} = " + ", ".join(f"{k} {m[k]:.3f}" for k in PHASES))
-    print(table(summary, kernels[0]))
+    print(table(summary, kernels[0], floor=args.l2 == "cold"))
     return 0
 
 

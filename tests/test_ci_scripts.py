@@ -34,15 +34,13 @@ KEPT = {
     "fp8_probe": "fp8_probe.py's plugin folder",
     "triton_agreement.py": "recurring: gemmlab's timing vs Triton's timers (issue 46)",
     "decode_sweep.py": "recurring: the decode kernels' space on train-split shapes, the data of their sized() (issue 41)",
-    "decode_floor.py": "recurring: issue 41's decode DRAM-floor target on the test split (cold L2)",
     "bound_table.py": "CPU: docs/trust.md's verification-rule table",
     "fp8_bound_table.py": "CPU: docs/trust.md's fp8 bound table",
     "gen_wgmma_fp8.py": "CPU: writes kernels/include/gemmlab/wgmma_fp8.cuh",
 }
 #: the scripts that run gemmlab points in Python (the others call the gemmlab command or none)
 RUNS_POINTS = ("evidence.py", "tc_evidence.py", "heldout_bench.py", "relayout_evidence.py", "trust_probe.py",
-               "fp8_bench.py", "fp8_probe.py", "triton_agreement.py", "decode_sweep.py",
-               "decode_floor.py")
+               "fp8_bench.py", "fp8_probe.py", "triton_agreement.py", "decode_sweep.py")
 
 
 def _entries() -> set[str]:

@@ -345,6 +345,28 @@ def test_bench_times_several_kernels_in_turn(bench, tmp_path, capsys):
     assert bench.main([str(tmp_path / "s"), "--start", "-1"], run=run) == 2
 
 
+def test_bench_cold_l2_decode_floor(bench, tmp_path, capsys):
+    """``--l2 cold --max-m 16 --regions decode``: only decode shapes with M <= 16, each point timed with a
+    cold L2 (one launch a sample after a flush), and the table gives the share of B's DRAM floor."""
+    class Timed(FakeRun):
+        def __call__(self, cfg, out_dir):
+            rec = super().__call__(cfg, out_dir)
+            M, N, K = cfg["shape"]
+            # B's bfloat16 bytes at half the DRAM peak: 50% of the floor
+            return {**rec, "timing": {"median_ms": 2 * 1000 * N * K * 2 / 2e12},
+                    "device": {"dram_peak_bytes_per_s": 2e12}}
+    run = Timed()
+    assert bench.main([str(tmp_path / "o"), "--precision", "bf16:col", "--regions", "decode", "--max-m", "16",
+                       "--l2", "cold", "--limit", "3", "--mode", "compile"], run=run) == 0
+    assert len(run.calls) == 3 and all(c["shape"][0] <= 16 for c in run.calls)
+    assert all(c["timing"]["l2"] == "cold" and c["timing"]["batch"] == 1 for c in run.calls)
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["max_m"] == 16 and summary["timing"]["l2"] == "cold"
+    assert summary["summary"][0]["dram_floor"] == {"geomean_pct": 50.0, "min_pct": 50.0}
+    assert "bf16 row/col: 50.0, 50.0" in capsys.readouterr().out
+    assert bench.main([str(tmp_path / "p"), "--max-m", "0"], run=run) == 2
+
+
 def test_bench_budget_stops_before_the_limit(bench, tmp_path):
     """With a budget, no point starts once the time left is under twice the longest recent point
     plus the archive's reserve; the points not run are listed and the archive is still written."""
