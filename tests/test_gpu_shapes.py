@@ -124,3 +124,21 @@ def test_decode_tf32_normal_inputs_within_the_tf32_bound(tmp_path, shape, layout
                     tmp_path / "p")
     assert rec["status"] == "ok", rec["error"]
     assert rec["verification"]["passed"] and rec["verification_after_timing"]["passed"]
+
+
+# the decode kernels' reductions (KW warps through shared memory, SPLITS blocks of a cluster through
+# DSMEM in rank order) under compute-sanitizer: racecheck and memcheck clean at small shapes
+@pytest.mark.parametrize("tool", ["racecheck", "memcheck"])
+@pytest.mark.parametrize("kernel, precision, params, shape, layout_b", [
+    ("decode_bf16", "bf16", {"MT": 2, "KW": 4, "U": 1, "SPLITS": 3}, (17, 136, 1000), "col"),
+    ("decode_bf16", "bf16", {"MT": 1, "KW": 8, "U": 2, "SPLITS": 2}, (3, 72, 520), "row"),
+    ("decode_tf32", "tf32", {"MT": 2, "KW": 4, "U": 1, "SPLITS": 3}, (17, 136, 1000), "col"),
+    ("decode_tf32", "tf32", {"MT": 1, "KW": 8, "U": 2, "SPLITS": 2}, (3, 72, 520), "row")],
+    ids=lambda v: v if isinstance(v, str) else None)
+def test_decode_sanitizer_clean(tmp_path, tool, kernel, precision, params, shape, layout_b):
+    rec = run_point({"kernel": {"name": kernel, **params}, "shape": list(shape), "precision": precision,
+                     "layout": {"a": "row", "b": layout_b}, "sanitizer": tool,
+                     "timing": {"warmup": 1, "repeat": 3, "mode": "events"}}, tmp_path / "p")
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["verification"]["passed"]
+    assert rec["sanitizer"]["verdict"] == "clean", rec["sanitizer"]
