@@ -4,6 +4,7 @@
                                 [--split test] [--regions decode,odd] [--limit N] [--budget-s S]
                                 [--kernel NAME] [--table FILE] [--mode run|compile] [--after-timing host|auto|device]
                                 [--no-isolation] [--keep-points] [--precompile N]
+    python .ci/heldout_bench.py OUTDIR --merge PART1/records.jsonl.xz,PART2/records.jsonl.xz
 
 For each shape of the split (gemmlab/data/shapeset.yaml through :mod:`gemmlab.dispatch.shapeset`)
 and each precision, one point through gemmlab's one point runner (``gemmlab.run.session.Session.run_point``
@@ -17,6 +18,9 @@ recorded with its status and the run goes on.
 
 ``--l2 cold`` (:data:`TIMING_COLD`) with ``--max-m 16 --regions decode``: issue 41's decode target, B
 from DRAM, the table's "% of B's DRAM floor" (B's bytes / the record's DRAM peak over the median).
+
+``--merge``: no point runs; the table and ``OUTDIR/summary.json`` of earlier runs' archives (the
+parts of a split that ``--start`` continued), a point run again in a later part replacing the earlier.
 
 ``--kernel``: ``auto`` (default), another kernel at its defaults, or a comma list of kernels timed in
 turn at every shape and precision (a shape's later points reuse its inputs' draw and float64
@@ -216,6 +220,46 @@ def chosen_of(rec: dict) -> str:
     return f"{d.get('chosen') or '-'} {params} [{src}]".replace("  ", " ")
 
 
+def row_of(rec: dict, meta: dict) -> dict:
+    """The summary row of one point: ``rec`` its record, ``meta`` its ``heldout`` key (shape, region,
+    model, layer, kernel, precision, layout_b, wall_s); ``floor``: B's bytes / the record's DRAM peak
+    over the kernel's median (the decode floor's share), ``ratio``: :func:`ratio_of`."""
+    M, N, K = meta["shape"]
+    ratio = ratio_of(rec)
+    ms = (rec.get("timing") or {}).get("median_ms") if ratio else None
+    dram = (rec.get("device") or {}).get("dram_peak_bytes_per_s")
+    b_bytes = N * K * (2 if meta["precision"] in ("bf16", "fp16") else 4)  # B's bytes, the decode floor's
+    return {"floor": b_bytes / dram / (ms / 1000) if ms and dram else None, "kernel": meta["kernel"],
+            "precision": meta["precision"], "layout_b": meta["layout_b"], "shape": f"{M}x{N}x{K}",
+            "region": meta["region"], "model": meta["model"], "layer": meta["layer"], "status": rec.get("status"),
+            "ratio": ratio, "chosen": chosen_of(rec), "error": (rec.get("error") or "")[:160],
+            "wall_s": round(float(meta.get("wall_s") or 0.0), 2)}
+
+
+def merged_rows(archives: list[Path]) -> list[dict]:
+    """The summary rows of the points in ``archives`` (records.jsonl.xz of earlier runs, e.g. the parts
+    of a split that ``--start`` continued), in order; a later point of the same kernel, precision, B
+    layout and shape replaces an earlier one (a point that a budget cut and the next part ran again).
+
+    Raises:
+        gemmlab.stages.archive.ArchiveError: a file is not a readable record archive.
+        ValueError: a member has no ``heldout`` key (not a heldout_bench record).
+    """
+    from gemmlab.stages.archive import read_archive
+    rows: dict[tuple, dict] = {}
+    for path in archives:
+        for member in read_archive(path):
+            rec = member.record if isinstance(member.record, dict) else {}
+            meta = rec.get("heldout")
+            if not isinstance(meta, dict):
+                raise ValueError(f"{path}: member {member.path} has no heldout key: not a heldout_bench record")
+            row = row_of(rec, meta)
+            key = (row["kernel"], row["precision"], row["layout_b"], row["shape"])
+            rows.pop(key, None)
+            rows[key] = row
+    return list(rows.values())
+
+
 class Bench:
     """Runs the points, appends each record to the plain archive, keeps the summary rows."""
 
@@ -279,14 +323,9 @@ class Bench:
         self.fh.flush()
         if not self.keep:
             shutil.rmtree(folder, ignore_errors=True)
-        ratio = ratio_of(rec)
-        ms = (rec.get("timing") or {}).get("median_ms") if ratio else None
-        dram = (rec.get("device") or {}).get("dram_peak_bytes_per_s")
-        b_bytes = s.N * s.K * (2 if precision in ("bf16", "fp16") else 4)  # B's bytes, the decode floor's
-        row = {"floor": b_bytes / dram / (ms / 1000) if ms and dram else None, "kernel": kernel, "precision": precision, "layout_b": layout_b, "shape": f"{s.M}x{s.N}x{s.K}", "region": entry.region,
-               "model": entry.model, "layer": entry.layer, "status": rec.get("status"), "ratio": ratio,
-               "chosen": chosen_of(rec), "error": (rec.get("error") or "")[:160], "wall_s": round(wall, 2)}
+        row = row_of(rec, meta)
         self.rows.append(row)
+        ratio = row["ratio"]
         pct = f"{100 * ratio:6.1f}%" if ratio else "     - "
         print(f"[{len(self.rows):4d}] {tag:{30 if several else 9}s} {row['shape']:>20s} {entry.region:6s} {row['status'] or '?':13s} {pct} "
               f"{wall:6.1f}s  {row['chosen']}" + (f"  ({row['error'][:100]})" if row["error"] and not ratio else ""),
@@ -419,6 +458,33 @@ def table(summary: list[dict], kernel: str = "auto", floor: bool = False) -> str
     return "\n".join(lines)
 
 
+def merge(out: Path, archives: list[Path], refuse: Callable[[str], int]) -> int:
+    """``--merge``: the summary (:func:`summarize`) and table of the points of ``archives``
+    (:func:`merged_rows`), written to ``out/summary.json`` (refused if it exists: nothing measured is
+    overwritten); kernels, precisions and layouts in the order they first appear."""
+    from gemmlab.stages.archive import ArchiveError
+    missing = [str(a) for a in archives if not a.is_file()]
+    if not archives or missing:
+        return refuse(f"--merge: no such archive: {', '.join(missing) or '(empty list)'}")
+    if (out / "summary.json").exists():
+        return refuse(f"--merge: {out / 'summary.json'} exists; give a new OUTDIR")
+    try:
+        rows = merged_rows(archives)
+    except (ArchiveError, ValueError) as exc:
+        return refuse(f"--merge: {str(exc).splitlines()[0]}")
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows)) or ["auto"]
+    combos = list(dict.fromkeys((r["precision"], r["layout_b"]) for r in rows))
+    summary = summarize(rows, combos, kernels)
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"merged_from": [a.as_posix() for a in archives], "kernel": ",".join(kernels),
+            "combos": [f"{p}:{lb}" for p, lb in combos], "points": len(rows),
+            "shapes": len({r["shape"] for r in rows}), "summary": summary}
+    (out / "summary.json").write_text(json.dumps(info, indent=1))
+    print(f"# {len(rows)} points ({info['shapes']} shapes) from {len(archives)} archive(s); summary: {out / 'summary.json'}")
+    print(table(summary, kernels[0]))
+    return 0
+
+
 def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None = None,
          clock: Callable[[], float] = time.monotonic) -> int:
     from gemmlab.console import OneLineParser  # argparse's own errors in one line too (exit 2)
@@ -451,11 +517,16 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--precompile", type=int, default=None, metavar="N",
                     help="after the first point, compile the others' kernels in N processes (default: the cores, "
                          "at most 16; 0: off)")
+    ap.add_argument("--merge", default="", metavar="ARCHIVES",
+                    help="run nothing: the table and OUTDIR/summary.json of earlier runs' records.jsonl.xz (comma list, "
+                         "in order; a later point of the same kernel, precision, layout and shape replaces an earlier one)")
     args = ap.parse_args(argv)
 
     def refuse(text: str) -> int:  # bad input: one line naming the option, exit 2, nothing run
         print(f"heldout_bench: error: {text}", file=sys.stderr)
         return 2
+    if args.merge:
+        return merge(args.outdir, [Path(x) for x in args.merge.split(",") if x.strip()], refuse)
     try:
         combos = parse_precisions(args.precision, args.layout_b)
     except ValueError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 
@@ -343,6 +344,41 @@ def test_bench_times_several_kernels_in_turn(bench, tmp_path, capsys):
     assert run.calls[4]["shape"] == list(order[2].shape) == run.calls[5]["shape"] != run.calls[0]["shape"]
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["shapes_done"] == 3
     assert bench.main([str(tmp_path / "s"), "--start", "-1"], run=run) == 2
+
+
+def test_bench_merge_joins_parts_of_a_split(bench, tmp_path, capsys):
+    """``--merge A,B``: one table and summary.json over two runs' archives, nothing run; a point the
+    second part ran again (the same kernel, precision, layout and shape) replaces the first's; an
+    existing summary.json, a missing archive or a record without the heldout key is refused in one line."""
+    run = FakeRun(fail_at={3})
+    args = ["--kernel", "triton_matmul,triton_tma_persistent", "--precision", "bf16:col", "--mode", "compile"]
+    assert bench.main([str(tmp_path / "a"), *args, "--limit", "2"], run=run) == 0  # shapes 0, 1: point 3 fails
+    assert bench.main([str(tmp_path / "b"), *args, "--start", "1", "--limit", "2"], run=run) == 0  # shapes 1, 2
+    calls = len(run.calls)
+    parts = f"{tmp_path / 'a' / 'records.jsonl.xz'},{tmp_path / 'b' / 'records.jsonl.xz'}"
+    capsys.readouterr()
+    assert bench.main([str(tmp_path / "m"), "--merge", parts], run=run) == 0
+    assert len(run.calls) == calls  # nothing run
+    summary = json.loads((tmp_path / "m" / "summary.json").read_text())
+    assert (summary["points"], summary["shapes"]) == (6, 3)
+    rows = {s["kernel"]: s for s in summary["summary"]}
+    # shape 1's tma point failed in part a (call 3) and passed in part b (call 5): part b's counts
+    assert (rows["triton_tma_persistent"]["points"], rows["triton_tma_persistent"]["timed"]) == (3, 3)
+    assert rows["triton_matmul"]["failed"] == 0 and rows["triton_matmul"]["timed"] == 3
+    expect = [0.5 + 0.1 * (i % 7) for i in (0, 4, 6)]  # triton_matmul: calls 0 (a), 4 and 6 (b; call 2 replaced)
+    gm = math.exp(sum(math.log(x) for x in expect) / 3)
+    assert rows["triton_matmul"]["geomean_pct"] == round(100 * gm, 1)
+    out = capsys.readouterr().out
+    assert "6 points (3 shapes) from 2 archive(s)" in out and "triton_tma_persistent | bf16 | row/col | 3 | 3 | 0 |" in out
+    assert bench.main([str(tmp_path / "m"), "--merge", parts]) == 2  # summary.json exists: refused
+    assert "exists; give a new OUTDIR" in capsys.readouterr().err
+    assert bench.main([str(tmp_path / "n"), "--merge", str(tmp_path / "nope.jsonl.xz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith("--merge: no such archive: " + str(tmp_path / "nope.jsonl.xz"))
+    from gemmlab.stages.archive import Member, write_members
+    write_members([Member("x/result.json", {"status": "ok"})], tmp_path / "other.jsonl.xz")
+    assert bench.main([str(tmp_path / "n"), "--merge", str(tmp_path / "other.jsonl.xz")]) == 2
+    assert "has no heldout key" in capsys.readouterr().err and not (tmp_path / "n" / "summary.json").exists()
 
 
 def test_bench_cold_l2_decode_floor(bench, tmp_path, capsys):
