@@ -2,7 +2,7 @@
 their sized() rules from data (the test split stays held out; plugins/decode_bf16.py's DECODE_FILL came
 from its H100 run of session 35, docs/results/auto/README.md). On the GPU machine:
 
-    python .ci/decode_sweep.py OUTDIR [--budget-s S] [--shapes MxNxK,...]
+    python .ci/decode_sweep.py OUTDIR [--budget-s S] [--shapes MxNxK,...] [--kernels decode_tf32] [--auto]
 
 For each (shape, precision, B layout) of SHAPES x COMBOS: the plugin's own sized() parameters first
 (``--auto``: kernel=auto's choice before them), then each other variant of the kernel's grid
@@ -50,6 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--budget-s", type=float, default=400)
     ap.add_argument("--shapes", default="", help="comma list of MxNxK (default: SHAPES)")
+    ap.add_argument("--kernels", default="", help="comma list of decode_bf16, decode_tf32 (default both: COMBOS)")
     ap.add_argument("--auto", action="store_true",
                     help="also time kernel=auto (the rules' choice today) once per problem, as the reference row")
     args = ap.parse_args(argv)
@@ -59,6 +60,10 @@ def main(argv=None) -> int:
     from gemmlab.run.session import Session
     from gemmlab.stages.archive import Member, write_members
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s] or SHAPES
+    wanted = [k for k in args.kernels.split(",") if k]
+    if set(wanted) - {k for k, _, _ in COMBOS}:
+        ap.error(f"--kernels: {args.kernels!r}: allowed decode_bf16, decode_tf32")
+    combos = [c for c in COMBOS if not wanted or c[0] in wanted]
     reg, facts = load_registry(), offline_facts("90")
     run = Session().run_point
     out = args.outdir
@@ -67,7 +72,7 @@ def main(argv=None) -> int:
     members, rows = [], []
     stopped = None
     for shape in shapes:
-        for kernel, precision, lb in COMBOS:
+        for kernel, precision, lb in combos:
             spec = reg.get(kernel)
             problem = Problem(Shape(*shape), precision, "row", lb)
             sized = spec.sized(problem, facts)
