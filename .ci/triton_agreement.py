@@ -12,7 +12,8 @@ case (the two warm medians and their ratio, target within 2%; the matched median
 ratio; the median SM clock of gemmlab's graph and matched samples and of the NVML reads during
 do_bench_cudagraph; the two cold medians and their ratio; then the duty-cycle note) and writes every
 gemmlab record and each case's summary to OUTDIR/triton-agreement.jsonl.xz (gemmlab.stages.archive).
-Exit status 1 if a case failed or, per case, its matched ratio is outside 2% (its default warm ratio
+Bad arguments (OUTDIR missing or a case name, an unknown CASE) are refused in one line, exit 2, before any
+case; without a GPU or Triton the first case says so and the others are not run. Exit status 1 if a case failed or, per case, its matched ratio is outside 2% (its default warm ratio
 where the matched point was not measured).
 The gemmlab points run through one session (gemmlab.run.session.Session.run_point, gemmlab's one
 point runner) in this process: Triton's timers hold a PyTorch context here
@@ -46,19 +47,24 @@ def _mhz(clock: dict | None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(next(line for line in __doc__.splitlines() if line.startswith("Usage")), file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    wanted = set(argv[1:])
+    from gemmlab.console import OneLineParser
+    known = [case_name(*c) for c in CASES]
+    ap = OneLineParser(prog=".ci/triton_agreement.py", description=__doc__.splitlines()[0])
+    ap.add_argument("outdir", type=Path, help="where the records and summary.json go (not a case name)")
+    ap.add_argument("cases", nargs="*", metavar="CASE", help=f"default all: {', '.join(known)}")
+    args = ap.parse_args(argv)
+    out = args.outdir
+    if out.name in known or out.name.startswith("-"):
+        ap.error(f"OUTDIR: {str(out)!r} is a case name or an option; give the output folder first")
+    unknown = [c for c in args.cases if c not in known]
+    if unknown:
+        ap.error(f"CASE: unknown {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    wanted = set(args.cases)
     cases = [c for c in CASES if not wanted or case_name(*c) in wanted]
-    if wanted and len(cases) != len(wanted):
-        print(f"unknown case; known: {', '.join(case_name(*c) for c in CASES)}", file=sys.stderr)
-        return 2
     out.mkdir(parents=True, exist_ok=True)
     members, failed = [], 0
     session = Session()
-    for case in cases:
+    for i, case in enumerate(cases):
         name = case_name(*case)
         summary, records = agreement(*case, out / name, session=session)
         for kind, rec in records.items():
@@ -67,6 +73,10 @@ def main(argv: list[str]) -> int:
         if "error" in summary:
             failed += 1
             print(f"{name}: FAILED: {summary['error']}")
+            why = {r.get("status") for r in records.values()} & {"no_gpu", "unavailable"}
+            if why and i + 1 < len(cases):  # no GPU, or no Triton: the other cases cannot run either
+                print(f"{' and '.join(sorted(why))}: the other {len(cases) - i - 1} case(s) not run")
+                break
             continue
         ok = summary["within_tolerance"]
         ok_matched = summary.get("within_tolerance_matched")

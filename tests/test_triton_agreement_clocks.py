@@ -274,3 +274,33 @@ def test_ci_exit_status_follows_the_matched_verdict(tmp_path, monkeypatch, capsy
     else:
         assert "; matched (batch 12) 1.5500 ms, ratio 0.9974 (" in line
         assert "median SM clock: gemmlab graph 1530 MHz, matched 1755 MHz, do_bench_cudagraph 1980 MHz" in line
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["triton_matmul-bf16-col-4096x4096x4096"], "OUTDIR: 'triton_matmul-bf16-col-4096x4096x4096' is a case name"),
+    (["OUT", "nosuch"], "CASE: unknown 'nosuch'; known: triton_tma_persistent-bf16-col-4096x4096x4096"),
+    ([], "the following arguments are required: outdir")], ids=["lone-case", "unknown-case", "none"])
+def test_ci_refuses_bad_arguments_in_one_line_before_any_point(tmp_path, monkeypatch, capsys, argv, says):
+    ci = _ci_module()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ci, "agreement", lambda *a, **k: pytest.fail("a case ran"))
+    with pytest.raises(SystemExit) as exc:
+        ci.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in err and says in err
+    assert not any(tmp_path.iterdir())  # no folder made
+
+
+@pytest.mark.parametrize("status", ["no_gpu", "unavailable"])
+def test_ci_stops_after_a_case_that_no_case_could_pass(tmp_path, monkeypatch, capsys, status):
+    """No GPU (or no Triton): the first case says so and the other five are not run."""
+    ci = _ci_module()
+    calls = []
+
+    def agreement(*a, **k):
+        calls.append(a)
+        return {"error": f"graph: {status}: why"}, {"graph": {"status": status}}
+    monkeypatch.setattr(ci, "agreement", agreement)
+    assert ci.main([str(tmp_path / "out")]) == 1
+    out = capsys.readouterr().out
+    assert len(calls) == 1 and f"{status}: the other 5 case(s) not run" in out
