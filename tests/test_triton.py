@@ -44,6 +44,26 @@ def test_without_triton_a_run_is_refused_in_one_line(monkeypatch, tmp_path):
 
 
 @needs_triton
+def test_a_repeated_compile_disassembles_once(tmp_path, monkeypatch):
+    """The cubin is disassembled once per Triton compile and the listing kept with it: a second point of
+    the same specialisation (an in-process hit) runs no disassembler and records the same histogram."""
+    from gemmlab.gpu import sass
+    from gemmlab.gpu.triton_compile import clear_cache
+    clear_cache()
+    calls = []
+    real = sass.disassemble
+    monkeypatch.setattr(sass, "disassemble", lambda cubin: calls.append(len(cubin)) or real(cubin))
+    cfg = {"kernel": {"name": "triton_matmul"}, "mode": "compile", "shape": [256, 512, 1024], "precision": "bf16",
+           "layout": {"a": "row", "b": "col"}}
+    first = run_point(cfg, tmp_path / "a")
+    second = run_point({**cfg, "shape": [256, 512, 2048]}, tmp_path / "b")  # K % 16 == 0 again: the same compile
+    assert first["status"] == second["status"] == "compiled"
+    assert len(calls) == 1 and second["compile"]["cache_hit_in_process"] is True
+    assert second["compile"]["sass"]["histogram"] == first["compile"]["sass"]["histogram"]
+    assert (tmp_path / "b" / "kernel.sass").read_text() == (tmp_path / "a" / "kernel.sass").read_text() != ""
+
+
+@needs_triton
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
 @pytest.mark.parametrize("layout_b", ["row", "col"])
 def test_builtin_compiles_for_sm90_without_a_gpu(tmp_path, precision, layout_b):

@@ -694,7 +694,7 @@ class TritonBackend(Backend):
     def compile(self, problem: Problem, facts: DeviceFacts, arch: str, out_dir: Path, cache_enabled: bool,
                 cache_dir: str | None, driver_version: str = "none") -> None:
         from gemmlab.contract.registry import source_path
-        from gemmlab.gpu import sass, triton_compile
+        from gemmlab.gpu import triton_compile
         spec = self.spec
         source = None if spec.kernel is not None else source_path(spec)
         fn = triton_compile.load_function(spec, source)
@@ -703,8 +703,7 @@ class TritonBackend(Backend):
         tc = self.compiled = triton_compile.compile_kernel(fn, self.name, self.special, self.options, arch)
         self.launch = Launch(grid=self.launch.grid, block=(32 * tc.num_warps, 1, 1), shared_bytes=tc.shared_bytes)
         self.record["launch"] = launch_record(self.launch)
-        summary, text = sass.disassemble(tc.cubin) if tc.cubin else ({"file": None, "histogram": None,
-                                                                      "error": "Triton returned no cubin"}, "")
+        summary, text = dict(tc.sass[0]), tc.sass[1]  # the compile's disassembly (kept with it in the memo)
         res = tc.resources
         self.record["compile"] = {
             "backend": "triton", "triton_version": tc.triton_version,

@@ -151,7 +151,10 @@ def specialise(fn, spec_name: str, arguments: tuple, values: list, constants: di
 
 @dataclass
 class TritonCompiled:
-    """One Triton compile: the ``CompiledKernel`` and the record's fields."""
+    """One Triton compile: the ``CompiledKernel`` and the record's fields; ``sass`` is
+    :func:`gemmlab.gpu.sass.disassemble` of the cubin, ``(summary, listing)``, made once per compile and
+    kept with it in the session's memo (nvdisasm took 0.4-0.9 s of every Triton point's compile phase,
+    in-process hits included: H100 session 35, issue 46's split)."""
 
     compiled: object = field(repr=False)
     name: str
@@ -164,6 +167,7 @@ class TritonCompiled:
     cubin: bytes = field(repr=False, default=b"")
     log: str = ""
     cache_hit: bool = False
+    sass: tuple = ()
 
 
 def _cubin_registers(cubin: bytes, symbol: str) -> int | None:
@@ -263,8 +267,11 @@ def compile_kernel(fn, spec_name: str, spec: Specialised, options: dict, arch: s
     m = re.search(r"for '(sm_\w+)'", log)
     if m:
         target = m.group(1)
+    from gemmlab.gpu import sass
+    listing = sass.disassemble(cubin) if cubin else ({"file": None, "histogram": None,
+                                                      "error": "Triton returned no cubin"}, "")
     result = TritonCompiled(compiled=compiled, name=meta.name, target=target, triton_version=version(),
                             compile_ms=compile_ms, resources=resources, shared_bytes=int(meta.shared),
-                            num_warps=int(meta.num_warps), cubin=cubin, log=log)
+                            num_warps=int(meta.num_warps), cubin=cubin, log=log, sass=listing)
     memo().triton[key] = result
     return result
