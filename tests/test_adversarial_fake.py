@@ -10,6 +10,8 @@ drive a real CUDA stream); the gpu tests (tests/test_adversarial_gpu.py) run tho
 
 from __future__ import annotations
 
+import inspect
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -32,6 +34,29 @@ TEMPLATE = {"x_lazy_once": "x_lazy", "x_lazy_warmup": "x_lazy", "x_lazy_graph": 
             "x_bf16_inputs": "x_low_precision", "x_tf32_trunc": "x_low_precision", "x_skip_k8": "x_skip_k"}
 
 
+@pytest.fixture(autouse=True)
+def draw(request, monkeypatch):
+    """Where the point's own inputs are drawn (``inputs.draw``): every exploit below runs twice, with
+    the host's inputs and with the device's (the first verification then on the device too)
+    (:func:`pytest_generate_tests`); other tests keep the host's."""
+    where = getattr(request, "param", "host")
+    if where != "host":
+        real = corpus.config
+
+        def config(case, plugin_dirs=None, **sections):
+            sections["inputs"] = {**sections.get("inputs", {}), "draw": where}
+            return real(case, plugin_dirs, **sections)
+        monkeypatch.setattr(corpus, "config", config)
+    return where
+
+
+def pytest_generate_tests(metafunc):
+    """The exploit tests (those that take ``monkeypatch`` themselves: they run a corpus case on the
+    fake GPU) run with the inputs drawn on the host and on the device."""
+    if "monkeypatch" in inspect.signature(metafunc.function).parameters:
+        metafunc.parametrize("draw", ["host", "device"], indirect=True)
+
+
 def run_case(tmp_path, monkeypatch, name: str, behaviour, gpu: HostGpu | None = None, **sections):
     """Run corpus case ``name`` in this process on a fake GPU whose launches of the case's kernel run
     ``behaviour(gpu, args)``; returns ``(case, record)``."""
@@ -43,6 +68,8 @@ def run_case(tmp_path, monkeypatch, name: str, behaviour, gpu: HostGpu | None = 
     cfg = corpus.config(case, isolation={"process": False}, timing=timing, **sections)
     rec = run_point(cfg, tmp_path / name)
     assert not (tmp_path / name / "traceback.txt").exists(), (tmp_path / name / "traceback.txt").read_text()
+    if "inputs" in rec:  # drawn where the config said (every corpus case is a plain problem the device handles)
+        assert rec["inputs"].get("drawn", "host") == (cfg.get("inputs") or {}).get("draw", "host"), rec["inputs"]
     return case, rec
 
 

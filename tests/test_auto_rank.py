@@ -159,10 +159,13 @@ def test_a_candidate_wrong_after_timing_never_wins(tmp_path, fake):
     assert entry["name"] == c2.name
 
 
-def test_a_candidate_that_writes_the_shared_inputs_is_dropped_and_the_others_judged_on_clean_ones(tmp_path, fake):
+@pytest.mark.parametrize("draw", ["host", "device"])
+def test_a_candidate_that_writes_the_shared_inputs_is_dropped_and_the_others_judged_on_clean_ones(tmp_path, fake,
+                                                                                                   draw):
     """The candidates share A and B: one writing A's guard band (out_of_bounds) and one writing A
     itself after its product (inputs_modified) are dropped; the one verified after them, whose first
-    verdict was on the written A, is judged again on inputs uploaded again and wins."""
+    verdict was on the written A, is judged again on inputs uploaded again (drawn on the device:
+    written again from its snapshots there) and wins."""
     from fakegpu import host_gemm
     (c0, e0), (c1, e1), (c2, e2), (c3, e3) = top(4)
 
@@ -175,8 +178,9 @@ def test_a_candidate_that_writes_the_shared_inputs_is_dropped_and_the_others_jud
         gpu.floats(int(args[0]), 1)[:] += 1.0
 
     fake(HostGpu(durations={e0: 3.0, e1: 0.5, e2: 0.1, e3: 2.0}, behaviour={e1: band, e2: writes_a}))
-    rec = run_point(auto_cfg(tmp_path / "cache", tune_k=4), tmp_path / "a")
+    rec = run_point({**auto_cfg(tmp_path / "cache", tune_k=4), "inputs": {"draw": draw}}, tmp_path / "a")
     assert rec["status"] == "ok", rec["error"]
+    assert rec["inputs"].get("drawn", "host") == draw and rec["verification"].get("where", "host") == draw
     tried = rec["dispatch"]["tuning"]["tried"]
     assert [t["status"] for t in tried] == ["ok", "out_of_bounds", "inputs_modified", "ok"], tried
     assert "guard bands around A" in tried[1]["error"] and "wrote its input A" in tried[2]["error"]

@@ -94,7 +94,7 @@ def test_default_baseline_precision_sanitizer():
 
 def test_default_inputs():
     cfg = compose()
-    assert OmegaConf.to_container(cfg.inputs) == {"seed": 0, "distribution": "normal"}
+    assert OmegaConf.to_container(cfg.inputs) == {"seed": 0, "distribution": "normal", "draw": "host"}
 
 
 def test_composed_task_config_has_no_hydra_node():

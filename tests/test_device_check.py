@@ -446,3 +446,114 @@ def test_auto_is_the_default_and_host_stays_on_the_host(tmp_path, monkeypatch):
     monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 2**40)
     rec = run_point({**base, "verify": {"after_timing": "device"}}, tmp_path / "device")
     assert rec["status"] == "ok" and rec["verification_after_timing"]["where"] == "device"
+
+
+# --- inputs.draw=device: the point's own inputs drawn and first verified on the device ------------------
+
+def first_on_device(tmp_path, monkeypatch, gpu, name="p", **cfg):
+    """One point of the tiled kernel with ``inputs.draw=device`` on ``gpu``; returns the record and the
+    fake's log of every upload and download ((kind, address, bytes), whole point)."""
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    moved = []
+    for kind in ("upload", "download"):
+        real = getattr(gpu, kind)
+
+        def logged(address, arg, real=real, kind=kind):
+            moved.append((kind, address, arg if kind == "download" else np.asarray(arg).nbytes))
+            return real(address, arg)
+        setattr(gpu, kind, logged)
+    full = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST),
+            "inputs": {"draw": "device", "seed": 7}, "verify": {"after_timing": "device"}}
+    for key, value in cfg.items():
+        full[key] = {**full[key], **value} if isinstance(value, dict) and isinstance(full.get(key), dict) else value
+    return run_point(full, tmp_path / name), moved
+
+
+def test_drawn_on_the_device_an_honest_point_passes_and_a_and_b_never_cross(tmp_path, monkeypatch):
+    """The inputs are the generator's for inputs.seed (the numpy twin's values, in the buffers the kernel
+    read); the first verification, the baseline's and the nets run on the device; with the after-timing
+    check there too (verify.after_timing=device), no upload or download of A or B in the whole point
+    (C is read for the repeat-stability net)."""
+    seen = []
+
+    def records_inputs(gpu, args):  # the tiled kernel's A and B as its first launch read them
+        a, b, _, m, n, k = unpack(args)
+        if not seen:
+            seen.append((gpu.floats(a, m * k).copy(), gpu.floats(b, k * n).copy()))
+        host_gemm(gpu, args)
+    gpu = HostGpu(behaviour={"gemm_tiled": records_inputs})
+    rec, moved = first_on_device(tmp_path, monkeypatch, gpu, baseline="naive")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["inputs"]["drawn"] == "device" and rec["inputs"]["generator"] == dc.GENERATOR and rec["inputs"]["seed"] == 7
+    for part in (rec, rec["baseline"]):
+        first = part["verification"]
+        assert first["passed"] and first["where"] == "device" and first["inputs"] == dc.GENERATOR
+        assert first["method"] == "full float64 reference, every element"
+    twin = dc.host_inputs(Problem(Shape(63, 65, 33)), 7, "normal")
+    a_seen, b_seen = seen[0]
+    assert np.array_equal(a_seen, twin.a_stored.ravel()) and np.array_equal(b_seen, twin.b_stored.ravel())
+    assert rec["inputs_unchanged"] is True and rec["repeat_stable"] is True
+    a_bytes, b_bytes, c_bytes = 63 * 33 * 4, 33 * 65 * 4, 63 * 65 * 4
+    assert not [m for m in moved if m[0] == "upload" and m[2] in (a_bytes, b_bytes)]
+    assert not [m for m in moved if m[0] == "download" and m[2] in (a_bytes, b_bytes)]
+    assert [m for m in moved if m[0] == "download" and m[2] == c_bytes]  # C, for the stability net
+
+
+def test_drawn_on_the_device_a_wrong_kernel_fails_its_first_verification(tmp_path, monkeypatch):
+    def off_by_one(gpu, args):  # right but one element
+        host_gemm(gpu, args)
+        gpu.floats(int(args[2]) + 4 * 70, 1)[:] += 1.0
+    rec, _ = first_on_device(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": off_by_one}))
+    first = rec["verification"]
+    assert rec["status"] == "wrong_result" and first["where"] == "device" and first["mismatches"] == 1
+    assert first["first_mismatches"][0][:2] == [70 // 65, 70 % 65]
+    assert "timing" not in rec
+
+
+def test_drawn_on_the_device_a_kernel_writing_its_input_is_caught_there(tmp_path, monkeypatch):
+    def writes_b(gpu, args):  # right, then B[0, 3] changed
+        host_gemm(gpu, args)
+        gpu.floats(int(args[1]) + 4 * 3, 1)[:] += 1.0
+    rec, _ = first_on_device(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": writes_b}))
+    assert rec["status"] == "inputs_modified" and rec["inputs_unchanged"] is False
+    assert rec["error"].startswith("the kernel wrote its input B: 1 element(s) changed")
+
+
+def test_drawn_on_the_device_check_only_and_a_sampled_check(tmp_path, monkeypatch):
+    """check_only: the device verdict and the inputs net, no timing; a product above verify.max_full
+    is sampled on the device and Freivalds' check sees rows outside the sample."""
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: HostGpu())
+    rec = run_point({"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "inputs": {"draw": "device"}},
+                    tmp_path / "c", check_only=True)
+    assert rec["status"] == "checked" and rec["verification"]["where"] == "device" and rec["inputs_unchanged"] is True
+
+    def every_other_row(gpu, args):  # right in even rows only
+        a, b, c, m, n, k = unpack(args)
+        host_gemm(gpu, args)
+        gpu.floats(c, m * n).reshape(m, n)[1::2] = 0.0
+    rec, _ = first_on_device(tmp_path, monkeypatch, HostGpu(behaviour={"gemm_tiled": every_other_row}), name="s",
+                             verify={"max_full": 1, "sample": 4})
+    first = rec["verification"]
+    assert rec["status"] == "wrong_result" and first["where"] == "device" and first["method"].startswith("sampled")
+    assert first["freivalds"]["passed"] is False
+
+
+def test_inputs_draw_auto_takes_the_device_above_the_threshold_and_the_host_elsewhere(tmp_path, monkeypatch):
+    """inputs.draw=auto: the device above DEVICE_MIN_MNK, the host below; =device falls back to the
+    host where the device check does not handle the problem (a fused epilogue); =host (the default)
+    never draws there; a bad value is one line naming the field."""
+    gpu = HostGpu()
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: gpu)
+    base = {"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST)}
+    monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 63 * 65 * 33 - 1)
+    rec = run_point({**base, "inputs": {"draw": "auto"}}, tmp_path / "above")
+    assert rec["status"] == "ok" and rec["inputs"]["drawn"] == "device"
+    monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 63 * 65 * 33)
+    rec = run_point({**base, "inputs": {"draw": "auto"}}, tmp_path / "below")
+    assert rec["status"] == "ok" and "drawn" not in rec["inputs"] and "where" not in rec["verification"]
+    rec = run_point(base, tmp_path / "default")
+    assert rec["status"] == "ok" and "drawn" not in rec["inputs"]
+    assert dc.applies(Problem(Shape(63, 65, 33)), min_mnk=0)
+    assert not dc.applies(Problem(Shape(63, 65, 33), "fp8"), min_mnk=0)
+    rec = run_point({**base, "inputs": {"draw": "sideways"}}, tmp_path / "bad")
+    assert rec["status"] == "invalid" and rec["error"].startswith("inputs.draw: must be one of host, auto, device")

@@ -156,3 +156,38 @@ def test_after_timing_exploits_are_refused_by_the_device_check(tmp_path, monkeyp
     wrong = corpus.problems(case, rec)
     assert not wrong, f"{case.kernel} ({case.idea}): {wrong}"
     assert rec["verification_after_timing"]["where"] == "device"
+
+
+@pytest.mark.parametrize("shape, precision, layout_b", [((2048, 2048, 1024), "fp32", "row"),
+                                                        ((4096, 4096, 4096), "bf16", "col"),
+                                                        ((4096, 4096, 4096), "tf32", "col"),
+                                                        ((16, 4096, 4096), "bf16", "col")])
+def test_a_point_drawn_and_first_verified_on_the_device(tmp_path, shape, precision, layout_b):
+    """inputs.draw=device: kernel=auto's choice and cuBLAS (where installed) verified on the device on
+    the generator's inputs, timed, verified again after timing; allocate and correctness cost less
+    than the host path's on the same point (printed: the phases of both)."""
+    from gemmlab.contract.registry import load_registry
+    baseline = None if load_registry().get("cublas").available() else "cublas"
+    cfg, run_point = _point(shape, precision, layout_b, inputs={"draw": "device"}, baseline=baseline)
+    rec = run_point(cfg, tmp_path / "device")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["inputs"]["drawn"] == "device"
+    for part in [rec] + ([rec["baseline"]] if baseline else []):
+        assert part["verification"]["passed"] and part["verification"]["where"] == "device"
+    assert rec["verification_after_timing"]["passed"] and rec["inputs_unchanged"] is True
+    host = run_point({**cfg, "inputs": {"draw": "host"}}, tmp_path / "host")
+    assert host["status"] == "ok", host.get("error")
+    print(precision, shape, {k: rec["phase_s"].get(k) for k in ("allocate", "correctness")},
+          {k: host["phase_s"].get(k) for k in ("allocate", "correctness")})
+
+
+@pytest.mark.parametrize("name", ["lazy_once", "lazy_graph", "stash_ptr", "stash_values"])
+def test_exploits_are_refused_with_inputs_drawn_on_the_device(tmp_path, name):
+    """The after-timing exploit corpus with the point's own inputs drawn on the device: still refused."""
+    from gemmlab.run.pipeline import run_point
+    case = corpus.BY_NAME[name]
+    rec = run_point(corpus.config(case, isolation={"process": False}, verify={"after_timing": "device"},
+                                  inputs={"draw": "device"}), tmp_path / name)
+    wrong = corpus.problems(case, rec)
+    assert not wrong, f"{case.kernel} ({case.idea}): {wrong}"
+    assert rec["inputs"]["drawn"] == "device"

@@ -170,6 +170,7 @@ class Run:
     d_groups: tuple = ()  # grouped GEMM (issue 44): (buffer, host array) of each group array (inputs)
     d_epilogue: tuple = ()  # issue 43: (buffer, host array) of C0 and the bias where the problem has them (inputs)
     tuning: Any = None  # kernel=auto's first-use tuning: the candidates are backends of this run (first_use.Tuning)
+    checker: Any = None  # inputs.draw on the device: the DeviceCheck that drew A and B and verifies C (self.inputs: its DeviceInputs)
 
     @property
     def problem(self) -> Problem:
@@ -186,8 +187,7 @@ class Run:
             self._timed("allocate", self.allocate)  # inputs drawn and uploaded, outputs allocated
             self._timed("correctness", self.correctness)  # the first launch and its float64 verification
             if self.check_only:
-                _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales,
-                              self.d_groups + self.d_epilogue)
+                self._inputs_unchanged()
                 self.record.succeed("checked")
                 return
             self._timed("launch_paths", self.launch_paths)
@@ -336,6 +336,9 @@ class Run:
         allocated and its launch prepared."""
         rc, problem, gpu = self.rc, self.problem, self.gpu
         started = time.perf_counter()
+        if rc.inputs.draw != "host" and device_check.applies(problem, min_mnk=0 if rc.inputs.draw == "device" else None):
+            self._allocate_on_device(started)
+            return
         self.inputs = inputs_stage.make_problem_inputs(problem, rc.inputs)
         # the float64 references: shared with the previous point when its logical inputs were these very
         # (read-only, kept) arrays, e.g. a shape's row- and column-major B of one precision (issue 41)
@@ -373,6 +376,11 @@ class Run:
             self.record["inputs"]["padding"] = ("elements of a buffer outside every batch's matrix (past each row's "
                                                 "tight length, between batches) hold NaN (inputs) or keep the NaN "
                                                 "fill (C); both are checked untouched")
+        self._prepare_outputs()
+
+    def _prepare_outputs(self) -> None:
+        """Each backend's C allocated (guard-banded) and its launch prepared on the point's inputs."""
+        gpu, problem = self.gpu, self.problem
         groups = {g.name: g for g, _ in self.d_groups}
         epilogue = {g.name.lower(): g for g, _ in self.d_epilogue}
         c_dtype = inputs_stage.c_storage_dtype(problem)
@@ -385,22 +393,72 @@ class Run:
 
         self._each(prepare)
 
+    def _allocate_on_device(self, started: float) -> None:
+        """``inputs.draw`` on the device (:class:`~gemmlab.stages.inputs.InputOptions`): A and B
+        allocated guard-banded and filled there by the device check's generator from
+        ``inputs.seed`` (:meth:`gemmlab.stages.device_check.DeviceCheck.draw`, which snapshots them);
+        no host copy and no float64 product here (the checks run on the device)."""
+        rc, problem, gpu = self.rc, self.problem, self.gpu
+        self.checker = device_check.DeviceCheck(
+            gpu, problem, device_check.roundings_for(problem.precision, [b.spec.tf32_rounding for b in self.backends]),
+            rc.inputs.distribution, rc.cache_enabled, rc.cache_dir,
+            driver_version=str(self.record["device"].get("driver_version", "none")))
+        dtype = inputs_stage.storage_dtype(problem.precision)
+        self.d_a = guards.allocate(gpu, "A", problem.stored_shape("A"), dtype=dtype)
+        self.owned.append(self.d_a)
+        self.d_b = guards.allocate(gpu, "B", problem.stored_shape("B"), dtype=dtype)
+        self.owned.append(self.d_b)
+        self.inputs = self.checker.draw(self.d_a, self.d_b, rc.inputs.seed, rc.inputs.distribution)
+        self.owned.extend(self.inputs.owned)
+        gpu.sync()
+        self.products = {}
+        self.record.setdefault("phase_s", {})["allocate_parts"] = {"draw": round(time.perf_counter() - started, 4)}
+        self.record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed,
+                                 "dtype": problem.ab_dtype, "layout": _layout_text(problem),
+                                 "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N],
+                                 "stored": {"A": list(self.d_a.shape), "B": list(self.d_b.shape)},
+                                 "drawn": "device", "generator": device_check.GENERATOR,
+                                 "device_check_compile": self.checker.compile_record}
+        self._prepare_outputs()
+
+    def _verify_output(self, backend, c_host=None, options=None):
+        """The verdict on ``backend``'s C for the point's inputs: on the device where the inputs were
+        drawn there (:attr:`checker`), else :func:`_verify` of ``c_host`` (C as read; read here when None)."""
+        rc = self.rc
+        options = options or rc.verify
+        if self.checker is not None:
+            return self.checker.check(backend.buffers.c, self.inputs, options, rc.inputs.distribution,
+                                      rc.inputs.seed, products=self.products, tf32_rounding=backend.spec.tf32_rounding)
+        if c_host is None:
+            c_host = guards.read(self.gpu, backend.buffers.c)
+        return _verify(c_host, self.inputs, self.problem, rc, options, rc.inputs.seed, self.products, backend)
+
+    def _inputs_unchanged(self) -> None:
+        """The inputs-unchanged net: on the device against the snapshots where the inputs were drawn
+        there, else :func:`_check_inputs` against the host's arrays (every input buffer)."""
+        if self.checker is not None:
+            self.inputs.check_unchanged(self.record)
+        else:
+            _check_inputs(self.gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales,
+                          self.d_groups + self.d_epilogue)
+
     def correctness(self) -> None:
         """NaN-fill each backend's own C, one launch (its whole plan), verify, check the bands."""
-        gpu, rc, record, inp, problem = self.gpu, self.rc, self.record, self.inputs, self.problem
-        products = self.products  # the float64 references, computed once for all backends
+        gpu, record = self.gpu, self.record
 
         def launch_and_verify(backend) -> None:
             c = backend.buffers.c
             guards.nan_fill(gpu, c)  # never reuse another output
             backend.enqueue()
             gpu.sync()
-            self.outputs[backend.role] = guards.read(gpu, c)
+            self.outputs[backend.role] = guards.read(gpu, c)  # the repeat-stability net's reference
             started = time.perf_counter()
-            verdict = _verify(self.outputs[backend.role], inp, problem, rc, rc.verify, rc.inputs.seed, products, backend)
+            verdict = self._verify_output(backend, self.outputs[backend.role])
             parts = record.setdefault("phase_s", {}).setdefault("correctness_parts", {})
             parts["verify"] = round(parts.get("verify", 0.0) + time.perf_counter() - started, 4)  # the float64 check
             backend.record["verification"] = verdict.record()
+            if self.checker is not None:  # inputs.draw on the device: checked there (the host holds no inputs)
+                backend.record["verification"].update(where="device", inputs=device_check.GENERATOR)
             _merge(record, self.backends)
             # every net looks before any verdict is raised, so the record says all that fired
             hit = _bands(gpu, record, [c, self.d_a, self.d_b, *self.d_scales, *(g for g, _ in self.d_groups),
@@ -431,7 +489,7 @@ class Run:
             record.fire()
             if self._inputs_blame(running):  # a candidate wrote the inputs: the others' verdicts again, on clean ones
                 self._each(launch_and_verify)
-                _check_inputs(gpu, record, self.d_a, self.d_b, inp, self.d_scales, self.d_groups + self.d_epilogue)
+                self._inputs_unchanged()
 
     def _inputs_blame(self, running: list) -> bool:
         """First-use tuning: A and B (and the other inputs) still hold what was uploaded after every
@@ -444,9 +502,13 @@ class Run:
         gpu, extra = self.gpu, self.d_groups + self.d_epilogue
 
         def check() -> None:
-            _check_inputs(gpu, self.record, self.d_a, self.d_b, self.inputs, self.d_scales, extra)
+            self._inputs_unchanged()
 
         def upload() -> None:
+            if self.checker is not None:  # drawn on the device: written again from the snapshots
+                self.inputs.restore()
+                gpu.sync()
+                return
             for g, host in [(self.d_a, self.inputs.a_stored), (self.d_b, self.inputs.b_stored), *extra,
                             *zip(self.d_scales, (getattr(self.inputs, "a_scale", None),
                                                  getattr(self.inputs, "b_scale", None)))]:
@@ -486,7 +548,7 @@ class Run:
         ``foreign_launch`` (net "launch path"). A problem with no work (a grouped GEMM whose groups
         are all empty: no FLOP, issue 44) may capture no node at all (``no_work`` in the record):
         nothing to compute is an honest enqueue; its replay is verified and the context checked idle as any other."""
-        gpu, rc = self.gpu, self.rc
+        gpu = self.gpu
         idle_cost = None
         for backend in self.backends:
             if backend.kind != "library":
@@ -517,8 +579,7 @@ class Run:
             replay()
             gpu.sync()
             gpu.release_graphs()
-            verdict = _verify(guards.read(gpu, c), self.inputs, self.problem, rc, rc.verify, rc.inputs.seed,
-                              self.products, backend)
+            verdict = self._verify_output(backend)
             check["replay_verified"] = verdict.passed
             # the replay has completed on the run's stream: the context must have nothing else running
             busy = timing_stage.time_device_sync(gpu) - idle_cost
@@ -806,7 +867,7 @@ class Run:
                 _check_bands(gpu, record, [backend.buffers.c, *backend.guarded()], after="timing")
 
         self._each(own_bands)
-        _check_inputs(gpu, record, self.d_a, self.d_b, self.inputs, self.d_scales, self.d_groups + self.d_epilogue)
+        self._inputs_unchanged()
 
         def stable(backend) -> None:
             last = guards.read(gpu, backend.buffers.c)

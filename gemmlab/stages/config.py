@@ -27,7 +27,7 @@ from gemmlab.contract.hookspecs import (FP8_FORMATS, FP8_OUTPUTS, LAYOUTS, PRECI
 from gemmlab.contract.epilogue import ACTIVATIONS, BIAS_KINDS, MAX_BATCH, OUTPUTS, Epilogue, exact_possible
 from gemmlab.contract.grouped import GROUPED_KINDS, Grouped
 from gemmlab.stages.grouped import GENERATORS, group_sizes
-from gemmlab.stages.inputs import MAX_EXACT_K, InputOptions
+from gemmlab.stages.inputs import DRAW_WHERE, MAX_EXACT_K, InputOptions
 from gemmlab.stages.timing import FLUSHES, SHARED_MODES, TimingOptions
 from gemmlab.stages.verify import AFTER_TIMING_WHERE, VerifyOptions
 
@@ -489,6 +489,7 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     "verify.after_timing": _rule(_choice, AFTER_TIMING_WHERE),
     "inputs.distribution": _rule(_choice, DISTRIBUTIONS),
     "inputs.seed": _rule(_int, 0, 2**63 - 1),
+    "inputs.draw": _rule(_choice, DRAW_WHERE),
     "layout.a": _rule(_choice, LAYOUTS),
     "layout.b": _rule(_choice, LAYOUTS),
     "layout.lda": _rule(_int, 1, MAX_ELEMENTS, optional=True),
@@ -958,7 +959,7 @@ def parse_config(cfg: Mapping[str, Any], defaults_of=None, values_of=None, origi
     inputs_cfg = {**_defaults(InputOptions), **(cfg.get("inputs") or {})}
     distribution = FIELD_RULES["inputs.distribution"](inputs_cfg["distribution"])
     inputs = InputOptions(seed=FIELD_RULES["inputs.seed"](inputs_cfg["seed"]),
-                          distribution=distribution)
+                          distribution=distribution, draw=FIELD_RULES["inputs.draw"](inputs_cfg["draw"]))
     precision = FIELD_RULES["precision"](cfg["precision"])
     layout_cfg = {**_defaults(LayoutOptions), **(cfg.get("layout") or {})}
     layout_a = FIELD_RULES["layout.a"](layout_cfg["a"])

@@ -155,19 +155,20 @@ def host_inputs(problem, seed: int, distribution: str) -> ProblemInputs:
                          b_stored=np.ascontiguousarray(b_st if problem.layout_b == "row" else b_st.T))
 
 
-def applies(problem, d_a, d_b, min_mnk: int | None = None) -> bool:
-    """Whether the after-timing verification of ``problem`` can run on the device: M*N*K above
+def applies(problem, d_a=None, d_b=None, min_mnk: int | None = None) -> bool:
+    """Whether the inputs of ``problem`` can be drawn and its C verified on the device: M*N*K above
     ``min_mnk`` (None: :data:`DEVICE_MIN_MNK`), a precision of :data:`PRECISIONS`, no grouped problem,
     no epilogue, output type, leading dimension or batch beyond the plain contract (issue 43),
     and A and B stored dense (``d_a``/``d_b``: the guard-banded matrices, M x K or K x M and K x N or
-    N x K). Used when ``verify.after_timing`` is ``auto`` or ``device``."""
+    N x K; None: not allocated yet, the plain contract stores them dense). Used when
+    ``verify.after_timing`` or ``inputs.draw`` is ``auto`` or ``device``."""
     M, N, K = problem.M, problem.N, problem.K
     min_mnk = DEVICE_MIN_MNK if min_mnk is None else min_mnk
     dense_a = (M, K) if problem.layout_a == "row" else (K, M)
     dense_b = (K, N) if problem.layout_b == "row" else (N, K)
     return (problem.precision in PRECISIONS and M * N * K > min_mnk
             and getattr(problem, "grouped", None) is None and not getattr(problem, "extended", False)
-            and tuple(d_a.shape) == dense_a and tuple(d_b.shape) == dense_b)
+            and (d_a is None or tuple(d_a.shape) == dense_a) and (d_b is None or tuple(d_b.shape) == dense_b))
 
 
 def roundings_for(precision: str, declared: list) -> tuple[str, ...]:
@@ -237,6 +238,14 @@ class DeviceInputs:
         """The same pass over A as :meth:`scale` makes (by 1: the values stay), before the second
         launch of the fresh-input timing net, so both of its launches follow the same device work."""
         self.checker.scale(self.a.address, self.a, 1.0)
+
+    def restore(self) -> None:
+        """Write A and B again from their snapshots (the host path's upload of the inputs again):
+        B first, then A, each a device copy of whole words."""
+        for g, snap in ((self.b, self.snapshots[1]), (self.a, self.snapshots[0])):
+            words = -(-g.nbytes // 4)
+            self.checker._launch("copy", self.checker._grid(words), (_u64(snap.address), _u64(g.address),
+                                                                     np.int64(words)))
 
     def changed(self) -> tuple[int, int]:
         """Elements of A and of B that differ (bitwise) from their snapshots, counted on the device."""

@@ -42,13 +42,26 @@ DRAW_PIPELINED_MIN = 1 << 21
 DRAW_BLOCK = 1 << 18
 
 
+#: where a point's inputs may be drawn and first verified (:attr:`InputOptions.draw`)
+DRAW_WHERE = ("host", "auto", "device")
+
+
 @dataclass(frozen=True)
 class InputOptions:
     """Inputs A, B drawn as float32 from ``distribution`` (normal | uniform | integers) with a
-    numpy ``default_rng(seed)``."""
+    numpy ``default_rng(seed)``; ``draw`` (:data:`DRAW_WHERE`): where they are drawn and the first
+    verification runs. ``host`` (default): here, the float64 reference here
+    (:func:`gemmlab.stages.verify.check`); ``device``: on the GPU by the device check's generator from
+    ``seed`` (:meth:`gemmlab.stages.device_check.DeviceCheck.draw`: other values of the same
+    distribution), C checked there by the same rule, method and samples, the inputs-unchanged net on
+    device snapshots: no matrix crosses PCIe but C for the repeat-stability net, wherever the device
+    check handles the problem (fp32/tf32/bf16/fp16, a plain problem), else here; ``auto``: on the
+    device above :data:`gemmlab.stages.device_check.DEVICE_MIN_MNK`. The record's ``inputs.drawn``
+    says where."""
 
     seed: int = 0
     distribution: str = "normal"
+    draw: str = "host"
 
 
 def make_inputs(shape: Shape, options: InputOptions, fast: bool = False) -> tuple[np.ndarray, np.ndarray]:
