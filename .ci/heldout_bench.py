@@ -22,6 +22,9 @@ from DRAM, the table's "% of B's DRAM floor" (B's bytes / the record's DRAM peak
 ``--merge``: no point runs; the table and ``OUTDIR/summary.json`` of earlier runs' archives (the
 parts of a split that ``--start`` continued), a point run again in a later part replacing the earlier.
 
+``--draw device`` (or ``auto``): each point's inputs drawn and first verified on the GPU
+(``inputs.draw``, docs/trust.md): no matrix crosses PCIe (issue 41's host cost; the default ``host``).
+
 ``--kernel``: ``auto`` (default), another kernel at its defaults, or a comma list of kernels timed in
 turn at every shape and precision (a shape's later points reuse its inputs' draw and float64
 products; the table then has a row per kernel).
@@ -171,17 +174,18 @@ def interleave(entries) -> list:
 
 def point_config(shape, precision: str, layout_b: str, mode: str, table: str | None, isolation: bool,
                  timeout_s: float, auto: dict | None = None, after_timing: str = AFTER_TIMING,
-                 kernel: str = "auto", timing: dict | None = None) -> dict:
+                 kernel: str = "auto", timing: dict | None = None, draw: str = "host") -> dict:
     """The config of one point (what ``gemmlab experiment=heldout precision=P layout.b=L`` composes,
     with the benchmark's timing and ``verify.after_timing``); ``auto``: more of kernel=auto's keys
     (``rank``, ``tune``, ...; first-use tuning's candidates run with the same verify and timing);
     ``kernel``: another kernel than ``auto`` at its defaults (``table`` and ``auto`` then unused);
-    ``timing``: the timing (default :data:`TIMING`; ``--l2 cold``: :data:`TIMING_COLD`)."""
+    ``timing``: the timing (default :data:`TIMING`; ``--l2 cold``: :data:`TIMING_COLD`); ``draw``:
+    ``inputs.draw`` (where the point's inputs are drawn and first verified)."""
     spec = {"name": "auto", "table": table, **(auto or {})} if kernel == "auto" else {"name": kernel}
     return {"kernel": spec, "shape": [shape.M, shape.N, shape.K], "mode": mode,
             "precision": precision, "layout": {"a": "row", "b": layout_b}, "baseline": "cublas",
             "timing": dict(timing or TIMING), "verify": {"max_full": MAX_FULL, "after_timing": after_timing},
-            "isolation": {"process": isolation, "timeout_s": float(timeout_s)}}
+            "inputs": {"draw": draw}, "isolation": {"process": isolation, "timeout_s": float(timeout_s)}}
 
 
 def default_runner(isolation: bool) -> Callable[[dict, Path], dict]:
@@ -512,6 +516,9 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--after-timing", default=AFTER_TIMING, choices=("host", "auto", "device"),
                     help="verify.after_timing: where the check of what was timed runs (default device: on the GPU at "
                          "every size the device check handles)")
+    ap.add_argument("--draw", default="host", choices=("host", "auto", "device"),
+                    help="inputs.draw: where each point's inputs are drawn and first verified (default host; device: "
+                         "the device check's generator and check, no matrix crosses PCIe: issue 41's host cost)")
     ap.add_argument("--no-isolation", action="store_true", help="run points in this process (no worker, no watchdog)")
     ap.add_argument("--keep-points", action="store_true", help="keep each point's folder under OUTDIR/points")
     ap.add_argument("--precompile", type=int, default=None, metavar="N",
@@ -601,7 +608,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                 break
             timeout = min(POINT_TIMEOUT_S, max(30.0, bench.time_left() - FINAL_RESERVE_S))
             cfg = point_config(entry.shape, p, lb, args.mode, table_path, isolation, timeout, auto, args.after_timing, k,
-                               timing)
+                               timing, args.draw)
             rec = bench.point(order, entry, p, lb, cfg, several)
             order += 1
             # once a point has opened the GPU (its record names the driver, the compile cache's key; a first
@@ -610,7 +617,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
                     and ((rec.get("device") or {}).get("driver_version"))):
                 compiled_ahead = precompile_rest(rec, [point_config(e.shape, q, b, args.mode, table_path, isolation,
                                                                     POINT_TIMEOUT_S, auto, args.after_timing, kk,
-                                                                    timing)
+                                                                    timing, args.draw)
                                                        for e, kk, q, b in plan[order:]], args.precompile) or {}
     except (KeyboardInterrupt, SystemExit) as exc:
         stopped = f"interrupted ({type(exc).__name__})"
@@ -624,7 +631,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     info = {"split": args.split, "regions": args.regions or "all", "limit": args.limit, "budget_s": args.budget_s,
             "mode": args.mode, "kernel": ",".join(kernels),
             "table": (table_path or "shipped") if "auto" in kernels else None, "timing": timing, "max_m": args.max_m, "verify_max_full": MAX_FULL,
-            "verify_after_timing": args.after_timing, "precompile": compiled_ahead,
+            "verify_after_timing": args.after_timing, "inputs_draw": args.draw, "precompile": compiled_ahead,
             "combos": [f"{p}:{lb}" for p, lb in combos], "start": args.start, "shapes": len(entries),
             "shapes_done": args.start + len(bench.rows) // (len(combos) * len(kernels)),  # every point run
             "points_planned": len(plan),

@@ -346,6 +346,19 @@ def test_bench_times_several_kernels_in_turn(bench, tmp_path, capsys):
     assert bench.main([str(tmp_path / "s"), "--start", "-1"], run=run) == 2
 
 
+def test_bench_draw_sets_inputs_draw(bench, tmp_path):
+    """``--draw device``: every point's inputs drawn and first verified on the device (inputs.draw);
+    the default keeps the host's; summary.json says which; a bad value is refused before any point."""
+    run = FakeRun()
+    assert bench.main([str(tmp_path / "h"), "--limit", "1", "--mode", "compile"], run=run) == 0
+    assert bench.main([str(tmp_path / "d"), "--limit", "1", "--mode", "compile", "--draw", "device"], run=run) == 0
+    assert [c["inputs"] for c in run.calls] == [{"draw": "host"}, {"draw": "device"}]
+    assert json.loads((tmp_path / "d" / "summary.json").read_text())["inputs_draw"] == "device"
+    with pytest.raises(SystemExit) as exc:
+        bench.main([str(tmp_path / "x"), "--draw", "gpu"], run=run)
+    assert exc.value.code == 2 and len(run.calls) == 2
+
+
 def test_bench_merge_joins_parts_of_a_split(bench, tmp_path, capsys):
     """``--merge A,B``: one table and summary.json over two runs' archives, nothing run; a point the
     second part ran again (the same kernel, precision, layout and shape) replaces the first's; an
