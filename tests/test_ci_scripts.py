@@ -34,13 +34,14 @@ KEPT = {
     "fp8_probe": "fp8_probe.py's plugin folder",
     "triton_agreement.py": "recurring: gemmlab's timing vs Triton's timers (issue 46)",
     "decode_sweep.py": "recurring: the decode kernels' space on train-split shapes, the data of their sized() (issue 41)",
+    "tune_exhaustive.py": "recurring: first-use tuning against an exhaustive search on held-out shapes (issue 41)",
     "bound_table.py": "CPU: docs/trust.md's verification-rule table",
     "fp8_bound_table.py": "CPU: docs/trust.md's fp8 bound table",
     "gen_wgmma_fp8.py": "CPU: writes kernels/include/gemmlab/wgmma_fp8.cuh",
 }
 #: the scripts that run gemmlab points in Python (the others call the gemmlab command or none)
 RUNS_POINTS = ("evidence.py", "tc_evidence.py", "heldout_bench.py", "relayout_evidence.py", "trust_probe.py",
-               "fp8_bench.py", "fp8_probe.py", "triton_agreement.py", "decode_sweep.py")
+               "fp8_bench.py", "fp8_probe.py", "triton_agreement.py", "decode_sweep.py", "tune_exhaustive.py")
 
 
 def _entries() -> set[str]:

@@ -522,7 +522,7 @@ FIELD_RULES: Mapping[str, Any] = MappingProxyType({name: rule(name) for name, ru
     # kernel=auto's ranking path (gemmlab.dispatch.tuning): rules|model, off|first_use, top-k, budget, cache, model
     "kernel.rank": _rule(_choice, ("rules", "model")),
     "kernel.tune": _rule(_choice, ("off", "first_use")),
-    "kernel.tune_k": _rule(_int, 1, 64),
+    "kernel.tune_k": _rule(_int, 1, 1024),  # 1024: every candidate of a problem (an exhaustive search)
     "kernel.tune_budget_s": _rule(_number, 0.0, 86_400.0),
     "kernel.tune_cache": _path_rule("a folder for kernel=auto's first-use tuning cache",
                                     "the default: $GEMMLAB_TUNING_CACHE, else ~/.cache/gemmlab/tuning"),
