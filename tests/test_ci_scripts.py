@@ -21,6 +21,7 @@ KEPT = {
     "run": "CI's entry (tests/test_readme.py pins its last line)",
     "gpu-check": "the GPU check",
     "gpu-call": "the GPU check of a device call",
+    "gpu-plan": "a device call as ordered named steps within the call's time (the open issues' GPU runs)",
     "ncu_points.py": "called by gpu-call (NCU=) and imported by evidence.py",
     "wgmma_evidence.py": "called by gpu-call (SET=)",
     "tc_evidence.py": "imported by wgmma_evidence.py (its harness)",
