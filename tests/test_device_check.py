@@ -557,3 +557,61 @@ def test_inputs_draw_auto_takes_the_device_above_the_threshold_and_the_host_else
     assert not dc.applies(Problem(Shape(63, 65, 33), "fp8"), min_mnk=0)
     rec = run_point({**base, "inputs": {"draw": "sideways"}}, tmp_path / "bad")
     assert rec["status"] == "invalid" and rec["error"].startswith("inputs.draw: must be one of host, auto, device")
+
+
+def _copies_of(gpu, address: int, nbytes: int) -> list[int]:
+    """A hostile kernel's search of device memory for other allocations holding the bytes at
+    ``address`` (on a GPU: the allocation next to B, or a scan of the context's memory)."""
+    want = gpu.view(address, nbytes)
+    return [base for base, mem in gpu.memory.items()
+            if not base <= address < base + mem.size and mem.size >= nbytes and np.array_equal(mem[:nbytes], want)]
+
+
+@pytest.mark.parametrize("draw", ["host", "device"])
+def test_a_kernel_that_zeroes_a_and_every_copy_of_it_is_refused(tmp_path, monkeypatch, draw):
+    """On its first launch the kernel zeroes A and every device copy of A's bytes it finds (with
+    inputs.draw=device: the snapshot the checks read the reference from), then computes C = A @ B
+    right for the zeroed A: refused as having written its input (the snapshot's fingerprint, kept on
+    the host, changed), or as wrong against the host's own copy."""
+    first = [True]
+
+    def cheat(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        if first[0]:
+            first[0] = False
+            for base in _copies_of(gpu, a, 4 * m * k):
+                gpu.view(base, 4 * m * k)[:] = 0
+            gpu.view(a, 4 * m * k)[:] = 0
+        host_gemm(gpu, args)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: HostGpu(behaviour={"gemm_tiled": cheat}))
+    rec = run_point({"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST),
+                     "inputs": {"draw": draw}}, tmp_path / "p")
+    assert rec["status"] == ("inputs_modified" if draw == "device" else "wrong_result"), rec.get("error")
+    if draw == "device":
+        assert rec["error"].startswith("the kernel wrote the device copy of its input A that the checks read")
+    assert "timing" not in rec
+
+
+def test_restore_draws_again_and_seals_the_snapshots_again():
+    """First-use tuning's re-upload on the device: the generator's values back in A, B and both
+    snapshots after a kernel wrote all four, and the snapshots' fingerprints valid again."""
+    gpu = HostGpu()
+    problem = Problem(Shape(9, 10, 11), "bf16")
+    checker = dc.DeviceCheck(gpu, problem)
+    d_a = guards.allocate(gpu, "A", (9, 11), dtype=inputs_stage.storage_dtype("bf16"))
+    d_b = guards.allocate(gpu, "B", (11, 10), dtype=inputs_stage.storage_dtype("bf16"))
+    fresh = checker.draw(d_a, d_b, 5, "normal")
+    want = [gpu.view(g.address, g.nbytes).copy() for g in (d_a, d_b)]
+    for addr, n in ((d_a.address, d_a.nbytes), (d_b.address, d_b.nbytes), (fresh.snapshots[0].address, d_a.nbytes),
+                    (fresh.snapshots[1].address, d_b.nbytes)):
+        gpu.view(addr, n)[:] = 7
+    assert fresh.tampered() == ["A", "B"]
+    with pytest.raises(SafetyNetError, match="device copy of its input A"):
+        fresh.verify_sealed()
+    fresh.restore()
+    assert all(np.array_equal(gpu.view(g.address, g.nbytes), w) for g, w in zip((d_a, d_b), want))
+    assert fresh.tampered() == [] and fresh.changed() == (0, 0)
+    fresh.scale(a=-1.0)
+    assert fresh.tampered() == []  # scaling seals again
+    with pytest.raises(RuntimeError, match="scaled"):
+        fresh.restore()

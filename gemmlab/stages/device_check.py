@@ -38,7 +38,8 @@ point (15-23% of the rest; docs/trust.md), in host memory passes over the 64-128
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
@@ -218,6 +219,11 @@ class DeviceInputs:
     snapshots: tuple
     seed: int
     distribution: str
+    #: "A"/"B" -> (v, y): a fingerprint of the snapshot (y = X v for a secret float64 vector v, on the
+    #: device, kept here), taken before any kernel ran: the snapshots live in device memory a kernel
+    #: could write, so each check first shows they still hold what was drawn (:meth:`verify_sealed`)
+    seals: dict = field(default_factory=dict)
+    scaled: bool = False
 
     @property
     def owned(self) -> list:
@@ -228,24 +234,56 @@ class DeviceInputs:
         """Multiply A and/or B (and their snapshots) in place on the device by ``a`` / ``b`` (exact:
         -1, 2, -2 on values far from overflow), B first, the matrix after its snapshot (so A is the
         last thing written before a launch, as the host path's upload of A was)."""
+        self.verify_sealed()  # what is scaled is what was drawn
         for i, (g, factor) in ((1, (self.b, b)), (0, (self.a, a))):
             if factor is None:
                 continue
             self.checker.scale(self.snapshots[i].address, g, factor)
             self.checker.scale(g.address, g, factor)
+            self.scaled = True
+        self.seal()
 
     def touch_a(self) -> None:
         """The same pass over A as :meth:`scale` makes (by 1: the values stay), before the second
         launch of the fresh-input timing net, so both of its launches follow the same device work."""
         self.checker.scale(self.a.address, self.a, 1.0)
 
+    def seal(self) -> None:
+        """Fingerprint both snapshots now (:attr:`seals`; a new secret vector each time)."""
+        self.seals = {name: self.checker.fingerprint(name, snap.address)
+                      for name, snap in zip(("A", "B"), self.snapshots)}
+
+    def tampered(self) -> list[str]:
+        """The inputs whose snapshot no longer gives its fingerprint (bitwise: the same vector, the same
+        device reduction order), in order A, B."""
+        return [name for name, snap in zip(("A", "B"), self.snapshots)
+                if name in self.seals and not np.array_equal(
+                    self.checker.fingerprint(name, snap.address, self.seals[name][0])[1], self.seals[name][1])]
+
+    def verify_sealed(self) -> None:
+        """The snapshots still hold the drawn inputs (:meth:`tampered`).
+
+        Raises:
+            SafetyNetError: ``inputs_modified``: a kernel wrote the device copy the checks read.
+        """
+        bad = self.tampered()
+        if bad:
+            raise SafetyNetError("inputs_modified", f"the kernel wrote the device copy of its input {bad[0]} that the "
+                                 "checks read (its fingerprint, taken before any launch, changed)")
+
     def restore(self) -> None:
-        """Write A and B again from their snapshots (the host path's upload of the inputs again):
-        B first, then A, each a device copy of whole words."""
-        for g, snap in ((self.b, self.snapshots[1]), (self.a, self.snapshots[0])):
-            words = -(-g.nbytes // 4)
-            self.checker._launch("copy", self.checker._grid(words), (_u64(snap.address), _u64(g.address),
-                                                                     np.int64(words)))
+        """Write A and B again (the host path's upload of the inputs again): drawn again from the seed
+        by the generator into A, B and their snapshots, sealed again (a kernel may have written the
+        snapshots too). Only before :meth:`scale`.
+
+        Raises:
+            RuntimeError: the inputs were scaled since they were drawn.
+        """
+        if self.scaled:
+            raise RuntimeError("DeviceInputs.restore: the inputs were scaled since they were drawn")
+        self.checker.fill(self.a, self.b, self.seed)
+        self.checker.snapshot_into(self)
+        self.seal()
 
     def changed(self) -> tuple[int, int]:
         """Elements of A and of B that differ (bitwise) from their snapshots, counted on the device."""
@@ -257,6 +295,11 @@ class DeviceInputs:
         Raises:
             SafetyNetError: ``inputs_modified``, naming the input and how many elements changed.
         """
+        try:
+            self.verify_sealed()
+        except SafetyNetError:
+            record["inputs_unchanged"] = False
+            raise
         for g, count in zip((self.a, self.b), self.changed()):
             if count:
                 record["inputs_unchanged"] = False
@@ -279,11 +322,12 @@ def kernel_names(problem, roundings: tuple[str, ...] = ("none",), distribution: 
     names = {"fill": f"gemmlab_dc_fill<{t}, {DIST_CODES[distribution]}>", "scale": f"gemmlab_dc_scale<{t}>",
              "copy": "gemmlab_dc_copy<0>", "diff": f"gemmlab_dc_diff<{dtype.itemsize}>",
              "nan": "gemmlab_dc_nan<0>", "sum": "gemmlab_dc_sum<0>", "matvec_c": "gemmlab_dc_matvec<0, 0, 0>"}
-    for r in roundings:
+    for r in dict.fromkeys((*roundings, "none")):  # "none": the inputs' fingerprints (DeviceInputs.seal)
         code = ROUND_CODES[r]
         names[("matvec_a", r)] = f"gemmlab_dc_matvec<{t}, {code}, {la}>"
         names[("matvec_b", r)] = f"gemmlab_dc_matvec<{t}, {code}, {lb}>"
-        names[("sampled", r)] = f"gemmlab_dc_sampled<{t}, {code}, {la}, {lb}>"
+        if r in roundings:
+            names[("sampled", r)] = f"gemmlab_dc_sampled<{t}, {code}, {la}, {lb}>"
     return names
 
 
@@ -367,18 +411,47 @@ class DeviceCheck:
         """Fill A and B (guard-banded matrices of this problem) with the generator's values for
         ``seed`` (module docstring; :func:`draw` and :func:`to_storage` are its twin) and snapshot
         them on the device."""
+        self.fill(d_a, d_b, seed)
+        snapshots = tuple(Snapshot(f"{g.name} (snapshot)", self._scratch(4 * -(-g.nbytes // 4)), g.nbytes)
+                          for g in (d_a, d_b))
+        fresh = DeviceInputs(self, d_a, d_b, snapshots, seed, distribution)
+        self.snapshot_into(fresh)
+        fresh.seal()
+        return fresh
+
+    def fill(self, d_a, d_b, seed: int) -> None:
+        """A and B (this problem's guard-banded matrices) filled with the generator's values for ``seed``."""
         p = self.problem
         for g, (rows, cols), layout, stream in ((d_a, (p.M, p.K), p.layout_a, 0), (d_b, (p.K, p.N), p.layout_b, 1)):
             self._launch("fill", self._grid(rows * cols), (_u64(g.address), np.int64(rows), np.int64(cols),
                                                             np.int32(layout == "col"),
                                                             np.uint64(stream_key(seed, stream))))
-        snapshots = []
-        for g in (d_a, d_b):
+
+    def snapshot_into(self, fresh: "DeviceInputs") -> None:
+        """Copy A and B into ``fresh``'s snapshots (whole words)."""
+        for g, snap in ((fresh.a, fresh.snapshots[0]), (fresh.b, fresh.snapshots[1])):
             words = -(-g.nbytes // 4)
-            buf = self._scratch(4 * words)
-            snapshots.append(Snapshot(f"{g.name} (snapshot)", buf, g.nbytes))
-            self._launch("copy", self._grid(words), (_u64(g.address), _u64(int(buf.handle)), np.int64(words)))
-        return DeviceInputs(self, d_a, d_b, tuple(snapshots), seed, distribution)
+            self._launch("copy", self._grid(words), (_u64(g.address), _u64(snap.address), np.int64(words)))
+
+    def fingerprint(self, which: str, address: int, v: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(v, X v)``: the logical input ``which`` ("A": M x K, "B": K x N, this problem's type and
+        layout, unrounded) at ``address`` times the float64 vector ``v`` (default: a new one, normal,
+        from a secret seed), on the device; the vector's device copy is zeroed before it is freed."""
+        p = self.problem
+        rows, cols, layout, key = ((p.M, p.K, p.layout_a, ("matvec_a", "none")) if which == "A"
+                                   else (p.K, p.N, p.layout_b, ("matvec_b", "none")))
+        if v is None:
+            v = np.random.default_rng(secrets.randbits(64)).standard_normal(cols)
+        vec = self._upload(np.asarray(v, dtype=np.float64)[None, :])
+        try:
+            out = self._matvec(key, address, rows, cols, layout, int(vec.handle), 1, 0)
+            try:
+                return v, self._download(out, np.float64, rows).copy()
+            finally:
+                out.close()
+        finally:
+            self.gpu.fill32(int(vec.handle), 0, 2 * cols)
+            vec.close()
 
     def scale(self, address: int, g, factor: float) -> None:
         """Multiply the ``g.shape`` elements (A's or B's type) at ``address`` by ``factor`` in place."""
@@ -411,8 +484,10 @@ class DeviceCheck:
 
         Raises:
             ValueError: an unknown ``tf32_rounding``, or one this checker was not compiled for.
+            SafetyNetError: ``inputs_modified``: the snapshots no longer hold what was drawn.
         """
         precision = self.problem.precision
+        fresh.verify_sealed()  # the reference is read from the snapshots: they must hold what was drawn
         self.inputs = fresh
         side: dict = {}  # C's side, the same for every rounding: NaN count, C x, |C| 1
         if precision != "tf32":
