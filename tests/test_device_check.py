@@ -615,3 +615,31 @@ def test_restore_draws_again_and_seals_the_snapshots_again():
     assert fresh.tampered() == []  # scaling seals again
     with pytest.raises(RuntimeError, match="scaled"):
         fresh.restore()
+
+
+@pytest.mark.parametrize("draw", ["host", "device"])
+def test_a_stash_of_the_timed_inputs_alone_is_a_cached_result(tmp_path, monkeypatch, draw):
+    """The kernel keeps C of the first inputs it sees and answers them from it (0.1 ms); any other
+    inputs it computes (1 ms, twice alike): right everywhere, fast only on the inputs it is timed on.
+    The fresh-input net refuses it: every launch on new inputs is slower than 2x the timed median."""
+    kept = {}
+
+    def stash_first(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        key = gpu.floats(a, m * k).tobytes() + gpu.floats(b, k * n).tobytes()
+        if not kept:
+            host_gemm(gpu, args)
+            kept.update(key=key, c=gpu.floats(c, m * n).copy())
+        elif key == kept["key"]:
+            gpu.floats(c, m * n)[:] = kept["c"]
+            gpu.clock_ms -= 0.9  # a copy: 0.1 ms of the fake's 1 ms launch
+        else:
+            host_gemm(gpu, args)
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu",
+                        lambda index=0: HostGpu(behaviour={"gemm_tiled": stash_first}))
+    rec = run_point({"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST),
+                     "inputs": {"draw": draw}}, tmp_path / "p")
+    assert rec["status"] == "cached_result", rec.get("error")
+    assert rec["verification"]["passed"] and rec["verification_after_timing"]["passed"]
+    assert "every launch on inputs other than the timed ones took at least 1 ms" in rec["error"]
+    assert rec["withheld"]["timing"]["median_ms"] == pytest.approx(0.1) and "timing" not in rec

@@ -632,7 +632,10 @@ class Run:
         a cache of results (a stash keyed by their values) is fast only on the second; an honest
         one takes about the same time for both. Two sets are tried ((-A, B), then (2A, -B): values
         no launch has seen); the point is refused only when both show the first launch
-        slower than :data:`NOVELTY_RATIO` x the second + :data:`NOVELTY_SLACK_MS`. Returns
+        slower than :data:`NOVELTY_RATIO` x the second + :data:`NOVELTY_SLACK_MS`; and a kernel whose
+        every launch on these new inputs is slower than :data:`NOVELTY_RATIO` x its timed median +
+        :data:`NOVELTY_SLACK_MS` (fast only on the inputs it was timed on: a cache of their results alone)
+        is refused too. Returns
         ``(backend, the refusal's one line)`` for each backend refused (empty: none). The inputs left in the buffers are recorded as checked
         (inputs unchanged is checked against them). Fresh inputs drawn on the device
         (:class:`gemmlab.stages.device_check.DeviceInputs`) are scaled there instead of uploaded, and
@@ -687,6 +690,17 @@ class Run:
                 f"ms, the next launch on the same inputs {s1:.4g} and {s2:.4g} ms (more than {NOVELTY_RATIO:g}x + "
                 f"{NOVELTY_SLACK_MS} ms): its timed median of {backend.record['timing']['median_ms']:.4g} ms measures "
                 "results cached from inputs it has seen, not the work")))
+        # a cache of the timed inputs' results alone: every launch on other inputs slower than the median
+        for backend in self.backends:
+            if any(b is backend for b, _ in refused) or not seen.get(backend.role):
+                continue
+            fastest = min(t for pair in seen[backend.role] for t in pair)
+            median = backend.record["timing"]["median_ms"]
+            if fastest > NOVELTY_RATIO * median + NOVELTY_SLACK_MS:
+                refused.append((backend, (
+                    f"fresh-input timing: {backend.name}: every launch on inputs other than the timed ones took at "
+                    f"least {fastest:.4g} ms, more than {NOVELTY_RATIO:g}x its timed median of {median:.4g} ms + "
+                    f"{NOVELTY_SLACK_MS} ms: the median measures results cached for the timed inputs, not the work")))
         return refused
 
     def after_timing(self) -> None:
