@@ -550,7 +550,8 @@ def test_inputs_draw_auto_takes_the_device_above_the_threshold_and_the_host_else
     assert rec["status"] == "ok" and rec["inputs"]["drawn"] == "device"
     monkeypatch.setattr(dc, "DEVICE_MIN_MNK", 63 * 65 * 33)
     rec = run_point({**base, "inputs": {"draw": "auto"}}, tmp_path / "below")
-    assert rec["status"] == "ok" and "drawn" not in rec["inputs"] and "where" not in rec["verification"]
+    assert rec["status"] == "ok" and rec["inputs"]["drawn"] == "host" and "where" not in rec["verification"]
+    assert rec["inputs"]["drawn_why"].startswith("inputs.draw=auto: the device check handles plain")
     rec = run_point(base, tmp_path / "default")
     assert rec["status"] == "ok" and "drawn" not in rec["inputs"]
     assert dc.applies(Problem(Shape(63, 65, 33)), min_mnk=0)

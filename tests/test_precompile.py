@@ -52,6 +52,16 @@ def test_host_after_timing_compiles_no_device_check(tmp_path):
     assert precompile.compile_point(big, "13.0")["instances"] == 1
 
 
+
+def test_inputs_drawn_on_the_device_compile_the_device_check(tmp_path):
+    """inputs.draw=device (after-timing on the host): the device check's kernels compiled ahead too;
+    =auto under 2^30 and =host: not."""
+    host_after = {"after_timing": "host"}
+    assert precompile.compile_point(point(tmp_path, verify=host_after, inputs={"draw": "device"}), "13.0")["instances"] == 2
+    assert precompile.compile_point(point(tmp_path, verify=host_after, inputs={"draw": "auto"}), "13.0")["instances"] == 1
+    assert precompile.compile_point(point(tmp_path, verify=host_after, inputs={"draw": "host"}), "13.0")["instances"] == 1
+
+
 def test_first_use_candidates_are_compiled(tmp_path, monkeypatch):
     """kernel=auto with tune=first_use: the tune_k first of the ranking (dispatch.top) besides the choice."""
     from gemmlab.gpu import backends

@@ -89,7 +89,7 @@ def test_run_verdicts_with_fake_tool(monkeypatch, tmp_path, summary, exit_code, 
     out = tmp_path / "run"
     out.mkdir()
     cfg = {"kernel": {"name": "tiled"}, "shape": [8, 8, 8], "sanitizer": "memcheck", "baseline": "cublas",
-           "mode": "run"}
+           "mode": "run", "inputs": {"seed": 3, "draw": "device"}}
     result = sanitizer.run("memcheck", cfg, out)
     assert result["verdict"] == verdict
     assert result["errors"] == errors
@@ -101,6 +101,8 @@ def test_run_verdicts_with_fake_tool(monkeypatch, tmp_path, summary, exit_code, 
     child_cfg = json.loads(Path(argv[-2]).read_text())
     assert child_cfg["sanitizer"] is None and child_cfg["baseline"] is None  # no recursion, kernel only
     assert child_cfg["kernel"] == {"name": "tiled"} and child_cfg["mode"] == "run"
+    # the inputs drawn on the host: the device check's kernels stay out of the tool's report
+    assert child_cfg["inputs"] == {"seed": 3, "draw": "host"}
     json.dumps(result, allow_nan=False)
 
 

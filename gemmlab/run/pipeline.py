@@ -352,6 +352,10 @@ class Run:
         if problem.ab_dtype != "float32":
             self.record["inputs"]["rounding"] = (f"drawn as float32, rounded once to {problem.ab_dtype} "
                                                  "(round to nearest even); the reference multiplies the rounded values")
+        if rc.inputs.draw != "host":  # asked for the device, drawn here: say why
+            self.record["inputs"].update(drawn="host", drawn_why=(
+                f"inputs.draw={rc.inputs.draw}: the device check handles plain fp32/tf32/bf16/fp16 problems"
+                + (f" above M*N*K = {device_check.DEVICE_MIN_MNK}" if rc.inputs.draw == "auto" else "")))
         self.d_a = guards.allocate(gpu, "A", inp.a_stored.shape, inp.a_stored)
         self.owned.append(self.d_a)
         self.d_b = guards.allocate(gpu, "B", inp.b_stored.shape, inp.b_stored)
@@ -418,6 +422,9 @@ class Run:
                                  "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N],
                                  "stored": {"A": list(self.d_a.shape), "B": list(self.d_b.shape)},
                                  "drawn": "device", "generator": device_check.GENERATOR,
+                                 **({"rounding": f"rounded once to {problem.ab_dtype} (round to nearest even) on the "
+                                                 "device; the reference multiplies the rounded values"}
+                                    if problem.ab_dtype != "float32" else {}),
                                  "device_check_compile": self.checker.compile_record}
         self._prepare_outputs()
 
@@ -746,6 +753,10 @@ class Run:
                 rc.inputs.distribution, rc.cache_enabled, rc.cache_dir,
                 driver_version=str(record["device"].get("driver_version", "none")))
             lap("compile")
+            if self.checker is not None:  # the point's own inputs' snapshots are done with: their memory first
+                first = {id(snap) for snap in self.inputs.owned}
+                guards.release(*(o for o in self.owned if id(o) in first))
+                self.owned = [o for o in self.owned if id(o) not in first]
             fresh = checker.draw(self.d_a, self.d_b, seed, rc.inputs.distribution)
             self.owned.extend(fresh.owned)
             gpu.sync()

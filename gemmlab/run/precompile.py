@@ -13,8 +13,8 @@ same machine), for ``sm_<arch>`` of the point (default 90). Compiled ahead:
 - with ``kernel.tune=first_use``, the ``kernel.tune_k`` first candidates of the ranking mode=compile
   makes (``dispatch.top``: offline device facts, so the run's ranking may differ; a candidate not
   compiled here is compiled by the point as before);
-- the after-timing device check's kernels (:func:`gemmlab.stages.device_check.compile_kernels`) where
-  ``verify.after_timing`` takes the device path for the problem.
+- the device check's kernels (:func:`gemmlab.stages.device_check.compile_kernels`) where
+  ``verify.after_timing`` or ``inputs.draw`` takes the device path for the problem.
 
 Nothing here opens a GPU or creates a CUDA context (a context would count as a second process on the
 GPU while points are timed). A compile that fails is reported in the summary and left to the point,
@@ -83,11 +83,12 @@ def compile_point(cfg: Mapping[str, Any], driver_version: str) -> dict:
                                 driver_version=driver_version)
                 count += 1
             where = (_plain(cfg).get("verify") or {}).get("after_timing", "auto")
+            draw = (_plain(cfg).get("inputs") or {}).get("draw", "host")  # the point's own inputs on the device
             problem: Problem = run.problem
             dense = (problem.precision in device_check.PRECISIONS and problem.grouped is None
                      and not problem.extended)
-            if dense and where != "host" and (where == "device" or problem.M * problem.N * problem.K
-                                                > device_check.DEVICE_MIN_MNK):
+            large = problem.M * problem.N * problem.K > device_check.DEVICE_MIN_MNK
+            if dense and any(w == "device" or (w == "auto" and large) for w in (where, draw)):
                 roundings = device_check.roundings_for(problem.precision,
                                                        [getattr(b.spec, "tf32_rounding", None) for b in run.backends])
                 device_check.compile_kernels(problem, roundings, rc.inputs.distribution, facts.arch,

@@ -67,7 +67,9 @@ def run(tool: str, cfg: dict, out_dir: Path, timeout_s: int = 600, device: int |
     work.mkdir(parents=True, exist_ok=True)
     import shutil as _shutil
     _shutil.rmtree(work / "run", ignore_errors=True)  # never let the child "resume" an old check
-    child_cfg = dict(cfg, sanitizer=None, baseline=None, mode="run", resume=False)
+    # the inputs drawn on the host (inputs.draw): the device check's own kernels stay out of the report
+    child_cfg = dict(cfg, sanitizer=None, baseline=None, mode="run", resume=False,
+                     inputs={**(cfg.get("inputs") or {}), "draw": "host"})
     if device is not None:
         child_cfg["device"] = device  # the GPU the parent measured (device=auto resolved)
     (work / "config.json").write_text(json.dumps(child_cfg, default=str))
