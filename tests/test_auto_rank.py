@@ -80,8 +80,8 @@ def spy(monkeypatch):
 
 
 def test_first_use_times_its_candidates_in_one_run_and_the_second_run_hits_the_cache(tmp_path, fake, spy):
-    """k = 4 candidates as backends of ONE point: the inputs drawn once (and once more for the
-    after-timing check), one float64 reference for every candidate's verification, the samples
+    """k = 4 candidates as backends of ONE point: the inputs drawn once (and again for the
+    after-timing check and the fresh-input net), one float64 reference for every candidate's verification, the samples
     taken alternately; the wrong one (fastest of all) is dropped and never chosen, the slow one
     loses, the fastest verified one is the point's kernel, measured by this very run."""
     (c0, e0), (c1, e1), (c2, e2), (c3, e3) = top(4)
@@ -104,8 +104,10 @@ def test_first_use_times_its_candidates_in_one_run_and_the_second_run_hits_the_c
     assert d["tuning"]["model_error"]["model_first_rank_of_best"] == 2 and d["predicted_ms"] > 0
     assert d["model"]["gpu"] == "NVIDIA H200" and len(d["top"]) >= 4
     assert not (tmp_path / "a" / "tuning").exists() and rec["nets_fired"] == []
-    # one point: inputs drawn once (+ the after-timing check's fresh ones), one shared reference
-    assert spy["draws"] == 2
+    # one point: inputs drawn once (+ the after-timing check's fresh ones and the fresh-input net's one
+    # round of new ones: no candidate flagged, no second round), one shared reference
+    assert spy["draws"] == 3 and rec["fresh_input_timing_inputs"]["how"] == "drawn"
+    assert len(rec["fresh_input_timing_inputs"]["seeds"]) == 1
     correct, after = spy["refs"][:4], spy["refs"][4:]  # candidates 0..3 (no baseline here), then the 3 left
     assert len({i for i, _ in correct}) == 1 and [had for _, had in correct] == [False, True, True, True]
     assert len({i for i, _ in after}) == 1 and [had for _, had in after] == [False, True, True]

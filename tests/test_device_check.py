@@ -644,3 +644,33 @@ def test_a_stash_of_the_timed_inputs_alone_is_a_cached_result(tmp_path, monkeypa
     assert rec["verification"]["passed"] and rec["verification_after_timing"]["passed"]
     assert "every launch on inputs other than the timed ones took at least 1 ms" in rec["error"] and "+ 0.1 ms" in rec["error"]
     assert rec["withheld"]["timing"]["median_ms"] == pytest.approx(0.1) and "timing" not in rec
+
+
+@pytest.mark.parametrize("draw", ["host", "device"])
+def test_a_stash_that_answers_multiples_of_seen_inputs_is_a_cached_result(tmp_path, monkeypatch, draw):
+    """The kernel keeps every input set it computes and answers any launch whose A and B are +-1, +-2 or
+    +-1/2 multiples of a kept set from the stash (0.1 ms of a 1 ms launch): the timed inputs and the
+    after-timing replay's are kept sets, and -A or 2A, -B of the replay's would be too. The fresh-input
+    net's inputs are new draws (new seeds, recorded), so the stash has to compute them: refused.
+    (Reviewer's repro: with the scaled variants it was ok at the stash's 0.1 ms.)"""
+    kept = []
+
+    def stash(gpu, args):
+        a, b, c, m, n, k = unpack(args)
+        A, B = gpu.floats(a, m * k).copy(), gpu.floats(b, k * n).copy()
+        for A0, B0, C0 in kept:
+            for sa in (1, -1, 2, -2, 0.5, -0.5):
+                if np.array_equal(A, (sa * A0).astype(np.float32)):
+                    for sb in (1, -1, 2, -2, 0.5, -0.5):
+                        if np.array_equal(B, (sb * B0).astype(np.float32)):
+                            gpu.floats(c, m * n)[:] = sa * sb * C0
+                            gpu.clock_ms -= 0.9
+                            return
+        host_gemm(gpu, args)
+        kept.append((A, B, gpu.floats(c, m * n).copy()))
+    monkeypatch.setattr(gemmlab.gpu.device, "open_gpu", lambda index=0: HostGpu(behaviour={"gemm_tiled": stash}))
+    rec = run_point({"kernel": {"name": "tiled"}, "shape": [63, 65, 33], "mode": "run", "timing": dict(FAST),
+                     "inputs": {"draw": draw}, "verify": {"after_timing": draw}}, tmp_path / "p")
+    assert rec["status"] == "cached_result", (rec["status"], rec.get("error"))
+    assert rec["fresh_input_timing_inputs"]["how"] == "drawn" and len(rec["fresh_input_timing_inputs"]["seeds"]) == 2
+    assert np.allclose(rec["fresh_input_timing_ms"], [[1.0, 0.1], [1.0, 0.1]])  # computed once, then kept

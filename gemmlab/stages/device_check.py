@@ -271,6 +271,14 @@ class DeviceInputs:
             raise SafetyNetError("inputs_modified", f"the kernel wrote the device copy of its input {bad[0]} that the "
                                  "checks read (its fingerprint, taken before any launch, changed)")
 
+    def redraw(self, seed: int) -> None:
+        """New inputs from ``seed`` in A, B and their snapshots (the fresh-input timing net's unseen
+        values), sealed; the record's seed is ``seed`` from now on."""
+        self.checker.fill(self.a, self.b, seed)
+        self.seed, self.scaled = seed, False
+        self.checker.snapshot_into(self)
+        self.seal()
+
     def restore(self) -> None:
         """Write A and B again (the host path's upload of the inputs again): drawn again from the seed
         by the generator into A, B and their snapshots, sealed again (a kernel may have written the
@@ -443,11 +451,12 @@ class DeviceCheck:
         if v is None:
             v = np.random.default_rng(secrets.randbits(64)).standard_normal(cols)
         vec = self._upload(np.asarray(v, dtype=np.float64)[None, :])
-        try:
-            out = self._matvec(key, address, rows, cols, layout, int(vec.handle), 1, 0)
+        try:  # v, X v and X v's partial sums zeroed before their memory is freed (v stays secret)
+            out = self._matvec(key, address, rows, cols, layout, int(vec.handle), 1, 0, zero_partial=True)
             try:
                 return v, self._download(out, np.float64, rows).copy()
             finally:
+                self.gpu.fill32(int(out.handle), 0, 2 * rows)
                 out.close()
         finally:
             self.gpu.fill32(int(vec.handle), 0, 2 * cols)
@@ -590,7 +599,7 @@ class DeviceCheck:
         return summarize(got, rows, cols)
 
     def _matvec(self, key, address: int, rows: int, cols: int, layout: str, v_address: int, nv: int,
-                abs_mask: int):
+                abs_mask: int, zero_partial: bool = False):
         """float64 g_t(X) v_t (t < ``nv``; g_t = |.| where bit t of ``abs_mask`` is set) for the logical
         X (rows x cols, A's or B's type, stored ``layout``) at ``address`` and the float64 vectors
         (nv x cols) at ``v_address``: a new device buffer of nv x rows float64 (the caller closes it)."""
@@ -605,6 +614,8 @@ class DeviceCheck:
                                                         np.int64(nv * rows), _u64(int(out.handle))))
             return out
         finally:
+            if zero_partial:  # the per-chunk sums would give v away to a later kernel reading freed memory
+                self.gpu.fill32(int(partial.handle), 0, 2 * chunks * nv * rows)
             partial.close()
 
     def _freivalds_sides(self, xs: list, rule: str, options, precision: str, rounding: str) -> dict:
