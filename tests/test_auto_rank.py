@@ -564,3 +564,35 @@ def test_the_cli_fits_and_ranks(tmp_path, capsys):
     assert mdl.main(["rank", "64", "4096", "4096", "--precision", "bf16", "--model", str(out), "--top", "3"]) == 0
     text = capsys.readouterr().out
     assert "records of NVIDIA H200" in text and "candidates" in text
+
+
+@pytest.mark.parametrize("draw, copies, baseline", [("host", False, "naive"), ("device", False, "naive"),
+                                                    ("device", True, "naive"), ("device", True, None)])
+def test_a_candidate_writing_the_inputs_is_dropped_with_a_baseline_too(tmp_path, fake, draw, copies, baseline):
+    """A candidate that writes A (and, ``copies``, every device copy of A's bytes: the device check's
+    snapshot) is dropped as inputs_modified and the point goes on, with a baseline as without: the
+    baseline is verified first, on the inputs as drawn (it was verified after the candidates, on the
+    written A, and failed the point: a reviewer's repro)."""
+    from fakegpu import host_gemm
+    (c0, e0), (c1, e1), (c2, e2), (c3, e3) = top(4)
+
+    def writes_a(gpu, args):
+        host_gemm(gpu, args)
+        a, m, k = int(args[0]), int(args[3]), int(args[5])
+        if copies:
+            want = gpu.view(a, 4 * m * k)
+            for base, mem in list(gpu.memory.items()):
+                if not base <= a < base + mem.size and mem.size >= 4 * m * k and np.array_equal(mem[:4 * m * k], want):
+                    gpu.floats(base, 1)[:] += 1.0
+        gpu.floats(a, 1)[:] += 1.0
+
+    fake(HostGpu(durations={e0: 3.0, e1: 0.5, e2: 0.1, e3: 2.0}, behaviour={e2: writes_a}))
+    cfg = {**auto_cfg(tmp_path / "cache", tune_k=4), "inputs": {"draw": draw}}
+    if baseline:
+        cfg["baseline"] = baseline
+    rec = run_point(cfg, tmp_path / "a")
+    assert rec["status"] == "ok", rec["error"]
+    assert [t["status"] for t in rec["dispatch"]["tuning"]["tried"]] == ["ok", "ok", "inputs_modified", "ok"]
+    assert rec["dispatch"]["chosen"] == c1.kernel and rec["inputs_unchanged"] is True
+    if baseline:
+        assert rec["baseline"]["verification"]["passed"]

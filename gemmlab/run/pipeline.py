@@ -217,11 +217,15 @@ class Run:
         finally:
             self.record.setdefault("phase_s", {})[name] = round(time.perf_counter() - started, 4)
 
-    def _each(self, fn, budget: bool = False) -> None:
-        """``fn(backend)`` for every backend in turn; a first-use tuning candidate's failure drops it
+    def _each(self, fn, budget: bool = False, baseline_first: bool = False) -> None:
+        """``fn(backend)`` for every backend in turn (``baseline_first``: the baseline before the
+        kernel's backends); a first-use tuning candidate's failure drops it
         (:meth:`gemmlab.run.first_use.Tuning.step`; ``budget``: one after the first is not reached
         once ``tune_budget_s`` is spent) instead of failing the point."""
-        for backend in list(self.backends):
+        order = list(self.backends)
+        if baseline_first:
+            order.sort(key=lambda b: b.role != "baseline")  # stable: the others keep their order
+        for backend in order:
             if self.tuning is not None and self.tuning.holds(backend):
                 self.tuning.step(self, backend, fn, budget)
             else:
@@ -491,7 +495,9 @@ class Run:
                 self.tuning.verified(backend)
 
         running = list(self.backends)
-        self._each(launch_and_verify)
+        # with first-use tuning the baseline first: its verdict is on the inputs as drawn, before any
+        # candidate could write them (a candidate that does is found and dropped below, not the point)
+        self._each(launch_and_verify, baseline_first=self.tuning is not None)
         if self.tuning is not None:
             record.fire()
             if self._inputs_blame(running):  # a candidate wrote the inputs: the others' verdicts again, on clean ones
