@@ -5,7 +5,7 @@ the candidates the plugins offer, on held-out shapes. On the GPU machine:
                                   [--budget-s S] [--draw host|auto|device]
 
 For each shape (default: the first ``--count`` shapes of the test split's benchmark order, decode
-and medium regions, whose C buffers stay small: the exhaustive point holds one C per candidate), three
+and medium regions, whose C is at most 64 MiB: the exhaustive point holds one C per candidate), three
 points through gemmlab's one point runner (:class:`gemmlab.run.session.Session`, each in its worker):
 
 1. ``default``: ``kernel=auto kernel.rank=model kernel.tune=first_use`` at the shipped ``tune_k`` and
@@ -113,15 +113,23 @@ def precompile_candidates(shape, precision: str, layout_b: str, driver: str) -> 
     return precompile(cfgs, driver)
 
 
+#: the default shapes' largest C (float32 bytes): the exhaustive point holds one C per candidate (up to
+#: ~480), so 64 MiB a C is at most ~30 GB
+MAX_C_BYTES = 64 << 20
+
+
 def default_shapes(precision: str, layout_b: str, count: int) -> list[tuple[int, int, int]]:
-    """The first ``count`` decode and medium shapes of the test split in the heldout benchmark's order."""
+    """The first ``count`` decode and medium shapes of the test split in the heldout benchmark's order
+    whose float32 C is at most :data:`MAX_C_BYTES` (e.g. 1024x128256's 501 MB C, once per candidate,
+    would not fit the GPU)."""
     import importlib.util
     from gemmlab.dispatch.shapeset import load_shapeset
     spec = importlib.util.spec_from_file_location("gemmlab_heldout_bench", ROOT / ".ci" / "heldout_bench.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     order = bench.interleave(load_shapeset().select("test", ["decode", "medium"]))
-    return [(e.shape.M, e.shape.N, e.shape.K) for e in order[:count]]
+    return [(e.shape.M, e.shape.N, e.shape.K) for e in order
+            if 4 * e.shape.M * e.shape.N <= MAX_C_BYTES][:count]
 
 
 def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None = None,

@@ -117,6 +117,7 @@ def test_the_default_shapes_are_held_out_decode_and_medium(script):
     shapes = script.default_shapes("bf16", "col", 10)
     test = {(e.shape.M, e.shape.N, e.shape.K): e for e in load_shapeset().select("test")}
     assert len(shapes) == 10 and all(s in test and test[s].region in ("decode", "medium") for s in shapes)
+    assert all(4 * m * n <= script.MAX_C_BYTES for m, n, _ in shapes)  # one C per candidate must fit the GPU
 
 
 def test_tune_k_takes_an_exhaustive_count():
