@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--budget-s", type=float, default=400)
     ap.add_argument("--shapes", default="", help="comma list of MxNxK (default: SHAPES)")
-    ap.add_argument("--kernels", default="", help="comma list of decode_bf16, decode_tf32 (default both: COMBOS)")
+    ap.add_argument("--kernels", default=None, help="comma list of decode_bf16, decode_tf32 (default both: COMBOS)")
     ap.add_argument("--auto", action="store_true",
                     help="also time kernel=auto (the rules' choice today) once per problem, as the reference row")
     args = ap.parse_args(argv)
@@ -60,8 +60,8 @@ def main(argv=None) -> int:
     from gemmlab.run.session import Session
     from gemmlab.stages.archive import Member, write_members
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s] or SHAPES
-    wanted = [k for k in args.kernels.split(",") if k]
-    if set(wanted) - {k for k, _, _ in COMBOS}:
+    wanted = [k for k in (args.kernels or "").split(",") if k]
+    if (args.kernels is not None and not wanted) or set(wanted) - {k for k, _, _ in COMBOS}:
         ap.error(f"--kernels: {args.kernels!r}: allowed decode_bf16, decode_tf32")
     combos = [c for c in COMBOS if not wanted or c[0] in wanted]
     reg, facts = load_registry(), offline_facts("90")

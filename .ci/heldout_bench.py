@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     ap.add_argument("--precompile", type=int, default=None, metavar="N",
                     help="after the first point, compile the others' kernels in N processes (default: the cores, "
                          "at most 16; 0: off)")
-    ap.add_argument("--merge", default="", metavar="ARCHIVES",
+    ap.add_argument("--merge", default=None, metavar="ARCHIVES",
                     help="run nothing: the table and OUTDIR/summary.json of earlier runs' records.jsonl.xz (comma list, "
                          "in order; a later point of the same kernel, precision, layout and shape replaces an earlier one)")
     args = ap.parse_args(argv)
@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     def refuse(text: str) -> int:  # bad input: one line naming the option, exit 2, nothing run
         print(f"heldout_bench: error: {text}", file=sys.stderr)
         return 2
-    if args.merge:
+    if args.merge is not None:  # an empty list is refused there, not taken as "no --merge"
         return merge(args.outdir, [Path(x) for x in args.merge.split(",") if x.strip()], refuse)
     try:
         combos = parse_precisions(args.precision, args.layout_b)

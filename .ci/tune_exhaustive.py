@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     from gemmlab.console import OneLineParser
     ap = OneLineParser(prog=".ci/tune_exhaustive.py", description=__doc__.splitlines()[0])
     ap.add_argument("outdir", type=Path)
-    ap.add_argument("--precision", default="bf16:col", help="P:row or P:col (default bf16:col)")
+    ap.add_argument("--precision", default="bf16:col", help="P:row or P:col, B's layout (a bare P: B row, as "
+                                                              ".ci/heldout_bench.py; default bf16:col)")
     ap.add_argument("--shapes", default="", help="comma list of MxNxK (default: the test split's first --count "
                                                  "decode and medium shapes)")
     ap.add_argument("--count", type=int, default=10)

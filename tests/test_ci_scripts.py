@@ -8,6 +8,7 @@ directly, and one that runs them in its own process (``isolation.process: false`
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
 
@@ -109,3 +110,15 @@ def test_in_process_points_say_why(name):
     match = re.search(r"((?:#.*\n)+)ISOLATION = \{\"process\": False\}", text)
     assert match, f".ci/{name}: no ISOLATION = {{'process': False}} with a comment above it"
     assert "shared" in match.group(1) and "GPU" in match.group(1)
+
+
+@pytest.mark.parametrize("value", ["", "decode_fp8", "decode_bf16,nope"])
+def test_decode_sweep_refuses_a_bad_kernels_list_in_one_line(tmp_path, capsys, value):
+    spec = importlib.util.spec_from_file_location("ci_decode_sweep", CI / "decode_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit) as exc:
+        module.main([str(tmp_path / "o"), "--kernels", value])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "\n" not in err and f"--kernels: {value!r}: allowed decode_bf16, decode_tf32" in err
+    assert not (tmp_path / "o").exists()

@@ -385,6 +385,8 @@ def test_bench_merge_joins_parts_of_a_split(bench, tmp_path, capsys):
     assert "6 points (3 shapes) from 2 archive(s)" in out and "triton_tma_persistent | bf16 | row/col | 3 | 3 | 0 |" in out
     assert bench.main([str(tmp_path / "m"), "--merge", parts]) == 2  # summary.json exists: refused
     assert "exists; give a new OUTDIR" in capsys.readouterr().err
+    assert bench.main([str(tmp_path / "e"), "--merge", ""], run=run) == 2  # an empty list, not "no --merge"
+    assert "--merge: no such archive: (empty list)" in capsys.readouterr().err and len(run.calls) == calls
     assert bench.main([str(tmp_path / "n"), "--merge", str(tmp_path / "nope.jsonl.xz")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.endswith("--merge: no such archive: " + str(tmp_path / "nope.jsonl.xz"))
