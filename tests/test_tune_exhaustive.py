@@ -124,3 +124,14 @@ def test_tune_k_takes_an_exhaustive_count():
     assert check_field("kernel.tune_k", 1024) == 1024
     with pytest.raises(ConfigError, match="kernel.tune_k"):
         check_field("kernel.tune_k", 1025)
+
+
+def test_the_exhaustive_config_is_a_valid_point(script, tmp_path):
+    """The exhaustive point's config passes gemmlab's checks (tune_k 1024, the budget, inputs.draw, the
+    isolation timeout): in compile mode it ranks every candidate (no GPU: first-use tuning is skipped)."""
+    from gemmlab.run.pipeline import run_point
+    cfg = script.point_config((16, 512, 512), "bf16", "col", tmp_path / "cache", "device", script.EXHAUSTIVE_K,
+                              script.EXHAUSTIVE_BUDGET_S)
+    rec = run_point({**cfg, "mode": "compile"}, tmp_path / "p")
+    assert rec["status"] == "compiled", rec.get("error")
+    assert rec["dispatch"]["model"]["candidates"] >= 100 and "skipped" in rec["dispatch"]["tuning"]
