@@ -29,8 +29,8 @@ OUTDIR/summary.json; the table last.
 from __future__ import annotations
 
 import json
-import math
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None, run: Callable[[dict, Path], dict] | None
     summary = {"precision": precision, "layout_b": layout_b, "draw": args.draw, "shapes": [r["shape"] for r in rows],
                "stopped": stopped, "within_target": WITHIN, "rows": rows,
                "within": sum(bool(r["within"]) for r in rows), "compared": len(ratios),
-               "geomean_ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+               "geomean_ratio": statistics.geometric_mean(ratios) if ratios else None,
                "min_ratio": min(ratios) if ratios else None,
                "cache_hits": sum(bool(r["again_cache_hit"]) for r in rows),
                "kept_budget": sum(bool(r["kept_budget"]) for r in rows),

@@ -349,13 +349,8 @@ class Run:
         self.products = verify_stage.products_for(self.inputs.a, self.inputs.b)
         self.record.setdefault("phase_s", {})["allocate_parts"] = {"draw": round(time.perf_counter() - started, 4)}
         inp = self.inputs
-        self.record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed,
-                                 "dtype": problem.ab_dtype, "layout": _layout_text(problem),
-                                 "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N],
-                                 "stored": {"A": list(inp.a_stored.shape), "B": list(inp.b_stored.shape)}}
-        if problem.ab_dtype != "float32":
-            self.record["inputs"]["rounding"] = (f"drawn as float32, rounded once to {problem.ab_dtype} "
-                                                 "(round to nearest even); the reference multiplies the rounded values")
+        self.record["inputs"] = self._inputs_record(inp.a_stored.shape, inp.b_stored.shape,
+                                                    "drawn as float32, rounded once")
         if rc.inputs.draw != "host":  # asked for the device, drawn here: say why
             self.record["inputs"].update(drawn="host", drawn_why=(
                 f"inputs.draw={rc.inputs.draw}: the device check handles plain fp32/tf32/bf16/fp16 problems"
@@ -421,16 +416,22 @@ class Run:
         gpu.sync()
         self.products = {}
         self.record.setdefault("phase_s", {})["allocate_parts"] = {"draw": round(time.perf_counter() - started, 4)}
-        self.record["inputs"] = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed,
-                                 "dtype": problem.ab_dtype, "layout": _layout_text(problem),
-                                 "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N],
-                                 "stored": {"A": list(self.d_a.shape), "B": list(self.d_b.shape)},
+        self.record["inputs"] = {**self._inputs_record(self.d_a.shape, self.d_b.shape, "rounded once on the device"),
                                  "drawn": "device", "generator": device_check.GENERATOR,
-                                 **({"rounding": f"rounded once to {problem.ab_dtype} (round to nearest even) on the "
-                                                 "device; the reference multiplies the rounded values"}
-                                    if problem.ab_dtype != "float32" else {}),
                                  "device_check_compile": self.checker.compile_record}
         self._prepare_outputs()
+
+    def _inputs_record(self, stored_a, stored_b, how: str) -> dict:
+        """The record's ``inputs``: distribution, seed, type, layouts, logical and stored shapes; below
+        float32, ``rounding`` (``how`` the values reached the storage type)."""
+        rc, problem = self.rc, self.problem
+        out = {"distribution": rc.inputs.distribution, "seed": rc.inputs.seed, "dtype": problem.ab_dtype,
+               "layout": _layout_text(problem), "A": [rc.shape.M, rc.shape.K], "B": [rc.shape.K, rc.shape.N],
+               "stored": {"A": list(stored_a), "B": list(stored_b)}}
+        if problem.ab_dtype != "float32":
+            out["rounding"] = (f"{how} to {problem.ab_dtype} (round to nearest even); the reference multiplies the "
+                               "rounded values")
+        return out
 
     def _verify_output(self, backend, c_host=None, options=None):
         """The verdict on ``backend``'s C for the point's inputs: on the device where the inputs were
